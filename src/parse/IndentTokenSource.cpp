@@ -1,0 +1,185 @@
+#include "src/parse/IndentTokenSource.h"
+
+namespace tgrad::parse {
+
+using tgrad_antlr::TileLangLexer;
+using tgrad_antlr::TileLangParser;
+
+namespace {
+
+// The leading whitespace of the line a NEWLINE token ends on.
+std::string indent_after_newline(const std::string &newline_text) {
+  size_t last_break = newline_text.find_last_of("\r\n");
+  return last_break == std::string::npos ? newline_text : newline_text.substr(last_break + 1);
+}
+
+const char *closing_for(const std::string &open) {
+  if (open == "(") return ")";
+  if (open == "[") return "]";
+  return "}";
+}
+
+}  // namespace
+
+IndentTokenSource::IndentTokenSource(TileLangLexer &lexer, const ChunkLocator &locator, DiagEngine &diags)
+    : lexer_(lexer), locator_(locator), diags_(diags) {
+  // The chunk starts at a line start; its first line's leading whitespace is
+  // skipped by the lexer, so read it off the input.
+  std::string text = lexer_.getInputStream()->toString();
+  size_t n = 0;
+  while (n < text.size() && (text[n] == ' ' || text[n] == '\t' || text[n] == '\f')) ++n;
+  line_indent_ = text.substr(0, n);
+}
+
+std::unique_ptr<antlr4::Token> IndentTokenSource::nextToken() {
+  while (pending_.empty()) fill();
+  std::unique_ptr<antlr4::Token> t = std::move(pending_.front());
+  pending_.pop_front();
+  return t;
+}
+
+void IndentTokenSource::push_synthetic(size_t type, const std::string &text, size_t line, size_t column) {
+  auto t = std::make_unique<antlr4::CommonToken>(type, text);
+  t->setLine(line);
+  t->setCharPositionInLine(column);
+  pending_.push_back(std::move(t));
+}
+
+void IndentTokenSource::fail(size_t line, size_t column, const std::string &message, size_t width) {
+  SourceSpan span{locator_.file_id, locator_.pos(line, column), locator_.pos(line, column + width)};
+  diags_.error(span, message);
+  failed_ = true;
+  // End the stream: after a layout error the parser would only add noise.
+  pending_.clear();
+  finished_ = true;
+  push_synthetic(antlr4::Token::EOF, "<EOF>", line, column);
+}
+
+void IndentTokenSource::finish(size_t line, size_t column) {
+  if (!brackets_.empty()) {
+    const OpenBracket &b = brackets_.back();
+    return fail(b.line, b.column, "'" + b.text + "' was never closed");
+  }
+  if (!at_line_start_) push_synthetic(TileLangLexer::NEWLINE, "\n", line, column);
+  for (size_t i = 1; i < indents_.size(); ++i) push_synthetic(TileLangParser::DEDENT, "<dedent>", line, column);
+  indents_.resize(std::min<size_t>(indents_.size(), 1));
+  push_synthetic(antlr4::Token::EOF, "<EOF>", line, column);
+  finished_ = true;
+}
+
+void IndentTokenSource::fill() {
+  if (finished_) {
+    // The parser may ask past EOF; keep answering EOF.
+    push_synthetic(antlr4::Token::EOF, "<EOF>", lexer_.getLine(), lexer_.getCharPositionInLine());
+    return;
+  }
+  std::unique_ptr<antlr4::Token> t = lexer_.nextToken();
+  const size_t type = t->getType();
+  if (type == antlr4::Token::EOF) return finish(t->getLine(), t->getCharPositionInLine());
+
+  if (type == TileLangLexer::NEWLINE) {
+    if (!brackets_.empty()) return;  // implicit line joining
+    line_indent_ = indent_after_newline(t->getText());
+    if (at_line_start_) return;  // blank or comment-only line
+    at_line_start_ = true;
+    line_tokens_ = line_nesting_ops_ = 0;
+    previous_text_.clear();
+    previous_type_ = 0;
+    push_synthetic(TileLangLexer::NEWLINE, "\n", t->getLine(), t->getCharPositionInLine());
+    return;
+  }
+
+  if (type == TileLangLexer::INVALID_CHAR) {
+    std::string text = t->getText();
+    std::string message = "invalid character '" + text + "' in source";
+    if (text == "\\") message = "unexpected character after line continuation '\\'";
+    return fail(t->getLine(), t->getCharPositionInLine(), message);
+  }
+  if (type == TileLangLexer::UNTERMINATED_STRING)
+    return fail(t->getLine(), t->getCharPositionInLine(), "unterminated string literal");
+
+  if (at_line_start_) {
+    on_first_token_of_line(*t);
+    if (failed_) return;
+    at_line_start_ = false;
+  }
+  check_limits(*t);
+  if (failed_) return;
+  track_bracket(*t);
+  if (failed_) return;
+  previous_text_ = t->getText();
+  previous_type_ = type;
+  pending_.push_back(std::move(t));
+}
+
+void IndentTokenSource::on_first_token_of_line(const antlr4::Token &t) {
+  const size_t line = t.getLine(), column = t.getCharPositionInLine();
+  if (indents_.empty()) {  // the chunk's first token fixes the base level
+    indents_.push_back(line_indent_);
+    return;
+  }
+  const std::string &current = indents_.back();
+  if (line_indent_ == current) return;
+  if (line_indent_.size() > current.size()) {
+    if (line_indent_.compare(0, current.size(), current) != 0)
+      return fail(line, 0, "inconsistent use of tabs and spaces in indentation", column);
+    indents_.push_back(line_indent_);
+    push_synthetic(TileLangParser::INDENT, "<indent>", line, column);
+    return;
+  }
+  while (indents_.size() > 1 && indents_.back().size() > line_indent_.size()) {
+    indents_.pop_back();
+    push_synthetic(TileLangParser::DEDENT, "<dedent>", line, column);
+  }
+  if (indents_.back() != line_indent_) {
+    if (indents_.back().size() == line_indent_.size())
+      return fail(line, 0, "inconsistent use of tabs and spaces in indentation", column);
+    return fail(line, column, "unindent does not match any outer indentation level");
+  }
+}
+
+void IndentTokenSource::check_limits(const antlr4::Token &t) {
+  const std::string text = t.getText();
+  if (++line_tokens_ > kMaxTokensPerLine)
+    return fail(t.getLine(), t.getCharPositionInLine(),
+                "logical line too long: more than " + std::to_string(kMaxTokensPerLine) + " tokens");
+  // A + - ~ is unary where an operand is expected: at the start of the line or
+  // after an operator, an opening bracket, a comma or a keyword.
+  bool operand_expected = previous_text_.empty() ||
+                          (previous_type_ != TileLangLexer::NAME && previous_type_ != TileLangLexer::NUMBER &&
+                           previous_type_ != TileLangLexer::STRING && previous_text_ != ")" &&
+                           previous_text_ != "]" && previous_text_ != "}") ||
+                          previous_text_ == "not" || previous_text_ == "and" || previous_text_ == "or" ||
+                          previous_text_ == "in" || previous_text_ == "is" || previous_text_ == "return" ||
+                          previous_text_ == "if" || previous_text_ == "else";
+  bool nests = text == "not" || text == "**" || text == "if" || text == "lambda" ||
+               ((text == "-" || text == "+" || text == "~") && operand_expected);
+  if (nests && ++line_nesting_ops_ > kMaxNestingOperators)
+    return fail(t.getLine(), t.getCharPositionInLine(),
+                "expression nested too deeply: more than " + std::to_string(kMaxNestingOperators) +
+                    " unary, '**', 'not' or conditional operators in one line; split it into several assignments");
+  if ((text == "(" || text == "[" || text == "{") && brackets_.size() >= kMaxBracketDepth)
+    return fail(t.getLine(), t.getCharPositionInLine(),
+                "too many nested brackets (more than " + std::to_string(kMaxBracketDepth) + ")");
+}
+
+void IndentTokenSource::track_bracket(const antlr4::Token &t) {
+  const std::string text = t.getText();
+  if (text == "(" || text == "[" || text == "{") {
+    brackets_.push_back({text, t.getLine(), t.getCharPositionInLine()});
+    return;
+  }
+  if (text != ")" && text != "]" && text != "}") return;
+  if (brackets_.empty())
+    return fail(t.getLine(), t.getCharPositionInLine(), "unmatched '" + text + "'");
+  const OpenBracket &open = brackets_.back();
+  if (text != closing_for(open.text)) {
+    std::string message = "closing '" + text + "' does not match opening '" + open.text + "'";
+    if (open.line != t.getLine())
+      message += " on line " + std::to_string(locator_.pos(open.line, open.column).line);
+    return fail(t.getLine(), t.getCharPositionInLine(), message);
+  }
+  brackets_.pop_back();
+}
+
+}  // namespace tgrad::parse

@@ -1,0 +1,80 @@
+// IndentTokenSource: the token stream the TileLang parser reads.
+//
+// It wraps the ANTLR-generated lexer and applies Python's layout rules, which
+// a context-free lexer cannot: line breaks inside (), [] and {} are dropped
+// (implicit line joining); blank and comment-only lines vanish; one NEWLINE
+// ends each logical line; a deeper indentation emits INDENT and a shallower
+// one emits a DEDENT per closed level. The indentation of the chunk's first
+// line is the base level (a jit function nested in a module-level `if` is
+// indented).
+//
+// Layout errors (bad dedent, mixed tabs and spaces, unclosed or mismatched
+// brackets, invalid characters, unterminated strings) are reported to the
+// DiagEngine at their exact position; the source then ends the stream so the
+// parser does not add follow-on noise. failed() tells the parser glue to drop
+// its own syntax errors for this chunk.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "TileLangLexer.h"
+#include "TileLangParser.h"
+#include "antlr4-runtime.h"
+#include "src/parse/ChunkLocator.h"
+
+namespace tgrad::parse {
+
+class IndentTokenSource : public antlr4::TokenSource {
+ public:
+  IndentTokenSource(tgrad_antlr::TileLangLexer &lexer, const ChunkLocator &locator, DiagEngine &diags);
+
+  std::unique_ptr<antlr4::Token> nextToken() override;
+  size_t getLine() const override { return lexer_.getLine(); }
+  size_t getCharPositionInLine() override { return lexer_.getCharPositionInLine(); }
+  antlr4::CharStream *getInputStream() override { return lexer_.getInputStream(); }
+  std::string getSourceName() override { return lexer_.getSourceName(); }
+  antlr4::TokenFactory<antlr4::CommonToken> *getTokenFactory() override { return lexer_.getTokenFactory(); }
+
+  bool failed() const { return failed_; }
+
+  // Limits that keep the recursive-descent parser and the recursive passes
+  // over the AST far from the end of the stack on any input. Real kernels
+  // stay far below them (Python itself allows 200 nested brackets).
+  static constexpr size_t kMaxBracketDepth = 100;
+  static constexpr size_t kMaxNestingOperators = 200;  // unary - + ~ not, **, if, lambda per line
+  static constexpr size_t kMaxTokensPerLine = 10000;
+
+ private:
+  struct OpenBracket {
+    std::string text;
+    size_t line, column;
+  };
+
+  void fill();
+  void on_first_token_of_line(const antlr4::Token &t);
+  void track_bracket(const antlr4::Token &t);
+  void check_limits(const antlr4::Token &t);
+  void finish(size_t line, size_t column);
+  void fail(size_t line, size_t column, const std::string &message, size_t width = 1);
+  void push_synthetic(size_t type, const std::string &text, size_t line, size_t column);
+
+  tgrad_antlr::TileLangLexer &lexer_;
+  ChunkLocator locator_;
+  DiagEngine &diags_;
+  std::deque<std::unique_ptr<antlr4::Token>> pending_;
+  std::vector<std::string> indents_;  // indentation strings; front is the base
+  std::vector<OpenBracket> brackets_;
+  std::string line_indent_;       // leading whitespace of the line the next token starts
+  bool at_line_start_ = true;     // no token emitted yet on the current logical line
+  size_t line_tokens_ = 0;        // tokens on the current logical line
+  size_t line_nesting_ops_ = 0;   // operators on it that nest the parse (see limits)
+  std::string previous_text_;     // text of the previous token on the line
+  size_t previous_type_ = 0;
+  bool finished_ = false;
+  bool failed_ = false;
+};
+
+}  // namespace tgrad::parse

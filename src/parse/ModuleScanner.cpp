@@ -1,0 +1,242 @@
+#include "src/parse/ModuleScanner.h"
+
+#include <map>
+
+#include "TileLangLexer.h"
+#include "antlr4-runtime.h"
+#include "src/parse/ChunkLocator.h"
+
+namespace tgrad::parse {
+
+using tgrad_antlr::TileLangLexer;
+
+namespace {
+
+struct Tok {
+  size_t type;
+  std::string text;
+  int line;       // 1-based
+  int column;     // 0-based, code points
+  size_t start;   // code point index into the input
+  size_t stop;
+  int end_line;   // line of the token's last character
+};
+
+struct LogicalLine {
+  size_t first, last;  // token indices, inclusive
+};
+
+class Scanner {
+ public:
+  Scanner(const SourceManager &sources, int file_id, DiagEngine &diags)
+      : sources_(sources), file_id_(file_id), diags_(diags), input_(sources.text(file_id)) {}
+
+  std::vector<Chunk> run() {
+    lex();
+    scan_block(0, lines_.size(), /*top_level=*/true);
+    return std::move(chunks_);
+  }
+
+ private:
+  void lex() {
+    TileLangLexer lexer(&input_);
+    lexer.removeErrorListeners();  // INVALID_CHAR catches every character
+    int depth = 0;
+    bool line_open = false;
+    for (;;) {
+      std::unique_ptr<antlr4::Token> t = lexer.nextToken();
+      if (t->getType() == antlr4::Token::EOF) break;
+      std::string text = t->getText();
+      if (t->getType() == TileLangLexer::NEWLINE) {
+        if (depth == 0 && line_open) {
+          lines_.back().last = toks_.size() - 1;
+          line_open = false;
+        }
+        continue;
+      }
+      int breaks = 0;
+      for (char c : text) breaks += (c == '\n');
+      toks_.push_back({t->getType(), text, static_cast<int>(t->getLine()),
+                       static_cast<int>(t->getCharPositionInLine()), t->getStartIndex(), t->getStopIndex(),
+                       static_cast<int>(t->getLine()) + breaks});
+      if (!line_open) {
+        lines_.push_back({toks_.size() - 1, toks_.size() - 1});
+        line_open = true;
+      }
+      if (text == "(" || text == "[" || text == "{") ++depth;
+      if ((text == ")" || text == "]" || text == "}") && depth > 0) --depth;
+    }
+    if (line_open) lines_.back().last = toks_.size() - 1;
+  }
+
+  const Tok &first(size_t line) const { return toks_[lines_[line].first]; }
+  size_t size(size_t line) const { return lines_[line].last - lines_[line].first + 1; }
+  const std::string &word(size_t line, size_t i) const {
+    static const std::string none;
+    return i < size(line) ? toks_[lines_[line].first + i].text : none;
+  }
+
+  SourceSpan span_of(size_t first_tok, size_t last_tok) const {
+    const Tok &a = toks_[first_tok], &b = toks_[last_tok];
+    SourceSpan s{file_id_, {a.line, a.column + 1}, {}};
+    if (b.end_line == b.line)
+      s.end = {b.line, b.column + 1 + code_points(b.text)};
+    else
+      s.end = {b.end_line, code_points(b.text.substr(b.text.find_last_of('\n') + 1)) + 1};
+    return s;
+  }
+
+  std::string text_of(size_t first_tok, size_t last_tok) {
+    return input_.getText(antlr4::misc::Interval(toks_[first_tok].start, toks_[last_tok].stop));
+  }
+
+  // Whole source lines [first_line, last_line].
+  std::string lines_text(int first_line, int last_line) const {
+    size_t begin = sources_.line_start(file_id_, first_line);
+    size_t end = sources_.line_start(file_id_, last_line + 1);
+    return sources_.text(file_id_).substr(begin, end - begin);
+  }
+
+  void add_chunk(Chunk::Kind kind, size_t first_line_index, size_t end_line_index, std::vector<ast::Decorator> decos,
+                 std::string alias = "") {
+    Chunk c;
+    c.kind = kind;
+    c.first_line = first(first_line_index).line;
+    c.text = lines_text(c.first_line, toks_[lines_[end_line_index - 1].last].end_line);
+    c.decorators = std::move(decos);
+    c.jit_alias = std::move(alias);
+    chunks_.push_back(std::move(c));
+  }
+
+  // Statements of one block: lines [b, e) whose first token is at the
+  // block's column; deeper lines belong to the statement above them.
+  void scan_block(size_t b, size_t e, bool top_level) {
+    std::vector<size_t> decorator_lines;
+    size_t k = b;
+    while (k < e) {
+      const int column = first(k).column;
+      size_t body_end = k + 1;
+      while (body_end < e && first(body_end).column > column) ++body_end;
+      const std::string &w = word(k, 0);
+      if (w == "@") {
+        decorator_lines.push_back(k);
+        k = body_end;
+        continue;
+      }
+      if (w == "def") {
+        on_def(k, body_end, decorator_lines);
+      } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
+        if (body_end > k + 1) scan_block(k + 1, body_end, /*top_level=*/false);
+      } else if (top_level && (w == "import" || w == "from")) {
+        add_chunk(Chunk::Kind::Import, k, k + 1, {});
+      } else if (top_level) {
+        on_top_level_simple(k);
+      }
+      decorator_lines.clear();
+      k = body_end;
+    }
+  }
+
+  ast::Decorator make_decorator(size_t line) {
+    ast::Decorator d;
+    const LogicalLine &l = lines_[line];
+    d.span = span_of(l.first, l.last);
+    if (size(line) > 1) d.text = text_of(l.first + 1, l.last);
+    // The dotted name right after '@'.
+    for (size_t i = 1; i < size(line); i += 2) {
+      if (toks_[l.first + i].type != TileLangLexer::NAME) break;
+      if (!d.name.empty()) d.name += '.';
+      d.name += toks_[l.first + i].text;
+      if (word(line, i + 1) != ".") break;
+    }
+    if (d.name == "triton.jit" || d.name == "jit")
+      d.kind = ast::DecoratorKind::Jit;
+    else if (d.name == "triton.autotune" || d.name == "autotune")
+      d.kind = ast::DecoratorKind::Autotune;
+    else if (d.name == "triton.heuristics" || d.name == "heuristics")
+      d.kind = ast::DecoratorKind::Heuristics;
+    else
+      d.kind = ast::DecoratorKind::Other;
+    return d;
+  }
+
+  void on_def(size_t k, size_t body_end, const std::vector<size_t> &decorator_lines) {
+    std::vector<ast::Decorator> decos;
+    for (size_t line : decorator_lines) decos.push_back(make_decorator(line));
+    bool jit = false, triton_decorated = false;
+    for (const ast::Decorator &d : decos) {
+      jit |= d.kind == ast::DecoratorKind::Jit;
+      triton_decorated |= d.kind != ast::DecoratorKind::Other;
+    }
+    const std::string &name = word(k, 1);
+    if (jit) {
+      for (const ast::Decorator &d : decos)
+        if (d.kind == ast::DecoratorKind::Other)
+          diags_.warning(d.span, "decorator '@" + d.name + "' on @triton.jit function '" + name +
+                                     "' is not known to tgrad; it is kept as text and its effect is ignored");
+      add_chunk(Chunk::Kind::Function, k, body_end, std::move(decos));
+      return;
+    }
+    if (triton_decorated) {
+      for (const ast::Decorator &d : decos)
+        if (d.kind != ast::DecoratorKind::Other)
+          diags_.warning(d.span, "'@" + d.name + "' on '" + name +
+                                     "', which has no @triton.jit decorator: tgrad skips this function");
+      return;
+    }
+    // An undecorated function may still become jit through `alias = triton.jit(name)`.
+    if (decos.empty()) plain_defs_[name] = {k, body_end};
+  }
+
+  // `NAME: tl.constexpr = v`, `NAME = tl.constexpr(v)`, `ALIAS = triton.jit(NAME)`.
+  void on_top_level_simple(size_t k) {
+    if (first(k).type != TileLangLexer::NAME) return;
+    // Position after a `tl.constexpr` / `triton.language.constexpr` starting at i, or 0.
+    auto after_constexpr = [&](size_t i) -> size_t {
+      if (word(k, i) == "tl" && word(k, i + 1) == "." && word(k, i + 2) == "constexpr") return i + 3;
+      if (word(k, i) == "triton" && word(k, i + 1) == "." && word(k, i + 2) == "language" && word(k, i + 3) == "." &&
+          word(k, i + 4) == "constexpr")
+        return i + 5;
+      return 0;
+    };
+    size_t after;
+    if (word(k, 1) == ":" && (after = after_constexpr(2)) && word(k, after) == "=") {
+      add_chunk(Chunk::Kind::Constant, k, k + 1, {});
+      return;
+    }
+    if (word(k, 1) == "=" && (after = after_constexpr(2)) && word(k, after) == "(") {
+      add_chunk(Chunk::Kind::Constant, k, k + 1, {});
+      return;
+    }
+    // ALIAS = triton.jit(NAME)
+    size_t i = 2;
+    if (word(k, 1) != "=") return;
+    if (word(k, i) == "triton" && word(k, i + 1) == ".") i += 2;
+    if (word(k, i) != "jit" || word(k, i + 1) != "(" || word(k, i + 3) != ")" || size(k) != i + 4) return;
+    const std::string &target = word(k, i + 2);
+    auto it = plain_defs_.find(target);
+    if (it == plain_defs_.end()) {
+      diags_.warning(span_of(lines_[k].first, lines_[k].last),
+                     "'" + target + "' is not a function defined above in this file; tgrad skips this triton.jit call");
+      return;
+    }
+    add_chunk(Chunk::Kind::Function, it->second.first, it->second.second, {}, word(k, 0));
+  }
+
+  const SourceManager &sources_;
+  int file_id_;
+  DiagEngine &diags_;
+  antlr4::ANTLRInputStream input_;
+  std::vector<Tok> toks_;
+  std::vector<LogicalLine> lines_;
+  std::vector<Chunk> chunks_;
+  std::map<std::string, std::pair<size_t, size_t>> plain_defs_;  // name -> [def line, body end)
+};
+
+}  // namespace
+
+std::vector<Chunk> scan_module(const SourceManager &sources, int file_id, DiagEngine &diags) {
+  return Scanner(sources, file_id, diags).run();
+}
+
+}  // namespace tgrad::parse

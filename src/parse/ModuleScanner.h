@@ -1,0 +1,35 @@
+// ModuleScanner: finds the parts of a Python file that are tile language.
+//
+// A kernel file is ordinary Python: launchers, torch code and classes sit
+// beside the @triton.jit functions. The scanner lexes the whole file with the
+// TileLang lexer (so strings, comments and brackets are understood), groups
+// tokens into logical lines, and walks the top-level statements. It keeps:
+//   - functions decorated @triton.jit (under any stack of @triton.autotune /
+//     @triton.heuristics / other decorators), also inside module-level
+//     `if`/`try` blocks, and functions made jit by `alias = triton.jit(fn)`;
+//   - module constants `NAME: tl.constexpr = v` and `NAME = tl.constexpr(v)`;
+//   - top-level `import` / `from ... import` lines.
+// Everything else is skipped without a diagnostic. Each kept piece becomes a
+// Chunk of whole source lines for the parser (src/parse/Parser.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+
+namespace tgrad::parse {
+
+struct Chunk {
+  enum class Kind { Function, Import, Constant };
+  Kind kind = Kind::Function;
+  int first_line = 1;  // 1-based file line where `text` starts
+  std::string text;    // whole lines, first_line onwards
+  std::vector<ast::Decorator> decorators;  // Function only
+  std::string jit_alias;                   // Function made jit by a call
+};
+
+std::vector<Chunk> scan_module(const SourceManager &sources, int file_id, DiagEngine &diags);
+
+}  // namespace tgrad::parse

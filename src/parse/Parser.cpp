@@ -1,0 +1,183 @@
+#include "tgrad/parse/Parser.h"
+
+#include "TileLangLexer.h"
+#include "TileLangParser.h"
+#include "antlr4-runtime.h"
+#include "src/parse/AstBuilder.h"
+#include "src/parse/IndentTokenSource.h"
+#include "src/parse/ModuleScanner.h"
+
+namespace tgrad::parse {
+
+using tgrad_antlr::TileLangLexer;
+using tgrad_antlr::TileLangParser;
+
+namespace {
+
+// Turns ANTLR's syntax errors into tgrad diagnostics with messages in the
+// words of Python's ("expected ':'", "unexpected indent"). Only the first
+// error of a chunk is reported: later ones are usually its echoes.
+class SyntaxErrorListener : public antlr4::BaseErrorListener {
+ public:
+  SyntaxErrorListener(const ChunkLocator &locator, DiagEngine &diags, const IndentTokenSource &source)
+      : loc_(locator), diags_(diags), source_(source) {}
+
+  void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t line, size_t column,
+                   const std::string &msg, std::exception_ptr) override {
+    if (reported_ || source_.failed()) return;
+    reported_ = true;
+    SourceSpan span{loc_.file_id, loc_.pos(line, column), loc_.pos(line, column + 1)};
+    if (offending && offending->getType() != antlr4::Token::EOF && offending->getType() != TileLangLexer::NEWLINE &&
+        offending->getType() != TileLangParser::INDENT && offending->getType() != TileLangParser::DEDENT)
+      span = loc_.span(offending);
+    diags_.error(span, message(recognizer, offending, msg));
+  }
+
+  bool reported() const { return reported_; }
+
+ private:
+  static std::string describe(antlr4::Token *t) {
+    if (!t) return "input";
+    switch (t->getType()) {
+      case antlr4::Token::EOF: return "end of input";
+      case TileLangLexer::NEWLINE: return "end of line";
+      case TileLangParser::INDENT: return "indent";
+      case TileLangParser::DEDENT: return "dedent";
+      default: return "'" + t->getText() + "'";
+    }
+  }
+
+  std::string message(antlr4::Recognizer *recognizer, antlr4::Token *offending, const std::string &msg) const {
+    if (offending && offending->getType() == TileLangParser::INDENT) return "unexpected indent";
+    auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
+    antlr4::misc::IntervalSet expected;
+    if (parser) expected = parser->getExpectedTokens();
+    if (expected.contains(static_cast<size_t>(TileLangParser::INDENT))) return "expected an indented block";
+    // "missing ':' at 'x'": name the missing token.
+    if (msg.rfind("missing ", 0) == 0) {
+      std::string what = msg.substr(8, msg.find(" at ") - 8);
+      return "invalid syntax: expected " + what + " before " + describe(offending);
+    }
+    // A short list of literal alternatives reads well: "expected ')' or ','".
+    if (parser && !expected.isEmpty() && expected.size() <= 3) {
+      std::string list;
+      bool all_literal = true;
+      const antlr4::dfa::Vocabulary &vocab = parser->getVocabulary();
+      std::vector<ssize_t> types = expected.toList();
+      for (size_t i = 0; i < types.size(); ++i) {
+        std::string name = vocab.getLiteralName(types[i]);
+        if (name.empty()) {
+          all_literal = false;
+          break;
+        }
+        if (i) list += i + 1 == types.size() ? " or " : ", ";
+        list += name;
+      }
+      if (all_literal) return "invalid syntax: expected " + list + ", found " + describe(offending);
+    }
+    return "invalid syntax: unexpected " + describe(offending);
+  }
+
+  const ChunkLocator &loc_;
+  DiagEngine &diags_;
+  const IndentTokenSource &source_;
+  bool reported_ = false;
+};
+
+// The first byte offset where `text` is not valid UTF-8, or npos.
+size_t invalid_utf8_offset(const std::string &text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return i;
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are invalid too.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+bool check_encoding(const SourceManager &sources, int file_id, DiagEngine &diags) {
+  const std::string &text = sources.text(file_id);
+  size_t bad = invalid_utf8_offset(text);
+  if (bad == std::string::npos) return true;
+  int line = 1;
+  while (line < sources.line_count(file_id) && sources.line_start(file_id, line + 1) <= bad) ++line;
+  int column = 1;
+  for (size_t i = sources.line_start(file_id, line); i < bad; ++i)
+    column += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+  diags.error({file_id, {line, column}, {line, column + 1}}, "file is not valid UTF-8");
+  return false;
+}
+
+void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
+  ChunkLocator locator{file_id, chunk.first_line};
+  antlr4::ANTLRInputStream input(chunk.text);
+  TileLangLexer lexer(&input);
+  lexer.removeErrorListeners();
+  IndentTokenSource source(lexer, locator, diags);
+  antlr4::CommonTokenStream tokens(&source);
+  TileLangParser parser(&tokens);
+  parser.removeErrorListeners();
+  SyntaxErrorListener listener(locator, diags, source);
+  parser.addErrorListener(&listener);
+
+  switch (chunk.kind) {
+    case Chunk::Kind::Function: {
+      TileLangParser::Function_chunkContext *tree = parser.function_chunk();
+      if (listener.reported() || source.failed()) return;
+      std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
+      // A later definition replaces an earlier one, as in Python.
+      for (auto &existing : module.functions)
+        if (existing->name == f->name) {
+          diags.warning(f->name_span, "jit function '" + f->name +
+                                          "' is defined again here (tgrad cannot tell which module-level branch "
+                                          "Python takes); tgrad uses this later definition");
+          diags.note(existing->name_span, "the earlier definition of '" + f->name + "' is here");
+          existing = std::move(f);
+          return;
+        }
+      module.functions.push_back(std::move(f));
+      return;
+    }
+    case Chunk::Kind::Import: {
+      TileLangParser::Import_chunkContext *tree = parser.import_chunk();
+      if (listener.reported() || source.failed()) return;
+      ast::Import imp;
+      if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
+      return;
+    }
+    case Chunk::Kind::Constant: {
+      TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
+      if (listener.reported() || source.failed()) return;
+      ast::Constant c;
+      c.stmt = build_constant(tree->expr_stmt(), locator, diags, c.name);
+      if (!c.stmt) return;
+      c.span = c.stmt->span;
+      module.constants.push_back(std::move(c));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ast::Module> parse_module(const SourceManager &sources, int file_id, DiagEngine &diags) {
+  auto module = std::make_unique<ast::Module>();
+  module->file_id = file_id;
+  if (!check_encoding(sources, file_id, diags)) return module;
+  std::vector<Chunk> chunks = scan_module(sources, file_id, diags);
+  for (Chunk &chunk : chunks) parse_chunk(chunk, file_id, diags, *module);
+  return module;
+}
+
+}  // namespace tgrad::parse
