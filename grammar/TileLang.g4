@@ -90,10 +90,10 @@ compound_stmt : if_stmt
               | async_stmt
               ;
 
-if_stmt    : 'if' test ':' suite elif_clause* else_clause? ;
-elif_clause: 'elif' test ':' suite ;
+if_stmt    : 'if' namedexpr_test ':' suite elif_clause* else_clause? ;
+elif_clause: 'elif' namedexpr_test ':' suite ;
 else_clause: 'else' ':' suite ;
-while_stmt : 'while' test ':' suite else_clause? ;
+while_stmt : 'while' namedexpr_test ':' suite else_clause? ;
 for_stmt   : 'for' exprlist 'in' testlist ':' suite else_clause? ;
 
 // Unsupported in jit code; parsed only to be reported precisely.
@@ -112,6 +112,9 @@ testlist_star : (test | star_expr) (',' (test | star_expr))* ','? ;
 testlist      : test (',' test)* ','? ;
 exprlist      : (expr | star_expr) (',' (expr | star_expr))* ','? ;
 star_expr     : '*' expr ;
+
+// `name := value` where Python allows it unparenthesised; rejected by the builder.
+namedexpr_test : (NAME ':=')? test ;
 
 test     : or_test ('if' or_test 'else' test)?
          | lambdef
@@ -154,7 +157,7 @@ atom : '(' (yield_expr | testlist_comp)? ')'    # parenAtom
      | 'False'                                  # falseAtom
      ;
 
-testlist_comp : (test | star_expr) (comp_for | (',' (test | star_expr))* ','?) ;
+testlist_comp : (namedexpr_test | star_expr) (comp_for | (',' (namedexpr_test | star_expr))* ','?) ;
 dictorsetmaker : (test ':' test | '**' expr | test | star_expr)
                  (comp_for | (',' (test ':' test | '**' expr | test | star_expr))* ','?) ;
 comp_for  : 'async'? 'for' exprlist 'in' or_test (comp_for | comp_if)? ;
@@ -222,7 +225,8 @@ NEWLINE : ( '\r'? '\n' | '\r' ) [ \t\f]* ;
 
 SKIP_SPACE        : [ \t\f]+ -> skip ;
 COMMENT           : '#' ~[\r\n\f]* -> skip ;
-LINE_CONTINUATION : '\\' [ \t]* ( '\r'? '\n' | '\r' ) -> skip ;
+// Hidden, not skipped: the token source must see a continuation that ends the input.
+LINE_CONTINUATION : '\\' [ \t]* ( '\r'? '\n' | '\r' ) -> channel(HIDDEN) ;
 
 // Any other character: a token of its own, reported as "invalid character"
 // by the parser glue (never a lexer exception).

@@ -84,9 +84,12 @@ class Builder {
       return std::make_unique<Return>(c->testlist_star() ? testlist_star(c->testlist_star()) : nullptr, s);
     if (auto *c = dynamic_cast<P::AssertStmtContext *>(ctx))
       return std::make_unique<Assert>(test(c->test(0)), c->test().size() > 1 ? test(c->test(1)) : nullptr, s);
-    if (dynamic_cast<P::BreakStmtContext *>(ctx) || dynamic_cast<P::ContinueStmtContext *>(ctx))
-      return unsupported_stmt(ctx, "'" + ctx->getStart()->getText() + "' is not supported" + kInJit +
-                                       "; express the exit as the loop condition of a 'while' loop");
+    if (dynamic_cast<P::BreakStmtContext *>(ctx))
+      return unsupported_stmt(ctx, std::string("'break' is not supported") + kInJit +
+                                       "; express the exit as the condition of a 'while' loop");
+    if (dynamic_cast<P::ContinueStmtContext *>(ctx))
+      return unsupported_stmt(ctx, std::string("'continue' is not supported") + kInJit +
+                                       "; put the rest of the loop body under an 'if' instead");
     if (dynamic_cast<P::GlobalStmtContext *>(ctx) || dynamic_cast<P::NonlocalStmtContext *>(ctx))
       return unsupported_stmt(ctx, "'" + ctx->getStart()->getText() + "' is not supported" + kInJit +
                                        "; pass the value as a parameter (module constants must be tl.constexpr)");
@@ -152,7 +155,7 @@ class Builder {
     if (auto *c = ctx->if_stmt()) return out.push_back(if_stmt(c));
     if (auto *c = ctx->while_stmt()) {
       if (c->else_clause()) unsupported(c->else_clause(), std::string("'while ... else' is not supported") + kInJit);
-      return out.push_back(std::make_unique<While>(test(c->test()), suite(c->suite()), loc_.span(ctx)));
+      return out.push_back(std::make_unique<While>(namedexpr(c->namedexpr_test()), suite(c->suite()), loc_.span(ctx)));
     }
     if (auto *c = ctx->for_stmt()) {
       if (c->else_clause()) unsupported(c->else_clause(), std::string("'for ... else' is not supported") + kInJit);
@@ -188,10 +191,12 @@ class Builder {
     for (size_t i = elifs.size(); i-- > 0;) {
       SourceSpan s = loc_.span(elifs[i]->getStart(), ctx->getStop());
       StmtList inner;
-      inner.push_back(std::make_unique<If>(test(elifs[i]->test()), suite(elifs[i]->suite()), std::move(orelse), s));
+      inner.push_back(
+          std::make_unique<If>(namedexpr(elifs[i]->namedexpr_test()), suite(elifs[i]->suite()), std::move(orelse), s));
       orelse = std::move(inner);
     }
-    return std::make_unique<If>(test(ctx->test()), suite(ctx->suite()), std::move(orelse), loc_.span(ctx));
+    return std::make_unique<If>(namedexpr(ctx->namedexpr_test()), suite(ctx->suite()), std::move(orelse),
+                                loc_.span(ctx));
   }
 
   // ------------------------------------------------------------ expressions
@@ -218,10 +223,18 @@ class Builder {
   // Dispatch for the expression rules that appear in lists.
   ExprPtr any_expr(ParserRuleContext *ctx) {
     if (auto *c = dynamic_cast<P::TestContext *>(ctx)) return test(c);
+    if (auto *c = dynamic_cast<P::Namedexpr_testContext *>(ctx)) return namedexpr(c);
     if (auto *c = dynamic_cast<P::ExprContext *>(ctx)) return expr(c);
     if (dynamic_cast<P::Star_exprContext *>(ctx))
       return unsupported_expr(ctx, std::string("starred expressions ('*x') are not supported") + kInJit);
     return unsupported_expr(ctx, "unsupported expression" + std::string(kInJit));
+  }
+
+  ExprPtr namedexpr(P::Namedexpr_testContext *ctx) {
+    if (ctx->NAME())
+      return unsupported_expr(loc_.span(ctx->NAME()), std::string("':=' is not supported") + kInJit +
+                                                          "; assign the value in a statement of its own first");
+    return test(ctx->test());
   }
 
   ExprPtr test(P::TestContext *ctx) {
@@ -368,7 +381,8 @@ class Builder {
     }
     if (auto *c = dynamic_cast<P::PositionalArgumentContext *>(ctx)) {
       if (c->comp_for()) {
-        unsupported(ctx, std::string("generator expressions are not supported") + kInJit);
+        unsupported_expr(ctx, std::string("generator expressions are not supported") + kInJit +
+                                  "; use a tl.static_range loop or tile operations");
         return;
       }
       if (!keywords.empty()) error(loc_.span(ctx), "positional argument follows keyword argument");
@@ -391,13 +405,13 @@ class Builder {
     if (auto *c = dynamic_cast<P::ParenAtomContext *>(ctx)) {
       if (c->yield_expr()) return unsupported_expr(ctx, std::string("'yield' is not supported") + kInJit);
       if (!c->testlist_comp()) return std::make_unique<Tuple>(ExprList{}, s);
-      ExprPtr e = testlist_comp(c->testlist_comp(), "generator expressions");
+      ExprPtr e = testlist_comp(c, c->testlist_comp(), "generator expressions");
       if (auto *t = dyn_cast<Tuple>(e.get())) t->span = s;  // the tuple includes its parentheses
       return e;
     }
     if (auto *c = dynamic_cast<P::ListAtomContext *>(ctx)) {
       if (!c->testlist_comp()) return std::make_unique<List>(ExprList{}, s);
-      ExprPtr e = testlist_comp(c->testlist_comp(), "list comprehensions");
+      ExprPtr e = testlist_comp(c, c->testlist_comp(), "list comprehensions");
       ExprList elts;
       if (auto *t = dyn_cast<Tuple>(e.get()); t && is_bare_sequence(c->testlist_comp()))
         elts = std::move(t->elts);
@@ -415,11 +429,12 @@ class Builder {
     return false;
   }
 
-  ExprPtr testlist_comp(P::Testlist_compContext *ctx, const char *comprehension_kind) {
+  // The elements inside () or []; a comprehension is reported at the bracket.
+  ExprPtr testlist_comp(P::AtomContext *atom, P::Testlist_compContext *ctx, const char *comprehension_kind) {
     for (ParseTree *child : ctx->children)
       if (dynamic_cast<P::Comp_forContext *>(child))
-        return unsupported_expr(ctx, std::string(comprehension_kind) + " are not supported" + kInJit +
-                                         "; use a tl.static_range loop or tile operations");
+        return unsupported_expr(atom, std::string(comprehension_kind) + " are not supported" + kInJit +
+                                          "; use a tl.static_range loop or tile operations");
     return sequence(ctx, ctx->children);
   }
 

@@ -7,10 +7,17 @@ using tgrad_antlr::TileLangParser;
 
 namespace {
 
+// Indentation is the whitespace after the last form feed: Python ignores a
+// form feed's column when it measures indentation.
+std::string without_form_feeds(const std::string &indent) {
+  size_t last_feed = indent.find_last_of('\f');
+  return last_feed == std::string::npos ? indent : indent.substr(last_feed + 1);
+}
+
 // The leading whitespace of the line a NEWLINE token ends on.
 std::string indent_after_newline(const std::string &newline_text) {
   size_t last_break = newline_text.find_last_of("\r\n");
-  return last_break == std::string::npos ? newline_text : newline_text.substr(last_break + 1);
+  return without_form_feeds(last_break == std::string::npos ? newline_text : newline_text.substr(last_break + 1));
 }
 
 const char *closing_for(const std::string &open) {
@@ -21,14 +28,14 @@ const char *closing_for(const std::string &open) {
 
 }  // namespace
 
-IndentTokenSource::IndentTokenSource(TileLangLexer &lexer, const ChunkLocator &locator, DiagEngine &diags)
-    : lexer_(lexer), locator_(locator), diags_(diags) {
+IndentTokenSource::IndentTokenSource(TileLangLexer &lexer, const ChunkLocator &locator)
+    : lexer_(lexer), locator_(locator) {
   // The chunk starts at a line start; its first line's leading whitespace is
   // skipped by the lexer, so read it off the input.
   std::string text = lexer_.getInputStream()->toString();
   size_t n = 0;
   while (n < text.size() && (text[n] == ' ' || text[n] == '\t' || text[n] == '\f')) ++n;
-  line_indent_ = text.substr(0, n);
+  line_indent_ = without_form_feeds(text.substr(0, n));
 }
 
 std::unique_ptr<antlr4::Token> IndentTokenSource::nextToken() {
@@ -39,16 +46,19 @@ std::unique_ptr<antlr4::Token> IndentTokenSource::nextToken() {
 }
 
 void IndentTokenSource::push_synthetic(size_t type, const std::string &text, size_t line, size_t column) {
-  auto t = std::make_unique<antlr4::CommonToken>(type, text);
+  // The token needs a source: ANTLR's error recovery copies it when it
+  // conjures up a missing token.
+  auto t = std::make_unique<antlr4::CommonToken>(std::make_pair(this, lexer_.getInputStream()), type,
+                                                 antlr4::Token::DEFAULT_CHANNEL, 0, 0);
+  t->setText(text);
   t->setLine(line);
   t->setCharPositionInLine(column);
   pending_.push_back(std::move(t));
 }
 
-void IndentTokenSource::fail(size_t line, size_t column, const std::string &message, size_t width) {
+void IndentTokenSource::fail(size_t line, size_t column, std::string message, size_t width) {
   SourceSpan span{locator_.file_id, locator_.pos(line, column), locator_.pos(line, column + width)};
-  diags_.error(span, message);
-  failed_ = true;
+  error_ = Diagnostic{Severity::Error, span, std::move(message)};
   // End the stream: after a layout error the parser would only add noise.
   pending_.clear();
   finished_ = true;
@@ -58,6 +68,7 @@ void IndentTokenSource::fail(size_t line, size_t column, const std::string &mess
 void IndentTokenSource::finish(size_t line, size_t column) {
   if (!brackets_.empty()) {
     const OpenBracket &b = brackets_.back();
+    unclosed_bracket_ = true;
     return fail(b.line, b.column, "'" + b.text + "' was never closed");
   }
   if (!at_line_start_) push_synthetic(TileLangLexer::NEWLINE, "\n", line, column);
@@ -70,12 +81,25 @@ void IndentTokenSource::finish(size_t line, size_t column) {
 void IndentTokenSource::fill() {
   if (finished_) {
     // The parser may ask past EOF; keep answering EOF.
-    push_synthetic(antlr4::Token::EOF, "<EOF>", lexer_.getLine(), lexer_.getCharPositionInLine());
+    push_synthetic(antlr4::Token::EOF, "<EOF>", end_line_, end_column_);
     return;
   }
   std::unique_ptr<antlr4::Token> t = lexer_.nextToken();
   const size_t type = t->getType();
-  if (type == antlr4::Token::EOF) return finish(t->getLine(), t->getCharPositionInLine());
+  if (type == antlr4::Token::EOF) {
+    if (after_continuation_)
+      return fail(continuation_line_, continuation_column_, "unexpected end of input after line continuation '\\'");
+    // Tokens that close the input sit at the end of its last token, so a
+    // diagnostic about them ("expected an indented block") quotes a real line.
+    return finish(end_line_, end_column_);
+  }
+  if (type == TileLangLexer::LINE_CONTINUATION) {
+    after_continuation_ = true;
+    continuation_line_ = t->getLine();
+    continuation_column_ = t->getCharPositionInLine();
+    return;
+  }
+  after_continuation_ = false;
 
   if (type == TileLangLexer::NEWLINE) {
     if (!brackets_.empty()) return;  // implicit line joining
@@ -100,15 +124,16 @@ void IndentTokenSource::fill() {
 
   if (at_line_start_) {
     on_first_token_of_line(*t);
-    if (failed_) return;
+    if (failed()) return;
     at_line_start_ = false;
   }
   check_limits(*t);
-  if (failed_) return;
+  if (failed()) return;
   track_bracket(*t);
-  if (failed_) return;
+  if (failed()) return;
   previous_text_ = t->getText();
   previous_type_ = type;
+  record_end(*t);
   pending_.push_back(std::move(t));
 }
 
@@ -136,6 +161,19 @@ void IndentTokenSource::on_first_token_of_line(const antlr4::Token &t) {
       return fail(line, 0, "inconsistent use of tabs and spaces in indentation", column);
     return fail(line, column, "unindent does not match any outer indentation level");
   }
+}
+
+void IndentTokenSource::record_end(const antlr4::Token &t) {
+  const std::string text = t.getText();
+  size_t last_break = text.find_last_of('\n');
+  if (last_break == std::string::npos) {
+    end_line_ = t.getLine();
+    end_column_ = t.getCharPositionInLine() + code_points(text);
+    return;
+  }
+  end_line_ = t.getLine();
+  for (char c : text) end_line_ += (c == '\n');
+  end_column_ = code_points(text.substr(last_break + 1));
 }
 
 void IndentTokenSource::check_limits(const antlr4::Token &t) {

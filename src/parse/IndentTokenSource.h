@@ -9,14 +9,15 @@
 // indented).
 //
 // Layout errors (bad dedent, mixed tabs and spaces, unclosed or mismatched
-// brackets, invalid characters, unterminated strings) are reported to the
-// DiagEngine at their exact position; the source then ends the stream so the
-// parser does not add follow-on noise. failed() tells the parser glue to drop
-// its own syntax errors for this chunk.
+// brackets, invalid characters, unterminated strings) are recorded with their
+// exact position, and the source then ends the stream so the parser does not
+// add follow-on noise. The parser glue decides how the recorded error and the
+// parser's own first syntax error are reported (src/parse/Parser.cpp).
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ namespace tgrad::parse {
 
 class IndentTokenSource : public antlr4::TokenSource {
  public:
-  IndentTokenSource(tgrad_antlr::TileLangLexer &lexer, const ChunkLocator &locator, DiagEngine &diags);
+  IndentTokenSource(tgrad_antlr::TileLangLexer &lexer, const ChunkLocator &locator);
 
   std::unique_ptr<antlr4::Token> nextToken() override;
   size_t getLine() const override { return lexer_.getLine(); }
@@ -38,7 +39,12 @@ class IndentTokenSource : public antlr4::TokenSource {
   std::string getSourceName() override { return lexer_.getSourceName(); }
   antlr4::TokenFactory<antlr4::CommonToken> *getTokenFactory() override { return lexer_.getTokenFactory(); }
 
-  bool failed() const { return failed_; }
+  bool failed() const { return error_.has_value(); }
+  // The layout error that ended the stream, if any.
+  const std::optional<Diagnostic> &error() const { return error_; }
+  // True when that error is an opening bracket never closed: then whatever
+  // the parser complained about first is its consequence, not a second error.
+  bool failed_on_unclosed_bracket() const { return unclosed_bracket_; }
 
   // Limits that keep the recursive-descent parser and the recursive passes
   // over the AST far from the end of the stack on any input. Real kernels
@@ -57,13 +63,13 @@ class IndentTokenSource : public antlr4::TokenSource {
   void on_first_token_of_line(const antlr4::Token &t);
   void track_bracket(const antlr4::Token &t);
   void check_limits(const antlr4::Token &t);
+  void record_end(const antlr4::Token &t);
   void finish(size_t line, size_t column);
-  void fail(size_t line, size_t column, const std::string &message, size_t width = 1);
+  void fail(size_t line, size_t column, std::string message, size_t width = 1);
   void push_synthetic(size_t type, const std::string &text, size_t line, size_t column);
 
   tgrad_antlr::TileLangLexer &lexer_;
   ChunkLocator locator_;
-  DiagEngine &diags_;
   std::deque<std::unique_ptr<antlr4::Token>> pending_;
   std::vector<std::string> indents_;  // indentation strings; front is the base
   std::vector<OpenBracket> brackets_;
@@ -73,8 +79,12 @@ class IndentTokenSource : public antlr4::TokenSource {
   size_t line_nesting_ops_ = 0;   // operators on it that nest the parse (see limits)
   std::string previous_text_;     // text of the previous token on the line
   size_t previous_type_ = 0;
+  size_t end_line_ = 1, end_column_ = 0;  // just after the last real token
+  bool after_continuation_ = false;       // the previous raw token was a '\' line join
+  size_t continuation_line_ = 0, continuation_column_ = 0;
   bool finished_ = false;
-  bool failed_ = false;
+  std::optional<Diagnostic> error_;
+  bool unclosed_bracket_ = false;
 };
 
 }  // namespace tgrad::parse

@@ -46,6 +46,7 @@ class Scanner {
     for (;;) {
       std::unique_ptr<antlr4::Token> t = lexer.nextToken();
       if (t->getType() == antlr4::Token::EOF) break;
+      if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL) continue;  // '\' line joins
       std::string text = t->getText();
       if (t->getType() == TileLangLexer::NEWLINE) {
         if (depth == 0 && line_open) {
@@ -123,6 +124,7 @@ class Scanner {
         k = body_end;
         continue;
       }
+      if (w != "def") warn_about_orphan_jit(decorator_lines, k);
       if (w == "def") {
         on_def(k, body_end, decorator_lines);
       } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
@@ -134,6 +136,21 @@ class Scanner {
       }
       decorator_lines.clear();
       k = body_end;
+    }
+    warn_about_orphan_jit(decorator_lines, e);
+  }
+
+  // `@triton.jit` above something that is not a function (a class, the end
+  // of the file): tgrad has nothing to keep, and says so.
+  void warn_about_orphan_jit(const std::vector<size_t> &decorator_lines, size_t next_line) {
+    for (size_t line : decorator_lines) {
+      ast::Decorator d = make_decorator(line);
+      if (d.kind != ast::DecoratorKind::Jit) continue;
+      std::string what = next_line < lines_.size() && word(next_line, 0) == "class" ? "decorates a class"
+                         : next_line < lines_.size() && word(next_line, 0) == "async"
+                             ? "decorates an async function"
+                             : "is not followed by a function definition";
+      diags_.warning(d.span, "'@" + d.name + "' " + what + "; tgrad skips it");
     }
   }
 

@@ -1,5 +1,7 @@
 #include "tgrad/parse/Parser.h"
 
+#include <optional>
+
 #include "TileLangLexer.h"
 #include "TileLangParser.h"
 #include "antlr4-runtime.h"
@@ -16,24 +18,23 @@ namespace {
 
 // Turns ANTLR's syntax errors into tgrad diagnostics with messages in the
 // words of Python's ("expected ':'", "unexpected indent"). Only the first
-// error of a chunk is reported: later ones are usually its echoes.
+// error of a chunk is kept: later ones are usually its echoes.
 class SyntaxErrorListener : public antlr4::BaseErrorListener {
  public:
-  SyntaxErrorListener(const ChunkLocator &locator, DiagEngine &diags, const IndentTokenSource &source)
-      : loc_(locator), diags_(diags), source_(source) {}
+  SyntaxErrorListener(const ChunkLocator &locator, const IndentTokenSource &source)
+      : loc_(locator), source_(source) {}
 
   void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t line, size_t column,
                    const std::string &msg, std::exception_ptr) override {
-    if (reported_ || source_.failed()) return;
-    reported_ = true;
+    if (error_ || source_.failed()) return;
     SourceSpan span{loc_.file_id, loc_.pos(line, column), loc_.pos(line, column + 1)};
     if (offending && offending->getType() != antlr4::Token::EOF && offending->getType() != TileLangLexer::NEWLINE &&
         offending->getType() != TileLangParser::INDENT && offending->getType() != TileLangParser::DEDENT)
       span = loc_.span(offending);
-    diags_.error(span, message(recognizer, offending, msg));
+    error_ = Diagnostic{Severity::Error, span, message(recognizer, offending, msg)};
   }
 
-  bool reported() const { return reported_; }
+  const std::optional<Diagnostic> &error() const { return error_; }
 
  private:
   static std::string describe(antlr4::Token *t) {
@@ -47,12 +48,25 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
     }
   }
 
+  // " after 'if' statement on line 7": the statement that owns the suite
+  // being parsed (else/elif clauses are rules of their own), in file lines.
+  std::string after_what(antlr4::ParserRuleContext *ctx) const {
+    if (!dynamic_cast<TileLangParser::SuiteContext *>(ctx)) return "";
+    auto *owner = dynamic_cast<antlr4::ParserRuleContext *>(ctx->parent);
+    if (!owner) return "";
+    const std::string line = std::to_string(loc_.pos(owner->getStart()->getLine(), 0).line);
+    if (dynamic_cast<TileLangParser::FuncdefContext *>(owner)) return " after function definition on line " + line;
+    if (dynamic_cast<TileLangParser::ClassdefContext *>(owner)) return " after class definition on line " + line;
+    return " after '" + owner->getStart()->getText() + "' statement on line " + line;
+  }
+
   std::string message(antlr4::Recognizer *recognizer, antlr4::Token *offending, const std::string &msg) const {
     if (offending && offending->getType() == TileLangParser::INDENT) return "unexpected indent";
     auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
     antlr4::misc::IntervalSet expected;
     if (parser) expected = parser->getExpectedTokens();
-    if (expected.contains(static_cast<size_t>(TileLangParser::INDENT))) return "expected an indented block";
+    if (expected.contains(static_cast<size_t>(TileLangParser::INDENT)))
+      return "expected an indented block" + (parser ? after_what(parser->getContext()) : std::string());
     // "missing ':' at 'x'": name the missing token.
     if (msg.rfind("missing ", 0) == 0) {
       std::string what = msg.substr(8, msg.find(" at ") - 8);
@@ -79,9 +93,8 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
   }
 
   const ChunkLocator &loc_;
-  DiagEngine &diags_;
   const IndentTokenSource &source_;
-  bool reported_ = false;
+  std::optional<Diagnostic> error_;
 };
 
 // The first byte offset where `text` is not valid UTF-8, or npos.
@@ -119,22 +132,47 @@ bool check_encoding(const SourceManager &sources, int file_id, DiagEngine &diags
   return false;
 }
 
+// The token source's layout error and the parser's first syntax error, in
+// source order. An unclosed bracket explains anything the parser saw after
+// it, so then it is reported alone.
+void report_layout_and_syntax_errors(const IndentTokenSource &source, const SyntaxErrorListener &listener,
+                                     DiagEngine &diags) {
+  const std::optional<Diagnostic> &layout = source.error();
+  const std::optional<Diagnostic> &syntax = listener.error();
+  if (layout && (source.failed_on_unclosed_bracket() || !syntax)) return diags.report(*layout);
+  if (!layout) {
+    if (syntax) diags.report(*syntax);
+    return;
+  }
+  auto before = [](const SourcePos &a, const SourcePos &b) {
+    return a.line < b.line || (a.line == b.line && a.column < b.column);
+  };
+  bool syntax_first = before(syntax->span.begin, layout->span.begin);
+  diags.report(syntax_first ? *syntax : *layout);
+  diags.report(syntax_first ? *layout : *syntax);
+}
+
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
   ChunkLocator locator{file_id, chunk.first_line};
   antlr4::ANTLRInputStream input(chunk.text);
   TileLangLexer lexer(&input);
   lexer.removeErrorListeners();
-  IndentTokenSource source(lexer, locator, diags);
+  IndentTokenSource source(lexer, locator);
   antlr4::CommonTokenStream tokens(&source);
   TileLangParser parser(&tokens);
   parser.removeErrorListeners();
-  SyntaxErrorListener listener(locator, diags, source);
+  SyntaxErrorListener listener(locator, source);
   parser.addErrorListener(&listener);
+  // Reports the chunk's syntax errors; true if there were any.
+  auto report_syntax_errors = [&]() {
+    report_layout_and_syntax_errors(source, listener, diags);
+    return source.failed() || listener.error().has_value();
+  };
 
   switch (chunk.kind) {
     case Chunk::Kind::Function: {
       TileLangParser::Function_chunkContext *tree = parser.function_chunk();
-      if (listener.reported() || source.failed()) return;
+      if (report_syntax_errors()) return;
       std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
       // A later definition replaces an earlier one, as in Python.
       for (auto &existing : module.functions)
@@ -151,14 +189,14 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     }
     case Chunk::Kind::Import: {
       TileLangParser::Import_chunkContext *tree = parser.import_chunk();
-      if (listener.reported() || source.failed()) return;
+      if (report_syntax_errors()) return;
       ast::Import imp;
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
-      if (listener.reported() || source.failed()) return;
+      if (report_syntax_errors()) return;
       ast::Constant c;
       c.stmt = build_constant(tree->expr_stmt(), locator, diags, c.name);
       if (!c.stmt) return;

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Tests of the tgrad command line: flags, exit status, output files, stdin,
+# diagnostics. Run by Bazel as an sh_test with the tgrad binary as $1; the
+# working directory is the runfiles root, where tests/kernels/*.py are.
+#
+# Exit status contract: 0 success, 1 errors in the input, 2 misuse of the
+# command line.
+set -u
+
+if [ $# -lt 1 ]; then
+  echo "usage: $0 PATH/TO/tgrad" >&2
+  exit 2
+fi
+TGRAD=$1
+case "$TGRAD" in
+  /*) ;;
+  *) TGRAD="$PWD/$TGRAD" ;;
+esac
+
+KERNELS=tests/kernels
+FN1=$KERNELS/fn1.py
+
+TMP=${TEST_TMPDIR:-}
+if [ -z "$TMP" ]; then
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+fi
+TMP="$TMP/cli_test.$$"
+mkdir -p "$TMP"
+
+FAILURES=0
+CHECKS=0
+
+fail() {
+  FAILURES=$((FAILURES + 1))
+  echo "FAIL: $1" >&2
+  if [ $# -gt 1 ]; then echo "      $2" >&2; fi
+}
+
+# run NAME ARGS...: runs tgrad with ARGS, stdin from /dev/null unless the
+# caller redirects; leaves $TMP/NAME.out, $TMP/NAME.err and RC.
+run() {
+  local name=$1
+  shift
+  "$TGRAD" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  RC=$?
+}
+
+# expect_rc CHECK WANT: the last run exited with WANT.
+expect_rc() {
+  CHECKS=$((CHECKS + 1))
+  if [ "$RC" -ne "$2" ]; then
+    fail "$1" "exit status $RC, expected $2; stderr: $(head -c 400 "$TMP/${3:-$1}.err" 2>/dev/null)"
+    return 1
+  fi
+  return 0
+}
+
+# expect_grep CHECK FILE PATTERN (extended regex): FILE has a line matching.
+expect_grep() {
+  CHECKS=$((CHECKS + 1))
+  if ! grep -Eq -- "$3" "$2"; then
+    fail "$1" "no line matching /$3/ in $(basename "$2"): $(head -c 400 "$2")"
+    return 1
+  fi
+  return 0
+}
+
+# expect_line CHECK FILE LINE: FILE has exactly this line (no regex).
+expect_line() {
+  CHECKS=$((CHECKS + 1))
+  if ! grep -Fxq -- "$3" "$2"; then
+    fail "$1" "no line '$3' in $(basename "$2"): $(head -c 400 "$2")"
+    return 1
+  fi
+  return 0
+}
+
+# expect_no_grep CHECK FILE PATTERN: no line of FILE matches.
+expect_no_grep() {
+  CHECKS=$((CHECKS + 1))
+  if grep -Eq -- "$3" "$2"; then
+    fail "$1" "unexpected line matching /$3/ in $(basename "$2"): $(grep -E -- "$3" "$2" | head -3)"
+    return 1
+  fi
+  return 0
+}
+
+# expect_empty CHECK FILE
+expect_empty() {
+  CHECKS=$((CHECKS + 1))
+  if [ -s "$2" ]; then
+    fail "$1" "expected $(basename "$2") to be empty, it has: $(head -c 400 "$2")"
+    return 1
+  fi
+  return 0
+}
+
+# expect_nonempty CHECK FILE
+expect_nonempty() {
+  CHECKS=$((CHECKS + 1))
+  if [ ! -s "$2" ]; then
+    fail "$1" "expected $(basename "$2") to be non-empty"
+    return 1
+  fi
+  return 0
+}
+
+# expect_same CHECK FILE1 FILE2
+expect_same() {
+  CHECKS=$((CHECKS + 1))
+  if ! cmp -s "$2" "$3"; then
+    fail "$1" "$(basename "$2") and $(basename "$3") differ: $(diff "$2" "$3" | head -10)"
+    return 1
+  fi
+  return 0
+}
+
+if [ ! -x "$TGRAD" ]; then
+  echo "FAIL: binary: '$TGRAD' is not an executable file" >&2
+  exit 1
+fi
+if [ ! -f "$FN1" ]; then
+  echo "FAIL: setup: $FN1 not found (working directory $PWD)" >&2
+  exit 1
+fi
+
+# --- --help and --version -------------------------------------------------------
+
+run help --help
+expect_rc help_exit_0 0 help
+expect_grep help_mentions_dump_ast "$TMP/help.out" '--dump-ast'
+expect_grep help_mentions_emit "$TMP/help.out" '--emit'
+
+run version --version
+expect_rc version_exit_0 0 version
+expect_grep version_prints_tgrad_and_version "$TMP/version.out" '^tgrad [0-9]+\.[0-9]+(\.[0-9]+)?'
+
+# --- --dump-ast -----------------------------------------------------------------
+
+run dump --dump-ast "$FN1"
+expect_rc dump_ast_exit_0 0 dump
+expect_empty dump_ast_no_stderr "$TMP/dump.err"
+expect_grep dump_ast_has_function_fn1 "$TMP/dump.out" '^ *Function fn1 @[0-9]+:[0-9]+'
+expect_grep dump_ast_fn1_location "$TMP/dump.out" 'Function fn1 @8:1$'
+expect_grep dump_ast_has_statement_location "$TMP/dump.out" 'Assign @9:5$'
+expect_grep dump_ast_has_line_col_locations "$TMP/dump.out" '@[0-9]+:[0-9]+$'
+expect_grep dump_ast_has_other_functions "$TMP/dump.out" 'Function fn2_kernel @'
+# fn1.py's launcher code under `if __name__ == "__main__":` is skipped.
+expect_no_grep dump_ast_skips_launcher "$TMP/dump.out" 'manual_seed'
+
+# Options may come before the file too.
+run dump_order "$FN1" --dump-ast
+expect_rc dump_ast_flag_after_file_exit_0 0 dump_order
+expect_same dump_ast_flag_order_irrelevant "$TMP/dump.out" "$TMP/dump_order.out"
+
+# --- --emit source ----------------------------------------------------------------
+
+HAVE_PYTHON=0
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import ast' >/dev/null 2>&1; then
+  HAVE_PYTHON=1
+else
+  echo "note: python3 not found; skipping the checks that the emitted source parses as Python" >&2
+fi
+
+for kernel in "$KERNELS"/*.py; do
+  base=$(basename "$kernel" .py)
+  run "emit_$base" --emit source "$kernel"
+  expect_rc "emit_source_${base}_exit_0" 0 "emit_$base" || continue
+  expect_nonempty "emit_source_${base}_nonempty" "$TMP/emit_$base.out"
+  if [ "$HAVE_PYTHON" = 1 ]; then
+    CHECKS=$((CHECKS + 1))
+    if ! python3 -c 'import ast,sys; ast.parse(sys.stdin.read())' <"$TMP/emit_$base.out" 2>"$TMP/py_$base.err"; then
+      fail "emit_source_${base}_parses_as_python" "$(tail -3 "$TMP/py_$base.err")"
+    fi
+  fi
+done
+expect_grep emit_source_has_jit_decorator "$TMP/emit_fn1.out" '^@triton\.jit$'
+expect_grep emit_source_has_def_fn1 "$TMP/emit_fn1.out" '^def fn1\(x, y\):$'
+expect_no_grep emit_source_skips_launcher "$TMP/emit_fn1.out" 'manual_seed'
+
+# Printing is a fixed point: the emitted source, parsed and emitted again, is the same.
+cp "$TMP/emit_fn1.out" "$TMP/emitted_fn1.py"
+run emit_again --emit source "$TMP/emitted_fn1.py"
+expect_rc emit_source_reparse_exit_0 0 emit_again
+expect_same emit_source_fixed_point "$TMP/emit_fn1.out" "$TMP/emit_again.out"
+
+# --- -o FILE ----------------------------------------------------------------------
+
+rm -f "$TMP/written.txt"
+run out_file --dump-ast -o "$TMP/written.txt" "$FN1"
+expect_rc output_file_exit_0 0 out_file
+expect_empty output_file_nothing_on_stdout "$TMP/out_file.out"
+CHECKS=$((CHECKS + 1))
+if [ -f "$TMP/written.txt" ]; then
+  expect_same output_file_content_matches_stdout "$TMP/written.txt" "$TMP/dump.out"
+else
+  fail output_file_written "$TMP/written.txt was not created"
+fi
+
+rm -f "$TMP/written2.py"
+run out_file2 --emit source --output "$TMP/written2.py" "$FN1"
+expect_rc output_long_flag_exit_0 0 out_file2
+expect_empty output_long_flag_nothing_on_stdout "$TMP/out_file2.out"
+CHECKS=$((CHECKS + 1))
+if [ -f "$TMP/written2.py" ]; then
+  expect_same output_long_flag_content "$TMP/written2.py" "$TMP/emit_fn1.out"
+else
+  fail output_long_flag_written "$TMP/written2.py was not created"
+fi
+
+run out_dash --dump-ast -o - "$FN1"
+expect_rc output_dash_exit_0 0 out_dash
+expect_same output_dash_is_stdout "$TMP/out_dash.out" "$TMP/dump.out"
+
+# --- FILE = - reads standard input --------------------------------------------------
+
+"$TGRAD" --emit source - <"$FN1" >"$TMP/stdin.out" 2>"$TMP/stdin.err"
+RC=$?
+expect_rc stdin_exit_0 0 stdin
+expect_same stdin_emit_same_as_file "$TMP/stdin.out" "$TMP/emit_fn1.out"
+
+"$TGRAD" --dump-ast - <"$FN1" >"$TMP/stdin_dump.out" 2>"$TMP/stdin_dump.err"
+RC=$?
+expect_rc stdin_dump_ast_exit_0 0 stdin_dump
+expect_grep stdin_dump_ast_has_fn1 "$TMP/stdin_dump.out" 'Function fn1 @8:1$'
+
+# --- --fn NAME ----------------------------------------------------------------------
+
+run fn_dump --dump-ast --fn fn1 "$FN1"
+expect_rc fn_dump_exit_0 0 fn_dump
+expect_grep fn_dump_has_fn1 "$TMP/fn_dump.out" 'Function fn1 @8:1$'
+CHECKS=$((CHECKS + 1))
+count=$(grep -Ec 'Function [A-Za-z_0-9]+ @' "$TMP/fn_dump.out")
+if [ "$count" -ne 1 ]; then
+  fail fn_dump_only_one_function "$count functions in the output: $(grep -E 'Function ' "$TMP/fn_dump.out")"
+fi
+expect_no_grep fn_dump_no_fn2 "$TMP/fn_dump.out" 'fn2|fn1_kernel'
+
+run fn_emit --emit source --fn fn1 "$FN1"
+expect_rc fn_emit_exit_0 0 fn_emit
+expect_grep fn_emit_has_fn1 "$TMP/fn_emit.out" '^def fn1\('
+CHECKS=$((CHECKS + 1))
+count=$(grep -Ec '^def ' "$TMP/fn_emit.out")
+if [ "$count" -ne 1 ]; then
+  fail fn_emit_only_one_function "$count defs in the output: $(grep -E '^def ' "$TMP/fn_emit.out")"
+fi
+expect_no_grep fn_emit_no_others "$TMP/fn_emit.out" 'def fn2|def fn1_kernel|^import '
+
+# --- input errors: exit 1 -------------------------------------------------------------
+
+run missing --dump-ast "$TMP/does_not_exist.py"
+expect_rc missing_file_exit_1 1 missing
+expect_grep missing_file_message "$TMP/missing.err" '^tgrad: error: cannot open'
+expect_empty missing_file_nothing_on_stdout "$TMP/missing.out"
+
+cat >"$TMP/bad.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def f(x, y):
+    a = (x +
+EOF
+run bad --dump-ast "$TMP/bad.py"
+expect_rc malformed_exit_1 1 bad
+expect_grep malformed_has_file_line_col_error "$TMP/bad.err" '^[^:]*bad\.py:[0-9]+:[0-9]+: error: '
+expect_line malformed_exact_location "$TMP/bad.err" "$TMP/bad.py:7:9: error: '(' was never closed"
+expect_grep malformed_shows_source_line "$TMP/bad.err" '^    a = \(x \+$'
+expect_grep malformed_has_caret_line "$TMP/bad.err" '^ *\^~*$'
+expect_grep malformed_caret_under_column "$TMP/bad.err" '^        \^$'
+expect_empty malformed_nothing_on_stdout "$TMP/bad.out"
+
+run bad_emit --emit source "$TMP/bad.py"
+expect_rc malformed_emit_exit_1 1 bad_emit
+expect_empty malformed_emit_nothing_on_stdout "$TMP/bad_emit.out"
+
+"$TGRAD" --dump-ast - <"$TMP/bad.py" >"$TMP/bad_stdin.out" 2>"$TMP/bad_stdin.err"
+RC=$?
+expect_rc malformed_stdin_exit_1 1 bad_stdin
+expect_grep malformed_stdin_named_stdin "$TMP/bad_stdin.err" '^<stdin>:7:9: error: '
+
+# No output file is written when the input has errors.
+rm -f "$TMP/not_written.txt"
+run bad_out --dump-ast -o "$TMP/not_written.txt" "$TMP/bad.py"
+expect_rc malformed_with_output_exit_1 1 bad_out
+CHECKS=$((CHECKS + 1))
+if [ -s "$TMP/not_written.txt" ]; then
+  fail malformed_writes_no_output "$TMP/not_written.txt has content"
+fi
+
+# --- command-line misuse: exit 2 --------------------------------------------------------
+
+run noargs
+expect_rc no_arguments_exit_2 2 noargs
+expect_nonempty no_arguments_message "$TMP/noargs.err"
+
+run unknown --no-such-flag --dump-ast "$FN1"
+expect_rc unknown_flag_exit_2 2 unknown
+expect_grep unknown_flag_message "$TMP/unknown.err" '^tgrad: error: '
+
+run noaction "$FN1"
+expect_rc no_action_exit_2 2 noaction
+expect_grep no_action_message "$TMP/noaction.err" '^tgrad: error: '
+expect_empty no_action_nothing_on_stdout "$TMP/noaction.out"
+
+run nosuch --dump-ast --fn nosuch "$FN1"
+expect_rc fn_nosuch_exit_2 2 nosuch
+expect_grep fn_nosuch_message "$TMP/nosuch.err" 'nosuch'
+expect_empty fn_nosuch_nothing_on_stdout "$TMP/nosuch.out"
+
+run llvm --emit llvm "$FN1"
+expect_rc emit_llvm_exit_2 2 llvm
+expect_grep emit_llvm_message "$TMP/llvm.err" '^tgrad: error: '
+
+run both --dump-ast --emit source "$FN1"
+expect_rc dump_ast_with_emit_exit_2 2 both
+expect_grep dump_ast_with_emit_message "$TMP/both.err" '^tgrad: error: '
+expect_empty dump_ast_with_emit_nothing_on_stdout "$TMP/both.out"
+
+run emit_novalue "$FN1" --emit
+expect_rc emit_without_value_exit_2 2 emit_novalue
+
+# ----------------------------------------------------------------------------------------
+
+if [ "$FAILURES" -ne 0 ]; then
+  echo "$FAILURES of $CHECKS checks failed" >&2
+  exit 1
+fi
+echo "all $CHECKS checks passed"
+exit 0

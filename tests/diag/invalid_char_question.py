@@ -1,0 +1,9 @@
+# expect: 8:11: error: invalid character '?' in source
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def f(x, y):
+    a = x ? y : 0
+    return a
