@@ -145,9 +145,14 @@ void IndentTokenSource::on_first_token_of_line(const antlr4::Token &t) {
   }
   const std::string &current = indents_.back();
   if (line_indent_ == current) return;
+  // Tabs and spaces mixed so that neither indentation extends the other:
+  // their relative depth depends on the tab width, so Python refuses it.
+  auto extends = [](const std::string &longer, const std::string &shorter) {
+    return longer.compare(0, shorter.size(), shorter) == 0;
+  };
+  if (!extends(line_indent_, current) && !extends(current, line_indent_))
+    return fail(line, 0, "inconsistent use of tabs and spaces in indentation", column);
   if (line_indent_.size() > current.size()) {
-    if (line_indent_.compare(0, current.size(), current) != 0)
-      return fail(line, 0, "inconsistent use of tabs and spaces in indentation", column);
     indents_.push_back(line_indent_);
     push_synthetic(TileLangParser::INDENT, "<indent>", line, column);
     return;

@@ -37,6 +37,16 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
   const std::optional<Diagnostic> &error() const { return error_; }
 
  private:
+  // Grammar token names in words: NAME -> "a name".
+  static std::string readable(const std::string &token_name) {
+    if (token_name == "NAME") return "a name";
+    if (token_name == "NUMBER") return "a number";
+    if (token_name == "STRING") return "a string";
+    if (token_name == "NEWLINE") return "end of line";
+    if (token_name == "INDENT" || token_name == "DEDENT") return "";  // not nameable in words
+    return token_name;
+  }
+
   static std::string describe(antlr4::Token *t) {
     if (!t) return "input";
     switch (t->getType()) {
@@ -69,7 +79,7 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
       return "expected an indented block" + (parser ? after_what(parser->getContext()) : std::string());
     // "missing ':' at 'x'": name the missing token.
     if (msg.rfind("missing ", 0) == 0) {
-      std::string what = msg.substr(8, msg.find(" at ") - 8);
+      std::string what = readable(msg.substr(8, msg.find(" at ") - 8));
       return "invalid syntax: expected " + what + " before " + describe(offending);
     }
     // A short list of literal alternatives reads well: "expected ')' or ','".
@@ -80,6 +90,7 @@ class SyntaxErrorListener : public antlr4::BaseErrorListener {
       std::vector<ssize_t> types = expected.toList();
       for (size_t i = 0; i < types.size(); ++i) {
         std::string name = vocab.getLiteralName(types[i]);
+        if (name.empty()) name = readable(vocab.getSymbolicName(types[i]));
         if (name.empty()) {
           all_literal = false;
           break;

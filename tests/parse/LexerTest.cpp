@@ -101,6 +101,10 @@ TEST(Layout, WindowsAndOldMacLineEndings) {
   EXPECT_EQ(lex("a:\r\n    b\r\nc\rd\n").tokens, "a : <NL> <IN> b <NL> <DE> c <NL> d <NL> <EOF>");
 }
 
+TEST(Layout, FormFeedDoesNotCountAsIndentation) {
+  EXPECT_EQ(lex("a:\n    b\n\f    c\n").tokens, "a : <NL> <IN> b <NL> c <NL> <DE> <EOF>");
+}
+
 TEST(Layout, MultiLineStringIsOneToken) {
   Lexed l = lex("x = '''a\n  b\nc'''\ny\n");
   EXPECT_EQ(l.tokens, "x = '''a\n  b\nc''' <NL> y <NL> <EOF>");
@@ -146,6 +150,12 @@ TEST(LayoutErrors, UnterminatedString) {
   Lexed l = lex("x = 'abc\ny = 1\n");
   ASSERT_EQ(l.errors.size(), 1u);
   EXPECT_EQ(l.errors[0], "t.py:1:5: error: unterminated string literal");
+}
+
+TEST(LayoutErrors, LineContinuationAtEndOfInput) {
+  Lexed l = lex("x = a + \\\n");
+  ASSERT_EQ(l.errors.size(), 1u);
+  EXPECT_EQ(l.errors[0], "t.py:1:9: error: unexpected end of input after line continuation '\\'");
 }
 
 TEST(LayoutErrors, StreamEndsAfterAnError) {
