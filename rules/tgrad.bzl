@@ -1,0 +1,52 @@
+"""Bazel rules that run tgrad at build time.
+
+    load("//rules:tgrad.bzl", "tgrad_jit_source")
+
+    tgrad_jit_source(
+        name = "softmax_jit",        # writes softmax_jit.py
+        src = "softmax.py",
+        fn = "softmax_kernel",       # optional: one function only
+    )
+
+`tgrad_jit_source` extracts the @triton.jit code of a kernel file (its jit
+functions, module constants and imports), checked by tgrad's parser and
+printed in tgrad's stable formatting. A kernel file tgrad cannot read fails
+the build with tgrad's located diagnostics. The action is hermetic: its only
+inputs are the tgrad binary and the kernel file, and its output is
+byte-identical across runs.
+
+`tgrad_gradient` (backward kernels, PTX and C++ launchers) arrives with the
+automatic-differentiation stages; see DESIGN.md §6.
+"""
+
+def _tgrad_jit_source_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + ".py")
+    args = ctx.actions.args()
+    args.add(ctx.file.src)
+    args.add("--emit", "source")
+    if ctx.attr.fn:
+        args.add("--fn", ctx.attr.fn)
+    args.add("-o", out)
+    ctx.actions.run(
+        executable = ctx.executable._tgrad,
+        arguments = [args],
+        inputs = [ctx.file.src],
+        outputs = [out],
+        mnemonic = "TgradJitSource",
+        progress_message = "tgrad: extracting the jit code of %s" % ctx.file.src.short_path,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+tgrad_jit_source = rule(
+    implementation = _tgrad_jit_source_impl,
+    doc = "The @triton.jit code of a kernel file, parsed and printed by tgrad.",
+    attrs = {
+        "src": attr.label(allow_single_file = [".py"], mandatory = True, doc = "The kernel file."),
+        "fn": attr.string(doc = "Only this jit function (tgrad --fn)."),
+        "_tgrad": attr.label(
+            default = Label("//tools/cli:tgrad"),
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)
