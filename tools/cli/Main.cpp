@@ -2,19 +2,30 @@
 //
 //   tgrad FILE --dump-ast            the AST of the file's jit code, with locations
 //   tgrad FILE --emit source         the jit code printed back as Python
-//   --fn NAME, -o PATH, FILE may be `-` for standard input
+//   tgrad run FILE ...               run a kernel (or a tile function) in the interpreter
+//   tgrad check FILE ... --wrt ...   the gradient check (arguments validated; the check
+//                                    itself arrives with reverse mode)
 //
-// Exit status: 0 on success, 1 for errors in the input, 2 for misuse of the
-// command line (unknown flag, missing value, unknown --fn).
+// Exit status: 0 on success, 1 for errors in the input (including errors the
+// kernel hits while it runs), 2 for misuse of the command line.
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <set>
+#include <algorithm>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
+#include "src/driver/LaunchSpec.h"
+#include "src/interp/TensorOps.h"
+#include "tgrad/interp/Interpreter.h"
 #include "tgrad/tgrad.h"
 
 namespace {
@@ -28,6 +39,20 @@ struct Options {
   std::string function;
   std::string emit;
   bool dump_ast = false;
+};
+
+struct RunOptions {
+  std::string input;
+  std::string kernel;
+  std::string function;
+  std::string grid;
+  std::vector<std::string> defines;
+  std::vector<std::string> args;
+  uint64_t seed = 0;
+  std::string out_dir;
+  bool float64 = false;
+  int64_t max_iterations = 100'000'000;
+  std::string wrt;  // check only
 };
 
 bool read_input(const std::string &path, std::string &text, std::string &error) {
@@ -72,35 +97,294 @@ std::string function_names(const tgrad::ast::Module &m) {
   return names.empty() ? "none" : names;
 }
 
-int run(const Options &opts) {
-  std::string text, error;
-  if (!read_input(opts.input, text, error)) {
-    std::cerr << "tgrad: error: " << error << '\n';
-    return kExitInputError;
-  }
-  tgrad::SourceManager sources;
-  int file_id = sources.add_file(opts.input == "-" ? "<stdin>" : opts.input, std::move(text));
-  tgrad::DiagEngine diags(sources);
-  std::unique_ptr<tgrad::ast::Module> module = tgrad::parse::parse_module(sources, file_id, diags);
-  diags.print_all(std::cerr);
-  if (diags.has_errors()) return kExitInputError;
+int usage_error(const std::string &message) {
+  std::cerr << "tgrad: error: " << message << "\n(run 'tgrad --help' for usage)\n";
+  return kExitUsageError;
+}
 
+// A parsed input file; diagnostics already printed. Null on input errors.
+struct Loaded {
+  tgrad::SourceManager sources;
+  std::unique_ptr<tgrad::DiagEngine> diags;
+  std::unique_ptr<tgrad::ast::Module> module;
+  int file_id = -1;
+};
+
+std::unique_ptr<Loaded> load(const std::string &input) {
+  auto l = std::make_unique<Loaded>();
+  std::string text, error;
+  if (!read_input(input, text, error)) {
+    std::cerr << "tgrad: error: " << error << '\n';
+    return nullptr;
+  }
+  l->file_id = l->sources.add_file(input == "-" ? "<stdin>" : input, std::move(text));
+  l->diags = std::make_unique<tgrad::DiagEngine>(l->sources);
+  l->module = tgrad::parse::parse_module(l->sources, l->file_id, *l->diags);
+  l->diags->print_all(std::cerr);
+  if (l->diags->has_errors()) return nullptr;
+  return l;
+}
+
+int run_front_end(const Options &opts) {
+  std::unique_ptr<Loaded> l = load(opts.input);
+  if (!l) return kExitInputError;
   const tgrad::ast::Function *selected = nullptr;
   if (!opts.function.empty()) {
-    selected = module->find_function(opts.function);
-    if (!selected) {
-      std::cerr << "tgrad: error: --fn " << opts.function << ": no @triton.jit function of that name in '"
-                << sources.name(file_id) << "' (it has: " << function_names(*module) << ")\n";
-      return kExitUsageError;
-    }
+    selected = l->module->find_function(opts.function);
+    if (!selected)
+      return usage_error("--fn " + opts.function + ": no @triton.jit function of that name in '" +
+                         l->sources.name(l->file_id) + "' (it has: " + function_names(*l->module) + ")");
   }
-
   std::string out;
   if (opts.dump_ast)
-    out = selected ? tgrad::emit::dump_ast(*selected) : tgrad::emit::dump_ast(*module, sources);
+    out = selected ? tgrad::emit::dump_ast(*selected) : tgrad::emit::dump_ast(*l->module, l->sources);
   else
-    out = selected ? tgrad::emit::print_function(*selected) : tgrad::emit::print_module(*module);
+    out = selected ? tgrad::emit::print_function(*selected) : tgrad::emit::print_module(*l->module);
   return write_output(opts.output, out) ? 0 : kExitInputError;
+}
+
+// ----------------------------------------------------------------- run
+
+std::string summary(const std::string &name, tgrad::sema::DType dtype, const tgrad::interp::Shape &shape,
+                    const std::vector<double> &values) {
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t nans = 0, infs = 0, finite = 0;
+  for (double v : values) {
+    if (std::isnan(v)) ++nans;
+    else if (std::isinf(v)) ++infs;
+    else {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      ++finite;
+    }
+  }
+  char buf[256];
+  std::string type = std::string(tgrad::sema::short_name(dtype)) + tgrad::interp::shape_str(shape);
+  if (finite == 0)
+    std::snprintf(buf, sizeof buf, "%-12s %-16s no finite values", name.c_str(), type.c_str());
+  else
+    std::snprintf(buf, sizeof buf, "%-12s %-16s min=%-12.6g max=%-12.6g mean=%-12.6g sum=%.9g", name.c_str(),
+                  type.c_str(), lo, hi, sum / static_cast<double>(finite), sum);
+  std::string s = buf;
+  if (nans || infs) s += "  nan=" + std::to_string(nans) + " inf=" + std::to_string(infs);
+  return s + "\n";
+}
+
+bool ensure_dir(const std::string &dir, std::string &error) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return true;
+    error = "--out " + dir + ": exists and is not a directory";
+    return false;
+  }
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    error = "--out " + dir + ": cannot create: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// Validated launch pieces, shared by run and check.
+struct Prepared {
+  std::vector<std::pair<std::string, tgrad::interp::Value>> defines;
+  std::vector<std::pair<std::string, tgrad::driver::ArgSpec>> args;
+  std::array<int64_t, 3> grid{1, 1, 1};
+};
+
+// Returns an exit code, or -1 when everything is valid.
+int prepare(const RunOptions &o, const tgrad::ast::Module &m, Prepared &p, const tgrad::ast::Function *&fn) {
+  if (o.kernel.empty() == o.function.empty()) return usage_error("give either --kernel NAME (with --grid) or --fn NAME");
+  if (!o.kernel.empty() && o.grid.empty()) return usage_error("--kernel " + o.kernel + " needs --grid X[,Y[,Z]]");
+  if (!o.function.empty() && !o.grid.empty()) return usage_error("--grid applies to --kernel, not to --fn");
+  const std::string &name = o.kernel.empty() ? o.function : o.kernel;
+  fn = m.find_function(name);
+  if (!fn)
+    return usage_error((o.kernel.empty() ? "--fn " : "--kernel ") + name +
+                       ": no @triton.jit function of that name (the file has: " + function_names(m) + ")");
+  std::string error;
+  if (!o.grid.empty()) {
+    auto g = tgrad::driver::parse_grid(o.grid, error);
+    if (!g) return usage_error(error);
+    p.grid = *g;
+  }
+  auto has_param = [&](const std::string &n) {
+    for (const auto &param : fn->params)
+      if (param.name == n) return true;
+    return false;
+  };
+  std::set<std::string> seen;
+  for (const std::string &d : o.defines) {
+    auto parsed = tgrad::driver::parse_define(d, error);
+    if (!parsed) return usage_error(error);
+    if (!has_param(parsed->first)) return usage_error("-D " + d + ": '" + fn->name + "' has no parameter '" + parsed->first + "'");
+    if (!seen.insert(parsed->first).second) return usage_error("'" + parsed->first + "' is given more than once");
+    p.defines.push_back(*parsed);
+  }
+  for (const std::string &a : o.args) {
+    auto parsed = tgrad::driver::parse_arg(a, error);
+    if (!parsed) return usage_error(error);
+    if (!has_param(parsed->first)) return usage_error("--arg " + a + ": '" + fn->name + "' has no parameter '" + parsed->first + "'");
+    if (!seen.insert(parsed->first).second) return usage_error("'" + parsed->first + "' is given more than once");
+    p.args.push_back(*parsed);
+  }
+  for (size_t k = 0; k < fn->params.size(); ++k) {
+    const auto &param = fn->params[k];
+    if (seen.count(param.name) || param.default_value) continue;
+    return usage_error(fn->is_constexpr_param(k) ? "tl.constexpr parameter '" + param.name + "' of '" + fn->name +
+                                                       "' needs a value: -D " + param.name + "=..."
+                                                 : "parameter '" + param.name + "' of '" + fn->name +
+                                                       "' needs a value: --arg " + param.name + "=...");
+  }
+  return -1;
+}
+
+int run_interpreter(const RunOptions &o) {
+  std::unique_ptr<Loaded> l = load(o.input);
+  if (!l) return kExitInputError;
+  Prepared p;
+  const tgrad::ast::Function *fn = nullptr;
+  if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
+  std::string error;
+  if (!o.out_dir.empty() && !ensure_dir(o.out_dir, error)) return usage_error(error);
+
+  tgrad::interp::RunOptions ro;
+  ro.float64 = o.float64;
+  ro.max_loop_iterations = o.max_iterations;
+  tgrad::interp::Memory memory;
+  std::ostringstream report;
+  uint64_t stream = 0;
+
+  if (!o.kernel.empty()) {
+    tgrad::interp::Launch launch;
+    launch.kernel = o.kernel;
+    launch.grid = p.grid;
+    for (auto &[name, value] : p.defines) {
+      tgrad::interp::KernelArg a;
+      a.kind = tgrad::interp::KernelArg::Kind::Constexpr;
+      a.constexpr_value = value;
+      launch.args[name] = a;
+    }
+    for (auto &[name, spec] : p.args) {
+      tgrad::interp::KernelArg a;
+      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
+        tgrad::interp::Buffer b;
+        b.name = name;
+        b.dtype = spec.buffer.dtype;
+        b.shape = spec.buffer.shape;
+        std::vector<double> values = tgrad::driver::fill_values(spec.buffer, o.seed, stream++);
+        for (double v : values) {
+          if (tgrad::sema::is_float(b.dtype)) b.f.push_back(tgrad::interp::round_float(b.dtype, v, o.float64));
+          else b.i.push_back(static_cast<int64_t>(v));
+        }
+        a.kind = tgrad::interp::KernelArg::Kind::Buffer;
+        a.buffer = memory.buffers().size();
+        memory.add(std::move(b));
+      } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
+        a.kind = tgrad::interp::KernelArg::Kind::Int;
+        a.n = spec.n;
+      } else {
+        a.kind = tgrad::interp::KernelArg::Kind::Float;
+        a.x = spec.x;
+      }
+      launch.args[name] = a;
+    }
+    bool ok = tgrad::interp::run_kernel(*l->module, launch, memory, ro, *l->diags);
+    l->diags->print_all(std::cerr);
+    if (!ok) return kExitInputError;
+    for (const tgrad::interp::Buffer &b : memory.buffers()) {
+      std::vector<double> values;
+      for (int64_t k = 0; k < b.size(); ++k) values.push_back(b.get(k));
+      report << summary(b.name, b.dtype, b.shape, values);
+      if (!o.out_dir.empty() && !tgrad::driver::write_npy(o.out_dir + "/" + b.name + ".npy", b.dtype, b.shape, values, error)) {
+        std::cerr << "tgrad: error: " << error << '\n';
+        return kExitInputError;
+      }
+    }
+  } else {
+    std::map<std::string, tgrad::interp::Value> args;
+    for (auto &[name, value] : p.defines) args[name] = value;
+    for (auto &[name, spec] : p.args) {
+      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer)
+        args[name] = tgrad::interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
+                                                tgrad::driver::fill_values(spec.buffer, o.seed, stream++), o.float64);
+      else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int)
+        args[name] = tgrad::interp::Value::of_int(spec.n);
+      else
+        args[name] = tgrad::interp::Value::of_float(spec.x);
+    }
+    auto results = tgrad::interp::run_function(*l->module, o.function, args, memory, ro, *l->diags);
+    l->diags->print_all(std::cerr);
+    if (!results) return kExitInputError;
+    for (size_t k = 0; k < results->size(); ++k) {
+      const tgrad::interp::Value &v = (*results)[k];
+      std::string label = results->size() == 1 ? "result" : "result" + std::to_string(k);
+      if (v.kind != tgrad::interp::Value::Kind::Tensor) {
+        report << label << "  " << v.describe() << '\n';
+        continue;
+      }
+      std::vector<double> values;
+      for (int64_t i = 0; i < v.t->size(); ++i) values.push_back(v.t->as_double(i));
+      report << summary(label, v.t->type.dtype, v.t->shape, values);
+      if (!o.out_dir.empty() &&
+          !tgrad::driver::write_npy(o.out_dir + "/" + label + ".npy", v.t->type.dtype, v.t->shape, values, error)) {
+        std::cerr << "tgrad: error: " << error << '\n';
+        return kExitInputError;
+      }
+    }
+  }
+  std::cout << report.str();
+  return 0;
+}
+
+int run_check(const RunOptions &o) {
+  std::unique_ptr<Loaded> l = load(o.input);
+  if (!l) return kExitInputError;
+  Prepared p;
+  const tgrad::ast::Function *fn = nullptr;
+  if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
+  // --wrt: indices or names of parameters that carry a gradient.
+  std::stringstream list(o.wrt);
+  std::string item;
+  std::set<std::string> wrt;
+  while (std::getline(list, item, ',')) {
+    std::string name = item;
+    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
+      size_t index = std::stoul(item);
+      if (index >= fn->params.size())
+        return usage_error("--wrt " + o.wrt + ": '" + fn->name + "' has " + std::to_string(fn->params.size()) +
+                           " parameters; index " + item + " is out of range");
+      name = fn->params[index].name;
+    }
+    size_t k = 0;
+    while (k < fn->params.size() && fn->params[k].name != name) ++k;
+    if (k == fn->params.size()) return usage_error("--wrt " + o.wrt + ": '" + fn->name + "' has no parameter '" + name + "'");
+    if (fn->is_constexpr_param(k)) return usage_error("--wrt " + o.wrt + ": '" + name + "' is tl.constexpr and carries no gradient");
+    for (const auto &a : p.args)
+      if (a.first == name &&
+          (a.second.kind == tgrad::driver::ArgSpec::Kind::Int ||
+           (a.second.kind == tgrad::driver::ArgSpec::Kind::Buffer && !tgrad::sema::is_float(a.second.buffer.dtype))))
+        return usage_error("--wrt " + o.wrt + ": '" + name + "' is not a floating-point value and carries no gradient");
+    wrt.insert(name);
+  }
+  if (wrt.empty()) return usage_error("--wrt needs at least one parameter");
+  std::cerr << "tgrad: error: check: the arguments are valid, but the gradient check needs reverse-mode "
+               "differentiation, which this version of tgrad does not have yet\n";
+  return kExitUsageError;
+}
+
+void add_launch_options(CLI::App *cmd, RunOptions &o) {
+  cmd->add_option("FILE", o.input, "Python file with @triton.jit functions ('-' for standard input)")->required();
+  cmd->add_option("--kernel", o.kernel, "The kernel to launch over --grid");
+  cmd->add_option("--fn", o.function, "A tile function to call once with the --arg values");
+  cmd->add_option("--grid", o.grid, "Launch grid X[,Y[,Z]]");
+  cmd->add_option("-D", o.defines, "A tl.constexpr parameter: NAME=VALUE (128, 0.5, True, tl.float16, 'relu')");
+  cmd->add_option("--arg", o.args,
+                  "An argument: NAME=SPEC, a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an optional "
+                  "fill :uniform(A,B) (default uniform(-1,1)), :zeros or :ones");
+  cmd->add_option("--seed", o.seed, "Seed of the random buffer contents (default 0)");
+  cmd->add_flag("--float64", o.float64, "Compute every floating value in double (for gradient checks)");
+  cmd->add_option("--max-iterations", o.max_iterations, "Stop a program after this many loop iterations (default 1e8)");
 }
 
 }  // namespace
@@ -109,26 +393,36 @@ int main(int argc, char **argv) {
   CLI::App app{"tgrad: reverse-mode differentiation of Triton kernels.\n"
                "Reads the @triton.jit functions of a Python file."};
   app.set_version_flag("--version", std::string("tgrad ") + tgrad::kVersion);
+  app.require_subcommand(0, 1);
   Options opts;
-  app.add_option("FILE", opts.input, "Python file with @triton.jit functions ('-' for standard input)")
-      ->required();
+  app.add_option("FILE", opts.input, "Python file with @triton.jit functions ('-' for standard input)");
   auto *dump = app.add_flag("--dump-ast", opts.dump_ast, "Print the AST with source locations");
   app.add_option("--emit", opts.emit, "What to print: 'source' (the jit code printed back as Python)")
       ->check(CLI::IsMember({"source"}))
       ->excludes(dump);
   app.add_option("--fn", opts.function, "Only this jit function");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+
+  RunOptions run_opts;
+  CLI::App *run = app.add_subcommand("run", "Run a kernel over a grid (or a tile function) in the CPU interpreter");
+  add_launch_options(run, run_opts);
+  run->add_option("--out", run_opts.out_dir, "Write every buffer (or result) as NAME.npy into this directory");
+
+  RunOptions check_opts;
+  CLI::App *check = app.add_subcommand("check", "Gradient check against finite differences (needs reverse mode)");
+  add_launch_options(check, check_opts);
+  check->add_option("--wrt", check_opts.wrt, "Parameters to differentiate: indices or names, comma-separated")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success &e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
-    std::cerr << "tgrad: error: " << e.what() << "\n(run 'tgrad --help' for usage)\n";
-    return kExitUsageError;
+    return usage_error(e.what());
   }
-  if (!opts.dump_ast && opts.emit.empty()) {
-    std::cerr << "tgrad: error: nothing to do: give --dump-ast or --emit source\n(run 'tgrad --help' for usage)\n";
-    return kExitUsageError;
-  }
-  return run(opts);
+  if (run->parsed()) return run_interpreter(run_opts);
+  if (check->parsed()) return run_check(check_opts);
+  if (opts.input.empty()) return usage_error("no input file");
+  if (!opts.dump_ast && opts.emit.empty()) return usage_error("nothing to do: give --dump-ast or --emit source, or use 'tgrad run'");
+  return run_front_end(opts);
 }

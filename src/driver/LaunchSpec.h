@@ -1,0 +1,48 @@
+// Turning command-line launch specifications into interpreter inputs:
+//   -D NAME=VALUE     a tl.constexpr value: 128, 0.5, True, None, tl.float16, 'relu'
+//   --arg NAME=SPEC   a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an
+//                     optional fill: ':uniform(A,B)' (default uniform(-1,1)),
+//                     ':zeros', ':ones'
+//   --grid X[,Y[,Z]]
+// Every malformed piece is an error that names the argument it is about.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tgrad/interp/Interpreter.h"
+
+namespace tgrad::driver {
+
+struct BufferSpec {
+  sema::DType dtype = sema::DType::FP32;
+  interp::Shape shape;
+  enum class Fill { Uniform, Zeros, Ones } fill = Fill::Uniform;
+  double low = -1.0, high = 1.0;
+};
+
+struct ArgSpec {
+  enum class Kind { Int, Float, Buffer } kind = Kind::Int;
+  long long n = 0;
+  double x = 0;
+  BufferSpec buffer;
+};
+
+// Each returns nullopt and sets `error` (a complete sentence) on bad input.
+std::optional<std::pair<std::string, interp::Value>> parse_define(const std::string &text, std::string &error);
+std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text, std::string &error);
+std::optional<std::array<int64_t, 3>> parse_grid(const std::string &text, std::string &error);
+
+// Values of a buffer: seeded uniform draws (rounded to the dtype), or constants.
+// `stream` separates the draws of different arguments under one seed.
+std::vector<double> fill_values(const BufferSpec &spec, uint64_t seed, uint64_t stream);
+
+// Writes values as a NumPy .npy file (bf16 is written as float32, which
+// NumPy can read; int1 as bool). Returns false and sets error on failure.
+bool write_npy(const std::string &path, sema::DType dtype, const interp::Shape &shape,
+               const std::vector<double> &values, std::string &error);
+
+}  // namespace tgrad::driver

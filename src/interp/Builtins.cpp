@@ -1,0 +1,701 @@
+// The functions a jit function can call: tl.*, tl.math.* and libdevice.*,
+// triton.cdiv / next_power_of_2, tensor methods (x.to, x.sum, ...) and the
+// Python builtins Triton allows on constants (range, min, max, float, ...).
+// Argument binding follows each function's Triton 3.6 signature; a keyword
+// the interpreter does not know is an error, never silently ignored.
+#include <cmath>
+#include <iostream>
+#include <set>
+
+#include "src/interp/Evaluator.h"
+
+namespace tgrad::interp {
+
+using sema::DType;
+using sema::ElemType;
+
+namespace {
+
+const std::set<std::string> kTlFunctions = {
+    "program_id", "num_programs", "arange", "zeros", "zeros_like", "full", "cdiv", "load", "store", "atomic_add",
+    "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "where",
+    "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs",
+    "erf", "floor", "ceil", "sigmoid", "softmax", "fma", "fdiv", "div_rn", "sum", "max", "min", "argmax", "argmin",
+    "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
+    "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
+    "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi"};
+
+// Functions of tl.math and libdevice (the ones the interpreter implements).
+const std::set<std::string> kMathFunctions = {"exp",  "exp2", "log",   "log2",  "sqrt",   "sqrt_rn", "rsqrt", "sin",
+                                              "cos",  "abs",  "erf",   "floor", "ceil",   "fma",     "div_rn", "fdiv",
+                                              "tanh", "pow",  "log1p", "expm1", "sigmoid", "fast_expf", "fast_logf"};
+
+// Arguments bound to a signature: positional then keyword, each at most once.
+class Bound {
+ public:
+  Bound(Evaluator &ev, const std::string &fn, const std::vector<std::string> &params, std::vector<Value> args,
+        std::map<std::string, Value> kwargs, const SourceSpan &span, bool variadic_tail = false)
+      : ev_(ev), fn_(fn), span_(span) {
+    size_t fixed = variadic_tail ? params.size() - 1 : params.size();
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (k < fixed) {
+        values_[params[k]] = args[k];
+      } else if (variadic_tail) {
+        rest_.push_back(args[k]);
+      } else {
+        ev.fail(span, fn + "() takes at most " + std::to_string(params.size()) + " positional arguments, " +
+                          std::to_string(args.size()) + " given");
+      }
+    }
+    for (auto &kv : kwargs) {
+      bool known = false;
+      for (const std::string &p : params) known |= p == kv.first;
+      if (!known) ev.fail(span, fn + "() has no keyword argument '" + kv.first + "' (tgrad's interpreter knows: " + list(params) + ")");
+      if (values_.count(kv.first)) ev.fail(span, fn + "() got two values for '" + kv.first + "'");
+      values_[kv.first] = kv.second;
+    }
+  }
+
+  bool has(const std::string &p) const {
+    auto it = values_.find(p);
+    return it != values_.end() && it->second.kind != Value::Kind::None;
+  }
+  const Value &get(const std::string &p) const {
+    auto it = values_.find(p);
+    if (it == values_.end()) ev_.fail(span_, fn_ + "() is missing its argument '" + p + "'");
+    return it->second;
+  }
+  const std::vector<Value> &rest() const { return rest_; }
+
+  long long integer(const std::string &p, long long fallback) const {
+    return has(p) ? ev_.to_int(get(p), span_, fn_ + "() argument '" + p + "'") : fallback;
+  }
+  bool flag(const std::string &p, bool fallback) const { return has(p) ? ev_.truth(get(p), span_) : fallback; }
+  std::optional<int> axis(const std::string &p) const {
+    if (!has(p)) return std::nullopt;
+    const Value &v = get(p);
+    if (v.kind != Value::Kind::Int)
+      ev_.fail(span_, fn_ + "() argument '" + p + "' must be an integer known before the kernel runs, not " + v.describe());
+    return static_cast<int>(v.n);
+  }
+  TensorRef tensor(const std::string &p) const {
+    const Value &v = get(p);
+    if (v.kind == Value::Kind::None) ev_.fail(span_, fn_ + "() needs '" + p + "'");
+    return ev_.to_tensor(v, span_);
+  }
+  DType dtype(const std::string &p, DType fallback) const {
+    if (!has(p)) return fallback;
+    const Value &v = get(p);
+    if (v.kind != Value::Kind::DType || v.b) ev_.fail(span_, fn_ + "() argument '" + p + "' must be a dtype such as tl.float32");
+    return v.dtype;
+  }
+  std::string str(const std::string &p, const std::string &fallback) const {
+    if (!has(p)) return fallback;
+    const Value &v = get(p);
+    if (v.kind != Value::Kind::Str) ev_.fail(span_, fn_ + "() argument '" + p + "' must be a string");
+    return v.s;
+  }
+
+ private:
+  static std::string list(const std::vector<std::string> &ps) {
+    std::string s;
+    for (const std::string &p : ps) s += (s.empty() ? "" : ", ") + p;
+    return s;
+  }
+  Evaluator &ev_;
+  std::string fn_;
+  SourceSpan span_;
+  std::map<std::string, Value> values_;
+  std::vector<Value> rest_;
+};
+
+bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+ElemType et(DType d) { return ElemType{d, false}; }
+
+}  // namespace
+
+std::optional<Value> Evaluator::namespace_member(const std::string &ns, const std::string &attr) {
+  if (ns == "tl" || ns == "triton.language") {
+    if (std::optional<DType> d = sema::parse_dtype(attr); d && attr == sema::tl_name(*d)) return Value::of_dtype(*d);
+    if (attr == "math") return Value::of_namespace("tl.math");
+    if (attr == "extra") return Value::of_namespace("tl.extra");
+    if (kTlFunctions.count(attr)) return Value::of_builtin("tl." + attr);
+    return std::nullopt;
+  }
+  if (ns == "tl.extra") return attr == "cuda" ? std::optional<Value>(Value::of_namespace("tl.extra.cuda"))
+                               : attr == "libdevice" ? std::optional<Value>(Value::of_namespace("libdevice"))
+                                                     : std::nullopt;
+  if (ns == "tl.extra.cuda") return attr == "libdevice" ? std::optional<Value>(Value::of_namespace("libdevice")) : std::nullopt;
+  if (ns == "tl.math" || ns == "libdevice") {
+    if (kMathFunctions.count(attr)) return Value::of_builtin("math." + attr);
+    return std::nullopt;
+  }
+  if (ns == "triton") {
+    if (attr == "language") return Value::of_namespace("tl");
+    if (attr == "cdiv" || attr == "next_power_of_2") return Value::of_builtin("triton." + attr);
+    return std::nullopt;
+  }
+  if (ns == "math") {
+    if (attr == "pi") return Value::of_float(M_PI);
+    if (attr == "e") return Value::of_float(M_E);
+    if (attr == "inf") return Value::of_float(INFINITY);
+    if (attr == "log2" || attr == "log" || attr == "sqrt" || attr == "exp" || attr == "ceil" || attr == "floor")
+      return Value::of_builtin("pymath." + attr);
+    return std::nullopt;
+  }
+  if (ns == "builtins") {
+    if (attr == "range" || attr == "min" || attr == "max" || attr == "float" || attr == "int" || attr == "len" ||
+        attr == "abs" || attr == "bool")
+      return Value::of_builtin(attr);
+    if (attr == "print") return Value::of_builtin("print");
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Elementwise math that Triton accepts on fp32 and fp64 only.
+double apply_math(const std::string &f, double x) {
+  if (f == "exp") return std::exp(x);
+  if (f == "exp2") return std::exp2(x);
+  if (f == "log") return std::log(x);
+  if (f == "log2") return std::log2(x);
+  if (f == "sqrt" || f == "sqrt_rn") return std::sqrt(x);
+  if (f == "rsqrt") return 1.0 / std::sqrt(x);
+  if (f == "sin") return std::sin(x);
+  if (f == "cos") return std::cos(x);
+  if (f == "erf") return std::erf(x);
+  if (f == "floor") return std::floor(x);
+  if (f == "ceil") return std::ceil(x);
+  if (f == "tanh") return std::tanh(x);
+  if (f == "log1p") return std::log1p(x);
+  if (f == "expm1") return std::expm1(x);
+  if (f == "fast_expf") return std::exp(x);
+  if (f == "fast_logf") return std::log(x);
+  return NAN;
+}
+
+}  // namespace
+
+Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std::map<std::string, Value> kwargs,
+                              const SourceSpan &span) {
+  std::string name = callee.s;
+  if (callee.self) {
+    args.insert(args.begin(), *callee.self);
+    // Tensor methods are the tl functions of the same name.
+    if (name.rfind("tensor.", 0) == 0 && name != "tensor.to") {
+      std::string method = name.substr(7);
+      if (!kTlFunctions.count(method) && !kMathFunctions.count(method))
+        fail(span, "tensors have no method '" + method + "' in tgrad's interpreter");
+      name = kTlFunctions.count(method) ? "tl." + method : "math." + method;
+    }
+  }
+  // tl.exp and tl.math.exp are one function.
+  if (name.rfind("tl.", 0) == 0 && kMathFunctions.count(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
+    name = "math." + name.substr(3);
+  const std::string short_name = name.substr(name.find('.') + 1);
+  const bool f64 = float64();
+
+  // ---------------------------------------------------- Python builtins
+  if (name == "range" || name == "tl.range" || name == "tl.static_range")
+    fail(span, name + "() can only be used as the iterable of a for loop");
+  if (name == "print") fail(span, "print() is not supported in a @triton.jit function; use tl.device_print or tl.static_print");
+  if (name == "min" || name == "max") {
+    if (!kwargs.empty() || args.size() < 2) fail(span, name + "() takes two or more numbers");
+    Value best = args[0];
+    for (size_t k = 1; k < args.size(); ++k) {
+      if (!args[k].is_python_number() || !best.is_python_number())
+        fail(span, name + "() works on numbers known before the kernel runs; use tl.maximum / tl.minimum on tensors");
+      bool less = truth(compare(ast::CompareOpKind::Lt, args[k], best, span), span);
+      if (name == "min" ? less : (!less && !truth(compare(ast::CompareOpKind::Eq, args[k], best, span), span))) best = args[k];
+    }
+    return best;
+  }
+  if (name == "float") {
+    if (args.size() != 1) fail(span, "float() takes one argument");
+    if (args[0].kind == Value::Kind::Str) {
+      const std::string &s = args[0].s;
+      if (s == "inf" || s == "+inf") return Value::of_float(INFINITY);
+      if (s == "-inf") return Value::of_float(-INFINITY);
+      if (s == "nan") return Value::of_float(NAN);
+      fail(span, "float() of the string '" + s + "' is not supported");
+    }
+    if (!args[0].is_python_number()) fail(span, "float() needs a number known before the kernel runs");
+    return Value::of_float(args[0].kind == Value::Kind::Float ? args[0].x : static_cast<double>(to_int(args[0], span, "float()")));
+  }
+  if (name == "int") {
+    if (args.size() != 1 || !args[0].is_python_number()) fail(span, "int() needs one number known before the kernel runs");
+    return Value::of_int(args[0].kind == Value::Kind::Float ? static_cast<long long>(std::trunc(args[0].x)) : to_int(args[0], span, "int()"));
+  }
+  if (name == "bool") {
+    if (args.size() != 1) fail(span, "bool() takes one argument");
+    return Value::of_bool(truth(args[0], span));
+  }
+  if (name == "len") {
+    if (args.size() != 1 || args[0].kind != Value::Kind::Tuple) fail(span, "len() needs a tuple");
+    return Value::of_int(static_cast<long long>(args[0].elems->size()));
+  }
+  if (name == "abs" && args.size() == 1 && args[0].is_python_number())
+    return args[0].kind == Value::Kind::Float ? Value::of_float(std::fabs(args[0].x)) : Value::of_int(std::llabs(to_int(args[0], span, "abs()")));
+  if (name.rfind("pymath.", 0) == 0) {
+    if (args.size() != 1 || !args[0].is_python_number()) fail(span, name.substr(2) + "() needs one number known before the kernel runs");
+    double x = args[0].kind == Value::Kind::Float ? args[0].x : static_cast<double>(to_int(args[0], span, "math"));
+    if (short_name == "ceil") return Value::of_int(static_cast<long long>(std::ceil(x)));
+    if (short_name == "floor") return Value::of_int(static_cast<long long>(std::floor(x)));
+    return Value::of_float(apply_math(short_name, x));
+  }
+
+  // ------------------------------------------------------- constants
+  if (name == "triton.cdiv" || name == "tl.cdiv") {
+    Bound b(*this, name, {"x", "div"}, args, kwargs, span);
+    const Value &x = b.get("x"), &d = b.get("div");
+    if (x.is_python_number() && d.is_python_number()) {
+      long long p = to_int(x, span, "cdiv"), q = to_int(d, span, "cdiv");
+      if (q == 0) fail(span, "cdiv by zero");
+      long long r = p / q + ((p % q != 0) && ((p < 0) == (q < 0)) ? 1 : 0);
+      return Value::of_int(r);
+    }
+    // (x + div - 1) // div on tensors, as tl.cdiv computes it.
+    Value sum = binary(ast::BinaryOpKind::Sub, binary(ast::BinaryOpKind::Add, x, d, span), Value::of_int(1), span);
+    return binary(ast::BinaryOpKind::FloorDiv, sum, d, span);
+  }
+  if (name == "triton.next_power_of_2") {
+    Bound b(*this, name, {"n"}, args, kwargs, span);
+    long long n = b.integer("n", 0);
+    long long p = 1;
+    while (p < n) p <<= 1;
+    return Value::of_int(p);
+  }
+  if (name == "tl.constexpr") {
+    if (args.size() != 1) fail(span, "tl.constexpr() takes one value");
+    return args[0];
+  }
+  if (name == "tl.static_assert") {
+    Bound b(*this, name, {"cond", "msg"}, args, kwargs, span);
+    const Value &c = b.get("cond");
+    if (is_tensor(c)) fail(span, "tl.static_assert needs a condition known before the kernel runs; use tl.device_assert for tensors");
+    if (!truth(c, span)) fail(span, "static assertion failed" + (b.has("msg") ? ": " + b.str("msg", "") : std::string()));
+    return Value::none();
+  }
+  if (name == "tl.device_assert") {
+    Bound b(*this, name, {"cond", "msg", "mask"}, args, kwargs, span);
+    TensorRef c = b.tensor("cond");
+    TensorRef m = b.has("mask") ? broadcast(b.tensor("mask"), c->shape, span) : nullptr;
+    for (int64_t k = 0; k < c->size(); ++k)
+      if ((!m || m->as_double(k) != 0) && c->as_double(k) == 0)
+        fail(span, "device assertion failed" + (b.has("msg") ? ": " + b.str("msg", "") : std::string()) + " (lane " +
+                       std::to_string(k) + ", program (" + std::to_string(pid_[0]) + ", " + std::to_string(pid_[1]) +
+                       ", " + std::to_string(pid_[2]) + "))");
+    return Value::none();
+  }
+  if (name == "tl.static_print" || name == "tl.device_print") {
+    std::cerr << "[program " << pid_[0] << "," << pid_[1] << "," << pid_[2] << "]";
+    for (const Value &v : args) {
+      if (v.kind == Value::Kind::Str) std::cerr << ' ' << v.s;
+      else if (is_tensor(v)) {
+        std::cerr << ' ' << v.t->type_str() << '{';
+        for (int64_t k = 0; k < std::min<int64_t>(v.t->size(), 16); ++k) std::cerr << (k ? ", " : "") << v.t->as_double(k);
+        std::cerr << (v.t->size() > 16 ? ", ...}" : "}");
+      } else std::cerr << ' ' << v.describe();
+    }
+    std::cerr << '\n';
+    return Value::none();
+  }
+  if (name == "tl.multiple_of" || name == "tl.max_contiguous" || name == "tl.max_constancy") {
+    Bound b(*this, name, {"input", "values"}, args, kwargs, span);
+    return b.get("input");  // compiler hints: no effect on values
+  }
+  if (name == "tl.debug_barrier" || name == "tl.assume") return Value::none();
+
+  // ------------------------------------------------------- program
+  if (name == "tl.program_id" || name == "tl.num_programs") {
+    Bound b(*this, name, {"axis"}, args, kwargs, span);
+    long long axis = b.integer("axis", -1);
+    if (axis < 0 || axis > 2) fail(span, name + "() axis must be 0, 1 or 2");
+    int64_t v = name == "tl.program_id" ? pid_[axis] : grid_[axis];
+    return Value::of_tensor(make_scalar(et(DType::Int32), 0, v, f64));
+  }
+
+  // ------------------------------------------------------- creation
+  if (name == "tl.arange") {
+    Bound b(*this, name, {"start", "end"}, args, kwargs, span);
+    if (!b.get("start").is_python_number() || !b.get("end").is_python_number())
+      fail(span, "tl.arange needs bounds known before the kernel runs (tl.constexpr)");
+    long long start = b.integer("start", 0), end = b.integer("end", 0);
+    if (!is_pow2(end - start)) fail(span, "tl.arange(" + std::to_string(start) + ", " + std::to_string(end) + "): the range must be a power of 2");
+    auto t = std::make_shared<Tensor>();
+    t->type = et(DType::Int32);
+    t->shape = {end - start};
+    for (long long k = start; k < end; ++k) t->i.push_back(k);
+    return Value::of_tensor(t);
+  }
+  if (name == "tl.zeros" || name == "tl.full") {
+    Bound b(*this, name, name == "tl.zeros" ? std::vector<std::string>{"shape", "dtype"}
+                                            : std::vector<std::string>{"shape", "value", "dtype"},
+            args, kwargs, span);
+    Shape shape = to_shape(b.get("shape"), span);
+    if (!b.has("dtype")) fail(span, name + "() needs a dtype");
+    DType d = b.dtype("dtype", DType::FP32);
+    if (name == "tl.zeros") return Value::of_tensor(make_full(et(d), shape, 0, 0, f64));
+    const Value &v = b.get("value");
+    TensorRef value = convert(*to_tensor(v, span), et(d), f64);
+    if (!value->shape.empty()) fail(span, "tl.full() needs a scalar value");
+    return Value::of_tensor(broadcast(value, shape, span));
+  }
+  if (name == "tl.zeros_like") {
+    Bound b(*this, name, {"input"}, args, kwargs, span);
+    TensorRef t = b.tensor("input");
+    return Value::of_tensor(make_full(t->type, t->shape, 0, 0, f64));
+  }
+  if (name == "tl.cast" || name == "tensor.to") {
+    Bound b(*this, name == "tl.cast" ? "tl.cast" : "to", {"input", "dtype", "fp_downcast_rounding", "bitcast"}, args, kwargs, span);
+    TensorRef t = b.tensor("input");
+    const Value &d = b.get("dtype");
+    if (d.kind != Value::Kind::DType) fail(span, "the target of a cast must be a dtype such as tl.float16");
+    if (b.has("fp_downcast_rounding") && b.str("fp_downcast_rounding", "rtne") != "rtne")
+      fail(span, "only round-to-nearest-even downcasts are supported by the interpreter");
+    try {
+      if (b.flag("bitcast", false)) return Value::of_tensor(bitcast(*t, d.dtype));
+      return Value::of_tensor(convert(*t, ElemType{d.dtype, d.b}, f64));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+
+  // ------------------------------------------------------- memory
+  if (name == "tl.load") {
+    Bound b(*this, name, {"pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier",
+                          "eviction_policy", "volatile"},
+            args, kwargs, span);
+    TensorRef p = b.tensor("pointer");
+    if (!p->type.is_pointer) fail(span, "tl.load needs a pointer (or a tensor of pointers), got " + p->type_str());
+    if (b.has("boundary_check") && b.get("boundary_check").kind == Value::Kind::Tuple && !b.get("boundary_check").elems->empty())
+      fail(span, "block pointers (boundary_check) are not supported by the interpreter yet");
+    TensorRef mask = b.has("mask") ? broadcast(convert(*b.tensor("mask"), et(DType::Int1), f64), p->shape, span) : nullptr;
+    ElemType elem{p->type.dtype, false};
+    TensorRef other = b.has("other") ? broadcast(convert(*b.tensor("other"), elem, f64), p->shape, span) : nullptr;
+    auto out = std::make_shared<Tensor>();
+    out->type = elem;
+    out->shape = p->shape;
+    if (out->is_float()) out->f.assign(p->size(), 0.0);
+    else out->i.assign(p->size(), 0);
+    for (int64_t k = 0; k < p->size(); ++k) {
+      if (mask && mask->i[k] == 0) {
+        // A masked-off lane takes `other`; without it Triton leaves it undefined (0 here).
+        if (other) {
+          if (out->is_float()) out->f[k] = other->f[k];
+          else out->i[k] = other->i[k];
+        }
+        continue;
+      }
+      auto where = memory_.resolve(p->i[k]);
+      if (!where || where->second < 0 || where->second >= memory_.buffers()[where->first].size()) {
+        std::string buffer = where ? "'" + memory_.buffers()[where->first].name + "'" : "no buffer";
+        std::string extent = where ? " (it has " + std::to_string(memory_.buffers()[where->first].size()) + " elements)" : "";
+        fail(span, "out-of-bounds load from " + buffer + ": element " +
+                       std::to_string(where ? where->second : p->i[k]) + extent + ", lane " + std::to_string(k) +
+                       " of " + std::to_string(p->size()) + ", program (" + std::to_string(pid_[0]) + ", " +
+                       std::to_string(pid_[1]) + ", " + std::to_string(pid_[2]) + "); mask the access");
+      }
+      double v = memory_.buffers()[where->first].get(where->second);
+      if (out->is_float()) out->f[k] = round_float(elem.dtype, v, f64);
+      else out->i[k] = memory_.buffers()[where->first].i[where->second];
+    }
+    return Value::of_tensor(out);
+  }
+  if (name == "tl.store" || name.rfind("tl.atomic_", 0) == 0) {
+    const bool store = name == "tl.store";
+    const bool cas = name == "tl.atomic_cas";
+    std::vector<std::string> sig = store ? std::vector<std::string>{"pointer", "value", "mask", "boundary_check",
+                                                                    "cache_modifier", "eviction_policy"}
+                                   : cas ? std::vector<std::string>{"pointer", "cmp", "val", "sem", "scope"}
+                                         : std::vector<std::string>{"pointer", "val", "mask", "sem", "scope"};
+    Bound b(*this, name, sig, args, kwargs, span);
+    TensorRef p = b.tensor("pointer");
+    if (!p->type.is_pointer) fail(span, name + " needs a pointer (or a tensor of pointers), got " + p->type_str());
+    ElemType elem{p->type.dtype, false};
+    TensorRef value = broadcast(convert(*b.tensor(store ? "value" : "val"), elem, f64), p->shape, span);
+    TensorRef cmp = cas ? broadcast(convert(*b.tensor("cmp"), elem, f64), p->shape, span) : nullptr;
+    TensorRef mask = (!cas && b.has("mask")) ? broadcast(convert(*b.tensor("mask"), et(DType::Int1), f64), p->shape, span) : nullptr;
+    auto old = std::make_shared<Tensor>();
+    old->type = elem;
+    old->shape = p->shape;
+    if (old->is_float()) old->f.assign(p->size(), 0.0);
+    else old->i.assign(p->size(), 0);
+    const std::string op = store ? "" : name.substr(10);
+    for (int64_t k = 0; k < p->size(); ++k) {
+      if (mask && mask->i[k] == 0) continue;
+      auto where = memory_.resolve(p->i[k]);
+      if (!where || where->second < 0 || where->second >= memory_.buffers()[where->first].size()) {
+        std::string buffer = where ? "'" + memory_.buffers()[where->first].name + "'" : "no buffer";
+        fail(span, std::string("out-of-bounds ") + (store ? "store" : "atomic") + " to " + buffer + ": element " +
+                       std::to_string(where ? where->second : p->i[k]) + ", lane " + std::to_string(k) +
+                       ", program (" + std::to_string(pid_[0]) + ", " + std::to_string(pid_[1]) + ", " +
+                       std::to_string(pid_[2]) + "); mask the access");
+      }
+      Buffer &buf = memory_.buffers()[where->first];
+      const int64_t at = where->second;
+      const bool fl = sema::is_float(buf.dtype);
+      double cur = buf.get(at);
+      double v = value->as_double(k);
+      if (old->is_float()) old->f[k] = cur;
+      else old->i[k] = static_cast<int64_t>(cur);
+      double next = v;
+      if (op == "add") next = cur + v;
+      else if (op == "max") next = std::max(cur, v);
+      else if (op == "min") next = std::min(cur, v);
+      else if (op == "and" || op == "or" || op == "xor") {
+        if (fl) fail(span, name + " needs an integer buffer");
+        int64_t c = buf.i[at], w = value->i[k];
+        buf.i[at] = wrap_int(buf.dtype, op == "and" ? (c & w) : op == "or" ? (c | w) : (c ^ w));
+        continue;
+      } else if (op == "cas") next = cur == cmp->as_double(k) ? v : cur;
+      // "xchg" and store: next = v
+      if (fl) buf.f[at] = round_float(buf.dtype, next, f64);
+      else buf.i[at] = wrap_int(buf.dtype, static_cast<int64_t>(next));
+    }
+    return store ? Value::none() : Value::of_tensor(old);
+  }
+
+  // ------------------------------------------------------- elementwise
+  if (name == "tl.where") {
+    Bound b(*this, name, {"condition", "x", "y"}, args, kwargs, span);
+    TensorRef c = convert(*b.tensor("condition"), et(DType::Int1), f64);
+    auto [x, y] = promote_pair(b.get("x"), b.get("y"), false, span);
+    std::optional<Shape> shape = broadcast_shape(c->shape, x->shape);
+    if (!shape) fail(span, "tl.where: condition " + shape_str(c->shape) + " and values " + shape_str(x->shape) + " cannot be broadcast together");
+    return Value::of_tensor(select(*broadcast(c, *shape, span), *broadcast(x, *shape, span), *broadcast(y, *shape, span)));
+  }
+  if (name == "tl.maximum" || name == "tl.minimum") {
+    Bound b(*this, name, {"x", "y", "propagate_nan"}, args, kwargs, span);
+    auto [x, y] = promote_pair(b.get("x"), b.get("y"), false, span);
+    const bool is_max = name == "tl.maximum";
+    if (x->is_float())
+      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [is_max](double p, double q) {
+        // Triton's default (PropagateNan.NONE) follows the hardware: a NaN operand yields the other one.
+        if (std::isnan(p)) return q;
+        if (std::isnan(q)) return p;
+        return is_max ? std::max(p, q) : std::min(p, q);
+      }));
+    return Value::of_tensor(zip_int(*x, *y, x->type, [is_max](int64_t p, int64_t q) { return is_max ? std::max(p, q) : std::min(p, q); }));
+  }
+  if (name == "tl.clamp") {
+    Bound b(*this, name, {"x", "min", "max", "propagate_nan"}, args, kwargs, span);
+    Value lo = call_builtin(Value::of_builtin("tl.maximum"), {b.get("x"), b.get("min")}, {}, span);
+    return call_builtin(Value::of_builtin("tl.minimum"), {lo, b.get("max")}, {}, span);
+  }
+  if (name == "tl.abs") {
+    Bound b(*this, name, {"x"}, args, kwargs, span);
+    TensorRef x = b.tensor("x");
+    if (x->is_float()) return Value::of_tensor(map_float(*x, x->type, f64, [](double v) { return std::fabs(v); }));
+    return Value::of_tensor(zip_int(*x, *x, x->type, [](int64_t v, int64_t) { return v < 0 ? -v : v; }));
+  }
+  auto require_fp32_or_64 = [&](const std::string &fn, const TensorRef &x) {
+    if (x->type.is_pointer || (x->type.dtype != DType::FP32 && x->type.dtype != DType::FP64))
+      fail(span, fn + " expects fp32 or fp64, got " + x->type.str() + "; cast with .to(tl.float32) first");
+  };
+  if (name == "tl.sigmoid") {
+    // 1 / (1 + exp(-x)), as Triton defines it: fp32/fp64 only.
+    Bound b(*this, name, {"x"}, args, kwargs, span);
+    TensorRef x = b.tensor("x");
+    require_fp32_or_64("tl.sigmoid", x);
+    return Value::of_tensor(map_float(*x, x->type, f64, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }));
+  }
+  if (name.rfind("math.", 0) == 0) {
+    if (short_name == "abs") return call_builtin(Value::of_builtin("tl.abs"), args, kwargs, span);
+    if (short_name == "sigmoid") return call_builtin(Value::of_builtin("tl.sigmoid"), args, kwargs, span);
+    if (short_name == "fma") {
+      Bound b(*this, name, {"x", "y", "z"}, args, kwargs, span);
+      auto [x, y] = promote_pair(b.get("x"), b.get("y"), false, span);
+      auto [xy, z] = promote_pair(Value::of_tensor(x), b.get("z"), false, span);
+      require_fp32_or_64("fma", xy);
+      TensorRef xx = broadcast(x, xy->shape, span), yy = broadcast(y, xy->shape, span);
+      auto out = std::make_shared<Tensor>(*xy);
+      for (int64_t k = 0; k < out->size(); ++k) out->f[k] = round_float(out->type.dtype, std::fma(xx->f[k], yy->f[k], z->f[k]), f64);
+      return Value::of_tensor(out);
+    }
+    if (short_name == "div_rn" || short_name == "fdiv" || short_name == "pow") {
+      Bound b(*this, name, {"x", "y", "ieee_rounding"}, args, kwargs, span);
+      auto [x, y] = promote_pair(b.get("x"), b.get("y"), true, span);
+      require_fp32_or_64(short_name, x);
+      const bool pw = short_name == "pow";
+      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [pw](double p, double q) { return pw ? std::pow(p, q) : p / q; }));
+    }
+    Bound b(*this, name, {"x"}, args, kwargs, span);
+    TensorRef x = b.tensor("x");
+    require_fp32_or_64(name, x);
+    const std::string f = short_name;
+    return Value::of_tensor(map_float(*x, x->type, f64, [f](double v) { return apply_math(f, v); }));
+  }
+  if (name == "tl.umulhi") fail(span, "tl.umulhi is not supported by the interpreter yet");
+
+  // ------------------------------------------------------- shapes
+  if (name == "tl.trans" || name == "tl.permute") {
+    Bound b(*this, name, {"input", "dims"}, args, kwargs, span, /*variadic_tail=*/true);
+    TensorRef t = b.tensor("input");
+    std::vector<int> order;
+    std::vector<Value> dims = b.rest();
+    if (b.has("dims")) dims.insert(dims.begin(), b.get("dims"));
+    if (dims.size() == 1 && dims[0].kind == Value::Kind::Tuple) dims = *dims[0].elems;
+    for (const Value &d : dims) order.push_back(static_cast<int>(to_int(d, span, "a dimension")));
+    if (order.empty()) {
+      if (name == "tl.permute") fail(span, "tl.permute needs the new order of the dimensions");
+      if (t->shape.size() != 2) fail(span, "tl.trans without dims needs a 2-D tensor, got " + shape_str(t->shape));
+      order = {1, 0};
+    }
+    try {
+      return Value::of_tensor(permute(*t, order));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+  if (name == "tl.reshape" || name == "tl.view" || name == "tl.broadcast_to") {
+    std::vector<std::string> sig = {"input", "shape"};
+    if (name == "tl.reshape") sig.push_back("can_reorder");
+    Bound b(*this, name, sig, args, kwargs, span, /*variadic_tail=*/name != "tl.reshape");
+    TensorRef t = b.tensor("input");
+    Value shape_value = b.get("shape");
+    if (!b.rest().empty()) {  // reshape(x, 4, 8)
+      std::vector<Value> dims{shape_value};
+      dims.insert(dims.end(), b.rest().begin(), b.rest().end());
+      shape_value = Value::of_tuple(dims);
+    }
+    Shape shape = to_shape(shape_value, span);
+    if (name == "tl.broadcast_to") return Value::of_tensor(broadcast(t, shape, span));
+    try {
+      return Value::of_tensor(reshape(*t, shape));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+  if (name == "tl.ravel") {
+    Bound b(*this, name, {"x"}, args, kwargs, span);
+    TensorRef t = b.tensor("x");
+    return Value::of_tensor(reshape(*t, {numel(t->shape)}));
+  }
+  if (name == "tl.expand_dims") {
+    Bound b(*this, name, {"input", "axis"}, args, kwargs, span);
+    TensorRef t = b.tensor("input");
+    const Value &ax = b.get("axis");
+    std::vector<Value> axes = ax.kind == Value::Kind::Tuple ? *ax.elems : std::vector<Value>{ax};
+    try {
+      for (const Value &a : axes) t = expand_dims(*t, static_cast<int>(to_int(a, span, "an axis")));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+    return Value::of_tensor(t);
+  }
+  if (name == "tl.broadcast") {
+    Bound b(*this, name, {"input", "other"}, args, kwargs, span);
+    TensorRef x = b.tensor("input"), y = b.tensor("other");
+    std::optional<Shape> shape = broadcast_shape(x->shape, y->shape);
+    if (!shape) fail(span, "shapes " + shape_str(x->shape) + " and " + shape_str(y->shape) + " cannot be broadcast together");
+    return Value::of_tuple({Value::of_tensor(broadcast(x, *shape, span)), Value::of_tensor(broadcast(y, *shape, span))});
+  }
+
+  // ------------------------------------------------------- reductions
+  if (name == "tl.sum" || name == "tl.max" || name == "tl.min" || name == "tl.argmax" || name == "tl.argmin") {
+    const bool arg = name == "tl.argmax" || name == "tl.argmin";
+    std::vector<std::string> sig = {"input", "axis"};
+    if (name == "tl.sum") sig.insert(sig.end(), {"keep_dims", "dtype"});
+    else if (arg) sig.insert(sig.end(), {"tie_break_left", "keep_dims"});
+    else sig.insert(sig.end(), {"return_indices", "return_indices_tie_break_left", "keep_dims", "propagate_nan"});
+    Bound b(*this, name, sig, args, kwargs, span);
+    TensorRef t = b.tensor("input");
+    if (t->type.is_pointer) fail(span, name + " cannot reduce pointers");
+    std::optional<int> axis = b.axis("axis");
+    if (arg && !axis) fail(span, name + " needs an axis");
+    bool keep = b.flag("keep_dims", false);
+    DType in = t->type.dtype;
+    DType out = in;
+    if (name == "tl.sum") {
+      if (b.has("dtype")) {
+        out = b.dtype("dtype", in);
+        t = convert(*t, et(out), f64);
+      } else if (sema::is_integer(in) && sema::bits(in) < 32) {
+        out = DType::Int32;  // narrow integers widen, floats keep their dtype
+        t = convert(*t, et(out), f64);
+      }
+    } else if (!arg && sema::is_float(in) && sema::bits(in) < 32) {
+      out = DType::FP32;  // tl.max / tl.min compute narrow floats in fp32
+      t = convert(*t, et(out), f64);
+    }
+    ReduceKind kind = name == "tl.sum" ? ReduceKind::Sum : name == "tl.max" ? ReduceKind::Max
+                      : name == "tl.min" ? ReduceKind::Min : name == "tl.argmax" ? ReduceKind::ArgMax : ReduceKind::ArgMin;
+    try {
+      if (arg)
+        return Value::of_tensor(reduce(*t, axis, keep, kind, et(DType::Int32), f64, b.flag("tie_break_left", true)));
+      TensorRef values = reduce(*t, axis, keep, kind, et(out), f64);
+      if (name != "tl.sum" && b.flag("return_indices", false)) {
+        TensorRef idx = reduce(*t, axis, keep, kind == ReduceKind::Max ? ReduceKind::ArgMax : ReduceKind::ArgMin,
+                               et(DType::Int32), f64, b.flag("return_indices_tie_break_left", true));
+        return Value::of_tuple({Value::of_tensor(values), Value::of_tensor(idx)});
+      }
+      return Value::of_tensor(values);
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+  if (name == "tl.cumsum" || name == "tl.cumprod") {
+    Bound b(*this, name, {"input", "axis", "reverse", "dtype"}, args, kwargs, span);
+    TensorRef t = b.tensor("input");
+    DType in = t->type.dtype, out = in;
+    if (b.has("dtype")) out = b.dtype("dtype", in);
+    else if (in == DType::BF16) out = DType::FP32;
+    else if (sema::is_integer(in) && sema::bits(in) < 32) out = DType::Int32;
+    t = convert(*t, et(out), f64);
+    try {
+      return Value::of_tensor(scan(*t, static_cast<int>(b.integer("axis", 0)), b.flag("reverse", false),
+                                   name == "tl.cumsum" ? ScanKind::Sum : ScanKind::Prod, et(out), f64));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+  if (name == "tl.softmax") {
+    Bound b(*this, name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
+    TensorRef x = b.tensor("x");
+    require_fp32_or_64("tl.softmax", x);
+    Value dim = b.has("dim") ? b.get("dim") : Value::of_int(0);
+    Value keep = Value::of_bool(b.flag("keep_dims", false));
+    Value m = call_builtin(Value::of_builtin("tl.max"), {Value::of_tensor(x), dim}, {{"keep_dims", keep}}, span);
+    Value z = binary(ast::BinaryOpKind::Sub, Value::of_tensor(x), m, span);
+    Value num = call_builtin(Value::of_builtin("math.exp"), {z}, {}, span);
+    Value den = call_builtin(Value::of_builtin("tl.sum"), {num, dim}, {{"keep_dims", keep}}, span);
+    return binary(ast::BinaryOpKind::Div, num, den, span);
+  }
+  if (name == "tl.dot") {
+    Bound b(*this, name, {"input", "other", "acc", "input_precision", "allow_tf32", "max_num_imprecise_acc", "out_dtype"},
+            args, kwargs, span);
+    TensorRef x = b.tensor("input"), y = b.tensor("other");
+    if (x->type != y->type)
+      fail(span, "tl.dot operands must have one dtype, got " + x->type.str() + " and " + y->type.str());
+    DType in = x->type.dtype;
+    if (in != DType::FP16 && in != DType::BF16 && in != DType::FP32 && in != DType::Int8 && in != DType::FP64)
+      fail(span, "tl.dot does not take " + x->type.str() + " operands (fp16, bf16, fp32, int8)");
+    const size_t r = x->shape.size();
+    if (r >= 2 && y->shape.size() == r) {
+      int64_t min_k = in == DType::Int8 ? 32 : 16;
+      if (x->shape[r - 2] < 16 || y->shape[r - 1] < 16 || x->shape[r - 1] < min_k)
+        fail(span, "tl.dot needs M and N of at least 16 and K of at least " + std::to_string(min_k) + ", got " +
+                       shape_str(x->shape) + " @ " + shape_str(y->shape));
+    }
+    TensorRef acc = b.has("acc") ? b.tensor("acc") : nullptr;
+    DType out = acc ? acc->type.dtype : b.dtype("out_dtype", in == DType::Int8 ? DType::Int32 : DType::FP32);
+    std::string precision = b.str("input_precision", "");
+    if (precision.empty()) precision = (b.has("allow_tf32") && !b.flag("allow_tf32", true)) ? "ieee" : "tf32";
+    if (precision != "tf32" && precision != "ieee" && precision != "tf32x3")
+      fail(span, "tl.dot input_precision must be \"tf32\", \"tf32x3\" or \"ieee\"");
+    const bool tf32 = in == DType::FP32 && precision == "tf32";
+    try {
+      return Value::of_tensor(dot(*x, *y, acc.get(), et(out), tf32, f64));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
+
+  fail(span, name + "() is not supported by tgrad's interpreter yet");
+}
+
+}  // namespace tgrad::interp

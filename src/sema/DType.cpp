@@ -1,0 +1,136 @@
+#include "tgrad/sema/DType.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tgrad::sema {
+
+DKind kind(DType t) {
+  switch (t) {
+    case DType::Int1: return DKind::Bool;
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64: return DKind::UInt;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64: return DKind::Int;
+    case DType::FP16:
+    case DType::BF16:
+    case DType::FP32:
+    case DType::FP64: return DKind::Float;
+  }
+  return DKind::Float;
+}
+
+int bits(DType t) {
+  switch (t) {
+    case DType::Int1: return 1;
+    case DType::Int8:
+    case DType::UInt8: return 8;
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::FP16:
+    case DType::BF16: return 16;
+    case DType::Int32:
+    case DType::UInt32:
+    case DType::FP32: return 32;
+    case DType::Int64:
+    case DType::UInt64:
+    case DType::FP64: return 64;
+  }
+  return 32;
+}
+
+bool is_float(DType t) { return kind(t) == DKind::Float; }
+bool is_integer(DType t) { return !is_float(t); }
+bool is_signed(DType t) { return kind(t) == DKind::Int || kind(t) == DKind::Float; }
+
+const char *short_name(DType t) {
+  switch (t) {
+    case DType::Int1: return "int1";
+    case DType::Int8: return "int8";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::UInt8: return "uint8";
+    case DType::UInt16: return "uint16";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    case DType::FP16: return "fp16";
+    case DType::BF16: return "bf16";
+    case DType::FP32: return "fp32";
+    case DType::FP64: return "fp64";
+  }
+  return "?";
+}
+
+const char *tl_name(DType t) {
+  switch (t) {
+    case DType::FP16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::FP32: return "float32";
+    case DType::FP64: return "float64";
+    default: return short_name(t);
+  }
+}
+
+std::optional<DType> parse_dtype(const std::string &raw) {
+  std::string name = raw.rfind("tl.", 0) == 0 ? raw.substr(3) : raw;
+  for (DType t : {DType::Int1, DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16,
+                  DType::UInt32, DType::UInt64, DType::FP16, DType::BF16, DType::FP32, DType::FP64})
+    if (name == short_name(t) || name == tl_name(t)) return t;
+  return std::nullopt;
+}
+
+std::string ElemType::str() const { return std::string(is_pointer ? "*" : "") + short_name(dtype); }
+
+DType python_int_dtype(long long v) {
+  if (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max()) return DType::Int32;
+  if (v >= 0 && v <= static_cast<long long>(std::numeric_limits<uint32_t>::max())) return DType::UInt32;
+  return DType::Int64;
+}
+
+DType python_float_dtype(double v) {
+  if (std::isnan(v) || std::isinf(v) || std::fabs(v) <= std::numeric_limits<float>::max()) return DType::FP32;
+  return DType::FP64;
+}
+
+DType integer_promote(DType a, DType b) {
+  if (a == b) return a;
+  const bool sa = kind(a) == DKind::Int, sb = kind(b) == DKind::Int;
+  if (sa == sb) return bits(a) >= bits(b) ? a : b;
+  // Different signedness: the unsigned type wins unless it is narrower.
+  DType u = sa ? b : a, s = sa ? a : b;
+  return bits(u) >= bits(s) ? u : s;
+}
+
+std::optional<DType> computation_type(DType a, bool a_is_python, DType b, bool b_is_python, bool div_or_mod,
+                                      std::string &error) {
+  // 0) A Python number of a kind no higher than the tensor's does not promote.
+  if (a_is_python != b_is_python) {
+    DType scalar = a_is_python ? a : b, tensor = a_is_python ? b : a;
+    if (static_cast<int>(kind(scalar)) <= static_cast<int>(kind(tensor))) {
+      if (div_or_mod && (tensor == DType::FP16 || tensor == DType::BF16)) return DType::FP32;
+      return tensor;
+    }
+  }
+  // 1) fp64 wins; 2) then fp32.
+  if (a == DType::FP64 || b == DType::FP64) return DType::FP64;
+  if (a == DType::FP32 || b == DType::FP32) return DType::FP32;
+  // 3) fp16 with anything narrower is fp16 (fp32 for / and %): fp16 + bf16 is fp16.
+  if (a == DType::FP16 || b == DType::FP16) return div_or_mod ? DType::FP32 : DType::FP16;
+  // 4) bf16 stays bf16 only with bf16.
+  if (a == DType::BF16 && b == DType::BF16) return div_or_mod ? DType::FP32 : DType::BF16;
+  if (a == DType::BF16 || b == DType::BF16) return DType::FP32;
+  // 6) integers.
+  if (div_or_mod && is_signed(a) != is_signed(b) && a != DType::Int1 && b != DType::Int1) {
+    error = std::string("cannot use / or % between ") + short_name(a) + " and " + short_name(b) +
+            " because they have different signedness; cast one of them first";
+    return std::nullopt;
+  }
+  return integer_promote(a, b);
+}
+
+}  // namespace tgrad::sema
