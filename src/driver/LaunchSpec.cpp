@@ -164,6 +164,48 @@ std::optional<std::array<int64_t, 3>> parse_grid(const std::string &text, std::s
   return std::nullopt;
 }
 
+std::optional<std::pair<std::string, sema::SType>> parse_param_type(const std::string &text, std::string &error) {
+  std::string name, v;
+  if (!split_assignment(text, "--arg", name, v, error)) return std::nullopt;
+  auto fail = [&](const std::string &why) -> std::optional<std::pair<std::string, sema::SType>> {
+    error = "--arg " + text + ": " + why;
+    return std::nullopt;
+  };
+  bool pointer = !v.empty() && v[0] == '*';
+  std::string body = pointer ? trim(v.substr(1)) : v;
+  size_t open = body.find('[');
+  std::string dtype_name = trim(body.substr(0, open));
+  // Triton's signature spellings i32/u8 as well as int32/uint8.
+  if (dtype_name.size() > 1 && (dtype_name[0] == 'i' || dtype_name[0] == 'u') && std::isdigit(static_cast<unsigned char>(dtype_name[1])))
+    dtype_name = (dtype_name[0] == 'i' ? "int" : "uint") + dtype_name.substr(1);
+  std::optional<DType> d = sema::parse_dtype(dtype_name);
+  if (!d) return fail("unknown dtype '" + dtype_name + "' (use one of " + kDtypeList + ", with * for a pointer)");
+  sema::SymShape shape;
+  if (open != std::string::npos) {
+    if (pointer) return fail("a pointer argument has no shape (write *" + dtype_name + ")");
+    size_t close = body.find(']', open);
+    if (close == std::string::npos || trim(body.substr(close + 1)) != "") return fail("expected DTYPE[d0, d1, ...]");
+    std::string dims = body.substr(open + 1, close - open - 1);
+    size_t start = 0;
+    while (true) {
+      size_t comma = dims.find(',', start);
+      std::string part = trim(dims.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      long long n;
+      if (parse_int(part, n)) {
+        if (n <= 0 || (n & (n - 1)) != 0) return fail("tile dimensions must be powers of 2, got " + part);
+        shape.push_back(sema::Dim::known(n));
+      } else if (valid_name(part)) {
+        shape.push_back(sema::Dim::symbolic(part));
+      } else {
+        return fail("a dimension must be a power of 2 or a name, got '" + part + "'");
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return std::make_pair(name, sema::SType::tensor(sema::ElemType{*d, pointer}, shape));
+}
+
 std::vector<double> fill_values(const BufferSpec &spec, uint64_t seed, uint64_t stream) {
   const int64_t n = interp::numel(spec.shape);
   std::vector<double> out(n);

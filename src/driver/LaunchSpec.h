@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tgrad/interp/Interpreter.h"
+#include "tgrad/sema/Sema.h"
 
 namespace tgrad::driver {
 
@@ -35,6 +36,13 @@ struct ArgSpec {
 std::optional<std::pair<std::string, interp::Value>> parse_define(const std::string &text, std::string &error);
 std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text, std::string &error);
 std::optional<std::array<int64_t, 3>> parse_grid(const std::string &text, std::string &error);
+
+// A parameter type for semantic analysis, in Triton's signature notation:
+//   *fp32            a pointer
+//   fp32, i32        a scalar
+//   fp32[16, N]      a tile; a dimension may be a name (a symbol)
+// `--arg NAME=TYPE` on the analysis command line.
+std::optional<std::pair<std::string, sema::SType>> parse_param_type(const std::string &text, std::string &error);
 
 // Values of a buffer: seeded uniform draws (rounded to the dtype), or constants.
 // `stream` separates the draws of different arguments under one seed.

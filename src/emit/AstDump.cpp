@@ -12,7 +12,7 @@ namespace {
 
 class Dumper {
  public:
-  explicit Dumper(std::ostringstream &out) : out_(out) {}
+  Dumper(std::ostringstream &out, const ExprAnnotator &annotate) : out_(out), annotate_(annotate) {}
 
   void function(const Function &f, int depth) {
     line(depth, "Function " + f.name, f.span);
@@ -99,6 +99,7 @@ class Dumper {
   }
 
   void expr(int depth, const Expr &e, const std::string &label = "") {
+    pending_annotation_ = annotate_ ? annotate_(e) : "";
     std::string head = label.empty() ? "" : label + ": ";
     switch (e.kind) {
       case NodeKind::Name: line(depth, head + "Name " + cast<Name>(&e)->id, e.span); return;
@@ -192,6 +193,8 @@ class Dumper {
   void line(int depth, const std::string &text, const SourceSpan &s) {
     out_ << std::string(2 * depth, ' ') << text;
     if (s.valid()) out_ << " @" << s.begin.line << ':' << s.begin.column;
+    if (!pending_annotation_.empty()) out_ << " : " << pending_annotation_;
+    pending_annotation_.clear();
     out_ << '\n';
   }
 
@@ -214,13 +217,15 @@ class Dumper {
   }
 
   std::ostringstream &out_;
+  const ExprAnnotator &annotate_;
+  std::string pending_annotation_;  // for the next line: the expression's own
 };
 
 }  // namespace
 
-std::string dump_ast(const Module &m, const SourceManager &sources) {
+std::string dump_ast(const Module &m, const SourceManager &sources, const ExprAnnotator &annotate) {
   std::ostringstream out;
-  Dumper d(out);
+  Dumper d(out, annotate);
   out << "Module " << (m.file_id >= 0 ? sources.name(m.file_id) : std::string("<generated>")) << '\n';
   for (const Import &imp : m.imports) {
     std::string text = imp.is_from ? "ImportFrom " + imp.module + ":" : std::string("Import");
@@ -235,9 +240,9 @@ std::string dump_ast(const Module &m, const SourceManager &sources) {
   return out.str();
 }
 
-std::string dump_ast(const Function &f) {
+std::string dump_ast(const Function &f, const ExprAnnotator &annotate) {
   std::ostringstream out;
-  Dumper(out).function(f, 0);
+  Dumper(out, annotate).function(f, 0);
   return out.str();
 }
 

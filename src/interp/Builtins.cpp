@@ -552,16 +552,16 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     }
   }
   if (name == "tl.reshape" || name == "tl.view" || name == "tl.broadcast_to") {
-    std::vector<std::string> sig = {"input", "shape"};
-    if (name == "tl.reshape") sig.push_back("can_reorder");
-    Bound b(*this, name, sig, args, kwargs, span, /*variadic_tail=*/name != "tl.reshape");
+    // reshape(input, *shape, can_reorder=False): can_reorder is keyword-only,
+    // and only allows an element order that tgrad keeps anyway.
+    if (name == "tl.reshape") kwargs.erase("can_reorder");
+    Bound b(*this, name, {"input", "shape"}, args, kwargs, span, /*variadic_tail=*/true);
     TensorRef t = b.tensor("input");
-    Value shape_value = b.get("shape");
-    if (!b.rest().empty()) {  // reshape(x, 4, 8)
-      std::vector<Value> dims{shape_value};
-      dims.insert(dims.end(), b.rest().begin(), b.rest().end());
-      shape_value = Value::of_tuple(dims);
-    }
+    // The shape: one tuple, or the dimensions as separate arguments.
+    Value shape_value = b.has("shape") ? b.get("shape") : Value::none();
+    if (b.rest().size() == 1) shape_value = b.rest()[0];
+    else if (b.rest().size() > 1) shape_value = Value::of_tuple(b.rest());
+    if (shape_value.kind == Value::Kind::None) fail(span, name + "() needs a shape");
     Shape shape = to_shape(shape_value, span);
     if (name == "tl.broadcast_to") return Value::of_tensor(broadcast(t, shape, span));
     try {

@@ -347,9 +347,12 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
         for (int64_t d : t.shape) dims.push_back(Value::of_int(d));
         return Value::of_tuple(std::move(dims));
       }
-      if (a.attr == "dtype") {
+      if (a.attr == "dtype" || a.attr == "type") {
         Value d = Value::of_dtype(t.type.dtype);
         d.b = t.type.is_pointer;  // a pointer type: its element_ty is the dtype
+        // `x.type` is the tensor's type: its element_ty is the element type
+        // even when x holds no pointers.
+        if (a.attr == "type") d.s = "type";
         return d;
       }
       if (a.attr == "T") {
@@ -359,9 +362,12 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
       return Value::of_builtin("tensor." + a.attr, std::make_shared<Value>(base));
     }
     case Value::Kind::DType: {
-      if (a.attr == "element_ty") {
-        if (!base.b) fail(a.span, std::string("'") + sema::short_name(base.dtype) + "' is not a pointer type");
-        return Value::of_dtype(base.dtype);
+      if (a.attr == "element_ty" || (a.attr == "scalar" && base.s == "type")) {
+        if (!base.b && base.s != "type")
+          fail(a.span, std::string("'") + sema::short_name(base.dtype) + "' is not a pointer type");
+        Value element = Value::of_dtype(base.dtype);
+        if (a.attr == "scalar") element.b = base.b;
+        return element;
       }
       if (a.attr == "primitive_bitwidth") return Value::of_int(base.b ? 64 : sema::bits(base.dtype));
       return Value::of_builtin("dtype." + a.attr, std::make_shared<Value>(base));

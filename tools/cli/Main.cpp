@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <unordered_map>
 #include <set>
 #include <algorithm>
 #include <sstream>
@@ -39,6 +40,8 @@ struct Options {
   std::string function;
   std::string emit;
   bool dump_ast = false;
+  std::vector<std::string> defines;    // typing for --dump-ast
+  std::vector<std::string> arg_types;
 };
 
 struct RunOptions {
@@ -135,10 +138,51 @@ int run_front_end(const Options &opts) {
       return usage_error("--fn " + opts.function + ": no @triton.jit function of that name in '" +
                          l->sources.name(l->file_id) + "' (it has: " + function_names(*l->module) + ")");
   }
+  if ((!opts.defines.empty() || !opts.arg_types.empty()) && !selected)
+    return usage_error("-D and --arg type the parameters of one function: add --fn NAME");
   std::string out;
-  if (opts.dump_ast)
-    out = selected ? tgrad::emit::dump_ast(*selected) : tgrad::emit::dump_ast(*l->module, l->sources);
-  else
+  if (opts.dump_ast) {
+    // Semantic analysis: the types shown after each expression.
+    tgrad::sema::ParamTypes params;
+    std::string error;
+    for (const std::string &d : opts.defines) {
+      auto parsed = tgrad::driver::parse_define(d, error);
+      if (!parsed) return usage_error(error);
+      tgrad::sema::SType t;
+      const tgrad::interp::Value &v = parsed->second;
+      switch (v.kind) {
+        case tgrad::interp::Value::Kind::Int: t = tgrad::sema::SType::of_int(v.n); break;
+        case tgrad::interp::Value::Kind::Float: t = tgrad::sema::SType::of_float(v.x); break;
+        case tgrad::interp::Value::Kind::Bool: t = tgrad::sema::SType::of_bool(v.b); break;
+        case tgrad::interp::Value::Kind::Str: t = tgrad::sema::SType::of_str(v.s); break;
+        case tgrad::interp::Value::Kind::DType: t = tgrad::sema::SType::of_dtype(v.dtype); break;
+        default: t = tgrad::sema::SType::none();
+      }
+      params[parsed->first] = t;
+    }
+    for (const std::string &a : opts.arg_types) {
+      auto parsed = tgrad::driver::parse_param_type(a, error);
+      if (!parsed) return usage_error(error);
+      params[parsed->first] = parsed->second;
+    }
+    std::unordered_map<const tgrad::ast::Expr *, std::string> types;
+    for (const auto &f : l->module->functions) {
+      if (selected && f.get() != selected) continue;
+      std::optional<tgrad::sema::TypeInfo> info =
+          tgrad::sema::analyze(*l->module, *f, selected ? params : tgrad::sema::ParamTypes{}, *l->diags);
+      if (!info) {
+        l->diags->print_all(std::cerr);
+        return kExitInputError;
+      }
+      for (const auto &kv : info->types)
+        if (kv.second.kind != tgrad::sema::SType::Kind::Unknown) types[kv.first] = kv.second.str();
+    }
+    tgrad::emit::ExprAnnotator annotate = [&types](const tgrad::ast::Expr &e) {
+      auto it = types.find(&e);
+      return it == types.end() ? std::string() : it->second;
+    };
+    out = selected ? tgrad::emit::dump_ast(*selected, annotate) : tgrad::emit::dump_ast(*l->module, l->sources, annotate);
+  } else
     out = selected ? tgrad::emit::print_function(*selected) : tgrad::emit::print_module(*l->module);
   return write_output(opts.output, out) ? 0 : kExitInputError;
 }
@@ -402,6 +446,9 @@ int main(int argc, char **argv) {
       ->excludes(dump);
   app.add_option("--fn", opts.function, "Only this jit function");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+  app.add_option("-D", opts.defines, "With --dump-ast --fn: a tl.constexpr value NAME=VALUE");
+  app.add_option("--arg", opts.arg_types,
+                 "With --dump-ast --fn: a parameter's type NAME=TYPE (*fp32 a pointer, i32 a scalar, fp32[16, N] a tile)");
 
   RunOptions run_opts;
   CLI::App *run = app.add_subcommand("run", "Run a kernel over a grid (or a tile function) in the CPU interpreter");

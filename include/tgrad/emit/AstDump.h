@@ -3,13 +3,17 @@
 // the top). Stable output, for golden tests and for reading.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "tgrad/ast/Ast.h"
 
 namespace tgrad::emit {
 
-std::string dump_ast(const ast::Module &m, const SourceManager &sources);
-std::string dump_ast(const ast::Function &f);
+// Text to show after an expression's line (its type), or "" for none.
+using ExprAnnotator = std::function<std::string(const ast::Expr &)>;
+
+std::string dump_ast(const ast::Module &m, const SourceManager &sources, const ExprAnnotator &annotate = nullptr);
+std::string dump_ast(const ast::Function &f, const ExprAnnotator &annotate = nullptr);
 
 }  // namespace tgrad::emit

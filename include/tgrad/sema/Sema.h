@@ -1,0 +1,115 @@
+// Semantic analysis: static types of a jit function's expressions.
+//
+// Every expression gets an SType: a tensor's element type and symbolic
+// shape (tl.arange(0, BLOCK) is [BLOCK]; x[:, None] is [N, 1]), or a value
+// known before the kernel runs (a tl.constexpr int, float, bool, string or
+// dtype, with its value when known), or a tuple, function or module. Names
+// resolve to locals, parameters, module constants, jit functions, tl,
+// tl.math, triton and libdevice. Constexpr parameters given with -D are
+// known values; others are symbols. Type promotion is Triton's
+// (sema/DType.h), shared with the interpreter.
+//
+// Parameters without a given type are Unknown, and Unknown propagates
+// without errors: analysis reports only definite mistakes (shapes that
+// cannot broadcast, tl.exp on fp16, a loop-carried variable that changes
+// type, a name not defined on every path, ...), each at the offending
+// expression. Where two symbolic dimensions must be equal for an operation
+// (BLOCK_M against BLOCK_N), the analysis records the assumption instead of
+// failing; the AD stages turn such assumptions into tl.static_assert lines.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+#include "tgrad/sema/DType.h"
+
+namespace tgrad::sema {
+
+// A dimension: a known size, or an expression over constexpr names.
+struct Dim {
+  std::optional<int64_t> value;
+  std::string symbol;
+  static Dim known(int64_t v) { return Dim{v, ""}; }
+  static Dim symbolic(std::string s) { return Dim{std::nullopt, std::move(s)}; }
+  bool operator==(const Dim &o) const { return value ? (o.value && *value == *o.value) : (!o.value && symbol == o.symbol); }
+  bool operator!=(const Dim &o) const { return !(*this == o); }
+  std::string str() const { return value ? std::to_string(*value) : symbol; }
+};
+using SymShape = std::vector<Dim>;
+std::string shape_str(const SymShape &s);
+
+struct SType {
+  enum class Kind { Unknown, None, Bool, Int, Float, Str, DType, Tensor, Tuple, Function, Namespace, Builtin, Slice };
+  Kind kind = Kind::Unknown;
+
+  // Bool, Int, Float, Str, DType: values known before the kernel runs.
+  bool known = false;
+  bool b = false;
+  long long n = 0;
+  double x = 0;
+  std::string s;    // Str contents; Namespace / Builtin qualified name
+  std::string sym;  // an Int of unknown value: its expression ("BLOCK", "BLOCK * 2")
+  DType dtype = DType::FP32;
+  bool dtype_is_pointer = false;
+  bool dtype_is_tensor_type = false;  // `x.type` rather than `x.dtype`
+
+  ElemType elem;   // Tensor
+  SymShape shape;  // Tensor; empty for a Triton scalar
+  std::vector<SType> elems;  // Tuple
+  const ast::Function *fn = nullptr;
+  std::shared_ptr<SType> self;  // bound method receiver
+
+  static SType unknown() { return SType(); }
+  static SType none();
+  static SType of_int(long long v);
+  static SType int_symbol(std::string sym);
+  static SType of_float(double v, bool known = true);
+  static SType of_bool(bool v, bool known = true);
+  static SType of_str(std::string v);
+  static SType of_dtype(DType d, bool pointer = false);
+  static SType tensor(ElemType e, SymShape shape);
+  static SType tuple(std::vector<SType> elems);
+  static SType namespace_(std::string name);
+  static SType builtin(std::string name, std::shared_ptr<SType> self = nullptr);
+
+  bool is_tensor() const { return kind == Kind::Tensor; }
+  bool is_constexpr_number() const { return kind == Kind::Bool || kind == Kind::Int || kind == Kind::Float; }
+  // "fp32[BLOCK_M, BLOCK_N]", "*fp16", "constexpr int 128", "constexpr int BLOCK", "tuple(...)".
+  std::string str() const;
+};
+
+// A shape equality the analysed code relies on but that sema could not
+// prove (symbolic dimensions).
+struct ShapeAssumption {
+  SourceSpan span;
+  Dim a, b;
+};
+
+struct TypeInfo {
+  std::unordered_map<const ast::Expr *, SType> types;
+  std::vector<ShapeAssumption> assumptions;
+  SType result;  // the analysed function's return type
+
+  const SType *type_of(const ast::Expr *e) const {
+    auto it = types.find(e);
+    return it == types.end() ? nullptr : &it->second;
+  }
+};
+
+// Parameter types: for each parameter name, its type (a tensor, a pointer
+// scalar, a constexpr value). Unlisted parameters are Unknown, or symbols
+// for tl.constexpr parameters.
+using ParamTypes = std::map<std::string, SType>;
+
+// Analyses `fn` and the jit functions it calls. Returns nullopt after
+// reporting errors to `diags`.
+std::optional<TypeInfo> analyze(const ast::Module &module, const ast::Function &fn, const ParamTypes &params,
+                                DiagEngine &diags);
+
+}  // namespace tgrad::sema

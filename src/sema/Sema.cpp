@@ -1,0 +1,1381 @@
+#include "tgrad/sema/Sema.h"
+
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace tgrad::sema {
+
+using namespace ast;
+
+// ------------------------------------------------------------------ SType
+
+std::string shape_str(const SymShape &s) {
+  std::string out = "[";
+  for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + s[k].str();
+  return out + "]";
+}
+
+SType SType::none() {
+  SType t;
+  t.kind = Kind::None;
+  t.known = true;
+  return t;
+}
+SType SType::of_int(long long v) {
+  SType t;
+  t.kind = Kind::Int;
+  t.known = true;
+  t.n = v;
+  return t;
+}
+SType SType::int_symbol(std::string sym) {
+  SType t;
+  t.kind = Kind::Int;
+  t.sym = std::move(sym);
+  return t;
+}
+SType SType::of_float(double v, bool known) {
+  SType t;
+  t.kind = Kind::Float;
+  t.known = known;
+  t.x = v;
+  return t;
+}
+SType SType::of_bool(bool v, bool known) {
+  SType t;
+  t.kind = Kind::Bool;
+  t.known = known;
+  t.b = v;
+  return t;
+}
+SType SType::of_str(std::string v) {
+  SType t;
+  t.kind = Kind::Str;
+  t.known = true;
+  t.s = std::move(v);
+  return t;
+}
+SType SType::of_dtype(DType d, bool pointer) {
+  SType t;
+  t.kind = Kind::DType;
+  t.known = true;
+  t.dtype = d;
+  t.dtype_is_pointer = pointer;
+  return t;
+}
+SType SType::tensor(ElemType e, SymShape shape) {
+  SType t;
+  t.kind = Kind::Tensor;
+  t.elem = e;
+  t.shape = std::move(shape);
+  return t;
+}
+SType SType::tuple(std::vector<SType> elems) {
+  SType t;
+  t.kind = Kind::Tuple;
+  t.elems = std::move(elems);
+  return t;
+}
+SType SType::namespace_(std::string name) {
+  SType t;
+  t.kind = Kind::Namespace;
+  t.s = std::move(name);
+  return t;
+}
+SType SType::builtin(std::string name, std::shared_ptr<SType> self) {
+  SType t;
+  t.kind = Kind::Builtin;
+  t.s = std::move(name);
+  t.self = std::move(self);
+  return t;
+}
+
+std::string SType::str() const {
+  switch (kind) {
+    case Kind::Unknown: return "?";
+    case Kind::None: return "None";
+    case Kind::Bool: return known ? std::string("constexpr bool ") + (b ? "True" : "False") : "constexpr bool";
+    case Kind::Int: return known ? "constexpr int " + std::to_string(n) : sym.empty() ? "constexpr int" : "constexpr int " + sym;
+    case Kind::Float: {
+      if (!known) return "constexpr float";
+      std::ostringstream o;
+      o << "constexpr float " << x;
+      return o.str();
+    }
+    case Kind::Str: return "constexpr str '" + s + "'";
+    case Kind::DType: return std::string("dtype ") + (dtype_is_pointer ? "*" : "") + short_name(dtype);
+    case Kind::Tensor: return elem.str() + (shape.empty() ? "" : shape_str(shape));
+    case Kind::Tuple: {
+      std::string out = "tuple(";
+      for (size_t k = 0; k < elems.size(); ++k) out += (k ? ", " : "") + elems[k].str();
+      return out + ")";
+    }
+    case Kind::Function: return "jit function " + fn->name;
+    case Kind::Namespace: return "module " + s;
+    case Kind::Builtin: return "function " + s;
+    case Kind::Slice: return "slice";
+  }
+  return "?";
+}
+
+namespace {
+
+struct SemaError {
+  SourceSpan span;
+  std::string message;
+};
+
+bool same_type(const SType &a, const SType &b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case SType::Kind::Tensor: return a.elem == b.elem && a.shape == b.shape;
+    case SType::Kind::Tuple:
+      if (a.elems.size() != b.elems.size()) return false;
+      for (size_t k = 0; k < a.elems.size(); ++k)
+        if (!same_type(a.elems[k], b.elems[k])) return false;
+      return true;
+    case SType::Kind::DType: return a.dtype == b.dtype && a.dtype_is_pointer == b.dtype_is_pointer;
+    default: return true;  // constants of one kind: a loop may change their value
+  }
+}
+
+const std::set<std::string> kTl = {
+    "program_id", "num_programs", "arange", "zeros", "zeros_like", "full", "cdiv", "load", "store", "atomic_add",
+    "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "where",
+    "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs",
+    "erf", "floor", "ceil", "sigmoid", "softmax", "fma", "fdiv", "div_rn", "sum", "max", "min", "argmax", "argmin",
+    "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
+    "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
+    "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range"};
+const std::set<std::string> kMath = {"exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos",
+                                     "abs", "erf", "floor", "ceil", "fma", "div_rn", "fdiv", "tanh", "pow",
+                                     "log1p", "expm1", "sigmoid", "fast_expf", "fast_logf"};
+
+class Checker {
+ public:
+  Checker(const Module &m, TypeInfo &info) : module_(m), info_(info) {}
+
+  SType call_function(const Function &fn, const std::map<std::string, SType> &args, const SourceSpan &span) {
+    if (depth_ > 32) fail(span, "jit function calls nested more than 32 deep (recursion is not supported by Triton)");
+    ++depth_;
+    Env env;
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      const Param &p = fn.params[k];
+      auto it = args.find(p.name);
+      if (it != args.end()) env[p.name] = it->second;
+      else if (p.default_value) env[p.name] = eval(*p.default_value, env);
+      else if (fn.is_constexpr_param(k)) env[p.name] = SType::int_symbol(p.name);
+      else env[p.name] = SType::unknown();
+    }
+    std::optional<SType> result;
+    exec_block(fn.body, env, result);
+    --depth_;
+    return result ? *result : SType::none();
+  }
+
+ private:
+  using Env = std::map<std::string, SType>;
+  static constexpr const char *kUndefinedOnSomePath = "\x01undefined";
+
+  [[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw SemaError{span, message}; }
+
+  // ------------------------------------------------------------ statements
+
+  // Returns true when the block ends in a return on every path.
+  bool exec_block(const StmtList &body, Env &env, std::optional<SType> &result) {
+    for (const StmtPtr &s : body)
+      if (exec(*s, env, result)) return true;
+    return false;
+  }
+
+  void merge_return(std::optional<SType> &result, const SType &t, const SourceSpan &span) {
+    if (result && result->kind != SType::Kind::Unknown && t.kind != SType::Kind::Unknown && !same_type(*result, t))
+      fail(span, "this return gives " + t.str() + ", an earlier one " + result->str() + "; every return must give one type");
+    if (!result || result->kind == SType::Kind::Unknown) result = t;
+  }
+
+  bool exec(const Stmt &s, Env &env, std::optional<SType> &result) {
+    switch (s.kind) {
+      case NodeKind::ExprStmt: eval(*cast<ExprStmt>(&s)->value, env); return false;
+      case NodeKind::Assign: {
+        auto *n = cast<Assign>(&s);
+        SType v = eval(*n->value, env);
+        for (const ExprPtr &t : n->targets) assign(*t, v, env);
+        return false;
+      }
+      case NodeKind::AugAssign: {
+        auto *n = cast<AugAssign>(&s);
+        if (!isa<Name>(n->target.get())) fail(n->target->span, "augmented assignment to this target is not supported");
+        SType v = binary(n->op, eval(*n->target, env), eval(*n->value, env), s.span);
+        assign(*n->target, v, env);
+        return false;
+      }
+      case NodeKind::AnnAssign: {
+        auto *n = cast<AnnAssign>(&s);
+        if (n->value) assign(*n->target, eval(*n->value, env), env);
+        return false;
+      }
+      case NodeKind::If: {
+        auto *n = cast<If>(&s);
+        SType c = eval(*n->cond, env);
+        if (c.is_tensor() && !c.shape.empty())
+          fail(n->cond->span, "a condition must be a scalar, not a tensor of shape " + shape_str(c.shape) +
+                                  "; use tl.where for element-wise choice");
+        if (c.known && c.kind != SType::Kind::Str) {  // a constexpr condition selects one branch
+          bool taken = c.kind == SType::Kind::Bool ? c.b : c.kind == SType::Kind::Int ? c.n != 0
+                       : c.kind == SType::Kind::Float ? c.x != 0 : c.kind != SType::Kind::None;
+          return exec_block(taken ? n->body : n->orelse, env, result);
+        }
+        Env then_env = env, else_env = env;
+        bool then_returns = exec_block(n->body, then_env, result);
+        bool else_returns = exec_block(n->orelse, else_env, result);
+        if (then_returns && else_returns) return true;
+        if (then_returns) env = else_env;
+        else if (else_returns) env = then_env;
+        else env = join(then_env, else_env, s.span);
+        return false;
+      }
+      case NodeKind::For: {
+        auto *n = cast<For>(&s);
+        SType var = loop_variable(*n, env);
+        auto *name = dyn_cast<Name>(n->target.get());
+        if (!name) fail(n->target->span, "the loop variable must be a single name");
+        loop(n->body, env, result, name->id, var, s.span);
+        return false;
+      }
+      case NodeKind::While: {
+        auto *n = cast<While>(&s);
+        SType c = eval(*n->cond, env);
+        if (c.is_tensor() && !c.shape.empty())
+          fail(n->cond->span, "a while condition must be a scalar, not a tensor of shape " + shape_str(c.shape));
+        loop(n->body, env, result, "", SType(), s.span);
+        eval(*n->cond, env);
+        return false;
+      }
+      case NodeKind::Return: {
+        auto *n = cast<Return>(&s);
+        merge_return(result, n->value ? eval(*n->value, env) : SType::none(), s.span);
+        return true;
+      }
+      case NodeKind::Pass: return false;
+      case NodeKind::Assert: {
+        auto *n = cast<Assert>(&s);
+        eval(*n->test, env);
+        if (n->msg) eval(*n->msg, env);
+        return false;
+      }
+#define TGRAD_EXPR(Name) case NodeKind::Name:
+#include "tgrad/ast/Nodes.def"
+        break;
+    }
+    return false;
+  }
+
+  // Variables after an if: one type on both paths, or not defined after it.
+  Env join(const Env &a, const Env &b, const SourceSpan &span) {
+    Env out;
+    for (const auto &kv : a) {
+      auto it = b.find(kv.first);
+      if (it == b.end()) {
+        out[kv.first] = undefined_marker();
+        continue;
+      }
+      const SType &x = kv.second, &y = it->second;
+      if (is_undefined(x) || is_undefined(y)) {
+        out[kv.first] = undefined_marker();
+      } else if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown) {
+        out[kv.first] = SType::unknown();
+      } else if (!same_type(x, y)) {
+        fail(span, "'" + kv.first + "' is " + x.str() + " on one path of this if and " + y.str() +
+                       " on the other; Triton needs one type after the if");
+      } else {
+        SType merged = x;
+        // A constant that differs between the paths is no longer known.
+        if (x.known && (x.n != y.n || x.x != y.x || x.b != y.b || x.s != y.s)) merged.known = false;
+        out[kv.first] = merged;
+      }
+    }
+    for (const auto &kv : b)
+      if (!out.count(kv.first)) out[kv.first] = undefined_marker();
+    return out;
+  }
+
+  static SType undefined_marker() {
+    SType t;
+    t.kind = SType::Kind::Unknown;
+    t.s = kUndefinedOnSomePath;
+    return t;
+  }
+  static bool is_undefined(const SType &t) { return t.kind == SType::Kind::Unknown && t.s == kUndefinedOnSomePath; }
+
+  // A loop body is analysed with the types at entry; a loop-carried variable
+  // must come out of the body with the type it went in with.
+  void loop(const StmtList &body, Env &env, std::optional<SType> &result, const std::string &var, const SType &var_type,
+            const SourceSpan &span) {
+    Env inner = env;
+    if (!var.empty()) inner[var] = var_type;
+    Env before = inner;
+    exec_block(body, inner, result);
+    for (const auto &kv : before) {
+      auto it = inner.find(kv.first);
+      if (it == inner.end() || kv.first == var) continue;
+      const SType &x = kv.second, &y = it->second;
+      if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown || is_undefined(y)) continue;
+      if (!same_type(x, y))
+        fail(span, "loop-carried variable '" + kv.first + "' enters the loop as " + x.str() + " and leaves an iteration as " +
+                       y.str() + "; Triton needs one type (cast it, e.g. .to(...), before the loop)");
+    }
+    // After the loop (zero or more iterations), values assigned inside are the
+    // loop's: keep their types; constants assigned inside are no longer known.
+    for (auto &kv : inner) {
+      if (kv.first == var) continue;
+      auto it = env.find(kv.first);
+      SType t = kv.second;
+      if (it == env.end()) {
+        env[kv.first] = undefined_marker();  // assigned only inside: undefined if the loop runs zero times
+        continue;
+      }
+      if (t.known && (t.n != it->second.n || t.x != it->second.x || t.b != it->second.b)) t.known = false;
+      env[kv.first] = t;
+    }
+  }
+
+  SType loop_variable(const For &s, Env &env) {
+    auto *call = dyn_cast<Call>(s.iter.get());
+    if (!call) fail(s.iter->span, "a for loop in a @triton.jit function must iterate over range, tl.range or tl.static_range");
+    SType fn = eval(*call->func, env);
+    std::string name = fn.kind == SType::Kind::Builtin ? fn.s : "";
+    if (name != "range" && name != "tl.range" && name != "tl.static_range")
+      fail(s.iter->span, "a for loop in a @triton.jit function must iterate over range, tl.range or tl.static_range");
+    bool wide = false;
+    for (const ExprPtr &a : call->args) {
+      SType b = eval(*a, env);
+      if (b.is_tensor() && (!b.shape.empty() || b.elem.is_pointer || is_float(b.elem.dtype)))
+        fail(a->span, "a loop bound must be an integer scalar, not " + b.str());
+      if (b.kind == SType::Kind::Float) fail(a->span, "a loop bound must be an integer, not " + b.str());
+      if (name == "tl.static_range" && b.is_tensor())
+        fail(a->span, "tl.static_range needs bounds known before the kernel runs (tl.constexpr)");
+      wide |= b.is_tensor() && b.elem.dtype == DType::Int64;
+    }
+    for (const Keyword &k : call->keywords) eval(*k.value, env);
+    if (name == "tl.static_range") return SType::int_symbol(cast<Name>(s.target.get()) ? cast<Name>(s.target.get())->id : "i");
+    return SType::tensor(ElemType{wide ? DType::Int64 : DType::Int32, false}, {});
+  }
+
+  void assign(const Expr &target, const SType &value, Env &env) {
+    if (auto *n = dyn_cast<Name>(&target)) {
+      info_.types[&target] = value;
+      env[n->id] = value;
+      return;
+    }
+    const ExprList *elts = nullptr;
+    if (auto *t = dyn_cast<Tuple>(&target)) elts = &t->elts;
+    if (auto *l = dyn_cast<List>(&target)) elts = &l->elts;
+    if (elts) {
+      if (value.kind == SType::Kind::Unknown) {
+        for (const ExprPtr &e : *elts) assign(*e, SType::unknown(), env);
+        return;
+      }
+      if (value.kind != SType::Kind::Tuple)
+        fail(target.span, "cannot unpack " + value.str() + " into " + std::to_string(elts->size()) + " names");
+      if (value.elems.size() != elts->size())
+        fail(target.span, "cannot unpack " + std::to_string(value.elems.size()) + " values into " +
+                              std::to_string(elts->size()) + " names");
+      for (size_t k = 0; k < elts->size(); ++k) assign(*(*elts)[k], value.elems[k], env);
+      return;
+    }
+    fail(target.span, "assignment to subscripts or attributes is not supported in a @triton.jit function");
+  }
+
+  // ----------------------------------------------------------- expressions
+
+  SType eval(const Expr &e, Env &env) {
+    SType t = eval_uncached(e, env);
+    info_.types[&e] = t;
+    return t;
+  }
+
+  SType eval_uncached(const Expr &e, Env &env) {
+    switch (e.kind) {
+      case NodeKind::Name: return name(*cast<Name>(&e), env);
+      case NodeKind::IntLit: {
+        uint64_t v = cast<IntLit>(&e)->value;
+        if (v > static_cast<uint64_t>(INT64_MAX)) fail(e.span, "integer literal does not fit in int64");
+        return SType::of_int(static_cast<long long>(v));
+      }
+      case NodeKind::FloatLit: return SType::of_float(cast<FloatLit>(&e)->value);
+      case NodeKind::BoolLit: return SType::of_bool(cast<BoolLit>(&e)->value);
+      case NodeKind::NoneLit: return SType::none();
+      case NodeKind::StrLit: return SType::of_str(cast<StrLit>(&e)->value);
+      case NodeKind::EllipsisLit: fail(e.span, "'...' is not supported");
+      case NodeKind::Attribute: return attribute(*cast<Attribute>(&e), env);
+      case NodeKind::Subscript: return subscript(*cast<Subscript>(&e), env);
+      case NodeKind::Slice: {
+        auto *s = cast<Slice>(&e);
+        if (s->lower || s->upper || s->step) fail(e.span, "only ':' (a whole axis) is supported as a slice");
+        SType t;
+        t.kind = SType::Kind::Slice;
+        return t;
+      }
+      case NodeKind::Call: return call(*cast<Call>(&e), env);
+      case NodeKind::UnaryOp: {
+        auto *n = cast<UnaryOp>(&e);
+        return unary(n->op, eval(*n->operand, env), e.span);
+      }
+      case NodeKind::BinOp: {
+        auto *n = cast<BinOp>(&e);
+        SType a = eval(*n->lhs, env);
+        return binary(n->op, a, eval(*n->rhs, env), e.span);
+      }
+      case NodeKind::BoolOp: {
+        auto *n = cast<BoolOp>(&e);
+        SType last;
+        bool all_known = true;
+        for (const ExprPtr &x : n->values) {
+          last = eval(*x, env);
+          if (last.is_tensor() && !last.shape.empty())
+            fail(x->span, std::string("'") + spelling(n->op) + "' needs scalars; use '" +
+                              (n->op == BoolOpKind::And ? "&" : "|") + "' for element-wise logic on tiles");
+          all_known &= last.known;
+        }
+        if (all_known) return last;  // constant folding of and/or is not needed for types
+        return SType::of_bool(false, false);
+      }
+      case NodeKind::Compare: {
+        auto *n = cast<Compare>(&e);
+        SType left = eval(*n->left, env);
+        SType r;
+        for (size_t k = 0; k < n->ops.size(); ++k) {
+          SType right = eval(*n->comparators[k], env);
+          if (n->ops.size() > 1 && (left.is_tensor() || right.is_tensor()))
+            fail(e.span, "chained comparisons are not supported by Triton on tensors; combine two comparisons with '&'");
+          r = compare(n->ops[k], left, right, e.span);
+          left = right;
+        }
+        return r;
+      }
+      case NodeKind::IfExp: {
+        auto *n = cast<IfExp>(&e);
+        SType c = eval(*n->cond, env);
+        SType a = eval(*n->then_value, env), b = eval(*n->else_value, env);
+        if (c.known && c.kind == SType::Kind::Bool) return c.b ? a : b;
+        if (c.known && c.kind == SType::Kind::Int) return c.n ? a : b;
+        if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
+        if (a.is_tensor() || b.is_tensor()) {
+          if (!same_type(a, b))
+            fail(e.span, "the two values of this conditional expression have different types: " + a.str() + " and " + b.str());
+          return a;
+        }
+        if (a.kind != b.kind) return SType::unknown();
+        SType m = a;
+        m.known = false;
+        m.sym.clear();
+        return m;
+      }
+      case NodeKind::Tuple:
+      case NodeKind::List: {
+        const ExprList &elts = isa<Tuple>(&e) ? cast<Tuple>(&e)->elts : cast<List>(&e)->elts;
+        std::vector<SType> v;
+        for (const ExprPtr &x : elts) v.push_back(eval(*x, env));
+        return SType::tuple(std::move(v));
+      }
+#define TGRAD_STMT(Name) case NodeKind::Name:
+#include "tgrad/ast/Nodes.def"
+        break;
+    }
+    fail(e.span, "unsupported expression");
+  }
+
+  SType name(const Name &n, Env &env) {
+    auto it = env.find(n.id);
+    if (it != env.end()) {
+      if (is_undefined(it->second))
+        fail(n.span, "'" + n.id + "' is not assigned on every path that reaches here (Triton needs it defined on all of them)");
+      return it->second;
+    }
+    for (const Constant &c : module_.constants)
+      if (c.name == n.id) {
+        Env empty;
+        const Stmt &s = *c.stmt;
+        const Expr *value = isa<AnnAssign>(&s) ? cast<AnnAssign>(&s)->value.get() : cast<Assign>(&s)->value.get();
+        return eval(*value, empty);
+      }
+    for (const auto &f : module_.functions)
+      if (f->name == n.id || f->jit_alias == n.id) {
+        SType t;
+        t.kind = SType::Kind::Function;
+        t.fn = f.get();
+        return t;
+      }
+    for (const Import &imp : module_.imports)
+      for (const auto &entry : imp.names) {
+        std::string full = imp.is_from ? imp.module + "." + entry.first : entry.first;
+        std::string bound = !entry.second.empty() ? entry.second : entry.first;
+        if (!imp.is_from && entry.second.empty()) {
+          bound = entry.first.substr(0, entry.first.find('.'));
+          full = bound;
+        }
+        if (bound != n.id) continue;
+        if (full == "triton") return SType::namespace_("triton");
+        if (full == "triton.language") return SType::namespace_("tl");
+        if (full == "triton.language.math") return SType::namespace_("tl.math");
+        if (full == "math") return SType::namespace_("math");
+        if (full.size() >= 9 && full.compare(full.size() - 9, 9, "libdevice") == 0) return SType::namespace_("libdevice");
+        size_t dot = full.rfind('.');
+        if (dot != std::string::npos) {
+          std::string mod = full.substr(0, dot), member = full.substr(dot + 1);
+          std::string ns = mod == "triton" ? "triton" : mod == "triton.language" ? "tl" : mod == "triton.language.math" ? "tl.math" : "";
+          if (!ns.empty())
+            if (std::optional<SType> t = member_of(ns, member)) return *t;
+        }
+        // A name imported from elsewhere (a project's own module): not followed yet.
+        return SType::unknown();
+      }
+    if (std::optional<SType> t = member_of("builtins", n.id)) return *t;
+    fail(n.span, "name '" + n.id + "' is not defined");
+  }
+
+  std::optional<SType> member_of(const std::string &ns, const std::string &attr) {
+    if (ns == "tl") {
+      if (std::optional<DType> d = parse_dtype(attr); d && attr == tl_name(*d)) return SType::of_dtype(*d);
+      if (attr == "math") return SType::namespace_("tl.math");
+      if (attr == "extra") return SType::namespace_("tl.extra");
+      if (kTl.count(attr)) return SType::builtin("tl." + attr);
+      return std::nullopt;
+    }
+    if (ns == "tl.extra") return attr == "cuda" ? std::optional<SType>(SType::namespace_("tl.extra.cuda"))
+                                 : attr == "libdevice" ? std::optional<SType>(SType::namespace_("libdevice")) : std::nullopt;
+    if (ns == "tl.extra.cuda") return attr == "libdevice" ? std::optional<SType>(SType::namespace_("libdevice")) : std::nullopt;
+    if (ns == "tl.math" || ns == "libdevice") return kMath.count(attr) ? std::optional<SType>(SType::builtin("math." + attr)) : std::nullopt;
+    if (ns == "triton") {
+      if (attr == "language") return SType::namespace_("tl");
+      if (attr == "cdiv" || attr == "next_power_of_2") return SType::builtin("triton." + attr);
+      return std::nullopt;
+    }
+    if (ns == "math") {
+      if (attr == "pi") return SType::of_float(M_PI);
+      if (attr == "e") return SType::of_float(M_E);
+      if (attr == "inf") return SType::of_float(INFINITY);
+      if (attr == "log2" || attr == "log" || attr == "sqrt" || attr == "exp" || attr == "ceil" || attr == "floor")
+        return SType::builtin("pymath." + attr);
+      return std::nullopt;
+    }
+    if (ns == "builtins") {
+      static const std::set<std::string> names = {"range", "min", "max", "float", "int", "len", "abs", "bool"};
+      if (names.count(attr)) return SType::builtin(attr);
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  SType attribute(const Attribute &a, Env &env) {
+    SType base = eval(*a.value, env);
+    switch (base.kind) {
+      case SType::Kind::Unknown: return SType::unknown();
+      case SType::Kind::Namespace:
+        if (std::optional<SType> t = member_of(base.s, a.attr)) return *t;
+        fail(a.span, "'" + base.s + "." + a.attr + "' is not known to tgrad");
+      case SType::Kind::Tensor: {
+        if (a.attr == "shape") {
+          std::vector<SType> dims;
+          for (const Dim &d : base.shape) dims.push_back(d.value ? SType::of_int(*d.value) : SType::int_symbol(d.symbol));
+          return SType::tuple(std::move(dims));
+        }
+        if (a.attr == "dtype" || a.attr == "type") {
+          SType d = SType::of_dtype(base.elem.dtype, base.elem.is_pointer);
+          d.dtype_is_tensor_type = a.attr == "type";
+          return d;
+        }
+        if (a.attr == "T") {
+          if (base.shape.size() != 2) fail(a.span, ".T needs a 2-D tensor");
+          return SType::tensor(base.elem, {base.shape[1], base.shape[0]});
+        }
+        return SType::builtin("tensor." + a.attr, std::make_shared<SType>(base));
+      }
+      case SType::Kind::DType:
+        if (a.attr == "element_ty" || (a.attr == "scalar" && base.dtype_is_tensor_type)) {
+          if (!base.dtype_is_pointer && !base.dtype_is_tensor_type)
+            fail(a.span, std::string("'") + short_name(base.dtype) + "' is not a pointer type");
+          return SType::of_dtype(base.dtype, a.attr == "scalar" && base.dtype_is_pointer);
+        }
+        if (a.attr == "primitive_bitwidth") return SType::of_int(base.dtype_is_pointer ? 64 : bits(base.dtype));
+        return SType::unknown();
+      default: fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
+    }
+  }
+
+  SType subscript(const Subscript &s, Env &env) {
+    SType base = eval(*s.value, env);
+    std::vector<SType> idx;
+    for (const ExprPtr &i : s.indices) idx.push_back(eval(*i, env));
+    if (base.kind == SType::Kind::Unknown) return SType::unknown();
+    if (base.kind == SType::Kind::Tuple) {
+      if (idx.size() != 1 || idx[0].kind != SType::Kind::Int) fail(s.span, "a tuple takes one integer index");
+      if (!idx[0].known) return SType::unknown();
+      long long n = static_cast<long long>(base.elems.size()), k = idx[0].n;
+      if (k < -n || k >= n) fail(s.indices[0]->span, "tuple index " + std::to_string(k) + " out of range");
+      return base.elems[k < 0 ? k + n : k];
+    }
+    if (!base.is_tensor()) fail(s.value->span, base.str() + " cannot be indexed");
+    SymShape shape;
+    size_t axis = 0;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (idx[k].kind == SType::Kind::None) {
+        shape.push_back(Dim::known(1));
+      } else if (idx[k].kind == SType::Kind::Slice) {
+        if (axis >= base.shape.size())
+          fail(s.indices[k]->span, "too many indices for a tensor of shape " + shape_str(base.shape));
+        shape.push_back(base.shape[axis++]);
+      } else {
+        fail(s.indices[k]->span, "tensors can only be indexed with ':' and None in Triton");
+      }
+    }
+    if (axis != base.shape.size())
+      fail(s.span, "index a tensor of rank " + std::to_string(base.shape.size()) + " with one ':' per axis");
+    return SType::tensor(base.elem, shape);
+  }
+
+  SType call(const Call &c, Env &env) {
+    SType callee = eval(*c.func, env);
+    std::vector<SType> args;
+    for (const ExprPtr &a : c.args) args.push_back(eval(*a, env));
+    std::map<std::string, SType> kwargs;
+    for (const Keyword &k : c.keywords) kwargs[k.name] = eval(*k.value, env);
+    if (callee.kind == SType::Kind::Unknown) return SType::unknown();
+    if (callee.kind == SType::Kind::Function) {
+      const Function &fn = *callee.fn;
+      if (args.size() > fn.params.size())
+        fail(c.span, "'" + fn.name + "' takes " + std::to_string(fn.params.size()) + " arguments, " +
+                         std::to_string(args.size()) + " given");
+      std::map<std::string, SType> bound;
+      for (size_t k = 0; k < args.size(); ++k) bound[fn.params[k].name] = args[k];
+      for (auto &kv : kwargs) {
+        bool known = false;
+        for (const Param &p : fn.params) known |= p.name == kv.first;
+        if (!known) fail(c.span, "'" + fn.name + "' has no parameter '" + kv.first + "'");
+        bound[kv.first] = kv.second;
+      }
+      for (size_t k = 0; k < fn.params.size(); ++k)
+        if (!bound.count(fn.params[k].name) && !fn.params[k].default_value)
+          fail(c.span, "missing argument '" + fn.params[k].name + "' of '" + fn.name + "'");
+      return call_function(fn, bound, c.span);
+    }
+    if (callee.kind == SType::Kind::Builtin) return builtin(callee, args, kwargs, c.span);
+    fail(c.func->span, callee.str() + " is not callable");
+  }
+
+  // ------------------------------------------------------------ operators
+
+  // A tl.constexpr parameter given no value is modelled as an integer symbol
+  // (it usually sizes blocks); where another kind is needed, it is unknown.
+  static bool is_unknown_constexpr(const SType &t) { return t.kind == SType::Kind::Int && !t.known; }
+
+  // A Python number's or tensor's element type, with whether it is a Python number.
+  std::pair<ElemType, bool> elem_of(const SType &t, const SourceSpan &span) {
+    switch (t.kind) {
+      case SType::Kind::Tensor: return {t.elem, false};
+      case SType::Kind::Bool: return {ElemType{DType::Int1, false}, true};
+      case SType::Kind::Int: return {ElemType{t.known ? python_int_dtype(t.n) : DType::Int32, false}, true};
+      case SType::Kind::Float: return {ElemType{t.known ? python_float_dtype(t.x) : DType::FP32, false}, true};
+      default: fail(span, "expected a tensor or a number, got " + t.str());
+    }
+  }
+
+  SymShape broadcast_shapes(const SymShape &a, const SymShape &b, const SourceSpan &span) {
+    size_t rank = std::max(a.size(), b.size());
+    SymShape out(rank);
+    for (size_t k = 0; k < rank; ++k) {
+      Dim da = k + a.size() >= rank ? a[k + a.size() - rank] : Dim::known(1);
+      Dim db = k + b.size() >= rank ? b[k + b.size() - rank] : Dim::known(1);
+      if (da == db || (db.value && *db.value == 1)) out[k] = da;
+      else if (da.value && *da.value == 1) out[k] = db;
+      else if (da.value && db.value)
+        fail(span, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
+      else {
+        info_.assumptions.push_back({span, da, db});  // equal for the code to be valid
+        out[k] = da.value ? da : db;
+      }
+    }
+    return out;
+  }
+
+  SymShape shape_of(const SType &t) { return t.is_tensor() ? t.shape : SymShape{}; }
+
+  // The computation type of two operands (Triton's promotion), or fails.
+  DType promote(const SType &a, const SType &b, bool div_or_mod, const SourceSpan &span) {
+    auto [ea, pa] = elem_of(a, span);
+    auto [eb, pb] = elem_of(b, span);
+    if (ea.is_pointer || eb.is_pointer)
+      fail(span, "this operation is not defined on pointers (" + ea.str() + ", " + eb.str() + ")");
+    std::string error;
+    std::optional<DType> d = computation_type(ea.dtype, pa, eb.dtype, pb, div_or_mod, error);
+    if (!d) fail(span, error);
+    return *d;
+  }
+
+  static std::string paren(const SType &t) {
+    const std::string s = t.known ? std::to_string(t.n) : t.sym;
+    return s.find(' ') == std::string::npos ? s : "(" + s + ")";
+  }
+
+  SType constexpr_binary(BinaryOpKind op, const SType &a, const SType &b, const SourceSpan &span) {
+    const bool floats = a.kind == SType::Kind::Float || b.kind == SType::Kind::Float;
+    if (!a.known || !b.known) {
+      if (floats || op == BinaryOpKind::Div) return SType::of_float(0, false);
+      if ((a.known || !a.sym.empty()) && (b.known || !b.sym.empty()))
+        return SType::int_symbol(paren(a) + " " + spelling(op) + " " + paren(b));
+      SType t;
+      t.kind = SType::Kind::Int;
+      return t;
+    }
+    if (floats) {
+      double x = a.kind == SType::Kind::Float ? a.x : a.kind == SType::Kind::Int ? a.n : a.b;
+      double y = b.kind == SType::Kind::Float ? b.x : b.kind == SType::Kind::Int ? b.n : b.b;
+      switch (op) {
+        case BinaryOpKind::Add: return SType::of_float(x + y);
+        case BinaryOpKind::Sub: return SType::of_float(x - y);
+        case BinaryOpKind::Mul: return SType::of_float(x * y);
+        case BinaryOpKind::Div:
+          if (y == 0) fail(span, "float division by zero");
+          return SType::of_float(x / y);
+        case BinaryOpKind::Pow: return SType::of_float(std::pow(x, y));
+        default: return SType::of_float(0, false);
+      }
+    }
+    long long x = a.kind == SType::Kind::Int ? a.n : a.b, y = b.kind == SType::Kind::Int ? b.n : b.b, r = 0;
+    switch (op) {
+      case BinaryOpKind::Add:
+        if (__builtin_add_overflow(x, y, &r)) fail(span, "integer overflow in a tl.constexpr computation");
+        return SType::of_int(r);
+      case BinaryOpKind::Sub:
+        if (__builtin_sub_overflow(x, y, &r)) fail(span, "integer overflow in a tl.constexpr computation");
+        return SType::of_int(r);
+      case BinaryOpKind::Mul:
+        if (__builtin_mul_overflow(x, y, &r)) fail(span, "integer overflow in a tl.constexpr computation");
+        return SType::of_int(r);
+      case BinaryOpKind::Div:
+        if (y == 0) fail(span, "division by zero");
+        return SType::of_float(static_cast<double>(x) / static_cast<double>(y));
+      case BinaryOpKind::FloorDiv:
+      case BinaryOpKind::Mod: {
+        if (y == 0) fail(span, "integer division by zero");
+        long long q = x / y;
+        if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+        return SType::of_int(op == BinaryOpKind::FloorDiv ? q : x - q * y);
+      }
+      case BinaryOpKind::Pow: {
+        if (y < 0) return SType::of_float(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        long long p = 1;
+        for (long long k = 0; k < y; ++k)
+          if (__builtin_mul_overflow(p, x, &p)) fail(span, "integer overflow in a tl.constexpr computation");
+        return SType::of_int(p);
+      }
+      case BinaryOpKind::LShift:
+        if (y < 0 || y > 62) fail(span, "shift count out of range");
+        return SType::of_int(x << y);
+      case BinaryOpKind::RShift:
+        if (y < 0) fail(span, "negative shift count");
+        return SType::of_int(y > 62 ? (x < 0 ? -1 : 0) : x >> y);
+      case BinaryOpKind::BitAnd: return SType::of_int(x & y);
+      case BinaryOpKind::BitOr: return SType::of_int(x | y);
+      case BinaryOpKind::BitXor: return SType::of_int(x ^ y);
+      case BinaryOpKind::MatMul: fail(span, "'@' needs tensors");
+    }
+    return SType::unknown();
+  }
+
+  SType binary(BinaryOpKind op, const SType &a, const SType &b, const SourceSpan &span) {
+    if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
+    if (a.is_constexpr_number() && b.is_constexpr_number()) return constexpr_binary(op, a, b, span);
+    if ((!a.is_constexpr_number() && !a.is_tensor()) || (!b.is_constexpr_number() && !b.is_tensor()))
+      fail(span, std::string("unsupported operands for '") + spelling(op) + "': " + a.str() + " and " + b.str());
+    SymShape shape = broadcast_shapes(shape_of(a), shape_of(b), span);
+    auto [ea, pa] = elem_of(a, span);
+    auto [eb, pb] = elem_of(b, span);
+    if (ea.is_pointer || eb.is_pointer) {
+      const ElemType &offset = ea.is_pointer ? eb : ea;
+      bool ok = (op == BinaryOpKind::Add && ea.is_pointer != eb.is_pointer) ||
+                (op == BinaryOpKind::Sub && ea.is_pointer && !eb.is_pointer);
+      if (!ok || offset.is_pointer || is_float(offset.dtype))
+        fail(span, std::string("'") + spelling(op) + "' between " + ea.str() + " and " + eb.str() +
+                       ": a pointer only takes + and - of integers");
+      return SType::tensor(ea.is_pointer ? ea : eb, shape);
+    }
+    switch (op) {
+      case BinaryOpKind::Add:
+      case BinaryOpKind::Sub:
+      case BinaryOpKind::Mul: return SType::tensor(ElemType{promote(a, b, false, span), false}, shape);
+      case BinaryOpKind::Div: {
+        if (!is_float(ea.dtype) && !is_float(eb.dtype)) return SType::tensor(ElemType{DType::FP32, false}, shape);
+        return SType::tensor(ElemType{promote(a, b, true, span), false}, shape);
+      }
+      case BinaryOpKind::FloorDiv:
+      case BinaryOpKind::Mod: {
+        DType d = promote(a, b, true, span);
+        if (is_float(d) && op == BinaryOpKind::FloorDiv)
+          fail(span, "'//' on floating-point tensors is not supported; use tl.floor(a / b) (or tl.math.floor)");
+        return SType::tensor(ElemType{d, false}, shape);
+      }
+      case BinaryOpKind::BitAnd:
+      case BinaryOpKind::BitOr:
+      case BinaryOpKind::BitXor:
+      case BinaryOpKind::LShift:
+      case BinaryOpKind::RShift: {
+        DType d = promote(a, b, false, span);
+        if (is_float(d)) fail(span, std::string("'") + spelling(op) + "' needs integer operands, not " + short_name(d));
+        return SType::tensor(ElemType{d, false}, shape);
+      }
+      case BinaryOpKind::Pow:
+        fail(span, "'**' on tensors is not supported by Triton; multiply (x * x) or use libdevice.pow");
+      case BinaryOpKind::MatMul: return matmul(a, b, nullptr, ElemType{DType::FP32, false}, span);
+    }
+    return SType::unknown();
+  }
+
+  SType unary(UnaryOpKind op, const SType &a, const SourceSpan &span) {
+    if (a.kind == SType::Kind::Unknown) return a;
+    if (op == UnaryOpKind::Not) {
+      if (a.is_tensor() && !a.shape.empty()) fail(span, "'not' needs a scalar; use '~' on int1 tiles");
+      if (a.known && a.kind == SType::Kind::Bool) return SType::of_bool(!a.b);
+      if (a.known && a.kind == SType::Kind::Int) return SType::of_bool(a.n == 0);
+      return a.is_tensor() ? SType::tensor(ElemType{DType::Int1, false}, {}) : SType::of_bool(false, false);
+    }
+    if (a.is_constexpr_number()) {
+      if (op == UnaryOpKind::Neg && a.kind == SType::Kind::Float) return SType::of_float(-a.x, a.known);
+      if (op == UnaryOpKind::Invert && a.kind == SType::Kind::Float) fail(span, "'~' needs an integer");
+      if (!a.known) return a.sym.empty() ? a : SType::int_symbol(std::string(spelling(op)) + paren(a));
+      long long v = a.kind == SType::Kind::Int ? a.n : a.b;
+      return SType::of_int(op == UnaryOpKind::Neg ? -v : op == UnaryOpKind::Invert ? ~v : v);
+    }
+    if (!a.is_tensor()) fail(span, std::string("unsupported operand for '") + spelling(op) + "': " + a.str());
+    if (a.elem.is_pointer) fail(span, std::string("'") + spelling(op) + "' is not defined on pointers");
+    if (op == UnaryOpKind::Invert && is_float(a.elem.dtype)) fail(span, "'~' needs an integer tensor, not " + a.elem.str());
+    return a;
+  }
+
+  SType compare(CompareOpKind op, const SType &a, const SType &b, const SourceSpan &span) {
+    if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
+    if (op == CompareOpKind::Is || op == CompareOpKind::IsNot || op == CompareOpKind::In || op == CompareOpKind::NotIn) {
+      bool known = a.known && b.known && (a.kind == SType::Kind::None || b.kind == SType::Kind::None);
+      bool same = a.kind == b.kind;
+      return SType::of_bool(op == CompareOpKind::Is ? same : !same, known && (op == CompareOpKind::Is || op == CompareOpKind::IsNot));
+    }
+    if (!a.is_tensor() && !b.is_tensor()) {
+      if (a.known && b.known && a.is_constexpr_number() && b.is_constexpr_number()) {
+        double x = a.kind == SType::Kind::Float ? a.x : a.kind == SType::Kind::Int ? a.n : a.b;
+        double y = b.kind == SType::Kind::Float ? b.x : b.kind == SType::Kind::Int ? b.n : b.b;
+        bool r = op == CompareOpKind::Lt ? x < y : op == CompareOpKind::Gt ? x > y : op == CompareOpKind::LtE ? x <= y
+                 : op == CompareOpKind::GtE ? x >= y : op == CompareOpKind::Eq ? x == y : x != y;
+        return SType::of_bool(r);
+      }
+      if (a.known && b.known && (a.kind == SType::Kind::Str || a.kind == SType::Kind::None || a.kind == SType::Kind::DType)) {
+        bool eq = a.kind == b.kind && a.s == b.s && a.dtype == b.dtype && a.dtype_is_pointer == b.dtype_is_pointer;
+        if (op == CompareOpKind::Eq) return SType::of_bool(eq);
+        if (op == CompareOpKind::NotEq) return SType::of_bool(!eq);
+      }
+      return SType::of_bool(false, false);
+    }
+    SymShape shape = broadcast_shapes(shape_of(a), shape_of(b), span);
+    auto [ea, pa] = elem_of(a, span);
+    auto [eb, pb] = elem_of(b, span);
+    if (ea.is_pointer || eb.is_pointer) {
+      if (ea != eb) fail(span, "cannot compare " + ea.str() + " with " + eb.str());
+    } else {
+      promote(a, b, false, span);
+    }
+    return SType::tensor(ElemType{DType::Int1, false}, shape);
+  }
+
+  SType matmul(const SType &a, const SType &b, const SType *acc, ElemType out, const SourceSpan &span) {
+    if (!a.is_tensor() || !b.is_tensor()) return SType::unknown();
+    const size_t r = a.shape.size();
+    if ((r != 2 && r != 3) || b.shape.size() != r)
+      fail(span, "tl.dot needs two 2-D (or two 3-D) tensors, got " + shape_str(a.shape) + " and " + shape_str(b.shape));
+    if (a.elem != b.elem) fail(span, "tl.dot operands must have one dtype, got " + a.elem.str() + " and " + b.elem.str());
+    const Dim &k1 = a.shape[r - 1], &k2 = b.shape[r - 2];
+    if (k1 != k2) {
+      if (k1.value && k2.value)
+        fail(span, "tl.dot inner dimensions differ: " + shape_str(a.shape) + " and " + shape_str(b.shape));
+      info_.assumptions.push_back({span, k1, k2});
+    }
+    for (const Dim &d : {a.shape[r - 2], b.shape[r - 1], k1})
+      if (d.value && *d.value < 16)
+        fail(span, "tl.dot needs every dimension of at least 16, got " + shape_str(a.shape) + " @ " + shape_str(b.shape));
+    SymShape shape = r == 3 ? SymShape{a.shape[0], a.shape[1], b.shape[2]} : SymShape{a.shape[0], b.shape[1]};
+    if (acc && acc->is_tensor()) {
+      if (acc->shape.size() != shape.size()) fail(span, "tl.dot accumulator has shape " + shape_str(acc->shape) + ", the product " + shape_str(shape));
+      for (size_t k = 0; k < shape.size(); ++k)
+        if (acc->shape[k] != shape[k]) {
+          if (acc->shape[k].value && shape[k].value)
+            fail(span, "tl.dot accumulator has shape " + shape_str(acc->shape) + ", the product " + shape_str(shape));
+          info_.assumptions.push_back({span, acc->shape[k], shape[k]});
+        }
+      return SType::tensor(acc->elem, shape);
+    }
+    return SType::tensor(out, shape);
+  }
+
+  // --------------------------------------------------------------- builtins
+
+  struct Args {
+    std::map<std::string, SType> v;
+    std::vector<SType> rest;
+    bool has(const std::string &p) const {
+      auto it = v.find(p);
+      return it != v.end() && it->second.kind != SType::Kind::None;
+    }
+    const SType &get(const std::string &p) const {
+      static const SType none = SType::none();
+      auto it = v.find(p);
+      return it == v.end() ? none : it->second;
+    }
+  };
+
+  Args bind(const std::string &fn, const std::vector<std::string> &params, const std::vector<SType> &args,
+            const std::map<std::string, SType> &kwargs, const SourceSpan &span, bool variadic = false) {
+    Args out;
+    size_t fixed = variadic ? params.size() - 1 : params.size();
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (k < fixed) out.v[params[k]] = args[k];
+      else if (variadic) out.rest.push_back(args[k]);
+      else fail(span, fn + "() takes at most " + std::to_string(params.size()) + " positional arguments, " + std::to_string(args.size()) + " given");
+    }
+    for (const auto &kv : kwargs) {
+      bool known = false;
+      for (const std::string &p : params) known |= p == kv.first;
+      if (!known) fail(span, fn + "() has no keyword argument '" + kv.first + "'");
+      if (out.v.count(kv.first)) fail(span, fn + "() got two values for '" + kv.first + "'");
+      out.v[kv.first] = kv.second;
+    }
+    return out;
+  }
+
+  SymShape shape_arg(const SType &t, const SourceSpan &span) {
+    SymShape shape;
+    auto dim = [&](const SType &d) {
+      if (d.kind != SType::Kind::Int) fail(span, "a shape needs integers known before the kernel runs (tl.constexpr), got " + d.str());
+      if (d.known && (d.n <= 0 || (d.n & (d.n - 1)) != 0))
+        fail(span, "every dimension of a Triton tensor must be a power of 2, got " + std::to_string(d.n));
+      shape.push_back(d.known ? Dim::known(d.n) : Dim::symbolic(d.sym.empty() ? "?" : d.sym));
+    };
+    if (t.kind == SType::Kind::Tuple) for (const SType &d : t.elems) dim(d);
+    else dim(t);
+    return shape;
+  }
+
+  std::optional<int> axis_arg(const Args &a, const std::string &p, const std::string &fn, const SourceSpan &span) {
+    if (!a.has(p)) return std::nullopt;
+    const SType &t = a.get(p);
+    if (t.kind != SType::Kind::Int || !t.known) fail(span, fn + "() argument '" + p + "' must be an integer known before the kernel runs");
+    return static_cast<int>(t.n);
+  }
+
+  int normalize_axis(int axis, size_t rank, const SourceSpan &span) {
+    int r = static_cast<int>(rank);
+    if (axis < -r || axis >= r) fail(span, "axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(r));
+    return axis < 0 ? axis + r : axis;
+  }
+
+  bool flag(const Args &a, const std::string &p, bool fallback) {
+    if (!a.has(p)) return fallback;
+    const SType &t = a.get(p);
+    if (t.kind == SType::Kind::Bool && t.known) return t.b;
+    if (t.kind == SType::Kind::Int && t.known) return t.n != 0;
+    return fallback;
+  }
+
+  SType builtin(const SType &callee, std::vector<SType> args, std::map<std::string, SType> kwargs, const SourceSpan &span) {
+    std::string name = callee.s;
+    if (callee.self) {
+      args.insert(args.begin(), *callee.self);
+      if (name.rfind("tensor.", 0) == 0 && name != "tensor.to") {
+        std::string m = name.substr(7);
+        if (!kTl.count(m) && !kMath.count(m)) fail(span, "tensors have no method '" + m + "'");
+        name = kTl.count(m) ? "tl." + m : "math." + m;
+      }
+    }
+    if (name.rfind("tl.", 0) == 0 && kMath.count(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
+      name = "math." + name.substr(3);
+    for (const SType &a : args)
+      if (a.kind == SType::Kind::Unknown && name != "tl.static_print" && name != "tl.device_print") return SType::unknown();
+    for (const auto &kv : kwargs)
+      if (kv.second.kind == SType::Kind::Unknown) return SType::unknown();
+    const ElemType i32{DType::Int32, false};
+
+    if (name == "range" || name == "tl.range" || name == "tl.static_range")
+      fail(span, name + "() can only be used as the iterable of a for loop");
+    if (name == "min" || name == "max" || name == "float" || name == "int" || name == "bool" || name == "abs" ||
+        name == "len" || name.rfind("pymath.", 0) == 0) {
+      for (const SType &a : args)
+        if (a.is_tensor()) fail(span, name + "() works on values known before the kernel runs; use tl functions on tensors");
+      if (name == "float") {
+        if (args.size() == 1 && args[0].kind == SType::Kind::Str) {
+          const std::string &s = args[0].s;
+          if (s == "inf" || s == "+inf") return SType::of_float(INFINITY);
+          if (s == "-inf") return SType::of_float(-INFINITY);
+          if (s == "nan") return SType::of_float(NAN);
+          fail(span, "float() of the string '" + s + "' is not supported");
+        }
+        if (args.size() == 1 && args[0].known) return SType::of_float(args[0].kind == SType::Kind::Float ? args[0].x : static_cast<double>(args[0].n));
+        return SType::of_float(0, false);
+      }
+      if (name == "len" && args.size() == 1 && args[0].kind == SType::Kind::Tuple) return SType::of_int(static_cast<long long>(args[0].elems.size()));
+      if (name == "bool") return SType::of_bool(false, false);
+      if ((name == "min" || name == "max") && args.size() >= 2) {
+        bool known = true, floats = false;
+        for (const SType &a : args) known &= a.known, floats |= a.kind == SType::Kind::Float;
+        if (known && !floats) {
+          long long best = args[0].n;
+          for (const SType &a : args) best = name == "min" ? std::min(best, a.n) : std::max(best, a.n);
+          return SType::of_int(best);
+        }
+        return floats ? SType::of_float(0, false) : SType::int_symbol(name + "(...)");
+      }
+      SType t;
+      t.kind = (name == "pymath.ceil" || name == "pymath.floor" || name == "int") ? SType::Kind::Int : SType::Kind::Float;
+      return t;
+    }
+    if (name == "triton.cdiv" || name == "tl.cdiv") {
+      Args a = bind(name, {"x", "div"}, args, kwargs, span);
+      const SType &x = a.get("x"), &d = a.get("div");
+      if (x.is_constexpr_number() && d.is_constexpr_number()) {
+        if (x.known && d.known) {
+          if (d.n == 0) fail(span, "cdiv by zero");
+          return SType::of_int(x.n / d.n + ((x.n % d.n != 0) && ((x.n < 0) == (d.n < 0)) ? 1 : 0));
+        }
+        return SType::int_symbol("cdiv(" + paren(x) + ", " + paren(d) + ")");
+      }
+      return binary(BinaryOpKind::FloorDiv, binary(BinaryOpKind::Add, x, d, span), d, span);
+    }
+    if (name == "triton.next_power_of_2") {
+      Args a = bind(name, {"n"}, args, kwargs, span);
+      const SType &n = a.get("n");
+      if (n.known && n.kind == SType::Kind::Int) {
+        long long p = 1;
+        while (p < n.n) p <<= 1;
+        return SType::of_int(p);
+      }
+      return SType::int_symbol("next_power_of_2(" + paren(n) + ")");
+    }
+    if (name == "tl.constexpr") return args.empty() ? SType::unknown() : args[0];
+    if (name == "tl.static_assert") {
+      Args a = bind(name, {"cond", "msg"}, args, kwargs, span);
+      const SType &c = a.get("cond");
+      if (c.is_tensor()) fail(span, "tl.static_assert needs a condition known before the kernel runs; use tl.device_assert for tensors");
+      if (c.known && ((c.kind == SType::Kind::Bool && !c.b) || (c.kind == SType::Kind::Int && c.n == 0)))
+        fail(span, "static assertion failed" + (a.has("msg") && a.get("msg").kind == SType::Kind::Str ? ": " + a.get("msg").s : std::string()));
+      return SType::none();
+    }
+    if (name == "tl.device_assert" || name == "tl.static_print" || name == "tl.device_print" ||
+        name == "tl.debug_barrier" || name == "tl.assume")
+      return SType::none();
+    if (name == "tl.multiple_of" || name == "tl.max_contiguous" || name == "tl.max_constancy") {
+      Args a = bind(name, {"input", "values"}, args, kwargs, span);
+      return a.get("input");
+    }
+    if (name == "tl.program_id" || name == "tl.num_programs") {
+      Args a = bind(name, {"axis"}, args, kwargs, span);
+      const SType &ax = a.get("axis");
+      if (ax.kind != SType::Kind::Int || !ax.known || ax.n < 0 || ax.n > 2) fail(span, name + "() axis must be 0, 1 or 2");
+      return SType::tensor(i32, {});
+    }
+    if (name == "tl.arange") {
+      Args a = bind(name, {"start", "end"}, args, kwargs, span);
+      const SType &s = a.get("start"), &e = a.get("end");
+      if (s.kind != SType::Kind::Int || e.kind != SType::Kind::Int)
+        fail(span, "tl.arange needs integer bounds known before the kernel runs (tl.constexpr)");
+      if (s.known && e.known) {
+        long long n = e.n - s.n;
+        if (n <= 0 || (n & (n - 1)) != 0)
+          fail(span, "tl.arange(" + std::to_string(s.n) + ", " + std::to_string(e.n) + "): the range must be a power of 2");
+        return SType::tensor(i32, {Dim::known(n)});
+      }
+      std::string len = (s.known && s.n == 0) ? (e.known ? std::to_string(e.n) : e.sym) : paren(e) + " - " + paren(s);
+      return SType::tensor(i32, {Dim::symbolic(len.empty() ? "?" : len)});
+    }
+    if (name == "tl.zeros" || name == "tl.full") {
+      Args a = bind(name, name == "tl.zeros" ? std::vector<std::string>{"shape", "dtype"} : std::vector<std::string>{"shape", "value", "dtype"}, args, kwargs, span);
+      if (a.has("dtype") && is_unknown_constexpr(a.get("dtype"))) return SType::unknown();
+      if (!a.has("dtype") || a.get("dtype").kind != SType::Kind::DType) fail(span, name + "() needs a dtype such as tl.float32");
+      if (name == "tl.full" && a.get("value").is_tensor() && !a.get("value").shape.empty()) fail(span, "tl.full() needs a scalar value");
+      return SType::tensor(ElemType{a.get("dtype").dtype, false}, shape_arg(a.get("shape"), span));
+    }
+    if (name == "tl.zeros_like") {
+      Args a = bind(name, {"input"}, args, kwargs, span);
+      return a.get("input");
+    }
+    if (name == "tl.cast" || name == "tensor.to") {
+      Args a = bind(name == "tl.cast" ? "tl.cast" : "to", {"input", "dtype", "fp_downcast_rounding", "bitcast"}, args, kwargs, span);
+      const SType &x = a.get("input"), &d = a.get("dtype");
+      if (is_unknown_constexpr(d)) return SType::unknown();  // a constexpr parameter without a value
+      if (d.kind != SType::Kind::DType) fail(span, "the target of a cast must be a dtype such as tl.float16");
+      auto [e, py] = elem_of(x, span);
+      (void)e;
+      (void)py;
+      if (flag(a, "bitcast", false) && x.is_tensor() && bits(x.elem.dtype) != bits(d.dtype))
+        fail(span, "bitcast needs types of one width: " + x.elem.str() + " and " + short_name(d.dtype));
+      return SType::tensor(ElemType{d.dtype, d.dtype_is_pointer}, shape_of(x));
+    }
+    if (name == "tl.load") {
+      Args a = bind(name, {"pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier", "eviction_policy", "volatile"}, args, kwargs, span);
+      const SType &p = a.get("pointer");
+      if (!p.is_tensor() || !p.elem.is_pointer) fail(span, "tl.load needs a pointer (or a tensor of pointers), got " + p.str());
+      SymShape shape = p.shape;
+      if (a.has("mask")) {
+        SymShape m = broadcast_shapes(shape, shape_of(a.get("mask")), span);
+        if (m.size() != shape.size()) fail(span, "the mask " + shape_str(shape_of(a.get("mask"))) + " has more dimensions than the pointer " + shape_str(shape));
+      }
+      if (a.has("other")) broadcast_shapes(shape, shape_of(a.get("other")), span);
+      return SType::tensor(ElemType{p.elem.dtype, false}, shape);
+    }
+    if (name == "tl.store" || name.rfind("tl.atomic_", 0) == 0) {
+      const bool store = name == "tl.store", cas = name == "tl.atomic_cas";
+      std::vector<std::string> sig = store ? std::vector<std::string>{"pointer", "value", "mask", "boundary_check", "cache_modifier", "eviction_policy"}
+                                     : cas ? std::vector<std::string>{"pointer", "cmp", "val", "sem", "scope"}
+                                           : std::vector<std::string>{"pointer", "val", "mask", "sem", "scope"};
+      Args a = bind(name, sig, args, kwargs, span);
+      const SType &p = a.get("pointer");
+      if (!p.is_tensor() || !p.elem.is_pointer) fail(span, name + " needs a pointer (or a tensor of pointers), got " + p.str());
+      const SType &v = a.get(store ? "value" : "val");
+      SymShape vs = shape_of(v);
+      SymShape joined = broadcast_shapes(p.shape, vs, span);
+      if (joined.size() != p.shape.size())
+        fail(span, "the value " + shape_str(vs) + " has more dimensions than the pointer " + shape_str(p.shape));
+      if (a.has("mask")) broadcast_shapes(p.shape, shape_of(a.get("mask")), span);
+      return store ? SType::none() : SType::tensor(ElemType{p.elem.dtype, false}, p.shape);
+    }
+    if (name == "tl.where") {
+      Args a = bind(name, {"condition", "x", "y"}, args, kwargs, span);
+      DType d = promote(a.get("x"), a.get("y"), false, span);
+      SymShape s = broadcast_shapes(shape_of(a.get("condition")), broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("y")), span), span);
+      return SType::tensor(ElemType{d, false}, s);
+    }
+    if (name == "tl.maximum" || name == "tl.minimum") {
+      Args a = bind(name, {"x", "y", "propagate_nan"}, args, kwargs, span);
+      return SType::tensor(ElemType{promote(a.get("x"), a.get("y"), false, span), false},
+                           broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("y")), span));
+    }
+    if (name == "tl.clamp") {
+      Args a = bind(name, {"x", "min", "max", "propagate_nan"}, args, kwargs, span);
+      SType lo = SType::tensor(ElemType{promote(a.get("x"), a.get("min"), false, span), false}, broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("min")), span));
+      return SType::tensor(ElemType{promote(lo, a.get("max"), false, span), false}, broadcast_shapes(lo.shape, shape_of(a.get("max")), span));
+    }
+    auto fp32_or_64 = [&](const std::string &fn, const SType &x) {
+      if (!x.is_tensor()) return;
+      if (x.elem.is_pointer || (x.elem.dtype != DType::FP32 && x.elem.dtype != DType::FP64))
+        fail(span, fn + " expects fp32 or fp64, got " + x.elem.str() + "; cast with .to(tl.float32) first");
+    };
+    if (name == "tl.abs") {
+      Args a = bind(name, {"x"}, args, kwargs, span);
+      return a.get("x");
+    }
+    if (name == "tl.sigmoid" || name == "math.sigmoid") {
+      Args a = bind(name, {"x"}, args, kwargs, span);
+      fp32_or_64("tl.sigmoid", a.get("x"));
+      return a.get("x");
+    }
+    if (name.rfind("math.", 0) == 0) {
+      const std::string f = name.substr(5);
+      if (f == "abs") return builtin(SType::builtin("tl.abs"), args, kwargs, span);
+      if (f == "fma") {
+        Args a = bind(name, {"x", "y", "z"}, args, kwargs, span);
+        SType xy = SType::tensor(ElemType{promote(a.get("x"), a.get("y"), false, span), false}, broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("y")), span));
+        SType r = SType::tensor(ElemType{promote(xy, a.get("z"), false, span), false}, broadcast_shapes(xy.shape, shape_of(a.get("z")), span));
+        fp32_or_64("fma", r);
+        return r;
+      }
+      if (f == "div_rn" || f == "fdiv" || f == "pow") {
+        Args a = bind(name, {"x", "y", "ieee_rounding"}, args, kwargs, span);
+        SType r = SType::tensor(ElemType{promote(a.get("x"), a.get("y"), true, span), false}, broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("y")), span));
+        fp32_or_64(f, r);
+        return r;
+      }
+      Args a = bind(name, {"x"}, args, kwargs, span);
+      const SType &x = a.get("x");
+      if (!x.is_tensor()) fail(span, name + " needs a tensor; for constants use Python's math module");
+      fp32_or_64(name, x);
+      return x;
+    }
+    if (name == "tl.trans" || name == "tl.permute") {
+      Args a = bind(name, {"input", "dims"}, args, kwargs, span, true);
+      const SType &x = a.get("input");
+      if (!x.is_tensor()) fail(span, name + " needs a tensor");
+      std::vector<SType> dims = a.rest;
+      if (a.has("dims")) dims.insert(dims.begin(), a.get("dims"));
+      if (dims.size() == 1 && dims[0].kind == SType::Kind::Tuple) dims = dims[0].elems;
+      std::vector<int> order;
+      for (const SType &d : dims) {
+        if (d.kind != SType::Kind::Int || !d.known) fail(span, name + " needs dimensions known before the kernel runs");
+        order.push_back(static_cast<int>(d.n));
+      }
+      if (order.empty()) {
+        if (name == "tl.permute") fail(span, "tl.permute needs the new order of the dimensions");
+        if (x.shape.size() != 2) fail(span, "tl.trans without dims needs a 2-D tensor, got " + shape_str(x.shape));
+        order = {1, 0};
+      }
+      if (order.size() != x.shape.size()) fail(span, "permutation of length " + std::to_string(order.size()) + " for a tensor of rank " + std::to_string(x.shape.size()));
+      std::vector<bool> seen(order.size());
+      SymShape shape;
+      for (int o : order) {
+        if (o < 0 || o >= static_cast<int>(order.size()) || seen[o]) fail(span, "invalid permutation");
+        seen[o] = true;
+        shape.push_back(x.shape[o]);
+      }
+      return SType::tensor(x.elem, shape);
+    }
+    if (name == "tl.reshape" || name == "tl.view" || name == "tl.broadcast_to") {
+      if (name == "tl.reshape") kwargs.erase("can_reorder");  // keyword-only; keeping the order is always allowed
+      Args a = bind(name, {"input", "shape"}, args, kwargs, span, /*variadic=*/true);
+      const SType &x = a.get("input");
+      // The shape: one tuple, or the dimensions as separate arguments.
+      SType shape_value = a.get("shape");
+      if (a.rest.size() == 1) shape_value = a.rest[0];
+      else if (a.rest.size() > 1) shape_value = SType::tuple(a.rest);
+      if (shape_value.kind == SType::Kind::None) fail(span, name + "() needs a shape");
+      SymShape shape = shape_arg(shape_value, span);
+      if (!x.is_tensor()) return SType::tensor(elem_of(x, span).first, shape);
+      if (name == "tl.broadcast_to") {
+        SymShape b = broadcast_shapes(x.shape, shape, span);
+        if (b.size() != shape.size()) fail(span, "cannot broadcast " + shape_str(x.shape) + " to " + shape_str(shape));
+        return SType::tensor(x.elem, shape);
+      }
+      int64_t from = 1, to = 1;
+      bool all_known = true;
+      for (const Dim &d : x.shape) all_known &= d.value.has_value(), from *= d.value.value_or(1);
+      for (const Dim &d : shape) all_known &= d.value.has_value(), to *= d.value.value_or(1);
+      if (all_known && from != to)
+        fail(span, "cannot reshape " + shape_str(x.shape) + " (" + std::to_string(from) + " elements) to " + shape_str(shape));
+      return SType::tensor(x.elem, shape);
+    }
+    if (name == "tl.ravel") {
+      Args a = bind(name, {"x"}, args, kwargs, span);
+      const SType &x = a.get("x");
+      std::string len;
+      int64_t n = 1;
+      bool known = true;
+      for (const Dim &d : x.shape) {
+        known &= d.value.has_value();
+        n *= d.value.value_or(1);
+        len += (len.empty() ? "" : " * ") + d.str();
+      }
+      return SType::tensor(x.elem, {known ? Dim::known(n) : Dim::symbolic(len)});
+    }
+    if (name == "tl.expand_dims") {
+      Args a = bind(name, {"input", "axis"}, args, kwargs, span);
+      SType x = a.get("input");
+      if (!x.is_tensor()) fail(span, "tl.expand_dims needs a tensor");
+      std::vector<SType> axes = a.get("axis").kind == SType::Kind::Tuple ? a.get("axis").elems : std::vector<SType>{a.get("axis")};
+      for (const SType &ax : axes) {
+        if (ax.kind != SType::Kind::Int || !ax.known) fail(span, "tl.expand_dims needs an axis known before the kernel runs");
+        int rank = static_cast<int>(x.shape.size()) + 1;
+        int k = static_cast<int>(ax.n);
+        if (k < -rank || k >= rank) fail(span, "expand_dims axis " + std::to_string(k) + " out of range for rank " + std::to_string(rank - 1));
+        if (k < 0) k += rank;
+        x.shape.insert(x.shape.begin() + k, Dim::known(1));
+      }
+      return x;
+    }
+    if (name == "tl.broadcast") {
+      Args a = bind(name, {"input", "other"}, args, kwargs, span);
+      SymShape s = broadcast_shapes(shape_of(a.get("input")), shape_of(a.get("other")), span);
+      return SType::tuple({SType::tensor(elem_of(a.get("input"), span).first, s), SType::tensor(elem_of(a.get("other"), span).first, s)});
+    }
+    if (name == "tl.sum" || name == "tl.max" || name == "tl.min" || name == "tl.argmax" || name == "tl.argmin") {
+      const bool arg = name == "tl.argmax" || name == "tl.argmin";
+      std::vector<std::string> sig = {"input", "axis"};
+      if (name == "tl.sum") sig.insert(sig.end(), {"keep_dims", "dtype"});
+      else if (arg) sig.insert(sig.end(), {"tie_break_left", "keep_dims"});
+      else sig.insert(sig.end(), {"return_indices", "return_indices_tie_break_left", "keep_dims", "propagate_nan"});
+      Args a = bind(name, sig, args, kwargs, span);
+      const SType &x = a.get("input");
+      if (!x.is_tensor()) fail(span, name + " needs a tensor");
+      if (x.elem.is_pointer) fail(span, name + " cannot reduce pointers");
+      std::optional<int> axis = axis_arg(a, "axis", name, span);
+      if (arg && !axis) fail(span, name + " needs an axis");
+      bool keep = flag(a, "keep_dims", false);
+      DType in = x.elem.dtype, out = in;
+      if (name == "tl.sum") {
+        if (a.has("dtype")) out = a.get("dtype").dtype;
+        else if (is_integer(in) && bits(in) < 32) out = DType::Int32;
+      } else if (arg) {
+        out = DType::Int32;
+      } else if (is_float(in) && bits(in) < 32) {
+        out = DType::FP32;
+      }
+      SymShape shape;
+      if (!axis) {
+        if (keep) shape = SymShape(x.shape.size(), Dim::known(1));
+      } else {
+        int k = normalize_axis(*axis, x.shape.size(), span);
+        shape = x.shape;
+        if (keep) shape[k] = Dim::known(1);
+        else shape.erase(shape.begin() + k);
+      }
+      SType r = SType::tensor(ElemType{out, false}, shape);
+      if (!arg && name != "tl.sum" && flag(a, "return_indices", false)) return SType::tuple({r, SType::tensor(i32, shape)});
+      return r;
+    }
+    if (name == "tl.cumsum" || name == "tl.cumprod") {
+      Args a = bind(name, {"input", "axis", "reverse", "dtype"}, args, kwargs, span);
+      const SType &x = a.get("input");
+      if (!x.is_tensor()) fail(span, name + " needs a tensor");
+      normalize_axis(axis_arg(a, "axis", name, span).value_or(0), x.shape.size(), span);
+      DType in = x.elem.dtype, out = in;
+      if (a.has("dtype")) out = a.get("dtype").dtype;
+      else if (in == DType::BF16) out = DType::FP32;
+      else if (is_integer(in) && bits(in) < 32) out = DType::Int32;
+      return SType::tensor(ElemType{out, false}, x.shape);
+    }
+    if (name == "tl.softmax") {
+      Args a = bind(name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
+      fp32_or_64("tl.softmax", a.get("x"));
+      return a.get("x");
+    }
+    if (name == "tl.dot") {
+      Args a = bind(name, {"input", "other", "acc", "input_precision", "allow_tf32", "max_num_imprecise_acc", "out_dtype"}, args, kwargs, span);
+      const SType &x = a.get("input"), &y = a.get("other");
+      if (x.is_tensor()) {
+        DType in = x.elem.dtype;
+        if (in != DType::FP16 && in != DType::BF16 && in != DType::FP32 && in != DType::Int8 && in != DType::FP64)
+          fail(span, "tl.dot does not take " + x.elem.str() + " operands (fp16, bf16, fp32, int8)");
+      }
+      if (a.has("input_precision") && a.get("input_precision").kind == SType::Kind::Str) {
+        const std::string &p = a.get("input_precision").s;
+        if (p != "tf32" && p != "ieee" && p != "tf32x3") fail(span, "tl.dot input_precision must be \"tf32\", \"tf32x3\" or \"ieee\"");
+      }
+      DType out = a.has("out_dtype") ? a.get("out_dtype").dtype : (x.is_tensor() && x.elem.dtype == DType::Int8 ? DType::Int32 : DType::FP32);
+      const SType *acc = a.has("acc") ? &a.get("acc") : nullptr;
+      return matmul(x, y, acc, ElemType{out, false}, span);
+    }
+    fail(span, name + "() is not known to tgrad's semantic analysis yet");
+  }
+
+  const Module &module_;
+  TypeInfo &info_;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::optional<TypeInfo> analyze(const Module &module, const Function &fn, const ParamTypes &params, DiagEngine &diags) {
+  TypeInfo info;
+  Checker checker(module, info);
+  for (const auto &kv : params) {
+    bool known = false;
+    for (const Param &p : fn.params) known |= p.name == kv.first;
+    if (!known) {
+      diags.error(fn.name_span, "'" + fn.name + "' has no parameter '" + kv.first + "'");
+      return std::nullopt;
+    }
+  }
+  try {
+    info.result = checker.call_function(fn, params, fn.name_span);
+  } catch (const SemaError &e) {
+    diags.error(e.span, e.message);
+    return std::nullopt;
+  }
+  return info;
+}
+
+}  // namespace tgrad::sema

@@ -1,0 +1,209 @@
+// Semantic analysis, one construct per test: the type each expression gets
+// (dtype and symbolic shape), constexpr evaluation, and the errors sema
+// reports at the offending expression.
+#include <gtest/gtest.h>
+
+#include "tests/parse/ParseHelpers.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::testing {
+namespace {
+
+using sema::Dim;
+using sema::DType;
+using sema::SType;
+
+SType tile(DType d, std::vector<Dim> shape) { return SType::tensor(sema::ElemType{d, false}, std::move(shape)); }
+SType ptr(DType d) { return SType::tensor(sema::ElemType{d, true}, {}); }
+Dim N() { return Dim::symbolic("N"); }
+
+struct Analysed {
+  std::unique_ptr<Parsed> parsed;
+  std::optional<sema::TypeInfo> info;
+  std::string errors;
+  // The type of the value returned (or "ERROR: ...").
+  std::string result() const { return info ? info->result.str() : "ERROR: " + errors; }
+  // The type of the last assignment to `name`.
+  std::string var(const std::string &name) const {
+    std::string found = "(not assigned)";
+    for (const auto &s : parsed->module->functions[0]->body)
+      if (auto *a = ast::dyn_cast<ast::Assign>(s.get()))
+        if (auto *n = ast::dyn_cast<ast::Name>(a->targets[0].get()); n && n->id == name)
+          if (const SType *t = info->type_of(a->value.get())) found = t->str();
+    return found;
+  }
+};
+
+// Analyses `f(x, y, z)` with the given parameter types.
+Analysed analyse(const std::string &body, const sema::ParamTypes &params, const std::string &signature = "x, y, z") {
+  std::string text = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef f(" + signature + "):\n";
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) text += (line.empty() ? "" : "    ") + line + "\n";
+  Analysed a;
+  a.parsed = parse_text(text);
+  if (!a.parsed->ok()) {
+    a.errors = a.parsed->all_messages();
+    return a;
+  }
+  a.info = sema::analyze(*a.parsed->module, *a.parsed->module->functions[0], params, *a.parsed->diags);
+  a.errors = a.parsed->all_messages();
+  return a;
+}
+
+TEST(Types, TheSeedFunctionFn1) {
+  Analysed a = analyse("a = tl.exp(x)\nb = tl.log(tl.expand_dims(y, 1))\nc = a + b\nreturn a * b + tl.dot(c, c)\n",
+                       {{"x", tile(DType::FP32, {N()})}, {"y", tile(DType::FP32, {N()})}});
+  EXPECT_EQ(a.var("a"), "fp32[N]");
+  EXPECT_EQ(a.var("b"), "fp32[N, 1]");
+  EXPECT_EQ(a.var("c"), "fp32[N, N]");
+  EXPECT_EQ(a.result(), "fp32[N, N]");
+}
+
+TEST(Types, ArangeAndIndexing) {
+  Analysed a = analyse("r = tl.arange(0, BLOCK)\ncol = r[:, None]\nrow = r[None, :]\nm = col * 4 + row\nreturn m\n", {},
+                       "x, BLOCK: tl.constexpr");
+  EXPECT_EQ(a.var("r"), "int32[BLOCK]");
+  EXPECT_EQ(a.var("col"), "int32[BLOCK, 1]");
+  EXPECT_EQ(a.var("row"), "int32[1, BLOCK]");
+  EXPECT_EQ(a.result(), "int32[BLOCK, BLOCK]");
+  Analysed known = analyse("return tl.arange(0, BLOCK * 2)\n", {{"BLOCK", SType::of_int(64)}}, "x, BLOCK: tl.constexpr");
+  EXPECT_EQ(known.result(), "int32[128]");
+}
+
+TEST(Types, PromotionFollowsTriton) {
+  EXPECT_EQ(analyse("return x + y\n", {{"x", tile(DType::FP16, {N()})}, {"y", tile(DType::BF16, {N()})}}).result(), "fp16[N]");
+  EXPECT_EQ(analyse("return x / y\n", {{"x", tile(DType::FP16, {N()})}, {"y", tile(DType::FP16, {N()})}}).result(), "fp32[N]");
+  EXPECT_EQ(analyse("return x * 2.0\n", {{"x", tile(DType::FP16, {N()})}}).result(), "fp16[N]");
+  EXPECT_EQ(analyse("return x + 4.0\n", {{"x", tile(DType::Int16, {N()})}}).result(), "fp32[N]");
+  EXPECT_EQ(analyse("return x < y\n", {{"x", tile(DType::FP32, {N()})}, {"y", tile(DType::FP16, {N()})}}).result(), "int1[N]");
+  EXPECT_EQ(analyse("return x.to(tl.float16)\n", {{"x", tile(DType::FP32, {N()})}}).result(), "fp16[N]");
+}
+
+TEST(Types, PointersLoadsAndStores) {
+  Analysed a = analyse("offs = tl.arange(0, 128)\np = x + offs\nv = tl.load(p, mask=offs < n, other=0.0)\n"
+                       "tl.store(y + offs, v.to(tl.float32), mask=offs < n)\nreturn v\n",
+                       {{"x", ptr(DType::FP16)}, {"y", ptr(DType::FP32)}, {"n", tile(DType::Int32, {})}}, "x, y, n");
+  EXPECT_EQ(a.var("p"), "*fp16[128]");
+  EXPECT_EQ(a.result(), "fp16[128]");
+  Analysed elem = analyse("return x.dtype.element_ty\n", {{"x", ptr(DType::BF16)}});
+  EXPECT_EQ(elem.result(), "dtype bf16");
+}
+
+TEST(Types, ReductionsWithAxisAndKeepDims) {
+  sema::ParamTypes p = {{"x", tile(DType::FP16, {Dim::symbolic("M"), N()})}};
+  EXPECT_EQ(analyse("return tl.sum(x, axis=1)\n", p).result(), "fp16[M]");
+  EXPECT_EQ(analyse("return tl.sum(x, axis=0, keep_dims=True)\n", p).result(), "fp16[1, N]");
+  EXPECT_EQ(analyse("return tl.max(x, 1)\n", p).result(), "fp32[M]");
+  EXPECT_EQ(analyse("return tl.sum(x)\n", p).result(), "fp16");
+  EXPECT_EQ(analyse("return tl.argmax(x, 0)\n", p).result(), "int32[N]");
+  EXPECT_EQ(analyse("return tl.max(x, 1, return_indices=True)\n", p).result(), "tuple(fp32[M], int32[M])");
+}
+
+TEST(Types, DotShapesAndAccumulator) {
+  sema::ParamTypes p = {{"x", tile(DType::FP16, {Dim::known(32), Dim::known(64)})},
+                        {"y", tile(DType::FP16, {Dim::known(64), Dim::known(16)})},
+                        {"z", tile(DType::FP32, {Dim::known(32), Dim::known(16)})}};
+  EXPECT_EQ(analyse("return tl.dot(x, y)\n", p).result(), "fp32[32, 16]");
+  EXPECT_EQ(analyse("return tl.dot(x, y, z)\n", p).result(), "fp32[32, 16]");
+  EXPECT_EQ(analyse("return tl.dot(x, y, out_dtype=tl.float16)\n", p).result(), "fp16[32, 16]");
+  Analysed bad = analyse("return tl.dot(y, x)\n", p);
+  EXPECT_NE(bad.errors.find("t.py:6:12: error: tl.dot inner dimensions differ: [64, 16] and [32, 64]"), std::string::npos) << bad.errors;
+}
+
+TEST(Types, ShapeManipulation) {
+  sema::ParamTypes p = {{"x", tile(DType::FP32, {Dim::known(4), Dim::known(8)})}};
+  EXPECT_EQ(analyse("return tl.trans(x)\n", p).result(), "fp32[8, 4]");
+  EXPECT_EQ(analyse("return tl.reshape(x, (32,))\n", p).result(), "fp32[32]");
+  EXPECT_EQ(analyse("return tl.broadcast_to(x[None, :, :], (2, 4, 8))\n", p).result(), "fp32[2, 4, 8]");
+  EXPECT_EQ(analyse("return tl.permute(x, (1, 0))\n", p).result(), "fp32[8, 4]");
+  EXPECT_EQ(analyse("return x.shape[1]\n", p).result(), "constexpr int 8");
+  EXPECT_NE(analyse("return tl.reshape(x, (16,))\n", p).errors.find("cannot reshape [4, 8] (32 elements) to [16]"), std::string::npos);
+}
+
+TEST(Constexpr, ArithmeticCdivAndNextPowerOfTwo) {
+  EXPECT_EQ(analyse("return triton.cdiv(1000, 256)\n", {}).result(), "constexpr int 4");
+  EXPECT_EQ(analyse("return triton.next_power_of_2(781)\n", {}).result(), "constexpr int 1024");
+  EXPECT_EQ(analyse("return B * 2 + 1\n", {}, "x, B: tl.constexpr").result(), "constexpr int (B * 2) + 1");
+  EXPECT_EQ(analyse("return B * 2 + 1\n", {{"B", SType::of_int(8)}}, "x, B: tl.constexpr").result(), "constexpr int 17");
+  EXPECT_EQ(analyse("return tl.cdiv(x, 4)\n", {{"x", tile(DType::Int32, {})}}).result(), "int32");
+}
+
+TEST(ControlFlow, ConstexprIfSelectsOneBranch) {
+  Analysed a = analyse("if FP16:\n    r = x.to(tl.float16)\nelse:\n    r = x\nreturn r\n",
+                       {{"x", tile(DType::FP32, {N()})}, {"FP16", SType::of_bool(true)}}, "x, FP16: tl.constexpr");
+  EXPECT_EQ(a.result(), "fp16[N]");
+}
+
+TEST(ControlFlow, RuntimeIfNeedsOneTypeOnBothPaths) {
+  Analysed a = analyse("if n > 0:\n    r = x.to(tl.float16)\nelse:\n    r = x\nreturn r\n",
+                       {{"x", tile(DType::FP32, {N()})}, {"n", tile(DType::Int32, {})}}, "x, n");
+  EXPECT_NE(a.errors.find("'r' is fp16[N] on one path of this if and fp32[N] on the other"), std::string::npos) << a.errors;
+  Analysed b = analyse("if n > 0:\n    r = x\nreturn r\n", {{"x", tile(DType::FP32, {N()})}, {"n", tile(DType::Int32, {})}}, "x, n");
+  EXPECT_NE(b.errors.find("t.py:8:12: error: 'r' is not assigned on every path"), std::string::npos) << b.errors;
+}
+
+TEST(ControlFlow, LoopCarriedVariablesKeepTheirType) {
+  sema::ParamTypes p = {{"x", tile(DType::FP16, {N()})}, {"n", tile(DType::Int32, {})}};
+  Analysed ok = analyse("acc = tl.zeros([N], dtype=tl.float32)\nfor i in range(0, n):\n    acc += x\nreturn acc\n",
+                        {{"x", tile(DType::FP16, {Dim::known(16)})}, {"n", tile(DType::Int32, {})}, {"N", SType::of_int(16)}},
+                        "x, n, N: tl.constexpr");
+  EXPECT_EQ(ok.result(), "fp32[16]") << ok.errors;
+  Analysed bad = analyse("acc = tl.zeros([16], dtype=tl.float16)\nfor i in range(0, n):\n    acc = acc * 0.5 + tl.sum(x)\nreturn acc\n",
+                         {{"x", tile(DType::FP32, {Dim::known(16)})}, {"n", tile(DType::Int32, {})}}, "x, n");
+  EXPECT_NE(bad.errors.find("loop-carried variable 'acc' enters the loop as fp16[16] and leaves an iteration as fp32[16]"),
+            std::string::npos)
+      << bad.errors;
+  Analysed var = analyse("for i in range(0, n):\n    j = i\nreturn j\n", {{"n", tile(DType::Int32, {})}}, "n");
+  EXPECT_NE(var.errors.find("'j' is not assigned on every path"), std::string::npos) << var.errors;
+}
+
+TEST(HelperCalls, TypesFlowThroughJitFunctions) {
+  auto p = parse_text(
+      "import triton\nimport triton.language as tl\n@triton.jit\ndef sq(a):\n    return a * a, a.to(tl.float16)\n"
+      "@triton.jit\ndef f(x):\n    s, h = sq(x)\n    return h\n");
+  ASSERT_TRUE(p->ok());
+  auto info = sema::analyze(*p->module, *p->module->find_function("f"), {{"x", tile(DType::FP32, {N()})}}, *p->diags);
+  ASSERT_TRUE(info) << p->all_messages();
+  EXPECT_EQ(info->result.str(), "fp16[N]");
+}
+
+TEST(Errors, AtTheOffendingExpression) {
+  sema::ParamTypes p = {{"x", tile(DType::FP16, {N()})}, {"y", tile(DType::FP32, {Dim::known(4)})},
+                        {"z", tile(DType::FP32, {Dim::known(8)})}};
+  EXPECT_NE(analyse("return tl.exp(x)\n", p).errors.find("t.py:6:12: error: math.exp expects fp32 or fp64, got fp16"), std::string::npos);
+  EXPECT_NE(analyse("return y + z\n", p).errors.find("t.py:6:12: error: shapes [4] and [8] cannot be broadcast together"), std::string::npos);
+  EXPECT_NE(analyse("return tl.arange(0, 12)\n", p).errors.find("the range must be a power of 2"), std::string::npos);
+  EXPECT_NE(analyse("return w\n", p).errors.find("name 'w' is not defined"), std::string::npos);
+  EXPECT_NE(analyse("return y ** 2\n", p).errors.find("'**' on tensors is not supported"), std::string::npos);
+  EXPECT_NE(analyse("tl.static_assert(4 == 8, 'sizes')\n", p).errors.find("static assertion failed: sizes"), std::string::npos);
+  EXPECT_NE(analyse("return y // 2.0\n", p).errors.find("'//' on floating-point tensors is not supported"), std::string::npos);
+}
+
+TEST(Assumptions, SymbolicDimensionsThatMustBeEqualAreRecorded) {
+  Analysed a = analyse("return x + y\n", {{"x", tile(DType::FP32, {Dim::symbolic("M")})}, {"y", tile(DType::FP32, {N()})}});
+  ASSERT_TRUE(a.info) << a.errors;
+  ASSERT_EQ(a.info->assumptions.size(), 1u);
+  EXPECT_EQ(a.info->assumptions[0].a.str(), "M");
+  EXPECT_EQ(a.info->assumptions[0].b.str(), "N");
+}
+
+TEST(Unknown, UntypedParametersPropagateWithoutErrors) {
+  Analysed a = analyse("a = tl.exp(x) * 2\nb = tl.sum(a, axis=0)\nreturn b + y\n", {});
+  EXPECT_TRUE(a.info) << a.errors;
+  EXPECT_EQ(a.result(), "?");
+}
+
+TEST(TestKernels, EveryTestKernelAnalysesWithoutErrors) {
+  for (const char *name : {"vector_add", "softmax", "layer_norm", "rms_norm", "matmul", "attention", "misc_ops",
+                           "fn1", "helper_call", "mixed_module"}) {
+    std::string path = std::string("tests/kernels/") + name + ".py";
+    auto p = parse_text(read_file(path), path);
+    ASSERT_TRUE(p->ok()) << p->all_messages();
+    for (const auto &f : p->module->functions)
+      EXPECT_TRUE(sema::analyze(*p->module, *f, {}, *p->diags)) << f->name << ": " << p->all_messages();
+  }
+}
+
+}  // namespace
+}  // namespace tgrad::testing
