@@ -474,19 +474,30 @@ TensorRef dot(const Tensor &a, const Tensor &b, const Tensor *acc, ElemType out,
   if (acc && acc->shape != shape)
     throw OpError{"tl.dot accumulator has shape " + shape_str(acc->shape) + ", the product " + shape_str(shape)};
   auto r = like(out, shape);
-  auto in = [&](const Tensor &t, int64_t k) {
-    double v = t.as_double(k);
-    return (tf32 && !float64) ? round_tf32(v) : v;
+  // Operands as plain doubles (tf32-rounded where asked), b transposed so
+  // the inner loop walks both contiguously.
+  auto operand = [&](const Tensor &t) {
+    std::vector<double> v(t.size());
+    for (int64_t k = 0; k < t.size(); ++k) v[k] = (tf32 && !float64) ? round_tf32(t.as_double(k)) : t.as_double(k);
+    return v;
   };
+  const std::vector<double> av = operand(a), bv = operand(b);
+  std::vector<double> bt(bv.size());
   for (int64_t p = 0; p < batch; ++p)
-    for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) bt[(p * N + n) * K + k] = bv[(p * K + k) * N + n];
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t m = 0; m < M; ++m) {
+      const double *row = &av[(p * M + m) * K];
       for (int64_t n = 0; n < N; ++n) {
-        int64_t o = (p * M + m) * N + n;
+        const double *col = &bt[(p * N + n) * K];
+        const int64_t o = (p * M + m) * N + n;
         double s = acc ? acc->as_double(o) : 0.0;
-        for (int64_t k = 0; k < K; ++k) s += in(a, (p * M + m) * K + k) * in(b, (p * K + k) * N + n);
+        for (int64_t k = 0; k < K; ++k) s += row[k] * col[k];
         if (r->is_float()) r->f[o] = round_float(out.dtype, s, float64);
         else r->i[o] = wrap_int(out.dtype, static_cast<int64_t>(s));
       }
+    }
   return r;
 }
 
