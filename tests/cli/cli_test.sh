@@ -322,6 +322,60 @@ expect_empty dump_ast_with_emit_nothing_on_stdout "$TMP/both.out"
 run emit_novalue "$FN1" --emit
 expect_rc emit_without_value_exit_2 2 emit_novalue
 
+# ---------------------------------------------------------------- tgrad run / tgrad check
+
+VADD=$KERNELS/vector_add.py
+VADD_ARGS="--kernel add_kernel --grid 4 --arg x_ptr=fp32[1000] --arg y_ptr=fp32[1000] --arg out_ptr=fp32[1000]:zeros -D BLOCK_SIZE=256"
+
+run run_ok run $VADD $VADD_ARGS --arg n_elements=1000 --out "$TMP/npy"
+expect_rc run_exit_0 0 run_ok
+expect_grep run_summary "$TMP/run_ok.out" '^out_ptr +fp32\[1000\] +min='
+CHECKS=$((CHECKS + 1))
+[ -f "$TMP/npy/out_ptr.npy" ] && head -c 6 "$TMP/npy/out_ptr.npy" | grep -q NUMPY || fail run_writes_npy "no $TMP/npy/out_ptr.npy"
+
+run run_same_seed run $VADD $VADD_ARGS --arg n_elements=1000
+CHECKS=$((CHECKS + 1))
+cmp -s "$TMP/run_ok.out" "$TMP/run_same_seed.out" || fail run_is_deterministic "two runs with seed 0 differ"
+run run_other_seed run $VADD $VADD_ARGS --arg n_elements=1000 --seed 7
+CHECKS=$((CHECKS + 1))
+cmp -s "$TMP/run_ok.out" "$TMP/run_other_seed.out" && fail run_seed_changes_inputs "--seed 7 gave the same buffers"
+
+run run_oob run $VADD $VADD_ARGS --arg n_elements=1024
+expect_rc run_out_of_bounds_exit_1 1 run_oob
+expect_grep run_out_of_bounds_located "$TMP/run_oob.err" "vector_add.py:[0-9]+:[0-9]+: error: out-of-bounds load from 'x_ptr'"
+
+run run_missing run $VADD --kernel add_kernel --grid 4 --arg x_ptr=fp32[8]
+expect_rc run_missing_argument_exit_2 2 run_missing
+expect_grep run_missing_argument_named "$TMP/run_missing.err" "'y_ptr'"
+
+run run_bad_dtype run $VADD $VADD_ARGS --arg n_elements=1000 --arg x_ptr=fp33[4]
+expect_rc run_bad_dtype_exit_2 2 run_bad_dtype
+run run_bad_spec run $VADD --kernel add_kernel --grid 4 --arg x_ptr=fp33[1000] --arg y_ptr=fp32[1000] --arg out_ptr=fp32[1000] --arg n_elements=1000 -D BLOCK_SIZE=256
+expect_rc run_unknown_dtype_exit_2 2 run_bad_spec
+expect_grep run_unknown_dtype_named "$TMP/run_bad_spec.err" "x_ptr=fp33\[1000\]: unknown dtype 'fp33'"
+run run_unknown_arg run $VADD $VADD_ARGS --arg n_elements=1000 --arg nope=3
+expect_rc run_unknown_argument_exit_2 2 run_unknown_arg
+expect_grep run_unknown_argument_named "$TMP/run_unknown_arg.err" "no parameter 'nope'"
+run run_no_grid run $VADD --kernel add_kernel
+expect_rc run_without_grid_exit_2 2 run_no_grid
+
+run run_fn run $FN1 --fn fn1 --arg x=fp32[16] --arg 'y=fp32[16]:uniform(0.5,2)'
+expect_rc run_tile_function_exit_0 0 run_fn
+expect_grep run_tile_function_result "$TMP/run_fn.out" '^result +fp32\[16, 16\]'
+
+run check_valid check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 0,y
+expect_rc check_not_available_exit_2 2 check_valid
+expect_grep check_says_why "$TMP/check_valid.err" 'arguments are valid.*reverse-mode'
+run check_range check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 5
+expect_rc check_wrt_out_of_range_exit_2 2 check_range
+expect_grep check_wrt_out_of_range_message "$TMP/check_range.err" 'index 5 is out of range'
+
+run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
+expect_rc dump_ast_with_types_exit_0 0 types
+expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'
+run types_no_fn $FN1 --dump-ast --arg 'x=fp32[N]'
+expect_rc typing_needs_fn_exit_2 2 types_no_fn
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then
