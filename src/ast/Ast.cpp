@@ -100,7 +100,7 @@ bool Function::is_constexpr_param(size_t i) const {
 
 const Function *Module::find_function(const std::string &name) const {
   for (const auto &f : functions)
-    if (f->name == name) return f.get();
+    if (f->name == name || f->jit_alias == name) return f.get();
   return nullptr;
 }
 

@@ -363,6 +363,8 @@ struct Module {
   std::vector<Constant> constants;
   std::vector<std::unique_ptr<Function>> functions;
 
+  // By name, or by the alias of `alias = triton.jit(name)` (the jit function
+  // callers use).
   const Function *find_function(const std::string &name) const;
 };
 
