@@ -226,7 +226,10 @@ StmtPtr clone(const Stmt &st) {
 StmtList clone(const StmtList &body) {
   StmtList out;
   out.reserve(body.size());
-  for (const StmtPtr &s : body) out.push_back(clone(*s));
+  for (const StmtPtr &s : body) {
+    out.push_back(clone(*s));
+    out.back()->leading_comment = s->leading_comment;
+  }
   return out;
 }
 

@@ -248,6 +248,11 @@ class StmtPrinter {
   }
 
   void print(const Stmt &s, int depth) {
+    if (!s.leading_comment.empty()) {
+      out_ << '\n';
+      indent(depth);
+      out_ << "# " << s.leading_comment << '\n';
+    }
     indent(depth);
     switch (s.kind) {
       case NodeKind::ExprStmt:

@@ -300,6 +300,14 @@ Value Evaluator::compare(CompareOpKind op, const Value &a, const Value &b, const
     for (const Value &e : *b.elems) found |= truth(compare(CompareOpKind::Eq, a, e, span), span);
     return Value::of_bool(op == CompareOpKind::In ? found : !found);
   }
+  // Tuples (shapes): Python's element-wise equality.
+  if (a.kind == Value::Kind::Tuple && b.kind == Value::Kind::Tuple &&
+      (op == CompareOpKind::Eq || op == CompareOpKind::NotEq)) {
+    bool eq = a.elems->size() == b.elems->size();
+    for (size_t k = 0; eq && k < a.elems->size(); ++k)
+      eq = truth(compare(CompareOpKind::Eq, (*a.elems)[k], (*b.elems)[k], span), span);
+    return Value::of_bool(op == CompareOpKind::Eq ? eq : !eq);
+  }
   // Constants: Python comparison.
   auto python_level = [](const Value &v) {
     return v.is_python_number() || v.kind == Value::Kind::Str || v.kind == Value::Kind::None ||

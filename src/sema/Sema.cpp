@@ -861,6 +861,23 @@ class Checker {
       bool same = a.kind == b.kind;
       return SType::of_bool(op == CompareOpKind::Is ? same : !same, known && (op == CompareOpKind::Is || op == CompareOpKind::IsNot));
     }
+    if (a.kind == SType::Kind::Tuple && b.kind == SType::Kind::Tuple &&
+        (op == CompareOpKind::Eq || op == CompareOpKind::NotEq)) {
+      // Shapes: equal when every element is provably equal (same value or same symbol).
+      bool known = true, eq = a.elems.size() == b.elems.size();
+      for (size_t k = 0; eq && k < a.elems.size(); ++k) {
+        const SType &x = a.elems[k], &y = b.elems[k];
+        if (x.kind == SType::Kind::Int && y.kind == SType::Kind::Int) {
+          if (x.known && y.known) eq = x.n == y.n;
+          else if (!x.known && !y.known && !x.sym.empty() && x.sym == y.sym) eq = true;
+          else known = false;
+        } else {
+          known = false;
+        }
+      }
+      if (!known) return SType::of_bool(false, false);
+      return SType::of_bool(op == CompareOpKind::Eq ? eq : !eq);
+    }
     if (!a.is_tensor() && !b.is_tensor()) {
       if (a.known && b.known && a.is_constexpr_number() && b.is_constexpr_number()) {
         double x = a.kind == SType::Kind::Float ? a.x : a.kind == SType::Kind::Int ? a.n : a.b;

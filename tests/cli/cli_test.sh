@@ -363,9 +363,22 @@ run run_fn run $FN1 --fn fn1 --arg x=fp32[16] --arg 'y=fp32[16]:uniform(0.5,2)'
 expect_rc run_tile_function_exit_0 0 run_fn
 expect_grep run_tile_function_result "$TMP/run_fn.out" '^result +fp32\[16, 16\]'
 
-run check_valid check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 0,y
-expect_rc check_not_available_exit_2 2 check_valid
-expect_grep check_says_why "$TMP/check_valid.err" 'arguments are valid.*reverse-mode'
+run check_valid check $FN1 --fn fn1 --arg x=fp32[16] --arg 'y=fp32[16]:uniform(0.5,2)' --wrt 0,y
+expect_rc check_fn1_passes_exit_0 0 check_valid
+expect_grep check_prints_per_argument "$TMP/check_valid.out" '^  y +fp32\[16\] +rel_err=.* PASS$'
+expect_grep check_prints_verdict "$TMP/check_valid.out" '^PASS$'
+run check_kernel check $VADD $VADD_ARGS --arg n_elements=1000 --wrt x_ptr
+expect_rc check_kernel_not_yet_exit_2 2 check_kernel
+
+run bwd $FN1 --fn fn1 --wrt 0,1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
+expect_rc backward_exit_0 0 bwd
+expect_grep backward_signature "$TMP/bwd.out" '^def fn1_bwd\(x, y, bout\):$'
+expect_grep backward_grad_comment "$TMP/bwd.out" '^    # Grad of: a = tl.exp\(x\)$'
+run bwd_untyped $FN1 --fn fn1 --wrt 0
+expect_rc backward_needs_types_exit_1 1 bwd_untyped
+expect_grep backward_needs_types_message "$TMP/bwd_untyped.err" "the type of 'x' is needed"
+run bwd_range $FN1 --fn fn1 --wrt 7 --arg 'x=fp32[N]'
+expect_rc backward_wrt_out_of_range_exit_2 2 bwd_range
 run check_range check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 5
 expect_rc check_wrt_out_of_range_exit_2 2 check_range
 expect_grep check_wrt_out_of_range_message "$TMP/check_range.err" 'index 5 is out of range'

@@ -24,8 +24,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
 #include "src/interp/TensorOps.h"
+#include "tgrad/ad/Differentiate.h"
 #include "tgrad/interp/Interpreter.h"
 #include "tgrad/tgrad.h"
 
@@ -40,8 +42,10 @@ struct Options {
   std::string function;
   std::string emit;
   bool dump_ast = false;
-  std::vector<std::string> defines;    // typing for --dump-ast
+  std::vector<std::string> defines;    // typing for --dump-ast and --wrt
   std::vector<std::string> arg_types;
+  std::string wrt;                     // differentiate: print the backward
+  std::string command_line;
 };
 
 struct RunOptions {
@@ -56,6 +60,7 @@ struct RunOptions {
   bool float64 = false;
   int64_t max_iterations = 100'000'000;
   std::string wrt;  // check only
+  double rtol = 1e-6;
 };
 
 bool read_input(const std::string &path, std::string &text, std::string &error) {
@@ -105,6 +110,57 @@ int usage_error(const std::string &message) {
   return kExitUsageError;
 }
 
+// The static type of a -D value.
+tgrad::sema::SType stype_of(const tgrad::interp::Value &v) {
+  switch (v.kind) {
+    case tgrad::interp::Value::Kind::Int: return tgrad::sema::SType::of_int(v.n);
+    case tgrad::interp::Value::Kind::Float: return tgrad::sema::SType::of_float(v.x);
+    case tgrad::interp::Value::Kind::Bool: return tgrad::sema::SType::of_bool(v.b);
+    case tgrad::interp::Value::Kind::Str: return tgrad::sema::SType::of_str(v.s);
+    case tgrad::interp::Value::Kind::DType: return tgrad::sema::SType::of_dtype(v.dtype);
+    default: return tgrad::sema::SType::none();
+  }
+}
+
+// --wrt 0,y: indices or names of `fn`'s parameters, as names. Returns false
+// (after printing a usage error) on a bad list.
+bool resolve_wrt(const std::string &wrt, const tgrad::ast::Function &fn, std::vector<std::string> &names, int &code) {
+  std::stringstream list(wrt);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    std::string name = item;
+    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
+      size_t index = std::stoul(item);
+      if (index >= fn.params.size()) {
+        code = usage_error("--wrt " + wrt + ": '" + fn.name + "' has " + std::to_string(fn.params.size()) +
+                           " parameters; index " + item + " is out of range");
+        return false;
+      }
+      name = fn.params[index].name;
+    }
+    size_t k = 0;
+    while (k < fn.params.size() && fn.params[k].name != name) ++k;
+    if (k == fn.params.size()) {
+      code = usage_error("--wrt " + wrt + ": '" + fn.name + "' has no parameter '" + name + "'");
+      return false;
+    }
+    if (fn.is_constexpr_param(k)) {
+      code = usage_error("--wrt " + wrt + ": '" + name + "' is tl.constexpr and carries no gradient");
+      return false;
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      code = usage_error("--wrt " + wrt + ": '" + name + "' is listed twice");
+      return false;
+    }
+    names.push_back(name);
+  }
+  if (names.empty()) {
+    code = usage_error("--wrt needs at least one parameter");
+    return false;
+  }
+  return true;
+}
+
 // A parsed input file; diagnostics already printed. Null on input errors.
 struct Loaded {
   tgrad::SourceManager sources;
@@ -138,8 +194,35 @@ int run_front_end(const Options &opts) {
       return usage_error("--fn " + opts.function + ": no @triton.jit function of that name in '" +
                          l->sources.name(l->file_id) + "' (it has: " + function_names(*l->module) + ")");
   }
+  if (!opts.wrt.empty() && !selected) {
+    if (l->module->functions.size() != 1)
+      return usage_error("--wrt: the file has several jit functions (" + function_names(*l->module) + "): pick one with --fn NAME");
+    selected = l->module->functions[0].get();
+  }
   if ((!opts.defines.empty() || !opts.arg_types.empty()) && !selected)
     return usage_error("-D and --arg type the parameters of one function: add --fn NAME");
+  if (!opts.wrt.empty()) {
+    tgrad::ad::BackwardRequest request;
+    request.function = selected->name;
+    request.command_line = opts.command_line;
+    int code = 0;
+    if (!resolve_wrt(opts.wrt, *selected, request.wrt, code)) return code;
+    std::string error;
+    for (const std::string &d : opts.defines) {
+      auto parsed = tgrad::driver::parse_define(d, error);
+      if (!parsed) return usage_error(error);
+      request.param_types[parsed->first] = stype_of(parsed->second);
+    }
+    for (const std::string &a : opts.arg_types) {
+      auto parsed = tgrad::driver::parse_param_type(a, error);
+      if (!parsed) return usage_error(error);
+      request.param_types[parsed->first] = parsed->second;
+    }
+    std::optional<tgrad::ad::Backward> bwd = tgrad::ad::differentiate(*l->module, l->sources, request, *l->diags);
+    l->diags->print_all(std::cerr);
+    if (!bwd) return kExitInputError;
+    return write_output(opts.output, bwd->source) ? 0 : kExitInputError;
+  }
   std::string out;
   if (opts.dump_ast) {
     // Semantic analysis: the types shown after each expression.
@@ -148,17 +231,7 @@ int run_front_end(const Options &opts) {
     for (const std::string &d : opts.defines) {
       auto parsed = tgrad::driver::parse_define(d, error);
       if (!parsed) return usage_error(error);
-      tgrad::sema::SType t;
-      const tgrad::interp::Value &v = parsed->second;
-      switch (v.kind) {
-        case tgrad::interp::Value::Kind::Int: t = tgrad::sema::SType::of_int(v.n); break;
-        case tgrad::interp::Value::Kind::Float: t = tgrad::sema::SType::of_float(v.x); break;
-        case tgrad::interp::Value::Kind::Bool: t = tgrad::sema::SType::of_bool(v.b); break;
-        case tgrad::interp::Value::Kind::Str: t = tgrad::sema::SType::of_str(v.s); break;
-        case tgrad::interp::Value::Kind::DType: t = tgrad::sema::SType::of_dtype(v.dtype); break;
-        default: t = tgrad::sema::SType::none();
-      }
-      params[parsed->first] = t;
+      params[parsed->first] = stype_of(parsed->second);
     }
     for (const std::string &a : opts.arg_types) {
       auto parsed = tgrad::driver::parse_param_type(a, error);
@@ -387,34 +460,53 @@ int run_check(const RunOptions &o) {
   Prepared p;
   const tgrad::ast::Function *fn = nullptr;
   if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
-  // --wrt: indices or names of parameters that carry a gradient.
-  std::stringstream list(o.wrt);
-  std::string item;
-  std::set<std::string> wrt;
-  while (std::getline(list, item, ',')) {
-    std::string name = item;
-    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
-      size_t index = std::stoul(item);
-      if (index >= fn->params.size())
-        return usage_error("--wrt " + o.wrt + ": '" + fn->name + "' has " + std::to_string(fn->params.size()) +
-                           " parameters; index " + item + " is out of range");
-      name = fn->params[index].name;
-    }
-    size_t k = 0;
-    while (k < fn->params.size() && fn->params[k].name != name) ++k;
-    if (k == fn->params.size()) return usage_error("--wrt " + o.wrt + ": '" + fn->name + "' has no parameter '" + name + "'");
-    if (fn->is_constexpr_param(k)) return usage_error("--wrt " + o.wrt + ": '" + name + "' is tl.constexpr and carries no gradient");
+  tgrad::ad::BackwardRequest request;
+  request.function = fn->name;
+  int code = 0;
+  if (!resolve_wrt(o.wrt, *fn, request.wrt, code)) return code;
+  for (const std::string &w : request.wrt)
     for (const auto &a : p.args)
-      if (a.first == name &&
-          (a.second.kind == tgrad::driver::ArgSpec::Kind::Int ||
-           (a.second.kind == tgrad::driver::ArgSpec::Kind::Buffer && !tgrad::sema::is_float(a.second.buffer.dtype))))
-        return usage_error("--wrt " + o.wrt + ": '" + name + "' is not a floating-point value and carries no gradient");
-    wrt.insert(name);
+      if (a.first == w && (a.second.kind != tgrad::driver::ArgSpec::Kind::Buffer || !tgrad::sema::is_float(a.second.buffer.dtype)))
+        return usage_error("--wrt " + o.wrt + ": '" + w + "' is not a floating-point tile and carries no gradient");
+  if (!o.kernel.empty()) {
+    std::cerr << "tgrad: error: check --kernel: the gradient check of whole kernels (loads, stores, program ids) "
+                 "arrives with whole-kernel reverse mode; check a tile function with --fn\n";
+    return kExitUsageError;
   }
-  if (wrt.empty()) return usage_error("--wrt needs at least one parameter");
-  std::cerr << "tgrad: error: check: the arguments are valid, but the gradient check needs reverse-mode "
-               "differentiation, which this version of tgrad does not have yet\n";
-  return kExitUsageError;
+  // Parameter types and values: tiles from the --arg specs, constexprs from -D.
+  std::map<std::string, tgrad::interp::Value> inputs;
+  uint64_t stream = 0;
+  for (auto &[name, value] : p.defines) {
+    request.param_types[name] = stype_of(value);
+    inputs[name] = value;
+  }
+  for (auto &[name, spec] : p.args) {
+    if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
+      tgrad::sema::SymShape shape;
+      for (int64_t d : spec.buffer.shape) shape.push_back(tgrad::sema::Dim::known(d));
+      request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{spec.buffer.dtype, false}, shape);
+      inputs[name] = tgrad::interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
+                                                tgrad::driver::fill_values(spec.buffer, o.seed, stream++), true);
+    } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
+      request.param_types[name] = tgrad::sema::SType::of_int(spec.n);
+      inputs[name] = tgrad::interp::Value::of_int(spec.n);
+    } else {
+      request.param_types[name] = tgrad::sema::SType::of_float(spec.x);
+      inputs[name] = tgrad::interp::Value::of_float(spec.x);
+    }
+  }
+  tgrad::driver::GradCheckOptions options;
+  options.seed = o.seed;
+  options.rtol = o.rtol;
+  auto result = tgrad::driver::grad_check(*l->module, l->sources, request, inputs, options, *l->diags);
+  l->diags->print_all(std::cerr);
+  if (!result) return kExitInputError;
+  std::printf("gradient check of '%s' (float64, central differences, rtol %.0e)\n", fn->name.c_str(), options.rtol);
+  for (const auto &a : result->args)
+    std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
+                a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
+  std::printf("%s\n", result->pass ? "PASS" : "FAIL");
+  return result->pass ? 0 : kExitInputError;
 }
 
 void add_launch_options(CLI::App *cmd, RunOptions &o) {
@@ -446,9 +538,10 @@ int main(int argc, char **argv) {
       ->excludes(dump);
   app.add_option("--fn", opts.function, "Only this jit function");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
-  app.add_option("-D", opts.defines, "With --dump-ast --fn: a tl.constexpr value NAME=VALUE");
+  app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
+  app.add_option("-D", opts.defines, "With --wrt or --dump-ast --fn: a tl.constexpr value NAME=VALUE");
   app.add_option("--arg", opts.arg_types,
-                 "With --dump-ast --fn: a parameter's type NAME=TYPE (*fp32 a pointer, i32 a scalar, fp32[16, N] a tile)");
+                 "With --wrt or --dump-ast --fn: a parameter's type NAME=TYPE (*fp32 a pointer, i32 a scalar, fp32[16, N] a tile)");
 
   RunOptions run_opts;
   CLI::App *run = app.add_subcommand("run", "Run a kernel over a grid (or a tile function) in the CPU interpreter");
@@ -456,10 +549,20 @@ int main(int argc, char **argv) {
   run->add_option("--out", run_opts.out_dir, "Write every buffer (or result) as NAME.npy into this directory");
 
   RunOptions check_opts;
-  CLI::App *check = app.add_subcommand("check", "Gradient check against finite differences (needs reverse mode)");
+  CLI::App *check = app.add_subcommand("check", "Gradient check of a tile function's backward against finite differences");
   add_launch_options(check, check_opts);
   check->add_option("--wrt", check_opts.wrt, "Parameters to differentiate: indices or names, comma-separated")->required();
+  check->add_option("--rtol", check_opts.rtol, "Largest relative error that passes (default 1e-6)");
 
+  {
+    std::string cmd = "tgrad";
+    for (int k = 1; k < argc; ++k) {
+      std::string a = argv[k];
+      bool plain = a.find_first_of(" '\"[]()*$") == std::string::npos;
+      cmd += " " + (plain ? a : "'" + a + "'");
+    }
+    opts.command_line = cmd;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success &e) {  // --help, --version
@@ -470,6 +573,7 @@ int main(int argc, char **argv) {
   if (run->parsed()) return run_interpreter(run_opts);
   if (check->parsed()) return run_check(check_opts);
   if (opts.input.empty()) return usage_error("no input file");
-  if (!opts.dump_ast && opts.emit.empty()) return usage_error("nothing to do: give --dump-ast or --emit source, or use 'tgrad run'");
+  if (!opts.dump_ast && opts.emit.empty() && opts.wrt.empty())
+    return usage_error("nothing to do: give --wrt (the backward), --dump-ast or --emit source, or use 'tgrad run'");
   return run_front_end(opts);
 }

@@ -43,6 +43,10 @@ struct Expr : Node {
 struct Stmt : Node {
   using Node::Node;
   static bool classof(const Node *n) { return !is_expr_kind(n->kind); }
+  // A comment printed on its own line above the statement (after a blank
+  // line), e.g. the backward's "Grad of: ..." headers. The parser never sets
+  // it (source comments are not kept) and equality ignores it.
+  std::string leading_comment;
 };
 
 using ExprPtr = std::unique_ptr<Expr>;

@@ -1,0 +1,45 @@
+// Reverse-mode differentiation of a pure tile function (Tangent style).
+//
+//   def fn1(x, y): ... return z        -->   def fn1_bwd(x, y, bout): ... return bx, by
+//
+// The backward replays the primal statements (in A-normal form), then runs
+// the adjoint statements in reverse order, one "# Grad of: <statement>"
+// block per user statement. Adjoints are named b<name>; a value used more
+// than once accumulates (`bx += ...`); an adjoint flowing into a broadcast
+// operand is summed back to the operand's shape (unbroadcast) with a
+// tl.static_assert on the shape it relies on. Rules come from one table
+// (src/ad/adjoints/rules.py). Values that are not floating point (masks,
+// comparisons, integers) carry no adjoint. No dead code is emitted.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::ad {
+
+struct BackwardRequest {
+  std::string function;                     // the jit function to differentiate
+  std::vector<std::string> wrt;             // parameter names, in the order the adjoints are returned
+  sema::ParamTypes param_types;             // types of the parameters (tiles, scalars, constexprs)
+  std::string command_line;                 // recorded in the output's header
+};
+
+struct Backward {
+  // The backward function and the jit functions it calls, with imports: a
+  // module that runs under Triton and in tgrad's interpreter.
+  std::unique_ptr<ast::Module> module;
+  std::string backward_name;                // "fn1_bwd"
+  std::vector<std::string> output_adjoints; // the b<out> parameters, in the order of the outputs
+  std::string source;                       // the module printed, with its header
+};
+
+std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,
+                                      const BackwardRequest &request, DiagEngine &diags);
+
+}  // namespace tgrad::ad

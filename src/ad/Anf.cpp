@@ -1,0 +1,492 @@
+#include "src/ad/Anf.h"
+
+#include <map>
+
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+
+namespace {
+
+struct AnfError {
+  SourceSpan span;
+  std::string message;
+};
+
+const char *op_word(BinaryOpKind op) {
+  switch (op) {
+    case BinaryOpKind::Add: return "plus";
+    case BinaryOpKind::Sub: return "minus";
+    case BinaryOpKind::Mul: return "times";
+    case BinaryOpKind::Div: return "div";
+    case BinaryOpKind::FloorDiv: return "floordiv";
+    case BinaryOpKind::Mod: return "mod";
+    case BinaryOpKind::Pow: return "pow";
+    case BinaryOpKind::MatMul: return "matmul";
+    case BinaryOpKind::LShift: return "shl";
+    case BinaryOpKind::RShift: return "shr";
+    case BinaryOpKind::BitAnd: return "and";
+    case BinaryOpKind::BitOr: return "or";
+    case BinaryOpKind::BitXor: return "xor";
+  }
+  return "op";
+}
+
+// An identifier piece for an operand: a name, a dotted path, a literal.
+std::string piece(const Expr &e) {
+  switch (e.kind) {
+    case NodeKind::Name: return cast<Name>(&e)->id;
+    case NodeKind::Attribute: {
+      std::string base = piece(*cast<Attribute>(&e)->value);
+      return base.empty() ? "" : base + "_" + cast<Attribute>(&e)->attr;
+    }
+    case NodeKind::IntLit: return std::to_string(cast<IntLit>(&e)->value);
+    case NodeKind::FloatLit: {
+      std::string s = emit::float_spelling(cast<FloatLit>(&e)->value), out;
+      for (char c : s) out += c == '.' ? 'p' : c == '-' ? 'm' : c == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return out;
+    }
+    case NodeKind::BoolLit: return cast<BoolLit>(&e)->value ? "true" : "false";
+    case NodeKind::NoneLit: return "none";
+    case NodeKind::UnaryOp: {
+      std::string inner = piece(*cast<UnaryOp>(&e)->operand);
+      return inner.empty() ? "" : "neg_" + inner;
+    }
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::string name_for(const Expr &e) {
+  std::string name;
+  switch (e.kind) {
+    case NodeKind::BinOp: {
+      auto *b = cast<BinOp>(&e);
+      std::string l = piece(*b->lhs), r = piece(*b->rhs);
+      name = (l.empty() ? "t" : l) + "_" + op_word(b->op) + "_" + (r.empty() ? "t" : r);
+      break;
+    }
+    case NodeKind::UnaryOp: {
+      auto *u = cast<UnaryOp>(&e);
+      std::string x = piece(*u->operand);
+      name = std::string(u->op == UnaryOpKind::Neg ? "neg" : u->op == UnaryOpKind::Not ? "not" : u->op == UnaryOpKind::Invert ? "inv" : "pos") +
+             "_" + (x.empty() ? "t" : x);
+      break;
+    }
+    case NodeKind::Call: {
+      auto *c = cast<Call>(&e);
+      name = piece(*c->func);
+      if (name.empty()) name = "call";
+      for (const ExprPtr &a : c->args) {
+        std::string p = piece(*a);
+        if (!p.empty()) name += "_" + p;
+      }
+      break;
+    }
+    case NodeKind::Subscript: {
+      auto *s = cast<Subscript>(&e);
+      std::string base = piece(*s->value);
+      bool col = s->indices.size() == 2 && isa<Slice>(s->indices[0].get()) && isa<NoneLit>(s->indices[1].get());
+      bool row = s->indices.size() == 2 && isa<NoneLit>(s->indices[0].get()) && isa<Slice>(s->indices[1].get());
+      name = (base.empty() ? "t" : base) + (col ? "_col" : row ? "_row" : "_view");
+      break;
+    }
+    default: name = piece(e);
+  }
+  if (name.empty()) name = "t";
+  // Long names stop helping the reader: keep the operation and drop operands.
+  if (name.size() > 32) {
+    if (auto *c = dyn_cast<Call>(&e)) name = piece(*c->func);
+    if (name.size() > 32 || name.empty()) name = name.substr(0, 24);
+  }
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "t_" + name;
+  return name;
+}
+
+void NameAllocator::reserve_all(const Module &module, const Function &fn) {
+  for (const auto &f : module.functions) {
+    reserve(f->name);
+    if (!f->jit_alias.empty()) reserve(f->jit_alias);
+  }
+  for (const Constant &c : module.constants) reserve(c.name);
+  for (const Import &imp : module.imports)
+    for (const auto &n : imp.names) reserve(n.second.empty() ? n.first.substr(0, n.first.find('.')) : n.second);
+  for (const char *builtin : {"tl", "triton", "libdevice", "range", "min", "max", "float", "int", "len", "abs", "math"})
+    reserve(builtin);
+  for (const Param &p : fn.params) reserve(p.name);
+}
+
+std::string NameAllocator::fresh(const std::string &base) {
+  if (!used_.count(base)) {
+    used_.insert(base);
+    return base;
+  }
+  for (int k = 2;; ++k) {
+    std::string candidate = base + "_" + std::to_string(k);
+    if (!used_.count(candidate)) {
+      used_.insert(candidate);
+      return candidate;
+    }
+  }
+}
+
+namespace {
+
+class Normalizer {
+ public:
+  Normalizer(const Module &module, const Function &fn, const sema::TypeInfo &types) : fn_(fn), types_(types) {
+    names_.reserve_all(module, fn);
+    // Every name the user assigns is reserved, so temporaries never take one.
+    collect_assigned(fn.body);
+    for (const Param &p : fn.params) current_[p.name] = p.name;
+  }
+
+  AnfFunction run() {
+    AnfFunction out;
+    out.fn = std::make_unique<Function>();
+    out.fn->name = fn_.name;
+    out.fn->span = fn_.span;
+    out.fn->name_span = fn_.name_span;
+    for (const Param &p : fn_.params)
+      out.fn->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
+                                p.default_value ? clone(*p.default_value) : nullptr});
+    body_ = &out.fn->body;
+    origin_ = &out.origin;
+    block(fn_.body);
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw AnfError{span, message}; }
+
+  void collect_assigned(const StmtList &body) {
+    for (const StmtPtr &s : body) {
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        for (const ExprPtr &t : a->targets) collect_targets(*t);
+      if (auto *a = dyn_cast<AugAssign>(s.get())) collect_targets(*a->target);
+      if (auto *a = dyn_cast<AnnAssign>(s.get())) collect_targets(*a->target);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        collect_assigned(i->body);
+        collect_assigned(i->orelse);
+      }
+    }
+  }
+  void collect_targets(const Expr &t) {
+    if (auto *n = dyn_cast<Name>(&t)) names_.reserve(n->id);
+    if (auto *tu = dyn_cast<Tuple>(&t))
+      for (const ExprPtr &e : tu->elts) collect_targets(*e);
+  }
+
+  const sema::SType *type_of(const Expr &e) const { return types_.type_of(&e); }
+
+  // Values known before the kernel runs stay inline; tensors become names.
+  bool is_static(const Expr &e) const {
+    const sema::SType *t = type_of(e);
+    if (!t) return isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<NoneLit>(&e) || isa<StrLit>(&e);
+    switch (t->kind) {
+      case sema::SType::Kind::Tensor:
+      case sema::SType::Kind::Unknown: return false;
+      case sema::SType::Kind::Tuple:
+        for (const sema::SType &x : t->elems)
+          if (x.kind == sema::SType::Kind::Tensor || x.kind == sema::SType::Kind::Unknown) return false;
+        return true;
+      default: return true;
+    }
+  }
+
+  void emit(StmtPtr s) {
+    body_->push_back(std::move(s));
+    origin_->push_back(current_origin_);
+  }
+
+  // A static expression with names renamed to their current SSA names.
+  ExprPtr rename(const Expr &e) {
+    ExprPtr c = clone(e);
+    rename_in_place(*c);
+    return c;
+  }
+  void rename_in_place(Expr &e) {
+    switch (e.kind) {
+      case NodeKind::Name: {
+        auto *n = cast<Name>(&e);
+        auto it = current_.find(n->id);
+        if (it != current_.end()) n->id = it->second;
+        return;
+      }
+      case NodeKind::Attribute: rename_in_place(*cast<Attribute>(&e)->value); return;
+      case NodeKind::Subscript:
+        rename_in_place(*cast<Subscript>(&e)->value);
+        for (ExprPtr &i : cast<Subscript>(&e)->indices) rename_in_place(*i);
+        return;
+      case NodeKind::Call:
+        rename_in_place(*cast<Call>(&e)->func);
+        for (ExprPtr &a : cast<Call>(&e)->args) rename_in_place(*a);
+        for (Keyword &k : cast<Call>(&e)->keywords) rename_in_place(*k.value);
+        return;
+      case NodeKind::UnaryOp: rename_in_place(*cast<UnaryOp>(&e)->operand); return;
+      case NodeKind::BinOp:
+        rename_in_place(*cast<BinOp>(&e)->lhs);
+        rename_in_place(*cast<BinOp>(&e)->rhs);
+        return;
+      case NodeKind::BoolOp:
+        for (ExprPtr &v : cast<BoolOp>(&e)->values) rename_in_place(*v);
+        return;
+      case NodeKind::Compare:
+        rename_in_place(*cast<Compare>(&e)->left);
+        for (ExprPtr &c : cast<Compare>(&e)->comparators) rename_in_place(*c);
+        return;
+      case NodeKind::IfExp:
+        rename_in_place(*cast<IfExp>(&e)->cond);
+        rename_in_place(*cast<IfExp>(&e)->then_value);
+        rename_in_place(*cast<IfExp>(&e)->else_value);
+        return;
+      case NodeKind::Tuple:
+        for (ExprPtr &x : cast<Tuple>(&e)->elts) rename_in_place(*x);
+        return;
+      case NodeKind::List:
+        for (ExprPtr &x : cast<List>(&e)->elts) rename_in_place(*x);
+        return;
+      default: return;
+    }
+  }
+
+  // An operand: a name or a static value; anything else gets a temporary.
+  ExprPtr atom(const Expr &e, const std::string &preferred = "") {
+    if (auto *n = dyn_cast<Name>(&e)) return rename(*n);
+    if (is_static(e)) return rename(e);
+    ExprPtr op = operation(e);
+    std::string name = names_.fresh(preferred.empty() ? name_for(*op) : preferred);
+    ExprList targets;
+    targets.push_back(std::make_unique<Name>(name, e.span));
+    emit(std::make_unique<Assign>(std::move(targets), std::move(op), e.span));
+    return std::make_unique<Name>(name, e.span);
+  }
+
+  // One operation whose operands are atoms.
+  ExprPtr operation(const Expr &e) {
+    switch (e.kind) {
+      case NodeKind::BinOp: {
+        auto *b = cast<BinOp>(&e);
+        ExprPtr l = atom(*b->lhs);
+        return std::make_unique<BinOp>(b->op, std::move(l), atom(*b->rhs), e.span);
+      }
+      case NodeKind::UnaryOp: {
+        auto *u = cast<UnaryOp>(&e);
+        return std::make_unique<UnaryOp>(u->op, atom(*u->operand), e.span);
+      }
+      case NodeKind::Compare: {
+        auto *c = cast<Compare>(&e);
+        ExprPtr left = atom(*c->left);
+        ExprList rest;
+        for (const ExprPtr &x : c->comparators) rest.push_back(atom(*x));
+        return std::make_unique<Compare>(std::move(left), c->ops, std::move(rest), e.span);
+      }
+      case NodeKind::Call: {
+        auto *c = cast<Call>(&e);
+        ExprPtr func;
+        if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && !is_static(*attr->value))
+          func = std::make_unique<Attribute>(atom(*attr->value), attr->attr, c->func->span);  // a method's receiver
+        else
+          func = rename(*c->func);
+        ExprList args;
+        for (const ExprPtr &a : c->args) args.push_back(atom(*a));
+        std::vector<Keyword> kws;
+        for (const Keyword &k : c->keywords) kws.push_back({k.name, k.name_span, atom(*k.value)});
+        return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws), e.span);
+      }
+      case NodeKind::Subscript: {
+        auto *s = cast<Subscript>(&e);
+        ExprPtr base = atom(*s->value);
+        ExprList idx;
+        for (const ExprPtr &i : s->indices) idx.push_back(rename(*i));
+        return std::make_unique<Subscript>(std::move(base), std::move(idx), e.span);
+      }
+      case NodeKind::Attribute: {
+        auto *a = cast<Attribute>(&e);
+        return std::make_unique<Attribute>(atom(*a->value), a->attr, e.span);
+      }
+      case NodeKind::IfExp: {
+        auto *i = cast<IfExp>(&e);
+        const sema::SType *c = type_of(*i->cond);
+        if (c && c->known) {
+          bool taken = c->kind == sema::SType::Kind::Bool ? c->b : c->n != 0;
+          return operation_or_atom(taken ? *i->then_value : *i->else_value);
+        }
+        fail(e.span, "a conditional expression on a value computed at run time cannot be differentiated yet; use "
+                     "tl.where, or make the condition tl.constexpr");
+      }
+      case NodeKind::Tuple: {
+        ExprList elts;
+        for (const ExprPtr &x : cast<Tuple>(&e)->elts) elts.push_back(atom(*x));
+        return std::make_unique<Tuple>(std::move(elts), e.span);
+      }
+      case NodeKind::Name: return rename(e);
+      default:
+        if (is_static(e)) return rename(e);
+        fail(e.span, "this expression cannot be differentiated yet");
+    }
+  }
+
+  ExprPtr operation_or_atom(const Expr &e) {
+    if (isa<Name>(&e) || is_static(e)) return rename(e);
+    return operation(e);
+  }
+
+  // Binds a user name to a new SSA name (the user's own the first time).
+  std::string define(const std::string &user_name) {
+    std::string ssa = assigned_.count(user_name) ? names_.fresh(user_name) : user_name;
+    assigned_.insert(user_name);
+    current_[user_name] = ssa;
+    return ssa;
+  }
+
+  void assign_to(const Expr &target, ExprPtr value, const SourceSpan &span) {
+    if (auto *n = dyn_cast<Name>(&target)) {
+      ExprList targets;
+      std::string ssa = define(n->id);
+      targets.push_back(std::make_unique<Name>(ssa, target.span));
+      emit(std::make_unique<Assign>(std::move(targets), std::move(value), span));
+      return;
+    }
+    if (auto *t = dyn_cast<Tuple>(&target)) {
+      // a, b = f(x): name the tuple, then take its elements.
+      ExprPtr whole = std::move(value);
+      std::vector<ExprPtr> parts;
+      if (auto *tv = dyn_cast<Tuple>(whole.get()); tv && tv->elts.size() == t->elts.size()) {
+        for (ExprPtr &x : tv->elts) parts.push_back(std::move(x));
+      } else {
+        std::string name = names_.fresh(name_for(*whole));
+        ExprList targets;
+        targets.push_back(std::make_unique<Name>(name, span));
+        emit(std::make_unique<Assign>(std::move(targets), std::move(whole), span));
+        for (size_t k = 0; k < t->elts.size(); ++k) {
+          ExprList idx;
+          idx.push_back(std::make_unique<IntLit>(k, std::to_string(k), span));
+          parts.push_back(std::make_unique<Subscript>(std::make_unique<Name>(name, span), std::move(idx), span));
+        }
+      }
+      if (parts.size() != t->elts.size()) fail(target.span, "cannot unpack into " + std::to_string(t->elts.size()) + " names");
+      for (size_t k = 0; k < parts.size(); ++k) assign_to(*t->elts[k], std::move(parts[k]), span);
+      return;
+    }
+    fail(target.span, "only names and tuples of names can be assigned in a differentiated function");
+  }
+
+  void block(const StmtList &body) {
+    for (const StmtPtr &s : body) stmt(*s);
+  }
+
+  void stmt(const Stmt &s) {
+    current_origin_ = &s;
+    switch (s.kind) {
+      case NodeKind::Assign: {
+        auto *a = cast<Assign>(&s);
+        ExprPtr value = operation_or_atom(*a->value);
+        if (a->targets.size() > 1) {
+          // a = b = v: name v once, then copy.
+          std::string name = names_.fresh(name_for(*value));
+          ExprList targets;
+          targets.push_back(std::make_unique<Name>(name, s.span));
+          emit(std::make_unique<Assign>(std::move(targets), std::move(value), s.span));
+          for (const ExprPtr &t : a->targets) assign_to(*t, std::make_unique<Name>(name, s.span), s.span);
+          return;
+        }
+        assign_to(*a->targets[0], std::move(value), s.span);
+        return;
+      }
+      case NodeKind::AugAssign: {
+        auto *a = cast<AugAssign>(&s);
+        ExprPtr left = atom(*a->target);
+        ExprPtr value = std::make_unique<BinOp>(a->op, std::move(left), atom(*a->value), s.span);
+        assign_to(*a->target, std::move(value), s.span);
+        return;
+      }
+      case NodeKind::AnnAssign: {
+        auto *a = cast<AnnAssign>(&s);
+        if (a->value) assign_to(*a->target, operation_or_atom(*a->value), s.span);
+        return;
+      }
+      case NodeKind::ExprStmt: {
+        // Calls kept for their checks (tl.static_assert, ...); values have no effect.
+        auto *e = cast<ExprStmt>(&s);
+        if (isa<Call>(e->value.get())) emit(std::make_unique<ExprStmt>(rename(*e->value), s.span));
+        return;
+      }
+      case NodeKind::Return: {
+        auto *r = cast<Return>(&s);
+        if (!r->value) fail(s.span, "a differentiated function must return a value");
+        ExprPtr value;
+        // A returned expression is named `out` (`out0`, `out1`, ... in a tuple):
+        // its adjoint, `bout`, is a parameter of the backward.
+        if (auto *t = dyn_cast<Tuple>(r->value.get())) {
+          ExprList elts;
+          for (size_t k = 0; k < t->elts.size(); ++k) elts.push_back(atom(*t->elts[k], "out" + std::to_string(k)));
+          value = std::make_unique<Tuple>(std::move(elts), r->value->span);
+        } else {
+          value = atom(*r->value, "out");
+        }
+        emit(std::make_unique<Return>(std::move(value), s.span));
+        returned_ = true;
+        return;
+      }
+      case NodeKind::If: {
+        auto *i = cast<If>(&s);
+        const sema::SType *c = type_of(*i->cond);
+        if (!c || !c->known)
+          fail(i->cond->span, "an if on a value computed at run time cannot be differentiated in a tile function yet; "
+                              "make the condition tl.constexpr (give it with -D) or use tl.where");
+        bool taken = c->kind == sema::SType::Kind::Bool ? c->b : c->kind == sema::SType::Kind::Int ? c->n != 0
+                     : c->kind != sema::SType::Kind::None;
+        block(taken ? i->body : i->orelse);
+        return;
+      }
+      case NodeKind::For:
+      case NodeKind::While:
+        fail(s.span, "loops in a differentiated tile function are not supported yet; reverse mode for loops arrives "
+                     "with whole-kernel differentiation");
+      case NodeKind::Pass: return;
+      case NodeKind::Assert: emit(clone(s)); return;
+#define TGRAD_EXPR(Name) case NodeKind::Name:
+#include "tgrad/ast/Nodes.def"
+        return;
+    }
+  }
+
+ public:
+  bool returned() const { return returned_; }
+
+ private:
+  const Function &fn_;
+  const sema::TypeInfo &types_;
+  NameAllocator names_;
+  std::map<std::string, std::string> current_;  // user name -> current SSA name
+  std::set<std::string> assigned_;
+  StmtList *body_ = nullptr;
+  std::vector<const Stmt *> *origin_ = nullptr;
+  const Stmt *current_origin_ = nullptr;
+  bool returned_ = false;
+};
+
+}  // namespace
+
+std::optional<AnfFunction> to_anf(const Module &module, const Function &fn, const sema::TypeInfo &types,
+                                  DiagEngine &diags) {
+  Normalizer n(module, fn, types);
+  try {
+    AnfFunction out = n.run();
+    if (!n.returned()) {
+      diags.error(fn.name_span, "'" + fn.name + "' returns nothing: a tile function to differentiate must return its result");
+      return std::nullopt;
+    }
+    return out;
+  } catch (const AnfError &e) {
+    diags.error(e.span, e.message);
+    return std::nullopt;
+  }
+}
+
+}  // namespace tgrad::ad

@@ -1,0 +1,918 @@
+// Reverse mode over A-normal form: activity analysis, the adjoint sweep
+// with rule instantiation, unbroadcast, accumulation, dead-code removal and
+// the final check of the backward by semantic analysis.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "src/ad/Anf.h"
+#include "src/ad/Rules.h"
+#include "tgrad/ad/Differentiate.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/tgrad.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+using sema::SType;
+
+namespace {
+
+struct AdError {
+  SourceSpan span;
+  std::string message;
+};
+
+[[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw AdError{span, message}; }
+
+ExprPtr name(const std::string &id, const SourceSpan &s = {}) { return std::make_unique<Name>(id, s); }
+
+ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}) {
+  ExprPtr func;
+  size_t start = 0;
+  while (true) {
+    size_t dot = dotted.find('.', start);
+    std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    func = func ? std::make_unique<Attribute>(std::move(func), part) : name(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws));
+}
+
+ExprList list(ExprPtr a) {
+  ExprList l;
+  l.push_back(std::move(a));
+  return l;
+}
+ExprList list(ExprPtr a, ExprPtr b) {
+  ExprList l;
+  l.push_back(std::move(a));
+  l.push_back(std::move(b));
+  return l;
+}
+
+StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s = {}) {
+  ExprList t;
+  t.push_back(name(target, s));
+  return std::make_unique<Assign>(std::move(t), std::move(value), s);
+}
+
+ExprPtr int_lit(int64_t v) { return std::make_unique<IntLit>(static_cast<uint64_t>(v), ""); }
+
+bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }
+
+// Names read anywhere in an expression / statement.
+void reads(const Expr &e, std::set<std::string> &out) {
+  switch (e.kind) {
+    case NodeKind::Name: out.insert(cast<Name>(&e)->id); return;
+    case NodeKind::Attribute: reads(*cast<Attribute>(&e)->value, out); return;
+    case NodeKind::Subscript:
+      reads(*cast<Subscript>(&e)->value, out);
+      for (const ExprPtr &i : cast<Subscript>(&e)->indices) reads(*i, out);
+      return;
+    case NodeKind::Slice: {
+      auto *s = cast<Slice>(&e);
+      for (const ExprPtr *p : {&s->lower, &s->upper, &s->step})
+        if (*p) reads(**p, out);
+      return;
+    }
+    case NodeKind::Call:
+      reads(*cast<Call>(&e)->func, out);
+      for (const ExprPtr &a : cast<Call>(&e)->args) reads(*a, out);
+      for (const Keyword &k : cast<Call>(&e)->keywords) reads(*k.value, out);
+      return;
+    case NodeKind::UnaryOp: reads(*cast<UnaryOp>(&e)->operand, out); return;
+    case NodeKind::BinOp:
+      reads(*cast<BinOp>(&e)->lhs, out);
+      reads(*cast<BinOp>(&e)->rhs, out);
+      return;
+    case NodeKind::BoolOp:
+      for (const ExprPtr &v : cast<BoolOp>(&e)->values) reads(*v, out);
+      return;
+    case NodeKind::Compare:
+      reads(*cast<Compare>(&e)->left, out);
+      for (const ExprPtr &c : cast<Compare>(&e)->comparators) reads(*c, out);
+      return;
+    case NodeKind::IfExp:
+      reads(*cast<IfExp>(&e)->cond, out);
+      reads(*cast<IfExp>(&e)->then_value, out);
+      reads(*cast<IfExp>(&e)->else_value, out);
+      return;
+    case NodeKind::Tuple:
+      for (const ExprPtr &x : cast<Tuple>(&e)->elts) reads(*x, out);
+      return;
+    case NodeKind::List:
+      for (const ExprPtr &x : cast<List>(&e)->elts) reads(*x, out);
+      return;
+    default: return;
+  }
+}
+
+void stmt_reads(const Stmt &s, std::set<std::string> &out) {
+  switch (s.kind) {
+    case NodeKind::Assign: reads(*cast<Assign>(&s)->value, out); return;
+    case NodeKind::AugAssign:
+      reads(*cast<AugAssign>(&s)->target, out);
+      reads(*cast<AugAssign>(&s)->value, out);
+      return;
+    case NodeKind::ExprStmt: reads(*cast<ExprStmt>(&s)->value, out); return;
+    case NodeKind::Return:
+      if (cast<Return>(&s)->value) reads(*cast<Return>(&s)->value, out);
+      return;
+    case NodeKind::Assert:
+      reads(*cast<Assert>(&s)->test, out);
+      if (cast<Assert>(&s)->msg) reads(*cast<Assert>(&s)->msg, out);
+      return;
+    default: return;
+  }
+}
+
+// Removes assignments whose value nobody reads. Expression statements
+// (tl.static_assert, ...) stay: they check something.
+void remove_dead_code(StmtList &body) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    std::set<std::string> live;
+    for (size_t k = body.size(); k-- > 0;) {
+      Stmt &s = *body[k];
+      const Name *target = nullptr;
+      if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1) target = dyn_cast<Name>(a->targets[0].get());
+      if (auto *a = dyn_cast<AugAssign>(&s)) target = dyn_cast<Name>(a->target.get());
+      if (target && !live.count(target->id)) {
+        // Keep a comment that introduces a block: move it to the next statement.
+        if (!s.leading_comment.empty() && k + 1 < body.size() && body[k + 1]->leading_comment.empty())
+          body[k + 1]->leading_comment = s.leading_comment;
+        body.erase(body.begin() + static_cast<long>(k));
+        changed = true;
+        continue;
+      }
+      stmt_reads(s, live);
+    }
+  }
+}
+
+// Operations that Triton broadcasts their operands for: their adjoint
+// contributions have the output's shape and must be summed back.
+bool broadcasts_operands(const std::string &op) {
+  static const std::set<std::string> ops = {"add", "sub", "mul", "truediv", "where", "maximum", "minimum", "fma",
+                                            "pow", "broadcast_to", "copy"};
+  return ops.count(op) > 0;
+}
+
+// Differentiable in principle but with a zero gradient almost everywhere.
+bool zero_gradient(const std::string &op) {
+  static const std::set<std::string> ops = {"floor", "ceil", "argmax", "argmin", "zeros_like", "full", "zeros",
+                                            "arange", "program_id", "num_programs", "cdiv"};
+  return ops.count(op) > 0;
+}
+
+class Engine {
+ public:
+  Engine(const Module &module, const SourceManager &sources, const BackwardRequest &request, DiagEngine &diags)
+      : module_(module), sources_(sources), request_(request), diags_(diags) {}
+
+  std::optional<Backward> run() {
+    const Function *fn = module_.find_function(request_.function);
+    if (!fn) {
+      diags_.error({}, "no @triton.jit function '" + request_.function + "' in the file");
+      return std::nullopt;
+    }
+    fn_ = fn;
+    // 1. Types of the forward, then A-normal form, then types of the ANF.
+    std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
+    if (!types) return std::nullopt;
+    for (const std::string &w : request_.wrt) check_wrt(*fn, w);
+    if (diags_.has_errors()) return std::nullopt;
+    std::optional<AnfFunction> anf = to_anf(module_, *fn, *types, diags_);
+    if (!anf) return std::nullopt;
+    anf_ = std::move(*anf);
+    std::optional<sema::TypeInfo> anf_types = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
+    if (!anf_types) {
+      diags_.error(fn->name_span, "internal error: the A-normal form of '" + fn->name + "' failed semantic analysis");
+      return std::nullopt;
+    }
+    anf_types_ = std::move(*anf_types);
+    record_name_types();
+    names_.reserve_all(module_, *anf_.fn);
+    for (const StmtPtr &s : anf_.fn->body)
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        if (auto *n = dyn_cast<Name>(a->targets[0].get())) names_.reserve(n->id);
+
+    try {
+      return build();
+    } catch (const AdError &e) {
+      diags_.error(e.span, e.message);
+      return std::nullopt;
+    }
+  }
+
+ private:
+  void check_wrt(const Function &fn, const std::string &w) {
+    size_t k = 0;
+    while (k < fn.params.size() && fn.params[k].name != w) ++k;
+    if (k == fn.params.size()) {
+      diags_.error(fn.name_span, "'" + fn.name + "' has no parameter '" + w + "' to differentiate with respect to");
+      return;
+    }
+    if (fn.is_constexpr_param(k)) {
+      diags_.error(fn.params[k].span, "'" + w + "' is tl.constexpr and carries no gradient; differentiate with respect to a floating-point tile");
+      return;
+    }
+    auto it = request_.param_types.find(w);
+    if (it == request_.param_types.end()) {
+      diags_.error(fn.params[k].span, "the type of '" + w + "' is needed to differentiate: give --arg " + w + "=DTYPE[d0, ...] (for example fp32[N])");
+      return;
+    }
+    if (!is_float_tensor(&it->second))
+      diags_.error(fn.params[k].span, "'" + w + "' is " + it->second.str() + ", not a floating-point value, and carries no gradient");
+  }
+
+  // The type of every SSA name: parameters and assignment targets.
+  void record_name_types() {
+    for (const auto &kv : request_.param_types) name_types_[kv.first] = kv.second;
+    for (const StmtPtr &s : anf_.fn->body)
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        if (auto *n = dyn_cast<Name>(a->targets[0].get()))
+          if (const SType *t = anf_types_.type_of(a->value.get())) name_types_[n->id] = *t;
+  }
+
+  const SType *type_of_name(const std::string &n) const {
+    auto it = name_types_.find(n);
+    return it == name_types_.end() ? nullptr : &it->second;
+  }
+
+  static const Name *as_name(const Expr &e) { return dyn_cast<Name>(&e); }
+
+  // ---------------------------------------------------------- operations
+
+  struct Op {
+    std::string key;                 // rule name
+    std::vector<const Expr *> args;  // positional operands (receiver first for methods)
+    std::vector<const Keyword *> kws;
+  };
+
+  Op classify(const Expr &v) {
+    Op op;
+    switch (v.kind) {
+      case NodeKind::Name:
+        op.key = "copy";
+        op.args = {&v};
+        return op;
+      case NodeKind::BinOp: {
+        auto *b = cast<BinOp>(&v);
+        switch (b->op) {
+          case BinaryOpKind::Add: op.key = "add"; break;
+          case BinaryOpKind::Sub: op.key = "sub"; break;
+          case BinaryOpKind::Mul: op.key = "mul"; break;
+          case BinaryOpKind::Div: op.key = "truediv"; break;
+          default: op.key = std::string("operator ") + spelling(b->op);
+        }
+        op.args = {b->lhs.get(), b->rhs.get()};
+        return op;
+      }
+      case NodeKind::UnaryOp: {
+        auto *u = cast<UnaryOp>(&v);
+        op.key = u->op == UnaryOpKind::Neg ? "neg" : u->op == UnaryOpKind::Pos ? "pos" : std::string("operator ") + spelling(u->op);
+        op.args = {u->operand.get()};
+        return op;
+      }
+      case NodeKind::Subscript:
+        op.key = "index";
+        op.args = {cast<Subscript>(&v)->value.get()};
+        return op;
+      case NodeKind::Call: {
+        auto *c = cast<Call>(&v);
+        const SType *f = anf_types_.type_of(c->func.get());
+        if (f && f->kind == SType::Kind::Function)
+          fail(v.span, "differentiating through a call of the jit function '" + f->fn->name +
+                           "' is not supported yet; differentiate '" + f->fn->name + "' on its own, or inline it");
+        std::string full = f && f->kind == SType::Kind::Builtin ? f->s : "";
+        if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && full.rfind("tensor.", 0) == 0)
+          op.args.push_back(attr->value.get());  // the method's receiver
+        std::string k = full.substr(full.find('.') + 1);
+        if (full == "tensor.to" || full == "tl.cast") k = "cast";
+        if (k == "view") k = "reshape";
+        op.key = k.empty() ? "call" : k;
+        for (const ExprPtr &a : c->args) op.args.push_back(a.get());
+        for (const Keyword &kw : c->keywords) op.kws.push_back(&kw);
+        return op;
+      }
+      default: op.key = kind_name(v.kind); return op;
+    }
+  }
+
+  // ---------------------------------------------------------------- build
+
+  std::optional<Backward> build() {
+    const StmtList &body = anf_.fn->body;
+    const Return *ret = nullptr;
+    for (const StmtPtr &s : body)
+      if (auto *r = dyn_cast<Return>(s.get())) ret = r;
+    std::vector<std::string> outputs;
+    if (auto *t = dyn_cast<Tuple>(ret->value.get())) {
+      for (const ExprPtr &e : t->elts) {
+        if (!as_name(*e)) fail(e->span, "a returned value known before the kernel runs has no adjoint; return tensors");
+        outputs.push_back(as_name(*e)->id);
+      }
+    } else {
+      if (!as_name(*ret->value)) fail(ret->span, "a differentiated function must return a tensor");
+      outputs.push_back(as_name(*ret->value)->id);
+    }
+
+    // 2. Activity: values that depend on a wrt input (forward) ...
+    std::set<std::string> active(request_.wrt.begin(), request_.wrt.end());
+    for (const StmtPtr &s : body) {
+      auto *a = dyn_cast<Assign>(s.get());
+      if (!a) continue;
+      const std::string &t = as_name(*a->targets[0])->id;
+      std::set<std::string> in;
+      reads(*a->value, in);
+      bool any = false;
+      for (const std::string &n : in) any |= active.count(n) > 0;
+      if (any && is_float_tensor(type_of_name(t))) active.insert(t);
+    }
+    // ... and that an output depends on (backward).
+    std::set<std::string> useful;
+    for (const std::string &o : outputs)
+      if (active.count(o)) useful.insert(o);
+    for (size_t k = body.size(); k-- > 0;) {
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (!a || !useful.count(as_name(*a->targets[0])->id)) continue;
+      std::set<std::string> in;
+      reads(*a->value, in);
+      for (const std::string &n : in)
+        if (active.count(n)) useful.insert(n);
+    }
+
+    // 3. Adjoint parameters for the outputs.
+    std::vector<std::string> out_adjoints;
+    for (const std::string &o : outputs) {
+      std::string b = names_.fresh("b" + o);
+      out_adjoints.push_back(b);
+      adjoint_[o] = b;
+    }
+
+    // 4. The sweep, in reverse.
+    for (size_t k = body.size(); k-- > 0;) {
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (!a) continue;
+      const std::string &t = as_name(*a->targets[0])->id;
+      if (!useful.count(t) || !active.count(t)) continue;
+      begin_block(anf_.origin[k]);
+      differentiate_stmt(t, *a->value, active);
+    }
+
+    // 5. The backward function.
+    auto bwd = std::make_unique<Function>();
+    NameAllocator fn_names;
+    for (const auto &f : module_.functions) fn_names.reserve(f->name);
+    bwd->name = fn_names.fresh(fn_->name + "_bwd");
+    bwd->span = fn_->span;
+    bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
+    for (const Param &p : anf_.fn->params)
+      bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
+                             p.default_value ? clone(*p.default_value) : nullptr});
+    for (const std::string &b : out_adjoints) bwd->params.push_back({b, {}, nullptr, nullptr});
+    for (size_t k = 0; k < body.size(); ++k)
+      if (!isa<Return>(body[k].get())) bwd->body.push_back(clone(*body[k]));
+    for (StmtPtr &s : sweep_) bwd->body.push_back(std::move(s));
+
+    ExprList results;
+    for (const std::string &w : request_.wrt) {
+      auto it = adjoint_.find(w);
+      if (it == adjoint_.end()) {
+        diags_.warning(param_span(w), "no output of '" + fn_->name + "' depends on '" + w + "': its adjoint is zero");
+        std::string b = names_.fresh("b" + w);
+        StmtPtr z = assign(b, call("tl.zeros_like", list(name(w))));
+        z->leading_comment = "'" + w + "' does not reach an output: its adjoint is zero";
+        bwd->body.push_back(std::move(z));
+        adjoint_[w] = b;
+      }
+      results.push_back(name(adjoint_[w]));
+    }
+    ExprPtr ret_value = results.size() == 1 ? std::move(results[0]) : std::make_unique<Tuple>(std::move(results));
+    bwd->body.push_back(std::make_unique<Return>(std::move(ret_value)));
+    remove_dead_code(bwd->body);
+
+    // 6. Check the backward, and cast adjoints to their inputs' dtypes.
+    sema::ParamTypes bwd_types = request_.param_types;
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (const SType *t = type_of_name(outputs[k])) bwd_types[out_adjoints[k]] = *t;
+    auto out = std::make_unique<Module>();
+    add_imports(*out);
+    DiagEngine check(sources_);
+    std::unique_ptr<Module> context = checking_module();
+    std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
+    if (!bwd_info) {
+      std::ostringstream msg;
+      check.print_all(msg);
+      fail(fn_->name_span, "internal error: the generated backward of '" + fn_->name +
+                               "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
+    }
+    remove_noop_casts(bwd->body, *bwd_info);
+    cast_results(*bwd, *bwd_info);
+
+    Backward result;
+    result.backward_name = bwd->name;
+    result.output_adjoints = out_adjoints;
+    add_called_functions(*bwd, *out);
+    out->functions.push_back(std::move(bwd));
+    result.source = header() + emit::print_module(*out);
+    result.module = std::move(out);
+    return result;
+  }
+
+  // The user's module plus the libdevice import: where the backward's names
+  // resolve during its check.
+  std::unique_ptr<Module> checking_module() const {
+    auto m = std::make_unique<Module>();
+    m->imports = module_.imports;
+    add_libdevice_import(*m);
+    for (const Constant &c : module_.constants) m->constants.push_back({c.name, c.span, clone(*c.stmt)});
+    for (const auto &f : module_.functions) m->functions.push_back(clone_function(*f));
+    return m;
+  }
+
+  static std::unique_ptr<Function> clone_function(const Function &f) {
+    auto c = std::make_unique<Function>();
+    c->name = f.name;
+    c->span = f.span;
+    c->name_span = f.name_span;
+    c->decorators = f.decorators;
+    for (const Param &p : f.params)
+      c->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
+                           p.default_value ? clone(*p.default_value) : nullptr});
+    c->returns = f.returns ? clone(*f.returns) : nullptr;
+    c->body = clone(f.body);
+    c->jit_alias = f.jit_alias;
+    return c;
+  }
+
+  static void add_libdevice_import(Module &m) {
+    Import lib;
+    lib.is_from = true;
+    lib.module = "triton.language.extra";
+    lib.names = {{"libdevice", ""}};
+    m.imports.push_back(lib);
+  }
+
+  void add_imports(Module &m) {
+    Import triton;
+    triton.names = {{"triton", ""}};
+    Import tl;
+    tl.names = {{"triton.language", "tl"}};
+    m.imports.push_back(triton);
+    m.imports.push_back(tl);
+    if (uses_libdevice_) add_libdevice_import(m);
+  }
+
+  // The user's jit functions the backward calls (the primal replay may).
+  void add_called_functions(const Function &bwd, Module &out) {
+    std::set<std::string> names;
+    for (const StmtPtr &s : bwd.body) stmt_reads(*s, names);
+    std::set<const Function *> seen;
+    std::function<void(const Function &)> visit = [&](const Function &f) {
+      std::set<std::string> inner;
+      for (const StmtPtr &s : f.body) stmt_reads(*s, inner);
+      for (const std::string &n : inner)
+        if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
+          seen.insert(g);
+          visit(*g);
+        }
+    };
+    for (const std::string &n : names)
+      if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
+        seen.insert(g);
+        visit(*g);
+      }
+    for (const auto &f : module_.functions)
+      if (seen.count(f.get())) out.functions.push_back(clone_function(*f));
+    for (const Constant &c : module_.constants)
+      if (names.count(c.name)) out.constants.push_back({c.name, c.span, clone(*c.stmt)});
+  }
+
+  void cast_results(Function &bwd, const sema::TypeInfo &info) {
+    auto *ret = cast<Return>(bwd.body.back().get());
+    ExprList *elts = nullptr;
+    ExprList single;
+    if (auto *t = dyn_cast<Tuple>(ret->value.get())) elts = &t->elts;
+    auto fix = [&](ExprPtr &e, const std::string &param) {
+      const SType *have = info.type_of(e.get());
+      const SType *want = type_of_name(param);
+      if (have && want && have->is_tensor() && want->is_tensor() && have->elem.dtype != want->elem.dtype) {
+        ExprPtr recv = std::move(e);
+        e = std::make_unique<Call>(std::make_unique<Attribute>(std::move(recv), "to"),
+                                   list(std::make_unique<Attribute>(name(param), "dtype")), std::vector<Keyword>{});
+      }
+    };
+    if (elts) {
+      for (size_t k = 0; k < elts->size(); ++k) fix((*elts)[k], request_.wrt[k]);
+    } else {
+      fix(ret->value, request_.wrt[0]);
+    }
+  }
+
+  std::string header() const {
+    std::string h = "# Generated by tgrad " + std::string(kVersion) + ": the backward of '" + fn_->name + "'.\n";
+    if (!request_.command_line.empty()) h += "#   " + request_.command_line + "\n";
+    h += "# Regenerate it with that command rather than editing it.\n";
+    return h;
+  }
+
+  SourceSpan param_span(const std::string &p) const {
+    for (const Param &q : fn_->params)
+      if (q.name == p) return q.span;
+    return fn_->name_span;
+  }
+
+  // ------------------------------------------------------------- the sweep
+
+  void begin_block(const Stmt *origin) {
+    if (origin == current_block_) return;
+    current_block_ = origin;
+    pending_comment_ = origin ? "Grad of: " + first_line(*origin) : "";
+  }
+
+  static std::string first_line(const Stmt &s) {
+    std::string text = emit::print_stmts([&] {
+      StmtList l;
+      l.push_back(clone(s));
+      return l;
+    }());
+    size_t nl = text.find('\n');
+    return nl == std::string::npos ? text : text.substr(0, nl);
+  }
+
+  void emit_stmt(StmtPtr s) {
+    if (!pending_comment_.empty()) {
+      s->leading_comment = pending_comment_;
+      pending_comment_.clear();
+    }
+    sweep_.push_back(std::move(s));
+  }
+
+  void differentiate_stmt(const std::string &target, const Expr &value, const std::set<std::string> &active) {
+    Op op = classify(value);
+    bool any_active_operand = false;
+    for (const Expr *a : op.args)
+      if (auto *n = as_name(*a)) any_active_operand |= active.count(n->id) > 0;
+    for (const Keyword *k : op.kws)
+      if (auto *n = as_name(*k->value)) any_active_operand |= active.count(n->id) > 0;
+    if (!any_active_operand || zero_gradient(op.key)) return;
+    const std::string &bt = adjoint_.at(target);
+
+    if (op.key == "copy") {
+      contribute(as_name(*op.args[0])->id, name(bt), op.key, target, value.span);
+      return;
+    }
+    if ((op.key == "trans" || op.key == "permute") && op.args.size() > 1) {
+      // Explicit dims: the adjoint applies the inverse permutation.
+      std::vector<int64_t> order;
+      for (size_t k = 1; k < op.args.size(); ++k) {
+        const Expr *d = op.args[k];
+        if (auto *t = dyn_cast<Tuple>(d)) {
+          for (const ExprPtr &x : t->elts) order.push_back(static_int(*x));
+        } else if (auto *l = dyn_cast<List>(d)) {
+          for (const ExprPtr &x : l->elts) order.push_back(static_int(*x));
+        } else {
+          order.push_back(static_int(*d));
+        }
+      }
+      std::vector<int64_t> inverse(order.size());
+      for (size_t k = 0; k < order.size(); ++k) inverse[order[k]] = static_cast<int64_t>(k);
+      ExprList dims;
+      for (int64_t d : inverse) dims.push_back(int_lit(d));
+      contribute(as_name(*op.args[0])->id, call("tl.permute", list(name(bt), std::make_unique<Tuple>(std::move(dims)))),
+                 op.key, target, value.span);
+      return;
+    }
+    if (op.key == "cast")
+      for (const Keyword *k : op.kws)
+        if (k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value))
+          fail(value.span, "a bitcast is not differentiable: it reinterprets bits, it does not convert values");
+
+    const Function *rule = find_rule(op.key);
+    if (!rule) {
+      std::string supported;
+      for (const std::string &r : rule_names()) supported += (supported.empty() ? "" : ", ") + r;
+      fail(value.span, "tgrad has no adjoint rule for '" + op.key + "'; supported operations: " + supported +
+                           " (and the non-differentiable ones: comparisons, integer operations, floor, ceil, argmax, "
+                           "argmin, arange, program_id)");
+    }
+    instantiate(*rule, op, target, value);
+  }
+
+  int64_t static_int(const Expr &e) {
+    if (auto *i = dyn_cast<IntLit>(&e)) return static_cast<int64_t>(i->value);
+    if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) return -static_int(*u->operand);
+    fail(e.span, "a permutation must be written with integer literals to be differentiated");
+  }
+
+  // Template instantiation: bind the rule's parameters, evaluate its
+  // constexpr ifs, emit its locals under fresh names and its b<param>
+  // assignments as contributions.
+  void instantiate(const Function &rule, const Op &op, const std::string &target, const Expr &value) {
+    std::map<std::string, const Expr *> bound;  // rule parameter -> forward expression
+    std::vector<const Param *> inputs, keywords;
+    bool seen_by = false;
+    for (const Param &p : rule.params) {
+      if (p.name == "y") continue;
+      if (p.name == "by") {
+        seen_by = true;
+        continue;
+      }
+      (!seen_by ? inputs : keywords).push_back(&p);
+    }
+    if (op.args.size() < inputs.size())
+      fail(value.span, "the adjoint rule of '" + op.key + "' needs " + std::to_string(inputs.size()) + " operands");
+    size_t k = 0;
+    for (; k < inputs.size(); ++k) bound[inputs[k]->name] = op.args[k];
+    static const std::set<std::string> variadic = {"reshape", "broadcast_to", "trans", "permute", "expand_dims"};
+    for (size_t j = 0; k < op.args.size(); ++k, ++j) {
+      if (j < keywords.size()) bound[keywords[j]->name] = op.args[k];
+      else if (!variadic.count(op.key))
+        fail(value.span, "too many arguments for tgrad's adjoint of '" + op.key + "'");
+    }
+    for (const Keyword *kw : op.kws) {
+      bool known = false;
+      for (const Param *p : keywords) known |= p->name == kw->name;
+      if (!known) {
+        std::string supported;
+        for (const Param *p : keywords) supported += (supported.empty() ? "" : ", ") + p->name;
+        fail(kw->name_span, "tgrad's adjoint of '" + op.key + "' does not support the keyword '" + kw->name + "'" +
+                                (supported.empty() ? "" : " (it supports: " + supported + ")"));
+      }
+      bound[kw->name] = kw->value.get();
+    }
+    for (const Param *p : keywords)
+      if (!bound.count(p->name)) bound[p->name] = p->default_value.get();
+
+    Instance inst{*this, rule, op, target, value, bound, {}};
+    inst.block(rule.body);
+  }
+
+  struct Instance {
+    Engine &engine;
+    const Function &rule;
+    const Op &op;
+    const std::string &target;
+    const Expr &forward;
+    std::map<std::string, const Expr *> bound;
+    std::map<std::string, std::string> locals;  // rule local -> fresh name
+
+    bool is_param(const std::string &n) const { return bound.count(n) > 0; }
+
+    ExprPtr subst(const Expr &e) {
+      ExprPtr c = clone(e);
+      replace(c);
+      return fold(std::move(c));
+    }
+
+    void replace(ExprPtr &e) {
+      switch (e->kind) {
+        case NodeKind::Name: {
+          const std::string id = cast<Name>(e.get())->id;
+          if (id == "y") e = name(target, e->span);
+          else if (id == "by") e = name(engine.adjoint_.at(target));
+          else if (bound.count(id)) e = bound[id] ? clone(*bound[id]) : std::make_unique<NoneLit>();
+          else if (locals.count(id)) e = name(locals[id]);
+          else if (id == "libdevice") engine.uses_libdevice_ = true;
+          return;
+        }
+        case NodeKind::Attribute: replace(cast<Attribute>(e.get())->value); return;
+        case NodeKind::Subscript:
+          replace(cast<Subscript>(e.get())->value);
+          for (ExprPtr &i : cast<Subscript>(e.get())->indices) replace(i);
+          return;
+        case NodeKind::Call:
+          replace(cast<Call>(e.get())->func);
+          for (ExprPtr &a : cast<Call>(e.get())->args) replace(a);
+          for (Keyword &k : cast<Call>(e.get())->keywords) replace(k.value);
+          return;
+        case NodeKind::UnaryOp: replace(cast<UnaryOp>(e.get())->operand); return;
+        case NodeKind::BinOp:
+          replace(cast<BinOp>(e.get())->lhs);
+          replace(cast<BinOp>(e.get())->rhs);
+          return;
+        case NodeKind::Compare:
+          replace(cast<Compare>(e.get())->left);
+          for (ExprPtr &c : cast<Compare>(e.get())->comparators) replace(c);
+          return;
+        case NodeKind::Tuple:
+          for (ExprPtr &x : cast<Tuple>(e.get())->elts) replace(x);
+          return;
+        default: return;
+      }
+    }
+
+    // `not False` -> True; keywords given None are left out (the callee's default).
+    static ExprPtr fold(ExprPtr e) {
+      if (auto *u = dyn_cast<UnaryOp>(e.get()); u && u->op == UnaryOpKind::Not) {
+        u->operand = fold(std::move(u->operand));
+        if (auto *b = dyn_cast<BoolLit>(u->operand.get())) return std::make_unique<BoolLit>(!b->value, e->span);
+        return e;
+      }
+      if (auto *c = dyn_cast<Call>(e.get())) {
+        for (ExprPtr &a : c->args) a = fold(std::move(a));
+        std::vector<Keyword> kept;
+        for (Keyword &k : c->keywords) {
+          k.value = fold(std::move(k.value));
+          if (!isa<NoneLit>(k.value.get())) kept.push_back(std::move(k));
+        }
+        c->keywords = std::move(kept);
+        return e;
+      }
+      if (auto *b = dyn_cast<BinOp>(e.get())) {
+        b->lhs = fold(std::move(b->lhs));
+        b->rhs = fold(std::move(b->rhs));
+      }
+      if (auto *u = dyn_cast<UnaryOp>(e.get())) u->operand = fold(std::move(u->operand));
+      return e;
+    }
+
+    // A rule's constexpr condition, after substitution.
+    bool condition(const Expr &e) {
+      ExprPtr c = subst(e);
+      if (auto *b = dyn_cast<BoolLit>(c.get())) return b->value;
+      if (auto *i = dyn_cast<IntLit>(c.get())) return i->value != 0;
+      if (isa<NoneLit>(c.get())) return false;
+      if (auto *cmp = dyn_cast<Compare>(c.get()); cmp && cmp->ops.size() == 1 &&
+                                                  (cmp->ops[0] == CompareOpKind::Is || cmp->ops[0] == CompareOpKind::IsNot) &&
+                                                  isa<NoneLit>(cmp->comparators[0].get())) {
+        bool is_none = isa<NoneLit>(cmp->left.get());
+        return cmp->ops[0] == CompareOpKind::Is ? is_none : !is_none;
+      }
+      fail(forward.span, "the adjoint of '" + op.key + "' needs its keyword arguments to be literals (True, False, None, "
+                         "an integer), not " + emit::print_expr(*c));
+    }
+
+    void block(const StmtList &body) {
+      for (const StmtPtr &s : body) {
+        if (auto *i = dyn_cast<If>(s.get())) {
+          block(condition(*i->cond) ? i->body : i->orelse);
+          continue;
+        }
+        auto *a = dyn_cast<Assign>(s.get());
+        if (!a) continue;
+        const std::string lhs = cast<Name>(a->targets[0].get())->id;
+        // b<param>: a contribution to that operand.
+        if (lhs.size() > 1 && lhs[0] == 'b' && is_param(lhs.substr(1))) {
+          const Expr *operand = bound[lhs.substr(1)];
+          const Name *n = operand ? dyn_cast<Name>(operand) : nullptr;
+          if (!n) continue;  // a literal or None: no adjoint
+          if (!engine.is_active(n->id)) continue;
+          engine.contribute(n->id, subst(*a->value), op.key, target, forward.span);
+          continue;
+        }
+        // A local of the rule.
+        ExprPtr v = subst(*a->value);
+        std::string fresh = engine.names_.fresh(lhs);
+        locals[lhs] = fresh;
+        engine.emit_stmt(assign(fresh, std::move(v)));
+      }
+    }
+  };
+
+  bool is_active(const std::string &n) const { return is_float_tensor(type_of_name(n)); }
+
+  // Adds `e` to the adjoint of `x`, summed back to x's shape where the
+  // operation broadcast x.
+  void contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span) {
+    (void)span;
+    bool summed = false;
+    if (broadcasts_operands(op)) {
+      const SType *tx = type_of_name(x), *ty = type_of_name(y);
+      if (tx && ty && tx->is_tensor() && ty->is_tensor()) {
+        const sema::SymShape &sx = tx->shape, &sy = ty->shape;
+        const size_t rx = sx.size(), ry = sy.size();
+        if (rx == 0 && ry > 0) {
+          e = call("tl.sum", list(std::move(e)));
+          summed = true;
+        } else {
+          for (size_t i = 0; i + rx < ry; ++i) {
+            e = call("tl.sum", list(std::move(e), int_lit(0)));
+            summed = true;
+          }
+          for (size_t k = 0; k < rx && ry >= rx; ++k) {
+            const sema::Dim &dx = sx[k], &dy = sy[ry - rx + k];
+            bool x_one = dx.value && *dx.value == 1, y_one = dy.value && *dy.value == 1;
+            if (x_one && !y_one) {
+              std::vector<Keyword> kw;
+              kw.push_back({"keep_dims", {}, std::make_unique<BoolLit>(true)});
+              e = call("tl.sum", list(std::move(e), int_lit(static_cast<int64_t>(k))), std::move(kw));
+              summed = true;
+            } else if (dx != dy && !x_one) {
+              summed = true;  // symbolic dimensions assumed equal: assert it
+            }
+          }
+        }
+      }
+    }
+    auto it = adjoint_.find(x);
+    const bool first = it == adjoint_.end();
+    if (first && !summed) {
+      // The first contribution: a plain adjoint name is an alias, not a copy.
+      if (auto *n = dyn_cast<Name>(e.get())) {
+        adjoint_[x] = n->id;
+        aliased_.insert(x);
+        return;
+      }
+      std::string b = names_.fresh("b" + x);
+      adjoint_[x] = b;
+      emit_stmt(assign(b, std::move(e)));
+      return;
+    }
+    // Where a sum undid a broadcast, assert the shape it relied on.
+    std::string holder = first ? names_.fresh("b" + x) : names_.fresh("_b" + x);
+    if (summed) {
+      emit_stmt(assign(holder, std::move(e)));
+      ExprList cmp_rhs;
+      cmp_rhs.push_back(std::make_unique<Attribute>(name(x), "shape"));
+      auto cond = std::make_unique<Compare>(std::make_unique<Attribute>(name(holder), "shape"),
+                                            std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(cmp_rhs));
+      emit_stmt(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(cond)))));
+      if (first) {
+        adjoint_[x] = holder;
+        return;
+      }
+      e = name(holder);
+    }
+    if (aliased_.count(x)) {
+      // The adjoint so far is another value's adjoint: start a new one.
+      aliased_.erase(x);
+      std::string b = names_.fresh("b" + x);
+      emit_stmt(assign(b, std::make_unique<BinOp>(BinaryOpKind::Add, name(it->second), std::move(e))));
+      adjoint_[x] = b;
+      return;
+    }
+    emit_stmt(std::make_unique<AugAssign>(name(it->second), BinaryOpKind::Add, std::move(e)));
+  }
+
+  // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
+  static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
+    std::function<void(ExprPtr &)> visit = [&](ExprPtr &e) {
+      if (auto *c = dyn_cast<Call>(e.get())) {
+        for (ExprPtr &a : c->args) visit(a);
+        for (Keyword &k : c->keywords) visit(k.value);
+        auto *attr = dyn_cast<Attribute>(c->func.get());
+        if (attr && attr->attr == "to" && c->args.size() == 1 && c->keywords.empty()) {
+          visit(attr->value);
+          const SType *from = info.type_of(attr->value.get());
+          const SType *to = info.type_of(c->args[0].get());
+          if (from && to && from->is_tensor() && to->kind == SType::Kind::DType && !to->dtype_is_pointer &&
+              from->elem.dtype == to->dtype && !from->elem.is_pointer) {
+            ExprPtr receiver = std::move(attr->value);
+            e = std::move(receiver);
+          }
+        } else {
+          visit(c->func);
+        }
+        return;
+      }
+      if (auto *b = dyn_cast<BinOp>(e.get())) {
+        visit(b->lhs);
+        visit(b->rhs);
+      } else if (auto *u = dyn_cast<UnaryOp>(e.get())) {
+        visit(u->operand);
+      } else if (auto *t = dyn_cast<Tuple>(e.get())) {
+        for (ExprPtr &x : t->elts) visit(x);
+      } else if (auto *a = dyn_cast<Attribute>(e.get())) {
+        visit(a->value);
+      }
+    };
+    for (StmtPtr &st : body) {
+      if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
+      if (auto *a = dyn_cast<AugAssign>(st.get())) visit(a->value);
+      if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
+    }
+  }
+
+  const Module &module_;
+  const SourceManager &sources_;
+  const BackwardRequest &request_;
+  DiagEngine &diags_;
+  const Function *fn_ = nullptr;
+  AnfFunction anf_;
+  sema::TypeInfo anf_types_;
+  std::map<std::string, SType> name_types_;
+  NameAllocator names_;
+  std::map<std::string, std::string> adjoint_;  // primal name -> adjoint name
+  std::set<std::string> aliased_;               // adjoints that are another value's adjoint
+  StmtList sweep_;
+  const Stmt *current_block_ = nullptr;
+  std::string pending_comment_;
+  bool uses_libdevice_ = false;
+};
+
+}  // namespace
+
+std::optional<Backward> differentiate(const Module &module, const SourceManager &sources,
+                                      const BackwardRequest &request, DiagEngine &diags) {
+  return Engine(module, sources, request, diags).run();
+}
+
+}  // namespace tgrad::ad

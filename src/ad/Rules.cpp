@@ -1,0 +1,54 @@
+#include "src/ad/Rules.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "tgrad/parse/Parser.h"
+
+namespace tgrad::ad {
+
+extern const char kAdjointRules[];  // generated from adjoints/rules.py (src/BUILD)
+
+namespace {
+
+struct Table {
+  SourceManager sources;
+  std::unique_ptr<ast::Module> module;
+  std::map<std::string, const ast::Function *> rules;
+
+  Table() {
+    int id = sources.add_file("src/ad/adjoints/rules.py", kAdjointRules);
+    DiagEngine diags(sources);
+    module = parse::parse_module(sources, id, diags);
+    if (diags.has_errors()) {
+      std::cerr << "tgrad: internal error: the embedded adjoint rules do not parse:\n";
+      diags.print_all(std::cerr);
+      std::abort();
+    }
+    for (const auto &f : module->functions) rules[f->name] = f.get();
+  }
+};
+
+const Table &table() {
+  static const Table t;
+  return t;
+}
+
+}  // namespace
+
+const ast::Function *find_rule(const std::string &op) {
+  auto it = table().rules.find(op);
+  return it == table().rules.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> rule_names() {
+  std::vector<std::string> names;
+  for (const auto &kv : table().rules) names.push_back(kv.first);
+  return names;
+}
+
+const char *rules_source() { return kAdjointRules; }
+
+}  // namespace tgrad::ad

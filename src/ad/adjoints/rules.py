@@ -1,0 +1,273 @@
+# tgrad's adjoint rules: one function per differentiable operation, written
+# in tile language and read by tgrad's own parser at start-up (embedded at
+# build time, src/ad/BUILD). This file is not a Triton kernel.
+#
+# Conventions (Tangent's): a rule's name is the operation it differentiates
+# ("mul", "exp", "sum"); its parameters are the forward output `y`, then the
+# forward inputs in call order, then `by`, the adjoint of y; keyword
+# parameters list the forward keywords the rule supports (any other keyword
+# is an error), with their defaults. The body assigns `b<input>` for each
+# input: the adjoint contribution to that input before unbroadcasting (the
+# engine sums it back to the input's shape, so no rule unbroadcasts by hand).
+# An input without an assignment has no gradient through this operation.
+# A constexpr `if` on a keyword is resolved when the rule is instantiated.
+# Every rule starts with its derivative as a comment.
+#
+# NaN-safety: rules that pick between lanes select with tl.where, never
+# multiply by a 0/1 mask (0 * inf is NaN).
+import triton
+import triton.language as tl
+
+
+# ---------------------------------------------------------------- arithmetic
+
+@triton.jit
+def add(y, a, b, by):
+    # d(a + b) = da + db
+    ba = by
+    bb = by
+
+
+@triton.jit
+def sub(y, a, b, by):
+    # d(a - b) = da - db
+    ba = by
+    bb = -by
+
+
+@triton.jit
+def mul(y, a, b, by):
+    # d(a * b) = b da + a db
+    ba = by * b
+    bb = by * a
+
+
+@triton.jit
+def truediv(y, a, b, by):
+    # d(a / b) = da / b - a / b^2 db = da / b - y / b db
+    ba = by / b
+    bb = -by * y / b
+
+
+@triton.jit
+def neg(y, x, by):
+    # d(-x) = -dx
+    bx = -by
+
+
+@triton.jit
+def pos(y, x, by):
+    # d(+x) = dx
+    bx = by
+
+
+# ------------------------------------------------------------- elementwise math
+
+@triton.jit
+def exp(y, x, by):
+    # d exp(x) = exp(x) dx = y dx
+    bx = by * y
+
+
+@triton.jit
+def exp2(y, x, by):
+    # d 2^x = ln(2) 2^x dx
+    bx = by * y * 0.6931471805599453
+
+
+@triton.jit
+def log(y, x, by):
+    # d log(x) = dx / x
+    bx = by / x
+
+
+@triton.jit
+def log2(y, x, by):
+    # d log2(x) = dx / (x ln 2)
+    bx = by / (x * 0.6931471805599453)
+
+
+@triton.jit
+def sqrt(y, x, by):
+    # d sqrt(x) = dx / (2 sqrt(x)) = 0.5 dx / y
+    bx = by * 0.5 / y
+
+
+@triton.jit
+def rsqrt(y, x, by):
+    # d x^(-1/2) = -1/2 x^(-3/2) dx = -0.5 y^3 dx
+    bx = -0.5 * by * y * y * y
+
+
+@triton.jit
+def sin(y, x, by):
+    # d sin(x) = cos(x) dx
+    bx = by * tl.cos(x)
+
+
+@triton.jit
+def cos(y, x, by):
+    # d cos(x) = -sin(x) dx
+    bx = -by * tl.sin(x)
+
+
+@triton.jit
+def tanh(y, x, by):
+    # d tanh(x) = (1 - tanh(x)^2) dx = (1 - y^2) dx
+    bx = by * (1.0 - y * y)
+
+
+@triton.jit
+def sigmoid(y, x, by):
+    # d sigmoid(x) = sigmoid(x) (1 - sigmoid(x)) dx = y (1 - y) dx
+    bx = by * y * (1.0 - y)
+
+
+@triton.jit
+def erf(y, x, by):
+    # d erf(x) = 2 / sqrt(pi) exp(-x^2) dx
+    bx = by * 1.1283791670955126 * tl.exp(-x * x)
+
+
+@triton.jit
+def abs(y, x, by):
+    # d |x| = sign(x) dx; at x = 0 the gradient is 0 (the subgradient's midpoint)
+    bx = tl.where(x > 0, by, tl.where(x < 0, -by, 0.0))
+
+
+@triton.jit
+def maximum(y, a, b, by):
+    # d max(a, b) = da where a > b, db where b > a; a tie splits the gradient evenly
+    ba = tl.where(a > b, by, tl.where(a == b, by * 0.5, 0.0))
+    bb = tl.where(b > a, by, tl.where(a == b, by * 0.5, 0.0))
+
+
+@triton.jit
+def minimum(y, a, b, by):
+    # d min(a, b) = da where a < b, db where b < a; a tie splits the gradient evenly
+    ba = tl.where(a < b, by, tl.where(a == b, by * 0.5, 0.0))
+    bb = tl.where(b < a, by, tl.where(a == b, by * 0.5, 0.0))
+
+
+@triton.jit
+def fma(y, a, b, c, by):
+    # d (a b + c) = b da + a db + dc
+    ba = by * b
+    bb = by * a
+    bc = by
+
+
+@triton.jit
+def pow(y, a, b, by):
+    # d a^b = b a^(b-1) da + a^b ln(a) db
+    ba = by * b * libdevice.pow(a, b - 1.0)
+    bb = by * y * tl.log(a)
+
+
+@triton.jit
+def where(y, cond, a, b, by):
+    # where(c, a, b): da where c, db elsewhere; c carries no gradient. Selects, never multiplies.
+    ba = tl.where(cond, by, 0.0)
+    bb = tl.where(cond, 0.0, by)
+
+
+@triton.jit
+def cast(y, x, by, dtype=None, fp_downcast_rounding=None):
+    # d x.to(T) = dx, cast back to x's dtype
+    bx = by.to(x.dtype)
+
+
+# ----------------------------------------------------------------- shapes
+
+@triton.jit
+def expand_dims(y, x, by, axis=None):
+    # expand_dims inserts size-1 axes: the adjoint removes them
+    bx = tl.reshape(by, x.shape)
+
+
+@triton.jit
+def reshape(y, x, by, shape=None, can_reorder=False):
+    # a reshape keeps the elements in order: the adjoint is the reverse reshape
+    bx = tl.reshape(by, x.shape)
+
+
+@triton.jit
+def trans(y, x, by):
+    # the adjoint of a 2-D transpose is the transpose (with dims: the inverse permutation, in the engine)
+    bx = tl.trans(by)
+
+
+@triton.jit
+def index(y, x, by):
+    # x[:, None] and x[None, :] insert size-1 axes: the adjoint removes them
+    bx = tl.reshape(by, x.shape)
+
+
+@triton.jit
+def broadcast_to(y, x, by, shape=None):
+    # broadcasting copies x: its adjoint sums the copies (the engine's unbroadcast)
+    bx = by
+
+
+# ----------------------------------------------------------------- reductions
+
+@triton.jit
+def sum(y, x, by, axis=None, keep_dims=False):
+    # d sum(x) = sum(dx): every element receives the adjoint of its sum
+    if axis is None:
+        bx = tl.broadcast_to(by, x.shape)
+    elif keep_dims:
+        bx = tl.broadcast_to(by, x.shape)
+    else:
+        bx = tl.broadcast_to(tl.expand_dims(by, axis), x.shape)
+
+
+@triton.jit
+def max(y, x, by, axis=None, keep_dims=False):
+    # d max(x) flows to the lanes equal to the maximum; k tied lanes get 1/k each
+    if axis is None:
+        hit = x == y
+        bx = tl.where(hit, by / tl.sum(hit.to(tl.float32)), 0.0)
+    elif keep_dims:
+        hit = x == y
+        bx = tl.where(hit, by / tl.sum(hit.to(tl.float32), axis, keep_dims=True), 0.0)
+    else:
+        hit = x == tl.expand_dims(y, axis)
+        bx = tl.where(hit, tl.expand_dims(by / tl.sum(hit.to(tl.float32), axis), axis), 0.0)
+
+
+@triton.jit
+def min(y, x, by, axis=None, keep_dims=False):
+    # d min(x) flows to the lanes equal to the minimum; k tied lanes get 1/k each
+    if axis is None:
+        hit = x == y
+        bx = tl.where(hit, by / tl.sum(hit.to(tl.float32)), 0.0)
+    elif keep_dims:
+        hit = x == y
+        bx = tl.where(hit, by / tl.sum(hit.to(tl.float32), axis, keep_dims=True), 0.0)
+    else:
+        hit = x == tl.expand_dims(y, axis)
+        bx = tl.where(hit, tl.expand_dims(by / tl.sum(hit.to(tl.float32), axis), axis), 0.0)
+
+
+@triton.jit
+def cumsum(y, x, by, axis=0, reverse=False):
+    # y_i = sum_{j <= i} x_j, so bx_j = sum_{i >= j} by_i: a cumsum in the other direction
+    bx = tl.cumsum(by, axis, reverse=not reverse)
+
+
+@triton.jit
+def softmax(y, x, by, dim=None, keep_dims=False, ieee_rounding=False):
+    # d softmax: bx = y (by - sum(by y)) along the softmax axis
+    if dim is None:
+        bx = y * (by - tl.sum(by * y, 0, keep_dims=keep_dims))
+    else:
+        bx = y * (by - tl.sum(by * y, dim, keep_dims=keep_dims))
+
+
+@triton.jit
+def dot(y, a, b, by, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=None):
+    # d (a @ b + acc) = da @ b + a @ db + dacc; the backward products keep the forward's precision
+    ba = tl.dot(by.to(b.dtype), tl.trans(b), input_precision=input_precision, allow_tf32=allow_tf32)
+    bb = tl.dot(tl.trans(a), by.to(a.dtype), input_precision=input_precision, allow_tf32=allow_tf32)
+    bacc = by
