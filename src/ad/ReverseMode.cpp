@@ -403,7 +403,6 @@ class Engine {
     for (size_t k = 0; k < outputs.size(); ++k)
       if (const SType *t = type_of_name(outputs[k])) bwd_types[out_adjoints[k]] = *t;
     auto out = std::make_unique<Module>();
-    add_imports(*out);
     DiagEngine check(sources_);
     std::unique_ptr<Module> context = checking_module();
     std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
@@ -421,6 +420,10 @@ class Engine {
     result.output_adjoints = out_adjoints;
     add_called_functions(*bwd, *out);
     out->functions.push_back(std::move(bwd));
+    std::set<std::string> read;
+    for (const auto &f : out->functions)
+      for (const StmtPtr &st : f->body) stmt_reads(*st, read);
+    add_imports(*out, read);
     result.source = header() + emit::print_module(*out);
     result.module = std::move(out);
     return result;
@@ -460,14 +463,26 @@ class Engine {
     m.imports.push_back(lib);
   }
 
-  void add_imports(Module &m) {
+  // triton and tl, then each user import that binds a name the emitted
+  // functions read (libdevice, math, ...), then libdevice if a rule needs it.
+  void add_imports(Module &m, const std::set<std::string> &read) {
     Import triton;
     triton.names = {{"triton", ""}};
     Import tl;
     tl.names = {{"triton.language", "tl"}};
     m.imports.push_back(triton);
     m.imports.push_back(tl);
-    if (uses_libdevice_) add_libdevice_import(m);
+    std::set<std::string> bound = {"triton", "tl"};
+    for (const Import &imp : module_.imports)
+      for (const auto &entry : imp.names) {
+        std::string name = !entry.second.empty() ? entry.second : entry.first.substr(0, entry.first.find('.'));
+        if (!read.count(name) || bound.count(name)) continue;
+        Import one = imp;
+        one.names = {entry};
+        m.imports.push_back(one);
+        bound.insert(name);
+      }
+    if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
   }
 
   // The user's jit functions the backward calls (the primal replay may).
