@@ -42,11 +42,16 @@ std::string piece(const Expr &e) {
       std::string base = piece(*cast<Attribute>(&e)->value);
       return base.empty() ? "" : base + "_" + cast<Attribute>(&e)->attr;
     }
-    case NodeKind::IntLit: return std::to_string(cast<IntLit>(&e)->value);
+    case NodeKind::IntLit:
     case NodeKind::FloatLit: {
-      std::string s = emit::float_spelling(cast<FloatLit>(&e)->value), out;
-      for (char c : s) out += c == '.' ? 'p' : c == '-' ? 'm' : c == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      return out;
+      // Small familiar constants read as words; any other constant is "c".
+      double v = isa<IntLit>(&e) ? static_cast<double>(cast<IntLit>(&e)->value) : cast<FloatLit>(&e)->value;
+      if (v == 0) return "zero";
+      if (v == 0.5) return "half";
+      if (v == 1) return "one";
+      if (v == 2) return "two";
+      if (isa<IntLit>(&e) && v < 100) return std::to_string(cast<IntLit>(&e)->value);
+      return "c";
     }
     case NodeKind::BoolLit: return cast<BoolLit>(&e)->value ? "true" : "false";
     case NodeKind::NoneLit: return "none";
@@ -66,6 +71,11 @@ std::string name_for(const Expr &e) {
     case NodeKind::BinOp: {
       auto *b = cast<BinOp>(&e);
       std::string l = piece(*b->lhs), r = piece(*b->rhs);
+      // `0.5 * x` reads as x_times_half: a constant goes last where order does not matter.
+      bool commutative = b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Mul;
+      if (commutative && (isa<IntLit>(b->lhs.get()) || isa<FloatLit>(b->lhs.get())) && !isa<IntLit>(b->rhs.get()) &&
+          !isa<FloatLit>(b->rhs.get()))
+        std::swap(l, r);
       name = (l.empty() ? "t" : l) + "_" + op_word(b->op) + "_" + (r.empty() ? "t" : r);
       break;
     }

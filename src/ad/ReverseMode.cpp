@@ -64,6 +64,16 @@ ExprPtr int_lit(int64_t v) { return std::make_unique<IntLit>(static_cast<uint64_
 
 bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }
 
+// A value that can carry a gradient: a float tensor, or a tuple holding one
+// (the result of a jit function returning several values).
+bool carries_gradient(const SType *t) {
+  if (is_float_tensor(t)) return true;
+  if (t && t->kind == SType::Kind::Tuple)
+    for (const SType &e : t->elems)
+      if (carries_gradient(&e)) return true;
+  return false;
+}
+
 // Names read anywhere in an expression / statement.
 void reads(const Expr &e, std::set<std::string> &out) {
   switch (e.kind) {
@@ -253,6 +263,7 @@ class Engine {
     std::string key;                 // rule name
     std::vector<const Expr *> args;  // positional operands (receiver first for methods)
     std::vector<const Keyword *> kws;
+    const Function *callee = nullptr;  // "jit call": the user's jit function
   };
 
   Op classify(const Expr &v) {
@@ -280,16 +291,24 @@ class Engine {
         op.args = {u->operand.get()};
         return op;
       }
-      case NodeKind::Subscript:
-        op.key = "index";
-        op.args = {cast<Subscript>(&v)->value.get()};
+      case NodeKind::Subscript: {
+        auto *sub = cast<Subscript>(&v);
+        const SType *base = anf_types_.type_of(sub->value.get());
+        op.key = base && base->kind == SType::Kind::Tuple ? "tuple element" : "index";
+        op.args = {sub->value.get()};
+        if (op.key == "tuple element") op.args.push_back(sub->indices[0].get());
         return op;
+      }
       case NodeKind::Call: {
         auto *c = cast<Call>(&v);
         const SType *f = anf_types_.type_of(c->func.get());
-        if (f && f->kind == SType::Kind::Function)
-          fail(v.span, "differentiating through a call of the jit function '" + f->fn->name +
-                           "' is not supported yet; differentiate '" + f->fn->name + "' on its own, or inline it");
+        if (f && f->kind == SType::Kind::Function) {
+          op.key = "jit call";
+          op.callee = f->fn;
+          for (const ExprPtr &a : c->args) op.args.push_back(a.get());
+          for (const Keyword &kw : c->keywords) op.kws.push_back(&kw);
+          return op;
+        }
         std::string full = f && f->kind == SType::Kind::Builtin ? f->s : "";
         if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && full.rfind("tensor.", 0) == 0)
           op.args.push_back(attr->value.get());  // the method's receiver
@@ -333,7 +352,7 @@ class Engine {
       reads(*a->value, in);
       bool any = false;
       for (const std::string &n : in) any |= active.count(n) > 0;
-      if (any && is_float_tensor(type_of_name(t))) active.insert(t);
+      if (any && carries_gradient(type_of_name(t))) active.insert(t);
     }
     // ... and that an output depends on (backward).
     std::set<std::string> useful;
@@ -419,6 +438,11 @@ class Engine {
     result.backward_name = bwd->name;
     result.output_adjoints = out_adjoints;
     add_called_functions(*bwd, *out);
+    for (auto &f : extra_functions_) {
+      bool dup = false;
+      for (const auto &e : out->functions) dup |= e->name == f->name;
+      if (!dup) out->functions.push_back(std::move(f));
+    }
     out->functions.push_back(std::move(bwd));
     std::set<std::string> read;
     for (const auto &f : out->functions)
@@ -437,6 +461,7 @@ class Engine {
     add_libdevice_import(*m);
     for (const Constant &c : module_.constants) m->constants.push_back({c.name, c.span, clone(*c.stmt)});
     for (const auto &f : module_.functions) m->functions.push_back(clone_function(*f));
+    for (const auto &f : extra_functions_) m->functions.push_back(clone_function(*f));
     return m;
   }
 
@@ -584,6 +609,13 @@ class Engine {
       contribute(as_name(*op.args[0])->id, name(bt), op.key, target, value.span);
       return;
     }
+    if (op.key == "tuple element") {
+      // y = t[k]: y's adjoint is element k of t's (a tuple of adjoints).
+      tuple_adjoint_[as_name(*op.args[0])->id][static_int(*op.args[1])] = bt;
+      adjoint_.emplace(as_name(*op.args[0])->id, "");  // t is reached
+      return;
+    }
+    if (op.key == "jit call") return differentiate_call(op, target, value, active);
     if ((op.key == "trans" || op.key == "permute") && op.args.size() > 1) {
       // Explicit dims: the adjoint applies the inverse permutation.
       std::vector<int64_t> order;
@@ -619,6 +651,101 @@ class Engine {
                            "argmin, arange, program_id)");
     }
     instantiate(*rule, op, target, value);
+  }
+
+  // y = g(a, b): differentiate g once per signature (g_bwd, emitted with the
+  // backward) and take its adjoints: ba, bb = g_bwd(a, b, by).
+  void differentiate_call(const Op &op, const std::string &target, const Expr &value, const std::set<std::string> &active) {
+    const Function &g = *op.callee;
+    std::map<std::string, const Expr *> arg_of;
+    for (size_t k = 0; k < op.args.size() && k < g.params.size(); ++k) arg_of[g.params[k].name] = op.args[k];
+    for (const Keyword *kw : op.kws) arg_of[kw->name] = kw->value.get();
+    BackwardRequest sub;
+    sub.function = g.name;
+    std::string key = g.name + "(";
+    std::vector<std::string> active_args;  // the caller's names, in g's wrt order
+    for (const Param &p : g.params) {
+      auto it = arg_of.find(p.name);
+      if (it == arg_of.end()) continue;
+      const Expr &arg = *it->second;
+      const SType *t = isa<Name>(&arg) ? type_of_name(cast<Name>(&arg)->id) : anf_types_.type_of(&arg);
+      if (t) sub.param_types[p.name] = *t;
+      if (auto *n = dyn_cast<Name>(&arg); n && active.count(n->id) && is_float_tensor(t)) {
+        sub.wrt.push_back(p.name);
+        active_args.push_back(n->id);
+      }
+      key += p.name + ":" + (t ? t->str() : "?") + (n_active(arg, active) ? "*" : "") + ",";
+    }
+    key += ")";
+    std::string bwd_name;
+    std::vector<std::string> out_adjoint_params;
+    auto cached = callee_backwards_.find(key);
+    if (cached != callee_backwards_.end()) {
+      bwd_name = cached->second;
+    } else {
+      Engine inner(module_, sources_, sub, diags_);
+      inner.depth_ = depth_ + 1;
+      if (depth_ > 16) fail(value.span, "jit function calls nested too deeply to differentiate");
+      std::optional<Backward> b = inner.run();
+      if (!b) fail(value.span, "cannot differentiate the call of '" + g.name + "' (see the errors above)");
+      bwd_name = b->backward_name;
+      // Another specialisation of g already took the name: rename this one.
+      NameAllocator taken;
+      for (const auto &f : extra_functions_) taken.reserve(f->name);
+      for (const auto &f : module_.functions) taken.reserve(f->name);
+      std::string unique = taken.fresh(bwd_name);
+      for (auto &f : b->module->functions) {
+        if (f->name == bwd_name) f->name = unique;
+        bool dup = false;
+        for (const auto &e : extra_functions_) dup |= e->name == f->name;
+        if (!dup && f->name != fn_->name) extra_functions_.push_back(std::move(f));
+      }
+      uses_libdevice_ |= inner.uses_libdevice_;
+      bwd_name = unique;
+      callee_backwards_[key] = bwd_name;
+    }
+    // The adjoints of g's outputs: this value's adjoint, or per element of a tuple.
+    ExprList args;
+    for (const Expr *a : op.args) args.push_back(clone(*a));
+    std::vector<Keyword> kws;
+    for (const Keyword *kw : op.kws) kws.push_back({kw->name, kw->name_span, clone(*kw->value)});
+    const SType *result = type_of_name(target);
+    if (result && result->kind == SType::Kind::Tuple) {
+      const auto &elements = tuple_adjoint_[target];
+      for (size_t k = 0; k < result->elems.size(); ++k) {
+        auto it = elements.find(static_cast<int64_t>(k));
+        if (it != elements.end()) {
+          args.push_back(name(it->second));
+        } else {
+          ExprList idx;
+          idx.push_back(int_lit(static_cast<int64_t>(k)));
+          args.push_back(call("tl.zeros_like", list(std::make_unique<Subscript>(name(target), std::move(idx)))));
+        }
+      }
+    } else {
+      args.push_back(name(adjoint_.at(target)));
+    }
+    ExprPtr the_call = std::make_unique<Call>(name(bwd_name), std::move(args), std::move(kws), value.span);
+    if (active_args.empty()) return;
+    if (active_args.size() == 1) {
+      contribute(active_args[0], std::move(the_call), "jit call", target, value.span);
+      return;
+    }
+    ExprList targets;
+    std::vector<std::string> parts;
+    for (const std::string &a : active_args) {
+      parts.push_back(names_.fresh("_b" + a));
+      targets.push_back(name(parts.back()));
+    }
+    ExprList lhs;
+    lhs.push_back(std::make_unique<Tuple>(std::move(targets)));
+    emit_stmt(std::make_unique<Assign>(std::move(lhs), std::move(the_call)));
+    for (size_t k = 0; k < active_args.size(); ++k) contribute(active_args[k], name(parts[k]), "jit call", target, value.span);
+  }
+
+  static bool n_active(const Expr &e, const std::set<std::string> &active) {
+    auto *n = dyn_cast<Name>(&e);
+    return n && active.count(n->id);
   }
 
   int64_t static_int(const Expr &e) {
@@ -792,7 +919,7 @@ class Engine {
     }
   };
 
-  bool is_active(const std::string &n) const { return is_float_tensor(type_of_name(n)); }
+  bool is_active(const std::string &n) const { return carries_gradient(type_of_name(n)); }
 
   // Adds `e` to the adjoint of `x`, summed back to x's shape where the
   // operation broadcast x.
@@ -917,6 +1044,10 @@ class Engine {
   NameAllocator names_;
   std::map<std::string, std::string> adjoint_;  // primal name -> adjoint name
   std::set<std::string> aliased_;               // adjoints that are another value's adjoint
+  std::map<std::string, std::map<int64_t, std::string>> tuple_adjoint_;  // tuple name -> element -> adjoint
+  std::map<std::string, std::string> callee_backwards_;  // jit function signature -> its backward's name
+  std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
+  int depth_ = 0;
   StmtList sweep_;
   const Stmt *current_block_ = nullptr;
   std::string pending_comment_;
