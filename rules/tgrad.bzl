@@ -15,8 +15,19 @@ the build with tgrad's located diagnostics. The action is hermetic: its only
 inputs are the tgrad binary and the kernel file, and its output is
 byte-identical across runs.
 
-`tgrad_gradient` (backward kernels, PTX and C++ launchers) arrives with the
-automatic-differentiation stages; see DESIGN.md §6.
+`tgrad_backward` writes the backward of a tile function (tgrad FILE --fn
+NAME --wrt ... --arg ...): readable Triton source, checked by tgrad.
+
+    tgrad_backward(
+        name = "fn1_bwd",            # writes fn1_bwd.py
+        src = "fn1.py",
+        fn = "fn1",
+        wrt = ["x", "y"],
+        args = ["x=fp32[N]", "y=fp32[N]"],
+    )
+
+`tgrad_gradient` (whole kernels, PTX and C++ launchers) arrives with the
+later stages; see DESIGN.md §6.
 """
 
 def _tgrad_jit_source_impl(ctx):
@@ -43,6 +54,45 @@ tgrad_jit_source = rule(
     attrs = {
         "src": attr.label(allow_single_file = [".py"], mandatory = True, doc = "The kernel file."),
         "fn": attr.string(doc = "Only this jit function (tgrad --fn)."),
+        "_tgrad": attr.label(
+            default = Label("//tools/cli:tgrad"),
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)
+
+
+def _tgrad_backward_impl(ctx):
+    out = ctx.actions.declare_file(ctx.label.name + ".py")
+    args = ctx.actions.args()
+    args.add(ctx.file.src)
+    args.add("--fn", ctx.attr.fn)
+    args.add("--wrt", ",".join(ctx.attr.wrt))
+    for a in ctx.attr.args:
+        args.add("--arg", a)
+    for d in ctx.attr.defines:
+        args.add("-D", d)
+    args.add("-o", out)
+    ctx.actions.run(
+        executable = ctx.executable._tgrad,
+        arguments = [args],
+        inputs = [ctx.file.src],
+        outputs = [out],
+        mnemonic = "TgradBackward",
+        progress_message = "tgrad: differentiating %s in %s" % (ctx.attr.fn, ctx.file.src.short_path),
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+tgrad_backward = rule(
+    implementation = _tgrad_backward_impl,
+    doc = "The backward of a tile function, as Triton source written by tgrad.",
+    attrs = {
+        "src": attr.label(allow_single_file = [".py"], mandatory = True, doc = "The kernel file."),
+        "fn": attr.string(mandatory = True, doc = "The jit function to differentiate."),
+        "wrt": attr.string_list(mandatory = True, doc = "Parameters to differentiate with respect to."),
+        "args": attr.string_list(doc = "Parameter types, NAME=TYPE (fp32[N], *fp16, i32)."),
+        "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE."),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),
             executable = True,
