@@ -555,9 +555,17 @@ int main(int argc, char **argv) {
   check->add_option("--rtol", check_opts.rtol, "Largest relative error that passes (default 1e-6)");
 
   {
+    // The command recorded in generated files: without -o PATH, which says
+    // where the output went, not what it is.
     std::string cmd = "tgrad";
     for (int k = 1; k < argc; ++k) {
       std::string a = argv[k];
+      if (a == "-o" || a == "--output") {
+        ++k;
+        continue;
+      }
+      if (a.rfind("-o", 0) == 0 && a.size() > 2 && a[2] != '-') continue;
+      if (a.rfind("--output=", 0) == 0) continue;
       bool plain = a.find_first_of(" '\"[]()*$") == std::string::npos;
       cmd += " " + (plain ? a : "'" + a + "'");
     }
