@@ -1,7 +1,9 @@
 # A fused bias + GELU (tanh approximation) kernel, as it appears in a
 # transformer MLP, with its launcher. Try:
+#   tools/tgrad examples/gelu_bias.py --fn _gelu_tanh --wrt x --arg 'x=fp32[N]'     # its backward
+#   tools/tgrad check examples/gelu_bias.py --fn _gelu_tanh --wrt x --arg 'x=fp32[64]:uniform(-3,3)'
 #   tools/tgrad examples/gelu_bias.py --emit source     # the jit code, as tgrad reads it
-#   tools/tgrad examples/gelu_bias.py --dump-ast --fn _gelu_tanh
+#   tools/tgrad examples/gelu_bias.py --dump-ast --fn _gelu_tanh --arg 'x=fp32[N]'
 import torch
 import triton
 import triton.language as tl
