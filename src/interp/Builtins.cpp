@@ -8,6 +8,7 @@
 #include <set>
 
 #include "src/interp/Evaluator.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::interp {
 
@@ -15,20 +16,6 @@ using sema::DType;
 using sema::ElemType;
 
 namespace {
-
-const std::set<std::string> kTlFunctions = {
-    "program_id", "num_programs", "arange", "zeros", "zeros_like", "full", "cdiv", "load", "store", "atomic_add",
-    "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "where",
-    "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs",
-    "erf", "floor", "ceil", "sigmoid", "softmax", "fma", "fdiv", "div_rn", "sum", "max", "min", "argmax", "argmin",
-    "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
-    "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
-    "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi"};
-
-// Functions of tl.math and libdevice (the ones the interpreter implements).
-const std::set<std::string> kMathFunctions = {"exp",  "exp2", "log",   "log2",  "sqrt",   "sqrt_rn", "rsqrt", "sin",
-                                              "cos",  "abs",  "erf",   "floor", "ceil",   "fma",     "div_rn", "fdiv",
-                                              "tanh", "pow",  "log1p", "expm1", "sigmoid", "fast_expf", "fast_logf"};
 
 // Arguments bound to a signature: positional then keyword, each at most once.
 class Bound {
@@ -116,42 +103,19 @@ ElemType et(DType d) { return ElemType{d, false}; }
 }  // namespace
 
 std::optional<Value> Evaluator::namespace_member(const std::string &ns, const std::string &attr) {
-  if (ns == "tl" || ns == "triton.language") {
-    if (std::optional<DType> d = sema::parse_dtype(attr); d && attr == sema::tl_name(*d)) return Value::of_dtype(*d);
-    if (attr == "math") return Value::of_namespace("tl.math");
-    if (attr == "extra") return Value::of_namespace("tl.extra");
-    if (kTlFunctions.count(attr)) return Value::of_builtin("tl." + attr);
-    return std::nullopt;
+  std::optional<sema::KnownName> k = sema::namespace_member(ns, attr);
+  if (!k) return std::nullopt;
+  return known_value(*k);
+}
+
+Value Evaluator::known_value(const sema::KnownName &k) {
+  switch (k.kind) {
+    case sema::KnownName::Kind::Namespace: return Value::of_namespace(k.name);
+    case sema::KnownName::Kind::Function: return Value::of_builtin(k.name);
+    case sema::KnownName::Kind::DType: return Value::of_dtype(k.dtype);
+    case sema::KnownName::Kind::Float: return Value::of_float(k.value);
   }
-  if (ns == "tl.extra") return attr == "cuda" ? std::optional<Value>(Value::of_namespace("tl.extra.cuda"))
-                               : attr == "libdevice" ? std::optional<Value>(Value::of_namespace("libdevice"))
-                                                     : std::nullopt;
-  if (ns == "tl.extra.cuda") return attr == "libdevice" ? std::optional<Value>(Value::of_namespace("libdevice")) : std::nullopt;
-  if (ns == "tl.math" || ns == "libdevice") {
-    if (kMathFunctions.count(attr)) return Value::of_builtin("math." + attr);
-    return std::nullopt;
-  }
-  if (ns == "triton") {
-    if (attr == "language") return Value::of_namespace("tl");
-    if (attr == "cdiv" || attr == "next_power_of_2") return Value::of_builtin("triton." + attr);
-    return std::nullopt;
-  }
-  if (ns == "math") {
-    if (attr == "pi") return Value::of_float(M_PI);
-    if (attr == "e") return Value::of_float(M_E);
-    if (attr == "inf") return Value::of_float(INFINITY);
-    if (attr == "log2" || attr == "log" || attr == "sqrt" || attr == "exp" || attr == "ceil" || attr == "floor")
-      return Value::of_builtin("pymath." + attr);
-    return std::nullopt;
-  }
-  if (ns == "builtins") {
-    if (attr == "range" || attr == "min" || attr == "max" || attr == "float" || attr == "int" || attr == "len" ||
-        attr == "abs" || attr == "bool")
-      return Value::of_builtin(attr);
-    if (attr == "print") return Value::of_builtin("print");
-    return std::nullopt;
-  }
-  return std::nullopt;
+  return Value::none();
 }
 
 namespace {
@@ -187,13 +151,13 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     // Tensor methods are the tl functions of the same name.
     if (name.rfind("tensor.", 0) == 0 && name != "tensor.to") {
       std::string method = name.substr(7);
-      if (!kTlFunctions.count(method) && !kMathFunctions.count(method))
+      if (!sema::is_tl_function(method) && !sema::is_math_function(method))
         fail(span, "tensors have no method '" + method + "' in tgrad's interpreter");
-      name = kTlFunctions.count(method) ? "tl." + method : "math." + method;
+      name = sema::is_tl_function(method) ? "tl." + method : "math." + method;
     }
   }
   // tl.exp and tl.math.exp are one function.
-  if (name.rfind("tl.", 0) == 0 && kMathFunctions.count(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
+  if (name.rfind("tl.", 0) == 0 && sema::is_math_function(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
     name = "math." + name.substr(3);
   const std::string short_name = name.substr(name.find('.') + 1);
   const bool f64 = float64();

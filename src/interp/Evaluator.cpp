@@ -298,36 +298,12 @@ Value Evaluator::global(const std::string &name, const SourceSpan &span) {
     }
   for (const auto &f : module_.functions)
     if (f->name == name || f->jit_alias == name) return Value::of_function(f.get());
-  for (const Import &imp : module_.imports) {
-    for (const auto &entry : imp.names) {
-      const std::string &bound = !entry.second.empty() ? entry.second : entry.first;
-      std::string full = imp.is_from ? imp.module + "." + entry.first : entry.first;
-      if (!imp.is_from && entry.second.empty()) {
-        // `import triton.language` binds `triton`.
-        std::string root = entry.first.substr(0, entry.first.find('.'));
-        if (root != name) continue;
-        full = root;
-      } else if (bound != name) {
-        continue;
-      }
-      if (full == "triton") return Value::of_namespace("triton");
-      if (full == "triton.language") return Value::of_namespace("tl");
-      if (full == "triton.language.math") return Value::of_namespace("tl.math");
-      if (full == "math") return Value::of_namespace("math");
-      if (full.size() >= 9 && full.compare(full.size() - 9, 9, "libdevice") == 0) return Value::of_namespace("libdevice");
-      // `from triton.language import exp`, `from triton import cdiv`, ...
-      size_t dot = full.rfind('.');
-      if (dot != std::string::npos) {
-        std::string mod = full.substr(0, dot), member = full.substr(dot + 1);
-        std::string ns = mod == "triton" ? "triton" : mod == "triton.language" ? "tl"
-                         : mod == "triton.language.math" ? "tl.math" : "";
-        if (!ns.empty())
-          if (std::optional<Value> v = namespace_member(ns, member)) return *v;
-      }
-      fail(span, "'" + name + "' is imported from '" + (imp.is_from ? imp.module : full) +
-                     "', which the interpreter cannot load (only triton, triton.language, its math and libdevice "
-                     "modules, and math are known)");
-    }
+  sema::ImportedName imported = sema::resolve_import(module_, name);
+  if (imported.bound) {
+    if (imported.target) return known_value(*imported.target);
+    fail(span, "'" + name + "' is imported from '" + imported.module +
+                   "', which the interpreter cannot load (only triton, triton.language, its math and libdevice "
+                   "modules, and math are known)");
   }
   if (std::optional<Value> v = namespace_member("builtins", name)) return *v;
   fail(span, "name '" + name + "' is not defined");

@@ -13,6 +13,7 @@
 
 #include "src/interp/TensorOps.h"
 #include "tgrad/interp/Interpreter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::interp {
 
@@ -69,6 +70,7 @@ class Evaluator {
                      const SourceSpan &span);
   // `ns.attr` for a namespace; nullopt if the namespace has no such member.
   std::optional<Value> namespace_member(const std::string &ns, const std::string &attr);
+  static Value known_value(const sema::KnownName &k);
 
  private:
   enum class Flow { Normal, Return };

@@ -1,5 +1,7 @@
 #include "tgrad/sema/Sema.h"
 
+#include "tgrad/sema/Names.h"
+
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -139,18 +141,6 @@ bool same_type(const SType &a, const SType &b) {
     default: return true;  // constants of one kind: a loop may change their value
   }
 }
-
-const std::set<std::string> kTl = {
-    "program_id", "num_programs", "arange", "zeros", "zeros_like", "full", "cdiv", "load", "store", "atomic_add",
-    "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "where",
-    "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs",
-    "erf", "floor", "ceil", "sigmoid", "softmax", "fma", "fdiv", "div_rn", "sum", "max", "min", "argmax", "argmin",
-    "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
-    "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
-    "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range"};
-const std::set<std::string> kMath = {"exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos",
-                                     "abs", "erf", "floor", "ceil", "fma", "div_rn", "fdiv", "tanh", "pow",
-                                     "log1p", "expm1", "sigmoid", "fast_expf", "fast_logf"};
 
 class Checker {
  public:
@@ -508,65 +498,29 @@ class Checker {
         t.fn = f.get();
         return t;
       }
-    for (const Import &imp : module_.imports)
-      for (const auto &entry : imp.names) {
-        std::string full = imp.is_from ? imp.module + "." + entry.first : entry.first;
-        std::string bound = !entry.second.empty() ? entry.second : entry.first;
-        if (!imp.is_from && entry.second.empty()) {
-          bound = entry.first.substr(0, entry.first.find('.'));
-          full = bound;
-        }
-        if (bound != n.id) continue;
-        if (full == "triton") return SType::namespace_("triton");
-        if (full == "triton.language") return SType::namespace_("tl");
-        if (full == "triton.language.math") return SType::namespace_("tl.math");
-        if (full == "math") return SType::namespace_("math");
-        if (full.size() >= 9 && full.compare(full.size() - 9, 9, "libdevice") == 0) return SType::namespace_("libdevice");
-        size_t dot = full.rfind('.');
-        if (dot != std::string::npos) {
-          std::string mod = full.substr(0, dot), member = full.substr(dot + 1);
-          std::string ns = mod == "triton" ? "triton" : mod == "triton.language" ? "tl" : mod == "triton.language.math" ? "tl.math" : "";
-          if (!ns.empty())
-            if (std::optional<SType> t = member_of(ns, member)) return *t;
-        }
-        // A name imported from elsewhere (a project's own module): not followed yet.
-        return SType::unknown();
-      }
+    sema::ImportedName imported = resolve_import(module_, n.id);
+    if (imported.bound) {
+      // A name from a module tgrad does not follow (a project's own): unknown.
+      return imported.target ? known_type(*imported.target) : SType::unknown();
+    }
     if (std::optional<SType> t = member_of("builtins", n.id)) return *t;
     fail(n.span, "name '" + n.id + "' is not defined");
   }
 
   std::optional<SType> member_of(const std::string &ns, const std::string &attr) {
-    if (ns == "tl") {
-      if (std::optional<DType> d = parse_dtype(attr); d && attr == tl_name(*d)) return SType::of_dtype(*d);
-      if (attr == "math") return SType::namespace_("tl.math");
-      if (attr == "extra") return SType::namespace_("tl.extra");
-      if (kTl.count(attr)) return SType::builtin("tl." + attr);
-      return std::nullopt;
+    std::optional<KnownName> k = namespace_member(ns, attr);
+    if (!k) return std::nullopt;
+    return known_type(*k);
+  }
+
+  static SType known_type(const KnownName &k) {
+    switch (k.kind) {
+      case KnownName::Kind::Namespace: return SType::namespace_(k.name);
+      case KnownName::Kind::Function: return SType::builtin(k.name);
+      case KnownName::Kind::DType: return SType::of_dtype(k.dtype);
+      case KnownName::Kind::Float: return SType::of_float(k.value);
     }
-    if (ns == "tl.extra") return attr == "cuda" ? std::optional<SType>(SType::namespace_("tl.extra.cuda"))
-                                 : attr == "libdevice" ? std::optional<SType>(SType::namespace_("libdevice")) : std::nullopt;
-    if (ns == "tl.extra.cuda") return attr == "libdevice" ? std::optional<SType>(SType::namespace_("libdevice")) : std::nullopt;
-    if (ns == "tl.math" || ns == "libdevice") return kMath.count(attr) ? std::optional<SType>(SType::builtin("math." + attr)) : std::nullopt;
-    if (ns == "triton") {
-      if (attr == "language") return SType::namespace_("tl");
-      if (attr == "cdiv" || attr == "next_power_of_2") return SType::builtin("triton." + attr);
-      return std::nullopt;
-    }
-    if (ns == "math") {
-      if (attr == "pi") return SType::of_float(M_PI);
-      if (attr == "e") return SType::of_float(M_E);
-      if (attr == "inf") return SType::of_float(INFINITY);
-      if (attr == "log2" || attr == "log" || attr == "sqrt" || attr == "exp" || attr == "ceil" || attr == "floor")
-        return SType::builtin("pymath." + attr);
-      return std::nullopt;
-    }
-    if (ns == "builtins") {
-      static const std::set<std::string> names = {"range", "min", "max", "float", "int", "len", "abs", "bool"};
-      if (names.count(attr)) return SType::builtin(attr);
-      return std::nullopt;
-    }
-    return std::nullopt;
+    return SType::unknown();
   }
 
   SType attribute(const Attribute &a, Env &env) {
@@ -1008,11 +962,11 @@ class Checker {
       args.insert(args.begin(), *callee.self);
       if (name.rfind("tensor.", 0) == 0 && name != "tensor.to") {
         std::string m = name.substr(7);
-        if (!kTl.count(m) && !kMath.count(m)) fail(span, "tensors have no method '" + m + "'");
-        name = kTl.count(m) ? "tl." + m : "math." + m;
+        if (!is_tl_function(m) && !is_math_function(m)) fail(span, "tensors have no method '" + m + "'");
+        name = is_tl_function(m) ? "tl." + m : "math." + m;
       }
     }
-    if (name.rfind("tl.", 0) == 0 && kMath.count(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
+    if (name.rfind("tl.", 0) == 0 && is_math_function(name.substr(3)) && name != "tl.abs" && name != "tl.sigmoid")
       name = "math." + name.substr(3);
     for (const SType &a : args)
       if (a.kind == SType::Kind::Unknown && name != "tl.static_print" && name != "tl.device_print") return SType::unknown();
@@ -1022,6 +976,7 @@ class Checker {
 
     if (name == "range" || name == "tl.range" || name == "tl.static_range")
       fail(span, name + "() can only be used as the iterable of a for loop");
+    if (name == "print") fail(span, "print() is not supported in a @triton.jit function; use tl.device_print or tl.static_print");
     if (name == "min" || name == "max" || name == "float" || name == "int" || name == "bool" || name == "abs" ||
         name == "len" || name.rfind("pymath.", 0) == 0) {
       for (const SType &a : args)

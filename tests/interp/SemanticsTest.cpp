@@ -45,7 +45,6 @@ Value tile(DType d, std::vector<double> v, interp::Shape shape = {}) {
   if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
   return interp::make_tensor(d, shape, v, false);
 }
-Value scalar(DType d, double v) { return interp::make_tensor(d, {}, {v}, false); }
 
 std::string type_of(const Ran &r, size_t k = 0) {
   if (!r.errors.empty()) return "ERROR: " + r.errors;

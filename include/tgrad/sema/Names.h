@@ -1,0 +1,40 @@
+// The names tgrad knows without a definition in the file: the members of
+// tl, tl.math, libdevice, triton, Python's math and the builtins Triton
+// allows, and what the module's imports bind. One table for the static
+// analysis and the interpreter, so the two resolve names alike.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/sema/DType.h"
+
+namespace tgrad::sema {
+
+struct KnownName {
+  enum class Kind { Namespace, Function, DType, Float };
+  Kind kind = Kind::Namespace;
+  // Namespace: "tl", "tl.math", "tl.extra", "tl.extra.cuda", "libdevice", "triton", "math".
+  // Function: "tl.exp", "math.exp" (tl.math and libdevice), "triton.cdiv", "pymath.log2", "range", ...
+  std::string name;
+  DType dtype = DType::FP32;  // DType
+  double value = 0;           // Float (math.pi, ...)
+};
+
+// `ns.attr` for a known namespace (or "builtins" for Python's builtins).
+std::optional<KnownName> namespace_member(const std::string &ns, const std::string &attr);
+
+// What the module's imports bind `name` to.
+struct ImportedName {
+  bool bound = false;               // some import binds the name
+  std::optional<KnownName> target;  // what it is, when tgrad knows the module
+  std::string module;               // the module it comes from (for messages)
+};
+ImportedName resolve_import(const ast::Module &module, const std::string &name);
+
+// Whether a tl / tl.math function name is one tgrad implements.
+bool is_tl_function(const std::string &name);
+bool is_math_function(const std::string &name);
+
+}  // namespace tgrad::sema
