@@ -423,12 +423,15 @@ class Normalizer {
       case NodeKind::ExprStmt: {
         // Calls kept for their checks (tl.static_assert, ...); values have no effect.
         auto *e = cast<ExprStmt>(&s);
-        if (isa<Call>(e->value.get())) emit(std::make_unique<ExprStmt>(rename(*e->value), s.span));
+        if (isa<Call>(e->value.get())) {
+          ExprPtr call = operation(*e->value);  // tl.store(P + offs, ...): the operands become names
+          emit(std::make_unique<ExprStmt>(std::move(call), s.span));
+        }
         return;
       }
       case NodeKind::Return: {
         auto *r = cast<Return>(&s);
-        if (!r->value) fail(s.span, "a differentiated function must return a value");
+        if (!r->value) fail(s.span, "an early return cannot be differentiated yet; guard the work with an if instead");
         ExprPtr value;
         // A returned expression is named `out` (`out0`, `out1`, ... in a tuple):
         // its adjoint, `bout`, is a parameter of the backward.
@@ -484,11 +487,11 @@ class Normalizer {
 }  // namespace
 
 std::optional<AnfFunction> to_anf(const Module &module, const Function &fn, const sema::TypeInfo &types,
-                                  DiagEngine &diags) {
+                                  DiagEngine &diags, bool kernel) {
   Normalizer n(module, fn, types);
   try {
     AnfFunction out = n.run();
-    if (!n.returned()) {
+    if (!kernel && !n.returned()) {
       diags.error(fn.name_span, "'" + fn.name + "' returns nothing: a tile function to differentiate must return its result");
       return std::nullopt;
     }

@@ -29,8 +29,9 @@ struct AnfFunction {
   std::vector<const ast::Stmt *> origin;  // per statement of fn->body: the user statement
 };
 
+// `kernel`: a kernel, which returns nothing (its results are its stores).
 std::optional<AnfFunction> to_anf(const ast::Module &module, const ast::Function &fn, const sema::TypeInfo &types,
-                                  DiagEngine &diags);
+                                  DiagEngine &diags, bool kernel = false);
 
 // A fresh identifier derived from an expression: `tl_dot_c_c`, `a_times_b`.
 std::string name_for(const ast::Expr &e);

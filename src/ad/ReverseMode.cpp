@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
 #include "src/ad/Rules.h"
 #include "tgrad/ad/Differentiate.h"
@@ -169,7 +170,7 @@ void remove_dead_code(StmtList &body) {
 // contributions have the output's shape and must be summed back.
 bool broadcasts_operands(const std::string &op) {
   static const std::set<std::string> ops = {"add", "sub", "mul", "truediv", "where", "maximum", "minimum", "fma",
-                                            "pow", "broadcast_to", "copy"};
+                                            "pow", "broadcast_to", "copy", "store"};
   return ops.count(op) > 0;
 }
 
@@ -192,12 +193,14 @@ class Engine {
       return std::nullopt;
     }
     fn_ = fn;
+    for (const auto &kv : request_.param_types)
+      kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
     for (const std::string &w : request_.wrt) check_wrt(*fn, w);
     if (diags_.has_errors()) return std::nullopt;
-    std::optional<AnfFunction> anf = to_anf(module_, *fn, *types, diags_);
+    std::optional<AnfFunction> anf = to_anf(module_, *fn, *types, diags_, kernel_);
     if (!anf) return std::nullopt;
     anf_ = std::move(*anf);
     std::optional<sema::TypeInfo> anf_types = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
@@ -213,7 +216,7 @@ class Engine {
         if (auto *n = dyn_cast<Name>(a->targets[0].get())) names_.reserve(n->id);
 
     try {
-      return build();
+      return kernel_ ? build_kernel() : build();
     } catch (const AdError &e) {
       diags_.error(e.span, e.message);
       return std::nullopt;
@@ -237,8 +240,13 @@ class Engine {
       diags_.error(fn.params[k].span, "the type of '" + w + "' is needed to differentiate: give --arg " + w + "=DTYPE[d0, ...] (for example fp32[N])");
       return;
     }
-    if (!is_float_tensor(&it->second))
-      diags_.error(fn.params[k].span, "'" + w + "' is " + it->second.str() + ", not a floating-point value, and carries no gradient");
+    const SType &t = it->second;
+    bool float_pointer = t.is_tensor() && t.elem.is_pointer && sema::is_float(t.elem.dtype);
+    if (kernel_ && !float_pointer)
+      diags_.error(fn.params[k].span, "'" + w + "' is " + t.str() +
+                                          ": differentiate a kernel with respect to pointers to floating-point data");
+    else if (!kernel_ && !is_float_tensor(&t))
+      diags_.error(fn.params[k].span, "'" + w + "' is " + t.str() + ", not a floating-point value, and carries no gradient");
   }
 
   // The type of every SSA name: parameters and assignment targets.
@@ -451,6 +459,286 @@ class Engine {
     result.source = header() + emit::print_module(*out);
     result.module = std::move(out);
     return result;
+  }
+
+  // ------------------------------------------------------------ kernels
+
+  struct MemoryOp {
+    size_t index;          // statement index in the ANF body
+    bool store;
+    std::string pointer;   // the pointer operand (an SSA name)
+    std::string base;      // its pointer parameter
+    std::string value;     // store: the stored name ("" if a constant); load: the loaded name
+    std::string mask;      // "" if unmasked
+    std::string other;     // load: the `other` name, if a tensor
+    const Call *call;
+  };
+
+  static const Expr *argument(const Call &c, size_t position, const std::string &keyword) {
+    if (position < c.args.size()) return c.args[position].get();
+    for (const Keyword &k : c.keywords)
+      if (k.name == keyword) return k.value.get();
+    return nullptr;
+  }
+  static std::string name_or_empty(const Expr *e) {
+    auto *n = e ? dyn_cast<Name>(e) : nullptr;
+    return n ? n->id : "";
+  }
+
+  std::optional<Backward> build_kernel() {
+    const StmtList &body = anf_.fn->body;
+    AccessAnalysis access(*anf_.fn, name_types_);
+    const std::set<std::string> wrt(request_.wrt.begin(), request_.wrt.end());
+
+    // Loads and stores, with the pointer parameter each goes through.
+    std::vector<MemoryOp> memory;
+    for (size_t k = 0; k < body.size(); ++k) {
+      const Call *c = nullptr;
+      std::string target;
+      bool store = false;
+      if (auto *a = dyn_cast<Assign>(body[k].get())) {
+        c = dyn_cast<Call>(a->value.get());
+        if (auto *n = dyn_cast<Name>(a->targets[0].get())) target = n->id;
+      } else if (auto *e = dyn_cast<ExprStmt>(body[k].get())) {
+        c = dyn_cast<Call>(e->value.get());
+        store = true;
+      }
+      if (!c) continue;
+      const SType *f = anf_types_.type_of(c->func.get());
+      std::string fname = f && f->kind == SType::Kind::Builtin ? f->s : "";
+      if (fname.rfind("tl.atomic_", 0) == 0)
+        fail(c->span, fname + " in a kernel to differentiate is not supported: its result depends on the order of programs");
+      if (fname != "tl.load" && fname != "tl.store") continue;
+      if (store != (fname == "tl.store")) continue;
+      MemoryOp op{k, store, name_or_empty(argument(*c, 0, "pointer")), "", "", "", "", c};
+      if (op.pointer.empty()) fail(c->span, "the pointer of a " + fname + " must be a pointer value");
+      op.base = access.base_of(op.pointer);
+      if (op.base.empty()) fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
+      op.value = store ? name_or_empty(argument(*c, 1, "value")) : target;
+      op.mask = name_or_empty(argument(*c, store ? 2 : 1, "mask"));
+      if (!store) op.other = name_or_empty(argument(*c, 2, "other"));
+      if (argument(*c, store ? 3 : 3, "boundary_check"))
+        fail(c->span, "block pointers (boundary_check) are not supported by whole-kernel reverse mode yet");
+      memory.push_back(op);
+    }
+
+    // 2. Activity: loads through a --wrt pointer start it.
+    std::set<std::string> active;
+    for (size_t k = 0; k < body.size(); ++k) {
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (!a) continue;
+      const std::string &t = as_name(*a->targets[0])->id;
+      const MemoryOp *load = nullptr;
+      for (const MemoryOp &m : memory)
+        if (!m.store && m.index == k) load = &m;
+      if (load) {
+        bool other_active = !load->other.empty() && active.count(load->other);
+        if ((wrt.count(load->base) || other_active) && carries_gradient(type_of_name(t))) active.insert(t);
+        continue;
+      }
+      std::set<std::string> in;
+      reads(*a->value, in);
+      bool any = false;
+      for (const std::string &n : in) any |= active.count(n) > 0;
+      if (any && carries_gradient(type_of_name(t))) active.insert(t);
+    }
+    // Outputs: stores of active values; they get a gradient buffer each.
+    std::vector<std::string> outputs;
+    std::map<std::string, const MemoryOp *> store_of;
+    for (const MemoryOp &m : memory) {
+      if (!m.store) continue;
+      if (store_of.count(m.base))
+        fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
+                           "gradient belongs to (store once per pointer)");
+      store_of[m.base] = &m;
+    }
+    for (const MemoryOp &m : memory)
+      if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active.count(m.value)))
+        fail(m.call->span, "'" + m.base + "' is both loaded and stored by this kernel (read-after-write through "
+                           "memory); its gradient is not defined by the values alone: write the result to another buffer");
+    for (const Param &p : fn_->params) {
+      auto it = store_of.find(p.name);
+      if (it != store_of.end() && active.count(it->second->value)) outputs.push_back(p.name);
+    }
+    // Useful: what a stored active value depends on.
+    std::set<std::string> useful;
+    for (const std::string &o : outputs) useful.insert(store_of[o]->value);
+    for (size_t k = body.size(); k-- > 0;) {
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (!a || !useful.count(as_name(*a->targets[0])->id)) continue;
+      std::set<std::string> in;
+      reads(*a->value, in);
+      for (const std::string &n : in)
+        if (active.count(n)) useful.insert(n);
+    }
+
+    // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
+    Backward result;
+    for (const std::string &w : request_.wrt) {
+      gradient_buffer_[w] = names_.fresh("d" + w);
+      result.gradient_buffers.push_back({w, gradient_buffer_[w]});
+    }
+    result.input_gradients = request_.wrt.size();
+    for (const std::string &o : outputs) {
+      if (!gradient_buffer_.count(o)) gradient_buffer_[o] = names_.fresh("d" + o);
+      result.gradient_buffers.push_back({o, gradient_buffer_[o]});
+    }
+    for (const std::string &w : request_.wrt) {
+      bool read = false;
+      for (const MemoryOp &m : memory) read |= !m.store && m.base == w && useful.count(m.value);
+      if (!read) diags_.warning(param_span(w), "no store of '" + fn_->name + "' depends on what it loads through '" + w +
+                                                   "': its gradient is zero");
+    }
+
+    // 4. The sweep, in reverse.
+    for (size_t k = body.size(); k-- > 0;) {
+      const MemoryOp *op = nullptr;
+      for (const MemoryOp &m : memory)
+        if (m.index == k) op = &m;
+      if (op && op->store) {
+        if (!useful.count(op->value)) continue;
+        begin_block(anf_.origin[k]);
+        // The adjoint of a store: the upstream gradient, loaded under the store's mask.
+        std::vector<Keyword> kws;
+        if (!op->mask.empty()) {  // Triton takes `other` only with a mask
+          kws.push_back({"mask", {}, name(op->mask)});
+          kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+        }
+        contribute(op->value, call("tl.load", list(dual(op->pointer)), std::move(kws)), "store", op->pointer, op->call->span);
+        continue;
+      }
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (!a) continue;
+      const std::string &t = as_name(*a->targets[0])->id;
+      if (!useful.count(t) || !active.count(t)) continue;
+      begin_block(anf_.origin[k]);
+      if (op) {
+        load_adjoint(*op, access, result.explanations);
+        continue;
+      }
+      differentiate_stmt(t, *a->value, active);
+    }
+
+    // 5. The backward kernel: the primal replay (stores removed, gradient
+    // pointers alongside the pointers they mirror), then the sweep.
+    auto bwd = std::make_unique<Function>();
+    NameAllocator fn_names;
+    for (const auto &f : module_.functions) fn_names.reserve(f->name);
+    bwd->name = fn_names.fresh(fn_->name + "_bwd");
+    bwd->span = fn_->span;
+    bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
+    for (const Param &p : anf_.fn->params)
+      bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
+                             p.default_value ? clone(*p.default_value) : nullptr});
+    for (const auto &g : result.gradient_buffers) bwd->params.push_back({g.second, {}, nullptr, nullptr});
+    for (size_t k = 0; k < body.size(); ++k) {
+      bool is_store = false;
+      for (const MemoryOp &m : memory) is_store |= m.store && m.index == k;
+      if (is_store || isa<Return>(body[k].get())) continue;
+      bwd->body.push_back(clone(*body[k]));
+      if (auto *a = dyn_cast<Assign>(body[k].get())) {
+        auto dual_it = dual_defs_.find(as_name(*a->targets[0])->id);
+        if (dual_it != dual_defs_.end()) bwd->body.push_back(std::move(dual_it->second));
+      }
+    }
+    for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
+    remove_dead_code(bwd->body);
+
+    sema::ParamTypes bwd_types = request_.param_types;
+    for (const auto &g : result.gradient_buffers) bwd_types[g.second] = request_.param_types.at(g.first);
+    DiagEngine check(sources_);
+    std::unique_ptr<Module> context = checking_module();
+    std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
+    if (!bwd_info) {
+      std::ostringstream msg;
+      check.print_all(msg);
+      fail(fn_->name_span, "internal error: the generated backward of '" + fn_->name +
+                               "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
+    }
+    remove_noop_casts(bwd->body, *bwd_info);
+
+    auto out = std::make_unique<Module>();
+    result.backward_name = bwd->name;
+    add_called_functions(*bwd, *out);
+    for (auto &f : extra_functions_) {
+      bool dup = false;
+      for (const auto &e : out->functions) dup |= e->name == f->name;
+      if (!dup) out->functions.push_back(std::move(f));
+    }
+    out->functions.push_back(std::move(bwd));
+    std::set<std::string> read;
+    for (const auto &f : out->functions)
+      for (const StmtPtr &st : f->body) stmt_reads(*st, read);
+    add_imports(*out, read);
+    result.source = header() + emit::print_module(*out);
+    result.module = std::move(out);
+    return result;
+  }
+
+  // The gradient pointer that mirrors `pointer`: the same offsets from d<base>.
+  ExprPtr dual(const std::string &pointer) {
+    auto it = dual_name_.find(pointer);
+    if (it != dual_name_.end()) return name(it->second);
+    for (const Param &p : anf_.fn->params)
+      if (p.name == pointer) return name(gradient_buffer_.at(pointer));
+    const Stmt *def = nullptr;
+    for (const StmtPtr &st : anf_.fn->body)
+      if (auto *a = dyn_cast<Assign>(st.get()); a && as_name(*a->targets[0])->id == pointer) def = st.get();
+    auto *a = dyn_cast<Assign>(def);
+    if (!a) fail({}, "internal error: no definition of the pointer '" + pointer + "'");
+    ExprPtr value = clone(*a->value);
+    // Replace the pointer operand by its own mirror.
+    if (auto *n = dyn_cast<Name>(value.get())) {
+      value = dual(n->id);
+    } else if (auto *b = dyn_cast<BinOp>(value.get())) {
+      for (ExprPtr *side : {&b->lhs, &b->rhs})
+        if (auto *n = dyn_cast<Name>(side->get())) {
+          const SType *t = type_of_name(n->id);
+          if (t && t->is_tensor() && t->elem.is_pointer) *side = dual(n->id);
+        }
+    }
+    std::string d = names_.fresh("d" + pointer);
+    dual_name_[pointer] = d;
+    dual_defs_[pointer] = assign(d, std::move(value));
+    return name(d);
+  }
+
+  void load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std::vector<std::string> &explanations) {
+    const std::string &bx = adjoint_.at(op.value);
+    int line = op.call->span.begin.line;
+    if (!op.other.empty() && is_active(op.other)) {
+      // Masked-off lanes took `other`: they carry its gradient. Selects, never multiplies.
+      contribute(op.other, call("tl.where", [&] {
+                   ExprList l;
+                   l.push_back(name(op.mask));
+                   l.push_back(std::make_unique<FloatLit>(0.0, "0.0"));
+                   l.push_back(name(bx));
+                   return l;
+                 }()),
+                 "where", op.value, op.call->span);
+    }
+    if (!gradient_buffer_.count(op.base)) return;  // `other` only
+    AccessDecision d = access.classify(op.pointer, op.mask);
+    std::vector<Keyword> kws;
+    if (!op.mask.empty()) kws.push_back({"mask", {}, name(op.mask)});
+    std::string what;
+    if (d.kind == AccessDecision::Kind::Shared) {
+      what = "tl.atomic_add";
+      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(kws)));
+      st->leading_comment = "atomic: " + d.reason;
+      emit_stmt(std::move(st));
+    } else {
+      if (d.kind == AccessDecision::Kind::InjectiveAssuming) {
+        what = "plain store, assuming " + emit::print_expr(*d.assumption);
+        emit_stmt(std::make_unique<ExprStmt>(call("tl.device_assert",
+                                                  list(std::move(d.assumption), std::make_unique<StrLit>(d.assumption_message, "")))));
+      } else {
+        what = "plain store";
+      }
+      emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), std::move(kws))));
+    }
+    explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base + "' is a " +
+                           what + ": " + d.reason);
   }
 
   // The user's module plus the libdevice import: where the backward's names
@@ -1048,6 +1336,10 @@ class Engine {
   std::map<std::string, std::string> callee_backwards_;  // jit function signature -> its backward's name
   std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
   int depth_ = 0;
+  bool kernel_ = false;                                     // differentiating a kernel (pointer parameters)
+  std::map<std::string, std::string> gradient_buffer_;     // pointer parameter -> its gradient pointer
+  std::map<std::string, std::string> dual_name_;           // pointer value -> its gradient pointer
+  std::map<std::string, StmtPtr> dual_defs_;               // pointer value -> the statement defining its mirror
   StmtList sweep_;
   const Stmt *current_block_ = nullptr;
   std::string pending_comment_;

@@ -42,4 +42,14 @@ std::optional<GradCheckResult> grad_check(const ast::Module &module, const Sourc
                                           const std::map<std::string, interp::Value> &inputs,
                                           const GradCheckOptions &options, DiagEngine &diags);
 
+// The same for a kernel: `launch` and `memory` hold every argument (buffers
+// for the pointers, the outputs' buffers included); L sums the weighted
+// contents of every buffer the kernel stores a differentiated value to. The
+// finite differences perturb at most `max_samples` elements of each --wrt
+// buffer (chosen with the seed): each costs two runs of the whole grid.
+std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, const SourceManager &sources,
+                                                 const ad::BackwardRequest &request, const interp::Launch &launch,
+                                                 const interp::Memory &memory, const GradCheckOptions &options,
+                                                 DiagEngine &diags, int64_t max_samples = 256);
+
 }  // namespace tgrad::driver

@@ -250,8 +250,14 @@ class StmtPrinter {
   void print(const Stmt &s, int depth) {
     if (!s.leading_comment.empty()) {
       out_ << '\n';
-      indent(depth);
-      out_ << "# " << s.leading_comment << '\n';
+      size_t start = 0;
+      while (start <= s.leading_comment.size()) {
+        size_t nl = s.leading_comment.find('\n', start);
+        indent(depth);
+        out_ << "# " << s.leading_comment.substr(start, nl == std::string::npos ? std::string::npos : nl - start) << '\n';
+        if (nl == std::string::npos) break;
+        start = nl + 1;
+      }
     }
     indent(depth);
     switch (s.kind) {

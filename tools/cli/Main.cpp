@@ -46,6 +46,7 @@ struct Options {
   std::vector<std::string> arg_types;
   std::string wrt;                     // differentiate: print the backward
   std::string command_line;
+  bool explain = false;
 };
 
 struct RunOptions {
@@ -221,6 +222,10 @@ int run_front_end(const Options &opts) {
     std::optional<tgrad::ad::Backward> bwd = tgrad::ad::differentiate(*l->module, l->sources, request, *l->diags);
     l->diags->print_all(std::cerr);
     if (!bwd) return kExitInputError;
+    if (opts.explain) {
+      if (bwd->explanations.empty()) std::cerr << "tgrad: explain: no memory adjoints (a tile function)\n";
+      for (const std::string &e : bwd->explanations) std::cerr << "tgrad: explain: " << e << '\n';
+    }
     return write_output(opts.output, bwd->source) ? 0 : kExitInputError;
   }
   std::string out;
@@ -356,6 +361,44 @@ int prepare(const RunOptions &o, const tgrad::ast::Module &m, Prepared &p, const
   return -1;
 }
 
+// A kernel launch from validated specs: buffers filled from the seed
+// (rounded to their dtype unless float64), scalars, constexprs.
+void build_launch(const RunOptions &o, const Prepared &p, tgrad::interp::Launch &launch, tgrad::interp::Memory &memory) {
+  launch.kernel = o.kernel;
+  launch.grid = p.grid;
+  uint64_t stream = 0;
+  for (auto &[name, value] : p.defines) {
+    tgrad::interp::KernelArg a;
+    a.kind = tgrad::interp::KernelArg::Kind::Constexpr;
+    a.constexpr_value = value;
+    launch.args[name] = a;
+  }
+  for (auto &[name, spec] : p.args) {
+    tgrad::interp::KernelArg a;
+    if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
+      tgrad::interp::Buffer b;
+      b.name = name;
+      b.dtype = spec.buffer.dtype;
+      b.shape = spec.buffer.shape;
+      std::vector<double> values = tgrad::driver::fill_values(spec.buffer, o.seed, stream++);
+      for (double v : values) {
+        if (tgrad::sema::is_float(b.dtype)) b.f.push_back(tgrad::interp::round_float(b.dtype, v, o.float64));
+        else b.i.push_back(static_cast<int64_t>(v));
+      }
+      a.kind = tgrad::interp::KernelArg::Kind::Buffer;
+      a.buffer = memory.buffers().size();
+      memory.add(std::move(b));
+    } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
+      a.kind = tgrad::interp::KernelArg::Kind::Int;
+      a.n = spec.n;
+    } else {
+      a.kind = tgrad::interp::KernelArg::Kind::Float;
+      a.x = spec.x;
+    }
+    launch.args[name] = a;
+  }
+}
+
 int run_interpreter(const RunOptions &o) {
   std::unique_ptr<Loaded> l = load(o.input);
   if (!l) return kExitInputError;
@@ -374,38 +417,7 @@ int run_interpreter(const RunOptions &o) {
 
   if (!o.kernel.empty()) {
     tgrad::interp::Launch launch;
-    launch.kernel = o.kernel;
-    launch.grid = p.grid;
-    for (auto &[name, value] : p.defines) {
-      tgrad::interp::KernelArg a;
-      a.kind = tgrad::interp::KernelArg::Kind::Constexpr;
-      a.constexpr_value = value;
-      launch.args[name] = a;
-    }
-    for (auto &[name, spec] : p.args) {
-      tgrad::interp::KernelArg a;
-      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
-        tgrad::interp::Buffer b;
-        b.name = name;
-        b.dtype = spec.buffer.dtype;
-        b.shape = spec.buffer.shape;
-        std::vector<double> values = tgrad::driver::fill_values(spec.buffer, o.seed, stream++);
-        for (double v : values) {
-          if (tgrad::sema::is_float(b.dtype)) b.f.push_back(tgrad::interp::round_float(b.dtype, v, o.float64));
-          else b.i.push_back(static_cast<int64_t>(v));
-        }
-        a.kind = tgrad::interp::KernelArg::Kind::Buffer;
-        a.buffer = memory.buffers().size();
-        memory.add(std::move(b));
-      } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
-        a.kind = tgrad::interp::KernelArg::Kind::Int;
-        a.n = spec.n;
-      } else {
-        a.kind = tgrad::interp::KernelArg::Kind::Float;
-        a.x = spec.x;
-      }
-      launch.args[name] = a;
-    }
+    build_launch(o, p, launch, memory);
     bool ok = tgrad::interp::run_kernel(*l->module, launch, memory, ro, *l->diags);
     l->diags->print_all(std::cerr);
     if (!ok) return kExitInputError;
@@ -469,9 +481,39 @@ int run_check(const RunOptions &o) {
       if (a.first == w && (a.second.kind != tgrad::driver::ArgSpec::Kind::Buffer || !tgrad::sema::is_float(a.second.buffer.dtype)))
         return usage_error("--wrt " + o.wrt + ": '" + w + "' is not a floating-point tile and carries no gradient");
   if (!o.kernel.empty()) {
-    std::cerr << "tgrad: error: check --kernel: the gradient check of whole kernels (loads, stores, program ids) "
-                 "arrives with whole-kernel reverse mode; check a tile function with --fn\n";
-    return kExitUsageError;
+    for (const std::string &w : request.wrt) {
+      bool buffer = false;
+      for (const auto &a : p.args) buffer |= a.first == w && a.second.kind == tgrad::driver::ArgSpec::Kind::Buffer;
+      if (!buffer) return usage_error("--wrt " + o.wrt + ": '" + w + "' must be a pointer given a buffer (--arg " + w + "=fp32[...])");
+    }
+    for (auto &[name, value] : p.defines) request.param_types[name] = stype_of(value);
+    for (auto &[name, spec] : p.args) {
+      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer)
+        request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{spec.buffer.dtype, true}, {});
+      else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int)
+        request.param_types[name] = tgrad::sema::SType::tensor(
+            tgrad::sema::ElemType{spec.n >= INT32_MIN && spec.n <= INT32_MAX ? tgrad::sema::DType::Int32 : tgrad::sema::DType::Int64, false}, {});
+      else
+        request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{tgrad::sema::DType::FP32, false}, {});
+    }
+    RunOptions f64 = o;
+    f64.float64 = true;
+    tgrad::interp::Launch launch;
+    tgrad::interp::Memory memory;
+    build_launch(f64, p, launch, memory);
+    tgrad::driver::GradCheckOptions options;
+    options.seed = o.seed;
+    options.rtol = o.rtol;
+    auto result = tgrad::driver::grad_check_kernel(*l->module, l->sources, request, launch, memory, options, *l->diags);
+    l->diags->print_all(std::cerr);
+    if (!result) return kExitInputError;
+    std::printf("gradient check of kernel '%s' (float64, central differences on up to 256 elements per buffer, rtol %.0e)\n",
+                fn->name.c_str(), options.rtol);
+    for (const auto &a : result->args)
+      std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
+                  a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
+    std::printf("%s\n", result->pass ? "PASS" : "FAIL");
+    return result->pass ? 0 : kExitInputError;
   }
   // Parameter types and values: tiles from the --arg specs, constexprs from -D.
   std::map<std::string, tgrad::interp::Value> inputs;
@@ -536,7 +578,8 @@ int main(int argc, char **argv) {
   app.add_option("--emit", opts.emit, "What to print: 'source' (the jit code printed back as Python)")
       ->check(CLI::IsMember({"source"}))
       ->excludes(dump);
-  app.add_option("--fn", opts.function, "Only this jit function");
+  app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
+  app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
   app.add_option("-D", opts.defines, "With --wrt or --dump-ast --fn: a tl.constexpr value NAME=VALUE");

@@ -10,6 +10,14 @@
 // tl.static_assert on the shape it relies on. Rules come from one table
 // (src/ad/adjoints/rules.py). Values that are not floating point (masks,
 // comparisons, integers) carry no adjoint. No dead code is emitted.
+//
+// Kernels (pointer parameters, tl.load / tl.store): the backward kernel takes
+// every forward argument plus d<ptr> for each differentiated input pointer
+// and each stored-to output pointer. The adjoint of a store loads the
+// upstream gradient under the store's mask (other=0); the adjoint of a load
+// writes the gradient under the load's mask: a plain store where the access
+// analysis proves each address belongs to one program and lane, an atomic
+// add otherwise (src/ad/AccessAnalysis.h).
 #pragma once
 
 #include <memory>
@@ -37,6 +45,13 @@ struct Backward {
   std::string backward_name;                // "fn1_bwd"
   std::vector<std::string> output_adjoints; // the b<out> parameters, in the order of the outputs
   std::string source;                       // the module printed, with its header
+
+  // Kernels: the gradient buffers the backward takes after the forward's
+  // arguments, as (forward pointer, gradient pointer): first the --wrt
+  // inputs in --wrt order, then the outputs in parameter order.
+  std::vector<std::pair<std::string, std::string>> gradient_buffers;
+  size_t input_gradients = 0;               // how many of them are inputs
+  std::vector<std::string> explanations;    // --explain: each memory adjoint's decision and reason
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

@@ -1,0 +1,246 @@
+#include "src/ad/AccessAnalysis.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+
+AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
+    : fn_(anf_kernel), types_(name_types) {
+  for (const StmtPtr &s : fn_.body)
+    if (auto *a = dyn_cast<Assign>(s.get()))
+      if (auto *n = dyn_cast<Name>(a->targets[0].get())) defs_[n->id] = a->value.get();
+}
+
+namespace {
+
+// The text of a coefficient operand: a literal integer or a name.
+std::optional<std::string> scalar_text(const Expr &e) {
+  if (auto *i = dyn_cast<IntLit>(&e)) return std::to_string(i->value);
+  if (auto *n = dyn_cast<Name>(&e)) return n->id;
+  return std::nullopt;
+}
+
+std::string builtin_of(const Expr &func) {
+  // tl.program_id / tl.arange as written (the ANF keeps the callee's spelling).
+  if (auto *a = dyn_cast<Attribute>(&func)) {
+    std::string base;
+    if (auto *n = dyn_cast<Name>(a->value.get())) base = n->id;
+    return base + "." + a->attr;
+  }
+  return "";
+}
+
+}  // namespace
+
+AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
+  Affine none;  // a value the same in every program and lane (a scalar argument, a constant)
+  auto it = defs_.find(name);
+  if (it == defs_.end()) return none;  // a parameter
+  const Expr &v = *it->second;
+  Affine bad;
+  bad.valid = false;
+  switch (v.kind) {
+    case NodeKind::Name: return affine(cast<Name>(&v)->id);
+    case NodeKind::IntLit: return none;
+    case NodeKind::Subscript: {  // x[:, None]: the same values, another shape
+      auto *s = cast<Subscript>(&v);
+      if (auto *n = dyn_cast<Name>(s->value.get())) return affine(n->id);
+      return bad;
+    }
+    case NodeKind::Call: {
+      auto *c = cast<Call>(&v);
+      std::string f = builtin_of(*c->func);
+      if (f == "tl.program_id" && c->args.size() == 1)
+        if (auto *axis = dyn_cast<IntLit>(c->args[0].get())) {
+          Affine a;
+          a.pid[static_cast<int>(axis->value)] = "1";
+          return a;
+        }
+      if (f == "tl.program_id" && c->args.empty() && c->keywords.size() == 1)
+        if (auto *axis = dyn_cast<IntLit>(c->keywords[0].value.get())) {
+          Affine a;
+          a.pid[static_cast<int>(axis->value)] = "1";
+          return a;
+        }
+      if (f == "tl.arange") {
+        Affine a;
+        Term t{"1", 0, ""};
+        auto ty = types_.find(name);
+        if (ty != types_.end() && ty->second.is_tensor() && ty->second.shape.size() == 1) {
+          const sema::Dim &d = ty->second.shape[0];
+          if (d.value) t.extent = *d.value;
+          else t.extent_symbol = d.symbol;
+        }
+        if (c->args.size() == 2)
+          if (auto *start = dyn_cast<IntLit>(c->args[0].get()); !start || start->value != 0) return bad;
+        a.lanes.push_back(t);
+        return a;
+      }
+      // x.to(tl.int64): a cast keeps the form.
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
+        if (auto *n = dyn_cast<Name>(attr->value.get())) return affine(n->id);
+      return bad;
+    }
+    case NodeKind::BinOp: {
+      auto *b = cast<BinOp>(&v);
+      auto operand = [&](const Expr &e) -> Affine {
+        if (auto *n = dyn_cast<Name>(&e)) return affine(n->id);
+        if (isa<IntLit>(&e)) return none;
+        return bad;
+      };
+      Affine l = operand(*b->lhs), r = operand(*b->rhs);
+      if (!l.valid || !r.valid) return bad;
+      auto uniform = [](const Affine &a) { return a.pid.empty() && a.lanes.empty(); };
+      if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
+        if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
+        Affine out = l;
+        for (const auto &kv : r.pid) {
+          if (out.pid.count(kv.first)) return bad;  // pid * a + pid * b: not analysed
+          out.pid[kv.first] = kv.second;
+        }
+        out.lanes.insert(out.lanes.end(), r.lanes.begin(), r.lanes.end());
+        return out;
+      }
+      if (b->op == BinaryOpKind::Mul) {
+        const bool lu = uniform(l), ru = uniform(r);
+        if (lu && ru) return none;
+        const Affine &varying = lu ? r : l;
+        const Expr &factor = lu ? *b->lhs : *b->rhs;
+        std::optional<std::string> k = scalar_text(factor);
+        if (!k || (lu == ru)) return bad;
+        Affine out = varying;
+        for (auto &kv : out.pid) {
+          if (kv.second != "1") return bad;
+          kv.second = *k;
+        }
+        for (Term &t : out.lanes) {
+          if (t.coefficient != "1") return bad;
+          t.coefficient = *k;
+        }
+        return out;
+      }
+      return bad;
+    }
+    default: return bad;
+  }
+}
+
+std::string AccessAnalysis::base_of(const std::string &pointer) const {
+  for (const Param &p : fn_.params)
+    if (p.name == pointer) return pointer;
+  auto it = defs_.find(pointer);
+  if (it == defs_.end()) return "";
+  const Expr &v = *it->second;
+  if (auto *n = dyn_cast<Name>(&v)) return base_of(n->id);
+  if (auto *b = dyn_cast<BinOp>(&v); b && (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub)) {
+    for (const Expr *side : {b->lhs.get(), b->rhs.get()})
+      if (auto *n = dyn_cast<Name>(side)) {
+        auto ty = types_.find(n->id);
+        if (ty != types_.end() && ty->second.is_tensor() && ty->second.elem.is_pointer) return base_of(n->id);
+      }
+  }
+  return "";
+}
+
+AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::string &mask) const {
+  AccessDecision d;
+  // The offset: the non-pointer operands along the chain from the base.
+  Affine offset;
+  std::string at = pointer;
+  while (true) {
+    auto it = defs_.find(at);
+    if (it == defs_.end()) break;  // reached the base parameter
+    const Expr &v = *it->second;
+    if (auto *n = dyn_cast<Name>(&v)) {
+      at = n->id;
+      continue;
+    }
+    auto *b = dyn_cast<BinOp>(&v);
+    if (!b || b->op != BinaryOpKind::Add) {
+      d.reason = "the pointer is not a base plus offsets";
+      return d;
+    }
+    const Name *ptr_side = nullptr;
+    const Expr *off_side = nullptr;
+    for (auto [p, o] : {std::pair<const Expr *, const Expr *>{b->lhs.get(), b->rhs.get()}, {b->rhs.get(), b->lhs.get()}}) {
+      auto *n = dyn_cast<Name>(p);
+      auto ty = n ? types_.find(n->id) : types_.end();
+      if (n && ty != types_.end() && ty->second.is_tensor() && ty->second.elem.is_pointer) {
+        ptr_side = n;
+        off_side = o;
+        break;
+      }
+    }
+    if (!ptr_side) {
+      d.reason = "the pointer's origin is not traced";
+      return d;
+    }
+    Affine o = isa<Name>(off_side) ? affine(cast<Name>(off_side)->id) : Affine();
+    if (!o.valid) {
+      d.reason = "the offset is not affine in the program ids and tl.arange lanes";
+      return d;
+    }
+    for (const auto &kv : o.pid) {
+      if (offset.pid.count(kv.first)) {
+        d.reason = "a program id appears twice in the offset";
+        return d;
+      }
+      offset.pid[kv.first] = kv.second;
+    }
+    offset.lanes.insert(offset.lanes.end(), o.lanes.begin(), o.lanes.end());
+    at = ptr_side->id;
+  }
+  if (offset.pid.empty()) {
+    d.reason = "the offset has no program id: every program reads these addresses";
+    return d;
+  }
+  if (offset.pid.size() != 1 || offset.lanes.size() != 1) {
+    d.reason = "offsets over several program axes or several tl.arange tiles are not analysed yet";
+    return d;
+  }
+  const std::string &coefficient = offset.pid.begin()->second;
+  const Term &lane = offset.lanes[0];
+  if (lane.coefficient != "1") {
+    d.reason = "the tl.arange lanes are strided";
+    return d;
+  }
+  const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
+  if (!extent.empty() && coefficient == extent) {
+    d.kind = AccessDecision::Kind::Injective;
+    d.reason = "offset = program_id * " + extent + " + tl.arange(0, " + extent + "): each address belongs to one program and lane";
+    return d;
+  }
+  // Rows: program_id * stride + cols, masked by cols < n. Injective when
+  // stride >= n (rows do not overlap); the kernel's launcher guarantees it for
+  // contiguous rows, and tl.device_assert checks it in debug runs.
+  if (!mask.empty()) {
+    auto m = defs_.find(mask);
+    auto *cmp = m == defs_.end() ? nullptr : dyn_cast<Compare>(m->second);
+    if (cmp && cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt) {
+      auto *lhs = dyn_cast<Name>(cmp->left.get());
+      Affine lanes = lhs ? affine(lhs->id) : Affine();
+      std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
+      std::optional<std::string> stride = coefficient;
+      if (lanes.valid && lanes.pid.empty() && lanes.lanes.size() == 1 && lanes.lanes[0].coefficient == "1" && bound) {
+        d.kind = AccessDecision::Kind::InjectiveAssuming;
+        d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
+                   ": programs own disjoint rows when " + coefficient + " >= " + *bound;
+        auto operand = [](const std::string &text) -> ExprPtr {
+          if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))
+            return std::make_unique<IntLit>(std::stoull(text), "");
+          return std::make_unique<Name>(text);
+        };
+        ExprList rhs;
+        rhs.push_back(operand(*bound));
+        d.assumption = std::make_unique<Compare>(operand(coefficient), std::vector<CompareOpKind>{CompareOpKind::GtE},
+                                                 std::move(rhs));
+        d.assumption_message = "tgrad: rows overlap (" + coefficient + " < " + *bound + "): the gradient store would race";
+        return d;
+      }
+    }
+  }
+  d.reason = "programs may share addresses (offset = program_id * " + coefficient + " + lanes)";
+  return d;
+}
+
+}  // namespace tgrad::ad
