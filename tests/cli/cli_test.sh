@@ -367,8 +367,17 @@ run check_valid check $FN1 --fn fn1 --arg x=fp32[16] --arg 'y=fp32[16]:uniform(0
 expect_rc check_fn1_passes_exit_0 0 check_valid
 expect_grep check_prints_per_argument "$TMP/check_valid.out" '^  y +fp32\[16\] +rel_err=.* PASS$'
 expect_grep check_prints_verdict "$TMP/check_valid.out" '^PASS$'
-run check_kernel check $VADD $VADD_ARGS --arg n_elements=1000 --wrt x_ptr
-expect_rc check_kernel_not_yet_exit_2 2 check_kernel
+run check_kernel check $VADD $VADD_ARGS --arg n_elements=1000 --wrt x_ptr,y_ptr
+expect_rc check_kernel_passes_exit_0 0 check_kernel
+expect_grep check_kernel_verdict "$TMP/check_kernel.out" '^PASS$'
+run check_kernel_scalar check $VADD $VADD_ARGS --arg n_elements=1000 --wrt n_elements
+expect_rc check_kernel_wrt_scalar_exit_2 2 check_kernel_scalar
+
+run kbwd $VADD --kernel add_kernel --wrt x_ptr --arg 'x_ptr=*fp32' --arg 'y_ptr=*fp32' --arg 'out_ptr=*fp32' --arg n_elements=i32 --explain
+expect_rc kernel_backward_exit_0 0 kbwd
+expect_grep kernel_backward_signature "$TMP/kbwd.out" '^def add_kernel_bwd\(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, dx_ptr, dout_ptr\):$'
+expect_grep kernel_backward_explains "$TMP/kbwd.err" "explain: line 15: the gradient of the load through 'x_ptr' is a plain store"
+
 
 run bwd $FN1 --fn fn1 --wrt 0,1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc backward_exit_0 0 bwd
