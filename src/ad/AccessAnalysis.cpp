@@ -198,6 +198,13 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     d.reason = "offsets over several program axes or several tl.arange tiles are not analysed yet";
     return d;
   }
+  // A constexpr with a known value (given with -D) compares by its value.
+  auto value_of = [&](const std::string &text) {
+    auto it = types_.find(text);
+    if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
+      return std::to_string(it->second.n);
+    return text;
+  };
   const std::string &coefficient = offset.pid.begin()->second;
   const Term &lane = offset.lanes[0];
   if (lane.coefficient != "1") {
@@ -205,9 +212,10 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     return d;
   }
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
-  if (!extent.empty() && coefficient == extent) {
+  if (!extent.empty() && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
-    d.reason = "offset = program_id * " + extent + " + tl.arange(0, " + extent + "): each address belongs to one program and lane";
+    d.reason = "offset = program_id * " + coefficient + " + tl.arange(0, " + extent +
+               "): each address belongs to one program and lane";
     return d;
   }
   // Rows: program_id * stride + cols, masked by cols < n. Injective when

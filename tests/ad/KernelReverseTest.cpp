@@ -1,0 +1,173 @@
+// Whole-kernel reverse mode: gradient checks of the straight-line test
+// kernels in the interpreter (float64 finite differences on sampled
+// elements), the access analysis' decisions, and the located errors for
+// what it cannot differentiate yet.
+#include <gtest/gtest.h>
+
+#include "src/driver/GradCheck.h"
+#include "src/driver/LaunchSpec.h"
+#include "tests/parse/ParseHelpers.h"
+
+namespace tgrad::testing {
+namespace {
+
+using sema::DType;
+
+struct KernelCase {
+  std::string file, kernel;
+  std::array<int64_t, 3> grid;
+  std::vector<std::string> args;     // --arg specs (buffers and scalars)
+  std::vector<std::string> defines;  // -D
+  std::vector<std::string> wrt;
+  std::vector<std::string> expect_explained;  // substrings of the --explain lines
+};
+
+std::ostream &operator<<(std::ostream &os, const KernelCase &c) { return os << c.kernel; }
+
+struct KernelSetup {
+  std::unique_ptr<Parsed> parsed;
+  ad::BackwardRequest request;
+  interp::Launch launch;
+  interp::Memory memory;
+};
+
+KernelSetup setup(const KernelCase &c) {
+  KernelSetup s;
+  std::string path = "tests/kernels/" + c.file + ".py";
+  s.parsed = parse_text(read_file(path), path);
+  s.request.function = c.kernel;
+  s.request.wrt = c.wrt;
+  s.launch.kernel = c.kernel;
+  s.launch.grid = c.grid;
+  std::string error;
+  uint64_t stream = 0;
+  for (const std::string &d : c.defines) {
+    auto def = driver::parse_define(d, error);
+    EXPECT_TRUE(def) << error;
+    interp::KernelArg a;
+    a.kind = interp::KernelArg::Kind::Constexpr;
+    a.constexpr_value = def->second;
+    s.launch.args[def->first] = a;
+    s.request.param_types[def->first] = def->second.kind == interp::Value::Kind::Int ? sema::SType::of_int(def->second.n)
+                                                                                     : sema::SType::of_float(def->second.x);
+  }
+  for (const std::string &text : c.args) {
+    auto spec = driver::parse_arg(text, error);
+    EXPECT_TRUE(spec) << error;
+    interp::KernelArg a;
+    if (spec->second.kind == driver::ArgSpec::Kind::Buffer) {
+      interp::Buffer b{spec->first, spec->second.buffer.dtype, spec->second.buffer.shape, {}, {}};
+      b.f = driver::fill_values(spec->second.buffer, 5, stream++);
+      a.kind = interp::KernelArg::Kind::Buffer;
+      a.buffer = s.memory.buffers().size();
+      s.memory.add(b);
+      s.request.param_types[spec->first] = sema::SType::tensor({spec->second.buffer.dtype, true}, {});
+    } else if (spec->second.kind == driver::ArgSpec::Kind::Int) {
+      a.kind = interp::KernelArg::Kind::Int;
+      a.n = spec->second.n;
+      s.request.param_types[spec->first] = sema::SType::tensor({DType::Int32, false}, {});
+    } else {
+      a.kind = interp::KernelArg::Kind::Float;
+      a.x = spec->second.x;
+      s.request.param_types[spec->first] = sema::SType::tensor({DType::FP32, false}, {});
+    }
+    s.launch.args[spec->first] = a;
+  }
+  return s;
+}
+
+class KernelReverse : public ::testing::TestWithParam<KernelCase> {};
+
+TEST_P(KernelReverse, MatchesFiniteDifferencesInFloat64) {
+  KernelSetup s = setup(GetParam());
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 96);
+  ASSERT_TRUE(result) << s.parsed->all_messages();
+  for (const auto &arg : result->args)
+    EXPECT_TRUE(arg.pass) << "d/d" << arg.name << ": relative error " << arg.relative_error << "\n" << result->backward_source;
+  auto reparsed = parse_text(result->backward_source, "bwd.py");
+  EXPECT_TRUE(reparsed->ok()) << reparsed->all_messages();
+}
+
+TEST_P(KernelReverse, ExplainsEachMemoryAdjoint) {
+  KernelSetup s = setup(GetParam());
+  auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  ASSERT_TRUE(bwd) << s.parsed->all_messages();
+  std::string all;
+  for (const std::string &e : bwd->explanations) all += e + "\n";
+  for (const std::string &want : GetParam().expect_explained) EXPECT_NE(all.find(want), std::string::npos) << all;
+}
+
+// Ragged sizes: 1000 elements in blocks of 256, rows of 100 in blocks of 128.
+INSTANTIATE_TEST_SUITE_P(
+    TestKernels, KernelReverse,
+    ::testing::Values(
+        KernelCase{"vector_add", "add_kernel", {4, 1, 1},
+                   {"x_ptr=fp32[1000]", "y_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000"},
+                   {"BLOCK_SIZE=256"}, {"x_ptr", "y_ptr"},
+                   {"load through 'x_ptr' is a plain store: offset = program_id * BLOCK_SIZE + tl.arange(0, 256)"}},
+        KernelCase{"softmax", "softmax_kernel", {7, 1, 1},
+                   {"out_ptr=fp32[7,100]:zeros", "in_ptr=fp32[7,100]", "in_row_stride=100", "out_row_stride=100", "n_cols=100"},
+                   {"BLOCK_SIZE=128"}, {"in_ptr"},
+                   {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols"}},
+        KernelCase{"rms_norm", "rms_norm_fwd_kernel", {5, 1, 1},
+                   {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "Rstd=fp32[5]:zeros", "stride_x_row=100",
+                    "stride_y_row=100", "N=100", "eps=0.00001"},
+                   {"BLOCK_SIZE=128"}, {"X", "W"},
+                   {"load through 'W' is a tl.atomic_add: the offset has no program id",
+                    "load through 'X' is a plain store, assuming stride_x_row >= N"}}),
+    [](const ::testing::TestParamInfo<KernelCase> &info) { return info.param.kernel; });
+
+std::string errors_of(const std::string &source, const std::vector<std::string> &wrt,
+                      const std::vector<std::pair<std::string, std::string>> &pointers) {
+  auto p = parse_text(source);
+  EXPECT_TRUE(p->ok()) << p->all_messages();
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = wrt;
+  for (const auto &[n, t] : pointers) {
+    std::string error;
+    auto parsed = driver::parse_param_type(n + "=" + t, error);
+    EXPECT_TRUE(parsed) << error;
+    request.param_types[n] = parsed->second;
+  }
+  EXPECT_FALSE(ad::differentiate(*p->module, p->sources, request, *p->diags));
+  return p->all_messages();
+}
+
+const char *kHead = "import triton\nimport triton.language as tl\n@triton.jit\n";
+
+TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+                                "    x = tl.load(X + o)\n    tl.store(X + o, x * 2.0)\n",
+                            {"X"}, {{"X", "*fp32"}});
+  EXPECT_NE(m.find("t.py:6:9: error: 'X' is both loaded and stored by this kernel"), std::string::npos) << m;
+}
+
+TEST(KernelReverseErrors, TwoStoresToOnePointer) {
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    x = tl.load(X + o)\n"
+                                "    tl.store(Y + o, x)\n    tl.store(Y + o, x * 2.0)\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+  EXPECT_NE(m.find("t.py:8:5: error: 'Y' is stored to twice in this kernel"), std::string::npos) << m;
+}
+
+TEST(KernelReverseErrors, LoopsAreNotDifferentiatedYet) {
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, Y, n, B: tl.constexpr):\n    acc = tl.zeros([B], dtype=tl.float32)\n"
+                                "    for i in range(0, n):\n        acc += tl.load(X + i * B + tl.arange(0, B))\n"
+                                "    tl.store(Y + tl.arange(0, B), acc)\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m.find("t.py:6:5: error: loops in a differentiated tile function are not supported yet"), std::string::npos) << m;
+}
+
+TEST(KernelReverseErrors, WrtMustBeAFloatPointer) {
+  std::string m = errors_of(std::string(kHead) + "def k(X, n):\n    tl.store(X, n * 1.0)\n", {"n"},
+                            {{"X", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m.find("differentiate a kernel with respect to pointers to floating-point data"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace tgrad::testing
