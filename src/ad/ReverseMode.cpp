@@ -522,6 +522,8 @@ class Engine {
       memory.push_back(op);
     }
 
+    for (const MemoryOp &m : memory)
+      if (!m.store) ++loads_per_base_[m.base];
     // 2. Activity: loads through a --wrt pointer start it.
     std::set<std::string> active;
     for (size_t k = 0; k < body.size(); ++k) {
@@ -719,6 +721,13 @@ class Engine {
     }
     if (!gradient_buffer_.count(op.base)) return;  // `other` only
     AccessDecision d = access.classify(op.pointer, op.mask);
+    // Two loads through one pointer may read one address twice: their
+    // gradients must add up, which plain stores would not do.
+    if (loads_per_base_[op.base] > 1 && d.kind != AccessDecision::Kind::Shared) {
+      d.kind = AccessDecision::Kind::Shared;
+      d.reason = "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
+                 " times: the gradients of the loads add up";
+    }
     std::vector<Keyword> kws;
     if (!op.mask.empty()) kws.push_back({"mask", {}, name(op.mask)});
     std::string what;
@@ -1340,6 +1349,7 @@ class Engine {
   std::map<std::string, std::string> gradient_buffer_;     // pointer parameter -> its gradient pointer
   std::map<std::string, std::string> dual_name_;           // pointer value -> its gradient pointer
   std::map<std::string, StmtPtr> dual_defs_;               // pointer value -> the statement defining its mirror
+  std::map<std::string, int> loads_per_base_;              // pointer parameter -> loads through it
   StmtList sweep_;
   const Stmt *current_block_ = nullptr;
   std::string pending_comment_;

@@ -138,6 +138,40 @@ std::string errors_of(const std::string &source, const std::vector<std::string> 
 
 const char *kHead = "import triton\nimport triton.language as tl\n@triton.jit\n";
 
+TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
+  // Both loads read the same addresses: plain stores of their gradients would
+  // keep only one of them.
+  auto p = parse_text(
+      "import triton\nimport triton.language as tl\n@triton.jit\n"
+      "def k(X, Y, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+      "    a = tl.load(X + o)\n    b = tl.load(X + o)\n    tl.store(Y + o, a * b)\n");
+  ASSERT_TRUE(p->ok()) << p->all_messages();
+  ad::BackwardRequest request{"k", {"X"}, {}, ""};
+  std::string error;
+  for (const char *t : {"X=*fp32", "Y=*fp32"}) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  request.param_types["B"] = sema::SType::of_int(8);
+  interp::Memory memory;
+  memory.add(interp::Buffer{"X", DType::FP32, {16}, std::vector<double>(16, 0.0), {}});
+  for (int i = 0; i < 16; ++i) memory.buffers()[0].f[i] = 0.1 * i - 0.7;
+  memory.add(interp::Buffer{"Y", DType::FP32, {16}, std::vector<double>(16, 0.0), {}});
+  interp::Launch launch;
+  launch.kernel = "k";
+  launch.grid = {2, 1, 1};
+  launch.args["X"] = {interp::KernelArg::Kind::Buffer, 0, 0, 0, {}};
+  launch.args["Y"] = {interp::KernelArg::Kind::Buffer, 1, 0, 0, {}};
+  interp::KernelArg b;
+  b.kind = interp::KernelArg::Kind::Constexpr;
+  b.constexpr_value = interp::Value::of_int(8);
+  launch.args["B"] = b;
+  auto result = driver::grad_check_kernel(*p->module, p->sources, request, launch, memory, {}, *p->diags);
+  ASSERT_TRUE(result) << p->all_messages();
+  EXPECT_TRUE(result->pass) << result->args[0].relative_error << "\n" << result->backward_source;
+  EXPECT_NE(result->backward_source.find("tl.atomic_add"), std::string::npos) << result->backward_source;
+}
+
 TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
