@@ -223,7 +223,9 @@ class Checker {
         if (then_returns && else_returns) return true;
         if (then_returns) env = else_env;
         else if (else_returns) env = then_env;
-        else env = join(then_env, else_env, s.span);
+        // A tl.constexpr condition without a value: Triton takes one branch at
+        // compile time, so the branches may disagree; only runtime ifs must agree.
+        else env = join(then_env, else_env, s.span, /*strict=*/c.is_tensor());
         return false;
       }
       case NodeKind::For: {
@@ -263,7 +265,7 @@ class Checker {
   }
 
   // Variables after an if: one type on both paths, or not defined after it.
-  Env join(const Env &a, const Env &b, const SourceSpan &span) {
+  Env join(const Env &a, const Env &b, const SourceSpan &span, bool strict) {
     Env out;
     for (const auto &kv : a) {
       auto it = b.find(kv.first);
@@ -277,6 +279,10 @@ class Checker {
       } else if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown) {
         out[kv.first] = SType::unknown();
       } else if (!same_type(x, y)) {
+        if (!strict) {
+          out[kv.first] = SType::unknown();
+          continue;
+        }
         fail(span, "'" + kv.first + "' is " + x.str() + " on one path of this if and " + y.str() +
                        " on the other; Triton needs one type after the if");
       } else {
@@ -453,8 +459,10 @@ class Checker {
         if (c.known && c.kind == SType::Kind::Int) return c.n ? a : b;
         if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
         if (a.is_tensor() || b.is_tensor()) {
-          if (!same_type(a, b))
+          if (!same_type(a, b)) {
+            if (!c.is_tensor()) return SType::unknown();  // a constexpr condition picks one at compile time
             fail(e.span, "the two values of this conditional expression have different types: " + a.str() + " and " + b.str());
+          }
           return a;
         }
         if (a.kind != b.kind) return SType::unknown();

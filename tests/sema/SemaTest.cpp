@@ -143,6 +143,13 @@ TEST(ControlFlow, RuntimeIfNeedsOneTypeOnBothPaths) {
   EXPECT_NE(b.errors.find("t.py:8:12: error: 'r' is not assigned on every path"), std::string::npos) << b.errors;
 }
 
+TEST(ControlFlow, ConstexprWithoutAValueMayGiveBranchesDifferentTypes) {
+  Analysed a = analyse("if FP16:\n    r = x.to(tl.float16)\nelse:\n    r = x\nq = x.to(tl.float16) if FP16 else x\nreturn r\n",
+                       {{"x", tile(DType::FP32, {N()})}}, "x, FP16: tl.constexpr");
+  EXPECT_TRUE(a.info) << a.errors;
+  EXPECT_EQ(a.result(), "?");
+}
+
 TEST(ControlFlow, LoopCarriedVariablesKeepTheirType) {
   sema::ParamTypes p = {{"x", tile(DType::FP16, {N()})}, {"n", tile(DType::Int32, {})}};
   Analysed ok = analyse("acc = tl.zeros([N], dtype=tl.float32)\nfor i in range(0, n):\n    acc += x\nreturn acc\n",
