@@ -367,6 +367,16 @@ run check_valid check $FN1 --fn fn1 --arg x=fp32[16] --arg 'y=fp32[16]:uniform(0
 expect_rc check_fn1_passes_exit_0 0 check_valid
 expect_grep check_prints_per_argument "$TMP/check_valid.out" '^  y +fp32\[16\] +rel_err=.* PASS$'
 expect_grep check_prints_verdict "$TMP/check_valid.out" '^PASS$'
+run kjson $VADD --kernel add_kernel --wrt x_ptr --arg 'x_ptr=*fp32' --arg 'y_ptr=*fp32' --arg 'out_ptr=*fp32' --arg n_elements=i32 --emit json
+expect_rc kernel_json_exit_0 0 kjson
+expect_grep kernel_json_gradient_role "$TMP/kjson.out" '"role": "gradient of an input"'
+if command -v python3 >/dev/null 2>&1; then
+  CHECKS=$((CHECKS + 1))
+  python3 -c 'import json,sys; json.load(sys.stdin)' <"$TMP/kjson.out" || fail kernel_json_parses "not valid JSON"
+fi
+run json_no_wrt --emit json $FN1
+expect_rc json_without_wrt_exit_2 2 json_no_wrt
+
 run check_kernel check $VADD $VADD_ARGS --arg n_elements=1000 --wrt x_ptr,y_ptr
 expect_rc check_kernel_passes_exit_0 0 check_kernel
 expect_grep check_kernel_verdict "$TMP/check_kernel.out" '^PASS$'

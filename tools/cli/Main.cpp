@@ -24,6 +24,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/driver/BackwardJson.h"
 #include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
 #include "src/interp/TensorOps.h"
@@ -195,6 +196,10 @@ int run_front_end(const Options &opts) {
       return usage_error("--fn " + opts.function + ": no @triton.jit function of that name in '" +
                          l->sources.name(l->file_id) + "' (it has: " + function_names(*l->module) + ")");
   }
+  if (!opts.wrt.empty() && opts.emit == "source")
+    return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
+  if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json"))
+    return usage_error("--emit " + opts.emit + " describes a backward: add --wrt");
   if (!opts.wrt.empty() && !selected) {
     if (l->module->functions.size() != 1)
       return usage_error("--wrt: the file has several jit functions (" + function_names(*l->module) + "): pick one with --fn NAME");
@@ -222,6 +227,7 @@ int run_front_end(const Options &opts) {
     std::optional<tgrad::ad::Backward> bwd = tgrad::ad::differentiate(*l->module, l->sources, request, *l->diags);
     l->diags->print_all(std::cerr);
     if (!bwd) return kExitInputError;
+    if (opts.emit == "json") return write_output(opts.output, tgrad::driver::backward_json(*l->module, request, *bwd)) ? 0 : kExitInputError;
     if (opts.explain) {
       if (bwd->explanations.empty()) std::cerr << "tgrad: explain: no memory adjoints (a tile function)\n";
       for (const std::string &e : bwd->explanations) std::cerr << "tgrad: explain: " << e << '\n';
@@ -575,8 +581,10 @@ int main(int argc, char **argv) {
   Options opts;
   app.add_option("FILE", opts.input, "Python file with @triton.jit functions ('-' for standard input)");
   auto *dump = app.add_flag("--dump-ast", opts.dump_ast, "Print the AST with source locations");
-  app.add_option("--emit", opts.emit, "What to print: 'source' (the jit code printed back as Python)")
-      ->check(CLI::IsMember({"source"}))
+  app.add_option("--emit", opts.emit,
+                 "What to print: 'source' (the jit code printed back as Python); with --wrt, 'python' (the backward, the "
+                 "default) or 'json' (its calling convention)")
+      ->check(CLI::IsMember({"source", "python", "json"}))
       ->excludes(dump);
   app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
