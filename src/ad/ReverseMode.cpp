@@ -429,7 +429,18 @@ class Engine {
     sema::ParamTypes bwd_types = request_.param_types;
     for (size_t k = 0; k < outputs.size(); ++k)
       if (const SType *t = type_of_name(outputs[k])) bwd_types[out_adjoints[k]] = *t;
-    auto out = std::make_unique<Module>();
+    Backward result;
+    result.output_adjoints = out_adjoints;
+    finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/true, result);
+    return result;
+  }
+
+  // The common end of both paths: check the backward with sema (a failure is
+  // tgrad's bug), drop no-op casts, cast returned adjoints back to their
+  // inputs' dtypes, and assemble the module with the jit functions it calls
+  // and the imports it needs.
+  void finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_types, bool cast_returned_adjoints,
+              Backward &result) {
     DiagEngine check(sources_);
     std::unique_ptr<Module> context = checking_module();
     std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
@@ -440,11 +451,10 @@ class Engine {
                                "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
     }
     remove_noop_casts(bwd->body, *bwd_info);
-    cast_results(*bwd, *bwd_info);
+    if (cast_returned_adjoints) cast_results(*bwd, *bwd_info);
 
-    Backward result;
+    auto out = std::make_unique<Module>();
     result.backward_name = bwd->name;
-    result.output_adjoints = out_adjoints;
     add_called_functions(*bwd, *out);
     for (auto &f : extra_functions_) {
       bool dup = false;
@@ -458,7 +468,6 @@ class Engine {
     add_imports(*out, read);
     result.source = header() + emit::print_module(*out);
     result.module = std::move(out);
-    return result;
   }
 
   // ------------------------------------------------------------ kernels
@@ -648,32 +657,7 @@ class Engine {
 
     sema::ParamTypes bwd_types = request_.param_types;
     for (const auto &g : result.gradient_buffers) bwd_types[g.second] = request_.param_types.at(g.first);
-    DiagEngine check(sources_);
-    std::unique_ptr<Module> context = checking_module();
-    std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
-    if (!bwd_info) {
-      std::ostringstream msg;
-      check.print_all(msg);
-      fail(fn_->name_span, "internal error: the generated backward of '" + fn_->name +
-                               "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
-    }
-    remove_noop_casts(bwd->body, *bwd_info);
-
-    auto out = std::make_unique<Module>();
-    result.backward_name = bwd->name;
-    add_called_functions(*bwd, *out);
-    for (auto &f : extra_functions_) {
-      bool dup = false;
-      for (const auto &e : out->functions) dup |= e->name == f->name;
-      if (!dup) out->functions.push_back(std::move(f));
-    }
-    out->functions.push_back(std::move(bwd));
-    std::set<std::string> read;
-    for (const auto &f : out->functions)
-      for (const StmtPtr &st : f->body) stmt_reads(*st, read);
-    add_imports(*out, read);
-    result.source = header() + emit::print_module(*out);
-    result.module = std::move(out);
+    finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
   }
 

@@ -472,6 +472,16 @@ int run_interpreter(const RunOptions &o) {
   return 0;
 }
 
+// The per-argument table of a gradient check; the exit status it implies.
+int print_check(const tgrad::driver::GradCheckResult &result, const std::string &what, double rtol) {
+  std::printf("gradient check of %s, rtol %.0e)\n", what.c_str(), rtol);
+  for (const auto &a : result.args)
+    std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
+                a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
+  std::printf("%s\n", result.pass ? "PASS" : "FAIL");
+  return result.pass ? 0 : kExitInputError;
+}
+
 int run_check(const RunOptions &o) {
   std::unique_ptr<Loaded> l = load(o.input);
   if (!l) return kExitInputError;
@@ -513,13 +523,8 @@ int run_check(const RunOptions &o) {
     auto result = tgrad::driver::grad_check_kernel(*l->module, l->sources, request, launch, memory, options, *l->diags);
     l->diags->print_all(std::cerr);
     if (!result) return kExitInputError;
-    std::printf("gradient check of kernel '%s' (float64, central differences on up to 256 elements per buffer, rtol %.0e)\n",
-                fn->name.c_str(), options.rtol);
-    for (const auto &a : result->args)
-      std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
-                  a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
-    std::printf("%s\n", result->pass ? "PASS" : "FAIL");
-    return result->pass ? 0 : kExitInputError;
+    return print_check(*result, "kernel '" + fn->name + "' (float64, central differences on up to 256 elements per buffer",
+                       options.rtol);
   }
   // Parameter types and values: tiles from the --arg specs, constexprs from -D.
   std::map<std::string, tgrad::interp::Value> inputs;
@@ -549,12 +554,7 @@ int run_check(const RunOptions &o) {
   auto result = tgrad::driver::grad_check(*l->module, l->sources, request, inputs, options, *l->diags);
   l->diags->print_all(std::cerr);
   if (!result) return kExitInputError;
-  std::printf("gradient check of '%s' (float64, central differences, rtol %.0e)\n", fn->name.c_str(), options.rtol);
-  for (const auto &a : result->args)
-    std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
-                a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
-  std::printf("%s\n", result->pass ? "PASS" : "FAIL");
-  return result->pass ? 0 : kExitInputError;
+  return print_check(*result, "'" + fn->name + "' (float64, central differences", options.rtol);
 }
 
 void add_launch_options(CLI::App *cmd, RunOptions &o) {
