@@ -390,6 +390,39 @@ class Normalizer {
     for (const StmtPtr &s : body) stmt(*s);
   }
 
+  // `for i in tl.static_range(a, b, c)` with known bounds: the body once per
+  // value of i, i bound to that constant (Triton unrolls it the same way).
+  bool unroll_static_range(const For &loop) {
+    auto *call = dyn_cast<Call>(loop.iter.get());
+    auto *var = dyn_cast<Name>(loop.target.get());
+    if (!call || !var || !call->keywords.empty()) return false;
+    const sema::SType *f = type_of(*call->func);
+    if (!f || f->kind != sema::SType::Kind::Builtin || f->s != "tl.static_range") return false;
+    std::vector<long long> bounds;
+    for (const ExprPtr &a : call->args) {
+      const sema::SType *t = type_of(*a);
+      if (!t || t->kind != sema::SType::Kind::Int || !t->known)
+        fail(a->span, "tl.static_range needs bounds known before the kernel runs to be unrolled (give them with -D)");
+      bounds.push_back(t->n);
+    }
+    if (bounds.empty() || bounds.size() > 3) return false;
+    long long start = bounds.size() == 1 ? 0 : bounds[0], stop = bounds.size() == 1 ? bounds[0] : bounds[1];
+    long long step = bounds.size() == 3 ? bounds[2] : 1;
+    if (step == 0) fail(call->span, "tl.static_range step must not be zero");
+    if ((stop - start) / step > 1024) fail(call->span, "tl.static_range over more than 1024 values is too long to unroll");
+    for (long long i = start; step > 0 ? i < stop : i > stop; i += step) {
+      current_origin_ = &loop;
+      assign_to(*loop.target, std::make_unique<IntLit>(static_cast<uint64_t>(i < 0 ? -i : i), ""), loop.span);
+      if (i < 0) {
+        // A negative constant: -n.
+        auto &last = cast<Assign>(body_->back().get())->value;
+        last = std::make_unique<UnaryOp>(UnaryOpKind::Neg, std::move(last), loop.span);
+      }
+      block(loop.body);
+    }
+    return true;
+  }
+
   void stmt(const Stmt &s) {
     current_origin_ = &s;
     switch (s.kind) {
@@ -458,9 +491,12 @@ class Normalizer {
         return;
       }
       case NodeKind::For:
+        if (unroll_static_range(*cast<For>(&s))) return;
+        fail(s.span, "loops in a differentiated function are not supported yet (only tl.static_range with bounds "
+                     "known before the kernel runs, which is unrolled); reverse mode for runtime loops is not "
+                     "implemented");
       case NodeKind::While:
-        fail(s.span, "loops in a differentiated tile function are not supported yet; reverse mode for loops arrives "
-                     "with whole-kernel differentiation");
+        fail(s.span, "while loops in a differentiated function are not supported yet");
       case NodeKind::Pass: return;
       case NodeKind::Assert: emit(clone(s)); return;
 #define TGRAD_EXPR(Name) case NodeKind::Name:

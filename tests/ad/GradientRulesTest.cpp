@@ -97,6 +97,8 @@ std::vector<Case> cases() {
       {"tuple_return", "x, y", "return x * y, tl.exp(x)", {"x=fp32[" + N + "]", "y=fp32[" + N + "]"}, {"x", "y"}},
       {"constexpr_if", "x, MODE: tl.constexpr", "if MODE == 1:\n    r = tl.exp(x)\nelse:\n    r = x * x\nreturn r",
        {"x=fp32[" + N + "]"}, {"x"}, {"MODE=1"}},
+      {"static_range_unrolled", "x", "acc = x * 0.0\nfor i in tl.static_range(3):\n    acc = acc * x + (i + 1) * 1.0\nreturn acc",
+       {"x=fp32[" + N + "]"}, {"x"}},
       {"masks_carry_no_gradient", "x", "m = x > 0\ny = tl.where(m, x, -x)\nreturn y * m.to(tl.float32)", {"x=fp32[" + N + "]"}, {"x"}},
   };
   return c;

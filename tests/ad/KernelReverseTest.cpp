@@ -194,7 +194,7 @@ TEST(KernelReverseErrors, LoopsAreNotDifferentiatedYet) {
                                 "    for i in range(0, n):\n        acc += tl.load(X + i * B + tl.arange(0, B))\n"
                                 "    tl.store(Y + tl.arange(0, B), acc)\n",
                             {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
-  EXPECT_NE(m.find("t.py:6:5: error: loops in a differentiated tile function are not supported yet"), std::string::npos) << m;
+  EXPECT_NE(m.find("t.py:6:5: error: loops in a differentiated function are not supported yet"), std::string::npos) << m;
 }
 
 TEST(KernelReverseErrors, WrtMustBeAFloatPointer) {
