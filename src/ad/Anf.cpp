@@ -348,6 +348,7 @@ class Normalizer {
 
   // Binds a user name to a new SSA name (the user's own the first time).
   std::string define(const std::string &user_name) {
+    names_.reserve(user_name);  // loop variables are not reserved up front
     std::string ssa = assigned_.count(user_name) ? names_.fresh(user_name) : user_name;
     assigned_.insert(user_name);
     current_[user_name] = ssa;
