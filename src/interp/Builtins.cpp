@@ -573,24 +573,13 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     if (arg && !axis) fail(span, name + " needs an axis");
     bool keep = b.flag("keep_dims", false);
     DType in = t->type.dtype;
-    DType out = in;
-    if (name == "tl.sum") {
-      if (b.has("dtype")) {
-        out = b.dtype("dtype", in);
-        t = convert(*t, et(out), f64);
-      } else if (sema::is_integer(in) && sema::bits(in) < 32) {
-        out = DType::Int32;  // narrow integers widen, floats keep their dtype
-        t = convert(*t, et(out), f64);
-      }
-    } else if (!arg && sema::is_float(in) && sema::bits(in) < 32) {
-      out = DType::FP32;  // tl.max / tl.min compute narrow floats in fp32
-      t = convert(*t, et(out), f64);
-    }
+    DType out = name == "tl.sum" && b.has("dtype") ? b.dtype("dtype", in) : sema::reduction_dtype(name.substr(3), in);
+    if (!arg && out != in) t = convert(*t, et(out), f64);  // values reduce in the result dtype
     ReduceKind kind = name == "tl.sum" ? ReduceKind::Sum : name == "tl.max" ? ReduceKind::Max
                       : name == "tl.min" ? ReduceKind::Min : name == "tl.argmax" ? ReduceKind::ArgMax : ReduceKind::ArgMin;
     try {
       if (arg)
-        return Value::of_tensor(reduce(*t, axis, keep, kind, et(DType::Int32), f64, b.flag("tie_break_left", true)));
+        return Value::of_tensor(reduce(*t, axis, keep, kind, et(out), f64, b.flag("tie_break_left", true)));
       TensorRef values = reduce(*t, axis, keep, kind, et(out), f64);
       if (name != "tl.sum" && b.flag("return_indices", false)) {
         TensorRef idx = reduce(*t, axis, keep, kind == ReduceKind::Max ? ReduceKind::ArgMax : ReduceKind::ArgMin,
@@ -605,10 +594,8 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   if (name == "tl.cumsum" || name == "tl.cumprod") {
     Bound b(*this, name, {"input", "axis", "reverse", "dtype"}, args, kwargs, span);
     TensorRef t = b.tensor("input");
-    DType in = t->type.dtype, out = in;
-    if (b.has("dtype")) out = b.dtype("dtype", in);
-    else if (in == DType::BF16) out = DType::FP32;
-    else if (sema::is_integer(in) && sema::bits(in) < 32) out = DType::Int32;
+    DType in = t->type.dtype;
+    DType out = b.has("dtype") ? b.dtype("dtype", in) : sema::scan_dtype(in);
     t = convert(*t, et(out), f64);
     try {
       return Value::of_tensor(scan(*t, static_cast<int>(b.integer("axis", 0)), b.flag("reverse", false),

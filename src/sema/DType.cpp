@@ -97,6 +97,17 @@ DType python_float_dtype(double v) {
   return DType::FP64;
 }
 
+DType reduction_dtype(const std::string &op, DType in) {
+  if (op == "argmax" || op == "argmin") return DType::Int32;
+  if (op == "sum") return is_integer(in) && bits(in) < 32 ? DType::Int32 : in;
+  return is_float(in) && bits(in) < 32 ? DType::FP32 : in;  // max, min
+}
+
+DType scan_dtype(DType in) {
+  if (in == DType::BF16) return DType::FP32;
+  return is_integer(in) && bits(in) < 32 ? DType::Int32 : in;
+}
+
 DType integer_promote(DType a, DType b) {
   if (a == b) return a;
   const bool sa = kind(a) == DKind::Int, sb = kind(b) == DKind::Int;

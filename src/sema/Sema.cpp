@@ -1274,15 +1274,8 @@ class Checker {
       std::optional<int> axis = axis_arg(a, "axis", name, span);
       if (arg && !axis) fail(span, name + " needs an axis");
       bool keep = flag(a, "keep_dims", false);
-      DType in = x.elem.dtype, out = in;
-      if (name == "tl.sum") {
-        if (a.has("dtype")) out = a.get("dtype").dtype;
-        else if (is_integer(in) && bits(in) < 32) out = DType::Int32;
-      } else if (arg) {
-        out = DType::Int32;
-      } else if (is_float(in) && bits(in) < 32) {
-        out = DType::FP32;
-      }
+      DType in = x.elem.dtype;
+      DType out = name == "tl.sum" && a.has("dtype") ? a.get("dtype").dtype : reduction_dtype(name.substr(3), in);
       SymShape shape;
       if (!axis) {
         if (keep) shape = SymShape(x.shape.size(), Dim::known(1));
@@ -1301,10 +1294,7 @@ class Checker {
       const SType &x = a.get("input");
       if (!x.is_tensor()) fail(span, name + " needs a tensor");
       normalize_axis(axis_arg(a, "axis", name, span).value_or(0), x.shape.size(), span);
-      DType in = x.elem.dtype, out = in;
-      if (a.has("dtype")) out = a.get("dtype").dtype;
-      else if (in == DType::BF16) out = DType::FP32;
-      else if (is_integer(in) && bits(in) < 32) out = DType::Int32;
+      DType out = a.has("dtype") ? a.get("dtype").dtype : scan_dtype(x.elem.dtype);
       return SType::tensor(ElemType{out, false}, x.shape);
     }
     if (name == "tl.softmax") {

@@ -67,6 +67,16 @@ DType python_float_dtype(double v);
 std::optional<DType> computation_type(DType a, bool a_is_python, DType b, bool b_is_python, bool div_or_mod,
                                       std::string &error);
 
+// Result dtype of a reduction ("sum", "max", "min", "argmax", "argmin") of an
+// input of dtype `in`, without an explicit dtype= (measured on the H100,
+// TRITON.md): sum keeps floats and widens integers narrower than 32 bits to
+// int32; max and min compute floats narrower than 32 bits in fp32; argmax
+// and argmin give int32.
+DType reduction_dtype(const std::string &op, DType in);
+// Result dtype of tl.cumsum / tl.cumprod without dtype=: bf16 -> fp32,
+// integers narrower than 32 bits -> int32, anything else kept.
+DType scan_dtype(DType in);
+
 // Integer promotion of two integer types (wider wins; with equal widths and
 // different signedness, unsigned wins).
 DType integer_promote(DType a, DType b);
