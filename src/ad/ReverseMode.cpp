@@ -394,16 +394,7 @@ class Engine {
     }
 
     // 5. The backward function.
-    auto bwd = std::make_unique<Function>();
-    NameAllocator fn_names;
-    for (const auto &f : module_.functions) fn_names.reserve(f->name);
-    bwd->name = fn_names.fresh(fn_->name + "_bwd");
-    bwd->span = fn_->span;
-    bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
-    for (const Param &p : anf_.fn->params)
-      bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
-                             p.default_value ? clone(*p.default_value) : nullptr});
-    for (const std::string &b : out_adjoints) bwd->params.push_back({b, {}, nullptr, nullptr});
+    std::unique_ptr<Function> bwd = backward_shell(out_adjoints);
     for (size_t k = 0; k < body.size(); ++k)
       if (!isa<Return>(body[k].get())) bwd->body.push_back(clone(*body[k]));
     for (StmtPtr &s : sweep_) bwd->body.push_back(std::move(s));
@@ -433,6 +424,22 @@ class Engine {
     result.output_adjoints = out_adjoints;
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/true, result);
     return result;
+  }
+
+  // `@triton.jit def <fn>_bwd(<forward parameters>, <extra>...):` with an
+  // empty body; the name avoids the module's functions.
+  std::unique_ptr<Function> backward_shell(const std::vector<std::string> &extra_params) const {
+    auto bwd = std::make_unique<Function>();
+    NameAllocator fn_names;
+    for (const auto &f : module_.functions) fn_names.reserve(f->name);
+    bwd->name = fn_names.fresh(fn_->name + "_bwd");
+    bwd->span = fn_->span;
+    bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
+    for (const Param &p : anf_.fn->params)
+      bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
+                             p.default_value ? clone(*p.default_value) : nullptr});
+    for (const std::string &b : extra_params) bwd->params.push_back({b, {}, nullptr, nullptr});
+    return bwd;
   }
 
   // The common end of both paths: check the backward with sema (a failure is
@@ -632,16 +639,9 @@ class Engine {
 
     // 5. The backward kernel: the primal replay (stores removed, gradient
     // pointers alongside the pointers they mirror), then the sweep.
-    auto bwd = std::make_unique<Function>();
-    NameAllocator fn_names;
-    for (const auto &f : module_.functions) fn_names.reserve(f->name);
-    bwd->name = fn_names.fresh(fn_->name + "_bwd");
-    bwd->span = fn_->span;
-    bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
-    for (const Param &p : anf_.fn->params)
-      bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
-                             p.default_value ? clone(*p.default_value) : nullptr});
-    for (const auto &g : result.gradient_buffers) bwd->params.push_back({g.second, {}, nullptr, nullptr});
+    std::vector<std::string> gradient_params;
+    for (const auto &g : result.gradient_buffers) gradient_params.push_back(g.second);
+    std::unique_ptr<Function> bwd = backward_shell(gradient_params);
     for (size_t k = 0; k < body.size(); ++k) {
       bool is_store = false;
       for (const MemoryOp &m : memory) is_store |= m.store && m.index == k;
