@@ -2,8 +2,6 @@
 // whose expected diagnostics are written at its top, one per line, as
 //   # expect: LINE:COL: SEVERITY: MESSAGE
 // The file's diagnostics must be exactly these, in order (file name left out).
-#include <dirent.h>
-
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -15,18 +13,7 @@ namespace {
 
 const char *const kDiagDir = "tests/diag";
 
-std::vector<std::string> diag_files() {
-  std::vector<std::string> files;
-  if (DIR *dir = opendir(kDiagDir)) {
-    while (dirent *e = readdir(dir)) {
-      std::string name = e->d_name;
-      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) files.push_back(name);
-    }
-    closedir(dir);
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<std::string> diag_files() { return python_files(kDiagDir); }
 
 std::vector<std::string> expectations(const std::string &text) {
   std::vector<std::string> out;

@@ -2,6 +2,9 @@
 // diagnostics as rendered lines.
 #pragma once
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -57,6 +60,20 @@ inline std::string read_file(const std::string &path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The .py files of a directory (names only), sorted.
+inline std::vector<std::string> python_files(const std::string &dir_path) {
+  std::vector<std::string> files;
+  if (DIR *dir = opendir(dir_path.c_str())) {
+    while (dirent *e = readdir(dir)) {
+      std::string name = e->d_name;
+      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) files.push_back(name);
+    }
+    closedir(dir);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace tgrad::testing

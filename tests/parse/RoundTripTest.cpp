@@ -1,7 +1,5 @@
 // The round-trip property over every test kernel: parse(print(ast)) equals
 // ast (structurally, ignoring locations), and printing is idempotent.
-#include <dirent.h>
-
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -11,18 +9,7 @@
 namespace tgrad::testing {
 namespace {
 
-std::vector<std::string> kernel_files() {
-  std::vector<std::string> files;
-  if (DIR *dir = opendir("tests/kernels")) {
-    while (dirent *e = readdir(dir)) {
-      std::string name = e->d_name;
-      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) files.push_back(name);
-    }
-    closedir(dir);
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<std::string> kernel_files() { return python_files("tests/kernels"); }
 
 class RoundTrip : public ::testing::TestWithParam<std::string> {};
 
