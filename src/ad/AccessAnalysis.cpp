@@ -1,14 +1,47 @@
 #include "src/ad/AccessAnalysis.h"
 
+#include <functional>
+
 namespace tgrad::ad {
 
 using namespace ast;
 
 AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
     : fn_(anf_kernel), types_(name_types) {
-  for (const StmtPtr &s : fn_.body)
-    if (auto *a = dyn_cast<Assign>(s.get()))
-      if (auto *n = dyn_cast<Name>(a->targets[0].get())) defs_[n->id] = a->value.get();
+  collect(fn_.body);
+}
+
+namespace {
+std::string text_of(const Expr &e) {
+  if (auto *i = dyn_cast<IntLit>(&e)) return std::to_string(i->value);
+  if (auto *n = dyn_cast<Name>(&e)) return n->id;
+  return "?";
+}
+}  // namespace
+
+void AccessAnalysis::collect(const StmtList &block) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get())) {
+      if (auto *n = dyn_cast<Name>(a->targets[0].get()); n && a->targets.size() == 1)
+      {
+        if (!defs_.emplace(n->id, a->value.get()).second) redefined_.insert(n->id);
+        all_defs_.emplace(n->id, a->value.get());
+      }
+    } else if (auto *f = dyn_cast<For>(s.get())) {
+      auto *var = dyn_cast<Name>(f->target.get());
+      auto *range = dyn_cast<Call>(f->iter.get());
+      if (var && range && !range->args.empty()) {
+        Loop l{"0", text_of(*range->args[0]), "1"};
+        if (range->args.size() >= 2) l = {text_of(*range->args[0]), text_of(*range->args[1]), "1"};
+        if (range->args.size() == 3) l.step = text_of(*range->args[2]);
+        loops_[var->id] = l;
+      }
+      collect(f->body);
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      collect(i->body);
+      collect(i->orelse);
+    }
+  }
 }
 
 namespace {
@@ -34,11 +67,18 @@ std::string builtin_of(const Expr &func) {
 
 AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
   Affine none;  // a value the same in every program and lane (a scalar argument, a constant)
+  Affine bad;
+  bad.valid = false;
+  auto loop = loops_.find(name);
+  if (loop != loops_.end()) {
+    Affine a;
+    a.loops.push_back({name, "1"});
+    return a;
+  }
+  if (redefined_.count(name)) return bad;  // a loop-carried value: its iterations are not analysed
   auto it = defs_.find(name);
   if (it == defs_.end()) return none;  // a parameter
   const Expr &v = *it->second;
-  Affine bad;
-  bad.valid = false;
   switch (v.kind) {
     case NodeKind::Name: return affine(cast<Name>(&v)->id);
     case NodeKind::IntLit: return none;
@@ -90,7 +130,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       };
       Affine l = operand(*b->lhs), r = operand(*b->rhs);
       if (!l.valid || !r.valid) return bad;
-      auto uniform = [](const Affine &a) { return a.pid.empty() && a.lanes.empty(); };
+      auto uniform = [](const Affine &a) { return a.pid.empty() && a.lanes.empty() && a.loops.empty(); };
       if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
@@ -99,6 +139,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
           out.pid[kv.first] = kv.second;
         }
         out.lanes.insert(out.lanes.end(), r.lanes.begin(), r.lanes.end());
+        out.loops.insert(out.loops.end(), r.loops.begin(), r.loops.end());
         return out;
       }
       if (b->op == BinaryOpKind::Mul) {
@@ -117,6 +158,10 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
           if (t.coefficient != "1") return bad;
           t.coefficient = *k;
         }
+        for (LoopTerm &t : out.loops) {
+          if (t.coefficient != "1") return bad;
+          t.coefficient = *k;
+        }
         return out;
       }
       return bad;
@@ -126,20 +171,36 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
 }
 
 std::string AccessAnalysis::base_of(const std::string &pointer) const {
-  for (const Param &p : fn_.params)
-    if (p.name == pointer) return pointer;
-  auto it = defs_.find(pointer);
-  if (it == defs_.end()) return "";
-  const Expr &v = *it->second;
-  if (auto *n = dyn_cast<Name>(&v)) return base_of(n->id);
-  if (auto *b = dyn_cast<BinOp>(&v); b && (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub)) {
-    for (const Expr *side : {b->lhs.get(), b->rhs.get()})
-      if (auto *n = dyn_cast<Name>(side)) {
-        auto ty = types_.find(n->id);
-        if (ty != types_.end() && ty->second.is_tensor() && ty->second.elem.is_pointer) return base_of(n->id);
+  std::set<std::string> bases, visiting;
+  std::function<void(const std::string &)> walk = [&](const std::string &p) {
+    for (const Param &param : fn_.params)
+      if (param.name == p) {
+        bases.insert(p);
+        return;
       }
-  }
-  return "";
+    if (!visiting.insert(p).second) return;  // around a loop: the other definitions decide
+    auto range = all_defs_.equal_range(p);
+    if (range.first == range.second) bases.insert("");
+    for (auto it = range.first; it != range.second; ++it) {
+      const Expr &v = *it->second;
+      if (auto *n = dyn_cast<Name>(&v)) {
+        walk(n->id);
+        continue;
+      }
+      std::string found;
+      if (auto *b = dyn_cast<BinOp>(&v); b && (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub))
+        for (const Expr *side : {b->lhs.get(), b->rhs.get()})
+          if (auto *n = dyn_cast<Name>(side)) {
+            auto ty = types_.find(n->id);
+            if (ty != types_.end() && ty->second.is_tensor() && ty->second.elem.is_pointer) found = n->id;
+          }
+      if (found.empty()) bases.insert("");
+      else walk(found);
+    }
+  };
+  walk(pointer);
+  // One base on every path, or none known.
+  return bases.size() == 1 ? *bases.begin() : "";
 }
 
 AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::string &mask) const {
@@ -148,6 +209,10 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   Affine offset;
   std::string at = pointer;
   while (true) {
+    if (redefined_.count(at)) {
+      d.reason = "the pointer is advanced by a loop or chosen by an if: its addresses are not analysed";
+      return d;
+    }
     auto it = defs_.find(at);
     if (it == defs_.end()) break;  // reached the base parameter
     const Expr &v = *it->second;
@@ -188,10 +253,16 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       offset.pid[kv.first] = kv.second;
     }
     offset.lanes.insert(offset.lanes.end(), o.lanes.begin(), o.lanes.end());
+    offset.loops.insert(offset.loops.end(), o.loops.begin(), o.loops.end());
     at = ptr_side->id;
   }
+  d.offset_key = key(offset);
   if (offset.pid.empty()) {
     d.reason = "the offset has no program id: every program reads these addresses";
+    return d;
+  }
+  if (!merge_loop_blocks(offset)) {
+    d.reason = "the offset moves with a loop variable in a way that is not analysed";
     return d;
   }
   if (offset.pid.size() != 1 || offset.lanes.size() != 1) {
@@ -212,7 +283,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     return d;
   }
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
-  if (!extent.empty() && value_of(coefficient) == value_of(extent)) {
+  if (!extent.empty() && !lane.walks_loop && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = program_id * " + coefficient + " + tl.arange(0, " + extent +
                "): each address belongs to one program and lane";
@@ -229,7 +300,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       Affine lanes = lhs ? affine(lhs->id) : Affine();
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
       std::optional<std::string> stride = coefficient;
-      if (lanes.valid && lanes.pid.empty() && lanes.lanes.size() == 1 && lanes.lanes[0].coefficient == "1" && bound) {
+      if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 && lanes.lanes[0].coefficient == "1" && bound) {
         d.kind = AccessDecision::Kind::InjectiveAssuming;
         d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
@@ -249,6 +320,45 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   }
   d.reason = "programs may share addresses (offset = program_id * " + coefficient + " + lanes)";
   return d;
+}
+
+}  // namespace tgrad::ad
+
+namespace tgrad::ad {
+
+// `v + tl.arange(0, B)` with v the variable of `range(lo, hi, B)`: the loop
+// walks disjoint blocks of B, so the pair is one unbounded tile of lanes.
+// False if a loop term is left that cannot be merged.
+bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
+  if (a.loops.empty()) return true;
+  auto value_of = [&](const std::string &text) {
+    auto it = types_.find(text);
+    if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
+      return std::to_string(it->second.n);
+    return text;
+  };
+  if (a.loops.size() != 1 || a.lanes.size() != 1 || a.loops[0].coefficient != "1" || a.lanes[0].coefficient != "1")
+    return false;
+  const Term &lane = a.lanes[0];
+  const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
+  auto loop = loops_.find(a.loops[0].var);
+  if (extent.empty() || loop == loops_.end() || value_of(loop->second.step) != value_of(extent)) return false;
+  a.lanes[0].walks_loop = true;
+  a.loops.clear();
+  return true;
+}
+
+std::string AccessAnalysis::key(const Affine &a) const {
+  std::string k;
+  for (const auto &kv : a.pid) k += "pid" + std::to_string(kv.first) + "*" + kv.second + "+";
+  for (const Term &t : a.lanes)
+    k += "arange(" + (t.extent ? std::to_string(t.extent) : t.extent_symbol) + ")*" + t.coefficient + "+";
+  for (const LoopTerm &t : a.loops) {
+    auto loop = loops_.find(t.var);
+    k += "range(" + (loop == loops_.end() ? t.var : loop->second.lo + "," + loop->second.hi + "," + loop->second.step) +
+         ")*" + t.coefficient + "+";
+  }
+  return k;
 }
 
 }  // namespace tgrad::ad

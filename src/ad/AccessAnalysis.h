@@ -6,12 +6,16 @@
 // its base parameter and the affine form of its offset. A load's adjoint can
 // then be written with a plain store when the pointer is provably injective
 // (no two programs or lanes share an address), and needs an atomic add (or a
-// reduction) otherwise. The proofs are deliberately narrow: a pattern that is
+// reduction) otherwise. A loop variable `v` of `range(lo, hi, step)` next to
+// a `tl.arange(0, step)` tile (`cols = v + tl.arange(0, BLOCK)`, step ==
+// BLOCK) walks disjoint blocks, which counts as one tile of lanes. The proofs
+// are deliberately narrow: a pattern that is
 // not recognised is treated as shared, which costs speed, never correctness.
 #pragma once
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,7 @@ struct AccessDecision {
   std::string reason;               // for --explain and the generated comment
   ast::ExprPtr assumption;          // InjectiveAssuming: a boolean expression over kernel values
   std::string assumption_message;
+  std::string offset_key;           // the offset's affine form, as text: equal keys, equal address sets
 };
 
 class AccessAnalysis {
@@ -46,18 +51,32 @@ class AccessAnalysis {
     std::string coefficient;   // a known integer ("1", "256") or a name (a runtime scalar or constexpr)
     int64_t extent = 0;        // lanes: known extent (0 if symbolic)
     std::string extent_symbol; // lanes: symbolic extent
+    bool walks_loop = false;   // merged with a loop variable stepping by the extent: unbounded
+  };
+  struct LoopTerm {
+    std::string var;          // the loop variable of `for var in range(lo, hi, step)`
+    std::string coefficient;  // "1" or a name
   };
   struct Affine {
     bool valid = true;                       // false: not an affine form we understand
     std::map<int, std::string> pid;          // program axis -> coefficient
     std::vector<Term> lanes;                 // arange terms
-    std::vector<std::string> axes_of_lanes;  // per lane term: which broadcast axis it varies along
+    std::vector<LoopTerm> loops;             // loop-variable terms
+  };
+  struct Loop {
+    std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)
   };
   Affine affine(const std::string &name) const;
+  void collect(const ast::StmtList &block);
+  std::string key(const Affine &a) const;
+  bool merge_loop_blocks(Affine &a) const;
 
   const ast::Function &fn_;
   const std::map<std::string, sema::SType> &types_;
-  std::map<std::string, const ast::Expr *> defs_;  // SSA name -> its defining value
+  std::map<std::string, const ast::Expr *> defs_;  // SSA name -> its (first) defining value
+  std::multimap<std::string, const ast::Expr *> all_defs_;  // SSA name -> every defining value
+  std::set<std::string> redefined_;                // names assigned more than once: loop-carried values
+  std::map<std::string, Loop> loops_;              // loop variable -> its range
 };
 
 }  // namespace tgrad::ad

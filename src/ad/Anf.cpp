@@ -1,5 +1,6 @@
 #include "src/ad/Anf.h"
 
+#include <algorithm>
 #include <map>
 
 #include "tgrad/emit/PythonPrinter.h"
@@ -148,11 +149,16 @@ namespace {
 
 class Normalizer {
  public:
-  Normalizer(const Module &module, const Function &fn, const sema::TypeInfo &types) : fn_(fn), types_(types) {
+  Normalizer(const Module &module, const Function &fn, const sema::TypeInfo &types, bool kernel)
+      : fn_(fn), types_(types), kernel_(kernel) {
     names_.reserve_all(module, fn);
     // Every name the user assigns is reserved, so temporaries never take one.
     collect_assigned(fn.body);
-    for (const Param &p : fn.params) current_[p.name] = p.name;
+    // A reassigned parameter gets a new name: the parameter's value stays readable.
+    for (const Param &p : fn.params) {
+      current_[p.name] = p.name;
+      assigned_.insert(p.name);
+    }
   }
 
   AnfFunction run() {
@@ -165,7 +171,7 @@ class Normalizer {
       out.fn->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
                                 p.default_value ? clone(*p.default_value) : nullptr});
     body_ = &out.fn->body;
-    origin_ = &out.origin;
+    out_ = &out;
     block(fn_.body);
     return out;
   }
@@ -183,6 +189,32 @@ class Normalizer {
         collect_assigned(i->body);
         collect_assigned(i->orelse);
       }
+      if (auto *f = dyn_cast<For>(s.get())) {
+        collect_targets(*f->target);
+        collect_assigned(f->body);
+      }
+      if (auto *w = dyn_cast<While>(s.get())) collect_assigned(w->body);
+    }
+  }
+  // The user names a block assigns, in order of first assignment.
+  static void assigned_names(const StmtList &body, std::vector<std::string> &out) {
+    auto add = [&](const Expr &t, auto &self) -> void {
+      if (auto *n = dyn_cast<Name>(&t)) {
+        if (std::find(out.begin(), out.end(), n->id) == out.end()) out.push_back(n->id);
+      } else if (auto *tu = dyn_cast<Tuple>(&t)) {
+        for (const ExprPtr &e : tu->elts) self(*e, self);
+      }
+    };
+    for (const StmtPtr &s : body) {
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        for (const ExprPtr &t : a->targets) add(*t, add);
+      if (auto *a = dyn_cast<AugAssign>(s.get())) add(*a->target, add);
+      if (auto *a = dyn_cast<AnnAssign>(s.get()); a && a->value) add(*a->target, add);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        assigned_names(i->body, out);
+        assigned_names(i->orelse, out);
+      }
+      if (auto *f = dyn_cast<For>(s.get())) assigned_names(f->body, out);
     }
   }
   void collect_targets(const Expr &t) {
@@ -209,8 +241,102 @@ class Normalizer {
   }
 
   void emit(StmtPtr s) {
+    out_->origin[s.get()] = current_origin_;
     body_->push_back(std::move(s));
-    origin_->push_back(current_origin_);
+  }
+  void emit_copy(const std::string &to, const std::string &from, const SourceSpan &span) {
+    ExprList targets;
+    targets.push_back(std::make_unique<Name>(to, span));
+    emit(std::make_unique<Assign>(std::move(targets), std::make_unique<Name>(from, span), span));
+  }
+
+  // `for v in range(a, b, c)` in a kernel: the loop stays, its carried values
+  // get one name each (see Anf.h).
+  void runtime_loop(const For &loop) {
+    auto *call = dyn_cast<Call>(loop.iter.get());
+    auto *var = dyn_cast<Name>(loop.target.get());
+    const sema::SType *f = call ? type_of(*call->func) : nullptr;
+    if (!call || !var || !f || f->kind != sema::SType::Kind::Builtin || (f->s != "range" && f->s != "tl.range"))
+      fail(loop.iter->span, "a loop in a differentiated kernel must be `for name in range(...)` or tl.range(...)");
+    for (const Keyword &k : call->keywords)
+      if (k.name == "num_stages" || k.name == "loop_unroll_factor" || k.name == "flatten" || k.name == "warp_specialize" ||
+          k.name == "disallow_acc_multi_buffer")
+        continue;
+      else
+        fail(k.name_span, "tgrad does not know the tl.range option '" + k.name + "'");
+    ExprList bounds;
+    for (const ExprPtr &a : call->args) bounds.push_back(atom(*a));
+    std::vector<Keyword> options;
+    for (const Keyword &k : call->keywords) options.push_back({k.name, k.name_span, rename(*k.value)});
+    auto iter = std::make_unique<Call>(rename(*call->func), std::move(bounds), std::move(options), call->span);
+
+    std::vector<std::string> assigned;
+    assigned_names(loop.body, assigned);
+    std::vector<std::pair<std::string, LoopCarried>> carried;  // user name -> names
+    for (const std::string &u : assigned) {
+      auto it = current_.find(u);
+      if (it == current_.end() || u == var->id) continue;  // first assigned in the loop: local to it
+      std::string init = it->second;
+      std::string inside = define(u);
+      emit_copy(inside, init, loop.span);
+      carried.push_back({u, {inside, init}});
+    }
+    // Names first assigned in the body are local to it: Triton does not carry them out.
+    std::map<std::string, std::string> before = current_;
+    std::string v = define(var->id);
+    auto node = std::make_unique<For>(std::make_unique<Name>(v, loop.target->span), std::move(iter), StmtList{}, loop.span);
+    StmtList *outer = body_;
+    body_ = &node->body;
+    block(loop.body);
+    for (auto &[user, names] : carried) {
+      current_origin_ = &loop;
+      if (current_[user] != names.name) emit_copy(names.name, current_[user], loop.span);
+      current_[user] = names.name;
+    }
+    current_ = before;
+    body_ = outer;
+    current_origin_ = &loop;
+    std::vector<LoopCarried> info;
+    for (auto &c : carried) info.push_back(c.second);
+    out_->carried[node.get()] = std::move(info);
+    emit(std::move(node));
+  }
+
+  // `if c:` on a runtime value in a kernel: both branches stay; a name either
+  // assigns is merged under one new name set at the end of each branch.
+  void runtime_if(const If &i) {
+    ExprPtr cond = atom(*i.cond);
+    auto node = std::make_unique<If>(std::move(cond), StmtList{}, StmtList{}, i.span);
+    std::map<std::string, std::string> before = current_;
+    StmtList *outer = body_;
+    body_ = &node->body;
+    block(i.body);
+    std::map<std::string, std::string> after_then = current_;
+    current_ = before;
+    body_ = &node->orelse;
+    block(i.orelse);
+    std::map<std::string, std::string> after_else = current_;
+    current_ = before;
+    std::vector<std::string> assigned;
+    assigned_names(i.body, assigned);
+    assigned_names(i.orelse, assigned);
+    for (const std::string &u : assigned) {
+      auto t = after_then.find(u), e = after_else.find(u);
+      if (t == after_then.end() || e == after_else.end()) continue;  // assigned in one branch only: local to it
+      if (t->second == e->second) {
+        current_[u] = t->second;
+        continue;
+      }
+      current_origin_ = &i;
+      std::string merged = define(u);
+      body_ = &node->body;
+      emit_copy(merged, t->second, i.span);
+      body_ = &node->orelse;
+      emit_copy(merged, e->second, i.span);
+    }
+    body_ = outer;
+    current_origin_ = &i;
+    emit(std::move(node));
   }
 
   // A static expression with names renamed to their current SSA names.
@@ -483,6 +609,7 @@ class Normalizer {
       case NodeKind::If: {
         auto *i = cast<If>(&s);
         const sema::SType *c = type_of(*i->cond);
+        if ((!c || !c->known) && kernel_) return runtime_if(*i);
         if (!c || !c->known)
           fail(i->cond->span, "an if on a value computed at run time cannot be differentiated in a tile function yet; "
                               "make the condition tl.constexpr (give it with -D) or use tl.where");
@@ -493,11 +620,13 @@ class Normalizer {
       }
       case NodeKind::For:
         if (unroll_static_range(*cast<For>(&s))) return;
+        if (kernel_) return runtime_loop(*cast<For>(&s));
         fail(s.span, "loops in a differentiated function are not supported yet (only tl.static_range with bounds "
                      "known before the kernel runs, which is unrolled); reverse mode for runtime loops is not "
                      "implemented");
       case NodeKind::While:
-        fail(s.span, "while loops in a differentiated function are not supported yet");
+        fail(s.span, "while loops cannot be differentiated: tgrad cannot know their trip count to replay them, and "
+                     "taping them is not implemented; write the loop as `for i in range(...)` with a bound");
       case NodeKind::Pass: return;
       case NodeKind::Assert: emit(clone(s)); return;
 #define TGRAD_EXPR(Name) case NodeKind::Name:
@@ -515,8 +644,9 @@ class Normalizer {
   NameAllocator names_;
   std::map<std::string, std::string> current_;  // user name -> current SSA name
   std::set<std::string> assigned_;
+  bool kernel_ = false;
   StmtList *body_ = nullptr;
-  std::vector<const Stmt *> *origin_ = nullptr;
+  AnfFunction *out_ = nullptr;
   const Stmt *current_origin_ = nullptr;
   bool returned_ = false;
 };
@@ -525,7 +655,7 @@ class Normalizer {
 
 std::optional<AnfFunction> to_anf(const Module &module, const Function &fn, const sema::TypeInfo &types,
                                   DiagEngine &diags, bool kernel) {
-  Normalizer n(module, fn, types);
+  Normalizer n(module, fn, types, kernel);
   try {
     AnfFunction out = n.run();
     if (!kernel && !n.returned()) {

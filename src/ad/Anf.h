@@ -6,12 +6,22 @@
 // after their expression (`tl_dot_c_c`, `a_times_b`); the user's own names
 // are kept. Every name is assigned once (a reassigned name gets a suffix:
 // `x_2`), so the backward can replay the primal statements and still read
-// every value an adjoint needs. Constexpr `if`s are resolved; runtime control
-// flow is rejected with a located error (whole-kernel reverse mode handles
-// it). Each output statement remembers the user statement it came from, for
-// the backward's "Grad of:" comments. Examples: tests/ad/AnfTest.cpp.
+// every value an adjoint needs. Constexpr `if`s are resolved.
+//
+// In a kernel, runtime control flow stays structured:
+// - `for v in range(a, b, c)`: a value the loop reassigns (a loop-carried
+//   value) gets one name of its own for the whole loop, `acc_2`, set before
+//   the loop from its incoming value (`acc_2 = acc`) and at the end of the
+//   body from the iteration's result (`acc_2 = acc_3`); inside the body every
+//   other name is assigned once.
+// - `if c:` with a runtime condition: a value either branch assigns gets a
+//   merged name, set at the end of both branches.
+// In a tile function runtime control flow is rejected with a located error.
+// Each output statement remembers the user statement it came from, for the
+// backward's "Grad of:" comments. Examples: tests/ad/AnfTest.cpp.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -24,9 +34,20 @@
 
 namespace tgrad::ad {
 
+// A loop-carried value of a runtime loop.
+struct LoopCarried {
+  std::string name;  // its name inside the loop and after it
+  std::string init;  // the value it enters the loop with
+};
+
 struct AnfFunction {
   std::unique_ptr<ast::Function> fn;
-  std::vector<const ast::Stmt *> origin;  // per statement of fn->body: the user statement
+  std::map<const ast::Stmt *, const ast::Stmt *> origin;  // ANF statement (any depth) -> user statement
+  std::map<const ast::For *, std::vector<LoopCarried>> carried;
+  const ast::Stmt *origin_of(const ast::Stmt *s) const {
+    auto it = origin.find(s);
+    return it == origin.end() ? nullptr : it->second;
+  }
 };
 
 // `kernel`: a kernel, which returns nothing (its results are its stores).

@@ -141,30 +141,102 @@ void stmt_reads(const Stmt &s, std::set<std::string> &out) {
   }
 }
 
-// Removes assignments whose value nobody reads. Expression statements
-// (tl.static_assert, ...) stay: they check something.
-void remove_dead_code(StmtList &body) {
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    std::set<std::string> live;
-    for (size_t k = body.size(); k-- > 0;) {
-      Stmt &s = *body[k];
-      const Name *target = nullptr;
-      if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1) target = dyn_cast<Name>(a->targets[0].get());
-      if (auto *a = dyn_cast<AugAssign>(&s)) target = dyn_cast<Name>(a->target.get());
-      if (target && !live.count(target->id)) {
-        // Keep a comment that introduces a block: move it to the next statement.
-        if (!s.leading_comment.empty() && k + 1 < body.size() && body[k + 1]->leading_comment.empty())
-          body[k + 1]->leading_comment = s.leading_comment;
-        body.erase(body.begin() + static_cast<long>(k));
-        changed = true;
+// Dead-code removal by liveness, over nested loops and ifs: an assignment
+// stays only if a later statement (or the next iteration of a loop around
+// it) reads the value it assigns. Expression statements (stores,
+// tl.static_assert, ...) always stay. Returns the names live on entry.
+std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool erase) {
+  for (size_t k = body.size(); k-- > 0;) {
+    Stmt &s = *body[k];
+    auto drop = [&] {
+      // Keep a comment that introduces a block: move it to the next statement.
+      if (!s.leading_comment.empty() && k + 1 < body.size() && body[k + 1]->leading_comment.empty())
+        body[k + 1]->leading_comment = s.leading_comment;
+      body.erase(body.begin() + static_cast<long>(k));
+    };
+    if (auto *a = dyn_cast<Assign>(&s)) {
+      std::set<std::string> targets;
+      for (const ExprPtr &t : a->targets) reads(*t, targets);  // the names a target list binds
+      bool needed = false;
+      for (const std::string &t : targets) needed |= live.count(t) > 0;
+      if (!needed) {
+        if (erase) drop();
+        continue;
+      }
+      for (const std::string &t : targets) live.erase(t);
+      reads(*a->value, live);
+      continue;
+    }
+    if (auto *a = dyn_cast<AugAssign>(&s)) {
+      auto *t = dyn_cast<Name>(a->target.get());
+      if (t && !live.count(t->id)) {
+        if (erase) drop();
         continue;
       }
       stmt_reads(s, live);
+      continue;
     }
+    if (auto *f = dyn_cast<For>(&s)) {
+      std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
+      // At the end of the body, live: what is live after the loop or at the
+      // start of the next iteration. Iterate to the fixed point.
+      std::set<std::string> end = live, in;
+      while (true) {
+        in = live_in(f->body, end, false);
+        in.erase(var);
+        std::set<std::string> next = live;
+        next.insert(in.begin(), in.end());
+        if (next == end) break;
+        end = std::move(next);
+      }
+      if (erase) {
+        live_in(f->body, end, true);
+        if (f->body.empty()) {
+          drop();
+          continue;
+        }
+      }
+      live.insert(in.begin(), in.end());
+      reads(*f->iter, live);
+      continue;
+    }
+    if (auto *i = dyn_cast<If>(&s)) {
+      std::set<std::string> then_in = live_in(i->body, live, erase), else_in = live_in(i->orelse, live, erase);
+      auto only_pass = [](const StmtList &b) {
+        for (const StmtPtr &x : b)
+          if (!isa<Pass>(x.get())) return false;
+        return true;
+      };
+      if (erase && only_pass(i->body) && only_pass(i->orelse)) {
+        drop();
+        continue;
+      }
+      if (erase && i->body.empty()) i->body.push_back(std::make_unique<Pass>());
+      live = std::move(then_in);
+      live.insert(else_in.begin(), else_in.end());
+      reads(*i->cond, live);
+      continue;
+    }
+    if (auto *e = dyn_cast<ExprStmt>(&s)) {
+      // A shape assertion about an adjoint nobody uses any more checks nothing useful.
+      auto *c = dyn_cast<Call>(e->value.get());
+      if (c && emit::print_expr(*c->func) == "tl.static_assert") {
+        // tl.static_assert(holder.shape == x.shape): the holder is the adjoint.
+        auto *cmp = c->args.empty() ? nullptr : dyn_cast<Compare>(c->args[0].get());
+        auto *attr = cmp ? dyn_cast<Attribute>(cmp->left.get()) : nullptr;
+        auto *holder = attr ? dyn_cast<Name>(attr->value.get()) : nullptr;
+        if (holder && !live.count(holder->id)) {
+          if (erase) drop();
+          continue;
+        }
+      }
+    }
+    stmt_reads(s, live);
   }
+  return live;
 }
+
+void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
 
 // Operations that Triton broadcasts their operands for: their adjoint
 // contributions have the output's shape and must be summed back.
@@ -211,9 +283,7 @@ class Engine {
     anf_types_ = std::move(*anf_types);
     record_name_types();
     names_.reserve_all(module_, *anf_.fn);
-    for (const StmtPtr &s : anf_.fn->body)
-      if (auto *a = dyn_cast<Assign>(s.get()))
-        if (auto *n = dyn_cast<Name>(a->targets[0].get())) names_.reserve(n->id);
+    for (const auto &kv : name_types_) names_.reserve(kv.first);
 
     try {
       return kernel_ ? build_kernel() : build();
@@ -252,10 +322,23 @@ class Engine {
   // The type of every SSA name: parameters and assignment targets.
   void record_name_types() {
     for (const auto &kv : request_.param_types) name_types_[kv.first] = kv.second;
-    for (const StmtPtr &s : anf_.fn->body)
+    record_name_types(anf_.fn->body);
+  }
+  void record_name_types(const StmtList &block) {
+    for (const StmtPtr &s : block) {
       if (auto *a = dyn_cast<Assign>(s.get()))
         if (auto *n = dyn_cast<Name>(a->targets[0].get()))
           if (const SType *t = anf_types_.type_of(a->value.get())) name_types_[n->id] = *t;
+      if (auto *f = dyn_cast<For>(s.get())) {
+        if (auto *n = dyn_cast<Name>(f->target.get()))
+          if (const SType *t = anf_types_.type_of(f->target.get())) name_types_[n->id] = *t;
+        record_name_types(f->body);
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        record_name_types(i->body);
+        record_name_types(i->orelse);
+      }
+    }
   }
 
   const SType *type_of_name(const std::string &n) const {
@@ -389,7 +472,7 @@ class Engine {
       if (!a) continue;
       const std::string &t = as_name(*a->targets[0])->id;
       if (!useful.count(t) || !active.count(t)) continue;
-      begin_block(anf_.origin[k]);
+      begin_block(anf_.origin_of(body[k].get()));
       differentiate_stmt(t, *a->value, active);
     }
 
@@ -480,14 +563,15 @@ class Engine {
   // ------------------------------------------------------------ kernels
 
   struct MemoryOp {
-    size_t index;          // statement index in the ANF body
-    bool store;
-    std::string pointer;   // the pointer operand (an SSA name)
-    std::string base;      // its pointer parameter
-    std::string value;     // store: the stored name ("" if a constant); load: the loaded name
-    std::string mask;      // "" if unmasked
-    std::string other;     // load: the `other` name, if a tensor
-    const Call *call;
+    const Stmt *stmt = nullptr;  // the ANF statement (at any depth)
+    int loop_depth = 0;          // runtime loops around it
+    bool store = false;
+    std::string pointer;         // the pointer operand (an SSA name)
+    std::string base;            // its pointer parameter
+    std::string value;           // store: the stored name ("" if a constant); load: the loaded name
+    std::string mask;            // "" if unmasked
+    std::string other;           // load: the `other` name, if a tensor
+    const Call *call = nullptr;
   };
 
   static const Expr *argument(const Call &c, size_t position, const std::string &keyword) {
@@ -500,22 +584,39 @@ class Engine {
     auto *n = e ? dyn_cast<Name>(e) : nullptr;
     return n ? n->id : "";
   }
+  static std::string target_of(const Stmt &s) {
+    auto *a = dyn_cast<Assign>(&s);
+    auto *n = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+    return n ? n->id : "";
+  }
 
-  std::optional<Backward> build_kernel() {
-    const StmtList &body = anf_.fn->body;
-    AccessAnalysis access(*anf_.fn, name_types_);
-    const std::set<std::string> wrt(request_.wrt.begin(), request_.wrt.end());
-
-    // Loads and stores, with the pointer parameter each goes through.
-    std::vector<MemoryOp> memory;
-    for (size_t k = 0; k < body.size(); ++k) {
+  // Walks the ANF kernel once: its loads and stores, every definition of
+  // every name, and the statements that set a loop's carried values on entry.
+  void collect(const StmtList &block, const AccessAnalysis &access, int depth) {
+    for (size_t k = 0; k < block.size(); ++k) {
+      const Stmt &s = *block[k];
+      if (auto *f = dyn_cast<For>(&s)) {
+        for (const LoopCarried &c : anf_.carried.at(f))
+          for (size_t j = k; j-- > 0;)
+            if (target_of(*block[j]) == c.name) {
+              init_copy_[f].push_back(block[j].get());
+              break;
+            }
+        collect(f->body, access, depth + 1);
+        continue;
+      }
+      if (auto *i = dyn_cast<If>(&s)) {
+        collect(i->body, access, depth);
+        collect(i->orelse, access, depth);
+        continue;
+      }
       const Call *c = nullptr;
-      std::string target;
+      std::string target = target_of(s);
+      if (!target.empty()) defs_of_[target].push_back(cast<Assign>(&s));
       bool store = false;
-      if (auto *a = dyn_cast<Assign>(body[k].get())) {
+      if (auto *a = dyn_cast<Assign>(&s)) {
         c = dyn_cast<Call>(a->value.get());
-        if (auto *n = dyn_cast<Name>(a->targets[0].get())) target = n->id;
-      } else if (auto *e = dyn_cast<ExprStmt>(body[k].get())) {
+      } else if (auto *e = dyn_cast<ExprStmt>(&s)) {
         c = dyn_cast<Call>(e->value.get());
         store = true;
       }
@@ -526,68 +627,124 @@ class Engine {
         fail(c->span, fname + " in a kernel to differentiate is not supported: its result depends on the order of programs");
       if (fname != "tl.load" && fname != "tl.store") continue;
       if (store != (fname == "tl.store")) continue;
-      MemoryOp op{k, store, name_or_empty(argument(*c, 0, "pointer")), "", "", "", "", c};
+      MemoryOp op;
+      op.stmt = &s;
+      op.loop_depth = depth;
+      op.store = store;
+      op.pointer = name_or_empty(argument(*c, 0, "pointer"));
+      op.call = c;
       if (op.pointer.empty()) fail(c->span, "the pointer of a " + fname + " must be a pointer value");
       op.base = access.base_of(op.pointer);
       if (op.base.empty()) fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
       op.value = store ? name_or_empty(argument(*c, 1, "value")) : target;
       op.mask = name_or_empty(argument(*c, store ? 2 : 1, "mask"));
       if (!store) op.other = name_or_empty(argument(*c, 2, "other"));
-      if (argument(*c, store ? 3 : 3, "boundary_check"))
+      if (argument(*c, 3, "boundary_check"))
         fail(c->span, "block pointers (boundary_check) are not supported by whole-kernel reverse mode yet");
-      memory.push_back(op);
+      memory_.push_back(op);
     }
+  }
 
-    for (const MemoryOp &m : memory)
-      if (!m.store) ++loads_per_base_[m.base];
-    // 2. Activity: loads through a --wrt pointer start it.
-    std::set<std::string> active;
-    for (size_t k = 0; k < body.size(); ++k) {
-      auto *a = dyn_cast<Assign>(body[k].get());
-      if (!a) continue;
-      const std::string &t = as_name(*a->targets[0])->id;
-      const MemoryOp *load = nullptr;
-      for (const MemoryOp &m : memory)
-        if (!m.store && m.index == k) load = &m;
-      if (load) {
-        bool other_active = !load->other.empty() && active.count(load->other);
-        if ((wrt.count(load->base) || other_active) && carries_gradient(type_of_name(t))) active.insert(t);
+  const MemoryOp *memory_op(const Stmt *s) const {
+    for (const MemoryOp &m : memory_)
+      if (m.stmt == s) return &m;
+    return nullptr;
+  }
+
+  // Forward activity over the statement tree, to a fixed point (a loop's
+  // carried values feed the next iteration).
+  void propagate_activity(const StmtList &block, const std::set<std::string> &wrt, bool &changed) {
+    for (const StmtPtr &sp : block) {
+      if (auto *f = dyn_cast<For>(sp.get())) {
+        propagate_activity(f->body, wrt, changed);
         continue;
       }
+      if (auto *i = dyn_cast<If>(sp.get())) {
+        propagate_activity(i->body, wrt, changed);
+        propagate_activity(i->orelse, wrt, changed);
+        continue;
+      }
+      auto *a = dyn_cast<Assign>(sp.get());
+      if (!a) continue;
+      const std::string t = target_of(*a);
+      if (t.empty() || active_.count(t) || !carries_gradient(type_of_name(t))) continue;
+      bool any = false;
+      if (const MemoryOp *load = memory_op(sp.get())) {
+        any = wrt.count(load->base) || (!load->other.empty() && active_.count(load->other));
+      } else {
+        std::set<std::string> in;
+        reads(*a->value, in);
+        for (const std::string &n : in) any |= active_.count(n) > 0;
+      }
+      if (any) {
+        active_.insert(t);
+        changed = true;
+      }
+    }
+  }
+
+  // Backward usefulness: active values that a stored output depends on.
+  void propagate_usefulness(const StmtList &block, bool &changed) {
+    for (size_t k = block.size(); k-- > 0;) {
+      const Stmt *s = block[k].get();
+      if (auto *f = dyn_cast<For>(s)) {
+        propagate_usefulness(f->body, changed);
+        continue;
+      }
+      if (auto *i = dyn_cast<If>(s)) {
+        propagate_usefulness(i->body, changed);
+        propagate_usefulness(i->orelse, changed);
+        continue;
+      }
+      auto *a = dyn_cast<Assign>(s);
+      if (!a || !useful_.count(target_of(*a)) || memory_op(s)) continue;
       std::set<std::string> in;
       reads(*a->value, in);
-      bool any = false;
-      for (const std::string &n : in) any |= active.count(n) > 0;
-      if (any && carries_gradient(type_of_name(t))) active.insert(t);
+      for (const std::string &n : in)
+        if (active_.count(n) && useful_.insert(n).second) changed = true;
+    }
+  }
+
+  std::optional<Backward> build_kernel() {
+    const StmtList &body = anf_.fn->body;
+    AccessAnalysis access(*anf_.fn, name_types_);
+    const std::set<std::string> wrt(request_.wrt.begin(), request_.wrt.end());
+    collect(body, access, 0);
+
+    for (const MemoryOp &m : memory_)
+      if (!m.store) {
+        ++loads_per_base_[m.base];
+        AccessDecision d = access.classify(m.pointer, m.mask);
+        offset_keys_[m.base].insert(d.offset_key);
+        if (d.kind == AccessDecision::Kind::Shared) shared_bases_.insert(m.base);
+      }
+    // 2. Activity: loads through a --wrt pointer start it.
+    for (bool changed = true; changed;) {
+      changed = false;
+      propagate_activity(body, wrt, changed);
     }
     // Outputs: stores of active values; they get a gradient buffer each.
     std::vector<std::string> outputs;
     std::map<std::string, const MemoryOp *> store_of;
-    for (const MemoryOp &m : memory) {
+    for (const MemoryOp &m : memory_) {
       if (!m.store) continue;
       if (store_of.count(m.base))
         fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
                            "gradient belongs to (store once per pointer)");
       store_of[m.base] = &m;
     }
-    for (const MemoryOp &m : memory)
-      if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active.count(m.value)))
+    for (const MemoryOp &m : memory_)
+      if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
         fail(m.call->span, "'" + m.base + "' is both loaded and stored by this kernel (read-after-write through "
                            "memory); its gradient is not defined by the values alone: write the result to another buffer");
     for (const Param &p : fn_->params) {
       auto it = store_of.find(p.name);
-      if (it != store_of.end() && active.count(it->second->value)) outputs.push_back(p.name);
+      if (it != store_of.end() && active_.count(it->second->value)) outputs.push_back(p.name);
     }
-    // Useful: what a stored active value depends on.
-    std::set<std::string> useful;
-    for (const std::string &o : outputs) useful.insert(store_of[o]->value);
-    for (size_t k = body.size(); k-- > 0;) {
-      auto *a = dyn_cast<Assign>(body[k].get());
-      if (!a || !useful.count(as_name(*a->targets[0])->id)) continue;
-      std::set<std::string> in;
-      reads(*a->value, in);
-      for (const std::string &n : in)
-        if (active.count(n)) useful.insert(n);
+    for (const std::string &o : outputs) useful_.insert(store_of[o]->value);
+    for (bool changed = true; changed;) {
+      changed = false;
+      propagate_usefulness(body, changed);
     }
 
     // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
@@ -603,55 +760,19 @@ class Engine {
     }
     for (const std::string &w : request_.wrt) {
       bool read = false;
-      for (const MemoryOp &m : memory) read |= !m.store && m.base == w && useful.count(m.value);
+      for (const MemoryOp &m : memory_) read |= !m.store && m.base == w && useful_.count(m.value);
       if (!read) diags_.warning(param_span(w), "no store of '" + fn_->name + "' depends on what it loads through '" + w +
                                                    "': its gradient is zero");
     }
 
-    // 4. The sweep, in reverse.
-    for (size_t k = body.size(); k-- > 0;) {
-      const MemoryOp *op = nullptr;
-      for (const MemoryOp &m : memory)
-        if (m.index == k) op = &m;
-      if (op && op->store) {
-        if (!useful.count(op->value)) continue;
-        begin_block(anf_.origin[k]);
-        // The adjoint of a store: the upstream gradient, loaded under the store's mask.
-        std::vector<Keyword> kws;
-        if (!op->mask.empty()) {  // Triton takes `other` only with a mask
-          kws.push_back({"mask", {}, name(op->mask)});
-          kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
-        }
-        contribute(op->value, call("tl.load", list(dual(op->pointer)), std::move(kws)), "store", op->pointer, op->call->span);
-        continue;
-      }
-      auto *a = dyn_cast<Assign>(body[k].get());
-      if (!a) continue;
-      const std::string &t = as_name(*a->targets[0])->id;
-      if (!useful.count(t) || !active.count(t)) continue;
-      begin_block(anf_.origin[k]);
-      if (op) {
-        load_adjoint(*op, access, result.explanations);
-        continue;
-      }
-      differentiate_stmt(t, *a->value, active);
-    }
-
-    // 5. The backward kernel: the primal replay (stores removed, gradient
-    // pointers alongside the pointers they mirror), then the sweep.
+    // 4. The sweep, in reverse; then the primal replay (stores removed,
+    // gradient pointers alongside the pointers they mirror) goes first.
+    out_ = &sweep_;
+    sweep_block(body, access, result.explanations);
     std::vector<std::string> gradient_params;
     for (const auto &g : result.gradient_buffers) gradient_params.push_back(g.second);
     std::unique_ptr<Function> bwd = backward_shell(gradient_params);
-    for (size_t k = 0; k < body.size(); ++k) {
-      bool is_store = false;
-      for (const MemoryOp &m : memory) is_store |= m.store && m.index == k;
-      if (is_store || isa<Return>(body[k].get())) continue;
-      bwd->body.push_back(clone(*body[k]));
-      if (auto *a = dyn_cast<Assign>(body[k].get())) {
-        auto dual_it = dual_defs_.find(as_name(*a->targets[0])->id);
-        if (dual_it != dual_defs_.end()) bwd->body.push_back(std::move(dual_it->second));
-      }
-    }
+    replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
     remove_dead_code(bwd->body);
 
@@ -661,32 +782,292 @@ class Engine {
     return result;
   }
 
-  // The gradient pointer that mirrors `pointer`: the same offsets from d<base>.
+  void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations) {
+    for (size_t k = block.size(); k-- > 0;) {
+      const Stmt *s = block[k].get();
+      if (auto *f = dyn_cast<For>(s)) {
+        sweep_loop(*f, access, explanations);
+        continue;
+      }
+      if (auto *i = dyn_cast<If>(s)) {
+        sweep_if(*i, access, explanations);
+        continue;
+      }
+      const MemoryOp *op = memory_op(s);
+      if (op && op->store) {
+        if (!useful_.count(op->value)) continue;
+        begin_block(anf_.origin_of(s));
+        // The adjoint of a store: the upstream gradient, loaded under the store's mask.
+        std::vector<Keyword> kws;
+        if (!op->mask.empty()) {  // Triton takes `other` only with a mask
+          kws.push_back({"mask", {}, name(op->mask)});
+          kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+        }
+        contribute(op->value, call("tl.load", list(dual(op->pointer)), std::move(kws)), "store", op->pointer, op->call->span);
+        continue;
+      }
+      auto *a = dyn_cast<Assign>(s);
+      if (!a) continue;
+      const std::string t = target_of(*a);
+      if (t.empty() || !useful_.count(t) || !active_.count(t)) continue;
+      if (carried_update_copy_.count(s)) continue;  // additive accumulator: its adjoint is loop-invariant
+      auto additive = additive_update_.find(t);
+      if (additive != additive_update_.end()) {
+        // acc_3 = acc_2 + t: the iteration's result has the loop-invariant adjoint of acc_2.
+        auto b = adjoint_.find(additive->second);
+        if (b == adjoint_.end()) continue;
+        adjoint_[t] = b->second;
+        aliased_.insert(t);
+      }
+      if (!adjoint_.count(t)) continue;  // no gradient reaches it
+      begin_block(anf_.origin_of(s));
+      if (op) {
+        load_adjoint(*op, access, explanations);
+        continue;
+      }
+      differentiate_stmt(t, *a->value, active_);
+    }
+  }
+
+  // Names assigned anywhere in a block.
+  static void block_defs(const StmtList &block, std::set<std::string> &out) {
+    for (const StmtPtr &s : block) {
+      std::string t = target_of(*s);
+      if (!t.empty()) out.insert(t);
+      if (auto *f = dyn_cast<For>(s.get())) {
+        if (auto *n = dyn_cast<Name>(f->target.get())) out.insert(n->id);
+        block_defs(f->body, out);
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        block_defs(i->body, out);
+        block_defs(i->orelse, out);
+      }
+    }
+  }
+  static void block_reads(const StmtList &block, std::set<std::string> &out) {
+    for (const StmtPtr &s : block) {
+      stmt_reads(*s, out);
+      if (auto *f = dyn_cast<For>(s.get())) {
+        reads(*f->iter, out);
+        block_reads(f->body, out);
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        reads(*i->cond, out);
+        block_reads(i->body, out);
+        block_reads(i->orelse, out);
+      }
+    }
+  }
+  static void count_reads(const StmtList &block, std::map<std::string, int> &out) {
+    for (const StmtPtr &s : block) {
+      std::set<std::string> r;
+      stmt_reads(*s, r);
+      for (const std::string &n : r) ++out[n];
+      if (auto *f = dyn_cast<For>(s.get())) count_reads(f->body, out);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        count_reads(i->body, out);
+        count_reads(i->orelse, out);
+      }
+    }
+  }
+
+  // Values defined outside `block` whose adjoints the block adds to: their
+  // adjoints must exist before it (a loop adds once per iteration, an if in
+  // one branch only), as variables of their own.
+  void prepare_outer_adjoints(const StmtList &block) {
+    std::set<std::string> defined, read;
+    block_defs(block, defined);
+    block_reads(block, read);
+    for (const std::string &x : read) {
+      if (defined.count(x) || !active_.count(x) || !useful_.count(x) || frozen_.count(x)) continue;
+      const SType *t = type_of_name(x);
+      if (!is_float_tensor(t)) {
+        if (carries_gradient(t))
+          fail({}, "the tuple '" + x + "' is used inside a loop or a runtime if; tgrad cannot accumulate its adjoint "
+                   "there (unpack it before the loop)");
+        continue;
+      }
+      auto it = adjoint_.find(x);
+      if (it == adjoint_.end()) {
+        std::string b = names_.fresh("b" + x);
+        emit_stmt(assign(b, call("tl.zeros_like", list(name(x)))));
+        adjoint_[x] = b;
+      } else if (aliased_.count(x)) {
+        std::string b = names_.fresh("b" + x);
+        emit_stmt(assign(b, name(it->second)));
+        adjoint_[x] = b;
+        aliased_.erase(x);
+      }
+    }
+  }
+
+  // A runtime loop. Its carried float values must be additive accumulators
+  // (acc = acc + t, acc = acc - t, acc = tl.dot(a, b, acc)), read nowhere
+  // else in the body: their adjoint is then the same in every iteration, and
+  // the backward loop runs forward, replaying each iteration's primal values
+  // (induction variables and advancing pointers included) before its adjoints.
+  void sweep_loop(const For &f, const AccessAnalysis &access, std::vector<std::string> &explanations) {
+    std::map<std::string, int> read_count;
+    count_reads(f.body, read_count);
+    std::vector<std::string> additive_here;
+    for (const LoopCarried &c : anf_.carried.at(&f)) {
+      if (!active_.count(c.name) || !useful_.count(c.name)) continue;
+      const Assign *copy = nullptr;
+      for (const StmtPtr &s : f.body)
+        if (target_of(*s) == c.name) copy = cast<Assign>(s.get());
+      auto *u = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
+      const Assign *update = nullptr;
+      if (u)
+        for (const StmtPtr &s : f.body)
+          if (target_of(*s) == u->id) update = cast<Assign>(s.get());
+      bool additive = false;
+      if (update && read_count[c.name] == 1 && read_count[u->id] == 1) {
+        auto is_carried = [&](const Expr *e) { return e && isa<Name>(e) && cast<Name>(e)->id == c.name; };
+        if (auto *b = dyn_cast<BinOp>(update->value.get())) {
+          additive = (b->op == BinaryOpKind::Add && (is_carried(b->lhs.get()) != is_carried(b->rhs.get()))) ||
+                     (b->op == BinaryOpKind::Sub && is_carried(b->lhs.get()) && !is_carried(b->rhs.get()));
+        } else if (auto *cl = dyn_cast<Call>(update->value.get())) {
+          const SType *ft = anf_types_.type_of(cl->func.get());
+          additive = ft && ft->kind == SType::Kind::Builtin && ft->s == "tl.dot" && is_carried(argument(*cl, 2, "acc")) &&
+                     !is_carried(argument(*cl, 0, "input")) && !is_carried(argument(*cl, 1, "other"));
+        }
+      }
+      if (!additive) {
+        const Stmt *where = update ? static_cast<const Stmt *>(update) : static_cast<const Stmt *>(&f);
+        const Stmt *origin = anf_.origin_of(where);
+        fail(origin ? origin->span : f.span,
+             "the loop-carried value '" + c.name + "' is not an additive accumulator (acc += t, acc -= t or "
+             "acc = tl.dot(a, b, acc), with acc read nowhere else in the loop): reversing its loop needs each "
+             "iteration's value, and tgrad neither inverts this update nor tapes it yet. Compute it without the "
+             "loop, or save the per-iteration values to memory in the forward");
+      }
+      additive_update_[u->id] = c.name;
+      carried_update_copy_.insert(copy);
+      frozen_.insert(c.name);
+      additive_here.push_back(c.name);
+    }
+    begin_block(anf_.origin_of(&f));
+    prepare_outer_adjoints(f.body);
+
+    StmtList adjoint;
+    StmtList *outer = out_;
+    out_ = &adjoint;
+    const Stmt *saved_block = current_block_;
+    current_block_ = nullptr;
+    sweep_block(f.body, access, explanations);
+    out_ = outer;
+    current_block_ = saved_block;
+    for (const std::string &c : additive_here) frozen_.erase(c);
+
+    // Carried values start each replay from their incoming values.
+    auto it = init_copy_.find(&f);
+    if (it != init_copy_.end())
+      for (const Stmt *s : it->second) replay_stmt(*s, *out_);
+    // The iteration's primal values, its adjoints, then the carried values
+    // move on to the next iteration (pointers advance after their use).
+    std::set<std::string> carried_names;
+    for (const LoopCarried &c : anf_.carried.at(&f)) carried_names.insert(c.name);
+    auto loop = std::make_unique<For>(clone(*f.target), clone(*f.iter), StmtList{}, f.span);
+    std::vector<const Stmt *> moves;
+    for (const StmtPtr &s : f.body)
+      if (carried_names.count(target_of(*s))) moves.push_back(s.get());
+      else replay_stmt(*s, loop->body);
+    for (StmtPtr &s : adjoint) loop->body.push_back(std::move(s));
+    for (const Stmt *s : moves) replay_stmt(*s, loop->body);
+    emit_stmt(std::move(loop));
+  }
+
+  // A runtime if: the condition is recomputed by the replay; each branch of
+  // the backward replays its branch's primal values, then its adjoints.
+  void sweep_if(const If &i, const AccessAnalysis &access, std::vector<std::string> &explanations) {
+    begin_block(anf_.origin_of(&i));
+    prepare_outer_adjoints(i.body);
+    prepare_outer_adjoints(i.orelse);
+    auto node = std::make_unique<If>(clone(*i.cond), StmtList{}, StmtList{}, i.span);
+    StmtList *outer = out_;
+    const Stmt *saved_block = current_block_;
+    for (auto [from, to] : {std::pair<const StmtList *, StmtList *>{&i.body, &node->body}, {&i.orelse, &node->orelse}}) {
+      StmtList adjoint;
+      out_ = &adjoint;
+      current_block_ = nullptr;
+      sweep_block(*from, access, explanations);
+      replay_block(*from, *to);
+      for (StmtPtr &s : adjoint) to->push_back(std::move(s));
+    }
+    out_ = outer;
+    current_block_ = saved_block;
+    if (node->body.empty() && node->orelse.empty()) return;
+    if (node->body.empty()) node->body.push_back(std::make_unique<Pass>());
+    emit_stmt(std::move(node));
+  }
+
+  // The primal statements of a block, stores removed, each pointer's mirror
+  // right after the pointer.
+  void replay_block(const StmtList &src, StmtList &dst) {
+    for (const StmtPtr &s : src) replay_stmt(*s, dst);
+  }
+  void replay_stmt(const Stmt &s, StmtList &dst) {
+    if (isa<Return>(&s)) return;
+    if (const MemoryOp *m = memory_op(&s); m && m->store) return;
+    if (auto *f = dyn_cast<For>(&s)) {
+      auto loop = std::make_unique<For>(clone(*f->target), clone(*f->iter), StmtList{}, f->span);
+      replay_block(f->body, loop->body);
+      dst.push_back(std::move(loop));
+      return;
+    }
+    if (auto *i = dyn_cast<If>(&s)) {
+      auto node = std::make_unique<If>(clone(*i->cond), StmtList{}, StmtList{}, i->span);
+      replay_block(i->body, node->body);
+      replay_block(i->orelse, node->orelse);
+      if (node->body.empty()) node->body.push_back(std::make_unique<Pass>());
+      dst.push_back(std::move(node));
+      return;
+    }
+    dst.push_back(clone(s));
+    auto d = dual_defs_.find(&s);
+    if (d != dual_defs_.end()) dst.push_back(clone(*d->second));
+  }
+
+  // The gradient pointer that mirrors `pointer`: the same offsets from
+  // d<base>. Every definition of the pointer (a loop-carried pointer has two)
+  // gets a mirror definition, emitted after it by the replay.
   ExprPtr dual(const std::string &pointer) {
     auto it = dual_name_.find(pointer);
     if (it != dual_name_.end()) return name(it->second);
     for (const Param &p : anf_.fn->params)
       if (p.name == pointer) return name(gradient_buffer_.at(pointer));
-    const Stmt *def = nullptr;
-    for (const StmtPtr &st : anf_.fn->body)
-      if (auto *a = dyn_cast<Assign>(st.get()); a && as_name(*a->targets[0])->id == pointer) def = st.get();
-    auto *a = dyn_cast<Assign>(def);
-    if (!a) fail({}, "internal error: no definition of the pointer '" + pointer + "'");
-    ExprPtr value = clone(*a->value);
-    // Replace the pointer operand by its own mirror.
-    if (auto *n = dyn_cast<Name>(value.get())) {
-      value = dual(n->id);
-    } else if (auto *b = dyn_cast<BinOp>(value.get())) {
-      for (ExprPtr *side : {&b->lhs, &b->rhs})
-        if (auto *n = dyn_cast<Name>(side->get())) {
-          const SType *t = type_of_name(n->id);
-          if (t && t->is_tensor() && t->elem.is_pointer) *side = dual(n->id);
-        }
-    }
+    auto defs = defs_of_.find(pointer);
+    if (defs == defs_of_.end()) fail({}, "internal error: no definition of the pointer '" + pointer + "'");
     std::string d = names_.fresh("d" + pointer);
     dual_name_[pointer] = d;
-    dual_defs_[pointer] = assign(d, std::move(value));
+    for (const Assign *a : defs->second) {
+      ExprPtr value = clone(*a->value);
+      mirror_pointers(value);
+      dual_defs_[a] = assign(d, std::move(value));
+    }
     return name(d);
+  }
+  // Replaces every pointer-typed name in `e` by its mirror.
+  void mirror_pointers(ExprPtr &e) {
+    if (auto *n = dyn_cast<Name>(e.get())) {
+      const SType *t = type_of_name(n->id);
+      if (t && t->is_tensor() && t->elem.is_pointer) e = dual(n->id);
+      return;
+    }
+    if (auto *b = dyn_cast<BinOp>(e.get())) {
+      mirror_pointers(b->lhs);
+      mirror_pointers(b->rhs);
+    } else if (auto *c = dyn_cast<Call>(e.get())) {
+      if (auto *attr = dyn_cast<Attribute>(c->func.get())) mirror_pointers(attr->value);
+      for (ExprPtr &a : c->args) mirror_pointers(a);
+      for (Keyword &k : c->keywords) mirror_pointers(k.value);
+    } else if (auto *s = dyn_cast<Subscript>(e.get())) {
+      mirror_pointers(s->value);
+    } else if (auto *u = dyn_cast<UnaryOp>(e.get())) {
+      mirror_pointers(u->operand);
+    } else if (auto *w = dyn_cast<Tuple>(e.get())) {
+      for (ExprPtr &x : w->elts) mirror_pointers(x);
+    }
   }
 
   void load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std::vector<std::string> &explanations) {
@@ -705,30 +1086,54 @@ class Engine {
     }
     if (!gradient_buffer_.count(op.base)) return;  // `other` only
     AccessDecision d = access.classify(op.pointer, op.mask);
-    // Two loads through one pointer may read one address twice: their
-    // gradients must add up, which plain stores would not do.
-    if (loads_per_base_[op.base] > 1 && d.kind != AccessDecision::Kind::Shared) {
+    // Loads of one pointer parameter share one gradient buffer: if any of
+    // them may meet another program's addresses, all of them add atomically.
+    if (shared_bases_.count(op.base) && d.kind != AccessDecision::Kind::Shared) {
       d.kind = AccessDecision::Kind::Shared;
-      d.reason = "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
-                 " times: the gradients of the loads add up";
+      d.reason = "another load through '" + op.base + "' may share addresses with other programs";
     }
-    std::vector<Keyword> kws;
-    if (!op.mask.empty()) kws.push_back({"mask", {}, name(op.mask)});
+    auto kws = [&] {
+      std::vector<Keyword> k;
+      if (!op.mask.empty()) k.push_back({"mask", {}, name(op.mask)});
+      return k;
+    };
     std::string what;
     if (d.kind == AccessDecision::Kind::Shared) {
       what = "tl.atomic_add";
-      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(kws)));
+      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), kws()));
       st->leading_comment = "atomic: " + d.reason;
       emit_stmt(std::move(st));
     } else {
+      std::string assuming;
       if (d.kind == AccessDecision::Kind::InjectiveAssuming) {
-        what = "plain store, assuming " + emit::print_expr(*d.assumption);
+        assuming = ", assuming " + emit::print_expr(*d.assumption);
         emit_stmt(std::make_unique<ExprStmt>(call("tl.device_assert",
                                                   list(std::move(d.assumption), std::make_unique<StrLit>(d.assumption_message, "")))));
-      } else {
-        what = "plain store";
       }
-      emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), std::move(kws))));
+      // Several loads of one buffer: the first gradient written is a plain
+      // store (the buffer starts at zero), later ones add to it in place,
+      // after a barrier so that every thread of the program sees the earlier
+      // writes. The first may be a plain store only if no later one can run
+      // before it at the same address: outside loops, or where every load
+      // has the same offsets.
+      int &written = contributions_[op.base];
+      bool plain = written == 0 && (loads_per_base_[op.base] == 1 || op.loop_depth == 0 || offset_keys_[op.base].size() == 1);
+      ++written;
+      if (plain) {
+        what = "plain store" + assuming;
+        emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
+      } else {
+        what = "store adding to the earlier gradients of this buffer" + assuming;
+        emit_stmt(std::make_unique<ExprStmt>(call("tl.debug_barrier", {})));
+        std::vector<Keyword> load_kws = kws();
+        if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+        ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add, call("tl.load", list(dual(op.pointer)), std::move(load_kws)),
+                                              name(bx));
+        StmtPtr st = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws()));
+        st->leading_comment = "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
+                              " times: this gradient adds to the others";
+        emit_stmt(std::move(st));
+      }
     }
     explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base + "' is a " +
                            what + ": " + d.reason);
@@ -870,10 +1275,10 @@ class Engine {
 
   void emit_stmt(StmtPtr s) {
     if (!pending_comment_.empty()) {
-      s->leading_comment = pending_comment_;
+      s->leading_comment = s->leading_comment.empty() ? pending_comment_ : pending_comment_ + "\n" + s->leading_comment;
       pending_comment_.clear();
     }
-    sweep_.push_back(std::move(s));
+    out_->push_back(std::move(s));
   }
 
   void differentiate_stmt(const std::string &target, const Expr &value, const std::set<std::string> &active) {
@@ -1206,6 +1611,7 @@ class Engine {
   // operation broadcast x.
   void contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span) {
     (void)span;
+    if (frozen_.count(x)) return;  // an additive accumulator's own term: its adjoint is loop-invariant
     bool summed = false;
     if (broadcasts_operands(op)) {
       const SType *tx = type_of_name(x), *ty = type_of_name(y);
@@ -1332,9 +1738,20 @@ class Engine {
   bool kernel_ = false;                                     // differentiating a kernel (pointer parameters)
   std::map<std::string, std::string> gradient_buffer_;     // pointer parameter -> its gradient pointer
   std::map<std::string, std::string> dual_name_;           // pointer value -> its gradient pointer
-  std::map<std::string, StmtPtr> dual_defs_;               // pointer value -> the statement defining its mirror
+  std::map<const Stmt *, StmtPtr> dual_defs_;              // a pointer's definition -> its mirror's definition
   std::map<std::string, int> loads_per_base_;              // pointer parameter -> loads through it
+  std::map<std::string, std::set<std::string>> offset_keys_;  // pointer parameter -> the offsets of its loads
+  std::set<std::string> shared_bases_;                     // pointer parameters some load of which is shared
+  std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
+  std::vector<MemoryOp> memory_;
+  std::map<std::string, std::vector<const Assign *>> defs_of_;  // name -> its definitions (any depth)
+  std::map<const For *, std::vector<const Stmt *>> init_copy_;   // loop -> the statements setting its carried values
+  std::set<std::string> active_, useful_;
+  std::map<std::string, std::string> additive_update_;     // acc_3 (acc_2 + t) -> acc_2
+  std::set<const Stmt *> carried_update_copy_;             // acc_2 = acc_3 of an additive accumulator
+  std::set<std::string> frozen_;                           // adjoints that take no contributions now
   StmtList sweep_;
+  StmtList *out_ = &sweep_;
   const Stmt *current_block_ = nullptr;
   std::string pending_comment_;
   bool uses_libdevice_ = false;
