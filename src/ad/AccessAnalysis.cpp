@@ -257,8 +257,21 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     at = ptr_side->id;
   }
   d.offset_key = key(offset);
+  // A tile with more varying dimensions than tl.arange terms repeats
+  // addresses across lanes (x[None, :] broadcast over rows): only atomics add those up.
+  auto ptr_type = types_.find(pointer);
+  size_t varying = 0;
+  if (ptr_type != types_.end())
+    for (const sema::Dim &dim : ptr_type->second.shape) varying += !(dim.value && *dim.value == 1);
+  if (ptr_type == types_.end() || varying > offset.lanes.size()) {
+    d.reason = "the pointer tile repeats offsets across lanes (a broadcast): lanes share addresses";
+    return d;
+  }
   if (offset.pid.empty()) {
     d.reason = "the offset has no program id: every program reads these addresses";
+    // Within the program, distinct lanes (and loop blocks) read distinct addresses.
+    if (merge_loop_blocks(offset) && offset.lanes.size() <= 1 && (offset.lanes.empty() || offset.lanes[0].coefficient == "1"))
+      d.kind = AccessDecision::Kind::Broadcast;
     return d;
   }
   if (!merge_loop_blocks(offset)) {

@@ -29,6 +29,7 @@ struct AccessDecision {
     Injective,          // one program and one lane per address: a plain store
     InjectiveAssuming,  // injective if `assumption` holds (checked with tl.device_assert)
     Shared,             // programs may share addresses: tl.atomic_add
+    Broadcast,          // no program id in the offset, lanes distinct: every program reads the same addresses
   };
   Kind kind = Kind::Shared;
   std::string reason;               // for --explain and the generated comment

@@ -12,6 +12,7 @@
 #include "src/ad/Rules.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/parse/Parser.h"
 #include "tgrad/tgrad.h"
 
 namespace tgrad::ad {
@@ -711,13 +712,25 @@ class Engine {
     const std::set<std::string> wrt(request_.wrt.begin(), request_.wrt.end());
     collect(body, access, 0);
 
+    std::map<std::string, std::set<AccessDecision::Kind>> kinds;
     for (const MemoryOp &m : memory_)
       if (!m.store) {
         ++loads_per_base_[m.base];
         AccessDecision d = access.classify(m.pointer, m.mask);
         offset_keys_[m.base].insert(d.offset_key);
-        if (d.kind == AccessDecision::Kind::Shared) shared_bases_.insert(m.base);
+        kinds[m.base].insert(d.kind);
       }
+    // Partial sums for inputs that every program loads alike (see Backward::PartialSum),
+    // where the programs differ only by tl.program_id(0): the backward can then loop over them.
+    const bool one_axis = programs_differ_only_by_axis_0(body);
+    for (const std::string &w : request_.wrt) {
+      auto k = kinds.find(w);
+      if (one_axis && k != kinds.end() && k->second == std::set<AccessDecision::Kind>{AccessDecision::Kind::Broadcast})
+        partial_bases_.insert(w);
+    }
+    for (const auto &[base, ks] : kinds)
+      if (ks.count(AccessDecision::Kind::Shared) || (ks.count(AccessDecision::Kind::Broadcast) && !partial_bases_.count(base)))
+        shared_bases_.insert(base);
     // 2. Activity: loads through a --wrt pointer start it.
     for (bool changed = true; changed;) {
       changed = false;
@@ -765,21 +778,167 @@ class Engine {
                                                    "': its gradient is zero");
     }
 
+    // Partial sums: a scratch buffer, its row length and this program's row.
+    std::map<std::string, std::string> row_of;
+    for (const std::string &w : request_.wrt) {
+      if (!partial_bases_.count(w)) continue;
+      Backward::PartialSum p{w, gradient_buffer_[w], names_.fresh(gradient_buffer_[w] + "_partial"), names_.fresh(w + "_numel")};
+      row_of[w] = names_.fresh(gradient_buffer_[w] + "_row");
+      partial_row_[w] = row_of[w];
+      result.partial_sums.push_back(p);
+    }
+
     // 4. The sweep, in reverse; then the primal replay (stores removed,
     // gradient pointers alongside the pointers they mirror) goes first.
     out_ = &sweep_;
     sweep_block(body, access, result.explanations);
-    std::vector<std::string> gradient_params;
-    for (const auto &g : result.gradient_buffers) gradient_params.push_back(g.second);
-    std::unique_ptr<Function> bwd = backward_shell(gradient_params);
+    std::vector<std::string> extra_params;
+    for (const auto &g : result.gradient_buffers) extra_params.push_back(g.second);
+    for (const auto &p : result.partial_sums) extra_params.push_back(p.scratch);
+    for (const auto &p : result.partial_sums) extra_params.push_back(p.numel);
+    if (!result.partial_sums.empty()) {
+      result.num_programs_param = names_.fresh("num_programs");
+      extra_params.push_back(result.num_programs_param);
+    }
+    std::unique_ptr<Function> bwd = backward_shell(extra_params);
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
     remove_dead_code(bwd->body);
 
     sema::ParamTypes bwd_types = request_.param_types;
     for (const auto &g : result.gradient_buffers) bwd_types[g.second] = request_.param_types.at(g.first);
+    if (!result.partial_sums.empty()) {
+      const SType i32 = SType::tensor({sema::DType::Int32, false}, {});
+      for (const auto &p : result.partial_sums) {
+        bwd_types[p.scratch] = SType::tensor({sema::DType::FP32, true}, {});
+        bwd_types[p.numel] = i32;
+      }
+      bwd_types[result.num_programs_param] = i32;
+      loop_over_forward_programs(*bwd, result, row_of);
+      result.reduce_kernel = add_reduce_kernel(bwd->name + "_reduce");
+    }
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
+  }
+
+  // True if the kernel reads no program id but axis 0's, and not the grid's
+  // size: running it for program p inside a loop over p is then the same.
+  bool programs_differ_only_by_axis_0(const StmtList &block) const {
+    bool ok = true;
+    std::function<void(const Expr &)> visit = [&](const Expr &e) {
+      if (auto *c = dyn_cast<Call>(&e)) {
+        const SType *f = anf_types_.type_of(c->func.get());
+        std::string fname = f && f->kind == SType::Kind::Builtin ? f->s : "";
+        if (fname == "tl.num_programs") ok = false;
+        if (fname == "tl.program_id") {
+          const Expr *axis = argument(*c, 0, "axis");
+          auto *lit = axis ? dyn_cast<IntLit>(axis) : nullptr;
+          if (!lit || lit->value != 0) ok = false;
+        }
+        for (const ExprPtr &a : c->args) visit(*a);
+        for (const Keyword &k : c->keywords) visit(*k.value);
+        visit(*c->func);
+      } else if (auto *b = dyn_cast<BinOp>(&e)) {
+        visit(*b->lhs);
+        visit(*b->rhs);
+      } else if (auto *a = dyn_cast<Attribute>(&e)) {
+        visit(*a->value);
+      }
+    };
+    std::function<void(const StmtList &)> walk = [&](const StmtList &b) {
+      for (const StmtPtr &st : b) {
+        if (auto *a = dyn_cast<Assign>(st.get())) visit(*a->value);
+        if (auto *x = dyn_cast<ExprStmt>(st.get())) visit(*x->value);
+        if (auto *f = dyn_cast<For>(st.get())) walk(f->body);
+        if (auto *i = dyn_cast<If>(st.get())) {
+          walk(i->body);
+          walk(i->orelse);
+        }
+      }
+    };
+    walk(block);
+    return ok;
+  }
+
+  // The body becomes `for pid in range(tl.program_id(0), num_programs, tl.num_programs(0))`
+  // with pid in place of tl.program_id(0); each partial-sum row is set up before it.
+  void loop_over_forward_programs(Function &bwd, const Backward &result, const std::map<std::string, std::string> &row_of) {
+    std::string pid = names_.fresh("forward_pid");
+    std::function<void(ExprPtr &)> replace = [&](ExprPtr &e) {
+      if (auto *c = dyn_cast<Call>(e.get())) {
+        if (emit::print_expr(*c->func) == "tl.program_id") {
+          e = name(pid);
+          return;
+        }
+        for (ExprPtr &a : c->args) replace(a);
+        for (Keyword &k : c->keywords) replace(k.value);
+        replace(c->func);
+      } else if (auto *b = dyn_cast<BinOp>(e.get())) {
+        replace(b->lhs);
+        replace(b->rhs);
+      } else if (auto *a = dyn_cast<Attribute>(e.get())) {
+        replace(a->value);
+      }
+    };
+    std::function<void(StmtList &)> walk = [&](StmtList &b) {
+      for (StmtPtr &st : b) {
+        if (auto *a = dyn_cast<Assign>(st.get())) replace(a->value);
+        if (auto *x = dyn_cast<ExprStmt>(st.get())) replace(x->value);
+        if (auto *f = dyn_cast<For>(st.get())) {
+          replace(f->iter);
+          walk(f->body);
+        }
+        if (auto *i = dyn_cast<If>(st.get())) {
+          replace(i->cond);
+          walk(i->body);
+          walk(i->orelse);
+        }
+      }
+    };
+    walk(bwd.body);
+    StmtList prelude;
+    for (const auto &p : result.partial_sums) {
+      StmtPtr row = assign(row_of.at(p.input), std::make_unique<BinOp>(BinaryOpKind::Add, name(p.scratch),
+                                                                      std::make_unique<BinOp>(BinaryOpKind::Mul, call("tl.program_id", list(int_lit(0))),
+                                                                                              name(p.numel))));
+      if (prelude.empty())
+        row->leading_comment = "This program's rows of the partial sums: every program loads the same addresses of " +
+                               p.input + "; the reduction kernel sums the rows";
+      prelude.push_back(std::move(row));
+    }
+    ExprList bounds;
+    bounds.push_back(call("tl.program_id", list(int_lit(0))));
+    bounds.push_back(name(result.num_programs_param));
+    bounds.push_back(call("tl.num_programs", list(int_lit(0))));
+    auto loop = std::make_unique<For>(name(pid), call("range", std::move(bounds)), std::move(bwd.body));
+    loop->leading_comment = "Each program of the backward's grid takes every G-th program of the forward's.";
+    bwd.body = std::move(prelude);
+    bwd.body.push_back(std::move(loop));
+  }
+
+  // The kernel that sums partial-sum rows into a gradient buffer.
+  std::string add_reduce_kernel(const std::string &wanted) {
+    NameAllocator fn_names;
+    for (const auto &f : module_.functions) fn_names.reserve(f->name);
+    fn_names.reserve(fn_->name + "_bwd");
+    std::string kernel = fn_names.fresh(wanted);
+    std::string text = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef " + kernel +
+                       "(partial, gradient, numel, rows, BLOCK: tl.constexpr):\n"
+                       "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                       "    mask = offsets < numel\n"
+                       "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+                       "    for row in range(0, rows):\n"
+                       "        total += tl.load(partial + row * numel + offsets, mask=mask, other=0.0)\n"
+                       "    current = tl.load(gradient + offsets, mask=mask, other=0.0)\n"
+                       "    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)\n";
+    SourceManager sources;
+    int id = sources.add_file("<reduce kernel>", text);
+    DiagEngine diags(sources);
+    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
+    if (!m || diags.has_errors() || m->functions.empty()) fail(fn_->name_span, "internal error: the reduction kernel does not parse");
+    m->functions[0]->body[0]->leading_comment = "Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.";
+    extra_functions_.push_back(std::move(m->functions[0]));
+    return kernel;
   }
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations) {
@@ -1034,6 +1193,8 @@ class Engine {
   ExprPtr dual(const std::string &pointer) {
     auto it = dual_name_.find(pointer);
     if (it != dual_name_.end()) return name(it->second);
+    auto row = partial_row_.find(pointer);
+    if (row != partial_row_.end()) return name(row->second);
     for (const Param &p : anf_.fn->params)
       if (p.name == pointer) return name(gradient_buffer_.at(pointer));
     auto defs = defs_of_.find(pointer);
@@ -1097,7 +1258,28 @@ class Engine {
       if (!op.mask.empty()) k.push_back({"mask", {}, name(op.mask)});
       return k;
     };
+    auto add_in_place = [&](const std::string &comment) {
+      StmtPtr barrier = std::make_unique<ExprStmt>(call("tl.debug_barrier", {}));
+      barrier->leading_comment = comment + " (after a barrier: every thread sees the earlier writes)";
+      emit_stmt(std::move(barrier));
+      std::vector<Keyword> load_kws = kws();
+      if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+      ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add, call("tl.load", list(dual(op.pointer)), std::move(load_kws)),
+                                            name(bx));
+      emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())));
+    };
+    if (d.kind == AccessDecision::Kind::Broadcast && !partial_bases_.count(op.base)) {
+      d.kind = AccessDecision::Kind::Shared;
+      d.reason += " (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)";
+    }
     std::string what;
+    if (d.kind == AccessDecision::Kind::Broadcast) {
+      add_in_place("partial sum: every program loads these addresses of '" + op.base + "'");
+      explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +
+                             "' is added to this program's row of a partial-sum buffer, which a reduction kernel sums "
+                             "(deterministic, no atomics): " + d.reason);
+      return;
+    }
     if (d.kind == AccessDecision::Kind::Shared) {
       what = "tl.atomic_add";
       StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), kws()));
@@ -1124,15 +1306,8 @@ class Engine {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
         what = "store adding to the earlier gradients of this buffer" + assuming;
-        emit_stmt(std::make_unique<ExprStmt>(call("tl.debug_barrier", {})));
-        std::vector<Keyword> load_kws = kws();
-        if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
-        ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add, call("tl.load", list(dual(op.pointer)), std::move(load_kws)),
-                                              name(bx));
-        StmtPtr st = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws()));
-        st->leading_comment = "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
-                              " times: this gradient adds to the others";
-        emit_stmt(std::move(st));
+        add_in_place("'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
+                     " times: this gradient adds to the others");
       }
     }
     explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base + "' is a " +
@@ -1741,6 +1916,8 @@ class Engine {
   std::map<const Stmt *, StmtPtr> dual_defs_;              // a pointer's definition -> its mirror's definition
   std::map<std::string, int> loads_per_base_;              // pointer parameter -> loads through it
   std::map<std::string, std::set<std::string>> offset_keys_;  // pointer parameter -> the offsets of its loads
+  std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
+  std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::set<std::string> shared_bases_;                     // pointer parameters some load of which is shared
   std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
   std::vector<MemoryOp> memory_;

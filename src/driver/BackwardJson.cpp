@@ -46,16 +46,43 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
                       // Input gradients accumulate (atomics): they must start at zero.
                       {"initial_contents", input ? "zeros" : "the upstream gradient"}});
   }
+  for (const auto &p : bwd.partial_sums) {
+    params.push_back({{"name", p.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
+                      {"partial_sums_of", p.gradient}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
+                      {"initial_contents", "zeros"}});
+  }
+  for (const auto &p : bwd.partial_sums)
+    params.push_back({{"name", p.numel}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", "numel(" + p.input + ")"}});
+  if (!bwd.num_programs_param.empty())
+    params.push_back({{"name", bwd.num_programs_param}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", "the forward's grid size along axis 0"}});
   for (const std::string &b : bwd.output_adjoints) params.push_back({{"name", b}, {"role", "adjoint of an output"}});
   out["parameters"] = params;
-  if (kernel) {
+  json scratch = json::array();
+  if (kernel && bwd.partial_sums.empty()) {
     out["kernels"] = json::array({{{"name", bwd.backward_name}, {"grid", "the forward's grid"}}});
+  } else if (kernel) {
+    // Launched in this order: the backward over G programs, then one reduction per partial-sum buffer.
+    json kernels = json::array();
+    kernels.push_back({{"name", bwd.backward_name},
+                       {"grid", "(G,) for any G from 1 to the forward's grid size along axis 0 (e.g. the number of SMs)"}});
+    const std::string block = std::to_string(ad::Backward::kReduceBlock);
+    for (const auto &p : bwd.partial_sums) {
+      kernels.push_back({{"name", bwd.reduce_kernel},
+                         {"grid", "(cdiv(numel(" + p.input + "), " + block + "),)"},
+                         {"arguments", {{"partial", p.scratch}, {"gradient", p.gradient}, {"numel", "numel(" + p.input + ")"},
+                                        {"rows", "G"}, {"BLOCK", ad::Backward::kReduceBlock}}}});
+      scratch.push_back({{"name", p.scratch}, {"dtype", "float32"}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
+                         {"initial_contents", "zeros"}, {"holds", "per-program partial sums of " + p.gradient}});
+    }
+    out["kernels"] = kernels;
   } else {
     json returns = json::array();
     for (const std::string &w : request.wrt) returns.push_back("adjoint of " + w);
     out["returns"] = returns;
   }
-  out["scratch_buffers"] = json::array();
+  out["scratch_buffers"] = scratch;
   out["memory_adjoints"] = bwd.explanations;
   return out.dump(2) + "\n";
 }

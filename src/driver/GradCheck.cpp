@@ -168,7 +168,50 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     back.args[dparam] = a;
     if (k < bwd->input_gradients) input_gradient_buffers.push_back(a.buffer);
   }
+  // Partial sums: fewer backward programs than forward ones (so that each
+  // loops over several), zero-filled scratch rows, then the reduction.
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(launch.grid[0], 3));
+  std::vector<std::pair<size_t, int64_t>> scratch;  // buffer index, numel
+  if (!bwd->partial_sums.empty()) {
+    back.grid = {rows, 1, 1};
+    auto int_arg = [](int64_t v) {
+      interp::KernelArg a;
+      a.kind = interp::KernelArg::Kind::Int;
+      a.n = v;
+      return a;
+    };
+    for (const auto &p : bwd->partial_sums) {
+      const int64_t numel = memory.buffers()[buffer_of(p.input)].size();
+      interp::Buffer s{p.scratch, sema::DType::FP32, {rows * numel}, std::vector<double>(static_cast<size_t>(rows * numel), 0.0), {}};
+      interp::KernelArg a;
+      a.kind = interp::KernelArg::Kind::Buffer;
+      a.buffer = m.buffers().size();
+      m.add(s);
+      back.args[p.scratch] = a;
+      back.args[p.numel] = int_arg(numel);
+      scratch.push_back({a.buffer, numel});
+    }
+    back.args[bwd->num_programs_param] = int_arg(launch.grid[0]);
+  }
   if (!interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
+  for (size_t k = 0; k < bwd->partial_sums.size(); ++k) {
+    interp::Launch reduce;
+    reduce.kernel = bwd->reduce_kernel;
+    const int64_t block = ad::Backward::kReduceBlock, numel = scratch[k].second;
+    reduce.grid = {(numel + block - 1) / block, 1, 1};
+    reduce.args["partial"] = {interp::KernelArg::Kind::Buffer, scratch[k].first, 0, 0, {}};
+    reduce.args["gradient"] = back.args.at(bwd->partial_sums[k].gradient);
+    interp::KernelArg n, r, b;
+    n.kind = r.kind = interp::KernelArg::Kind::Int;
+    n.n = numel;
+    r.n = rows;
+    b.kind = interp::KernelArg::Kind::Constexpr;
+    b.constexpr_value = interp::Value::of_int(block);
+    reduce.args["numel"] = n;
+    reduce.args["rows"] = r;
+    reduce.args["BLOCK"] = b;
+    if (!interp::run_kernel(*bwd->module, reduce, m, run, diags)) return std::nullopt;
+  }
 
   GradCheckResult result;
   result.backward_source = bwd->source;

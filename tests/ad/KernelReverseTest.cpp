@@ -115,7 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "Rstd=fp32[5]:zeros", "stride_x_row=100",
                     "stride_y_row=100", "N=100", "eps=0.00001"},
                    {"BLOCK_SIZE=128"}, {"X", "W"},
-                   {"load through 'W' is a tl.atomic_add: the offset has no program id",
+                   {"load through 'W' is added to this program's row of a partial-sum buffer, which a reduction "
+                    "kernel sums (deterministic, no atomics): the offset has no program id",
                     "load through 'X' is a plain store, assuming stride_x_row >= N"}},
         // Three loops over each row in blocks of 32 (100 = 3 * 32 + 4): additive accumulators, X loaded three times.
         KernelCase{"layer_norm", "layer_norm_fwd_kernel", {5, 1, 1},
@@ -123,7 +124,9 @@ INSTANTIATE_TEST_SUITE_P(
                     "Rstd=fp32[5]:zeros", "stride_x_row=100", "stride_y_row=100", "N=100", "eps=0.00001"},
                    {"BLOCK_SIZE=32"}, {"X", "W", "B"},
                    {"line 45: the gradient of the load through 'X' is a plain store, assuming stride_x_row >= N",
-                    "line 28: the gradient of the load through 'X' is a store adding to the earlier gradients"}},
+                    "line 28: the gradient of the load through 'X' is a store adding to the earlier gradients",
+                    "line 43: the gradient of the load through 'W' is added to this program's row of a partial-sum",
+                    "line 44: the gradient of the load through 'B' is added to this program's row of a partial-sum"}},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
@@ -248,4 +251,24 @@ TEST(KernelReverseErrors, WrtMustBeAFloatPointer) {
 }
 
 }  // namespace
+TEST(KernelReverse, PartialSumsOnlyWhereProgramsDifferByAxis0) {
+  // A 2-D grid: the backward cannot loop over the programs, so W's gradient is atomic.
+  auto p = parse_text(std::string(kHead) +
+                      "def k(X, W, Y, B: tl.constexpr):\n    r = tl.program_id(0) + tl.program_id(1) * 7\n"
+                      "    c = tl.arange(0, B)\n    x = tl.load(X + r * B + c)\n    w = tl.load(W + c)\n"
+                      "    tl.store(Y + r * B + c, x * w)\n");
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X", "W"};
+  std::string error;
+  for (const char *t : {"X=*fp32", "W=*fp32", "Y=*fp32"}) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  ASSERT_TRUE(bwd) << p->all_messages();
+  EXPECT_TRUE(bwd->partial_sums.empty());
+  EXPECT_NE(bwd->source.find("tl.atomic_add(dW"), std::string::npos) << bwd->source;
+}
+
 }  // namespace tgrad::testing

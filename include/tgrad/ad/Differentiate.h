@@ -16,8 +16,11 @@
 // and each stored-to output pointer. The adjoint of a store loads the
 // upstream gradient under the store's mask (other=0); the adjoint of a load
 // writes the gradient under the load's mask: a plain store where the access
-// analysis proves each address belongs to one program and lane, an atomic
-// add otherwise (src/ad/AccessAnalysis.h).
+// analysis proves each address belongs to one program and lane, a per-program
+// partial sum plus a reduction kernel where every program loads the same
+// addresses (weights), an atomic add otherwise (src/ad/AccessAnalysis.h).
+// Runtime loops and ifs are reversed as DESIGN.md §3 describes: see
+// src/ad/ReverseMode.cpp.
 #pragma once
 
 #include <memory>
@@ -52,6 +55,24 @@ struct Backward {
   std::vector<std::pair<std::string, std::string>> gradient_buffers;
   size_t input_gradients = 0;               // how many of them are inputs
   std::vector<std::string> explanations;    // --explain: each memory adjoint's decision and reason
+
+  // Weights that every program loads (a norm's W and B): instead of atomics
+  // from every program, the backward runs on a grid of its own, G programs
+  // (any G <= the forward's number of programs along axis 0), each looping
+  // over the forward's programs program_id(0), program_id(0) + G, ... and
+  // adding those gradients to its own row of a float32 scratch buffer of
+  // [G, numel(input)], zero-filled by the caller; then `reduce_kernel` sums
+  // the G rows into the gradient buffer. Deterministic, and contention-free.
+  struct PartialSum {
+    std::string input;     // the forward's pointer parameter ("W")
+    std::string gradient;  // its gradient buffer ("dW")
+    std::string scratch;   // the backward's scratch-buffer parameter ("dW_partial")
+    std::string numel;     // the backward's parameter for numel(input): the scratch's row length ("W_numel")
+  };
+  std::vector<PartialSum> partial_sums;
+  std::string num_programs_param;  // the forward's grid size along axis 0, a parameter of the backward
+  std::string reduce_kernel;       // reduce_kernel(partial, gradient, numel, rows, BLOCK: tl.constexpr)
+  static constexpr int kReduceBlock = 1024;  // the BLOCK the JSON recommends: grid cdiv(numel, BLOCK)
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

@@ -6,164 +6,186 @@ import triton.language as tl
 
 
 @triton.jit
-def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd):
-    row = tl.program_id(0)
-    row_times_stride_x_row = row * stride_x_row
-    X_2 = X + row_times_stride_x_row
-    dX_2 = dX + row_times_stride_x_row
-    row_times_stride_y_row = row * stride_y_row
-    dY_2 = dY + row_times_stride_y_row
-    sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    sum_acc_2 = sum_acc
-    for start in range(0, N, BLOCK_SIZE):
-        tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-        cols = start + tl_arange_zero_BLOCK_SIZE
-        X_2_plus_cols = X_2 + cols
-        t = cols < N
-        tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
-        x = tl_load_X_2_plus_cols.to(tl.float32)
-        sum_acc_3 = sum_acc_2 + x
-        sum_acc_2 = sum_acc_3
-    tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
-    mean = tl_sum_sum_acc_2 / N
-    var_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    var_acc_2 = var_acc
-    for start_2 in range(0, N, BLOCK_SIZE):
-        tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
-        cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
-        X_2_plus_cols_2 = X_2 + cols_2
-        t_2 = cols_2 < N
-        tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
-        x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
-        t_3 = cols_2 < N
-        x_2_minus_mean = x_2 - mean
-        centered = tl.where(t_3, x_2_minus_mean, 0.)
-        centered_times_centered = centered * centered
-        var_acc_3 = var_acc_2 + centered_times_centered
-        var_acc_2 = var_acc_3
-    tl_sum_var_acc_2 = tl.sum(var_acc_2, axis=0)
-    var = tl_sum_var_acc_2 / N
-    var_plus_eps = var + eps
-    tl_sqrt_var_plus_eps = tl.sqrt(var_plus_eps)
-    rstd = 1 / tl_sqrt_var_plus_eps
-    dMean_plus_row = dMean + row
-    dRstd_plus_row = dRstd + row
+def layer_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr):
 
-    # Grad of: for start in range(0, N, BLOCK_SIZE):
-    bmean = tl.zeros_like(mean)
-    brstd = tl.zeros_like(rstd)
-    for start_3 in range(0, N, BLOCK_SIZE):
-        tl_arange_zero_BLOCK_SIZE_3 = tl.arange(0, BLOCK_SIZE)
-        cols_3 = start_3 + tl_arange_zero_BLOCK_SIZE_3
-        mask = cols_3 < N
-        W_plus_cols_3 = W + cols_3
-        dW_plus_cols_3 = dW + cols_3
-        tl_load_W_plus_cols_3 = tl.load(W_plus_cols_3, mask=mask, other=0.)
-        w = tl_load_W_plus_cols_3.to(tl.float32)
-        B_plus_cols_3 = B + cols_3
-        dB_plus_cols_3 = dB + cols_3
-        tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
-        b = tl_load_B_plus_cols_3.to(tl.float32)
-        X_2_plus_cols_3 = X_2 + cols_3
-        dX_2_plus_cols_3 = dX_2 + cols_3
-        tl_load_X_2_plus_cols_3 = tl.load(X_2_plus_cols_3, mask=mask, other=0.)
-        x_3 = tl_load_X_2_plus_cols_3.to(tl.float32)
-        x_3_minus_mean = x_3 - mean
-        x_3_minus_mean_times_rstd = x_3_minus_mean * rstd
-        x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
-        y = x_3_minus_mean_times_rst + b
-        dY_2_plus_cols_3 = dY_2 + cols_3
+    # Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < numel
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for row in range(0, rows):
+        total += tl.load(partial + row * numel + offsets, mask=mask, other=0.0)
+    current = tl.load(gradient + offsets, mask=mask, other=0.0)
+    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)
 
-        # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0)
-        by = by_to_Y_2_dtype_element_ty.to(y.dtype)
 
-        # Grad of: y = (x - mean) * rstd * w + b
-        bx_3_minus_mean_times_rstd = by * w
-        bw = by * x_3_minus_mean_times_rstd
-        bx_3_minus_mean = bx_3_minus_mean_times_rstd * rstd
-        _brstd = tl.sum(bx_3_minus_mean_times_rstd * x_3_minus_mean)
-        tl.static_assert(_brstd.shape == rstd.shape)
-        brstd += _brstd
-        _bmean = tl.sum(-bx_3_minus_mean)
-        tl.static_assert(_bmean.shape == mean.shape)
-        bmean += _bmean
+@triton.jit
+def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs):
 
-        # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_X_2_plus_cols_3 = bx_3_minus_mean.to(tl_load_X_2_plus_cols_3.dtype)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX_2_plus_cols_3, btl_load_X_2_plus_cols_3, mask=mask)
+    # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
+    dW_row = dW_partial + tl.program_id(0) * W_numel
+    dB_row = dB_partial + tl.program_id(0) * B_numel
 
-        # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_B_plus_cols_3 = by.to(tl_load_B_plus_cols_3.dtype)
+    # Each program of the backward's grid takes every G-th program of the forward's.
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        row = forward_pid
+        row_times_stride_x_row = row * stride_x_row
+        X_2 = X + row_times_stride_x_row
+        dX_2 = dX + row_times_stride_x_row
+        row_times_stride_y_row = row * stride_y_row
+        dY_2 = dY + row_times_stride_y_row
+        sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        sum_acc_2 = sum_acc
+        for start in range(0, N, BLOCK_SIZE):
+            tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
+            cols = start + tl_arange_zero_BLOCK_SIZE
+            X_2_plus_cols = X_2 + cols
+            t = cols < N
+            tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
+            x = tl_load_X_2_plus_cols.to(tl.float32)
+            sum_acc_3 = sum_acc_2 + x
+            sum_acc_2 = sum_acc_3
+        tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
+        mean = tl_sum_sum_acc_2 / N
+        var_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        var_acc_2 = var_acc
+        for start_2 in range(0, N, BLOCK_SIZE):
+            tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
+            cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
+            X_2_plus_cols_2 = X_2 + cols_2
+            t_2 = cols_2 < N
+            tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
+            x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
+            t_3 = cols_2 < N
+            x_2_minus_mean = x_2 - mean
+            centered = tl.where(t_3, x_2_minus_mean, 0.)
+            centered_times_centered = centered * centered
+            var_acc_3 = var_acc_2 + centered_times_centered
+            var_acc_2 = var_acc_3
+        tl_sum_var_acc_2 = tl.sum(var_acc_2, axis=0)
+        var = tl_sum_var_acc_2 / N
+        var_plus_eps = var + eps
+        tl_sqrt_var_plus_eps = tl.sqrt(var_plus_eps)
+        rstd = 1 / tl_sqrt_var_plus_eps
+        dMean_plus_row = dMean + row
+        dRstd_plus_row = dRstd + row
 
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dB_plus_cols_3, btl_load_B_plus_cols_3, mask=mask)
+        # Grad of: for start in range(0, N, BLOCK_SIZE):
+        bmean = tl.zeros_like(mean)
+        brstd = tl.zeros_like(rstd)
+        for start_3 in range(0, N, BLOCK_SIZE):
+            tl_arange_zero_BLOCK_SIZE_3 = tl.arange(0, BLOCK_SIZE)
+            cols_3 = start_3 + tl_arange_zero_BLOCK_SIZE_3
+            mask = cols_3 < N
+            W_plus_cols_3 = W + cols_3
+            dW_plus_cols_3 = dW_row + cols_3
+            tl_load_W_plus_cols_3 = tl.load(W_plus_cols_3, mask=mask, other=0.)
+            w = tl_load_W_plus_cols_3.to(tl.float32)
+            B_plus_cols_3 = B + cols_3
+            dB_plus_cols_3 = dB_row + cols_3
+            tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
+            b = tl_load_B_plus_cols_3.to(tl.float32)
+            X_2_plus_cols_3 = X_2 + cols_3
+            dX_2_plus_cols_3 = dX_2 + cols_3
+            tl_load_X_2_plus_cols_3 = tl.load(X_2_plus_cols_3, mask=mask, other=0.)
+            x_3 = tl_load_X_2_plus_cols_3.to(tl.float32)
+            x_3_minus_mean = x_3 - mean
+            x_3_minus_mean_times_rstd = x_3_minus_mean * rstd
+            x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
+            y = x_3_minus_mean_times_rst + b
+            dY_2_plus_cols_3 = dY_2 + cols_3
 
-        # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_W_plus_cols_3 = bw.to(tl_load_W_plus_cols_3.dtype)
+            # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+            by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0)
+            by = by_to_Y_2_dtype_element_ty.to(y.dtype)
 
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW_plus_cols_3, btl_load_W_plus_cols_3, mask=mask)
+            # Grad of: y = (x - mean) * rstd * w + b
+            bx_3_minus_mean_times_rstd = by * w
+            bw = by * x_3_minus_mean_times_rstd
+            bx_3_minus_mean = bx_3_minus_mean_times_rstd * rstd
+            _brstd = tl.sum(bx_3_minus_mean_times_rstd * x_3_minus_mean)
+            tl.static_assert(_brstd.shape == rstd.shape)
+            brstd += _brstd
+            _bmean = tl.sum(-bx_3_minus_mean)
+            tl.static_assert(_bmean.shape == mean.shape)
+            bmean += _bmean
 
-    # Grad of: tl.store(Rstd + row, rstd)
-    brstd += tl.load(dRstd_plus_row)
+            # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+            btl_load_X_2_plus_cols_3 = bx_3_minus_mean.to(tl_load_X_2_plus_cols_3.dtype)
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.store(dX_2_plus_cols_3, btl_load_X_2_plus_cols_3, mask=mask)
 
-    # Grad of: tl.store(Mean + row, mean)
-    bmean += tl.load(dMean_plus_row)
+            # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
+            btl_load_B_plus_cols_3 = by.to(tl_load_B_plus_cols_3.dtype)
 
-    # Grad of: rstd = 1 / tl.sqrt(var + eps)
-    btl_sqrt_var_plus_eps = -brstd * rstd / tl_sqrt_var_plus_eps
-    bvar_plus_eps = btl_sqrt_var_plus_eps * 0.5 / tl_sqrt_var_plus_eps
+            # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
+            tl.debug_barrier()
+            tl.store(dB_plus_cols_3, tl.load(dB_plus_cols_3, mask=mask, other=0.0) + btl_load_B_plus_cols_3, mask=mask)
 
-    # Grad of: var = tl.sum(var_acc, axis=0) / N
-    btl_sum_var_acc_2 = bvar_plus_eps / N
-    bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
-    for start_2 in range(0, N, BLOCK_SIZE):
-        tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
-        cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
-        X_2_plus_cols_2 = X_2 + cols_2
-        dX_2_plus_cols_2 = dX_2 + cols_2
-        t_2 = cols_2 < N
-        tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
-        x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
-        t_3 = cols_2 < N
-        x_2_minus_mean = x_2 - mean
-        centered = tl.where(t_3, x_2_minus_mean, 0.)
+            # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
+            btl_load_W_plus_cols_3 = bw.to(tl_load_W_plus_cols_3.dtype)
 
-        # Grad of: var_acc += centered * centered
-        bcentered = bvar_acc_2 * centered
-        bcentered += bvar_acc_2 * centered
+            # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
+            tl.debug_barrier()
+            tl.store(dW_plus_cols_3, tl.load(dW_plus_cols_3, mask=mask, other=0.0) + btl_load_W_plus_cols_3, mask=mask)
 
-        # Grad of: centered = tl.where(cols < N, x - mean, 0.)
-        bx_2_minus_mean = tl.where(t_3, bcentered, 0.0)
-        _bmean_3 = tl.sum(-bx_2_minus_mean)
-        tl.static_assert(_bmean_3.shape == mean.shape)
-        bmean += _bmean_3
+        # Grad of: tl.store(Rstd + row, rstd)
+        brstd += tl.load(dRstd_plus_row)
 
-        # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(tl_load_X_2_plus_cols_2.dtype)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.debug_barrier()
+        # Grad of: tl.store(Mean + row, mean)
+        bmean += tl.load(dMean_plus_row)
 
-        # 'X' is loaded 3 times: this gradient adds to the others
-        tl.store(dX_2_plus_cols_2, tl.load(dX_2_plus_cols_2, mask=t_2, other=0.0) + btl_load_X_2_plus_cols_2, mask=t_2)
+        # Grad of: rstd = 1 / tl.sqrt(var + eps)
+        btl_sqrt_var_plus_eps = -brstd * rstd / tl_sqrt_var_plus_eps
+        bvar_plus_eps = btl_sqrt_var_plus_eps * 0.5 / tl_sqrt_var_plus_eps
 
-    # Grad of: mean = tl.sum(sum_acc, axis=0) / N
-    btl_sum_sum_acc_2 = bmean / N
-    bsum_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_sum_acc_2, 0), sum_acc_2.shape)
-    for start in range(0, N, BLOCK_SIZE):
-        tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-        cols = start + tl_arange_zero_BLOCK_SIZE
-        X_2_plus_cols = X_2 + cols
-        dX_2_plus_cols = dX_2 + cols
-        t = cols < N
-        tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
+        # Grad of: var = tl.sum(var_acc, axis=0) / N
+        btl_sum_var_acc_2 = bvar_plus_eps / N
+        bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
+        for start_2 in range(0, N, BLOCK_SIZE):
+            tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
+            cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
+            X_2_plus_cols_2 = X_2 + cols_2
+            dX_2_plus_cols_2 = dX_2 + cols_2
+            t_2 = cols_2 < N
+            tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
+            x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
+            t_3 = cols_2 < N
+            x_2_minus_mean = x_2 - mean
+            centered = tl.where(t_3, x_2_minus_mean, 0.)
 
-        # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        btl_load_X_2_plus_cols = bsum_acc_2.to(tl_load_X_2_plus_cols.dtype)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.debug_barrier()
+            # Grad of: var_acc += centered * centered
+            bcentered = bvar_acc_2 * centered
+            bcentered += bvar_acc_2 * centered
 
-        # 'X' is loaded 3 times: this gradient adds to the others
-        tl.store(dX_2_plus_cols, tl.load(dX_2_plus_cols, mask=t, other=0.0) + btl_load_X_2_plus_cols, mask=t)
+            # Grad of: centered = tl.where(cols < N, x - mean, 0.)
+            bx_2_minus_mean = tl.where(t_3, bcentered, 0.0)
+            _bmean_3 = tl.sum(-bx_2_minus_mean)
+            tl.static_assert(_bmean_3.shape == mean.shape)
+            bmean += _bmean_3
+
+            # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+            btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(tl_load_X_2_plus_cols_2.dtype)
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+
+            # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
+            tl.debug_barrier()
+            tl.store(dX_2_plus_cols_2, tl.load(dX_2_plus_cols_2, mask=t_2, other=0.0) + btl_load_X_2_plus_cols_2, mask=t_2)
+
+        # Grad of: mean = tl.sum(sum_acc, axis=0) / N
+        btl_sum_sum_acc_2 = bmean / N
+        bsum_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_sum_acc_2, 0), sum_acc_2.shape)
+        for start in range(0, N, BLOCK_SIZE):
+            tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
+            cols = start + tl_arange_zero_BLOCK_SIZE
+            X_2_plus_cols = X_2 + cols
+            dX_2_plus_cols = dX_2 + cols
+            t = cols < N
+            tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
+
+            # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+            btl_load_X_2_plus_cols = bsum_acc_2.to(tl_load_X_2_plus_cols.dtype)
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+
+            # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
+            tl.debug_barrier()
+            tl.store(dX_2_plus_cols, tl.load(dX_2_plus_cols, mask=t, other=0.0) + btl_load_X_2_plus_cols, mask=t)

@@ -6,63 +6,83 @@ import triton.language as tl
 
 
 @triton.jit
-def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dY, dRstd):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < N
-    row_times_stride_x_row = row * stride_x_row
-    X_plus_row_times_stride_x_row = X + row_times_stride_x_row
-    dX_plus_row_times_stride_x_row = dX + row_times_stride_x_row
-    X_plus_row_times_stride = X_plus_row_times_stride_x_row + cols
-    dX_plus_row_times_stride = dX_plus_row_times_stride_x_row + cols
-    tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
-    x = tl_load_X_plus_row_times_stride
-    x_times_x = x * x
-    tl_sum_x_times_x = tl.sum(x_times_x, axis=0)
-    mean_sq = tl_sum_x_times_x / N
-    mean_sq_plus_eps = mean_sq + eps
-    rstd = tl.math.rsqrt(mean_sq_plus_eps)
-    dRstd_plus_row = dRstd + row
-    W_plus_cols = W + cols
-    dW_plus_cols = dW + cols
-    tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.)
-    w = tl_load_W_plus_cols
-    x_times_rstd = x * rstd
-    y = x_times_rstd * w
-    row_times_stride_y_row = row * stride_y_row
-    dY_plus_row_times_stride_y_row = dY + row_times_stride_y_row
-    dY_plus_row_times_stride = dY_plus_row_times_stride_y_row + cols
+def rms_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr):
 
-    # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-    by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0)
-    by = by_to_Y_dtype_element_ty
+    # Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < numel
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for row in range(0, rows):
+        total += tl.load(partial + row * numel + offsets, mask=mask, other=0.0)
+    current = tl.load(gradient + offsets, mask=mask, other=0.0)
+    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)
 
-    # Grad of: y = x * rstd * w
-    bx_times_rstd = by * w
-    bw = by * x_times_rstd
-    bx = bx_times_rstd * rstd
-    brstd = tl.sum(bx_times_rstd * x)
-    tl.static_assert(brstd.shape == rstd.shape)
 
-    # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-    btl_load_W_plus_cols = bw
+@triton.jit
+def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dY, dRstd, dW_partial, W_numel, num_programs):
 
-    # atomic: the offset has no program id: every program reads these addresses
-    tl.atomic_add(dW_plus_cols, btl_load_W_plus_cols, mask=mask)
+    # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
+    dW_row = dW_partial + tl.program_id(0) * W_numel
 
-    # Grad of: tl.store(Rstd + row, rstd)
-    brstd += tl.load(dRstd_plus_row)
+    # Each program of the backward's grid takes every G-th program of the forward's.
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        row = forward_pid
+        cols = tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        row_times_stride_x_row = row * stride_x_row
+        X_plus_row_times_stride_x_row = X + row_times_stride_x_row
+        dX_plus_row_times_stride_x_row = dX + row_times_stride_x_row
+        X_plus_row_times_stride = X_plus_row_times_stride_x_row + cols
+        dX_plus_row_times_stride = dX_plus_row_times_stride_x_row + cols
+        tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
+        x = tl_load_X_plus_row_times_stride.to(tl.float32)
+        x_times_x = x * x
+        tl_sum_x_times_x = tl.sum(x_times_x, axis=0)
+        mean_sq = tl_sum_x_times_x / N
+        mean_sq_plus_eps = mean_sq + eps
+        rstd = tl.math.rsqrt(mean_sq_plus_eps)
+        dRstd_plus_row = dRstd + row
+        W_plus_cols = W + cols
+        dW_plus_cols = dW_row + cols
+        tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.)
+        w = tl_load_W_plus_cols.to(tl.float32)
+        x_times_rstd = x * rstd
+        y = x_times_rstd * w
+        row_times_stride_y_row = row * stride_y_row
+        dY_plus_row_times_stride_y_row = dY + row_times_stride_y_row
+        dY_plus_row_times_stride = dY_plus_row_times_stride_y_row + cols
 
-    # Grad of: rstd = tl.math.rsqrt(mean_sq + eps)
-    bmean_sq_plus_eps = -0.5 * brstd * rstd * rstd * rstd
+        # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
+        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0)
+        by = by_to_Y_dtype_element_ty.to(y.dtype)
 
-    # Grad of: mean_sq = tl.sum(x * x, axis=0) / N
-    btl_sum_x_times_x = bmean_sq_plus_eps / N
-    bx_times_x = tl.broadcast_to(tl.expand_dims(btl_sum_x_times_x, 0), x_times_x.shape)
-    bx += bx_times_x * x
-    bx += bx_times_x * x
+        # Grad of: y = x * rstd * w
+        bx_times_rstd = by * w
+        bw = by * x_times_rstd
+        bx = bx_times_rstd * rstd
+        brstd = tl.sum(bx_times_rstd * x)
+        tl.static_assert(brstd.shape == rstd.shape)
 
-    # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
-    btl_load_X_plus_row_times_stride = bx
-    tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-    tl.store(dX_plus_row_times_stride, btl_load_X_plus_row_times_stride, mask=mask)
+        # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
+        btl_load_W_plus_cols = bw.to(tl_load_W_plus_cols.dtype)
+
+        # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+        tl.store(dW_plus_cols, tl.load(dW_plus_cols, mask=mask, other=0.0) + btl_load_W_plus_cols, mask=mask)
+
+        # Grad of: tl.store(Rstd + row, rstd)
+        brstd += tl.load(dRstd_plus_row)
+
+        # Grad of: rstd = tl.math.rsqrt(mean_sq + eps)
+        bmean_sq_plus_eps = -0.5 * brstd * rstd * rstd * rstd
+
+        # Grad of: mean_sq = tl.sum(x * x, axis=0) / N
+        btl_sum_x_times_x = bmean_sq_plus_eps / N
+        bx_times_x = tl.broadcast_to(tl.expand_dims(btl_sum_x_times_x, 0), x_times_x.shape)
+        bx += bx_times_x * x
+        bx += bx_times_x * x
+
+        # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
+        btl_load_X_plus_row_times_stride = bx.to(tl_load_X_plus_row_times_stride.dtype)
+        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+        tl.store(dX_plus_row_times_stride, btl_load_X_plus_row_times_stride, mask=mask)
