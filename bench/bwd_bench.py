@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Backward-kernel benchmark (GPU machine, not a test): tgrad's generated
 backward vs a hand-written Triton backward written the classic way vs
-torch.autograd of the PyTorch reference, for softmax and rms norm.
+torch.autograd of the PyTorch reference, for softmax, rms norm, layer norm and
+matmul.
 
     python3 bench/bwd_bench.py [--out bench/RESULTS.md]
 
 Times are medians of triton.testing.do_bench (CUDA events, warm-up first).
 GB/s counts the bytes each backward must move at least: softmax reads x (or
 y) and dy and writes dx; rms norm reads x, dy and writes dx (w and rstd are
-small). The generated kernels come from tests/golden/backward/ (fp32
+small); layer norm also writes dw, db; matmul counts 4*M*N*K flops (two
+matmuls). The generated kernels come from tests/golden/backward/ (fp32
 pointers; the same source runs on fp16 buffers, loads upcast explicitly).
+Kernels with partial sums are launched as `tgrad --emit json` says: over G
+programs (here 2 per SM, as the hand-written ones), then the reduction.
 """
 import argparse
 import datetime
@@ -59,6 +63,56 @@ def rms_norm_bwd_hand(dx_ptr, dw_partial_ptr, x_ptr, w_ptr, dy_ptr, rstd_ptr, st
         tl.store(dx_ptr + row * stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw += dy * xhat
     tl.store(dw_partial_ptr + pid * n_cols + cols, dw, mask=mask)
+
+
+@triton.jit
+def layer_norm_bwd_hand(dx_ptr, dw_partial_ptr, db_partial_ptr, x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, stride,
+                        n_rows, n_cols, BLOCK: tl.constexpr):
+    # The classic two-stage backward: rows pid, pid + G, ...; dW and dB partials in registers.
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK], dtype=tl.float32)
+    db = tl.zeros([BLOCK], dtype=tl.float32)
+    for row in range(pid, n_rows, programs):
+        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + row)
+        rstd = tl.load(rstd_ptr + row)
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        wdy = w * dy
+        c1 = tl.sum(xhat * wdy, axis=0) / n_cols
+        c2 = tl.sum(wdy, axis=0) / n_cols
+        dx = (wdy - (xhat * c1 + c2)) * rstd
+        tl.store(dx_ptr + row * stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw += dy * xhat
+        db += dy
+    tl.store(dw_partial_ptr + pid * n_cols + cols, dw, mask=mask)
+    tl.store(db_partial_ptr + pid * n_cols + cols, db, mask=mask)
+
+
+@triton.jit
+def matmul_hand(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # A plain tiled matmul; the hand-written backward is two of them: dA = dC B^T, dB = A^T dC.
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 def load(path, tmp):
@@ -111,13 +165,16 @@ def bench_rms(gen, M, N, dtype, tmp):
     block = triton.next_power_of_2(N)
     w = warps(block)
 
-    def gen_fn():
-        dx.zero_(); dw.zero_()
-        bwd.rms_norm_fwd_kernel_bwd[(M,)](x, wt, y, rstd, N, N, N, 1e-6, BLOCK_SIZE=block,
-                                          dX=dx, dW=dw, dY=dy, dRstd=drstd, num_warps=w)
-
     groups = torch.cuda.get_device_properties(0).multi_processor_count * 2
     partial = torch.empty(groups, N, device="cuda")
+    dw_partial = torch.zeros(groups, N, device="cuda")
+
+    def gen_fn():
+        dw.zero_(); dw_partial.zero_()
+        bwd.rms_norm_fwd_kernel_bwd[(groups,)](x, wt, y, rstd, N, N, N, 1e-6, BLOCK_SIZE=block,
+                                               dX=dx, dW=dw, dY=dy, dRstd=drstd, dW_partial=dw_partial, W_numel=N,
+                                               num_programs=M, num_warps=w)
+        bwd.rms_norm_fwd_kernel_bwd_reduce[(triton.cdiv(N, 1024),)](dw_partial, dw, N, groups, BLOCK=1024)
 
     def hand_fn():
         rms_norm_bwd_hand[(groups,)](dx, partial, x, wt, dy, rstd, N, M, N, BLOCK=block, num_warps=w)
@@ -136,6 +193,89 @@ def bench_rms(gen, M, N, dtype, tmp):
             for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
 
 
+def bench_layer_norm(gen, M, N, dtype, tmp):
+    bwd = load("tests/golden/backward/layer_norm_kernel.py", tmp)
+    x = torch.randn(M, N, generator=gen, device="cuda").to(dtype)
+    wt = (torch.rand(N, generator=gen, device="cuda") + 0.5).to(dtype)
+    bt = (torch.rand(N, generator=gen, device="cuda") - 0.5).to(dtype)
+    dy = torch.randn(M, N, generator=gen, device="cuda").to(dtype)
+    mean = x.float().mean(dim=1)
+    rstd = torch.rsqrt(x.float().var(dim=1, unbiased=False) + 1e-5)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    dw = torch.zeros(N, device="cuda", dtype=dtype)
+    db = torch.zeros(N, device="cuda", dtype=dtype)
+    dmean, drstd = torch.zeros(M, device="cuda"), torch.zeros(M, device="cuda")  # the statistics carry no upstream gradient
+    block = min(triton.next_power_of_2(N), 65536 // x.element_size())  # the forward's own choice
+    w = warps(block)
+    groups = torch.cuda.get_device_properties(0).multi_processor_count * 2
+    dw_partial, db_partial = torch.zeros(groups, N, device="cuda"), torch.zeros(groups, N, device="cuda")
+
+    def gen_fn():
+        dx.zero_(); dw.zero_(); db.zero_(); dw_partial.zero_(); db_partial.zero_()
+        bwd.layer_norm_fwd_kernel_bwd[(groups,)](x, y, wt, bt, mean, rstd, N, N, N, 1e-5, BLOCK_SIZE=block, dX=dx, dW=dw,
+                                                 dB=db, dY=dy, dMean=dmean, dRstd=drstd, dW_partial=dw_partial,
+                                                 dB_partial=db_partial, W_numel=N, B_numel=N, num_programs=M, num_warps=w)
+        for part, grad in ((dw_partial, dw), (db_partial, db)):
+            bwd.layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(N, 1024),)](part, grad, N, groups, BLOCK=1024)
+
+    hw, hb = torch.empty(groups, N, device="cuda"), torch.empty(groups, N, device="cuda")
+
+    def hand_fn():
+        layer_norm_bwd_hand[(groups,)](dx, hw, hb, x, wt, dy, mean, rstd, N, M, N, BLOCK=triton.next_power_of_2(N),
+                                       num_warps=w)
+        return hw.sum(0), hb.sum(0)
+
+    xt = x.detach().float().requires_grad_(True)
+    wtt, btt = wt.detach().float().requires_grad_(True), bt.detach().float().requires_grad_(True)
+    yt = torch.nn.functional.layer_norm(xt, (N,), wtt, btt, 1e-5)
+    torch_fn = lambda: torch.autograd.grad(yt, [xt, wtt, btt], dy.float(), retain_graph=True)
+    gen_fn(); dx_gen, dw_gen, db_gen = dx.clone(), dw.clone(), db.clone()
+    dw_hand, db_hand = hand_fn(); dx_hand = dx.clone()
+    err = max((a.float() - b.float()).norm().item() / b.float().norm().item()
+              for a, b in ((dx_gen, dx_hand), (dw_gen, dw_hand), (db_gen, db_hand)))
+    bytes_moved = 3 * M * N * x.element_size()
+    return [(f"layer norm {M}x{N} {str(dtype)[6:]}", name, do_bench(fn, quantiles=[0.5]), bytes_moved, err if name == "tgrad" else None)
+            for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
+
+
+def bench_matmul(gen, M, N, K, tmp):
+    bwd = load("tests/golden/backward/matmul_kernel.py", tmp)
+    a = torch.randn(M, K, generator=gen, device="cuda").half()
+    b = torch.randn(K, N, generator=gen, device="cuda").half()
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    dc = torch.randn(M, N, generator=gen, device="cuda").half()
+    da, db = torch.zeros_like(a), torch.zeros_like(b)
+    bm, bn, bk = 128, 128, 32
+    # The generated backward is for the relu epilogue: give it and the others the same upstream gradient.
+    relu_mask = (a.float() @ b.float()) > 0
+    dc_eff = (dc.float() * relu_mask).half()
+
+    def gen_fn():
+        da.zero_(); db.zero_()
+        bwd.matmul_kernel_bwd[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="relu",
+            da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=8)
+
+    hda, hdb = torch.empty_like(a), torch.empty_like(b)
+
+    def hand_fn():
+        # dA = dC B^T  (M x K, reduce over N);  dB = A^T dC  (K x N, reduce over M)
+        matmul_hand[(triton.cdiv(M, bm), triton.cdiv(K, bn))](dc_eff, b, hda, M, K, N, N, 1, 1, N, K, 1,
+                                                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=8)
+        matmul_hand[(triton.cdiv(K, bm), triton.cdiv(N, bn))](a, dc_eff, hdb, K, N, M, 1, K, N, 1, N, 1,
+                                                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=8)
+
+    at, bt = a.detach().requires_grad_(True), b.detach().requires_grad_(True)
+    ct = torch.relu(at @ bt)
+    torch_fn = lambda: torch.autograd.grad(ct, [at, bt], dc, retain_graph=True)
+    gen_fn(); hand_fn()
+    err = max((da.float() - hda.float()).norm().item() / hda.float().norm().item(),
+              (db.float() - hdb.float()).norm().item() / hdb.float().norm().item())
+    flops = 4 * M * N * K
+    return [(f"matmul {M}x{N}x{K} fp16 (relu)", name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
+            for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out")
@@ -146,11 +286,14 @@ def main():
         for dtype in (torch.float32, torch.float16):
             rows += bench_softmax(gen, 4096, 4096, dtype, tmp)
             rows += bench_rms(gen, 4096, 4096, dtype, tmp)
-    table = "| case | backward | median ms | GB/s | tgrad / hand-written speed | tgrad vs hand-written rel. diff |\n| --- | --- | --- | --- | --- | --- |\n"
+            rows += bench_layer_norm(gen, 4096, 4096, dtype, tmp)
+        rows += bench_matmul(gen, 2048, 2048, 2048, tmp)
+    table = "| case | backward | median ms | GB/s or TFLOP/s | tgrad / hand-written speed | tgrad vs hand-written rel. diff |\n| --- | --- | --- | --- | --- | --- |\n"
     hand = {case: ms for case, name, ms, _, _ in rows if name == "hand-written"}
-    for case, name, ms, nbytes, err in rows:
+    for case, name, ms, work, err in rows:
         ratio = f"{hand[case] / ms:.2f}x" if name == "tgrad" else ""
-        table += f"| {case} | {name} | {ms:.4f} | {nbytes / ms / 1e6:.0f} | {ratio} | {'' if err is None else f'{err:.1e}'} |\n"
+        rate = f"{-work / ms / 1e9:.0f} TFLOP/s" if work < 0 else f"{work / ms / 1e6:.0f} GB/s"
+        table += f"| {case} | {name} | {ms:.4f} | {rate} | {ratio} | {'' if err is None else f'{err:.1e}'} |\n"
     device = torch.cuda.get_device_name()
     print(table + f"\n{device}, Triton {triton.__version__}, PyTorch {torch.__version__}")
     if args.out:
