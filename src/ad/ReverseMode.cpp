@@ -31,17 +31,22 @@ struct AdError {
 
 ExprPtr name(const std::string &id, const SourceSpan &s = {}) { return std::make_unique<Name>(id, s); }
 
-ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}) {
-  ExprPtr func;
+// `tl.float32` as an attribute chain.
+ExprPtr dotted_name(const std::string &dotted) {
+  ExprPtr e;
   size_t start = 0;
   while (true) {
     size_t dot = dotted.find('.', start);
     std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    func = func ? std::make_unique<Attribute>(std::move(func), part) : name(part);
+    e = e ? std::make_unique<Attribute>(std::move(e), part) : name(part);
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
-  return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws));
+  return e;
+}
+
+ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}) {
+  return std::make_unique<Call>(dotted_name(dotted), std::move(args), std::move(kws));
 }
 
 ExprList list(ExprPtr a) {
@@ -566,6 +571,7 @@ class Engine {
   struct MemoryOp {
     const Stmt *stmt = nullptr;  // the ANF statement (at any depth)
     int loop_depth = 0;          // runtime loops around it
+    bool in_branch = false;      // inside a runtime if
     bool store = false;
     std::string pointer;         // the pointer operand (an SSA name)
     std::string base;            // its pointer parameter
@@ -593,7 +599,7 @@ class Engine {
 
   // Walks the ANF kernel once: its loads and stores, every definition of
   // every name, and the statements that set a loop's carried values on entry.
-  void collect(const StmtList &block, const AccessAnalysis &access, int depth) {
+  void collect(const StmtList &block, const AccessAnalysis &access, int depth, bool in_branch = false) {
     for (size_t k = 0; k < block.size(); ++k) {
       const Stmt &s = *block[k];
       if (auto *f = dyn_cast<For>(&s)) {
@@ -603,12 +609,12 @@ class Engine {
               init_copy_[f].push_back(block[j].get());
               break;
             }
-        collect(f->body, access, depth + 1);
+        collect(f->body, access, depth + 1, in_branch);
         continue;
       }
       if (auto *i = dyn_cast<If>(&s)) {
-        collect(i->body, access, depth);
-        collect(i->orelse, access, depth);
+        collect(i->body, access, depth, true);
+        collect(i->orelse, access, depth, true);
         continue;
       }
       const Call *c = nullptr;
@@ -631,6 +637,7 @@ class Engine {
       MemoryOp op;
       op.stmt = &s;
       op.loop_depth = depth;
+      op.in_branch = in_branch;
       op.store = store;
       op.pointer = name_or_empty(argument(*c, 0, "pointer"));
       op.call = c;
@@ -803,6 +810,7 @@ class Engine {
     std::unique_ptr<Function> bwd = backward_shell(extra_params);
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
+    if (!result.partial_sums.empty()) loop_over_forward_programs(*bwd, result, row_of);
     remove_dead_code(bwd->body);
 
     sema::ParamTypes bwd_types = request_.param_types;
@@ -814,7 +822,6 @@ class Engine {
         bwd_types[p.numel] = i32;
       }
       bwd_types[result.num_programs_param] = i32;
-      loop_over_forward_programs(*bwd, result, row_of);
       result.reduce_kernel = add_reduce_kernel(bwd->name + "_reduce");
     }
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
@@ -910,6 +917,23 @@ class Engine {
     bounds.push_back(call("tl.program_id", list(int_lit(0))));
     bounds.push_back(name(result.num_programs_param));
     bounds.push_back(call("tl.num_programs", list(int_lit(0))));
+    for (RegisterPartial &r : register_partials_) prelude.push_back(assign(r.acc, std::move(r.init)));
+    if (!register_partials_.empty()) {
+      // The last of this program's iterations stores the sums.
+      ExprList rhs;
+      rhs.push_back(name(result.num_programs_param));
+      auto last = std::make_unique<Compare>(
+          std::make_unique<BinOp>(BinaryOpKind::Add, name(pid), call("tl.num_programs", list(int_lit(0)))),
+          std::vector<CompareOpKind>{CompareOpKind::GtE}, std::move(rhs));
+      auto store_sums = std::make_unique<If>(std::move(last), StmtList{}, StmtList{});
+      for (const RegisterPartial &r : register_partials_) {
+        std::vector<Keyword> kws;
+        if (!r.mask.empty()) kws.push_back({"mask", {}, name(r.mask)});
+        store_sums->body.push_back(std::make_unique<ExprStmt>(call("tl.store", list(name(r.pointer), name(r.acc)), std::move(kws))));
+      }
+      store_sums->leading_comment = "This program's last iteration: its partial sums go to its rows.";
+      bwd.body.push_back(std::move(store_sums));
+    }
     auto loop = std::make_unique<For>(name(pid), call("range", std::move(bounds)), std::move(bwd.body));
     loop->leading_comment = "Each program of the backward's grid takes every G-th program of the forward's.";
     bwd.body = std::move(prelude);
@@ -1187,6 +1211,48 @@ class Engine {
     if (d != dual_defs_.end()) dst.push_back(clone(*d->second));
   }
 
+  // A broadcast load outside loops and ifs: its gradient is summed in a
+  // register tile carried by the loop over the forward's programs, and
+  // stored once, in the last iteration. False if the tile's shape cannot be
+  // written (a symbolic dimension that is not a name).
+  bool register_partial(const MemoryOp &op, const std::string &bx) {
+    const SType *t = type_of_name(op.value);
+    if (!t || !t->is_tensor()) return false;
+    ExprList dims;
+    for (const sema::Dim &dim : t->shape) {
+      if (dim.value) dims.push_back(int_lit(*dim.value));
+      else if (!dim.symbol.empty() && dim.symbol.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos)
+        dims.push_back(name(dim.symbol));
+      else
+        return false;
+    }
+    // Sum in float32: take the gradient before its cast to the load's dtype.
+    ExprPtr grad = name(bx);
+    for (size_t k = out_->size(); k-- > 0;) {
+      auto *a = dyn_cast<Assign>((*out_)[k].get());
+      if (!a || target_of(*a) != bx) continue;
+      auto *c = dyn_cast<Call>(a->value.get());
+      auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+      if (attr && attr->attr == "to" && isa<Name>(attr->value.get())) {
+        const SType *from = nullptr;  // the receiver is an adjoint: its primal's type
+        for (const auto &[primal, adjoint] : adjoint_)
+          if (adjoint == cast<Name>(attr->value.get())->id) from = type_of_name(primal);
+        if (from && from->is_tensor() && from->elem.dtype == sema::DType::FP32) grad = clone(*attr->value);
+      }
+      break;
+    }
+    if (cast<Name>(grad.get())->id == bx) grad = call("tl.cast", list(std::move(grad), dotted_name("tl.float32")));
+    std::string acc = names_.fresh(gradient_buffer_.at(op.base) + "_sum");
+    StmtPtr add = std::make_unique<AugAssign>(name(acc), BinaryOpKind::Add, std::move(grad));
+    add->leading_comment = "partial sum in registers: every program loads these addresses of '" + op.base + "'";
+    emit_stmt(std::move(add));
+    std::vector<Keyword> init_kws;
+    init_kws.push_back({"dtype", {}, dotted_name("tl.float32")});
+    register_partials_.push_back({acc, call("tl.zeros", list(std::make_unique<List>(std::move(dims))), std::move(init_kws)),
+                                  emit::print_expr(*dual(op.pointer)), op.mask});
+    return true;
+  }
+
   // The gradient pointer that mirrors `pointer`: the same offsets from
   // d<base>. Every definition of the pointer (a loop-carried pointer has two)
   // gets a mirror definition, emitted after it by the replay.
@@ -1273,6 +1339,13 @@ class Engine {
       d.reason += " (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)";
     }
     std::string what;
+    if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth == 0 && !op.in_branch && register_partial(op, bx)) {
+      explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +
+                             "' is summed in registers over this program's share of the forward's programs, stored to "
+                             "its row of a partial-sum buffer, and a reduction kernel sums the rows (deterministic, "
+                             "no atomics): " + d.reason);
+      return;
+    }
     if (d.kind == AccessDecision::Kind::Broadcast) {
       add_in_place("partial sum: every program loads these addresses of '" + op.base + "'");
       explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +
@@ -1916,6 +1989,13 @@ class Engine {
   std::map<const Stmt *, StmtPtr> dual_defs_;              // a pointer's definition -> its mirror's definition
   std::map<std::string, int> loads_per_base_;              // pointer parameter -> loads through it
   std::map<std::string, std::set<std::string>> offset_keys_;  // pointer parameter -> the offsets of its loads
+  struct RegisterPartial {
+    std::string acc;      // the register tile
+    ExprPtr init;         // tl.zeros(shape, dtype=tl.float32)
+    std::string pointer;  // this program's row of the scratch buffer, at the load's offsets
+    std::string mask;
+  };
+  std::vector<RegisterPartial> register_partials_;
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::set<std::string> shared_bases_;                     // pointer parameters some load of which is shared

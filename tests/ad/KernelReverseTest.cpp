@@ -115,8 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "Rstd=fp32[5]:zeros", "stride_x_row=100",
                     "stride_y_row=100", "N=100", "eps=0.00001"},
                    {"BLOCK_SIZE=128"}, {"X", "W"},
-                   {"load through 'W' is added to this program's row of a partial-sum buffer, which a reduction "
-                    "kernel sums (deterministic, no atomics): the offset has no program id",
+                   {"load through 'W' is summed in registers over this program's share of the forward's programs, "
+                    "stored to its row of a partial-sum buffer, and a reduction kernel sums the rows",
                     "load through 'X' is a plain store, assuming stride_x_row >= N"}},
         // Three loops over each row in blocks of 32 (100 = 3 * 32 + 4): additive accumulators, X loaded three times.
         KernelCase{"layer_norm", "layer_norm_fwd_kernel", {5, 1, 1},

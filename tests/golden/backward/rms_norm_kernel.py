@@ -23,6 +23,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
+    dW_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
@@ -63,12 +64,8 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         brstd = tl.sum(bx_times_rstd * x)
         tl.static_assert(brstd.shape == rstd.shape)
 
-        # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_W_plus_cols = bw.to(tl_load_W_plus_cols.dtype)
-
-        # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
-        tl.debug_barrier()
-        tl.store(dW_plus_cols, tl.load(dW_plus_cols, mask=mask, other=0.0) + btl_load_W_plus_cols, mask=mask)
+        # partial sum in registers: every program loads these addresses of 'W'
+        dW_sum += bw
 
         # Grad of: tl.store(Rstd + row, rstd)
         brstd += tl.load(dRstd_plus_row)
@@ -86,3 +83,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         btl_load_X_plus_row_times_stride = bx.to(tl_load_X_plus_row_times_stride.dtype)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
         tl.store(dX_plus_row_times_stride, btl_load_X_plus_row_times_stride, mask=mask)
+
+        # This program's last iteration: its partial sums go to its rows.
+        if forward_pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_plus_cols, dW_sum, mask=mask)
