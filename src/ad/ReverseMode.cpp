@@ -947,12 +947,15 @@ class Engine {
     fn_names.reserve(fn_->name + "_bwd");
     std::string kernel = fn_names.fresh(wanted);
     std::string text = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef " + kernel +
-                       "(partial, gradient, numel, rows, BLOCK: tl.constexpr):\n"
+                       "(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):\n"
                        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
                        "    mask = offsets < numel\n"
                        "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
-                       "    for row in range(0, rows):\n"
-                       "        total += tl.load(partial + row * numel + offsets, mask=mask, other=0.0)\n"
+                       "    for first in range(0, rows, ROWS):\n"
+                       "        r = first + tl.arange(0, ROWS)\n"
+                       "        tile_mask = (r[:, None] < rows) & mask[None, :]\n"
+                       "        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)\n"
+                       "        total += tl.sum(tile, axis=0)\n"
                        "    current = tl.load(gradient + offsets, mask=mask, other=0.0)\n"
                        "    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)\n";
     SourceManager sources;

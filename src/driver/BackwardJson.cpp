@@ -72,7 +72,8 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
       kernels.push_back({{"name", bwd.reduce_kernel},
                          {"grid", "(cdiv(numel(" + p.input + "), " + block + "),)"},
                          {"arguments", {{"partial", p.scratch}, {"gradient", p.gradient}, {"numel", "numel(" + p.input + ")"},
-                                        {"rows", "G"}, {"BLOCK", ad::Backward::kReduceBlock}}}});
+                                        {"rows", "G"}, {"BLOCK", ad::Backward::kReduceBlock},
+                                        {"ROWS", ad::Backward::kReduceRows}}}});
       scratch.push_back({{"name", p.scratch}, {"dtype", "float32"}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
                          {"initial_contents", "zeros"}, {"holds", "per-program partial sums of " + p.gradient}});
     }

@@ -201,7 +201,10 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     reduce.grid = {(numel + block - 1) / block, 1, 1};
     reduce.args["partial"] = {interp::KernelArg::Kind::Buffer, scratch[k].first, 0, 0, {}};
     reduce.args["gradient"] = back.args.at(bwd->partial_sums[k].gradient);
-    interp::KernelArg n, r, b;
+    interp::KernelArg n, r, b, rows_block;
+    rows_block.kind = interp::KernelArg::Kind::Constexpr;
+    rows_block.constexpr_value = interp::Value::of_int(ad::Backward::kReduceRows);
+    reduce.args["ROWS"] = rows_block;
     n.kind = r.kind = interp::KernelArg::Kind::Int;
     n.n = numel;
     r.n = rows;

@@ -71,8 +71,10 @@ struct Backward {
   };
   std::vector<PartialSum> partial_sums;
   std::string num_programs_param;  // the forward's grid size along axis 0, a parameter of the backward
-  std::string reduce_kernel;       // reduce_kernel(partial, gradient, numel, rows, BLOCK: tl.constexpr)
-  static constexpr int kReduceBlock = 1024;  // the BLOCK the JSON recommends: grid cdiv(numel, BLOCK)
+  std::string reduce_kernel;       // reduce_kernel(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr)
+  // The blocks the JSON recommends: grid cdiv(numel, BLOCK), ROWS rows of the scratch per step.
+  static constexpr int kReduceBlock = 32;
+  static constexpr int kReduceRows = 64;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

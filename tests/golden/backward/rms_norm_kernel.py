@@ -6,14 +6,17 @@ import triton.language as tl
 
 
 @triton.jit
-def rms_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr):
+def rms_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):
 
     # Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < numel
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    for row in range(0, rows):
-        total += tl.load(partial + row * numel + offsets, mask=mask, other=0.0)
+    for first in range(0, rows, ROWS):
+        r = first + tl.arange(0, ROWS)
+        tile_mask = (r[:, None] < rows) & mask[None, :]
+        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)
+        total += tl.sum(tile, axis=0)
     current = tl.load(gradient + offsets, mask=mask, other=0.0)
     tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)
 
