@@ -811,6 +811,8 @@ class Engine {
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
     if (!result.partial_sums.empty()) loop_over_forward_programs(*bwd, result, row_of);
+    for (const std::string &w : request_.wrt)
+      if (needs_zeros_.count(w)) result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
 
     sema::ParamTypes bwd_types = request_.param_types;
@@ -912,7 +914,28 @@ class Engine {
         row->leading_comment = "This program's rows of the partial sums: every program loads the same addresses of " +
                                p.input + "; the reduction kernel sums the rows";
       prelude.push_back(std::move(row));
+      // The row starts at zero: the caller need not clear the scratch buffer.
+      std::string start = names_.fresh("zero_start"), offs = names_.fresh("zero_offsets");
+      StmtList zero_body;
+      zero_body.push_back(assign(offs, std::make_unique<BinOp>(BinaryOpKind::Add, name(start),
+                                                               call("tl.arange", list(int_lit(0), int_lit(1024))))));
+      std::vector<Keyword> zkw;
+      zkw.push_back({"dtype", {}, dotted_name("tl.float32")});
+      std::vector<Keyword> skw;
+      ExprList bound;
+      bound.push_back(name(p.numel));
+      skw.push_back({"mask", {}, std::make_unique<Compare>(name(offs), std::vector<CompareOpKind>{CompareOpKind::Lt}, std::move(bound))});
+      zero_body.push_back(std::make_unique<ExprStmt>(call(
+          "tl.store", list(std::make_unique<BinOp>(BinaryOpKind::Add, name(row_of.at(p.input)), name(offs)),
+                           call("tl.zeros", list(std::make_unique<List>(list(int_lit(1024)))), std::move(zkw))),
+          std::move(skw))));
+      ExprList zb;
+      zb.push_back(int_lit(0));
+      zb.push_back(name(p.numel));
+      zb.push_back(int_lit(1024));
+      prelude.push_back(std::make_unique<For>(name(start), call("range", std::move(zb)), std::move(zero_body)));
     }
+    prelude.push_back(std::make_unique<ExprStmt>(call("tl.debug_barrier", {})));
     ExprList bounds;
     bounds.push_back(call("tl.program_id", list(int_lit(0))));
     bounds.push_back(name(result.num_programs_param));
@@ -956,14 +979,13 @@ class Engine {
                        "        tile_mask = (r[:, None] < rows) & mask[None, :]\n"
                        "        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)\n"
                        "        total += tl.sum(tile, axis=0)\n"
-                       "    current = tl.load(gradient + offsets, mask=mask, other=0.0)\n"
-                       "    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)\n";
+                       "    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)\n";
     SourceManager sources;
     int id = sources.add_file("<reduce kernel>", text);
     DiagEngine diags(sources);
     std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
     if (!m || diags.has_errors() || m->functions.empty()) fail(fn_->name_span, "internal error: the reduction kernel does not parse");
-    m->functions[0]->body[0]->leading_comment = "Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.";
+    m->functions[0]->body[0]->leading_comment = "Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.";
     extra_functions_.push_back(std::move(m->functions[0]));
     return kernel;
   }
@@ -1357,6 +1379,7 @@ class Engine {
       return;
     }
     if (d.kind == AccessDecision::Kind::Shared) {
+      needs_zeros_.insert(op.base);
       what = "tl.atomic_add";
       StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), kws()));
       st->leading_comment = "atomic: " + d.reason;
@@ -1382,6 +1405,7 @@ class Engine {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
         what = "store adding to the earlier gradients of this buffer" + assuming;
+        if (written == 1) needs_zeros_.insert(op.base);  // no plain store before it
         add_in_place("'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
                      " times: this gradient adds to the others");
       }
@@ -1999,6 +2023,7 @@ class Engine {
     std::string mask;
   };
   std::vector<RegisterPartial> register_partials_;
+  std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::set<std::string> shared_bases_;                     // pointer parameters some load of which is shared

@@ -43,13 +43,17 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
                       {"role", input ? "gradient of an input" : "gradient of an output"},
                       {"of", bwd.gradient_buffers[k].first},
                       {"pass_by_keyword", true},
-                      // Input gradients accumulate (atomics): they must start at zero.
-                      {"initial_contents", input ? "zeros" : "the upstream gradient"}});
+                      // Atomics and in-place adds accumulate: those input gradients must start at zero.
+                      {"initial_contents", !input ? "the upstream gradient"
+                                           : std::find(bwd.zero_initialized.begin(), bwd.zero_initialized.end(),
+                                                       bwd.gradient_buffers[k].first) != bwd.zero_initialized.end()
+                                               ? "zeros"
+                                               : "any (the backward writes every element it reads)"}});
   }
   for (const auto &p : bwd.partial_sums) {
     params.push_back({{"name", p.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
                       {"partial_sums_of", p.gradient}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
-                      {"initial_contents", "zeros"}});
+                      {"initial_contents", "any (each program zeroes its row)"}});
   }
   for (const auto &p : bwd.partial_sums)
     params.push_back({{"name", p.numel}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
@@ -75,7 +79,7 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
                                         {"rows", "G"}, {"BLOCK", ad::Backward::kReduceBlock},
                                         {"ROWS", ad::Backward::kReduceRows}}}});
       scratch.push_back({{"name", p.scratch}, {"dtype", "float32"}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
-                         {"initial_contents", "zeros"}, {"holds", "per-program partial sums of " + p.gradient}});
+                         {"initial_contents", "any (each program zeroes its row)"}, {"holds", "per-program partial sums of " + p.gradient}});
     }
     out["kernels"] = kernels;
   } else {

@@ -158,7 +158,11 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     const auto &[param, dparam] = bwd->gradient_buffers[k];
     interp::Buffer g = memory.buffers()[buffer_of(param)];
     g.name = dparam;
-    for (double &x : g.f) x = 0;
+    // Input gradients start at zero only where the backward says they must;
+    // elsewhere they are poisoned, so that an element it fails to write shows.
+    const bool zeros = std::find(bwd->zero_initialized.begin(), bwd->zero_initialized.end(), param) !=
+                       bwd->zero_initialized.end();
+    for (double &x : g.f) x = k < bwd->input_gradients && !zeros ? std::nan("") : 0.0;
     for (int64_t &x : g.i) x = 0;
     if (k >= bwd->input_gradients) g.f = weights[k - bwd->input_gradients].second;
     interp::KernelArg a;
@@ -182,7 +186,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     };
     for (const auto &p : bwd->partial_sums) {
       const int64_t numel = memory.buffers()[buffer_of(p.input)].size();
-      interp::Buffer s{p.scratch, sema::DType::FP32, {rows * numel}, std::vector<double>(static_cast<size_t>(rows * numel), 0.0), {}};
+      // Poisoned: the backward must zero its rows itself.
+      interp::Buffer s{p.scratch, sema::DType::FP32, {rows * numel},
+                       std::vector<double>(static_cast<size_t>(rows * numel), std::nan("")), {}};
       interp::KernelArg a;
       a.kind = interp::KernelArg::Kind::Buffer;
       a.buffer = m.buffers().size();

@@ -55,14 +55,18 @@ struct Backward {
   std::vector<std::pair<std::string, std::string>> gradient_buffers;
   size_t input_gradients = 0;               // how many of them are inputs
   std::vector<std::string> explanations;    // --explain: each memory adjoint's decision and reason
+  // Inputs whose gradient buffers must start at zero (atomics, or adds in
+  // place before any plain store); the others' buffers may hold anything.
+  std::vector<std::string> zero_initialized;
 
   // Weights that every program loads (a norm's W and B): instead of atomics
   // from every program, the backward runs on a grid of its own, G programs
   // (any G <= the forward's number of programs along axis 0), each looping
   // over the forward's programs program_id(0), program_id(0) + G, ... and
   // adding those gradients to its own row of a float32 scratch buffer of
-  // [G, numel(input)], zero-filled by the caller; then `reduce_kernel` sums
-  // the G rows into the gradient buffer. Deterministic, and contention-free.
+  // [G, numel(input)] (each program zeroes its row first); then
+  // `reduce_kernel` writes the sum of the G rows to the gradient buffer.
+  // Deterministic, and contention-free.
   struct PartialSum {
     std::string input;     // the forward's pointer parameter ("W")
     std::string gradient;  // its gradient buffer ("dW")

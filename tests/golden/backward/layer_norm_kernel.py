@@ -8,7 +8,7 @@ import triton.language as tl
 @triton.jit
 def layer_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):
 
-    # Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.
+    # Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < numel
     total = tl.zeros([BLOCK], dtype=tl.float32)
@@ -17,8 +17,7 @@ def layer_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.c
         tile_mask = (r[:, None] < rows) & mask[None, :]
         tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)
         total += tl.sum(tile, axis=0)
-    current = tl.load(gradient + offsets, mask=mask, other=0.0)
-    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)
+    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -26,7 +25,14 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start in range(0, W_numel, 1024):
+        zero_offsets = zero_start + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < W_numel)
     dB_row = dB_partial + tl.program_id(0) * B_numel
+    for zero_start_2 in range(0, B_numel, 1024):
+        zero_offsets_2 = zero_start_2 + tl.arange(0, 1024)
+        tl.store(dB_row + zero_offsets_2, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets_2 < B_numel)
+    tl.debug_barrier()
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):

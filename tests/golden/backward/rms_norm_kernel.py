@@ -8,7 +8,7 @@ import triton.language as tl
 @triton.jit
 def rms_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):
 
-    # Sums the rows of a [rows, numel] float32 partial-sum buffer into a gradient buffer.
+    # Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < numel
     total = tl.zeros([BLOCK], dtype=tl.float32)
@@ -17,8 +17,7 @@ def rms_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.con
         tile_mask = (r[:, None] < rows) & mask[None, :]
         tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)
         total += tl.sum(tile, axis=0)
-    current = tl.load(gradient + offsets, mask=mask, other=0.0)
-    tl.store(gradient + offsets, (current + total).to(gradient.dtype.element_ty), mask=mask)
+    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -26,6 +25,10 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start in range(0, W_numel, 1024):
+        zero_offsets = zero_start + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < W_numel)
+    tl.debug_barrier()
     dW_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
