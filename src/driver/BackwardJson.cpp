@@ -48,7 +48,7 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
                                            : std::find(bwd.zero_initialized.begin(), bwd.zero_initialized.end(),
                                                        bwd.gradient_buffers[k].first) != bwd.zero_initialized.end()
                                                ? "zeros"
-                                               : "any (the backward writes every element it reads)"}});
+                                               : "any (the backward writes every element the forward loads)"}});
   }
   for (const auto &p : bwd.partial_sums) {
     params.push_back({{"name", p.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
