@@ -57,7 +57,10 @@ KernelSetup setup(const KernelCase &c) {
     interp::KernelArg a;
     if (spec->second.kind == driver::ArgSpec::Kind::Buffer) {
       interp::Buffer b{spec->first, spec->second.buffer.dtype, spec->second.buffer.shape, {}, {}};
-      b.f = driver::fill_values(spec->second.buffer, 5, stream++);
+      for (double v : driver::fill_values(spec->second.buffer, 5, stream++)) {
+        if (sema::is_float(b.dtype)) b.f.push_back(v);
+        else b.i.push_back(static_cast<int64_t>(v));  // integer buffers (indices): truncated draws
+      }
       a.kind = interp::KernelArg::Kind::Buffer;
       a.buffer = s.memory.buffers().size();
       s.memory.add(b);
@@ -133,6 +136,13 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
                    {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "ACTIVATION='relu'"}, {"a_ptr", "b_ptr"},
                    {"load through 'a_ptr' is a tl.atomic_add: the pointer is advanced by a loop"}},
+        KernelCase{"cross_entropy", "log_softmax_kernel", {7, 1, 1},
+                   {"out_ptr=fp32[7,100]:zeros", "in_ptr=fp32[7,100]", "in_row_stride=100", "out_row_stride=100", "n_cols=100"},
+                   {"BLOCK_SIZE=128"}, {"in_ptr"}, {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols"}},
+        KernelCase{"cross_entropy", "cross_entropy_kernel", {7, 1, 1},
+                   {"logits_ptr=fp32[7,100]", "targets_ptr=int32[7]:uniform(0,99)", "loss_ptr=fp32[7]:zeros", "stride=100",
+                    "n_cols=100"},
+                   {"BLOCK_SIZE=128"}, {"logits_ptr"}, {"load through 'logits_ptr' is a plain store, assuming stride >= n_cols"}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},
