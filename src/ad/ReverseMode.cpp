@@ -147,6 +147,69 @@ void stmt_reads(const Stmt &s, std::set<std::string> &out) {
   }
 }
 
+// Calls `fn` on every expression node of `e`, children first; `fn` may
+// replace the node it is given.
+void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
+  switch (e->kind) {
+    case NodeKind::Call: {
+      auto *c = cast<Call>(e.get());
+      rewrite_expr(c->func, fn);
+      for (ExprPtr &a : c->args) rewrite_expr(a, fn);
+      for (Keyword &k : c->keywords) rewrite_expr(k.value, fn);
+      break;
+    }
+    case NodeKind::BinOp:
+      rewrite_expr(cast<BinOp>(e.get())->lhs, fn);
+      rewrite_expr(cast<BinOp>(e.get())->rhs, fn);
+      break;
+    case NodeKind::UnaryOp: rewrite_expr(cast<UnaryOp>(e.get())->operand, fn); break;
+    case NodeKind::BoolOp:
+      for (ExprPtr &v : cast<BoolOp>(e.get())->values) rewrite_expr(v, fn);
+      break;
+    case NodeKind::Compare:
+      rewrite_expr(cast<Compare>(e.get())->left, fn);
+      for (ExprPtr &c : cast<Compare>(e.get())->comparators) rewrite_expr(c, fn);
+      break;
+    case NodeKind::Attribute: rewrite_expr(cast<Attribute>(e.get())->value, fn); break;
+    case NodeKind::Subscript:
+      rewrite_expr(cast<Subscript>(e.get())->value, fn);
+      for (ExprPtr &i : cast<Subscript>(e.get())->indices) rewrite_expr(i, fn);
+      break;
+    case NodeKind::IfExp:
+      rewrite_expr(cast<IfExp>(e.get())->cond, fn);
+      rewrite_expr(cast<IfExp>(e.get())->then_value, fn);
+      rewrite_expr(cast<IfExp>(e.get())->else_value, fn);
+      break;
+    case NodeKind::Tuple:
+      for (ExprPtr &x : cast<Tuple>(e.get())->elts) rewrite_expr(x, fn);
+      break;
+    case NodeKind::List:
+      for (ExprPtr &x : cast<List>(e.get())->elts) rewrite_expr(x, fn);
+      break;
+    default: break;
+  }
+  fn(e);
+}
+
+// The same over every expression a block's statements read, at any depth.
+void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
+  for (StmtPtr &st : block) {
+    if (auto *a = dyn_cast<Assign>(st.get())) rewrite_expr(a->value, fn);
+    if (auto *a = dyn_cast<AugAssign>(st.get())) rewrite_expr(a->value, fn);
+    if (auto *x = dyn_cast<ExprStmt>(st.get())) rewrite_expr(x->value, fn);
+    if (auto *r = dyn_cast<Return>(st.get()); r && r->value) rewrite_expr(r->value, fn);
+    if (auto *f = dyn_cast<For>(st.get())) {
+      rewrite_expr(f->iter, fn);
+      rewrite_exprs(f->body, fn);
+    }
+    if (auto *i = dyn_cast<If>(st.get())) {
+      rewrite_expr(i->cond, fn);
+      rewrite_exprs(i->body, fn);
+      rewrite_exprs(i->orelse, fn);
+    }
+  }
+}
+
 // Dead-code removal by liveness, over nested loops and ifs: an assignment
 // stays only if a later statement (or the next iteration of a loop around
 // it) reads the value it assigns. Expression statements (stores,
@@ -810,6 +873,7 @@ class Engine {
     std::unique_ptr<Function> bwd = backward_shell(extra_params);
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
+    read_dtypes_from_pointers(bwd->body);
     if (!result.partial_sums.empty()) loop_over_forward_programs(*bwd, result, row_of);
     for (const std::string &w : request_.wrt)
       if (needs_zeros_.count(w)) result.zero_initialized.push_back(w);
@@ -828,6 +892,23 @@ class Engine {
     }
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
+  }
+
+  // `v.dtype` of a loaded value v (a cast back to the load's dtype) reads
+  // `p.dtype.element_ty` of its pointer instead, so that a load kept only for
+  // its dtype is not replayed.
+  void read_dtypes_from_pointers(StmtList &body) {
+    rewrite_exprs(body, [&](ExprPtr &e) {
+      auto *attr = dyn_cast<Attribute>(e.get());
+      auto *v = attr && attr->attr == "dtype" ? dyn_cast<Name>(attr->value.get()) : nullptr;
+      if (!v) return;
+      const MemoryOp *load = nullptr;
+      for (const MemoryOp &m : memory_)
+        if (!m.store && m.value == v->id) load = &m;
+      const SType *t = load ? type_of_name(v->id) : nullptr;
+      if (!t || !t->is_tensor() || t->elem.is_pointer) return;
+      e = std::make_unique<Attribute>(std::make_unique<Attribute>(name(load->pointer), "dtype"), "element_ty");
+    });
   }
 
   // True if the kernel reads no program id but axis 0's, and not the grid's
@@ -873,38 +954,9 @@ class Engine {
   // with pid in place of tl.program_id(0); each partial-sum row is set up before it.
   void loop_over_forward_programs(Function &bwd, const Backward &result, const std::map<std::string, std::string> &row_of) {
     std::string pid = names_.fresh("forward_pid");
-    std::function<void(ExprPtr &)> replace = [&](ExprPtr &e) {
-      if (auto *c = dyn_cast<Call>(e.get())) {
-        if (emit::print_expr(*c->func) == "tl.program_id") {
-          e = name(pid);
-          return;
-        }
-        for (ExprPtr &a : c->args) replace(a);
-        for (Keyword &k : c->keywords) replace(k.value);
-        replace(c->func);
-      } else if (auto *b = dyn_cast<BinOp>(e.get())) {
-        replace(b->lhs);
-        replace(b->rhs);
-      } else if (auto *a = dyn_cast<Attribute>(e.get())) {
-        replace(a->value);
-      }
-    };
-    std::function<void(StmtList &)> walk = [&](StmtList &b) {
-      for (StmtPtr &st : b) {
-        if (auto *a = dyn_cast<Assign>(st.get())) replace(a->value);
-        if (auto *x = dyn_cast<ExprStmt>(st.get())) replace(x->value);
-        if (auto *f = dyn_cast<For>(st.get())) {
-          replace(f->iter);
-          walk(f->body);
-        }
-        if (auto *i = dyn_cast<If>(st.get())) {
-          replace(i->cond);
-          walk(i->body);
-          walk(i->orelse);
-        }
-      }
-    };
-    walk(bwd.body);
+    rewrite_exprs(bwd.body, [&](ExprPtr &e) {
+      if (auto *c = dyn_cast<Call>(e.get()); c && emit::print_expr(*c->func) == "tl.program_id") e = name(pid);
+    });
     StmtList prelude;
     for (const auto &p : result.partial_sums) {
       StmtPtr row = assign(row_of.at(p.input), std::make_unique<BinOp>(BinaryOpKind::Add, name(p.scratch),

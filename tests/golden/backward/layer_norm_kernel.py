@@ -119,19 +119,19 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
             bmean += _bmean
 
             # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols_3 = bx_3_minus_mean.to(tl_load_X_2_plus_cols_3.dtype)
+            btl_load_X_2_plus_cols_3 = bx_3_minus_mean.to(X_2_plus_cols_3.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
             tl.store(dX_2_plus_cols_3, btl_load_X_2_plus_cols_3, mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_B_plus_cols_3 = by.to(tl_load_B_plus_cols_3.dtype)
+            btl_load_B_plus_cols_3 = by.to(B_plus_cols_3.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
             tl.store(dB_plus_cols_3, tl.load(dB_plus_cols_3, mask=mask, other=0.0) + btl_load_B_plus_cols_3, mask=mask)
 
             # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_W_plus_cols_3 = bw.to(tl_load_W_plus_cols_3.dtype)
+            btl_load_W_plus_cols_3 = bw.to(W_plus_cols_3.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -173,7 +173,7 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
             bmean += _bmean_3
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(tl_load_X_2_plus_cols_2.dtype)
+            btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(X_2_plus_cols_2.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
@@ -189,10 +189,9 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
             X_2_plus_cols = X_2 + cols
             dX_2_plus_cols = dX_2 + cols
             t = cols < N
-            tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols = bsum_acc_2.to(tl_load_X_2_plus_cols.dtype)
+            btl_load_X_2_plus_cols = bsum_acc_2.to(X_2_plus_cols.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)

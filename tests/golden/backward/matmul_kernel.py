@@ -102,8 +102,8 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         db_ptrs_3 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
-        ba = tl.dot(baccumulator_2.to(b.dtype), tl.trans(b))
-        bb = tl.dot(tl.trans(a), baccumulator_2.to(a.dtype))
+        ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
+        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptrs_2.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed

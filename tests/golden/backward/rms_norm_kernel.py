@@ -86,7 +86,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         bx += bx_times_x * x
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_X_plus_row_times_stride = bx.to(tl_load_X_plus_row_times_stride.dtype)
+        btl_load_X_plus_row_times_stride = bx.to(X_plus_row_times_stride.dtype.element_ty)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
         tl.store(dX_plus_row_times_stride, btl_load_X_plus_row_times_stride, mask=mask)
 
