@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include "tgrad/emit/PythonPrinter.h"
+
 namespace tgrad::ad {
 
 using namespace ast;
@@ -104,7 +106,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         }
       if (f == "tl.arange") {
         Affine a;
-        Term t{"1", 0, ""};
+        Term t{"1", 0, "", false, emit::print_expr(v)};
         auto ty = types_.find(name);
         if (ty != types_.end() && ty->second.is_tensor() && ty->second.shape.size() == 1) {
           const sema::Dim &d = ty->second.shape[0];
@@ -134,6 +136,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
+        out.shifted = l.shifted || r.shifted || uniform(l) || uniform(r);
         for (const auto &kv : r.pid) {
           if (out.pid.count(kv.first)) return bad;  // pid * a + pid * b: not analysed
           out.pid[kv.first] = kv.second;
@@ -313,7 +316,9 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       Affine lanes = lhs ? affine(lhs->id) : Affine();
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
       std::optional<std::string> stride = coefficient;
-      if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 && lanes.lanes[0].coefficient == "1" && bound) {
+      // The mask must bound the very lanes of the offset (the same tl.arange, the same loop variable).
+      if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
+          lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound) {
         d.kind = AccessDecision::Kind::InjectiveAssuming;
         d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
@@ -357,6 +362,7 @@ bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   auto loop = loops_.find(a.loops[0].var);
   if (extent.empty() || loop == loops_.end() || value_of(loop->second.step) != value_of(extent)) return false;
   a.lanes[0].walks_loop = true;
+  a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();
   return true;
 }

@@ -53,6 +53,7 @@ class AccessAnalysis {
     int64_t extent = 0;        // lanes: known extent (0 if symbolic)
     std::string extent_symbol; // lanes: symbolic extent
     bool walks_loop = false;   // merged with a loop variable stepping by the extent: unbounded
+    std::string source;        // which values: "tl.arange(0, 128)", "+ start" once merged with a loop variable
   };
   struct LoopTerm {
     std::string var;          // the loop variable of `for var in range(lo, hi, step)`
@@ -63,6 +64,7 @@ class AccessAnalysis {
     std::map<int, std::string> pid;          // program axis -> coefficient
     std::vector<Term> lanes;                 // arange terms
     std::vector<LoopTerm> loops;             // loop-variable terms
+    bool shifted = false;                    // a value the same everywhere was added: the constant part is not tracked
   };
   struct Loop {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)

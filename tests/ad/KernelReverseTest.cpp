@@ -281,4 +281,23 @@ TEST(KernelReverse, PartialSumsOnlyWhereProgramsDifferByAxis0) {
   EXPECT_NE(bwd->source.find("tl.atomic_add(dW"), std::string::npos) << bwd->source;
 }
 
+TEST(KernelReverse, RowsProofNeedsTheMaskToBoundTheOffsetLanes) {
+  // mask = c - 5 < n lets lanes up to n + 4 through: rows may overlap, so the gradient is atomic.
+  auto p = parse_text(std::string(kHead) +
+                      "def k(X, Y, n, B: tl.constexpr):\n    r = tl.program_id(0)\n    c = tl.arange(0, B)\n"
+                      "    m = c - 5 < n\n    x = tl.load(X + r * n + c, mask=m, other=0.0)\n"
+                      "    tl.store(Y + r * n + c, x * 2.0, mask=m)\n");
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  std::string error;
+  for (const char *t : {"X=*fp32", "Y=*fp32", "n=i32"}) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  ASSERT_TRUE(bwd) << p->all_messages();
+  EXPECT_NE(bwd->source.find("tl.atomic_add(dX"), std::string::npos) << bwd->source;
+}
+
 }  // namespace tgrad::testing
