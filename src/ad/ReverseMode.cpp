@@ -147,6 +147,23 @@ void stmt_reads(const Stmt &s, std::set<std::string> &out) {
   }
 }
 
+// Names read anywhere in a block: its statements, loop ranges and if
+// conditions, at any depth.
+void block_reads(const StmtList &block, std::set<std::string> &out) {
+  for (const StmtPtr &s : block) {
+    stmt_reads(*s, out);
+    if (auto *f = dyn_cast<For>(s.get())) {
+      reads(*f->iter, out);
+      block_reads(f->body, out);
+    }
+    if (auto *i = dyn_cast<If>(s.get())) {
+      reads(*i->cond, out);
+      block_reads(i->body, out);
+      block_reads(i->orelse, out);
+    }
+  }
+}
+
 // Calls `fn` on every expression node of `e`, children first; `fn` may
 // replace the node it is given.
 void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
@@ -621,9 +638,8 @@ class Engine {
       if (!dup) out->functions.push_back(std::move(f));
     }
     out->functions.push_back(std::move(bwd));
-    std::set<std::string> read;
-    for (const auto &f : out->functions)
-      for (const StmtPtr &st : f->body) stmt_reads(*st, read);
+    std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
+    for (const auto &f : out->functions) block_reads(f->body, read);
     add_imports(*out, read);
     result.source = header() + emit::print_module(*out);
     result.module = std::move(out);
@@ -1104,20 +1120,6 @@ class Engine {
       }
     }
   }
-  static void block_reads(const StmtList &block, std::set<std::string> &out) {
-    for (const StmtPtr &s : block) {
-      stmt_reads(*s, out);
-      if (auto *f = dyn_cast<For>(s.get())) {
-        reads(*f->iter, out);
-        block_reads(f->body, out);
-      }
-      if (auto *i = dyn_cast<If>(s.get())) {
-        reads(*i->cond, out);
-        block_reads(i->body, out);
-        block_reads(i->orelse, out);
-      }
-    }
-  }
   static void count_reads(const StmtList &block, std::map<std::string, int> &out) {
     for (const StmtPtr &s : block) {
       std::set<std::string> r;
@@ -1392,6 +1394,10 @@ class Engine {
     AccessDecision d = access.classify(op.pointer, op.mask);
     // Loads of one pointer parameter share one gradient buffer: if any of
     // them may meet another program's addresses, all of them add atomically.
+    if (d.kind == AccessDecision::Kind::Broadcast && !partial_bases_.count(op.base)) {
+      d.kind = AccessDecision::Kind::Shared;
+      d.reason += " (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)";
+    }
     if (shared_bases_.count(op.base) && d.kind != AccessDecision::Kind::Shared) {
       d.kind = AccessDecision::Kind::Shared;
       d.reason = "another load through '" + op.base + "' may share addresses with other programs";
@@ -1411,10 +1417,6 @@ class Engine {
                                             name(bx));
       emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())));
     };
-    if (d.kind == AccessDecision::Kind::Broadcast && !partial_bases_.count(op.base)) {
-      d.kind = AccessDecision::Kind::Shared;
-      d.reason += " (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)";
-    }
     std::string what;
     if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth == 0 && !op.in_branch && register_partial(op, bx)) {
       explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +

@@ -300,4 +300,24 @@ TEST(KernelReverse, RowsProofNeedsTheMaskToBoundTheOffsetLanes) {
   EXPECT_NE(bwd->source.find("tl.atomic_add(dX"), std::string::npos) << bwd->source;
 }
 
+TEST(KernelReverse, ImportsNamesUsedOnlyInsideLoops) {
+  auto p = parse_text(std::string("import triton\nimport triton.language as tl\n"
+                                  "from triton.language.extra import libdevice\n@triton.jit\n") +
+                      "def k(X, Y, n, B: tl.constexpr):\n    acc = tl.zeros([B], dtype=tl.float32)\n"
+                      "    for s in range(0, n, B):\n        c = s + tl.arange(0, B)\n"
+                      "        acc += libdevice.tanh(tl.load(X + c, mask=c < n, other=0.0))\n"
+                      "    tl.store(Y + tl.arange(0, B), acc)\n");
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  std::string error;
+  for (const char *t : {"X=*fp32", "Y=*fp32", "n=i32"}) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  ASSERT_TRUE(bwd) << p->all_messages();
+  EXPECT_NE(bwd->source.find("from triton.language.extra import libdevice"), std::string::npos) << bwd->source;
+}
+
 }  // namespace tgrad::testing
