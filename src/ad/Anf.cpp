@@ -180,21 +180,9 @@ class Normalizer {
   [[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw AnfError{span, message}; }
 
   void collect_assigned(const StmtList &body) {
-    for (const StmtPtr &s : body) {
-      if (auto *a = dyn_cast<Assign>(s.get()))
-        for (const ExprPtr &t : a->targets) collect_targets(*t);
-      if (auto *a = dyn_cast<AugAssign>(s.get())) collect_targets(*a->target);
-      if (auto *a = dyn_cast<AnnAssign>(s.get())) collect_targets(*a->target);
-      if (auto *i = dyn_cast<If>(s.get())) {
-        collect_assigned(i->body);
-        collect_assigned(i->orelse);
-      }
-      if (auto *f = dyn_cast<For>(s.get())) {
-        collect_targets(*f->target);
-        collect_assigned(f->body);
-      }
-      if (auto *w = dyn_cast<While>(s.get())) collect_assigned(w->body);
-    }
+    std::vector<std::string> names;
+    assigned_names(body, names);
+    for (const std::string &n : names) names_.reserve(n);
   }
   // The user names a block assigns, in order of first assignment.
   static void assigned_names(const StmtList &body, std::vector<std::string> &out) {
@@ -214,13 +202,12 @@ class Normalizer {
         assigned_names(i->body, out);
         assigned_names(i->orelse, out);
       }
-      if (auto *f = dyn_cast<For>(s.get())) assigned_names(f->body, out);
+      if (auto *f = dyn_cast<For>(s.get())) {
+        add(*f->target, add);
+        assigned_names(f->body, out);
+      }
+      if (auto *w = dyn_cast<While>(s.get())) assigned_names(w->body, out);
     }
-  }
-  void collect_targets(const Expr &t) {
-    if (auto *n = dyn_cast<Name>(&t)) names_.reserve(n->id);
-    if (auto *tu = dyn_cast<Tuple>(&t))
-      for (const ExprPtr &e : tu->elts) collect_targets(*e);
   }
 
   const sema::SType *type_of(const Expr &e) const { return types_.type_of(&e); }
