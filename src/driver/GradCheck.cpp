@@ -176,14 +176,15 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // loops over several), zero-filled scratch rows, then the reduction.
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(launch.grid[0], 3));
   std::vector<std::pair<size_t, int64_t>> scratch;  // buffer index, numel
+  auto int_arg = [](int64_t v, interp::KernelArg::Kind kind = interp::KernelArg::Kind::Int) {
+    interp::KernelArg a;
+    a.kind = kind;
+    if (kind == interp::KernelArg::Kind::Constexpr) a.constexpr_value = interp::Value::of_int(v);
+    else a.n = v;
+    return a;
+  };
   if (!bwd->partial_sums.empty()) {
     back.grid = {rows, 1, 1};
-    auto int_arg = [](int64_t v) {
-      interp::KernelArg a;
-      a.kind = interp::KernelArg::Kind::Int;
-      a.n = v;
-      return a;
-    };
     for (const auto &p : bwd->partial_sums) {
       const int64_t numel = memory.buffers()[buffer_of(p.input)].size();
       // Poisoned: the backward must zero its rows itself.
@@ -207,18 +208,10 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     reduce.grid = {(numel + block - 1) / block, 1, 1};
     reduce.args["partial"] = {interp::KernelArg::Kind::Buffer, scratch[k].first, 0, 0, {}};
     reduce.args["gradient"] = back.args.at(bwd->partial_sums[k].gradient);
-    interp::KernelArg n, r, b, rows_block;
-    rows_block.kind = interp::KernelArg::Kind::Constexpr;
-    rows_block.constexpr_value = interp::Value::of_int(ad::Backward::kReduceRows);
-    reduce.args["ROWS"] = rows_block;
-    n.kind = r.kind = interp::KernelArg::Kind::Int;
-    n.n = numel;
-    r.n = rows;
-    b.kind = interp::KernelArg::Kind::Constexpr;
-    b.constexpr_value = interp::Value::of_int(block);
-    reduce.args["numel"] = n;
-    reduce.args["rows"] = r;
-    reduce.args["BLOCK"] = b;
+    reduce.args["numel"] = int_arg(numel);
+    reduce.args["rows"] = int_arg(rows);
+    reduce.args["BLOCK"] = int_arg(block, interp::KernelArg::Kind::Constexpr);
+    reduce.args["ROWS"] = int_arg(ad::Backward::kReduceRows, interp::KernelArg::Kind::Constexpr);
     if (!interp::run_kernel(*bwd->module, reduce, m, run, diags)) return std::nullopt;
   }
 
