@@ -886,6 +886,19 @@ class Engine {
       result.num_programs_param = names_.fresh("num_programs");
       extra_params.push_back(result.num_programs_param);
     }
+    result.tapes = tapes_;
+    if (!tapes_.empty() && !result.partial_sums.empty())
+      fail(fn_->name_span, "this kernel needs both partial sums (for the gradient of " + result.partial_sums[0].input +
+                               ") and a tape (for the loop-carried '" + tapes_[0].value + "'); tgrad cannot combine "
+                               "the two yet: split the kernel, or load " + result.partial_sums[0].input +
+                               " with an offset that depends on tl.program_id");
+    std::vector<std::string> trips_params;
+    for (const Backward::Tape &t : tapes_) {
+      extra_params.push_back(t.scratch);
+      if (std::find(trips_params.begin(), trips_params.end(), t.trips_param) == trips_params.end())
+        trips_params.push_back(t.trips_param);
+    }
+    for (const std::string &t : trips_params) extra_params.push_back(t);
     std::unique_ptr<Function> bwd = backward_shell(extra_params);
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
@@ -905,6 +918,10 @@ class Engine {
       }
       bwd_types[result.num_programs_param] = i32;
       result.reduce_kernel = add_reduce_kernel(bwd->name + "_reduce");
+    }
+    for (const Backward::Tape &t : tapes_) {
+      bwd_types[t.scratch] = SType::tensor({sema::DType::FP32, true}, {});
+      bwd_types[t.trips_param] = SType::tensor({sema::DType::Int32, false}, {});
     }
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
@@ -1087,6 +1104,20 @@ class Engine {
       const std::string t = target_of(*a);
       if (t.empty() || !useful_.count(t) || !active_.count(t)) continue;
       if (carried_update_copy_.count(s)) continue;  // additive accumulator: its adjoint is loop-invariant
+      if (auto c = taped_update_copy_.find(s); c != taped_update_copy_.end()) {
+        // `acc_2 = acc_3` at the end of a reversed loop's body: the carried
+        // adjoint is the adjoint of this iteration's result, acc_3; it starts
+        // again from zero for the reads of the incoming value.
+        const std::string bc = adjoint_.at(c->second);
+        begin_block(anf_.origin_of(s));
+        if (auto *u = dyn_cast<Name>(a->value.get()); u && active_.count(u->id)) {
+          std::string bu = names_.fresh("b" + u->id);
+          emit_stmt(assign(bu, name(bc)));
+          adjoint_[u->id] = bu;
+        }
+        emit_stmt(assign(bc, call("tl.zeros_like", list(name(bc)))));
+        continue;
+      }
       auto additive = additive_update_.find(t);
       if (additive != additive_update_.end()) {
         // acc_3 = acc_2 + t: the iteration's result has the loop-invariant adjoint of acc_2.
@@ -1133,6 +1164,20 @@ class Engine {
     }
   }
 
+  // A zero adjoint for `x`, to accumulate into inside a loop or an if. A
+  // loop-carried variable keeps one type, and contributions to the adjoint
+  // of a half-precision value come in float32 (a tl.dot's result): such an
+  // adjoint accumulates in float32.
+  ExprPtr zero_adjoint(const std::string &x) {
+    const SType *t = type_of_name(x);
+    if (t && t->is_tensor() && (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16)) {
+      std::vector<Keyword> kws;
+      kws.push_back({"dtype", {}, dotted_name("tl.float32")});
+      return call("tl.zeros", list(std::make_unique<Attribute>(name(x), "shape")), std::move(kws));
+    }
+    return call("tl.zeros_like", list(name(x)));
+  }
+
   // Values defined outside `block` whose adjoints the block adds to: their
   // adjoints must exist before it (a loop adds once per iteration, an if in
   // one branch only), as variables of their own.
@@ -1152,7 +1197,7 @@ class Engine {
       auto it = adjoint_.find(x);
       if (it == adjoint_.end()) {
         std::string b = names_.fresh("b" + x);
-        emit_stmt(assign(b, call("tl.zeros_like", list(name(x)))));
+        emit_stmt(assign(b, zero_adjoint(x)));
         adjoint_[x] = b;
       } else if (aliased_.count(x)) {
         std::string b = names_.fresh("b" + x);
@@ -1172,6 +1217,7 @@ class Engine {
     std::map<std::string, int> read_count;
     count_reads(f.body, read_count);
     std::vector<std::string> additive_here;
+    bool general = false;  // a carried value that is neither additive nor inactive: the loop runs in reverse
     for (const LoopCarried &c : anf_.carried.at(&f)) {
       if (!active_.count(c.name) || !useful_.count(c.name)) continue;
       const Assign *copy = nullptr;
@@ -1195,18 +1241,18 @@ class Engine {
         }
       }
       if (!additive) {
-        const Stmt *where = update ? static_cast<const Stmt *>(update) : static_cast<const Stmt *>(&f);
-        const Stmt *origin = anf_.origin_of(where);
-        fail(origin ? origin->span : f.span,
-             "the loop-carried value '" + c.name + "' is not an additive accumulator (acc += t, acc -= t or "
-             "acc = tl.dot(a, b, acc), with acc read nowhere else in the loop): reversing its loop needs each "
-             "iteration's value, and tgrad neither inverts this update nor tapes it yet. Compute it without the "
-             "loop, or save the per-iteration values to memory in the forward");
+        general = true;
+        continue;
       }
       additive_update_[u->id] = c.name;
       carried_update_copy_.insert(copy);
       frozen_.insert(c.name);
       additive_here.push_back(c.name);
+    }
+    if (general) {
+      sweep_taped_loop(f, access, explanations, std::set<std::string>(additive_here.begin(), additive_here.end()));
+      for (const std::string &c : additive_here) frozen_.erase(c);
+      return;
     }
     begin_block(anf_.origin_of(&f));
     prepare_outer_adjoints(f.body);
@@ -1237,6 +1283,216 @@ class Engine {
     for (StmtPtr &s : adjoint) loop->body.push_back(std::move(s));
     for (const Stmt *s : moves) replay_stmt(*s, loop->body);
     emit_stmt(std::move(loop));
+  }
+
+  // Statements written as Python text (the tape's addressing): parsed like
+  // the body of a jit function.
+  StmtList parse_statements(const std::string &code) {
+    std::string text = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef _statements():\n";
+    std::istringstream lines(code);
+    for (std::string line; std::getline(lines, line);) text += "    " + line + "\n";
+    SourceManager sources;
+    int id = sources.add_file("<generated statements>", text);
+    DiagEngine diags(sources);
+    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
+    if (!m || diags.has_errors() || m->functions.empty())
+      fail(fn_->name_span, "internal error: generated statements do not parse:\n" + code);
+    return std::move(m->functions[0]->body);
+  }
+
+  // A carried value's name as the user wrote it: `acc_2` -> `acc`.
+  std::string user_name(const std::string &anf_name) const {
+    size_t u = anf_name.rfind('_');
+    if (u == std::string::npos || u + 1 == anf_name.size()) return anf_name;
+    for (size_t k = u + 1; k < anf_name.size(); ++k)
+      if (!std::isdigit(static_cast<unsigned char>(anf_name[k]))) return anf_name;
+    return anf_name.substr(0, u);
+  }
+
+  // A loop whose carried values are taped: what the forward replay writes
+  // and the reversed loop reads.
+  struct TapedValue {
+    std::string carried;  // the ANF name
+    std::string scratch;  // the tape parameter
+    std::string numel;    // the value's element count, as an expression
+    std::string offsets;  // its elements' offsets in one tape entry, as an expression
+    std::string cast;     // ".to(tl.float16)" where the value is not float32
+  };
+  struct TapedLoop {
+    std::vector<TapedValue> values;
+    std::string start, stop, step;  // the loop's bounds, as expressions
+    std::string row;                // this program's row of the tapes
+    std::string trips;              // this program's trip count
+    std::string trips_param;        // the bound on any program's trip count
+    std::string forward_index, reverse_index, rev;
+    bool assert_step = false;       // a constexpr step: assert that it is positive
+  };
+
+  // The address of a taped value's entry in iteration `index`.
+  static std::string tape_address(const TapedLoop &L, const TapedValue &v, const std::string &index) {
+    return v.scratch + " + (" + L.row + " * " + L.trips_param + " + " + index + ") * (" + v.numel + ") + " + v.offsets;
+  }
+
+  // A loop with carried values that are neither recomputed (inactive) nor
+  // additive accumulators, such as the running max, sum and output of an
+  // online softmax. Reversing it needs each iteration's incoming values:
+  // the forward replay of the loop (earlier in the backward) writes them to
+  // a tape, one float32 scratch buffer per value, and the backward loop runs
+  // the iterations in reverse, reading them back, then replaying the
+  // iteration's primal values and its adjoints. The adjoint of a carried
+  // value is carried by the reversed loop: at the end of an iteration's
+  // body (its first adjoint statement), the carried adjoint becomes the
+  // adjoint of the iteration's result, and starts again from zero for the
+  // reads of the incoming value.
+  void sweep_taped_loop(const For &f, const AccessAnalysis &access, std::vector<std::string> &explanations,
+                        const std::set<std::string> &additive) {
+    const Stmt *origin = anf_.origin_of(&f);
+    const SourceSpan where = origin ? origin->span : f.span;
+    auto *range = dyn_cast<Call>(f.iter.get());
+    if (!range || range->args.empty() || range->args.size() > 3)
+      fail(where, "tgrad reverses this loop by taping its carried values and needs range(start, stop, step) bounds");
+    TapedLoop L;
+    std::vector<std::string> b;
+    for (const ExprPtr &a : range->args) b.push_back(emit::print_expr(*a));
+    L.start = b.size() == 1 ? "0" : b[0];
+    L.stop = b.size() == 1 ? b[0] : b[1];
+    L.step = b.size() == 3 ? b[2] : "1";
+    if (b.size() == 3) {
+      const SType *t = anf_types_.type_of(range->args[2].get());
+      const bool known = t && t->kind == SType::Kind::Int && t->known;
+      if (known && t->n <= 0)
+        fail(where, "tgrad reverses this loop by taping its carried values and needs a positive step");
+      if (!known && !(t && t->kind == SType::Kind::Int))
+        fail(where, "tgrad reverses this loop by taping its carried values and needs its step known before the "
+                    "kernel runs (a literal or a tl.constexpr), to count its iterations");
+      L.assert_step = !known;
+    }
+    std::map<std::string, int> read_count;
+    count_reads(f.body, read_count);
+    std::vector<std::string> copies_of;  // carried values whose end-of-body copies carry an adjoint
+    for (const LoopCarried &c : anf_.carried.at(&f)) {
+      if (additive.count(c.name)) continue;
+      if (active_.count(c.name) && useful_.count(c.name)) copies_of.push_back(c.name);
+      if (read_count[c.name] == 0) continue;  // each iteration overwrites it: nothing to restore
+      const SType *t = type_of_name(c.name);
+      if (!is_float_tensor(t))
+        fail(where, "this loop carries '" + user_name(c.name) + "' (" + (t ? t->str() : std::string("?")) +
+                        ") besides values tgrad must tape to reverse the loop; tgrad tapes floating-point values "
+                        "only: compute '" + user_name(c.name) + "' from the loop variable instead");
+      TapedValue v;
+      v.carried = c.name;
+      v.scratch = names_.fresh(user_name(c.name) + "_tape");
+      Backward::Tape tape;
+      tape.scratch = v.scratch;
+      tape.value = user_name(c.name);
+      std::vector<std::string> dims;
+      for (const sema::Dim &d : t->shape) {
+        std::string text = d.str();
+        bool identifier = !text.empty() && (std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_');
+        for (char ch : text) identifier &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+        if (!d.value && !identifier)
+          fail(where, "tgrad cannot size the tape of '" + tape.value + "': its shape " + sema::shape_str(t->shape) +
+                          " has a dimension that is neither a number nor a tl.constexpr parameter");
+        dims.push_back(text);
+      }
+      if (dims.size() > 2)
+        fail(where, "tgrad tapes values of up to two dimensions; '" + tape.value + "' has " + std::to_string(dims.size()));
+      tape.tile_shape = dims;
+      v.numel = dims.empty() ? "1" : dims.size() == 1 ? dims[0] : dims[0] + " * " + dims[1];
+      v.offsets = dims.empty()      ? "0"
+                  : dims.size() == 1 ? "tl.arange(0, " + dims[0] + ")"
+                                     : "tl.arange(0, " + dims[0] + ")[:, None] * " + dims[1] + " + tl.arange(0, " +
+                                           dims[1] + ")[None, :]";
+      if (t->elem.dtype != sema::DType::FP32) v.cast = std::string(".to(") + sema::tl_name(t->elem.dtype) + ")";
+      tape.loop_line = where.begin.line;
+      tape.loop_column = where.begin.column;
+      auto *user_for = origin ? dyn_cast<For>(origin) : nullptr;
+      tape.loop_range = emit::print_expr(user_for ? *user_for->iter : *f.iter);
+      L.values.push_back(v);
+      tapes_.push_back(tape);
+    }
+    L.trips_param = names_.fresh("tape_trips");
+    for (size_t k = tapes_.size() - L.values.size(); k < tapes_.size(); ++k) tapes_[k].trips_param = L.trips_param;
+    L.row = names_.fresh("tape_row");
+    L.trips = names_.fresh("trips");
+    L.forward_index = names_.fresh("iteration");
+    L.reverse_index = names_.fresh("iteration");
+    L.rev = names_.fresh("reversed");
+
+    begin_block(origin);
+    prepare_outer_adjoints(f.body);
+    for (const std::string &c : copies_of) {
+      auto it = adjoint_.find(c);
+      if (it == adjoint_.end()) {
+        std::string bc = names_.fresh("b" + c);
+        emit_stmt(assign(bc, zero_adjoint(c)));
+        adjoint_[c] = bc;
+      } else if (aliased_.count(c)) {
+        std::string bc = names_.fresh("b" + c);
+        emit_stmt(assign(bc, name(it->second)));
+        adjoint_[c] = bc;
+        aliased_.erase(c);
+      }
+      for (const StmtPtr &s : f.body)
+        if (target_of(*s) == c) taped_update_copy_[s.get()] = c;
+    }
+
+    StmtList adjoint;
+    StmtList *outer = out_;
+    out_ = &adjoint;
+    const Stmt *saved_block = current_block_;
+    current_block_ = nullptr;
+    sweep_block(f.body, access, explanations);
+    out_ = outer;
+    current_block_ = saved_block;
+
+    // The reversed loop: the iteration's incoming values from the tape, its
+    // primal values, its adjoints.
+    const std::string var = emit::print_expr(*f.target);
+    StmtList barrier = parse_statements("tl.debug_barrier()");
+    barrier[0]->leading_comment = "The forward replay above wrote this program's tapes; the reversed loop reads them.";
+    emit_stmt(std::move(barrier[0]));
+    std::string head = L.reverse_index + " = " + L.trips + " - 1 - " + L.rev + "\n" + var + " = " + L.start + " + " +
+                       L.reverse_index + " * " + L.step + "\n";
+    for (const TapedValue &v : L.values)
+      head += v.carried + " = tl.load(" + tape_address(L, v, L.reverse_index) + ", mask=" + L.reverse_index + " < " +
+              L.trips_param + ", other=float('nan'))" + v.cast + "\n";
+    StmtList body = parse_statements(head);
+    body[0]->leading_comment = "Iterations in reverse; each starts from its incoming values on the tape (NaN past " +
+                               L.trips_param + ").";
+    std::set<std::string> carried_names;
+    for (const LoopCarried &c : anf_.carried.at(&f)) carried_names.insert(c.name);
+    for (const StmtPtr &s : f.body)
+      if (!carried_names.count(target_of(*s))) replay_stmt(*s, body);
+    for (StmtPtr &s : adjoint) body.push_back(std::move(s));
+    ExprList bounds;
+    bounds.push_back(int_lit(0));
+    bounds.push_back(name(L.trips));
+    emit_stmt(std::make_unique<For>(name(L.rev), call("range", std::move(bounds)), std::move(body), f.span));
+    // A later replay of this loop (in an outer loop) must not overwrite the tapes while they are read.
+    emit_stmt(std::move(parse_statements("tl.debug_barrier()")[0]));
+    taped_loops_[&f] = std::move(L);
+  }
+
+  // The forward replay of a taped loop: before each iteration, its incoming
+  // values go to the tapes.
+  void replay_taped_loop(const For &f, const TapedLoop &L, StmtList &dst) {
+    std::string head = L.row + " = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + "
+                       "tl.num_programs(1) * tl.program_id(2))\n" +
+                       L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
+    if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";
+    StmtList pre = parse_statements(head);
+    pre[0]->leading_comment = "This program's row of the tapes of the loop below, and its trip count.";
+    for (StmtPtr &s : pre) dst.push_back(std::move(s));
+    std::string var = emit::print_expr(*f.target);
+    std::string text = L.forward_index + " = (" + var + " - " + L.start + ") // " + L.step + "\n";
+    for (const TapedValue &v : L.values)
+      text += "tl.store(" + tape_address(L, v, L.forward_index) + ", " + v.carried + ", mask=" + L.forward_index +
+              " < " + L.trips_param + ")\n";
+    StmtList body = parse_statements(text);
+    body[0]->leading_comment = "The iteration's incoming values, for the reversed loop.";
+    replay_block(f.body, body);
+    dst.push_back(std::make_unique<For>(clone(*f.target), clone(*f.iter), std::move(body), f.span));
   }
 
   // A runtime if: the condition is recomputed by the replay; each branch of
@@ -1272,6 +1528,10 @@ class Engine {
     if (isa<Return>(&s)) return;
     if (const MemoryOp *m = memory_op(&s); m && m->store) return;
     if (auto *f = dyn_cast<For>(&s)) {
+      if (auto t = taped_loops_.find(f); t != taped_loops_.end()) {
+        replay_taped_loop(*f, t->second, dst);
+        return;
+      }
       auto loop = std::make_unique<For>(clone(*f->target), clone(*f->iter), StmtList{}, f->span);
       replay_block(f->body, loop->body);
       dst.push_back(std::move(loop));
@@ -2089,6 +2349,9 @@ class Engine {
   std::map<std::string, std::string> additive_update_;     // acc_3 (acc_2 + t) -> acc_2
   std::set<const Stmt *> carried_update_copy_;             // acc_2 = acc_3 of an additive accumulator
   std::set<std::string> frozen_;                           // adjoints that take no contributions now
+  std::map<const For *, TapedLoop> taped_loops_;           // loops reversed with tapes
+  std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
+  std::vector<Backward::Tape> tapes_;
   StmtList sweep_;
   StmtList *out_ = &sweep_;
   const Stmt *current_block_ = nullptr;

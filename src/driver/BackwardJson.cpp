@@ -61,6 +61,26 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
   if (!bwd.num_programs_param.empty())
     params.push_back({{"name", bwd.num_programs_param}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
                       {"value", "the forward's grid size along axis 0"}});
+  // Tapes: [programs, trips, numel(value)] each; `trips` bounds every program's trip count of the loop.
+  auto tape_shape = [](const ad::Backward::Tape &t) {
+    json shape = json::array({"programs", t.trips_param});
+    for (const std::string &d : t.tile_shape) shape.push_back(d);
+    return shape;
+  };
+  auto loop_of = [](const ad::Backward::Tape &t) {
+    return "for ... in " + t.loop_range + " (line " + std::to_string(t.loop_line) + ")";
+  };
+  std::vector<std::string> trips_done;
+  for (const auto &t : bwd.tapes)
+    params.push_back({{"name", t.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
+                      {"tape_of", t.value}, {"shape", tape_shape(t)}, {"initial_contents", "any (written before it is read)"}});
+  for (const auto &t : bwd.tapes) {
+    if (std::find(trips_done.begin(), trips_done.end(), t.trips_param) != trips_done.end()) continue;
+    trips_done.push_back(t.trips_param);
+    params.push_back({{"name", t.trips_param}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", "at least the most iterations any program of the forward runs of the loop " + loop_of(t) +
+                                    " (smaller: the gradients come out NaN)"}});
+  }
   for (const std::string &b : bwd.output_adjoints) params.push_back({{"name", b}, {"role", "adjoint of an output"}});
   out["parameters"] = params;
   json scratch = json::array();
@@ -87,6 +107,12 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
     for (const std::string &w : request.wrt) returns.push_back("adjoint of " + w);
     out["returns"] = returns;
   }
+  for (const auto &t : bwd.tapes)
+    scratch.push_back({{"name", t.scratch}, {"dtype", "float32"}, {"shape", tape_shape(t)},
+                       {"programs", "the forward's grid size, all axes multiplied"},
+                       {"initial_contents", "any (written before it is read)"},
+                       {"holds", "the value of '" + t.value + "' entering each iteration of the loop " + loop_of(t) +
+                                     ", per program: the backward runs that loop in reverse"}});
   out["scratch_buffers"] = scratch;
   out["memory_adjoints"] = bwd.explanations;
   return out.dump(2) + "\n";

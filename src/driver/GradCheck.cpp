@@ -146,7 +146,11 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       for (size_t i = 0; i < w.size(); ++i) l += m.buffers()[b].get(static_cast<int64_t>(i)) * w[i];
     return l;
   };
+  // The first forward run also counts each loop's iterations: the bound a taped loop's backward needs.
+  std::map<std::pair<int, int>, int64_t> loop_trips;
+  run.loop_trips = &loop_trips;
   if (!forward_loss(memory)) return std::nullopt;
+  run.loop_trips = nullptr;
 
   // The backward: the forward's arguments plus gradient buffers (zeros for
   // the inputs, the weights for the outputs).
@@ -199,6 +203,34 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       scratch.push_back({a.buffer, numel});
     }
     back.args[bwd->num_programs_param] = int_arg(launch.grid[0]);
+  }
+  // Tapes: [programs, trips, numel(value)] each, poisoned (the backward writes before it reads).
+  const int64_t programs = launch.grid[0] * launch.grid[1] * launch.grid[2];
+  for (const ad::Backward::Tape &t : bwd->tapes) {
+    int64_t numel = 1;
+    for (const std::string &d : t.tile_shape) {
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+        numel *= std::stoll(d);
+        continue;
+      }
+      auto it = launch.args.find(d);
+      if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
+          it->second.constexpr_value.kind != interp::Value::Kind::Int) {
+        diags.error({}, "the tape of '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
+        return std::nullopt;
+      }
+      numel *= it->second.constexpr_value.n;
+    }
+    auto most = loop_trips.find({t.loop_line, t.loop_column});
+    const int64_t trips = std::max<int64_t>(1, most == loop_trips.end() ? 0 : most->second);
+    const int64_t size = programs * trips * numel;
+    interp::Buffer b{t.scratch, sema::DType::FP32, {size}, std::vector<double>(static_cast<size_t>(size), std::nan("")), {}};
+    interp::KernelArg a;
+    a.kind = interp::KernelArg::Kind::Buffer;
+    a.buffer = m.buffers().size();
+    m.add(b);
+    back.args[t.scratch] = a;
+    back.args[t.trips_param] = int_arg(trips);
   }
   if (!interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
   for (size_t k = 0; k < bwd->partial_sums.size(); ++k) {

@@ -299,4 +299,15 @@ bool write_npy(const std::string &path, DType dtype, const interp::Shape &shape,
   return true;
 }
 
+sema::SType stype_of(const interp::Value &v) {
+  switch (v.kind) {
+    case interp::Value::Kind::Int: return sema::SType::of_int(v.n);
+    case interp::Value::Kind::Float: return sema::SType::of_float(v.x);
+    case interp::Value::Kind::Bool: return sema::SType::of_bool(v.b);
+    case interp::Value::Kind::Str: return sema::SType::of_str(v.s);
+    case interp::Value::Kind::DType: return sema::SType::of_dtype(v.dtype);
+    default: return sema::SType::none();
+  }
+}
+
 }  // namespace tgrad::driver

@@ -34,6 +34,9 @@ struct ArgSpec {
 
 // Each returns nullopt and sets `error` (a complete sentence) on bad input.
 std::optional<std::pair<std::string, interp::Value>> parse_define(const std::string &text, std::string &error);
+
+// The static type of a -D value, as semantic analysis sees a tl.constexpr.
+sema::SType stype_of(const interp::Value &v);
 std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text, std::string &error);
 std::optional<std::array<int64_t, 3>> parse_grid(const std::string &text, std::string &error);
 

@@ -1,5 +1,6 @@
 #include "src/interp/Evaluator.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tgrad::interp {
@@ -183,12 +184,23 @@ Evaluator::Flow Evaluator::exec_for(const For &s, Frame &frame) {
   DType index_type = DType::Int32;
   for (const Value &v : bounds)
     if (is_tensor(v) && v.t->type.dtype == DType::Int64) index_type = DType::Int64;
+  int64_t trips = 0;
+  auto record_trips = [&] {
+    if (!options_.loop_trips || is_static) return;
+    int64_t &most = (*options_.loop_trips)[{s.span.begin.line, s.span.begin.column}];
+    most = std::max(most, trips);
+  };
   for (long long i = start; step > 0 ? i < stop : i > stop; i += step) {
     count_iteration(s.span);
+    ++trips;
     frame.vars[var->id] =
         is_static ? Value::of_int(i) : Value::of_tensor(make_scalar(ElemType{index_type, false}, 0, i, float64()));
-    if (exec_block(s.body, frame) == Flow::Return) return Flow::Return;
+    if (exec_block(s.body, frame) == Flow::Return) {
+      record_trips();
+      return Flow::Return;
+    }
   }
+  record_trips();
   return Flow::Normal;
 }
 

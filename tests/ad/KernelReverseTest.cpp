@@ -48,8 +48,7 @@ KernelSetup setup(const KernelCase &c) {
     a.kind = interp::KernelArg::Kind::Constexpr;
     a.constexpr_value = def->second;
     s.launch.args[def->first] = a;
-    s.request.param_types[def->first] = def->second.kind == interp::Value::Kind::Int ? sema::SType::of_int(def->second.n)
-                                                                                     : sema::SType::of_float(def->second.x);
+    s.request.param_types[def->first] = driver::stype_of(def->second);
   }
   for (const std::string &text : c.args) {
     auto spec = driver::parse_arg(text, error);
@@ -143,6 +142,28 @@ INSTANTIATE_TEST_SUITE_P(
                    {"logits_ptr=fp32[7,100]", "targets_ptr=int32[7]:uniform(0,99)", "loss_ptr=fp32[7]:zeros", "stride=100",
                     "n_cols=100"},
                    {"BLOCK_SIZE=128"}, {"logits_ptr"}, {"load through 'logits_ptr' is a plain store, assuming stride >= n_cols"}},
+        // Flash attention's forward: the online softmax's running max, sum and output are taped. Both
+        // programs of a (batch, head) add to the same dK, dV rows. 40 queries and keys in blocks of 16.
+        KernelCase{"attention", "attn_fwd_kernel", {3, 2, 1},
+                   {"Q=fp16[1,2,40,16]", "K=fp16[1,2,40,16]", "V=fp16[1,2,40,16]", "sm_scale=0.25", "M=fp32[1,2,40]:zeros",
+                    "Out=fp16[1,2,40,16]:zeros", "stride_qz=1280", "stride_qh=640", "stride_qm=16", "stride_qk=1",
+                    "stride_kz=1280", "stride_kh=640", "stride_kn=16", "stride_kk=1", "stride_vz=1280", "stride_vh=640",
+                    "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
+                    "H=2", "N_CTX=40"},
+                   {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "IS_CAUSAL=False"}, {"Q", "K", "V"},
+                   {"load through 'K' is a tl.atomic_add"}},
+        KernelCase{"attention", "attn_fwd_kernel", {3, 2, 1},
+                   {"Q=fp16[1,2,40,16]", "K=fp16[1,2,40,16]", "V=fp16[1,2,40,16]", "sm_scale=0.25", "M=fp32[1,2,40]:zeros",
+                    "Out=fp16[1,2,40,16]:zeros", "stride_qz=1280", "stride_qh=640", "stride_qm=16", "stride_qk=1",
+                    "stride_kz=1280", "stride_kh=640", "stride_kn=16", "stride_kk=1", "stride_vz=1280", "stride_vh=640",
+                    "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
+                    "H=2", "N_CTX=40"},
+                   {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "IS_CAUSAL=True"}, {"Q", "K", "V"}, {}},
+        // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
+        KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
+                   {"BLOCK=16"}, {"X"}, {}},
+        KernelCase{"recurrence", "linear_scan_kernel", {3, 1, 1},
+                   {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"}, {}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},
@@ -228,22 +249,30 @@ TEST(KernelReverseErrors, TwoStoresToOnePointer) {
   EXPECT_NE(m.find("t.py:8:5: error: 'Y' is stored to twice in this kernel"), std::string::npos) << m;
 }
 
-TEST(KernelReverseErrors, LoopCarriedValueThatIsNotAnAccumulator) {
+TEST(KernelReverseErrors, TapedLoopCarryingAPointer) {
+  // The running max must be taped; the advancing pointer cannot be: the reversed loop would need its value.
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, Y, n, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
-                                "    for i in range(0, n):\n        m = tl.maximum(m, tl.load(X + i * B + tl.arange(0, B)))\n"
+                                "    p = X + tl.arange(0, B)\n    for i in range(0, n):\n"
+                                "        m = tl.maximum(m, tl.load(p))\n        p += B\n"
                                 "    tl.store(Y + tl.arange(0, B), m)\n",
                             {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
-  EXPECT_NE(m.find("t.py:7:9: error: the loop-carried value 'm_2' is not an additive accumulator"), std::string::npos) << m;
+  EXPECT_NE(m.find("t.py:7:5: error: this loop carries 'p' (*fp32[B]) besides values tgrad must tape to reverse the "
+                   "loop; tgrad tapes floating-point values only: compute 'p' from the loop variable instead"),
+            std::string::npos)
+      << m;
 }
 
-TEST(KernelReverseErrors, AccumulatorReadInsideItsLoop) {
+TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {
   std::string m = errors_of(std::string(kHead) +
-                                "def k(X, Y, n, B: tl.constexpr):\n    acc = tl.zeros([B], dtype=tl.float32)\n"
-                                "    for i in range(0, n):\n        x = tl.load(X + i * B + tl.arange(0, B))\n"
-                                "        acc += x * acc\n    tl.store(Y + tl.arange(0, B), acc)\n",
-                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
-  EXPECT_NE(m.find("t.py:8:9: error: the loop-carried value 'acc_2' is not an additive accumulator"), std::string::npos) << m;
+                                "def k(X, Y, n, s, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
+                                "    for i in range(0, n, s):\n        m = tl.maximum(m, tl.load(X + i * B + tl.arange(0, B)))\n"
+                                "    tl.store(Y + tl.arange(0, B), m)\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}, {"s", "i32"}});
+  EXPECT_NE(m.find("t.py:6:5: error: tgrad reverses this loop by taping its carried values and needs its step known "
+                   "before the kernel runs"),
+            std::string::npos)
+      << m;
 }
 
 TEST(KernelReverseErrors, WhileLoops) {

@@ -112,18 +112,6 @@ int usage_error(const std::string &message) {
   return kExitUsageError;
 }
 
-// The static type of a -D value.
-tgrad::sema::SType stype_of(const tgrad::interp::Value &v) {
-  switch (v.kind) {
-    case tgrad::interp::Value::Kind::Int: return tgrad::sema::SType::of_int(v.n);
-    case tgrad::interp::Value::Kind::Float: return tgrad::sema::SType::of_float(v.x);
-    case tgrad::interp::Value::Kind::Bool: return tgrad::sema::SType::of_bool(v.b);
-    case tgrad::interp::Value::Kind::Str: return tgrad::sema::SType::of_str(v.s);
-    case tgrad::interp::Value::Kind::DType: return tgrad::sema::SType::of_dtype(v.dtype);
-    default: return tgrad::sema::SType::none();
-  }
-}
-
 // --wrt 0,y: indices or names of `fn`'s parameters, as names. Returns false
 // (after printing a usage error) on a bad list.
 bool resolve_wrt(const std::string &wrt, const tgrad::ast::Function &fn, std::vector<std::string> &names, int &code) {
@@ -217,7 +205,7 @@ int run_front_end(const Options &opts) {
     for (const std::string &d : opts.defines) {
       auto parsed = tgrad::driver::parse_define(d, error);
       if (!parsed) return usage_error(error);
-      request.param_types[parsed->first] = stype_of(parsed->second);
+      request.param_types[parsed->first] = tgrad::driver::stype_of(parsed->second);
     }
     for (const std::string &a : opts.arg_types) {
       auto parsed = tgrad::driver::parse_param_type(a, error);
@@ -242,7 +230,7 @@ int run_front_end(const Options &opts) {
     for (const std::string &d : opts.defines) {
       auto parsed = tgrad::driver::parse_define(d, error);
       if (!parsed) return usage_error(error);
-      params[parsed->first] = stype_of(parsed->second);
+      params[parsed->first] = tgrad::driver::stype_of(parsed->second);
     }
     for (const std::string &a : opts.arg_types) {
       auto parsed = tgrad::driver::parse_param_type(a, error);
@@ -502,7 +490,7 @@ int run_check(const RunOptions &o) {
       for (const auto &a : p.args) buffer |= a.first == w && a.second.kind == tgrad::driver::ArgSpec::Kind::Buffer;
       if (!buffer) return usage_error("--wrt " + o.wrt + ": '" + w + "' must be a pointer given a buffer (--arg " + w + "=fp32[...])");
     }
-    for (auto &[name, value] : p.defines) request.param_types[name] = stype_of(value);
+    for (auto &[name, value] : p.defines) request.param_types[name] = tgrad::driver::stype_of(value);
     for (auto &[name, spec] : p.args) {
       if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer)
         request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{spec.buffer.dtype, true}, {});
@@ -530,7 +518,7 @@ int run_check(const RunOptions &o) {
   std::map<std::string, tgrad::interp::Value> inputs;
   uint64_t stream = 0;
   for (auto &[name, value] : p.defines) {
-    request.param_types[name] = stype_of(value);
+    request.param_types[name] = tgrad::driver::stype_of(value);
     inputs[name] = value;
   }
   for (auto &[name, spec] : p.args) {

@@ -79,6 +79,25 @@ struct Backward {
   // The blocks the JSON recommends: grid cdiv(numel, BLOCK), ROWS rows of the scratch per step.
   static constexpr int kReduceBlock = 32;
   static constexpr int kReduceRows = 64;
+
+  // Loops that carry values which are neither recomputed nor additive (the
+  // running max, sum and output of online softmax): the backward runs such a
+  // loop forward once, writing each iteration's incoming values to a tape,
+  // then runs it in reverse, reading them back. One float32 scratch buffer
+  // per taped value, of [programs, trips, numel(value)]: `programs` is the
+  // forward's grid size over all axes, `trips` the value of the backward's
+  // `trips_param` argument, which must be at least the most iterations any
+  // program runs of the loop. Past it the backward reads NaN, so too small
+  // a value shows as NaN gradients, never as a silently wrong one.
+  struct Tape {
+    std::string scratch;                  // the backward's parameter ("acc_tape")
+    std::string value;                    // the carried value ("acc")
+    std::vector<std::string> tile_shape;  // its shape: numbers or constexpr parameter names
+    std::string trips_param;              // the backward's parameter for the bound on the trip count
+    int loop_line = 0, loop_column = 0;   // the forward's loop
+    std::string loop_range;               // "range(0, hi, BLOCK_N)"
+  };
+  std::vector<Tape> tapes;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

@@ -58,6 +58,10 @@ struct RunOptions {
   // Loop iterations one program may run in all before the interpreter stops
   // it (a kernel that never ends would otherwise hang the tool).
   int64_t max_loop_iterations = 100'000'000;
+  // Where set, the most iterations any one run of each runtime loop took,
+  // by the loop's (line, column): what a taped loop's backward must be
+  // given as its bound on the trip count (ad::Backward::Tape).
+  std::map<std::pair<int, int>, int64_t> *loop_trips = nullptr;
 };
 
 // A kernel argument: a buffer (by index in Memory), a runtime scalar, or,
