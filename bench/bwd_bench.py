@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Backward-kernel benchmark (GPU machine, not a test): tgrad's generated
 backward vs a hand-written Triton backward written the classic way vs
-torch.autograd of the PyTorch reference, for softmax, rms norm, layer norm and
-matmul.
+torch.autograd of the PyTorch reference, for softmax, rms norm, layer norm,
+matmul and attention.
 
-    python3 bench/bwd_bench.py [--out bench/RESULTS.md]
+    python3 bench/bwd_bench.py [--out bench/RESULTS.md] [--only softmax,attention]
 
 Times are medians of triton.testing.do_bench (CUDA events, warm-up first).
 GB/s counts the bytes each backward must move at least: softmax reads x (or
@@ -116,6 +116,85 @@ def matmul_hand(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def attn_bwd_preprocess_hand(O, DO, DLSE, Delta, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # Delta = rowsum(dO * O) - dLSE: with it, dS = P * (dP - Delta) covers both outputs.
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    off_hz = tl.program_id(1)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = off_hz.to(tl.int64) * N_CTX + offs_m
+    mask = offs_m < N_CTX
+    o = tl.load(O + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=mask[:, None], other=0.0).to(tl.float32)
+    do = tl.load(DO + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=mask[:, None], other=0.0).to(tl.float32)
+    dlse = tl.load(DLSE + rows, mask=mask, other=0.0)
+    tl.store(Delta + rows, tl.sum(o * do, axis=1) - dlse, mask=mask)
+
+
+@triton.jit
+def attn_bwd_dkdv_hand(Q, K, V, DO, LSE, Delta, DK, DV, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr):
+    # FlashAttention-2's dK/dV: one program per key block, looping over the query blocks that see it.
+    start_n = tl.program_id(0) * BLOCK_N
+    off_hz = tl.program_id(1)
+    base = off_hz.to(tl.int64) * N_CTX * HEAD_DIM
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kv_mask = offs_n[:, None] < N_CTX
+    k = tl.load(K + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(V + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    lo = (start_n // BLOCK_M) * BLOCK_M if IS_CAUSAL else 0
+    for start_m in range(lo, N_CTX, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        q_mask = offs_m[:, None] < N_CTX
+        q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=q_mask, other=0.0)
+        do = tl.load(DO + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=q_mask, other=0.0)
+        lse = tl.load(LSE + off_hz * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+        delta = tl.load(Delta + off_hz * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+        pT = tl.exp(tl.dot(k, tl.trans(q)) * sm_scale - lse[None, :])
+        valid = (offs_n[:, None] < N_CTX) & (offs_m[None, :] < N_CTX)
+        if IS_CAUSAL:
+            valid = valid & (offs_m[None, :] >= offs_n[:, None])
+        pT = tl.where(valid, pT, 0.0)
+        dv += tl.dot(pT.to(tl.float16), do)
+        dsT = pT * (tl.dot(v, tl.trans(do)) - delta[None, :])
+        dk += tl.dot(dsT.to(tl.float16), q)
+    tl.store(DK + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], (dk * sm_scale).to(tl.float16), mask=kv_mask)
+    tl.store(DV + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], dv.to(tl.float16), mask=kv_mask)
+
+
+@triton.jit
+def attn_bwd_dq_hand(Q, K, V, DO, LSE, Delta, DQ, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr):
+    # FlashAttention-2's dQ: one program per query block, looping over the key blocks it sees.
+    start_m = tl.program_id(0) * BLOCK_M
+    off_hz = tl.program_id(1)
+    base = off_hz.to(tl.int64) * N_CTX * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_mask = offs_m[:, None] < N_CTX
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=q_mask, other=0.0)
+    do = tl.load(DO + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=q_mask, other=0.0)
+    lse = tl.load(LSE + off_hz * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+    delta = tl.load(Delta + off_hz * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    hi = tl.minimum(start_m + BLOCK_M, N_CTX) if IS_CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        kv_mask = offs_n[:, None] < N_CTX
+        k = tl.load(K + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(V + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+        p = tl.exp(tl.dot(q, tl.trans(k)) * sm_scale - lse[:, None])
+        valid = (offs_n[None, :] < N_CTX) & (offs_m[:, None] < N_CTX)
+        if IS_CAUSAL:
+            valid = valid & (offs_m[:, None] >= offs_n[None, :])
+        p = tl.where(valid, p, 0.0)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dq += tl.dot(ds.to(tl.float16), k)
+    tl.store(DQ + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], (dq * sm_scale).to(tl.float16), mask=q_mask)
 
 
 def load(path, tmp):
@@ -309,18 +388,74 @@ def bench_matmul(gen, M, N, K, tmp):
             for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
 
 
+def bench_attention(gen, Z, H, N, D, causal, tmp):
+    fwd = load("tests/kernels/attention.py", tmp)
+    bwd = load(f"tests/golden/backward/attention{'_causal' if causal else ''}_kernel.py", tmp)
+    q, k, v = (torch.randn(Z, H, N, D, generator=gen, device="cuda").half() for _ in range(3))
+    sm_scale = D ** -0.5
+    out, lse = fwd.attention(q, k, v, causal=causal, sm_scale=sm_scale)
+    do = torch.randn(Z, H, N, D, generator=gen, device="cuda").half()
+    dlse = torch.zeros(Z, H, N, device="cuda")  # the logsumexp output carries no upstream gradient here
+    bm = bn = 64
+    grid = (triton.cdiv(N, bm), Z * H)
+    strides = [s for t in (q, k, v, out) for s in t.stride()]
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    trips = triton.cdiv(N, bn)
+    programs = grid[0] * grid[1]
+    # `tgrad --emit json`: the tapes of m_i, l_i and acc, [programs, trips, numel]; dQ, dK, dV start at zero (atomics).
+    tapes = {"m_i_tape": torch.empty(programs * trips * bm, device="cuda"),
+             "l_i_tape": torch.empty(programs * trips * bm, device="cuda"),
+             "acc_tape": torch.empty(programs * trips * bm * D, device="cuda")}
+
+    def gen_fn():
+        dq.zero_(); dk.zero_(); dv.zero_()
+        bwd.attn_fwd_kernel_bwd[grid](q, k, v, sm_scale, lse, out, *strides, H, N, HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn,
+                                      IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do, **tapes, tape_trips=trips,
+                                      num_warps=4)
+
+    hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    delta = torch.empty(Z, H, N, device="cuda")
+
+    def hand_fn():
+        attn_bwd_preprocess_hand[grid](out, do, dlse, delta, N, HEAD_DIM=D, BLOCK_M=bm)
+        attn_bwd_dkdv_hand[(triton.cdiv(N, bn), Z * H)](q, k, v, do, lse, delta, hk, hv, sm_scale, N, HEAD_DIM=D,
+                                                        BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, num_warps=4)
+        attn_bwd_dq_hand[grid](q, k, v, do, lse, delta, hq, sm_scale, N, HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn,
+                               IS_CAUSAL=causal, num_warps=4)
+
+    qt, kt, vt = (t.detach().requires_grad_(True) for t in (q, k, v))
+    ot = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=sm_scale)
+    torch_fn = lambda: torch.autograd.grad(ot, [qt, kt, vt], do, retain_graph=True)
+    gen_fn(); hand_fn()
+    err = max((a.float() - b.float()).norm().item() / b.float().norm().item() for a, b in ((dq, hq), (dk, hk), (dv, hv)))
+    flops = 5 * 2 * Z * H * N * N * D // (2 if causal else 1)  # five N x N x D matmuls, half of them masked if causal
+    case = f"attention {Z}x{H}x{N}x{D} fp16{' causal' if causal else ''}"
+    return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
+            for name, fn in (("tgrad", gen_fn), ("hand-written (FA2: dK/dV and dQ kernels)", hand_fn),
+                             ("torch.autograd (SDPA)", torch_fn))]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out")
+    parser.add_argument("--only", help="comma-separated subset of softmax,rms,layer_norm,matmul,attention")
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else {"softmax", "rms", "layer_norm", "matmul", "attention"}
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in (torch.float32, torch.float16):
-            rows += bench_softmax(gen, 4096, 4096, dtype, tmp)
-            rows += bench_rms(gen, 4096, 4096, dtype, tmp)
-            rows += bench_layer_norm(gen, 4096, 4096, dtype, tmp)
-        rows += bench_matmul(gen, 2048, 2048, 2048, tmp)
+            if "softmax" in only:
+                rows += bench_softmax(gen, 4096, 4096, dtype, tmp)
+            if "rms" in only:
+                rows += bench_rms(gen, 4096, 4096, dtype, tmp)
+            if "layer_norm" in only:
+                rows += bench_layer_norm(gen, 4096, 4096, dtype, tmp)
+        if "matmul" in only:
+            rows += bench_matmul(gen, 2048, 2048, 2048, tmp)
+        if "attention" in only:
+            for causal in (False, True):
+                rows += bench_attention(gen, 4, 16, 2048, 64, causal, tmp)
     table = "| case | backward | median ms | GB/s or TFLOP/s | tgrad / hand-written speed | tgrad vs hand-written rel. diff |\n| --- | --- | --- | --- | --- | --- |\n"
     hand = {case: ms for case, name, ms, _, _ in rows if name.startswith("hand-written")}
     for case, name, ms, work, err in rows:
