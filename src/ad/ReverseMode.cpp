@@ -2,6 +2,7 @@
 // with rule instantiation, unbroadcast, accumulation, dead-code removal and
 // the final check of the backward by semantic analysis.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -501,6 +502,232 @@ class Engine {
     }
   }
 
+  // ------------------------------------------------------- stabilizers
+
+  // A numerically stabilizing max: `m = tl.max(x, axis)` whose every use
+  // cancels out of what the function stores or returns, as in
+  // `e = tl.exp(x - m); y = e / tl.sum(e, axis)` or
+  // `s = x - m; y = s - tl.log(tl.sum(tl.exp(s), axis))`. Moving m by any c
+  // (constant along the reduced axis) leaves the results unchanged, so the
+  // gradient with respect to m is exactly zero: the backward neither
+  // computes it nor routes it through the max. The proof follows each value
+  // that depends on m through the straight-line statements of m's block,
+  // tracking how it changes when m moves by c: not at all, by a shift
+  // v + k*c, or by a scale v * base^(k*c). Anything it cannot follow (a
+  // use in a loop, a store of a value that changes, a reduction along
+  // another axis, an operation outside the table below) keeps the gradient.
+  struct Motion {
+    enum Kind { None, Shift, Scale } kind = None;
+    double k = 0;          // the coefficient of c
+    double base = 0;       // Scale: e or 2
+    bool reduced = false;  // lacks m's reduced axis
+  };
+
+  // The statements of every block, with the block they sit in.
+  static void collect_blocks(const StmtList &block, std::vector<const StmtList *> &out) {
+    out.push_back(&block);
+    for (const StmtPtr &s : block) {
+      if (auto *f = dyn_cast<For>(s.get())) collect_blocks(f->body, out);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        collect_blocks(i->body, out);
+        collect_blocks(i->orelse, out);
+      }
+    }
+  }
+
+  std::optional<int64_t> reduce_axis(const Op &op) {
+    const Expr *axis = op.args.size() > 1 ? op.args[1] : nullptr;
+    for (const Keyword *kw : op.kws) {
+      if (kw->name == "axis") axis = kw->value.get();
+      if (kw->name == "keep_dims") return std::nullopt;
+    }
+    if (!axis) return std::nullopt;
+    const SType *t = anf_types_.type_of(axis);
+    if (!t || t->kind != SType::Kind::Int || !t->known) return std::nullopt;
+    return t->n;
+  }
+
+  size_t rank_of(const Expr *e) {
+    const SType *t = anf_types_.type_of(e);
+    return t && t->is_tensor() ? t->shape.size() : 0;
+  }
+
+  // How `value` (assigned to a value of rank `rank`) moves, given how its
+  // operands move; nullopt where the proof cannot follow it.
+  std::optional<Motion> motion_of(const Expr &value, size_t rank, size_t full_rank, int64_t axis,
+                                  const std::map<std::string, Motion> &moving) {
+    Op op = classify(value);
+    std::string key = op.key.substr(op.key.rfind('.') + 1);
+    auto of = [&](const Expr *e) {
+      auto *n = e ? dyn_cast<Name>(e) : nullptr;
+      auto it = n ? moving.find(n->id) : moving.end();
+      return it == moving.end() ? Motion{} : it->second;
+    };
+    // Broadcasting a moving operand to the result's shape: a reduced value
+    // may regain the reduced axis only where broadcasting adds it (axis 0,
+    // or a scalar).
+    auto broadcast = [&](Motion m, const Expr *e) -> std::optional<Motion> {
+      if (m.kind == Motion::None) return m;
+      size_t r = rank_of(e);
+      if (r == rank) return m;
+      if (m.reduced && rank == full_rank && (r == 0 || (axis == 0 && r + 1 == rank))) {
+        m.reduced = false;
+        return m;
+      }
+      return std::nullopt;
+    };
+    auto settle = [](Motion m) {
+      if (m.kind != Motion::None && m.k == 0) m = Motion{};
+      return m;
+    };
+    if (key == "copy" || key == "cast" || key == "broadcast_to") {
+      if (key == "cast") {
+        const SType *t = anf_types_.type_of(&value);
+        if (!t || !t->is_tensor() || !sema::is_float(t->elem.dtype)) return std::nullopt;
+      }
+      Motion m = of(op.args[0]);
+      return rank_of(op.args[0]) == rank ? std::optional<Motion>(m) : std::nullopt;
+    }
+    if ((key == "add" || key == "sub") && op.args.size() == 2) {
+      auto a = broadcast(of(op.args[0]), op.args[0]), b = broadcast(of(op.args[1]), op.args[1]);
+      if (!a || !b || a->kind == Motion::Scale || b->kind == Motion::Scale) return std::nullopt;
+      Motion m = a->kind != Motion::None ? *a : *b;
+      m.kind = Motion::Shift;
+      m.k = a->k + (key == "add" ? b->k : -b->k);
+      if (a->kind != Motion::None && b->kind != Motion::None && a->reduced != b->reduced) return std::nullopt;
+      return settle(m);
+    }
+    if (key == "neg") {
+      Motion m = of(op.args[0]);
+      if (m.kind == Motion::Scale) return std::nullopt;
+      m.k = -m.k;
+      return m;
+    }
+    if ((key == "mul" || key == "truediv") && op.args.size() == 2) {
+      auto a = broadcast(of(op.args[0]), op.args[0]), b = broadcast(of(op.args[1]), op.args[1]);
+      if (!a || !b || a->kind == Motion::Shift || b->kind == Motion::Shift) return std::nullopt;
+      if (a->kind != Motion::None && b->kind != Motion::None && (a->base != b->base || a->reduced != b->reduced))
+        return std::nullopt;
+      Motion m = a->kind != Motion::None ? *a : *b;
+      m.kind = Motion::Scale;
+      m.k = a->k + (key == "mul" ? b->k : -b->k);
+      return settle(m);
+    }
+    if ((key == "exp" || key == "exp2") && op.args.size() == 1) {
+      Motion m = of(op.args[0]);
+      if (m.kind != Motion::Shift) return std::nullopt;
+      m.kind = Motion::Scale;
+      m.base = key == "exp" ? 2.718281828459045 : 2.0;
+      return m;
+    }
+    if ((key == "log" || key == "log2") && op.args.size() == 1) {
+      Motion m = of(op.args[0]);
+      if (m.kind != Motion::Scale || m.base != (key == "log" ? 2.718281828459045 : 2.0)) return std::nullopt;
+      m.kind = Motion::Shift;
+      m.base = 0;
+      return m;
+    }
+    if (key == "max" || key == "min" || key == "sum") {
+      Motion m = of(op.args[0]);
+      std::optional<int64_t> a = reduce_axis(op);
+      if (m.reduced || !a || *a != axis || rank + 1 != full_rank) return std::nullopt;
+      if ((key == "sum") != (m.kind == Motion::Scale)) return std::nullopt;
+      m.reduced = true;
+      return m;
+    }
+    if (key == "index") {
+      // m[:, None]: the reduced axis comes back, as a None at its position.
+      Motion m = of(op.args[0]);
+      auto *sub = cast<Subscript>(&value);
+      if (!m.reduced || rank != full_rank || sub->indices.size() != full_rank) return std::nullopt;
+      for (size_t k = 0; k < sub->indices.size(); ++k) {
+        const Expr *ix = sub->indices[k].get();
+        bool none = isa<NoneLit>(ix);
+        bool all = isa<Slice>(ix) && !cast<Slice>(ix)->lower && !cast<Slice>(ix)->upper && !cast<Slice>(ix)->step;
+        if (static_cast<int64_t>(k) == axis ? !none : !all) return std::nullopt;
+      }
+      m.reduced = false;
+      return m;
+    }
+    if (key == "expand_dims" && op.args.size() == 2) {
+      Motion m = of(op.args[0]);
+      const SType *t = anf_types_.type_of(op.args[1]);
+      if (!m.reduced || !t || t->kind != SType::Kind::Int || !t->known || t->n != axis) return std::nullopt;
+      m.reduced = false;
+      return m;
+    }
+    if (key == "where" && op.args.size() == 3) {
+      if (of(op.args[0]).kind != Motion::None) return std::nullopt;
+      auto a = broadcast(of(op.args[1]), op.args[1]), b = broadcast(of(op.args[2]), op.args[2]);
+      if (!a || !b) return std::nullopt;
+      if (a->kind != Motion::None && b->kind != Motion::None)
+        return a->kind == b->kind && a->k == b->k && a->base == b->base && a->reduced == b->reduced ? a : std::nullopt;
+      // The other branch must move the same way: -inf under a shift, 0 under a scale.
+      Motion m = a->kind != Motion::None ? *a : *b;
+      const SType *t = anf_types_.type_of(a->kind != Motion::None ? op.args[2] : op.args[1]);
+      if (!t || !t->known || (t->kind != SType::Kind::Float && t->kind != SType::Kind::Int)) return std::nullopt;
+      double v = t->kind == SType::Kind::Float ? t->x : static_cast<double>(t->n);
+      bool ok = m.kind == Motion::Shift ? std::isinf(v) : v == 0.0;
+      return ok ? std::optional<Motion>(m) : std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  // The stabilizing maxes of a function body (see Motion).
+  std::set<std::string> find_stabilizers(const StmtList &body, const std::set<std::string> &active) {
+    std::set<std::string> found;
+    std::vector<const StmtList *> blocks;
+    collect_blocks(body, blocks);
+    for (const StmtList *block : blocks)
+      for (size_t k = 0; k < block->size(); ++k) {
+        auto *a = dyn_cast<Assign>((*block)[k].get());
+        if (!a) continue;
+        const std::string m = target_of(*a);
+        if (m.empty() || !active.count(m)) continue;
+        Op op = classify(*a->value);
+        if (op.key.substr(op.key.rfind('.') + 1) != "max" || op.args.empty()) continue;
+        std::optional<int64_t> axis = reduce_axis(op);
+        const size_t full_rank = rank_of(op.args[0]);
+        if (!axis || full_rank == 0) continue;
+        std::map<std::string, Motion> moving;
+        moving[m] = Motion{Motion::Shift, 1, 0, true};
+        bool proved = true;
+        for (size_t j = k + 1; j < block->size() && proved; ++j) {
+          const Stmt &s = *(*block)[j];
+          std::set<std::string> read;  // of a loop or an if: at any depth
+          block_reads_of(s, read);
+          bool touches = false;
+          for (const std::string &n : read) touches |= moving.count(n) > 0;
+          if (!touches) continue;
+          auto *as = dyn_cast<Assign>(&s);
+          const std::string t = as ? target_of(*as) : "";
+          if (t.empty()) {
+            proved = false;  // a store, a return, a loop or an if sees a value that moves
+            break;
+          }
+          std::optional<Motion> mo = motion_of(*as->value, rank_of_name(t), full_rank, *axis, moving);
+          if (!mo) proved = false;
+          else if (mo->kind != Motion::None) moving[t] = *mo;
+        }
+        if (proved) found.insert(m);
+      }
+    return found;
+  }
+
+  size_t rank_of_name(const std::string &n) const {
+    const SType *t = type_of_name(n);
+    return t && t->is_tensor() ? t->shape.size() : 0;
+  }
+
+  static void block_reads_of(const Stmt &s, std::set<std::string> &out) {
+    stmt_reads(s, out);
+    if (auto *f = dyn_cast<For>(&s)) block_reads(f->body, out);
+    if (auto *i = dyn_cast<If>(&s)) {
+      block_reads(i->body, out);
+      block_reads(i->orelse, out);
+    }
+  }
+
   // ---------------------------------------------------------------- build
 
   std::optional<Backward> build() {
@@ -543,6 +770,8 @@ class Engine {
       for (const std::string &n : in)
         if (active.count(n)) useful.insert(n);
     }
+
+    stabilizers_ = find_stabilizers(body, active);
 
     // 3. Adjoint parameters for the outputs.
     std::vector<std::string> out_adjoints;
@@ -845,6 +1074,13 @@ class Engine {
       changed = false;
       propagate_usefulness(body, changed);
     }
+    stabilizers_ = find_stabilizers(body, active_);
+    for (const std::string &m : stabilizers_) {
+      const Stmt *origin = defs_of_.count(m) ? anf_.origin_of(defs_of_.at(m).front()) : nullptr;
+      stabilizer_notes_.push_back((origin ? "line " + std::to_string(origin->span.begin.line) + ": " : std::string()) +
+                                  "'" + m + "' = tl.max(...) only stabilizes: what the kernel stores does not change "
+                                  "when it moves, so its gradient is zero and is not computed");
+    }
 
     // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
     Backward result;
@@ -877,6 +1113,7 @@ class Engine {
     // 4. The sweep, in reverse; then the primal replay (stores removed,
     // gradient pointers alongside the pointers they mirror) goes first.
     out_ = &sweep_;
+    result.explanations = stabilizer_notes_;
     sweep_block(body, access, result.explanations);
     std::vector<std::string> extra_params;
     for (const auto &g : result.gradient_buffers) extra_params.push_back(g.second);
@@ -2201,6 +2438,7 @@ class Engine {
   void contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span) {
     (void)span;
     if (frozen_.count(x)) return;  // an additive accumulator's own term: its adjoint is loop-invariant
+    if (stabilizers_.count(x)) return;  // its gradient is exactly zero (find_stabilizers)
     bool summed = false;
     if (broadcasts_operands(op)) {
       const SType *tx = type_of_name(x), *ty = type_of_name(y);
@@ -2352,6 +2590,8 @@ class Engine {
   std::map<const For *, TapedLoop> taped_loops_;           // loops reversed with tapes
   std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
   std::vector<Backward::Tape> tapes_;
+  std::set<std::string> stabilizers_;                      // maxes whose gradient is exactly zero
+  std::vector<std::string> stabilizer_notes_;              // --explain lines for them
   StmtList sweep_;
   StmtList *out_ = &sweep_;
   const Stmt *current_block_ = nullptr;

@@ -329,6 +329,58 @@ TEST(KernelReverse, RowsProofNeedsTheMaskToBoundTheOffsetLanes) {
   EXPECT_NE(bwd->source.find("tl.atomic_add(dX"), std::string::npos) << bwd->source;
 }
 
+// The explanations of a kernel's backward: the max of a numerically stable softmax is proven to cancel out of
+// what the kernel stores (its gradient is zero and not computed) only where it does.
+std::string explanations_of(const std::string &source, const std::vector<std::pair<std::string, std::string>> &types) {
+  auto p = parse_text(source);
+  EXPECT_TRUE(p->ok()) << p->all_messages();
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  for (const auto &[n, t] : types) {
+    std::string error;
+    auto parsed = driver::parse_param_type(n + "=" + t, error);
+    EXPECT_TRUE(parsed) << error;
+    request.param_types[n] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  EXPECT_TRUE(bwd) << p->all_messages();
+  std::string all;
+  for (const std::string &e : bwd ? bwd->explanations : std::vector<std::string>{}) all += e + "\n";
+  return all;
+}
+
+TEST(KernelReverse, StabilizingMaxOnlyWhereItCancelsOut) {
+  const std::vector<std::pair<std::string, std::string>> types = {{"X", "*fp32"}, {"Y", "*fp32"}, {"Z", "*fp32"}};
+  const std::string head = std::string(kHead) + "def k(X, Y, Z, B: tl.constexpr):\n"
+                           "    r = tl.arange(0, B)\n    x = tl.load(X + r[:, None] * B + r[None, :])\n";
+  // Row softmax of a 2D tile: m[:, None] brings the reduced axis back.
+  EXPECT_NE(explanations_of(head + "    m = tl.max(x, axis=1)\n    e = tl.exp(x - m[:, None])\n"
+                                   "    tl.store(Y + r[:, None] * B + r[None, :], e / tl.sum(e, axis=1)[:, None])\n",
+                            types)
+                .find("line 7: 'm' = tl.max(...) only stabilizes"),
+            std::string::npos);
+  // The max is also stored: its gradient is real.
+  EXPECT_EQ(explanations_of(head + "    m = tl.max(x, axis=1)\n    e = tl.exp(x - m[:, None])\n"
+                                   "    tl.store(Y + r[:, None] * B + r[None, :], e / tl.sum(e, axis=1)[:, None])\n"
+                                   "    tl.store(Z + r, m)\n",
+                            types)
+                .find("only stabilizes"),
+            std::string::npos);
+  // Normalised along the other axis: the shift does not cancel.
+  EXPECT_EQ(explanations_of(head + "    m = tl.max(x, axis=1)\n    e = tl.exp(x - m[:, None])\n"
+                                   "    tl.store(Y + r[:, None] * B + r[None, :], e / tl.sum(e, axis=0)[None, :])\n",
+                            types)
+                .find("only stabilizes"),
+            std::string::npos);
+  // Not normalised at all.
+  EXPECT_EQ(explanations_of(head + "    m = tl.max(x, axis=1)\n"
+                                   "    tl.store(Y + r[:, None] * B + r[None, :], tl.exp(x - m[:, None]))\n",
+                            types)
+                .find("only stabilizes"),
+            std::string::npos);
+}
+
 TEST(KernelReverse, ImportsNamesUsedOnlyInsideLoops) {
   auto p = parse_text(std::string("import triton\nimport triton.language as tl\n"
                                   "from triton.language.extra import libdevice\n@triton.jit\n") +

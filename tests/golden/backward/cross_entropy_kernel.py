@@ -40,13 +40,6 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     btl_exp_logits_minus_m = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_logits_minus_m, 0), tl_exp_logits_minus_m.shape)
     blogits_minus_m = btl_exp_logits_minus_m * tl_exp_logits_minus_m
     blogits += blogits_minus_m
-    _bm = tl.sum(-blogits_minus_m)
-    tl.static_assert(_bm.shape == m.shape)
-    bm = blse_minus_target_logit + _bm
-
-    # Grad of: m = tl.max(logits, axis=0)
-    hit = logits == tl.expand_dims(m, 0)
-    blogits += tl.where(hit, tl.expand_dims(bm / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     btl_load_logits_ptr_plus_row_time = blogits

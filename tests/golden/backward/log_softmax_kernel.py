@@ -36,13 +36,7 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     btl_exp_shifted = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_shifted, 0), tl_exp_shifted.shape)
     bshifted = bout + btl_exp_shifted * tl_exp_shifted
 
-    # Grad of: shifted = x - tl.max(x, axis=0)
-    btl_max_x = tl.sum(-bshifted)
-    tl.static_assert(btl_max_x.shape == tl_max_x.shape)
-    hit = x == tl.expand_dims(tl_max_x, 0)
-    bx = bshifted + tl.where(hit, tl.expand_dims(btl_max_x / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
-
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    btl_load = bx
+    btl_load = bshifted
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
     tl.store(din_ptr_plus_row_times_in_2, btl_load, mask=mask)

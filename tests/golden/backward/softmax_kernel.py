@@ -41,15 +41,7 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     # Grad of: num = tl.exp(shifted)
     bshifted = bnum * num
 
-    # Grad of: shifted = x - x_max
-    bx_max = tl.sum(-bshifted)
-    tl.static_assert(bx_max.shape == x_max.shape)
-
-    # Grad of: x_max = tl.max(x, axis=0)
-    hit = x == tl.expand_dims(x_max, 0)
-    bx = bshifted + tl.where(hit, tl.expand_dims(bx_max / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
-
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
-    btl_load_row_in_plus_cols = bx
+    btl_load_row_in_plus_cols = bshifted
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
     tl.store(drow_in_plus_cols, btl_load_row_in_plus_cols, mask=mask)
