@@ -1415,6 +1415,23 @@ class Engine {
     return call("tl.zeros_like", list(name(x)));
   }
 
+  // Gives x an adjoint variable of its own, which a loop or an if can add
+  // to in place: zeros where it has no adjoint yet, a copy where its adjoint
+  // is another value's.
+  void own_adjoint_variable(const std::string &x) {
+    auto it = adjoint_.find(x);
+    if (it == adjoint_.end()) {
+      std::string b = names_.fresh("b" + x);
+      emit_stmt(assign(b, zero_adjoint(x)));
+      adjoint_[x] = b;
+    } else if (aliased_.count(x)) {
+      std::string b = names_.fresh("b" + x);
+      emit_stmt(assign(b, name(it->second)));
+      adjoint_[x] = b;
+      aliased_.erase(x);
+    }
+  }
+
   // Values defined outside `block` whose adjoints the block adds to: their
   // adjoints must exist before it (a loop adds once per iteration, an if in
   // one branch only), as variables of their own.
@@ -1431,17 +1448,7 @@ class Engine {
                    "there (unpack it before the loop)");
         continue;
       }
-      auto it = adjoint_.find(x);
-      if (it == adjoint_.end()) {
-        std::string b = names_.fresh("b" + x);
-        emit_stmt(assign(b, zero_adjoint(x)));
-        adjoint_[x] = b;
-      } else if (aliased_.count(x)) {
-        std::string b = names_.fresh("b" + x);
-        emit_stmt(assign(b, name(it->second)));
-        adjoint_[x] = b;
-        aliased_.erase(x);
-      }
+      own_adjoint_variable(x);
     }
   }
 
@@ -1659,17 +1666,7 @@ class Engine {
     begin_block(origin);
     prepare_outer_adjoints(f.body);
     for (const std::string &c : copies_of) {
-      auto it = adjoint_.find(c);
-      if (it == adjoint_.end()) {
-        std::string bc = names_.fresh("b" + c);
-        emit_stmt(assign(bc, zero_adjoint(c)));
-        adjoint_[c] = bc;
-      } else if (aliased_.count(c)) {
-        std::string bc = names_.fresh("b" + c);
-        emit_stmt(assign(bc, name(it->second)));
-        adjoint_[c] = bc;
-        aliased_.erase(c);
-      }
+      own_adjoint_variable(c);
       for (const StmtPtr &s : f.body)
         if (target_of(*s) == c) taped_update_copy_[s.get()] = c;
     }

@@ -187,20 +187,22 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     else a.n = v;
     return a;
   };
+  // A float32 scratch buffer full of NaN: the backward must write what it reads.
+  auto poisoned_scratch = [&](const std::string &name, int64_t size) {
+    m.add(interp::Buffer{name, sema::DType::FP32, {size}, std::vector<double>(static_cast<size_t>(size), std::nan("")), {}});
+    interp::KernelArg a;
+    a.kind = interp::KernelArg::Kind::Buffer;
+    a.buffer = m.buffers().size() - 1;
+    return a;
+  };
   if (!bwd->partial_sums.empty()) {
     back.grid = {rows, 1, 1};
     for (const auto &p : bwd->partial_sums) {
       const int64_t numel = memory.buffers()[buffer_of(p.input)].size();
       // Poisoned: the backward must zero its rows itself.
-      interp::Buffer s{p.scratch, sema::DType::FP32, {rows * numel},
-                       std::vector<double>(static_cast<size_t>(rows * numel), std::nan("")), {}};
-      interp::KernelArg a;
-      a.kind = interp::KernelArg::Kind::Buffer;
-      a.buffer = m.buffers().size();
-      m.add(s);
-      back.args[p.scratch] = a;
+      back.args[p.scratch] = poisoned_scratch(p.scratch, rows * numel);
       back.args[p.numel] = int_arg(numel);
-      scratch.push_back({a.buffer, numel});
+      scratch.push_back({back.args[p.scratch].buffer, numel});
     }
     back.args[bwd->num_programs_param] = int_arg(launch.grid[0]);
   }
@@ -223,13 +225,7 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     }
     auto most = loop_trips.find({t.loop_line, t.loop_column});
     const int64_t trips = std::max<int64_t>(1, most == loop_trips.end() ? 0 : most->second);
-    const int64_t size = programs * trips * numel;
-    interp::Buffer b{t.scratch, sema::DType::FP32, {size}, std::vector<double>(static_cast<size_t>(size), std::nan("")), {}};
-    interp::KernelArg a;
-    a.kind = interp::KernelArg::Kind::Buffer;
-    a.buffer = m.buffers().size();
-    m.add(b);
-    back.args[t.scratch] = a;
+    back.args[t.scratch] = poisoned_scratch(t.scratch, programs * trips * numel);
     back.args[t.trips_param] = int_arg(trips);
   }
   if (!interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
