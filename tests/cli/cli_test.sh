@@ -383,6 +383,17 @@ expect_grep check_kernel_verdict "$TMP/check_kernel.out" '^PASS$'
 run check_kernel_scalar check $VADD $VADD_ARGS --arg n_elements=1000 --wrt n_elements
 expect_rc check_kernel_wrt_scalar_exit_2 2 check_kernel_scalar
 
+# A loop reversed with a tape: the JSON sizes the tape, the check sizes it from the interpreter's trip counts.
+REC=$KERNELS/recurrence.py
+run tape_json $REC --kernel running_max_kernel --wrt X --arg 'X=*fp32' --arg 'Y=*fp32' --arg n_chunks=i32 --emit json
+expect_rc tape_json_exit_0 0 tape_json
+expect_grep tape_json_scratch "$TMP/tape_json.out" '"tape_of": "m"'
+expect_grep tape_json_trips "$TMP/tape_json.out" '"name": "tape_trips"'
+run tape_check check $REC --kernel running_max_kernel --grid 3 --arg 'X=fp32[3,5,16]' --arg 'Y=fp32[3,16]:zeros' \
+  --arg n_chunks=5 -D BLOCK=16 --wrt X
+expect_rc tape_check_passes_exit_0 0 tape_check
+expect_grep tape_check_verdict "$TMP/tape_check.out" '^PASS$'
+
 run kbwd $VADD --kernel add_kernel --wrt x_ptr --arg 'x_ptr=*fp32' --arg 'y_ptr=*fp32' --arg 'out_ptr=*fp32' --arg n_elements=i32 --explain
 expect_rc kernel_backward_exit_0 0 kbwd
 expect_grep kernel_backward_signature "$TMP/kbwd.out" '^def add_kernel_bwd\(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, dx_ptr, dout_ptr\):$'
