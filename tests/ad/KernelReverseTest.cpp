@@ -164,6 +164,15 @@ INSTANTIATE_TEST_SUITE_P(
                    {"BLOCK=16"}, {"X"}, {}},
         KernelCase{"recurrence", "linear_scan_kernel", {3, 1, 1},
                    {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"}, {}},
+        // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
+        KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
+                   {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},
+        KernelCase{"recurrence", "nested_taped_kernel", {2, 1, 1},
+                   {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},
+        KernelCase{"recurrence", "branch_scan_kernel", {2, 1, 1},
+                   {"X=fp32[2,4,16]", "Y=fp32[2,16]:zeros", "n=4", "mode=1"}, {"BLOCK=16"}, {"X"}, {}},
+        KernelCase{"recurrence", "branch_scan_kernel", {2, 1, 1},
+                   {"X=fp32[2,4,16]", "Y=fp32[2,16]:zeros", "n=4", "mode=-1"}, {"BLOCK=16"}, {"X"}, {}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},

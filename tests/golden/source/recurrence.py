@@ -22,3 +22,44 @@ def linear_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
         offs = (row * n_steps + t) * BLOCK + lanes
         h = tl.load(A + offs) * h + tl.load(X + offs)
     tl.store(H + row * BLOCK + lanes, h)
+
+
+@triton.jit
+def nested_scan_kernel(X, Y, n_outer, n_inner, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in range(0, n_outer):
+        h = tl.zeros([BLOCK], dtype=tl.float32)
+        for i in range(0, n_inner):
+            x = tl.load(X + ((row * n_outer + j) * n_inner + i) * BLOCK + lanes)
+            h = h * x + x
+        total += h * h
+    tl.store(Y + row * BLOCK + lanes, total)
+
+
+@triton.jit
+def branch_scan_kernel(X, Y, n, mode, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.zeros([BLOCK], dtype=tl.float32)
+    if mode > 0:
+        for i in range(0, n):
+            x = tl.load(X + (row * n + i) * BLOCK + lanes)
+            h = h * x + x
+    else:
+        h = tl.load(X + row * n * BLOCK + lanes) * 2.0
+    tl.store(Y + row * BLOCK + lanes, h)
+
+
+@triton.jit
+def nested_taped_kernel(X, Y, n_outer, n_inner, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in range(0, n_outer):
+        m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
+        for i in range(0, n_inner):
+            m = tl.maximum(m, tl.load(X + ((row * n_outer + j) * n_inner + i) * BLOCK + lanes))
+        h = h * m + m
+    tl.store(Y + row * BLOCK + lanes, h)
