@@ -150,19 +150,23 @@ void stmt_reads(const Stmt &s, std::set<std::string> &out) {
 
 // Names read anywhere in a block: its statements, loop ranges and if
 // conditions, at any depth.
-void block_reads(const StmtList &block, std::set<std::string> &out) {
-  for (const StmtPtr &s : block) {
-    stmt_reads(*s, out);
-    if (auto *f = dyn_cast<For>(s.get())) {
-      reads(*f->iter, out);
-      block_reads(f->body, out);
-    }
-    if (auto *i = dyn_cast<If>(s.get())) {
-      reads(*i->cond, out);
-      block_reads(i->body, out);
-      block_reads(i->orelse, out);
-    }
+void block_reads(const StmtList &block, std::set<std::string> &out);
+// Names one statement reads, including, for a loop or an if, its range or
+// condition and its body at any depth.
+void deep_reads(const Stmt &s, std::set<std::string> &out) {
+  stmt_reads(s, out);
+  if (auto *f = dyn_cast<For>(&s)) {
+    reads(*f->iter, out);
+    block_reads(f->body, out);
   }
+  if (auto *i = dyn_cast<If>(&s)) {
+    reads(*i->cond, out);
+    block_reads(i->body, out);
+    block_reads(i->orelse, out);
+  }
+}
+void block_reads(const StmtList &block, std::set<std::string> &out) {
+  for (const StmtPtr &s : block) deep_reads(*s, out);
 }
 
 // Calls `fn` on every expression node of `e`, children first; `fn` may
@@ -694,8 +698,8 @@ class Engine {
         bool proved = true;
         for (size_t j = k + 1; j < block->size() && proved; ++j) {
           const Stmt &s = *(*block)[j];
-          std::set<std::string> read;  // of a loop or an if: at any depth
-          block_reads_of(s, read);
+          std::set<std::string> read;  // of a loop or an if: its range or condition and body
+          deep_reads(s, read);
           bool touches = false;
           for (const std::string &n : read) touches |= moving.count(n) > 0;
           if (!touches) continue;
@@ -705,27 +709,13 @@ class Engine {
             proved = false;  // a store, a return, a loop or an if sees a value that moves
             break;
           }
-          std::optional<Motion> mo = motion_of(*as->value, rank_of_name(t), full_rank, *axis, moving);
+          std::optional<Motion> mo = motion_of(*as->value, rank_of(as->value.get()), full_rank, *axis, moving);
           if (!mo) proved = false;
           else if (mo->kind != Motion::None) moving[t] = *mo;
         }
         if (proved) found.insert(m);
       }
     return found;
-  }
-
-  size_t rank_of_name(const std::string &n) const {
-    const SType *t = type_of_name(n);
-    return t && t->is_tensor() ? t->shape.size() : 0;
-  }
-
-  static void block_reads_of(const Stmt &s, std::set<std::string> &out) {
-    stmt_reads(s, out);
-    if (auto *f = dyn_cast<For>(&s)) block_reads(f->body, out);
-    if (auto *i = dyn_cast<If>(&s)) {
-      block_reads(i->body, out);
-      block_reads(i->orelse, out);
-    }
   }
 
   // ---------------------------------------------------------------- build
@@ -1075,12 +1065,6 @@ class Engine {
       propagate_usefulness(body, changed);
     }
     stabilizers_ = find_stabilizers(body, active_);
-    for (const std::string &m : stabilizers_) {
-      const Stmt *origin = defs_of_.count(m) ? anf_.origin_of(defs_of_.at(m).front()) : nullptr;
-      stabilizer_notes_.push_back((origin ? "line " + std::to_string(origin->span.begin.line) + ": " : std::string()) +
-                                  "'" + m + "' = tl.max(...) only stabilizes: what the kernel stores does not change "
-                                  "when it moves, so its gradient is zero and is not computed");
-    }
 
     // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
     Backward result;
@@ -1112,8 +1096,13 @@ class Engine {
 
     // 4. The sweep, in reverse; then the primal replay (stores removed,
     // gradient pointers alongside the pointers they mirror) goes first.
+    for (const std::string &m : stabilizers_) {
+      const Stmt *origin = defs_of_.count(m) ? anf_.origin_of(defs_of_.at(m).front()) : nullptr;
+      result.explanations.push_back((origin ? "line " + std::to_string(origin->span.begin.line) + ": " : std::string()) +
+                                    "'" + m + "' = tl.max(...) only stabilizes: what the kernel stores does not change "
+                                    "when it moves, so its gradient is zero and is not computed");
+    }
     out_ = &sweep_;
-    result.explanations = stabilizer_notes_;
     sweep_block(body, access, result.explanations);
     std::vector<std::string> extra_params;
     for (const auto &g : result.gradient_buffers) extra_params.push_back(g.second);
@@ -1501,14 +1490,7 @@ class Engine {
     begin_block(anf_.origin_of(&f));
     prepare_outer_adjoints(f.body);
 
-    StmtList adjoint;
-    StmtList *outer = out_;
-    out_ = &adjoint;
-    const Stmt *saved_block = current_block_;
-    current_block_ = nullptr;
-    sweep_block(f.body, access, explanations);
-    out_ = outer;
-    current_block_ = saved_block;
+    StmtList adjoint = sweep_nested(f.body, access, explanations);
     for (const std::string &c : additive_here) frozen_.erase(c);
 
     // Carried values start each replay from their incoming values.
@@ -1671,14 +1653,7 @@ class Engine {
         if (target_of(*s) == c) taped_update_copy_[s.get()] = c;
     }
 
-    StmtList adjoint;
-    StmtList *outer = out_;
-    out_ = &adjoint;
-    const Stmt *saved_block = current_block_;
-    current_block_ = nullptr;
-    sweep_block(f.body, access, explanations);
-    out_ = outer;
-    current_block_ = saved_block;
+    StmtList adjoint = sweep_nested(f.body, access, explanations);
 
     // The reversed loop: the iteration's incoming values from the tape, its
     // primal values, its adjoints.
@@ -1729,6 +1704,21 @@ class Engine {
     dst.push_back(std::make_unique<For>(clone(*f.target), clone(*f.iter), std::move(body), f.span));
   }
 
+  // The adjoint statements of a loop body or an if branch, swept into a
+  // list of their own (with their own "Grad of" blocks) for the caller to
+  // place.
+  StmtList sweep_nested(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations) {
+    StmtList adjoint;
+    StmtList *outer = out_;
+    const Stmt *saved_block = current_block_;
+    out_ = &adjoint;
+    current_block_ = nullptr;
+    sweep_block(block, access, explanations);
+    out_ = outer;
+    current_block_ = saved_block;
+    return adjoint;
+  }
+
   // A runtime if: the condition is recomputed by the replay; each branch of
   // the backward replays its branch's primal values, then its adjoints.
   void sweep_if(const If &i, const AccessAnalysis &access, std::vector<std::string> &explanations) {
@@ -1736,18 +1726,11 @@ class Engine {
     prepare_outer_adjoints(i.body);
     prepare_outer_adjoints(i.orelse);
     auto node = std::make_unique<If>(clone(*i.cond), StmtList{}, StmtList{}, i.span);
-    StmtList *outer = out_;
-    const Stmt *saved_block = current_block_;
     for (auto [from, to] : {std::pair<const StmtList *, StmtList *>{&i.body, &node->body}, {&i.orelse, &node->orelse}}) {
-      StmtList adjoint;
-      out_ = &adjoint;
-      current_block_ = nullptr;
-      sweep_block(*from, access, explanations);
+      StmtList adjoint = sweep_nested(*from, access, explanations);
       replay_block(*from, *to);
       for (StmtPtr &s : adjoint) to->push_back(std::move(s));
     }
-    out_ = outer;
-    current_block_ = saved_block;
     if (node->body.empty() && node->orelse.empty()) return;
     if (node->body.empty()) node->body.push_back(std::make_unique<Pass>());
     emit_stmt(std::move(node));
@@ -2588,7 +2571,6 @@ class Engine {
   std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
   std::vector<Backward::Tape> tapes_;
   std::set<std::string> stabilizers_;                      // maxes whose gradient is exactly zero
-  std::vector<std::string> stabilizer_notes_;              // --explain lines for them
   StmtList sweep_;
   StmtList *out_ = &sweep_;
   const Stmt *current_block_ = nullptr;
