@@ -1,5 +1,6 @@
 #include "src/ad/AccessAnalysis.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "tgrad/emit/PythonPrinter.h"
@@ -66,6 +67,14 @@ std::string builtin_of(const Expr &func) {
 }
 
 }  // namespace
+
+bool AccessAnalysis::is_zero(const Expr &e) const {
+  if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
+  auto *n = dyn_cast<Name>(&e);
+  if (!n || redefined_.count(n->id) || loops_.count(n->id)) return false;
+  auto it = defs_.find(n->id);
+  return it != defs_.end() && is_zero(*it->second);
+}
 
 AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
   Affine none;  // a value the same in every program and lane (a scalar argument, a constant)
@@ -136,7 +145,8 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
-        out.shifted = l.shifted || r.shifted || uniform(l) || uniform(r);
+        // Adding zero (`cols = start + tl.arange(...)` with `start = 0`, a loop run once) shifts nothing.
+        out.shifted = l.shifted || r.shifted || (uniform(l) && !is_zero(*b->lhs)) || (uniform(r) && !is_zero(*b->rhs));
         for (const auto &kv : r.pid) {
           if (out.pid.count(kv.first)) return bad;  // pid * a + pid * b: not analysed
           out.pid[kv.first] = kv.second;
@@ -210,6 +220,8 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   AccessDecision d;
   // The offset: the non-pointer operands along the chain from the base.
   Affine offset;
+  std::vector<std::string> uniform_parts;
+  bool untracked_shift = false;
   std::string at = pointer;
   while (true) {
     if (redefined_.count(at)) {
@@ -244,6 +256,13 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       return d;
     }
     Affine o = isa<Name>(off_side) ? affine(cast<Name>(off_side)->id) : Affine();
+    // The part the same in every program and lane is not in the affine form:
+    // the key names it (an SSA name or a literal), or, where a shift is
+    // buried inside the form, makes the key this pointer's own.
+    if (o.valid && o.pid.empty() && o.lanes.empty() && o.loops.empty())
+      uniform_parts.push_back(isa<Name>(off_side) ? cast<Name>(off_side)->id : emit::print_expr(*off_side));
+    else if (o.shifted)
+      untracked_shift = true;
     if (!o.valid) {
       d.reason = "the offset is not affine in the program ids and tl.arange lanes";
       return d;
@@ -260,6 +279,10 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     at = ptr_side->id;
   }
   d.offset_key = key(offset);
+  std::sort(uniform_parts.begin(), uniform_parts.end());
+  for (const std::string &u : uniform_parts) d.offset_key += "+" + u;
+  if (untracked_shift) d.offset_key += "+shift@" + pointer;
+  d.mask_key = mask.empty() ? "" : "mask " + mask;
   // A tile with more varying dimensions than tl.arange terms repeats
   // addresses across lanes (x[None, :] broadcast over rows): only atomics add those up.
   auto ptr_type = types_.find(pointer);
@@ -299,6 +322,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     return d;
   }
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
+  d.walks_loop = lane.walks_loop;
   if (!extent.empty() && !lane.walks_loop && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = program_id * " + coefficient + " + tl.arange(0, " + extent +
@@ -320,6 +344,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
           lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound) {
         d.kind = AccessDecision::Kind::InjectiveAssuming;
+        d.mask_key = "lanes < " + *bound;
         d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
         auto operand = [](const std::string &text) -> ExprPtr {

@@ -36,6 +36,12 @@ struct AccessDecision {
   ast::ExprPtr assumption;          // InjectiveAssuming: a boolean expression over kernel values
   std::string assumption_message;
   std::string offset_key;           // the offset's affine form, as text: equal keys, equal address sets
+  // Injective kinds: which lanes the mask keeps, as text ("" for all; equal
+  // keys with equal offset keys, equal addresses written).
+  std::string mask_key;
+  // The offset walks the loop around the load (`start + tl.arange(0, BLOCK)`
+  // in `range(lo, hi, BLOCK)`): each iteration reads addresses of its own.
+  bool walks_loop = false;
 };
 
 class AccessAnalysis {
@@ -70,6 +76,8 @@ class AccessAnalysis {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)
   };
   Affine affine(const std::string &name) const;
+  // An integer literal 0, or a name assigned one (never reassigned).
+  bool is_zero(const ast::Expr &e) const;
   void collect(const ast::StmtList &block);
   std::string key(const Affine &a) const;
   bool merge_loop_blocks(Affine &a) const;

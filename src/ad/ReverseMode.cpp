@@ -10,6 +10,9 @@
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
+#include "src/ad/AnfWalk.h"
+#include "src/ad/Redundancy.h"
+#include "src/ad/SinglePass.h"
 #include "src/ad/Rules.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -80,156 +83,6 @@ bool carries_gradient(const SType *t) {
     for (const SType &e : t->elems)
       if (carries_gradient(&e)) return true;
   return false;
-}
-
-// Names read anywhere in an expression / statement.
-void reads(const Expr &e, std::set<std::string> &out) {
-  switch (e.kind) {
-    case NodeKind::Name: out.insert(cast<Name>(&e)->id); return;
-    case NodeKind::Attribute: reads(*cast<Attribute>(&e)->value, out); return;
-    case NodeKind::Subscript:
-      reads(*cast<Subscript>(&e)->value, out);
-      for (const ExprPtr &i : cast<Subscript>(&e)->indices) reads(*i, out);
-      return;
-    case NodeKind::Slice: {
-      auto *s = cast<Slice>(&e);
-      for (const ExprPtr *p : {&s->lower, &s->upper, &s->step})
-        if (*p) reads(**p, out);
-      return;
-    }
-    case NodeKind::Call:
-      reads(*cast<Call>(&e)->func, out);
-      for (const ExprPtr &a : cast<Call>(&e)->args) reads(*a, out);
-      for (const Keyword &k : cast<Call>(&e)->keywords) reads(*k.value, out);
-      return;
-    case NodeKind::UnaryOp: reads(*cast<UnaryOp>(&e)->operand, out); return;
-    case NodeKind::BinOp:
-      reads(*cast<BinOp>(&e)->lhs, out);
-      reads(*cast<BinOp>(&e)->rhs, out);
-      return;
-    case NodeKind::BoolOp:
-      for (const ExprPtr &v : cast<BoolOp>(&e)->values) reads(*v, out);
-      return;
-    case NodeKind::Compare:
-      reads(*cast<Compare>(&e)->left, out);
-      for (const ExprPtr &c : cast<Compare>(&e)->comparators) reads(*c, out);
-      return;
-    case NodeKind::IfExp:
-      reads(*cast<IfExp>(&e)->cond, out);
-      reads(*cast<IfExp>(&e)->then_value, out);
-      reads(*cast<IfExp>(&e)->else_value, out);
-      return;
-    case NodeKind::Tuple:
-      for (const ExprPtr &x : cast<Tuple>(&e)->elts) reads(*x, out);
-      return;
-    case NodeKind::List:
-      for (const ExprPtr &x : cast<List>(&e)->elts) reads(*x, out);
-      return;
-    default: return;
-  }
-}
-
-void stmt_reads(const Stmt &s, std::set<std::string> &out) {
-  switch (s.kind) {
-    case NodeKind::Assign: reads(*cast<Assign>(&s)->value, out); return;
-    case NodeKind::AugAssign:
-      reads(*cast<AugAssign>(&s)->target, out);
-      reads(*cast<AugAssign>(&s)->value, out);
-      return;
-    case NodeKind::ExprStmt: reads(*cast<ExprStmt>(&s)->value, out); return;
-    case NodeKind::Return:
-      if (cast<Return>(&s)->value) reads(*cast<Return>(&s)->value, out);
-      return;
-    case NodeKind::Assert:
-      reads(*cast<Assert>(&s)->test, out);
-      if (cast<Assert>(&s)->msg) reads(*cast<Assert>(&s)->msg, out);
-      return;
-    default: return;
-  }
-}
-
-// Names read anywhere in a block: its statements, loop ranges and if
-// conditions, at any depth.
-void block_reads(const StmtList &block, std::set<std::string> &out);
-// Names one statement reads, including, for a loop or an if, its range or
-// condition and its body at any depth.
-void deep_reads(const Stmt &s, std::set<std::string> &out) {
-  stmt_reads(s, out);
-  if (auto *f = dyn_cast<For>(&s)) {
-    reads(*f->iter, out);
-    block_reads(f->body, out);
-  }
-  if (auto *i = dyn_cast<If>(&s)) {
-    reads(*i->cond, out);
-    block_reads(i->body, out);
-    block_reads(i->orelse, out);
-  }
-}
-void block_reads(const StmtList &block, std::set<std::string> &out) {
-  for (const StmtPtr &s : block) deep_reads(*s, out);
-}
-
-// Calls `fn` on every expression node of `e`, children first; `fn` may
-// replace the node it is given.
-void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
-  switch (e->kind) {
-    case NodeKind::Call: {
-      auto *c = cast<Call>(e.get());
-      rewrite_expr(c->func, fn);
-      for (ExprPtr &a : c->args) rewrite_expr(a, fn);
-      for (Keyword &k : c->keywords) rewrite_expr(k.value, fn);
-      break;
-    }
-    case NodeKind::BinOp:
-      rewrite_expr(cast<BinOp>(e.get())->lhs, fn);
-      rewrite_expr(cast<BinOp>(e.get())->rhs, fn);
-      break;
-    case NodeKind::UnaryOp: rewrite_expr(cast<UnaryOp>(e.get())->operand, fn); break;
-    case NodeKind::BoolOp:
-      for (ExprPtr &v : cast<BoolOp>(e.get())->values) rewrite_expr(v, fn);
-      break;
-    case NodeKind::Compare:
-      rewrite_expr(cast<Compare>(e.get())->left, fn);
-      for (ExprPtr &c : cast<Compare>(e.get())->comparators) rewrite_expr(c, fn);
-      break;
-    case NodeKind::Attribute: rewrite_expr(cast<Attribute>(e.get())->value, fn); break;
-    case NodeKind::Subscript:
-      rewrite_expr(cast<Subscript>(e.get())->value, fn);
-      for (ExprPtr &i : cast<Subscript>(e.get())->indices) rewrite_expr(i, fn);
-      break;
-    case NodeKind::IfExp:
-      rewrite_expr(cast<IfExp>(e.get())->cond, fn);
-      rewrite_expr(cast<IfExp>(e.get())->then_value, fn);
-      rewrite_expr(cast<IfExp>(e.get())->else_value, fn);
-      break;
-    case NodeKind::Tuple:
-      for (ExprPtr &x : cast<Tuple>(e.get())->elts) rewrite_expr(x, fn);
-      break;
-    case NodeKind::List:
-      for (ExprPtr &x : cast<List>(e.get())->elts) rewrite_expr(x, fn);
-      break;
-    default: break;
-  }
-  fn(e);
-}
-
-// The same over every expression a block's statements read, at any depth.
-void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
-  for (StmtPtr &st : block) {
-    if (auto *a = dyn_cast<Assign>(st.get())) rewrite_expr(a->value, fn);
-    if (auto *a = dyn_cast<AugAssign>(st.get())) rewrite_expr(a->value, fn);
-    if (auto *x = dyn_cast<ExprStmt>(st.get())) rewrite_expr(x->value, fn);
-    if (auto *r = dyn_cast<Return>(st.get()); r && r->value) rewrite_expr(r->value, fn);
-    if (auto *f = dyn_cast<For>(st.get())) {
-      rewrite_expr(f->iter, fn);
-      rewrite_exprs(f->body, fn);
-    }
-    if (auto *i = dyn_cast<If>(st.get())) {
-      rewrite_expr(i->cond, fn);
-      rewrite_exprs(i->body, fn);
-      rewrite_exprs(i->orelse, fn);
-    }
-  }
 }
 
 // Dead-code removal by liveness, over nested loops and ifs: an assignment
@@ -346,11 +199,17 @@ bool zero_gradient(const std::string &op) {
 
 class Engine {
  public:
-  Engine(const Module &module, const SourceManager &sources, const BackwardRequest &request, DiagEngine &diags)
-      : module_(module), sources_(sources), request_(request), diags_(diags) {}
+  // `forward`: differentiate this function in place of the module's function
+  // of the request's name (its one-pass version).
+  Engine(const Module &module, const SourceManager &sources, const BackwardRequest &request, DiagEngine &diags,
+         const Function *forward = nullptr)
+      : module_(module), sources_(sources), request_(request), diags_(diags), forward_(forward) {}
+
+  bool differentiates_a_kernel() const { return kernel_; }
+  const sema::ParamTypes &backward_types() const { return bwd_types_; }
 
   std::optional<Backward> run() {
-    const Function *fn = module_.find_function(request_.function);
+    const Function *fn = forward_ ? forward_ : module_.find_function(request_.function);
     if (!fn) {
       diags_.error({}, "no @triton.jit function '" + request_.function + "' in the file");
       return std::nullopt;
@@ -366,6 +225,13 @@ class Engine {
     std::optional<AnfFunction> anf = to_anf(module_, *fn, *types, diags_, kernel_);
     if (!anf) return std::nullopt;
     anf_ = std::move(*anf);
+    if (kernel_) {
+      std::map<std::string, int> user_assigned;
+      count_assignments(fn->body, user_assigned);
+      std::set<std::string> user_names;
+      for (const auto &kv : user_assigned) user_names.insert(kv.first);
+      eliminate_common_subexpressions(anf_, pointer_params(), user_names);
+    }
     std::optional<sema::TypeInfo> anf_types = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
     if (!anf_types) {
       diags_.error(fn->name_span, "internal error: the A-normal form of '" + fn->name + "' failed semantic analysis");
@@ -1023,6 +889,7 @@ class Engine {
         ++loads_per_base_[m.base];
         AccessDecision d = access.classify(m.pointer, m.mask);
         offset_keys_[m.base].insert(d.offset_key);
+        mask_keys_[m.base].insert(d.mask_key);
         kinds[m.base].insert(d.kind);
       }
     // Partial sums for inputs that every program loads alike (see Backward::PartialSum),
@@ -1035,7 +902,13 @@ class Engine {
     }
     for (const auto &[base, ks] : kinds)
       if (ks.count(AccessDecision::Kind::Shared) || (ks.count(AccessDecision::Kind::Broadcast) && !partial_bases_.count(base)))
-        shared_bases_.insert(base);
+        shared_bases_[base] = "another load through '" + base + "' may share addresses with other programs";
+    // Loads of one buffer at offsets not proven equal (`X + o` and `X + o + 1`):
+    // one program's addresses may be another's, so their gradients meet.
+    for (const auto &[base, keys] : offset_keys_)
+      if (keys.size() > 1 && !partial_bases_.count(base) && !shared_bases_.count(base))
+        shared_bases_[base] = "the loads through '" + base + "' have offsets not proven equal: one program's "
+                              "addresses may be another's";
     // 2. Activity: loads through a --wrt pointer start it.
     for (bool changed = true; changed;) {
       changed = false;
@@ -1149,10 +1022,134 @@ class Engine {
       bwd_types[t.scratch] = SType::tensor({sema::DType::FP32, true}, {});
       bwd_types[t.trips_param] = SType::tensor({sema::DType::Int32, false}, {});
     }
+    bwd_types_ = bwd_types;
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
   }
 
+  // The pointer parameters of the forward kernel and of the backward
+  // (gradient buffers, scratch): the request's pointer types and `more`.
+  std::set<std::string> pointer_params(const std::vector<std::string> &more = {}) const {
+    std::set<std::string> out(more.begin(), more.end());
+    for (const auto &[param, type] : request_.param_types)
+      if (type.is_tensor() && type.elem.is_pointer) out.insert(param);
+    return out;
+  }
+
+ public:
+  // Joins the looped backward `result` and the backward `one` of the
+  // kernel's one-pass version (SinglePass.h) under one kernel that takes the
+  // same arguments and calls one or the other: the one-pass one when every
+  // loop over the version's range runs once. Both are kept as jit functions
+  // of their own. Where `one` is missing or needs other scratch buffers,
+  // `result` stays as it is and --explain says why.
+  void dispatch_by_row_length(Backward &result, std::optional<Backward> one, const sema::ParamTypes &one_types,
+                              const SinglePassVersion &version, const std::string &why_not) {
+    const std::string where = "line " + std::to_string(fn_->span.begin.line) + ": ";
+    const std::string loops = "the " + std::to_string(version.loops) + " loops over " + version.range;
+    if (!one) {
+      result.explanations.push_back(where + loops + " have no one-pass version: " + why_not);
+      return;
+    }
+    auto same_sums = [](const Backward &a, const Backward &b) {
+      if (a.partial_sums.size() != b.partial_sums.size() || a.num_programs_param != b.num_programs_param) return false;
+      for (size_t k = 0; k < a.partial_sums.size(); ++k) {
+        const auto &x = a.partial_sums[k], &y = b.partial_sums[k];
+        if (x.input != y.input || x.gradient != y.gradient || x.scratch != y.scratch || x.numel != y.numel) return false;
+      }
+      return true;
+    };
+    if (one->gradient_buffers != result.gradient_buffers || !same_sums(result, *one)) {
+      result.explanations.push_back(where + loops + " have a one-pass version, but its backward needs other gradient "
+                                    "or partial-sum buffers; the looped backward serves every row length");
+      return;
+    }
+    auto take = [](Backward &b) {
+      Function *f = nullptr;
+      for (auto &g : b.module->functions)
+        if (g->name == b.backward_name) f = g.get();
+      return f;
+    };
+    Function *looped = take(result), *single = take(*one);
+    NameAllocator fn_names;
+    for (const auto &f : module_.functions) fn_names.reserve(f->name);
+    for (const auto &f : result.module->functions) fn_names.reserve(f->name);
+    for (const auto &f : one->module->functions) fn_names.reserve(f->name);
+    looped->name = fn_names.fresh(result.backward_name + "_loops");
+    single->name = fn_names.fresh(result.backward_name + "_one_pass");
+
+    // The dispatcher: the looped backward's parameters, then any the one-pass one adds.
+    auto dispatcher = std::make_unique<Function>();
+    dispatcher->name = result.backward_name;
+    dispatcher->span = fn_->span;
+    dispatcher->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
+    sema::ParamTypes types = bwd_types_;
+    for (const Param &p : looped->params)
+      dispatcher->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr, nullptr});
+    for (const Param &p : single->params) {
+      bool have = false;
+      for (const Param &q : dispatcher->params) have |= q.name == p.name;
+      if (have) continue;
+      dispatcher->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr, nullptr});
+      if (one_types.count(p.name)) types[p.name] = one_types.at(p.name);
+    }
+    auto call_of = [&](const Function &f) {
+      ExprList args;
+      for (const Param &p : f.params) args.push_back(name(p.name));
+      return std::make_unique<ExprStmt>(std::make_unique<Call>(name(f.name), std::move(args), std::vector<Keyword>{}));
+    };
+    StmtList then_branch, else_branch;
+    then_branch.push_back(call_of(*single));
+    else_branch.push_back(call_of(*looped));
+    auto branch = std::make_unique<If>(clone(*version.condition), std::move(then_branch), std::move(else_branch));
+    branch->leading_comment = "Each of " + loops + " runs once when " + emit::print_expr(*version.condition) +
+                              ": then the one-pass backward, which keeps the row in registers; else the looped one.";
+    dispatcher->body.push_back(std::move(branch));
+
+    auto out = std::make_unique<Module>();
+    for (Backward *b : {&result, &*one}) {
+      for (const Import &imp : b->module->imports) {
+        bool have = false;
+        for (const Import &i : out->imports)
+          have |= i.is_from == imp.is_from && i.module == imp.module && i.names == imp.names;
+        if (!have) out->imports.push_back(imp);
+      }
+      for (const Constant &c : b->module->constants) {
+        bool have = false;
+        for (const Constant &d : out->constants) have |= d.name == c.name;
+        if (!have) out->constants.push_back({c.name, c.span, clone(*c.stmt)});
+      }
+      for (auto &f : b->module->functions) {
+        bool have = false;
+        for (const auto &g : out->functions) have |= g->name == f->name;
+        if (!have) out->functions.push_back(std::move(f));
+      }
+    }
+    // The dispatcher is checked like every backward (a failure is tgrad's bug).
+    DiagEngine check(sources_);
+    std::unique_ptr<Module> context = checking_module();
+    for (const auto &f : out->functions) context->functions.push_back(clone_function(*f));
+    if (!sema::analyze(*context, *dispatcher, types, check)) {
+      std::ostringstream msg;
+      check.print_all(msg);
+      fail(fn_->name_span, "internal error: the dispatching backward of '" + fn_->name +
+                               "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*dispatcher));
+    }
+    out->functions.push_back(std::move(dispatcher));
+
+    for (const std::string &z : one->zero_initialized)
+      if (std::find(result.zero_initialized.begin(), result.zero_initialized.end(), z) == result.zero_initialized.end())
+        result.zero_initialized.push_back(z);
+    for (const Backward::Tape &t : one->tapes) result.tapes.push_back(t);
+    result.explanations.push_back(where + "each of " + loops + " runs once when " + emit::print_expr(*version.condition) +
+                                  ": the backward then calls " + single->name + ", whose decisions follow (else " +
+                                  looped->name + ", as above)");
+    for (const std::string &e : one->explanations) result.explanations.push_back("one pass: " + e);
+    result.source = header() + emit::print_module(*out);
+    result.module = std::move(out);
+  }
+
+ private:
   // `v.dtype` of a loaded value v (a cast back to the load's dtype) reads
   // `p.dtype.element_ty` of its pointer instead, so that a load kept only for
   // its dtype is not replayed.
@@ -1267,6 +1264,20 @@ class Engine {
       }
       store_sums->leading_comment = "This program's last iteration: its partial sums go to its rows.";
       bwd.body.push_back(std::move(store_sums));
+    }
+    // What does not depend on the forward's program (the weights' loads) runs once, before the loop.
+    std::vector<std::string> buffers;
+    for (const auto &g : result.gradient_buffers) buffers.push_back(g.second);
+    for (const auto &p : result.partial_sums) buffers.push_back(p.scratch);
+    for (const Backward::Tape &t : result.tapes) buffers.push_back(t.scratch);
+    StmtList whole;
+    for (const StmtPtr &st : prelude) whole.push_back(clone(*st));
+    for (const StmtPtr &st : bwd.body) whole.push_back(clone(*st));
+    const size_t before_hoisted = prelude.size();
+    if (hoist_loop_invariants(bwd.body, prelude, Purity(whole, pointer_params(buffers)), pid) > 0)
+    {
+      std::string &c = prelude[before_hoisted]->leading_comment;
+      c = "The same for every forward program: computed once." + (c.empty() ? "" : "\n" + c);
     }
     auto loop = std::make_unique<For>(name(pid), call("range", std::move(bounds)), std::move(bwd.body));
     loop->leading_comment = "Each program of the backward's grid takes every G-th program of the forward's.";
@@ -1877,7 +1888,7 @@ class Engine {
     }
     if (shared_bases_.count(op.base) && d.kind != AccessDecision::Kind::Shared) {
       d.kind = AccessDecision::Kind::Shared;
-      d.reason = "another load through '" + op.base + "' may share addresses with other programs";
+      d.reason = shared_bases_.at(op.base);
     }
     auto kws = [&] {
       std::vector<Keyword> k;
@@ -1895,7 +1906,9 @@ class Engine {
       emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())));
     };
     std::string what;
-    if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth == 0 && !op.in_branch && register_partial(op, bx)) {
+    // (One register tile per load, stored at the end: only for the one load of its buffer, or the stores would overlap.)
+    if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth == 0 && !op.in_branch && loads_per_base_[op.base] == 1 &&
+        register_partial(op, bx)) {
       explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +
                              "' is summed in registers over this program's share of the forward's programs, stored to "
                              "its row of a partial-sum buffer, and a reduction kernel sums the rows (deterministic, "
@@ -1922,23 +1935,31 @@ class Engine {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.device_assert",
                                                   list(std::move(d.assumption), std::make_unique<StrLit>(d.assumption_message, "")))));
       }
-      // Several loads of one buffer: the first gradient written is a plain
-      // store (the buffer starts at zero), later ones add to it in place,
-      // after a barrier so that every thread of the program sees the earlier
-      // writes. The first may be a plain store only if no later one can run
-      // before it at the same address: outside loops, or where every load
-      // has the same offsets.
+      // Several loads of one buffer (all at the same offsets, or they would
+      // be shared): the first gradient written is a plain store, later ones
+      // add to it in place, after a barrier so that every thread of the
+      // program sees the earlier writes. The first may be a plain store only
+      // if it writes every address the later ones add to (the same mask),
+      // and writes each address once: outside loops, or in a loop whose
+      // iterations read blocks of their own. Otherwise the buffer starts at
+      // zero and every gradient adds to it. A plain store in a runtime `if`
+      // writes nothing when the branch is not taken: that buffer starts at
+      // zero too.
       int &written = contributions_[op.base];
-      bool plain = written == 0 && (loads_per_base_[op.base] == 1 || op.loop_depth == 0 || offset_keys_[op.base].size() == 1);
+      const bool once = op.loop_depth == 0 || (op.loop_depth == 1 && d.walks_loop);
+      bool plain = written == 0 && once && (loads_per_base_[op.base] == 1 || mask_keys_[op.base].size() == 1);
       ++written;
+      if (plain && op.in_branch) needs_zeros_.insert(op.base);
       if (plain) {
         what = "plain store" + assuming;
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
         what = "store adding to the earlier gradients of this buffer" + assuming;
         if (written == 1) needs_zeros_.insert(op.base);  // no plain store before it
-        add_in_place("'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
-                     " times: this gradient adds to the others");
+        add_in_place(loads_per_base_[op.base] == 1
+                         ? "every iteration of the loop loads these addresses: this gradient adds to the earlier ones"
+                         : "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
+                               " times: this gradient adds to the others");
       }
     }
     explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base + "' is a " +
@@ -1953,7 +1974,8 @@ class Engine {
     add_libdevice_import(*m);
     for (const Constant &c : module_.constants) m->constants.push_back({c.name, c.span, clone(*c.stmt)});
     for (const auto &f : module_.functions) m->functions.push_back(clone_function(*f));
-    for (const auto &f : extra_functions_) m->functions.push_back(clone_function(*f));
+    for (const auto &f : extra_functions_)
+      if (f) m->functions.push_back(clone_function(*f));  // (finish() moves them into the backward's module)
     return m;
   }
 
@@ -2531,7 +2553,9 @@ class Engine {
   const SourceManager &sources_;
   const BackwardRequest &request_;
   DiagEngine &diags_;
+  const Function *forward_ = nullptr;
   const Function *fn_ = nullptr;
+  sema::ParamTypes bwd_types_;  // the backward kernel's parameter types, once built
   AnfFunction anf_;
   sema::TypeInfo anf_types_;
   std::map<std::string, SType> name_types_;
@@ -2548,6 +2572,7 @@ class Engine {
   std::map<const Stmt *, StmtPtr> dual_defs_;              // a pointer's definition -> its mirror's definition
   std::map<std::string, int> loads_per_base_;              // pointer parameter -> loads through it
   std::map<std::string, std::set<std::string>> offset_keys_;  // pointer parameter -> the offsets of its loads
+  std::map<std::string, std::set<std::string>> mask_keys_;    // pointer parameter -> the lanes its loads' masks keep
   struct RegisterPartial {
     std::string acc;      // the register tile
     ExprPtr init;         // tl.zeros(shape, dtype=tl.float32)
@@ -2558,7 +2583,7 @@ class Engine {
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
-  std::set<std::string> shared_bases_;                     // pointer parameters some load of which is shared
+  std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why
   std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
   std::vector<MemoryOp> memory_;
   std::map<std::string, std::vector<const Assign *>> defs_of_;  // name -> its definitions (any depth)
@@ -2582,7 +2607,25 @@ class Engine {
 
 std::optional<Backward> differentiate(const Module &module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
-  return Engine(module, sources, request, diags).run();
+  Engine general(module, sources, request, diags);
+  std::optional<Backward> result = general.run();
+  if (!result || !general.differentiates_a_kernel()) return result;
+  const Function *fn = module.find_function(request.function);
+  std::optional<SinglePassVersion> version = fn ? single_pass_version(*fn) : std::nullopt;
+  if (!version) return result;
+  // The one-pass version's own diagnostics are not the user's: where it
+  // cannot be built, the looped backward serves every row length.
+  DiagEngine quiet(sources);
+  Engine one_pass(module, sources, request, quiet, version->forward.get());
+  std::optional<Backward> single = one_pass.run();
+  std::string why_not;
+  if (!single) {
+    std::ostringstream msg;
+    quiet.print_all(msg);
+    why_not = msg.str();
+  }
+  general.dispatch_by_row_length(*result, std::move(single), one_pass.backward_types(), *version, why_not);
+  return result;
 }
 
 }  // namespace tgrad::ad

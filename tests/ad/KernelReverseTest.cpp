@@ -20,6 +20,7 @@ struct KernelCase {
   std::vector<std::string> defines;  // -D
   std::vector<std::string> wrt;
   std::vector<std::string> expect_explained;  // substrings of the --explain lines
+  std::string source;                         // the kernel's module, where `file` is empty
 };
 
 std::ostream &operator<<(std::ostream &os, const KernelCase &c) { return os << c.kernel; }
@@ -33,8 +34,8 @@ struct KernelSetup {
 
 KernelSetup setup(const KernelCase &c) {
   KernelSetup s;
-  std::string path = "tests/kernels/" + c.file + ".py";
-  s.parsed = parse_text(read_file(path), path);
+  std::string path = c.file.empty() ? "t.py" : "tests/kernels/" + c.file + ".py";
+  s.parsed = parse_text(c.file.empty() ? c.source : read_file(path), path);
   s.request.function = c.kernel;
   s.request.wrt = c.wrt;
   s.launch.kernel = c.kernel;
@@ -129,6 +130,35 @@ INSTANTIATE_TEST_SUITE_P(
                     "line 28: the gradient of the load through 'X' is a store adding to the earlier gradients",
                     "line 43: the gradient of the load through 'W' is added to this program's row of a partial-sum",
                     "line 44: the gradient of the load through 'B' is added to this program's row of a partial-sum"}},
+        // The same with rows that fit one block: the one-pass backward (X loaded once, W and B summed in registers).
+        KernelCase{"layer_norm", "layer_norm_fwd_kernel", {5, 1, 1},
+                   {"X=fp32[5,100]", "Y=fp32[5,100]:zeros", "W=fp32[100]", "B=fp32[100]", "Mean=fp32[5]:zeros",
+                    "Rstd=fp32[5]:zeros", "stride_x_row=100", "stride_y_row=100", "N=100", "eps=0.00001"},
+                   {"BLOCK_SIZE=128"}, {"X", "W", "B"},
+                   {"each of the 3 loops over range(0, N, BLOCK_SIZE) runs once when (0 < N) & (N <= BLOCK_SIZE)",
+                    "one pass: line 20: the gradient of the load through 'X' is a plain store, assuming stride_x_row >= N",
+                    "one pass: line 43: the gradient of the load through 'W' is summed in registers",
+                    "one pass: line 44: the gradient of the load through 'B' is summed in registers"}},
+        // Two loads of one buffer at offsets one apart: a program's addresses are its neighbour's too.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[17]", "Y=fp32[16]:zeros"}, {"B=8"}, {"X"},
+                   {"the gradient of the load through 'X' is a tl.atomic_add: the loads through 'X' have offsets not "
+                    "proven equal"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    a = tl.load(X + o)\n    b = tl.load(X + o + 1)\n"
+                   "    tl.store(Y + o, a * b)\n"},
+        // A load in a loop at the same addresses every iteration: its gradients add up.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[16]", "Y=fp32[16]:zeros", "N=3"}, {"B=8"}, {"X"},
+                   {"the gradient of the load through 'X' is a store adding to the earlier gradients"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, N, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    acc = tl.zeros([B], dtype=tl.float32)\n"
+                   "    for i in range(0, N):\n        x = tl.load(X + o)\n        acc += x * x\n"
+                   "    tl.store(Y + o, acc)\n"},
+        // A load in a runtime if that is not taken: its gradient buffer starts at zero (the check poisons it otherwise).
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[16]", "Y=fp32[16]:zeros", "mode=0"}, {"B=8"}, {"X"},
+                   {"the gradient of the load through 'X' is a plain store"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, mode, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    y = tl.zeros([B], dtype=tl.float32)\n"
+                   "    if mode > 0:\n        x = tl.load(X + o)\n        y = x * x\n    tl.store(Y + o, y)\n"},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
@@ -208,11 +238,12 @@ const char *kHead = "import triton\nimport triton.language as tl\n@triton.jit\n"
 
 TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
   // Both loads read the same addresses: plain stores of their gradients would
-  // keep only one of them.
+  // keep only one of them. (Their masks differ, so they are not one common
+  // subexpression.)
   auto p = parse_text(
       "import triton\nimport triton.language as tl\n@triton.jit\n"
       "def k(X, Y, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
-      "    a = tl.load(X + o)\n    b = tl.load(X + o)\n    tl.store(Y + o, a * b)\n");
+      "    a = tl.load(X + o)\n    b = tl.load(X + o, mask=o < 12, other=0.5)\n    tl.store(Y + o, a * b)\n");
   ASSERT_TRUE(p->ok()) << p->all_messages();
   ad::BackwardRequest request{"k", {"X"}, {}, ""};
   std::string error;

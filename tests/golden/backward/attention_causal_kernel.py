@@ -19,35 +19,28 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_h_to_tl_int64_times = off_h_to_tl_int64 * stride_qh
     q_base = Q_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
     dq_base = dQ_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    off_z_to_tl_int64_2 = off_z.to(tl.int64)
-    off_z_to_tl_int64_2_time = off_z_to_tl_int64_2 * stride_kz
+    off_z_to_tl_int64_2_time = off_z_to_tl_int64 * stride_kz
     K_plus_off_z_to_tl_int64_2_time = K + off_z_to_tl_int64_2_time
     dK_plus_off_z_to_tl_int64_2_time = dK + off_z_to_tl_int64_2_time
-    off_h_to_tl_int64_2 = off_h.to(tl.int64)
-    off_h_to_tl_int64_2_time = off_h_to_tl_int64_2 * stride_kh
+    off_h_to_tl_int64_2_time = off_h_to_tl_int64 * stride_kh
     k_base = K_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
     dk_base = dK_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    off_z_to_tl_int64_3 = off_z.to(tl.int64)
-    off_z_to_tl_int64_3_time = off_z_to_tl_int64_3 * stride_vz
+    off_z_to_tl_int64_3_time = off_z_to_tl_int64 * stride_vz
     V_plus_off_z_to_tl_int64_3_time = V + off_z_to_tl_int64_3_time
     dV_plus_off_z_to_tl_int64_3_time = dV + off_z_to_tl_int64_3_time
-    off_h_to_tl_int64_3 = off_h.to(tl.int64)
-    off_h_to_tl_int64_3_time = off_h_to_tl_int64_3 * stride_vh
+    off_h_to_tl_int64_3_time = off_h_to_tl_int64 * stride_vh
     v_base = V_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
     dv_base = dV_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    off_z_to_tl_int64_4 = off_z.to(tl.int64)
-    off_z_to_tl_int64_4_time = off_z_to_tl_int64_4 * stride_oz
+    off_z_to_tl_int64_4_time = off_z_to_tl_int64 * stride_oz
     dOut_plus_off_z_to_tl_int = dOut + off_z_to_tl_int64_4_time
-    off_h_to_tl_int64_4 = off_h.to(tl.int64)
-    off_h_to_tl_int64_4_time = off_h_to_tl_int64_4 * stride_oh
+    off_h_to_tl_int64_4_time = off_h_to_tl_int64 * stride_oh
     do_base = dOut_plus_off_z_to_tl_int + off_h_to_tl_int64_4_time
     start_m_times_BLOCK_M = start_m * BLOCK_M
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
     offs_d = tl.arange(0, HEAD_DIM)
-    tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = tl_zeros - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    m_i = l_i - float("inf")
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     offs_m_col = offs_m[:, None]
@@ -58,8 +51,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     offs_d_row_times_stride_qk = offs_d_row * stride_qk
     q_ptrs = q_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
     dq_ptrs = dq_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
-    offs_m_col_2 = offs_m[:, None]
-    t = offs_m_col_2 < N_CTX
+    t = offs_m_col < N_CTX
     q = tl.load(q_ptrs, mask=t, other=0.0)
     start_m_plus_one = start_m + 1
     hi = start_m_plus_one * BLOCK_M
@@ -133,17 +125,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
     dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
     t_6 = offs_m < N_CTX
-    offs_m_col_4 = offs_m[:, None]
-    offs_m_col_4_times_stride_om = offs_m_col_4 * stride_om
+    offs_m_col_4_times_stride_om = offs_m_col * stride_om
     do_base_plus_offs_m_col_4 = do_base + offs_m_col_4_times_stride_om
-    offs_d_row_4 = offs_d[None, :]
-    offs_d_row_4_times_stride_ok = offs_d_row_4 * stride_ok
+    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     do_ptrs = do_base_plus_offs_m_col_4 + offs_d_row_4_times_stride_ok
-    offs_m_col_5 = offs_m[:, None]
-    t_7 = offs_m_col_5 < N_CTX
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t_7, other=0.0)
+    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0)
     bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)

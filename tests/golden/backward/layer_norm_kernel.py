@@ -21,7 +21,7 @@ def layer_norm_fwd_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.c
 
 
 @triton.jit
-def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs):
+def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -34,6 +34,9 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
         tl.store(dB_row + zero_offsets_2, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets_2 < B_numel)
     tl.debug_barrier()
 
+    # The same for every forward program: computed once.
+    sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
@@ -42,7 +45,6 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
         dX_2 = dX + row_times_stride_x_row
         row_times_stride_y_row = row * stride_y_row
         dY_2 = dY + row_times_stride_y_row
-        sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
@@ -55,8 +57,7 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
             sum_acc_2 = sum_acc_3
         tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
         mean = tl_sum_sum_acc_2 / N
-        var_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-        var_acc_2 = var_acc
+        var_acc_2 = sum_acc
         for start_2 in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
             cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
@@ -197,3 +198,134 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
             tl.store(dX_2_plus_cols, tl.load(dX_2_plus_cols, mask=t, other=0.0) + btl_load_X_2_plus_cols, mask=t)
+
+
+@triton.jit
+def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs):
+
+    # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
+    dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start in range(0, W_numel, 1024):
+        zero_offsets = zero_start + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < W_numel)
+    dB_row = dB_partial + tl.program_id(0) * B_numel
+    for zero_start_2 in range(0, B_numel, 1024):
+        zero_offsets_2 = zero_start_2 + tl.arange(0, 1024)
+        tl.store(dB_row + zero_offsets_2, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets_2 < B_numel)
+    tl.debug_barrier()
+    dB_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    dW_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+
+    # The same for every forward program: computed once.
+    sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    start = 0
+    tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
+    cols = start + tl_arange_zero_BLOCK_SIZE
+    mask = cols < N
+    W_plus_cols_3 = W + cols
+    dW_plus_cols_3 = dW_row + cols
+    tl_load_W_plus_cols_3 = tl.load(W_plus_cols_3, mask=mask, other=0.)
+    w = tl_load_W_plus_cols_3
+    B_plus_cols_3 = B + cols
+    dB_plus_cols_3 = dB_row + cols
+    tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
+    b = tl_load_B_plus_cols_3
+
+    # Each program of the backward's grid takes every G-th program of the forward's.
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        row = forward_pid
+        row_times_stride_x_row = row * stride_x_row
+        X_2 = X + row_times_stride_x_row
+        dX_2 = dX + row_times_stride_x_row
+        row_times_stride_y_row = row * stride_y_row
+        dY_2 = dY + row_times_stride_y_row
+        X_2_plus_cols = X_2 + cols
+        dX_2_plus_cols = dX_2 + cols
+        tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=mask, other=0.)
+        x = tl_load_X_2_plus_cols.to(tl.float32)
+        sum_acc_2 = sum_acc + x
+        tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
+        mean = tl_sum_sum_acc_2 / N
+        x_2_minus_mean = x - mean
+        centered = tl.where(mask, x_2_minus_mean, 0.)
+        centered_times_centered = centered * centered
+        var_acc_2 = sum_acc + centered_times_centered
+        tl_sum_var_acc_2 = tl.sum(var_acc_2, axis=0)
+        var = tl_sum_var_acc_2 / N
+        var_plus_eps = var + eps
+        tl_sqrt_var_plus_eps = tl.sqrt(var_plus_eps)
+        rstd = 1 / tl_sqrt_var_plus_eps
+        dMean_plus_row = dMean + row
+        dRstd_plus_row = dRstd + row
+        x_3_minus_mean_times_rstd = x_2_minus_mean * rstd
+        x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
+        y = x_3_minus_mean_times_rst + b
+        dY_2_plus_cols_3 = dY_2 + cols
+
+        # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0)
+        by = by_to_Y_2_dtype_element_ty.to(y.dtype)
+
+        # Grad of: y = (x - mean) * rstd * w + b
+        bx_3_minus_mean_times_rstd = by * w
+        bw = by * x_3_minus_mean_times_rstd
+        bx_2_minus_mean = bx_3_minus_mean_times_rstd * rstd
+        brstd = tl.sum(bx_3_minus_mean_times_rstd * x_2_minus_mean)
+        tl.static_assert(brstd.shape == rstd.shape)
+
+        # partial sum in registers: every program loads these addresses of 'B'
+        dB_sum += by
+
+        # partial sum in registers: every program loads these addresses of 'W'
+        dW_sum += bw
+
+        # Grad of: tl.store(Rstd + row, rstd)
+        brstd += tl.load(dRstd_plus_row)
+
+        # Grad of: tl.store(Mean + row, mean)
+        bmean = tl.load(dMean_plus_row)
+
+        # Grad of: rstd = 1 / tl.sqrt(var + eps)
+        btl_sqrt_var_plus_eps = -brstd * rstd / tl_sqrt_var_plus_eps
+        bvar_plus_eps = btl_sqrt_var_plus_eps * 0.5 / tl_sqrt_var_plus_eps
+
+        # Grad of: var = tl.sum(var_acc, axis=0) / N
+        btl_sum_var_acc_2 = bvar_plus_eps / N
+        bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
+
+        # Grad of: var_acc += centered * centered
+        bcentered = bvar_acc_2 * centered
+        bcentered += bvar_acc_2 * centered
+
+        # Grad of: centered = tl.where(cols < N, x - mean, 0.)
+        bx_2_minus_mean += tl.where(mask, bcentered, 0.0)
+        _bmean = tl.sum(-bx_2_minus_mean)
+        tl.static_assert(_bmean.shape == mean.shape)
+        bmean += _bmean
+
+        # Grad of: mean = tl.sum(sum_acc, axis=0) / N
+        btl_sum_sum_acc_2 = bmean / N
+        bsum_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_sum_acc_2, 0), sum_acc_2.shape)
+
+        # Grad of: sum_acc += x
+        bx = bx_2_minus_mean + bsum_acc_2
+
+        # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        btl_load_X_2_plus_cols = bx.to(X_2_plus_cols.dtype.element_ty)
+        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+        tl.store(dX_2_plus_cols, btl_load_X_2_plus_cols, mask=mask)
+
+        # This program's last iteration: its partial sums go to its rows.
+        if forward_pid + tl.num_programs(0) >= num_programs:
+            tl.store(dB_plus_cols_3, dB_sum, mask=mask)
+            tl.store(dW_plus_cols_3, dW_sum, mask=mask)
+
+
+@triton.jit
+def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE: tl.constexpr, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs):
+
+    # Each of the 3 loops over range(0, N, BLOCK_SIZE) runs once when (0 < N) & (N <= BLOCK_SIZE): then the one-pass backward, which keeps the row in registers; else the looped one.
+    if (0 < N) & (N <= BLOCK_SIZE):
+        layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs)
+    else:
+        layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, dX, dW, dB, dY, dMean, dRstd, dW_partial, dB_partial, W_numel, B_numel, num_programs)

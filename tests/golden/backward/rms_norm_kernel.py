@@ -31,11 +31,17 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     tl.debug_barrier()
     dW_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
 
+    # The same for every forward program: computed once.
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    W_plus_cols = W + cols
+    dW_plus_cols = dW_row + cols
+    tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.)
+    w = tl_load_W_plus_cols
+
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
-        cols = tl.arange(0, BLOCK_SIZE)
-        mask = cols < N
         row_times_stride_x_row = row * stride_x_row
         X_plus_row_times_stride_x_row = X + row_times_stride_x_row
         dX_plus_row_times_stride_x_row = dX + row_times_stride_x_row
@@ -49,10 +55,6 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         mean_sq_plus_eps = mean_sq + eps
         rstd = tl.math.rsqrt(mean_sq_plus_eps)
         dRstd_plus_row = dRstd + row
-        W_plus_cols = W + cols
-        dW_plus_cols = dW_row + cols
-        tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.)
-        w = tl_load_W_plus_cols.to(tl.float32)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
         row_times_stride_y_row = row * stride_y_row

@@ -1,0 +1,179 @@
+#include "src/ad/AnfWalk.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+
+// Names read anywhere in an expression / statement.
+void reads(const Expr &e, std::set<std::string> &out) {
+  switch (e.kind) {
+    case NodeKind::Name: out.insert(cast<Name>(&e)->id); return;
+    case NodeKind::Attribute: reads(*cast<Attribute>(&e)->value, out); return;
+    case NodeKind::Subscript:
+      reads(*cast<Subscript>(&e)->value, out);
+      for (const ExprPtr &i : cast<Subscript>(&e)->indices) reads(*i, out);
+      return;
+    case NodeKind::Slice: {
+      auto *s = cast<Slice>(&e);
+      for (const ExprPtr *p : {&s->lower, &s->upper, &s->step})
+        if (*p) reads(**p, out);
+      return;
+    }
+    case NodeKind::Call:
+      reads(*cast<Call>(&e)->func, out);
+      for (const ExprPtr &a : cast<Call>(&e)->args) reads(*a, out);
+      for (const Keyword &k : cast<Call>(&e)->keywords) reads(*k.value, out);
+      return;
+    case NodeKind::UnaryOp: reads(*cast<UnaryOp>(&e)->operand, out); return;
+    case NodeKind::BinOp:
+      reads(*cast<BinOp>(&e)->lhs, out);
+      reads(*cast<BinOp>(&e)->rhs, out);
+      return;
+    case NodeKind::BoolOp:
+      for (const ExprPtr &v : cast<BoolOp>(&e)->values) reads(*v, out);
+      return;
+    case NodeKind::Compare:
+      reads(*cast<Compare>(&e)->left, out);
+      for (const ExprPtr &c : cast<Compare>(&e)->comparators) reads(*c, out);
+      return;
+    case NodeKind::IfExp:
+      reads(*cast<IfExp>(&e)->cond, out);
+      reads(*cast<IfExp>(&e)->then_value, out);
+      reads(*cast<IfExp>(&e)->else_value, out);
+      return;
+    case NodeKind::Tuple:
+      for (const ExprPtr &x : cast<Tuple>(&e)->elts) reads(*x, out);
+      return;
+    case NodeKind::List:
+      for (const ExprPtr &x : cast<List>(&e)->elts) reads(*x, out);
+      return;
+    default: return;
+  }
+}
+
+void stmt_reads(const Stmt &s, std::set<std::string> &out) {
+  switch (s.kind) {
+    case NodeKind::Assign: reads(*cast<Assign>(&s)->value, out); return;
+    case NodeKind::AugAssign:
+      reads(*cast<AugAssign>(&s)->target, out);
+      reads(*cast<AugAssign>(&s)->value, out);
+      return;
+    case NodeKind::ExprStmt: reads(*cast<ExprStmt>(&s)->value, out); return;
+    case NodeKind::Return:
+      if (cast<Return>(&s)->value) reads(*cast<Return>(&s)->value, out);
+      return;
+    case NodeKind::Assert:
+      reads(*cast<Assert>(&s)->test, out);
+      if (cast<Assert>(&s)->msg) reads(*cast<Assert>(&s)->msg, out);
+      return;
+    default: return;
+  }
+}
+
+// Names read anywhere in a block: its statements, loop ranges and if
+// conditions, at any depth.
+// Names one statement reads, including, for a loop or an if, its range or
+// condition and its body at any depth.
+void deep_reads(const Stmt &s, std::set<std::string> &out) {
+  stmt_reads(s, out);
+  if (auto *f = dyn_cast<For>(&s)) {
+    reads(*f->iter, out);
+    block_reads(f->body, out);
+  }
+  if (auto *i = dyn_cast<If>(&s)) {
+    reads(*i->cond, out);
+    block_reads(i->body, out);
+    block_reads(i->orelse, out);
+  }
+}
+void block_reads(const StmtList &block, std::set<std::string> &out) {
+  for (const StmtPtr &s : block) deep_reads(*s, out);
+}
+
+// Calls `fn` on every expression node of `e`, children first; `fn` may
+// replace the node it is given.
+void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
+  switch (e->kind) {
+    case NodeKind::Call: {
+      auto *c = cast<Call>(e.get());
+      rewrite_expr(c->func, fn);
+      for (ExprPtr &a : c->args) rewrite_expr(a, fn);
+      for (Keyword &k : c->keywords) rewrite_expr(k.value, fn);
+      break;
+    }
+    case NodeKind::BinOp:
+      rewrite_expr(cast<BinOp>(e.get())->lhs, fn);
+      rewrite_expr(cast<BinOp>(e.get())->rhs, fn);
+      break;
+    case NodeKind::UnaryOp: rewrite_expr(cast<UnaryOp>(e.get())->operand, fn); break;
+    case NodeKind::BoolOp:
+      for (ExprPtr &v : cast<BoolOp>(e.get())->values) rewrite_expr(v, fn);
+      break;
+    case NodeKind::Compare:
+      rewrite_expr(cast<Compare>(e.get())->left, fn);
+      for (ExprPtr &c : cast<Compare>(e.get())->comparators) rewrite_expr(c, fn);
+      break;
+    case NodeKind::Attribute: rewrite_expr(cast<Attribute>(e.get())->value, fn); break;
+    case NodeKind::Subscript:
+      rewrite_expr(cast<Subscript>(e.get())->value, fn);
+      for (ExprPtr &i : cast<Subscript>(e.get())->indices) rewrite_expr(i, fn);
+      break;
+    case NodeKind::IfExp:
+      rewrite_expr(cast<IfExp>(e.get())->cond, fn);
+      rewrite_expr(cast<IfExp>(e.get())->then_value, fn);
+      rewrite_expr(cast<IfExp>(e.get())->else_value, fn);
+      break;
+    case NodeKind::Tuple:
+      for (ExprPtr &x : cast<Tuple>(e.get())->elts) rewrite_expr(x, fn);
+      break;
+    case NodeKind::List:
+      for (ExprPtr &x : cast<List>(e.get())->elts) rewrite_expr(x, fn);
+      break;
+    default: break;
+  }
+  fn(e);
+}
+
+// The same over every expression a block's statements read, at any depth.
+void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
+  for (StmtPtr &st : block) {
+    if (auto *a = dyn_cast<Assign>(st.get())) rewrite_expr(a->value, fn);
+    if (auto *a = dyn_cast<AugAssign>(st.get())) rewrite_expr(a->value, fn);
+    if (auto *x = dyn_cast<ExprStmt>(st.get())) rewrite_expr(x->value, fn);
+    if (auto *r = dyn_cast<Return>(st.get()); r && r->value) rewrite_expr(r->value, fn);
+    if (auto *f = dyn_cast<For>(st.get())) {
+      rewrite_expr(f->iter, fn);
+      rewrite_exprs(f->body, fn);
+    }
+    if (auto *i = dyn_cast<If>(st.get())) {
+      rewrite_expr(i->cond, fn);
+      rewrite_exprs(i->body, fn);
+      rewrite_exprs(i->orelse, fn);
+    }
+  }
+}
+
+void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
+  std::function<void(const Expr &)> target = [&](const Expr &t) {
+    if (auto *n = dyn_cast<Name>(&t)) ++out[n->id];
+    if (auto *tu = dyn_cast<Tuple>(&t))
+      for (const ExprPtr &e : tu->elts) target(*e);
+  };
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get()))
+      for (const ExprPtr &t : a->targets) target(*t);
+    if (auto *a = dyn_cast<AugAssign>(s.get())) target(*a->target);
+    if (auto *a = dyn_cast<AnnAssign>(s.get()); a && a->value) target(*a->target);
+    if (auto *f = dyn_cast<For>(s.get())) {
+      target(*f->target);
+      count_assignments(f->body, out);
+    }
+    if (auto *i = dyn_cast<If>(s.get())) {
+      count_assignments(i->body, out);
+      count_assignments(i->orelse, out);
+    }
+    if (auto *w = dyn_cast<While>(s.get())) count_assignments(w->body, out);
+  }
+}
+
+}  // namespace tgrad::ad
