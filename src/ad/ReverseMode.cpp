@@ -239,6 +239,16 @@ class Engine {
     }
     anf_types_ = std::move(*anf_types);
     record_name_types();
+    if (kernel_ && find_saved_values()) {
+      // Statements moved or rewritten: the types again.
+      std::optional<sema::TypeInfo> again = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
+      if (!again) {
+        diags_.error(fn->name_span, "internal error: the A-normal form of '" + fn->name + "' failed semantic analysis");
+        return std::nullopt;
+      }
+      anf_types_ = std::move(*again);
+      record_name_types();
+    }
     names_.reserve_all(module_, *anf_.fn);
     for (const auto &kv : name_types_) names_.reserve(kv.first);
 
@@ -1006,6 +1016,13 @@ class Engine {
     for (const std::string &w : request_.wrt)
       if (needs_zeros_.count(w)) result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
+    {
+      std::set<std::string> read;  // the saved values the backward still reads
+      block_reads(bwd->body, read);
+      for (const auto &[value, base] : saved_base_)
+        if (read.count(value) && std::find(result.saved_outputs.begin(), result.saved_outputs.end(), base) == result.saved_outputs.end())
+          result.saved_outputs.push_back(base);
+    }
 
     sema::ParamTypes bwd_types = request_.param_types;
     for (const auto &g : result.gradient_buffers) bwd_types[g.second] = request_.param_types.at(g.first);
@@ -1025,6 +1042,92 @@ class Engine {
     bwd_types_ = bwd_types;
     finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
     return result;
+  }
+
+  // Values the forward stores, one scalar per program and unconverted
+  // (`tl.store(Mean + row, mean)` with `row = tl.program_id(0)`, Mean a
+  // pointer to mean's dtype, both at the kernel's top level): the backward
+  // loads them (`mean = tl.load(Mean + row)`) instead of computing them
+  // again, as a hand-written backward reads its saved statistics. The
+  // protocol says so: such a buffer must hold what the forward stored. The
+  // pointer's definition moves up to the value's. Where the saved value is
+  // `1 / tl.sqrt(u)` it becomes `tl.math.rsqrt(u)`, whose adjoint reads only
+  // the value itself, so that nothing before it is computed again. Returns
+  // true if the ANF changed.
+  bool find_saved_values() {
+    StmtList &body = anf_.fn->body;
+    if (!programs_differ_only_by_axis_0(body)) return false;
+    std::map<std::string, int> assigned;
+    count_assignments(body, assigned);
+    std::map<std::string, int> read_count;  // occurrences of each name, at any depth
+    rewrite_exprs(body, [&](ExprPtr &e) {
+      if (auto *n = dyn_cast<Name>(e.get())) ++read_count[n->id];
+    });
+    auto position = [&](const std::string &n) -> size_t {
+      if (assigned[n] != 1) return body.size();
+      for (size_t k = 0; k < body.size(); ++k)
+        if (target_of(*body[k]) == n) return k;
+      return body.size();
+    };
+    auto value_of = [&](size_t k) -> Expr & { return *cast<Assign>(body[k].get())->value; };
+    bool changed = false;
+    for (size_t k = 0; k < body.size(); ++k) {
+      auto *es = dyn_cast<ExprStmt>(body[k].get());
+      auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
+      if (!c || emit::print_expr(*c->func) != "tl.store" || c->args.size() != 2 || !c->keywords.empty()) continue;
+      auto *p = dyn_cast<Name>(c->args[0].get());
+      auto *v = dyn_cast<Name>(c->args[1].get());
+      if (!p || !v) continue;
+      const size_t pk = position(p->id), vk = position(v->id);
+      if (pk == body.size() || vk == body.size()) continue;
+      // p = P + off, P a pointer parameter, off the program id along axis 0.
+      auto *add = dyn_cast<BinOp>(&value_of(pk));
+      if (!add || add->op != BinaryOpKind::Add) continue;
+      auto *base = dyn_cast<Name>(add->lhs.get());
+      auto *off = dyn_cast<Name>(add->rhs.get());
+      auto pt = base ? request_.param_types.find(base->id) : request_.param_types.end();
+      if (!off || pt == request_.param_types.end() || !pt->second.is_tensor() || !pt->second.elem.is_pointer) continue;
+      std::string at = off->id;
+      size_t ok = position(at);
+      bool is_pid = false;
+      while (ok < body.size()) {
+        if (auto *n = dyn_cast<Name>(&value_of(ok))) {
+          ok = position(at = n->id);
+          continue;
+        }
+        auto *call = dyn_cast<Call>(&value_of(ok));
+        auto *axis = call && call->args.size() == 1 ? dyn_cast<IntLit>(call->args[0].get()) : nullptr;
+        is_pid = call && emit::print_expr(*call->func) == "tl.program_id" && axis && axis->value == 0;
+        break;
+      }
+      if (!is_pid || position(off->id) > vk) continue;
+      const SType *vt = type_of_name(v->id);
+      if (!vt || !vt->is_tensor() || !vt->shape.empty() || vt->elem.is_pointer || !sema::is_float(vt->elem.dtype) ||
+          vt->elem.dtype != pt->second.elem.dtype)
+        continue;
+      saved_[v->id] = p->id;
+      saved_base_[v->id] = base->id;
+      if (pk > vk) {  // the pointer first: the value's load reads it
+        StmtPtr moved = std::move(body[pk]);
+        body.erase(body.begin() + static_cast<std::ptrdiff_t>(pk));
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(vk), std::move(moved));
+        changed = true;
+      }
+      // 1 / tl.sqrt(u), the square root read nowhere else: tl.math.rsqrt(u).
+      const size_t vk2 = position(v->id);
+      auto *div = dyn_cast<BinOp>(&value_of(vk2));
+      auto *one_i = div ? dyn_cast<IntLit>(div->lhs.get()) : nullptr;
+      auto *one_f = div ? dyn_cast<FloatLit>(div->lhs.get()) : nullptr;
+      auto *t = div && div->op == BinaryOpKind::Div ? dyn_cast<Name>(div->rhs.get()) : nullptr;
+      if (!t || !((one_i && one_i->value == 1) || (one_f && one_f->value == 1.0)) || read_count[t->id] != 1) continue;
+      const size_t tk = position(t->id);
+      auto *sq = tk < body.size() ? dyn_cast<Call>(&value_of(tk)) : nullptr;
+      if (!sq || emit::print_expr(*sq->func) != "tl.sqrt" || sq->args.size() != 1 || !isa<Name>(sq->args[0].get())) continue;
+      cast<Assign>(body[vk2].get())->value = call("tl.math.rsqrt", list(clone(*sq->args[0])));
+      body.erase(body.begin() + static_cast<std::ptrdiff_t>(tk));
+      changed = true;
+    }
+    return changed;
   }
 
   // The pointer parameters of the forward kernel and of the backward
@@ -1141,6 +1244,9 @@ class Engine {
       if (std::find(result.zero_initialized.begin(), result.zero_initialized.end(), z) == result.zero_initialized.end())
         result.zero_initialized.push_back(z);
     for (const Backward::Tape &t : one->tapes) result.tapes.push_back(t);
+    for (const std::string &o : one->saved_outputs)
+      if (std::find(result.saved_outputs.begin(), result.saved_outputs.end(), o) == result.saved_outputs.end())
+        result.saved_outputs.push_back(o);
     result.explanations.push_back(where + "each of " + loops + " runs once when " + emit::print_expr(*version.condition) +
                                   ": the backward then calls " + single->name + ", whose decisions follow (else " +
                                   looped->name + ", as above)");
@@ -1771,6 +1877,13 @@ class Engine {
       replay_block(i->orelse, node->orelse);
       if (node->body.empty()) node->body.push_back(std::make_unique<Pass>());
       dst.push_back(std::move(node));
+      return;
+    }
+    if (auto it = saved_.find(target_of(s)); it != saved_.end()) {
+      // Saved by the forward (find_saved_values): loaded, not computed again.
+      StmtPtr load = assign(it->first, call("tl.load", list(name(it->second))), s.span);
+      load->leading_comment = "Saved by the forward: read, not computed again.";
+      dst.push_back(std::move(load));
       return;
     }
     dst.push_back(clone(s));
@@ -2556,6 +2669,8 @@ class Engine {
   const Function *forward_ = nullptr;
   const Function *fn_ = nullptr;
   sema::ParamTypes bwd_types_;  // the backward kernel's parameter types, once built
+  std::map<std::string, std::string> saved_;  // a value the forward stores -> the pointer it is stored through
+  std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through
   AnfFunction anf_;
   sema::TypeInfo anf_types_;
   std::map<std::string, SType> name_types_;

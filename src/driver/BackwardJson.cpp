@@ -34,6 +34,8 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
     else if (!gradient_of(p).empty()) e["role"] = "output";
     else e["role"] = "forward argument";
     if (!gradient_of(p).empty()) e["gradient"] = gradient_of(p);
+    if (std::find(bwd.saved_outputs.begin(), bwd.saved_outputs.end(), p) != bwd.saved_outputs.end())
+      e["contents"] = "what the forward stored: the backward reads it";
     params.push_back(e);
   }
   for (size_t k = 0; k < bwd.gradient_buffers.size(); ++k) {

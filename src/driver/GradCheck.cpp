@@ -149,12 +149,14 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // The first forward run also counts each loop's iterations: the bound a taped loop's backward needs.
   std::map<std::pair<int, int>, int64_t> loop_trips;
   run.loop_trips = &loop_trips;
-  if (!forward_loss(memory)) return std::nullopt;
+  interp::Memory after_forward = memory;
+  if (!interp::run_kernel(module, launch, after_forward, run, diags)) return std::nullopt;
   run.loop_trips = nullptr;
 
-  // The backward: the forward's arguments plus gradient buffers (zeros for
+  // The backward: the forward's arguments, as the forward left them (a saved
+  // output holds what the forward stored), plus gradient buffers (zeros for
   // the inputs, the weights for the outputs).
-  interp::Memory m = memory;
+  interp::Memory m = after_forward;
   interp::Launch back = launch;
   back.kernel = bwd->backward_name;
   std::vector<size_t> input_gradient_buffers;

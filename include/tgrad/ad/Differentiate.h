@@ -98,6 +98,11 @@ struct Backward {
     std::string loop_range;               // "range(0, hi, BLOCK_N)"
   };
   std::vector<Tape> tapes;
+
+  // Output pointers whose contents the backward reads: the values the
+  // forward stored there (a norm's Mean and Rstd), loaded instead of
+  // computed again. The caller passes them as the forward left them.
+  std::vector<std::string> saved_outputs;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

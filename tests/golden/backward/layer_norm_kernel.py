@@ -55,8 +55,11 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             x = tl_load_X_2_plus_cols.to(tl.float32)
             sum_acc_3 = sum_acc_2 + x
             sum_acc_2 = sum_acc_3
-        tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
-        mean = tl_sum_sum_acc_2 / N
+        Mean_plus_row = Mean + row
+        dMean_plus_row = dMean + row
+
+        # Saved by the forward: read, not computed again.
+        mean = tl.load(Mean_plus_row)
         var_acc_2 = sum_acc
         for start_2 in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
@@ -71,13 +74,11 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             centered_times_centered = centered * centered
             var_acc_3 = var_acc_2 + centered_times_centered
             var_acc_2 = var_acc_3
-        tl_sum_var_acc_2 = tl.sum(var_acc_2, axis=0)
-        var = tl_sum_var_acc_2 / N
-        var_plus_eps = var + eps
-        tl_sqrt_var_plus_eps = tl.sqrt(var_plus_eps)
-        rstd = 1 / tl_sqrt_var_plus_eps
-        dMean_plus_row = dMean + row
+        Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
+
+        # Saved by the forward: read, not computed again.
+        rstd = tl.load(Rstd_plus_row)
 
         # Grad of: for start in range(0, N, BLOCK_SIZE):
         bmean = tl.zeros_like(mean)
@@ -145,8 +146,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         bmean += tl.load(dMean_plus_row)
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
-        btl_sqrt_var_plus_eps = -brstd * rstd / tl_sqrt_var_plus_eps
-        bvar_plus_eps = btl_sqrt_var_plus_eps * 0.5 / tl_sqrt_var_plus_eps
+        bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd
 
         # Grad of: var = tl.sum(var_acc, axis=0) / N
         btl_sum_var_acc_2 = bvar_plus_eps / N
@@ -244,19 +244,20 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=mask, other=0.)
         x = tl_load_X_2_plus_cols.to(tl.float32)
         sum_acc_2 = sum_acc + x
-        tl_sum_sum_acc_2 = tl.sum(sum_acc_2, axis=0)
-        mean = tl_sum_sum_acc_2 / N
+        Mean_plus_row = Mean + row
+        dMean_plus_row = dMean + row
+
+        # Saved by the forward: read, not computed again.
+        mean = tl.load(Mean_plus_row)
         x_2_minus_mean = x - mean
         centered = tl.where(mask, x_2_minus_mean, 0.)
         centered_times_centered = centered * centered
         var_acc_2 = sum_acc + centered_times_centered
-        tl_sum_var_acc_2 = tl.sum(var_acc_2, axis=0)
-        var = tl_sum_var_acc_2 / N
-        var_plus_eps = var + eps
-        tl_sqrt_var_plus_eps = tl.sqrt(var_plus_eps)
-        rstd = 1 / tl_sqrt_var_plus_eps
-        dMean_plus_row = dMean + row
+        Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
+
+        # Saved by the forward: read, not computed again.
+        rstd = tl.load(Rstd_plus_row)
         x_3_minus_mean_times_rstd = x_2_minus_mean * rstd
         x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
         y = x_3_minus_mean_times_rst + b
@@ -286,8 +287,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         bmean = tl.load(dMean_plus_row)
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
-        btl_sqrt_var_plus_eps = -brstd * rstd / tl_sqrt_var_plus_eps
-        bvar_plus_eps = btl_sqrt_var_plus_eps * 0.5 / tl_sqrt_var_plus_eps
+        bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd
 
         # Grad of: var = tl.sum(var_acc, axis=0) / N
         btl_sum_var_acc_2 = bvar_plus_eps / N

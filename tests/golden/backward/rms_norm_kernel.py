@@ -50,11 +50,11 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
         x = tl_load_X_plus_row_times_stride.to(tl.float32)
         x_times_x = x * x
-        tl_sum_x_times_x = tl.sum(x_times_x, axis=0)
-        mean_sq = tl_sum_x_times_x / N
-        mean_sq_plus_eps = mean_sq + eps
-        rstd = tl.math.rsqrt(mean_sq_plus_eps)
+        Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
+
+        # Saved by the forward: read, not computed again.
+        rstd = tl.load(Rstd_plus_row)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
         row_times_stride_y_row = row * stride_y_row
