@@ -69,6 +69,8 @@ def _tgrad_backward_impl(ctx):
     args.add(ctx.file.src)
     args.add("--fn", ctx.attr.fn)
     args.add("--wrt", ",".join(ctx.attr.wrt))
+    if ctx.attr.no_grad:
+        args.add("--no-grad", ",".join(ctx.attr.no_grad))
     for a in ctx.attr.args:
         args.add("--arg", a)
     for d in ctx.attr.defines:
@@ -93,6 +95,7 @@ tgrad_backward = rule(
         "wrt": attr.string_list(mandatory = True, doc = "Parameters to differentiate with respect to."),
         "args": attr.string_list(doc = "Parameter types, NAME=TYPE (fp32[N], *fp16, i32)."),
         "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE."),
+        "no_grad": attr.string_list(doc = "Kernels: outputs without upstream gradients (tgrad --no-grad)."),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),
             executable = True,

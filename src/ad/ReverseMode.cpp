@@ -221,6 +221,9 @@ class Engine {
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
     for (const std::string &w : request_.wrt) check_wrt(*fn, w);
+    if (!kernel_ && !request_.no_grad.empty())
+      diags_.error(fn->name_span, "--no-grad names outputs a kernel stores to; '" + fn->name +
+                                      "' is a tile function, whose outputs are its return values");
     if (diags_.has_errors()) return std::nullopt;
     std::optional<AnfFunction> anf = to_anf(module_, *fn, *types, diags_, kernel_);
     if (!anf) return std::nullopt;
@@ -938,9 +941,14 @@ class Engine {
       if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
         fail(m.call->span, "'" + m.base + "' is both loaded and stored by this kernel (read-after-write through "
                            "memory); its gradient is not defined by the values alone: write the result to another buffer");
+    const std::set<std::string> no_grad(request_.no_grad.begin(), request_.no_grad.end());
+    for (const std::string &n : request_.no_grad)
+      if (!store_of.count(n))
+        fail(param_span(n), "--no-grad " + n + ": '" + fn_->name + "' does not store through '" + n +
+                                "'; --no-grad names outputs (pointers the kernel stores to)");
     for (const Param &p : fn_->params) {
       auto it = store_of.find(p.name);
-      if (it != store_of.end() && active_.count(it->second->value)) outputs.push_back(p.name);
+      if (it != store_of.end() && active_.count(it->second->value) && !no_grad.count(p.name)) outputs.push_back(p.name);
     }
     for (const std::string &o : outputs) useful_.insert(store_of[o]->value);
     for (bool changed = true; changed;) {
@@ -1431,7 +1439,7 @@ class Engine {
       }
       const MemoryOp *op = memory_op(s);
       if (op && op->store) {
-        if (!useful_.count(op->value)) continue;
+        if (!useful_.count(op->value) || !gradient_buffer_.count(op->base)) continue;  // (--no-grad outputs: none)
         begin_block(anf_.origin_of(s));
         // The adjoint of a store: the upstream gradient, loaded under the store's mask.
         std::vector<Keyword> kws;

@@ -394,6 +394,30 @@ run tape_check check $REC --kernel running_max_kernel --grid 3 --arg 'X=fp32[3,5
 expect_rc tape_check_passes_exit_0 0 tape_check
 expect_grep tape_check_verdict "$TMP/tape_check.out" '^PASS$'
 
+# Saved statistics: the backward reads Mean and Rstd; --no-grad drops their upstream gradients.
+LN=$KERNELS/layer_norm.py
+LN_TYPES="--arg X=*fp32 --arg Y=*fp32 --arg W=*fp32 --arg B=*fp32 --arg Mean=*fp32 --arg Rstd=*fp32 --arg stride_x_row=i32 --arg stride_y_row=i32 --arg N=i32 --arg eps=fp32"
+run ln_json $LN --kernel layer_norm_fwd_kernel --wrt X,W,B $LN_TYPES --emit json
+expect_rc ln_json_exit_0 0 ln_json
+expect_grep ln_json_saved "$TMP/ln_json.out" '"contents": "what the forward stored: the backward reads it"'
+expect_grep ln_json_dmean "$TMP/ln_json.out" '"name": "dMean"'
+run ln_no_grad_json $LN --kernel layer_norm_fwd_kernel --wrt X,W,B $LN_TYPES --no-grad Mean,Rstd --emit json
+expect_rc ln_no_grad_json_exit_0 0 ln_no_grad_json
+expect_no_grep ln_no_grad_json_no_dmean "$TMP/ln_no_grad_json.out" '"name": "dMean"'
+expect_no_grep ln_no_grad_json_no_drstd "$TMP/ln_no_grad_json.out" '"name": "dRstd"'
+for block in 32 128; do  # the looped backward, then the one-pass one
+  run ln_no_grad_check_$block check $LN --kernel layer_norm_fwd_kernel --grid 3 --arg 'X=fp32[3,100]' --arg 'Y=fp32[3,100]' \
+    --arg 'W=fp32[100]' --arg 'B=fp32[100]' --arg 'Mean=fp32[3]' --arg 'Rstd=fp32[3]' --arg stride_x_row=100 \
+    --arg stride_y_row=100 --arg N=100 --arg eps=0.00001 -D BLOCK_SIZE=$block --wrt X,W,B --no-grad Mean,Rstd
+  expect_rc ln_no_grad_check_${block}_exit_0 0 ln_no_grad_check_$block
+  expect_grep ln_no_grad_check_${block}_verdict "$TMP/ln_no_grad_check_$block.out" '^PASS$'
+done
+run ln_no_grad_bad $LN --kernel layer_norm_fwd_kernel --wrt X,W,B $LN_TYPES --no-grad W
+expect_rc ln_no_grad_bad_exit_1 1 ln_no_grad_bad
+expect_grep ln_no_grad_bad_says "$TMP/ln_no_grad_bad.err" "error: --no-grad W: 'layer_norm_fwd_kernel' does not store through 'W'"
+run no_grad_without_wrt $LN --kernel layer_norm_fwd_kernel --no-grad Mean
+expect_rc no_grad_without_wrt_exit_2 2 no_grad_without_wrt
+
 run kbwd $VADD --kernel add_kernel --wrt x_ptr --arg 'x_ptr=*fp32' --arg 'y_ptr=*fp32' --arg 'out_ptr=*fp32' --arg n_elements=i32 --explain
 expect_rc kernel_backward_exit_0 0 kbwd
 expect_grep kernel_backward_signature "$TMP/kbwd.out" '^def add_kernel_bwd\(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, dx_ptr, dout_ptr\):$'

@@ -46,6 +46,7 @@ struct Options {
   std::vector<std::string> defines;    // typing for --dump-ast and --wrt
   std::vector<std::string> arg_types;
   std::string wrt;                     // differentiate: print the backward
+  std::vector<std::string> no_grad;    // outputs without upstream gradients
   std::string command_line;
   bool explain = false;
 };
@@ -62,6 +63,7 @@ struct RunOptions {
   bool float64 = false;
   int64_t max_iterations = 100'000'000;
   std::string wrt;  // check only
+  std::vector<std::string> no_grad;  // check only
   double rtol = 1e-6;
 };
 
@@ -186,6 +188,7 @@ int run_front_end(const Options &opts) {
   }
   if (!opts.wrt.empty() && opts.emit == "source")
     return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
+  if (opts.wrt.empty() && !opts.no_grad.empty()) return usage_error("--no-grad names outputs of a backward: add --wrt");
   if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json"))
     return usage_error("--emit " + opts.emit + " describes a backward: add --wrt");
   if (!opts.wrt.empty() && !selected) {
@@ -199,6 +202,7 @@ int run_front_end(const Options &opts) {
     tgrad::ad::BackwardRequest request;
     request.function = selected->name;
     request.command_line = opts.command_line;
+    request.no_grad = opts.no_grad;
     int code = 0;
     if (!resolve_wrt(opts.wrt, *selected, request.wrt, code)) return code;
     std::string error;
@@ -478,6 +482,7 @@ int run_check(const RunOptions &o) {
   if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
   tgrad::ad::BackwardRequest request;
   request.function = fn->name;
+  request.no_grad = o.no_grad;
   int code = 0;
   if (!resolve_wrt(o.wrt, *fn, request.wrt, code)) return code;
   for (const std::string &w : request.wrt)
@@ -578,6 +583,9 @@ int main(int argc, char **argv) {
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
+  app.add_option("--no-grad", opts.no_grad,
+                 "With --wrt, kernels: outputs that carry no upstream gradient (saved statistics): no d<ptr> for them")
+      ->delimiter(',');
   app.add_option("-D", opts.defines, "With --wrt or --dump-ast --fn: a tl.constexpr value NAME=VALUE");
   app.add_option("--arg", opts.arg_types,
                  "With --wrt or --dump-ast --fn: a parameter's type NAME=TYPE (*fp32 a pointer, i32 a scalar, fp32[16, N] a tile)");
@@ -592,6 +600,7 @@ int main(int argc, char **argv) {
   add_launch_options(check, check_opts);
   check->add_option("--wrt", check_opts.wrt, "Parameters to differentiate: indices or names, comma-separated")->required();
   check->add_option("--rtol", check_opts.rtol, "Largest relative error that passes (default 1e-6)");
+  check->add_option("--no-grad", check_opts.no_grad, "Kernels: outputs that carry no upstream gradient")->delimiter(',');
 
   {
     // The command recorded in generated files: without -o PATH, which says

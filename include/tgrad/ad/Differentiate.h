@@ -39,6 +39,10 @@ struct BackwardRequest {
   std::vector<std::string> wrt;             // parameter names, in the order the adjoints are returned
   sema::ParamTypes param_types;             // types of the parameters (tiles, scalars, constexprs)
   std::string command_line;                 // recorded in the output's header
+  // Kernels: output pointers that carry no upstream gradient (statistics
+  // saved for the backward, as PyTorch's ctx.mark_non_differentiable): they
+  // get no gradient buffer, and their stores no adjoint.
+  std::vector<std::string> no_grad;
 };
 
 struct Backward {
