@@ -310,17 +310,23 @@ def bench_layer_norm(gen, M, N, dtype, tmp):
     dmean, drstd = torch.zeros(M, device="cuda"), torch.zeros(M, device="cuda")  # the statistics carry no upstream gradient
     block = min(triton.next_power_of_2(N), 65536 // x.element_size())  # the forward's own choice
     w = warps(block)
-    def make_gen(groups, w):
+    # `--no-grad Mean,Rstd`: the statistics take no upstream gradient (no dMean, dRstd), as with the hand-written one.
+    bwd_no_grad = load("tests/golden/backward/layer_norm_no_grad_stats_kernel.py", tmp)
+
+    def make_gen(groups, w, no_grad=False):
         dw_partial, db_partial = torch.empty(groups, N, device="cuda"), torch.empty(groups, N, device="cuda")
+        module = bwd_no_grad if no_grad else bwd
+        upstream = {} if no_grad else {"dMean": dmean, "dRstd": drstd}
 
         def gen_fn():
-            # `tgrad --emit json`: dX, dW, dB and the scratch may hold anything (nothing to clear).
-            bwd.layer_norm_fwd_kernel_bwd[(groups,)](x, y, wt, bt, mean, rstd, N, N, N, 1e-5, BLOCK_SIZE=block, dX=dx,
-                                                     dW=dw, dB=db, dY=dy, dMean=dmean, dRstd=drstd, dW_partial=dw_partial,
-                                                     dB_partial=db_partial, W_numel=N, B_numel=N, num_programs=M,
-                                                     num_warps=w)
+            # `tgrad --emit json`: dX, dW, dB and the scratch may hold anything (nothing to clear); Mean and Rstd
+            # hold the statistics of the forward (the backward reads them).
+            module.layer_norm_fwd_kernel_bwd[(groups,)](x, y, wt, bt, mean, rstd, N, N, N, 1e-5, BLOCK_SIZE=block, dX=dx,
+                                                        dW=dw, dB=db, dY=dy, dW_partial=dw_partial,
+                                                        dB_partial=db_partial, W_numel=N, B_numel=N, num_programs=M,
+                                                        num_warps=w, **upstream)
             for part, grad in ((dw_partial, dw), (db_partial, db)):
-                bwd.layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(N, 32),)](part, grad, N, groups, BLOCK=32, ROWS=64)
+                module.layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(N, 32),)](part, grad, N, groups, BLOCK=32, ROWS=64)
         return gen_fn
 
     def make_hand(groups, w):
@@ -344,9 +350,15 @@ def bench_layer_norm(gen, M, N, dtype, tmp):
     err = max((a.float() - b.float()).norm().item() / b.float().norm().item()
               for a, b in ((dx_gen, dx_hand), (dw_gen, dw_hand), (db_gen, db_hand)))
     bytes_moved = 3 * M * N * x.element_size()
+    make_gen(2 * sms, w, no_grad=True)(); dx_ng, dw_ng, db_ng = dx.clone(), dw.clone(), db.clone()
+    err_ng = max((a.float() - b.float()).norm().item() / b.float().norm().item()
+                 for a, b in ((dx_ng, dx_hand), (dw_ng, dw_hand), (db_ng, db_hand)))
     case = f"layer norm {M}x{N} {str(dtype)[6:]}"
     (gen_ms, gen_cfg), (hand_ms, hand_cfg) = tuned(make_gen), tuned(make_hand)
-    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err), (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
+    ng_ms, ng_cfg = tuned(lambda g, w: make_gen(g, w, no_grad=True))
+    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err),
+            (case, f"tgrad --no-grad Mean,Rstd ({ng_cfg})", ng_ms, bytes_moved, err_ng),
+            (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
             (case, "torch.autograd", do_bench(torch_fn, quantiles=[0.5]), bytes_moved, None)]
 
 
