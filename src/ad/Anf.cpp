@@ -163,13 +163,7 @@ class Normalizer {
 
   AnfFunction run() {
     AnfFunction out;
-    out.fn = std::make_unique<Function>();
-    out.fn->name = fn_.name;
-    out.fn->span = fn_.span;
-    out.fn->name_span = fn_.name_span;
-    for (const Param &p : fn_.params)
-      out.fn->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
-                                p.default_value ? clone(*p.default_value) : nullptr});
+    out.fn = clone_signature(fn_);
     body_ = &out.fn->body;
     out_ = &out;
     block(fn_.body);

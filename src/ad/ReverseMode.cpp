@@ -1239,7 +1239,7 @@ class Engine {
     // The dispatcher is checked like every backward (a failure is tgrad's bug).
     DiagEngine check(sources_);
     std::unique_ptr<Module> context = checking_module();
-    for (const auto &f : out->functions) context->functions.push_back(clone_function(*f));
+    for (const auto &f : out->functions) context->functions.push_back(clone(*f));
     if (!sema::analyze(*context, *dispatcher, types, check)) {
       std::ostringstream msg;
       check.print_all(msg);
@@ -2094,26 +2094,12 @@ class Engine {
     m->imports = module_.imports;
     add_libdevice_import(*m);
     for (const Constant &c : module_.constants) m->constants.push_back({c.name, c.span, clone(*c.stmt)});
-    for (const auto &f : module_.functions) m->functions.push_back(clone_function(*f));
+    for (const auto &f : module_.functions) m->functions.push_back(clone(*f));
     for (const auto &f : extra_functions_)
-      if (f) m->functions.push_back(clone_function(*f));  // (finish() moves them into the backward's module)
+      if (f) m->functions.push_back(clone(*f));  // (finish() moves them into the backward's module)
     return m;
   }
 
-  static std::unique_ptr<Function> clone_function(const Function &f) {
-    auto c = std::make_unique<Function>();
-    c->name = f.name;
-    c->span = f.span;
-    c->name_span = f.name_span;
-    c->decorators = f.decorators;
-    for (const Param &p : f.params)
-      c->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
-                           p.default_value ? clone(*p.default_value) : nullptr});
-    c->returns = f.returns ? clone(*f.returns) : nullptr;
-    c->body = clone(f.body);
-    c->jit_alias = f.jit_alias;
-    return c;
-  }
 
   static void add_libdevice_import(Module &m) {
     Import lib;
@@ -2165,7 +2151,7 @@ class Engine {
         visit(*g);
       }
     for (const auto &f : module_.functions)
-      if (seen.count(f.get())) out.functions.push_back(clone_function(*f));
+      if (seen.count(f.get())) out.functions.push_back(clone(*f));
     for (const Constant &c : module_.constants)
       if (names.count(c.name)) out.constants.push_back({c.name, c.span, clone(*c.stmt)});
   }

@@ -68,16 +68,7 @@ std::optional<SinglePassVersion> single_pass_version(const Function &kernel) {
 
   SinglePassVersion v;
   v.range = best;
-  v.forward = std::make_unique<Function>();
-  v.forward->name = kernel.name;
-  v.forward->span = kernel.span;
-  v.forward->name_span = kernel.name_span;
-  v.forward->decorators = kernel.decorators;
-  for (const Param &p : kernel.params)
-    v.forward->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
-                                 p.default_value ? clone(*p.default_value) : nullptr});
-  v.forward->returns = kernel.returns ? clone(*kernel.returns) : nullptr;
-  v.forward->jit_alias = kernel.jit_alias;
+  v.forward = clone_signature(kernel);
   for (const StmtPtr &s : kernel.body) {
     auto *f = dyn_cast<For>(s.get());
     if (!f || !fixed_range(*f, fixed) || returns(f->body) || emit::print_expr(*f->iter) != best) {

@@ -233,4 +233,24 @@ StmtList clone(const StmtList &body) {
   return out;
 }
 
+std::unique_ptr<Function> clone_signature(const Function &f) {
+  auto c = std::make_unique<Function>();
+  c->name = f.name;
+  c->span = f.span;
+  c->name_span = f.name_span;
+  c->decorators = f.decorators;
+  for (const Param &p : f.params)
+    c->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
+                         p.default_value ? clone(*p.default_value) : nullptr});
+  c->returns = f.returns ? clone(*f.returns) : nullptr;
+  c->jit_alias = f.jit_alias;
+  return c;
+}
+
+std::unique_ptr<Function> clone(const Function &f) {
+  std::unique_ptr<Function> c = clone_signature(f);
+  c->body = clone(f.body);
+  return c;
+}
+
 }  // namespace tgrad::ast

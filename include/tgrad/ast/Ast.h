@@ -376,5 +376,8 @@ struct Module {
 ExprPtr clone(const Expr &e);
 StmtPtr clone(const Stmt &s);
 StmtList clone(const StmtList &body);
+// A function without its body (name, decorators, parameters), and a whole one.
+std::unique_ptr<Function> clone_signature(const Function &f);
+std::unique_ptr<Function> clone(const Function &f);
 
 }  // namespace tgrad::ast
