@@ -153,6 +153,27 @@ void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
   }
 }
 
+std::string assigned_name(const Stmt &s) {
+  auto *a = dyn_cast<Assign>(&s);
+  auto *n = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+  return n ? n->id : "";
+}
+
+void count_reads(const StmtList &block, std::map<std::string, int> &out) {
+  for (const StmtPtr &s : block) {
+    std::set<std::string> r;
+    stmt_reads(*s, r);
+    if (auto *f = dyn_cast<For>(s.get())) reads(*f->iter, r);
+    if (auto *i = dyn_cast<If>(s.get())) reads(*i->cond, r);
+    for (const std::string &n : r) ++out[n];
+    if (auto *f = dyn_cast<For>(s.get())) count_reads(f->body, out);
+    if (auto *i = dyn_cast<If>(s.get())) {
+      count_reads(i->body, out);
+      count_reads(i->orelse, out);
+    }
+  }
+}
+
 void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
   std::function<void(const Expr &)> target = [&](const Expr &t) {
     if (auto *n = dyn_cast<Name>(&t)) ++out[n->id];

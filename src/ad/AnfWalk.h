@@ -27,6 +27,14 @@ void rewrite_expr(ast::ExprPtr &e, const std::function<void(ast::ExprPtr &)> &fn
 // The same over every expression a block's statements read, at any depth.
 void rewrite_exprs(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
 
+// The one name an assignment `x = ...` assigns, or "" (another statement,
+// or several targets).
+std::string assigned_name(const ast::Stmt &s);
+
+// How many statements of a block read each name, at any depth; a loop's
+// range and an if's condition count as reads of the loop or the if.
+void count_reads(const ast::StmtList &block, std::map<std::string, int> &out);
+
 // How many times each name is assigned in a block, at any depth (assignment
 // and augmented-assignment targets, loop variables).
 void count_assignments(const ast::StmtList &block, std::map<std::string, int> &out);

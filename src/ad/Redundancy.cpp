@@ -47,9 +47,13 @@ const Name *root_name(const Expr &e) {
 
 }  // namespace
 
-Purity::Purity(const StmtList &body, std::set<std::string> pointer_params) : pointer_params_(std::move(pointer_params)) {
+Purity::Purity(const StmtList &body, std::set<std::string> pointer_params)
+    : Purity(std::vector<const StmtList *>{&body}, std::move(pointer_params)) {}
+
+Purity::Purity(const std::vector<const StmtList *> &blocks, std::set<std::string> pointer_params)
+    : pointer_params_(std::move(pointer_params)) {
   values_ = pointer_params_;
-  collect(body);
+  for (const StmtList *b : blocks) collect(*b);
   // Every store and atomic, at any depth, in statements of any kind.
   std::function<void(const Expr &)> visit = [&](const Expr &e) {
     auto *c = dyn_cast<Call>(&e);
@@ -76,7 +80,7 @@ Purity::Purity(const StmtList &body, std::set<std::string> pointer_params) : poi
       }
     }
   };
-  walk(body);
+  for (const StmtList *b : blocks) walk(*b);
 }
 
 void Purity::collect(const StmtList &block) {
@@ -183,17 +187,6 @@ bool Purity::pure(const Expr &value) const {
   return ok;
 }
 
-namespace {
-
-// The single Name an assignment assigns, or "".
-std::string single_target(const Stmt &s) {
-  auto *a = dyn_cast<Assign>(&s);
-  auto *n = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
-  return n ? n->id : "";
-}
-
-}  // namespace
-
 void eliminate_common_subexpressions(AnfFunction &anf, const std::set<std::string> &pointer_params,
                                      const std::set<std::string> &user_names) {
   Function &fn = *anf.fn;
@@ -213,7 +206,7 @@ void eliminate_common_subexpressions(AnfFunction &anf, const std::set<std::strin
     one.push_back(std::move(s));
     rewrite_exprs(one, rename);
     StmtPtr st = std::move(one[0]);
-    const std::string target = single_target(*st);
+    const std::string target = assigned_name(*st);
     if (!target.empty() && assigned[target] == 1 && purity.pure(*cast<Assign>(st.get())->value)) {
       std::string key = emit::print_expr(*cast<Assign>(st.get())->value);
       auto [it, fresh] = by_value.emplace(key, target);
@@ -227,16 +220,13 @@ void eliminate_common_subexpressions(AnfFunction &anf, const std::set<std::strin
           replaced[earlier] = target;
           rewrite_exprs(kept, rename);
           for (StmtPtr &k : kept)
-            if (single_target(*k) == earlier) cast<Name>(cast<Assign>(k.get())->targets[0].get())->id = target;
-          // The values printed before name the temporary: print them again.
-          std::map<std::string, std::string> reprinted;
-          for (const auto &[value, holder] : by_value) {
-            StmtPtr *def = nullptr;
-            for (StmtPtr &k : kept)
-              if (single_target(*k) == (holder == earlier ? target : holder)) def = &k;
-            if (def) reprinted.emplace(emit::print_expr(*cast<Assign>(def->get())->value), holder == earlier ? target : holder);
-          }
-          by_value = std::move(reprinted);
+            if (assigned_name(*k) == earlier) cast<Name>(cast<Assign>(k.get())->targets[0].get())->id = target;
+          // The values printed before may name the temporary: print them again.
+          std::set<std::string> holders;
+          for (const auto &[value, holder] : by_value) holders.insert(holder == earlier ? target : holder);
+          by_value.clear();
+          for (const StmtPtr &k : kept)
+            if (holders.count(assigned_name(*k))) by_value.emplace(emit::print_expr(*cast<Assign>(k.get())->value), assigned_name(*k));
         } else {
           replaced[target] = earlier;
         }
@@ -262,7 +252,7 @@ size_t hoist_loop_invariants(StmtList &body, StmtList &before, const Purity &pur
   size_t moved = 0;
   StmtList kept;
   for (StmtPtr &s : body) {
-    const std::string target = single_target(*s);
+    const std::string target = assigned_name(*s);
     bool invariant = !target.empty() && assigned[target] == 1 && !assigned_before.count(target) &&
                      purity.pure(*cast<Assign>(s.get())->value);
     if (invariant) {

@@ -20,6 +20,8 @@ class Purity {
  public:
   // `body`: the function's whole body; `pointer_params`: its pointer parameters.
   Purity(const ast::StmtList &body, std::set<std::string> pointer_params);
+  // A body in several pieces, in order (code before a loop, then the loop's body).
+  Purity(const std::vector<const ast::StmtList *> &blocks, std::set<std::string> pointer_params);
 
   // True if evaluating `value`, the right side of an assignment, has no
   // effect, and gives the same result anywhere in the function once its

@@ -565,7 +565,7 @@ class Engine {
       for (size_t k = 0; k < block->size(); ++k) {
         auto *a = dyn_cast<Assign>((*block)[k].get());
         if (!a) continue;
-        const std::string m = target_of(*a);
+        const std::string m = assigned_name(*a);
         if (m.empty() || !active.count(m)) continue;
         Op op = classify(*a->value);
         if (op.key.substr(op.key.rfind('.') + 1) != "max" || op.args.empty()) continue;
@@ -583,7 +583,7 @@ class Engine {
           for (const std::string &n : read) touches |= moving.count(n) > 0;
           if (!touches) continue;
           auto *as = dyn_cast<Assign>(&s);
-          const std::string t = as ? target_of(*as) : "";
+          const std::string t = as ? assigned_name(*as) : "";
           if (t.empty()) {
             proved = false;  // a store, a return, a loop or an if sees a value that moves
             break;
@@ -768,11 +768,6 @@ class Engine {
     auto *n = e ? dyn_cast<Name>(e) : nullptr;
     return n ? n->id : "";
   }
-  static std::string target_of(const Stmt &s) {
-    auto *a = dyn_cast<Assign>(&s);
-    auto *n = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
-    return n ? n->id : "";
-  }
 
   // Walks the ANF kernel once: its loads and stores, every definition of
   // every name, and the statements that set a loop's carried values on entry.
@@ -782,7 +777,7 @@ class Engine {
       if (auto *f = dyn_cast<For>(&s)) {
         for (const LoopCarried &c : anf_.carried.at(f))
           for (size_t j = k; j-- > 0;)
-            if (target_of(*block[j]) == c.name) {
+            if (assigned_name(*block[j]) == c.name) {
               init_copy_[f].push_back(block[j].get());
               break;
             }
@@ -795,7 +790,7 @@ class Engine {
         continue;
       }
       const Call *c = nullptr;
-      std::string target = target_of(s);
+      std::string target = assigned_name(s);
       if (!target.empty()) defs_of_[target].push_back(cast<Assign>(&s));
       bool store = false;
       if (auto *a = dyn_cast<Assign>(&s)) {
@@ -851,7 +846,7 @@ class Engine {
       }
       auto *a = dyn_cast<Assign>(sp.get());
       if (!a) continue;
-      const std::string t = target_of(*a);
+      const std::string t = assigned_name(*a);
       if (t.empty() || active_.count(t) || !carries_gradient(type_of_name(t))) continue;
       bool any = false;
       if (const MemoryOp *load = memory_op(sp.get())) {
@@ -882,7 +877,7 @@ class Engine {
         continue;
       }
       auto *a = dyn_cast<Assign>(s);
-      if (!a || !useful_.count(target_of(*a)) || memory_op(s)) continue;
+      if (!a || !useful_.count(assigned_name(*a)) || memory_op(s)) continue;
       std::set<std::string> in;
       reads(*a->value, in);
       for (const std::string &n : in)
@@ -1067,14 +1062,12 @@ class Engine {
     if (!programs_differ_only_by_axis_0(body)) return false;
     std::map<std::string, int> assigned;
     count_assignments(body, assigned);
-    std::map<std::string, int> read_count;  // occurrences of each name, at any depth
-    rewrite_exprs(body, [&](ExprPtr &e) {
-      if (auto *n = dyn_cast<Name>(e.get())) ++read_count[n->id];
-    });
+    std::map<std::string, int> read_count;
+    count_reads(body, read_count);
     auto position = [&](const std::string &n) -> size_t {
       if (assigned[n] != 1) return body.size();
       for (size_t k = 0; k < body.size(); ++k)
-        if (target_of(*body[k]) == n) return k;
+        if (assigned_name(*body[k]) == n) return k;
       return body.size();
     };
     auto value_of = [&](size_t k) -> Expr & { return *cast<Assign>(body[k].get())->value; };
@@ -1384,11 +1377,9 @@ class Engine {
     for (const auto &g : result.gradient_buffers) buffers.push_back(g.second);
     for (const auto &p : result.partial_sums) buffers.push_back(p.scratch);
     for (const Backward::Tape &t : result.tapes) buffers.push_back(t.scratch);
-    StmtList whole;
-    for (const StmtPtr &st : prelude) whole.push_back(clone(*st));
-    for (const StmtPtr &st : bwd.body) whole.push_back(clone(*st));
     const size_t before_hoisted = prelude.size();
-    if (hoist_loop_invariants(bwd.body, prelude, Purity(whole, pointer_params(buffers)), pid) > 0)
+    const Purity purity(std::vector<const StmtList *>{&prelude, &bwd.body}, pointer_params(buffers));
+    if (hoist_loop_invariants(bwd.body, prelude, purity, pid) > 0)
     {
       std::string &c = prelude[before_hoisted]->leading_comment;
       c = "The same for every forward program: computed once." + (c.empty() ? "" : "\n" + c);
@@ -1452,7 +1443,7 @@ class Engine {
       }
       auto *a = dyn_cast<Assign>(s);
       if (!a) continue;
-      const std::string t = target_of(*a);
+      const std::string t = assigned_name(*a);
       if (t.empty() || !useful_.count(t) || !active_.count(t)) continue;
       if (carried_update_copy_.count(s)) continue;  // additive accumulator: its adjoint is loop-invariant
       if (auto c = taped_update_copy_.find(s); c != taped_update_copy_.end()) {
@@ -1484,34 +1475,6 @@ class Engine {
         continue;
       }
       differentiate_stmt(t, *a->value, active_);
-    }
-  }
-
-  // Names assigned anywhere in a block.
-  static void block_defs(const StmtList &block, std::set<std::string> &out) {
-    for (const StmtPtr &s : block) {
-      std::string t = target_of(*s);
-      if (!t.empty()) out.insert(t);
-      if (auto *f = dyn_cast<For>(s.get())) {
-        if (auto *n = dyn_cast<Name>(f->target.get())) out.insert(n->id);
-        block_defs(f->body, out);
-      }
-      if (auto *i = dyn_cast<If>(s.get())) {
-        block_defs(i->body, out);
-        block_defs(i->orelse, out);
-      }
-    }
-  }
-  static void count_reads(const StmtList &block, std::map<std::string, int> &out) {
-    for (const StmtPtr &s : block) {
-      std::set<std::string> r;
-      stmt_reads(*s, r);
-      for (const std::string &n : r) ++out[n];
-      if (auto *f = dyn_cast<For>(s.get())) count_reads(f->body, out);
-      if (auto *i = dyn_cast<If>(s.get())) {
-        count_reads(i->body, out);
-        count_reads(i->orelse, out);
-      }
     }
   }
 
@@ -1550,8 +1513,9 @@ class Engine {
   // adjoints must exist before it (a loop adds once per iteration, an if in
   // one branch only), as variables of their own.
   void prepare_outer_adjoints(const StmtList &block) {
-    std::set<std::string> defined, read;
-    block_defs(block, defined);
+    std::map<std::string, int> defined;
+    count_assignments(block, defined);
+    std::set<std::string> read;
     block_reads(block, read);
     for (const std::string &x : read) {
       if (defined.count(x) || !active_.count(x) || !useful_.count(x) || frozen_.count(x)) continue;
@@ -1580,12 +1544,12 @@ class Engine {
       if (!active_.count(c.name) || !useful_.count(c.name)) continue;
       const Assign *copy = nullptr;
       for (const StmtPtr &s : f.body)
-        if (target_of(*s) == c.name) copy = cast<Assign>(s.get());
+        if (assigned_name(*s) == c.name) copy = cast<Assign>(s.get());
       auto *u = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
       const Assign *update = nullptr;
       if (u)
         for (const StmtPtr &s : f.body)
-          if (target_of(*s) == u->id) update = cast<Assign>(s.get());
+          if (assigned_name(*s) == u->id) update = cast<Assign>(s.get());
       bool additive = false;
       if (update && read_count[c.name] == 1 && read_count[u->id] == 1) {
         auto is_carried = [&](const Expr *e) { return e && isa<Name>(e) && cast<Name>(e)->id == c.name; };
@@ -1629,7 +1593,7 @@ class Engine {
     auto loop = std::make_unique<For>(clone(*f.target), clone(*f.iter), StmtList{}, f.span);
     std::vector<const Stmt *> moves;
     for (const StmtPtr &s : f.body)
-      if (carried_names.count(target_of(*s))) moves.push_back(s.get());
+      if (carried_names.count(assigned_name(*s))) moves.push_back(s.get());
       else replay_stmt(*s, loop->body);
     for (StmtPtr &s : adjoint) loop->body.push_back(std::move(s));
     for (const Stmt *s : moves) replay_stmt(*s, loop->body);
@@ -1775,7 +1739,7 @@ class Engine {
     for (const std::string &c : copies_of) {
       own_adjoint_variable(c);
       for (const StmtPtr &s : f.body)
-        if (target_of(*s) == c) taped_update_copy_[s.get()] = c;
+        if (assigned_name(*s) == c) taped_update_copy_[s.get()] = c;
     }
 
     StmtList adjoint = sweep_nested(f.body, access, explanations);
@@ -1797,7 +1761,7 @@ class Engine {
     std::set<std::string> carried_names;
     for (const LoopCarried &c : anf_.carried.at(&f)) carried_names.insert(c.name);
     for (const StmtPtr &s : f.body)
-      if (!carried_names.count(target_of(*s))) replay_stmt(*s, body);
+      if (!carried_names.count(assigned_name(*s))) replay_stmt(*s, body);
     for (StmtPtr &s : adjoint) body.push_back(std::move(s));
     ExprList bounds;
     bounds.push_back(int_lit(0));
@@ -1887,7 +1851,7 @@ class Engine {
       dst.push_back(std::move(node));
       return;
     }
-    if (auto it = saved_.find(target_of(s)); it != saved_.end()) {
+    if (auto it = saved_.find(assigned_name(s)); it != saved_.end()) {
       // Saved by the forward (find_saved_values): loaded, not computed again.
       StmtPtr load = assign(it->first, call("tl.load", list(name(it->second))), s.span);
       load->leading_comment = "Saved by the forward: read, not computed again.";
@@ -1918,7 +1882,7 @@ class Engine {
     ExprPtr grad = name(bx);
     for (size_t k = out_->size(); k-- > 0;) {
       auto *a = dyn_cast<Assign>((*out_)[k].get());
-      if (!a || target_of(*a) != bx) continue;
+      if (!a || assigned_name(*a) != bx) continue;
       auto *c = dyn_cast<Call>(a->value.get());
       auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
       if (attr && attr->attr == "to" && isa<Name>(attr->value.get())) {
