@@ -1126,6 +1126,7 @@ class Engine {
       if (!sq || emit::print_expr(*sq->func) != "tl.sqrt" || sq->args.size() != 1 || !isa<Name>(sq->args[0].get())) continue;
       cast<Assign>(body[vk2].get())->value = call("tl.math.rsqrt", list(clone(*sq->args[0])));
       body.erase(body.begin() + static_cast<std::ptrdiff_t>(tk));
+      --k;  // the square root stood before this store: the next statement is now at k
       changed = true;
     }
     return changed;

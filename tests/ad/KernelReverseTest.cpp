@@ -441,4 +441,30 @@ TEST(KernelReverse, ImportsNamesUsedOnlyInsideLoops) {
   EXPECT_NE(bwd->source.find("from triton.language.extra import libdevice"), std::string::npos) << bwd->source;
 }
 
+TEST(KernelReverse, ReadsEverySavedStatistic) {
+  // Two saved scalars stored one after the other, the first `1 / tl.sqrt(...)`
+  // (rewritten to rsqrt, which removes a statement before the stores): both
+  // are read back.
+  auto p = parse_text(std::string(kHead) +
+                      "def k(X, Y, A, R, N, B: tl.constexpr):\n    row = tl.program_id(0)\n    cols = tl.arange(0, B)\n"
+                      "    pr = R + row\n    pa = A + row\n"
+                      "    x = tl.load(X + row * N + cols, mask=cols < N, other=0.)\n"
+                      "    r = 1 / tl.sqrt(tl.sum(x * x, axis=0) / N + 1.0)\n    a = tl.sum(x, axis=0)\n"
+                      "    tl.store(pr, r)\n    tl.store(pa, a)\n"
+                      "    tl.store(Y + row * N + cols, x * r + a, mask=cols < N)\n");
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  std::string error;
+  for (const char *t : {"X=*fp32", "Y=*fp32", "A=*fp32", "R=*fp32", "N=i32"}) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  ASSERT_TRUE(bwd) << p->all_messages();
+  EXPECT_NE(bwd->source.find("r = tl.load(pr)"), std::string::npos) << bwd->source;
+  EXPECT_NE(bwd->source.find("a = tl.load(pa)"), std::string::npos) << bwd->source;
+  EXPECT_EQ(bwd->saved_outputs, (std::vector<std::string>{"A", "R"}));  // in the order of the values' names
+}
+
 }  // namespace tgrad::testing
