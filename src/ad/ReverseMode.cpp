@@ -11,6 +11,7 @@
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
 #include "src/ad/AnfWalk.h"
+#include "src/ad/LoopInversion.h"
 #include "src/ad/Redundancy.h"
 #include "src/ad/SinglePass.h"
 #include "src/ad/Rules.h"
@@ -1685,11 +1686,33 @@ class Engine {
     }
     std::map<std::string, int> read_count;
     count_reads(f.body, read_count);
+    InversionContext context;
+    context.definition = [this](const std::string &n) -> const Assign * {
+      auto it = defs_of_.find(n);
+      return it != defs_of_.end() && it->second.size() == 1 ? it->second[0] : nullptr;
+    };
+    context.builtin = [this](const Call &c) -> std::string {
+      const SType *t = anf_types_.type_of(c.func.get());
+      return t && t->kind == SType::Kind::Builtin ? t->s : "";
+    };
+    context.type_of = [this](const std::string &n) { return type_of_name(n); };
+    std::map<std::string, InvertibleUpdate> inverted = find_invertible_updates(f, anf_.carried.at(&f), context);
     std::vector<std::string> copies_of;  // carried values whose end-of-body copies carry an adjoint
     for (const LoopCarried &c : anf_.carried.at(&f)) {
       if (additive.count(c.name)) continue;
       if (active_.count(c.name) && useful_.count(c.name)) copies_of.push_back(c.name);
-      if (read_count[c.name] == 0) continue;  // each iteration overwrites it: nothing to restore
+      if (read_count[c.name] == 0) {
+        inverted.erase(c.name);
+        continue;  // each iteration overwrites it: nothing to restore
+      }
+      if (auto inv = inverted.find(c.name); inv != inverted.end()) {
+        explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" +
+                               user_name(c.name) + "' is recovered in the reversed loop by inverting its update (" +
+                               user_name(c.name) + " = (" + user_name(c.name) + "' - ...) / " +
+                               user_name(inv->second.scale) + ", " + user_name(inv->second.exponential) +
+                               " an exponential), not taped");
+        continue;
+      }
       const SType *t = type_of_name(c.name);
       if (!is_float_tensor(t))
         fail(where, "this loop carries '" + user_name(c.name) + "' (" + (t ? t->str() : std::string("?")) +
@@ -1724,6 +1747,9 @@ class Engine {
       tape.loop_column = where.begin.column;
       auto *user_for = origin ? dyn_cast<For>(origin) : nullptr;
       tape.loop_range = emit::print_expr(user_for ? *user_for->iter : *f.iter);
+      explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" + tape.value +
+                             "' is taped to '" + v.scratch + "' (tgrad inverts only updates c * s + t whose s is an "
+                             "exponential; others lose the incoming value)");
       L.values.push_back(v);
       tapes_.push_back(tape);
     }
@@ -1748,48 +1774,78 @@ class Engine {
     // The reversed loop: the iteration's incoming values from the tape, its
     // primal values, its adjoints.
     const std::string var = emit::print_expr(*f.target);
-    StmtList barrier = parse_statements("tl.debug_barrier()");
-    barrier[0]->leading_comment = "The forward replay above wrote this program's tapes; the reversed loop reads them.";
-    emit_stmt(std::move(barrier[0]));
+    if (!L.values.empty()) {
+      StmtList barrier = parse_statements("tl.debug_barrier()");
+      barrier[0]->leading_comment = "The forward replay above wrote this program's tapes; the reversed loop reads them.";
+      emit_stmt(std::move(barrier[0]));
+    }
     std::string head = L.reverse_index + " = " + L.trips + " - 1 - " + L.rev + "\n" + var + " = " + L.start + " + " +
                        L.reverse_index + " * " + L.step + "\n";
     for (const TapedValue &v : L.values)
       head += v.carried + " = tl.load(" + tape_address(L, v, L.reverse_index) + ", mask=" + L.reverse_index + " < " +
               L.trips_param + ", other=float('nan'))" + v.cast + "\n";
+    // An inverted value holds the iteration's outgoing value when it starts
+    // (the forward replay's final value in the last iteration).
+    for (const auto &[c, u] : inverted) head += u.updated + " = " + c + "\n";
     StmtList body = parse_statements(head);
-    body[0]->leading_comment = "Iterations in reverse; each starts from its incoming values on the tape (NaN past " +
+    body[0]->leading_comment =
+        L.values.empty() ? "Iterations in reverse."
+                         : "Iterations in reverse; each starts from its incoming values on the tape (NaN past " +
                                L.trips_param + ").";
-    std::set<std::string> carried_names;
-    for (const LoopCarried &c : anf_.carried.at(&f)) carried_names.insert(c.name);
+    std::set<std::string> skipped;  // the carried copies, and the inverted updates (their results are known)
+    for (const LoopCarried &c : anf_.carried.at(&f)) skipped.insert(c.name);
+    for (const auto &[c, u] : inverted) skipped.insert({u.scaled, u.updated});
     for (const StmtPtr &s : f.body)
-      if (!carried_names.count(assigned_name(*s))) replay_stmt(*s, body);
+      if (!skipped.count(assigned_name(*s))) replay_stmt(*s, body);
+    if (!inverted.empty()) {
+      std::string code;
+      for (const auto &[c, u] : inverted) {
+        const SType *t = type_of_name(c);
+        std::string cast = t && t->elem.dtype != sema::DType::FP32
+                               ? std::string(".to(") + sema::tl_name(t->elem.dtype) + ")"
+                               : std::string();
+        code += inversion_code(u, names_.fresh(user_name(c) + "_quotient"), cast);
+      }
+      StmtList recover = parse_statements(code);
+      recover[0]->leading_comment =
+          "The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 "
+          "(or the quotient overflows): there the incoming value does not reach the result.";
+      for (StmtPtr &s : recover) body.push_back(std::move(s));
+    }
     for (StmtPtr &s : adjoint) body.push_back(std::move(s));
     ExprList bounds;
     bounds.push_back(int_lit(0));
     bounds.push_back(name(L.trips));
     emit_stmt(std::make_unique<For>(name(L.rev), call("range", std::move(bounds)), std::move(body), f.span));
     // A later replay of this loop (in an outer loop) must not overwrite the tapes while they are read.
-    emit_stmt(std::move(parse_statements("tl.debug_barrier()")[0]));
+    if (!L.values.empty()) emit_stmt(std::move(parse_statements("tl.debug_barrier()")[0]));
     taped_loops_[&f] = std::move(L);
   }
 
   // The forward replay of a taped loop: before each iteration, its incoming
   // values go to the tapes.
   void replay_taped_loop(const For &f, const TapedLoop &L, StmtList &dst) {
-    std::string head = L.row + " = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + "
-                       "tl.num_programs(1) * tl.program_id(2))\n" +
-                       L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
+    // Without tapes (every carried value inverted) only the trip count is needed.
+    const bool taped = !L.values.empty();
+    std::string head = taped ? L.row + " = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + "
+                                       "tl.num_programs(1) * tl.program_id(2))\n"
+                             : std::string();
+    head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
     if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";
     StmtList pre = parse_statements(head);
-    pre[0]->leading_comment = "This program's row of the tapes of the loop below, and its trip count.";
+    pre[0]->leading_comment = taped ? "This program's row of the tapes of the loop below, and its trip count."
+                                    : "The trip count of the loop below, for the reversed loop.";
     for (StmtPtr &s : pre) dst.push_back(std::move(s));
-    std::string var = emit::print_expr(*f.target);
-    std::string text = L.forward_index + " = (" + var + " - " + L.start + ") // " + L.step + "\n";
-    for (const TapedValue &v : L.values)
-      text += "tl.store(" + tape_address(L, v, L.forward_index) + ", " + v.carried + ", mask=" + L.forward_index +
-              " < " + L.trips_param + ")\n";
-    StmtList body = parse_statements(text);
-    body[0]->leading_comment = "The iteration's incoming values, for the reversed loop.";
+    StmtList body;
+    if (taped) {
+      std::string var = emit::print_expr(*f.target);
+      std::string text = L.forward_index + " = (" + var + " - " + L.start + ") // " + L.step + "\n";
+      for (const TapedValue &v : L.values)
+        text += "tl.store(" + tape_address(L, v, L.forward_index) + ", " + v.carried + ", mask=" + L.forward_index +
+                " < " + L.trips_param + ")\n";
+      body = parse_statements(text);
+      body[0]->leading_comment = "The iteration's incoming values, for the reversed loop.";
+    }
     replay_block(f.body, body);
     dst.push_back(std::make_unique<For>(clone(*f.target), clone(*f.iter), std::move(body), f.span));
   }

@@ -181,7 +181,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
                     "H=2", "N_CTX=40"},
                    {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "IS_CAUSAL=False"}, {"Q", "K", "V"},
-                   {"load through 'K' is a tl.atomic_add"}},
+                   {"load through 'K' is a tl.atomic_add",
+                    "the loop's carried 'acc' is recovered in the reversed loop by inverting its update",
+                    "the loop's carried 'l_i' is recovered in the reversed loop by inverting its update",
+                    "the loop's carried 'm_i' is taped to 'm_i_tape'"}},
         KernelCase{"attention", "attn_fwd_kernel", {3, 2, 1},
                    {"Q=fp16[1,2,40,16]", "K=fp16[1,2,40,16]", "V=fp16[1,2,40,16]", "sm_scale=0.25", "M=fp32[1,2,40]:zeros",
                     "Out=fp16[1,2,40,16]:zeros", "stride_qz=1280", "stride_qh=640", "stride_qm=16", "stride_qk=1",
@@ -193,7 +196,41 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
         KernelCase{"recurrence", "linear_scan_kernel", {3, 1, 1},
-                   {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"}, {}},
+                   {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"},
+                   {"the loop's carried 'h' is taped to 'h_tape'"}},
+        // Online logsumexp per lane; chunks 2 and 4 jump by 1000, so alpha = tl.exp(m - m_new) is exactly 0 there
+        // (and in the first iteration): the inverted sum's quotient is not finite and the backward uses 0.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[80]", "Y=fp32[16]:zeros", "N=5"}, {"B=8"}, {"X"},
+                   {"the loop's carried 's' is recovered in the reversed loop by inverting its update",
+                    "the loop's carried 'm' is taped to 'm_tape'"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, N, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+                   "    m = tl.zeros([B], dtype=tl.float32) - float(\"inf\")\n    s = tl.zeros([B], dtype=tl.float32)\n"
+                   "    for i in range(0, N):\n        x = tl.load(X + i * 2 * B + o) + 1000.0 * (i // 2)\n"
+                   "        m_new = tl.maximum(m, x)\n        alpha = tl.exp(m - m_new)\n"
+                   "        s = s * alpha + tl.exp(x - m_new)\n        m = m_new\n"
+                   "    tl.store(Y + o, m + tl.log(s))\n"},
+        // The tutorial's flash attention: acc = acc * alpha[:, None], then acc = tl.dot(p, v, acc). The
+        // accumulator is inverted through the dot: acc = (acc' - tl.dot(p, v)) / alpha[:, None].
+        KernelCase{"", "k", {2, 1, 1}, {"Q=fp16[32,16]", "K=fp16[40,16]", "V=fp16[40,16]", "O=fp16[32,16]:zeros", "N=40"},
+                   {"M=16", "BN=16", "D=16"}, {"Q", "K", "V"},
+                   {"the loop's carried 'acc' is recovered in the reversed loop by inverting its update",
+                    "the loop's carried 'l_i' is recovered in the reversed loop by inverting its update"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(Q, K, V, O, N, M: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):\n"
+                   "    rm = tl.program_id(0) * M + tl.arange(0, M)\n    rd = tl.arange(0, D)\n"
+                   "    q = tl.load(Q + rm[:, None] * D + rd[None, :])\n"
+                   "    m_i = tl.zeros([M], dtype=tl.float32) - float(\"inf\")\n"
+                   "    l_i = tl.zeros([M], dtype=tl.float32)\n    acc = tl.zeros([M, D], dtype=tl.float32)\n"
+                   "    for start in range(0, N, BN):\n        rn = start + tl.arange(0, BN)\n"
+                   "        k = tl.load(K + rn[:, None] * D + rd[None, :], mask=rn[:, None] < N, other=0.0)\n"
+                   "        qk = tl.where(rn[None, :] < N, tl.dot(q, tl.trans(k)), float(\"-inf\"))\n"
+                   "        m_ij = tl.maximum(m_i, tl.max(qk, 1))\n        p = tl.math.exp2(qk - m_ij[:, None])\n"
+                   "        alpha = tl.math.exp2(m_i - m_ij)\n        l_i = l_i * alpha + tl.sum(p, 1)\n"
+                   "        acc = acc * alpha[:, None]\n"
+                   "        v = tl.load(V + rn[:, None] * D + rd[None, :], mask=rn[:, None] < N, other=0.0)\n"
+                   "        acc = tl.dot(p.to(tl.float16), v, acc)\n        m_i = m_ij\n"
+                   "    tl.store(O + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(tl.float16))\n"},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},

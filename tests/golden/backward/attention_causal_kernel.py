@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, l_i_tape, acc_tape, m_i_tape, tape_trips):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -67,8 +67,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (start_n - 0) // BLOCK_N
-        tl.store(l_i_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), l_i_2, mask=iteration < tape_trips)
-        tl.store(acc_tape + (tape_row * tape_trips + iteration) * (BLOCK_M * HEAD_DIM) + tl.arange(0, BLOCK_M)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], acc_2, mask=iteration < tape_trips)
         tl.store(m_i_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2, mask=iteration < tape_trips)
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         offs_n = start_n + tl_arange_zero_BLOCK_N
@@ -158,9 +156,9 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         start_n = 0 + iteration_2 * BLOCK_N
-        l_i_2 = tl.load(l_i_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        acc_2 = tl.load(acc_tape + (tape_row * tape_trips + iteration_2) * (BLOCK_M * HEAD_DIM) + tl.arange(0, BLOCK_M)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
         m_i_2 = tl.load(m_i_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
+        acc_3 = acc_2
+        l_i_3 = l_i_2
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         offs_n = start_n + tl_arange_zero_BLOCK_N
         offs_n_col = offs_n[:, None]
@@ -191,6 +189,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         p = tl.math.exp2(qk_3_minus_m_ij_col)
         m_i_2_minus_m_ij = m_i_2 - m_ij
         alpha = tl.math.exp2(m_i_2_minus_m_ij)
+        tl_sum_p_one = tl.sum(p, 1)
         offs_n_col_3 = offs_n[:, None]
         offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
         v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
@@ -204,6 +203,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs, mask=t_5, other=0.0)
         alpha_col = alpha[:, None]
         p_to_tl_float16 = p.to(tl.float16)
+        tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
+
+        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 (or the quotient overflows): there the incoming value does not reach the result.
+        acc_quotient = (acc_3 - tl_dot_p_to_tl_float16_v) / alpha_col
+        acc_2 = tl.where(tl.abs(acc_quotient) < float("inf"), acc_quotient, 0.0)
+        l_i_quotient = (l_i_3 - tl_sum_p_one) / alpha
+        l_i_2 = tl.where(tl.abs(l_i_quotient) < float("inf"), l_i_quotient, 0.0)
 
         # Grad of: for start_n in range(0, hi, BLOCK_N):
         bm_i_3 = bm_i_2

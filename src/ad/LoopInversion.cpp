@@ -1,0 +1,152 @@
+#include "src/ad/LoopInversion.h"
+
+#include "src/ad/AnfWalk.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+
+namespace {
+
+const Name *as_name(const Expr *e) { return e ? dyn_cast<Name>(e) : nullptr; }
+
+bool is_name(const Expr *e, const std::string &id) {
+  const Name *n = as_name(e);
+  return n && n->id == id;
+}
+
+// The top-level assignment of `name` in a loop body, or null.
+const Assign *assignment_in(const StmtList &body, const std::string &name) {
+  for (const StmtPtr &s : body)
+    if (assigned_name(*s) == name) return cast<Assign>(s.get());
+  return nullptr;
+}
+
+const Expr *argument(const Call &c, size_t position, const std::string &keyword) {
+  if (position < c.args.size()) return c.args[position].get();
+  return c.keyword(keyword);
+}
+
+// A subscript that only inserts axes or keeps them whole: `x[:, None]`.
+bool is_axis_view(const Subscript &s) {
+  for (const ExprPtr &i : s.indices) {
+    if (isa<NoneLit>(i.get())) continue;
+    auto *slice = dyn_cast<Slice>(i.get());
+    if (!slice || slice->lower || slice->upper || slice->step) return false;
+  }
+  return true;
+}
+
+// The exponential that `name` is (or is a broadcast, reshaped or expanded
+// view of), or "".
+std::string exponential_behind(std::string name, const InversionContext &context) {
+  for (int hops = 0; hops < 8; ++hops) {
+    const Assign *def = context.definition(name);
+    if (!def) return "";
+    const Expr *value = def->value.get();
+    if (auto *s = dyn_cast<Subscript>(value)) {
+      const Name *inner = as_name(s->value.get());
+      if (!inner || !is_axis_view(*s)) return "";
+      name = inner->id;
+      continue;
+    }
+    auto *call = dyn_cast<Call>(value);
+    if (!call) return "";
+    const std::string f = context.builtin(*call);
+    if (f == "tl.exp" || f == "tl.exp2" || f == "math.exp" || f == "math.exp2") return name;
+    if (f == "tl.expand_dims" || f == "tl.broadcast_to" || f == "tl.reshape") {
+      const Name *inner = as_name(argument(*call, 0, "input"));
+      if (!inner) return "";
+      name = inner->id;
+      continue;
+    }
+    return "";
+  }
+  return "";
+}
+
+bool same_shape(const sema::SType *a, const sema::SType *b) {
+  return a && b && sema::shape_str(a->shape) == sema::shape_str(b->shape);
+}
+
+}  // namespace
+
+std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, const std::vector<LoopCarried> &carried,
+                                                                const InversionContext &context) {
+  std::map<std::string, InvertibleUpdate> result;
+  std::map<std::string, int> reads;
+  count_reads(f.body, reads);
+  for (const LoopCarried &c : carried) {
+    // The copy `c = c'` that ends the body, and the update that computes c'.
+    const Assign *copy = assignment_in(f.body, c.name);
+    const Name *updated = copy ? as_name(copy->value.get()) : nullptr;
+    const Assign *update = updated ? assignment_in(f.body, updated->id) : nullptr;
+    if (!update || reads[c.name] != 1) continue;
+
+    InvertibleUpdate u;
+    u.carried = c.name;
+    u.updated = updated->id;
+    // Peel the term: c' = w + t, t + w, w - t, tl.dot(a, b, w), or c' = w.
+    const Expr *scaled = update->value.get();
+    if (auto *b = dyn_cast<BinOp>(scaled)) {
+      auto *lhs = as_name(b->lhs.get());
+      auto *rhs = as_name(b->rhs.get());
+      if (b->op == BinaryOpKind::Add && lhs && rhs) {
+        // Whichever operand is the scaled carried value: the one defined as `c * s`.
+        const Assign *l = assignment_in(f.body, lhs->id);
+        bool left = l && isa<BinOp>(l->value.get()) &&
+                    (is_name(cast<BinOp>(l->value.get())->lhs.get(), c.name) ||
+                     is_name(cast<BinOp>(l->value.get())->rhs.get(), c.name));
+        u.scaled = left ? lhs->id : rhs->id;
+        u.term = clone(left ? *b->rhs : *b->lhs);
+      } else if (b->op == BinaryOpKind::Sub && lhs) {
+        u.scaled = lhs->id;
+        u.term = clone(*b->rhs);
+        u.subtracted = true;
+      } else if (b->op == BinaryOpKind::Mul) {
+        u.scaled = u.updated;
+      }
+    } else if (auto *call = dyn_cast<Call>(scaled)) {
+      const Name *acc = as_name(argument(*call, 2, "acc"));
+      if (context.builtin(*call) != "tl.dot" || !acc) continue;
+      u.scaled = acc->id;
+      // The product alone: the same call without its accumulator.
+      ExprPtr product = clone(*call);
+      auto *p = cast<Call>(product.get());
+      if (p->args.size() > 2) p->args.erase(p->args.begin() + 2);
+      for (size_t k = 0; k < p->keywords.size(); ++k)
+        if (p->keywords[k].name == "acc") p->keywords.erase(p->keywords.begin() + k);
+      u.term = std::move(product);
+    }
+    if (u.scaled.empty() || (u.scaled != u.updated && reads[u.scaled] != 1)) continue;
+
+    // The scaled value: w = c * s or s * c, with s an exponential.
+    const Assign *scaling = assignment_in(f.body, u.scaled);
+    auto *product = scaling ? dyn_cast<BinOp>(scaling->value.get()) : nullptr;
+    if (!product || product->op != BinaryOpKind::Mul) continue;
+    const Expr *scale = is_name(product->lhs.get(), c.name)   ? product->rhs.get()
+                        : is_name(product->rhs.get(), c.name) ? product->lhs.get()
+                                                              : nullptr;
+    const Name *s = as_name(scale);
+    if (!s || s->id == c.name) continue;
+    u.scale = s->id;
+    u.exponential = exponential_behind(s->id, context);
+    if (u.exponential.empty()) continue;
+    // The quotient must have the carried value's shape (never a broadcast of it).
+    const sema::SType *type = context.type_of(c.name);
+    if (!same_shape(type, context.type_of(u.updated)) || !same_shape(type, context.type_of(u.scaled))) continue;
+    if (u.term && isa<Name>(u.term.get()) && cast<Name>(u.term.get())->id == c.name) continue;
+    result.emplace(c.name, std::move(u));
+  }
+  return result;
+}
+
+std::string inversion_code(const InvertibleUpdate &u, const std::string &quotient, const std::string &cast) {
+  std::string numerator = u.updated;
+  if (u.term) numerator = "(" + u.updated + (u.subtracted ? " + " : " - ") + emit::print_expr(*u.term) + ")";
+  return quotient + " = " + numerator + " / " + u.scale + "\n" + u.carried + " = tl.where(tl.abs(" + quotient +
+         ") < float(\"inf\"), " + quotient + ", 0.0)" + cast + "\n";
+}
+
+}  // namespace tgrad::ad
