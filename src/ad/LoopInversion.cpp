@@ -128,8 +128,17 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
     const Expr *scale = is_name(product->lhs.get(), c.name)   ? product->rhs.get()
                         : is_name(product->rhs.get(), c.name) ? product->lhs.get()
                                                               : nullptr;
+    if (!scale) continue;
     const Name *s = as_name(scale);
-    if (!s || s->id == c.name) continue;
+    if (s && s->id == c.name) continue;
+    if (!s || !context.active(s->id)) {
+      // No gradient for s: c is never read by the backward.
+      if (!(s || isa<IntLit>(scale) || isa<FloatLit>(scale)) || reads[u.updated] != 1) continue;
+      u.scale = s ? s->id : emit::print_expr(*scale);
+      u.unneeded = true;
+      result.emplace(c.name, std::move(u));
+      continue;
+    }
     u.scale = s->id;
     u.exponential = exponential_behind(s->id, context);
     if (u.exponential.empty()) continue;

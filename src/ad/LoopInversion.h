@@ -27,8 +27,10 @@
 //    0. The same factor cancels the rounding that the division amplifies:
 //    the backward only ever uses `s * c = c' - t`, which is as accurate as
 //    the forward's own sum.
-// Anything else (a linear recurrence `h = a * h + x` with a loaded `a`,
-// which can be 0 while `da = dh' * h` is not) stays on the tape.
+// Where s carries no gradient (`h = h * 0.9 + x`) the backward never reads
+// c at all: it needs neither. Anything else (a linear recurrence
+// `h = a * h + x` with a loaded `a`, which can be 0 while `da = dh' * h` is
+// not) stays on the tape.
 #pragma once
 
 #include <functional>
@@ -50,6 +52,11 @@ struct InvertibleUpdate {
   std::string exponential;  // the exponential that s is a view of (`alpha`)
   ast::ExprPtr term;    // t, or null; for `tl.dot(a, b, c * s)` the call without its accumulator
   bool subtracted = false;  // c' = c * s - t
+  // s carries no gradient (a literal, or a value independent of the inputs
+  // differentiated): the backward never reads c, so the reversed loop
+  // neither inverts nor tapes it (`h = h * 0.9 + x`). c' is read nowhere but
+  // the end-of-body copy.
+  bool unneeded = false;
 };
 
 // What the analysis needs to know about the kernel's names.
@@ -60,6 +67,8 @@ struct InversionContext {
   std::function<std::string(const ast::Call &)> builtin;
   // A name's type, or null.
   std::function<const sema::SType *(const std::string &)> type_of;
+  // Whether a name depends on the inputs differentiated.
+  std::function<bool(const std::string &)> active;
 };
 
 // The carried values of loop `f` (among `carried`) that the reversed loop

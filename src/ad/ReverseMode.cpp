@@ -1696,6 +1696,7 @@ class Engine {
       return t && t->kind == SType::Kind::Builtin ? t->s : "";
     };
     context.type_of = [this](const std::string &n) { return type_of_name(n); };
+    context.active = [this](const std::string &n) { return active_.count(n) > 0; };
     std::map<std::string, InvertibleUpdate> inverted = find_invertible_updates(f, anf_.carried.at(&f), context);
     std::vector<std::string> copies_of;  // carried values whose end-of-body copies carry an adjoint
     for (const LoopCarried &c : anf_.carried.at(&f)) {
@@ -1704,6 +1705,13 @@ class Engine {
       if (read_count[c.name] == 0) {
         inverted.erase(c.name);
         continue;  // each iteration overwrites it: nothing to restore
+      }
+      if (auto inv = inverted.find(c.name); inv != inverted.end() && inv->second.unneeded) {
+        explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" +
+                               user_name(c.name) + "' needs neither a tape nor an inversion: its update is linear in it "
+                               "with a coefficient (" + user_name(inv->second.scale) + ") that carries no gradient, "
+                               "so the backward never reads it");
+        continue;
       }
       if (auto inv = inverted.find(c.name); inv != inverted.end()) {
         explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" +
@@ -1786,7 +1794,8 @@ class Engine {
               L.trips_param + ", other=float('nan'))" + v.cast + "\n";
     // An inverted value holds the iteration's outgoing value when it starts
     // (the forward replay's final value in the last iteration).
-    for (const auto &[c, u] : inverted) head += u.updated + " = " + c + "\n";
+    for (const auto &[c, u] : inverted)
+      if (!u.unneeded) head += u.updated + " = " + c + "\n";
     StmtList body = parse_statements(head);
     body[0]->leading_comment =
         L.values.empty() ? "Iterations in reverse."
@@ -1797,9 +1806,10 @@ class Engine {
     for (const auto &[c, u] : inverted) skipped.insert({u.scaled, u.updated});
     for (const StmtPtr &s : f.body)
       if (!skipped.count(assigned_name(*s))) replay_stmt(*s, body);
-    if (!inverted.empty()) {
+    if (std::any_of(inverted.begin(), inverted.end(), [](const auto &i) { return !i.second.unneeded; })) {
       std::string code;
       for (const auto &[c, u] : inverted) {
+        if (u.unneeded) continue;
         const SType *t = type_of_name(c);
         std::string cast = t && t->elem.dtype != sema::DType::FP32
                                ? std::string(".to(") + sema::tl_name(t->elem.dtype) + ")"

@@ -210,6 +210,24 @@ INSTANTIATE_TEST_SUITE_P(
                    "        m_new = tl.maximum(m, x)\n        alpha = tl.exp(m - m_new)\n"
                    "        s = s * alpha + tl.exp(x - m_new)\n        m = m_new\n"
                    "    tl.store(Y + o, m + tl.log(s))\n"},
+        // Every carried value inverted: the loop runs in reverse without a tape.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[80]", "Y=fp32[16]:zeros", "N=5"}, {"B=8"}, {"X"},
+                   {"the loop's carried 's' is recovered in the reversed loop by inverting its update"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, N, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    s = tl.zeros([B], dtype=tl.float32)\n"
+                   "    for i in range(0, N):\n        x = tl.load(X + i * 2 * B + o)\n"
+                   "        s = s * tl.exp(-x) + x * x\n    tl.store(Y + o, s)\n"},
+        // Linear updates whose coefficients carry no gradient (a scalar argument, a literal): neither taped nor
+        // inverted, since the backward never reads the carried values.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[80]", "Y=fp32[16]:zeros", "N=5", "decay=0.7"}, {"B=8"}, {"X"},
+                   {"the loop's carried 'h' needs neither a tape nor an inversion",
+                    "the loop's carried 'g' needs neither a tape nor an inversion"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, N, decay, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    h = tl.zeros([B], dtype=tl.float32)\n"
+                   "    g = tl.zeros([B], dtype=tl.float32)\n"
+                   "    for i in range(0, N):\n        x = tl.load(X + i * 2 * B + o)\n"
+                   "        h = h * decay + x * x\n        g = 0.5 * g - x\n    tl.store(Y + o, h * g)\n"},
         // The tutorial's flash attention: acc = acc * alpha[:, None], then acc = tl.dot(p, v, acc). The
         // accumulator is inverted through the dot: acc = (acc' - tl.dot(p, v)) / alpha[:, None].
         KernelCase{"", "k", {2, 1, 1}, {"Q=fp16[32,16]", "K=fp16[40,16]", "V=fp16[40,16]", "O=fp16[32,16]:zeros", "N=40"},
