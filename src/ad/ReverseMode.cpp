@@ -2077,7 +2077,12 @@ class Engine {
     if (d.kind == AccessDecision::Kind::Shared) {
       needs_zeros_.insert(op.base);
       what = "tl.atomic_add";
-      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), kws()));
+      // Relaxed: the additions commute and nothing in this kernel reads the
+      // sums, so they need no ordering (the default, acq_rel, fences every
+      // addition: 2 to 2.5x slower for flash attention's dK and dV on an H100).
+      std::vector<Keyword> atomic_kws = kws();
+      atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws)));
       st->leading_comment = "atomic: " + d.reason;
       emit_stmt(std::move(st));
     } else {

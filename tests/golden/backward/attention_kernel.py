@@ -221,7 +221,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dv_ptrs, bv, mask=t_4)
+        tl.atomic_add(dv_ptrs, bv, mask=t_4, sem="relaxed")
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3, 1), p.shape)
@@ -258,9 +258,9 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dk_ptrs, bk, mask=t_2)
+        tl.atomic_add(dk_ptrs, bk, mask=t_2, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=t)
+    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")

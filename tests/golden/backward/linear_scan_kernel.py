@@ -61,10 +61,10 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_offs, bh_3)
+        tl.atomic_add(dX_plus_offs, bh_3, sem="relaxed")
         btl_load_A_plus_offs = bh_3 * h_2
         bh_2 += bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs)
+        tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs, sem="relaxed")
     tl.debug_barrier()

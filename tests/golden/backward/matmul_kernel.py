@@ -99,11 +99,11 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(db_ptrs_2, bb, mask=t_2)
+        tl.atomic_add(db_ptrs_2, bb, mask=t_2, sem="relaxed")
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(da_ptrs_2, ba, mask=t)
+        tl.atomic_add(da_ptrs_2, ba, mask=t, sem="relaxed")
         a_ptrs_2 = a_ptrs_3
         da_ptrs_2 = da_ptrs_3
         b_ptrs_2 = b_ptrs_3

@@ -63,5 +63,5 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_row_times_n_chunk, bx)
+        tl.atomic_add(dX_plus_row_times_n_chunk, bx, sem="relaxed")
     tl.debug_barrier()
