@@ -174,27 +174,29 @@ void count_reads(const StmtList &block, std::map<std::string, int> &out) {
   }
 }
 
-void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
+void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) {
   std::function<void(const Expr &)> target = [&](const Expr &t) {
     if (auto *n = dyn_cast<Name>(&t)) ++out[n->id];
     if (auto *tu = dyn_cast<Tuple>(&t))
       for (const ExprPtr &e : tu->elts) target(*e);
   };
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get()))
-      for (const ExprPtr &t : a->targets) target(*t);
-    if (auto *a = dyn_cast<AugAssign>(s.get())) target(*a->target);
-    if (auto *a = dyn_cast<AnnAssign>(s.get()); a && a->value) target(*a->target);
-    if (auto *f = dyn_cast<For>(s.get())) {
-      target(*f->target);
-      count_assignments(f->body, out);
-    }
-    if (auto *i = dyn_cast<If>(s.get())) {
-      count_assignments(i->body, out);
-      count_assignments(i->orelse, out);
-    }
-    if (auto *w = dyn_cast<While>(s.get())) count_assignments(w->body, out);
+  if (auto *a = dyn_cast<Assign>(&s))
+    for (const ExprPtr &t : a->targets) target(*t);
+  if (auto *a = dyn_cast<AugAssign>(&s)) target(*a->target);
+  if (auto *a = dyn_cast<AnnAssign>(&s); a && a->value) target(*a->target);
+  if (auto *f = dyn_cast<For>(&s)) {
+    target(*f->target);
+    count_assignments(f->body, out);
   }
+  if (auto *i = dyn_cast<If>(&s)) {
+    count_assignments(i->body, out);
+    count_assignments(i->orelse, out);
+  }
+  if (auto *w = dyn_cast<While>(&s)) count_assignments(w->body, out);
+}
+
+void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
+  for (const StmtPtr &s : block) stmt_assignments(*s, out);
 }
 
 }  // namespace tgrad::ad

@@ -38,5 +38,7 @@ void count_reads(const ast::StmtList &block, std::map<std::string, int> &out);
 // How many times each name is assigned in a block, at any depth (assignment
 // and augmented-assignment targets, loop variables).
 void count_assignments(const ast::StmtList &block, std::map<std::string, int> &out);
+// The same for one statement (a loop or an if: its variable and body).
+void stmt_assignments(const ast::Stmt &s, std::map<std::string, int> &out);
 
 }  // namespace tgrad::ad

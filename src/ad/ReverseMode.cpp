@@ -11,6 +11,7 @@
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
 #include "src/ad/AnfWalk.h"
+#include "src/ad/IssueEarly.h"
 #include "src/ad/LoopInversion.h"
 #include "src/ad/Redundancy.h"
 #include "src/ad/SinglePass.h"
@@ -1020,6 +1021,7 @@ class Engine {
     for (const std::string &w : request_.wrt)
       if (needs_zeros_.count(w)) result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
+    issue_early(bwd->body, upstream_loads_);
     {
       std::set<std::string> read;  // the saved values the backward still reads
       block_reads(bwd->body, read);
@@ -1440,7 +1442,24 @@ class Engine {
           kws.push_back({"mask", {}, name(op->mask)});
           kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
         }
-        contribute(op->value, call("tl.load", list(dual(op->pointer)), std::move(kws)), "store", op->pointer, op->call->span);
+        ExprPtr upstream = call("tl.load", list(dual(op->pointer)), std::move(kws));
+        // Nothing in the backward writes d<base> when the forward never
+        // loads <base>: then the load may be issued early (issue_early), as
+        // a statement of its own.
+        auto loads = loads_per_base_.find(op->base);
+        const bool read_only = loads == loads_per_base_.end() || loads->second == 0;
+        if (read_only && adjoint_.count(op->value) && !frozen_.count(op->value) && !stabilizers_.count(op->value)) {
+          std::string g = names_.fresh("b" + op->value);  // a later contribution: `bx += g`
+          StmtPtr load = assign(g, std::move(upstream));
+          upstream_loads_.insert(load.get());
+          emit_stmt(std::move(load));
+          upstream = name(g);
+        }
+        const size_t emitted = out_->size();
+        contribute(op->value, std::move(upstream), "store", op->pointer, op->call->span);
+        if (read_only && out_->size() == emitted + 1)  // the first contribution: `bx = tl.load(...)`
+          if (auto *a = dyn_cast<Assign>(out_->back().get()); a && isa<Call>(a->value.get()))
+            upstream_loads_.insert(a);
         continue;
       }
       auto *a = dyn_cast<Assign>(s);
@@ -2740,6 +2759,7 @@ class Engine {
   std::map<const For *, TapedLoop> taped_loops_;           // loops reversed with tapes
   std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
   std::vector<Backward::Tape> tapes_;
+  std::set<const Stmt *> upstream_loads_;  // loads of upstream gradients nothing in the backward writes
   std::set<std::string> stabilizers_;                      // maxes whose gradient is exactly zero
   StmtList sweep_;
   StmtList *out_ = &sweep_;

@@ -118,6 +118,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
     dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
     t_5 = offs_m < N_CTX
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_5, other=0.0)
     offs_m_col_3_times_stride_om = offs_m_col * stride_om
     do_base_plus_offs_m_col_3 = do_base + offs_m_col_3_times_stride_om
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
@@ -126,9 +130,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0)
     bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
-    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_5, other=0.0)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bm_i_2_plus_tl_math_log2_l_i_2 = blse * 0.6931471805599453

@@ -58,6 +58,10 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         Mean_plus_row = Mean + row
         dMean_plus_row = dMean + row
 
+        # Grad of: tl.store(Mean + row, mean)
+        # (Loaded early: nothing in the backward writes this memory.)
+        bmean_2 = tl.load(dMean_plus_row)
+
         # Saved by the forward: read, not computed again.
         mean = tl.load(Mean_plus_row)
         var_acc_2 = sum_acc
@@ -76,6 +80,10 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             var_acc_2 = var_acc_3
         Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
+
+        # Grad of: tl.store(Rstd + row, rstd)
+        # (Loaded early: nothing in the backward writes this memory.)
+        brstd_2 = tl.load(dRstd_plus_row)
 
         # Saved by the forward: read, not computed again.
         rstd = tl.load(Rstd_plus_row)
@@ -140,10 +148,10 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl.store(dW_plus_cols_3, tl.load(dW_plus_cols_3, mask=mask, other=0.0) + btl_load_W_plus_cols_3, mask=mask)
 
         # Grad of: tl.store(Rstd + row, rstd)
-        brstd += tl.load(dRstd_plus_row)
+        brstd += brstd_2
 
         # Grad of: tl.store(Mean + row, mean)
-        bmean += tl.load(dMean_plus_row)
+        bmean += bmean_2
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
         bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd
@@ -247,6 +255,10 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         Mean_plus_row = Mean + row
         dMean_plus_row = dMean + row
 
+        # Grad of: tl.store(Mean + row, mean)
+        # (Loaded early: nothing in the backward writes this memory.)
+        bmean = tl.load(dMean_plus_row)
+
         # Saved by the forward: read, not computed again.
         mean = tl.load(Mean_plus_row)
         x_2_minus_mean = x - mean
@@ -255,6 +267,10 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         var_acc_2 = sum_acc + centered_times_centered
         Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
+
+        # Grad of: tl.store(Rstd + row, rstd)
+        # (Loaded early: nothing in the backward writes this memory.)
+        brstd_2 = tl.load(dRstd_plus_row)
 
         # Saved by the forward: read, not computed again.
         rstd = tl.load(Rstd_plus_row)
@@ -281,10 +297,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         dW_sum += bw
 
         # Grad of: tl.store(Rstd + row, rstd)
-        brstd += tl.load(dRstd_plus_row)
-
-        # Grad of: tl.store(Mean + row, mean)
-        bmean = tl.load(dMean_plus_row)
+        brstd += brstd_2
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
         bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd

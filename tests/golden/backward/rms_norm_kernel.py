@@ -53,6 +53,10 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         Rstd_plus_row = Rstd + row
         dRstd_plus_row = dRstd + row
 
+        # Grad of: tl.store(Rstd + row, rstd)
+        # (Loaded early: nothing in the backward writes this memory.)
+        brstd_2 = tl.load(dRstd_plus_row)
+
         # Saved by the forward: read, not computed again.
         rstd = tl.load(Rstd_plus_row)
         x_times_rstd = x * rstd
@@ -76,7 +80,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         dW_sum += bw
 
         # Grad of: tl.store(Rstd + row, rstd)
-        brstd += tl.load(dRstd_plus_row)
+        brstd += brstd_2
 
         # Grad of: rstd = tl.math.rsqrt(mean_sq + eps)
         bmean_sq_plus_eps = -0.5 * brstd * rstd * rstd * rstd
