@@ -445,6 +445,33 @@ std::string explanations_of(const std::string &source, const std::vector<std::pa
   return all;
 }
 
+// Which carried values the reversed loop recovers by inverting their update (LoopInversion.h), and which it tapes.
+TEST(KernelReverse, InvertsOnlyExponentiallyScaledUpdates) {
+  const std::vector<std::pair<std::string, std::string>> types = {{"X", "*fp32"}, {"Y", "*fp32"}, {"N", "i32"}};
+  auto loop = [](const std::string &update) {
+    return std::string(kHead) + "def k(X, Y, N, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+           "    s = tl.zeros([B], dtype=tl.float32)\n    for i in range(0, N):\n"
+           "        x = tl.load(X + i * B + o)\n" + update + "    tl.store(Y + o, s)\n";
+  };
+  const std::string inverted = "'s' is recovered in the reversed loop by inverting its update";
+  const std::string taped = "'s' is taped to 's_tape'";
+  // Exponential scales, through a broadcast, with the term on either side, subtracted, or none.
+  for (const char *u : {"        s = s * tl.exp(x) + x\n", "        s = x * x + tl.exp2(-x) * s\n",
+                        "        s = s * tl.math.exp(x) - x\n", "        s = s * tl.exp(x)\n",
+                        "        a = tl.exp(tl.sum(x))\n        s = s * tl.broadcast_to(a, [B]) + x\n"}) {
+    std::string e = explanations_of(loop(u), types);
+    EXPECT_NE(e.find(inverted), std::string::npos) << u << e;
+  }
+  // A scale that can be 0 while its gradient is not, a term subtracted from it (the scale is negated), a carried
+  // value read elsewhere in the body, a division: taped.
+  for (const char *u : {"        s = s * x + x\n", "        s = x - s * tl.exp(x)\n",
+                        "        s = s * tl.exp(x) + tl.sin(s)\n", "        s = s / tl.exp(x) + x\n"}) {
+    std::string e = explanations_of(loop(u), types);
+    EXPECT_NE(e.find(taped), std::string::npos) << u << e;
+    EXPECT_EQ(e.find(inverted), std::string::npos) << u << e;
+  }
+}
+
 TEST(KernelReverse, StabilizingMaxOnlyWhereItCancelsOut) {
   const std::vector<std::pair<std::string, std::string>> types = {{"X", "*fp32"}, {"Y", "*fp32"}, {"Z", "*fp32"}};
   const std::string head = std::string(kHead) + "def k(X, Y, Z, B: tl.constexpr):\n"
