@@ -154,8 +154,12 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
 std::string inversion_code(const InvertibleUpdate &u, const std::string &quotient, const std::string &cast) {
   std::string numerator = u.updated;
   if (u.term) numerator = "(" + u.updated + (u.subtracted ? " + " : " - ") + emit::print_expr(*u.term) + ")";
-  return quotient + " = " + numerator + " / " + u.scale + "\n" + u.carried + " = tl.where(tl.abs(" + quotient +
-         ") < float(\"inf\"), " + quotient + ", 0.0)" + cast + "\n";
+  // Below float32's normal range (2**-126) the scale counts as 0: a
+  // subnormal s would turn the rounding error of c' - t into a finite but
+  // huge c, whose products in the adjoint overflow.
+  return quotient + " = " + numerator + " / " + u.scale + "\n" + u.carried + " = tl.where((" + u.scale +
+         " >= 1.1754943508222875e-38) & (tl.abs(" + quotient + ") < float(\"inf\")), " + quotient + ", 0.0)" + cast +
+         "\n";
 }
 
 }  // namespace tgrad::ad

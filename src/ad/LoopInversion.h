@@ -23,8 +23,10 @@
 //    `tl.broadcast_to`, `tl.reshape`). Its own adjoint multiplies by `s`, so
 //    whatever the recovered `c` is where `s` is 0 (the first iteration of an
 //    online softmax, where m_i is -inf; or an underflow), its contribution is
-//    multiplied by 0. The backward therefore replaces a non-finite quotient by
-//    0. The same factor cancels the rounding that the division amplifies:
+//    multiplied by 0. The backward therefore uses 0 where the quotient is not
+//    finite or s is below float32's normal range (where it would be a huge
+//    multiple of rounding error; what is dropped there is s * c < 2**-126 |c|).
+//    The same factor cancels the rounding that the division amplifies:
 //    the backward only ever uses `s * c = c' - t`, which is as accurate as
 //    the forward's own sum.
 // Where s carries no gradient (`h = h * 0.9 + x`) the backward never reads
@@ -78,7 +80,8 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const ast::For &
                                                                 const InversionContext &context);
 
 // The statement that recovers `u.carried` from `u.updated` in the reversed
-// loop, as Python text: the quotient, then 0 where it is not finite.
+// loop, as Python text: the quotient, then 0 where it is not finite or the
+// scale is subnormal.
 // `quotient` is a fresh name for the unguarded quotient; `cast` converts
 // to the carried value's dtype ("" for float32).
 std::string inversion_code(const InvertibleUpdate &u, const std::string &quotient, const std::string &cast);

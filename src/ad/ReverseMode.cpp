@@ -1837,8 +1837,8 @@ class Engine {
       }
       StmtList recover = parse_statements(code);
       recover[0]->leading_comment =
-          "The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 "
-          "(or the quotient overflows): there the incoming value does not reach the result.";
+          "The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or "
+          "subnormal (or the quotient overflows): there the incoming value does not reach the result.";
       for (StmtPtr &s : recover) body.push_back(std::move(s));
     }
     for (StmtPtr &s : adjoint) body.push_back(std::move(s));

@@ -197,11 +197,11 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         p_to_tl_float16 = p.to(tl.float16)
         tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
 
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 (or the quotient overflows): there the incoming value does not reach the result.
+        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
         acc_quotient = (acc_3 - tl_dot_p_to_tl_float16_v) / alpha_col
-        acc_2 = tl.where(tl.abs(acc_quotient) < float("inf"), acc_quotient, 0.0)
+        acc_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
         l_i_quotient = (l_i_3 - tl_sum_p_one) / alpha
-        l_i_2 = tl.where(tl.abs(l_i_quotient) < float("inf"), l_i_quotient, 0.0)
+        l_i_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_quotient) < float("inf")), l_i_quotient, 0.0)
 
         # Grad of: for start_n in range(0, hi, BLOCK_N):
         bm_i_3 = bm_i_2
