@@ -159,6 +159,17 @@ std::string assigned_name(const Stmt &s) {
   return n ? n->id : "";
 }
 
+const Assign *top_level_assignment(const StmtList &block, const std::string &name) {
+  for (const StmtPtr &s : block)
+    if (assigned_name(*s) == name) return cast<Assign>(s.get());
+  return nullptr;
+}
+
+const Expr *call_argument(const Call &c, size_t position, const std::string &keyword) {
+  if (position < c.args.size()) return c.args[position].get();
+  return c.keyword(keyword);
+}
+
 void count_reads(const StmtList &block, std::map<std::string, int> &out) {
   for (const StmtPtr &s : block) {
     std::set<std::string> r;

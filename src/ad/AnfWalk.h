@@ -31,6 +31,12 @@ void rewrite_exprs(ast::StmtList &block, const std::function<void(ast::ExprPtr &
 // or several targets).
 std::string assigned_name(const ast::Stmt &s);
 
+// The first statement of `block` (not nested) that is `name = ...`, or null.
+const ast::Assign *top_level_assignment(const ast::StmtList &block, const std::string &name);
+
+// A call's argument by position, else by keyword, or null.
+const ast::Expr *call_argument(const ast::Call &c, size_t position, const std::string &keyword);
+
 // How many statements of a block read each name, at any depth; a loop's
 // range and an if's condition count as reads of the loop or the if.
 void count_reads(const ast::StmtList &block, std::map<std::string, int> &out);

@@ -16,18 +16,6 @@ bool is_name(const Expr *e, const std::string &id) {
   return n && n->id == id;
 }
 
-// The top-level assignment of `name` in a loop body, or null.
-const Assign *assignment_in(const StmtList &body, const std::string &name) {
-  for (const StmtPtr &s : body)
-    if (assigned_name(*s) == name) return cast<Assign>(s.get());
-  return nullptr;
-}
-
-const Expr *argument(const Call &c, size_t position, const std::string &keyword) {
-  if (position < c.args.size()) return c.args[position].get();
-  return c.keyword(keyword);
-}
-
 // A subscript that only inserts axes or keeps them whole: `x[:, None]`.
 bool is_axis_view(const Subscript &s) {
   for (const ExprPtr &i : s.indices) {
@@ -56,7 +44,7 @@ std::string exponential_behind(std::string name, const InversionContext &context
     const std::string f = context.builtin(*call);
     if (f == "tl.exp" || f == "tl.exp2" || f == "math.exp" || f == "math.exp2") return name;
     if (f == "tl.expand_dims" || f == "tl.broadcast_to" || f == "tl.reshape") {
-      const Name *inner = as_name(argument(*call, 0, "input"));
+      const Name *inner = as_name(call_argument(*call, 0, "input"));
       if (!inner) return "";
       name = inner->id;
       continue;
@@ -79,9 +67,9 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
   count_reads(f.body, reads);
   for (const LoopCarried &c : carried) {
     // The copy `c = c'` that ends the body, and the update that computes c'.
-    const Assign *copy = assignment_in(f.body, c.name);
+    const Assign *copy = top_level_assignment(f.body, c.name);
     const Name *updated = copy ? as_name(copy->value.get()) : nullptr;
-    const Assign *update = updated ? assignment_in(f.body, updated->id) : nullptr;
+    const Assign *update = updated ? top_level_assignment(f.body, updated->id) : nullptr;
     if (!update || reads[c.name] != 1) continue;
 
     InvertibleUpdate u;
@@ -94,7 +82,7 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
       auto *rhs = as_name(b->rhs.get());
       if (b->op == BinaryOpKind::Add && lhs && rhs) {
         // Whichever operand is the scaled carried value: the one defined as `c * s`.
-        const Assign *l = assignment_in(f.body, lhs->id);
+        const Assign *l = top_level_assignment(f.body, lhs->id);
         bool left = l && isa<BinOp>(l->value.get()) &&
                     (is_name(cast<BinOp>(l->value.get())->lhs.get(), c.name) ||
                      is_name(cast<BinOp>(l->value.get())->rhs.get(), c.name));
@@ -108,7 +96,7 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
         u.scaled = u.updated;
       }
     } else if (auto *call = dyn_cast<Call>(scaled)) {
-      const Name *acc = as_name(argument(*call, 2, "acc"));
+      const Name *acc = as_name(call_argument(*call, 2, "acc"));
       if (context.builtin(*call) != "tl.dot" || !acc) continue;
       u.scaled = acc->id;
       // The product alone: the same call without its accumulator.
@@ -122,7 +110,7 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
     if (u.scaled.empty() || (u.scaled != u.updated && reads[u.scaled] != 1)) continue;
 
     // The scaled value: w = c * s or s * c, with s an exponential.
-    const Assign *scaling = assignment_in(f.body, u.scaled);
+    const Assign *scaling = top_level_assignment(f.body, u.scaled);
     auto *product = scaling ? dyn_cast<BinOp>(scaling->value.get()) : nullptr;
     if (!product || product->op != BinaryOpKind::Mul) continue;
     const Expr *scale = is_name(product->lhs.get(), c.name)   ? product->rhs.get()
@@ -145,7 +133,6 @@ std::map<std::string, InvertibleUpdate> find_invertible_updates(const For &f, co
     // The quotient must have the carried value's shape (never a broadcast of it).
     const sema::SType *type = context.type_of(c.name);
     if (!same_shape(type, context.type_of(u.updated)) || !same_shape(type, context.type_of(u.scaled))) continue;
-    if (u.term && isa<Name>(u.term.get()) && cast<Name>(u.term.get())->id == c.name) continue;
     result.emplace(c.name, std::move(u));
   }
   return result;

@@ -760,12 +760,6 @@ class Engine {
     const Call *call = nullptr;
   };
 
-  static const Expr *argument(const Call &c, size_t position, const std::string &keyword) {
-    if (position < c.args.size()) return c.args[position].get();
-    for (const Keyword &k : c.keywords)
-      if (k.name == keyword) return k.value.get();
-    return nullptr;
-  }
   static std::string name_or_empty(const Expr *e) {
     auto *n = e ? dyn_cast<Name>(e) : nullptr;
     return n ? n->id : "";
@@ -813,15 +807,15 @@ class Engine {
       op.loop_depth = depth;
       op.in_branch = in_branch;
       op.store = store;
-      op.pointer = name_or_empty(argument(*c, 0, "pointer"));
+      op.pointer = name_or_empty(call_argument(*c, 0, "pointer"));
       op.call = c;
       if (op.pointer.empty()) fail(c->span, "the pointer of a " + fname + " must be a pointer value");
       op.base = access.base_of(op.pointer);
       if (op.base.empty()) fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
-      op.value = store ? name_or_empty(argument(*c, 1, "value")) : target;
-      op.mask = name_or_empty(argument(*c, store ? 2 : 1, "mask"));
-      if (!store) op.other = name_or_empty(argument(*c, 2, "other"));
-      if (argument(*c, 3, "boundary_check"))
+      op.value = store ? name_or_empty(call_argument(*c, 1, "value")) : target;
+      op.mask = name_or_empty(call_argument(*c, store ? 2 : 1, "mask"));
+      if (!store) op.other = name_or_empty(call_argument(*c, 2, "other"));
+      if (call_argument(*c, 3, "boundary_check"))
         fail(c->span, "block pointers (boundary_check) are not supported by whole-kernel reverse mode yet");
       memory_.push_back(op);
     }
@@ -1288,7 +1282,7 @@ class Engine {
         std::string fname = f && f->kind == SType::Kind::Builtin ? f->s : "";
         if (fname == "tl.num_programs") ok = false;
         if (fname == "tl.program_id") {
-          const Expr *axis = argument(*c, 0, "axis");
+          const Expr *axis = call_argument(*c, 0, "axis");
           auto *lit = axis ? dyn_cast<IntLit>(axis) : nullptr;
           if (!lit || lit->value != 0) ok = false;
         }
@@ -1448,7 +1442,7 @@ class Engine {
         // a statement of its own.
         auto loads = loads_per_base_.find(op->base);
         const bool read_only = loads == loads_per_base_.end() || loads->second == 0;
-        if (read_only && adjoint_.count(op->value) && !frozen_.count(op->value) && !stabilizers_.count(op->value)) {
+        if (read_only && adjoint_.count(op->value) && !drops_contributions(op->value)) {
           std::string g = names_.fresh("b" + op->value);  // a later contribution: `bx += g`
           StmtPtr load = assign(g, std::move(upstream));
           upstream_loads_.insert(load.get());
@@ -1563,14 +1557,9 @@ class Engine {
     bool general = false;  // a carried value that is neither additive nor inactive: the loop runs in reverse
     for (const LoopCarried &c : anf_.carried.at(&f)) {
       if (!active_.count(c.name) || !useful_.count(c.name)) continue;
-      const Assign *copy = nullptr;
-      for (const StmtPtr &s : f.body)
-        if (assigned_name(*s) == c.name) copy = cast<Assign>(s.get());
+      const Assign *copy = top_level_assignment(f.body, c.name);
       auto *u = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
-      const Assign *update = nullptr;
-      if (u)
-        for (const StmtPtr &s : f.body)
-          if (assigned_name(*s) == u->id) update = cast<Assign>(s.get());
+      const Assign *update = u ? top_level_assignment(f.body, u->id) : nullptr;
       bool additive = false;
       if (update && read_count[c.name] == 1 && read_count[u->id] == 1) {
         auto is_carried = [&](const Expr *e) { return e && isa<Name>(e) && cast<Name>(e)->id == c.name; };
@@ -1579,8 +1568,8 @@ class Engine {
                      (b->op == BinaryOpKind::Sub && is_carried(b->lhs.get()) && !is_carried(b->rhs.get()));
         } else if (auto *cl = dyn_cast<Call>(update->value.get())) {
           const SType *ft = anf_types_.type_of(cl->func.get());
-          additive = ft && ft->kind == SType::Kind::Builtin && ft->s == "tl.dot" && is_carried(argument(*cl, 2, "acc")) &&
-                     !is_carried(argument(*cl, 0, "input")) && !is_carried(argument(*cl, 1, "other"));
+          additive = ft && ft->kind == SType::Kind::Builtin && ft->s == "tl.dot" && is_carried(call_argument(*cl, 2, "acc")) &&
+                     !is_carried(call_argument(*cl, 0, "input")) && !is_carried(call_argument(*cl, 1, "other"));
         }
       }
       if (!additive) {
@@ -1717,6 +1706,7 @@ class Engine {
     context.type_of = [this](const std::string &n) { return type_of_name(n); };
     context.active = [this](const std::string &n) { return active_.count(n) > 0; };
     std::map<std::string, InvertibleUpdate> inverted = find_invertible_updates(f, anf_.carried.at(&f), context);
+    const std::string carried_prefix = "line " + std::to_string(where.begin.line) + ": the loop's carried '";
     std::vector<std::string> copies_of;  // carried values whose end-of-body copies carry an adjoint
     for (const LoopCarried &c : anf_.carried.at(&f)) {
       if (additive.count(c.name)) continue;
@@ -1726,16 +1716,14 @@ class Engine {
         continue;  // each iteration overwrites it: nothing to restore
       }
       if (auto inv = inverted.find(c.name); inv != inverted.end() && inv->second.unneeded) {
-        explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" +
-                               user_name(c.name) + "' needs neither a tape nor an inversion: its update is linear in it "
-                               "with a coefficient (" + user_name(inv->second.scale) + ") that carries no gradient, "
-                               "so the backward never reads it");
+        explanations.push_back(carried_prefix + user_name(c.name) +
+                               "' needs neither a tape nor an inversion: its update is linear in it with a coefficient (" +
+                               user_name(inv->second.scale) + ") that carries no gradient, so the backward never reads it");
         continue;
       }
       if (auto inv = inverted.find(c.name); inv != inverted.end()) {
-        explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" +
-                               user_name(c.name) + "' is recovered in the reversed loop by inverting its update (" +
-                               user_name(c.name) + " = (" + user_name(c.name) + "' - ...) / " +
+        explanations.push_back(carried_prefix + user_name(c.name) +
+                               "' is recovered in the reversed loop by inverting its update (" + user_name(c.name) + " = (" + user_name(c.name) + "' - ...) / " +
                                user_name(inv->second.scale) + ", " + user_name(inv->second.exponential) +
                                " an exponential), not taped");
         continue;
@@ -1774,9 +1762,9 @@ class Engine {
       tape.loop_column = where.begin.column;
       auto *user_for = origin ? dyn_cast<For>(origin) : nullptr;
       tape.loop_range = emit::print_expr(user_for ? *user_for->iter : *f.iter);
-      explanations.push_back("line " + std::to_string(where.begin.line) + ": the loop's carried '" + tape.value +
-                             "' is taped to '" + v.scratch + "' (tgrad inverts only updates c * s + t whose s is an "
-                             "exponential; others lose the incoming value)");
+      explanations.push_back(carried_prefix + tape.value + "' is taped to '" + v.scratch +
+                             "' (tgrad inverts only updates c * s + t whose s is an exponential; others lose the "
+                             "incoming value)");
       L.values.push_back(v);
       tapes_.push_back(tape);
     }
@@ -1792,8 +1780,7 @@ class Engine {
     prepare_outer_adjoints(f.body);
     for (const std::string &c : copies_of) {
       own_adjoint_variable(c);
-      for (const StmtPtr &s : f.body)
-        if (assigned_name(*s) == c) taped_update_copy_[s.get()] = c;
+      if (const Assign *copy = top_level_assignment(f.body, c)) taped_update_copy_[copy] = c;
     }
 
     StmtList adjoint = sweep_nested(f.body, access, explanations);
@@ -2599,10 +2586,14 @@ class Engine {
 
   // Adds `e` to the adjoint of `x`, summed back to x's shape where the
   // operation broadcast x.
+  // Contributions to x's adjoint that contribute() drops: an additive
+  // accumulator's own term (its adjoint is loop-invariant), or a max whose
+  // gradient is exactly zero (find_stabilizers).
+  bool drops_contributions(const std::string &x) const { return frozen_.count(x) || stabilizers_.count(x); }
+
   void contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span) {
     (void)span;
-    if (frozen_.count(x)) return;  // an additive accumulator's own term: its adjoint is loop-invariant
-    if (stabilizers_.count(x)) return;  // its gradient is exactly zero (find_stabilizers)
+    if (drops_contributions(x)) return;
     bool summed = false;
     if (broadcasts_operands(op)) {
       const SType *tx = type_of_name(x), *ty = type_of_name(y);
