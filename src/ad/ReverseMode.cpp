@@ -19,6 +19,7 @@
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/parse/Parser.h"
+#include "tgrad/sema/Names.h"
 #include "tgrad/tgrad.h"
 
 namespace tgrad::ad {
@@ -195,7 +196,8 @@ bool broadcasts_operands(const std::string &op) {
 // Differentiable in principle but with a zero gradient almost everywhere.
 bool zero_gradient(const std::string &op) {
   static const std::set<std::string> ops = {"floor", "ceil", "argmax", "argmin", "zeros_like", "full", "zeros",
-                                            "arange", "program_id", "num_programs", "cdiv"};
+                                            "arange", "program_id", "num_programs", "cdiv",
+                                            "trunc", "rint", "nearbyint", "round"};
   return ops.count(op) > 0;
 }
 
@@ -385,6 +387,75 @@ class Engine {
       }
       default: op.key = kind_name(v.kind); return op;
     }
+  }
+
+  // ------------------------------------------------- dependence check
+
+  // Activity must never stop silently. A value computed from one that
+  // carries a gradient either carries one itself, or comes from an
+  // operation whose gradient is zero by its nature: a comparison, a
+  // conversion to an integer, argmax/argmin, a libdevice classification
+  // (isnan, ...), an integer element of a helper's result. Anything else (a
+  // call tgrad cannot resolve, a value whose type sema could not tell, a
+  // bitcast to an integer) would drop the dependence and leave a zero
+  // gradient without a word: it is a located error naming the construct.
+  void check_dependence_kept(const std::string &target, const Expr &value, const std::string &operand) {
+    const SType *t = type_of_name(target);
+    Op op = classify(value);
+    if (t && is_known(*t)) {
+      static const std::set<std::string> no_gradient = {"Compare", "argmax", "argmin", "isnan", "isinf", "signbit",
+                                                         "tuple element", "jit call", "BoolOp", "operator not"};
+      bool bitcast = false;
+      for (const Keyword *k : op.kws)
+        bitcast |= k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
+      if (no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
+      fail(value.span, "this " + op.key + " turns '" + operand + "', which carries a gradient, into " + t->str() +
+                           "; tgrad cannot tell that its gradient is zero, and would drop it (" +
+                           (bitcast ? "a bitcast reinterprets bits: convert with .to() instead" :
+                                      "compute the value from floating-point operations tgrad differentiates") + ")");
+    }
+    std::string why = "tgrad cannot tell what this expression computes";
+    if (auto *c = dyn_cast<Call>(&value)) {
+      // The callee as the user wrote it (A-normal form may have named its
+      // attribute chain), and the module name it starts from.
+      std::string callee = source_text(c->func->span);
+      if (callee.empty()) callee = emit::print_expr(*c->func);
+      const std::string root = callee.substr(0, callee.find_first_of(". ([\t"));
+      sema::ImportedName imported = sema::resolve_import(module_, root);
+      if (imported.bound && !imported.target)
+        why = "'" + root + "' is imported from '" + imported.module + "', which tgrad does not read, so it cannot "
+              "tell what '" + callee + "(...)' computes";
+    }
+    fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. Define the function in this "
+                     "file as a @triton.jit function, or use the tl, tl.math and libdevice functions tgrad knows");
+  }
+
+  // The text a one-line span covers in the user's source, or "".
+  std::string source_text(const SourceSpan &span) const {
+    if (span.file_id < 0 || span.begin.line != span.end.line || span.end.column <= span.begin.column) return "";
+    const std::string line = sources_.line_text(span.file_id, span.begin.line);
+    const size_t from = static_cast<size_t>(span.begin.column - 1), to = static_cast<size_t>(span.end.column - 1);
+    if (to > line.size()) return "";
+    for (size_t k = 0; k < to; ++k)
+      if (static_cast<unsigned char>(line[k]) >= 0x80) return "";  // columns count code points: ASCII only
+    return line.substr(from, to - from);
+  }
+
+  // A type with nothing unknown in it (tuples included).
+  static bool is_known(const SType &t) {
+    if (t.kind == SType::Kind::Unknown) return false;
+    for (const SType &e : t.elems)
+      if (!is_known(e)) return false;
+    return true;
+  }
+
+  // The first name `value` reads that is active, or "".
+  static std::string first_active(const Expr &value, const std::set<std::string> &active) {
+    std::set<std::string> in;
+    reads(value, in);
+    for (const std::string &n : in)
+      if (active.count(n)) return n;
+    return "";
   }
 
   // ------------------------------------------------------- stabilizers
@@ -625,9 +696,10 @@ class Engine {
       const std::string &t = as_name(*a->targets[0])->id;
       std::set<std::string> in;
       reads(*a->value, in);
-      bool any = false;
-      for (const std::string &n : in) any |= active.count(n) > 0;
-      if (any && carries_gradient(type_of_name(t))) active.insert(t);
+      const std::string operand = first_active(*a->value, active);
+      if (operand.empty()) continue;
+      if (carries_gradient(type_of_name(t))) active.insert(t);
+      else check_dependence_kept(t, *a->value, operand);
     }
     // ... and that an output depends on (backward).
     std::set<std::string> useful;
@@ -843,19 +915,21 @@ class Engine {
       auto *a = dyn_cast<Assign>(sp.get());
       if (!a) continue;
       const std::string t = assigned_name(*a);
-      if (t.empty() || active_.count(t) || !carries_gradient(type_of_name(t))) continue;
-      bool any = false;
+      if (t.empty() || active_.count(t)) continue;
+      std::string operand;
       if (const MemoryOp *load = memory_op(sp.get())) {
-        any = wrt.count(load->base) || (!load->other.empty() && active_.count(load->other));
+        if (wrt.count(load->base)) operand = load->base;
+        else if (!load->other.empty() && active_.count(load->other)) operand = load->other;
       } else {
-        std::set<std::string> in;
-        reads(*a->value, in);
-        for (const std::string &n : in) any |= active_.count(n) > 0;
+        operand = first_active(*a->value, active_);
       }
-      if (any) {
-        active_.insert(t);
-        changed = true;
+      if (operand.empty()) continue;
+      if (!carries_gradient(type_of_name(t))) {
+        check_dependence_kept(t, *a->value, operand);
+        continue;
       }
+      active_.insert(t);
+      changed = true;
     }
   }
 
@@ -878,6 +952,86 @@ class Engine {
       reads(*a->value, in);
       for (const std::string &n : in)
         if (active_.count(n) && useful_.insert(n).second) changed = true;
+    }
+  }
+
+  // Every name whose value depends on what the kernel loads through `base`,
+  // through any operation (integer ones, comparisons, masks included).
+  std::set<std::string> reached_by_loads_of(const std::string &base) {
+    std::set<std::string> reached;
+    for (const MemoryOp &m : memory_)
+      if (!m.store && m.base == base && !m.value.empty()) reached.insert(m.value);
+    std::vector<const StmtList *> blocks;
+    collect_blocks(anf_.fn->body, blocks);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const StmtList *block : blocks)
+        for (const StmtPtr &sp : *block) {
+          const std::string t = assigned_name(*sp);
+          if (t.empty() || reached.count(t)) continue;
+          std::set<std::string> in;
+          reads(*cast<Assign>(sp.get())->value, in);
+          for (const std::string &n : in)
+            if (reached.count(n)) {
+              reached.insert(t);
+              changed = true;
+              break;
+            }
+        }
+    }
+    return reached;
+  }
+
+  // The zero-gradient audit: for each --wrt pointer, the stores its loaded
+  // values reach. A gradient is zero only where they reach no store tgrad
+  // differentiates: reaching none at all (or only --no-grad outputs) is a
+  // warning and is marked in the launch protocol; reaching a store only
+  // through operations without a gradient (a comparison, an index, a mask)
+  // is an error, because a zero gradient there is almost always a mistake
+  // in --wrt, and tgrad will not print a backward that silently ignores it.
+  void audit_zero_gradients(Backward &result, const std::map<std::string, const MemoryOp *> &store_of,
+                            const std::set<std::string> &no_grad) {
+    for (const std::string &w : request_.wrt) {
+      const std::set<std::string> reached = reached_by_loads_of(w);
+      std::vector<std::string> differentiated, without_gradient, declared_no_grad;
+      for (const Param &p : fn_->params) {
+        auto it = store_of.find(p.name);
+        if (it == store_of.end()) continue;
+        std::set<std::string> in;
+        stmt_reads(*it->second->stmt, in);
+        bool reaches = false;
+        for (const std::string &n : in) reaches |= reached.count(n) > 0;
+        if (!reaches) continue;
+        if (no_grad.count(p.name)) declared_no_grad.push_back(p.name);
+        else if (useful_.count(it->second->value) && reached.count(it->second->value)) differentiated.push_back(p.name);
+        else without_gradient.push_back(p.name);
+      }
+      auto list = [](const std::vector<std::string> &v) {
+        std::string out;
+        for (const std::string &x : v) out += (out.empty() ? "'" : ", '") + x + "'";
+        return out;
+      };
+      bool read = false;
+      for (const MemoryOp &m : memory_) read |= !m.store && m.base == w && useful_.count(m.value);
+      if (read) {
+        result.explanations.push_back("'" + w + "': what it loads reaches the stores to " +
+                                      (differentiated.empty() ? list(without_gradient) : list(differentiated)));
+        continue;
+      }
+      if (!without_gradient.empty())
+        fail(param_span(w), "what '" + fn_->name + "' loads through '" + w + "' reaches the stores to " +
+                                list(without_gradient) + " only through operations without a gradient (comparisons, "
+                                "integer conversions, argmax, masks or addresses), so its gradient is zero; remove '" +
+                                w + "' from --wrt if that is what you expect");
+      const std::string why = declared_no_grad.empty()
+                                  ? "no store of '" + fn_->name + "' depends on what it loads through '" + w + "'"
+                                  : "what it loads reaches only the outputs " + list(declared_no_grad) +
+                                        ", which --no-grad says take no gradient";
+      diags_.warning(param_span(w), why + ": its gradient is zero");
+      result.zero_gradients.push_back({w, why});
+      // The backward never writes this gradient: its buffer must hold zeros.
+      needs_zeros_.insert(w);
+      result.explanations.push_back("'" + w + "': its gradient is zero: " + why);
     }
   }
 
@@ -959,12 +1113,7 @@ class Engine {
       if (!gradient_buffer_.count(o)) gradient_buffer_[o] = names_.fresh("d" + o);
       result.gradient_buffers.push_back({o, gradient_buffer_[o]});
     }
-    for (const std::string &w : request_.wrt) {
-      bool read = false;
-      for (const MemoryOp &m : memory_) read |= !m.store && m.base == w && useful_.count(m.value);
-      if (!read) diags_.warning(param_span(w), "no store of '" + fn_->name + "' depends on what it loads through '" + w +
-                                                   "': its gradient is zero");
-    }
+    audit_zero_gradients(result, store_of, no_grad);
 
     // Partial sums: a scratch buffer, its row length and this program's row.
     std::map<std::string, std::string> row_of;
@@ -2266,7 +2415,11 @@ class Engine {
     for (const Keyword *k : op.kws)
       if (auto *n = as_name(*k->value)) any_active_operand |= active.count(n->id) > 0;
     if (!any_active_operand || zero_gradient(op.key)) return;
-    const std::string &bt = adjoint_.at(target);
+    // No gradient reached the target (its only uses have a zero gradient,
+    // like floor's): nothing flows back.
+    auto reached = adjoint_.find(target);
+    if (reached == adjoint_.end()) return;
+    const std::string &bt = reached->second;
 
     if (op.key == "copy") {
       contribute(as_name(*op.args[0])->id, name(bt), op.key, target, value.span);

@@ -36,9 +36,24 @@ const Table &table() {
   return t;
 }
 
+// The live RuleOverride's rules, if any.
+struct Override {
+  SourceManager sources;
+  std::unique_ptr<ast::Module> module;
+  std::map<std::string, const ast::Function *> rules;
+};
+std::unique_ptr<Override> &current_override() {
+  static std::unique_ptr<Override> o;
+  return o;
+}
+
 }  // namespace
 
 const ast::Function *find_rule(const std::string &op) {
+  if (const auto &o = current_override()) {
+    auto found = o->rules.find(op);
+    if (found != o->rules.end()) return found->second;
+  }
   auto it = table().rules.find(op);
   return it == table().rules.end() ? nullptr : it->second;
 }
@@ -50,5 +65,20 @@ std::vector<std::string> rule_names() {
 }
 
 const char *rules_source() { return kAdjointRules; }
+
+RuleOverride::RuleOverride(const std::string &rules) {
+  auto o = std::make_unique<Override>();
+  int id = o->sources.add_file("rule_override.py", rules);
+  DiagEngine diags(o->sources);
+  o->module = parse::parse_module(o->sources, id, diags);
+  if (diags.has_errors() || !o->module) return;
+  for (const auto &f : o->module->functions) o->rules[f->name] = f.get();
+  current_override() = std::move(o);
+  ok_ = true;
+}
+
+RuleOverride::~RuleOverride() {
+  if (ok_) current_override().reset();
+}
 
 }  // namespace tgrad::ad

@@ -22,4 +22,20 @@ std::vector<std::string> rule_names();
 // The embedded source of the rules (for tests).
 const char *rules_source();
 
+// For mutation tests of the gradient checks only: while an override lives,
+// the rules its source defines replace the table's rules of the same name
+// (a deliberately wrong tanh, say, which the checks must catch). Not
+// thread-safe; one override at a time.
+class RuleOverride {
+ public:
+  explicit RuleOverride(const std::string &rules);
+  ~RuleOverride();
+  RuleOverride(const RuleOverride &) = delete;
+  RuleOverride &operator=(const RuleOverride &) = delete;
+  bool ok() const { return ok_; }  // the source parsed
+
+ private:
+  bool ok_ = false;
+};
+
 }  // namespace tgrad::ad

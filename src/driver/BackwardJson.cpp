@@ -34,6 +34,8 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
     else if (!gradient_of(p).empty()) e["role"] = "output";
     else e["role"] = "forward argument";
     if (!gradient_of(p).empty()) e["gradient"] = gradient_of(p);
+    for (const auto &z : bwd.zero_gradients)
+      if (z.first == p) e["zero_gradient"] = {{"why", z.second}};
     if (std::find(bwd.saved_outputs.begin(), bwd.saved_outputs.end(), p) != bwd.saved_outputs.end())
       e["contents"] = "what the forward stored: the backward reads it";
     params.push_back(e);

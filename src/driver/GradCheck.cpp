@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "src/interp/TensorOps.h"
 
@@ -128,15 +129,38 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       diags.error({}, "'" + g.first + "' needs a buffer: --arg " + g.first + "=DTYPE[...]");
       return std::nullopt;
     }
-  // L = sum over output buffers of sum(buffer * w).
+  // The first forward run also counts each loop's iterations: the bound a taped loop's backward needs.
+  std::map<std::pair<int, int>, int64_t> loop_trips;
+  run.loop_trips = &loop_trips;
+  interp::Memory after_forward = memory;
+  if (!interp::run_kernel(module, launch, after_forward, run, diags)) return std::nullopt;
+  run.loop_trips = nullptr;
+
+  // L = sum over the forward's outputs of sum(buffer * w). The outputs are
+  // what the interpreter saw the original kernel write (every float buffer
+  // whose contents changed), not what tgrad decided: an output the backward
+  // leaves out still counts in the finite differences, so a gradient lost
+  // through it shows as a failure. --no-grad outputs take no weight.
+  std::set<size_t> outputs;
+  for (const auto &[param, arg] : launch.args) {
+    if (arg.kind != interp::KernelArg::Kind::Buffer) continue;
+    if (std::find(request.no_grad.begin(), request.no_grad.end(), param) != request.no_grad.end()) continue;
+    const interp::Buffer &before = memory.buffers()[arg.buffer], &after = after_forward.buffers()[arg.buffer];
+    if (!sema::is_float(before.dtype)) continue;
+    bool written = false;
+    for (size_t i = 0; i < before.f.size() && !written; ++i)
+      written = !(before.f[i] == after.f[i]) && !(std::isnan(before.f[i]) && std::isnan(after.f[i]));
+    if (written) outputs.insert(arg.buffer);
+  }
+  for (size_t k = bwd->input_gradients; k < bwd->gradient_buffers.size(); ++k)
+    outputs.insert(buffer_of(bwd->gradient_buffers[k].first));
   std::mt19937_64 rng(options.seed * 0x9E3779B97F4A7C15ull + 0xC0FFEE);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<std::pair<size_t, std::vector<double>>> weights;  // output buffer index -> weights
-  for (size_t k = bwd->input_gradients; k < bwd->gradient_buffers.size(); ++k) {
-    size_t b = buffer_of(bwd->gradient_buffers[k].first);
+  std::map<size_t, std::vector<double>> weights;  // output buffer index -> weights
+  for (size_t b : outputs) {
     std::vector<double> w(memory.buffers()[b].size());
     for (double &x : w) x = dist(rng);
-    weights.push_back({b, w});
+    weights[b] = w;
   }
   auto forward_loss = [&](const interp::Memory &inputs) -> std::optional<double> {
     interp::Memory m = inputs;
@@ -146,12 +170,6 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       for (size_t i = 0; i < w.size(); ++i) l += m.buffers()[b].get(static_cast<int64_t>(i)) * w[i];
     return l;
   };
-  // The first forward run also counts each loop's iterations: the bound a taped loop's backward needs.
-  std::map<std::pair<int, int>, int64_t> loop_trips;
-  run.loop_trips = &loop_trips;
-  interp::Memory after_forward = memory;
-  if (!interp::run_kernel(module, launch, after_forward, run, diags)) return std::nullopt;
-  run.loop_trips = nullptr;
 
   // The backward: the forward's arguments, as the forward left them (a saved
   // output holds what the forward stored), plus gradient buffers (zeros for
@@ -170,7 +188,7 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
                        bwd->zero_initialized.end();
     for (double &x : g.f) x = k < bwd->input_gradients && !zeros ? std::nan("") : 0.0;
     for (int64_t &x : g.i) x = 0;
-    if (k >= bwd->input_gradients) g.f = weights[k - bwd->input_gradients].second;
+    if (k >= bwd->input_gradients) g.f = weights.at(buffer_of(param));
     interp::KernelArg a;
     a.kind = interp::KernelArg::Kind::Buffer;
     a.buffer = m.buffers().size();

@@ -138,6 +138,22 @@ double apply_math(const std::string &f, double x) {
   if (f == "expm1") return std::expm1(x);
   if (f == "fast_expf") return std::exp(x);
   if (f == "fast_logf") return std::log(x);
+  if (f == "exp10") return std::pow(10.0, x);
+  if (f == "log10") return std::log10(x);
+  if (f == "cbrt") return std::cbrt(x);
+  if (f == "tan") return std::tan(x);
+  if (f == "asin") return std::asin(x);
+  if (f == "acos") return std::acos(x);
+  if (f == "atan") return std::atan(x);
+  if (f == "sinh") return std::sinh(x);
+  if (f == "cosh") return std::cosh(x);
+  if (f == "asinh") return std::asinh(x);
+  if (f == "acosh") return std::acosh(x);
+  if (f == "atanh") return std::atanh(x);
+  if (f == "erfc") return std::erfc(x);
+  if (f == "trunc") return std::trunc(x);
+  if (f == "rint" || f == "nearbyint") return std::nearbyint(x);  // round half to even
+  if (f == "round") return std::round(x);                         // half away from zero
   return NAN;
 }
 
@@ -480,17 +496,28 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
       for (int64_t k = 0; k < out->size(); ++k) out->f[k] = round_float(out->type.dtype, std::fma(xx->f[k], yy->f[k], z->f[k]), f64);
       return Value::of_tensor(out);
     }
-    if (short_name == "div_rn" || short_name == "fdiv" || short_name == "pow") {
+    if (short_name == "div_rn" || short_name == "fdiv" || short_name == "pow" || short_name == "atan2") {
       Bound b(*this, name, {"x", "y", "ieee_rounding"}, args, kwargs, span);
       auto [x, y] = promote_pair(b.get("x"), b.get("y"), true, span);
       require_fp32_or_64(short_name, x);
-      const bool pw = short_name == "pow";
-      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [pw](double p, double q) { return pw ? std::pow(p, q) : p / q; }));
+      const std::string f = short_name;
+      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [f](double p, double q) {
+        return f == "pow" ? std::pow(p, q) : f == "atan2" ? std::atan2(p, q) : p / q;
+      }));
     }
     Bound b(*this, name, {"x"}, args, kwargs, span);
     TensorRef x = b.tensor("x");
     require_fp32_or_64(name, x);
     const std::string f = short_name;
+    if (f == "isnan" || f == "isinf" || f == "signbit") {
+      // libdevice's classifications: int32 1 or 0.
+      auto out = std::make_shared<Tensor>();
+      out->type = sema::ElemType{sema::DType::Int32, false};
+      out->shape = x->shape;
+      for (double v : x->f)
+        out->i.push_back(f == "isnan" ? std::isnan(v) : f == "isinf" ? std::isinf(v) : std::signbit(v));
+      return Value::of_tensor(out);
+    }
     return Value::of_tensor(map_float(*x, x->type, f64, [f](double v) { return apply_math(f, v); }));
   }
   if (name == "tl.umulhi") fail(span, "tl.umulhi is not supported by the interpreter yet");

@@ -313,6 +313,8 @@ Value Evaluator::global(const std::string &name, const SourceSpan &span) {
   sema::ImportedName imported = sema::resolve_import(module_, name);
   if (imported.bound) {
     if (imported.target) return known_value(*imported.target);
+    if (imported.known_module)
+      fail(span, "'" + imported.member + "' is imported from '" + imported.module + "', but tgrad does not know that function yet");
     fail(span, "'" + name + "' is imported from '" + imported.module +
                    "', which the interpreter cannot load (only triton, triton.language, its math and libdevice "
                    "modules, and math are known)");

@@ -16,10 +16,14 @@ const std::set<std::string> kTlFunctions = {
     "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
     "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi"};
 
-const std::set<std::string> kMathFunctions = {"exp",  "exp2", "log",   "log2",  "sqrt",    "sqrt_rn",   "rsqrt",
-                                              "sin",  "cos",  "abs",   "erf",   "floor",   "ceil",      "fma",
-                                              "div_rn", "fdiv", "tanh", "pow", "log1p",   "expm1",     "sigmoid",
-                                              "fast_expf", "fast_logf"};
+// tl.math and libdevice functions tgrad implements (typing, interpreter,
+// adjoint rules or zero-gradient classes). tl.math in Triton 3.6 has fewer;
+// tgrad accepts the libdevice names through tl.math too, as earlier Tritons did.
+const std::set<std::string> kMathFunctions = {
+    "exp",   "exp2",  "exp10", "log",   "log2",  "log10", "log1p", "expm1",  "sqrt",      "sqrt_rn",   "rsqrt",
+    "cbrt",  "sin",   "cos",   "tan",   "asin",  "acos",  "atan",  "atan2",  "sinh",      "cosh",      "tanh",
+    "asinh", "acosh", "atanh", "erf",   "erfc",  "abs",   "floor", "ceil",   "trunc",     "rint",      "nearbyint",
+    "round", "fma",   "div_rn", "fdiv", "pow",   "sigmoid", "fast_expf", "fast_logf", "isnan", "isinf", "signbit"};
 
 KnownName ns(const std::string &name) { return {KnownName::Kind::Namespace, name, DType::FP32, 0}; }
 KnownName fn(const std::string &name) { return {KnownName::Kind::Function, name, DType::FP32, 0}; }
@@ -67,35 +71,61 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
   return std::nullopt;
 }
 
-ImportedName resolve_import(const ast::Module &module, const std::string &name) {
+// The tgrad namespace a Python module path names ("tl" for triton.language),
+// or "" for a module tgrad does not know.
+std::string namespace_of_module(const std::string &module) {
+  if (module == "triton") return "triton";
+  if (module == "triton.language" || module == "tl") return "tl";
+  if (module == "triton.language.math") return "tl.math";
+  if (module == "triton.language.extra") return "tl.extra";
+  if (module == "triton.language.extra.cuda") return "tl.extra.cuda";
+  if (module == "triton.language.extra.libdevice" || module == "triton.language.extra.cuda.libdevice" ||
+      module == "triton.language.libdevice")
+    return "libdevice";
+  if (module == "math") return "math";
+  return "";
+}
+
+namespace {
+
+// What one import statement binds `name` to (bound = false if it does not).
+ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
   ImportedName result;
-  for (const ast::Import &imp : module.imports)
-    for (const auto &entry : imp.names) {
-      std::string full = imp.is_from ? imp.module + "." + entry.first : entry.first;
-      std::string bound = !entry.second.empty() ? entry.second : entry.first;
-      if (!imp.is_from && entry.second.empty()) {
-        // `import triton.language` binds `triton`.
-        bound = entry.first.substr(0, entry.first.find('.'));
-        full = bound;
+  for (auto entry = imp.names.rbegin(); entry != imp.names.rend(); ++entry) {
+    const std::string bound = !entry->second.empty() ? entry->second
+                              : imp.is_from          ? entry->first
+                                                     : entry->first.substr(0, entry->first.find('.'));
+    if (bound != name) continue;
+    result.bound = true;
+    if (imp.is_from) {
+      // `from M import x [as y]`: x is a member of M, or the submodule M.x.
+      result.module = imp.module;
+      result.member = entry->first;
+      const std::string space = namespace_of_module(imp.module);
+      if (std::string sub = namespace_of_module(imp.module + "." + entry->first); !sub.empty()) {
+        result.target = ns(sub);
+      } else if (!space.empty()) {
+        result.known_module = true;
+        result.target = namespace_member(space, entry->first);
       }
-      if (bound != name) continue;
-      result.bound = true;
-      result.module = imp.is_from ? imp.module : full;
-      if (full == "triton") result.target = ns("triton");
-      else if (full == "triton.language") result.target = ns("tl");
-      else if (full == "triton.language.math") result.target = ns("tl.math");
-      else if (full == "math") result.target = ns("math");
-      else if (full.size() >= 9 && full.compare(full.size() - 9, 9, "libdevice") == 0) result.target = ns("libdevice");
-      else if (size_t dot = full.rfind('.'); dot != std::string::npos) {
-        // `from triton.language import exp`, `from triton import cdiv`, ...
-        std::string mod = full.substr(0, dot), member = full.substr(dot + 1);
-        std::string space = mod == "triton" ? "triton" : mod == "triton.language" ? "tl"
-                            : mod == "triton.language.math" ? "tl.math" : "";
-        if (!space.empty()) result.target = namespace_member(space, member);
-      }
-      return result;
+    } else {
+      // `import a.b.c as y` binds the module a.b.c; `import a.b.c` binds a.
+      const std::string full = entry->second.empty() ? bound : entry->first;
+      result.module = full;
+      if (std::string space = namespace_of_module(full); !space.empty()) result.target = ns(space);
     }
+    return result;
+  }
   return result;
+}
+
+}  // namespace
+
+ImportedName resolve_import(const ast::Module &module, const std::string &name) {
+  // The last import that binds the name wins, as in Python.
+  for (auto imp = module.imports.rbegin(); imp != module.imports.rend(); ++imp)
+    if (ImportedName found = resolve_in(*imp, name); found.bound) return found;
+  return {};
 }
 
 }  // namespace tgrad::sema

@@ -508,8 +508,14 @@ class Checker {
       }
     sema::ImportedName imported = resolve_import(module_, n.id);
     if (imported.bound) {
+      if (imported.target) return known_type(*imported.target);
+      if (imported.known_module)
+        fail(n.span, "'" + imported.member + "' is imported from '" + imported.module + "', but tgrad does not know that "
+                     "function yet (it knows the tl.math and libdevice functions listed in the README)");
       // A name from a module tgrad does not follow (a project's own): unknown.
-      return imported.target ? known_type(*imported.target) : SType::unknown();
+      // Reading the kernel needs no more; differentiating a value computed
+      // from it is an error (the reverse mode's dependence check).
+      return SType::unknown();
     }
     if (std::optional<SType> t = member_of("builtins", n.id)) return *t;
     fail(n.span, "name '" + n.id + "' is not defined");
@@ -1165,7 +1171,7 @@ class Checker {
         fp32_or_64("fma", r);
         return r;
       }
-      if (f == "div_rn" || f == "fdiv" || f == "pow") {
+      if (f == "div_rn" || f == "fdiv" || f == "pow" || f == "atan2") {
         Args a = bind(name, {"x", "y", "ieee_rounding"}, args, kwargs, span);
         SType r = SType::tensor(ElemType{promote(a.get("x"), a.get("y"), true, span), false}, broadcast_shapes(shape_of(a.get("x")), shape_of(a.get("y")), span));
         fp32_or_64(f, r);
@@ -1175,6 +1181,8 @@ class Checker {
       const SType &x = a.get("x");
       if (!x.is_tensor()) fail(span, name + " needs a tensor; for constants use Python's math module");
       fp32_or_64(name, x);
+      // libdevice's classifications return int32 (1 or 0).
+      if (f == "isnan" || f == "isinf" || f == "signbit") return SType::tensor(i32, x.shape);
       return x;
     }
     if (name == "tl.trans" || name == "tl.permute") {

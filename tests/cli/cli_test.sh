@@ -437,6 +437,27 @@ run check_range check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 5
 expect_rc check_wrt_out_of_range_exit_2 2 check_range
 expect_grep check_wrt_out_of_range_message "$TMP/check_range.err" 'index 5 is out of range'
 
+# libdevice and tl.math functions imported by name, aliased, or through module imports: `tgrad check` passes on each.
+LD=$KERNELS/libdevice_imports.py
+for k in tanh_scale_kernel tanh_alias_kernel rsqrt_kernel rsqrt_alias_kernel erf_kernel erf_alias_kernel pow_kernel \
+    pow_alias_kernel exp2_kernel exp2_alias_kernel module_spellings_kernel tl_math_names_kernel; do
+  run ld_check_$k check $LD --kernel $k --grid 3 --arg 'X=fp32[300]' --arg 'G=fp32[300]' --arg 'Y=fp32[300]:zeros' \
+    --arg N=300 -D BLOCK=128 --wrt X,G
+  expect_rc ld_check_${k}_exit_0 0 ld_check_$k
+  expect_grep ld_check_${k}_verdict "$TMP/ld_check_$k.out" '^PASS$'
+  expect_no_grep ld_check_${k}_no_warning "$TMP/ld_check_$k.err" 'warning'
+done
+# The zero-gradient audit: --explain lists the stores each input's loads reach.
+run ld_explain $LD --kernel tanh_scale_kernel --wrt X,G --arg 'X=*fp32' --arg 'Y=*fp32' --arg 'G=*fp32' --arg N=i32 --explain
+expect_rc ld_explain_exit_0 0 ld_explain
+expect_grep ld_explain_reach "$TMP/ld_explain.err" "'X': what it loads reaches the stores to 'Y'"
+# A call into a module tgrad does not read stops with a located error, not a warning and a backward.
+printf 'import triton\nimport triton.language as tl\nfrom mylib import tanh\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(Y + o, tanh(tl.load(X + o)))\n' >"$TMP/unread.py"
+run unread_module "$TMP/unread.py" --kernel k --wrt X --arg 'X=*fp32' --arg 'Y=*fp32'
+expect_rc unread_module_exit_1 1 unread_module
+expect_grep unread_module_located "$TMP/unread_module.err" "unread.py:8:21: error: 'tanh' is imported from 'mylib', which tgrad does not read"
+expect_no_grep unread_module_no_backward "$TMP/unread_module.out" 'def k_bwd'
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'

@@ -107,6 +107,11 @@ struct Backward {
   // forward stored there (a norm's Mean and Rstd), loaded instead of
   // computed again. The caller passes them as the forward left them.
   std::vector<std::string> saved_outputs;
+
+  // --wrt inputs whose gradient is provably zero (what they load reaches no
+  // differentiated store), with the reason. The backward does not write
+  // their gradient buffers: they are listed in zero_initialized too.
+  std::vector<std::pair<std::string, std::string>> zero_gradients;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

@@ -30,8 +30,14 @@ struct ImportedName {
   bool bound = false;               // some import binds the name
   std::optional<KnownName> target;  // what it is, when tgrad knows the module
   std::string module;               // the module it comes from (for messages)
+  std::string member;               // `from M import member as name`: the name in M
+  bool known_module = false;        // `from M import x` with M a module tgrad knows (x may still be unknown)
 };
 ImportedName resolve_import(const ast::Module &module, const std::string &name);
+
+// The namespace ("tl", "tl.math", "libdevice", ...) a Python module path
+// names, or "" for a module tgrad does not know.
+std::string namespace_of_module(const std::string &module);
 
 // Whether a tl / tl.math function name is one tgrad implements.
 bool is_tl_function(const std::string &name);

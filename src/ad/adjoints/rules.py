@@ -165,6 +165,123 @@ def pow(y, a, b, by):
 
 
 @triton.jit
+def div_rn(y, a, b, by):
+    # division rounded to nearest: d(a / b) = da / b - y / b db
+    ba = by / b
+    bb = -by * y / b
+
+
+@triton.jit
+def fdiv(y, a, b, by, ieee_rounding=False):
+    # d(a / b) = da / b - y / b db
+    ba = by / b
+    bb = -by * y / b
+
+
+@triton.jit
+def sqrt_rn(y, x, by):
+    # d sqrt(x) = 0.5 dx / y
+    bx = by * 0.5 / y
+
+
+@triton.jit
+def exp10(y, x, by):
+    # d 10^x = ln(10) 10^x dx
+    bx = by * y * 2.302585092994046
+
+
+@triton.jit
+def log10(y, x, by):
+    # d log10(x) = dx / (x ln 10)
+    bx = by / (x * 2.302585092994046)
+
+
+@triton.jit
+def log1p(y, x, by):
+    # d log(1 + x) = dx / (1 + x)
+    bx = by / (1.0 + x)
+
+
+@triton.jit
+def expm1(y, x, by):
+    # d (e^x - 1) = e^x dx = (y + 1) dx
+    bx = by * (y + 1.0)
+
+
+@triton.jit
+def cbrt(y, x, by):
+    # d x^(1/3) = dx / (3 x^(2/3)) = dx / (3 y^2)
+    bx = by / (3.0 * y * y)
+
+
+@triton.jit
+def tan(y, x, by):
+    # d tan(x) = (1 + tan(x)^2) dx
+    bx = by * (1.0 + y * y)
+
+
+@triton.jit
+def asin(y, x, by):
+    # d asin(x) = dx / sqrt(1 - x^2)
+    bx = by * tl.math.rsqrt(1.0 - x * x)
+
+
+@triton.jit
+def acos(y, x, by):
+    # d acos(x) = -dx / sqrt(1 - x^2)
+    bx = -by * tl.math.rsqrt(1.0 - x * x)
+
+
+@triton.jit
+def atan(y, x, by):
+    # d atan(x) = dx / (1 + x^2)
+    bx = by / (1.0 + x * x)
+
+
+@triton.jit
+def atan2(y, a, b, by):
+    # d atan2(a, b) = (b da - a db) / (a^2 + b^2)
+    ba = by * b / (a * a + b * b)
+    bb = -by * a / (a * a + b * b)
+
+
+@triton.jit
+def sinh(y, x, by):
+    # d sinh(x) = cosh(x) dx
+    bx = by * libdevice.cosh(x)
+
+
+@triton.jit
+def cosh(y, x, by):
+    # d cosh(x) = sinh(x) dx
+    bx = by * libdevice.sinh(x)
+
+
+@triton.jit
+def asinh(y, x, by):
+    # d asinh(x) = dx / sqrt(x^2 + 1)
+    bx = by * tl.math.rsqrt(x * x + 1.0)
+
+
+@triton.jit
+def acosh(y, x, by):
+    # d acosh(x) = dx / sqrt(x^2 - 1)
+    bx = by * tl.math.rsqrt(x * x - 1.0)
+
+
+@triton.jit
+def atanh(y, x, by):
+    # d atanh(x) = dx / (1 - x^2)
+    bx = by / (1.0 - x * x)
+
+
+@triton.jit
+def erfc(y, x, by):
+    # d erfc(x) = -2 / sqrt(pi) exp(-x^2) dx
+    bx = by * -1.1283791670955126 * tl.exp(-x * x)
+
+
+@triton.jit
 def where(y, cond, a, b, by):
     # where(c, a, b): da where c, db elsewhere; c carries no gradient. Selects, never multiplies.
     ba = tl.where(cond, by, 0.0)

@@ -1,0 +1,288 @@
+// No dependence is ever dropped silently (issue 13). Three kinds of test:
+//  - every spelling of a libdevice / tl.math import differentiates and
+//    passes the gradient check (tests/kernels/libdevice_imports.py);
+//  - what tgrad cannot follow is a located error, never a warning and a
+//    backward: calls into modules it does not read, functions it does not
+//    know, bitcasts, inputs that reach a store only through operations
+//    without a gradient; an input that reaches nothing is a warning and is
+//    marked in the launch protocol;
+//  - randomly generated kernels (loads, libdevice and tl.math calls in
+//    every import spelling, reductions, shared weights, two stores) pass
+//    the gradient check, whose loss is built from what the interpreter saw
+//    the original kernel write, not from tgrad's reading of it; and the
+//    same check fails once a rule is broken or drops its dependence.
+#include <random>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "src/ad/Rules.h"
+#include "src/driver/BackwardJson.h"
+#include "tests/ad/KernelSetup.h"
+
+namespace tgrad::testing {
+namespace {
+
+// ------------------------------------------------------------- spellings
+
+KernelCase import_case(const std::string &kernel) {
+  return KernelCase{"libdevice_imports", kernel, {3, 1, 1},
+                    {"X=fp32[300]", "G=fp32[300]", "Y=fp32[300]:zeros", "N=300"}, {"BLOCK=128"}, {"X", "G"}, {}};
+}
+
+class ImportSpellings : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ImportSpellings, DifferentiateAndPassTheGradientCheck) {
+  KernelSetup s = setup(import_case(GetParam()));
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 64);
+  ASSERT_TRUE(result) << s.parsed->all_messages();
+  ASSERT_EQ(result->args.size(), 2u);
+  for (const auto &arg : result->args) {
+    EXPECT_TRUE(arg.pass) << "d/d" << arg.name << ": relative error " << arg.relative_error << "\n"
+                          << result->backward_source;
+    EXPECT_GT(arg.max_abs_error, 0.0) << "a gradient check that compares zeros proves nothing";
+  }
+  // No warning: every input reaches the store.
+  EXPECT_TRUE(s.parsed->diags->diagnostics().empty()) << s.parsed->all_messages();
+}
+
+INSTANTIATE_TEST_SUITE_P(LibdeviceImports, ImportSpellings,
+                         ::testing::Values("tanh_scale_kernel", "tanh_alias_kernel", "rsqrt_kernel", "rsqrt_alias_kernel",
+                                           "erf_kernel", "erf_alias_kernel", "pow_kernel", "pow_alias_kernel",
+                                           "exp2_kernel", "exp2_alias_kernel", "module_spellings_kernel",
+                                           "tl_math_names_kernel"));
+
+// ---------------------------------------------------------------- errors
+
+const char *kHeader = "import triton\nimport triton.language as tl\n";
+
+// Differentiates `kernel` of `source` with X and G as --wrt; returns the
+// diagnostics and whether a backward came out.
+std::pair<bool, std::string> differentiate_source(const std::string &source, const std::vector<std::string> &wrt = {"X"},
+                                                  const std::vector<std::string> &no_grad = {}) {
+  KernelCase c{"", "k", {2, 1, 1}, {"X=fp32[16]", "G=fp32[16]", "Y=fp32[16]:zeros", "Z=fp32[16]:zeros"}, {"B=8"}, wrt, {},
+               source};
+  KernelSetup s = setup(c);
+  s.request.no_grad = no_grad;
+  EXPECT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  return {bwd.has_value(), s.parsed->all_messages()};
+}
+
+std::string kernel_with(const std::string &imports, const std::string &body) {
+  return std::string(kHeader) + imports + "\n@triton.jit\ndef k(X, G, Y, Z, B: tl.constexpr):\n"
+         "    o = tl.program_id(0) * B + tl.arange(0, B)\n    x = tl.load(X + o)\n    g = tl.load(G + o)\n" + body;
+}
+
+TEST(Dependence, ACallIntoAModuleTgradDoesNotReadIsALocatedError) {
+  auto [ok, m] = differentiate_source(kernel_with("from mylib.activations import fancy\n",
+                                                  "    tl.store(Y + o, fancy(x) * g)\n"));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("t.py:10:21: error: 'fancy' is imported from 'mylib.activations', which tgrad does not read, so it "
+                   "cannot tell what 'fancy(...)' computes; the gradient of 'x' through it would be lost"),
+            std::string::npos) << m;
+}
+
+TEST(Dependence, AMethodOfAnUnreadModuleIsALocatedError) {
+  auto [ok, m] = differentiate_source(kernel_with("import mylib\n", "    tl.store(Y + o, mylib.ops.fancy(x) * g)\n"));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("error: 'mylib' is imported from 'mylib', which tgrad does not read, so it cannot tell what "
+                   "'mylib.ops.fancy(...)' computes"),
+            std::string::npos) << m;
+}
+
+TEST(Dependence, AnUnknownFunctionOfAKnownModuleIsALocatedError) {
+  auto [ok, m] = differentiate_source(kernel_with("from triton.language.extra.libdevice import frobnicate as fancy\n",
+                                                  "    tl.store(Y + o, fancy(x) * g)\n"));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("t.py:10:21: error: 'frobnicate' is imported from 'triton.language.extra.libdevice', but tgrad does "
+                   "not know that function yet"),
+            std::string::npos) << m;
+}
+
+TEST(Dependence, ABitcastToAnIntegerIsALocatedError) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    i = x.to(tl.int32, bitcast=True)\n"
+                                                      "    tl.store(Y + o, (i >> 1).to(tl.float32, bitcast=True) * g)\n"));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("t.py:9:9: error: this cast turns 'x', which carries a gradient, into int32[8]; tgrad cannot tell "
+                   "that its gradient is zero"),
+            std::string::npos) << m;
+}
+
+TEST(Dependence, AnInputReachingAStoreOnlyThroughAComparisonIsAnError) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    tl.store(Y + o, tl.where(x > 0, g, 2.0 * g))\n"));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("error: what 'k' loads through 'X' reaches the stores to 'Y' only through operations without a "
+                   "gradient"),
+            std::string::npos) << m;
+}
+
+TEST(Dependence, ComparisonsAndIntegerConversionsBesideAGradientAreFine) {
+  auto [ok, m] = differentiate_source(
+      kernel_with("", "    n = x.to(tl.int32)\n    tl.store(Y + o, tl.where(x > 0, x, n.to(tl.float32)) * g)\n"));
+  EXPECT_TRUE(ok) << m;
+  EXPECT_EQ(m, "");
+}
+
+TEST(Dependence, AnInputReachingNothingIsAWarningMarkedInTheProtocol) {
+  const std::string source = kernel_with("", "    tl.store(Y + o, g * 2.0)\n");
+  KernelCase c{"", "k", {2, 1, 1}, {"X=fp32[16]", "G=fp32[16]", "Y=fp32[16]:zeros", "Z=fp32[16]:zeros"}, {"B=8"},
+               {"X", "G"}, {}, source};
+  KernelSetup s = setup(c);
+  auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  ASSERT_TRUE(bwd) << s.parsed->all_messages();
+  EXPECT_NE(s.parsed->all_messages().find("warning: no store of 'k' depends on what it loads through 'X': its gradient "
+                                          "is zero"),
+            std::string::npos);
+  ASSERT_EQ(bwd->zero_gradients.size(), 1u);
+  EXPECT_EQ(bwd->zero_gradients[0].first, "X");
+  // The backward never writes dX: the protocol asks for zeros.
+  EXPECT_NE(std::find(bwd->zero_initialized.begin(), bwd->zero_initialized.end(), "X"), bwd->zero_initialized.end());
+  const std::string json = driver::backward_json(*s.parsed->module, s.request, *bwd);
+  EXPECT_NE(json.find("\"zero_gradient\": {\n        \"why\": \"no store of 'k' depends on what it loads through 'X'\""),
+            std::string::npos) << json;
+  // The audit of the other input: the stores its loads reach.
+  std::string all;
+  for (const std::string &e : bwd->explanations) all += e + "\n";
+  EXPECT_NE(all.find("'G': what it loads reaches the stores to 'Y'"), std::string::npos) << all;
+  // And the gradient check agrees: zeros for X, the right values for G.
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 16);
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(result->pass);
+}
+
+TEST(Dependence, AnInputReachingOnlyNoGradOutputsIsAWarning) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    tl.store(Y + o, g * 2.0)\n    tl.store(Z + o, x * 3.0)\n"),
+                                      {"X", "G"}, {"Z"});
+  EXPECT_TRUE(ok) << m;
+  EXPECT_NE(m.find("warning: what it loads reaches only the outputs 'Z', which --no-grad says take no gradient: its "
+                   "gradient is zero"),
+            std::string::npos) << m;
+}
+
+// ------------------------------------------------------- random kernels
+
+// A random row kernel: each program loads a row of X and the weights W
+// (loaded by every program: partial sums), combines them with random
+// operations, and stores a tile to Y and a row reduction to Z. The calls
+// use every spelling: names imported from libdevice (with and without
+// aliases), from tl.math, through module imports and tl.extra.cuda.
+// Values stay away from kinks and poles (as in random_programs_test).
+std::string random_kernel(std::mt19937 &rng) {
+  std::vector<std::string> names = {"x", "w"};
+  std::ostringstream body;
+  auto pick = [&]() { return names[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)]; };
+  const int steps = std::uniform_int_distribution<int>(3, 7)(rng);
+  for (int k = 0; k < steps; ++k) {
+    const std::string a = pick(), b = pick(), t = "t" + std::to_string(k);
+    std::string e;
+    switch (std::uniform_int_distribution<int>(0, 17)(rng)) {
+      case 0: e = a + " + " + b; break;
+      case 1: e = a + " * " + b; break;
+      case 2: e = a + " / (1.5 + tl.sigmoid(" + b + "))"; break;
+      case 3: e = "tanh(" + a + ") * " + b; break;                          // by name
+      case 4: e = "ld_erf(" + a + ") + " + b; break;                        // by name, aliased
+      case 5: e = "libdevice.atan(" + a + ") * 2.0"; break;                 // module import
+      case 6: e = "cuda_ld.log1p(" + a + " * " + a + ")"; break;            // tl.extra.cuda module, aliased
+      case 7: e = "rsqrt(1.0 + " + a + " * " + a + ")"; break;              // tl.math, by name
+      case 8: e = "m_exp2(" + a + " * 0.5) - " + b; break;                  // tl.math, aliased
+      case 9: e = "ld_pow(1.0 + " + a + " * " + a + ", 1.5)"; break;        // two arguments
+      case 10: e = "tl.extra.cuda.libdevice.sinh(" + a + " * 0.5)"; break;  // attribute chain
+      case 11: e = "tl.math.exp(" + a + " * 0.3) * " + b; break;
+      case 12: e = "tl.where(" + a + " > 0.1, " + a + " * 2.0, " + b + ")"; break;
+      case 13: e = "tl.sum(tl.where(mask, " + a + " * " + b + ", 0.0), axis=0) + " + b; break;  // row reduction, broadcast back
+      case 14: e = "tl.maximum(" + a + ", " + b + " * 0.5)"; break;
+      case 15: e = "libdevice.cbrt(1.5 + " + a + " * " + a + ") * " + b; break;
+      case 16: e = "tl.max(tl.where(mask, " + a + ", -1.0e30), axis=0) * 0.5 + " + b; break;
+      default: e = "asinh(" + a + ") - " + b; break;
+    }
+    body << "    " << t << " = " << e << "\n";
+    names.push_back(t);
+  }
+  const std::string last = names.back(), other = names[names.size() - 2];
+  body << "    tl.store(Y + row * N + cols, " << last << ", mask=mask)\n";
+  body << "    tl.store(Z + row, tl.sum(tl.where(mask, " << other << ", 0.0), axis=0))\n";
+  return std::string(kHeader) +
+         "from triton.language.extra.libdevice import tanh, erf as ld_erf, pow as ld_pow, asinh\n"
+         "from triton.language.extra import libdevice\n"
+         "import triton.language.extra.cuda.libdevice as cuda_ld\n"
+         "from triton.language.math import rsqrt, exp2 as m_exp2\n\n"
+         "@triton.jit\ndef k(X, W, Y, Z, N, BLOCK: tl.constexpr):\n"
+         "    row = tl.program_id(0)\n    cols = tl.arange(0, BLOCK)\n    mask = cols < N\n"
+         "    x = tl.load(X + row * N + cols, mask=mask, other=0.0)\n"
+         "    w = tl.load(W + cols, mask=mask, other=0.0)\n" +
+         body.str();
+}
+
+KernelCase random_case(const std::string &source) {
+  return KernelCase{"", "k", {3, 1, 1}, {"X=fp32[3,13]", "W=fp32[13]", "Y=fp32[3,13]:zeros", "Z=fp32[3]:zeros", "N=13"},
+                    {"BLOCK=16"}, {"X", "W"}, {}, source};
+}
+
+// Checks one random kernel: the number of --wrt inputs whose check failed,
+// or -1 if tgrad refused the kernel.
+int failures(const std::string &source, std::string &report) {
+  KernelSetup s = setup(random_case(source));
+  if (!s.parsed->ok()) {
+    report = s.parsed->all_messages();
+    return -1;
+  }
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 48);
+  if (!result) {
+    report = s.parsed->all_messages();
+    return -1;
+  }
+  int failed = 0;
+  std::ostringstream r;
+  for (const auto &arg : result->args) {
+    failed += !arg.pass;
+    r << "d/d" << arg.name << ": relative error " << arg.relative_error << (arg.pass ? "" : " FAIL") << "\n";
+  }
+  report = r.str() + result->backward_source;
+  return failed;
+}
+
+constexpr int kRandomKernels = 40;
+
+TEST(RandomKernels, GradientsMatchFiniteDifferencesOfTheOriginalKernel) {
+  std::mt19937 rng(13);
+  for (int p = 0; p < kRandomKernels; ++p) {
+    const std::string source = random_kernel(rng);
+    std::string report;
+    EXPECT_EQ(failures(source, report), 0) << "kernel " << p << ":\n" << source << "\n" << report;
+  }
+}
+
+// The checks above must be able to fail: with tanh's rule made wrong, or
+// made to drop its dependence (a rule that assigns no adjoint), the kernels
+// that call tanh fail.
+int failures_with_rule(const std::string &rule) {
+  ad::RuleOverride broken(rule);
+  EXPECT_TRUE(broken.ok());
+  std::mt19937 rng(13);
+  int failed_kernels = 0, tanh_kernels = 0;
+  for (int p = 0; p < kRandomKernels; ++p) {
+    const std::string source = random_kernel(rng);
+    if (source.find("tanh(") == std::string::npos) continue;
+    ++tanh_kernels;
+    std::string report;
+    failed_kernels += failures(source, report) != 0;
+  }
+  EXPECT_GT(tanh_kernels, 3);
+  return failed_kernels;
+}
+
+TEST(RandomKernels, AWrongRuleIsCaught) {
+  EXPECT_GT(failures_with_rule("import triton\n@triton.jit\ndef tanh(y, x, by):\n    bx = by * (1.0 - y)\n"), 2);
+}
+
+TEST(RandomKernels, ARuleThatDropsItsDependenceIsCaught) {
+  EXPECT_GT(failures_with_rule("import triton\n@triton.jit\ndef tanh(y, x, by):\n    pass\n"), 2);
+}
+
+}  // namespace
+}  // namespace tgrad::testing
