@@ -408,7 +408,9 @@ class Engine {
       bool bitcast = false;
       for (const Keyword *k : op.kws)
         bitcast |= k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
-      if (no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
+      // A value known when Triton compiles the kernel (x.dtype, x.shape, a
+      // constexpr) holds no data: nothing to differentiate.
+      if (!holds_tensor(*t) || no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
       fail(value.span, "this " + op.key + " turns '" + operand + "', which carries a gradient, into " + t->str() +
                            "; tgrad cannot tell that its gradient is zero, and would drop it (" +
                            (bitcast ? "a bitcast reinterprets bits: convert with .to() instead" :
@@ -439,6 +441,14 @@ class Engine {
     for (size_t k = 0; k < to; ++k)
       if (static_cast<unsigned char>(line[k]) >= 0x80) return "";  // columns count code points: ASCII only
     return line.substr(from, to - from);
+  }
+
+  // Whether a value of this type holds a tensor (tuples included).
+  static bool holds_tensor(const SType &t) {
+    if (t.is_tensor()) return true;
+    for (const SType &e : t.elems)
+      if (holds_tensor(e)) return true;
+    return false;
   }
 
   // A type with nothing unknown in it (tuples included).
@@ -2310,12 +2320,20 @@ class Engine {
     m.imports.push_back(triton);
     m.imports.push_back(tl);
     std::set<std::string> bound = {"triton", "tl"};
+    // The binding of each name read that sema used (resolve_import), as the
+    // user wrote it; an alternative from an if/try block stands alone.
     for (const Import &imp : module_.imports)
-      for (const auto &entry : imp.names) {
-        std::string name = !entry.second.empty() ? entry.second : entry.first.substr(0, entry.first.find('.'));
+      for (size_t k = 0; k < imp.names.size(); ++k) {
+        const auto &entry = imp.names[k];
+        std::string name = !entry.second.empty() ? entry.second
+                           : imp.is_from         ? entry.first
+                                                 : entry.first.substr(0, entry.first.find('.'));
         if (!read.count(name) || bound.count(name)) continue;
+        sema::ImportedName used = sema::resolve_import(module_, name);
+        if (used.statement != &imp || used.entry != k) continue;
         Import one = imp;
         one.names = {entry};
+        one.conditional = false;
         m.imports.push_back(one);
         bound.insert(name);
       }

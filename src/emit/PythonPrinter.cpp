@@ -370,7 +370,16 @@ class StmtPrinter {
   ExprPrinter expr_;
 };
 
-void print_import(std::ostringstream &out, const Import &imp) {
+// The names an import binds, in order.
+std::vector<std::string> bound_names(const Import &imp) {
+  std::vector<std::string> out;
+  for (const auto &n : imp.names)
+    out.push_back(!n.second.empty() ? n.second : imp.is_from ? n.first : n.first.substr(0, n.first.find('.')));
+  return out;
+}
+
+void print_import(std::ostringstream &out, const Import &imp, int depth = 0) {
+  out << std::string(static_cast<size_t>(depth) * 4, ' ');
   auto name_with_alias = [&](const std::pair<std::string, std::string> &n) {
     out << n.first;
     if (!n.second.empty()) out << " as " << n.second;
@@ -464,7 +473,29 @@ std::string print_function(const Function &f) {
 
 std::string print_module(const Module &m) {
   std::ostringstream out;
-  for (const Import &imp : m.imports) print_import(out, imp);
+  for (size_t k = 0; k < m.imports.size(); ++k) {
+    if (!m.imports[k].conditional) {
+      print_import(out, m.imports[k]);
+      continue;
+    }
+    // Alternatives from module-level if/try blocks: a chain of try/except
+    // ImportError, which keeps them alternatives (the first that imports
+    // wins) and reads back as the same conditional imports.
+    // Alternatives are the imports of one if/try statement that bind the
+    // same names; a lone conditional import gets `except ImportError: pass`.
+    size_t end = k + 1;
+    while (end < m.imports.size() && m.imports[end].conditional && m.imports[end].group == m.imports[k].group &&
+           bound_names(m.imports[end]) == bound_names(m.imports[k]))
+      ++end;
+    for (size_t a = k; a < end; ++a) {
+      const std::string indent(static_cast<size_t>(a - k) * 4, ' ');
+      out << indent << "try:\n";
+      print_import(out, m.imports[a], static_cast<int>(a - k) + 1);
+      out << indent << "except ImportError:\n";
+    }
+    out << std::string(static_cast<size_t>(end - k) * 4, ' ') << "pass\n";
+    k = end - 1;
+  }
   if (!m.constants.empty()) {
     if (!m.imports.empty()) out << '\n';
     for (const Constant &c : m.constants) StmtPrinter(out).print(*c.stmt, 0);

@@ -98,6 +98,8 @@ class Scanner {
     return sources_.text(file_id_).substr(begin, end - begin);
   }
 
+  int group_ = 0;  // module-level if/try statements seen so far
+
   void add_chunk(Chunk::Kind kind, size_t first_line_index, size_t end_line_index, std::vector<ast::Decorator> decos,
                  std::string alias = "") {
     Chunk c;
@@ -128,9 +130,14 @@ class Scanner {
       if (w == "def") {
         on_def(k, body_end, decorator_lines);
       } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
+        if (top_level && (w == "if" || w == "try")) ++group_;  // a new compound statement
         if (body_end > k + 1) scan_block(k + 1, body_end, /*top_level=*/false);
-      } else if (top_level && (w == "import" || w == "from")) {
+      } else if (w == "import" || w == "from") {
+        // Imports inside module-level if/try blocks too (`try: from
+        // triton.language.extra.libdevice import tanh` / `except: ...`).
         add_chunk(Chunk::Kind::Import, k, k + 1, {});
+        chunks_.back().conditional = !top_level;
+        chunks_.back().group = top_level ? 0 : group_;
       } else if (top_level) {
         on_top_level_simple(k);
       }

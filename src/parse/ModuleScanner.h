@@ -28,6 +28,8 @@ struct Chunk {
   std::string text;    // whole lines, first_line onwards
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
+  bool conditional = false;                // Import inside a module-level if/try block
+  int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import
 };
 
 std::vector<Chunk> scan_module(const SourceManager &sources, int file_id, DiagEngine &diags);

@@ -202,6 +202,8 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       TileLangParser::Import_chunkContext *tree = parser.import_chunk();
       if (report_syntax_errors()) return;
       ast::Import imp;
+      imp.conditional = chunk.conditional;
+      imp.group = chunk.group;
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }

@@ -91,26 +91,29 @@ namespace {
 // What one import statement binds `name` to (bound = false if it does not).
 ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
   ImportedName result;
-  for (auto entry = imp.names.rbegin(); entry != imp.names.rend(); ++entry) {
-    const std::string bound = !entry->second.empty() ? entry->second
-                              : imp.is_from          ? entry->first
-                                                     : entry->first.substr(0, entry->first.find('.'));
+  for (size_t k = imp.names.size(); k-- > 0;) {
+    const auto &entry = imp.names[k];
+    const std::string bound = !entry.second.empty() ? entry.second
+                              : imp.is_from         ? entry.first
+                                                    : entry.first.substr(0, entry.first.find('.'));
     if (bound != name) continue;
     result.bound = true;
+    result.statement = &imp;
+    result.entry = k;
     if (imp.is_from) {
       // `from M import x [as y]`: x is a member of M, or the submodule M.x.
       result.module = imp.module;
-      result.member = entry->first;
+      result.member = entry.first;
       const std::string space = namespace_of_module(imp.module);
-      if (std::string sub = namespace_of_module(imp.module + "." + entry->first); !sub.empty()) {
+      if (std::string sub = namespace_of_module(imp.module + "." + entry.first); !sub.empty()) {
         result.target = ns(sub);
       } else if (!space.empty()) {
         result.known_module = true;
-        result.target = namespace_member(space, entry->first);
+        result.target = namespace_member(space, entry.first);
       }
     } else {
       // `import a.b.c as y` binds the module a.b.c; `import a.b.c` binds a.
-      const std::string full = entry->second.empty() ? bound : entry->first;
+      const std::string full = entry.second.empty() ? bound : entry.first;
       result.module = full;
       if (std::string space = namespace_of_module(full); !space.empty()) result.target = ns(space);
     }
@@ -122,10 +125,20 @@ ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
 }  // namespace
 
 ImportedName resolve_import(const ast::Module &module, const std::string &name) {
-  // The last import that binds the name wins, as in Python.
-  for (auto imp = module.imports.rbegin(); imp != module.imports.rend(); ++imp)
-    if (ImportedName found = resolve_in(*imp, name); found.bound) return found;
-  return {};
+  // The last unconditional binding, and the alternatives after it.
+  std::vector<ImportedName> alternatives;
+  for (auto imp = module.imports.rbegin(); imp != module.imports.rend(); ++imp) {
+    ImportedName found = resolve_in(*imp, name);
+    if (!found.bound) continue;
+    if (!imp->conditional) {
+      if (alternatives.empty()) return found;
+      break;
+    }
+    alternatives.insert(alternatives.begin(), found);
+  }
+  for (const ImportedName &a : alternatives)
+    if (a.target) return a;
+  return alternatives.empty() ? ImportedName{} : alternatives.front();
 }
 
 }  // namespace tgrad::sema

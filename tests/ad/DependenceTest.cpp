@@ -54,6 +54,22 @@ INSTANTIATE_TEST_SUITE_P(LibdeviceImports, ImportSpellings,
                                            "exp2_kernel", "exp2_alias_kernel", "module_spellings_kernel",
                                            "tl_math_names_kernel"));
 
+TEST(ImportSpellings, AnImportInsideAModuleLevelTryBlock) {
+  KernelSetup s = setup(KernelCase{"gelu_conditional_import", "gelu_tanh_kernel", {3, 1, 1},
+                                   {"X=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"}, {"X"}, {}});
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  ASSERT_EQ(s.parsed->module->imports.size(), 4u);
+  EXPECT_TRUE(s.parsed->module->imports[2].conditional);
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 64);
+  ASSERT_TRUE(result) << s.parsed->all_messages();
+  EXPECT_TRUE(result->pass) << result->backward_source;
+  // The backward imports the alternative sema used (the try path), unconditionally, once.
+  EXPECT_NE(result->backward_source.find("\nfrom triton.language.extra.libdevice import tanh\n"), std::string::npos)
+      << result->backward_source;
+  EXPECT_EQ(result->backward_source.find("cuda.libdevice"), std::string::npos) << result->backward_source;
+}
+
 // ---------------------------------------------------------------- errors
 
 const char *kHeader = "import triton\nimport triton.language as tl\n";

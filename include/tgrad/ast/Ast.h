@@ -352,6 +352,8 @@ struct Import {
   bool is_from = false;                // from M import a as b
   std::string module;                  // "triton.language", "..utils"; empty for `from . import x`
   std::vector<std::pair<std::string, std::string>> names;  // (name, alias or "")
+  bool conditional = false;            // inside a module-level if/try block: one of several alternatives
+  int group = 0;                       // conditional: which module-level if/try statement
 };
 
 // `NAME: tl.constexpr = value` or `NAME = tl.constexpr(value)` at module level.

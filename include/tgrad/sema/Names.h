@@ -32,7 +32,15 @@ struct ImportedName {
   std::string module;               // the module it comes from (for messages)
   std::string member;               // `from M import member as name`: the name in M
   bool known_module = false;        // `from M import x` with M a module tgrad knows (x may still be unknown)
+  const ast::Import *statement = nullptr;  // the import that binds it
+  size_t entry = 0;                        // which of its names
 };
+// The binding that wins is the last one in the file, as in Python, except
+// among alternatives in module-level if/try blocks (`try: from
+// triton.language.extra.libdevice import tanh` / `except ImportError: from
+// triton.language.extra.cuda.libdevice import tanh`), where tgrad cannot
+// know which runs: there the first alternative that tgrad knows wins (the
+// `try` path, the one the author expects), else the first.
 ImportedName resolve_import(const ast::Module &module, const std::string &name);
 
 // The namespace ("tl", "tl.math", "libdevice", ...) a Python module path
