@@ -81,7 +81,11 @@ class ExprPrinter {
   // A tuple without its parentheses (statement level: `return a, b`).
   void print_tuple_bare(const Expr &e) {
     const auto *t = dyn_cast<Tuple>(&e);
-    if (!t || t->elts.empty()) return print(e, kTest);
+    if (!t) return print(e, kTest);
+    if (t->elts.empty()) {
+      out_ << "()";  // the empty tuple has no bare form
+      return;
+    }
     for (size_t i = 0; i < t->elts.size(); ++i) {
       if (i) out_ << ", ";
       print(*t->elts[i], kTest);
@@ -214,6 +218,10 @@ class ExprPrinter {
         return;
       }
       case NodeKind::Tuple: {
+        if (cast<Tuple>(&e)->elts.empty()) {
+          out_ << "()";
+          return;
+        }
         out_ << '(';
         print_tuple_bare(e);
         out_ << ')';

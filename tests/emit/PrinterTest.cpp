@@ -54,6 +54,11 @@ TEST(Printer, TuplesAndConditionals) {
   elts.push_back(name("a"));
   Tuple one(std::move(elts));
   EXPECT_EQ(print_expr(one), "(a,)");
+  Tuple empty{ExprList{}};
+  EXPECT_EQ(print_expr(empty), "()");  // once an endless recursion
+  StmtList body;
+  body.push_back(std::make_unique<Return>(std::make_unique<Tuple>(ExprList{})));
+  EXPECT_EQ(print_stmts(body), "return ()\n");
   IfExp nested(name("c"), std::make_unique<IfExp>(name("d"), name("x"), name("y")), name("z"));
   EXPECT_EQ(print_expr(nested), "(x if d else y) if c else z");
 }
