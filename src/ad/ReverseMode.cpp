@@ -11,6 +11,7 @@
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
 #include "src/ad/AnfWalk.h"
+#include "src/ad/ConstexprPaths.h"
 #include "src/ad/IssueEarly.h"
 #include "src/ad/LoopInversion.h"
 #include "src/ad/Redundancy.h"
@@ -225,6 +226,7 @@ class Engine {
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
     for (const std::string &w : request_.wrt) check_wrt(*fn, w);
+    report_constexpr_guarded_definitions(*fn, *types, diags_);
     if (!kernel_ && !request_.no_grad.empty())
       diags_.error(fn->name_span, "--no-grad names outputs a kernel stores to; '" + fn->name +
                                       "' is a tile function, whose outputs are its return values");
@@ -298,11 +300,20 @@ class Engine {
     for (const auto &kv : request_.param_types) name_types_[kv.first] = kv.second;
     record_name_types(anf_.fn->body);
   }
+  // A name assigned on several paths (an if's branches, a loop's entry and
+  // body) has one type, except where Triton makes a Python number a tensor
+  // of the other side's type (`s = 0.0` on one branch, an fp32 sum on the
+  // other): the tensor's type is the name's.
+  void record_name_type(const std::string &n, const SType &t) {
+    auto it = name_types_.find(n);
+    if (it != name_types_.end() && it->second.is_tensor() && !t.is_tensor()) return;
+    name_types_[n] = t;
+  }
   void record_name_types(const StmtList &block) {
     for (const StmtPtr &s : block) {
       if (auto *a = dyn_cast<Assign>(s.get()))
         if (auto *n = dyn_cast<Name>(a->targets[0].get()))
-          if (const SType *t = anf_types_.type_of(a->value.get())) name_types_[n->id] = *t;
+          if (const SType *t = anf_types_.type_of(a->value.get())) record_name_type(n->id, *t);
       if (auto *f = dyn_cast<For>(s.get())) {
         if (auto *n = dyn_cast<Name>(f->target.get()))
           if (const SType *t = anf_types_.type_of(f->target.get())) name_types_[n->id] = *t;
@@ -409,8 +420,12 @@ class Engine {
       for (const Keyword *k : op.kws)
         bitcast |= k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
       // A value known when Triton compiles the kernel (x.dtype, x.shape, a
-      // constexpr) holds no data: nothing to differentiate.
-      if (!holds_tensor(*t) || no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
+      // constexpr) holds no data: nothing to differentiate. But a copy of a
+      // tensor or arithmetic on one typed as a Python number is a typing
+      // mistake, not a compile-time value.
+      static const std::set<std::string> carries_data = {"copy", "add", "sub", "mul", "truediv", "neg", "pos"};
+      const bool compile_time = !holds_tensor(*t) && !carries_data.count(op.key);
+      if (compile_time || no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
       fail(value.span, "this " + op.key + " turns '" + operand + "', which carries a gradient, into " + t->str() +
                            "; tgrad cannot tell that its gradient is zero, and would drop it (" +
                            (bitcast ? "a bitcast reinterprets bits: convert with .to() instead" :

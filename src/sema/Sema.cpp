@@ -265,17 +265,26 @@ class Checker {
   }
 
   // Variables after an if: one type on both paths, or not defined after it.
+  // `strict` is false for a tl.constexpr condition without a value: Triton
+  // keeps one branch per specialization, so a name one branch defines is
+  // defined in the specializations that take it (`if HAS_BIAS: b = ...`
+  // ... `if HAS_BIAS: y += b` is valid Triton), and the branches' types
+  // need not agree.
   Env join(const Env &a, const Env &b, const SourceSpan &span, bool strict) {
     Env out;
     for (const auto &kv : a) {
       auto it = b.find(kv.first);
       if (it == b.end()) {
-        out[kv.first] = undefined_marker();
+        out[kv.first] = strict ? undefined_marker() : kv.second;
         continue;
       }
       const SType &x = kv.second, &y = it->second;
-      if (is_undefined(x) || is_undefined(y)) {
+      if (!strict && (is_undefined(x) || is_undefined(y))) {
+        out[kv.first] = is_undefined(x) ? y : x;
+      } else if (is_undefined(x) || is_undefined(y)) {
         out[kv.first] = undefined_marker();
+      } else if (std::optional<SType> t = literal_merge(x, y)) {
+        out[kv.first] = *t;
       } else if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown) {
         out[kv.first] = SType::unknown();
       } else if (!same_type(x, y)) {
@@ -293,8 +302,21 @@ class Checker {
       }
     }
     for (const auto &kv : b)
-      if (!out.count(kv.first)) out[kv.first] = undefined_marker();
+      if (!out.count(kv.first)) out[kv.first] = strict ? undefined_marker() : kv.second;
     return out;
+  }
+
+  // A Python number on one side and a scalar tensor on the other (`d = 0.0`
+  // before a loop that adds fp32 scalars to it, or on one branch of a runtime
+  // if): Triton makes the number a tensor of the other side's type.
+  static std::optional<SType> literal_merge(const SType &x, const SType &y) {
+    auto number = [](const SType &t) {
+      return t.kind == SType::Kind::Float || t.kind == SType::Kind::Int || t.kind == SType::Kind::Bool;
+    };
+    auto scalar = [](const SType &t) { return t.is_tensor() && t.shape.empty() && !t.elem.is_pointer; };
+    if (number(x) && scalar(y) && (sema::is_float(y.elem.dtype) || x.kind != SType::Kind::Float)) return y;
+    if (number(y) && scalar(x) && (sema::is_float(x.elem.dtype) || y.kind != SType::Kind::Float)) return x;
+    return std::nullopt;
   }
 
   static SType undefined_marker() {
@@ -318,6 +340,7 @@ class Checker {
       if (it == inner.end() || kv.first == var) continue;
       const SType &x = kv.second, &y = it->second;
       if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown || is_undefined(y)) continue;
+      if (literal_merge(x, y)) continue;
       if (!same_type(x, y))
         fail(span, "loop-carried variable '" + kv.first + "' enters the loop as " + x.str() + " and leaves an iteration as " +
                        y.str() + "; Triton needs one type (cast it, e.g. .to(...), before the loop)");

@@ -179,6 +179,21 @@ TEST(Dependence, AnInputReachingOnlyNoGradOutputsIsAWarning) {
             std::string::npos) << m;
 }
 
+TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
+  KernelCase c{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
+               {"BLOCK=128"}, {"X", "B"}, {}};
+  KernelSetup s = setup(c);
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  // Reading it is fine (valid Triton) ...
+  const ast::Function *fn = s.parsed->module->find_function("bias_act_kernel");
+  ASSERT_TRUE(sema::analyze(*s.parsed->module, *fn, s.request.param_types, *s.parsed->diags)) << s.parsed->all_messages();
+  // ... differentiating it needs the flag.
+  EXPECT_FALSE(ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags));
+  EXPECT_NE(s.parsed->all_messages().find("merges.py:14:8: error: 'b' is assigned only when the tl.constexpr condition "
+                                          "'HAS_BIAS' is true and is used after this if"),
+            std::string::npos) << s.parsed->all_messages();
+}
+
 // ------------------------------------------------------- random kernels
 
 // A random row kernel: each program loads a row of X and the weights W

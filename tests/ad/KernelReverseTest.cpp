@@ -124,6 +124,16 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
                     "H=2", "N_CTX=40"},
                    {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "IS_CAUSAL=True"}, {"Q", "K", "V"}, {}},
+        // Valid Triton that used to be rejected: a constexpr-guarded definition (both values of the flag),
+        // a number that a loop turns into an fp32 scalar, a runtime if with a number on one branch.
+        KernelCase{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
+                   {"HAS_BIAS=True", "BLOCK=128"}, {"X", "B"}, {}},
+        KernelCase{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
+                   {"HAS_BIAS=False", "BLOCK=128"}, {"X"}, {}},
+        KernelCase{"merges", "row_sum_kernel", {3, 1, 1}, {"X=fp32[3,100]", "Y=fp32[3]:zeros", "n_cols=100", "n_chunks=4"},
+                   {"BLOCK=32"}, {"X"}, {}},
+        KernelCase{"merges", "pick_kernel", {3, 1, 1}, {"X=fp32[3,16]", "Y=fp32[3]:zeros", "mode=1"}, {"BLOCK=16"}, {"X"}, {}},
+        KernelCase{"merges", "pick_kernel", {3, 1, 1}, {"X=fp32[3,16]", "Y=fp32[3]:zeros", "mode=0"}, {"BLOCK=16"}, {"X"}, {}},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},

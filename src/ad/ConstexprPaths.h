@@ -1,0 +1,21 @@
+// Definitions guarded by a tl.constexpr flag without a value.
+//
+// Triton keeps one branch of `if FLAG:` per specialization, so `if HAS_BIAS:
+// b = tl.load(...)` ... `if HAS_BIAS: y += b` is valid Triton, and tgrad
+// reads it. Its backward, though, would initialise b's adjoint outside the
+// guard (where b does not exist when the flag is false), so differentiating
+// such a kernel needs the flag's value: the check below names the flag.
+#pragma once
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::ad {
+
+// Reports, for each `if` whose condition is a tl.constexpr without a value,
+// a name one of its branches assigns (and that was not assigned before it)
+// which the code after the if reads. Returns whether it reported anything.
+bool report_constexpr_guarded_definitions(const ast::Function &fn, const sema::TypeInfo &types, DiagEngine &diags);
+
+}  // namespace tgrad::ad
