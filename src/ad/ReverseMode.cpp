@@ -391,6 +391,7 @@ class Engine {
         std::string k = full.substr(full.find('.') + 1);
         if (full == "tensor.to" || full == "tl.cast") k = "cast";
         if (k == "view") k = "reshape";
+        if (full == "min" || full == "max") k = full == "min" ? "minimum" : "maximum";  // Python's, on tensors
         op.key = k.empty() ? "call" : k;
         for (const ExprPtr &a : c->args) op.args.push_back(a.get());
         for (const Keyword &kw : c->keywords) op.kws.push_back(&kw);

@@ -182,6 +182,9 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   if (name == "range" || name == "tl.range" || name == "tl.static_range")
     fail(span, name + "() can only be used as the iterable of a for loop");
   if (name == "print") fail(span, "print() is not supported in a @triton.jit function; use tl.device_print or tl.static_print");
+  if ((name == "min" || name == "max") && args.size() == 2 && kwargs.empty() &&
+      (args[0].kind == Value::Kind::Tensor || args[1].kind == Value::Kind::Tensor))
+    return call_builtin(Value::of_builtin(name == "min" ? "tl.minimum" : "tl.maximum"), args, kwargs, span);  // as Triton maps them
   if (name == "min" || name == "max") {
     if (!kwargs.empty() || args.size() < 2) fail(span, name + "() takes two or more numbers");
     Value best = args[0];

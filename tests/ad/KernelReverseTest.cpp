@@ -134,6 +134,10 @@ INSTANTIATE_TEST_SUITE_P(
                    {"BLOCK=32"}, {"X"}, {}},
         KernelCase{"merges", "pick_kernel", {3, 1, 1}, {"X=fp32[3,16]", "Y=fp32[3]:zeros", "mode=1"}, {"BLOCK=16"}, {"X"}, {}},
         KernelCase{"merges", "pick_kernel", {3, 1, 1}, {"X=fp32[3,16]", "Y=fp32[3]:zeros", "mode=0"}, {"BLOCK=16"}, {"X"}, {}},
+        // min() of runtime integers (grouped program order) and max()/min() of tiles; 5 x 3 programs.
+        KernelCase{"grouped_minmax", "grouped_scale_kernel", {15, 1, 1},
+                   {"X=fp32[37,45]", "Y=fp32[37,45]:zeros", "M=37", "N=45"}, {"BLOCK_M=8", "BLOCK_N=16", "GROUP_M=2"},
+                   {"X"}, {}},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
