@@ -12,6 +12,7 @@
 #include "src/ad/Anf.h"
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
+#include "src/ad/EarlyReturn.h"
 #include "src/ad/IssueEarly.h"
 #include "src/ad/LoopInversion.h"
 #include "src/ad/Redundancy.h"
@@ -222,6 +223,8 @@ class Engine {
     fn_ = fn;
     for (const auto &kv : request_.param_types)
       kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
+    if (kernel_)
+      if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();  // early returns become ifs
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
@@ -856,7 +859,18 @@ class Engine {
     std::string mask;            // "" if unmasked
     std::string other;           // load: the `other` name, if a tensor
     const Call *call = nullptr;
+    std::vector<std::pair<const If *, bool>> branches;  // the runtime ifs around it, and which branch (true: body)
   };
+
+  // Two stores of which at most one runs in any program: they sit in
+  // different branches of one runtime if.
+  static bool exclusive(const MemoryOp &a, const MemoryOp &b) {
+    for (size_t k = 0; k < a.branches.size() && k < b.branches.size(); ++k) {
+      if (a.branches[k].first != b.branches[k].first) return false;
+      if (a.branches[k].second != b.branches[k].second) return true;
+    }
+    return false;
+  }
 
   static std::string name_or_empty(const Expr *e) {
     auto *n = e ? dyn_cast<Name>(e) : nullptr;
@@ -879,8 +893,11 @@ class Engine {
         continue;
       }
       if (auto *i = dyn_cast<If>(&s)) {
+        branch_path_.push_back({i, true});
         collect(i->body, access, depth, true);
+        branch_path_.back().second = false;
         collect(i->orelse, access, depth, true);
+        branch_path_.pop_back();
         continue;
       }
       const Call *c = nullptr;
@@ -904,6 +921,7 @@ class Engine {
       op.stmt = &s;
       op.loop_depth = depth;
       op.in_branch = in_branch;
+      op.branches = branch_path_;
       op.store = store;
       op.pointer = name_or_empty(call_argument(*c, 0, "pointer"));
       op.call = c;
@@ -1015,7 +1033,7 @@ class Engine {
   // through operations without a gradient (a comparison, an index, a mask)
   // is an error, because a zero gradient there is almost always a mistake
   // in --wrt, and tgrad will not print a backward that silently ignores it.
-  void audit_zero_gradients(Backward &result, const std::map<std::string, const MemoryOp *> &store_of,
+  void audit_zero_gradients(Backward &result, const std::map<std::string, std::vector<const MemoryOp *>> &store_of,
                             const std::set<std::string> &no_grad) {
     for (const std::string &w : request_.wrt) {
       const std::set<std::string> reached = reached_by_loads_of(w);
@@ -1023,13 +1041,16 @@ class Engine {
       for (const Param &p : fn_->params) {
         auto it = store_of.find(p.name);
         if (it == store_of.end()) continue;
-        std::set<std::string> in;
-        stmt_reads(*it->second->stmt, in);
-        bool reaches = false;
-        for (const std::string &n : in) reaches |= reached.count(n) > 0;
+        bool reaches = false, differentiates = false;
+        for (const MemoryOp *m : it->second) {
+          std::set<std::string> in;
+          stmt_reads(*m->stmt, in);
+          for (const std::string &n : in) reaches |= reached.count(n) > 0;
+          differentiates |= useful_.count(m->value) && reached.count(m->value);
+        }
         if (!reaches) continue;
         if (no_grad.count(p.name)) declared_no_grad.push_back(p.name);
-        else if (useful_.count(it->second->value) && reached.count(it->second->value)) differentiated.push_back(p.name);
+        else if (differentiates) differentiated.push_back(p.name);
         else without_gradient.push_back(p.name);
       }
       auto list = [](const std::vector<std::string> &v) {
@@ -1100,13 +1121,17 @@ class Engine {
     }
     // Outputs: stores of active values; they get a gradient buffer each.
     std::vector<std::string> outputs;
-    std::map<std::string, const MemoryOp *> store_of;
+    // Several stores through one pointer are fine where at most one runs in
+    // any program (the branches of a runtime if, an early return's two paths):
+    // each takes the upstream gradient at its own addresses.
+    std::map<std::string, std::vector<const MemoryOp *>> store_of;
     for (const MemoryOp &m : memory_) {
       if (!m.store) continue;
-      if (store_of.count(m.base))
-        fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
-                           "gradient belongs to (store once per pointer)");
-      store_of[m.base] = &m;
+      for (const MemoryOp *other : store_of[m.base])
+        if (!exclusive(*other, m))
+          fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
+                             "gradient belongs to (store once per pointer)");
+      store_of[m.base].push_back(&m);
     }
     for (const MemoryOp &m : memory_)
       if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
@@ -1119,9 +1144,14 @@ class Engine {
                                 "'; --no-grad names outputs (pointers the kernel stores to)");
     for (const Param &p : fn_->params) {
       auto it = store_of.find(p.name);
-      if (it != store_of.end() && active_.count(it->second->value) && !no_grad.count(p.name)) outputs.push_back(p.name);
+      if (it == store_of.end() || no_grad.count(p.name)) continue;
+      bool active = false;
+      for (const MemoryOp *m : it->second) active |= active_.count(m->value) > 0;
+      if (active) outputs.push_back(p.name);
     }
-    for (const std::string &o : outputs) useful_.insert(store_of[o]->value);
+    for (const std::string &o : outputs)
+      for (const MemoryOp *m : store_of[o])
+        if (active_.count(m->value)) useful_.insert(m->value);
     for (bool changed = true; changed;) {
       changed = false;
       propagate_usefulness(body, changed);
@@ -2922,6 +2952,8 @@ class Engine {
     std::string mask;
   };
   std::vector<RegisterPartial> register_partials_;
+  std::vector<std::pair<const If *, bool>> branch_path_;  // collect(): the runtime ifs around the statement
+  std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row

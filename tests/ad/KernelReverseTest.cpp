@@ -138,6 +138,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"grouped_minmax", "grouped_scale_kernel", {15, 1, 1},
                    {"X=fp32[37,45]", "Y=fp32[37,45]:zeros", "M=37", "N=45"}, {"BLOCK_M=8", "BLOCK_N=16", "GROUP_M=2"},
                    {"X"}, {}},
+        // Early returns (one program past the rows, rows whose target is ignored): ifs around the rest.
+        KernelCase{"early_return", "masked_rows_kernel", {6, 1, 1},
+                   {"X=fp32[5,20]", "Y=fp32[5,20]:zeros", "T=int32[5]:uniform(0,3)", "n_rows=5", "n_cols=20",
+                    "ignore_index=1"},
+                   {"BLOCK=32"}, {"X"}, {}},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
