@@ -225,6 +225,7 @@ class Engine {
       kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
     if (kernel_)
       if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();  // early returns become ifs
+    if (kernel_ && !report_untyped_parameters(*fn)) return std::nullopt;
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
@@ -468,6 +469,23 @@ class Engine {
     for (const SType &e : t.elems)
       if (holds_tensor(e)) return true;
     return false;
+  }
+
+  // A kernel's runtime parameters that it reads need their types (what
+  // Triton's launcher would pass): without one, every later error would be
+  // about a pointer tgrad cannot trace. Says which, and how to give it.
+  bool report_untyped_parameters(const Function &fn) {
+    std::set<std::string> read;
+    block_reads(fn.body, read);
+    bool ok = true;
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      const Param &p = fn.params[k];
+      if (fn.is_constexpr_param(k) || request_.param_types.count(p.name) || !read.count(p.name)) continue;
+      diags_.error(p.span, "the type of '" + p.name + "' is needed to differentiate '" + fn.name + "': give --arg " +
+                               p.name + "=TYPE (a pointer: *fp32, *fp16, *bf16, *i32; a scalar: i32, i64, fp32)");
+      ok = false;
+    }
+    return ok;
   }
 
   // A type with nothing unknown in it (tuples included).

@@ -458,6 +458,13 @@ expect_rc unread_module_exit_1 1 unread_module
 expect_grep unread_module_located "$TMP/unread_module.err" "unread.py:8:21: error: 'tanh' is imported from 'mylib', which tgrad does not read"
 expect_no_grep unread_module_no_backward "$TMP/unread_module.out" 'def k_bwd'
 
+# A kernel parameter without a type is named, not reported as an untraceable pointer.
+run untyped_stride $KERNELS/softmax.py --kernel softmax_kernel --wrt in_ptr --arg out_ptr=*fp32 --arg in_ptr=*fp32 \
+  --arg out_row_stride=i32 --arg n_cols=i32
+expect_rc untyped_stride_exit_1 1 untyped_stride
+expect_grep untyped_stride_named "$TMP/untyped_stride.err" "softmax.py:8:37: error: the type of 'in_row_stride' is needed to differentiate 'softmax_kernel': give --arg in_row_stride=TYPE"
+expect_no_grep untyped_stride_no_trace_error "$TMP/untyped_stride.err" 'cannot trace this pointer'
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'
