@@ -195,12 +195,14 @@ void eliminate_common_subexpressions(AnfFunction &anf, const std::set<std::strin
   count_assignments(fn.body, assigned);
   std::map<std::string, std::string> replaced;  // removed or renamed name -> the name that now holds its value
   std::map<std::string, std::string> by_value;  // printed value -> the name assigned it
+  // Renamed in place, and removed statements kept alive until the end:
+  // `purity` holds pointers to the values of every definition.
   auto rename = [&](ExprPtr &e) {
     auto *n = dyn_cast<Name>(e.get());
     auto it = n ? replaced.find(n->id) : replaced.end();
-    if (it != replaced.end()) e = std::make_unique<Name>(it->second, e->span);
+    if (it != replaced.end()) n->id = it->second;
   };
-  StmtList kept;
+  StmtList kept, removed;
   for (StmtPtr &s : fn.body) {
     StmtList one;
     one.push_back(std::move(s));
@@ -230,6 +232,7 @@ void eliminate_common_subexpressions(AnfFunction &anf, const std::set<std::strin
         } else {
           replaced[target] = earlier;
         }
+        removed.push_back(std::move(st));
         continue;
       }
     }

@@ -194,6 +194,17 @@ TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
             std::string::npos) << s.parsed->all_messages();
 }
 
+// Common-subexpression elimination removes `b = X + o` (equal to `a`) while
+// its purity analysis still looks at b's definition: once a use after free
+// (found by tools/corpus_check on a real kernel, a crash); the removed
+// statements now live until the pass ends.
+TEST(Redundancy, ARemovedDuplicateAddressStaysReadable) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    a = X + o\n    b = X + o\n    y = tl.load(b) * g\n"
+                                                      "    tl.store(Y + o, y + tl.load(a))\n"),
+                                      {"X", "G"});
+  EXPECT_TRUE(ok) << m;
+}
+
 // ------------------------------------------------------- random kernels
 
 // A random row kernel: each program loads a row of X and the weights W
