@@ -437,6 +437,8 @@ class Engine {
                                       "compute the value from floating-point operations tgrad differentiates") + ")");
     }
     std::string why = "tgrad cannot tell what this expression computes";
+    std::string advice = "Define the function in this file as a @triton.jit function, or use the tl, tl.math and "
+                         "libdevice functions tgrad knows";
     if (auto *c = dyn_cast<Call>(&value)) {
       // The callee as the user wrote it (A-normal form may have named its
       // attribute chain), and the module name it starts from.
@@ -444,12 +446,17 @@ class Engine {
       if (callee.empty()) callee = emit::print_expr(*c->func);
       const std::string root = callee.substr(0, callee.find_first_of(". ([\t"));
       sema::ImportedName imported = sema::resolve_import(module_, root);
+      const SType *f = anf_types_.type_of(c->func.get());
       if (imported.bound && !imported.target)
         why = "'" + root + "' is imported from '" + imported.module + "', which tgrad does not read, so it cannot "
               "tell what '" + callee + "(...)' computes";
+      else if (f && f->kind == SType::Kind::Builtin && f->s.rfind("tl.", 0) == 0 && sema::is_untyped_tl_builtin(f->s.substr(3)))
+      {
+        why = "tgrad does not differentiate " + f->s + " yet";
+        advice = "Write it with the operations tgrad differentiates (the README lists them)";
+      }
     }
-    fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. Define the function in this "
-                     "file as a @triton.jit function, or use the tl, tl.math and libdevice functions tgrad knows");
+    fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. " + advice);
   }
 
   // The text a one-line span covers in the user's source, or "".
@@ -945,7 +952,14 @@ class Engine {
       op.call = c;
       if (op.pointer.empty()) fail(c->span, "the pointer of a " + fname + " must be a pointer value");
       op.base = access.base_of(op.pointer);
-      if (op.base.empty()) fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
+      if (op.base.empty()) {
+        const SType *pt = type_of_name(op.pointer);
+        if (!pt || pt->kind == SType::Kind::Unknown)
+          fail(c->span, "tgrad cannot differentiate this " + fname + ": its pointer comes from an operation tgrad does not "
+                        "type yet (block pointers from tl.make_block_ptr / tl.advance, tensor descriptors); write the "
+                        "address as pointer arithmetic with a mask");
+        fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
+      }
       op.value = store ? name_or_empty(call_argument(*c, 1, "value")) : target;
       op.mask = name_or_empty(call_argument(*c, store ? 2 : 1, "mask"));
       if (!store) op.other = name_or_empty(call_argument(*c, 2, "other"));

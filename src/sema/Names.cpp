@@ -25,12 +25,24 @@ const std::set<std::string> kMathFunctions = {
     "asinh", "acosh", "atanh", "erf",   "erfc",  "abs",   "floor", "ceil",   "trunc",     "rint",      "nearbyint",
     "round", "fma",   "div_rn", "fdiv", "pow",   "sigmoid", "fast_expf", "fast_logf", "isnan", "isinf", "signbit"};
 
+// Triton 3.6 builtins tgrad reads but does not type, run or differentiate
+// yet: a kernel using them reads (Triton accepts it); their results have an
+// unknown type, so differentiating through them is a located error and the
+// interpreter refuses them by name.
+const std::set<std::string> kTlUntyped = {
+    "make_block_ptr", "advance", "make_tensor_descriptor", "load_tensor_descriptor", "store_tensor_descriptor",
+    "dot_scaled", "gather", "sort", "topk", "histogram", "map_elementwise", "reduce_or", "flip", "interleave", "cat",
+    "join", "split", "philox", "rand", "randn", "randint", "randint4x", "swizzle2d", "reduce", "associative_scan",
+    "xor_sum", "inline_asm_elementwise", "extra_elementwise", "fp8e5", "fp8e4nv", "fp8e4b15", "fp8e5b16",
+    "fp8e4b8", "float8e5", "float8e4nv", "pointer_type", "tensor", "dtype", "block_type", "condition"};
+
 KnownName ns(const std::string &name) { return {KnownName::Kind::Namespace, name, DType::FP32, 0}; }
 KnownName fn(const std::string &name) { return {KnownName::Kind::Function, name, DType::FP32, 0}; }
 
 }  // namespace
 
 bool is_tl_function(const std::string &name) { return kTlFunctions.count(name) > 0; }
+bool is_untyped_tl_builtin(const std::string &name) { return kTlUntyped.count(name) > 0; }
 bool is_math_function(const std::string &name) { return kMathFunctions.count(name) > 0; }
 
 std::optional<KnownName> namespace_member(const std::string &space, const std::string &attr) {
@@ -40,6 +52,7 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
     if (attr == "math") return ns("tl.math");
     if (attr == "extra") return ns("tl.extra");
     if (is_tl_function(attr)) return fn("tl." + attr);
+    if (kTlUntyped.count(attr)) return fn("tl." + attr);
     return std::nullopt;
   }
   if (space == "tl.extra") {

@@ -1014,6 +1014,7 @@ class Checker {
     if (name == "range" || name == "tl.range" || name == "tl.static_range")
       fail(span, name + "() can only be used as the iterable of a for loop");
     if (name == "print") fail(span, "print() is not supported in a @triton.jit function; use tl.device_print or tl.static_print");
+    if (name.rfind("tl.", 0) == 0 && is_untyped_tl_builtin(name.substr(3))) return SType::unknown();
     // Triton maps Python's min and max on tensors to tl.minimum and tl.maximum
     // (the tutorial matmul's `min(num_pid_m - first_pid_m, GROUP_SIZE_M)`).
     if ((name == "min" || name == "max") && (args.size() > 0 && (args[0].is_tensor() || (args.size() > 1 && args[1].is_tensor())))) {

@@ -194,6 +194,27 @@ TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
             std::string::npos) << s.parsed->all_messages();
 }
 
+// Builtins tgrad reads but does not type yet (block pointers, tl.split):
+// the kernel reads, and differentiating it is a located error saying why.
+TEST(UntypedBuiltins, ReadButRefusedWithAReason) {
+  const std::string source = std::string(kHeader) +
+      "\n@triton.jit\ndef k(X, G, Y, Z, B: tl.constexpr):\n"
+      "    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n"
+      "    x = tl.load(p, boundary_check=(0,))\n    o = tl.arange(0, B)\n    tl.store(Y + o, x)\n";
+  auto [ok, m] = differentiate_source(source);
+  EXPECT_FALSE(ok);
+  EXPECT_NE(m.find("t.py:7:9: error: tgrad cannot differentiate this tl.load: its pointer comes from an operation "
+                   "tgrad does not type yet (block pointers"),
+            std::string::npos) << m;
+  const std::string split = kernel_with("", "    a, b = tl.split(tl.reshape(x, (B // 2, 2)))\n"
+                                            "    tl.store(Y + tl.arange(0, B // 2), a * b)\n");
+  auto [ok2, m2] = differentiate_source(split);
+  EXPECT_FALSE(ok2);
+  EXPECT_NE(m2.find("t.py:9:12: error: tgrad does not differentiate tl.split yet; the gradient of 'tl_reshape_x' through it "
+                    "would be lost. Write it with the operations tgrad differentiates"),
+            std::string::npos) << m2;
+}
+
 // Common-subexpression elimination removes `b = X + o` (equal to `a`) while
 // its purity analysis still looks at b's definition: once a use after free
 // (found by tools/corpus_check on a real kernel, a crash); the removed
