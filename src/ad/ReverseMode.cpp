@@ -866,6 +866,12 @@ class Engine {
     out->functions.push_back(std::move(bwd));
     std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
     for (const auto &f : out->functions) block_reads(f->body, read);
+    // The module constants any emitted function reads (a helper's backward too).
+    for (const Constant &c : module_.constants) {
+      bool have = false;
+      for (const Constant &d : out->constants) have |= d.name == c.name;
+      if (!have && read.count(c.name)) out->constants.push_back({c.name, c.span, clone(*c.stmt)});
+    }
     add_imports(*out, read);
     result.source = header() + emit::print_module(*out);
     result.module = std::move(out);
@@ -2407,11 +2413,13 @@ class Engine {
                            : imp.is_from         ? entry.first
                                                  : entry.first.substr(0, entry.first.find('.'));
         if (!read.count(name) || bound.count(name)) continue;
+        if (module_.find_function(name)) continue;  // a helper read from the user's module: emitted in the file
         sema::ImportedName used = sema::resolve_import(module_, name);
         if (used.statement != &imp || used.entry != k) continue;
         Import one = imp;
         one.names = {entry};
         one.conditional = false;
+        one.followed = false;  // the backward file stands alone: it prints every import it needs
         m.imports.push_back(one);
         bound.insert(name);
       }
@@ -2421,11 +2429,12 @@ class Engine {
   // The user's jit functions the backward calls (the primal replay may).
   void add_called_functions(const Function &bwd, Module &out) {
     std::set<std::string> names;
-    for (const StmtPtr &s : bwd.body) stmt_reads(*s, names);
+    block_reads(bwd.body, names);  // inside loops and ifs too
     std::set<const Function *> seen;
     std::function<void(const Function &)> visit = [&](const Function &f) {
       std::set<std::string> inner;
-      for (const StmtPtr &s : f.body) stmt_reads(*s, inner);
+      block_reads(f.body, inner);
+      names.insert(inner.begin(), inner.end());  // the module constants the helpers read
       for (const std::string &n : inner)
         if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
           seen.insert(g);

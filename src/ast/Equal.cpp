@@ -152,11 +152,8 @@ bool equal(const Module &a, const Module &b) {
     const Import &x = a.imports[i], &y = b.imports[i];
     if (x.is_from != y.is_from || x.module != y.module || x.names != y.names || x.conditional != y.conditional)
       return false;
-    // Which if/try statement a conditional import sits in: compared as a
-    // partition (the same statement as the import before it, or not).
-    if (x.conditional && i > 0 &&
-        (x.group == a.imports[i - 1].group) != (y.group == b.imports[i - 1].group))
-      return false;
+    // Which if/try statement a conditional import sat in only decides how
+    // --emit source groups the alternatives; it is not compared.
   }
   for (size_t i = 0; i < a.constants.size(); ++i)
     if (a.constants[i].name != b.constants[i].name || !equal(*a.constants[i].stmt, *b.constants[i].stmt)) return false;

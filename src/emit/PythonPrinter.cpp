@@ -482,6 +482,7 @@ std::string print_function(const Function &f) {
 std::string print_module(const Module &m) {
   std::ostringstream out;
   for (size_t k = 0; k < m.imports.size(); ++k) {
+    if (m.imports[k].followed) continue;  // belongs to a module read for this one
     if (!m.imports[k].conditional) {
       print_import(out, m.imports[k]);
       continue;
@@ -506,9 +507,11 @@ std::string print_module(const Module &m) {
   }
   if (!m.constants.empty()) {
     if (!m.imports.empty()) out << '\n';
-    for (const Constant &c : m.constants) StmtPrinter(out).print(*c.stmt, 0);
+    for (const Constant &c : m.constants)
+      if (!c.imported) StmtPrinter(out).print(*c.stmt, 0);
   }
   for (const auto &f : m.functions) {
+    if (!f->imported_from.empty()) continue;  // defined in another of the user's modules
     if (out.tellp() > 0) out << "\n\n";
     out << print_function(*f);
   }

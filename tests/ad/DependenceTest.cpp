@@ -215,6 +215,30 @@ TEST(UntypedBuiltins, ReadButRefusedWithAReason) {
             std::string::npos) << m2;
 }
 
+// A module that is not found stays unread: differentiating through its
+// function names it (ACallIntoAModuleTgradDoesNotRead... above); one found
+// through the search path is read.
+TEST(FollowImports, AbsoluteImportsThroughTheSearchPath) {
+  const std::string source = std::string(kHeader) + "from helper_module import softplus\n\n@triton.jit\n"
+      "def k(X, G, Y, Z, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(Y + o, softplus(tl.load(X + o)))\n";
+  KernelCase c{"", "k", {1, 1, 1}, {"X=fp32[8]", "G=fp32[8]", "Y=fp32[8]:zeros", "Z=fp32[8]:zeros"}, {"B=8"}, {"X"}, {},
+               source};
+  KernelSetup s = setup(c);  // t.py in the working directory: helper_module is not found
+  auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  EXPECT_FALSE(bwd);
+  EXPECT_NE(s.parsed->all_messages().find("'softplus' is imported from 'helper_module', which tgrad does not read"),
+            std::string::npos) << s.parsed->all_messages();
+  KernelSetup t = setup(c);
+  parse::follow_imports(*t.parsed->module, "t.py", {"tests/kernels"}, t.parsed->sources, *t.parsed->diags);
+  ASSERT_TRUE(t.parsed->ok()) << t.parsed->all_messages();
+  auto result = driver::grad_check_kernel(*t.parsed->module, t.parsed->sources, t.request, t.launch, t.memory, {},
+                                          *t.parsed->diags, 8);
+  ASSERT_TRUE(result) << t.parsed->all_messages();
+  EXPECT_TRUE(result->pass) << result->backward_source;
+  // --emit source prints the user's file, not the helpers read for it.
+  EXPECT_EQ(emit::print_module(*t.parsed->module).find("def softplus"), std::string::npos);
+}
+
 // Common-subexpression elimination removes `b = X + o` (equal to `a`) while
 // its purity analysis still looks at b's definition: once a use after free
 // (found by tools/corpus_check on a real kernel, a crash); the removed

@@ -143,6 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,20]", "Y=fp32[5,20]:zeros", "T=int32[5]:uniform(0,3)", "n_rows=5", "n_cols=20",
                     "ignore_index=1"},
                    {"BLOCK=32"}, {"X"}, {}},
+        // A helper from a sibling module (relative import with an alias; the helper calls another and reads a constant).
+        KernelCase{"imports_helper", "softplus_scale_kernel", {3, 1, 1},
+                   {"X=fp32[300]:uniform(-30,30)", "W=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"},
+                   {"X", "W"}, {}},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},

@@ -13,6 +13,7 @@
 
 #include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
+#include "src/parse/FollowImports.h"
 #include "tests/parse/ParseHelpers.h"
 
 namespace tgrad::testing {
@@ -41,6 +42,8 @@ inline KernelSetup setup(const KernelCase &c) {
   KernelSetup s;
   std::string path = c.file.empty() ? "t.py" : "tests/kernels/" + c.file + ".py";
   s.parsed = parse_text(c.file.empty() ? c.source : read_file(path), path);
+  // Modules of the user's that the kernel imports (tests/kernels/helper_module.py), as the CLI reads them.
+  parse::follow_imports(*s.parsed->module, path, {}, s.parsed->sources, *s.parsed->diags);
   s.request.function = c.kernel;
   s.request.wrt = c.wrt;
   s.launch.kernel = c.kernel;

@@ -30,6 +30,7 @@
 #include "src/interp/TensorOps.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/interp/Interpreter.h"
+#include "src/parse/FollowImports.h"
 #include "tgrad/tgrad.h"
 
 namespace {
@@ -49,6 +50,7 @@ struct Options {
   std::vector<std::string> no_grad;    // outputs without upstream gradients
   std::string command_line;
   bool explain = false;
+  std::vector<std::string> include_dirs;  // -I: where imported modules of the user's are looked for
 };
 
 struct RunOptions {
@@ -64,6 +66,7 @@ struct RunOptions {
   int64_t max_iterations = 100'000'000;
   std::string wrt;  // check only
   std::vector<std::string> no_grad;  // check only
+  std::vector<std::string> include_dirs;
   double rtol = 1e-6;
 };
 
@@ -161,7 +164,7 @@ struct Loaded {
   int file_id = -1;
 };
 
-std::unique_ptr<Loaded> load(const std::string &input) {
+std::unique_ptr<Loaded> load(const std::string &input, const std::vector<std::string> &include_dirs) {
   auto l = std::make_unique<Loaded>();
   std::string text, error;
   if (!read_input(input, text, error)) {
@@ -171,13 +174,15 @@ std::unique_ptr<Loaded> load(const std::string &input) {
   l->file_id = l->sources.add_file(input == "-" ? "<stdin>" : input, std::move(text));
   l->diags = std::make_unique<tgrad::DiagEngine>(l->sources);
   l->module = tgrad::parse::parse_module(l->sources, l->file_id, *l->diags);
+  if (!l->diags->has_errors())
+    tgrad::parse::follow_imports(*l->module, input == "-" ? "" : input, include_dirs, l->sources, *l->diags);
   l->diags->print_all(std::cerr);
   if (l->diags->has_errors()) return nullptr;
   return l;
 }
 
 int run_front_end(const Options &opts) {
-  std::unique_ptr<Loaded> l = load(opts.input);
+  std::unique_ptr<Loaded> l = load(opts.input, opts.include_dirs);
   if (!l) return kExitInputError;
   const tgrad::ast::Function *selected = nullptr;
   if (!opts.function.empty()) {
@@ -398,7 +403,7 @@ void build_launch(const RunOptions &o, const Prepared &p, tgrad::interp::Launch 
 }
 
 int run_interpreter(const RunOptions &o) {
-  std::unique_ptr<Loaded> l = load(o.input);
+  std::unique_ptr<Loaded> l = load(o.input, o.include_dirs);
   if (!l) return kExitInputError;
   Prepared p;
   const tgrad::ast::Function *fn = nullptr;
@@ -475,7 +480,7 @@ int print_check(const tgrad::driver::GradCheckResult &result, const std::string 
 }
 
 int run_check(const RunOptions &o) {
-  std::unique_ptr<Loaded> l = load(o.input);
+  std::unique_ptr<Loaded> l = load(o.input, o.include_dirs);
   if (!l) return kExitInputError;
   Prepared p;
   const tgrad::ast::Function *fn = nullptr;
@@ -556,6 +561,7 @@ void add_launch_options(CLI::App *cmd, RunOptions &o) {
   cmd->add_option("--fn", o.function, "A tile function to call once with the --arg values");
   cmd->add_option("--grid", o.grid, "Launch grid X[,Y[,Z]]");
   cmd->add_option("-D", o.defines, "A tl.constexpr parameter: NAME=VALUE (128, 0.5, True, tl.float16, 'relu')");
+  cmd->add_option("-I", o.include_dirs, "A directory where imported modules (from mypkg.ops import f) are looked for");
   cmd->add_option("--arg", o.args,
                   "An argument: NAME=SPEC, a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an optional "
                   "fill :uniform(A,B) (default uniform(-1,1)), :zeros or :ones");
@@ -587,6 +593,9 @@ int main(int argc, char **argv) {
                  "With --wrt, kernels: outputs that carry no upstream gradient (saved statistics): no d<ptr> for them")
       ->delimiter(',');
   app.add_option("-D", opts.defines, "With --wrt or --dump-ast --fn: a tl.constexpr value NAME=VALUE");
+  app.add_option("-I", opts.include_dirs,
+                 "A directory where the user's imported modules are looked for (also: the file's directory and its "
+                 "package root; relative imports from the file)");
   app.add_option("--arg", opts.arg_types,
                  "With --wrt or --dump-ast --fn: a parameter's type NAME=TYPE (*fp32 a pointer, i32 a scalar, fp32[16, N] a tile)");
 

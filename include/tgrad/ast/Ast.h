@@ -343,6 +343,9 @@ struct Function {
   // Set when the function is made a jit function by the call form
   // `ALIAS = triton.jit(name)` instead of a decorator; ALIAS is what callers use.
   std::string jit_alias;
+  // Set for a function read from another of the user's modules (`from .utils
+  // import f`): that module's name. --emit source leaves it out.
+  std::string imported_from;
 
   bool is_constexpr_param(size_t i) const;
 };
@@ -354,6 +357,7 @@ struct Import {
   std::vector<std::pair<std::string, std::string>> names;  // (name, alias or "")
   bool conditional = false;            // inside a module-level if/try block: one of several alternatives
   int group = 0;                       // conditional: which module-level if/try statement
+  bool followed = false;               // an import of a module tgrad read for the importer (not printed)
 };
 
 // `NAME: tl.constexpr = value` or `NAME = tl.constexpr(value)` at module level.
@@ -361,6 +365,7 @@ struct Constant {
   std::string name;
   SourceSpan span;
   StmtPtr stmt;  // the statement as written (AnnAssign or Assign)
+  bool imported = false;  // read from another of the user's modules (not printed by --emit source)
 };
 
 struct Module {

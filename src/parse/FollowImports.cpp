@@ -1,0 +1,166 @@
+#include "src/parse/FollowImports.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "tgrad/parse/Parser.h"
+
+namespace tgrad::parse {
+
+using namespace ast;
+
+namespace {
+
+bool is_file(const std::string &p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dir_of(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Modules tgrad knows by name, never read from disk.
+bool is_library_module(const std::string &m) {
+  for (const char *lib : {"triton", "math", "torch", "numpy", "typing", "functools", "os", "sys", "operator"})
+    if (m == lib || m.rfind(std::string(lib) + ".", 0) == 0) return true;
+  return false;
+}
+
+// The file of a dotted module path under `dir`: dir/a/b.py or dir/a/b/__init__.py.
+std::string module_file(const std::string &dir, const std::string &dotted) {
+  std::string rel = dotted;
+  for (char &c : rel)
+    if (c == '.') c = '/';
+  for (const std::string &candidate : {dir + "/" + rel + ".py", dir + "/" + rel + "/__init__.py"})
+    if (is_file(candidate)) return candidate;
+  return "";
+}
+
+// The parent of the outermost directory above `dir` (itself included) that holds an __init__.py.
+std::string package_root(std::string dir) {
+  std::string root;
+  while (is_file(dir + "/__init__.py")) {
+    root = dir_of(dir);
+    if (root == dir) break;
+    dir = root;
+  }
+  return root;
+}
+
+struct Follower {
+  SourceManager &sources;
+  DiagEngine &diags;
+  const std::vector<std::string> &search_dirs;
+  std::map<std::string, std::unique_ptr<Module>> loaded;  // path -> module (null while being loaded)
+  std::vector<std::unique_ptr<Module>> keep;
+
+  std::string locate(const std::string &importer, const std::string &module) {
+    if (module.empty()) return "";
+    if (module[0] == '.') {
+      size_t dots = module.find_first_not_of('.');
+      std::string dir = importer.empty() ? "." : dir_of(importer);
+      for (size_t k = 1; k < (dots == std::string::npos ? module.size() : dots); ++k) dir = dir_of(dir);
+      return dots == std::string::npos ? "" : module_file(dir, module.substr(dots));
+    }
+    if (is_library_module(module)) return "";
+    std::vector<std::string> dirs = search_dirs;
+    if (!importer.empty()) {
+      dirs.push_back(dir_of(importer));
+      if (std::string root = package_root(dir_of(importer)); !root.empty()) dirs.push_back(root);
+    }
+    for (const std::string &d : dirs)
+      if (std::string f = module_file(d, module); !f.empty()) return f;
+    return "";
+  }
+
+  Module *load(const std::string &path) {
+    auto it = loaded.find(path);
+    if (it != loaded.end()) return it->second.get();  // null: an import cycle, left alone
+    loaded[path] = nullptr;
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    int id = sources.add_file(path, text.str());
+    std::unique_ptr<Module> m = parse_module(sources, id, diags);
+    follow(*m, path);
+    Module *raw = m.get();
+    loaded[path] = std::move(m);
+    return raw;
+  }
+
+  // Adds to `into` what `from` defines under `name`, as `as`, and what it needs.
+  void take(Module &into, const Module &from, const std::string &module, const std::string &name, const std::string &as) {
+    std::set<std::string> have;
+    for (const auto &f : into.functions) have.insert(f->name);
+    for (const Constant &c : into.constants) have.insert(c.name);
+    bool found = false;
+    for (const auto &f : from.functions)
+      if (f->name == name || f->jit_alias == name) {
+        found = true;
+        if (have.count(as)) break;
+        std::unique_ptr<Function> copy = clone(*f);
+        copy->name = as;
+        copy->jit_alias.clear();
+        copy->imported_from = module;
+        into.functions.push_back(std::move(copy));
+      }
+    for (const Constant &c : from.constants)
+      if (c.name == name && !have.count(as)) {
+        found = true;
+        Constant copy{as, c.span, clone(*c.stmt), true};
+        into.constants.push_back(std::move(copy));
+      }
+    if (!found) return;
+    // What the taken function may call: the module's other jit functions and
+    // constants (not yet defined here), and its imports, placed before the
+    // importer's own so that those win.
+    for (const auto &f : from.functions)
+      if (!have.count(f->name) && f->name != name && !into.find_function(f->name)) {
+        std::unique_ptr<Function> copy = clone(*f);
+        copy->imported_from = module;
+        into.functions.push_back(std::move(copy));
+      }
+    for (const Constant &c : from.constants)
+      if (!have.count(c.name) && c.name != name) {
+        bool exists = false;
+        for (const Constant &k : into.constants) exists |= k.name == c.name;
+        if (!exists) into.constants.push_back(Constant{c.name, c.span, clone(*c.stmt), true});
+      }
+    std::vector<Import> theirs;
+    for (const Import &imp : from.imports) {
+      Import copy = imp;
+      copy.followed = true;
+      theirs.push_back(copy);
+    }
+    into.imports.insert(into.imports.begin(), theirs.begin(), theirs.end());
+  }
+
+  void follow(Module &module, const std::string &path) {
+    const std::vector<Import> imports = module.imports;
+    for (const Import &imp : imports) {
+      if (!imp.is_from || imp.followed) continue;
+      const std::string file = locate(path, imp.module);
+      if (file.empty()) continue;
+      const Module *from = load(file);
+      if (!from) continue;
+      for (const auto &[name, alias] : imp.names) take(module, *from, imp.module, name, alias.empty() ? name : alias);
+    }
+  }
+};
+
+}  // namespace
+
+void follow_imports(Module &module, const std::string &path, const std::vector<std::string> &search_dirs,
+                    SourceManager &sources, DiagEngine &diags) {
+  Follower f{sources, diags, search_dirs, {}, {}};
+  f.follow(module, path);
+}
+
+}  // namespace tgrad::parse
