@@ -27,7 +27,7 @@ namespace {
 
 KernelCase import_case(const std::string &kernel) {
   return KernelCase{"libdevice_imports", kernel, {3, 1, 1},
-                    {"X=fp32[300]", "G=fp32[300]", "Y=fp32[300]:zeros", "N=300"}, {"BLOCK=128"}, {"X", "G"}, {}};
+                    {"X=fp32[300]", "G=fp32[300]", "Y=fp32[300]:zeros", "N=300"}, {"BLOCK=128"}, {"X", "G"}, {}, ""};
 }
 
 class ImportSpellings : public ::testing::TestWithParam<std::string> {};
@@ -56,7 +56,7 @@ INSTANTIATE_TEST_SUITE_P(LibdeviceImports, ImportSpellings,
 
 TEST(ImportSpellings, AnImportInsideAModuleLevelTryBlock) {
   KernelSetup s = setup(KernelCase{"gelu_conditional_import", "gelu_tanh_kernel", {3, 1, 1},
-                                   {"X=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"}, {"X"}, {}});
+                                   {"X=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"}, {"X"}, {}, ""});
   ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
   ASSERT_EQ(s.parsed->module->imports.size(), 4u);
   EXPECT_TRUE(s.parsed->module->imports[2].conditional);
@@ -181,7 +181,7 @@ TEST(Dependence, AnInputReachingOnlyNoGradOutputsIsAWarning) {
 
 TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
   KernelCase c{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
-               {"BLOCK=128"}, {"X", "B"}, {}};
+               {"BLOCK=128"}, {"X", "B"}, {}, ""};
   KernelSetup s = setup(c);
   ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
   // Reading it is fine (valid Triton) ...
