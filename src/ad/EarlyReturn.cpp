@@ -48,7 +48,53 @@ StmtList guard(const StmtList &block) {
   return out;
 }
 
+bool has_conditional_assignment(const StmtList &block) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
+                                               isa<IfExp>(a->value.get()))
+      return true;
+    if (auto *i = dyn_cast<If>(s.get()); i && (has_conditional_assignment(i->body) || has_conditional_assignment(i->orelse)))
+      return true;
+    if (auto *f = dyn_cast<For>(s.get()); f && has_conditional_assignment(f->body)) return true;
+  }
+  return false;
+}
+
+StmtList split_conditional_assignments(const StmtList &block) {
+  StmtList out;
+  for (const StmtPtr &s : block) {
+    auto *a = dyn_cast<Assign>(s.get());
+    auto *e = a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) ? dyn_cast<IfExp>(a->value.get()) : nullptr;
+    if (e) {
+      auto branch = [&](const Expr &value) {
+        ExprList targets;
+        targets.push_back(clone(*a->targets[0]));
+        StmtList b;
+        b.push_back(std::make_unique<Assign>(std::move(targets), clone(value), s->span));
+        return b;
+      };
+      out.push_back(std::make_unique<If>(clone(*e->cond), branch(*e->then_value), branch(*e->else_value), s->span));
+      continue;
+    }
+    StmtPtr copy = clone(*s);
+    if (auto *i = dyn_cast<If>(copy.get())) {
+      i->body = split_conditional_assignments(i->body);
+      i->orelse = split_conditional_assignments(i->orelse);
+    }
+    if (auto *f = dyn_cast<For>(copy.get())) f->body = split_conditional_assignments(f->body);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::unique_ptr<Function> conditional_assignments_as_ifs(const Function &fn) {
+  if (!has_conditional_assignment(fn.body)) return nullptr;
+  std::unique_ptr<Function> out = clone_signature(fn);
+  out->body = split_conditional_assignments(fn.body);
+  return out;
+}
 
 std::unique_ptr<Function> guard_early_returns(const Function &fn) {
   if (!returns_through_ifs(fn.body)) return nullptr;

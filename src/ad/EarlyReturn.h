@@ -24,4 +24,10 @@ namespace tgrad::ad {
 // this rewrite handles.
 std::unique_ptr<ast::Function> guard_early_returns(const ast::Function &fn);
 
+// `x = a if c else b` (the whole value of an assignment to one name) as
+// `if c: x = a` / `else: x = b`, so that a condition computed at run time is
+// reversed like a runtime if (Triton evaluates only the branch taken, and so
+// does the if). Null if the function has no such assignment.
+std::unique_ptr<ast::Function> conditional_assignments_as_ifs(const ast::Function &fn);
+
 }  // namespace tgrad::ad

@@ -225,6 +225,8 @@ class Engine {
       kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
     if (kernel_)
       if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();  // early returns become ifs
+    if (kernel_)
+      if ((split_fn_ = conditional_assignments_as_ifs(*fn))) fn = fn_ = split_fn_.get();  // x = a if c else b
     if (kernel_ && !report_untyped_parameters(*fn)) return std::nullopt;
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
@@ -2994,7 +2996,8 @@ class Engine {
   };
   std::vector<RegisterPartial> register_partials_;
   std::vector<std::pair<const If *, bool>> branch_path_;  // collect(): the runtime ifs around the statement
-  std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
+  std::unique_ptr<Function> guarded_fn_;
+  std::unique_ptr<Function> split_fn_;  // the forward with `x = a if c else b` written as an if  // the forward with its early returns turned into ifs, if it has any
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row

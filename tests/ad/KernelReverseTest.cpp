@@ -147,6 +147,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"imports_helper", "softplus_scale_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-30,30)", "W=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"},
                    {"X", "W"}, {}},
+        // x = a if c else b with c loaded at run time: an if.
+        KernelCase{"runtime_ifexp", "scale_kernel", {3, 1, 1},
+                   {"X=fp32[300]", "Y=fp32[300]:zeros", "S=fp32[3]", "n=300"}, {"BLOCK=128"}, {"X", "S"}, {}, ""},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
