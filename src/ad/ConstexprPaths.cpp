@@ -1,8 +1,9 @@
 #include "src/ad/ConstexprPaths.h"
 
-#include <functional>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "src/ad/AnfWalk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -14,27 +15,12 @@ using namespace ast;
 namespace {
 
 // Names a block assigns at any depth (assignment targets, loop variables).
-void assigned_in(const StmtList &block, std::set<std::string> &out) {
-  std::function<void(const Expr &)> target = [&](const Expr &t) {
-    if (auto *n = dyn_cast<Name>(&t)) out.insert(n->id);
-    if (auto *tu = dyn_cast<Tuple>(&t))
-      for (const ExprPtr &e : tu->elts) target(*e);
-  };
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get()))
-      for (const ExprPtr &t : a->targets) target(*t);
-    if (auto *a = dyn_cast<AugAssign>(s.get())) target(*a->target);
-    if (auto *a = dyn_cast<AnnAssign>(s.get())) target(*a->target);
-    if (auto *f = dyn_cast<For>(s.get())) {
-      target(*f->target);
-      assigned_in(f->body, out);
-    }
-    if (auto *w = dyn_cast<While>(s.get())) assigned_in(w->body, out);
-    if (auto *i = dyn_cast<If>(s.get())) {
-      assigned_in(i->body, out);
-      assigned_in(i->orelse, out);
-    }
-  }
+std::set<std::string> assigned_in(const StmtList &block) {
+  std::map<std::string, int> counts;
+  count_assignments(block, counts);
+  std::set<std::string> out;
+  for (const auto &kv : counts) out.insert(kv.first);
+  return out;
 }
 
 struct Checker {
@@ -44,58 +30,46 @@ struct Checker {
 
   // `before`: names assigned before this block; `after`: names read after it.
   void block(const StmtList &body, std::set<std::string> before, const std::set<std::string> &after) {
+    // What is read after each if or loop, built backwards in one pass.
+    std::vector<std::set<std::string>> later(body.size());
+    std::set<std::string> suffix = after;
+    for (size_t k = body.size(); k-- > 0;) {
+      if (isa<If>(body[k].get()) || isa<For>(body[k].get())) later[k] = suffix;
+      deep_reads(*body[k], suffix);
+    }
     for (size_t k = 0; k < body.size(); ++k) {
       const Stmt &s = *body[k];
-      std::set<std::string> later = after;
-      for (size_t j = k + 1; j < body.size(); ++j) deep_reads(*body[j], later);
       if (auto *i = dyn_cast<If>(&s)) {
         const sema::SType *c = types.type_of(i->cond.get());
         const bool unknown_constexpr = c && !c->is_tensor() && !c->known && c->kind != sema::SType::Kind::Unknown;
-        if (unknown_constexpr) {
-          std::set<std::string> then_names, else_names;
-          assigned_in(i->body, then_names);
-          assigned_in(i->orelse, else_names);
+        const std::set<std::string> then_names = assigned_in(i->body), else_names = assigned_in(i->orelse);
+        if (unknown_constexpr)
           for (const std::set<std::string> *one : {&then_names, &else_names})
             for (const std::string &n : *one) {
               const std::set<std::string> &other = one == &then_names ? else_names : then_names;
-              if (before.count(n) || other.count(n) || !later.count(n)) continue;
-              const std::string flag = emit::print_expr(*i->cond);
-              diags.error(i->cond->span, "'" + n + "' is assigned only when the tl.constexpr condition '" + flag + "' is " +
+              if (before.count(n) || other.count(n) || !later[k].count(n)) continue;
+              diags.error(i->cond->span, "'" + n + "' is assigned only when the tl.constexpr condition '" +
+                                             emit::print_expr(*i->cond) + "' is " +
                                              (one == &then_names ? "true" : "false") +
                                              " and is used after this if; its backward depends on the condition's "
                                              "value: give it with -D (one backward per value)");
               reported = true;
             }
-        }
-        std::set<std::string> inner_after = later;
-        block(i->body, before, inner_after);
-        block(i->orelse, before, inner_after);
-      } else if (auto *f = dyn_cast<For>(&s)) {
-        std::set<std::string> inner_after = later;
+        block(i->body, before, later[k]);
+        block(i->orelse, before, later[k]);
+        // After an if, a name counts as assigned where both branches assign it.
+        for (const std::string &n : then_names)
+          if (else_names.count(n)) before.insert(n);
+        continue;
+      }
+      if (auto *f = dyn_cast<For>(&s)) {
+        std::set<std::string> inner_after = later[k];
         deep_reads(s, inner_after);  // the next iteration reads what the body reads
         block(f->body, before, inner_after);
       }
-      std::set<std::string> assigned;
-      assigned_in_stmt(s, assigned);
-      before.insert(assigned.begin(), assigned.end());
-    }
-  }
-
-  static void assigned_in_stmt(const Stmt &s, std::set<std::string> &out) {
-    if (auto *a = dyn_cast<Assign>(&s)) {
-      for (const ExprPtr &t : a->targets)
-        if (auto *n = dyn_cast<Name>(t.get())) out.insert(n->id);
-    }
-    if (auto *a = dyn_cast<AugAssign>(&s))
-      if (auto *n = dyn_cast<Name>(a->target.get())) out.insert(n->id);
-    if (auto *f = dyn_cast<For>(&s)) assigned_in(f->body, out);
-    if (auto *i = dyn_cast<If>(&s)) {
-      // After an if, a name counts as assigned where both branches assign it.
-      std::set<std::string> t, e;
-      assigned_in(i->body, t);
-      assigned_in(i->orelse, e);
-      for (const std::string &n : t)
-        if (e.count(n)) out.insert(n);
+      std::map<std::string, int> assigned;
+      stmt_assignments(s, assigned);
+      for (const auto &kv : assigned) before.insert(kv.first);
     }
   }
 };

@@ -223,11 +223,12 @@ class Engine {
     fn_ = fn;
     for (const auto &kv : request_.param_types)
       kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
-    if (kernel_)
-      if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();  // early returns become ifs
-    if (kernel_)
-      if ((split_fn_ = conditional_assignments_as_ifs(*fn))) fn = fn_ = split_fn_.get();  // x = a if c else b
-    if (kernel_ && !report_untyped_parameters(*fn)) return std::nullopt;
+    if (kernel_) {
+      // Early returns and `x = a if c else b` become ifs; then every runtime parameter read needs a type.
+      if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();
+      if ((split_fn_ = conditional_assignments_as_ifs(*fn))) fn = fn_ = split_fn_.get();
+      if (!report_untyped_parameters(*fn)) return std::nullopt;
+    }
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
@@ -421,8 +422,8 @@ class Engine {
     const SType *t = type_of_name(target);
     Op op = classify(value);
     if (t && is_known(*t)) {
-      static const std::set<std::string> no_gradient = {"Compare", "argmax", "argmin", "isnan", "isinf", "signbit",
-                                                         "tuple element", "jit call", "BoolOp", "operator not"};
+      static const std::set<std::string> no_gradient = {"Compare", "argmax", "argmin", "tuple element", "jit call",
+                                                         "BoolOp", "operator not"};
       bool bitcast = false;
       for (const Keyword *k : op.kws)
         bitcast |= k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
@@ -432,7 +433,9 @@ class Engine {
       // mistake, not a compile-time value.
       static const std::set<std::string> carries_data = {"copy", "add", "sub", "mul", "truediv", "neg", "pos"};
       const bool compile_time = !holds_tensor(*t) && !carries_data.count(op.key);
-      if (compile_time || no_gradient.count(op.key) || (op.key == "cast" && !bitcast)) return;
+      if (compile_time || no_gradient.count(op.key) || sema::is_math_classification(op.key) ||
+          (op.key == "cast" && !bitcast))
+        return;
       fail(value.span, "this " + op.key + " turns '" + operand + "', which carries a gradient, into " + t->str() +
                            "; tgrad cannot tell that its gradient is zero, and would drop it (" +
                            (bitcast ? "a bitcast reinterprets bits: convert with .to() instead" :
@@ -750,8 +753,6 @@ class Engine {
       auto *a = dyn_cast<Assign>(s.get());
       if (!a) continue;
       const std::string &t = as_name(*a->targets[0])->id;
-      std::set<std::string> in;
-      reads(*a->value, in);
       const std::string operand = first_active(*a->value, active);
       if (operand.empty()) continue;
       if (carries_gradient(type_of_name(t))) active.insert(t);
@@ -868,7 +869,7 @@ class Engine {
     out->functions.push_back(std::move(bwd));
     std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
     for (const auto &f : out->functions) block_reads(f->body, read);
-    // The module constants any emitted function reads (a helper's backward too).
+    // The module constants any emitted function reads (the user's helpers and their backwards too).
     for (const Constant &c : module_.constants) {
       bool have = false;
       for (const Constant &d : out->constants) have |= d.name == c.name;
@@ -2410,16 +2411,13 @@ class Engine {
     // user wrote it; an alternative from an if/try block stands alone.
     for (const Import &imp : module_.imports)
       for (size_t k = 0; k < imp.names.size(); ++k) {
-        const auto &entry = imp.names[k];
-        std::string name = !entry.second.empty() ? entry.second
-                           : imp.is_from         ? entry.first
-                                                 : entry.first.substr(0, entry.first.find('.'));
+        const std::string name = ast::bound_name(imp, k);
         if (!read.count(name) || bound.count(name)) continue;
         if (module_.find_function(name)) continue;  // a helper read from the user's module: emitted in the file
         sema::ImportedName used = sema::resolve_import(module_, name);
         if (used.statement != &imp || used.entry != k) continue;
         Import one = imp;
-        one.names = {entry};
+        one.names = {imp.names[k]};
         one.conditional = false;
         one.followed = false;  // the backward file stands alone: it prints every import it needs
         m.imports.push_back(one);
@@ -2436,7 +2434,6 @@ class Engine {
     std::function<void(const Function &)> visit = [&](const Function &f) {
       std::set<std::string> inner;
       block_reads(f.body, inner);
-      names.insert(inner.begin(), inner.end());  // the module constants the helpers read
       for (const std::string &n : inner)
         if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
           seen.insert(g);
@@ -2450,8 +2447,6 @@ class Engine {
       }
     for (const auto &f : module_.functions)
       if (seen.count(f.get())) out.functions.push_back(clone(*f));
-    for (const Constant &c : module_.constants)
-      if (names.count(c.name)) out.constants.push_back({c.name, c.span, clone(*c.stmt)});
   }
 
   void cast_results(Function &bwd, const sema::TypeInfo &info) {
@@ -2996,8 +2991,8 @@ class Engine {
   };
   std::vector<RegisterPartial> register_partials_;
   std::vector<std::pair<const If *, bool>> branch_path_;  // collect(): the runtime ifs around the statement
-  std::unique_ptr<Function> guarded_fn_;
-  std::unique_ptr<Function> split_fn_;  // the forward with `x = a if c else b` written as an if  // the forward with its early returns turned into ifs, if it has any
+  std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
+  std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row

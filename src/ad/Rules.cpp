@@ -13,37 +13,36 @@ extern const char kAdjointRules[];  // generated from adjoints/rules.py (src/BUI
 
 namespace {
 
+// Rules parsed from tile-language source: the embedded table, or a test's override.
 struct Table {
   SourceManager sources;
   std::unique_ptr<ast::Module> module;
   std::map<std::string, const ast::Function *> rules;
+  bool ok = false;  // the source parsed
 
-  Table() {
-    int id = sources.add_file("src/ad/adjoints/rules.py", kAdjointRules);
+  Table(const std::string &name, const std::string &text, bool abort_on_error) {
+    int id = sources.add_file(name, text);
     DiagEngine diags(sources);
     module = parse::parse_module(sources, id, diags);
-    if (diags.has_errors()) {
+    ok = !diags.has_errors() && module;
+    if (!ok && abort_on_error) {
       std::cerr << "tgrad: internal error: the embedded adjoint rules do not parse:\n";
       diags.print_all(std::cerr);
       std::abort();
     }
-    for (const auto &f : module->functions) rules[f->name] = f.get();
+    if (ok)
+      for (const auto &f : module->functions) rules[f->name] = f.get();
   }
 };
 
 const Table &table() {
-  static const Table t;
+  static const Table t("src/ad/adjoints/rules.py", kAdjointRules, /*abort_on_error=*/true);
   return t;
 }
 
 // The live RuleOverride's rules, if any.
-struct Override {
-  SourceManager sources;
-  std::unique_ptr<ast::Module> module;
-  std::map<std::string, const ast::Function *> rules;
-};
-std::unique_ptr<Override> &current_override() {
-  static std::unique_ptr<Override> o;
+std::unique_ptr<Table> &current_override() {
+  static std::unique_ptr<Table> o;
   return o;
 }
 
@@ -67,12 +66,8 @@ std::vector<std::string> rule_names() {
 const char *rules_source() { return kAdjointRules; }
 
 RuleOverride::RuleOverride(const std::string &rules) {
-  auto o = std::make_unique<Override>();
-  int id = o->sources.add_file("rule_override.py", rules);
-  DiagEngine diags(o->sources);
-  o->module = parse::parse_module(o->sources, id, diags);
-  if (diags.has_errors() || !o->module) return;
-  for (const auto &f : o->module->functions) o->rules[f->name] = f.get();
+  auto o = std::make_unique<Table>("rule_override.py", rules, /*abort_on_error=*/false);
+  if (!o->ok) return;
   current_override() = std::move(o);
   ok_ = true;
 }

@@ -233,6 +233,12 @@ StmtList clone(const StmtList &body) {
   return out;
 }
 
+std::string bound_name(const Import &imp, size_t entry) {
+  const auto &[name, alias] = imp.names[entry];
+  if (!alias.empty()) return alias;
+  return imp.is_from ? name : name.substr(0, name.find('.'));
+}
+
 std::unique_ptr<Function> clone_signature(const Function &f) {
   auto c = std::make_unique<Function>();
   c->name = f.name;

@@ -381,8 +381,7 @@ class StmtPrinter {
 // The names an import binds, in order.
 std::vector<std::string> bound_names(const Import &imp) {
   std::vector<std::string> out;
-  for (const auto &n : imp.names)
-    out.push_back(!n.second.empty() ? n.second : imp.is_from ? n.first : n.first.substr(0, n.first.find('.')));
+  for (size_t k = 0; k < imp.names.size(); ++k) out.push_back(bound_name(imp, k));
   return out;
 }
 
@@ -487,11 +486,10 @@ std::string print_module(const Module &m) {
       print_import(out, m.imports[k]);
       continue;
     }
-    // Alternatives from module-level if/try blocks: a chain of try/except
-    // ImportError, which keeps them alternatives (the first that imports
-    // wins) and reads back as the same conditional imports.
-    // Alternatives are the imports of one if/try statement that bind the
-    // same names; a lone conditional import gets `except ImportError: pass`.
+    // Alternatives from module-level if/try blocks (the imports of one such
+    // statement that bind the same names): a chain of try/except ImportError,
+    // which keeps them alternatives (the first that imports wins) and reads
+    // back as the same conditional imports; a lone one ends in `pass`.
     size_t end = k + 1;
     while (end < m.imports.size() && m.imports[end].conditional && m.imports[end].group == m.imports[k].group &&
            bound_names(m.imports[end]) == bound_names(m.imports[k]))

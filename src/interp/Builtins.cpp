@@ -512,7 +512,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     TensorRef x = b.tensor("x");
     require_fp32_or_64(name, x);
     const std::string f = short_name;
-    if (f == "isnan" || f == "isinf" || f == "signbit") {
+    if (sema::is_math_classification(f)) {
       // libdevice's classifications: int32 1 or 0.
       auto out = std::make_shared<Tensor>();
       out->type = sema::ElemType{sema::DType::Int32, false};

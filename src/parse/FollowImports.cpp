@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 
 #include "tgrad/parse/Parser.h"
@@ -59,7 +58,6 @@ struct Follower {
   DiagEngine &diags;
   const std::vector<std::string> &search_dirs;
   std::map<std::string, std::unique_ptr<Module>> loaded;  // path -> module (null while being loaded)
-  std::vector<std::unique_ptr<Module>> keep;
 
   std::string locate(const std::string &importer, const std::string &module) {
     if (module.empty()) return "";
@@ -95,16 +93,15 @@ struct Follower {
     return raw;
   }
 
-  // Adds to `into` what `from` defines under `name`, as `as`, and what it needs.
-  void take(Module &into, const Module &from, const std::string &module, const std::string &name, const std::string &as) {
-    std::set<std::string> have;
-    for (const auto &f : into.functions) have.insert(f->name);
-    for (const Constant &c : into.constants) have.insert(c.name);
-    bool found = false;
+  // Adds to `into` what `from` defines under `name`, as `as`; returns whether it defines it.
+  static bool take(Module &into, const Module &from, const std::string &module, const std::string &name,
+                   const std::string &as) {
+    bool found = false, defined = into.find_function(as) != nullptr;
+    for (const Constant &c : into.constants) defined |= c.name == as;
     for (const auto &f : from.functions)
       if (f->name == name || f->jit_alias == name) {
         found = true;
-        if (have.count(as)) break;
+        if (defined) break;
         std::unique_ptr<Function> copy = clone(*f);
         copy->name = as;
         copy->jit_alias.clear();
@@ -112,33 +109,30 @@ struct Follower {
         into.functions.push_back(std::move(copy));
       }
     for (const Constant &c : from.constants)
-      if (c.name == name && !have.count(as)) {
+      if (c.name == name) {
         found = true;
-        Constant copy{as, c.span, clone(*c.stmt), true};
-        into.constants.push_back(std::move(copy));
+        if (!defined) into.constants.push_back(Constant{as, c.span, clone(*c.stmt), true});
       }
-    if (!found) return;
-    // What the taken function may call: the module's other jit functions and
-    // constants (not yet defined here), and its imports, placed before the
-    // importer's own so that those win.
+    return found;
+  }
+
+  // What the taken names may need from `from`: its other jit functions and
+  // constants (those not defined here yet), and its imports, placed before
+  // the importer's own so that those win.
+  static void take_support(Module &into, const Module &from, const std::string &module) {
     for (const auto &f : from.functions)
-      if (!have.count(f->name) && f->name != name && !into.find_function(f->name)) {
+      if (!into.find_function(f->name)) {
         std::unique_ptr<Function> copy = clone(*f);
         copy->imported_from = module;
         into.functions.push_back(std::move(copy));
       }
-    for (const Constant &c : from.constants)
-      if (!have.count(c.name) && c.name != name) {
-        bool exists = false;
-        for (const Constant &k : into.constants) exists |= k.name == c.name;
-        if (!exists) into.constants.push_back(Constant{c.name, c.span, clone(*c.stmt), true});
-      }
-    std::vector<Import> theirs;
-    for (const Import &imp : from.imports) {
-      Import copy = imp;
-      copy.followed = true;
-      theirs.push_back(copy);
+    for (const Constant &c : from.constants) {
+      bool defined = false;
+      for (const Constant &k : into.constants) defined |= k.name == c.name;
+      if (!defined) into.constants.push_back(Constant{c.name, c.span, clone(*c.stmt), true});
     }
+    std::vector<Import> theirs = from.imports;
+    for (Import &imp : theirs) imp.followed = true;
     into.imports.insert(into.imports.begin(), theirs.begin(), theirs.end());
   }
 
@@ -150,7 +144,9 @@ struct Follower {
       if (file.empty()) continue;
       const Module *from = load(file);
       if (!from) continue;
-      for (const auto &[name, alias] : imp.names) take(module, *from, imp.module, name, alias.empty() ? name : alias);
+      bool any = false;
+      for (const auto &[name, alias] : imp.names) any |= take(module, *from, imp.module, name, alias.empty() ? name : alias);
+      if (any) take_support(module, *from, imp.module);
     }
   }
 };
@@ -159,7 +155,7 @@ struct Follower {
 
 void follow_imports(Module &module, const std::string &path, const std::vector<std::string> &search_dirs,
                     SourceManager &sources, DiagEngine &diags) {
-  Follower f{sources, diags, search_dirs, {}, {}};
+  Follower f{sources, diags, search_dirs, {}};
   f.follow(module, path);
 }
 

@@ -98,8 +98,6 @@ class Scanner {
     return sources_.text(file_id_).substr(begin, end - begin);
   }
 
-  int group_ = 0;  // module-level if/try statements seen so far
-
   void add_chunk(Chunk::Kind kind, size_t first_line_index, size_t end_line_index, std::vector<ast::Decorator> decos,
                  std::string alias = "") {
     Chunk c;
@@ -254,6 +252,7 @@ class Scanner {
   std::vector<Tok> toks_;
   std::vector<LogicalLine> lines_;
   std::vector<Chunk> chunks_;
+  int group_ = 0;  // module-level if/try statements seen so far
   std::map<std::string, std::pair<size_t, size_t>> plain_defs_;  // name -> [def line, body end)
 };
 

@@ -33,8 +33,8 @@ const std::set<std::string> kTlUntyped = {
     "make_block_ptr", "advance", "make_tensor_descriptor", "load_tensor_descriptor", "store_tensor_descriptor",
     "dot_scaled", "gather", "sort", "topk", "histogram", "map_elementwise", "reduce_or", "flip", "interleave", "cat",
     "join", "split", "philox", "rand", "randn", "randint", "randint4x", "swizzle2d", "reduce", "associative_scan",
-    "xor_sum", "inline_asm_elementwise", "extra_elementwise", "fp8e5", "fp8e4nv", "fp8e4b15", "fp8e5b16",
-    "fp8e4b8", "float8e5", "float8e4nv", "pointer_type", "tensor", "dtype", "block_type", "condition"};
+    "xor_sum", "inline_asm_elementwise", "float8e5", "float8e4nv", "float8e4b15", "float8e5b16", "float8e4b8",
+    "pointer_type", "tensor", "dtype", "block_type"};
 
 KnownName ns(const std::string &name) { return {KnownName::Kind::Namespace, name, DType::FP32, 0}; }
 KnownName fn(const std::string &name) { return {KnownName::Kind::Function, name, DType::FP32, 0}; }
@@ -42,6 +42,9 @@ KnownName fn(const std::string &name) { return {KnownName::Kind::Function, name,
 }  // namespace
 
 bool is_tl_function(const std::string &name) { return kTlFunctions.count(name) > 0; }
+bool is_math_classification(const std::string &name) {
+  return name == "isnan" || name == "isinf" || name == "signbit";
+}
 bool is_untyped_tl_builtin(const std::string &name) { return kTlUntyped.count(name) > 0; }
 bool is_math_function(const std::string &name) { return kMathFunctions.count(name) > 0; }
 
@@ -52,7 +55,7 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
     if (attr == "math") return ns("tl.math");
     if (attr == "extra") return ns("tl.extra");
     if (is_tl_function(attr)) return fn("tl." + attr);
-    if (kTlUntyped.count(attr)) return fn("tl." + attr);
+    if (is_untyped_tl_builtin(attr)) return fn("tl." + attr);
     return std::nullopt;
   }
   if (space == "tl.extra") {
@@ -106,9 +109,7 @@ ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
   ImportedName result;
   for (size_t k = imp.names.size(); k-- > 0;) {
     const auto &entry = imp.names[k];
-    const std::string bound = !entry.second.empty() ? entry.second
-                              : imp.is_from         ? entry.first
-                                                    : entry.first.substr(0, entry.first.find('.'));
+    const std::string bound = ast::bound_name(imp, k);
     if (bound != name) continue;
     result.bound = true;
     result.statement = &imp;

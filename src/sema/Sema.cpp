@@ -1213,7 +1213,7 @@ class Checker {
       if (!x.is_tensor()) fail(span, name + " needs a tensor; for constants use Python's math module");
       fp32_or_64(name, x);
       // libdevice's classifications return int32 (1 or 0).
-      if (f == "isnan" || f == "isinf" || f == "signbit") return SType::tensor(i32, x.shape);
+      if (is_math_classification(f)) return SType::tensor(i32, x.shape);
       return x;
     }
     if (name == "tl.trans" || name == "tl.permute") {

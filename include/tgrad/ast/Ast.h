@@ -379,6 +379,11 @@ struct Module {
   const Function *find_function(const std::string &name) const;
 };
 
+// The name an import's entry binds in the importing module: the alias,
+// else the name for `from M import name`, else the first component of
+// `import a.b.c`.
+std::string bound_name(const Import &imp, size_t entry);
+
 // Deep copies. Spans are copied too.
 ExprPtr clone(const Expr &e);
 StmtPtr clone(const Stmt &s);

@@ -50,6 +50,8 @@ std::string namespace_of_module(const std::string &module);
 // Whether a tl / tl.math function name is one tgrad implements.
 bool is_tl_function(const std::string &name);
 bool is_math_function(const std::string &name);
+// libdevice's classifications (isnan, isinf, signbit): int32 results, no gradient.
+bool is_math_classification(const std::string &name);
 // A Triton builtin tgrad reads but does not type yet ("make_block_ptr"): its
 // calls have an unknown type.
 bool is_untyped_tl_builtin(const std::string &name);
