@@ -25,8 +25,8 @@ struct KernelCase {
   std::vector<std::string> args;     // --arg specs (buffers and scalars)
   std::vector<std::string> defines;  // -D
   std::vector<std::string> wrt;
-  std::vector<std::string> expect_explained;  // substrings of the --explain lines
-  std::string source;                         // the kernel's module, where `file` is empty
+  std::vector<std::string> expect_explained = {};  // substrings of the --explain lines
+  std::string source = "";                          // the kernel's module, where `file` is empty
 };
 
 inline std::ostream &operator<<(std::ostream &os, const KernelCase &c) { return os << c.kernel; }

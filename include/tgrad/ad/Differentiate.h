@@ -42,7 +42,7 @@ struct BackwardRequest {
   // Kernels: output pointers that carry no upstream gradient (statistics
   // saved for the backward, as PyTorch's ctx.mark_non_differentiable): they
   // get no gradient buffer, and their stores no adjoint.
-  std::vector<std::string> no_grad;
+  std::vector<std::string> no_grad = {};
 };
 
 struct Backward {
