@@ -13,6 +13,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/EarlyReturn.h"
+#include "src/ad/GenericTypes.h"
 #include "src/ad/IssueEarly.h"
 #include "src/ad/LoopInversion.h"
 #include "src/ad/Redundancy.h"
@@ -212,6 +213,9 @@ class Engine {
       : module_(module), sources_(sources), request_(request), diags_(diags), forward_(forward) {}
 
   bool differentiates_a_kernel() const { return kernel_; }
+  // Some parameter types are representatives (src/ad/GenericTypes.h): the
+  // backward must not depend on them.
+  bool generic() const { return !request_.generic_params.empty(); }
   const sema::ParamTypes &backward_types() const { return bwd_types_; }
 
   std::optional<Backward> run() {
@@ -855,7 +859,9 @@ class Engine {
       fail(fn_->name_span, "internal error: the generated backward of '" + fn_->name +
                                "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
     }
-    remove_noop_casts(bwd->body, *bwd_info);
+    // A cast that is a no-op for the representative dtype is not one for
+    // the others: a generic backward keeps them all.
+    if (!generic()) remove_noop_casts(bwd->body, *bwd_info);
     if (cast_returned_adjoints) cast_results(*bwd, *bwd_info);
 
     auto out = std::make_unique<Module>();
@@ -1346,9 +1352,13 @@ class Engine {
       }
       if (!is_pid || position(off->id) > vk) continue;
       const SType *vt = type_of_name(v->id);
+      // Generic: the pointer's dtype is a representative, so the backward
+      // asserts the one it relies on when Triton compiles it.
+      const bool generic_pointer = request_.generic_params.count(base->id) > 0;
       if (!vt || !vt->is_tensor() || !vt->shape.empty() || vt->elem.is_pointer || !sema::is_float(vt->elem.dtype) ||
-          vt->elem.dtype != pt->second.elem.dtype)
+          (vt->elem.dtype != pt->second.elem.dtype && !generic_pointer))
         continue;
+      if (generic_pointer) saved_dtype_[v->id] = sema::tl_name(vt->elem.dtype);
       saved_[v->id] = p->id;
       saved_base_[v->id] = base->id;
       if (pk > vk) {  // the pointer first: the value's load reads it
@@ -1635,6 +1645,36 @@ class Engine {
   }
 
   // The kernel that sums partial-sum rows into a gradient buffer.
+  // The name of the emitted unbroadcast helper, added to the backward's
+  // module on first use.
+  std::string unbroadcast_helper() {
+    if (has_unbroadcast_helper_) return sema::kUnbroadcastHelper;
+    if (module_.find_function(sema::kUnbroadcastHelper))
+      fail(fn_->name_span, std::string("the file defines '") + sema::kUnbroadcastHelper +
+                               "', the name of a helper generic backwards use: rename it or give the types with --arg");
+    std::string text = std::string("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef ") +
+                       sema::kUnbroadcastHelper +
+                       "(g, x):\n"
+                       "    for _ in tl.static_range(len(g.shape) - len(x.shape)):\n"
+                       "        g = tl.sum(g, 0)\n"
+                       "    for axis in tl.static_range(len(x.shape)):\n"
+                       "        if x.shape[axis] == 1:\n"
+                       "            if g.shape[axis] != 1:\n"
+                       "                g = tl.sum(g, axis, keep_dims=True)\n"
+                       "    return g\n";
+    SourceManager sources;
+    int id = sources.add_file("<unbroadcast helper>", text);
+    DiagEngine diags(sources);
+    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
+    if (!m || diags.has_errors() || m->functions.empty()) fail(fn_->name_span, "internal error: the unbroadcast helper does not parse");
+    m->functions[0]->body[0]->leading_comment =
+        "Sums g back to x's shape: over the leading axes x lacks and the axes where x has size 1, the axes along which "
+        "Triton broadcast x (resolved when Triton compiles each call).";
+    extra_functions_.push_back(std::move(m->functions[0]));
+    has_unbroadcast_helper_ = true;
+    return sema::kUnbroadcastHelper;
+  }
+
   std::string add_reduce_kernel(const std::string &wanted) {
     NameAllocator fn_names;
     for (const auto &f : module_.functions) fn_names.reserve(f->name);
@@ -1683,6 +1723,12 @@ class Engine {
           kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
         }
         ExprPtr upstream = call("tl.load", list(dual(op->pointer)), std::move(kws));
+        // Generic: the buffer's dtype is a representative, and may not be
+        // the value's; upstream gradients are taken in float32, the type
+        // half-precision adjoints accumulate in (a no-op for float32 data).
+        if (generic() && is_float_tensor(type_of_name(op->value)))
+          upstream = std::make_unique<Call>(std::make_unique<Attribute>(std::move(upstream), "to"),
+                                            list(dotted_name("tl.float32")), std::vector<Keyword>{});
         // Nothing in the backward writes d<base> when the forward never
         // loads <base>: then the load may be issued early (issue_early), as
         // a statement of its own.
@@ -1745,7 +1791,11 @@ class Engine {
   // adjoint accumulates in float32.
   ExprPtr zero_adjoint(const std::string &x) {
     const SType *t = type_of_name(x);
-    if (t && t->is_tensor() && (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16)) {
+    // Generic: the value may be half precision for another caller.
+    const bool narrow = t && t->is_tensor() && !t->elem.is_pointer &&
+                        (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16 ||
+                         (generic() && t->elem.dtype == sema::DType::FP32));
+    if (narrow) {
       std::vector<Keyword> kws;
       kws.push_back({"dtype", {}, dotted_name("tl.float32")});
       return call("tl.zeros", list(std::make_unique<Attribute>(name(x), "shape")), std::move(kws));
@@ -2174,6 +2224,26 @@ class Engine {
       // Saved by the forward (find_saved_values): loaded, not computed again.
       StmtPtr load = assign(it->first, call("tl.load", list(name(it->second))), s.span);
       load->leading_comment = "Saved by the forward: read, not computed again.";
+      if (auto d = saved_dtype_.find(it->first); d != saved_dtype_.end()) {
+        // (The cast is a no-op where the assertion holds; it keeps the
+        // value's type whatever representative the pointer had.)
+        auto *a = cast<Assign>(load.get());
+        a->value = std::make_unique<Call>(std::make_unique<Attribute>(std::move(a->value), "to"),
+                                          list(dotted_name(std::string("tl.") + d->second)), std::vector<Keyword>{});
+        // The value is read back exactly only from a buffer of its own dtype.
+        const std::string base = saved_base_.at(it->first);
+        ExprList rhs;
+        rhs.push_back(dotted_name(std::string("tl.") + d->second));
+        auto same = std::make_unique<Compare>(std::make_unique<Attribute>(std::make_unique<Attribute>(name(base), "dtype"), "element_ty"),
+                                              std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(rhs));
+        std::string why = "tgrad: the backward reads '" + it->first + "' back from " + base + ", which must be a " +
+                          d->second + " buffer (or give --arg " + base + "=*DTYPE)";
+        StmtPtr check = std::make_unique<ExprStmt>(
+            call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, ""))));
+        check->leading_comment = load->leading_comment;
+        load->leading_comment.clear();
+        dst.push_back(std::move(check));
+      }
       dst.push_back(std::move(load));
       return;
     }
@@ -2457,7 +2527,8 @@ class Engine {
     auto fix = [&](ExprPtr &e, const std::string &param) {
       const SType *have = info.type_of(e.get());
       const SType *want = type_of_name(param);
-      if (have && want && have->is_tensor() && want->is_tensor() && have->elem.dtype != want->elem.dtype) {
+      if (have && want && have->is_tensor() && want->is_tensor() &&
+          (have->elem.dtype != want->elem.dtype || request_.generic_params.count(param))) {
         ExprPtr recv = std::move(e);
         e = std::make_unique<Call>(std::make_unique<Attribute>(std::move(recv), "to"),
                                    list(std::make_unique<Attribute>(name(param), "dtype")), std::vector<Keyword>{});
@@ -2850,7 +2921,13 @@ class Engine {
     (void)span;
     if (drops_contributions(x)) return;
     bool summed = false;
-    if (broadcasts_operands(op)) {
+    const SType *gx = request_.generic_shapes ? type_of_name(x) : nullptr;
+    if (gx && gx->is_tensor() && broadcasts_operands(op)) {
+      // Shapes unknown until Triton compiles the backward: the helper sums
+      // over whatever axes the operation broadcast x along.
+      e = call(unbroadcast_helper(), list(std::move(e), name(x)));
+      summed = true;
+    } else if (broadcasts_operands(op)) {
       const SType *tx = type_of_name(x), *ty = type_of_name(y);
       if (tx && ty && tx->is_tensor() && ty->is_tensor()) {
         const sema::SymShape &sx = tx->shape, &sy = ty->shape;
@@ -2965,6 +3042,7 @@ class Engine {
   const Function *fn_ = nullptr;
   sema::ParamTypes bwd_types_;  // the backward kernel's parameter types, once built
   std::map<std::string, std::string> saved_;  // a value the forward stores -> the pointer it is stored through
+  std::map<std::string, std::string> saved_dtype_;  // such a value, its pointer generic -> the dtype the backward asserts
   std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through
   AnfFunction anf_;
   sema::TypeInfo anf_types_;
@@ -2974,6 +3052,7 @@ class Engine {
   std::set<std::string> aliased_;               // adjoints that are another value's adjoint
   std::map<std::string, std::map<int64_t, std::string>> tuple_adjoint_;  // tuple name -> element -> adjoint
   std::map<std::string, std::string> callee_backwards_;  // jit function signature -> its backward's name
+  bool has_unbroadcast_helper_ = false;
   std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
   int depth_ = 0;
   bool kernel_ = false;                                     // differentiating a kernel (pointer parameters)
@@ -3019,8 +3098,8 @@ class Engine {
 
 }  // namespace
 
-std::optional<Backward> differentiate(const Module &module, const SourceManager &sources,
-                                      const BackwardRequest &request, DiagEngine &diags) {
+std::optional<Backward> differentiate_typed(const Module &module, const SourceManager &sources,
+                                            const BackwardRequest &request, DiagEngine &diags) {
   Engine general(module, sources, request, diags);
   std::optional<Backward> result = general.run();
   if (!result || !general.differentiates_a_kernel()) return result;

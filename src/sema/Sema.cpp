@@ -636,6 +636,11 @@ class Checker {
     if (callee.kind == SType::Kind::Unknown) return SType::unknown();
     if (callee.kind == SType::Kind::Function) {
       const Function &fn = *callee.fn;
+      // A generic backward's unbroadcast: its body is resolved by Triton for
+      // the operands' shapes; its result has the gradient's dtype and the
+      // operand's shape.
+      if (fn.name == kUnbroadcastHelper && args.size() == 2 && args[0].is_tensor() && args[1].is_tensor())
+        return SType::tensor(args[0].elem, args[1].shape);
       if (args.size() > fn.params.size())
         fail(c.span, "'" + fn.name + "' takes " + std::to_string(fn.params.size()) + " arguments, " +
                          std::to_string(args.size()) + " given");

@@ -25,6 +25,20 @@ TEST_P(KernelReverse, MatchesFiniteDifferencesInFloat64) {
   EXPECT_TRUE(reparsed->ok()) << reparsed->all_messages();
 }
 
+// The backward `tgrad FILE --wrt ...` prints without --arg (types chosen by
+// tgrad, src/ad/GenericTypes.h), run on the same buffers.
+TEST_P(KernelReverse, GenericBackwardMatchesFiniteDifferences) {
+  KernelSetup s = setup(GetParam());
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  for (const std::string &a : GetParam().args) s.request.param_types.erase(a.substr(0, a.find('=')));
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 96);
+  ASSERT_TRUE(result) << s.parsed->all_messages();
+  EXPECT_NE(result->backward_source.find("# Generic: the same backward for"), std::string::npos) << result->backward_source;
+  for (const auto &arg : result->args)
+    EXPECT_TRUE(arg.pass) << "d/d" << arg.name << ": relative error " << arg.relative_error << "\n" << result->backward_source;
+}
+
 TEST_P(KernelReverse, ExplainsEachMemoryAdjoint) {
   KernelSetup s = setup(GetParam());
   auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);

@@ -428,9 +428,32 @@ run bwd $FN1 --fn fn1 --wrt 0,1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc backward_exit_0 0 bwd
 expect_grep backward_signature "$TMP/bwd.out" '^def fn1_bwd\(x, y, bout\):$'
 expect_grep backward_grad_comment "$TMP/bwd.out" '^    # Grad of: a = tl.exp\(x\)$'
-run bwd_untyped $FN1 --fn fn1 --wrt 0
-expect_rc backward_needs_types_exit_1 1 bwd_untyped
-expect_grep backward_needs_types_message "$TMP/bwd_untyped.err" "the type of 'x' is needed"
+# The design card's command: a file holding only the seed's fn1, made jit by a call, and no other flag.
+cat >"$TMP/seed_fn1.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+def fn1(x, y):
+    a = tl.exp(x)
+    b = tl.log(tl.expand_dims(y, 1))
+    c = a + b
+    return a * b + tl.dot(c, c)
+
+
+fn1_tt = triton.jit(fn1)
+EOF
+run seed_fn1 "$TMP/seed_fn1.py" --wrt 0,1
+expect_rc seed_fn1_exit_0 0 seed_fn1
+expect_grep seed_fn1_signature "$TMP/seed_fn1.out" '^def fn1_bwd\(x, y, bout\):$'
+expect_grep seed_fn1_helper "$TMP/seed_fn1.out" '^def _tgrad_unbroadcast\(g, x\):$'
+expect_grep seed_fn1_unbroadcast "$TMP/seed_fn1.out" '^    ba = _tgrad_unbroadcast\(ba_times_b \* b, a\)$'
+expect_grep seed_fn1_assert "$TMP/seed_fn1.out" '^    tl.static_assert\(ba.shape == a.shape\)$'
+expect_grep seed_fn1_generic "$TMP/seed_fn1.out" '^# Generic: the same backward for x = fp32\[x_0\], fp32\[x_0, x_1\]; y = fp32\[y_0\]\.$'
+# Several jit functions that nothing else calls: --fn picks one.
+run bwd_ambiguous $FN1 --wrt 0
+expect_rc bwd_ambiguous_exit_2 2 bwd_ambiguous
+expect_grep bwd_ambiguous_lists "$TMP/bwd_ambiguous.err" 'several jit functions that none of the others calls \(fn1_kernel, fn2_kernel\): pick one with --fn NAME'
 run bwd_range $FN1 --fn fn1 --wrt 7 --arg 'x=fp32[N]'
 expect_rc backward_wrt_out_of_range_exit_2 2 bwd_range
 run check_range check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 5
@@ -466,12 +489,36 @@ run bp_run run "$TMP/bp.py" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32
 expect_rc bp_run_exit_1 1 bp_run
 expect_grep bp_run_names_it "$TMP/bp_run.err" "tl.make_block_ptr\(\) is not supported by tgrad's interpreter yet"
 
-# A kernel parameter without a type is named, not reported as an untraceable pointer.
+# A kernel parameter without a type gets one: the backward is the same for each representative.
 run untyped_stride $KERNELS/softmax.py --kernel softmax_kernel --wrt in_ptr --arg out_ptr=*fp32 --arg in_ptr=*fp32 \
   --arg out_row_stride=i32 --arg n_cols=i32
-expect_rc untyped_stride_exit_1 1 untyped_stride
-expect_grep untyped_stride_named "$TMP/untyped_stride.err" "softmax.py:8:37: error: the type of 'in_row_stride' is needed to differentiate 'softmax_kernel': give --arg in_row_stride=TYPE"
-expect_no_grep untyped_stride_no_trace_error "$TMP/untyped_stride.err" 'cannot trace this pointer'
+expect_rc untyped_stride_exit_0 0 untyped_stride
+expect_grep untyped_stride_named "$TMP/untyped_stride.out" '^# Generic: the same backward for in_row_stride = int32\.$'
+# No types and no --fn (one kernel in the file): every pointer for fp32, fp16 and bf16 data.
+run untyped_softmax $KERNELS/softmax.py --wrt in_ptr
+expect_rc untyped_softmax_exit_0 0 untyped_softmax
+expect_grep untyped_softmax_generic "$TMP/untyped_softmax.out" '^# Generic: the same backward for out_ptr = \*fp32, \*fp16, \*bf16; in_ptr = \*fp32, \*fp16, \*bf16;'
+# A backward that really depends on a dtype names the parameter.
+cat >"$TMP/dtype_branch.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(X, Y, B: tl.constexpr):
+    o = tl.arange(0, B)
+    x = tl.load(X + o)
+    if X.dtype.element_ty == tl.float16:
+        y = x * 2.0
+    else:
+        y = x * x
+    tl.store(Y + o, y)
+EOF
+run dtype_branch "$TMP/dtype_branch.py" --wrt X
+expect_rc dtype_branch_exit_1 1 dtype_branch
+expect_grep dtype_branch_named "$TMP/dtype_branch.err" "dtype_branch.py:6:7: error: the backward of 'k' depends on the element type of 'X': with X=\*fp32 and X=\*fp16 it differs .*give its type: --arg X=TYPE"
+run dtype_branch_given "$TMP/dtype_branch.py" --wrt X --arg 'X=*fp16'
+expect_rc dtype_branch_given_exit_0 0 dtype_branch_given
 
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types

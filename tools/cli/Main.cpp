@@ -28,6 +28,7 @@
 #include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
 #include "src/interp/TensorOps.h"
+#include "src/ad/AnfWalk.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/interp/Interpreter.h"
 #include "src/parse/FollowImports.h"
@@ -68,6 +69,7 @@ struct RunOptions {
   std::vector<std::string> no_grad;  // check only
   std::vector<std::string> include_dirs;
   double rtol = 1e-6;
+  bool generic = false;  // check only: differentiate as if no --arg had been given
 };
 
 bool read_input(const std::string &path, std::string &text, std::string &error) {
@@ -110,6 +112,29 @@ std::string function_names(const tgrad::ast::Module &m) {
   std::string names;
   for (const auto &f : m.functions) names += (names.empty() ? "" : ", ") + f->name;
   return names.empty() ? "none" : names;
+}
+
+std::string function_names(const tgrad::ast::Module &m, const std::vector<const tgrad::ast::Function *> &only) {
+  std::string names;
+  for (const auto *f : only) names += (names.empty() ? "" : ", ") + f->name;
+  return names.empty() ? function_names(m) : names;
+}
+
+// The file's own jit functions that no other jit function calls (reads by
+// name): a kernel with its helpers has one.
+std::vector<const tgrad::ast::Function *> uncalled_functions(const tgrad::ast::Module &m) {
+  std::set<std::string> read;
+  for (const auto &f : m.functions) {
+    std::set<std::string> in_f;
+    tgrad::ad::block_reads(f->body, in_f);
+    in_f.erase(f->name);  // (recursion is not a caller)
+    read.insert(in_f.begin(), in_f.end());
+  }
+  std::vector<const tgrad::ast::Function *> roots;
+  for (const auto &f : m.functions)
+    if (f->imported_from.empty() && !read.count(f->name) && (f->jit_alias.empty() || !read.count(f->jit_alias)))
+      roots.push_back(f.get());
+  return roots;
 }
 
 int usage_error(const std::string &message) {
@@ -197,9 +222,12 @@ int run_front_end(const Options &opts) {
   if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json"))
     return usage_error("--emit " + opts.emit + " describes a backward: add --wrt");
   if (!opts.wrt.empty() && !selected) {
-    if (l->module->functions.size() != 1)
-      return usage_error("--wrt: the file has several jit functions (" + function_names(*l->module) + "): pick one with --fn NAME");
-    selected = l->module->functions[0].get();
+    // The one jit function no other calls: a kernel and its helpers need no --fn.
+    std::vector<const tgrad::ast::Function *> roots = uncalled_functions(*l->module);
+    if (roots.size() != 1)
+      return usage_error("--wrt: the file has several jit functions that none of the others calls (" +
+                         function_names(*l->module, roots) + "): pick one with --fn NAME");
+    selected = roots[0];
   }
   if ((!opts.defines.empty() || !opts.arg_types.empty()) && !selected)
     return usage_error("-D and --arg type the parameters of one function: add --fn NAME");
@@ -479,6 +507,13 @@ int print_check(const tgrad::driver::GradCheckResult &result, const std::string 
   return result.pass ? 0 : kExitInputError;
 }
 
+// `tgrad check --generic`: the backward is differentiated with the -D values
+// only, as `tgrad FILE --wrt ...` without --arg does; the --arg specs still
+// make the buffers it runs with.
+void forget_argument_types(tgrad::ad::BackwardRequest &request, const Prepared &p) {
+  for (const auto &arg : p.args) request.param_types.erase(arg.first);
+}
+
 int run_check(const RunOptions &o) {
   std::unique_ptr<Loaded> l = load(o.input, o.include_dirs);
   if (!l) return kExitInputError;
@@ -510,6 +545,7 @@ int run_check(const RunOptions &o) {
       else
         request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{tgrad::sema::DType::FP32, false}, {});
     }
+    if (o.generic) forget_argument_types(request, p);
     RunOptions f64 = o;
     f64.float64 = true;
     tgrad::interp::Launch launch;
@@ -546,6 +582,7 @@ int run_check(const RunOptions &o) {
       inputs[name] = tgrad::interp::Value::of_float(spec.x);
     }
   }
+  if (o.generic) forget_argument_types(request, p);
   tgrad::driver::GradCheckOptions options;
   options.seed = o.seed;
   options.rtol = o.rtol;
@@ -609,6 +646,9 @@ int main(int argc, char **argv) {
   add_launch_options(check, check_opts);
   check->add_option("--wrt", check_opts.wrt, "Parameters to differentiate: indices or names, comma-separated")->required();
   check->add_option("--rtol", check_opts.rtol, "Largest relative error that passes (default 1e-6)");
+  check->add_flag("--generic", check_opts.generic,
+                  "Check the backward `tgrad FILE --wrt ...` prints without --arg (types chosen by tgrad, the same for "
+                  "every dtype and shape), run with these --arg buffers");
   check->add_option("--no-grad", check_opts.no_grad, "Kernels: outputs that carry no upstream gradient")->delimiter(',');
 
   {

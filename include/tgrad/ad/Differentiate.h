@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,16 @@ struct BackwardRequest {
   // saved for the backward, as PyTorch's ctx.mark_non_differentiable): they
   // get no gradient buffer, and their stores no adjoint.
   std::vector<std::string> no_grad = {};
+  // Parameters the caller gave no type: differentiate() picks representative
+  // types for them (src/ad/GenericTypes.h) and sets these for its trial runs;
+  // callers leave them empty. The backward must then be the same for every
+  // representative: no cast dropped because a dtype happened to match, half
+  // precision adjoints accumulated in float32 whatever the input's dtype.
+  std::set<std::string> generic_params = {};
+  // Tile parameters among them, whose shapes are unknown too: every
+  // unbroadcast is left to the emitted helper _tgrad_unbroadcast, resolved
+  // when Triton compiles the backward for its operands' shapes.
+  bool generic_shapes = false;
 };
 
 struct Backward {
@@ -112,6 +123,12 @@ struct Backward {
   // differentiated store), with the reason. The backward does not write
   // their gradient buffers: they are listed in zero_initialized too.
   std::vector<std::pair<std::string, std::string>> zero_gradients;
+
+  // Parameters given no type, with the types tgrad differentiated them with
+  // and got this same backward for ("*fp32", "*fp16", "*bf16"; "fp32[x0]",
+  // "fp32[x0, x1]"): the first is the representative the others were
+  // compared with. Empty when every parameter had a type.
+  std::vector<std::pair<std::string, std::vector<std::string>>> generic_types;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,

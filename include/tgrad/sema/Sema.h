@@ -107,6 +107,11 @@ struct TypeInfo {
 // for tl.constexpr parameters.
 using ParamTypes = std::map<std::string, SType>;
 
+// The helper a backward with unknown shapes calls to sum a gradient back to
+// an operand's shape (emitted by src/ad, written in Triton): sema types a
+// call to it as the operand's shape with the gradient's dtype.
+inline constexpr const char kUnbroadcastHelper[] = "_tgrad_unbroadcast";
+
 // Analyses `fn` and the jit functions it calls. Returns nullopt after
 // reporting errors to `diags`.
 std::optional<TypeInfo> analyze(const ast::Module &module, const ast::Function &fn, const ParamTypes &params,

@@ -1,0 +1,565 @@
+#include "src/ad/GenericTypes.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "src/ad/AnfWalk.h"
+#include "tgrad/ast/Equal.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+using sema::DType;
+using sema::SType;
+
+namespace {
+
+// ------------------------------------------------------------ roles
+
+bool is_access_call(const std::string &callee) {
+  return callee == "tl.load" || callee == "tl.store" || callee.rfind("tl.atomic_", 0) == 0;
+}
+
+// Calls whose result is (an advanced or annotated copy of) their first
+// argument's pointer.
+bool passes_pointer_through(const std::string &callee) {
+  return callee == "tl.multiple_of" || callee == "tl.max_contiguous" || callee == "tl.max_constancy" ||
+         callee == "tl.make_block_ptr" || callee == "tl.advance" || callee == "tl.make_tensor_descriptor" ||
+         callee == "tl.broadcast_to" || callee == "tl.reshape" || callee == "tl.expand_dims";
+}
+
+class RoleFinder {
+ public:
+  RoleFinder(const Module &module, std::set<const Function *> &visiting) : module_(module), visiting_(visiting) {}
+
+  std::vector<ParamRole> run(const Function &fn) {
+    for (const Param &p : fn.params) roots_[p.name] = {p.name};
+    // Twice: a loop's body can feed names read earlier in it.
+    for (int pass = 0; pass < 2; ++pass) walk(fn.body);
+    std::set<std::string> read;
+    block_reads(fn.body, read);
+    std::vector<ParamRole> roles;
+    bool any_pointer = false;
+    for (size_t k = 0; k < fn.params.size(); ++k) any_pointer |= pointers_.count(fn.params[k].name) > 0;
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      const std::string &n = fn.params[k].name;
+      if (fn.is_constexpr_param(k)) roles.push_back(ParamRole::Constexpr);
+      else if (integer_pointers_.count(n)) roles.push_back(ParamRole::IntegerPointer);
+      else if (pointers_.count(n)) roles.push_back(ParamRole::FloatPointer);
+      else if (!read.count(n)) roles.push_back(ParamRole::Unused);
+      else roles.push_back(any_pointer ? ParamRole::Scalar : ParamRole::Tile);
+    }
+    return roles;
+  }
+
+ private:
+  // The parameters an address expression derives from.
+  std::set<std::string> address_roots(const Expr &e) const {
+    if (auto *n = dyn_cast<Name>(&e)) {
+      auto it = roots_.find(n->id);
+      return it == roots_.end() ? std::set<std::string>{} : it->second;
+    }
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      if (b->op != BinaryOpKind::Add && b->op != BinaryOpKind::Sub) return {};
+      std::set<std::string> r = address_roots(*b->lhs);
+      for (const std::string &x : address_roots(*b->rhs)) r.insert(x);
+      return r;
+    }
+    if (auto *s = dyn_cast<Subscript>(&e)) return address_roots(*s->value);
+    if (auto *i = dyn_cast<IfExp>(&e)) {
+      std::set<std::string> r = address_roots(*i->then_value);
+      for (const std::string &x : address_roots(*i->else_value)) r.insert(x);
+      return r;
+    }
+    if (auto *c = dyn_cast<Call>(&e)) {
+      if (auto *a = dyn_cast<Attribute>(c->func.get()); a && a->attr == "to") return address_roots(*a->value);
+      const std::string callee = emit::print_expr(*c->func);
+      if (callee == "tl.where" && c->args.size() == 3) {
+        std::set<std::string> r = address_roots(*c->args[1]);
+        for (const std::string &x : address_roots(*c->args[2])) r.insert(x);
+        return r;
+      }
+      if (passes_pointer_through(callee)) {
+        const Expr *first = call_argument(*c, 0, callee == "tl.make_block_ptr" || callee == "tl.make_tensor_descriptor"
+                                                     ? "base"
+                                                     : "input");
+        if (!first) first = call_argument(*c, 0, "pointer");
+        if (first) return address_roots(*first);
+      }
+    }
+    return {};
+  }
+
+  // The pointer parameters whose loaded values `e` derives from.
+  std::set<std::string> loaded_from(const Expr &e) const {
+    std::set<std::string> out;
+    std::set<std::string> names;
+    reads(e, names);
+    for (const std::string &n : names)
+      if (auto it = loaded_.find(n); it != loaded_.end()) out.insert(it->second.begin(), it->second.end());
+    std::function<void(const Expr &)> loads = [&](const Expr &x) {
+      if (auto *c = dyn_cast<Call>(&x)) {
+        if (emit::print_expr(*c->func) == "tl.load")
+          if (const Expr *p = call_argument(*c, 0, "pointer"))
+            for (const std::string &r : address_roots(*p)) out.insert(r);
+        for (const ExprPtr &a : c->args) loads(*a);
+        for (const Keyword &k : c->keywords) loads(*k.value);
+      } else if (auto *b = dyn_cast<BinOp>(&x)) {
+        loads(*b->lhs);
+        loads(*b->rhs);
+      } else if (auto *u = dyn_cast<UnaryOp>(&x)) {
+        loads(*u->operand);
+      } else if (auto *s = dyn_cast<Subscript>(&x)) {
+        loads(*s->value);
+      } else if (auto *a = dyn_cast<Attribute>(&x)) {
+        loads(*a->value);
+      }
+    };
+    loads(e);
+    return out;
+  }
+
+  void note_address(const Expr &address) {
+    for (const std::string &r : address_roots(address)) pointers_.insert(r);
+    // What a load gave, used in an address: that load reads indices.
+    for (const std::string &r : loaded_from(address)) integer_pointers_.insert(r);
+  }
+
+  // Every call in an expression: accesses, and the module's jit functions.
+  void visit_calls(const Expr &e) {
+    if (auto *c = dyn_cast<Call>(&e)) {
+      const std::string callee = emit::print_expr(*c->func);
+      if (is_access_call(callee)) {
+        if (const Expr *p = call_argument(*c, 0, "pointer")) note_address(*p);
+      } else if (auto *a = dyn_cast<Attribute>(c->func.get());
+                 a && (a->attr == "load" || a->attr == "store" || a->attr.rfind("atomic_", 0) == 0)) {
+        note_address(*a->value);  // a tensor descriptor's method
+      } else if (const Function *g = module_.find_function(callee); g && !visiting_.count(g)) {
+        visiting_.insert(g);
+        std::vector<ParamRole> inner = RoleFinder(module_, visiting_).run(*g);
+        visiting_.erase(g);
+        for (size_t k = 0; k < c->args.size() && k < inner.size(); ++k)
+          if (inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer) note_address(*c->args[k]);
+        for (const Keyword &kw : c->keywords)
+          for (size_t k = 0; k < g->params.size(); ++k)
+            if (g->params[k].name == kw.name &&
+                (inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer))
+              note_address(*kw.value);
+      }
+      for (const ExprPtr &x : c->args) visit_calls(*x);
+      for (const Keyword &k : c->keywords) visit_calls(*k.value);
+      visit_calls(*c->func);
+    } else if (auto *b = dyn_cast<BinOp>(&e)) {
+      visit_calls(*b->lhs);
+      visit_calls(*b->rhs);
+    } else if (auto *u = dyn_cast<UnaryOp>(&e)) {
+      visit_calls(*u->operand);
+    } else if (auto *s = dyn_cast<Subscript>(&e)) {
+      visit_calls(*s->value);
+      for (const ExprPtr &x : s->indices) visit_calls(*x);
+    } else if (auto *a = dyn_cast<Attribute>(&e)) {
+      visit_calls(*a->value);
+    } else if (auto *i = dyn_cast<IfExp>(&e)) {
+      visit_calls(*i->cond);
+      visit_calls(*i->then_value);
+      visit_calls(*i->else_value);
+    } else if (auto *t = dyn_cast<Tuple>(&e)) {
+      for (const ExprPtr &x : t->elts) visit_calls(*x);
+    } else if (auto *l = dyn_cast<List>(&e)) {
+      for (const ExprPtr &x : l->elts) visit_calls(*x);
+    } else if (auto *cmp = dyn_cast<Compare>(&e)) {
+      visit_calls(*cmp->left);
+      for (const ExprPtr &x : cmp->comparators) visit_calls(*x);
+    } else if (auto *bo = dyn_cast<BoolOp>(&e)) {
+      for (const ExprPtr &x : bo->values) visit_calls(*x);
+    }
+  }
+
+  void bind(const Expr &target, const Expr &value) {
+    if (auto *n = dyn_cast<Name>(&target)) {
+      for (const std::string &r : address_roots(value)) roots_[n->id].insert(r);
+      for (const std::string &r : loaded_from(value)) loaded_[n->id].insert(r);
+      return;
+    }
+    auto *tt = dyn_cast<Tuple>(&target);
+    if (!tt) return;
+    auto *tv = dyn_cast<Tuple>(&value);
+    for (size_t k = 0; k < tt->elts.size(); ++k) {
+      if (tv && k < tv->elts.size()) bind(*tt->elts[k], *tv->elts[k]);
+      else if (auto *n = dyn_cast<Name>(tt->elts[k].get()))
+        for (const std::string &r : loaded_from(value)) loaded_[n->id].insert(r);
+    }
+  }
+
+  void walk(const StmtList &block) {
+    for (const StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        visit_calls(*a->value);
+        for (const ExprPtr &t : a->targets) bind(*t, *a->value);
+      } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
+        visit_calls(*a->value);
+        if (auto *n = dyn_cast<Name>(a->target.get())) {
+          if (a->op == BinaryOpKind::Add || a->op == BinaryOpKind::Sub) {
+            auto it = roots_.find(n->id);
+            if (it != roots_.end()) {
+              std::set<std::string> more = address_roots(*a->value);
+              it->second.insert(more.begin(), more.end());
+            }
+          }
+          for (const std::string &r : loaded_from(*a->value)) loaded_[n->id].insert(r);
+        }
+      } else if (auto *a = dyn_cast<AnnAssign>(s.get())) {
+        if (a->value) {
+          visit_calls(*a->value);
+          bind(*a->target, *a->value);
+        }
+      } else if (auto *e = dyn_cast<ExprStmt>(s.get())) {
+        visit_calls(*e->value);
+      } else if (auto *r = dyn_cast<Return>(s.get())) {
+        if (r->value) visit_calls(*r->value);
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        visit_calls(*i->cond);
+        walk(i->body);
+        walk(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        visit_calls(*f->iter);
+        walk(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        visit_calls(*w->cond);
+        walk(w->body);
+      }
+    }
+  }
+
+  const Module &module_;
+  std::set<const Function *> &visiting_;
+  std::map<std::string, std::set<std::string>> roots_;   // name -> parameters its address derives from
+  std::map<std::string, std::set<std::string>> loaded_;  // name -> pointers whose loaded values it derives from
+  std::set<std::string> pointers_, integer_pointers_;
+};
+
+// ------------------------------------------------------------ trials
+
+SType pointer_to(DType d) { return SType::tensor(sema::ElemType{d, true}, {}); }
+SType scalar_of(DType d) { return SType::tensor(sema::ElemType{d, false}, {}); }
+
+// One differentiation with representative types; its diagnostics kept aside.
+struct Trial {
+  sema::ParamTypes types;
+  std::optional<Backward> backward;
+  std::vector<Diagnostic> diagnostics;
+};
+
+bool same_strings(const std::vector<std::string> &a, const std::vector<std::string> &b) { return a == b; }
+
+// The same backward: the same code and the same launch protocol.
+bool same_backward(const Backward &a, const Backward &b) {
+  if (!equal(*a.module, *b.module)) return false;
+  if (a.gradient_buffers != b.gradient_buffers || !same_strings(a.zero_initialized, b.zero_initialized) ||
+      !same_strings(a.saved_outputs, b.saved_outputs) || a.num_programs_param != b.num_programs_param ||
+      a.partial_sums.size() != b.partial_sums.size() || a.tapes.size() != b.tapes.size() ||
+      a.zero_gradients.size() != b.zero_gradients.size())
+    return false;
+  for (size_t k = 0; k < a.partial_sums.size(); ++k)
+    if (a.partial_sums[k].input != b.partial_sums[k].input || a.partial_sums[k].scratch != b.partial_sums[k].scratch)
+      return false;
+  for (size_t k = 0; k < a.tapes.size(); ++k)
+    if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape ||
+        a.tapes[k].trips_param != b.tapes[k].trips_param)
+      return false;
+  for (size_t k = 0; k < a.zero_gradients.size(); ++k)
+    if (a.zero_gradients[k].first != b.zero_gradients[k].first) return false;
+  return true;
+}
+
+// The first line where two backwards' sources differ, as "`a` against `b`".
+std::string first_difference(const Backward &a, const Backward &b) {
+  std::istringstream x(a.source), y(b.source);
+  std::string lx, ly;
+  while (true) {
+    bool gx = static_cast<bool>(std::getline(x, lx)), gy = static_cast<bool>(std::getline(y, ly));
+    if (!gx && !gy) return "the launch protocol (gradient buffers, scratch or tapes)";
+    if (!gx || !gy || lx != ly) {
+      auto trim = [](std::string s) {
+        size_t k = s.find_first_not_of(' ');
+        return k == std::string::npos ? std::string("(end)") : s.substr(k);
+      };
+      return "`" + trim(gx ? lx : "") + "` against `" + trim(gy ? ly : "") + "`";
+    }
+  }
+}
+
+std::string type_text(const SType &t) { return t.str(); }
+
+class GenericDifferentiation {
+ public:
+  GenericDifferentiation(const Module &module, const SourceManager &sources, const BackwardRequest &request,
+                         DiagEngine &diags, const Function &fn)
+      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
+
+  std::optional<Backward> run() {
+    std::vector<ParamRole> roles = param_roles(module_, fn_);
+    for (size_t k = 0; k < fn_.params.size(); ++k) {
+      const Param &p = fn_.params[k];
+      if (request_.param_types.count(p.name)) continue;
+      switch (roles[k]) {
+        case ParamRole::Constexpr:
+        case ParamRole::Unused: break;
+        case ParamRole::FloatPointer: float_pointers_.push_back(k); break;
+        case ParamRole::IntegerPointer: integer_pointers_.push_back(k); break;
+        case ParamRole::Scalar: scalars_.push_back(k); break;
+        case ParamRole::Tile: tiles_.push_back(k); break;
+      }
+    }
+    if (float_pointers_.empty() && integer_pointers_.empty() && scalars_.empty() && tiles_.empty())
+      return differentiate_typed(module_, sources_, request_, diags_);
+    return tiles_.empty() ? run_kernel() : run_tile_function();
+  }
+
+ private:
+  const std::string &pname(size_t k) const { return fn_.params[k].name; }
+
+  Trial attempt(const sema::ParamTypes &types) const {
+    Trial t;
+    t.types = types;
+    BackwardRequest r = request_;
+    r.param_types = types;
+    for (size_t k : float_pointers_) r.generic_params.insert(pname(k));
+    for (size_t k : integer_pointers_) r.generic_params.insert(pname(k));
+    for (size_t k : scalars_) r.generic_params.insert(pname(k));
+    for (size_t k : tiles_) r.generic_params.insert(pname(k));
+    r.generic_shapes = !tiles_.empty();
+    DiagEngine quiet(sources_);
+    t.backward = differentiate_typed(module_, sources_, r, quiet);
+    t.diagnostics = quiet.diagnostics();
+    if (std::getenv("TGRAD_DEBUG_TRIALS")) quiet.print_all(std::cerr);
+    return t;
+  }
+
+  // The scalar's first representative: fp32 where its default is a float.
+  DType scalar_first(size_t k) const {
+    const Param &p = fn_.params[k];
+    return p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32;
+  }
+
+  // Keeps `t` when its backward equals the representative's; a located
+  // error naming `param` when it differs.
+  bool compare(const Trial &t, size_t param, const std::string &what) {
+    if (!t.backward) return true;  // the forward rejects this type: so would Triton
+    if (same_backward(*base_->backward, *t.backward)) {
+      record(pname(param), type_text(t.types.at(pname(param))));
+      return true;
+    }
+    diags_.error(fn_.params[param].span,
+                 "the backward of '" + fn_.name + "' depends on " + what + " of '" + pname(param) + "': with " +
+                     pname(param) + "=" + type_text(base_->types.at(pname(param))) + " and " + pname(param) + "=" +
+                     type_text(t.types.at(pname(param))) + " it differs (" + first_difference(*base_->backward, *t.backward) +
+                     "); give its type: --arg " + pname(param) + "=TYPE");
+    return false;
+  }
+
+  void record(const std::string &param, const std::string &type) {
+    for (auto &[p, types] : checked_)
+      if (p == param) {
+        if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+        return;
+      }
+    checked_.push_back({param, {type}});
+  }
+
+  // What tgrad assumed, for the error when no representative differentiates.
+  void explain_assumptions(const Trial &t) {
+    std::string list;
+    for (const auto &[name, type] : t.types)
+      if (!request_.param_types.count(name)) list += (list.empty() ? "" : ", ") + name + "=" + type_text(type);
+    for (const Diagnostic &d : t.diagnostics) diags_.report(d);
+    diags_.note(fn_.name_span, "tgrad chose these types for the parameters given none: " + list +
+                                   "; if one is wrong, give it with --arg NAME=TYPE");
+  }
+
+  std::optional<Backward> finish() {
+    Backward b = std::move(*base_->backward);
+    for (const Diagnostic &d : base_->diagnostics) diags_.report(d);
+    // Parameters in the function's order.
+    for (const Param &p : fn_.params)
+      for (auto &entry : checked_)
+        if (entry.first == p.name) b.generic_types.push_back(entry);
+    b.source = annotate(b);
+    return b;
+  }
+
+  // The header says what the backward was checked for.
+  static std::string annotate(const Backward &b) {
+    std::string note = "# Generic: the same backward for";
+    for (size_t k = 0; k < b.generic_types.size(); ++k) {
+      note += k ? "; " : " ";
+      note += b.generic_types[k].first + " =";
+      for (size_t j = 0; j < b.generic_types[k].second.size(); ++j)
+        note += (j ? ", " : " ") + b.generic_types[k].second[j];
+    }
+    note += ".\n";
+    // After the header comment lines.
+    size_t at = 0;
+    while (at < b.source.size() && b.source[at] == '#') {
+      size_t nl = b.source.find('\n', at);
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+    return b.source.substr(0, at) + note + b.source.substr(at);
+  }
+
+  sema::ParamTypes with_uniform(DType d) const {
+    sema::ParamTypes types = request_.param_types;
+    for (size_t k : float_pointers_) types[pname(k)] = pointer_to(d);
+    for (size_t k : integer_pointers_) types[pname(k)] = pointer_to(DType::Int32);
+    for (size_t k : scalars_) types[pname(k)] = scalar_of(scalar_first(k));
+    return types;
+  }
+
+  std::optional<Backward> run_kernel() {
+    const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
+    // The representative: the first uniform float type the forward accepts.
+    std::vector<Trial> uniform;
+    uniform.reserve(3);
+    for (DType d : floats) {
+      uniform.push_back(attempt(with_uniform(d)));
+      if (uniform.back().backward && !base_) base_ = &uniform.back();
+    }
+    if (!base_) {
+      explain_assumptions(uniform.front());
+      return std::nullopt;
+    }
+    for (size_t k : integer_pointers_) record(pname(k), type_text(base_->types.at(pname(k))));
+    for (size_t k : scalars_) record(pname(k), type_text(base_->types.at(pname(k))));
+    for (size_t k : float_pointers_) record(pname(k), type_text(base_->types.at(pname(k))));
+    bool ok = true;
+    // Every accepted uniform type, then each pointer alone with each other
+    // float type, then each scalar with the other kind.
+    for (const Trial &t : uniform) {
+      if (&t == base_ || !t.backward) continue;
+      if (!same_backward(*base_->backward, *t.backward)) {
+        size_t first = float_pointers_.front();
+        ok &= compare(t, first, "the element type");
+      } else {
+        for (size_t k : float_pointers_) record(pname(k), type_text(t.types.at(pname(k))));
+      }
+    }
+    for (size_t k : float_pointers_)
+      for (DType d : floats) {
+        if (!ok) break;
+        if (d == base_->types.at(pname(k)).elem.dtype) continue;
+        sema::ParamTypes types = base_->types;
+        types[pname(k)] = pointer_to(d);
+        ok &= compare(attempt(types), k, "the element type");
+      }
+    for (size_t k : scalars_) {
+      if (!ok) break;
+      sema::ParamTypes types = base_->types;
+      types[pname(k)] = scalar_of(scalar_first(k) == DType::Int32 ? DType::FP32 : DType::Int32);
+      ok &= compare(attempt(types), k, "the type");
+    }
+    if (!ok) return std::nullopt;
+    return finish();
+  }
+
+  std::optional<Backward> run_tile_function() {
+    // Ranks 0 to 2 for each tile (all combinations up to four tiles, else
+    // the same rank for all), each dimension a symbol; fp32 first.
+    const size_t n = tiles_.size();
+    std::vector<std::vector<int>> ranks;
+    if (n <= 4) {
+      std::vector<int> r(n, 0);
+      while (true) {
+        ranks.push_back(r);
+        size_t k = 0;
+        while (k < n && ++r[k] == 3) r[k++] = 0;
+        if (k == n) break;
+      }
+    } else {
+      for (int r = 0; r < 3; ++r) ranks.push_back(std::vector<int>(n, r));
+    }
+    auto types_for = [&](const std::vector<int> &r, DType d) {
+      sema::ParamTypes types = with_uniform(DType::FP32);
+      for (size_t j = 0; j < n; ++j) {
+        sema::SymShape shape;
+        for (int a = 0; a < r[j]; ++a) shape.push_back(sema::Dim::symbolic(pname(tiles_[j]) + "_" + std::to_string(a)));
+        types[pname(tiles_[j])] = SType::tensor(sema::ElemType{d, false}, shape);
+      }
+      return types;
+    };
+    std::vector<Trial> trials;
+    trials.reserve(ranks.size() + 2);
+    for (const std::vector<int> &r : ranks) {
+      trials.push_back(attempt(types_for(r, DType::FP32)));
+      if (trials.back().backward && !base_) {
+        base_ = &trials.back();
+        base_ranks_ = r;
+      }
+    }
+    if (!base_) {
+      // The all-rank-1 trial's errors say most about the code.
+      size_t one = 0;
+      for (size_t k = 0; k < ranks.size(); ++k)
+        if (std::all_of(ranks[k].begin(), ranks[k].end(), [](int x) { return x == 1; })) one = k;
+      explain_assumptions(trials[one]);
+      return std::nullopt;
+    }
+    bool ok = true;
+    for (size_t k = 0; k < trials.size() && ok; ++k) {
+      const Trial &t = trials[k];
+      if (!t.backward) continue;
+      size_t differing = tiles_.front();
+      for (size_t j = 0; j < n; ++j)
+        if (ranks[k][j] != base_ranks_[j]) differing = tiles_[j];
+      if (!same_backward(*base_->backward, *t.backward)) {
+        ok &= compare(t, differing, "the shape");
+        break;
+      }
+      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), type_text(t.types.at(pname(tiles_[j]))));
+    }
+    for (DType d : {DType::FP16, DType::BF16}) {
+      if (!ok) break;
+      Trial t = attempt(types_for(base_ranks_, d));
+      if (!t.backward) continue;
+      if (!same_backward(*base_->backward, *t.backward)) {
+        ok &= compare(t, tiles_.front(), "the element type");
+        break;
+      }
+      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), type_text(t.types.at(pname(tiles_[j]))));
+    }
+    if (!ok) return std::nullopt;
+    return finish();
+  }
+
+  const Module &module_;
+  const SourceManager &sources_;
+  const BackwardRequest &request_;
+  DiagEngine &diags_;
+  const Function &fn_;
+  std::vector<size_t> float_pointers_, integer_pointers_, scalars_, tiles_;
+  Trial *base_ = nullptr;
+  std::vector<int> base_ranks_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> checked_;
+};
+
+}  // namespace
+
+std::vector<ParamRole> param_roles(const Module &module, const Function &fn) {
+  std::set<const Function *> visiting{&fn};
+  return RoleFinder(module, visiting).run(fn);
+}
+
+std::optional<Backward> differentiate(const Module &module, const SourceManager &sources, const BackwardRequest &request,
+                                      DiagEngine &diags) {
+  const Function *fn = module.find_function(request.function);
+  if (!fn) return differentiate_typed(module, sources, request, diags);
+  return GenericDifferentiation(module, sources, request, diags, *fn).run();
+}
+
+}  // namespace tgrad::ad

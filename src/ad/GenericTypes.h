@@ -1,0 +1,54 @@
+// Differentiating without types: `tgrad kernel.py --wrt 0,1`.
+//
+// A Triton kernel is one source for every dtype and shape its callers use;
+// its backward should be too. For each parameter the caller gave no type,
+// tgrad decides from the code what it is (param_roles: a pointer when an
+// address of a load, store or atomic derives from it, a tile in a function
+// without pointers, else a runtime scalar), then differentiates with several
+// representative types and keeps the backward only if every representative
+// the forward accepts gives the same one (ast::equal, and the same launch
+// protocol):
+//   - pointers to floating-point data: *fp32, *fp16, *bf16, all alike first,
+//     then each pointer alone with the other two (fp16 data with fp32
+//     statistics);
+//   - pointers whose loaded values become addresses or indices: *i32;
+//   - runtime scalars: i32 and fp32 (fp32 first where the default is a float);
+//   - tiles: ranks 0 to 2 (each dimension a symbol), then fp32, fp16, bf16.
+// A representative the forward itself rejects (tl.exp on fp16, tl.dot of
+// fp16 with fp32) is skipped: Triton would reject that launch too. Where
+// two accepted representatives give different backwards, the backward
+// depends on that parameter's type: a located error names it and asks for
+// --arg. Backward::generic_types lists what was compared. With the
+// environment variable TGRAD_DEBUG_TRIALS set, each trial's diagnostics are
+// printed to standard error (why a representative was rejected).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tgrad/ad/Differentiate.h"
+
+namespace tgrad::ad {
+
+// What a parameter is, as its uses say.
+enum class ParamRole {
+  Constexpr,       // annotated tl.constexpr
+  Unused,          // read nowhere: needs no type
+  FloatPointer,    // addresses derive from it
+  IntegerPointer,  // addresses derive from it, and what it loads becomes an address or index
+  Scalar,          // a runtime value of a kernel (a size, a stride, eps)
+  Tile,            // a value of a function without pointers
+};
+
+// The role of each parameter of `fn`, in order. Calls of the module's other
+// jit functions count: a parameter passed where the callee loads through it
+// is a pointer.
+std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn);
+
+// The backward for a request whose parameters all have types (given, or
+// representatives chosen by differentiate()): ReverseMode.cpp.
+std::optional<Backward> differentiate_typed(const ast::Module &module, const SourceManager &sources,
+                                            const BackwardRequest &request, DiagEngine &diags);
+
+}  // namespace tgrad::ad
