@@ -308,14 +308,20 @@ class Checker {
 
   // A Python number on one side and a scalar tensor on the other (`d = 0.0`
   // before a loop that adds fp32 scalars to it, or on one branch of a runtime
-  // if): Triton makes the number a tensor of the other side's type.
+  // if): Triton makes the number a tensor (semantic.to_tensor: 0.0 is fp32,
+  // 0 int32), which must then have the other side's type: `s = 0.0` against
+  // the fp16 sum of fp16 data is a type mismatch Triton rejects (measured
+  // on the H100, Triton 3.6).
   static std::optional<SType> literal_merge(const SType &x, const SType &y) {
-    auto number = [](const SType &t) {
-      return t.kind == SType::Kind::Float || t.kind == SType::Kind::Int || t.kind == SType::Kind::Bool;
+    auto number_dtype = [](const SType &t) -> std::optional<DType> {
+      if (t.kind == SType::Kind::Float) return t.known ? python_float_dtype(t.x) : DType::FP32;
+      if (t.kind == SType::Kind::Int) return t.known ? python_int_dtype(t.n) : DType::Int32;
+      if (t.kind == SType::Kind::Bool) return DType::Int1;
+      return std::nullopt;
     };
     auto scalar = [](const SType &t) { return t.is_tensor() && t.shape.empty() && !t.elem.is_pointer; };
-    if (number(x) && scalar(y) && (sema::is_float(y.elem.dtype) || x.kind != SType::Kind::Float)) return y;
-    if (number(y) && scalar(x) && (sema::is_float(x.elem.dtype) || y.kind != SType::Kind::Float)) return x;
+    if (std::optional<DType> d = number_dtype(x); d && scalar(y) && *d == y.elem.dtype) return y;
+    if (std::optional<DType> d = number_dtype(y); d && scalar(x) && *d == x.elem.dtype) return x;
     return std::nullopt;
   }
 
