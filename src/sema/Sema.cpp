@@ -312,13 +312,15 @@ class Checker {
   // 0 int32), which must then have the other side's type: `s = 0.0` against
   // the fp16 sum of fp16 data is a type mismatch Triton rejects (measured
   // on the H100, Triton 3.6).
+  // The dtype Triton gives a Python number assigned to a variable.
+  static std::optional<DType> number_dtype(const SType &t) {
+    if (t.kind == SType::Kind::Float) return t.known ? python_float_dtype(t.x) : DType::FP32;
+    if (t.kind == SType::Kind::Int) return t.known ? python_int_dtype(t.n) : DType::Int32;
+    if (t.kind == SType::Kind::Bool) return DType::Int1;
+    return std::nullopt;
+  }
+
   static std::optional<SType> literal_merge(const SType &x, const SType &y) {
-    auto number_dtype = [](const SType &t) -> std::optional<DType> {
-      if (t.kind == SType::Kind::Float) return t.known ? python_float_dtype(t.x) : DType::FP32;
-      if (t.kind == SType::Kind::Int) return t.known ? python_int_dtype(t.n) : DType::Int32;
-      if (t.kind == SType::Kind::Bool) return DType::Int1;
-      return std::nullopt;
-    };
     auto scalar = [](const SType &t) { return t.is_tensor() && t.shape.empty() && !t.elem.is_pointer; };
     if (std::optional<DType> d = number_dtype(x); d && scalar(y) && *d == y.elem.dtype) return y;
     if (std::optional<DType> d = number_dtype(y); d && scalar(x) && *d == x.elem.dtype) return x;
@@ -341,6 +343,23 @@ class Checker {
     if (!var.empty()) inner[var] = var_type;
     Env before = inner;
     exec_block(body, inner, result);
+    // A Python number carried into a loop that makes it a scalar tensor
+    // (`d = 0.0` before `d += tl.sum(x)`): Triton made the number a tensor
+    // when it was assigned (0.0 is fp32), so the body runs on that tensor:
+    // analyse it again so (fp32 + an fp16 sum is fp32, as on the GPU).
+    bool again = false;
+    for (auto &kv : before) {
+      auto it = inner.find(kv.first);
+      if (it == inner.end() || kv.first == var || !it->second.is_tensor() || !it->second.shape.empty()) continue;
+      if (std::optional<DType> d = number_dtype(kv.second)) {
+        kv.second = SType::tensor(ElemType{*d, false}, {});
+        again = true;
+      }
+    }
+    if (again) {
+      inner = before;
+      exec_block(body, inner, result);
+    }
     for (const auto &kv : before) {
       auto it = inner.find(kv.first);
       if (it == inner.end() || kv.first == var) continue;
