@@ -25,8 +25,9 @@ std::set<std::string> assigned_in(const StmtList &block) {
 
 struct Checker {
   const sema::TypeInfo &types;
-  DiagEngine &diags;
+  DiagEngine *diags;  // null: collect the conditions only
   bool reported = false;
+  std::vector<const Expr *> conditions;
 
   // `before`: names assigned before this block; `after`: names read after it.
   void block(const StmtList &body, std::set<std::string> before, const std::set<std::string> &after) {
@@ -48,12 +49,14 @@ struct Checker {
             for (const std::string &n : *one) {
               const std::set<std::string> &other = one == &then_names ? else_names : then_names;
               if (before.count(n) || other.count(n) || !later[k].count(n)) continue;
-              diags.error(i->cond->span, "'" + n + "' is assigned only when the tl.constexpr condition '" +
+              if (conditions.empty() || conditions.back() != i->cond.get()) conditions.push_back(i->cond.get());
+              reported = true;
+              if (!diags) continue;
+              diags->error(i->cond->span, "'" + n + "' is assigned only when the tl.constexpr condition '" +
                                              emit::print_expr(*i->cond) + "' is " +
                                              (one == &then_names ? "true" : "false") +
                                              " and is used after this if; its backward depends on the condition's "
                                              "value: give it with -D (one backward per value)");
-              reported = true;
             }
         block(i->body, before, later[k]);
         block(i->orelse, before, later[k]);
@@ -76,8 +79,16 @@ struct Checker {
 
 }  // namespace
 
+std::vector<const Expr *> constexpr_guarded_conditions(const Function &fn, const sema::TypeInfo &types) {
+  Checker c{types, nullptr, false, {}};
+  std::set<std::string> params;
+  for (const Param &p : fn.params) params.insert(p.name);
+  c.block(fn.body, params, {});
+  return c.conditions;
+}
+
 bool report_constexpr_guarded_definitions(const Function &fn, const sema::TypeInfo &types, DiagEngine &diags) {
-  Checker c{types, diags};
+  Checker c{types, &diags, false, {}};
   std::set<std::string> params;
   for (const Param &p : fn.params) params.insert(p.name);
   c.block(fn.body, params, {});

@@ -7,6 +7,8 @@
 // such a kernel needs the flag's value: the check below names the flag.
 #pragma once
 
+#include <vector>
+
 #include "tgrad/ast/Ast.h"
 #include "tgrad/diag/Diagnostics.h"
 #include "tgrad/sema/Sema.h"
@@ -17,5 +19,9 @@ namespace tgrad::ad {
 // a name one of its branches assigns (and that was not assigned before it)
 // which the code after the if reads. Returns whether it reported anything.
 bool report_constexpr_guarded_definitions(const ast::Function &fn, const sema::TypeInfo &types, DiagEngine &diags);
+
+// The conditions of those ifs, without reporting: differentiate() makes one
+// backward per value of the flags they read (src/ad/GenericTypes.h).
+std::vector<const ast::Expr *> constexpr_guarded_conditions(const ast::Function &fn, const sema::TypeInfo &types);
 
 }  // namespace tgrad::ad

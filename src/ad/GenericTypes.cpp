@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "src/ad/AnfWalk.h"
+#include "src/ad/Specialize.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -257,26 +258,6 @@ struct Trial {
 };
 
 bool same_strings(const std::vector<std::string> &a, const std::vector<std::string> &b) { return a == b; }
-
-// The same backward: the same code and the same launch protocol.
-bool same_backward(const Backward &a, const Backward &b) {
-  if (!equal(*a.module, *b.module)) return false;
-  if (a.gradient_buffers != b.gradient_buffers || !same_strings(a.zero_initialized, b.zero_initialized) ||
-      !same_strings(a.saved_outputs, b.saved_outputs) || a.num_programs_param != b.num_programs_param ||
-      a.partial_sums.size() != b.partial_sums.size() || a.tapes.size() != b.tapes.size() ||
-      a.zero_gradients.size() != b.zero_gradients.size())
-    return false;
-  for (size_t k = 0; k < a.partial_sums.size(); ++k)
-    if (a.partial_sums[k].input != b.partial_sums[k].input || a.partial_sums[k].scratch != b.partial_sums[k].scratch)
-      return false;
-  for (size_t k = 0; k < a.tapes.size(); ++k)
-    if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape ||
-        a.tapes[k].trips_param != b.tapes[k].trips_param)
-      return false;
-  for (size_t k = 0; k < a.zero_gradients.size(); ++k)
-    if (a.zero_gradients[k].first != b.zero_gradients[k].first) return false;
-  return true;
-}
 
 // The first line where two backwards' sources differ, as "`a` against `b`".
 std::string first_difference(const Backward &a, const Backward &b) {
@@ -550,13 +531,33 @@ class GenericDifferentiation {
 
 }  // namespace
 
+// The same backward: the same code and the same launch protocol.
+bool same_backward(const Backward &a, const Backward &b) {
+  if (!equal(*a.module, *b.module)) return false;
+  if (a.gradient_buffers != b.gradient_buffers || !same_strings(a.zero_initialized, b.zero_initialized) ||
+      !same_strings(a.saved_outputs, b.saved_outputs) || a.num_programs_param != b.num_programs_param ||
+      a.partial_sums.size() != b.partial_sums.size() || a.tapes.size() != b.tapes.size() ||
+      a.zero_gradients.size() != b.zero_gradients.size())
+    return false;
+  for (size_t k = 0; k < a.partial_sums.size(); ++k)
+    if (a.partial_sums[k].input != b.partial_sums[k].input || a.partial_sums[k].scratch != b.partial_sums[k].scratch)
+      return false;
+  for (size_t k = 0; k < a.tapes.size(); ++k)
+    if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape ||
+        a.tapes[k].trips_param != b.tapes[k].trips_param)
+      return false;
+  for (size_t k = 0; k < a.zero_gradients.size(); ++k)
+    if (a.zero_gradients[k].first != b.zero_gradients[k].first) return false;
+  return true;
+}
+
 std::vector<ParamRole> param_roles(const Module &module, const Function &fn) {
   std::set<const Function *> visiting{&fn};
   return RoleFinder(module, visiting).run(fn);
 }
 
-std::optional<Backward> differentiate(const Module &module, const SourceManager &sources, const BackwardRequest &request,
-                                      DiagEngine &diags) {
+std::optional<Backward> differentiate_generic(const Module &module, const SourceManager &sources,
+                                              const BackwardRequest &request, DiagEngine &diags) {
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_typed(module, sources, request, diags);
   return GenericDifferentiation(module, sources, request, diags, *fn).run();

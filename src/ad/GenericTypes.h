@@ -46,6 +46,9 @@ enum class ParamRole {
 // is a pointer.
 std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn);
 
+// The same code (ast::equal) and the same launch protocol.
+bool same_backward(const Backward &a, const Backward &b);
+
 // The backward for a request whose parameters all have types (given, or
 // representatives chosen by differentiate()): ReverseMode.cpp.
 std::optional<Backward> differentiate_typed(const ast::Module &module, const SourceManager &sources,

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "src/ad/Rules.h"
 #include "src/driver/BackwardJson.h"
 #include "tests/ad/KernelSetup.h"
@@ -179,7 +181,7 @@ TEST(Dependence, AnInputReachingOnlyNoGradOutputsIsAWarning) {
             std::string::npos) << m;
 }
 
-TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
+TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueGetsOneBackwardPerValue) {
   KernelCase c{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
                {"BLOCK=128"}, {"X", "B"}, {}, ""};
   KernelSetup s = setup(c);
@@ -187,11 +189,21 @@ TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueNamesTheFlag) {
   // Reading it is fine (valid Triton) ...
   const ast::Function *fn = s.parsed->module->find_function("bias_act_kernel");
   ASSERT_TRUE(sema::analyze(*s.parsed->module, *fn, s.request.param_types, *s.parsed->diags)) << s.parsed->all_messages();
-  // ... differentiating it needs the flag.
-  EXPECT_FALSE(ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags));
-  EXPECT_NE(s.parsed->all_messages().find("merges.py:14:8: error: 'b' is assigned only when the tl.constexpr condition "
-                                          "'HAS_BIAS' is true and is used after this if"),
-            std::string::npos) << s.parsed->all_messages();
+  // ... and its backward dispatches on the flag, as the forward does (src/ad/Specialize.h).
+  auto bwd = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  ASSERT_TRUE(bwd) << s.parsed->all_messages();
+  for (const char *want : {"# Specialized: one backward per value of HAS_BIAS = True, False.",
+                           "def bias_act_kernel_bwd_HAS_BIAS_true(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dB, dY):",
+                           "    if HAS_BIAS:\n        bias_act_kernel_bwd_HAS_BIAS_true(X, B, Y, N, HAS_BIAS, BLOCK, dX, dB, dY)\n"
+                           "    else:\n        bias_act_kernel_bwd_HAS_BIAS_false(X, B, Y, N, HAS_BIAS, BLOCK, dX, dB, dY)\n"})
+    EXPECT_NE(bwd->source.find(want), std::string::npos) << want << "\n" << bwd->source;
+  // dB is not written when HAS_BIAS is false: it must start at zero.
+  EXPECT_NE(std::find(bwd->zero_initialized.begin(), bwd->zero_initialized.end(), "B"), bwd->zero_initialized.end());
+  // With the flag given, the one backward.
+  s.request.param_types["HAS_BIAS"] = sema::SType::of_bool(true);
+  auto one = ad::differentiate(*s.parsed->module, s.parsed->sources, s.request, *s.parsed->diags);
+  ASSERT_TRUE(one) << s.parsed->all_messages();
+  EXPECT_EQ(one->source.find("Specialized"), std::string::npos) << one->source;
 }
 
 // Builtins tgrad reads but does not type yet (block pointers, tl.split):

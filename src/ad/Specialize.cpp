@@ -1,0 +1,387 @@
+#include "src/ad/Specialize.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "src/ad/AnfWalk.h"
+#include "src/ad/ConstexprPaths.h"
+#include "src/ad/GenericTypes.h"
+#include "tgrad/ast/Equal.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+using sema::SType;
+
+namespace {
+
+constexpr size_t kMaxSpecializations = 16;
+
+// A value a flag takes in one specialization: how -D gives it, how the
+// dispatcher tests for it, and the suffix of that specialization's names.
+struct FlagValue {
+  SType type;           // for BackwardRequest::param_types
+  std::string text;     // for messages: True, 'relu'
+  std::string suffix;   // true, relu
+  ExprPtr literal;      // compared with, or null for the truth test
+  bool truth = false;   // tested as `if FLAG:` (true) / else (false)
+};
+
+struct Flag {
+  std::string name;
+  std::vector<FlagValue> values;
+};
+
+bool is_flag_name(const Expr &e, const std::string &flag) {
+  auto *n = dyn_cast<Name>(&e);
+  return n && n->id == flag;
+}
+
+std::string suffix_of(const std::string &text) {
+  std::string out;
+  for (char c : text)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += c;
+  return out.empty() ? "other" : out;
+}
+
+// The values to differentiate `flag` with: each literal the function compares
+// it with (==, !=) and one equal to none; else True and False.
+Flag flag_values(const Function &fn, const std::string &flag) {
+  Flag f{flag, {}};
+  std::vector<const Expr *> literals;
+  std::function<void(const Expr &)> visit = [&](const Expr &e) {
+    if (auto *c = dyn_cast<Compare>(&e); c && c->comparators.size() == 1 &&
+                                         (c->ops[0] == CompareOpKind::Eq || c->ops[0] == CompareOpKind::NotEq)) {
+      const Expr *other = is_flag_name(*c->left, flag) ? c->comparators[0].get()
+                          : is_flag_name(*c->comparators[0], flag) ? c->left.get() : nullptr;
+      if (other && (isa<StrLit>(other) || isa<IntLit>(other) || isa<BoolLit>(other))) {
+        bool seen = false;
+        for (const Expr *l : literals) seen |= equal(*l, *other);
+        if (!seen) literals.push_back(other);
+      }
+    }
+  };
+  StmtList body = clone(fn.body);
+  rewrite_exprs(body, [&](ExprPtr &e) { visit(*e); });
+  if (literals.empty()) {
+    for (bool v : {true, false}) {
+      FlagValue fv;
+      fv.type = SType::of_bool(v);
+      fv.text = v ? "True" : "False";
+      fv.suffix = v ? "true" : "false";
+      fv.truth = v;
+      f.values.push_back(std::move(fv));
+    }
+    return f;
+  }
+  for (const Expr *l : literals) {
+    FlagValue fv;
+    if (auto *s = dyn_cast<StrLit>(l)) {
+      fv.type = SType::of_str(s->value);
+      fv.text = "'" + s->value + "'";
+      fv.suffix = suffix_of(s->value);
+    } else if (auto *i = dyn_cast<IntLit>(l)) {
+      fv.type = SType::of_int(i->value);
+      fv.text = std::to_string(i->value);
+      fv.suffix = fv.text;
+    } else {
+      bool b = cast<BoolLit>(l)->value;
+      fv.type = SType::of_bool(b);
+      fv.text = b ? "True" : "False";
+      fv.suffix = b ? "true" : "false";
+    }
+    fv.literal = clone(*l);
+    f.values.push_back(std::move(fv));
+  }
+  // A value equal to none of them: the dispatcher's last branch.
+  FlagValue other;
+  other.type = isa<StrLit>(literals[0]) ? SType::of_str("") : SType::none();
+  other.text = isa<StrLit>(literals[0]) ? "''" : "None";
+  other.suffix = "other";
+  f.values.push_back(std::move(other));
+  return f;
+}
+
+// The constexpr flags whose guarded definitions need values.
+std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
+  sema::ParamTypes given;
+  for (size_t k = 0; k < fn.params.size(); ++k)
+    if (fn.is_constexpr_param(k))
+      if (auto it = request.param_types.find(fn.params[k].name); it != request.param_types.end()) given[it->first] = it->second;
+  SourceManager scratch;
+  DiagEngine quiet(scratch);
+  std::optional<sema::TypeInfo> info = sema::analyze(module, fn, given, quiet);
+  if (!info) return {};
+  std::vector<std::string> flags;
+  for (const Expr *cond : constexpr_guarded_conditions(fn, *info)) {
+    std::set<std::string> read;
+    reads(*cond, read);
+    for (size_t k = 0; k < fn.params.size(); ++k)
+      if (fn.is_constexpr_param(k) && read.count(fn.params[k].name) && !given.count(fn.params[k].name) &&
+          std::find(flags.begin(), flags.end(), fn.params[k].name) == flags.end())
+        flags.push_back(fn.params[k].name);
+  }
+  return flags;
+}
+
+struct Specialization {
+  std::vector<size_t> choice;  // per flag, the index of its value
+  Backward backward;
+};
+
+// Renames calls and definitions of the functions in `renamed` within `f`.
+void rename_calls(Function &f, const std::map<std::string, std::string> &renamed) {
+  rewrite_exprs(f.body, [&](ExprPtr &e) {
+    if (auto *n = dyn_cast<Name>(e.get()))
+      if (auto it = renamed.find(n->id); it != renamed.end()) n->id = it->second;
+  });
+}
+
+class Specializer {
+ public:
+  Specializer(const Module &module, const SourceManager &sources, const BackwardRequest &request, DiagEngine &diags,
+              const Function &fn, std::vector<Flag> flags)
+      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), flags_(std::move(flags)) {}
+
+  std::optional<Backward> run() {
+    size_t combinations = 1;
+    for (const Flag &f : flags_) combinations *= f.values.size();
+    if (combinations > kMaxSpecializations) {
+      diags_.error(fn_.name_span, "the backward of '" + fn_.name + "' depends on the values of " + flag_list() +
+                                      " (" + std::to_string(combinations) + " combinations): give them with -D");
+      return std::nullopt;
+    }
+    std::vector<size_t> choice(flags_.size(), 0);
+    while (true) {
+      BackwardRequest r = request_;
+      for (size_t k = 0; k < flags_.size(); ++k) r.param_types[flags_[k].name] = flags_[k].values[choice[k]].type;
+      DiagEngine quiet(sources_);
+      std::optional<Backward> b = differentiate_generic(module_, sources_, r, quiet);
+      if (!b) {
+        for (const Diagnostic &d : quiet.diagnostics()) diags_.report(d);
+        diags_.note(fn_.name_span, "while differentiating '" + fn_.name + "' with " + assignment(choice) +
+                                       " (one backward per value of " + flag_list() + "); give them with -D otherwise");
+        return std::nullopt;
+      }
+      specs_.push_back({choice, std::move(*b)});
+      size_t k = 0;
+      while (k < flags_.size() && ++choice[k] == flags_[k].values.size()) choice[k++] = 0;
+      if (k == flags_.size()) break;
+    }
+    // Warnings once, from the first.
+    bool all_same = true;
+    for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
+    if (all_same) return std::move(specs_[0].backward);
+    return combine();
+  }
+
+ private:
+  std::string flag_list() const {
+    std::string s;
+    for (size_t k = 0; k < flags_.size(); ++k) s += (k ? ", '" : "'") + flags_[k].name + "'";
+    return s;
+  }
+  std::string assignment(const std::vector<size_t> &choice) const {
+    std::string s;
+    for (size_t k = 0; k < flags_.size(); ++k)
+      s += (k ? ", " : "") + flags_[k].name + "=" + flags_[k].values[choice[k]].text;
+    return s;
+  }
+  std::string suffix(const std::vector<size_t> &choice) const {
+    std::string s;
+    for (size_t k = 0; k < flags_.size(); ++k) s += "_" + flags_[k].name + "_" + flags_[k].values[choice[k]].suffix;
+    return s;
+  }
+
+  bool fail(const Specialization &a, const Specialization &b, const std::string &what) {
+    diags_.error(fn_.name_span, "the backward of '" + fn_.name + "' with " + assignment(a.choice) + " and with " +
+                                    assignment(b.choice) + " differ in " + what +
+                                    ", which one launch protocol cannot serve: give " + flag_list() + " with -D");
+    return false;
+  }
+
+  // The specializations must share what the launcher provides.
+  bool same_protocol() {
+    const Backward &a = specs_[0].backward;
+    const Function *fa = a.module->find_function(a.backward_name);
+    for (const Specialization &s : specs_) {
+      const Backward &b = s.backward;
+      const Function *fb = b.module->find_function(b.backward_name);
+      if (!fa || !fb || fa->params.size() != fb->params.size()) return fail(specs_[0], s, "their arguments");
+      for (size_t k = 0; k < fa->params.size(); ++k)
+        if (fa->params[k].name != fb->params[k].name) return fail(specs_[0], s, "their arguments");
+      if (a.gradient_buffers != b.gradient_buffers) return fail(specs_[0], s, "their gradient buffers");
+      if (a.partial_sums.size() != b.partial_sums.size() || a.num_programs_param != b.num_programs_param)
+        return fail(specs_[0], s, "their partial sums");
+      for (size_t k = 0; k < a.partial_sums.size(); ++k)
+        if (a.partial_sums[k].scratch != b.partial_sums[k].scratch) return fail(specs_[0], s, "their partial sums");
+      if (a.tapes.size() != b.tapes.size()) return fail(specs_[0], s, "their tapes");
+      for (size_t k = 0; k < a.tapes.size(); ++k)
+        if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape)
+          return fail(specs_[0], s, "their tapes");
+    }
+    return true;
+  }
+
+  // if FLAG: ... / if FLAG == 'a': ... elif ...: the calls for flag k onwards.
+  StmtList dispatch(size_t k, std::vector<size_t> &choice, const Function &shell) const {
+    StmtList out;
+    if (k == flags_.size()) {
+      ExprList args;
+      for (const Param &p : shell.params) args.push_back(std::make_unique<Name>(p.name));
+      std::string callee = request_.function;
+      for (const Specialization &s : specs_)
+        if (s.choice == choice) callee = s.backward.backward_name + suffix(choice);
+      out.push_back(std::make_unique<ExprStmt>(
+          std::make_unique<Call>(std::make_unique<Name>(callee), std::move(args), std::vector<Keyword>{})));
+      return out;
+    }
+    const Flag &f = flags_[k];
+    // Built from the last value (the else) backwards into an elif chain.
+    StmtList tail;
+    for (size_t v = f.values.size(); v-- > 0;) {
+      choice[k] = v;
+      StmtList body = dispatch(k + 1, choice, shell);
+      if (v + 1 == f.values.size()) {
+        tail = std::move(body);
+        continue;
+      }
+      ExprPtr cond;
+      if (f.values[v].literal) {
+        ExprList rhs;
+        rhs.push_back(clone(*f.values[v].literal));
+        cond = std::make_unique<Compare>(std::make_unique<Name>(f.name), std::vector<CompareOpKind>{CompareOpKind::Eq},
+                                         std::move(rhs));
+      } else {
+        cond = std::make_unique<Name>(f.name);
+      }
+      auto node = std::make_unique<If>(std::move(cond), std::move(body), std::move(tail));
+      tail = StmtList{};
+      tail.push_back(std::move(node));
+    }
+    return tail;
+  }
+
+  std::optional<Backward> combine() {
+    if (!same_protocol()) return std::nullopt;
+    Backward out;
+    out.module = std::make_unique<Module>();
+    const Backward &first = specs_[0].backward;
+    out.module->imports = first.module->imports;
+    for (const Constant &c : first.module->constants)
+      out.module->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
+    // A function that every specialization has, unchanged, is emitted once.
+    std::set<std::string> shared;
+    for (const auto &f : first.module->functions) {
+      bool everywhere = f->name != first.backward_name;
+      for (const Specialization &s : specs_) {
+        const Function *g = s.backward.module->find_function(f->name);
+        everywhere &= g && equal(*f, *g);
+      }
+      if (everywhere) shared.insert(f->name);
+    }
+    for (const auto &f : first.module->functions)
+      if (shared.count(f->name)) out.module->functions.push_back(clone(*f));
+    for (const Specialization &s : specs_) {
+      std::map<std::string, std::string> renamed;
+      for (const auto &f : s.backward.module->functions)
+        if (!shared.count(f->name)) renamed[f->name] = f->name + suffix(s.choice);
+      for (const auto &f : s.backward.module->functions) {
+        if (shared.count(f->name)) continue;
+        std::unique_ptr<Function> g = clone(*f);
+        g->name = renamed.at(f->name);
+        rename_calls(*g, renamed);
+        if (f->name == s.backward.backward_name && !g->body.empty())
+          g->body.front()->leading_comment = "The backward with " + assignment(s.choice) + ".";
+        out.module->functions.push_back(std::move(g));
+      }
+      for (const Import &imp : s.backward.module->imports) {
+        bool seen = false;
+        for (const Import &have : out.module->imports)
+          seen |= have.module == imp.module && have.names == imp.names && have.is_from == imp.is_from;
+        if (!seen) out.module->imports.push_back(imp);
+      }
+    }
+    // The dispatcher: the backward's own name and arguments.
+    const Function *shell = first.module->find_function(first.backward_name);
+    std::unique_ptr<Function> kernel = clone_signature(*shell);
+    std::vector<size_t> choice(flags_.size(), 0);
+    kernel->body = dispatch(0, choice, *shell);
+    kernel->body.front()->leading_comment =
+        "One backward per value of " + flag_list() + ": Triton compiles only the one this launch's value selects.";
+    out.module->functions.push_back(std::move(kernel));
+
+    // The protocol: shared parts from the first; what any specialization
+    // needs of a buffer, for all.
+    out.backward_name = first.backward_name;
+    out.output_adjoints = first.output_adjoints;
+    out.gradient_buffers = first.gradient_buffers;
+    out.input_gradients = first.input_gradients;
+    out.partial_sums = first.partial_sums;
+    out.num_programs_param = first.num_programs_param;
+    out.reduce_kernel = first.reduce_kernel;
+    out.tapes = first.tapes;
+    out.generic_types = first.generic_types;
+    for (const Specialization &s : specs_) {
+      for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
+      for (const std::string &z : s.backward.zero_initialized)
+        if (std::find(out.zero_initialized.begin(), out.zero_initialized.end(), z) == out.zero_initialized.end())
+          out.zero_initialized.push_back(z);
+      for (const std::string &z : s.backward.saved_outputs)
+        if (std::find(out.saved_outputs.begin(), out.saved_outputs.end(), z) == out.saved_outputs.end())
+          out.saved_outputs.push_back(z);
+    }
+    // A gradient that is zero in every specialization.
+    for (const auto &z : first.zero_gradients) {
+      bool everywhere = true;
+      for (const Specialization &s : specs_) {
+        bool here = false;
+        for (const auto &y : s.backward.zero_gradients) here |= y.first == z.first;
+        everywhere &= here;
+      }
+      if (everywhere) out.zero_gradients.push_back(z);
+    }
+    // The header of the first (command line, Generic line), then the module.
+    std::string header;
+    std::istringstream lines(first.source);
+    std::string line;
+    while (std::getline(lines, line) && !line.empty() && line[0] == '#') header += line + "\n";
+    std::string values;
+    for (const Flag &f : flags_) {
+      values += (values.empty() ? "" : "; ") + f.name + " =";
+      for (size_t v = 0; v < f.values.size(); ++v)
+        values += (v ? ", " : " ") + (f.values[v].literal || f.values[v].truth || f.values[v].type.kind == SType::Kind::Bool
+                                          ? f.values[v].text
+                                          : std::string("any other value"));
+    }
+    header += "# Specialized: one backward per value of " + values + ".\n";
+    out.source = header + emit::print_module(*out.module);
+    return out;
+  }
+
+  const Module &module_;
+  const SourceManager &sources_;
+  const BackwardRequest &request_;
+  DiagEngine &diags_;
+  const Function &fn_;
+  std::vector<Flag> flags_;
+  std::vector<Specialization> specs_;
+};
+
+}  // namespace
+
+std::optional<Backward> differentiate(const Module &module, const SourceManager &sources, const BackwardRequest &request,
+                                      DiagEngine &diags) {
+  const Function *fn = module.find_function(request.function);
+  if (!fn) return differentiate_generic(module, sources, request, diags);
+  std::vector<std::string> names = flags_needing_values(module, *fn, request);
+  if (names.empty()) return differentiate_generic(module, sources, request, diags);
+  std::vector<Flag> flags;
+  for (const std::string &n : names) flags.push_back(flag_values(*fn, n));
+  return Specializer(module, sources, request, diags, *fn, std::move(flags)).run();
+}
+
+}  // namespace tgrad::ad
