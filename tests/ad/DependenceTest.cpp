@@ -11,12 +11,11 @@
 //    the gradient check, whose loss is built from what the interpreter saw
 //    the original kernel write, not from tgrad's reading of it; and the
 //    same check fails once a rule is broken or drops its dependence.
+#include <algorithm>
 #include <random>
 #include <sstream>
 
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 #include "src/ad/Rules.h"
 #include "src/driver/BackwardJson.h"
