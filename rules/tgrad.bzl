@@ -64,10 +64,12 @@ tgrad_jit_source = rule(
 
 
 def _tgrad_backward_impl(ctx):
-    out = ctx.actions.declare_file(ctx.label.name + ".py")
+    out = ctx.actions.declare_file(ctx.label.name + (".json" if ctx.attr.emit == "json" else ".py"))
     args = ctx.actions.args()
     args.add(ctx.file.src)
     args.add("--fn", ctx.attr.fn)
+    if ctx.attr.emit == "json":
+        args.add("--emit", "json")
     args.add("--wrt", ",".join(ctx.attr.wrt))
     if ctx.attr.no_grad:
         args.add("--no-grad", ",".join(ctx.attr.no_grad))
@@ -96,6 +98,12 @@ tgrad_backward = rule(
         "args": attr.string_list(doc = "Parameter types, NAME=TYPE (fp32[N], *fp16, i32)."),
         "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE."),
         "no_grad": attr.string_list(doc = "Kernels: outputs without upstream gradients (tgrad --no-grad)."),
+        "emit": attr.string(
+            default = "python",
+            values = ["python", "json"],
+            doc = "python: the backward's source (NAME.py); json: its launch protocol (NAME.json, " +
+                  "include/tgrad/launch_protocol.schema.json).",
+        ),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),
             executable = True,

@@ -1,33 +1,213 @@
 #include "src/driver/BackwardJson.h"
 
+#include <algorithm>
+#include <map>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
+#include "src/ad/AnfWalk.h"
+#include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/tgrad.h"
 
 namespace tgrad::driver {
 
+using nlohmann::json;
+using namespace ast;
+
+namespace {
+
+// ------------------------------------------------ launch expressions
+//
+// The grammar (include/tgrad/launch_protocol.schema.json, "expr"):
+//   integer | boolean | string
+//   {"arg": NAME}            the value the forward was launched with (scalar or constexpr)
+//   {"numel": NAME}          the number of elements of the tensor passed for pointer NAME
+//   {"grid": AXIS}           the forward's grid size along AXIS (0, 1, 2)
+//   {"program_id": AXIS}     a program's id (only inside "max_over_programs")
+//   {"value": NAME}          a launch value the caller chooses ("launch_values")
+//   {"param": NAME}          the value passed for the backward's size parameter NAME (one whose
+//                            "value" is null: tgrad could not express it)
+//   {"device": "multi_processor_count"}
+//   {"add"|"sub"|"mul"|"floordiv"|"mod"|"cdiv"|"min"|"max": [E, E, ...]}
+//   {"eq"|"ne"|"lt"|"le"|"gt"|"ge": [E, E]}, {"and"|"or": [E, ...]}, {"not": E}
+//   {"if": [COND, THEN, ELSE]}
+//   {"max_over_programs": E}  the largest value of E over every program of the forward's grid
+
+json op(const char *name, std::vector<json> args) { return json{{name, std::move(args)}}; }
+
+class ExprTranslator {
+ public:
+  explicit ExprTranslator(const Function &fn) : fn_(fn) { ad::count_assignments(fn.body, assigned_); }
+
+  // The expression over launch values, or nullopt with `why` set.
+  std::optional<json> translate(const Expr &e, int depth = 0) {
+    if (depth > 32) return fail("the expression is too deep");
+    if (auto *i = dyn_cast<IntLit>(&e)) return json(i->value);
+    if (auto *b = dyn_cast<BoolLit>(&e)) return json(b->value);
+    if (auto *s = dyn_cast<StrLit>(&e)) return json(s->value);
+    if (auto *n = dyn_cast<Name>(&e)) {
+      for (const Param &p : fn_.params)
+        if (p.name == n->id) return json{{"arg", n->id}};
+      // A local assigned once, at the top level: its value.
+      const Assign *a = ad::top_level_assignment(fn_.body, n->id);
+      if (a && assigned_[n->id] == 1) return translate(*a->value, depth + 1);
+      return fail("'" + n->id + "' is not a launch argument or a value assigned once before the loop");
+    }
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      const char *name = b->op == BinaryOpKind::Add        ? "add"
+                         : b->op == BinaryOpKind::Sub      ? "sub"
+                         : b->op == BinaryOpKind::Mul      ? "mul"
+                         : b->op == BinaryOpKind::FloorDiv ? "floordiv"
+                         : b->op == BinaryOpKind::Mod      ? "mod"
+                                                           : nullptr;
+      if (!name) return fail("'" + emit::print_expr(e) + "' uses an operator the protocol does not express");
+      auto l = translate(*b->lhs, depth + 1), r = translate(*b->rhs, depth + 1);
+      if (!l || !r) return std::nullopt;
+      return op(name, {*l, *r});
+    }
+    if (auto *u = dyn_cast<UnaryOp>(&e)) {
+      auto x = translate(*u->operand, depth + 1);
+      if (!x) return std::nullopt;
+      if (u->op == UnaryOpKind::Neg) return op("sub", {0, *x});
+      if (u->op == UnaryOpKind::Not) return json{{"not", *x}};
+      if (u->op == UnaryOpKind::Pos) return x;
+      return fail("'" + emit::print_expr(e) + "' uses an operator the protocol does not express");
+    }
+    if (auto *c = dyn_cast<Compare>(&e)) {
+      if (c->ops.size() != 1) return fail("chained comparison");
+      static const std::map<CompareOpKind, const char *> names = {
+          {CompareOpKind::Eq, "eq"}, {CompareOpKind::NotEq, "ne"}, {CompareOpKind::Lt, "lt"},
+          {CompareOpKind::LtE, "le"}, {CompareOpKind::Gt, "gt"},    {CompareOpKind::GtE, "ge"}};
+      auto it = names.find(c->ops[0]);
+      auto l = translate(*c->left, depth + 1), r = translate(*c->comparators[0], depth + 1);
+      if (it == names.end()) return fail("'" + emit::print_expr(e) + "' is a comparison the protocol does not express");
+      if (!l || !r) return std::nullopt;
+      return op(it->second, {*l, *r});
+    }
+    if (auto *b = dyn_cast<BoolOp>(&e)) {
+      std::vector<json> xs;
+      for (const ExprPtr &v : b->values) {
+        auto x = translate(*v, depth + 1);
+        if (!x) return std::nullopt;
+        xs.push_back(*x);
+      }
+      return op(b->op == BoolOpKind::And ? "and" : "or", xs);
+    }
+    if (auto *i = dyn_cast<IfExp>(&e)) {
+      auto c = translate(*i->cond, depth + 1), a = translate(*i->then_value, depth + 1),
+           b = translate(*i->else_value, depth + 1);
+      if (!c || !a || !b) return std::nullopt;
+      return op("if", {*c, *a, *b});
+    }
+    if (auto *c = dyn_cast<Call>(&e)) {
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to") return translate(*attr->value, depth + 1);
+      const std::string callee = emit::print_expr(*c->func);
+      auto axis = [&]() -> std::optional<int64_t> {
+        const Expr *a = ad::call_argument(*c, 0, "axis");
+        auto *i = a ? dyn_cast<IntLit>(a) : nullptr;
+        return i ? std::optional<int64_t>(i->value) : std::nullopt;
+      };
+      if (callee == "tl.program_id" && axis()) return json{{"program_id", *axis()}};
+      if (callee == "tl.num_programs" && axis()) return json{{"grid", *axis()}};
+      const char *name = callee == "tl.cdiv" || callee == "triton.cdiv"                 ? "cdiv"
+                         : callee == "min" || callee == "tl.minimum"                       ? "min"
+                         : callee == "max" || callee == "tl.maximum"                       ? "max"
+                                                                                           : nullptr;
+      if (name && c->args.size() == 2 && c->keywords.empty()) {
+        auto l = translate(*c->args[0], depth + 1), r = translate(*c->args[1], depth + 1);
+        if (!l || !r) return std::nullopt;
+        return op(name, {*l, *r});
+      }
+    }
+    return fail("'" + emit::print_expr(e) + "' is computed in a way the protocol does not express");
+  }
+
+  // The largest trip count of `for v in range(...)` over the forward's programs.
+  std::optional<json> trips(const For &loop) {
+    auto *c = dyn_cast<Call>(loop.iter.get());
+    const std::string callee = c ? emit::print_expr(*c->func) : "";
+    if (!c || (callee != "range" && callee != "tl.range") || c->args.empty() || c->args.size() > 3)
+      return fail("the loop is not over range(...) with one to three arguments");
+    json lo = 0, step = 1;
+    std::optional<json> hi;
+    if (c->args.size() == 1) {
+      hi = translate(*c->args[0]);
+    } else {
+      auto l = translate(*c->args[0]);
+      if (!l) return std::nullopt;
+      lo = *l;
+      hi = translate(*c->args[1]);
+      if (c->args.size() == 3) {
+        auto s = translate(*c->args[2]);
+        if (!s) return std::nullopt;
+        step = *s;
+      }
+    }
+    if (!hi) return std::nullopt;
+    return json{{"max_over_programs", op("max", {0, op("cdiv", {op("sub", {*hi, lo}), step})})}};
+  }
+
+  const std::string &why() const { return why_; }
+
+ private:
+  std::nullopt_t fail(const std::string &why) {
+    if (why_.empty()) why_ = why;
+    return std::nullopt;
+  }
+
+  const Function &fn_;
+  std::map<std::string, int> assigned_;
+  std::string why_;
+};
+
+// The forward's loop that starts at (line, column).
+const For *find_loop(const StmtList &body, int line, int column) {
+  for (const StmtPtr &s : body) {
+    if (auto *f = dyn_cast<For>(s.get())) {
+      if (f->span.begin.line == line && f->span.begin.column == column) return f;
+      if (const For *inner = find_loop(f->body, line, column)) return inner;
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      if (const For *inner = find_loop(i->body, line, column)) return inner;
+      if (const For *inner = find_loop(i->orelse, line, column)) return inner;
+    } else if (auto *w = dyn_cast<While>(s.get())) {
+      if (const For *inner = find_loop(w->body, line, column)) return inner;
+    }
+  }
+  return nullptr;
+}
+
+json numel(const std::string &p) { return json{{"numel", p}}; }
+
+}  // namespace
+
 std::string backward_json(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd) {
-  using nlohmann::json;
   const ast::Function *fn = module.find_function(request.function);
   const bool kernel = !bwd.gradient_buffers.empty() || bwd.output_adjoints.empty();
   json out;
   out["tgrad_version"] = kVersion;
+  out["protocol"] = 2;
   out["forward"] = request.function;
   out["backward"] = bwd.backward_name;
   out["kind"] = kernel ? "kernel" : "tile function";
-  json params = json::array();
-  auto type_of = [&](const std::string &name) -> std::string {
+  // Each parameter's types: the one given, or those the generic backward serves.
+  auto types_of = [&](const std::string &name) -> json {
     auto it = request.param_types.find(name);
-    return it == request.param_types.end() ? "?" : it->second.str();
+    if (it != request.param_types.end()) return json::array({it->second.str()});
+    for (const auto &g : bwd.generic_types)
+      if (g.first == name) return g.second;
+    return json::array();
   };
   auto gradient_of = [&](const std::string &name) -> std::string {
     for (const auto &g : bwd.gradient_buffers)
       if (g.first == name) return g.second;
     return "";
   };
+  const bool has_partial_sums = !bwd.partial_sums.empty();
+  json params = json::array();
   for (size_t k = 0; fn && k < fn->params.size(); ++k) {
     const std::string &p = fn->params[k].name;
-    json e = {{"name", p}, {"type", type_of(p)}};
+    json e = {{"name", p}, {"types", types_of(p)}};
     bool wrt = std::find(request.wrt.begin(), request.wrt.end(), p) != request.wrt.end();
     if (fn->is_constexpr_param(k)) e["role"] = "constexpr";
     else if (wrt) e["role"] = "differentiated input";
@@ -36,89 +216,139 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
     if (!gradient_of(p).empty()) e["gradient"] = gradient_of(p);
     for (const auto &z : bwd.zero_gradients)
       if (z.first == p) e["zero_gradient"] = {{"why", z.second}};
-    if (std::find(bwd.saved_outputs.begin(), bwd.saved_outputs.end(), p) != bwd.saved_outputs.end())
-      e["contents"] = "what the forward stored: the backward reads it";
+    // What the buffer must hold when the backward runs.
+    e["contents"] = "as passed to the forward";
+    if (std::find(bwd.saved_outputs.begin(), bwd.saved_outputs.end(), p) != bwd.saved_outputs.end()) {
+      e["contents"] = "as the forward left it";
+      e["why"] = "the backward reads the values the forward stored here instead of computing them again";
+    }
     params.push_back(e);
   }
   for (size_t k = 0; k < bwd.gradient_buffers.size(); ++k) {
     const bool input = k < bwd.input_gradients;
-    params.push_back({{"name", bwd.gradient_buffers[k].second},
-                      {"type", type_of(bwd.gradient_buffers[k].first)},
-                      {"role", input ? "gradient of an input" : "gradient of an output"},
-                      {"of", bwd.gradient_buffers[k].first},
-                      {"pass_by_keyword", true},
-                      // Atomics and in-place adds accumulate: those input gradients must start at zero.
-                      {"initial_contents", !input ? "the upstream gradient"
-                                           : std::find(bwd.zero_initialized.begin(), bwd.zero_initialized.end(),
-                                                       bwd.gradient_buffers[k].first) != bwd.zero_initialized.end()
-                                               ? "zeros"
-                                               : "any (the backward writes every element the forward loads)"}});
+    const std::string &of = bwd.gradient_buffers[k].first;
+    const bool zeros = std::find(bwd.zero_initialized.begin(), bwd.zero_initialized.end(), of) != bwd.zero_initialized.end();
+    json e = {{"name", bwd.gradient_buffers[k].second},
+              {"types", types_of(of)},
+              {"role", input ? "input gradient" : "output gradient"},
+              {"of", of},
+              {"shape_of", of},
+              {"pass_by_keyword", true}};
+    if (!input) {
+      e["contents"] = "upstream gradient";
+      e["why"] = "the gradient of the loss with respect to what the forward stored through " + of;
+    } else if (zeros) {
+      e["contents"] = "zeros";
+      e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";
+    } else {
+      e["contents"] = "any";
+      e["why"] = "the backward writes every element the forward loads (under the load's mask)";
+    }
+    params.push_back(e);
   }
+  json launch_values = json::object();
+  if (has_partial_sums)
+    launch_values["G"] = {{"min", 1},
+                          {"max", json{{"grid", 0}}},
+                          {"default", op("min", {json{{"grid", 0}}, json{{"device", "multi_processor_count"}}})},
+                          {"why", "the backward's programs: each loops over every G-th program of the forward and "
+                                  "sums its share of the weights' gradients in its own row of the scratch"}};
+  json scratch = json::array();
   for (const auto &p : bwd.partial_sums) {
-    params.push_back({{"name", p.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
-                      {"partial_sums_of", p.gradient}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
-                      {"initial_contents", "any (each program zeroes its row)"}});
+    json shape = json::array({json{{"value", "G"}}, numel(p.input)});
+    params.push_back({{"name", p.scratch}, {"types", {"*fp32"}}, {"role", "scratch"}, {"pass_by_keyword", true},
+                      {"dtype", "float32"}, {"shape", shape}, {"contents", "any"},
+                      {"why", "per-program partial sums of " + p.gradient + "; each program zeroes its row"}});
+    scratch.push_back({{"name", p.scratch}, {"dtype", "float32"}, {"shape", shape}, {"contents", "any"},
+                       {"why", "per-program partial sums of " + p.gradient + "; each program zeroes its row"}});
   }
   for (const auto &p : bwd.partial_sums)
-    params.push_back({{"name", p.numel}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
-                      {"value", "numel(" + p.input + ")"}});
+    params.push_back({{"name", p.numel}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", numel(p.input)}, {"why", "the length of a row of " + p.scratch}});
   if (!bwd.num_programs_param.empty())
-    params.push_back({{"name", bwd.num_programs_param}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
-                      {"value", "the forward's grid size along axis 0"}});
-  // Tapes: [programs, trips, numel(value)] each; `trips` bounds every program's trip count of the loop.
-  auto tape_shape = [](const ad::Backward::Tape &t) {
-    json shape = json::array({"programs", t.trips_param});
-    for (const std::string &d : t.tile_shape) shape.push_back(d);
-    return shape;
-  };
-  auto loop_of = [](const ad::Backward::Tape &t) {
-    return "for ... in " + t.loop_range + " (line " + std::to_string(t.loop_line) + ")";
-  };
+    params.push_back({{"name", bwd.num_programs_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", json{{"grid", 0}}}, {"why", "the forward's programs along axis 0, which the backward's "
+                                                            "programs share out"}});
+  // Tapes: [programs, trips, numel(value)] each; trips bounds every program's trip count of the loop.
+  const json programs = op("mul", {json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}});
+  std::map<std::string, json> trips_value;  // trips parameter -> its expression
+  std::map<std::string, std::string> trips_why;
+  for (const auto &t : bwd.tapes) {
+    if (trips_value.count(t.trips_param)) continue;
+    const For *loop = fn ? find_loop(fn->body, t.loop_line, t.loop_column) : nullptr;
+    ExprTranslator translate(*fn);
+    std::optional<json> trips = loop ? translate.trips(*loop) : std::nullopt;
+    trips_value[t.trips_param] = trips ? *trips : json(nullptr);
+    trips_why[t.trips_param] =
+        "at least the most iterations any program of the forward runs of the loop at line " + std::to_string(t.loop_line) +
+        " (" + t.loop_range + "); smaller, the gradients come out NaN" +
+        (trips ? std::string()
+               : "; tgrad cannot express the bound: " + (loop ? translate.why() : std::string("the loop was not found")) +
+                     ". Pass the largest trip count yourself");
+  }
   std::vector<std::string> trips_done;
-  for (const auto &t : bwd.tapes)
-    params.push_back({{"name", t.scratch}, {"type", "*fp32"}, {"role", "scratch"}, {"pass_by_keyword", true},
-                      {"tape_of", t.value}, {"shape", tape_shape(t)}, {"initial_contents", "any (written before it is read)"}});
+  for (const auto &t : bwd.tapes) {
+    const json &trips = trips_value.at(t.trips_param);
+    json shape = json::array({programs, trips.is_null() ? json{{"param", t.trips_param}} : trips});
+    json elements = 1;
+    for (const std::string &d : t.tile_shape) {
+      json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
+      elements = elements == json(1) ? dim : op("mul", {elements, dim});
+    }
+    shape.push_back(elements);
+    const std::string why = "the value of '" + t.value + "' entering each iteration of the loop at line " +
+                            std::to_string(t.loop_line) + " (" + t.loop_range + "), per program: the backward runs " +
+                            "that loop in reverse";
+    params.push_back({{"name", t.scratch}, {"types", {"*fp32"}}, {"role", "scratch"}, {"pass_by_keyword", true},
+                      {"dtype", "float32"}, {"shape", shape}, {"contents", "any"}, {"why", why}});
+    scratch.push_back({{"name", t.scratch}, {"dtype", "float32"}, {"shape", shape}, {"contents", "any"}, {"why", why}});
+  }
   for (const auto &t : bwd.tapes) {
     if (std::find(trips_done.begin(), trips_done.end(), t.trips_param) != trips_done.end()) continue;
     trips_done.push_back(t.trips_param);
-    params.push_back({{"name", t.trips_param}, {"type", "i32"}, {"role", "size"}, {"pass_by_keyword", true},
-                      {"value", "at least the most iterations any program of the forward runs of the loop " + loop_of(t) +
-                                    " (smaller: the gradients come out NaN)"}});
+    params.push_back({{"name", t.trips_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", trips_value.at(t.trips_param)}, {"why", trips_why.at(t.trips_param)}});
   }
-  for (const std::string &b : bwd.output_adjoints) params.push_back({{"name", b}, {"role", "adjoint of an output"}});
+  for (const std::string &b : bwd.output_adjoints) params.push_back({{"name", b}, {"role", "output adjoint"}});
   out["parameters"] = params;
-  json scratch = json::array();
-  if (kernel && bwd.partial_sums.empty()) {
-    out["kernels"] = json::array({{{"name", bwd.backward_name}, {"grid", "the forward's grid"}}});
-  } else if (kernel) {
-    // Launched in this order: the backward over G programs, then one reduction per partial-sum buffer.
+  out["launch_values"] = launch_values;
+  if (kernel) {
+    // The backward takes the forward's arguments in order (constexprs
+    // included), then its own parameters by keyword.
+    json call = {{"positional", json::array()}, {"keyword", json::array()}};
+    for (size_t k = 0; fn && k < fn->params.size(); ++k) call["positional"].push_back(fn->params[k].name);
+    for (const json &p : params)
+      if (p.contains("pass_by_keyword")) call["keyword"].push_back(p["name"]);
     json kernels = json::array();
-    kernels.push_back({{"name", bwd.backward_name},
-                       {"grid", "(G,) for any G from 1 to the forward's grid size along axis 0 (e.g. the number of SMs)"}});
-    const std::string block = std::to_string(ad::Backward::kReduceBlock);
-    for (const auto &p : bwd.partial_sums) {
-      kernels.push_back({{"name", bwd.reduce_kernel},
-                         {"grid", "(cdiv(numel(" + p.input + "), " + block + "),)"},
-                         {"arguments", {{"partial", p.scratch}, {"gradient", p.gradient}, {"numel", "numel(" + p.input + ")"},
-                                        {"rows", "G"}, {"BLOCK", ad::Backward::kReduceBlock},
-                                        {"ROWS", ad::Backward::kReduceRows}}}});
-      scratch.push_back({{"name", p.scratch}, {"dtype", "float32"}, {"shape", json::array({"G", "numel(" + p.input + ")"})},
-                         {"initial_contents", "any (each program zeroes its row)"}, {"holds", "per-program partial sums of " + p.gradient}});
+    if (!has_partial_sums) {
+      kernels.push_back({{"name", bwd.backward_name},
+                         {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
+                         {"call", call}});
+    } else {
+      // Launched in this order: the backward over G programs, then one reduction per partial-sum buffer.
+      kernels.push_back({{"name", bwd.backward_name}, {"grid", json::array({json{{"value", "G"}}})}, {"call", call}});
+      for (const auto &p : bwd.partial_sums)
+        kernels.push_back({{"name", bwd.reduce_kernel},
+                           {"grid", json::array({op("cdiv", {numel(p.input), ad::Backward::kReduceBlock})})},
+                           {"arguments",
+                            {{"partial", {{"buffer", p.scratch}}},
+                             {"gradient", {{"buffer", p.gradient}}},
+                             {"numel", numel(p.input)},
+                             {"rows", {{"value", "G"}}},
+                             {"BLOCK", ad::Backward::kReduceBlock},
+                             {"ROWS", ad::Backward::kReduceRows}}},
+                           {"why", "sums the G rows of " + p.scratch + " into " + p.gradient}});
     }
     out["kernels"] = kernels;
   } else {
     json returns = json::array();
-    for (const std::string &w : request.wrt) returns.push_back("adjoint of " + w);
+    for (const std::string &w : request.wrt) returns.push_back({{"adjoint_of", w}});
     out["returns"] = returns;
   }
-  for (const auto &t : bwd.tapes)
-    scratch.push_back({{"name", t.scratch}, {"dtype", "float32"}, {"shape", tape_shape(t)},
-                       {"programs", "the forward's grid size, all axes multiplied"},
-                       {"initial_contents", "any (written before it is read)"},
-                       {"holds", "the value of '" + t.value + "' entering each iteration of the loop " + loop_of(t) +
-                                     ", per program: the backward runs that loop in reverse"}});
   out["scratch_buffers"] = scratch;
-  out["memory_adjoints"] = bwd.explanations;
+  json adjoints = json::array();
+  for (const std::string &e : bwd.explanations) adjoints.push_back({{"why", e}});
+  out["memory_adjoints"] = adjoints;
   return out.dump(2) + "\n";
 }
 

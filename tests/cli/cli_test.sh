@@ -369,7 +369,7 @@ expect_grep check_prints_per_argument "$TMP/check_valid.out" '^  y +fp32\[16\] +
 expect_grep check_prints_verdict "$TMP/check_valid.out" '^PASS$'
 run kjson $VADD --kernel add_kernel --wrt x_ptr --arg 'x_ptr=*fp32' --arg 'y_ptr=*fp32' --arg 'out_ptr=*fp32' --arg n_elements=i32 --emit json
 expect_rc kernel_json_exit_0 0 kjson
-expect_grep kernel_json_gradient_role "$TMP/kjson.out" '"role": "gradient of an input"'
+expect_grep kernel_json_gradient_role "$TMP/kjson.out" '"role": "input gradient"'
 if command -v python3 >/dev/null 2>&1; then
   CHECKS=$((CHECKS + 1))
   python3 -c 'import json,sys; json.load(sys.stdin)' <"$TMP/kjson.out" || fail kernel_json_parses "not valid JSON"
@@ -387,7 +387,8 @@ expect_rc check_kernel_wrt_scalar_exit_2 2 check_kernel_scalar
 REC=$KERNELS/recurrence.py
 run tape_json $REC --kernel running_max_kernel --wrt X --arg 'X=*fp32' --arg 'Y=*fp32' --arg n_chunks=i32 --emit json
 expect_rc tape_json_exit_0 0 tape_json
-expect_grep tape_json_scratch "$TMP/tape_json.out" '"tape_of": "m"'
+expect_grep tape_json_scratch "$TMP/tape_json.out" '"name": "m_tape"'
+expect_grep tape_json_trips_expression "$TMP/tape_json.out" '"max_over_programs"'
 expect_grep tape_json_trips "$TMP/tape_json.out" '"name": "tape_trips"'
 run tape_check check $REC --kernel running_max_kernel --grid 3 --arg 'X=fp32[3,5,16]' --arg 'Y=fp32[3,16]:zeros' \
   --arg n_chunks=5 -D BLOCK=16 --wrt X
@@ -399,7 +400,7 @@ LN=$KERNELS/layer_norm.py
 LN_TYPES="--arg X=*fp32 --arg Y=*fp32 --arg W=*fp32 --arg B=*fp32 --arg Mean=*fp32 --arg Rstd=*fp32 --arg stride_x_row=i32 --arg stride_y_row=i32 --arg N=i32 --arg eps=fp32"
 run ln_json $LN --kernel layer_norm_fwd_kernel --wrt X,W,B $LN_TYPES --emit json
 expect_rc ln_json_exit_0 0 ln_json
-expect_grep ln_json_saved "$TMP/ln_json.out" '"contents": "what the forward stored: the backward reads it"'
+expect_grep ln_json_saved "$TMP/ln_json.out" '"contents": "as the forward left it"'
 expect_grep ln_json_dmean "$TMP/ln_json.out" '"name": "dMean"'
 run ln_no_grad_json $LN --kernel layer_norm_fwd_kernel --wrt X,W,B $LN_TYPES --no-grad Mean,Rstd --emit json
 expect_rc ln_no_grad_json_exit_0 0 ln_no_grad_json

@@ -1,0 +1,111 @@
+"""Evaluates the expressions of tgrad's launch protocol (tgrad FILE --wrt ... --emit json).
+
+The grammar is include/tgrad/launch_protocol.schema.json ($defs/expr). A launch is
+described by a LaunchEnv: the forward's arguments (scalars and constexprs by name),
+the element count of each tensor passed for a pointer, the forward's grid, the
+values the caller chose for the protocol's launch_values, the values passed for
+size parameters tgrad could not express, and the device's SM count.
+
+    env = LaunchEnv(args={"N": 1000, "BLOCK": 256}, numel={"X": 4000}, grid=(16,))
+    evaluate({"cdiv": [{"numel": "X"}, 32]}, env)  # 125
+"""
+import itertools
+import math
+
+
+class LaunchEnv:
+    def __init__(self, args=None, numel=None, grid=(1,), values=None, params=None, multi_processor_count=132):
+        self.args = args if args is not None else {}    # any mapping
+        self.numel = numel if numel is not None else {}
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.values = dict(values or {})
+        self.params = dict(params or {})
+        self.multi_processor_count = multi_processor_count
+        self.program_id = (0, 0, 0)
+
+
+def _program_axes(expr, out):
+    if isinstance(expr, dict):
+        if "program_id" in expr:
+            out.add(expr["program_id"])
+        for v in expr.values():
+            _program_axes(v, out)
+    elif isinstance(expr, list):
+        for v in expr:
+            _program_axes(v, out)
+    return out
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+_OPS = {
+    "add": lambda xs: sum(xs),
+    "sub": lambda xs: xs[0] - sum(xs[1:]),
+    "mul": lambda xs: math.prod(xs),
+    "floordiv": lambda xs: xs[0] // xs[1],
+    "mod": lambda xs: xs[0] % xs[1],
+    "cdiv": lambda xs: _cdiv(xs[0], xs[1]),
+    "min": lambda xs: min(xs),
+    "max": lambda xs: max(xs),
+    "eq": lambda xs: xs[0] == xs[1],
+    "ne": lambda xs: xs[0] != xs[1],
+    "lt": lambda xs: xs[0] < xs[1],
+    "le": lambda xs: xs[0] <= xs[1],
+    "gt": lambda xs: xs[0] > xs[1],
+    "ge": lambda xs: xs[0] >= xs[1],
+    "and": lambda xs: all(xs),
+    "or": lambda xs: any(xs),
+}
+
+
+def evaluate(expr, env):
+    """The value of a protocol expression in a launch."""
+    if isinstance(expr, (bool, int, str)):
+        return expr
+    if not isinstance(expr, dict) or len(expr) != 1:
+        raise ValueError(f"not a launch expression: {expr!r}")
+    (kind, body), = expr.items()
+    if kind == "arg":
+        return env.args[body]
+    if kind == "numel":
+        return env.numel[body]
+    if kind == "grid":
+        return env.grid[body]
+    if kind == "program_id":
+        return env.program_id[body]
+    if kind == "value":
+        return env.values[body]
+    if kind == "param":
+        return env.params[body]
+    if kind == "device":
+        return env.multi_processor_count
+    if kind == "not":
+        return not evaluate(body, env)
+    if kind == "if":
+        return evaluate(body[1], env) if evaluate(body[0], env) else evaluate(body[2], env)
+    if kind == "max_over_programs":
+        axes = sorted(_program_axes(body, set()))
+        best = None
+        saved = env.program_id
+        for ids in itertools.product(*(range(env.grid[a]) for a in axes)):
+            pid = [0, 0, 0]
+            for a, i in zip(axes, ids):
+                pid[a] = i
+            env.program_id = tuple(pid)
+            v = evaluate(body, env)
+            best = v if best is None else max(best, v)
+        env.program_id = saved
+        return best
+    if kind in _OPS:
+        return _OPS[kind]([evaluate(x, env) for x in body])
+    raise ValueError(f"unknown launch expression {kind!r}")
+
+
+def choose_launch_values(protocol, env):
+    """Each launch value at its default (within its bounds), stored in env.values."""
+    for name, spec in protocol.get("launch_values", {}).items():
+        lo, hi = evaluate(spec["min"], env), evaluate(spec["max"], env)
+        env.values[name] = max(lo, min(hi, evaluate(spec["default"], env)))
+    return env.values
