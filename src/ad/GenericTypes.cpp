@@ -67,10 +67,12 @@ class RoleFinder {
       return it == roots_.end() ? std::set<std::string>{} : it->second;
     }
     if (auto *b = dyn_cast<BinOp>(&e)) {
-      if (b->op != BinaryOpKind::Add && b->op != BinaryOpKind::Sub) return {};
+      // Triton code writes the pointer first (`X + offs`, `p - stride`): an
+      // offset derived from a parameter (`row + ROW_OFFSET`) is not one.
+      if (b->op == BinaryOpKind::Sub) return address_roots(*b->lhs);
+      if (b->op != BinaryOpKind::Add) return {};
       std::set<std::string> r = address_roots(*b->lhs);
-      for (const std::string &x : address_roots(*b->rhs)) r.insert(x);
-      return r;
+      return r.empty() ? address_roots(*b->rhs) : r;
     }
     if (auto *s = dyn_cast<Subscript>(&e)) return address_roots(*s->value);
     if (auto *i = dyn_cast<IfExp>(&e)) {
@@ -205,16 +207,9 @@ class RoleFinder {
         for (const ExprPtr &t : a->targets) bind(*t, *a->value);
       } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
         visit_calls(*a->value);
-        if (auto *n = dyn_cast<Name>(a->target.get())) {
-          if (a->op == BinaryOpKind::Add || a->op == BinaryOpKind::Sub) {
-            auto it = roots_.find(n->id);
-            if (it != roots_.end()) {
-              std::set<std::string> more = address_roots(*a->value);
-              it->second.insert(more.begin(), more.end());
-            }
-          }
+        // `p += stride`: the target stays what it was; the step is an offset.
+        if (auto *n = dyn_cast<Name>(a->target.get()))
           for (const std::string &r : loaded_from(*a->value)) loaded_[n->id].insert(r);
-        }
       } else if (auto *a = dyn_cast<AnnAssign>(s.get())) {
         if (a->value) {
           visit_calls(*a->value);
@@ -300,6 +295,22 @@ class GenericDifferentiation {
     }
     if (float_pointers_.empty() && integer_pointers_.empty() && scalars_.empty() && tiles_.empty())
       return differentiate_typed(module_, sources_, request_, diags_);
+    for (size_t k : scalars_)
+      if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
+        diags_.error(fn_.params[k].span, "'" + pname(k) + "' is a runtime scalar, as far as tgrad can tell (no address "
+                                             "of a load or store in '" + fn_.name + "' starts from it): differentiate a "
+                                             "kernel with respect to the pointers it loads through, or give its type: "
+                                             "--arg " + pname(k) + "=*fp32");
+        return std::nullopt;
+      }
+    for (size_t k : integer_pointers_)
+      if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
+        diags_.error(fn_.params[k].span, "'" + pname(k) + "' points to integers, as far as tgrad can tell (what '" +
+                                             fn_.name + "' loads through it becomes part of an address): it carries no "
+                                             "gradient. Leave it out of --wrt, or give its type: --arg " + pname(k) +
+                                             "=*fp32");
+        return std::nullopt;
+      }
     return tiles_.empty() ? run_kernel() : run_tile_function();
   }
 
