@@ -47,20 +47,44 @@ std::string suffix_of(const std::string &text) {
   return out.empty() ? "other" : out;
 }
 
+// A literal, a negated integer, or a module constant bound to one
+// (`_MODE_LLAMA: tl.constexpr = tl.constexpr(0)`): the literal; else null.
+ExprPtr literal_of(const Expr &e, const Module &module, int depth = 0) {
+  if (depth > 8) return nullptr;
+  if (isa<StrLit>(&e) || isa<IntLit>(&e) || isa<BoolLit>(&e)) return clone(e);
+  if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg && isa<IntLit>(u->operand.get())) return clone(e);
+  if (auto *c = dyn_cast<Call>(&e); c && emit::print_expr(*c->func) == "tl.constexpr" && c->args.size() == 1)
+    return literal_of(*c->args[0], module, depth + 1);
+  if (auto *n = dyn_cast<Name>(&e))
+    for (const Constant &k : module.constants)
+      if (k.name == n->id) {
+        const Expr *value = nullptr;
+        if (auto *a = dyn_cast<AnnAssign>(k.stmt.get())) value = a->value.get();
+        if (auto *a = dyn_cast<Assign>(k.stmt.get())) value = a->value.get();
+        return value ? literal_of(*value, module, depth + 1) : nullptr;
+      }
+  return nullptr;
+}
+
 // The values to differentiate `flag` with: each literal the function compares
 // it with (==, !=) and one equal to none; else True and False.
-Flag flag_values(const Function &fn, const std::string &flag) {
+Flag flag_values(const Module &module, const Function &fn, const std::string &flag) {
   Flag f{flag, {}};
+  std::vector<ExprPtr> owned;
   std::vector<const Expr *> literals;
   std::function<void(const Expr &)> visit = [&](const Expr &e) {
     if (auto *c = dyn_cast<Compare>(&e); c && c->comparators.size() == 1 &&
                                          (c->ops[0] == CompareOpKind::Eq || c->ops[0] == CompareOpKind::NotEq)) {
       const Expr *other = is_flag_name(*c->left, flag) ? c->comparators[0].get()
                           : is_flag_name(*c->comparators[0], flag) ? c->left.get() : nullptr;
-      if (other && (isa<StrLit>(other) || isa<IntLit>(other) || isa<BoolLit>(other))) {
+      ExprPtr literal = other ? literal_of(*other, module) : nullptr;
+      if (literal) {
         bool seen = false;
-        for (const Expr *l : literals) seen |= equal(*l, *other);
-        if (!seen) literals.push_back(other);
+        for (const Expr *l : literals) seen |= equal(*l, *literal);
+        if (!seen) {
+          literals.push_back(literal.get());
+          owned.push_back(std::move(literal));
+        }
       }
     }
   };
@@ -83,10 +107,12 @@ Flag flag_values(const Function &fn, const std::string &flag) {
       fv.type = SType::of_str(s->value);
       fv.text = "'" + s->value + "'";
       fv.suffix = suffix_of(s->value);
-    } else if (auto *i = dyn_cast<IntLit>(l)) {
-      fv.type = SType::of_int(i->value);
-      fv.text = std::to_string(i->value);
-      fv.suffix = fv.text;
+    } else if (isa<IntLit>(l) || isa<UnaryOp>(l)) {
+      auto *u = dyn_cast<UnaryOp>(l);
+      const auto v = static_cast<long long>(cast<IntLit>(u ? u->operand.get() : l)->value);
+      fv.type = SType::of_int(u ? -v : v);
+      fv.text = std::to_string(u ? -v : v);
+      fv.suffix = u ? "minus" + std::to_string(v) : fv.text;
     } else {
       bool b = cast<BoolLit>(l)->value;
       fv.type = SType::of_bool(b);
@@ -380,7 +406,7 @@ std::optional<Backward> differentiate(const Module &module, const SourceManager 
   std::vector<std::string> names = flags_needing_values(module, *fn, request);
   if (names.empty()) return differentiate_generic(module, sources, request, diags);
   std::vector<Flag> flags;
-  for (const std::string &n : names) flags.push_back(flag_values(*fn, n));
+  for (const std::string &n : names) flags.push_back(flag_values(module, *fn, n));
   return Specializer(module, sources, request, diags, *fn, std::move(flags)).run();
 }
 

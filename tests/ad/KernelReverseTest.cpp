@@ -107,6 +107,17 @@ INSTANTIATE_TEST_SUITE_P(
                    "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, mode, B: tl.constexpr):\n"
                    "    o = tl.program_id(0) * B + tl.arange(0, B)\n    y = tl.zeros([B], dtype=tl.float32)\n"
                    "    if mode > 0:\n        x = tl.load(X + o)\n        y = x * x\n    tl.store(Y + o, y)\n"},
+        // A flag compared with module constants (one of them negative) that guards a definition: without -D,
+        // one backward per value (src/ad/Specialize.h), dispatched on MODE; here the -1 one runs.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[16]", "W=fp32[16]", "Y=fp32[16]:zeros"}, {"MODE=-1", "B=8"}, {"X", "W"},
+                   {},
+                   "import triton\nimport triton.language as tl\nMODE_SCALE: tl.constexpr = tl.constexpr(-1)\n"
+                   "MODE_SHIFT: tl.constexpr = tl.constexpr(1)\n@triton.jit\n"
+                   "def k(X, W, Y, MODE: tl.constexpr, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    x = tl.load(X + o)\n"
+                   "    if MODE == MODE_SCALE:\n        w = tl.load(W + o)\n    if MODE == MODE_SHIFT:\n"
+                   "        w = tl.load(W + o) * 2.0\n    y = x * x\n    if MODE == MODE_SCALE:\n        y = y * w\n"
+                   "    if MODE == MODE_SHIFT:\n        y = y + w\n    tl.store(Y + o, y)\n"},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
