@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Compares generated files with their golden copies in tests/golden/KIND/.
-# Usage: compare.sh KIND GENERATED... (each generated NAME_<stem>.py is
-# compared with tests/golden/KIND/<stem>.py, byte for byte).
+# Usage: compare.sh KIND GENERATED... (each generated KIND_<stem>.py or .json
+# is compared with tests/golden/KIND/<stem>.py or .json, byte for byte).
 set -u
 kind="$1"
 shift
 failures=0
 for generated in "$@"; do
-  stem=$(basename "$generated" .py)
+  ext="${generated##*.}"
+  stem=$(basename "$generated" ".$ext")
   stem="${stem#"${kind}"_}"
-  golden="tests/golden/$kind/$stem.py"
+  golden="tests/golden/$kind/$stem.$ext"
   if [[ ! -f "$golden" ]]; then
     echo "MISSING golden file $golden (run tools/test --update)"
     failures=$((failures + 1))
