@@ -4,51 +4,75 @@ namespace tgrad::ad {
 
 using namespace ast;
 
-// Names read anywhere in an expression / statement.
-void reads(const Expr &e, std::set<std::string> &out) {
+void visit_expr(const Expr &e, const std::function<void(const Expr &)> &fn) {
   switch (e.kind) {
-    case NodeKind::Name: out.insert(cast<Name>(&e)->id); return;
-    case NodeKind::Attribute: reads(*cast<Attribute>(&e)->value, out); return;
+    case NodeKind::Attribute: visit_expr(*cast<Attribute>(&e)->value, fn); break;
     case NodeKind::Subscript:
-      reads(*cast<Subscript>(&e)->value, out);
-      for (const ExprPtr &i : cast<Subscript>(&e)->indices) reads(*i, out);
-      return;
+      visit_expr(*cast<Subscript>(&e)->value, fn);
+      for (const ExprPtr &i : cast<Subscript>(&e)->indices) visit_expr(*i, fn);
+      break;
     case NodeKind::Slice: {
       auto *s = cast<Slice>(&e);
       for (const ExprPtr *p : {&s->lower, &s->upper, &s->step})
-        if (*p) reads(**p, out);
-      return;
+        if (*p) visit_expr(**p, fn);
+      break;
     }
     case NodeKind::Call:
-      reads(*cast<Call>(&e)->func, out);
-      for (const ExprPtr &a : cast<Call>(&e)->args) reads(*a, out);
-      for (const Keyword &k : cast<Call>(&e)->keywords) reads(*k.value, out);
-      return;
-    case NodeKind::UnaryOp: reads(*cast<UnaryOp>(&e)->operand, out); return;
+      visit_expr(*cast<Call>(&e)->func, fn);
+      for (const ExprPtr &a : cast<Call>(&e)->args) visit_expr(*a, fn);
+      for (const Keyword &k : cast<Call>(&e)->keywords) visit_expr(*k.value, fn);
+      break;
+    case NodeKind::UnaryOp: visit_expr(*cast<UnaryOp>(&e)->operand, fn); break;
     case NodeKind::BinOp:
-      reads(*cast<BinOp>(&e)->lhs, out);
-      reads(*cast<BinOp>(&e)->rhs, out);
-      return;
+      visit_expr(*cast<BinOp>(&e)->lhs, fn);
+      visit_expr(*cast<BinOp>(&e)->rhs, fn);
+      break;
     case NodeKind::BoolOp:
-      for (const ExprPtr &v : cast<BoolOp>(&e)->values) reads(*v, out);
-      return;
+      for (const ExprPtr &v : cast<BoolOp>(&e)->values) visit_expr(*v, fn);
+      break;
     case NodeKind::Compare:
-      reads(*cast<Compare>(&e)->left, out);
-      for (const ExprPtr &c : cast<Compare>(&e)->comparators) reads(*c, out);
-      return;
+      visit_expr(*cast<Compare>(&e)->left, fn);
+      for (const ExprPtr &c : cast<Compare>(&e)->comparators) visit_expr(*c, fn);
+      break;
     case NodeKind::IfExp:
-      reads(*cast<IfExp>(&e)->cond, out);
-      reads(*cast<IfExp>(&e)->then_value, out);
-      reads(*cast<IfExp>(&e)->else_value, out);
-      return;
+      visit_expr(*cast<IfExp>(&e)->cond, fn);
+      visit_expr(*cast<IfExp>(&e)->then_value, fn);
+      visit_expr(*cast<IfExp>(&e)->else_value, fn);
+      break;
     case NodeKind::Tuple:
-      for (const ExprPtr &x : cast<Tuple>(&e)->elts) reads(*x, out);
-      return;
+      for (const ExprPtr &x : cast<Tuple>(&e)->elts) visit_expr(*x, fn);
+      break;
     case NodeKind::List:
-      for (const ExprPtr &x : cast<List>(&e)->elts) reads(*x, out);
-      return;
-    default: return;
+      for (const ExprPtr &x : cast<List>(&e)->elts) visit_expr(*x, fn);
+      break;
+    default: break;
   }
+  fn(e);
+}
+
+void visit_exprs(const StmtList &block, const std::function<void(const Expr &)> &fn) {
+  for (const StmtPtr &st : block) {
+    if (auto *a = dyn_cast<Assign>(st.get())) visit_expr(*a->value, fn);
+    if (auto *a = dyn_cast<AugAssign>(st.get())) visit_expr(*a->value, fn);
+    if (auto *x = dyn_cast<ExprStmt>(st.get())) visit_expr(*x->value, fn);
+    if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit_expr(*r->value, fn);
+    if (auto *f = dyn_cast<For>(st.get())) {
+      visit_expr(*f->iter, fn);
+      visit_exprs(f->body, fn);
+    }
+    if (auto *i = dyn_cast<If>(st.get())) {
+      visit_expr(*i->cond, fn);
+      visit_exprs(i->body, fn);
+      visit_exprs(i->orelse, fn);
+    }
+  }
+}
+
+// Names read anywhere in an expression / statement.
+void reads(const Expr &e, std::set<std::string> &out) {
+  visit_expr(e, [&out](const Expr &x) {
+    if (auto *n = dyn_cast<Name>(&x)) out.insert(n->id);
+  });
 }
 
 void stmt_reads(const Stmt &s, std::set<std::string> &out) {

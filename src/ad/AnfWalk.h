@@ -21,6 +21,12 @@ void deep_reads(const ast::Stmt &s, std::set<std::string> &out);
 // conditions, at any depth.
 void block_reads(const ast::StmtList &block, std::set<std::string> &out);
 
+// Calls `fn` on every expression node of `e`, children first (read only).
+void visit_expr(const ast::Expr &e, const std::function<void(const ast::Expr &)> &fn);
+// The same over every expression a block's statements read, at any depth
+// (the expressions rewrite_exprs visits).
+void visit_exprs(const ast::StmtList &block, const std::function<void(const ast::Expr &)> &fn);
+
 // Calls `fn` on every expression node of `e`, children first; `fn` may
 // replace the node it is given.
 void rewrite_expr(ast::ExprPtr &e, const std::function<void(ast::ExprPtr &)> &fn);

@@ -106,25 +106,12 @@ class RoleFinder {
     reads(e, names);
     for (const std::string &n : names)
       if (auto it = loaded_.find(n); it != loaded_.end()) out.insert(it->second.begin(), it->second.end());
-    std::function<void(const Expr &)> loads = [&](const Expr &x) {
-      if (auto *c = dyn_cast<Call>(&x)) {
-        if (emit::print_expr(*c->func) == "tl.load")
-          if (const Expr *p = call_argument(*c, 0, "pointer"))
-            for (const std::string &r : address_roots(*p)) out.insert(r);
-        for (const ExprPtr &a : c->args) loads(*a);
-        for (const Keyword &k : c->keywords) loads(*k.value);
-      } else if (auto *b = dyn_cast<BinOp>(&x)) {
-        loads(*b->lhs);
-        loads(*b->rhs);
-      } else if (auto *u = dyn_cast<UnaryOp>(&x)) {
-        loads(*u->operand);
-      } else if (auto *s = dyn_cast<Subscript>(&x)) {
-        loads(*s->value);
-      } else if (auto *a = dyn_cast<Attribute>(&x)) {
-        loads(*a->value);
-      }
-    };
-    loads(e);
+    visit_expr(e, [&](const Expr &x) {
+      auto *c = dyn_cast<Call>(&x);
+      if (c && emit::print_expr(*c->func) == "tl.load")
+        if (const Expr *p = call_argument(*c, 0, "pointer"))
+          for (const std::string &r : address_roots(*p)) out.insert(r);
+    });
     return out;
   }
 
@@ -136,51 +123,30 @@ class RoleFinder {
 
   // Every call in an expression: accesses, and the module's jit functions.
   void visit_calls(const Expr &e) {
-    if (auto *c = dyn_cast<Call>(&e)) {
-      const std::string callee = emit::print_expr(*c->func);
-      if (is_access_call(callee)) {
-        if (const Expr *p = call_argument(*c, 0, "pointer")) note_address(*p);
-      } else if (auto *a = dyn_cast<Attribute>(c->func.get());
-                 a && (a->attr == "load" || a->attr == "store" || a->attr.rfind("atomic_", 0) == 0)) {
-        note_address(*a->value);  // a tensor descriptor's method
-      } else if (const Function *g = module_.find_function(callee); g && !visiting_.count(g)) {
-        visiting_.insert(g);
-        std::vector<ParamRole> inner = RoleFinder(module_, visiting_).run(*g);
-        visiting_.erase(g);
-        for (size_t k = 0; k < c->args.size() && k < inner.size(); ++k)
-          if (inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer) note_address(*c->args[k]);
-        for (const Keyword &kw : c->keywords)
-          for (size_t k = 0; k < g->params.size(); ++k)
-            if (g->params[k].name == kw.name &&
-                (inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer))
-              note_address(*kw.value);
-      }
-      for (const ExprPtr &x : c->args) visit_calls(*x);
-      for (const Keyword &k : c->keywords) visit_calls(*k.value);
-      visit_calls(*c->func);
-    } else if (auto *b = dyn_cast<BinOp>(&e)) {
-      visit_calls(*b->lhs);
-      visit_calls(*b->rhs);
-    } else if (auto *u = dyn_cast<UnaryOp>(&e)) {
-      visit_calls(*u->operand);
-    } else if (auto *s = dyn_cast<Subscript>(&e)) {
-      visit_calls(*s->value);
-      for (const ExprPtr &x : s->indices) visit_calls(*x);
-    } else if (auto *a = dyn_cast<Attribute>(&e)) {
-      visit_calls(*a->value);
-    } else if (auto *i = dyn_cast<IfExp>(&e)) {
-      visit_calls(*i->cond);
-      visit_calls(*i->then_value);
-      visit_calls(*i->else_value);
-    } else if (auto *t = dyn_cast<Tuple>(&e)) {
-      for (const ExprPtr &x : t->elts) visit_calls(*x);
-    } else if (auto *l = dyn_cast<List>(&e)) {
-      for (const ExprPtr &x : l->elts) visit_calls(*x);
-    } else if (auto *cmp = dyn_cast<Compare>(&e)) {
-      visit_calls(*cmp->left);
-      for (const ExprPtr &x : cmp->comparators) visit_calls(*x);
-    } else if (auto *bo = dyn_cast<BoolOp>(&e)) {
-      for (const ExprPtr &x : bo->values) visit_calls(*x);
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *c = dyn_cast<Call>(&x)) visit_call(*c);
+    });
+  }
+
+  void visit_call(const Call &c) {
+    const std::string callee = emit::print_expr(*c.func);
+    if (is_access_call(callee)) {
+      if (const Expr *p = call_argument(c, 0, "pointer")) note_address(*p);
+    } else if (auto *a = dyn_cast<Attribute>(c.func.get());
+               a && (a->attr == "load" || a->attr == "store" || a->attr.rfind("atomic_", 0) == 0)) {
+      note_address(*a->value);  // a tensor descriptor's method
+    } else if (const Function *g = module_.find_function(callee); g && !visiting_.count(g)) {
+      visiting_.insert(g);
+      std::vector<ParamRole> inner = RoleFinder(module_, visiting_).run(*g);
+      visiting_.erase(g);
+      auto is_pointer = [&](size_t k) {
+        return inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer;
+      };
+      for (size_t k = 0; k < c.args.size() && k < inner.size(); ++k)
+        if (is_pointer(k)) note_address(*c.args[k]);
+      for (const Keyword &kw : c.keywords)
+        for (size_t k = 0; k < g->params.size(); ++k)
+          if (g->params[k].name == kw.name && is_pointer(k)) note_address(*kw.value);
     }
   }
 
@@ -252,8 +218,6 @@ struct Trial {
   std::vector<Diagnostic> diagnostics;
 };
 
-bool same_strings(const std::vector<std::string> &a, const std::vector<std::string> &b) { return a == b; }
-
 // The first line where two backwards' sources differ, as "`a` against `b`".
 std::string first_difference(const Backward &a, const Backward &b) {
   std::istringstream x(a.source), y(b.source);
@@ -270,8 +234,6 @@ std::string first_difference(const Backward &a, const Backward &b) {
     }
   }
 }
-
-std::string type_text(const SType &t) { return t.str(); }
 
 class GenericDifferentiation {
  public:
@@ -345,13 +307,13 @@ class GenericDifferentiation {
   bool compare(const Trial &t, size_t param, const std::string &what) {
     if (!t.backward) return true;  // the forward rejects this type: so would Triton
     if (same_backward(*base_->backward, *t.backward)) {
-      record(pname(param), type_text(t.types.at(pname(param))));
+      record(pname(param), t.types.at(pname(param)).str());
       return true;
     }
     diags_.error(fn_.params[param].span,
                  "the backward of '" + fn_.name + "' depends on " + what + " of '" + pname(param) + "': with " +
-                     pname(param) + "=" + type_text(base_->types.at(pname(param))) + " and " + pname(param) + "=" +
-                     type_text(t.types.at(pname(param))) + " it differs (" + first_difference(*base_->backward, *t.backward) +
+                     pname(param) + "=" + base_->types.at(pname(param)).str() + " and " + pname(param) + "=" +
+                     t.types.at(pname(param)).str() + " it differs (" + first_difference(*base_->backward, *t.backward) +
                      "); give its type: --arg " + pname(param) + "=TYPE");
     return false;
   }
@@ -369,7 +331,7 @@ class GenericDifferentiation {
   void explain_assumptions(const Trial &t) {
     std::string list;
     for (const auto &[name, type] : t.types)
-      if (!request_.param_types.count(name)) list += (list.empty() ? "" : ", ") + name + "=" + type_text(type);
+      if (!request_.param_types.count(name)) list += (list.empty() ? "" : ", ") + name + "=" + type.str();
     for (const Diagnostic &d : t.diagnostics) diags_.report(d);
     diags_.note(fn_.name_span, "tgrad chose these types for the parameters given none: " + list +
                                    "; if one is wrong, give it with --arg NAME=TYPE");
@@ -396,13 +358,7 @@ class GenericDifferentiation {
         note += (j ? ", " : " ") + b.generic_types[k].second[j];
     }
     note += ".\n";
-    // After the header comment lines.
-    size_t at = 0;
-    while (at < b.source.size() && b.source[at] == '#') {
-      size_t nl = b.source.find('\n', at);
-      if (nl == std::string::npos) break;
-      at = nl + 1;
-    }
+    const size_t at = header_length(b.source);
     return b.source.substr(0, at) + note + b.source.substr(at);
   }
 
@@ -427,9 +383,9 @@ class GenericDifferentiation {
       explain_assumptions(uniform.front());
       return std::nullopt;
     }
-    for (size_t k : integer_pointers_) record(pname(k), type_text(base_->types.at(pname(k))));
-    for (size_t k : scalars_) record(pname(k), type_text(base_->types.at(pname(k))));
-    for (size_t k : float_pointers_) record(pname(k), type_text(base_->types.at(pname(k))));
+    for (size_t k : integer_pointers_) record(pname(k), base_->types.at(pname(k)).str());
+    for (size_t k : scalars_) record(pname(k), base_->types.at(pname(k)).str());
+    for (size_t k : float_pointers_) record(pname(k), base_->types.at(pname(k)).str());
     bool ok = true;
     // Every accepted uniform type, then each pointer alone with each other
     // float type, then each scalar with the other kind.
@@ -439,7 +395,7 @@ class GenericDifferentiation {
         size_t first = float_pointers_.front();
         ok &= compare(t, first, "the element type");
       } else {
-        for (size_t k : float_pointers_) record(pname(k), type_text(t.types.at(pname(k))));
+        for (size_t k : float_pointers_) record(pname(k), t.types.at(pname(k)).str());
       }
     }
     for (size_t k : float_pointers_)
@@ -513,7 +469,7 @@ class GenericDifferentiation {
         ok &= compare(t, differing, "the shape");
         break;
       }
-      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), type_text(t.types.at(pname(tiles_[j]))));
+      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), t.types.at(pname(tiles_[j])).str());
     }
     for (DType d : {DType::FP16, DType::BF16}) {
       if (!ok) break;
@@ -523,7 +479,7 @@ class GenericDifferentiation {
         ok &= compare(t, tiles_.front(), "the element type");
         break;
       }
-      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), type_text(t.types.at(pname(tiles_[j]))));
+      for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), t.types.at(pname(tiles_[j])).str());
     }
     if (!ok) return std::nullopt;
     return finish();
@@ -545,8 +501,8 @@ class GenericDifferentiation {
 // The same backward: the same code and the same launch protocol.
 bool same_backward(const Backward &a, const Backward &b) {
   if (!equal(*a.module, *b.module)) return false;
-  if (a.gradient_buffers != b.gradient_buffers || !same_strings(a.zero_initialized, b.zero_initialized) ||
-      !same_strings(a.saved_outputs, b.saved_outputs) || a.num_programs_param != b.num_programs_param ||
+  if (a.gradient_buffers != b.gradient_buffers || a.zero_initialized != b.zero_initialized ||
+      a.saved_outputs != b.saved_outputs || a.num_programs_param != b.num_programs_param ||
       a.partial_sums.size() != b.partial_sums.size() || a.tapes.size() != b.tapes.size() ||
       a.zero_gradients.size() != b.zero_gradients.size())
     return false;
@@ -560,6 +516,16 @@ bool same_backward(const Backward &a, const Backward &b) {
   for (size_t k = 0; k < a.zero_gradients.size(); ++k)
     if (a.zero_gradients[k].first != b.zero_gradients[k].first) return false;
   return true;
+}
+
+size_t header_length(const std::string &source) {
+  size_t at = 0;
+  while (at < source.size() && source[at] == '#') {
+    size_t nl = source.find('\n', at);
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return at;
 }
 
 std::vector<ParamRole> param_roles(const Module &module, const Function &fn) {

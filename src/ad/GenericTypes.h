@@ -46,6 +46,10 @@ enum class ParamRole {
 // is a pointer.
 std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn);
 
+// The length of a generated source's header: its leading comment lines
+// (command line, Generic and Specialized lines).
+size_t header_length(const std::string &source);
+
 // The same code (ast::equal) and the same launch protocol.
 bool same_backward(const Backward &a, const Backward &b);
 

@@ -79,6 +79,17 @@ StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s = {
 
 ExprPtr int_lit(int64_t v) { return std::make_unique<IntLit>(static_cast<uint64_t>(v), ""); }
 
+// `value.to(dtype)`
+ExprPtr cast_to(ExprPtr value, ExprPtr dtype) {
+  return std::make_unique<Call>(std::make_unique<Attribute>(std::move(value), "to"), list(std::move(dtype)),
+                                std::vector<Keyword>{});
+}
+
+// `a == b`
+ExprPtr equals(ExprPtr a, ExprPtr b) {
+  return std::make_unique<Compare>(std::move(a), std::vector<CompareOpKind>{CompareOpKind::Eq}, list(std::move(b)));
+}
+
 bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }
 
 // A value that can carry a gradient: a float tensor, or a tuple holding one
@@ -1652,27 +1663,33 @@ class Engine {
     if (module_.find_function(sema::kUnbroadcastHelper))
       fail(fn_->name_span, std::string("the file defines '") + sema::kUnbroadcastHelper +
                                "', the name of a helper generic backwards use: rename it or give the types with --arg");
-    std::string text = std::string("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef ") +
-                       sema::kUnbroadcastHelper +
-                       "(g, x):\n"
-                       "    for _ in tl.static_range(len(g.shape) - len(x.shape)):\n"
-                       "        g = tl.sum(g, 0)\n"
-                       "    for axis in tl.static_range(len(x.shape)):\n"
-                       "        if x.shape[axis] == 1:\n"
-                       "            if g.shape[axis] != 1:\n"
-                       "                g = tl.sum(g, axis, keep_dims=True)\n"
-                       "    return g\n";
-    SourceManager sources;
-    int id = sources.add_file("<unbroadcast helper>", text);
-    DiagEngine diags(sources);
-    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
-    if (!m || diags.has_errors() || m->functions.empty()) fail(fn_->name_span, "internal error: the unbroadcast helper does not parse");
-    m->functions[0]->body[0]->leading_comment =
-        "Sums g back to x's shape: over the leading axes x lacks and the axes where x has size 1, the axes along which "
-        "Triton broadcast x (resolved when Triton compiles each call).";
-    extra_functions_.push_back(std::move(m->functions[0]));
+    add_support_function(std::string(sema::kUnbroadcastHelper) +
+                             "(g, x):\n"
+                             "    for _ in tl.static_range(len(g.shape) - len(x.shape)):\n"
+                             "        g = tl.sum(g, 0)\n"
+                             "    for axis in tl.static_range(len(x.shape)):\n"
+                             "        if x.shape[axis] == 1:\n"
+                             "            if g.shape[axis] != 1:\n"
+                             "                g = tl.sum(g, axis, keep_dims=True)\n"
+                             "    return g\n",
+                         "Sums g back to x's shape: over the leading axes x lacks and the axes where x has size 1, the "
+                         "axes along which Triton broadcast x (resolved when Triton compiles each call).");
     has_unbroadcast_helper_ = true;
     return sema::kUnbroadcastHelper;
+  }
+
+  // Parses a jit function tgrad writes (`def` and the rest of its text) and
+  // adds it to the backward's module, its first statement under `comment`.
+  void add_support_function(const std::string &definition, const std::string &comment) {
+    const std::string text = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef " + definition;
+    SourceManager sources;
+    int id = sources.add_file("<support function>", text);
+    DiagEngine diags(sources);
+    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
+    if (!m || diags.has_errors() || m->functions.empty())
+      fail(fn_->name_span, "internal error: a function tgrad writes does not parse:\n" + text);
+    m->functions[0]->body[0]->leading_comment = comment;
+    extra_functions_.push_back(std::move(m->functions[0]));
   }
 
   std::string add_reduce_kernel(const std::string &wanted) {
@@ -1680,24 +1697,18 @@ class Engine {
     for (const auto &f : module_.functions) fn_names.reserve(f->name);
     fn_names.reserve(fn_->name + "_bwd");
     std::string kernel = fn_names.fresh(wanted);
-    std::string text = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef " + kernel +
-                       "(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):\n"
-                       "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
-                       "    mask = offsets < numel\n"
-                       "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
-                       "    for first in range(0, rows, ROWS):\n"
-                       "        r = first + tl.arange(0, ROWS)\n"
-                       "        tile_mask = (r[:, None] < rows) & mask[None, :]\n"
-                       "        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)\n"
-                       "        total += tl.sum(tile, axis=0)\n"
-                       "    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)\n";
-    SourceManager sources;
-    int id = sources.add_file("<reduce kernel>", text);
-    DiagEngine diags(sources);
-    std::unique_ptr<Module> m = parse::parse_module(sources, id, diags);
-    if (!m || diags.has_errors() || m->functions.empty()) fail(fn_->name_span, "internal error: the reduction kernel does not parse");
-    m->functions[0]->body[0]->leading_comment = "Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.";
-    extra_functions_.push_back(std::move(m->functions[0]));
+    add_support_function(kernel +
+                             "(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):\n"
+                             "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                             "    mask = offsets < numel\n"
+                             "    total = tl.zeros([BLOCK], dtype=tl.float32)\n"
+                             "    for first in range(0, rows, ROWS):\n"
+                             "        r = first + tl.arange(0, ROWS)\n"
+                             "        tile_mask = (r[:, None] < rows) & mask[None, :]\n"
+                             "        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)\n"
+                             "        total += tl.sum(tile, axis=0)\n"
+                             "    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)\n",
+                         "Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.");
     return kernel;
   }
 
@@ -1727,8 +1738,7 @@ class Engine {
         // the value's; upstream gradients are taken in float32, the type
         // half-precision adjoints accumulate in (a no-op for float32 data).
         if (generic() && is_float_tensor(type_of_name(op->value)))
-          upstream = std::make_unique<Call>(std::make_unique<Attribute>(std::move(upstream), "to"),
-                                            list(dotted_name("tl.float32")), std::vector<Keyword>{});
+          upstream = cast_to(std::move(upstream), dotted_name("tl.float32"));
         // Nothing in the backward writes d<base> when the forward never
         // loads <base>: then the load may be issued early (issue_early), as
         // a statement of its own.
@@ -2228,14 +2238,11 @@ class Engine {
         // (The cast is a no-op where the assertion holds; it keeps the
         // value's type whatever representative the pointer had.)
         auto *a = cast<Assign>(load.get());
-        a->value = std::make_unique<Call>(std::make_unique<Attribute>(std::move(a->value), "to"),
-                                          list(dotted_name(std::string("tl.") + d->second)), std::vector<Keyword>{});
+        a->value = cast_to(std::move(a->value), dotted_name(std::string("tl.") + d->second));
         // The value is read back exactly only from a buffer of its own dtype.
         const std::string base = saved_base_.at(it->first);
-        ExprList rhs;
-        rhs.push_back(dotted_name(std::string("tl.") + d->second));
-        auto same = std::make_unique<Compare>(std::make_unique<Attribute>(std::make_unique<Attribute>(name(base), "dtype"), "element_ty"),
-                                              std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(rhs));
+        ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(base), "dtype"), "element_ty"),
+                              dotted_name(std::string("tl.") + d->second));
         std::string why = "tgrad: the backward reads '" + it->first + "' back from " + base + ", which must be a " +
                           d->second + " buffer (or give --arg " + base + "=*DTYPE)";
         StmtPtr check = std::make_unique<ExprStmt>(
@@ -2530,8 +2537,7 @@ class Engine {
       if (have && want && have->is_tensor() && want->is_tensor() &&
           (have->elem.dtype != want->elem.dtype || request_.generic_params.count(param))) {
         ExprPtr recv = std::move(e);
-        e = std::make_unique<Call>(std::make_unique<Attribute>(std::move(recv), "to"),
-                                   list(std::make_unique<Attribute>(name(param), "dtype")), std::vector<Keyword>{});
+        e = cast_to(std::move(recv), std::make_unique<Attribute>(name(param), "dtype"));
       }
     };
     if (elts) {
@@ -2973,10 +2979,7 @@ class Engine {
     std::string holder = first ? names_.fresh("b" + x) : names_.fresh("_b" + x);
     if (summed) {
       emit_stmt(assign(holder, std::move(e)));
-      ExprList cmp_rhs;
-      cmp_rhs.push_back(std::make_unique<Attribute>(name(x), "shape"));
-      auto cond = std::make_unique<Compare>(std::make_unique<Attribute>(name(holder), "shape"),
-                                            std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(cmp_rhs));
+      ExprPtr cond = equals(std::make_unique<Attribute>(name(holder), "shape"), std::make_unique<Attribute>(name(x), "shape"));
       emit_stmt(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(cond)))));
       if (first) {
         adjoint_[x] = holder;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
@@ -88,8 +87,7 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
       }
     }
   };
-  StmtList body = clone(fn.body);
-  rewrite_exprs(body, [&](ExprPtr &e) { visit(*e); });
+  visit_exprs(fn.body, visit);
   if (literals.empty()) {
     for (bool v : {true, false}) {
       FlagValue fv;
@@ -371,10 +369,7 @@ class Specializer {
       if (everywhere) out.zero_gradients.push_back(z);
     }
     // The header of the first (command line, Generic line), then the module.
-    std::string header;
-    std::istringstream lines(first.source);
-    std::string line;
-    while (std::getline(lines, line) && !line.empty() && line[0] == '#') header += line + "\n";
+    std::string header = first.source.substr(0, header_length(first.source));
     std::string values;
     for (const Flag &f : flags_) {
       values += (values.empty() ? "" : "; ") + f.name + " =";
