@@ -8,6 +8,9 @@ size parameters tgrad could not express, and the device's SM count.
 
     env = LaunchEnv(args={"N": 1000, "BLOCK": 256}, numel={"X": 4000}, grid=(16,))
     evaluate({"cdiv": [{"numel": "X"}, 32]}, env)  # 125
+
+launch() runs a generated backward by its protocol (tools/gpu_check does, for
+every test kernel).
 """
 import itertools
 import math
@@ -109,3 +112,55 @@ def choose_launch_values(protocol, env):
         lo, hi = evaluate(spec["min"], env), evaluate(spec["max"], env)
         env.values[name] = max(lo, min(hi, evaluate(spec["default"], env)))
     return env.values
+
+
+def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poison=False):
+    """Launches a backward as its launch protocol (--emit json) says, with no knowledge of the kernel
+    (needs PyTorch):
+    every buffer it allocates, size it passes and grid it uses comes from the protocol's expressions
+    (tools/launch_protocol.py). `forward_args`: the forward's arguments by name (tensors, scalars,
+    constexprs); `grads`: the input-gradient buffers by forward pointer; `upstream`: the output
+    gradients by forward pointer. `poison`: fill every buffer the protocol lets hold anything with NaN
+    (checks: an element the backward should write and does not shows up)."""
+    import torch  # only launching needs it; evaluating expressions does not
+
+    env = LaunchEnv(
+        args={n: v for n, v in forward_args.items() if not torch.is_tensor(v)},
+        numel={n: t.numel() for n, t in tensors.items()}, grid=grid,
+        multi_processor_count=torch.cuda.get_device_properties(0).multi_processor_count)
+    choose_launch_values(protocol, env)
+    buffers = {}
+    for p in protocol["parameters"]:
+        if not p.get("pass_by_keyword"):
+            continue
+        role = p["role"]
+        if role == "input gradient":
+            g = grads[p["of"]]
+            if p["contents"] == "zeros":
+                g.zero_()
+            elif poison:
+                g.fill_(float("nan"))
+            buffers[p["name"]] = g
+        elif role == "output gradient":
+            buffers[p["name"]] = upstream[p["of"]]
+        elif role == "scratch":
+            shape = [evaluate(d, env) for d in p["shape"]]
+            buffer = torch.empty(shape, device="cuda", dtype=torch.float32)
+            if poison:
+                buffer.fill_(float("nan"))
+            buffers[p["name"]] = buffer
+        elif role == "size":
+            if p["value"] is None:
+                raise RuntimeError(f"the protocol cannot size {p['name']}: {p['why']}")
+            value = evaluate(p["value"], env)
+            env.params[p["name"]] = value
+            buffers[p["name"]] = value
+    for k in protocol["kernels"]:
+        kernel_grid = tuple(evaluate(d, env) for d in k["grid"])
+        fn = getattr(backward, k["name"])
+        if "call" in k:
+            fn[kernel_grid](*[forward_args[a] for a in k["call"]["positional"]],
+                            **{a: buffers[a] for a in k["call"]["keyword"]})
+        else:
+            fn[kernel_grid](**{a: buffers[v["buffer"]] if isinstance(v, dict) and "buffer" in v
+                               else evaluate(v, env) for a, v in k["arguments"].items()})
