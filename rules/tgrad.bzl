@@ -68,8 +68,8 @@ def _tgrad_backward_impl(ctx):
     args = ctx.actions.args()
     args.add(ctx.file.src)
     args.add("--fn", ctx.attr.fn)
-    if ctx.attr.emit == "json":
-        args.add("--emit", "json")
+    if ctx.attr.emit != "python":
+        args.add("--emit", ctx.attr.emit)
     args.add("--wrt", ",".join(ctx.attr.wrt))
     if ctx.attr.no_grad:
         args.add("--no-grad", ",".join(ctx.attr.no_grad))
@@ -100,9 +100,10 @@ tgrad_backward = rule(
         "no_grad": attr.string_list(doc = "Kernels: outputs without upstream gradients (tgrad --no-grad)."),
         "emit": attr.string(
             default = "python",
-            values = ["python", "json"],
+            values = ["python", "json", "torch"],
             doc = "python: the backward's source (NAME.py); json: its launch protocol (NAME.json, " +
-                  "include/tgrad/launch_protocol.schema.json).",
+                  "include/tgrad/launch_protocol.schema.json); torch: the kernel as a PyTorch op with " +
+                  "autograd (NAME.py, ops in the namespace tgrad_NAME).",
         ),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),

@@ -59,6 +59,12 @@ class RoleFinder {
     return roles;
   }
 
+  // After run(): how the function accesses memory through each parameter.
+  unsigned accesses(const std::string &param) const {
+    auto it = accesses_.find(param);
+    return it == accesses_.end() ? 0u : it->second;
+  }
+
  private:
   // The parameters an address expression derives from.
   std::set<std::string> address_roots(const Expr &e) const {
@@ -115,8 +121,11 @@ class RoleFinder {
     return out;
   }
 
-  void note_address(const Expr &address) {
-    for (const std::string &r : address_roots(address)) pointers_.insert(r);
+  void note_address(const Expr &address, unsigned kinds) {
+    for (const std::string &r : address_roots(address)) {
+      pointers_.insert(r);
+      accesses_[r] |= kinds;
+    }
     // What a load gave, used in an address: that load reads indices.
     for (const std::string &r : loaded_from(address)) integer_pointers_.insert(r);
   }
@@ -131,22 +140,23 @@ class RoleFinder {
   void visit_call(const Call &c) {
     const std::string callee = emit::print_expr(*c.func);
     if (is_access_call(callee)) {
-      if (const Expr *p = call_argument(c, 0, "pointer")) note_address(*p);
+      if (const Expr *p = call_argument(c, 0, "pointer")) note_address(*p, access_kind(callee.substr(3)));
     } else if (auto *a = dyn_cast<Attribute>(c.func.get());
                a && (a->attr == "load" || a->attr == "store" || a->attr.rfind("atomic_", 0) == 0)) {
-      note_address(*a->value);  // a tensor descriptor's method
+      note_address(*a->value, access_kind(a->attr));  // a tensor descriptor's method
     } else if (const Function *g = module_.find_function(callee); g && !visiting_.count(g)) {
       visiting_.insert(g);
-      std::vector<ParamRole> inner = RoleFinder(module_, visiting_).run(*g);
+      RoleFinder finder(module_, visiting_);
+      std::vector<ParamRole> inner = finder.run(*g);
       visiting_.erase(g);
       auto is_pointer = [&](size_t k) {
         return inner[k] == ParamRole::FloatPointer || inner[k] == ParamRole::IntegerPointer;
       };
       for (size_t k = 0; k < c.args.size() && k < inner.size(); ++k)
-        if (is_pointer(k)) note_address(*c.args[k]);
+        if (is_pointer(k)) note_address(*c.args[k], finder.accesses(g->params[k].name));
       for (const Keyword &kw : c.keywords)
         for (size_t k = 0; k < g->params.size(); ++k)
-          if (g->params[k].name == kw.name && is_pointer(k)) note_address(*kw.value);
+          if (g->params[k].name == kw.name && is_pointer(k)) note_address(*kw.value, finder.accesses(kw.name));
     }
   }
 
@@ -199,8 +209,15 @@ class RoleFinder {
     }
   }
 
+  static unsigned access_kind(const std::string &method) {
+    if (method == "load") return kLoad;
+    if (method == "store") return kStore;
+    return kAtomic;
+  }
+
   const Module &module_;
   std::set<const Function *> &visiting_;
+  std::map<std::string, unsigned> accesses_;             // parameter -> PointerAccess bits
   std::map<std::string, std::set<std::string>> roots_;   // name -> parameters its address derives from
   std::map<std::string, std::set<std::string>> loaded_;  // name -> pointers whose loaded values it derives from
   std::set<std::string> pointers_, integer_pointers_;
@@ -531,6 +548,15 @@ size_t header_length(const std::string &source) {
 std::vector<ParamRole> param_roles(const Module &module, const Function &fn) {
   std::set<const Function *> visiting{&fn};
   return RoleFinder(module, visiting).run(fn);
+}
+
+std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn) {
+  std::set<const Function *> visiting{&fn};
+  RoleFinder finder(module, visiting);
+  finder.run(fn);
+  std::vector<unsigned> out;
+  for (const Param &p : fn.params) out.push_back(finder.accesses(p.name));
+  return out;
 }
 
 std::optional<Backward> differentiate_generic(const Module &module, const SourceManager &sources,

@@ -46,6 +46,14 @@ enum class ParamRole {
 // is a pointer.
 std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn);
 
+// How a kernel accesses memory through each of its parameters, in order: an
+// OR of PointerAccess bits (0 for a parameter no address derives from).
+// Calls of the module's jit functions count. The torch module (--emit torch)
+// gives a stored-to pointer a fresh output buffer, a copy of the caller's
+// where the kernel also reads it or adds to it atomically.
+enum PointerAccess : unsigned { kLoad = 1, kStore = 2, kAtomic = 4 };
+std::vector<unsigned> pointer_accesses(const ast::Module &module, const ast::Function &fn);
+
 // The length of a generated source's header: its leading comment lines
 // (command line, Generic and Specialized lines).
 size_t header_length(const std::string &source);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/ad/AnfWalk.h"
+#include "src/ad/GenericTypes.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/tgrad.h"
 
@@ -204,10 +205,18 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
     return "";
   };
   const bool has_partial_sums = !bwd.partial_sums.empty();
+  const std::vector<unsigned> accesses = fn && kernel ? ad::pointer_accesses(module, *fn) : std::vector<unsigned>{};
   json params = json::array();
   for (size_t k = 0; fn && k < fn->params.size(); ++k) {
     const std::string &p = fn->params[k].name;
     json e = {{"name", p}, {"types", types_of(p)}};
+    if (k < accesses.size() && accesses[k]) {
+      json kinds = json::array();
+      if (accesses[k] & ad::kLoad) kinds.push_back("load");
+      if (accesses[k] & ad::kStore) kinds.push_back("store");
+      if (accesses[k] & ad::kAtomic) kinds.push_back("atomic");
+      e["accesses"] = kinds;
+    }
     bool wrt = std::find(request.wrt.begin(), request.wrt.end(), p) != request.wrt.end();
     if (fn->is_constexpr_param(k)) e["role"] = "constexpr";
     else if (wrt) e["role"] = "differentiated input";

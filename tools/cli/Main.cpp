@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -27,6 +29,7 @@
 #include "src/driver/BackwardJson.h"
 #include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
+#include "src/driver/TorchModule.h"
 #include "src/interp/TensorOps.h"
 #include "src/ad/AnfWalk.h"
 #include "tgrad/ad/Differentiate.h"
@@ -206,6 +209,17 @@ std::unique_ptr<Loaded> load(const std::string &input, const std::vector<std::st
   return l;
 }
 
+// The namespace of the --emit torch ops: tgrad_<stem of the module written>
+// (-o layer_norm_ops.py: torch.ops.tgrad_layer_norm_ops.*), else of the input
+// file, so that two modules made from kernels of one name do not collide.
+std::string op_namespace(const Options &opts) {
+  const std::string &file = !opts.output.empty() && opts.output != "-" ? opts.output : opts.input;
+  std::string stem = file == "-" ? "stdin" : std::filesystem::path(file).stem().string();
+  for (char &c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return "tgrad_" + stem;
+}
+
 int run_front_end(const Options &opts) {
   std::unique_ptr<Loaded> l = load(opts.input, opts.include_dirs);
   if (!l) return kExitInputError;
@@ -219,7 +233,7 @@ int run_front_end(const Options &opts) {
   if (!opts.wrt.empty() && opts.emit == "source")
     return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
   if (opts.wrt.empty() && !opts.no_grad.empty()) return usage_error("--no-grad names outputs of a backward: add --wrt");
-  if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json"))
+  if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json" || opts.emit == "torch"))
     return usage_error("--emit " + opts.emit + " describes a backward: add --wrt");
   if (!opts.wrt.empty() && !selected) {
     // The one jit function no other calls: a kernel and its helpers need no --fn.
@@ -253,6 +267,17 @@ int run_front_end(const Options &opts) {
     l->diags->print_all(std::cerr);
     if (!bwd) return kExitInputError;
     if (opts.emit == "json") return write_output(opts.output, tgrad::driver::backward_json(*l->module, request, *bwd)) ? 0 : kExitInputError;
+    if (opts.emit == "torch") {
+      std::string error;
+      std::optional<std::string> module = tgrad::driver::torch_module(
+          *l->module, request, *bwd, tgrad::driver::backward_json(*l->module, request, *bwd), op_namespace(opts),
+          error);
+      if (!module) {
+        std::cerr << "tgrad: error: " << error << '\n';
+        return kExitInputError;
+      }
+      return write_output(opts.output, *module) ? 0 : kExitInputError;
+    }
     if (opts.explain) {
       if (bwd->explanations.empty()) std::cerr << "tgrad: explain: no memory adjoints (a tile function)\n";
       for (const std::string &e : bwd->explanations) std::cerr << "tgrad: explain: " << e << '\n';
@@ -619,8 +644,9 @@ int main(int argc, char **argv) {
   auto *dump = app.add_flag("--dump-ast", opts.dump_ast, "Print the AST with source locations");
   app.add_option("--emit", opts.emit,
                  "What to print: 'source' (the jit code printed back as Python); with --wrt, 'python' (the backward, the "
-                 "default) or 'json' (its calling convention)")
-      ->check(CLI::IsMember({"source", "python", "json"}))
+                 "default), 'json' (its launch protocol) or 'torch' (a Python module: the kernel as a PyTorch op with "
+                 "autograd)")
+      ->check(CLI::IsMember({"source", "python", "json", "torch"}))
       ->excludes(dump);
   app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");

@@ -1,0 +1,486 @@
+#include "src/driver/TorchModule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "src/ad/AnfWalk.h"
+#include "src/ad/GenericTypes.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::driver {
+
+extern const char kTorchRuntime[];  // src/driver/TorchRuntime.py, embedded by the BUILD's genrule
+
+using nlohmann::json;
+using namespace ast;
+
+namespace {
+
+// Names the generated code gives its own values: a kernel parameter cannot be
+// called this (they would shadow each other in the op's body).
+const char *const kGrid = "tgrad_grid";
+
+bool is_float_type(const std::string &t) {
+  return t == "fp32" || t == "fp16" || t == "bf16" || t == "fp64" || t == "float32" || t == "float16" || t == "bfloat16";
+}
+
+// ------------------------------------------------ protocol expressions as Python
+
+class PythonExpr {
+ public:
+  explicit PythonExpr(std::string device_tensor) : device_tensor_(std::move(device_tensor)) {}
+
+  // The Python text of a launch expression (include/tgrad/launch_protocol.schema.json).
+  std::string operator()(const json &e) const {
+    if (e.is_boolean()) return e.get<bool>() ? "True" : "False";
+    if (e.is_number_integer()) return std::to_string(e.get<long long>());
+    if (e.is_string()) return emit::quote_string(e.get<std::string>());
+    const std::string kind = e.begin().key();  // one key: the expression's kind
+    const json &body = e.begin().value();
+    if (kind == "arg") return body.get<std::string>();
+    if (kind == "numel") return body.get<std::string>() + ".numel()";
+    if (kind == "grid") return std::string(kGrid) + "[" + std::to_string(body.get<int>()) + "]";
+    if (kind == "program_id") return "_pid[" + std::to_string(body.get<int>()) + "]";
+    if (kind == "value") return "_value_" + body.get<std::string>();
+    if (kind == "param") return body.get<std::string>();
+    if (kind == "device") return "_tgrad_multi_processor_count(" + device_tensor_ + ")";
+    if (kind == "not") return "(not " + (*this)(body) + ")";
+    if (kind == "if") return "(" + (*this)(body[1]) + " if " + (*this)(body[0]) + " else " + (*this)(body[2]) + ")";
+    if (kind == "max_over_programs") {
+      std::set<int> axes;
+      program_axes(body, axes);
+      std::string list;
+      for (int a : axes) list += (list.empty() ? "" : ", ") + std::to_string(a);
+      return "_tgrad_max_over_programs(lambda _pid: " + (*this)(body) + ", " + kGrid + ", (" + list +
+             (axes.size() == 1 ? ",))" : "))");
+    }
+    std::vector<std::string> xs;
+    for (const json &x : body) xs.push_back((*this)(x));
+    if (kind == "cdiv") return "triton.cdiv(" + xs[0] + ", " + xs[1] + ")";
+    if (kind == "min" || kind == "max") return kind + "(" + join(xs, ", ") + ")";
+    static const std::map<std::string, std::string> infix = {
+        {"add", " + "}, {"sub", " - "}, {"mul", " * "}, {"floordiv", " // "}, {"mod", " % "}, {"eq", " == "},
+        {"ne", " != "}, {"lt", " < "},  {"le", " <= "}, {"gt", " > "},        {"ge", " >= "}, {"and", " and "},
+        {"or", " or "}};
+    return "(" + join(xs, infix.at(kind)) + ")";
+  }
+
+  static std::string join(const std::vector<std::string> &xs, const std::string &sep) {
+    std::string out;
+    for (size_t k = 0; k < xs.size(); ++k) out += (k ? sep : "") + xs[k];
+    return out;
+  }
+
+ private:
+  static void program_axes(const json &e, std::set<int> &out) {
+    if (e.is_object()) {
+      if (e.contains("program_id")) out.insert(e["program_id"].get<int>());
+      for (const auto &kv : e.items()) program_axes(kv.value(), out);
+    } else if (e.is_array()) {
+      for (const json &x : e) program_axes(x, out);
+    }
+  }
+
+  std::string device_tensor_;
+};
+
+// ------------------------------------------------ the kernels' source
+
+bool same_import(const Import &a, const Import &b) {
+  return a.is_from == b.is_from && a.module == b.module && a.names == b.names;
+}
+
+// The module's jit functions `fn` uses, itself included, callees first.
+void jit_closure(const Module &module, const Function &fn, std::vector<const Function *> &out) {
+  if (std::find(out.begin(), out.end(), &fn) != out.end()) return;
+  out.push_back(&fn);  // marks it visited; moved to its place below
+  std::set<std::string> names;
+  ad::visit_exprs(fn.body, [&](const Expr &e) {
+    if (auto *n = dyn_cast<Name>(&e)) names.insert(n->id);
+  });
+  for (const std::string &n : names)
+    if (const Function *g = module.find_function(n)) jit_closure(module, *g, out);
+  out.erase(std::find(out.begin(), out.end(), &fn));
+  out.push_back(&fn);
+}
+
+// The forward (with the helpers and constants it uses, also those read from
+// the user's other modules) and the backward, as one module.
+// Imports first: what the op's code needs, then the kernels'.
+std::unique_ptr<Module> kernels_module(const Module &forward, const Function &kernel, const Module &backward) {
+  auto out = std::make_unique<Module>();
+  auto plain = [](const std::string &m) {
+    Import i;  // `import m`: the parser leaves `module` empty
+    i.names = {{m, ""}};
+    return i;
+  };
+  for (const char *m : {"collections", "itertools", "typing", "torch", "triton"}) out->imports.push_back(plain(m));
+  Import library;
+  library.is_from = true;
+  library.module = "torch.library";
+  library.names = {{"triton_op", ""}, {"wrap_triton", ""}};
+  out->imports.push_back(library);
+  auto add_import = [&](const Import &i) {
+    if (i.conditional || std::none_of(out->imports.begin(), out->imports.end(),
+                                       [&](const Import &j) { return same_import(i, j); }))
+      out->imports.push_back(i);
+  };
+  for (const Import &i : forward.imports)
+    if (!i.followed) add_import(i);
+  for (const Import &i : backward.imports)
+    add_import(i);
+  auto add_constant = [&](const Constant &c) {
+    for (const Constant &d : out->constants)
+      if (d.name == c.name) return;
+    Constant copy{c.name, c.span, clone(*c.stmt), false};
+    out->constants.push_back(std::move(copy));
+  };
+  for (const Constant &c : forward.constants) add_constant(c);
+  for (const Constant &c : backward.constants) add_constant(c);
+  std::vector<const Function *> used;
+  jit_closure(forward, kernel, used);
+  std::set<std::string> defined;
+  for (const Function *f : used) {
+    out->functions.push_back(clone(*f));
+    out->functions.back()->imported_from.clear();
+    defined.insert(f->name);
+  }
+  for (const auto &f : backward.functions)
+    if (!defined.count(f->name)) out->functions.push_back(clone(*f));
+  return out;
+}
+
+// ------------------------------------------------ the op's signature
+
+// A constexpr compared with a string literal takes strings (the tutorial
+// matmul's ACTIVATION); any other takes a number or a bool.
+bool takes_strings(const Function &fn, const std::string &param) {
+  bool found = false;
+  ad::visit_exprs(fn.body, [&](const Expr &e) {
+    auto *c = dyn_cast<Compare>(&e);
+    if (!c) return;
+    bool names_param = false, has_string = false;
+    auto look = [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) names_param |= n->id == param;
+      has_string |= isa<StrLit>(&x);
+    };
+    look(*c->left);
+    for (const ExprPtr &r : c->comparators) look(*r);
+    found |= names_param && has_string;
+  });
+  for (const Param &p : fn.params)
+    if (p.name == param && p.default_value && isa<StrLit>(p.default_value.get())) found = true;
+  return found;
+}
+
+const char *const kScalar = "typing.Union[int, float, bool]";
+
+struct Parameter {
+  std::string name;
+  std::string annotation;  // its type in the op's schema
+  bool pointer = false;
+  bool stored = false;     // an output of the op
+  bool reread = false;     // the kernel also loads it or adds to it atomically: the output starts as a copy
+  bool differentiable = false;  // has an upstream gradient
+  bool saved_output = false;    // the backward reads what the forward stored there
+  std::string gradient;         // its gradient buffer, for a differentiated input
+};
+
+}  // namespace
+
+std::optional<std::string> torch_module(const Module &module, const ad::BackwardRequest &request,
+                                        const ad::Backward &bwd, const std::string &protocol_json,
+                                        const std::string &op_namespace, std::string &error) {
+  const Function *fn = module.find_function(request.function);
+  const json protocol = json::parse(protocol_json);
+  if (!fn || protocol["kind"] != "kernel" || !bwd.module) {
+    error = "--emit torch makes a kernel a PyTorch op; '" + request.function +
+            "' is a tile function (no pointers): call its backward from your own kernel (--emit python)";
+    return std::nullopt;
+  }
+  // The parameters, as the protocol describes them.
+  std::vector<Parameter> params;
+  std::map<std::string, const json *> by_name;
+  for (const json &p : protocol["parameters"]) by_name[p["name"].get<std::string>()] = &p;
+  for (const Param &fp : fn->params) {
+    if (fp.name == kGrid || fp.name == "num_warps" || fp.name == "num_stages") {
+      error = "--emit torch: the kernel's parameter '" + fp.name + "' has the name of the op's own argument; rename it";
+      return std::nullopt;
+    }
+    const json &p = *by_name.at(fp.name);
+    Parameter q;
+    q.name = fp.name;
+    std::vector<std::string> accesses = p.value("accesses", std::vector<std::string>{});
+    std::vector<std::string> types = p.value("types", std::vector<std::string>{});
+    auto has = [&](const char *a) { return std::find(accesses.begin(), accesses.end(), a) != accesses.end(); };
+    q.pointer = !accesses.empty() || (!types.empty() && types[0].rfind('*', 0) == 0);
+    q.stored = has("store") || has("atomic");
+    q.reread = q.stored && (has("load") || has("atomic"));
+    q.differentiable = p["role"] == "output";
+    q.saved_output = p.value("contents", "") == "as the forward left it";
+    q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
+    if (q.pointer) {
+      q.annotation = "torch.Tensor";
+    } else if (p["role"] == "constexpr") {
+      q.annotation = takes_strings(*fn, fp.name) ? "str" : kScalar;
+    } else {
+      bool any_float = std::any_of(types.begin(), types.end(), is_float_type);
+      bool all_float = !types.empty() && std::all_of(types.begin(), types.end(), is_float_type);
+      q.annotation = all_float ? "float" : any_float || types.empty() ? kScalar : "int";
+    }
+    params.push_back(q);
+  }
+  std::vector<const Parameter *> outputs, inputs_with_gradient;
+  for (const Parameter &p : params)
+    if (p.stored) outputs.push_back(&p);
+  for (const std::string &w : request.wrt)
+    for (const Parameter &p : params)
+      if (p.name == w && !p.gradient.empty()) inputs_with_gradient.push_back(&p);
+  if (outputs.empty()) {
+    error = "--emit torch: '" + fn->name + "' stores to none of its parameters: the op would return nothing";
+    return std::nullopt;
+  }
+  for (const json &p : protocol["parameters"])
+    if (p["role"] == "size" && p["value"].is_null()) {
+      error = "--emit torch: the launch protocol cannot size '" + p["name"].get<std::string>() + "': " +
+              p.value("why", std::string());
+      return std::nullopt;
+    }
+  std::string device_tensor;
+  for (const Parameter &p : params)
+    if (p.pointer && device_tensor.empty()) device_tensor = p.name;
+  // Inductor compiles the kernels of a triton_op with Python floats typed
+  // fp64 where Triton types them fp32: a forward that takes a runtime float
+  // (eps, a scale) would compute in double, or fail to compile where a loop
+  // carries an fp32 value. Such kernels go in a custom_op, which
+  // torch.compile calls as it is, so they run as Triton compiles them.
+  bool float_scalars = false;
+  for (const Parameter &p : params)
+    float_scalars |= !p.pointer && p.annotation != "int" && p.annotation != "str" &&
+                     !fn->is_constexpr_param(static_cast<size_t>(&p - params.data()));
+  const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
+  const std::string launch_suffix = float_scalars ? "" : ")";
+
+  // The launcher takes the name callers use: the jit alias of `alias = triton.jit(fn)`, else the function's.
+  const std::string name = fn->jit_alias.empty() ? fn->name : fn->jit_alias;
+  const std::string forward_op = fn->name + "_forward", backward_op = fn->name + "_backward";
+  std::ostringstream py;
+  // The header: the backward's (command line, Generic line), and how to use the module.
+  std::string header = bwd.source.substr(0, ad::header_length(bwd.source));
+  const std::string first = "# Generated by tgrad ";
+  if (header.rfind(first, 0) == 0) {
+    size_t colon = header.find(": ", first.size());
+    size_t nl = header.find('\n');
+    if (colon != std::string::npos && colon < nl)
+      header = header.substr(0, colon) + ": '" + name + "' as a PyTorch op, with the backward tgrad wrote.\n" +
+               header.substr(nl + 1);
+  }
+  std::string arg_list, call_list;  // the kernel's arguments; as a caller passes them (constexprs by keyword)
+  for (size_t k = 0; k < params.size(); ++k) {
+    arg_list += (arg_list.empty() ? "" : ", ") + params[k].name;
+    call_list += (call_list.empty() ? "" : ", ") + params[k].name +
+                 (fn->is_constexpr_param(k) ? "=" + params[k].name : std::string());
+  }
+  std::string output_list, wrt_list;
+  for (const Parameter *p : outputs) output_list += (output_list.empty() ? "" : ", ") + p->name;
+  for (const Parameter *p : inputs_with_gradient) wrt_list += (wrt_list.empty() ? "" : ", ") + p->name;
+  py << header << "#\n"
+     << "# Launch it as the Triton kernel, from this module:\n"
+     << "#     " << output_list << " = " << name << "[grid](" << call_list << ")\n"
+     << "# It returns the buffers the kernel stores to (" << output_list
+     << ") as new tensors, shaped and strided like those\n"
+     << "# passed, which it leaves as they are; autograd differentiates them with respect to " << wrt_list << ".\n"
+     << "# Eager and torch.compile(fullgraph=True). The ops are " << op_namespace << "::" << forward_op << " and "
+     << op_namespace << "::" << backward_op << ".\n";
+  std::unique_ptr<Module> kernels = kernels_module(module, *fn, *bwd.module);
+  std::string kernels_source = emit::print_module(*kernels);
+  py << kernels_source << "\n" << kTorchRuntime;
+
+  // ---- the forward op
+  auto signature = [&](const std::vector<std::string> &extra_tensors) {
+    std::string s = std::string(kGrid) + ": typing.List[int]";
+    for (const Parameter &p : params) s += ", " + p.name + ": " + p.annotation;
+    for (const std::string &t : extra_tensors) s += ", " + t + ": torch.Tensor";
+    return s + ", num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None";
+  };
+  auto returns = [](size_t n) {
+    if (n == 1) return std::string("torch.Tensor");
+    std::string s = "typing.Tuple[";
+    for (size_t k = 0; k < n; ++k) s += std::string(k ? ", " : "") + "torch.Tensor";
+    return s + "]";
+  };
+  auto names_of = [](const std::vector<const Parameter *> &ps) {
+    std::string s;
+    for (const Parameter *p : ps) s += (s.empty() ? "" : ", ") + p->name;
+    return s;
+  };
+  auto decorator = [&](const std::string &op) {
+    return float_scalars ? "@torch.library.custom_op(\"" + op_namespace + "::" + op + "\", mutates_args=())\n"
+                         : "@triton_op(\"" + op_namespace + "::" + op + "\", mutates_args={})\n";
+  };
+  py << "\n\n# ---------------------------------------------------------------- the op\n";
+  if (float_scalars)
+    py << "# A custom_op, not a triton_op: torch.compile would compile the kernels of a triton_op with the\n"
+       << "# kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.\n";
+  py << "\n\n" << decorator(forward_op)
+     << "def " << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
+     << "    # What the kernel stores to, new: the op returns it.\n";
+  for (const Parameter *p : outputs)
+    py << "    " << p->name << " = " << (p->reread ? p->name + ".clone()" : "_tgrad_new_like(" + p->name + ")")
+       << (p->reread ? "  # the kernel reads it too: it starts as the caller's" : "") << "\n";
+  py << "    " << launch_prefix << name << ".jit" << launch_suffix << "[tuple(" << kGrid << ")](" << arg_list
+     << ", **_tgrad_options(num_warps, num_stages))\n"
+     << "    return " << names_of(outputs) << "\n";
+
+  // ---- the backward op: the forward's arguments, then the upstream gradients
+  std::vector<std::string> upstream;
+  std::map<std::string, std::string> upstream_of;
+  for (const json &p : protocol["parameters"])
+    if (p["role"] == "output gradient") {
+      upstream.push_back(p["name"].get<std::string>());
+      upstream_of[p["of"].get<std::string>()] = p["name"].get<std::string>();
+    }
+  PythonExpr expr(device_tensor);
+  py << "\n\n" << decorator(backward_op) << "def " << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
+     << ":\n"
+     << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
+  for (const json &p : protocol["parameters"])
+    if (p["role"] == "input gradient") {
+      const bool zeros = p["contents"] == "zeros";
+      py << "    " << p["name"].get<std::string>() << " = " << (zeros ? "_tgrad_zeros_like(" : "_tgrad_new_like(")
+         << p["of"].get<std::string>() << ")" << (p.contains("why") ? "  # " + p["why"].get<std::string>() : "")
+         << "\n";
+    }
+  for (const auto &[value, spec] : protocol["launch_values"].items()) {
+    py << "    # " << spec["why"].get<std::string>() << "\n"
+       << "    _value_" << value << " = max(" << expr(spec["min"]) << ", min(" << expr(spec["max"]) << ", "
+       << expr(spec["default"]) << "))\n";
+  }
+  for (const json &p : protocol["parameters"]) {
+    if (p["role"] == "scratch") {
+      std::vector<std::string> dims;
+      for (const json &d : p["shape"]) dims.push_back(expr(d));
+      py << "    # " << p["why"].get<std::string>() << "\n"
+         << "    " << p["name"].get<std::string>() << " = torch.empty((" << PythonExpr::join(dims, ", ")
+         << (dims.size() == 1 ? ",)" : ")") << ", dtype=torch.float32, device=" << device_tensor << ".device)\n";
+    } else if (p["role"] == "size") {
+      py << "    # " << p["why"].get<std::string>() << "\n"
+         << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
+    }
+  }
+  for (const json &k : protocol["kernels"]) {
+    std::vector<std::string> grid;
+    for (const json &d : k["grid"]) grid.push_back(expr(d));
+    if (k.contains("why")) py << "    # " << k["why"].get<std::string>() << "\n";
+    py << "    " << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[(" << PythonExpr::join(grid, ", ")
+       << (grid.size() == 1 ? ",)" : ")") << "](";
+    std::vector<std::string> args;
+    if (k.contains("call")) {
+      for (const json &a : k["call"]["positional"]) args.push_back(a.get<std::string>());
+      for (const json &a : k["call"]["keyword"]) args.push_back(a.get<std::string>() + "=" + a.get<std::string>());
+      args.push_back("**_tgrad_options(num_warps, num_stages)");
+    } else {
+      for (const auto &[a, v] : k["arguments"].items())
+        args.push_back(a + "=" + (v.is_object() && v.contains("buffer") ? v["buffer"].get<std::string>() : expr(v)));
+    }
+    py << PythonExpr::join(args, ", ") << ")\n";
+  }
+  std::string gradients;
+  for (const Parameter *p : inputs_with_gradient) gradients += (gradients.empty() ? "" : ", ") + p->gradient;
+  py << "    return " << gradients << "\n";
+
+  if (float_scalars) {
+    // What torch.compile traces in place of the ops: tensors of the outputs' shapes, strides and dtypes.
+    std::vector<std::string> fake_outputs, fake_gradients;
+    for (const Parameter *p : outputs) fake_outputs.push_back("_tgrad_new_like(" + p->name + ")");
+    for (const Parameter *p : inputs_with_gradient) fake_gradients.push_back("_tgrad_new_like(" + p->name + ")");
+    py << "\n\n@" << forward_op << ".register_fake\n"
+       << "def _(" << signature({}) << "):\n"
+       << "    return " << PythonExpr::join(fake_outputs, ", ") << "\n"
+       << "\n\n@" << backward_op << ".register_fake\n"
+       << "def _(" << signature(upstream) << "):\n"
+       << "    return " << PythonExpr::join(fake_gradients, ", ") << "\n";
+  }
+
+  // ---- autograd
+  // What the backward op receives for each pointer: the forward's output where
+  // the backward reads what the forward stored (or only needs a buffer of the
+  // output's type), else the caller's tensor.
+  auto output_index = [&](const Parameter &p) {
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (outputs[k] == &p) return static_cast<int>(k);
+    return -1;
+  };
+  std::vector<std::string> saved, scalars;
+  for (const Parameter &p : params) {
+    if (!p.pointer) {
+      scalars.push_back(p.name);
+      continue;
+    }
+    int k = output_index(p);
+    bool from_output = k >= 0 && (p.saved_output || !p.reread);
+    saved.push_back(!from_output ? p.name : outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]");
+  }
+  std::vector<std::string> pointer_names;
+  for (const Parameter &p : params)
+    if (p.pointer) pointer_names.push_back(p.name);
+  std::vector<std::string> non_differentiable;
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (!outputs[k]->differentiable)
+      non_differentiable.push_back(outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]");
+  std::vector<std::string> input_names = {kGrid};
+  for (const Parameter &p : params) input_names.push_back(p.name);
+  input_names.push_back("num_warps");
+  input_names.push_back("num_stages");
+  scalars.insert(scalars.begin(), kGrid);
+  scalars.push_back("num_warps");
+  scalars.push_back("num_stages");
+  py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
+     << "    " << PythonExpr::join(input_names, ", ") << " = inputs\n"
+     << "    ctx.save_for_backward(" << PythonExpr::join(saved, ", ") << ")\n"
+     << "    ctx.tgrad_arguments = (" << PythonExpr::join(scalars, ", ") << ")\n";
+  if (!non_differentiable.empty())
+    py << "    ctx.mark_non_differentiable(" << PythonExpr::join(non_differentiable, ", ") << ")\n";
+  std::vector<std::string> grad_params;
+  for (const Parameter *p : outputs) grad_params.push_back("_grad_" + p->name);
+  py << "\n\ndef _tgrad_backward(ctx, " << PythonExpr::join(grad_params, ", ") << "):\n"
+     << "    " << PythonExpr::join(pointer_names, ", ") << (pointer_names.size() == 1 ? "," : "")
+     << " = ctx.saved_tensors\n"
+     << "    " << PythonExpr::join(scalars, ", ") << " = ctx.tgrad_arguments\n";
+  std::vector<std::string> call = {kGrid};
+  for (const Parameter &p : params) call.push_back(p.name);
+  for (const Parameter *p : outputs)
+    if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
+  call.push_back("num_warps");
+  call.push_back("num_stages");
+  py << "    " << gradients << " = " << backward_op << "("
+     << PythonExpr::join(call, ", ") << ")\n";
+  std::vector<std::string> result = {"None"};
+  for (const Parameter &p : params) result.push_back(p.gradient.empty() ? "None" : p.gradient);
+  result.push_back("None");
+  result.push_back("None");
+  py << "    return " << PythonExpr::join(result, ", ") << "\n\n\n"
+     << forward_op << ".register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)\n";
+
+  // ---- the launcher, under the kernel's name
+  std::string defaults;
+  for (const Param &p : fn->params)
+    if (p.default_value) defaults += (defaults.empty() ? "" : ", ") + emit::quote_string(p.name) + ": " + emit::print_expr(*p.default_value);
+  std::string param_names;
+  for (const Parameter &p : params) param_names += (param_names.empty() ? "" : ", ") + emit::quote_string(p.name);
+  std::string output_names;
+  for (const Parameter *p : outputs) output_names += (output_names.empty() ? "" : ", ") + emit::quote_string(p->name);
+  py << "\n# " << name << "[grid](...): the kernel as a PyTorch op (the jit function is " << name << ".jit).\n"
+     << name << " = TgradKernel(" << name << ", " << forward_op << ", (" << param_names
+     << (params.size() == 1 ? ",)" : ")") << ", {" << defaults << "},\n"
+     << "                  collections.namedtuple(\"" << name << "_outputs\", (" << output_names
+     << (outputs.size() == 1 ? ",)" : ")") << ", rename=True))\n";
+  return py.str();
+}
+
+}  // namespace tgrad::driver

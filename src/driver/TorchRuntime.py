@@ -1,0 +1,134 @@
+
+# ---------------------------------------------------------------- launching
+# What every module tgrad writes with --emit torch holds (no dependency on tgrad).
+
+
+def _tgrad_new_like(t):
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+
+
+def _tgrad_zeros_like(t):
+    return _tgrad_new_like(t).zero_()
+
+
+def _tgrad_upstream(g, like):
+    """An upstream gradient laid out as the output it belongs to (the backward reads it with the
+    output's strides): None (the loss does not use that output) becomes zeros, another layout
+    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    if g is None:
+        return _tgrad_zeros_like(like)
+    if g.shape == like.shape and g.stride() == like.stride():
+        return g
+    out = torch.empty_strided(like.shape, like.stride(), dtype=g.dtype, device=g.device)
+    out.copy_(g)
+    return out
+
+
+def _tgrad_grid3(grid):
+    return list(grid) + [1] * (3 - len(grid))
+
+
+def _tgrad_multi_processor_count(t):
+    return torch.cuda.get_device_properties(t.device).multi_processor_count
+
+
+def _tgrad_max_over_programs(value, grid, axes):
+    """The largest value(pid) over the forward's programs (pid: (axis 0, axis 1, axis 2)); only the
+    axes `value` depends on are walked."""
+    best = None
+    for ids in itertools.product(*(range(grid[a]) if a in axes else (0,) for a in range(3))):
+        v = value(ids)
+        best = v if best is None else max(best, v)
+    return best
+
+
+def _tgrad_options(num_warps, num_stages):
+    options = {}
+    if num_warps is not None:
+        options["num_warps"] = num_warps
+    if num_stages is not None:
+        options["num_stages"] = num_stages
+    return options
+
+
+class TgradKernel:
+    """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
+    PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
+    `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
+
+    Under @triton.autotune, the config is the autotuner's choice for the arguments' key (tuned on
+    first use of a key, in eager mode: under torch.compile, call the kernel once eagerly first for
+    each key); it is passed to the forward and the backward alike. @triton.heuristics values are
+    computed from the arguments, as Triton does."""
+
+    def __init__(self, kernel, op, params, defaults, outputs):
+        self._op = op
+        self._params = params
+        self._defaults = defaults
+        self._outputs = outputs
+        self.__name__ = kernel.__name__ if hasattr(kernel, "__name__") else params[0]
+        # The decorators' data, read once here (not while torch.compile traces a launch).
+        self._heuristics = []
+        self._autotune_keys = None
+        self._autotune_names = frozenset()
+        self._configs = {}
+        self._autotuner = None
+        while not isinstance(kernel, triton.runtime.JITFunction):
+            if isinstance(kernel, triton.runtime.Autotuner):
+                self._autotuner = kernel
+                self._autotune_keys = tuple(kernel.keys)
+                self._autotune_names = frozenset(k for c in kernel.configs for k in c.kwargs)
+            elif isinstance(kernel, triton.runtime.Heuristics):
+                self._heuristics.insert(0, dict(kernel.values))
+            else:
+                raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
+            kernel = kernel.fn
+        self.jit = kernel  # the kernel the op launches, every constexpr given
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
+
+    def run(self, grid, *args, num_warps=None, num_stages=None, **kwargs):
+        if len(args) > len(self._params):
+            raise TypeError(f"{self.__name__}() takes {len(self._params)} arguments, {len(args)} given")
+        bound = dict(self._defaults)
+        bound.update(zip(self._params, args))
+        for name, value in kwargs.items():
+            if name not in self._params:
+                raise TypeError(f"{self.__name__}() got an unexpected keyword argument {name!r}")
+            bound[name] = value
+        if self._autotune_keys is not None and not all(n in bound for n in self._autotune_names):
+            config = self._config(grid, bound)
+            bound.update(config[0])
+            num_warps = config[1] if num_warps is None else num_warps
+            num_stages = config[2] if num_stages is None else num_stages
+        for values in self._heuristics:
+            for name, value in values.items():
+                if name not in bound:
+                    bound[name] = value(bound)
+        missing = [p for p in self._params if p not in bound]
+        if missing:
+            raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        if callable(grid):
+            grid = grid(bound)
+        if not isinstance(grid, (tuple, list)):
+            grid = (grid,)
+        result = self._op([int(g) for g in grid], *[bound[p] for p in self._params], num_warps, num_stages)
+        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+
+    def _config(self, grid, bound):
+        key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
+            str(v.dtype) for v in bound.values() if isinstance(v, torch.Tensor))
+        if key in self._configs:
+            return self._configs[key]
+        if torch.compiler.is_compiling():
+            raise RuntimeError(f"tgrad: {self.__name__} is autotuned and has no config for {key} yet: call it once "
+                               "outside torch.compile with these shapes first, or pass its tuned constexprs")
+        # The autotuner benchmarks its configs on these arguments (writing to the buffers passed).
+        self._autotuner[grid](**{p: bound[p] for p in self._params if p in bound and p not in self._autotune_names})
+        best = self._autotuner.best_config
+        self._configs[key] = (dict(best.kwargs), best.num_warps, best.num_stages)
+        return self._configs[key]
