@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "src/ad/AnfWalk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad {
@@ -12,6 +13,17 @@ using namespace ast;
 AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
     : fn_(anf_kernel), types_(name_types) {
   collect(fn_.body);
+  // The program axes the kernel tells apart (-1: an axis not written as a literal).
+  visit_exprs(fn_.body, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    if (!c) return;
+    auto *a = dyn_cast<Attribute>(c->func.get());
+    auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
+    if (!base || base->id != "tl" || a->attr != "program_id") return;
+    const Expr *axis = !c->args.empty() ? c->args[0].get() : c->keywords.empty() ? nullptr : c->keywords[0].value.get();
+    auto *literal = axis ? dyn_cast<IntLit>(axis) : nullptr;
+    program_axes_.insert(literal ? static_cast<int>(literal->value) : -1);
+  });
 }
 
 namespace {
@@ -300,6 +312,16 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       d.kind = AccessDecision::Kind::Broadcast;
     return d;
   }
+  // Programs that differ along an axis the offset does not depend on read
+  // the same addresses (a bias loaded by every row of a 2-D grid): their
+  // gradients must be added, not stored.
+  for (int axis : program_axes_)
+    if (!offset.pid.count(axis)) {
+      d.reason = axis < 0 ? std::string("the kernel reads a program id of an axis tgrad cannot tell")
+                          : "programs that differ only in tl.program_id(" + std::to_string(axis) +
+                                ") read the same addresses (the offset does not depend on it)";
+      return d;
+    }
   if (!merge_loop_blocks(offset)) {
     d.reason = "the offset moves with a loop variable in a way that is not analysed";
     return d;

@@ -88,6 +88,7 @@ class AccessAnalysis {
   std::multimap<std::string, const ast::Expr *> all_defs_;  // SSA name -> every defining value
   std::set<std::string> redefined_;                // names assigned more than once: loop-carried values
   std::map<std::string, Loop> loops_;              // loop variable -> its range
+  std::set<int> program_axes_;                     // axes of tl.program_id calls in the kernel (-1: not a literal)
 };
 
 }  // namespace tgrad::ad

@@ -157,6 +157,17 @@ INSTANTIATE_TEST_SUITE_P(
                    {"HAS_BIAS=True", "BLOCK=128"}, {"X", "B"}, {}},
         KernelCase{"merges", "bias_act_kernel", {3, 1, 1}, {"X=fp32[300]", "B=fp32[300]", "Y=fp32[300]:zeros", "N=300"},
                    {"HAS_BIAS=False", "BLOCK=128"}, {"X"}, {}},
+        // A bias that every row of a 2-D grid loads (3 rows x 2 column blocks): its gradient is the sum over the
+        // rows (once a plain store, which kept one row's share: a wrong gradient).
+        KernelCase{"", "k", {3, 2, 1}, {"X=fp32[3,40]", "Bias=fp32[40]", "Y=fp32[3,40]:zeros", "n_cols=40"},
+                   {"BLOCK=32"}, {"X", "Bias"},
+                   {"programs that differ only in tl.program_id(0) read the same addresses"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Bias, Y, n_cols, BLOCK: tl.constexpr):\n    row = tl.program_id(0)\n"
+                   "    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)\n    mask = cols < n_cols\n"
+                   "    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)\n"
+                   "    b = tl.load(Bias + cols, mask=mask, other=0.0)\n"
+                   "    tl.store(Y + row * n_cols + cols, tl.sigmoid(x + b), mask=mask)\n"},
         KernelCase{"merges", "row_sum_kernel", {3, 1, 1}, {"X=fp32[3,100]", "Y=fp32[3]:zeros", "n_cols=100", "n_chunks=4"},
                    {"BLOCK=32"}, {"X"}, {}},
         KernelCase{"merges", "pick_kernel", {3, 1, 1}, {"X=fp32[3,16]", "Y=fp32[3]:zeros", "mode=1"}, {"BLOCK=16"}, {"X"}, {}},
