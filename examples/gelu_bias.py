@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI: tl.constexpr = 0.7978845608028654
+# A global a kernel reads must be made with tl.constexpr(...): Triton refuses `NAME: tl.constexpr = v`.
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 
 
 @triton.jit

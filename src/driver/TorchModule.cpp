@@ -137,8 +137,20 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
   auto add_constant = [&](const Constant &c) {
     for (const Constant &d : out->constants)
       if (d.name == c.name) return;
-    Constant copy{c.name, c.span, clone(*c.stmt), false};
-    out->constants.push_back(std::move(copy));
+    StmtPtr stmt = clone(*c.stmt);
+    // `NAME: tl.constexpr = v` is a global Triton 3.6 refuses to read in a
+    // kernel; `NAME = tl.constexpr(v)` is the same constant, and accepted.
+    if (auto *a = dyn_cast<AnnAssign>(stmt.get()); a && a->value) {
+      ExprList args;
+      args.push_back(std::move(a->value));
+      ExprList targets;
+      targets.push_back(std::move(a->target));
+      stmt = std::make_unique<Assign>(std::move(targets),
+                                      std::make_unique<Call>(std::move(a->annotation), std::move(args),
+                                                             std::vector<Keyword>{}),
+                                      c.span);
+    }
+    out->constants.push_back(Constant{c.name, c.span, std::move(stmt), false});
   };
   for (const Constant &c : forward.constants) add_constant(c);
   for (const Constant &c : backward.constants) add_constant(c);
