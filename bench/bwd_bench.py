@@ -13,7 +13,11 @@ small); layer norm also writes dw, db; matmul counts 4*M*N*K flops (two
 matmuls). The generated kernels come from tests/golden/backward/ (fp32
 pointers; the same source runs on fp16 buffers, loads upcast explicitly).
 Kernels with partial sums are launched as `tgrad --emit json` says: over G
-programs, then the reduction. The row-looping kernels (tgrad's and the
+programs, then the reduction. The row "tgrad through its torch module" calls
+the backward op of the module `tgrad --emit torch` wrote (tests/golden/torch/,
+generic: one source for every dtype) as autograd would: it allocates the
+gradients, scratch and tapes and picks its launch values itself (G = the
+smaller of the rows and the SM count), so its time includes all of that. The row-looping kernels (tgrad's and the
 hand-written ones alike) are timed at G in {2, 4} x SMs and num_warps in
 {4, 8, 16}, the softmax kernels at num_warps in {4, 8, 16}, and each reports
 its best: the same tuning for both.
@@ -209,6 +213,27 @@ def load(path, tmp):
     return mod
 
 
+_MODULES = {}
+
+
+def torch_module(name, tmp):
+    """The module `tgrad --emit torch` wrote for a test kernel (tests/golden/torch/NAME.py), loaded once
+    (its ops are registered with PyTorch on import)."""
+    if name not in _MODULES:
+        _MODULES[name] = load(f"tests/golden/torch/{name}.py", tmp)
+    return _MODULES[name]
+
+
+def module_row(case, op, args, kwargs, work, reference):
+    """The backward as autograd runs it through the generated module: its backward op allocates the
+    gradients and scratch and launches the kernels with the module's own launch values."""
+    fn = lambda: op(*args, **kwargs)  # noqa: E731
+    got = fn()
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    err = max((a.float() - b.float()).norm().item() / b.float().norm().item() for a, b in zip(got, reference))
+    return (case, "tgrad through its torch module", do_bench(fn, quantiles=[0.5]), work, err)
+
+
 def tuned(make):
     """The best median over the launch configurations, and that configuration."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -242,7 +267,11 @@ def bench_softmax(gen, M, N, dtype, tmp):
     case = f"softmax {M}x{N} {str(dtype)[6:]}"
     best = lambda make: min((do_bench(make(w), quantiles=[0.5]), f"{w} warps") for w in (4, 8, 16))
     (gen_ms, gen_cfg), (hand_ms, hand_cfg) = best(make_gen), best(make_hand)
-    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err), (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
+    module = torch_module("softmax_kernel", tmp)
+    through_module = module_row(case, module.softmax_kernel_backward, ([M], y, x, N, N, N, block, dy),
+                                {"num_warps": w}, bytes_moved, [dx_hand])
+    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err), through_module,
+            (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
             (case, "torch.autograd", do_bench(torch_fn, quantiles=[0.5]), bytes_moved, None)]
 
 
@@ -292,7 +321,12 @@ def bench_rms(gen, M, N, dtype, tmp):
     bytes_moved = 3 * M * N * x.element_size()
     case = f"rms norm {M}x{N} {str(dtype)[6:]}"
     (gen_ms, gen_cfg), (hand_ms, hand_cfg) = tuned(make_gen), tuned(make_hand)
-    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err), (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
+    module = torch_module("rms_norm_kernel", tmp)
+    through_module = module_row(case, module.rms_norm_fwd_kernel_backward,
+                                ([M], x, wt, y, rstd, N, N, N, 1e-6, block, dy, drstd), {"num_warps": w}, bytes_moved,
+                                [dx_hand, dw_hand])
+    return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err), through_module,
+            (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
             (case, "torch.autograd", do_bench(torch_fn, quantiles=[0.5]), bytes_moved, None)]
 
 
@@ -356,8 +390,12 @@ def bench_layer_norm(gen, M, N, dtype, tmp):
     case = f"layer norm {M}x{N} {str(dtype)[6:]}"
     (gen_ms, gen_cfg), (hand_ms, hand_cfg) = tuned(make_gen), tuned(make_hand)
     ng_ms, ng_cfg = tuned(lambda g, w: make_gen(g, w, no_grad=True))
+    module = torch_module("layer_norm_no_grad_stats_kernel", tmp)
+    through_module = module_row(case, module.layer_norm_fwd_kernel_backward,
+                                ([M], x, y, wt, bt, mean, rstd, N, N, N, 1e-5, block, dy), {"num_warps": w},
+                                bytes_moved, [dx_hand, dw_hand, db_hand])
     return [(case, f"tgrad ({gen_cfg})", gen_ms, bytes_moved, err),
-            (case, f"tgrad --no-grad Mean,Rstd ({ng_cfg})", ng_ms, bytes_moved, err_ng),
+            (case, f"tgrad --no-grad Mean,Rstd ({ng_cfg})", ng_ms, bytes_moved, err_ng), through_module,
             (case, f"hand-written ({hand_cfg})", hand_ms, bytes_moved, None),
             (case, "torch.autograd", do_bench(torch_fn, quantiles=[0.5]), bytes_moved, None)]
 
@@ -396,8 +434,13 @@ def bench_matmul(gen, M, N, K, tmp):
     err = max((da.float() - hda.float()).norm().item() / hda.float().norm().item(),
               (db.float() - hdb.float()).norm().item() / hdb.float().norm().item())
     flops = 4 * M * N * K
-    return [(f"matmul {M}x{N}x{K} fp16 (relu)", name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
-            for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
+    case = f"matmul {M}x{N}x{K} fp16 (relu)"
+    module = torch_module("matmul_kernel", tmp)
+    through_module = module_row(case, module.matmul_kernel_backward,
+                                ([triton.cdiv(M, bm), triton.cdiv(N, bn)], a, b, c, M, N, K, K, 1, N, 1, N, 1, bm, bn, bk,
+                                 "relu", dc), {"num_warps": 8}, -flops, [hda, hdb])
+    return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
+            for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))] + [through_module]
 
 
 def bench_attention(gen, Z, H, N, D, causal, tmp):
@@ -441,9 +484,13 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     err = max((a.float() - b.float()).norm().item() / b.float().norm().item() for a, b in ((dq, hq), (dk, hk), (dv, hv)))
     flops = 5 * 2 * Z * H * N * N * D // (2 if causal else 1)  # five N x N x D matmuls, half of them masked if causal
     case = f"attention {Z}x{H}x{N}x{D} fp16{' causal' if causal else ''}"
+    module = torch_module("attention_kernel", tmp)  # one generic module serves IS_CAUSAL True and False
+    through_module = module_row(case, module.attn_fwd_kernel_backward,
+                                (list(grid), q, k, v, sm_scale, lse, out, *strides, H, N, D, bm, bn, causal, dlse, do),
+                                {"num_warps": 4}, -flops, [hq, hk, hv])
     return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
             for name, fn in (("tgrad", gen_fn), ("hand-written (FA2: dK/dV and dQ kernels)", hand_fn),
-                             ("torch.autograd (SDPA)", torch_fn))]
+                             ("torch.autograd (SDPA)", torch_fn))] + [through_module]
 
 
 def main():
