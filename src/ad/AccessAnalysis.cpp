@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "src/ad/AnfWalk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -9,22 +10,6 @@
 namespace tgrad::ad {
 
 using namespace ast;
-
-AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
-    : fn_(anf_kernel), types_(name_types) {
-  collect(fn_.body);
-  // The program axes the kernel tells apart (-1: an axis not written as a literal).
-  visit_exprs(fn_.body, [&](const Expr &e) {
-    auto *c = dyn_cast<Call>(&e);
-    if (!c) return;
-    auto *a = dyn_cast<Attribute>(c->func.get());
-    auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-    if (!base || base->id != "tl" || a->attr != "program_id") return;
-    const Expr *axis = !c->args.empty() ? c->args[0].get() : c->keywords.empty() ? nullptr : c->keywords[0].value.get();
-    auto *literal = axis ? dyn_cast<IntLit>(axis) : nullptr;
-    program_axes_.insert(literal ? static_cast<int>(literal->value) : -1);
-  });
-}
 
 namespace {
 std::string text_of(const Expr &e) {
@@ -78,7 +63,29 @@ std::string builtin_of(const Expr &func) {
   return "";
 }
 
+// The axis of a tl.program_id call (-1 for an axis not written as a literal);
+// nullopt for any other call.
+std::optional<int> program_id_axis(const Call &c) {
+  if (builtin_of(*c.func) != "tl.program_id") return std::nullopt;
+  const Expr *axis = c.args.size() == 1 ? c.args[0].get()
+                     : c.args.empty() && c.keywords.size() == 1 ? c.keywords[0].value.get()
+                                                                : nullptr;
+  auto *literal = axis ? dyn_cast<IntLit>(axis) : nullptr;
+  return literal ? static_cast<int>(literal->value) : -1;
+}
+
 }  // namespace
+
+AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
+    : fn_(anf_kernel), types_(name_types) {
+  collect(fn_.body);
+  // The program axes the kernel tells apart.
+  visit_exprs(fn_.body, [&](const Expr &e) {
+    if (auto *c = dyn_cast<Call>(&e))
+      if (std::optional<int> axis = program_id_axis(*c)) program_axes_.insert(*axis);
+  });
+}
+
 
 bool AccessAnalysis::is_zero(const Expr &e) const {
   if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
@@ -113,18 +120,11 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
     case NodeKind::Call: {
       auto *c = cast<Call>(&v);
       std::string f = builtin_of(*c->func);
-      if (f == "tl.program_id" && c->args.size() == 1)
-        if (auto *axis = dyn_cast<IntLit>(c->args[0].get())) {
-          Affine a;
-          a.pid[static_cast<int>(axis->value)] = "1";
-          return a;
-        }
-      if (f == "tl.program_id" && c->args.empty() && c->keywords.size() == 1)
-        if (auto *axis = dyn_cast<IntLit>(c->keywords[0].value.get())) {
-          Affine a;
-          a.pid[static_cast<int>(axis->value)] = "1";
-          return a;
-        }
+      if (std::optional<int> axis = program_id_axis(*c); axis && *axis >= 0) {
+        Affine a;
+        a.pid[*axis] = "1";
+        return a;
+      }
       if (f == "tl.arange") {
         Affine a;
         Term t{"1", 0, "", false, emit::print_expr(v)};

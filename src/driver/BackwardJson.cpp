@@ -182,7 +182,7 @@ json numel(const std::string &p) { return json{{"numel", p}}; }
 
 }  // namespace
 
-std::string backward_json(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd) {
+json launch_protocol(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd) {
   const ast::Function *fn = module.find_function(request.function);
   const bool kernel = !bwd.gradient_buffers.empty() || bwd.output_adjoints.empty();
   json out;
@@ -358,7 +358,11 @@ std::string backward_json(const ast::Module &module, const ad::BackwardRequest &
   json adjoints = json::array();
   for (const std::string &e : bwd.explanations) adjoints.push_back({{"why", e}});
   out["memory_adjoints"] = adjoints;
-  return out.dump(2) + "\n";
+  return out;
+}
+
+std::string backward_json(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd) {
+  return launch_protocol(module, request, bwd).dump(2) + "\n";
 }
 
 }  // namespace tgrad::driver

@@ -5,10 +5,15 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tgrad/ad/Differentiate.h"
 
 namespace tgrad::driver {
 
+// The launch protocol as a JSON value (what --emit torch writes out as Python)...
+nlohmann::json launch_protocol(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd);
+// ...and as the text --emit json prints.
 std::string backward_json(const ast::Module &module, const ad::BackwardRequest &request, const ad::Backward &bwd);
 
 }  // namespace tgrad::driver

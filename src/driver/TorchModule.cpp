@@ -10,6 +10,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/GenericTypes.h"
+#include "src/driver/BackwardJson.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::driver {
@@ -28,6 +29,25 @@ const char *const kGrid = "tgrad_grid";
 bool is_float_type(const std::string &t) {
   return t == "fp32" || t == "fp16" || t == "bf16" || t == "fp64" || t == "float32" || t == "float16" || t == "bfloat16";
 }
+
+// ------------------------------------------------ Python text
+
+std::string join(const std::vector<std::string> &xs, const std::string &sep = ", ") {
+  std::string out;
+  for (size_t k = 0; k < xs.size(); ++k) out += (k ? sep : "") + xs[k];
+  return out;
+}
+
+// The text `f` gives each element of `items`, joined with ", ".
+template <typename Items, typename F>
+std::string join_each(const Items &items, F f) {
+  std::vector<std::string> xs;
+  for (const auto &item : items) xs.push_back(f(item));
+  return join(xs);
+}
+
+// A Python tuple display: "(a,)" for one element, "(a, b)" for more.
+std::string tuple_of(const std::vector<std::string> &xs) { return "(" + join(xs) + (xs.size() == 1 ? ",)" : ")"); }
 
 // ------------------------------------------------ protocol expressions as Python
 
@@ -54,26 +74,19 @@ class PythonExpr {
     if (kind == "max_over_programs") {
       std::set<int> axes;
       program_axes(body, axes);
-      std::string list;
-      for (int a : axes) list += (list.empty() ? "" : ", ") + std::to_string(a);
-      return "_tgrad_max_over_programs(lambda _pid: " + (*this)(body) + ", " + kGrid + ", (" + list +
-             (axes.size() == 1 ? ",))" : "))");
+      std::vector<std::string> listed;
+      for (int a : axes) listed.push_back(std::to_string(a));
+      return "_tgrad_max_over_programs(lambda _pid: " + (*this)(body) + ", " + kGrid + ", " + tuple_of(listed) + ")";
     }
     std::vector<std::string> xs;
     for (const json &x : body) xs.push_back((*this)(x));
     if (kind == "cdiv") return "triton.cdiv(" + xs[0] + ", " + xs[1] + ")";
-    if (kind == "min" || kind == "max") return kind + "(" + join(xs, ", ") + ")";
+    if (kind == "min" || kind == "max") return kind + "(" + join(xs) + ")";
     static const std::map<std::string, std::string> infix = {
         {"add", " + "}, {"sub", " - "}, {"mul", " * "}, {"floordiv", " // "}, {"mod", " % "}, {"eq", " == "},
         {"ne", " != "}, {"lt", " < "},  {"le", " <= "}, {"gt", " > "},        {"ge", " >= "}, {"and", " and "},
         {"or", " or "}};
     return "(" + join(xs, infix.at(kind)) + ")";
-  }
-
-  static std::string join(const std::vector<std::string> &xs, const std::string &sep) {
-    std::string out;
-    for (size_t k = 0; k < xs.size(); ++k) out += (k ? sep : "") + xs[k];
-    return out;
   }
 
  private:
@@ -195,6 +208,7 @@ const char *const kScalar = "typing.Union[int, float, bool]";
 struct Parameter {
   std::string name;
   std::string annotation;  // its type in the op's schema
+  bool constexpr_param = false;
   bool pointer = false;
   bool stored = false;     // an output of the op
   bool reread = false;     // the kernel also loads it or adds to it atomically: the output starts as a copy
@@ -206,10 +220,9 @@ struct Parameter {
 }  // namespace
 
 std::optional<std::string> torch_module(const Module &module, const ad::BackwardRequest &request,
-                                        const ad::Backward &bwd, const std::string &protocol_json,
-                                        const std::string &op_namespace, std::string &error) {
+                                        const ad::Backward &bwd, const std::string &op_namespace, std::string &error) {
   const Function *fn = module.find_function(request.function);
-  const json protocol = json::parse(protocol_json);
+  const json protocol = launch_protocol(module, request, bwd);
   if (!fn || protocol["kind"] != "kernel" || !bwd.module) {
     error = "--emit torch makes a kernel a PyTorch op; '" + request.function +
             "' is a tile function (no pointers): call its backward from your own kernel (--emit python)";
@@ -227,6 +240,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     const json &p = *by_name.at(fp.name);
     Parameter q;
     q.name = fp.name;
+    q.constexpr_param = p["role"] == "constexpr";
     std::vector<std::string> accesses = p.value("accesses", std::vector<std::string>{});
     std::vector<std::string> types = p.value("types", std::vector<std::string>{});
     auto has = [&](const char *a) { return std::find(accesses.begin(), accesses.end(), a) != accesses.end(); };
@@ -238,7 +252,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
     if (q.pointer) {
       q.annotation = "torch.Tensor";
-    } else if (p["role"] == "constexpr") {
+    } else if (q.constexpr_param) {
       q.annotation = takes_strings(*fn, fp.name) ? "str" : kScalar;
     } else {
       bool any_float = std::any_of(types.begin(), types.end(), is_float_type);
@@ -273,8 +287,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   // torch.compile calls as it is, so they run as Triton compiles them.
   bool float_scalars = false;
   for (const Parameter &p : params)
-    float_scalars |= !p.pointer && p.annotation != "int" && p.annotation != "str" &&
-                     !fn->is_constexpr_param(static_cast<size_t>(&p - params.data()));
+    float_scalars |= !p.pointer && !p.constexpr_param && p.annotation != "int" && p.annotation != "str";
   const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
   const std::string launch_suffix = float_scalars ? "" : ")";
 
@@ -292,15 +305,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       header = header.substr(0, colon) + ": '" + name + "' as a PyTorch op, with the backward tgrad wrote.\n" +
                header.substr(nl + 1);
   }
-  std::string arg_list, call_list;  // the kernel's arguments; as a caller passes them (constexprs by keyword)
-  for (size_t k = 0; k < params.size(); ++k) {
-    arg_list += (arg_list.empty() ? "" : ", ") + params[k].name;
-    call_list += (call_list.empty() ? "" : ", ") + params[k].name +
-                 (fn->is_constexpr_param(k) ? "=" + params[k].name : std::string());
-  }
-  std::string output_list, wrt_list;
-  for (const Parameter *p : outputs) output_list += (output_list.empty() ? "" : ", ") + p->name;
-  for (const Parameter *p : inputs_with_gradient) wrt_list += (wrt_list.empty() ? "" : ", ") + p->name;
+  auto name_of = [](const Parameter *p) { return p->name; };
+  // The kernel's arguments; as a caller passes them (constexprs by keyword).
+  const std::string arg_list = join_each(params, [](const Parameter &p) { return p.name; });
+  const std::string call_list =
+      join_each(params, [](const Parameter &p) { return p.constexpr_param ? p.name + "=" + p.name : p.name; });
+  const std::string output_list = join_each(outputs, name_of), wrt_list = join_each(inputs_with_gradient, name_of);
   py << header << "#\n"
      << "# Launch it as the Triton kernel, from this module:\n"
      << "#     " << output_list << " = " << name << "[grid](" << call_list << ")\n"
@@ -321,15 +331,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     return s + ", num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None";
   };
   auto returns = [](size_t n) {
-    if (n == 1) return std::string("torch.Tensor");
-    std::string s = "typing.Tuple[";
-    for (size_t k = 0; k < n; ++k) s += std::string(k ? ", " : "") + "torch.Tensor";
-    return s + "]";
-  };
-  auto names_of = [](const std::vector<const Parameter *> &ps) {
-    std::string s;
-    for (const Parameter *p : ps) s += (s.empty() ? "" : ", ") + p->name;
-    return s;
+    return n == 1 ? std::string("torch.Tensor") : "typing.Tuple[" + join(std::vector<std::string>(n, "torch.Tensor")) + "]";
   };
   auto decorator = [&](const std::string &op) {
     return float_scalars ? "@torch.library.custom_op(\"" + op_namespace + "::" + op + "\", mutates_args=())\n"
@@ -347,7 +349,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
        << (p->reread ? "  # the kernel reads it too: it starts as the caller's" : "") << "\n";
   py << "    " << launch_prefix << name << ".jit" << launch_suffix << "[tuple(" << kGrid << ")](" << arg_list
      << ", **_tgrad_options(num_warps, num_stages))\n"
-     << "    return " << names_of(outputs) << "\n";
+     << "    return " << output_list << "\n";
 
   // ---- the backward op: the forward's arguments, then the upstream gradients
   std::vector<std::string> upstream;
@@ -378,8 +380,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       std::vector<std::string> dims;
       for (const json &d : p["shape"]) dims.push_back(expr(d));
       py << "    # " << p["why"].get<std::string>() << "\n"
-         << "    " << p["name"].get<std::string>() << " = torch.empty((" << PythonExpr::join(dims, ", ")
-         << (dims.size() == 1 ? ",)" : ")") << ", dtype=torch.float32, device=" << device_tensor << ".device)\n";
+         << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
+         << ", dtype=torch.float32, device=" << device_tensor << ".device)\n";
     } else if (p["role"] == "size") {
       py << "    # " << p["why"].get<std::string>() << "\n"
          << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
@@ -389,8 +391,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::vector<std::string> grid;
     for (const json &d : k["grid"]) grid.push_back(expr(d));
     if (k.contains("why")) py << "    # " << k["why"].get<std::string>() << "\n";
-    py << "    " << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[(" << PythonExpr::join(grid, ", ")
-       << (grid.size() == 1 ? ",)" : ")") << "](";
+    py << "    " << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
     std::vector<std::string> args;
     if (k.contains("call")) {
       for (const json &a : k["call"]["positional"]) args.push_back(a.get<std::string>());
@@ -400,10 +401,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       for (const auto &[a, v] : k["arguments"].items())
         args.push_back(a + "=" + (v.is_object() && v.contains("buffer") ? v["buffer"].get<std::string>() : expr(v)));
     }
-    py << PythonExpr::join(args, ", ") << ")\n";
+    py << join(args) << ")\n";
   }
-  std::string gradients;
-  for (const Parameter *p : inputs_with_gradient) gradients += (gradients.empty() ? "" : ", ") + p->gradient;
+  const std::string gradients = join_each(inputs_with_gradient, [](const Parameter *p) { return p->gradient; });
   py << "    return " << gradients << "\n";
 
   if (float_scalars) {
@@ -413,10 +413,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     for (const Parameter *p : inputs_with_gradient) fake_gradients.push_back("_tgrad_new_like(" + p->name + ")");
     py << "\n\n@" << forward_op << ".register_fake\n"
        << "def _(" << signature({}) << "):\n"
-       << "    return " << PythonExpr::join(fake_outputs, ", ") << "\n"
+       << "    return " << join(fake_outputs) << "\n"
        << "\n\n@" << backward_op << ".register_fake\n"
        << "def _(" << signature(upstream) << "):\n"
-       << "    return " << PythonExpr::join(fake_gradients, ", ") << "\n";
+       << "    return " << join(fake_gradients) << "\n";
   }
 
   // ---- autograd
@@ -428,6 +428,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       if (outputs[k] == &p) return static_cast<int>(k);
     return -1;
   };
+  // The op's result, as setup_context receives it.
+  auto output_ref = [&](size_t k) { return outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]"; };
   std::vector<std::string> saved, scalars;
   for (const Parameter &p : params) {
     if (!p.pointer) {
@@ -436,7 +438,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     }
     int k = output_index(p);
     bool from_output = k >= 0 && (p.saved_output || !p.reread);
-    saved.push_back(!from_output ? p.name : outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]");
+    saved.push_back(from_output ? output_ref(static_cast<size_t>(k)) : p.name);
   }
   std::vector<std::string> pointer_names;
   for (const Parameter &p : params)
@@ -444,7 +446,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   std::vector<std::string> non_differentiable;
   for (size_t k = 0; k < outputs.size(); ++k)
     if (!outputs[k]->differentiable)
-      non_differentiable.push_back(outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]");
+      non_differentiable.push_back(output_ref(k));
   std::vector<std::string> input_names = {kGrid};
   for (const Parameter &p : params) input_names.push_back(p.name);
   input_names.push_back("num_warps");
@@ -453,17 +455,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   scalars.push_back("num_warps");
   scalars.push_back("num_stages");
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
-     << "    " << PythonExpr::join(input_names, ", ") << " = inputs\n"
-     << "    ctx.save_for_backward(" << PythonExpr::join(saved, ", ") << ")\n"
-     << "    ctx.tgrad_arguments = (" << PythonExpr::join(scalars, ", ") << ")\n";
+     << "    " << join(input_names) << " = inputs\n"
+     << "    ctx.save_for_backward(" << join(saved) << ")\n"
+     << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
   if (!non_differentiable.empty())
-    py << "    ctx.mark_non_differentiable(" << PythonExpr::join(non_differentiable, ", ") << ")\n";
+    py << "    ctx.mark_non_differentiable(" << join(non_differentiable) << ")\n";
   std::vector<std::string> grad_params;
   for (const Parameter *p : outputs) grad_params.push_back("_grad_" + p->name);
-  py << "\n\ndef _tgrad_backward(ctx, " << PythonExpr::join(grad_params, ", ") << "):\n"
-     << "    " << PythonExpr::join(pointer_names, ", ") << (pointer_names.size() == 1 ? "," : "")
+  py << "\n\ndef _tgrad_backward(ctx, " << join(grad_params) << "):\n"
+     << "    " << join(pointer_names) << (pointer_names.size() == 1 ? "," : "")
      << " = ctx.saved_tensors\n"
-     << "    " << PythonExpr::join(scalars, ", ") << " = ctx.tgrad_arguments\n";
+     << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
   for (const Parameter &p : params) call.push_back(p.name);
   for (const Parameter *p : outputs)
@@ -471,27 +473,25 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   call.push_back("num_warps");
   call.push_back("num_stages");
   py << "    " << gradients << " = " << backward_op << "("
-     << PythonExpr::join(call, ", ") << ")\n";
+     << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
   for (const Parameter &p : params) result.push_back(p.gradient.empty() ? "None" : p.gradient);
   result.push_back("None");
   result.push_back("None");
-  py << "    return " << PythonExpr::join(result, ", ") << "\n\n\n"
+  py << "    return " << join(result) << "\n\n\n"
      << forward_op << ".register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)\n";
 
   // ---- the launcher, under the kernel's name
-  std::string defaults;
+  std::vector<std::string> defaults, param_names, output_names;
   for (const Param &p : fn->params)
-    if (p.default_value) defaults += (defaults.empty() ? "" : ", ") + emit::quote_string(p.name) + ": " + emit::print_expr(*p.default_value);
-  std::string param_names;
-  for (const Parameter &p : params) param_names += (param_names.empty() ? "" : ", ") + emit::quote_string(p.name);
-  std::string output_names;
-  for (const Parameter *p : outputs) output_names += (output_names.empty() ? "" : ", ") + emit::quote_string(p->name);
+    if (p.default_value) defaults.push_back(emit::quote_string(p.name) + ": " + emit::print_expr(*p.default_value));
+  for (const Parameter &p : params) param_names.push_back(emit::quote_string(p.name));
+  for (const Parameter *p : outputs) output_names.push_back(emit::quote_string(p->name));
   py << "\n# " << name << "[grid](...): the kernel as a PyTorch op (the jit function is " << name << ".jit).\n"
-     << name << " = TgradKernel(" << name << ", " << forward_op << ", (" << param_names
-     << (params.size() == 1 ? ",)" : ")") << ", {" << defaults << "},\n"
-     << "                  collections.namedtuple(\"" << name << "_outputs\", (" << output_names
-     << (outputs.size() == 1 ? ",)" : ")") << ", rename=True))\n";
+     << name << " = TgradKernel(" << name << ", " << forward_op << ", " << tuple_of(param_names) << ", {"
+     << join(defaults) << "},\n"
+     << "                  collections.namedtuple(\"" << name << "_outputs\", " << tuple_of(output_names)
+     << ", rename=True))\n";
   return py.str();
 }
 

@@ -31,7 +31,6 @@ namespace tgrad::driver {
 // The module's source, or nullopt with `error` set (a tile function, or a
 // launch value the protocol could not express).
 std::optional<std::string> torch_module(const ast::Module &module, const ad::BackwardRequest &request,
-                                        const ad::Backward &bwd, const std::string &protocol_json,
-                                        const std::string &op_namespace, std::string &error);
+                                        const ad::Backward &bwd, const std::string &op_namespace, std::string &error);
 
 }  // namespace tgrad::driver

@@ -269,9 +269,7 @@ int run_front_end(const Options &opts) {
     if (opts.emit == "json") return write_output(opts.output, tgrad::driver::backward_json(*l->module, request, *bwd)) ? 0 : kExitInputError;
     if (opts.emit == "torch") {
       std::string error;
-      std::optional<std::string> module = tgrad::driver::torch_module(
-          *l->module, request, *bwd, tgrad::driver::backward_json(*l->module, request, *bwd), op_namespace(opts),
-          error);
+      std::optional<std::string> module = tgrad::driver::torch_module(*l->module, request, *bwd, op_namespace(opts), error);
       if (!module) {
         std::cerr << "tgrad: error: " << error << '\n';
         return kExitInputError;
