@@ -237,7 +237,7 @@ class Normalizer {
     auto *call = dyn_cast<Call>(loop.iter.get());
     auto *var = dyn_cast<Name>(loop.target.get());
     const sema::SType *f = call ? type_of(*call->func) : nullptr;
-    if (!call || !var || !f || f->kind != sema::SType::Kind::Builtin || (f->s != "range" && f->s != "tl.range"))
+    if (!call || !var || !f || f->kind != sema::SType::Kind::Builtin || (f->s != "range" && f->s != "tl.range" && f->s != "tl.static_range"))
       fail(loop.iter->span, "a loop in a differentiated kernel must be `for name in range(...)` or tl.range(...)");
     for (const Keyword &k : call->keywords)
       if (k.name == "num_stages" || k.name == "loop_unroll_factor" || k.name == "flatten" || k.name == "warp_specialize" ||
@@ -500,6 +500,7 @@ class Normalizer {
 
   // `for i in tl.static_range(a, b, c)` with known bounds: the body once per
   // value of i, i bound to that constant (Triton unrolls it the same way).
+  // In a kernel, bounds without values leave it a loop (false).
   bool unroll_static_range(const For &loop) {
     auto *call = dyn_cast<Call>(loop.iter.get());
     auto *var = dyn_cast<Name>(loop.target.get());
@@ -509,8 +510,12 @@ class Normalizer {
     std::vector<long long> bounds;
     for (const ExprPtr &a : call->args) {
       const sema::SType *t = type_of(*a);
-      if (!t || t->kind != sema::SType::Kind::Int || !t->known)
+      if (!t || t->kind != sema::SType::Kind::Int || !t->known) {
+        // Bounds not given (a generic constexpr): in a kernel, the loop is
+        // reversed like a runtime loop, which computes the same values.
+        if (kernel_) return false;
         fail(a->span, "tl.static_range needs bounds known before the kernel runs to be unrolled (give them with -D)");
+      }
       bounds.push_back(t->n);
     }
     if (bounds.empty() || bounds.size() > 3) return false;

@@ -58,6 +58,13 @@ struct Checker {
                                              " and is used after this if; its backward depends on the condition's "
                                              "value: give it with -D (one backward per value)");
             }
+        // A name whose type differs between the branches (and is read after
+        // the if) has no one type without the condition's value.
+        if (unknown_constexpr)
+          if (auto d = types.divergent_names.find(i->cond.get()); d != types.divergent_names.end())
+            for (const std::string &n : d->second)
+              if (later[k].count(n) && (conditions.empty() || conditions.back() != i->cond.get()))
+                conditions.push_back(i->cond.get());
         block(i->body, before, later[k]);
         block(i->orelse, before, later[k]);
         // After an if, a name counts as assigned where both branches assign it.

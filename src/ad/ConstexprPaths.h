@@ -20,8 +20,10 @@ namespace tgrad::ad {
 // which the code after the if reads. Returns whether it reported anything.
 bool report_constexpr_guarded_definitions(const ast::Function &fn, const sema::TypeInfo &types, DiagEngine &diags);
 
-// The conditions of those ifs, without reporting: differentiate() makes one
-// backward per value of the flags they read (src/ad/GenericTypes.h).
+// The conditions of those ifs, and of those after which a name read later
+// has a different type on each path (sema's divergent_names), without
+// reporting: differentiate() makes one backward per value of the flags they
+// read (src/ad/Specialize.h).
 std::vector<const ast::Expr *> constexpr_guarded_conditions(const ast::Function &fn, const sema::TypeInfo &types);
 
 }  // namespace tgrad::ad

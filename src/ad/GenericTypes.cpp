@@ -559,6 +559,27 @@ std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn)
   return out;
 }
 
+sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
+                                        DType float_type) {
+  sema::ParamTypes types = given;
+  std::vector<ParamRole> roles = param_roles(module, fn);
+  for (size_t k = 0; k < fn.params.size(); ++k) {
+    const Param &p = fn.params[k];
+    if (types.count(p.name)) continue;
+    switch (roles[k]) {
+      case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type); break;
+      case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32); break;
+      case ParamRole::Scalar:
+        types[p.name] = scalar_of(p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32);
+        break;
+      case ParamRole::Constexpr:
+      case ParamRole::Unused:
+      case ParamRole::Tile: break;
+    }
+  }
+  return types;
+}
+
 std::optional<Backward> differentiate_generic(const Module &module, const SourceManager &sources,
                                               const BackwardRequest &request, DiagEngine &diags) {
   const Function *fn = module.find_function(request.function);

@@ -56,6 +56,13 @@ std::vector<unsigned> pointer_accesses(const ast::Module &module, const ast::Fun
 
 // The length of a generated source's header: its leading comment lines
 // (command line, Generic and Specialized lines).
+// `given` with a uniform representative type of each runtime pointer and
+// scalar it lacks: float pointers to `float_type`, index pointers *int32,
+// scalars int32 (fp32 with a float default). Tiles and constexprs stay as
+// given.
+sema::ParamTypes uniform_representative(const ast::Module &module, const ast::Function &fn,
+                                        const sema::ParamTypes &given, sema::DType float_type);
+
 size_t header_length(const std::string &source);
 
 // The same code (ast::equal) and the same launch protocol.

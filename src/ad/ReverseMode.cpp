@@ -2665,6 +2665,8 @@ class Engine {
       const Expr &arg = *it->second;
       const SType *t = isa<Name>(&arg) ? type_of_name(cast<Name>(&arg)->id) : anf_types_.type_of(&arg);
       if (t) sub.param_types[p.name] = *t;
+      // A generic backward's helpers are generic too: their casts are kept.
+      if (t && t->is_tensor() && generic()) sub.generic_params.insert(p.name);
       if (auto *n = dyn_cast<Name>(&arg); n && active.count(n->id) && is_float_tensor(t)) {
         sub.wrt.push_back(p.name);
         active_args.push_back(n->id);

@@ -135,9 +135,20 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   for (size_t k = 0; k < fn.params.size(); ++k)
     if (fn.is_constexpr_param(k))
       if (auto it = request.param_types.find(fn.params[k].name); it != request.param_types.end()) given[it->first] = it->second;
-  SourceManager scratch;
-  DiagEngine quiet(scratch);
-  std::optional<sema::TypeInfo> info = sema::analyze(module, fn, given, quiet);
+  // The runtime parameters as the first uniform representative the forward
+  // accepts types them: which names change type with a flag depends on them.
+  for (const auto &kv : request.param_types) given.insert(kv);
+  std::optional<sema::TypeInfo> info;
+  for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
+    SourceManager scratch;
+    DiagEngine quiet(scratch);
+    if ((info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet))) break;
+  }
+  if (!info) {
+    SourceManager scratch;
+    DiagEngine quiet(scratch);
+    info = sema::analyze(module, fn, given, quiet);
+  }
   if (!info) return {};
   std::vector<std::string> flags;
   for (const Expr *cond : constexpr_guarded_conditions(fn, *info)) {

@@ -225,7 +225,7 @@ class Checker {
         else if (else_returns) env = then_env;
         // A tl.constexpr condition without a value: Triton takes one branch at
         // compile time, so the branches may disagree; only runtime ifs must agree.
-        else env = join(then_env, else_env, s.span, /*strict=*/c.is_tensor());
+        else env = join(then_env, else_env, s.span, /*strict=*/c.is_tensor(), n->cond.get());
         return false;
       }
       case NodeKind::For: {
@@ -270,7 +270,7 @@ class Checker {
   // defined in the specializations that take it (`if HAS_BIAS: b = ...`
   // ... `if HAS_BIAS: y += b` is valid Triton), and the branches' types
   // need not agree.
-  Env join(const Env &a, const Env &b, const SourceSpan &span, bool strict) {
+  Env join(const Env &a, const Env &b, const SourceSpan &span, bool strict, const Expr *cond = nullptr) {
     Env out;
     for (const auto &kv : a) {
       auto it = b.find(kv.first);
@@ -290,6 +290,7 @@ class Checker {
       } else if (!same_type(x, y)) {
         if (!strict) {
           out[kv.first] = SType::unknown();
+          if (cond) info_.divergent_names[cond].push_back(kv.first);
           continue;
         }
         fail(span, "'" + kv.first + "' is " + x.str() + " on one path of this if and " + y.str() +

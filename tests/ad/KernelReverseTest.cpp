@@ -181,6 +181,15 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,20]", "Y=fp32[5,20]:zeros", "T=int32[5]:uniform(0,3)", "n_rows=5", "n_cols=20",
                     "ignore_index=1"},
                    {"BLOCK=32"}, {"X"}, {}},
+        // Variable-length sequences: with IS_VARLEN the bounds are int64 loads and T is rebound (one backward per
+        // value of the flag, as the types differ); a causal filter over tl.static_range(NTAPS), a loop when NTAPS
+        // has no value.
+        KernelCase{"varlen", "varlen_gate_kernel", {2, 3, 1},
+                   {"X=fp32[21,5]", "G=fp32[21,5]", "Y=fp32[21,5]:zeros", "cu_seqlens=int32[4]:uniform(0,1)", "T=7",
+                    "D=5"},
+                   {"IS_VARLEN=False", "BT=4", "BD=8"}, {"X", "G"}, {}},
+        KernelCase{"varlen", "causal_taps_kernel", {3, 1, 1}, {"X=fp32[40]", "W=fp32[3]", "Y=fp32[40]:zeros", "T=40"},
+                   {"NTAPS=3", "BT=16"}, {"X", "W"}, {}},
         // A helper from a sibling module (relative import with an alias; the helper calls another and reads a constant).
         KernelCase{"imports_helper", "softplus_scale_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-30,30)", "W=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"},

@@ -95,6 +95,11 @@ struct TypeInfo {
   std::unordered_map<const ast::Expr *, SType> types;
   std::vector<ShapeAssumption> assumptions;
   SType result;  // the analysed function's return type
+  // Ifs on a tl.constexpr without a value after which a name has a
+  // different type on each path (`T = eos - bos`, int64, where the other
+  // path keeps the int32 parameter): the name's type is Unknown after the
+  // if; with the condition's value it is exact. By the condition's node.
+  std::unordered_map<const ast::Expr *, std::vector<std::string>> divergent_names;
 
   const SType *type_of(const ast::Expr *e) const {
     auto it = types.find(e);

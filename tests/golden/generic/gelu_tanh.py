@@ -33,7 +33,7 @@ def _tanh_bwd(x, bout):
     btl_sigmoid_x_times_two = bout * 2.0
     bx_times_two = btl_sigmoid_x_times_two * tl_sigmoid_x_times_two * (1.0 - tl_sigmoid_x_times_two)
     bx = bx_times_two * 2.0
-    return bx
+    return bx.to(x.dtype)
 
 
 @triton.jit
