@@ -1084,6 +1084,45 @@ class Engine {
     return reached;
   }
 
+  // A --wrt pointer that reaches no store may still be read through
+  // something tgrad does not type (a tensor descriptor made from it, a
+  // call it cannot follow): then its loads are invisible, and a zero
+  // gradient would be a guess. The pointer and the addresses derived from
+  // it are followed; reaching a value of unknown type is a located error.
+  void refuse_untraced_pointer(const std::string &w) {
+    std::set<std::string> derived{w};
+    std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
+      for (const StmtPtr &s : block) {
+        if (auto *i = dyn_cast<If>(s.get())) {
+          walk(i->body);
+          walk(i->orelse);
+          continue;
+        }
+        if (auto *f = dyn_cast<For>(s.get())) {
+          walk(f->body);
+          continue;
+        }
+        const std::string target = assigned_name(*s);
+        if (target.empty()) continue;
+        std::set<std::string> in;
+        stmt_reads(*s, in);
+        bool from_w = false;
+        for (const std::string &n : in) from_w |= derived.count(n) > 0;
+        if (!from_w) continue;
+        const SType *t = type_of_name(target);
+        if (t && t->is_tensor() && t->elem.is_pointer) {
+          derived.insert(target);
+        } else if (!t || !is_known(*t)) {
+          const Stmt *origin = anf_.origin_of(s.get());
+          fail(origin ? origin->span : s->span,
+               "'" + w + "' reaches this expression, which tgrad does not type, so it cannot see what is loaded "
+               "through it; its gradient would be lost. Load through '" + w + "' with tl.load (or a block pointer)");
+        }
+      }
+    };
+    walk(anf_.fn->body);
+  }
+
   // The zero-gradient audit: for each --wrt pointer, the stores its loaded
   // values reach. A gradient is zero only where they reach no store tgrad
   // differentiates: reaching none at all (or only --no-grad outputs) is a
@@ -1128,6 +1167,7 @@ class Engine {
                                 list(without_gradient) + " only through operations without a gradient (comparisons, "
                                 "integer conversions, argmax, masks or addresses), so its gradient is zero; remove '" +
                                 w + "' from --wrt if that is what you expect");
+      refuse_untraced_pointer(w);
       const std::string why = declared_no_grad.empty()
                                   ? "no store of '" + fn_->name + "' depends on what it loads through '" + w + "'"
                                   : "what it loads reaches only the outputs " + list(declared_no_grad) +
@@ -1975,6 +2015,32 @@ class Engine {
   // body (its first adjoint statement), the carried adjoint becomes the
   // adjoint of the iteration's result, and starts again from zero for the
   // reads of the incoming value.
+  // The step of a carried integer or pointer that each iteration moves by
+  // the same amount (`offset = offset + BLOCK_N`, `ptrs += BLOCK_K * stride`,
+  // a block pointer's tl.advance): the body assigns it once, from itself
+  // plus or minus a value the loop does not assign. Its value in iteration k
+  // is then its entry value + k * step, which the reversed loop computes.
+  std::optional<std::string> induction_step(const For &f, const LoopCarried &c) {
+    std::map<std::string, int> assigned;
+    count_assignments(f.body, assigned);
+    const Assign *copy = top_level_assignment(f.body, c.name);
+    auto *next = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
+    if (!next || assigned[c.name] != 1 || assigned[next->id] != 1) return std::nullopt;
+    const Assign *update = top_level_assignment(f.body, next->id);
+    auto *sum = update ? dyn_cast<BinOp>(update->value.get()) : nullptr;
+    if (!sum || (sum->op != BinaryOpKind::Add && sum->op != BinaryOpKind::Sub)) return std::nullopt;
+    auto *self = dyn_cast<Name>(sum->lhs.get());
+    if (!self || self->id != c.name) return std::nullopt;
+    const Expr &delta = *sum->rhs;
+    if (auto *n = dyn_cast<Name>(&delta); n && assigned.count(n->id)) return std::nullopt;
+    if (!isa<Name>(&delta) && !isa<IntLit>(&delta)) return std::nullopt;
+    const SType *t = type_of_name(c.name);
+    const bool integer_or_pointer = t && (t->kind == SType::Kind::Int ||
+                                          (t->is_tensor() && (t->elem.is_pointer || !sema::is_float(t->elem.dtype))));
+    if (!integer_or_pointer) return std::nullopt;
+    return (sum->op == BinaryOpKind::Sub ? "-" : "") + emit::print_expr(delta);
+  }
+
   void sweep_taped_loop(const For &f, const AccessAnalysis &access, std::vector<std::string> &explanations,
                         const std::set<std::string> &additive) {
     const Stmt *origin = anf_.origin_of(&f);
@@ -2013,6 +2079,8 @@ class Engine {
     context.active = [this](const std::string &n) { return active_.count(n) > 0; };
     std::map<std::string, InvertibleUpdate> inverted = find_invertible_updates(f, anf_.carried.at(&f), context);
     const std::string carried_prefix = "line " + std::to_string(where.begin.line) + ": the loop's carried '";
+    // Carried values stepped by a loop-invariant amount, and the step.
+    std::vector<std::pair<LoopCarried, std::string>> inductions;
     std::vector<std::string> copies_of;  // carried values whose end-of-body copies carry an adjoint
     for (const LoopCarried &c : anf_.carried.at(&f)) {
       if (additive.count(c.name)) continue;
@@ -2032,6 +2100,12 @@ class Engine {
                                "' is recovered in the reversed loop by inverting its update (" + user_name(c.name) + " = (" + user_name(c.name) + "' - ...) / " +
                                user_name(inv->second.scale) + ", " + user_name(inv->second.exponential) +
                                " an exponential), not taped");
+        continue;
+      }
+      if (std::optional<std::string> step = induction_step(f, c)) {
+        explanations.push_back(carried_prefix + user_name(c.name) + "' steps by " + *step +
+                               " each iteration: the reversed loop computes it from the iteration number, not a tape");
+        inductions.push_back({c, *step});
         continue;
       }
       const SType *t = type_of_name(c.name);
@@ -2104,6 +2178,16 @@ class Engine {
     for (const TapedValue &v : L.values)
       head += v.carried + " = tl.load(" + tape_address(L, v, L.reverse_index) + ", mask=" + L.reverse_index + " < " +
               L.trips_param + ", other=float('nan'))" + v.cast + "\n";
+    // An induction variable from the iteration number; a pointer's gradient mirror steps with it.
+    for (const auto &[c, step] : inductions) {
+      head += c.name + " = " + c.init + " + " + L.reverse_index + " * (" + step + ")\n";
+      auto dual = dual_name_.find(c.name), dual_init = dual_name_.find(c.init);
+      if (dual != dual_name_.end() && dual_init == dual_name_.end())
+        fail(where, "internal error: the gradient pointer of the loop's carried '" + user_name(c.name) +
+                        "' has no value at the loop's entry (please report)");
+      if (dual != dual_name_.end())
+        head += dual->second + " = " + dual_init->second + " + " + L.reverse_index + " * (" + step + ")\n";
+    }
     // An inverted value holds the iteration's outgoing value when it starts
     // (the forward replay's final value in the last iteration).
     for (const auto &[c, u] : inverted)
@@ -2663,7 +2747,9 @@ class Engine {
       auto it = arg_of.find(p.name);
       if (it == arg_of.end()) continue;
       const Expr &arg = *it->second;
-      const SType *t = isa<Name>(&arg) ? type_of_name(cast<Name>(&arg)->id) : anf_types_.type_of(&arg);
+      // A name's recorded type, else the expression's (a tl.constexpr without a value: its symbol).
+      const SType *t = isa<Name>(&arg) ? type_of_name(cast<Name>(&arg)->id) : nullptr;
+      if (!t) t = anf_types_.type_of(&arg);
       if (t) sub.param_types[p.name] = *t;
       // A generic backward's helpers are generic too: their casts are kept.
       if (t && t->is_tensor() && generic()) sub.generic_params.insert(p.name);

@@ -7,6 +7,8 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/GenericTypes.h"
+#include "src/lower/BlockPointers.h"
+#include "src/lower/InlineCalls.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -405,15 +407,29 @@ class Specializer {
 
 }  // namespace
 
-std::optional<Backward> differentiate(const Module &module, const SourceManager &sources, const BackwardRequest &request,
-                                      DiagEngine &diags) {
+std::optional<Backward> differentiate(const Module &user_module, const SourceManager &sources,
+                                      const BackwardRequest &request, DiagEngine &diags) {
+  // Block pointers become pointer arithmetic first (src/lower/BlockPointers.h),
+  // then helpers that access memory are inlined (src/lower/InlineCalls.h).
+  std::unique_ptr<Module> lowered, inlined;
+  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
+    return std::nullopt;
+  inlined = lower::inline_memory_helpers(lowered ? *lowered : user_module, request.function, diags);
+  if (diags.has_errors()) return std::nullopt;
+  const Module &module = inlined ? *inlined : lowered ? *lowered : user_module;
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);
-  if (names.empty()) return differentiate_generic(module, sources, request, diags);
-  std::vector<Flag> flags;
-  for (const std::string &n : names) flags.push_back(flag_values(module, *fn, n));
-  return Specializer(module, sources, request, diags, *fn, std::move(flags)).run();
+  std::optional<Backward> out;
+  if (names.empty()) {
+    out = differentiate_generic(module, sources, request, diags);
+  } else {
+    std::vector<Flag> flags;
+    for (const std::string &n : names) flags.push_back(flag_values(module, *fn, n));
+    out = Specializer(module, sources, request, diags, *fn, std::move(flags)).run();
+  }
+  if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
+  return out;
 }
 
 }  // namespace tgrad::ad

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -39,7 +40,7 @@ json op(const char *name, std::vector<json> args) { return json{{name, std::move
 
 class ExprTranslator {
  public:
-  explicit ExprTranslator(const Function &fn) : fn_(fn) { ad::count_assignments(fn.body, assigned_); }
+  explicit ExprTranslator(const Function &fn) : fn_(fn) {}
 
   // The expression over launch values, or nullopt with `why` set.
   std::optional<json> translate(const Expr &e, int depth = 0) {
@@ -48,12 +49,14 @@ class ExprTranslator {
     if (auto *b = dyn_cast<BoolLit>(&e)) return json(b->value);
     if (auto *s = dyn_cast<StrLit>(&e)) return json(s->value);
     if (auto *n = dyn_cast<Name>(&e)) {
+      // A local: its value where the loop starts (symbolic execution below).
+      if (auto it = env_.find(n->id); it != env_.end()) {
+        if (it->second) return *it->second;
+        return fail("'" + n->id + "' is not computed in a way the protocol expresses before the loop");
+      }
       for (const Param &p : fn_.params)
         if (p.name == n->id) return json{{"arg", n->id}};
-      // A local assigned once, at the top level: its value.
-      const Assign *a = ad::top_level_assignment(fn_.body, n->id);
-      if (a && assigned_[n->id] == 1) return translate(*a->value, depth + 1);
-      return fail("'" + n->id + "' is not a launch argument or a value assigned once before the loop");
+      return fail("'" + n->id + "' is not a launch argument or a value computed before the loop");
     }
     if (auto *b = dyn_cast<BinOp>(&e)) {
       const char *name = b->op == BinaryOpKind::Add        ? "add"
@@ -126,6 +129,8 @@ class ExprTranslator {
 
   // The largest trip count of `for v in range(...)` over the forward's programs.
   std::optional<json> trips(const For &loop) {
+    env_.clear();
+    if (!execute(fn_.body, loop)) return fail("the loop was not found");
     auto *c = dyn_cast<Call>(loop.iter.get());
     const std::string callee = c ? emit::print_expr(*c->func) : "";
     if (!c || (callee != "range" && callee != "tl.range") || c->args.empty() || c->args.size() > 3)
@@ -157,25 +162,101 @@ class ExprTranslator {
     return std::nullopt;
   }
 
+  // Each local's value as an expression over launch values (nullopt: not
+  // expressible), by executing the function's statements symbolically up
+  // to `target`. An if's branches give {"if": [cond, then, else]} where they
+  // differ; a name a loop assigns is unknown after it. Returns whether the
+  // target was reached (its path's values are in env_).
+  using Env = std::map<std::string, std::optional<json>>;
+  bool execute(const StmtList &body, const For &target) {
+    for (const StmtPtr &s : body) {
+      if (s.get() == &target) return true;
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        for (const ExprPtr &t : a->targets) bind(*t, a->value.get());
+      } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
+        BinOp sum(a->op, clone(*a->target), clone(*a->value), a->span);
+        bind(*a->target, &sum);
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        std::string why = why_;
+        std::optional<json> cond = translate(*i->cond);
+        why_ = why;
+        Env before = env_;
+        const bool in_then = execute(i->body, target);
+        Env then_env = env_;
+        if (in_then) return true;
+        env_ = before;
+        if (execute(i->orelse, target)) return true;
+        Env else_env = env_;
+        env_ = before;
+        std::set<std::string> names;
+        for (const auto &kv : then_env) names.insert(kv.first);
+        for (const auto &kv : else_env) names.insert(kv.first);
+        for (const std::string &n : names) {
+          auto x = then_env.find(n), y = else_env.find(n);
+          if (x == then_env.end() || y == else_env.end() || !x->second || !y->second || !cond) {
+            // Defined on one path only (a constexpr-guarded name), or not expressible.
+            env_[n] = x != then_env.end() && y != else_env.end() && x->second && y->second && *x->second == *y->second
+                          ? x->second
+                          : std::nullopt;
+            continue;
+          }
+          env_[n] = *x->second == *y->second ? *x->second : op("if", {*cond, *x->second, *y->second});
+        }
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        std::map<std::string, int> assigned;
+        ad::stmt_assignments(*s, assigned);
+        for (const auto &kv : assigned) env_[kv.first] = std::nullopt;
+        if (execute(f->body, target)) return true;
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        std::map<std::string, int> assigned;
+        ad::stmt_assignments(*s, assigned);
+        for (const auto &kv : assigned) env_[kv.first] = std::nullopt;
+        if (execute(w->body, target)) return true;
+      }
+    }
+    return false;
+  }
+
+  void bind(const Expr &target, const Expr *value) {
+    if (auto *n = dyn_cast<Name>(&target)) {
+      std::string why = why_;
+      env_[n->id] = value ? translate(*value) : std::nullopt;
+      why_ = why;
+      return;
+    }
+    if (auto *t = dyn_cast<Tuple>(&target)) {
+      auto *v = value ? dyn_cast<Tuple>(value) : nullptr;
+      std::vector<std::optional<json>> parts;
+      for (size_t k = 0; k < t->elts.size(); ++k) {
+        std::string why = why_;
+        parts.push_back(v && v->elts.size() == t->elts.size() ? translate(*v->elts[k]) : std::nullopt);
+        why_ = why;
+      }
+      // Python evaluates the whole right side first.
+      for (size_t k = 0; k < t->elts.size(); ++k)
+        if (auto *n = dyn_cast<Name>(t->elts[k].get())) env_[n->id] = parts[k];
+    }
+  }
+
   const Function &fn_;
-  std::map<std::string, int> assigned_;
+  Env env_;
   std::string why_;
 };
 
-// The forward's loop that starts at (line, column).
-const For *find_loop(const StmtList &body, int line, int column) {
+// The forward's loops that start at (line, column): one, or one per call of
+// an inlined helper that holds it.
+void find_loops(const StmtList &body, int line, int column, std::vector<const For *> &out) {
   for (const StmtPtr &s : body) {
     if (auto *f = dyn_cast<For>(s.get())) {
-      if (f->span.begin.line == line && f->span.begin.column == column) return f;
-      if (const For *inner = find_loop(f->body, line, column)) return inner;
+      if (f->span.begin.line == line && f->span.begin.column == column) out.push_back(f);
+      find_loops(f->body, line, column, out);
     } else if (auto *i = dyn_cast<If>(s.get())) {
-      if (const For *inner = find_loop(i->body, line, column)) return inner;
-      if (const For *inner = find_loop(i->orelse, line, column)) return inner;
+      find_loops(i->body, line, column, out);
+      find_loops(i->orelse, line, column, out);
     } else if (auto *w = dyn_cast<While>(s.get())) {
-      if (const For *inner = find_loop(w->body, line, column)) return inner;
+      find_loops(w->body, line, column, out);
     }
   }
-  return nullptr;
 }
 
 json numel(const std::string &p) { return json{{"numel", p}}; }
@@ -205,7 +286,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     return "";
   };
   const bool has_partial_sums = !bwd.partial_sums.empty();
-  const std::vector<unsigned> accesses = fn && kernel ? ad::pointer_accesses(module, *fn) : std::vector<unsigned>{};
+  const ast::Function *forward = bwd.forward ? bwd.forward.get() : fn;
+  const std::vector<unsigned> accesses = fn && kernel ? ad::pointer_accesses(module, *forward) : std::vector<unsigned>{};
   json params = json::array();
   for (size_t k = 0; fn && k < fn->params.size(); ++k) {
     const std::string &p = fn->params[k].name;
@@ -284,9 +366,16 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   std::map<std::string, std::string> trips_why;
   for (const auto &t : bwd.tapes) {
     if (trips_value.count(t.trips_param)) continue;
-    const For *loop = fn ? find_loop(fn->body, t.loop_line, t.loop_column) : nullptr;
-    ExprTranslator translate(*fn);
-    std::optional<json> trips = loop ? translate.trips(*loop) : std::nullopt;
+    // The forward as differentiated (block pointers lowered, helpers that access memory inlined).
+    std::vector<const For *> loops;
+    if (forward) find_loops(forward->body, t.loop_line, t.loop_column, loops);
+    const For *loop = loops.empty() ? nullptr : loops[0];
+    ExprTranslator translate(*forward);
+    std::optional<json> trips;
+    std::vector<json> each;
+    for (const For *l : loops)
+      if (std::optional<json> one = translate.trips(*l)) each.push_back(*one);
+    if (!loops.empty() && each.size() == loops.size()) trips = each.size() == 1 ? each[0] : op("max", each);
     trips_value[t.trips_param] = trips ? *trips : json(nullptr);
     trips_why[t.trips_param] =
         "at least the most iterations any program of the forward runs of the loop at line " + std::to_string(t.loop_line) +

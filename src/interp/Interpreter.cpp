@@ -2,6 +2,8 @@
 // the grid program by program, and turning runtime errors into diagnostics.
 #include "tgrad/interp/Interpreter.h"
 
+#include "src/lower/BlockPointers.h"
+
 #include "src/interp/Evaluator.h"
 
 namespace tgrad::interp {
@@ -137,8 +139,13 @@ const ast::Function *find(const ast::Module &m, const std::string &name, DiagEng
 
 }  // namespace
 
-bool run_kernel(const ast::Module &module, const Launch &launch, Memory &memory, const RunOptions &options,
+bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &memory, const RunOptions &options,
                 DiagEngine &diags) {
+  // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h).
+  std::unique_ptr<ast::Module> lowered;
+  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
+    return false;
+  const ast::Module &module = lowered ? *lowered : user_module;
   const ast::Function *fn = find(module, launch.kernel, diags);
   if (!fn) return false;
   std::map<std::string, Value> args;
@@ -204,9 +211,13 @@ bool run_kernel(const ast::Module &module, const Launch &launch, Memory &memory,
   return true;
 }
 
-std::optional<std::vector<Value>> run_function(const ast::Module &module, const std::string &name,
+std::optional<std::vector<Value>> run_function(const ast::Module &user_module, const std::string &name,
                                                const std::map<std::string, Value> &args, Memory &memory,
                                                const RunOptions &options, DiagEngine &diags) {
+  std::unique_ptr<ast::Module> lowered;
+  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
+    return std::nullopt;
+  const ast::Module &module = lowered ? *lowered : user_module;
   const ast::Function *fn = find(module, name, diags);
   if (!fn) return std::nullopt;
   Evaluator ev(module, memory, options);

@@ -181,6 +181,32 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,20]", "Y=fp32[5,20]:zeros", "T=int32[5]:uniform(0,3)", "n_rows=5", "n_cols=20",
                     "ignore_index=1"},
                    {"BLOCK=32"}, {"X"}, {}},
+        // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
+        // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
+        KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},
+                   {"Q=fp32[1,2,40,16]", "K=fp32[1,2,40,16]", "V=fp32[1,2,40,16]", "sm_scale=0.5", "M=fp32[2,40]:zeros",
+                    "Out=fp32[1,2,40,16]:zeros", "stride_qz=1280", "stride_qh=640", "stride_qm=16", "stride_qk=1",
+                    "stride_kz=1280", "stride_kh=640", "stride_kn=16", "stride_kk=1", "stride_vz=1280", "stride_vh=640",
+                    "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
+                    "H=2", "N_CTX=40"},
+                   {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "STAGE=1"}, {"Q", "K", "V"},
+                   {"the loop's carried 'K_ptrs_offset1' steps by BLOCK_N each iteration"}},
+        KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},
+                   {"Q=fp32[1,2,40,16]", "K=fp32[1,2,40,16]", "V=fp32[1,2,40,16]", "sm_scale=0.5", "M=fp32[2,40]:zeros",
+                    "Out=fp32[1,2,40,16]:zeros", "stride_qz=1280", "stride_qh=640", "stride_qm=16", "stride_qk=1",
+                    "stride_kz=1280", "stride_kh=640", "stride_kn=16", "stride_kk=1", "stride_vz=1280", "stride_vh=640",
+                    "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
+                    "H=2", "N_CTX=40"},
+                   {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "STAGE=3"}, {"Q", "K", "V"}, {}},
+        // A taped running max whose pointer advances by a fixed step (an induction variable: the reversed loop
+        // computes it from the iteration number).
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,8]", "Y=fp32[2,8]:zeros", "n=5"}, {"B=8"}, {"X"},
+                   {"the loop's carried 'p' steps by B each iteration"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, n, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32) - float('inf')\n"
+                   "    p = X + tl.program_id(0) * n * B + tl.arange(0, B)\n    for i in range(0, n):\n"
+                   "        m = tl.maximum(m, tl.load(p))\n        p += B\n"
+                   "    tl.store(Y + tl.program_id(0) * B + tl.arange(0, B), m)\n"},
         // Variable-length sequences: with IS_VARLEN the bounds are int64 loads and T is rebound (one backward per
         // value of the flag, as the types differ); a causal filter over tl.static_range(NTAPS), a loop when NTAPS
         // has no value.
@@ -349,12 +375,13 @@ TEST(KernelReverseErrors, TwoStoresToOnePointer) {
   EXPECT_NE(m.find("t.py:8:5: error: 'Y' is stored to twice in this kernel"), std::string::npos) << m;
 }
 
-TEST(KernelReverseErrors, TapedLoopCarryingAPointer) {
-  // The running max must be taped; the advancing pointer cannot be: the reversed loop would need its value.
+TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {
+  // The running max must be taped; a pointer advanced by the loop variable is not an induction variable (its
+  // step changes), so the reversed loop cannot compute it: a located error.
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, Y, n, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
                                 "    p = X + tl.arange(0, B)\n    for i in range(0, n):\n"
-                                "        m = tl.maximum(m, tl.load(p))\n        p += B\n"
+                                "        m = tl.maximum(m, tl.load(p))\n        p += i * B\n"
                                 "    tl.store(Y + tl.arange(0, B), m)\n",
                             {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
   EXPECT_NE(m.find("t.py:7:5: error: this loop carries 'p' (*fp32[B]) besides values tgrad must tape to reverse the "

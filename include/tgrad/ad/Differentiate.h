@@ -60,6 +60,10 @@ struct Backward {
   // The backward function and the jit functions it calls, with imports: a
   // module that runs under Triton and in tgrad's interpreter.
   std::unique_ptr<ast::Module> module;
+  // The forward function as differentiated where it differs from the user's
+  // (block pointers lowered, helpers that access memory inlined:
+  // src/lower/): the launch protocol reads its loops. Null otherwise.
+  std::shared_ptr<const ast::Function> forward;
   std::string backward_name;                // "fn1_bwd"
   std::vector<std::string> output_adjoints; // the b<out> parameters, in the order of the outputs
   std::string source;                       // the module printed, with its header

@@ -1,0 +1,716 @@
+#include "src/lower/BlockPointers.h"
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/lower/Walk.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::lower {
+
+using namespace ast;
+
+namespace {
+
+struct LowerError {
+  SourceSpan span;
+  std::string message;
+};
+
+[[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw LowerError{span, message}; }
+
+// `tl.NAME(...)` (or triton.language.NAME).
+bool is_tl_call(const Expr *e, const char *name) {
+  auto *c = dyn_cast<Call>(e);
+  if (!c) return false;
+  const std::string callee = emit::print_expr(*c->func);
+  return callee == std::string("tl.") + name || callee == std::string("triton.language.") + name;
+}
+
+const Expr *argument(const Call &c, size_t position, const char *keyword) {
+  if (position < c.args.size()) return c.args[position].get();
+  return c.keyword(keyword);
+}
+
+// The elements of a tuple or list written in the call (`(M, N)`, `[BM, BN]`).
+const ExprList &elements(const Expr *e, const SourceSpan &call, const char *what) {
+  if (auto *t = dyn_cast<Tuple>(e)) return t->elts;
+  if (auto *l = dyn_cast<List>(e)) return l->elts;
+  fail(e ? e->span : call, std::string("tgrad needs the ") + what +
+                               " of a block pointer written as a tuple in the call (for example (M, N))");
+}
+
+ExprPtr name(const std::string &id, const SourceSpan &s) { return std::make_unique<Name>(id, s); }
+ExprPtr binop(BinaryOpKind op, ExprPtr a, ExprPtr b, const SourceSpan &s) {
+  return std::make_unique<BinOp>(op, std::move(a), std::move(b), s);
+}
+StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s) {
+  ExprList targets;
+  targets.push_back(name(target, s));
+  return std::make_unique<Assign>(std::move(targets), std::move(value), s);
+}
+
+bool calls_make_block_ptr(const Expr &e) {
+  if (is_tl_call(&e, "make_block_ptr")) return true;
+  bool found = false;
+  // Any call below: a cheap recursive check over the expression kinds that hold calls.
+  switch (e.kind) {
+    case NodeKind::Call: {
+      auto *c = cast<Call>(&e);
+      for (const ExprPtr &a : c->args) found |= calls_make_block_ptr(*a);
+      for (const Keyword &k : c->keywords) found |= calls_make_block_ptr(*k.value);
+      found |= calls_make_block_ptr(*c->func);
+      return found;
+    }
+    case NodeKind::Attribute: return calls_make_block_ptr(*cast<Attribute>(&e)->value);
+    case NodeKind::Tuple:
+      for (const ExprPtr &v : cast<Tuple>(&e)->elts) found |= calls_make_block_ptr(*v);
+      return found;
+    case NodeKind::Subscript: return calls_make_block_ptr(*cast<Subscript>(&e)->value);
+    case NodeKind::BinOp:
+      return calls_make_block_ptr(*cast<BinOp>(&e)->lhs) || calls_make_block_ptr(*cast<BinOp>(&e)->rhs);
+    default: return false;
+  }
+}
+
+bool calls_make_block_ptr(const StmtList &block) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get()); a && calls_make_block_ptr(*a->value)) return true;
+    if (auto *x = dyn_cast<ExprStmt>(s.get()); x && calls_make_block_ptr(*x->value)) return true;
+    if (auto *r = dyn_cast<Return>(s.get()); r && r->value && calls_make_block_ptr(*r->value)) return true;
+    if (auto *i = dyn_cast<If>(s.get()); i && (calls_make_block_ptr(i->body) || calls_make_block_ptr(i->orelse)))
+      return true;
+    if (auto *f = dyn_cast<For>(s.get()); f && calls_make_block_ptr(f->body)) return true;
+    if (auto *w = dyn_cast<While>(s.get()); w && calls_make_block_ptr(w->body)) return true;
+  }
+  return false;
+}
+
+// A block pointer variable: the prefix of its parts and its block shape.
+struct BlockPointer {
+  std::string prefix;
+  size_t rank = 0;
+  std::vector<std::shared_ptr<const Expr>> block_shape;  // constexpr expressions
+  std::string base() const { return prefix + "_base"; }
+  std::string shape(size_t d) const { return prefix + "_shape" + std::to_string(d); }
+  std::string stride(size_t d) const { return prefix + "_stride" + std::to_string(d); }
+  std::string offset(size_t d) const { return prefix + "_offset" + std::to_string(d); }
+  std::string block(size_t d) const { return prefix + "_block" + std::to_string(d); }
+  std::string index(size_t d) const { return prefix + "_index" + std::to_string(d); }
+  // Parts passed to a helper, in parameter order (the block dims last).
+  std::vector<std::string> runtime_parts() const {
+    std::vector<std::string> out{base()};
+    for (size_t d = 0; d < rank; ++d) out.push_back(shape(d));
+    for (size_t d = 0; d < rank; ++d) out.push_back(stride(d));
+    for (size_t d = 0; d < rank; ++d) out.push_back(offset(d));
+    return out;
+  }
+};
+
+// A prefix for the parts of `var` that no name of the function uses.
+std::string fresh_prefix(const std::string &var, const std::set<std::string> &taken) {
+  std::string prefix = var;
+  auto clashes = [&](const std::string &p) {
+    for (const char *part : {"_base", "_shape0", "_stride0", "_offset0", "_block0", "_index0"})
+      if (taken.count(p + part)) return true;
+    return false;
+  };
+  while (clashes(prefix)) prefix += "_bp";
+  return prefix;
+}
+
+// What the module-level pass needs to know of the helpers' block-pointer
+// parameters: per function, per parameter name, its rank.
+using ParamBlocks = std::map<std::string, std::map<std::string, size_t>>;
+
+class FunctionLowering {
+ public:
+  FunctionLowering(const Module &module, const Function &fn, const std::map<std::string, size_t> &params,
+                   ParamBlocks &needs)
+      : module_(module), fn_(fn), params_(params), needs_(needs) {
+    std::set<std::string> taken;
+    collect_names(fn.body, taken);
+    for (const Param &p : fn.params) taken.insert(p.name);
+    taken_ = taken;
+  }
+
+  std::unique_ptr<Function> run() {
+    auto out = clone_signature(fn_);
+    out->params.clear();
+    for (const Param &p : fn_.params) {
+      auto it = params_.find(p.name);
+      if (it == params_.end()) {
+        out->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr,
+                               p.default_value ? clone(*p.default_value) : nullptr});
+        continue;
+      }
+      BlockPointer bp = parameter_block_pointer(fn_, p.name, it->second);
+      for (const std::string &part : bp.runtime_parts()) out->params.push_back({part, p.span, nullptr, nullptr});
+      for (size_t d = 0; d < bp.rank; ++d) {
+        auto constexpr_annotation = std::make_unique<Attribute>(name("tl", p.span), "constexpr", p.span);
+        out->params.push_back({bp.block(d), p.span, std::move(constexpr_annotation), nullptr});
+      }
+      pointers_[p.name] = bp;
+    }
+    find_block_pointers(fn_.body);
+    find_block_pointers(fn_.body);  // names copied from ones assigned later in a loop
+    out->body = lower_block(fn_.body);
+    return out;
+  }
+
+  // The parts of a helper's block-pointer parameter (its prefix made fresh in the helper).
+  static BlockPointer parameter_block_pointer(const Function &fn, const std::string &param, size_t rank) {
+    std::set<std::string> taken;
+    collect_names(fn.body, taken);
+    for (const Param &p : fn.params)
+      if (p.name != param) taken.insert(p.name);
+    BlockPointer bp;
+    bp.prefix = fresh_prefix(param, taken);
+    bp.rank = rank;
+    for (size_t d = 0; d < rank; ++d) bp.block_shape.push_back(std::make_shared<Name>(bp.block(d)));
+    return bp;
+  }
+
+ private:
+  // ------------------------------------------- which names hold block pointers
+
+  const BlockPointer *pointer_of(const Expr *e) const {
+    auto *n = dyn_cast<Name>(e);
+    if (!n) return nullptr;
+    auto it = pointers_.find(n->id);
+    return it == pointers_.end() ? nullptr : &it->second;
+  }
+
+  // The block pointer an expression evaluates to (shape only), or null.
+  std::optional<BlockPointer> value_shape(const Expr &value) const {
+    if (is_tl_call(&value, "make_block_ptr")) {
+      auto *c = cast<Call>(&value);
+      const ExprList &block = elements(argument(*c, 4, "block_shape"), c->span, "block_shape");
+      BlockPointer bp;
+      bp.rank = block.size();
+      for (const ExprPtr &b : block) bp.block_shape.push_back(std::shared_ptr<const Expr>(clone(*b).release()));
+      return bp;
+    }
+    if (is_tl_call(&value, "advance")) {
+      const Expr *src = argument(*cast<Call>(&value), 0, "base");
+      if (const BlockPointer *bp = pointer_of(src)) return *bp;
+      return std::nullopt;
+    }
+    if (const BlockPointer *bp = pointer_of(&value)) return *bp;
+    return std::nullopt;
+  }
+
+  void note_pointer(const Expr &target, const Expr &value) {
+    auto *n = dyn_cast<Name>(&target);
+    std::optional<BlockPointer> bp = value_shape(value);
+    if (!bp) return;
+    if (!n) fail(target.span, "tgrad lowers block pointers assigned to names; assign this one to a name");
+    auto it = pointers_.find(n->id);
+    if (it != pointers_.end()) {
+      if (it->second.rank != bp->rank)
+        fail(target.span, "'" + n->id + "' holds block pointers of " + std::to_string(it->second.rank) + " and " +
+                              std::to_string(bp->rank) + " dimensions; tgrad needs one rank per name");
+      return;
+    }
+    bp->prefix = fresh_prefix(n->id, taken_);
+    for (const char *part : {"_base", "_shape0", "_stride0", "_offset0", "_block0", "_index0"}) taken_.insert(bp->prefix + part);
+    pointers_[n->id] = *bp;
+  }
+
+  void find_block_pointers(const StmtList &block) {
+    for (const StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        for (const ExprPtr &t : a->targets) {
+          auto *tt = dyn_cast<Tuple>(t.get());
+          auto *tv = dyn_cast<Tuple>(a->value.get());
+          if (tt && tv && tt->elts.size() == tv->elts.size()) {
+            for (size_t k = 0; k < tt->elts.size(); ++k) note_pointer(*tt->elts[k], *tv->elts[k]);
+          } else {
+            note_pointer(*t, *a->value);
+          }
+        }
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        find_block_pointers(i->body);
+        find_block_pointers(i->orelse);
+      }
+      if (auto *f = dyn_cast<For>(s.get())) find_block_pointers(f->body);
+      if (auto *w = dyn_cast<While>(s.get())) find_block_pointers(w->body);
+    }
+  }
+
+  // ------------------------------------------------------------ statements
+
+  StmtList lower_block(const StmtList &block) {
+    StmtList out;
+    for (const StmtPtr &s : block) lower_stmt(*s, out);
+    return out;
+  }
+
+  void flush(StmtList &out) {
+    for (StmtPtr &p : pending_) out.push_back(std::move(p));
+    pending_.clear();
+  }
+
+  void lower_stmt(const Stmt &s, StmtList &out) {
+    if (auto *a = dyn_cast<Assign>(&s)) {
+      if (a->targets.size() == 1) {
+        auto *tt = dyn_cast<Tuple>(a->targets[0].get());
+        auto *tv = dyn_cast<Tuple>(a->value.get());
+        bool any_pointer = false;
+        if (tt && tv && tt->elts.size() == tv->elts.size())
+          for (size_t k = 0; k < tt->elts.size(); ++k) any_pointer |= value_shape(*tv->elts[k]).has_value();
+        if (any_pointer) {
+          // p_q, p_k = tl.make_block_ptr(...), tl.make_block_ptr(...): one assignment each, unless a value reads
+          // a name assigned before it (Python evaluates the whole right side first).
+          std::set<std::string> targets, read;
+          for (const ExprPtr &t : tt->elts) collect_names(*t, targets);
+          for (const ExprPtr &v : tv->elts) collect_names(*v, read);
+          for (const std::string &t : targets)
+            if (read.count(t))
+              fail(s.span, "tgrad lowers this tuple of block pointers one assignment at a time, but a value reads '" +
+                               t + "', which the assignment also sets: write one assignment per line");
+          for (size_t k = 0; k < tt->elts.size(); ++k) {
+            ExprList one;
+            one.push_back(clone(*tt->elts[k]));
+            Assign single(std::move(one), clone(*tv->elts[k]), s.span);
+            lower_stmt(single, out);
+          }
+          return;
+        }
+        if (auto *n = dyn_cast<Name>(a->targets[0].get())) {
+          auto it = pointers_.find(n->id);
+          if (it != pointers_.end()) {
+            assign_pointer(it->second, *a->value, s.span, out);
+            return;
+          }
+        }
+      }
+    }
+    if (auto *a = dyn_cast<AugAssign>(&s); a && pointer_of(a->target.get()))
+      fail(s.span, "a block pointer moves with tl.advance(p, offsets), not with +=");
+
+    StmtPtr copy = clone(s);
+    lower_exprs_of(*copy);
+    if (auto *i = dyn_cast<If>(copy.get())) {
+      i->body = lower_block(cast<If>(&s)->body);
+      i->orelse = lower_block(cast<If>(&s)->orelse);
+    } else if (auto *f = dyn_cast<For>(copy.get())) {
+      f->body = lower_block(cast<For>(&s)->body);
+    } else if (auto *w = dyn_cast<While>(copy.get())) {
+      if (!pending_.empty()) fail(w->cond->span, "tgrad cannot lower a block pointer made in a while condition");
+      w->body = lower_block(cast<While>(&s)->body);
+    }
+    flush(out);
+    copy->leading_comment = s.leading_comment;
+    out.push_back(std::move(copy));
+  }
+
+  // The expressions a statement reads (not its nested blocks), lowered in place.
+  void lower_exprs_of(Stmt &s) {
+    switch (s.kind) {
+      case NodeKind::ExprStmt: lower_expr(cast<ExprStmt>(&s)->value); return;
+      case NodeKind::Assign:
+        lower_expr(cast<Assign>(&s)->value);
+        for (ExprPtr &t : cast<Assign>(&s)->targets) check_no_pointer(*t);
+        return;
+      case NodeKind::AugAssign: lower_expr(cast<AugAssign>(&s)->value); return;
+      case NodeKind::AnnAssign:
+        if (cast<AnnAssign>(&s)->value) lower_expr(cast<AnnAssign>(&s)->value);
+        return;
+      case NodeKind::If: lower_expr(cast<If>(&s)->cond); return;
+      case NodeKind::For: lower_expr(cast<For>(&s)->iter); return;
+      case NodeKind::While: lower_expr(cast<While>(&s)->cond); return;
+      case NodeKind::Return:
+        if (cast<Return>(&s)->value) lower_expr(cast<Return>(&s)->value);
+        return;
+      case NodeKind::Assert: lower_expr(cast<Assert>(&s)->test); return;
+      default: return;
+    }
+  }
+
+  void check_no_pointer(const Expr &target) {
+    if (const BlockPointer *bp = pointer_of(&target); bp)
+      fail(target.span, "'" + cast<Name>(&target)->id + "' holds a block pointer here and another value elsewhere");
+  }
+
+  // `p = <block pointer value>`: the parts of p.
+  void assign_pointer(const BlockPointer &bp, const Expr &value, const SourceSpan &span, StmtList &out) {
+    if (is_tl_call(&value, "make_block_ptr")) {
+      auto *c = cast<Call>(&value);
+      const Expr *base = argument(*c, 0, "base");
+      if (!base) fail(c->span, "tl.make_block_ptr needs a base pointer");
+      const ExprList &shape = elements(argument(*c, 1, "shape"), c->span, "shape");
+      const ExprList &strides = elements(argument(*c, 2, "strides"), c->span, "strides");
+      const ExprList &offsets = elements(argument(*c, 3, "offsets"), c->span, "offsets");
+      if (shape.size() != bp.rank || strides.size() != bp.rank || offsets.size() != bp.rank)
+        fail(c->span, "tl.make_block_ptr needs shape, strides, offsets and block_shape of one length");
+      ExprPtr b = clone(*base);
+      lower_expr(b);
+      std::vector<StmtPtr> parts;
+      parts.push_back(assign(bp.base(), std::move(b), span));
+      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.shape(d), lowered(*shape[d]), span));
+      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.stride(d), lowered(*strides[d]), span));
+      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.offset(d), lowered(*offsets[d]), span));
+      flush(out);
+      for (StmtPtr &p : parts) out.push_back(std::move(p));
+      return;
+    }
+    if (is_tl_call(&value, "advance")) {
+      auto *c = cast<Call>(&value);
+      const BlockPointer *src = pointer_of(argument(*c, 0, "base"));
+      const ExprList &deltas = elements(argument(*c, 1, "offsets"), c->span, "offsets");
+      if (deltas.size() != bp.rank)
+        fail(c->span, "tl.advance needs one offset per dimension of the block pointer (" + std::to_string(bp.rank) + ")");
+      std::vector<StmtPtr> parts;
+      if (src->prefix != bp.prefix) copy_parts(*src, bp, /*offsets=*/false, span, parts);
+      for (size_t d = 0; d < bp.rank; ++d)
+        parts.push_back(assign(bp.offset(d), binop(BinaryOpKind::Add, name(src->offset(d), span), lowered(*deltas[d]), span),
+                               span));
+      flush(out);
+      for (StmtPtr &p : parts) out.push_back(std::move(p));
+      return;
+    }
+    if (const BlockPointer *src = pointer_of(&value)) {
+      if (src->prefix == bp.prefix) return;
+      std::vector<StmtPtr> parts;
+      copy_parts(*src, bp, /*offsets=*/true, span, parts);
+      for (StmtPtr &p : parts) out.push_back(std::move(p));
+      return;
+    }
+    fail(value.span, "this assigns to a name that holds a block pointer elsewhere; tgrad needs block pointers in "
+                     "names of their own");
+  }
+
+  static void copy_parts(const BlockPointer &from, const BlockPointer &to, bool offsets, const SourceSpan &span,
+                         std::vector<StmtPtr> &out) {
+    out.push_back(assign(to.base(), name(from.base(), span), span));
+    for (size_t d = 0; d < to.rank; ++d) out.push_back(assign(to.shape(d), name(from.shape(d), span), span));
+    for (size_t d = 0; d < to.rank; ++d) out.push_back(assign(to.stride(d), name(from.stride(d), span), span));
+    if (offsets)
+      for (size_t d = 0; d < to.rank; ++d) out.push_back(assign(to.offset(d), name(from.offset(d), span), span));
+  }
+
+  // ----------------------------------------------------------- expressions
+
+  ExprPtr lowered(const Expr &e) {
+    ExprPtr copy = clone(e);
+    lower_expr(copy);
+    return copy;
+  }
+
+  // A block pointer made or advanced inside an expression (`tl.load(tl.advance(p, (0, BK)))`): its parts go in
+  // statements before this one, under a fresh name.
+  const BlockPointer &hoist(const Expr &value) {
+    std::optional<BlockPointer> bp = value_shape(value);
+    bp->prefix = fresh_prefix("block_ptr", taken_);
+    for (const char *part : {"_base", "_shape0", "_stride0", "_offset0", "_block0", "_index0"}) taken_.insert(bp->prefix + part);
+    hoisted_.push_back(std::make_unique<BlockPointer>(*bp));
+    StmtList parts;
+    assign_pointer(*hoisted_.back(), value, value.span, parts);
+    for (StmtPtr &p : parts) pending_.push_back(std::move(p));
+    return *hoisted_.back();
+  }
+
+  // The block pointer an access goes through: a name, or a call made in place.
+  const BlockPointer *access_pointer(const Expr *e) {
+    if (!e) return nullptr;
+    if (const BlockPointer *bp = pointer_of(e)) return bp;
+    if (is_tl_call(e, "make_block_ptr") || (is_tl_call(e, "advance") && value_shape(*e))) return &hoist(*e);
+    return nullptr;
+  }
+
+  // Before the access: `<prefix>_index<d> = offset_d + tl.arange(0, B_d)`, the
+  // indices of the block in each dimension (reassigned at each access).
+  void define_indices(const BlockPointer &bp, const SourceSpan &s) {
+    for (size_t d = 0; d < bp.rank; ++d) {
+      ExprList range;
+      range.push_back(std::make_unique<IntLit>(0, "0", s));
+      range.push_back(clone(*bp.block_shape[d]));
+      auto arange = std::make_unique<Call>(std::make_unique<Attribute>(name("tl", s), "arange", s), std::move(range),
+                                           std::vector<Keyword>{}, s);
+      pending_.push_back(assign(bp.index(d), binop(BinaryOpKind::Add, name(bp.offset(d), s), std::move(arange), s), s));
+    }
+  }
+
+  // The indices of dimension d, expanded to the block's rank.
+  ExprPtr index(const BlockPointer &bp, size_t d, const SourceSpan &s) {
+    ExprPtr idx = name(bp.index(d), s);
+    if (bp.rank == 1) return idx;
+    ExprList indices;
+    for (size_t k = 0; k < bp.rank; ++k)
+      indices.push_back(k == d ? ExprPtr(std::make_unique<Slice>(nullptr, nullptr, nullptr, s))
+                               : ExprPtr(std::make_unique<NoneLit>(s)));
+    return std::make_unique<Subscript>(std::move(idx), std::move(indices), s);
+  }
+
+  ExprPtr address(const BlockPointer &bp, const SourceSpan &s) {
+    ExprPtr a = name(bp.base(), s);
+    for (size_t d = 0; d < bp.rank; ++d)
+      a = binop(BinaryOpKind::Add, std::move(a), binop(BinaryOpKind::Mul, index(bp, d, s), name(bp.stride(d), s), s), s);
+    return a;
+  }
+
+  // The dimensions `boundary_check` names (literal integers), in order.
+  static std::vector<size_t> checked_dims(const Call &c, const BlockPointer &bp) {
+    std::vector<size_t> dims;
+    const Expr *check = c.keyword("boundary_check");
+    if (!check) return dims;
+    auto add = [&](const Expr &e) {
+      auto *lit = dyn_cast<IntLit>(&e);
+      if (!lit) fail(e.span, "tgrad needs boundary_check written as literal dimensions, for example (0, 1)");
+      if (lit->value >= bp.rank)
+        fail(e.span, "boundary_check names dimension " + std::to_string(lit->value) + " of a block pointer with " +
+                         std::to_string(bp.rank));
+      dims.push_back(static_cast<size_t>(lit->value));
+    };
+    if (auto *t = dyn_cast<Tuple>(check)) {
+      for (const ExprPtr &e : t->elts) add(*e);
+    } else if (auto *l = dyn_cast<List>(check)) {
+      for (const ExprPtr &e : l->elts) add(*e);
+    } else {
+      add(*check);
+    }
+    return dims;
+  }
+
+  // 0 <= index < shape in each checked dimension (Triton's boundary check).
+  ExprPtr mask(const BlockPointer &bp, const std::vector<size_t> &dims, const SourceSpan &s) {
+    ExprPtr m;
+    for (size_t d : dims) {
+      for (CompareOpKind op : {CompareOpKind::GtE, CompareOpKind::Lt}) {
+        ExprList right;
+        right.push_back(op == CompareOpKind::GtE ? ExprPtr(std::make_unique<IntLit>(0, "0", s)) : name(bp.shape(d), s));
+        ExprPtr c = std::make_unique<Compare>(index(bp, d, s), std::vector<CompareOpKind>{op}, std::move(right), s);
+        m = m ? binop(BinaryOpKind::BitAnd, std::move(m), std::move(c), s) : std::move(c);
+      }
+    }
+    return m;
+  }
+
+  // tl.load(p, boundary_check=..., padding_option=...) / tl.store(p, v, boundary_check=...).
+  ExprPtr lower_access(Call &c, const BlockPointer &bp, bool load) {
+    for (const Keyword &k : c.keywords)
+      if (k.name == "mask" || k.name == "other")
+        fail(k.name_span, "a load or store through a block pointer takes boundary_check and padding_option, not " +
+                              k.name + " (Triton refuses it too)");
+    std::vector<size_t> dims = checked_dims(c, bp);
+    define_indices(bp, c.span);
+    ExprList args;
+    args.push_back(address(bp, c.span));
+    if (!load) {
+      ExprPtr value = c.args.size() > 1 ? std::move(c.args[1]) : nullptr;
+      for (Keyword &k : c.keywords)
+        if (k.name == "value") value = std::move(k.value);
+      if (!value) fail(c.span, "tl.store needs a value");
+      lower_expr(value);
+      args.push_back(std::move(value));
+    }
+    std::vector<Keyword> kws;
+    if (!dims.empty()) kws.push_back({"mask", c.span, mask(bp, dims, c.span)});
+    for (Keyword &k : c.keywords) {
+      if (k.name == "boundary_check" || k.name == "value" || k.name == "pointer") continue;
+      if (k.name == "padding_option") {
+        auto *p = dyn_cast<StrLit>(k.value.get());
+        if (!p || (p->value != "" && p->value != "zero" && p->value != "nan"))
+          fail(k.value->span, "padding_option must be \"zero\", \"nan\" or \"\"");
+        // Without a padding option the lanes outside the checked bounds are undefined, as in Triton.
+        if (!dims.empty() && p->value == "zero") kws.push_back({"other", k.name_span, std::make_unique<FloatLit>(0.0, "0.0", c.span)});
+        if (!dims.empty() && p->value == "nan") {
+          ExprList nan;
+          nan.push_back(std::make_unique<StrLit>("nan", "'nan'", c.span));
+          kws.push_back({"other", k.name_span,
+                         std::make_unique<Call>(name("float", c.span), std::move(nan), std::vector<Keyword>{}, c.span)});
+        }
+        continue;
+      }
+      lower_expr(k.value);
+      kws.push_back(std::move(k));
+    }
+    return std::make_unique<Call>(std::move(c.func), std::move(args), std::move(kws), c.span);
+  }
+
+  // A call of a jit helper: a block-pointer argument becomes its parts and its block shape.
+  void lower_helper_call(Call &c, const Function &callee) {
+    ExprList args;
+    std::vector<Keyword> kws;
+    auto expand = [&](const BlockPointer &bp, const std::string &param, const SourceSpan &s, bool keyword) {
+      size_t &rank = needs_[callee.name][param];
+      if (rank != 0 && rank != bp.rank)
+        fail(s, "'" + callee.name + "' is called with block pointers of " + std::to_string(rank) + " and " +
+                    std::to_string(bp.rank) + " dimensions for '" + param + "'; tgrad needs one rank per parameter");
+      rank = bp.rank;
+      BlockPointer theirs = parameter_block_pointer(callee, param, bp.rank);
+      std::vector<std::string> mine = bp.runtime_parts(), their_names = theirs.runtime_parts();
+      for (size_t k = 0; k < mine.size(); ++k) {
+        if (keyword) kws.push_back({their_names[k], s, name(mine[k], s)});
+        else args.push_back(name(mine[k], s));
+      }
+      for (size_t d = 0; d < bp.rank; ++d) {
+        if (keyword) kws.push_back({theirs.block(d), s, clone(*bp.block_shape[d])});
+        else args.push_back(clone(*bp.block_shape[d]));
+      }
+    };
+    for (size_t k = 0; k < c.args.size(); ++k) {
+      if (const BlockPointer *bp = access_pointer(c.args[k].get())) {
+        if (k >= callee.params.size()) fail(c.args[k]->span, "'" + callee.name + "' takes fewer arguments");
+        expand(*bp, callee.params[k].name, c.args[k]->span, false);
+        continue;
+      }
+      lower_expr(c.args[k]);
+      args.push_back(std::move(c.args[k]));
+    }
+    for (Keyword &k : c.keywords) {
+      if (const BlockPointer *bp = access_pointer(k.value.get())) {
+        expand(*bp, k.name, k.value->span, true);
+        continue;
+      }
+      lower_expr(k.value);
+      kws.push_back(std::move(k));
+    }
+    c.args = std::move(args);
+    c.keywords = std::move(kws);
+  }
+
+  void lower_expr(ExprPtr &e) {
+    if (auto *c = dyn_cast<Call>(e.get())) {
+      const bool load = is_tl_call(c, "load"), store = is_tl_call(c, "store");
+      if (load || store) {
+        if (const BlockPointer *bp = access_pointer(argument(*c, 0, "pointer"))) {
+          if (c->args.empty())
+            fail(c->span, "tgrad needs the block pointer of a load or store as its first argument");
+          e = lower_access(*c, *bp, load);
+          return;
+        }
+      }
+      if (is_tl_call(c, "make_block_ptr") || is_tl_call(c, "advance"))
+        fail(c->span, "tgrad lowers block pointers assigned to names or used directly in tl.load and tl.store; "
+                      "assign this one to a name");
+      if (auto *callee_name = dyn_cast<Name>(c->func.get()))
+        if (const Function *callee = module_.find_function(callee_name->id)) {
+          bool any = false;
+          for (const ExprPtr &a : c->args) any |= pointer_of(a.get()) || value_shape(*a).has_value();
+          for (const Keyword &k : c->keywords) any |= pointer_of(k.value.get()) || value_shape(*k.value).has_value();
+          if (any) {
+            lower_helper_call(*c, *callee);
+            return;
+          }
+        }
+    }
+    // p.dtype: the base pointer's.
+    if (auto *a = dyn_cast<Attribute>(e.get()); a && a->attr == "dtype")
+      if (const BlockPointer *bp = pointer_of(a->value.get())) {
+        a->value = name(bp->base(), a->value->span);
+        return;
+      }
+    if (const BlockPointer *bp = pointer_of(e.get())) {
+      (void)bp;
+      fail(e->span, "'" + cast<Name>(e.get())->id + "' is a block pointer; tgrad lowers block pointers used in "
+                    "tl.load, tl.store, tl.advance, .dtype and calls of jit functions, not here");
+    }
+    switch (e->kind) {
+      case NodeKind::Attribute: lower_expr(cast<Attribute>(e.get())->value); return;
+      case NodeKind::Subscript: {
+        auto *s = cast<Subscript>(e.get());
+        lower_expr(s->value);
+        for (ExprPtr &i : s->indices) lower_expr(i);
+        return;
+      }
+      case NodeKind::Slice: {
+        auto *s = cast<Slice>(e.get());
+        for (ExprPtr *p : {&s->lower, &s->upper, &s->step})
+          if (*p) lower_expr(*p);
+        return;
+      }
+      case NodeKind::Call: {
+        auto *c = cast<Call>(e.get());
+        lower_expr(c->func);
+        for (ExprPtr &a : c->args) lower_expr(a);
+        for (Keyword &k : c->keywords) lower_expr(k.value);
+        return;
+      }
+      case NodeKind::UnaryOp: lower_expr(cast<UnaryOp>(e.get())->operand); return;
+      case NodeKind::BinOp:
+        lower_expr(cast<BinOp>(e.get())->lhs);
+        lower_expr(cast<BinOp>(e.get())->rhs);
+        return;
+      case NodeKind::BoolOp:
+        for (ExprPtr &v : cast<BoolOp>(e.get())->values) lower_expr(v);
+        return;
+      case NodeKind::Compare:
+        lower_expr(cast<Compare>(e.get())->left);
+        for (ExprPtr &v : cast<Compare>(e.get())->comparators) lower_expr(v);
+        return;
+      case NodeKind::IfExp: {
+        auto *i = cast<IfExp>(e.get());
+        lower_expr(i->cond);
+        lower_expr(i->then_value);
+        lower_expr(i->else_value);
+        return;
+      }
+      case NodeKind::Tuple:
+        for (ExprPtr &v : cast<Tuple>(e.get())->elts) lower_expr(v);
+        return;
+      case NodeKind::List:
+        for (ExprPtr &v : cast<List>(e.get())->elts) lower_expr(v);
+        return;
+      default: return;
+    }
+  }
+
+  const Module &module_;
+  const Function &fn_;
+  const std::map<std::string, size_t> &params_;
+  ParamBlocks &needs_;
+  std::set<std::string> taken_;
+  std::map<std::string, BlockPointer> pointers_;
+  std::vector<std::unique_ptr<BlockPointer>> hoisted_;
+  StmtList pending_;
+};
+
+}  // namespace
+
+bool uses_block_pointers(const Module &module) {
+  for (const auto &f : module.functions)
+    if (calls_make_block_ptr(f->body)) return true;
+  return false;
+}
+
+std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &diags) {
+  // Helpers learn which parameters take block pointers from their callers:
+  // lower until no new such parameter appears.
+  ParamBlocks needs, seen;
+  std::vector<std::unique_ptr<Function>> lowered;
+  try {
+    for (int round = 0; round < 16; ++round) {
+      lowered.clear();
+      static const std::map<std::string, size_t> none;
+      for (const auto &f : module.functions) {
+        auto it = seen.find(f->name);
+        const std::map<std::string, size_t> &params = it == seen.end() ? none : it->second;
+        if (params.empty() && !calls_make_block_ptr(f->body)) {
+          lowered.push_back(nullptr);
+          continue;
+        }
+        lowered.push_back(FunctionLowering(module, *f, params, needs).run());
+      }
+      if (needs == seen) break;
+      seen = needs;
+    }
+  } catch (const LowerError &e) {
+    diags.error(e.span, e.message);
+    return nullptr;
+  }
+  auto out = std::make_unique<Module>();
+  out->file_id = module.file_id;
+  out->imports = module.imports;
+  for (const Constant &c : module.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
+  for (size_t k = 0; k < module.functions.size(); ++k)
+    out->functions.push_back(lowered[k] ? std::move(lowered[k]) : clone(*module.functions[k]));
+  return out;
+}
+
+}  // namespace tgrad::lower

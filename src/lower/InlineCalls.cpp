@@ -1,0 +1,308 @@
+#include "src/lower/InlineCalls.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "src/lower/Walk.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::lower {
+
+using namespace ast;
+
+namespace {
+
+struct InlineError {
+  SourceSpan span;
+  std::string message;
+};
+
+[[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw InlineError{span, message}; }
+
+bool is_memory_builtin(const std::string &callee) {
+  static const std::set<std::string> names = {"load", "store", "atomic_add", "atomic_max", "atomic_min",
+                                              "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
+                                              "make_block_ptr", "advance"};
+  for (const char *prefix : {"tl.", "triton.language."})
+    if (callee.rfind(prefix, 0) == 0 && names.count(callee.substr(std::string(prefix).size()))) return true;
+  return false;
+}
+
+// Every call of a block (not copied: read through a rewrite of a clone).
+std::vector<std::string> callees(const StmtList &block) {
+  std::vector<std::string> out;
+  StmtList copy = clone(block);
+  rewrite_block(copy, [&](ExprPtr &e) {
+    if (auto *c = dyn_cast<Call>(e.get())) out.push_back(emit::print_expr(*c->func));
+  });
+  return out;
+}
+
+class Inliner {
+ public:
+  Inliner(const Module &module, Function &kernel) : module_(module), kernel_(kernel) {
+    collect_names(kernel.body, taken_);
+    for (const Param &p : kernel.params) taken_.insert(p.name);
+  }
+
+  // One round: inlines the calls in the kernel's body; whether any was.
+  bool round() {
+    inlined_ = false;
+    kernel_.body = block(kernel_.body);
+    return inlined_;
+  }
+
+ private:
+  // Whether `f` (or a helper it calls) loads, stores or makes block pointers.
+  bool accesses_memory(const Function &f) {
+    if (auto it = memo_.find(&f); it != memo_.end()) return it->second;
+    memo_[&f] = false;  // recursion (Triton refuses it) stops here
+    bool found = false;
+    for (const std::string &c : callees(f.body)) {
+      if (is_memory_builtin(c)) found = true;
+      else if (const Function *g = module_.find_function(c); g && g != &f && accesses_memory(*g)) found = true;
+    }
+    return memo_[&f] = found;
+  }
+
+  const Function *memory_helper(const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    auto *n = c ? dyn_cast<Name>(c->func.get()) : nullptr;
+    if (!n) return nullptr;
+    const Function *f = module_.find_function(n->id);
+    return f && f != &kernel_ && accesses_memory(*f) ? f : nullptr;
+  }
+
+  std::string fresh(const std::string &base) {
+    std::string n = base;
+    for (int k = 2; taken_.count(n); ++k) n = base + "_" + std::to_string(k);
+    taken_.insert(n);
+    return n;
+  }
+
+  StmtList block(const StmtList &in) {
+    StmtList out;
+    for (const StmtPtr &s : in) stmt(*s, out);
+    return out;
+  }
+
+  void stmt(const Stmt &s, StmtList &out) {
+    // y = helper(...) / a, b = helper(...) / helper(...): the body in place.
+    if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1)
+      if (const Function *f = memory_helper(*a->value)) {
+        StmtList pending;
+        ExprPtr call = clone(*a->value);
+        hoist_in_arguments(*cast<Call>(call.get()), pending);
+        for (StmtPtr &p : pending) out.push_back(std::move(p));
+        expand(*cast<Call>(call.get()), *f, a->targets[0].get(), out);
+        return;
+      }
+    if (auto *x = dyn_cast<ExprStmt>(&s))
+      if (const Function *f = memory_helper(*x->value)) {
+        StmtList pending;
+        ExprPtr call = clone(*x->value);
+        hoist_in_arguments(*cast<Call>(call.get()), pending);
+        for (StmtPtr &p : pending) out.push_back(std::move(p));
+        expand(*cast<Call>(call.get()), *f, nullptr, out);
+        return;
+      }
+    StmtPtr copy = clone(s);
+    StmtList pending;
+    switch (copy->kind) {
+      case NodeKind::ExprStmt: hoist(cast<ExprStmt>(copy.get())->value, pending); break;
+      case NodeKind::Assign: hoist(cast<Assign>(copy.get())->value, pending); break;
+      case NodeKind::AugAssign: hoist(cast<AugAssign>(copy.get())->value, pending); break;
+      case NodeKind::AnnAssign:
+        if (cast<AnnAssign>(copy.get())->value) hoist(cast<AnnAssign>(copy.get())->value, pending);
+        break;
+      case NodeKind::Return:
+        if (cast<Return>(copy.get())->value) hoist(cast<Return>(copy.get())->value, pending);
+        break;
+      case NodeKind::If: {
+        auto *i = cast<If>(copy.get());
+        refuse_in(*i->cond, "an if condition");
+        i->body = block(cast<If>(&s)->body);
+        i->orelse = block(cast<If>(&s)->orelse);
+        break;
+      }
+      case NodeKind::For: {
+        auto *f = cast<For>(copy.get());
+        refuse_in(*f->iter, "a loop's range");
+        f->body = block(cast<For>(&s)->body);
+        break;
+      }
+      case NodeKind::While: {
+        auto *w = cast<While>(copy.get());
+        refuse_in(*w->cond, "a while condition");
+        w->body = block(cast<While>(&s)->body);
+        break;
+      }
+      default: break;
+    }
+    for (StmtPtr &p : pending) out.push_back(std::move(p));
+    out.push_back(std::move(copy));
+  }
+
+  void refuse_in(const Expr &e, const char *where) {
+    ExprPtr copy = clone(e);
+    rewrite_expr(copy, [&](ExprPtr &x) {
+      if (const Function *f = memory_helper(*x))
+        fail(x->span, "'" + f->name + "' loads or stores memory, and tgrad inlines such a call to differentiate it; "
+                      "it cannot inline one in " + where + ": assign its result to a name first");
+    });
+  }
+
+  // A call of a memory helper inside an expression: its result under a
+  // fresh name, computed by the inlined body before the statement.
+  void hoist(ExprPtr &e, StmtList &pending) {
+    rewrite_expr(e, [&](ExprPtr &x) {
+      if (const Function *f = memory_helper(*x)) {
+        auto result = std::make_unique<Name>(fresh(f->name + "_result"), x->span);
+        expand(*cast<Call>(x.get()), *f, result.get(), pending);
+        x = std::move(result);
+      }
+    });
+  }
+
+  void hoist_in_arguments(Call &c, StmtList &pending) {
+    for (ExprPtr &a : c.args) hoist(a, pending);
+    for (Keyword &k : c.keywords) hoist(k.value, pending);
+  }
+
+  static bool simple_argument(const Expr &e) {
+    if (isa<Name>(&e) || isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<NoneLit>(&e) ||
+        isa<StrLit>(&e))
+      return true;
+    if (auto *a = dyn_cast<Attribute>(&e)) return simple_argument(*a->value);
+    return false;
+  }
+
+  // The helper's body in place of `call`; its result assigned to `target` (null: dropped).
+  void expand(const Call &call, const Function &f, const Expr *target, StmtList &out) {
+    inlined_ = true;
+    // The arguments of each parameter.
+    std::map<std::string, const Expr *> arg_of;
+    if (call.args.size() > f.params.size())
+      fail(call.span, "'" + f.name + "' takes " + std::to_string(f.params.size()) + " arguments, given " +
+                          std::to_string(call.args.size()));
+    for (size_t k = 0; k < call.args.size(); ++k) arg_of[f.params[k].name] = call.args[k].get();
+    for (const Keyword &k : call.keywords) {
+      bool known = false;
+      for (const Param &p : f.params) known |= p.name == k.name;
+      if (!known) fail(k.name_span, "'" + f.name + "' has no parameter '" + k.name + "'");
+      arg_of[k.name] = k.value.get();
+    }
+    std::set<std::string> assigned;
+    collect_assigned(f.body, assigned);
+    std::map<std::string, ExprPtr> substitute;  // parameter -> the argument's expression
+    std::map<std::string, std::string> rename;  // the helper's name -> the kernel's
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      const Param &p = f.params[k];
+      auto it = arg_of.find(p.name);
+      const Expr *arg = it != arg_of.end() ? it->second : p.default_value.get();
+      if (!arg) fail(call.span, "'" + f.name + "' needs an argument for '" + p.name + "'");
+      if (!assigned.count(p.name) && (simple_argument(*arg) || f.is_constexpr_param(k))) {
+        substitute[p.name] = clone(*arg);
+        continue;
+      }
+      std::string bound = fresh(p.name);
+      ExprList targets;
+      targets.push_back(std::make_unique<Name>(bound, p.span));
+      out.push_back(std::make_unique<Assign>(std::move(targets), clone(*arg), call.span));
+      rename[p.name] = bound;
+    }
+    for (const std::string &n : assigned)
+      if (!rename.count(n) && !substitute.count(n)) rename[n] = fresh(n);
+    StmtList body = clone(f.body);
+    rewrite_block(body, [&](ExprPtr &e) {
+      auto *n = dyn_cast<Name>(e.get());
+      if (!n) return;
+      if (auto s = substitute.find(n->id); s != substitute.end()) {
+        e = clone(*s->second);
+      } else if (auto r = rename.find(n->id); r != rename.end()) {
+        n->id = r->second;
+      }
+    });
+    // The returned value: only as the last statement.
+    ExprPtr result;
+    if (!body.empty())
+      if (auto *r = dyn_cast<Return>(body.back().get())) {
+        result = std::move(r->value);
+        body.pop_back();
+      }
+    check_no_return(body, f);
+    if (!body.empty() && body.front()->leading_comment.empty())
+      body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";
+    for (StmtPtr &s : body) out.push_back(std::move(s));
+    if (target) {
+      if (!result) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
+      ExprList targets;
+      targets.push_back(clone(*target));
+      out.push_back(std::make_unique<Assign>(std::move(targets), std::move(result), call.span));
+    }
+  }
+
+  static void check_no_return(const StmtList &body, const Function &f) {
+    for (const StmtPtr &s : body) {
+      if (isa<Return>(s.get()))
+        fail(s->span, "tgrad inlines '" + f.name + "' (it loads or stores memory) and needs its only return at its "
+                      "end; compute the result in a variable and return it once");
+      if (auto *i = dyn_cast<If>(s.get())) {
+        check_no_return(i->body, f);
+        check_no_return(i->orelse, f);
+      }
+      if (auto *l = dyn_cast<For>(s.get())) check_no_return(l->body, f);
+      if (auto *w = dyn_cast<While>(s.get())) check_no_return(w->body, f);
+    }
+  }
+
+  static void collect_assigned(const StmtList &body, std::set<std::string> &out) {
+    for (const StmtPtr &s : body) {
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        for (const ExprPtr &t : a->targets) collect_names(*t, out);
+      if (auto *a = dyn_cast<AugAssign>(s.get())) collect_names(*a->target, out);
+      if (auto *a = dyn_cast<AnnAssign>(s.get())) collect_names(*a->target, out);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        collect_assigned(i->body, out);
+        collect_assigned(i->orelse, out);
+      }
+      if (auto *l = dyn_cast<For>(s.get())) {
+        collect_names(*l->target, out);
+        collect_assigned(l->body, out);
+      }
+      if (auto *w = dyn_cast<While>(s.get())) collect_assigned(w->body, out);
+    }
+  }
+
+  const Module &module_;
+  Function &kernel_;
+  std::set<std::string> taken_;
+  std::map<const Function *, bool> memo_;
+  bool inlined_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> inline_memory_helpers(const Module &module, const std::string &kernel, DiagEngine &diags) {
+  const Function *fn = module.find_function(kernel);
+  if (!fn) return nullptr;
+  std::unique_ptr<Function> copy = clone(*fn);
+  try {
+    Inliner inliner(module, *copy);
+    bool any = false;
+    for (int round = 0; round < 16 && inliner.round(); ++round) any = true;
+    if (!any) return nullptr;
+  } catch (const InlineError &e) {
+    diags.error(e.span, e.message);
+    return nullptr;
+  }
+  auto out = std::make_unique<Module>();
+  out->file_id = module.file_id;
+  out->imports = module.imports;
+  for (const Constant &c : module.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
+  for (const auto &f : module.functions) out->functions.push_back(f.get() == fn ? std::move(copy) : clone(*f));
+  return out;
+}
+
+}  // namespace tgrad::lower

@@ -1,0 +1,38 @@
+// Jit helpers that load or store memory, inlined into the kernel before
+// differentiation.
+//
+// A helper that only computes on tiles is differentiated once per
+// signature and called from the backward (readable, and what Tangent
+// does). A helper that reads or writes memory (the tutorial attention's
+// `_attn_fwd_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr, ...)`, a
+// library's `load_tile(ptr, ...)`) takes part in the kernel's memory
+// adjoints: its loads' gradients are stores of the kernel's backward. Such
+// a call is replaced by the helper's body, as Triton's compiler inlines it:
+//
+//   acc, l_i, m_i = _inner(acc, l_i, m_i, q, K_ptrs, ..., STAGE=4 - STAGE)
+//     ==>
+//   <the helper's body, its locals renamed where a kernel name would clash,
+//    tl.constexpr parameters replaced by their arguments, other parameters
+//    bound to theirs>
+//   acc, l_i, m_i = <the returned values>
+//
+// A helper must return at its end (or not at all); a call of one inside a
+// loop's range or a condition is a located error.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+
+namespace tgrad::lower {
+
+// A copy of the module whose function `kernel` has every call of a helper
+// that accesses memory inlined (repeatedly: helpers of helpers). Null when
+// the kernel calls none (use the module as it is), or, with located errors in
+// `diags`, when a call cannot be inlined.
+std::unique_ptr<ast::Module> inline_memory_helpers(const ast::Module &module, const std::string &kernel,
+                                                   DiagEngine &diags);
+
+}  // namespace tgrad::lower
