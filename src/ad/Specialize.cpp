@@ -409,14 +409,15 @@ class Specializer {
 
 std::optional<Backward> differentiate(const Module &user_module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
-  // Block pointers become pointer arithmetic first (src/lower/BlockPointers.h),
-  // then helpers that access memory are inlined (src/lower/InlineCalls.h).
-  std::unique_ptr<Module> lowered, inlined;
-  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
-    return std::nullopt;
-  inlined = lower::inline_memory_helpers(lowered ? *lowered : user_module, request.function, diags);
+  // Helpers that access memory are inlined first (src/lower/InlineCalls.h:
+  // a helper may make and return a block pointer), then block pointers
+  // become pointer arithmetic (src/lower/BlockPointers.h).
+  std::unique_ptr<Module> inlined = lower::inline_memory_helpers(user_module, request.function, diags), lowered;
   if (diags.has_errors()) return std::nullopt;
-  const Module &module = inlined ? *inlined : lowered ? *lowered : user_module;
+  const Module &after_inlining = inlined ? *inlined : user_module;
+  if (lower::uses_block_pointers(after_inlining) && !(lowered = lower::lower_block_pointers(after_inlining, diags, request.function)))
+    return std::nullopt;
+  const Module &module = lowered ? *lowered : after_inlining;
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);

@@ -143,7 +143,7 @@ bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &me
                 DiagEngine &diags) {
   // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h).
   std::unique_ptr<ast::Module> lowered;
-  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
+  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags, launch.kernel)))
     return false;
   const ast::Module &module = lowered ? *lowered : user_module;
   const ast::Function *fn = find(module, launch.kernel, diags);
@@ -215,7 +215,7 @@ std::optional<std::vector<Value>> run_function(const ast::Module &user_module, c
                                                const std::map<std::string, Value> &args, Memory &memory,
                                                const RunOptions &options, DiagEngine &diags) {
   std::unique_ptr<ast::Module> lowered;
-  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags)))
+  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags, name)))
     return std::nullopt;
   const ast::Module &module = lowered ? *lowered : user_module;
   const ast::Function *fn = find(module, name, diags);

@@ -679,7 +679,23 @@ bool uses_block_pointers(const Module &module) {
   return false;
 }
 
-std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &diags) {
+std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &diags, const std::string &root) {
+  // The functions the root reaches (by the names they mention): others keep
+  // their block pointers (a helper that returns one is inlined, not lowered).
+  std::set<std::string> reachable;
+  if (!root.empty()) {
+    std::vector<std::string> work{root};
+    while (!work.empty()) {
+      std::string name = work.back();
+      work.pop_back();
+      const Function *f = module.find_function(name);
+      if (!f || !reachable.insert(f->name).second) continue;
+      std::set<std::string> mentioned;
+      collect_names(f->body, mentioned);
+      for (const std::string &m : mentioned)
+        if (module.find_function(m)) work.push_back(m);
+    }
+  }
   // Helpers learn which parameters take block pointers from their callers:
   // lower until no new such parameter appears.
   ParamBlocks needs, seen;
@@ -691,7 +707,7 @@ std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &d
       for (const auto &f : module.functions) {
         auto it = seen.find(f->name);
         const std::map<std::string, size_t> &params = it == seen.end() ? none : it->second;
-        if (params.empty() && !calls_make_block_ptr(f->body)) {
+        if ((params.empty() && !calls_make_block_ptr(f->body)) || (!root.empty() && !reachable.count(f->name))) {
           lowered.push_back(nullptr);
           continue;
         }

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "tgrad/ast/Ast.h"
 #include "tgrad/diag/Diagnostics.h"
@@ -38,8 +39,11 @@ namespace tgrad::lower {
 // Whether a jit function of the module calls tl.make_block_ptr.
 bool uses_block_pointers(const ast::Module &module);
 
-// A copy of the module with every block pointer lowered; null, with located
-// errors in `diags`, when one cannot be. Call only where uses_block_pointers.
-std::unique_ptr<ast::Module> lower_block_pointers(const ast::Module &module, DiagEngine &diags);
+// A copy of the module with every block pointer lowered in `root` and the
+// functions it calls (every function where `root` is empty); null, with
+// located errors in `diags`, when one cannot be. Call only where
+// uses_block_pointers.
+std::unique_ptr<ast::Module> lower_block_pointers(const ast::Module &module, DiagEngine &diags,
+                                                  const std::string &root = "");
 
 }  // namespace tgrad::lower

@@ -224,23 +224,48 @@ class Inliner {
         n->id = r->second;
       }
     });
-    // The returned value: only as the last statement.
-    ExprPtr result;
-    if (!body.empty())
-      if (auto *r = dyn_cast<Return>(body.back().get())) {
-        result = std::move(r->value);
-        body.pop_back();
-      }
+    // Returns in tail position (the last statement, or the last of each
+    // branch of a final if) become assignments to the call's target.
+    const bool returns = tail_returns_to(body, target, f, call.span);
     check_no_return(body, f);
+    if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
       body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";
     for (StmtPtr &s : body) out.push_back(std::move(s));
-    if (target) {
-      if (!result) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
-      ExprList targets;
-      targets.push_back(clone(*target));
-      out.push_back(std::make_unique<Assign>(std::move(targets), std::move(result), call.span));
+  }
+
+  // Replaces the returns in tail position of `body` by `target = value` (or
+  // drops them when the result is unused); whether the body returns a value.
+  static bool tail_returns_to(StmtList &body, const Expr *target, const Function &f, const SourceSpan &call) {
+    if (body.empty()) return false;
+    // `if c: ... return a` followed by more statements: the rest is the else branch.
+    for (size_t k = 0; k + 1 < body.size(); ++k) {
+      auto *i = dyn_cast<If>(body[k].get());
+      if (!i || !i->orelse.empty() || i->body.empty() || !isa<Return>(i->body.back().get())) continue;
+      for (size_t j = k + 1; j < body.size(); ++j) i->orelse.push_back(std::move(body[j]));
+      body.resize(k + 1);
+      break;
     }
+    if (auto *r = dyn_cast<Return>(body.back().get())) {
+      ExprPtr value = std::move(r->value);
+      SourceSpan span = r->span;
+      body.pop_back();
+      if (!value) return false;
+      if (target) {
+        ExprList targets;
+        targets.push_back(clone(*target));
+        body.push_back(std::make_unique<Assign>(std::move(targets), std::move(value), span));
+      }
+      return true;
+    }
+    if (auto *i = dyn_cast<If>(body.back().get())) {
+      const bool a = tail_returns_to(i->body, target, f, call), b = tail_returns_to(i->orelse, target, f, call);
+      if (a != b && target)
+        fail(call, "'" + f.name + "' returns a value on one branch of its last if and not on the other");
+      if (i->body.empty()) i->body.push_back(std::make_unique<Pass>(i->span));
+      return a || b;
+    }
+    return false;
   }
 
   static void check_no_return(const StmtList &body, const Function &f) {

@@ -16,8 +16,11 @@
 //    bound to theirs>
 //   acc, l_i, m_i = <the returned values>
 //
-// A helper must return at its end (or not at all); a call of one inside a
-// loop's range or a condition is a located error.
+// A helper must return in tail position (its last statement, or the last
+// of each branch of a final if: `if CONTIG: return tl.make_block_ptr(...)`),
+// or not at all; a call of one inside a loop's range or a condition is a
+// located error. Inlining comes before block pointers are lowered, so a
+// helper may make and return one.
 #pragma once
 
 #include <memory>

@@ -68,16 +68,25 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     acc_2 = acc
     l_i_2 = l_i
     m_i_2 = m_i
+    K_ptrs_base = K_block_base
+    dK_ptrs_base = dK_block_base
+    K_ptrs_shape1 = Q_block_shape0
+    K_ptrs_stride0 = K_block_stride0
+    K_ptrs_stride1 = K_block_stride1
     K_ptrs_offset0 = Q_block_offset1
-    K_ptrs_offset0_3 = K_ptrs_offset0 + 0
-    K_ptrs_offset1_3 = K_ptrs_offset0 + Q_block_offset1
+    V_ptrs_base = V_block_base
+    dV_ptrs_base = dV_block_base
+    V_ptrs_stride0 = V_block_stride0
+    V_ptrs_stride1 = V_block_stride1
+    K_ptrs_offset0_2 = K_ptrs_offset0 + 0
+    K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
     l_i_2_2 = l_i_2
     acc_2_2 = acc_2
     m_i_2_2 = m_i_2
-    K_ptrs_offset0_4 = K_ptrs_offset0_3
-    K_ptrs_offset1_4 = K_ptrs_offset1_3
-    V_ptrs_offset0_4 = K_ptrs_offset1_3
-    V_ptrs_offset1_4 = K_ptrs_offset0_3
+    K_ptrs_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_offset1_3 = K_ptrs_offset1_2
+    V_ptrs_offset0_3 = K_ptrs_offset1_2
+    V_ptrs_offset1_3 = K_ptrs_offset0_2
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -89,21 +98,21 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         iteration = (start_n - Q_block_offset1) // BLOCK_N
         tl.store(m_i_2_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration < tape_trips)
         tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_4 + tl_arange_zero_HEAD_DIM_2
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_4 + tl_arange_zero_BLOCK_N
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_block_stride0
-        K_block_base_plus_K_ptrs = K_block_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_block_stride1
-        K_block_base_plus_K_ptrs_2 = K_block_base_plus_K_ptrs + K_ptrs_index1_row_times
+        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
         K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
         t_3 = K_ptrs_index1_row_2 >= 0
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < Q_block_shape0
+        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
-        k = tl.load(K_block_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
         qk = tl_dot_q_k * qk_scale
         cols = start_n + offs_n
@@ -121,38 +130,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_sum_p_one = tl.sum(p, 1)
         l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
         tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_4 + tl_arange_zero_BLOCK_N_2
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_4 + tl_arange_zero_HEAD_DIM_3
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_block_stride0
-        V_block_base_plus_V_ptrs = V_block_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_block_stride1
-        V_block_base_plus_V_ptrs_2 = V_block_base_plus_V_ptrs + V_ptrs_index1_row_times
+        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
         V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
         t_6 = V_ptrs_index0_col_2 >= 0
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < Q_block_shape0
+        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
-        v = tl.load(V_block_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
         acc_2_2_times_alpha_col = acc_2_2 * alpha_col
-        p_to_v_dtype = p.to(V_block_base_plus_V_ptrs_2.dtype.element_ty)
+        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
         tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
         acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
         m_i_2_3 = m_ij
-        K_ptrs_offset0_5 = K_ptrs_offset0_4 + 0
-        K_ptrs_offset1_5 = K_ptrs_offset1_4 + BLOCK_N
-        V_ptrs_offset0_5 = V_ptrs_offset0_4 + BLOCK_N
-        V_ptrs_offset1_5 = V_ptrs_offset1_4 + 0
+        K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
         l_i_2_2 = l_i_2_3
         acc_2_2 = acc_2_3
         m_i_2_2 = m_i_2_3
-        K_ptrs_offset0_4 = K_ptrs_offset0_5
-        K_ptrs_offset1_4 = K_ptrs_offset1_5
-        V_ptrs_offset0_4 = V_ptrs_offset0_5
-        V_ptrs_offset1_4 = V_ptrs_offset1_5
+        K_ptrs_offset0_3 = K_ptrs_offset0_4
+        K_ptrs_offset1_3 = K_ptrs_offset1_4
+        V_ptrs_offset0_3 = V_ptrs_offset0_4
+        V_ptrs_offset1_3 = V_ptrs_offset1_4
     acc_4 = acc_2_2
     l_i_4 = l_i_2_2
     l_i_4_col = l_i_4[:, None]
@@ -200,30 +209,30 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         iteration_2 = trips - 1 - reversed
         start_n = Q_block_offset1 + iteration_2 * BLOCK_N
         m_i_2_2 = tl.load(m_i_2_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        K_ptrs_offset0_4 = K_ptrs_offset0_3 + iteration_2 * 0
-        K_ptrs_offset1_4 = K_ptrs_offset1_3 + iteration_2 * BLOCK_N
-        V_ptrs_offset0_4 = K_ptrs_offset1_3 + iteration_2 * BLOCK_N
-        V_ptrs_offset1_4 = K_ptrs_offset0_3 + iteration_2 * 0
+        K_ptrs_offset0_3 = K_ptrs_offset0_2 + iteration_2 * 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_2 * BLOCK_N
+        V_ptrs_offset0_3 = K_ptrs_offset1_2 + iteration_2 * BLOCK_N
+        V_ptrs_offset1_3 = K_ptrs_offset0_2 + iteration_2 * 0
         acc_2_3 = acc_2_2
         l_i_2_3 = l_i_2_2
         tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_4 + tl_arange_zero_HEAD_DIM_2
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_4 + tl_arange_zero_BLOCK_N
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_block_stride0
-        K_block_base_plus_K_ptrs = K_block_base + K_ptrs_index0_col_times
-        dK_block_base_plus_K_ptrs = dK_block_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
+        dK_ptrs_base_plus_K_ptrs = dK_ptrs_base + K_ptrs_index0_col_times
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_block_stride1
-        K_block_base_plus_K_ptrs_2 = K_block_base_plus_K_ptrs + K_ptrs_index1_row_times
-        dK_block_base_plus_K_ptrs_2 = dK_block_base_plus_K_ptrs + K_ptrs_index1_row_times
+        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
+        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
         K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
         t_3 = K_ptrs_index1_row_2 >= 0
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < Q_block_shape0
+        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
-        k = tl.load(K_block_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
         qk = tl_dot_q_k * qk_scale
         cols = start_n + offs_n
@@ -239,25 +248,25 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
         tl_sum_p_one = tl.sum(p, 1)
         tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_4 + tl_arange_zero_BLOCK_N_2
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_4 + tl_arange_zero_HEAD_DIM_3
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_block_stride0
-        V_block_base_plus_V_ptrs = V_block_base + V_ptrs_index0_col_times
-        dV_block_base_plus_V_ptrs = dV_block_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
+        dV_ptrs_base_plus_V_ptrs = dV_ptrs_base + V_ptrs_index0_col_times
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_block_stride1
-        V_block_base_plus_V_ptrs_2 = V_block_base_plus_V_ptrs + V_ptrs_index1_row_times
-        dV_block_base_plus_V_ptrs_2 = dV_block_base_plus_V_ptrs + V_ptrs_index1_row_times
+        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
+        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
         V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
         t_6 = V_ptrs_index0_col_2 >= 0
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < Q_block_shape0
+        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
-        v = tl.load(V_block_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
-        p_to_v_dtype = p.to(V_block_base_plus_V_ptrs_2.dtype.element_ty)
+        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
         tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
@@ -275,7 +284,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         bl_i_2_2 = tl.zeros_like(bl_i_2_2)
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp_to_v_dtype = tl.dot(bacc_2_3.to(V_block_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
+        bp_to_v_dtype = tl.dot(bacc_2_3.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
         bv = tl.dot(tl.trans(p_to_v_dtype), bacc_2_3.to(p_to_v_dtype.dtype))
         bp = bp_to_v_dtype.to(p.dtype)
         bacc_2_2 += bacc_2_3 * alpha_col
@@ -283,9 +292,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl.static_assert(balpha_col.shape == alpha_col.shape)
         balpha = tl.reshape(balpha_col, alpha.shape)
 
-        # Grad of: v = tl.load(V_block_base + V_ptrs_index0[:, None] * V_block_stride0 + V_ptrs_index1[None, :] * V_block_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_block_shape0), other=0.0)
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dV_block_base_plus_V_ptrs_2, bv, mask=t_6_and_t_7, sem="relaxed")
+        tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_6_and_t_7, sem="relaxed")
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
@@ -314,12 +323,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
         # Grad of: qk = tl.dot(q, k) * qk_scale
         btl_dot_q_k = bqk * qk_scale
-        bq += tl.dot(btl_dot_q_k.to(K_block_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+        bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
         bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
 
-        # Grad of: k = tl.load(K_block_base + K_ptrs_index0[:, None] * K_block_stride0 + K_ptrs_index1[None, :] * K_block_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_block_shape1), other=0.0)
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dK_block_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
+        tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)

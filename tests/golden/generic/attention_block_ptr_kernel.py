@@ -70,8 +70,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         acc_2 = acc
         l_i_2 = l_i
         m_i_2 = m_i
+        K_ptrs_base = K_block_base
+        K_ptrs_shape1 = Q_block_shape0
+        K_ptrs_stride0 = K_block_stride0
+        K_ptrs_stride1 = K_block_stride1
         K_ptrs_offset0 = Q_block_offset1
         K_ptrs_offset1 = Q_block_offset1
+        V_ptrs_base = V_block_base
+        V_ptrs_shape0 = Q_block_shape0
+        V_ptrs_stride0 = V_block_stride0
+        V_ptrs_stride1 = V_block_stride1
         V_ptrs_offset0 = Q_block_offset1
         V_ptrs_offset1 = Q_block_offset1
         if 4 - STAGE == 1:
@@ -96,17 +104,17 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
                 hi_5 = hi_4
             lo_6 = lo_5
             hi_6 = hi_5
-        K_ptrs_offset0_3 = K_ptrs_offset0 + 0
-        K_ptrs_offset1_3 = K_ptrs_offset1 + lo_6
-        V_ptrs_offset0_3 = V_ptrs_offset0 + lo_6
-        V_ptrs_offset1_3 = V_ptrs_offset1 + 0
+        K_ptrs_offset0_2 = K_ptrs_offset0 + 0
+        K_ptrs_offset1_2 = K_ptrs_offset1 + lo_6
+        V_ptrs_offset0_2 = V_ptrs_offset0 + lo_6
+        V_ptrs_offset1_2 = V_ptrs_offset1 + 0
         l_i_2_2 = l_i_2
         acc_2_2 = acc_2
         m_i_2_2 = m_i_2
-        K_ptrs_offset0_4 = K_ptrs_offset0_3
-        K_ptrs_offset1_4 = K_ptrs_offset1_3
-        V_ptrs_offset0_4 = V_ptrs_offset0_3
-        V_ptrs_offset1_4 = V_ptrs_offset1_3
+        K_ptrs_offset0_3 = K_ptrs_offset0_2
+        K_ptrs_offset1_3 = K_ptrs_offset1_2
+        V_ptrs_offset0_3 = V_ptrs_offset0_2
+        V_ptrs_offset1_3 = V_ptrs_offset1_2
 
         # This program's row of the tapes of the loop below, and its trip count.
         tape_row_2 = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -117,21 +125,21 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration_3 = (start_n - lo_6) // BLOCK_N
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_4 + tl_arange_zero_HEAD_DIM_2
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
             tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_4 + tl_arange_zero_BLOCK_N
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
             K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_times = K_ptrs_index0_col * K_block_stride0
-            K_block_base_plus_K_ptrs = K_block_base + K_ptrs_index0_col_times
+            K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
+            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
             K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_times = K_ptrs_index1_row * K_block_stride1
-            K_block_base_plus_K_ptrs_2 = K_block_base_plus_K_ptrs + K_ptrs_index1_row_times
+            K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
+            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
             K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
             t_3 = K_ptrs_index1_row_2 >= 0
             K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_3 < Q_block_shape0
+            t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
             t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_block_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
             tl_dot_q_k = tl.dot(q, k)
             qk = tl_dot_q_k * qk_scale
             cols = start_n + offs_n
@@ -160,38 +168,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl_sum_p_one = tl.sum(p, 1)
             l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
             tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_4 + tl_arange_zero_BLOCK_N_2
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
             tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_4 + tl_arange_zero_HEAD_DIM_3
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
             V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_times = V_ptrs_index0_col * V_block_stride0
-            V_block_base_plus_V_ptrs = V_block_base + V_ptrs_index0_col_times
+            V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
+            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
             V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_times = V_ptrs_index1_row * V_block_stride1
-            V_block_base_plus_V_ptrs_2 = V_block_base_plus_V_ptrs + V_ptrs_index1_row_times
+            V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
+            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
             V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
             t_8 = V_ptrs_index0_col_2 >= 0
             V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_3 < Q_block_shape0
+            t_9 = V_ptrs_index0_col_3 < V_ptrs_shape0
             t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_block_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
             acc_2_2_times_alpha_col = acc_2_2 * alpha_col
-            p_to_v_dtype = p.to(V_block_base_plus_V_ptrs_2.dtype.element_ty)
+            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
             tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
             acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
             m_i_2_3 = m_ij
-            K_ptrs_offset0_5 = K_ptrs_offset0_4 + 0
-            K_ptrs_offset1_5 = K_ptrs_offset1_4 + BLOCK_N
-            V_ptrs_offset0_5 = V_ptrs_offset0_4 + BLOCK_N
-            V_ptrs_offset1_5 = V_ptrs_offset1_4 + 0
+            K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
+            K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
+            V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
+            V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
             l_i_2_2 = l_i_2_3
             acc_2_2 = acc_2_3
             m_i_2_2 = m_i_2_3
-            K_ptrs_offset0_4 = K_ptrs_offset0_5
-            K_ptrs_offset1_4 = K_ptrs_offset1_5
-            V_ptrs_offset0_4 = V_ptrs_offset0_5
-            V_ptrs_offset1_4 = V_ptrs_offset1_5
+            K_ptrs_offset0_3 = K_ptrs_offset0_4
+            K_ptrs_offset1_3 = K_ptrs_offset1_4
+            V_ptrs_offset0_3 = V_ptrs_offset0_4
+            V_ptrs_offset1_3 = V_ptrs_offset1_4
         acc_4 = acc_2_2
         l_i_4 = l_i_2_2
         m_i_4 = m_i_2_2
@@ -206,26 +214,34 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         acc_3 = acc_5
         l_i_3 = l_i_5
         m_i_3 = m_i_5
-        K_ptrs_offset0_2 = Q_block_offset1
-        K_ptrs_offset1_2 = Q_block_offset1
-        V_ptrs_offset0_2 = Q_block_offset1
-        V_ptrs_offset1_2 = Q_block_offset1
+        K_ptrs_2_base = K_block_base
+        K_ptrs_2_shape1 = Q_block_shape0
+        K_ptrs_2_stride0 = K_block_stride0
+        K_ptrs_2_stride1 = K_block_stride1
+        K_ptrs_2_offset0 = Q_block_offset1
+        K_ptrs_2_offset1 = Q_block_offset1
+        V_ptrs_2_base = V_block_base
+        V_ptrs_2_shape0 = Q_block_shape0
+        V_ptrs_2_stride0 = V_block_stride0
+        V_ptrs_2_stride1 = V_block_stride1
+        V_ptrs_2_offset0 = Q_block_offset1
+        V_ptrs_2_offset1 = Q_block_offset1
         start_m_times_BLOCK_M_4 = start_m * BLOCK_M
         start_m_plus_one_2 = start_m + 1
         start_m_plus_one_2_times_BLOCK_M = start_m_plus_one_2 * BLOCK_M
         lo_2 = start_m_times_BLOCK_M_4
         hi_2 = start_m_plus_one_2_times_BLOCK_M
-        K_ptrs_offset0_2_2 = K_ptrs_offset0_2 + 0
-        K_ptrs_offset1_2_2 = K_ptrs_offset1_2 + lo_2
-        V_ptrs_offset0_2_2 = V_ptrs_offset0_2 + lo_2
-        V_ptrs_offset1_2_2 = V_ptrs_offset1_2 + 0
+        K_ptrs_2_offset0_2 = K_ptrs_2_offset0 + 0
+        K_ptrs_2_offset1_2 = K_ptrs_2_offset1 + lo_2
+        V_ptrs_2_offset0_2 = V_ptrs_2_offset0 + lo_2
+        V_ptrs_2_offset1_2 = V_ptrs_2_offset1 + 0
         l_i_3_2 = l_i_3
         acc_3_2 = acc_3
         m_i_3_2 = m_i_3
-        K_ptrs_offset0_2_3 = K_ptrs_offset0_2_2
-        K_ptrs_offset1_2_3 = K_ptrs_offset1_2_2
-        V_ptrs_offset0_2_3 = V_ptrs_offset0_2_2
-        V_ptrs_offset1_2_3 = V_ptrs_offset1_2_2
+        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_2
+        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
+        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_2
+        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2
 
         # This program's row of the tapes of the loop below, and its trip count.
         tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -236,21 +252,21 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration = (start_n_2 - lo_2) // BLOCK_N
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0_2 = K_ptrs_offset0_2_3 + tl_arange_zero_HEAD_DIM_4
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
             tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_index1_2 = K_ptrs_offset1_2_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_index0_2_col = K_ptrs_index0_2[:, None]
-            K_ptrs_index0_2_col_time = K_ptrs_index0_2_col * K_block_stride0
-            K_block_base_plus_K_ptrs_3 = K_block_base + K_ptrs_index0_2_col_time
-            K_ptrs_index1_2_row = K_ptrs_index1_2[None, :]
-            K_ptrs_index1_2_row_time = K_ptrs_index1_2_row * K_block_stride1
-            K_block_base_plus_K_ptrs_4 = K_block_base_plus_K_ptrs_3 + K_ptrs_index1_2_row_time
-            K_ptrs_index1_2_row_2 = K_ptrs_index1_2[None, :]
-            t_10 = K_ptrs_index1_2_row_2 >= 0
-            K_ptrs_index1_2_row_3 = K_ptrs_index1_2[None, :]
-            t_11 = K_ptrs_index1_2_row_3 < Q_block_shape0
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
+            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
+            K_ptrs_2_index0_col_time = K_ptrs_2_index0_col * K_ptrs_2_stride0
+            K_ptrs_2_base_plus_K_ptr = K_ptrs_2_base + K_ptrs_2_index0_col_time
+            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
+            K_ptrs_2_index1_row_time = K_ptrs_2_index1_row * K_ptrs_2_stride1
+            K_ptrs_2_base_plus_K_ptr_2 = K_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
+            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :]
+            t_10 = K_ptrs_2_index1_row_2 >= 0
+            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
+            t_11 = K_ptrs_2_index1_row_3 < K_ptrs_2_shape1
             t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_block_base_plus_K_ptrs_4, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_plus_K_ptr_2, mask=t_10_and_t_11, other=0.0)
             tl_dot_q_k_2 = tl.dot(q, k_2)
             qk_2 = tl_dot_q_k_2 * qk_scale
             cols_2 = start_n_2 + offs_n
@@ -272,38 +288,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl_sum_p_2_one = tl.sum(p_2, 1)
             l_i_3_3 = l_i_3_2_times_alpha_2 + tl_sum_p_2_one
             tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0_2 = V_ptrs_offset0_2_3 + tl_arange_zero_BLOCK_N_4
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
             tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1_2 = V_ptrs_offset1_2_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_index0_2_col = V_ptrs_index0_2[:, None]
-            V_ptrs_index0_2_col_time = V_ptrs_index0_2_col * V_block_stride0
-            V_block_base_plus_V_ptrs_3 = V_block_base + V_ptrs_index0_2_col_time
-            V_ptrs_index1_2_row = V_ptrs_index1_2[None, :]
-            V_ptrs_index1_2_row_time = V_ptrs_index1_2_row * V_block_stride1
-            V_block_base_plus_V_ptrs_4 = V_block_base_plus_V_ptrs_3 + V_ptrs_index1_2_row_time
-            V_ptrs_index0_2_col_2 = V_ptrs_index0_2[:, None]
-            t_14 = V_ptrs_index0_2_col_2 >= 0
-            V_ptrs_index0_2_col_3 = V_ptrs_index0_2[:, None]
-            t_15 = V_ptrs_index0_2_col_3 < Q_block_shape0
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
+            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
+            V_ptrs_2_index0_col_time = V_ptrs_2_index0_col * V_ptrs_2_stride0
+            V_ptrs_2_base_plus_V_ptr = V_ptrs_2_base + V_ptrs_2_index0_col_time
+            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
+            V_ptrs_2_index1_row_time = V_ptrs_2_index1_row * V_ptrs_2_stride1
+            V_ptrs_2_base_plus_V_ptr_2 = V_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
+            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None]
+            t_14 = V_ptrs_2_index0_col_2 >= 0
+            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
+            t_15 = V_ptrs_2_index0_col_3 < V_ptrs_2_shape0
             t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_block_base_plus_V_ptrs_4, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
             acc_3_2_times_alpha_2_col = acc_3_2 * alpha_2_col
-            p_2_to_v_2_dtype = p_2.to(V_block_base_plus_V_ptrs_4.dtype.element_ty)
+            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
             tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
             acc_3_3 = acc_3_2_times_alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
             m_i_3_3 = m_ij_2
-            K_ptrs_offset0_2_4 = K_ptrs_offset0_2_3 + 0
-            K_ptrs_offset1_2_4 = K_ptrs_offset1_2_3 + BLOCK_N
-            V_ptrs_offset0_2_4 = V_ptrs_offset0_2_3 + BLOCK_N
-            V_ptrs_offset1_2_4 = V_ptrs_offset1_2_3 + 0
+            K_ptrs_2_offset0_4 = K_ptrs_2_offset0_3 + 0
+            K_ptrs_2_offset1_4 = K_ptrs_2_offset1_3 + BLOCK_N
+            V_ptrs_2_offset0_4 = V_ptrs_2_offset0_3 + BLOCK_N
+            V_ptrs_2_offset1_4 = V_ptrs_2_offset1_3 + 0
             l_i_3_2 = l_i_3_3
             acc_3_2 = acc_3_3
             m_i_3_2 = m_i_3_3
-            K_ptrs_offset0_2_3 = K_ptrs_offset0_2_4
-            K_ptrs_offset1_2_3 = K_ptrs_offset1_2_4
-            V_ptrs_offset0_2_3 = V_ptrs_offset0_2_4
-            V_ptrs_offset1_2_3 = V_ptrs_offset1_2_4
+            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_4
+            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
+            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
+            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
         acc_6 = acc_3_2
         l_i_6 = l_i_3_2
         acc_7 = acc_6
@@ -351,26 +367,36 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         acc_3 = acc_5
         l_i_3 = l_i_5
         m_i_3 = m_i_5
-        K_ptrs_offset0_2 = Q_block_offset1
-        K_ptrs_offset1_2 = Q_block_offset1
-        V_ptrs_offset0_2 = Q_block_offset1
-        V_ptrs_offset1_2 = Q_block_offset1
+        K_ptrs_2_base = K_block_base
+        dK_ptrs_2_base = dK_block_base
+        K_ptrs_2_shape1 = Q_block_shape0
+        K_ptrs_2_stride0 = K_block_stride0
+        K_ptrs_2_stride1 = K_block_stride1
+        K_ptrs_2_offset0 = Q_block_offset1
+        K_ptrs_2_offset1 = Q_block_offset1
+        V_ptrs_2_base = V_block_base
+        dV_ptrs_2_base = dV_block_base
+        V_ptrs_2_shape0 = Q_block_shape0
+        V_ptrs_2_stride0 = V_block_stride0
+        V_ptrs_2_stride1 = V_block_stride1
+        V_ptrs_2_offset0 = Q_block_offset1
+        V_ptrs_2_offset1 = Q_block_offset1
         start_m_times_BLOCK_M_4 = start_m * BLOCK_M
         start_m_plus_one_2 = start_m + 1
         start_m_plus_one_2_times_BLOCK_M = start_m_plus_one_2 * BLOCK_M
         lo_2 = start_m_times_BLOCK_M_4
         hi_2 = start_m_plus_one_2_times_BLOCK_M
-        K_ptrs_offset0_2_2 = K_ptrs_offset0_2 + 0
-        K_ptrs_offset1_2_2 = K_ptrs_offset1_2 + lo_2
-        V_ptrs_offset0_2_2 = V_ptrs_offset0_2 + lo_2
-        V_ptrs_offset1_2_2 = V_ptrs_offset1_2 + 0
+        K_ptrs_2_offset0_2 = K_ptrs_2_offset0 + 0
+        K_ptrs_2_offset1_2 = K_ptrs_2_offset1 + lo_2
+        V_ptrs_2_offset0_2 = V_ptrs_2_offset0 + lo_2
+        V_ptrs_2_offset1_2 = V_ptrs_2_offset1 + 0
         l_i_3_2 = l_i_3
         acc_3_2 = acc_3
         m_i_3_2 = m_i_3
-        K_ptrs_offset0_2_3 = K_ptrs_offset0_2_2
-        K_ptrs_offset1_2_3 = K_ptrs_offset1_2_2
-        V_ptrs_offset0_2_3 = V_ptrs_offset0_2_2
-        V_ptrs_offset1_2_3 = V_ptrs_offset1_2_2
+        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_2
+        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
+        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_2
+        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2
 
         # This program's row of the tapes of the loop below, and its trip count.
         tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -382,21 +408,21 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration = (start_n_2 - lo_2) // BLOCK_N
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0_2 = K_ptrs_offset0_2_3 + tl_arange_zero_HEAD_DIM_4
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
             tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_index1_2 = K_ptrs_offset1_2_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_index0_2_col = K_ptrs_index0_2[:, None]
-            K_ptrs_index0_2_col_time = K_ptrs_index0_2_col * K_block_stride0
-            K_block_base_plus_K_ptrs_3 = K_block_base + K_ptrs_index0_2_col_time
-            K_ptrs_index1_2_row = K_ptrs_index1_2[None, :]
-            K_ptrs_index1_2_row_time = K_ptrs_index1_2_row * K_block_stride1
-            K_block_base_plus_K_ptrs_4 = K_block_base_plus_K_ptrs_3 + K_ptrs_index1_2_row_time
-            K_ptrs_index1_2_row_2 = K_ptrs_index1_2[None, :]
-            t_10 = K_ptrs_index1_2_row_2 >= 0
-            K_ptrs_index1_2_row_3 = K_ptrs_index1_2[None, :]
-            t_11 = K_ptrs_index1_2_row_3 < Q_block_shape0
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
+            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
+            K_ptrs_2_index0_col_time = K_ptrs_2_index0_col * K_ptrs_2_stride0
+            K_ptrs_2_base_plus_K_ptr = K_ptrs_2_base + K_ptrs_2_index0_col_time
+            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
+            K_ptrs_2_index1_row_time = K_ptrs_2_index1_row * K_ptrs_2_stride1
+            K_ptrs_2_base_plus_K_ptr_2 = K_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
+            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :]
+            t_10 = K_ptrs_2_index1_row_2 >= 0
+            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
+            t_11 = K_ptrs_2_index1_row_3 < K_ptrs_2_shape1
             t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_block_base_plus_K_ptrs_4, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_plus_K_ptr_2, mask=t_10_and_t_11, other=0.0)
             tl_dot_q_k_2 = tl.dot(q, k_2)
             qk_2 = tl_dot_q_k_2 * qk_scale
             cols_2 = start_n_2 + offs_n
@@ -418,38 +444,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl_sum_p_2_one = tl.sum(p_2, 1)
             l_i_3_3 = l_i_3_2_times_alpha_2 + tl_sum_p_2_one
             tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0_2 = V_ptrs_offset0_2_3 + tl_arange_zero_BLOCK_N_4
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
             tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1_2 = V_ptrs_offset1_2_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_index0_2_col = V_ptrs_index0_2[:, None]
-            V_ptrs_index0_2_col_time = V_ptrs_index0_2_col * V_block_stride0
-            V_block_base_plus_V_ptrs_3 = V_block_base + V_ptrs_index0_2_col_time
-            V_ptrs_index1_2_row = V_ptrs_index1_2[None, :]
-            V_ptrs_index1_2_row_time = V_ptrs_index1_2_row * V_block_stride1
-            V_block_base_plus_V_ptrs_4 = V_block_base_plus_V_ptrs_3 + V_ptrs_index1_2_row_time
-            V_ptrs_index0_2_col_2 = V_ptrs_index0_2[:, None]
-            t_14 = V_ptrs_index0_2_col_2 >= 0
-            V_ptrs_index0_2_col_3 = V_ptrs_index0_2[:, None]
-            t_15 = V_ptrs_index0_2_col_3 < Q_block_shape0
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
+            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
+            V_ptrs_2_index0_col_time = V_ptrs_2_index0_col * V_ptrs_2_stride0
+            V_ptrs_2_base_plus_V_ptr = V_ptrs_2_base + V_ptrs_2_index0_col_time
+            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
+            V_ptrs_2_index1_row_time = V_ptrs_2_index1_row * V_ptrs_2_stride1
+            V_ptrs_2_base_plus_V_ptr_2 = V_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
+            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None]
+            t_14 = V_ptrs_2_index0_col_2 >= 0
+            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
+            t_15 = V_ptrs_2_index0_col_3 < V_ptrs_2_shape0
             t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_block_base_plus_V_ptrs_4, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
             acc_3_2_times_alpha_2_col = acc_3_2 * alpha_2_col
-            p_2_to_v_2_dtype = p_2.to(V_block_base_plus_V_ptrs_4.dtype.element_ty)
+            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
             tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
             acc_3_3 = acc_3_2_times_alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
             m_i_3_3 = m_ij_2
-            K_ptrs_offset0_2_4 = K_ptrs_offset0_2_3 + 0
-            K_ptrs_offset1_2_4 = K_ptrs_offset1_2_3 + BLOCK_N
-            V_ptrs_offset0_2_4 = V_ptrs_offset0_2_3 + BLOCK_N
-            V_ptrs_offset1_2_4 = V_ptrs_offset1_2_3 + 0
+            K_ptrs_2_offset0_4 = K_ptrs_2_offset0_3 + 0
+            K_ptrs_2_offset1_4 = K_ptrs_2_offset1_3 + BLOCK_N
+            V_ptrs_2_offset0_4 = V_ptrs_2_offset0_3 + BLOCK_N
+            V_ptrs_2_offset1_4 = V_ptrs_2_offset1_3 + 0
             l_i_3_2 = l_i_3_3
             acc_3_2 = acc_3_3
             m_i_3_2 = m_i_3_3
-            K_ptrs_offset0_2_3 = K_ptrs_offset0_2_4
-            K_ptrs_offset1_2_3 = K_ptrs_offset1_2_4
-            V_ptrs_offset0_2_3 = V_ptrs_offset0_2_4
-            V_ptrs_offset1_2_3 = V_ptrs_offset1_2_4
+            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_4
+            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
+            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
+            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
 
         # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
         bl_i_3_2 = bl_i_7
@@ -464,30 +490,30 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration_2 = trips - 1 - reversed
             start_n_2 = lo_2 + iteration_2 * BLOCK_N
             m_i_3_2 = tl.load(m_i_3_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-            K_ptrs_offset0_2_3 = K_ptrs_offset0_2_2 + iteration_2 * 0
-            K_ptrs_offset1_2_3 = K_ptrs_offset1_2_2 + iteration_2 * BLOCK_N
-            V_ptrs_offset0_2_3 = V_ptrs_offset0_2_2 + iteration_2 * BLOCK_N
-            V_ptrs_offset1_2_3 = V_ptrs_offset1_2_2 + iteration_2 * 0
+            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_2 + iteration_2 * 0
+            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
+            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_2 + iteration_2 * BLOCK_N
+            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2 + iteration_2 * 0
             acc_3_3 = acc_3_2
             l_i_3_3 = l_i_3_2
             tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0_2 = K_ptrs_offset0_2_3 + tl_arange_zero_HEAD_DIM_4
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
             tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_index1_2 = K_ptrs_offset1_2_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_index0_2_col = K_ptrs_index0_2[:, None]
-            K_ptrs_index0_2_col_time = K_ptrs_index0_2_col * K_block_stride0
-            K_block_base_plus_K_ptrs_3 = K_block_base + K_ptrs_index0_2_col_time
-            dK_block_base_plus_K_ptrs_3 = dK_block_base + K_ptrs_index0_2_col_time
-            K_ptrs_index1_2_row = K_ptrs_index1_2[None, :]
-            K_ptrs_index1_2_row_time = K_ptrs_index1_2_row * K_block_stride1
-            K_block_base_plus_K_ptrs_4 = K_block_base_plus_K_ptrs_3 + K_ptrs_index1_2_row_time
-            dK_block_base_plus_K_ptrs_4 = dK_block_base_plus_K_ptrs_3 + K_ptrs_index1_2_row_time
-            K_ptrs_index1_2_row_2 = K_ptrs_index1_2[None, :]
-            t_10 = K_ptrs_index1_2_row_2 >= 0
-            K_ptrs_index1_2_row_3 = K_ptrs_index1_2[None, :]
-            t_11 = K_ptrs_index1_2_row_3 < Q_block_shape0
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
+            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
+            K_ptrs_2_index0_col_time = K_ptrs_2_index0_col * K_ptrs_2_stride0
+            K_ptrs_2_base_plus_K_ptr = K_ptrs_2_base + K_ptrs_2_index0_col_time
+            dK_ptrs_2_base_plus_K_ptr = dK_ptrs_2_base + K_ptrs_2_index0_col_time
+            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
+            K_ptrs_2_index1_row_time = K_ptrs_2_index1_row * K_ptrs_2_stride1
+            K_ptrs_2_base_plus_K_ptr_2 = K_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
+            dK_ptrs_2_base_plus_K_ptr_2 = dK_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
+            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :]
+            t_10 = K_ptrs_2_index1_row_2 >= 0
+            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
+            t_11 = K_ptrs_2_index1_row_3 < K_ptrs_2_shape1
             t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_block_base_plus_K_ptrs_4, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_plus_K_ptr_2, mask=t_10_and_t_11, other=0.0)
             tl_dot_q_k_2 = tl.dot(q, k_2)
             qk_2 = tl_dot_q_k_2 * qk_scale
             cols_2 = start_n_2 + offs_n
@@ -507,25 +533,25 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
             tl_sum_p_2_one = tl.sum(p_2, 1)
             tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0_2 = V_ptrs_offset0_2_3 + tl_arange_zero_BLOCK_N_4
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
             tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1_2 = V_ptrs_offset1_2_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_index0_2_col = V_ptrs_index0_2[:, None]
-            V_ptrs_index0_2_col_time = V_ptrs_index0_2_col * V_block_stride0
-            V_block_base_plus_V_ptrs_3 = V_block_base + V_ptrs_index0_2_col_time
-            dV_block_base_plus_V_ptrs_3 = dV_block_base + V_ptrs_index0_2_col_time
-            V_ptrs_index1_2_row = V_ptrs_index1_2[None, :]
-            V_ptrs_index1_2_row_time = V_ptrs_index1_2_row * V_block_stride1
-            V_block_base_plus_V_ptrs_4 = V_block_base_plus_V_ptrs_3 + V_ptrs_index1_2_row_time
-            dV_block_base_plus_V_ptrs_4 = dV_block_base_plus_V_ptrs_3 + V_ptrs_index1_2_row_time
-            V_ptrs_index0_2_col_2 = V_ptrs_index0_2[:, None]
-            t_14 = V_ptrs_index0_2_col_2 >= 0
-            V_ptrs_index0_2_col_3 = V_ptrs_index0_2[:, None]
-            t_15 = V_ptrs_index0_2_col_3 < Q_block_shape0
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
+            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
+            V_ptrs_2_index0_col_time = V_ptrs_2_index0_col * V_ptrs_2_stride0
+            V_ptrs_2_base_plus_V_ptr = V_ptrs_2_base + V_ptrs_2_index0_col_time
+            dV_ptrs_2_base_plus_V_ptr = dV_ptrs_2_base + V_ptrs_2_index0_col_time
+            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
+            V_ptrs_2_index1_row_time = V_ptrs_2_index1_row * V_ptrs_2_stride1
+            V_ptrs_2_base_plus_V_ptr_2 = V_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
+            dV_ptrs_2_base_plus_V_ptr_2 = dV_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
+            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None]
+            t_14 = V_ptrs_2_index0_col_2 >= 0
+            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
+            t_15 = V_ptrs_2_index0_col_3 < V_ptrs_2_shape0
             t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_block_base_plus_V_ptrs_4, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
-            p_2_to_v_2_dtype = p_2.to(V_block_base_plus_V_ptrs_4.dtype.element_ty)
+            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
             tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
 
             # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
@@ -543,7 +569,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             bl_i_3_2 = tl.zeros_like(bl_i_3_2)
 
             # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-            bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_block_base_plus_V_ptrs_4.dtype.element_ty), tl.trans(v_2))
+            bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty), tl.trans(v_2))
             bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_3_3.to(p_2_to_v_2_dtype.dtype))
             bp_2 = bp_2_to_v_2_dtype.to(p_2.dtype)
             bacc_3_2 += bacc_3_3 * alpha_2_col
@@ -551,9 +577,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.static_assert(balpha_2_col.shape == alpha_2_col.shape)
             balpha_2 = tl.reshape(balpha_2_col, alpha_2.shape)
 
-            # Grad of: v_2 = tl.load(V_block_base + V_ptrs_index0_2[:, None] * V_block_stride0 + V_ptrs_index1_2[None, :] * V_block_stride1, mask=(V_ptrs_index0_2[:, None] >= 0) & (V_ptrs_index0_2[:, None] < V_block_shape0), other=0.0)
+            # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_block_base_plus_V_ptrs_4, bv_2, mask=t_14_and_t_15, sem="relaxed")
+            tl.atomic_add(dV_ptrs_2_base_plus_V_ptr_2, bv_2, mask=t_14_and_t_15, sem="relaxed")
 
             # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
             bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_3_3, 1), p_2.shape)
@@ -582,12 +608,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: qk_2 = tl.dot(q, k_2) * qk_scale
             btl_dot_q_k_2 = bqk_2 * qk_scale
-            bq += tl.dot(btl_dot_q_k_2.to(K_block_base_plus_K_ptrs_4.dtype.element_ty), tl.trans(k_2))
+            bq += tl.dot(btl_dot_q_k_2.to(K_ptrs_2_base_plus_K_ptr_2.dtype.element_ty), tl.trans(k_2))
             bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
 
-            # Grad of: k_2 = tl.load(K_block_base + K_ptrs_index0_2[:, None] * K_block_stride0 + K_ptrs_index1_2[None, :] * K_block_stride1, mask=(K_ptrs_index1_2[None, :] >= 0) & (K_ptrs_index1_2[None, :] < K_block_shape1), other=0.0)
+            # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_block_base_plus_K_ptrs_4, bk_2, mask=t_10_and_t_11, sem="relaxed")
+            tl.atomic_add(dK_ptrs_2_base_plus_K_ptr_2, bk_2, mask=t_10_and_t_11, sem="relaxed")
         tl.debug_barrier()
 
         # Grad of: m_i_3 = m_i
@@ -610,8 +636,18 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         acc_2 = acc
         l_i_2 = l_i
         m_i_2 = m_i
+        K_ptrs_base = K_block_base
+        dK_ptrs_base = dK_block_base
+        K_ptrs_shape1 = Q_block_shape0
+        K_ptrs_stride0 = K_block_stride0
+        K_ptrs_stride1 = K_block_stride1
         K_ptrs_offset0 = Q_block_offset1
         K_ptrs_offset1 = Q_block_offset1
+        V_ptrs_base = V_block_base
+        dV_ptrs_base = dV_block_base
+        V_ptrs_shape0 = Q_block_shape0
+        V_ptrs_stride0 = V_block_stride0
+        V_ptrs_stride1 = V_block_stride1
         V_ptrs_offset0 = Q_block_offset1
         V_ptrs_offset1 = Q_block_offset1
         if 4 - STAGE == 1:
@@ -636,17 +672,17 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
                 hi_5 = hi_4
             lo_6 = lo_5
             hi_6 = hi_5
-        K_ptrs_offset0_3 = K_ptrs_offset0 + 0
-        K_ptrs_offset1_3 = K_ptrs_offset1 + lo_6
-        V_ptrs_offset0_3 = V_ptrs_offset0 + lo_6
-        V_ptrs_offset1_3 = V_ptrs_offset1 + 0
+        K_ptrs_offset0_2 = K_ptrs_offset0 + 0
+        K_ptrs_offset1_2 = K_ptrs_offset1 + lo_6
+        V_ptrs_offset0_2 = V_ptrs_offset0 + lo_6
+        V_ptrs_offset1_2 = V_ptrs_offset1 + 0
         l_i_2_2 = l_i_2
         acc_2_2 = acc_2
         m_i_2_2 = m_i_2
-        K_ptrs_offset0_4 = K_ptrs_offset0_3
-        K_ptrs_offset1_4 = K_ptrs_offset1_3
-        V_ptrs_offset0_4 = V_ptrs_offset0_3
-        V_ptrs_offset1_4 = V_ptrs_offset1_3
+        K_ptrs_offset0_3 = K_ptrs_offset0_2
+        K_ptrs_offset1_3 = K_ptrs_offset1_2
+        V_ptrs_offset0_3 = V_ptrs_offset0_2
+        V_ptrs_offset1_3 = V_ptrs_offset1_2
 
         # This program's row of the tapes of the loop below, and its trip count.
         tape_row_2 = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -658,21 +694,21 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration_3 = (start_n - lo_6) // BLOCK_N
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_4 + tl_arange_zero_HEAD_DIM_2
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
             tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_4 + tl_arange_zero_BLOCK_N
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
             K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_times = K_ptrs_index0_col * K_block_stride0
-            K_block_base_plus_K_ptrs = K_block_base + K_ptrs_index0_col_times
+            K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
+            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
             K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_times = K_ptrs_index1_row * K_block_stride1
-            K_block_base_plus_K_ptrs_2 = K_block_base_plus_K_ptrs + K_ptrs_index1_row_times
+            K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
+            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
             K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
             t_3 = K_ptrs_index1_row_2 >= 0
             K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_3 < Q_block_shape0
+            t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
             t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_block_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
             tl_dot_q_k = tl.dot(q, k)
             qk = tl_dot_q_k * qk_scale
             cols = start_n + offs_n
@@ -701,38 +737,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl_sum_p_one = tl.sum(p, 1)
             l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
             tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_4 + tl_arange_zero_BLOCK_N_2
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
             tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_4 + tl_arange_zero_HEAD_DIM_3
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
             V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_times = V_ptrs_index0_col * V_block_stride0
-            V_block_base_plus_V_ptrs = V_block_base + V_ptrs_index0_col_times
+            V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
+            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
             V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_times = V_ptrs_index1_row * V_block_stride1
-            V_block_base_plus_V_ptrs_2 = V_block_base_plus_V_ptrs + V_ptrs_index1_row_times
+            V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
+            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
             V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
             t_8 = V_ptrs_index0_col_2 >= 0
             V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_3 < Q_block_shape0
+            t_9 = V_ptrs_index0_col_3 < V_ptrs_shape0
             t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_block_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
             acc_2_2_times_alpha_col = acc_2_2 * alpha_col
-            p_to_v_dtype = p.to(V_block_base_plus_V_ptrs_2.dtype.element_ty)
+            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
             tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
             acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
             m_i_2_3 = m_ij
-            K_ptrs_offset0_5 = K_ptrs_offset0_4 + 0
-            K_ptrs_offset1_5 = K_ptrs_offset1_4 + BLOCK_N
-            V_ptrs_offset0_5 = V_ptrs_offset0_4 + BLOCK_N
-            V_ptrs_offset1_5 = V_ptrs_offset1_4 + 0
+            K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
+            K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
+            V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
+            V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
             l_i_2_2 = l_i_2_3
             acc_2_2 = acc_2_3
             m_i_2_2 = m_i_2_3
-            K_ptrs_offset0_4 = K_ptrs_offset0_5
-            K_ptrs_offset1_4 = K_ptrs_offset1_5
-            V_ptrs_offset0_4 = V_ptrs_offset0_5
-            V_ptrs_offset1_4 = V_ptrs_offset1_5
+            K_ptrs_offset0_3 = K_ptrs_offset0_4
+            K_ptrs_offset1_3 = K_ptrs_offset1_4
+            V_ptrs_offset0_3 = V_ptrs_offset0_4
+            V_ptrs_offset1_3 = V_ptrs_offset1_4
 
         # Grad of: for start_n in range(lo, hi, BLOCK_N):
         bl_i_2_2 = bl_i_5
@@ -747,30 +783,30 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             iteration_4 = trips_2 - 1 - reversed_2
             start_n = lo_6 + iteration_4 * BLOCK_N
             m_i_2_2 = tl.load(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_4) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_4 < tape_trips_2, other=float('nan'))
-            K_ptrs_offset0_4 = K_ptrs_offset0_3 + iteration_4 * 0
-            K_ptrs_offset1_4 = K_ptrs_offset1_3 + iteration_4 * BLOCK_N
-            V_ptrs_offset0_4 = V_ptrs_offset0_3 + iteration_4 * BLOCK_N
-            V_ptrs_offset1_4 = V_ptrs_offset1_3 + iteration_4 * 0
+            K_ptrs_offset0_3 = K_ptrs_offset0_2 + iteration_4 * 0
+            K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_4 * BLOCK_N
+            V_ptrs_offset0_3 = V_ptrs_offset0_2 + iteration_4 * BLOCK_N
+            V_ptrs_offset1_3 = V_ptrs_offset1_2 + iteration_4 * 0
             acc_2_3 = acc_2_2
             l_i_2_3 = l_i_2_2
             tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_4 + tl_arange_zero_HEAD_DIM_2
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
             tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_4 + tl_arange_zero_BLOCK_N
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
             K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_times = K_ptrs_index0_col * K_block_stride0
-            K_block_base_plus_K_ptrs = K_block_base + K_ptrs_index0_col_times
-            dK_block_base_plus_K_ptrs = dK_block_base + K_ptrs_index0_col_times
+            K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
+            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
+            dK_ptrs_base_plus_K_ptrs = dK_ptrs_base + K_ptrs_index0_col_times
             K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_times = K_ptrs_index1_row * K_block_stride1
-            K_block_base_plus_K_ptrs_2 = K_block_base_plus_K_ptrs + K_ptrs_index1_row_times
-            dK_block_base_plus_K_ptrs_2 = dK_block_base_plus_K_ptrs + K_ptrs_index1_row_times
+            K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
+            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
+            dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
             K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
             t_3 = K_ptrs_index1_row_2 >= 0
             K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_3 < Q_block_shape0
+            t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
             t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_block_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
             tl_dot_q_k = tl.dot(q, k)
             qk = tl_dot_q_k * qk_scale
             cols = start_n + offs_n
@@ -797,25 +833,25 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
             tl_sum_p_one = tl.sum(p, 1)
             tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_4 + tl_arange_zero_BLOCK_N_2
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
             tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_4 + tl_arange_zero_HEAD_DIM_3
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
             V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_times = V_ptrs_index0_col * V_block_stride0
-            V_block_base_plus_V_ptrs = V_block_base + V_ptrs_index0_col_times
-            dV_block_base_plus_V_ptrs = dV_block_base + V_ptrs_index0_col_times
+            V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
+            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
+            dV_ptrs_base_plus_V_ptrs = dV_ptrs_base + V_ptrs_index0_col_times
             V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_times = V_ptrs_index1_row * V_block_stride1
-            V_block_base_plus_V_ptrs_2 = V_block_base_plus_V_ptrs + V_ptrs_index1_row_times
-            dV_block_base_plus_V_ptrs_2 = dV_block_base_plus_V_ptrs + V_ptrs_index1_row_times
+            V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
+            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
+            dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
             V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
             t_8 = V_ptrs_index0_col_2 >= 0
             V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_3 < Q_block_shape0
+            t_9 = V_ptrs_index0_col_3 < V_ptrs_shape0
             t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_block_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
-            p_to_v_dtype = p.to(V_block_base_plus_V_ptrs_2.dtype.element_ty)
+            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
             tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
 
             # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
@@ -833,7 +869,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             bl_i_2_2 = tl.zeros_like(bl_i_2_2)
 
             # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            bp_to_v_dtype = tl.dot(bacc_2_3.to(V_block_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
+            bp_to_v_dtype = tl.dot(bacc_2_3.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
             bv = tl.dot(tl.trans(p_to_v_dtype), bacc_2_3.to(p_to_v_dtype.dtype))
             bp = bp_to_v_dtype.to(p.dtype)
             bacc_2_2 += bacc_2_3 * alpha_col
@@ -841,9 +877,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.static_assert(balpha_col.shape == alpha_col.shape)
             balpha = tl.reshape(balpha_col, alpha.shape)
 
-            # Grad of: v = tl.load(V_block_base + V_ptrs_index0[:, None] * V_block_stride0 + V_ptrs_index1[None, :] * V_block_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_block_shape0), other=0.0)
+            # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_block_base_plus_V_ptrs_2, bv, mask=t_8_and_t_9, sem="relaxed")
+            tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_8_and_t_9, sem="relaxed")
 
             # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
@@ -888,12 +924,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: qk = tl.dot(q, k) * qk_scale
             btl_dot_q_k = bqk * qk_scale
-            bq += tl.dot(btl_dot_q_k.to(K_block_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+            bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
             bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
 
-            # Grad of: k = tl.load(K_block_base + K_ptrs_index0[:, None] * K_block_stride0 + K_ptrs_index1[None, :] * K_block_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_block_shape1), other=0.0)
+            # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_block_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
+            tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
         tl.debug_barrier()
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
