@@ -1997,6 +1997,7 @@ class Engine {
     std::string trips_param;        // the bound on any program's trip count
     std::string forward_index, reverse_index, rev;
     bool assert_step = false;       // a constexpr step: assert that it is positive
+    bool negative_step = false;     // a literal negative step: the loop counts down
   };
 
   // The address of a taped value's entry in iteration `index`.
@@ -2057,8 +2058,8 @@ class Engine {
     if (b.size() == 3) {
       const SType *t = anf_types_.type_of(range->args[2].get());
       const bool known = t && t->kind == SType::Kind::Int && t->known;
-      if (known && t->n <= 0)
-        fail(where, "tgrad reverses this loop by taping its carried values and needs a positive step");
+      if (known && t->n == 0) fail(where, "range() step must not be zero");
+      L.negative_step = known && t->n < 0;  // a loop that counts down (a backward recurrence over chunks)
       if (!known && !(t && t->kind == SType::Kind::Int))
         fail(where, "tgrad reverses this loop by taping its carried values and needs its step known before the "
                     "kernel runs (a literal or a tl.constexpr), to count its iterations");
@@ -2236,7 +2237,10 @@ class Engine {
     std::string head = taped ? L.row + " = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + "
                                        "tl.num_programs(1) * tl.program_id(2))\n"
                              : std::string();
-    head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
+    if (L.negative_step)
+      head += L.trips + " = (" + L.start + " - " + L.stop + " - (" + L.step + ") - 1) // (-(" + L.step + "))\n";
+    else
+      head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
     if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";
     StmtList pre = parse_statements(head);
     pre[0]->leading_comment = taped ? "This program's row of the tapes of the loop below, and its trip count."

@@ -151,6 +151,11 @@ class ExprTranslator {
       }
     }
     if (!hi) return std::nullopt;
+    // A literal negative step (range(n - 1, -1, -1)): the loop counts down.
+    if (c->args.size() == 3)
+      if (auto *neg = dyn_cast<UnaryOp>(c->args[2].get()); neg && neg->op == UnaryOpKind::Neg && isa<IntLit>(neg->operand.get()))
+        return json{{"max_over_programs",
+                     op("max", {0, op("cdiv", {op("sub", {lo, *hi}), json(cast<IntLit>(neg->operand.get())->value)})})}};
     return json{{"max_over_programs", op("max", {0, op("cdiv", {op("sub", {*hi, lo}), step})})}};
   }
 

@@ -198,6 +198,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
                     "H=2", "N_CTX=40"},
                    {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "STAGE=3"}, {"Q", "K", "V"}, {}},
+        // A recurrence counting down (range(n - 1, -1, -1)), taped, every step stored.
+        KernelCase{"recurrence", "reverse_scan_kernel", {3, 1, 1},
+                   {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,5,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"},
+                   {"the loop's carried 'h' is taped to 'h_tape'"}},
         // A taped running max whose pointer advances by a fixed step (an induction variable: the reversed loop
         // computes it from the iteration number).
         KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,8]", "Y=fp32[2,8]:zeros", "n=5"}, {"B=8"}, {"X"},

@@ -69,3 +69,16 @@ def nested_taped_kernel(X, Y, n_outer, n_inner, BLOCK: tl.constexpr):
             m = tl.maximum(m, tl.load(X + ((row * n_outer + j) * n_inner + i) * BLOCK + lanes))
         h = h * m + m
     tl.store(Y + row * BLOCK + lanes, h)
+
+
+@triton.jit
+def reverse_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
+    # h_t = a_t * h_{t+1} + x_t from the last step down (the backward recurrences over chunks of
+    # linear-attention kernels count down), storing every h_t.
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.zeros([BLOCK], dtype=tl.float32)
+    for t in range(n_steps - 1, -1, -1):
+        offs = (row * n_steps + t) * BLOCK + lanes
+        h = tl.load(A + offs) * h + tl.load(X + offs)
+        tl.store(H + offs, h)

@@ -63,3 +63,14 @@ def nested_taped_kernel(X, Y, n_outer, n_inner, BLOCK: tl.constexpr):
             m = tl.maximum(m, tl.load(X + ((row * n_outer + j) * n_inner + i) * BLOCK + lanes))
         h = h * m + m
     tl.store(Y + row * BLOCK + lanes, h)
+
+
+@triton.jit
+def reverse_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.zeros([BLOCK], dtype=tl.float32)
+    for t in range(n_steps - 1, -1, -1):
+        offs = (row * n_steps + t) * BLOCK + lanes
+        h = tl.load(A + offs) * h + tl.load(X + offs)
+        tl.store(H + offs, h)
