@@ -1240,8 +1240,12 @@ class Checker {
         return r;
       }
       Args a = bind(name, {"x"}, args, kwargs, span);
-      const SType &x = a.get("x");
-      if (!x.is_tensor()) fail(span, name + " needs a tensor; for constants use Python's math module");
+      SType x = a.get("x");
+      // A Python number becomes a tensor as Triton's math functions convert it
+      // (semantic.to_tensor: a float is fp32, an int int32): tl.math.rsqrt(2.0).
+      if (x.kind == SType::Kind::Float) x = SType::tensor(ElemType{DType::FP32, false}, {});
+      else if (x.kind == SType::Kind::Int) x = SType::tensor(i32, {});
+      if (!x.is_tensor()) fail(span, name + " needs a tensor or a number");
       fp32_or_64(name, x);
       // libdevice's classifications return int32 (1 or 0).
       if (is_math_classification(f)) return SType::tensor(i32, x.shape);
