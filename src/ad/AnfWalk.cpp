@@ -4,52 +4,6 @@ namespace tgrad::ad {
 
 using namespace ast;
 
-void visit_expr(const Expr &e, const std::function<void(const Expr &)> &fn) {
-  switch (e.kind) {
-    case NodeKind::Attribute: visit_expr(*cast<Attribute>(&e)->value, fn); break;
-    case NodeKind::Subscript:
-      visit_expr(*cast<Subscript>(&e)->value, fn);
-      for (const ExprPtr &i : cast<Subscript>(&e)->indices) visit_expr(*i, fn);
-      break;
-    case NodeKind::Slice: {
-      auto *s = cast<Slice>(&e);
-      for (const ExprPtr *p : {&s->lower, &s->upper, &s->step})
-        if (*p) visit_expr(**p, fn);
-      break;
-    }
-    case NodeKind::Call:
-      visit_expr(*cast<Call>(&e)->func, fn);
-      for (const ExprPtr &a : cast<Call>(&e)->args) visit_expr(*a, fn);
-      for (const Keyword &k : cast<Call>(&e)->keywords) visit_expr(*k.value, fn);
-      break;
-    case NodeKind::UnaryOp: visit_expr(*cast<UnaryOp>(&e)->operand, fn); break;
-    case NodeKind::BinOp:
-      visit_expr(*cast<BinOp>(&e)->lhs, fn);
-      visit_expr(*cast<BinOp>(&e)->rhs, fn);
-      break;
-    case NodeKind::BoolOp:
-      for (const ExprPtr &v : cast<BoolOp>(&e)->values) visit_expr(*v, fn);
-      break;
-    case NodeKind::Compare:
-      visit_expr(*cast<Compare>(&e)->left, fn);
-      for (const ExprPtr &c : cast<Compare>(&e)->comparators) visit_expr(*c, fn);
-      break;
-    case NodeKind::IfExp:
-      visit_expr(*cast<IfExp>(&e)->cond, fn);
-      visit_expr(*cast<IfExp>(&e)->then_value, fn);
-      visit_expr(*cast<IfExp>(&e)->else_value, fn);
-      break;
-    case NodeKind::Tuple:
-      for (const ExprPtr &x : cast<Tuple>(&e)->elts) visit_expr(*x, fn);
-      break;
-    case NodeKind::List:
-      for (const ExprPtr &x : cast<List>(&e)->elts) visit_expr(*x, fn);
-      break;
-    default: break;
-  }
-  fn(e);
-}
-
 void visit_exprs(const StmtList &block, const std::function<void(const Expr &)> &fn) {
   for (const StmtPtr &st : block) {
     if (auto *a = dyn_cast<Assign>(st.get())) visit_expr(*a->value, fn);
@@ -116,48 +70,6 @@ void block_reads(const StmtList &block, std::set<std::string> &out) {
 
 // Calls `fn` on every expression node of `e`, children first; `fn` may
 // replace the node it is given.
-void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
-  switch (e->kind) {
-    case NodeKind::Call: {
-      auto *c = cast<Call>(e.get());
-      rewrite_expr(c->func, fn);
-      for (ExprPtr &a : c->args) rewrite_expr(a, fn);
-      for (Keyword &k : c->keywords) rewrite_expr(k.value, fn);
-      break;
-    }
-    case NodeKind::BinOp:
-      rewrite_expr(cast<BinOp>(e.get())->lhs, fn);
-      rewrite_expr(cast<BinOp>(e.get())->rhs, fn);
-      break;
-    case NodeKind::UnaryOp: rewrite_expr(cast<UnaryOp>(e.get())->operand, fn); break;
-    case NodeKind::BoolOp:
-      for (ExprPtr &v : cast<BoolOp>(e.get())->values) rewrite_expr(v, fn);
-      break;
-    case NodeKind::Compare:
-      rewrite_expr(cast<Compare>(e.get())->left, fn);
-      for (ExprPtr &c : cast<Compare>(e.get())->comparators) rewrite_expr(c, fn);
-      break;
-    case NodeKind::Attribute: rewrite_expr(cast<Attribute>(e.get())->value, fn); break;
-    case NodeKind::Subscript:
-      rewrite_expr(cast<Subscript>(e.get())->value, fn);
-      for (ExprPtr &i : cast<Subscript>(e.get())->indices) rewrite_expr(i, fn);
-      break;
-    case NodeKind::IfExp:
-      rewrite_expr(cast<IfExp>(e.get())->cond, fn);
-      rewrite_expr(cast<IfExp>(e.get())->then_value, fn);
-      rewrite_expr(cast<IfExp>(e.get())->else_value, fn);
-      break;
-    case NodeKind::Tuple:
-      for (ExprPtr &x : cast<Tuple>(e.get())->elts) rewrite_expr(x, fn);
-      break;
-    case NodeKind::List:
-      for (ExprPtr &x : cast<List>(e.get())->elts) rewrite_expr(x, fn);
-      break;
-    default: break;
-  }
-  fn(e);
-}
-
 // The same over every expression a block's statements read, at any depth.
 void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
   for (StmtPtr &st : block) {
@@ -209,29 +121,6 @@ void count_reads(const StmtList &block, std::map<std::string, int> &out) {
   }
 }
 
-void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) {
-  std::function<void(const Expr &)> target = [&](const Expr &t) {
-    if (auto *n = dyn_cast<Name>(&t)) ++out[n->id];
-    if (auto *tu = dyn_cast<Tuple>(&t))
-      for (const ExprPtr &e : tu->elts) target(*e);
-  };
-  if (auto *a = dyn_cast<Assign>(&s))
-    for (const ExprPtr &t : a->targets) target(*t);
-  if (auto *a = dyn_cast<AugAssign>(&s)) target(*a->target);
-  if (auto *a = dyn_cast<AnnAssign>(&s); a && a->value) target(*a->target);
-  if (auto *f = dyn_cast<For>(&s)) {
-    target(*f->target);
-    count_assignments(f->body, out);
-  }
-  if (auto *i = dyn_cast<If>(&s)) {
-    count_assignments(i->body, out);
-    count_assignments(i->orelse, out);
-  }
-  if (auto *w = dyn_cast<While>(&s)) count_assignments(w->body, out);
-}
 
-void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
-  for (const StmtPtr &s : block) stmt_assignments(*s, out);
-}
 
 }  // namespace tgrad::ad

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tgrad/ast/Ast.h"
+#include "tgrad/ast/Walk.h"
 
 namespace tgrad::ad {
 
@@ -21,15 +22,14 @@ void deep_reads(const ast::Stmt &s, std::set<std::string> &out);
 // conditions, at any depth.
 void block_reads(const ast::StmtList &block, std::set<std::string> &out);
 
-// Calls `fn` on every expression node of `e`, children first (read only).
-void visit_expr(const ast::Expr &e, const std::function<void(const ast::Expr &)> &fn);
+// Every expression node of `e`, children first (tgrad/ast/Walk.h).
+using ast::visit_expr;
 // The same over every expression a block's statements read, at any depth
 // (the expressions rewrite_exprs visits).
 void visit_exprs(const ast::StmtList &block, const std::function<void(const ast::Expr &)> &fn);
 
-// Calls `fn` on every expression node of `e`, children first; `fn` may
-// replace the node it is given.
-void rewrite_expr(ast::ExprPtr &e, const std::function<void(ast::ExprPtr &)> &fn);
+// Every expression node of `e`, children first, each replaceable (tgrad/ast/Walk.h).
+using ast::rewrite_expr;
 // The same over every expression a block's statements read, at any depth.
 void rewrite_exprs(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
 
@@ -47,10 +47,8 @@ const ast::Expr *call_argument(const ast::Call &c, size_t position, const std::s
 // range and an if's condition count as reads of the loop or the if.
 void count_reads(const ast::StmtList &block, std::map<std::string, int> &out);
 
-// How many times each name is assigned in a block, at any depth (assignment
-// and augmented-assignment targets, loop variables).
-void count_assignments(const ast::StmtList &block, std::map<std::string, int> &out);
-// The same for one statement (a loop or an if: its variable and body).
-void stmt_assignments(const ast::Stmt &s, std::map<std::string, int> &out);
+// How many times each name is assigned in a block / one statement (tgrad/ast/Walk.h).
+using ast::count_assignments;
+using ast::stmt_assignments;
 
 }  // namespace tgrad::ad

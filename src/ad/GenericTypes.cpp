@@ -228,6 +228,11 @@ class RoleFinder {
 SType pointer_to(DType d) { return SType::tensor(sema::ElemType{d, true}, {}); }
 SType scalar_of(DType d) { return SType::tensor(sema::ElemType{d, false}, {}); }
 
+// A scalar's first representative: fp32 where its default is a float.
+DType first_scalar_dtype(const Param &p) {
+  return p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32;
+}
+
 // One differentiation with representative types; its diagnostics kept aside.
 struct Trial {
   sema::ParamTypes types;
@@ -313,11 +318,7 @@ class GenericDifferentiation {
     return t;
   }
 
-  // The scalar's first representative: fp32 where its default is a float.
-  DType scalar_first(size_t k) const {
-    const Param &p = fn_.params[k];
-    return p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32;
-  }
+  DType scalar_first(size_t k) const { return first_scalar_dtype(fn_.params[k]); }
 
   // Keeps `t` when its backward equals the representative's; a located
   // error naming `param` when it differs.
@@ -379,13 +380,7 @@ class GenericDifferentiation {
     return b.source.substr(0, at) + note + b.source.substr(at);
   }
 
-  sema::ParamTypes with_uniform(DType d) const {
-    sema::ParamTypes types = request_.param_types;
-    for (size_t k : float_pointers_) types[pname(k)] = pointer_to(d);
-    for (size_t k : integer_pointers_) types[pname(k)] = pointer_to(DType::Int32);
-    for (size_t k : scalars_) types[pname(k)] = scalar_of(scalar_first(k));
-    return types;
-  }
+  sema::ParamTypes with_uniform(DType d) const { return uniform_representative(module_, fn_, request_.param_types, d); }
 
   std::optional<Backward> run_kernel() {
     const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
@@ -569,9 +564,7 @@ sema::ParamTypes uniform_representative(const Module &module, const Function &fn
     switch (roles[k]) {
       case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type); break;
       case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32); break;
-      case ParamRole::Scalar:
-        types[p.name] = scalar_of(p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32);
-        break;
+      case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(p)); break;
       case ParamRole::Constexpr:
       case ParamRole::Unused:
       case ParamRole::Tile: break;

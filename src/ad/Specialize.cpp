@@ -414,10 +414,10 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
   // become pointer arithmetic (src/lower/BlockPointers.h).
   std::unique_ptr<Module> inlined = lower::inline_memory_helpers(user_module, request.function, diags), lowered;
   if (diags.has_errors()) return std::nullopt;
-  const Module &after_inlining = inlined ? *inlined : user_module;
-  if (lower::uses_block_pointers(after_inlining) && !(lowered = lower::lower_block_pointers(after_inlining, diags, request.function)))
-    return std::nullopt;
-  const Module &module = lowered ? *lowered : after_inlining;
+  const Module *lowered_or_inlined =
+      lower::with_block_pointers_lowered(inlined ? *inlined : user_module, request.function, diags, lowered);
+  if (!lowered_or_inlined) return std::nullopt;
+  const Module &module = *lowered_or_inlined;
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);

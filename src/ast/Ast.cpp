@@ -259,4 +259,13 @@ std::unique_ptr<Function> clone(const Function &f) {
   return c;
 }
 
+std::unique_ptr<Module> clone(const Module &m) {
+  auto out = std::make_unique<Module>();
+  out->file_id = m.file_id;
+  out->imports = m.imports;
+  for (const Constant &c : m.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
+  for (const auto &f : m.functions) out->functions.push_back(clone(*f));
+  return out;
+}
+
 }  // namespace tgrad::ast

@@ -207,16 +207,12 @@ class ExprTranslator {
           }
           env_[n] = *x->second == *y->second ? *x->second : op("if", {*cond, *x->second, *y->second});
         }
-      } else if (auto *f = dyn_cast<For>(s.get())) {
+      } else if (isa<For>(s.get()) || isa<While>(s.get())) {
         std::map<std::string, int> assigned;
         ad::stmt_assignments(*s, assigned);
         for (const auto &kv : assigned) env_[kv.first] = std::nullopt;
-        if (execute(f->body, target)) return true;
-      } else if (auto *w = dyn_cast<While>(s.get())) {
-        std::map<std::string, int> assigned;
-        ad::stmt_assignments(*s, assigned);
-        for (const auto &kv : assigned) env_[kv.first] = std::nullopt;
-        if (execute(w->body, target)) return true;
+        const StmtList &loop_body = isa<For>(s.get()) ? cast<For>(s.get())->body : cast<While>(s.get())->body;
+        if (execute(loop_body, target)) return true;
       }
     }
     return false;

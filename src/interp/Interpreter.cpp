@@ -143,9 +143,9 @@ bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &me
                 DiagEngine &diags) {
   // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h).
   std::unique_ptr<ast::Module> lowered;
-  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags, launch.kernel)))
-    return false;
-  const ast::Module &module = lowered ? *lowered : user_module;
+  const ast::Module *lowered_or_user = lower::with_block_pointers_lowered(user_module, launch.kernel, diags, lowered);
+  if (!lowered_or_user) return false;
+  const ast::Module &module = *lowered_or_user;
   const ast::Function *fn = find(module, launch.kernel, diags);
   if (!fn) return false;
   std::map<std::string, Value> args;
@@ -215,9 +215,9 @@ std::optional<std::vector<Value>> run_function(const ast::Module &user_module, c
                                                const std::map<std::string, Value> &args, Memory &memory,
                                                const RunOptions &options, DiagEngine &diags) {
   std::unique_ptr<ast::Module> lowered;
-  if (lower::uses_block_pointers(user_module) && !(lowered = lower::lower_block_pointers(user_module, diags, name)))
-    return std::nullopt;
-  const ast::Module &module = lowered ? *lowered : user_module;
+  const ast::Module *lowered_or_user = lower::with_block_pointers_lowered(user_module, name, diags, lowered);
+  if (!lowered_or_user) return std::nullopt;
+  const ast::Module &module = *lowered_or_user;
   const ast::Function *fn = find(module, name, diags);
   if (!fn) return std::nullopt;
   Evaluator ev(module, memory, options);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/lower/Walk.h"
+#include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::lower {
@@ -53,40 +54,10 @@ StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s) {
   return std::make_unique<Assign>(std::move(targets), std::move(value), s);
 }
 
-bool calls_make_block_ptr(const Expr &e) {
-  if (is_tl_call(&e, "make_block_ptr")) return true;
-  bool found = false;
-  // Any call below: a cheap recursive check over the expression kinds that hold calls.
-  switch (e.kind) {
-    case NodeKind::Call: {
-      auto *c = cast<Call>(&e);
-      for (const ExprPtr &a : c->args) found |= calls_make_block_ptr(*a);
-      for (const Keyword &k : c->keywords) found |= calls_make_block_ptr(*k.value);
-      found |= calls_make_block_ptr(*c->func);
-      return found;
-    }
-    case NodeKind::Attribute: return calls_make_block_ptr(*cast<Attribute>(&e)->value);
-    case NodeKind::Tuple:
-      for (const ExprPtr &v : cast<Tuple>(&e)->elts) found |= calls_make_block_ptr(*v);
-      return found;
-    case NodeKind::Subscript: return calls_make_block_ptr(*cast<Subscript>(&e)->value);
-    case NodeKind::BinOp:
-      return calls_make_block_ptr(*cast<BinOp>(&e)->lhs) || calls_make_block_ptr(*cast<BinOp>(&e)->rhs);
-    default: return false;
-  }
-}
-
 bool calls_make_block_ptr(const StmtList &block) {
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get()); a && calls_make_block_ptr(*a->value)) return true;
-    if (auto *x = dyn_cast<ExprStmt>(s.get()); x && calls_make_block_ptr(*x->value)) return true;
-    if (auto *r = dyn_cast<Return>(s.get()); r && r->value && calls_make_block_ptr(*r->value)) return true;
-    if (auto *i = dyn_cast<If>(s.get()); i && (calls_make_block_ptr(i->body) || calls_make_block_ptr(i->orelse)))
-      return true;
-    if (auto *f = dyn_cast<For>(s.get()); f && calls_make_block_ptr(f->body)) return true;
-    if (auto *w = dyn_cast<While>(s.get()); w && calls_make_block_ptr(w->body)) return true;
-  }
-  return false;
+  bool found = false;
+  visit_block(block, [&](const Expr &e) { found |= is_tl_call(&e, "make_block_ptr"); });
+  return found;
 }
 
 // A block pointer variable: the prefix of its parts and its block shape.
@@ -606,59 +577,10 @@ class FunctionLowering {
         a->value = name(bp->base(), a->value->span);
         return;
       }
-    if (const BlockPointer *bp = pointer_of(e.get())) {
-      (void)bp;
+    if (pointer_of(e.get()))
       fail(e->span, "'" + cast<Name>(e.get())->id + "' is a block pointer; tgrad lowers block pointers used in "
                     "tl.load, tl.store, tl.advance, .dtype and calls of jit functions, not here");
-    }
-    switch (e->kind) {
-      case NodeKind::Attribute: lower_expr(cast<Attribute>(e.get())->value); return;
-      case NodeKind::Subscript: {
-        auto *s = cast<Subscript>(e.get());
-        lower_expr(s->value);
-        for (ExprPtr &i : s->indices) lower_expr(i);
-        return;
-      }
-      case NodeKind::Slice: {
-        auto *s = cast<Slice>(e.get());
-        for (ExprPtr *p : {&s->lower, &s->upper, &s->step})
-          if (*p) lower_expr(*p);
-        return;
-      }
-      case NodeKind::Call: {
-        auto *c = cast<Call>(e.get());
-        lower_expr(c->func);
-        for (ExprPtr &a : c->args) lower_expr(a);
-        for (Keyword &k : c->keywords) lower_expr(k.value);
-        return;
-      }
-      case NodeKind::UnaryOp: lower_expr(cast<UnaryOp>(e.get())->operand); return;
-      case NodeKind::BinOp:
-        lower_expr(cast<BinOp>(e.get())->lhs);
-        lower_expr(cast<BinOp>(e.get())->rhs);
-        return;
-      case NodeKind::BoolOp:
-        for (ExprPtr &v : cast<BoolOp>(e.get())->values) lower_expr(v);
-        return;
-      case NodeKind::Compare:
-        lower_expr(cast<Compare>(e.get())->left);
-        for (ExprPtr &v : cast<Compare>(e.get())->comparators) lower_expr(v);
-        return;
-      case NodeKind::IfExp: {
-        auto *i = cast<IfExp>(e.get());
-        lower_expr(i->cond);
-        lower_expr(i->then_value);
-        lower_expr(i->else_value);
-        return;
-      }
-      case NodeKind::Tuple:
-        for (ExprPtr &v : cast<Tuple>(e.get())->elts) lower_expr(v);
-        return;
-      case NodeKind::List:
-        for (ExprPtr &v : cast<List>(e.get())->elts) lower_expr(v);
-        return;
-      default: return;
-    }
+    for_each_child(*e, [&](ExprPtr &c) { lower_expr(c); });
   }
 
   const Module &module_;
@@ -720,13 +642,17 @@ std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &d
     diags.error(e.span, e.message);
     return nullptr;
   }
-  auto out = std::make_unique<Module>();
-  out->file_id = module.file_id;
-  out->imports = module.imports;
-  for (const Constant &c : module.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
+  std::unique_ptr<Module> out = clone(module);
   for (size_t k = 0; k < module.functions.size(); ++k)
-    out->functions.push_back(lowered[k] ? std::move(lowered[k]) : clone(*module.functions[k]));
+    if (lowered[k]) out->functions[k] = std::move(lowered[k]);
   return out;
+}
+
+const Module *with_block_pointers_lowered(const Module &module, const std::string &root, DiagEngine &diags,
+                                          std::unique_ptr<Module> &holder) {
+  if (!uses_block_pointers(module)) return &module;
+  holder = lower_block_pointers(module, diags, root);
+  return holder.get();
 }
 
 }  // namespace tgrad::lower

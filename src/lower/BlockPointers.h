@@ -46,4 +46,10 @@ bool uses_block_pointers(const ast::Module &module);
 std::unique_ptr<ast::Module> lower_block_pointers(const ast::Module &module, DiagEngine &diags,
                                                   const std::string &root = "");
 
+// The module to run or differentiate `root` of: `module` itself where no
+// function makes a block pointer, else its lowered copy, owned by `holder`;
+// null (errors in `diags`) where lowering fails.
+const ast::Module *with_block_pointers_lowered(const ast::Module &module, const std::string &root, DiagEngine &diags,
+                                              std::unique_ptr<ast::Module> &holder);
+
 }  // namespace tgrad::lower

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "src/lower/Walk.h"
+#include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::lower {
@@ -29,12 +30,11 @@ bool is_memory_builtin(const std::string &callee) {
   return false;
 }
 
-// Every call of a block (not copied: read through a rewrite of a clone).
+// The callee of every call of a block, as written.
 std::vector<std::string> callees(const StmtList &block) {
   std::vector<std::string> out;
-  StmtList copy = clone(block);
-  rewrite_block(copy, [&](ExprPtr &e) {
-    if (auto *c = dyn_cast<Call>(e.get())) out.push_back(emit::print_expr(*c->func));
+  visit_block(block, [&](const Expr &e) {
+    if (auto *c = dyn_cast<Call>(&e)) out.push_back(emit::print_expr(*c->func));
   });
   return out;
 }
@@ -88,25 +88,18 @@ class Inliner {
   }
 
   void stmt(const Stmt &s, StmtList &out) {
-    // y = helper(...) / a, b = helper(...) / helper(...): the body in place.
-    if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1)
-      if (const Function *f = memory_helper(*a->value)) {
-        StmtList pending;
-        ExprPtr call = clone(*a->value);
-        hoist_in_arguments(*cast<Call>(call.get()), pending);
-        for (StmtPtr &p : pending) out.push_back(std::move(p));
-        expand(*cast<Call>(call.get()), *f, a->targets[0].get(), out);
-        return;
-      }
-    if (auto *x = dyn_cast<ExprStmt>(&s))
-      if (const Function *f = memory_helper(*x->value)) {
-        StmtList pending;
-        ExprPtr call = clone(*x->value);
-        hoist_in_arguments(*cast<Call>(call.get()), pending);
-        for (StmtPtr &p : pending) out.push_back(std::move(p));
-        expand(*cast<Call>(call.get()), *f, nullptr, out);
-        return;
-      }
+    // y = helper(...) / a, b = helper(...) / helper(...): the body in place
+    // (calls of helpers in its arguments first).
+    auto *a = dyn_cast<Assign>(&s);
+    auto *x = dyn_cast<ExprStmt>(&s);
+    const Expr *value = a && a->targets.size() == 1 ? a->value.get() : x ? x->value.get() : nullptr;
+    if (const Function *f = value ? memory_helper(*value) : nullptr) {
+      ExprPtr call = clone(*value);
+      for (ExprPtr &arg : cast<Call>(call.get())->args) hoist(arg, out);
+      for (Keyword &k : cast<Call>(call.get())->keywords) hoist(k.value, out);
+      expand(*cast<Call>(call.get()), *f, a ? a->targets[0].get() : nullptr, out);
+      return;
+    }
     StmtPtr copy = clone(s);
     StmtList pending;
     switch (copy->kind) {
@@ -145,10 +138,9 @@ class Inliner {
   }
 
   void refuse_in(const Expr &e, const char *where) {
-    ExprPtr copy = clone(e);
-    rewrite_expr(copy, [&](ExprPtr &x) {
-      if (const Function *f = memory_helper(*x))
-        fail(x->span, "'" + f->name + "' loads or stores memory, and tgrad inlines such a call to differentiate it; "
+    visit_expr(e, [&](const Expr &x) {
+      if (const Function *f = memory_helper(x))
+        fail(x.span, "'" + f->name + "' loads or stores memory, and tgrad inlines such a call to differentiate it; "
                       "it cannot inline one in " + where + ": assign its result to a name first");
     });
   }
@@ -163,11 +155,6 @@ class Inliner {
         x = std::move(result);
       }
     });
-  }
-
-  void hoist_in_arguments(Call &c, StmtList &pending) {
-    for (ExprPtr &a : c.args) hoist(a, pending);
-    for (Keyword &k : c.keywords) hoist(k.value, pending);
   }
 
   static bool simple_argument(const Expr &e) {
@@ -193,8 +180,8 @@ class Inliner {
       if (!known) fail(k.name_span, "'" + f.name + "' has no parameter '" + k.name + "'");
       arg_of[k.name] = k.value.get();
     }
-    std::set<std::string> assigned;
-    collect_assigned(f.body, assigned);
+    std::map<std::string, int> assigned;
+    count_assignments(f.body, assigned);
     std::map<std::string, ExprPtr> substitute;  // parameter -> the argument's expression
     std::map<std::string, std::string> rename;  // the helper's name -> the kernel's
     for (size_t k = 0; k < f.params.size(); ++k) {
@@ -212,8 +199,8 @@ class Inliner {
       out.push_back(std::make_unique<Assign>(std::move(targets), clone(*arg), call.span));
       rename[p.name] = bound;
     }
-    for (const std::string &n : assigned)
-      if (!rename.count(n) && !substitute.count(n)) rename[n] = fresh(n);
+    for (const auto &kv : assigned)
+      if (!rename.count(kv.first) && !substitute.count(kv.first)) rename[kv.first] = fresh(kv.first);
     StmtList body = clone(f.body);
     rewrite_block(body, [&](ExprPtr &e) {
       auto *n = dyn_cast<Name>(e.get());
@@ -282,24 +269,6 @@ class Inliner {
     }
   }
 
-  static void collect_assigned(const StmtList &body, std::set<std::string> &out) {
-    for (const StmtPtr &s : body) {
-      if (auto *a = dyn_cast<Assign>(s.get()))
-        for (const ExprPtr &t : a->targets) collect_names(*t, out);
-      if (auto *a = dyn_cast<AugAssign>(s.get())) collect_names(*a->target, out);
-      if (auto *a = dyn_cast<AnnAssign>(s.get())) collect_names(*a->target, out);
-      if (auto *i = dyn_cast<If>(s.get())) {
-        collect_assigned(i->body, out);
-        collect_assigned(i->orelse, out);
-      }
-      if (auto *l = dyn_cast<For>(s.get())) {
-        collect_names(*l->target, out);
-        collect_assigned(l->body, out);
-      }
-      if (auto *w = dyn_cast<While>(s.get())) collect_assigned(w->body, out);
-    }
-  }
-
   const Module &module_;
   Function &kernel_;
   std::set<std::string> taken_;
@@ -322,11 +291,9 @@ std::unique_ptr<Module> inline_memory_helpers(const Module &module, const std::s
     diags.error(e.span, e.message);
     return nullptr;
   }
-  auto out = std::make_unique<Module>();
-  out->file_id = module.file_id;
-  out->imports = module.imports;
-  for (const Constant &c : module.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
-  for (const auto &f : module.functions) out->functions.push_back(f.get() == fn ? std::move(copy) : clone(*f));
+  std::unique_ptr<Module> out = clone(module);
+  for (size_t k = 0; k < module.functions.size(); ++k)
+    if (module.functions[k].get() == fn) out->functions[k] = std::move(copy);
   return out;
 }
 

@@ -1,4 +1,7 @@
-// Walks the source-level lowerings share.
+// Walks over whole blocks that the source-level lowerings share: unlike
+// the A-normal-form walks (src/ad/AnfWalk.h), they reach assignment
+// targets and loop variables too, since a lowering renames or rewrites
+// names wherever they stand.
 #pragma once
 
 #include <functional>
@@ -9,19 +12,14 @@
 
 namespace tgrad::lower {
 
+// Calls `fn` on every expression node of a block's statements (targets,
+// loop variables, conditions, values), at any depth, children first.
+void visit_block(const ast::StmtList &block, const std::function<void(const ast::Expr &)> &fn);
+// The same; `fn` may replace the node it is given.
+void rewrite_block(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
+
 // Every name an expression / a block mentions (read or assigned), at any depth.
 void collect_names(const ast::Expr &e, std::set<std::string> &out);
 void collect_names(const ast::StmtList &block, std::set<std::string> &out);
-
-}  // namespace tgrad::lower
-
-namespace tgrad::lower {
-
-// Calls `fn` on every expression node below `e` and on `e` itself, children
-// first; `fn` may replace the node it is given. Assignment targets and loop
-// variables are expressions too.
-void rewrite_expr(ast::ExprPtr &e, const std::function<void(ast::ExprPtr &)> &fn);
-// The same over every expression of a block, at any depth.
-void rewrite_block(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
 
 }  // namespace tgrad::lower

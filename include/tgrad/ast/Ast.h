@@ -391,5 +391,7 @@ StmtList clone(const StmtList &body);
 // A function without its body (name, decorators, parameters), and a whole one.
 std::unique_ptr<Function> clone_signature(const Function &f);
 std::unique_ptr<Function> clone(const Function &f);
+// A module: its imports, constants and functions.
+std::unique_ptr<Module> clone(const Module &m);
 
 }  // namespace tgrad::ast

@@ -1,0 +1,31 @@
+// Walks over expressions that every stage shares (the lowerings, A-normal
+// form, the adjoint sweep): each visits an expression's children first,
+// then the expression itself.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+
+namespace tgrad::ast {
+
+// Calls `fn` on each direct child expression of `e`, in evaluation order
+// (for a walk that decides at each node whether to go deeper).
+void for_each_child(Expr &e, const std::function<void(ExprPtr &)> &fn);
+
+// Calls `fn` on every expression node of `e` (read only).
+void visit_expr(const Expr &e, const std::function<void(const Expr &)> &fn);
+
+// Calls `fn` on every expression node of `e`; `fn` may replace the node it
+// is given (its replacement is not walked).
+void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn);
+
+// How many times each name is assigned in a block, at any depth (assignment
+// and augmented-assignment targets, loop variables).
+void count_assignments(const StmtList &block, std::map<std::string, int> &out);
+// The same for one statement (a loop or an if: its variable and body).
+void stmt_assignments(const Stmt &s, std::map<std::string, int> &out);
+
+}  // namespace tgrad::ast
