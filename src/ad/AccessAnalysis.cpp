@@ -1,6 +1,7 @@
 #include "src/ad/AccessAnalysis.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <optional>
 
@@ -326,6 +327,21 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     d.reason = "the offset moves with a loop variable in a way that is not analysed";
     return d;
   }
+  // One scalar per program (`L + row`): distinct programs, distinct
+  // addresses, when the coefficient is a nonzero integer (a stride given at
+  // run time may be 0, a broadcast).
+  if (offset.pid.size() == 1 && offset.lanes.empty()) {
+    const std::string &c = offset.pid.begin()->second;
+    auto known = types_.find(c);
+    const bool nonzero = (!c.empty() && std::isdigit(static_cast<unsigned char>(c[0])) && c != "0") ||
+                         (known != types_.end() && known->second.kind == sema::SType::Kind::Int &&
+                          known->second.known && known->second.n != 0);
+    if (nonzero) {
+      d.kind = AccessDecision::Kind::Injective;
+      d.reason = "offset = program_id * " + c + ": one address per program";
+      return d;
+    }
+  }
   if (offset.pid.size() != 1 || offset.lanes.size() != 1) {
     d.reason = "offsets over several program axes or several tl.arange tiles are not analysed yet";
     return d;
@@ -363,6 +379,16 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
       std::optional<std::string> stride = coefficient;
       // The mask must bound the very lanes of the offset (the same tl.arange, the same loop variable).
+      if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
+          lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound &&
+          value_of(coefficient) == value_of(*bound)) {
+        // Rows as long as the mask's bound: nothing to assume.
+        d.kind = AccessDecision::Kind::Injective;
+        d.mask_key = "lanes < " + *bound;
+        d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
+                   ": each address belongs to one program and lane";
+        return d;
+      }
       if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
           lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound) {
         d.kind = AccessDecision::Kind::InjectiveAssuming;

@@ -1,5 +1,11 @@
 #include "src/ad/EarlyReturn.h"
 
+#include <set>
+#include <string>
+
+#include "src/lower/Walk.h"
+#include "tgrad/ast/Walk.h"
+
 namespace tgrad::ad {
 
 using namespace ast;
@@ -48,40 +54,88 @@ StmtList guard(const StmtList &block) {
   return out;
 }
 
-bool has_conditional_assignment(const StmtList &block) {
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
-                                               isa<IfExp>(a->value.get()))
-      return true;
-    if (auto *i = dyn_cast<If>(s.get()); i && (has_conditional_assignment(i->body) || has_conditional_assignment(i->orelse)))
-      return true;
-    if (auto *f = dyn_cast<For>(s.get()); f && has_conditional_assignment(f->body)) return true;
+// Fresh names for the values of conditional expressions taken out of a
+// larger expression (`lse if not SPLIT else 0.0` inside a sum).
+class ChoiceNames {
+ public:
+  explicit ChoiceNames(const Function &fn) {
+    lower::collect_names(fn.body, taken_);
+    for (const Param &p : fn.params) taken_.insert(p.name);
   }
-  return false;
+  std::string fresh() {
+    for (int k = 1;; ++k) {
+      std::string n = k == 1 ? "choice" : "choice_" + std::to_string(k);
+      if (taken_.insert(n).second) return n;
+    }
+  }
+
+ private:
+  std::set<std::string> taken_;
+};
+
+// Replaces each outermost conditional expression inside `e` with a fresh
+// name, appending `name = a if c else b` to `hoisted` in evaluation order.
+// Branches of a conditional are not entered: what they contain stays
+// conditional (the split assignment handles it inside its own branch).
+void hoist_conditionals(ExprPtr &e, StmtList &hoisted, ChoiceNames &names) {
+  if (isa<IfExp>(e.get())) {
+    const SourceSpan span = e->span;
+    std::string n = names.fresh();
+    ExprList targets;
+    targets.push_back(std::make_unique<Name>(n, span));
+    hoisted.push_back(std::make_unique<Assign>(std::move(targets), std::move(e), span));
+    e = std::make_unique<Name>(n, span);
+    return;
+  }
+  for_each_child(*e, [&](ExprPtr &child) { hoist_conditionals(child, hoisted, names); });
 }
 
-StmtList split_conditional_assignments(const StmtList &block) {
+bool is_conditional_assignment(const Stmt &s) {
+  auto *a = dyn_cast<Assign>(&s);
+  return a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) && isa<IfExp>(a->value.get());
+}
+
+StmtList split_conditional_assignments(const StmtList &block, ChoiceNames &names) {
   StmtList out;
   for (const StmtPtr &s : block) {
-    auto *a = dyn_cast<Assign>(s.get());
-    auto *e = a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) ? dyn_cast<IfExp>(a->value.get()) : nullptr;
-    if (e) {
+    if (is_conditional_assignment(*s)) {
+      auto *a = cast<Assign>(s.get());
+      auto *e = cast<IfExp>(a->value.get());
       auto branch = [&](const Expr &value) {
         ExprList targets;
         targets.push_back(clone(*a->targets[0]));
         StmtList b;
         b.push_back(std::make_unique<Assign>(std::move(targets), clone(value), s->span));
-        return b;
+        return split_conditional_assignments(b, names);  // a conditional inside a branch
       };
-      out.push_back(std::make_unique<If>(clone(*e->cond), branch(*e->then_value), branch(*e->else_value), s->span));
+      StmtList before;
+      ExprPtr cond = clone(*e->cond);
+      hoist_conditionals(cond, before, names);
+      for (StmtPtr &h : split_conditional_assignments(before, names)) out.push_back(std::move(h));
+      out.push_back(std::make_unique<If>(std::move(cond), branch(*e->then_value), branch(*e->else_value), s->span));
       continue;
     }
     StmtPtr copy = clone(*s);
+    // The expressions evaluated once, before the statement's own effect:
+    // their conditionals become assignments just before it. A while loop's
+    // condition runs every iteration and stays as written.
+    std::vector<ExprPtr *> slots;
+    if (auto *a = dyn_cast<Assign>(copy.get())) slots.push_back(&a->value);
+    if (auto *a = dyn_cast<AugAssign>(copy.get())) slots.push_back(&a->value);
+    if (auto *a = dyn_cast<AnnAssign>(copy.get()); a && a->value) slots.push_back(&a->value);
+    if (auto *x = dyn_cast<ExprStmt>(copy.get())) slots.push_back(&x->value);
+    if (auto *r = dyn_cast<Return>(copy.get()); r && r->value) slots.push_back(&r->value);
+    if (auto *i = dyn_cast<If>(copy.get())) slots.push_back(&i->cond);
+    if (auto *f = dyn_cast<For>(copy.get())) slots.push_back(&f->iter);
+    StmtList before;
+    for (ExprPtr *slot : slots) hoist_conditionals(*slot, before, names);
+    for (StmtPtr &h : split_conditional_assignments(before, names)) out.push_back(std::move(h));
     if (auto *i = dyn_cast<If>(copy.get())) {
-      i->body = split_conditional_assignments(i->body);
-      i->orelse = split_conditional_assignments(i->orelse);
+      i->body = split_conditional_assignments(i->body, names);
+      i->orelse = split_conditional_assignments(i->orelse, names);
     }
-    if (auto *f = dyn_cast<For>(copy.get())) f->body = split_conditional_assignments(f->body);
+    if (auto *f = dyn_cast<For>(copy.get())) f->body = split_conditional_assignments(f->body, names);
+    if (auto *w = dyn_cast<While>(copy.get())) w->body = split_conditional_assignments(w->body, names);
     out.push_back(std::move(copy));
   }
   return out;
@@ -90,9 +144,12 @@ StmtList split_conditional_assignments(const StmtList &block) {
 }  // namespace
 
 std::unique_ptr<Function> conditional_assignments_as_ifs(const Function &fn) {
-  if (!has_conditional_assignment(fn.body)) return nullptr;
+  bool any = false;
+  lower::visit_block(fn.body, [&](const Expr &e) { any |= isa<IfExp>(&e); });
+  if (!any) return nullptr;
   std::unique_ptr<Function> out = clone_signature(fn);
-  out->body = split_conditional_assignments(fn.body);
+  ChoiceNames names(fn);
+  out->body = split_conditional_assignments(fn.body, names);
   return out;
 }
 

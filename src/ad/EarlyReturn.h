@@ -24,10 +24,14 @@ namespace tgrad::ad {
 // this rewrite handles.
 std::unique_ptr<ast::Function> guard_early_returns(const ast::Function &fn);
 
-// `x = a if c else b` (the whole value of an assignment to one name) as
-// `if c: x = a` / `else: x = b`, so that a condition computed at run time is
-// reversed like a runtime if (Triton evaluates only the branch taken, and so
-// does the if). Null if the function has no such assignment.
+// `x = a if c else b` as `if c: x = a` / `else: x = b`, so that a condition
+// computed at run time is reversed like a runtime if, and one on a
+// tl.constexpr without a value like a constexpr if (Triton evaluates only
+// the branch taken, and so does the if; a tl.where would differentiate the
+// branch not taken too, where 0 * inf is NaN). A conditional inside a larger
+// expression (`x - (lse if not SPLIT else 0.0)`) is first assigned to a name
+// of its own (`choice`) just before its statement. One in a while loop's
+// condition is left as written. Null if the function has no conditional.
 std::unique_ptr<ast::Function> conditional_assignments_as_ifs(const ast::Function &fn);
 
 }  // namespace tgrad::ad

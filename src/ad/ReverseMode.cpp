@@ -704,8 +704,28 @@ class Engine {
   }
 
   // The stabilizing maxes of a function body (see Motion).
+  // Names read by the statements of `block` (at any depth) outside `skip`,
+  // one of its nested blocks.
+  static void reads_outside(const StmtList &block, const StmtList *skip, std::set<std::string> &out) {
+    if (&block == skip) return;
+    for (const StmtPtr &s : block) {
+      stmt_reads(*s, out);
+      if (auto *f = dyn_cast<For>(s.get())) {
+        reads(*f->iter, out);
+        reads_outside(f->body, skip, out);
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        reads(*i->cond, out);
+        reads_outside(i->body, skip, out);
+        reads_outside(i->orelse, skip, out);
+      }
+    }
+  }
+
   std::set<std::string> find_stabilizers(const StmtList &body, const std::set<std::string> &active) {
     std::set<std::string> found;
+    std::map<std::string, int> assignments;  // a name assigned twice is a merge or a loop-carried value
+    count_assignments(body, assignments);
     std::vector<const StmtList *> blocks;
     collect_blocks(body, blocks);
     for (const StmtList *block : blocks)
@@ -738,6 +758,16 @@ class Engine {
           std::optional<Motion> mo = motion_of(*as->value, rank_of(as->value.get()), full_rank, *axis, moving);
           if (!mo) proved = false;
           else if (mo->kind != Motion::None) moving[t] = *mo;
+        }
+        // A max inside an if branch or a loop body: the proof above saw
+        // only the rest of its block. A moving value that leaves the block
+        // (merged after the if, carried to the next iteration, read after
+        // the loop) reaches statements it did not see, so it proves nothing.
+        if (proved && block != &body) {
+          std::set<std::string> outside;
+          reads_outside(body, block, outside);
+          for (const auto &[name, motion] : moving)
+            if (outside.count(name) || assignments.at(name) > 1) proved = false;
         }
         if (proved) found.insert(m);
       }

@@ -227,6 +227,14 @@ INSTANTIATE_TEST_SUITE_P(
         // x = a if c else b with c loaded at run time: an if.
         KernelCase{"runtime_ifexp", "scale_kernel", {3, 1, 1},
                    {"X=fp32[300]", "Y=fp32[300]:zeros", "S=fp32[3]", "n=300"}, {"BLOCK=128"}, {"X", "S"}, {}, ""},
+        // Conditionals inside larger expressions, on a flag (both values) and at run time; S mixes signs so that
+        // programs take both the sum and the max.
+        KernelCase{"runtime_ifexp", "centered_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "Y=fp32[4,13]:zeros", "L=fp32[4]", "S=fp32[4]", "n_cols=13"},
+                   {"SPLIT=False", "BLOCK=16"}, {"X", "L"}, {}, ""},
+        KernelCase{"runtime_ifexp", "centered_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "Y=fp32[4,13]:zeros", "L=fp32[4]", "S=fp32[4]", "n_cols=13"},
+                   {"SPLIT=True", "BLOCK=16"}, {"X"}, {}, ""},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
@@ -528,6 +536,14 @@ TEST(KernelReverse, StabilizingMaxOnlyWhereItCancelsOut) {
   // Normalised along the other axis: the shift does not cancel.
   EXPECT_EQ(explanations_of(head + "    m = tl.max(x, axis=1)\n    e = tl.exp(x - m[:, None])\n"
                                    "    tl.store(Y + r[:, None] * B + r[None, :], e / tl.sum(e, axis=0)[None, :])\n",
+                            types)
+                .find("only stabilizes"),
+            std::string::npos);
+  // In an if branch, merged into a value read after the if: the proof cannot see that use (this was a wrong
+  // zero gradient through the max).
+  EXPECT_EQ(explanations_of(head + "    if tl.load(Z) > 0:\n        m = tl.max(x, axis=1)\n    else:\n"
+                                   "        m = tl.sum(x, axis=1)\n"
+                                   "    tl.store(Y + r[:, None] * B + r[None, :], x * m[:, None])\n",
                             types)
                 .find("only stabilizes"),
             std::string::npos);

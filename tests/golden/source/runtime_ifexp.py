@@ -11,3 +11,16 @@ def scale_kernel(X, Y, S, n, BLOCK: tl.constexpr):
     s = tl.load(S + row)
     y = x * s if s > 0 else x * x
     tl.store(Y + offs, y, mask=mask)
+
+
+@triton.jit
+def centered_kernel(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    lse = tl.load(L + row)
+    s = tl.load(S + row)
+    y = x * x - (lse if not SPLIT else 0.0)
+    z = tl.sum(tl.where(mask, y, 0.0), axis=0) if s > 0 else tl.max(tl.where(mask, y, -float("inf")), axis=0)
+    tl.store(Y + row * n_cols + cols, y * z, mask=mask)

@@ -64,8 +64,7 @@ def scale_kernel_bwd(X, Y, S, n, BLOCK: tl.constexpr, dX, dS, dY):
         bx += by_3 * x
 
     # Grad of: s = tl.load(S + row)
-    # atomic: offsets over several program axes or several tl.arange tiles are not analysed yet
-    tl.atomic_add(dS_plus_row, bs, sem="relaxed")
+    tl.store(dS_plus_row, bs)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
     tl.store(dX_plus_offs, bx, mask=mask)
@@ -224,7 +223,7 @@ def scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch
 def scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_new_like(X)  # the backward writes every element the forward loads (under the load's mask)
-    dS = _tgrad_zeros_like(S)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dS = _tgrad_new_like(S)  # the backward writes every element the forward loads (under the load's mask)
     scale_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, S, n, BLOCK, dX=dX, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX, dS
 
