@@ -941,6 +941,11 @@ class Engine {
     std::string other;           // load: the `other` name, if a tensor
     const Call *call = nullptr;
     std::vector<std::pair<const If *, bool>> branches;  // the runtime ifs around it, and which branch (true: body)
+    // A store that is an atomic (its builtin, "tl.atomic_add"), or "". An
+    // atomic add accumulates: the buffer ends as its initial contents plus
+    // every program's additions, whatever their order, so each added value's
+    // gradient is the upstream gradient at its addresses, as for a store.
+    std::string atomic;
   };
 
   // Two stores of which at most one runs in any program: they sit in
@@ -994,11 +999,20 @@ class Engine {
       if (!c) continue;
       const SType *f = anf_types_.type_of(c->func.get());
       std::string fname = f && f->kind == SType::Kind::Builtin ? f->s : "";
-      if (fname.rfind("tl.atomic_", 0) == 0)
-        fail(c->span, fname + " in a kernel to differentiate is not supported: its result depends on the order of programs");
-      if (fname != "tl.load" && fname != "tl.store") continue;
-      if (store != (fname == "tl.store")) continue;
+      const bool atomic = fname.rfind("tl.atomic_", 0) == 0;
+      if (atomic && !store) {
+        // `old = tl.atomic_add(...)`: what it returns depends on the order of programs.
+        std::set<std::string> read;
+        block_reads(anf_.fn->body, read);
+        if (read.count(target))
+          fail(c->span, "the value " + fname + " returns (the contents before this program's update) depends on the "
+                        "order of programs, so it has no gradient; tgrad differentiates atomics whose result is unused");
+        store = true;
+      }
+      if (!atomic && fname != "tl.load" && fname != "tl.store") continue;
+      if (!atomic && store != (fname == "tl.store")) continue;
       MemoryOp op;
+      op.atomic = atomic ? fname : "";
       op.stmt = &s;
       op.loop_depth = depth;
       op.in_branch = in_branch;
@@ -1255,10 +1269,22 @@ class Engine {
     std::map<std::string, std::vector<const MemoryOp *>> store_of;
     for (const MemoryOp &m : memory_) {
       if (!m.store) continue;
-      for (const MemoryOp *other : store_of[m.base])
-        if (!exclusive(*other, m))
-          fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
-                             "gradient belongs to (store once per pointer)");
+      // Atomics other than additions (max, min, exchange, compare-and-swap,
+      // bitwise): the result depends on the order of programs or has no
+      // derivative. Without a gradient through them (flags, counters) they
+      // are side effects the backward does not replay.
+      if (!m.atomic.empty() && m.atomic != "tl.atomic_add" && active_.count(m.value))
+        fail(m.call->span, m.atomic + " of a value that depends on --wrt inputs cannot be differentiated: which "
+                           "program's value wins depends on their order; only tl.atomic_add accumulates");
+      for (const MemoryOp *other : store_of[m.base]) {
+        if (exclusive(*other, m)) continue;
+        if (m.atomic == "tl.atomic_add" && other->atomic == "tl.atomic_add") continue;  // additions commute
+        if (!m.atomic.empty() || !other->atomic.empty())
+          fail(m.call->span, "'" + m.base + "' is both stored to and updated atomically in this kernel; which value "
+                             "it ends with depends on the order of programs");
+        fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
+                           "gradient belongs to (store once per pointer)");
+      }
       store_of[m.base].push_back(&m);
     }
     for (const MemoryOp &m : memory_)

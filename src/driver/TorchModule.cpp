@@ -212,6 +212,7 @@ struct Parameter {
   bool pointer = false;
   bool stored = false;     // an output of the op
   bool reread = false;     // the kernel also loads it or adds to it atomically: the output starts as a copy
+  bool accumulated = false;  // adds to it atomically
   bool differentiable = false;  // has an upstream gradient
   bool saved_output = false;    // the backward reads what the forward stored there
   std::string gradient;         // its gradient buffer, for a differentiated input
@@ -247,6 +248,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     q.pointer = !accesses.empty() || (!types.empty() && types[0].rfind('*', 0) == 0);
     q.stored = has("store") || has("atomic");
     q.reread = q.stored && (has("load") || has("atomic"));
+    q.accumulated = has("atomic");
     q.differentiable = p["role"] == "output";
     q.saved_output = p.value("contents", "") == "as the forward left it";
     q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
@@ -346,7 +348,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
     py << "    " << p->name << " = " << (p->reread ? p->name + ".clone()" : "_tgrad_new_like(" + p->name + ")")
-       << (p->reread ? "  # the kernel reads it too: it starts as the caller's" : "") << "\n";
+       << (p->accumulated ? "  # the kernel adds to it: it starts as the caller's"
+           : p->reread   ? "  # the kernel reads it too: it starts as the caller's"
+                         : "")
+       << "\n";
   py << "    " << launch_prefix << name << ".jit" << launch_suffix << "[tuple(" << kGrid << ")](" << arg_list
      << ", **_tgrad_options(num_warps, num_stages))\n"
      << "    return " << output_list << "\n";

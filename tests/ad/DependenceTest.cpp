@@ -387,3 +387,32 @@ TEST(RandomKernels, ARuleThatDropsItsDependenceIsCaught) {
 
 }  // namespace
 }  // namespace tgrad::testing
+
+using tgrad::testing::differentiate_source;
+using tgrad::testing::kernel_with;
+
+// Atomic additions in a forward differentiate (each added value takes the
+// upstream gradient at its addresses); what depends on the order of programs
+// is a located error: the value an atomic returns, an atomic max of a value
+// with a gradient, and a buffer both stored to and atomically updated.
+TEST(Atomics, WhatDependsOnTheOrderOfProgramsIsRefused) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    tl.atomic_add(Y + o, x * g)\n    tl.atomic_add(Y + o, x)\n"));
+  EXPECT_TRUE(ok) << m;
+  auto [ok1, m1] = differentiate_source(kernel_with("", "    old = tl.atomic_add(Y + o, x)\n    tl.store(Z + o, old * g)\n"));
+  EXPECT_FALSE(ok1);
+  EXPECT_NE(m1.find("t.py:9:11: error: the value tl.atomic_add returns (the contents before this program's update) "
+                    "depends on the order of programs"),
+            std::string::npos) << m1;
+  auto [ok2, m2] = differentiate_source(kernel_with("", "    tl.atomic_max(Y + o, x * g)\n"));
+  EXPECT_FALSE(ok2);
+  EXPECT_NE(m2.find("t.py:9:5: error: tl.atomic_max of a value that depends on --wrt inputs cannot be differentiated"),
+            std::string::npos) << m2;
+  auto [ok3, m3] = differentiate_source(kernel_with("", "    tl.store(Y + o, x)\n    tl.atomic_add(Y + o, g * x)\n"));
+  EXPECT_FALSE(ok3);
+  EXPECT_NE(m3.find("t.py:10:5: error: 'Y' is both stored to and updated atomically in this kernel"), std::string::npos)
+      << m3;
+  // A counter without a gradient (an inactive atomic) is a side effect the backward does not replay.
+  auto [ok4, m4] = differentiate_source(kernel_with("", "    tl.atomic_max(Z, 1)\n    tl.store(Y + o, x * g)\n"));
+  EXPECT_TRUE(ok4) << m4;
+  EXPECT_EQ(m4.find("atomic_max"), std::string::npos) << m4;
+}

@@ -235,6 +235,12 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"runtime_ifexp", "centered_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "Y=fp32[4,13]:zeros", "L=fp32[4]", "S=fp32[4]", "n_cols=13"},
                    {"SPLIT=True", "BLOCK=16"}, {"X"}, {}, ""},
+        // Forwards that add with tl.atomic_add: into one row (every program), and into rows chosen by an index.
+        KernelCase{"atomics", "weighted_colsum_kernel", {5, 1, 1},
+                   {"X=fp32[5,13]", "W=fp32[13]", "Y=fp32[13]", "n_cols=13"}, {"BLOCK=16"}, {"X", "W"}, {}, ""},
+        KernelCase{"atomics", "scatter_rows_kernel", {6, 1, 1},
+                   {"X=fp32[6,13]", "IDX=int32[6]:uniform(0,2)", "Y=fp32[3,13]", "n_cols=13"}, {"BLOCK=16"}, {"X"}, {},
+                   ""},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
