@@ -240,38 +240,107 @@ class Specializer {
     return false;
   }
 
-  // The specializations must share what the launcher provides.
-  bool same_protocol() {
-    const Backward &a = specs_[0].backward;
-    const Function *fa = a.module->find_function(a.backward_name);
+  // One launch protocol for every specialization: the union of what they
+  // take. A flag may add an output (`if STORE_MEAN: tl.store(Mean + row,
+  // mean)`) or a partial sum or a tape; the dispatcher takes them all and
+  // passes each specialization the arguments it has. The launcher provides
+  // every buffer whatever the flag: a gradient buffer no specialization
+  // writes under this flag's value starts at zero (zero_initialized is a
+  // union too), an upstream gradient or scratch it does not read is unused.
+  bool merge_protocols(Backward &out, std::unique_ptr<Function> &signature) {
+    const Backward &first = specs_[0].backward;
+    const Function *shell = first.module->find_function(first.backward_name);
+    const size_t forward_params = fn_.params.size();
+    for (const Specialization &s : specs_) {
+      const Function *f = s.backward.module->find_function(s.backward.backward_name);
+      if (!shell || !f || f->params.size() < forward_params || s.backward.input_gradients != first.input_gradients)
+        return fail(specs_[0], s, "their arguments");
+      for (size_t k = 0; k < forward_params; ++k)
+        if (f->params[k].name != fn_.params[k].name) return fail(specs_[0], s, "their arguments");
+    }
+    auto param_index = [&](const std::string &name) {
+      for (size_t k = 0; k < fn_.params.size(); ++k)
+        if (fn_.params[k].name == name) return k;
+      return fn_.params.size();
+    };
+    // Gradient buffers: the --wrt inputs (the same in all), then every output in parameter order.
+    out.gradient_buffers.assign(first.gradient_buffers.begin(), first.gradient_buffers.begin() + first.input_gradients);
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (const Specialization &s : specs_)
+      for (size_t k = s.backward.input_gradients; k < s.backward.gradient_buffers.size(); ++k) {
+        const auto &g = s.backward.gradient_buffers[k];
+        bool seen = false;
+        for (const auto &o : outputs) {
+          if (o.first == g.first && o.second != g.second) return fail(specs_[0], s, "their gradient buffers");
+          seen |= o.first == g.first;
+        }
+        if (!seen) outputs.push_back(g);
+      }
+    std::stable_sort(outputs.begin(), outputs.end(),
+                     [&](const auto &a, const auto &b) { return param_index(a.first) < param_index(b.first); });
+    out.gradient_buffers.insert(out.gradient_buffers.end(), outputs.begin(), outputs.end());
+    out.input_gradients = first.input_gradients;
+    // Partial sums change the backward's grid (G programs, each looping over
+    // forward programs) and each program zeroes its own scratch rows: every
+    // specialization must have the same ones. Tapes: the union, in order of
+    // first appearance (a tape one specialization does not use is scratch
+    // it never touches).
+    out.partial_sums = first.partial_sums;
+    out.num_programs_param = first.num_programs_param;
+    out.reduce_kernel = first.reduce_kernel;
     for (const Specialization &s : specs_) {
       const Backward &b = s.backward;
-      const Function *fb = b.module->find_function(b.backward_name);
-      if (!fa || !fb || fa->params.size() != fb->params.size()) return fail(specs_[0], s, "their arguments");
-      for (size_t k = 0; k < fa->params.size(); ++k)
-        if (fa->params[k].name != fb->params[k].name) return fail(specs_[0], s, "their arguments");
-      if (a.gradient_buffers != b.gradient_buffers) return fail(specs_[0], s, "their gradient buffers");
-      if (a.partial_sums.size() != b.partial_sums.size() || a.num_programs_param != b.num_programs_param)
+      if (b.partial_sums.size() != first.partial_sums.size() || b.num_programs_param != first.num_programs_param)
         return fail(specs_[0], s, "their partial sums");
-      for (size_t k = 0; k < a.partial_sums.size(); ++k)
-        if (a.partial_sums[k].scratch != b.partial_sums[k].scratch) return fail(specs_[0], s, "their partial sums");
-      if (a.tapes.size() != b.tapes.size()) return fail(specs_[0], s, "their tapes");
-      for (size_t k = 0; k < a.tapes.size(); ++k)
-        if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape)
-          return fail(specs_[0], s, "their tapes");
+      for (size_t k = 0; k < b.partial_sums.size(); ++k)
+        if (b.partial_sums[k].input != first.partial_sums[k].input || b.partial_sums[k].scratch != first.partial_sums[k].scratch)
+          return fail(specs_[0], s, "their partial sums");
     }
+    for (const Specialization &s : specs_) {
+      for (const Backward::Tape &t : s.backward.tapes) {
+        bool seen = false;
+        for (const Backward::Tape &u : out.tapes) {
+          if (u.scratch == t.scratch && (u.tile_shape != t.tile_shape || u.trips_param != t.trips_param))
+            return fail(specs_[0], s, "their tapes");
+          seen |= u.scratch == t.scratch;
+        }
+        if (!seen) out.tapes.push_back(t);
+      }
+    }
+    // The dispatcher's signature, in the order a single backward's would be.
+    std::vector<std::string> extra;
+    for (const auto &g : out.gradient_buffers) extra.push_back(g.second);
+    for (const auto &p : out.partial_sums) extra.push_back(p.scratch);
+    for (const auto &p : out.partial_sums) extra.push_back(p.numel);
+    if (!out.partial_sums.empty()) extra.push_back(out.num_programs_param);
+    for (const auto &t : out.tapes) extra.push_back(t.scratch);
+    for (const auto &t : out.tapes)
+      if (std::find(extra.begin(), extra.end(), t.trips_param) == extra.end()) extra.push_back(t.trips_param);
+    // Every argument of every specialization has its place.
+    for (const Specialization &s : specs_) {
+      const Function *f = s.backward.module->find_function(s.backward.backward_name);
+      for (size_t k = forward_params; k < f->params.size(); ++k)
+        if (std::find(extra.begin(), extra.end(), f->params[k].name) == extra.end())
+          return fail(specs_[0], s, "their arguments");
+    }
+    signature = clone_signature(*shell);
+    signature->params.resize(forward_params);
+    for (const std::string &e : extra) signature->params.push_back(Param{e, {}, nullptr, nullptr});
     return true;
   }
 
   // if FLAG: ... / if FLAG == 'a': ... elif ...: the calls for flag k onwards.
-  StmtList dispatch(size_t k, std::vector<size_t> &choice, const Function &shell) const {
+  StmtList dispatch(size_t k, std::vector<size_t> &choice) const {
     StmtList out;
     if (k == flags_.size()) {
       ExprList args;
-      for (const Param &p : shell.params) args.push_back(std::make_unique<Name>(p.name));
       std::string callee = request_.function;
       for (const Specialization &s : specs_)
-        if (s.choice == choice) callee = s.backward.backward_name + suffix(choice);
+        if (s.choice == choice) {
+          callee = s.backward.backward_name + suffix(choice);
+          const Function *f = s.backward.module->find_function(s.backward.backward_name);
+          for (const Param &p : f->params) args.push_back(std::make_unique<Name>(p.name));
+        }
       out.push_back(std::make_unique<ExprStmt>(
           std::make_unique<Call>(std::make_unique<Name>(callee), std::move(args), std::vector<Keyword>{})));
       return out;
@@ -281,7 +350,7 @@ class Specializer {
     StmtList tail;
     for (size_t v = f.values.size(); v-- > 0;) {
       choice[k] = v;
-      StmtList body = dispatch(k + 1, choice, shell);
+      StmtList body = dispatch(k + 1, choice);
       if (v + 1 == f.values.size()) {
         tail = std::move(body);
         continue;
@@ -303,25 +372,33 @@ class Specializer {
   }
 
   std::optional<Backward> combine() {
-    if (!same_protocol()) return std::nullopt;
     Backward out;
+    std::unique_ptr<Function> kernel;
+    if (!merge_protocols(out, kernel)) return std::nullopt;
     out.module = std::make_unique<Module>();
     const Backward &first = specs_[0].backward;
     out.module->imports = first.module->imports;
     for (const Constant &c : first.module->constants)
       out.module->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
-    // A function that every specialization has, unchanged, is emitted once.
-    std::set<std::string> shared;
-    for (const auto &f : first.module->functions) {
-      bool everywhere = f->name != first.backward_name;
-      for (const Specialization &s : specs_) {
-        const Function *g = s.backward.module->find_function(f->name);
-        everywhere &= g && equal(*f, *g);
+    // A function that every specialization having it has unchanged (a
+    // helper's backward, the partial sums' reduction) is emitted once.
+    std::set<std::string> shared, differing;
+    std::vector<const Function *> shared_order;
+    for (const Specialization &s : specs_)
+      for (const auto &f : s.backward.module->functions) {
+        if (f->name == s.backward.backward_name || differing.count(f->name)) continue;
+        bool same = true;
+        for (const Specialization &t : specs_) {
+          const Function *g = t.backward.module->find_function(f->name);
+          same &= !g || equal(*f, *g);
+        }
+        if (!same) {
+          differing.insert(f->name);
+        } else if (shared.insert(f->name).second) {
+          shared_order.push_back(f.get());
+        }
       }
-      if (everywhere) shared.insert(f->name);
-    }
-    for (const auto &f : first.module->functions)
-      if (shared.count(f->name)) out.module->functions.push_back(clone(*f));
+    for (const Function *f : shared_order) out.module->functions.push_back(clone(*f));
     for (const Specialization &s : specs_) {
       std::map<std::string, std::string> renamed;
       for (const auto &f : s.backward.module->functions)
@@ -342,11 +419,9 @@ class Specializer {
         if (!seen) out.module->imports.push_back(imp);
       }
     }
-    // The dispatcher: the backward's own name and arguments.
-    const Function *shell = first.module->find_function(first.backward_name);
-    std::unique_ptr<Function> kernel = clone_signature(*shell);
+    // The dispatcher: the backward's own name, every specialization's arguments.
     std::vector<size_t> choice(flags_.size(), 0);
-    kernel->body = dispatch(0, choice, *shell);
+    kernel->body = dispatch(0, choice);
     kernel->body.front()->leading_comment =
         "One backward per value of " + flag_list() + ": Triton compiles only the one this launch's value selects.";
     out.module->functions.push_back(std::move(kernel));
@@ -355,12 +430,6 @@ class Specializer {
     // needs of a buffer, for all.
     out.backward_name = first.backward_name;
     out.output_adjoints = first.output_adjoints;
-    out.gradient_buffers = first.gradient_buffers;
-    out.input_gradients = first.input_gradients;
-    out.partial_sums = first.partial_sums;
-    out.num_programs_param = first.num_programs_param;
-    out.reduce_kernel = first.reduce_kernel;
-    out.tapes = first.tapes;
     out.generic_types = first.generic_types;
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);

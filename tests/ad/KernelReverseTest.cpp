@@ -235,6 +235,13 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"runtime_ifexp", "centered_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "Y=fp32[4,13]:zeros", "L=fp32[4]", "S=fp32[4]", "n_cols=13"},
                    {"SPLIT=True", "BLOCK=16"}, {"X"}, {}, ""},
+        // Flags adding an output and an input (typed here; the generic dispatcher is checked on the GPU).
+        KernelCase{"merges", "centered_rows_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "W=fp32[4]", "Y=fp32[4,13]:zeros", "Mean=fp32[4]:zeros", "n_cols=13"},
+                   {"IS_CENTERED=True", "HAS_WEIGHT=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
+        KernelCase{"merges", "centered_rows_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "W=fp32[4]", "Y=fp32[4,13]:zeros", "Mean=fp32[4]:zeros", "n_cols=13"},
+                   {"IS_CENTERED=False", "HAS_WEIGHT=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
         // Forwards that add with tl.atomic_add: into one row (every program), and into rows chosen by an index.
         KernelCase{"atomics", "weighted_colsum_kernel", {5, 1, 1},
                    {"X=fp32[5,13]", "W=fp32[13]", "Y=fp32[13]", "n_cols=13"}, {"BLOCK=16"}, {"X", "W"}, {}, ""},

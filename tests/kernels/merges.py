@@ -39,3 +39,27 @@ def pick_kernel(X, Y, mode, BLOCK: tl.constexpr):
     else:
         s = 0.0
     tl.store(Y + row, s)
+
+
+# Flags that change what the backward takes: with IS_CENTERED the kernel also stores each row's mean
+# (an output, with an upstream gradient of its own), with HAS_WEIGHT it loads a weight per row from W
+# (whose gradient is zero without it). Definitions and uses guarded by one flag: one backward per value of the flags,
+# behind one launch protocol.
+@triton.jit
+def centered_rows_kernel(X, W, Y, Mean, n_cols, IS_CENTERED: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    if IS_CENTERED:
+        mean = tl.sum(x, axis=0) / n_cols
+        x = tl.where(mask, x - mean, 0.0)
+    if HAS_WEIGHT:
+        w = tl.load(W + row)
+    y = x * 2.0
+    if HAS_WEIGHT:
+        y = y * w
+    tl.store(Y + row * n_cols + cols, y, mask=mask)
+    if IS_CENTERED:
+        tl.store(Mean + row, mean * mean)
