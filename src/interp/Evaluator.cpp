@@ -362,6 +362,12 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
       if (a.attr == "primitive_bitwidth") return Value::of_int(base.b ? 64 : sema::bits(base.dtype));
       return Value::of_builtin("dtype." + a.attr, std::make_shared<Value>(base));
     }
+    case Value::Kind::Int:
+    case Value::Kind::Float:
+    case Value::Kind::Bool:
+      // `i.to(tl.int64)` on a constexpr number: a scalar tensor, then the cast (as Triton does).
+      if (a.attr == "to") return Value::of_builtin("tensor.to", std::make_shared<Value>(Value::of_tensor(to_tensor(base, a.span))));
+      fail(a.span, base.describe() + " has no attribute '" + a.attr + "'");
     default: fail(a.span, base.describe() + " has no attribute '" + a.attr + "'");
   }
 }

@@ -136,8 +136,12 @@ class Scanner {
         add_chunk(Chunk::Kind::Import, k, k + 1, {});
         chunks_.back().conditional = !top_level;
         chunks_.back().group = top_level ? 0 : group_;
-      } else if (top_level) {
+      } else {
+        // Constants inside module-level if/try blocks too (`if IS_TF32_SUPPORTED:
+        // PRECISION = tl.constexpr('tf32')` / `else: ...`).
+        const size_t before = chunks_.size();
         on_top_level_simple(k);
+        if (chunks_.size() > before) chunks_.back().conditional = !top_level;
       }
       decorator_lines.clear();
       k = body_end;

@@ -214,6 +214,19 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       c.stmt = build_constant(tree->expr_stmt(), locator, diags, c.name);
       if (!c.stmt) return;
       c.span = c.stmt->span;
+      // Defined again in another branch of a module-level if or try: Python
+      // takes one branch, on the host; tgrad keeps the first (the try's body,
+      // the if's first branch) and says so.
+      for (const ast::Constant &existing : module.constants)
+        if (existing.name == c.name) {
+          if (chunk.conditional)
+            diags.warning(c.span, "constant '" + c.name + "' is defined again here (tgrad cannot tell which "
+                                  "module-level branch Python takes); tgrad uses the first definition");
+          else
+            diags.warning(c.span, "constant '" + c.name + "' is defined again here; tgrad uses the first definition");
+          diags.note(existing.span, "the first definition of '" + c.name + "' is here");
+          return;
+        }
       module.constants.push_back(std::move(c));
       return;
     }

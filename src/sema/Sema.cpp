@@ -618,6 +618,17 @@ class Checker {
         }
         if (a.attr == "primitive_bitwidth") return SType::of_int(base.dtype_is_pointer ? 64 : bits(base.dtype));
         return SType::unknown();
+      case SType::Kind::Int:
+      case SType::Kind::Float:
+      case SType::Kind::Bool:
+        // `i_s.to(tl.int64)` on a constexpr number: Triton makes it a scalar
+        // tensor first (semantic.to_tensor), then casts (measured on the H100,
+        // Triton 3.6: `(i // NTS).to(tl.int64)` in a tl.static_range loop).
+        if (a.attr == "to") {
+          if (std::optional<DType> d = number_dtype(base))
+            return SType::builtin("tensor.to", std::make_shared<SType>(SType::tensor(ElemType{*d, false}, {})));
+        }
+        fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
       default: fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
     }
   }

@@ -201,3 +201,16 @@ TEST(Scanner, ErrorsInOneFunctionDoNotHideAnother) {
 
 }  // namespace
 }  // namespace tgrad::testing
+
+// Constants defined in the branches of a module-level if (or a try): the
+// first definition is read, and the others are named in a warning.
+TEST(Scanner, ConstantsInModuleLevelBranchesKeepTheFirst) {
+  auto p = tgrad::testing::parse_text("import triton\nimport triton.language as tl\nif HAVE_TF32:\n"
+                      "    PRECISION = tl.constexpr('tf32')\nelse:\n    PRECISION = tl.constexpr('ieee')\n");
+  EXPECT_TRUE(p->ok()) << p->all_messages();
+  ASSERT_EQ(p->module->constants.size(), 1u);
+  EXPECT_EQ(p->module->constants[0].span.begin.line, 4);
+  ASSERT_EQ(p->messages().size(), 2u);
+  EXPECT_EQ(p->messages()[0], "t.py:6:5: warning: constant 'PRECISION' is defined again here (tgrad cannot tell which "
+                              "module-level branch Python takes); tgrad uses the first definition");
+}

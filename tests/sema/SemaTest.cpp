@@ -60,6 +60,15 @@ TEST(Types, TheSeedFunctionFn1) {
   EXPECT_EQ(a.result(), "fp32[N, N]");
 }
 
+// A constexpr number's .to(dtype): a scalar tensor of that dtype, as Triton makes it (measured on the
+// H100 with Triton 3.6: `(i_t // NTS).to(tl.int64)` inside a tl.static_range loop compiles).
+TEST(Types, ToOnAConstexprNumberIsAScalarTensor) {
+  Analysed a = analyse("i = N // 2\nj = i.to(tl.int64)\nreturn x + j\n",
+                       {{"x", tile(DType::FP32, {Dim::known(4)})}, {"N", SType::of_int(6)}}, "x, N: tl.constexpr");
+  EXPECT_EQ(a.var("j"), "int64");  // a scalar tensor prints as its dtype
+  EXPECT_EQ(a.result(), "fp32[4]");
+}
+
 TEST(Types, ArangeAndIndexing) {
   Analysed a = analyse("r = tl.arange(0, BLOCK)\ncol = r[:, None]\nrow = r[None, :]\nm = col * 4 + row\nreturn m\n", {},
                        "x, BLOCK: tl.constexpr");
