@@ -1278,6 +1278,12 @@ class Engine {
                            "program's value wins depends on their order; only tl.atomic_add accumulates");
       for (const MemoryOp *other : store_of[m.base]) {
         if (exclusive(*other, m)) continue;
+        // A constant written first, outside loops (`tl.store(Y + o, 0.0)`,
+        // then the result): whatever the later store overwrites or not,
+        // the earlier value carries no gradient, and the later one's
+        // gradient is the upstream gradient at its addresses, as the last
+        // writer's always is.
+        if (other->atomic.empty() && m.atomic.empty() && other->loop_depth == 0 && !active_.count(other->value)) continue;
         if (m.atomic == "tl.atomic_add" && other->atomic == "tl.atomic_add") continue;  // additions commute
         if (!m.atomic.empty() || !other->atomic.empty())
           fail(m.call->span, "'" + m.base + "' is both stored to and updated atomically in this kernel; which value "

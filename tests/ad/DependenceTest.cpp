@@ -416,3 +416,16 @@ TEST(Atomics, WhatDependsOnTheOrderOfProgramsIsRefused) {
   EXPECT_TRUE(ok4) << m4;
   EXPECT_EQ(m4.find("atomic_max"), std::string::npos) << m4;
 }
+
+// Two stores through one pointer: a constant written first, outside loops,
+// then the result, differentiates (the last writer takes the upstream
+// gradient); the other order may overwrite the result, and is refused.
+TEST(Stores, AConstantWrittenFirstThenTheResult) {
+  auto [ok, m] = differentiate_source(kernel_with("", "    tl.store(Y + o, tl.zeros([B], dtype=tl.float32))\n"
+                                                      "    tl.store(Y + o, x * g)\n"));
+  EXPECT_TRUE(ok) << m;
+  auto [ok2, m2] = differentiate_source(kernel_with("", "    tl.store(Y + o, x * g)\n"
+                                                        "    tl.store(Y + o, tl.zeros([B], dtype=tl.float32))\n"));
+  EXPECT_FALSE(ok2);
+  EXPECT_NE(m2.find("t.py:10:5: error: 'Y' is stored to twice in this kernel"), std::string::npos) << m2;
+}
