@@ -1273,7 +1273,12 @@ class Engine {
       // bitwise): the result depends on the order of programs or has no
       // derivative. Without a gradient through them (flags, counters) they
       // are side effects the backward does not replay.
-      if (!m.atomic.empty() && m.atomic != "tl.atomic_add" && active_.count(m.value))
+      bool atomic_active = false;  // any operand: tl.atomic_cas(pointer, cmp, val) stores val
+      if (!m.atomic.empty())
+        for (size_t k = 1; k < m.call->args.size(); ++k) atomic_active |= active_.count(name_or_empty(m.call->args[k].get())) > 0;
+      if (!m.atomic.empty())
+        for (const Keyword &kw : m.call->keywords) atomic_active |= active_.count(name_or_empty(kw.value.get())) > 0;
+      if (!m.atomic.empty() && m.atomic != "tl.atomic_add" && atomic_active)
         fail(m.call->span, m.atomic + " of a value that depends on --wrt inputs cannot be differentiated: which "
                            "program's value wins depends on their order; only tl.atomic_add accumulates");
       for (const MemoryOp *other : store_of[m.base]) {

@@ -407,6 +407,10 @@ TEST(Atomics, WhatDependsOnTheOrderOfProgramsIsRefused) {
   EXPECT_FALSE(ok2);
   EXPECT_NE(m2.find("t.py:9:5: error: tl.atomic_max of a value that depends on --wrt inputs cannot be differentiated"),
             std::string::npos) << m2;
+  // Compare-and-swap stores its third operand: that one's gradient counts too.
+  auto [ok5, m5] = differentiate_source(kernel_with("", "    tl.atomic_cas(Y + o, g, x * g)\n"));
+  EXPECT_FALSE(ok5);
+  EXPECT_NE(m5.find("error: tl.atomic_cas of a value that depends on --wrt inputs"), std::string::npos) << m5;
   auto [ok3, m3] = differentiate_source(kernel_with("", "    tl.store(Y + o, x)\n    tl.atomic_add(Y + o, g * x)\n"));
   EXPECT_FALSE(ok3);
   EXPECT_NE(m3.find("t.py:10:5: error: 'Y' is both stored to and updated atomically in this kernel"), std::string::npos)
