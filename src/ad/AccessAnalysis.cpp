@@ -332,11 +332,9 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   // run time may be 0, a broadcast).
   if (offset.pid.size() == 1 && offset.lanes.empty()) {
     const std::string &c = offset.pid.begin()->second;
-    auto known = types_.find(c);
-    const bool nonzero = (!c.empty() && std::isdigit(static_cast<unsigned char>(c[0])) && c != "0") ||
-                         (known != types_.end() && known->second.kind == sema::SType::Kind::Int &&
-                          known->second.known && known->second.n != 0);
-    if (nonzero) {
+    const std::string v = value_of(c);
+    const size_t digits = v.rfind('-', 0) == 0 ? 1 : 0;  // a known negative constexpr is nonzero too
+    if (v.size() > digits && std::isdigit(static_cast<unsigned char>(v[digits])) && v != "0") {
       d.kind = AccessDecision::Kind::Injective;
       d.reason = "offset = program_id * " + c + ": one address per program";
       return d;
@@ -346,13 +344,6 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     d.reason = "offsets over several program axes or several tl.arange tiles are not analysed yet";
     return d;
   }
-  // A constexpr with a known value (given with -D) compares by its value.
-  auto value_of = [&](const std::string &text) {
-    auto it = types_.find(text);
-    if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
-      return std::to_string(it->second.n);
-    return text;
-  };
   const std::string &coefficient = offset.pid.begin()->second;
   const Term &lane = offset.lanes[0];
   if (lane.coefficient != "1") {
@@ -377,22 +368,18 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       auto *lhs = dyn_cast<Name>(cmp->left.get());
       Affine lanes = lhs ? affine(lhs->id) : Affine();
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
-      std::optional<std::string> stride = coefficient;
       // The mask must bound the very lanes of the offset (the same tl.arange, the same loop variable).
       if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
-          lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound &&
-          value_of(coefficient) == value_of(*bound)) {
-        // Rows as long as the mask's bound: nothing to assume.
-        d.kind = AccessDecision::Kind::Injective;
-        d.mask_key = "lanes < " + *bound;
-        d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
-                   ": each address belongs to one program and lane";
-        return d;
-      }
-      if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
           lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound) {
-        d.kind = AccessDecision::Kind::InjectiveAssuming;
         d.mask_key = "lanes < " + *bound;
+        if (value_of(coefficient) == value_of(*bound)) {
+          // Rows as long as the mask's bound: nothing to assume.
+          d.kind = AccessDecision::Kind::Injective;
+          d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
+                     ": each address belongs to one program and lane";
+          return d;
+        }
+        d.kind = AccessDecision::Kind::InjectiveAssuming;
         d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
         auto operand = [](const std::string &text) -> ExprPtr {
@@ -422,12 +409,6 @@ namespace tgrad::ad {
 // False if a loop term is left that cannot be merged.
 bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   if (a.loops.empty()) return true;
-  auto value_of = [&](const std::string &text) {
-    auto it = types_.find(text);
-    if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
-      return std::to_string(it->second.n);
-    return text;
-  };
   if (a.loops.size() != 1 || a.lanes.size() != 1 || a.loops[0].coefficient != "1" || a.lanes[0].coefficient != "1")
     return false;
   const Term &lane = a.lanes[0];
@@ -438,6 +419,14 @@ bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();
   return true;
+}
+
+// A constexpr with a known value (given with -D) compares by its value.
+std::string AccessAnalysis::value_of(const std::string &text) const {
+  auto it = types_.find(text);
+  if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
+    return std::to_string(it->second.n);
+  return text;
 }
 
 std::string AccessAnalysis::key(const Affine &a) const {

@@ -80,6 +80,8 @@ class AccessAnalysis {
   bool is_zero(const ast::Expr &e) const;
   void collect(const ast::StmtList &block);
   std::string key(const Affine &a) const;
+  // A coefficient's text, or its value where it names a constexpr with a known value.
+  std::string value_of(const std::string &text) const;
   bool merge_loop_blocks(Affine &a) const;
 
   const ast::Function &fn_;

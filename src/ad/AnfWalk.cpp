@@ -52,20 +52,21 @@ void stmt_reads(const Stmt &s, std::set<std::string> &out) {
 // conditions, at any depth.
 // Names one statement reads, including, for a loop or an if, its range or
 // condition and its body at any depth.
-void deep_reads(const Stmt &s, std::set<std::string> &out) {
+void deep_reads(const Stmt &s, std::set<std::string> &out, const StmtList *skip) {
   stmt_reads(s, out);
   if (auto *f = dyn_cast<For>(&s)) {
     reads(*f->iter, out);
-    block_reads(f->body, out);
+    block_reads(f->body, out, skip);
   }
   if (auto *i = dyn_cast<If>(&s)) {
     reads(*i->cond, out);
-    block_reads(i->body, out);
-    block_reads(i->orelse, out);
+    block_reads(i->body, out, skip);
+    block_reads(i->orelse, out, skip);
   }
 }
-void block_reads(const StmtList &block, std::set<std::string> &out) {
-  for (const StmtPtr &s : block) deep_reads(*s, out);
+void block_reads(const StmtList &block, std::set<std::string> &out, const StmtList *skip) {
+  if (&block == skip) return;
+  for (const StmtPtr &s : block) deep_reads(*s, out, skip);
 }
 
 // Calls `fn` on every expression node of `e`, children first; `fn` may

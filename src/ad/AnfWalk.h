@@ -16,11 +16,12 @@ namespace tgrad::ad {
 void reads(const ast::Expr &e, std::set<std::string> &out);
 void stmt_reads(const ast::Stmt &s, std::set<std::string> &out);
 // Names one statement reads, including, for a loop or an if, its range or
-// condition and its body at any depth.
-void deep_reads(const ast::Stmt &s, std::set<std::string> &out);
+// condition and its body at any depth; the statements of `skip`, a nested
+// block, are left out (what the code around that block reads).
+void deep_reads(const ast::Stmt &s, std::set<std::string> &out, const ast::StmtList *skip = nullptr);
 // Names read anywhere in a block: its statements, loop ranges and if
-// conditions, at any depth.
-void block_reads(const ast::StmtList &block, std::set<std::string> &out);
+// conditions, at any depth (less `skip`'s statements, as above).
+void block_reads(const ast::StmtList &block, std::set<std::string> &out, const ast::StmtList *skip = nullptr);
 
 // Every expression node of `e`, children first (tgrad/ast/Walk.h).
 using ast::visit_expr;

@@ -704,31 +704,14 @@ class Engine {
   }
 
   // The stabilizing maxes of a function body (see Motion).
-  // Names read by the statements of `block` (at any depth) outside `skip`,
-  // one of its nested blocks.
-  static void reads_outside(const StmtList &block, const StmtList *skip, std::set<std::string> &out) {
-    if (&block == skip) return;
-    for (const StmtPtr &s : block) {
-      stmt_reads(*s, out);
-      if (auto *f = dyn_cast<For>(s.get())) {
-        reads(*f->iter, out);
-        reads_outside(f->body, skip, out);
-      }
-      if (auto *i = dyn_cast<If>(s.get())) {
-        reads(*i->cond, out);
-        reads_outside(i->body, skip, out);
-        reads_outside(i->orelse, skip, out);
-      }
-    }
-  }
-
   std::set<std::string> find_stabilizers(const StmtList &body, const std::set<std::string> &active) {
     std::set<std::string> found;
     std::map<std::string, int> assignments;  // a name assigned twice is a merge or a loop-carried value
     count_assignments(body, assignments);
     std::vector<const StmtList *> blocks;
     collect_blocks(body, blocks);
-    for (const StmtList *block : blocks)
+    for (const StmtList *block : blocks) {
+      std::optional<std::set<std::string>> outside;  // what the code around a nested block reads, once per block
       for (size_t k = 0; k < block->size(); ++k) {
         auto *a = dyn_cast<Assign>((*block)[k].get());
         if (!a) continue;
@@ -764,13 +747,13 @@ class Engine {
         // (merged after the if, carried to the next iteration, read after
         // the loop) reaches statements it did not see, so it proves nothing.
         if (proved && block != &body) {
-          std::set<std::string> outside;
-          reads_outside(body, block, outside);
+          if (!outside) block_reads(body, outside.emplace(), block);
           for (const auto &[name, motion] : moving)
-            if (outside.count(name) || assignments.at(name) > 1) proved = false;
+            if (outside->count(name) || assignments.at(name) > 1) proved = false;
         }
         if (proved) found.insert(m);
       }
+    }
     return found;
   }
 
@@ -1002,9 +985,8 @@ class Engine {
       const bool atomic = fname.rfind("tl.atomic_", 0) == 0;
       if (atomic && !store) {
         // `old = tl.atomic_add(...)`: what it returns depends on the order of programs.
-        std::set<std::string> read;
-        block_reads(anf_.fn->body, read);
-        if (read.count(target))
+        if (!kernel_reads_) block_reads(anf_.fn->body, kernel_reads_.emplace());
+        if (kernel_reads_->count(target))
           fail(c->span, "the value " + fname + " returns (the contents before this program's update) depends on the "
                         "order of programs, so it has no gradient; tgrad differentiates atomics whose result is unused");
         store = true;
@@ -1273,14 +1255,16 @@ class Engine {
       // bitwise): the result depends on the order of programs or has no
       // derivative. Without a gradient through them (flags, counters) they
       // are side effects the backward does not replay.
-      bool atomic_active = false;  // any operand: tl.atomic_cas(pointer, cmp, val) stores val
-      if (!m.atomic.empty())
-        for (size_t k = 1; k < m.call->args.size(); ++k) atomic_active |= active_.count(name_or_empty(m.call->args[k].get())) > 0;
-      if (!m.atomic.empty())
-        for (const Keyword &kw : m.call->keywords) atomic_active |= active_.count(name_or_empty(kw.value.get())) > 0;
-      if (!m.atomic.empty() && m.atomic != "tl.atomic_add" && atomic_active)
-        fail(m.call->span, m.atomic + " of a value that depends on --wrt inputs cannot be differentiated: which "
-                           "program's value wins depends on their order; only tl.atomic_add accumulates");
+      if (!m.atomic.empty() && m.atomic != "tl.atomic_add") {
+        // Any operand: tl.atomic_cas(pointer, cmp, val) stores val.
+        std::set<std::string> operands;
+        for (size_t k = 1; k < m.call->args.size(); ++k) reads(*m.call->args[k], operands);
+        for (const Keyword &kw : m.call->keywords) reads(*kw.value, operands);
+        for (const std::string &o : operands)
+          if (active_.count(o))
+            fail(m.call->span, m.atomic + " of a value that depends on --wrt inputs cannot be differentiated: which "
+                               "program's value wins depends on their order; only tl.atomic_add accumulates");
+      }
       for (const MemoryOp *other : store_of[m.base]) {
         if (exclusive(*other, m)) continue;
         // A constant written first, outside loops (`tl.store(Y + o, 0.0)`,
@@ -1356,28 +1340,14 @@ class Engine {
     }
     out_ = &sweep_;
     sweep_block(body, access, result.explanations);
-    std::vector<std::string> extra_params;
-    for (const auto &g : result.gradient_buffers) extra_params.push_back(g.second);
-    for (const auto &p : result.partial_sums) extra_params.push_back(p.scratch);
-    for (const auto &p : result.partial_sums) extra_params.push_back(p.numel);
-    if (!result.partial_sums.empty()) {
-      result.num_programs_param = names_.fresh("num_programs");
-      extra_params.push_back(result.num_programs_param);
-    }
+    if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
     result.tapes = tapes_;
     if (!tapes_.empty() && !result.partial_sums.empty())
       fail(fn_->name_span, "this kernel needs both partial sums (for the gradient of " + result.partial_sums[0].input +
                                ") and a tape (for the loop-carried '" + tapes_[0].value + "'); tgrad cannot combine "
                                "the two yet: split the kernel, or load " + result.partial_sums[0].input +
                                " with an offset that depends on tl.program_id");
-    std::vector<std::string> trips_params;
-    for (const Backward::Tape &t : tapes_) {
-      extra_params.push_back(t.scratch);
-      if (std::find(trips_params.begin(), trips_params.end(), t.trips_param) == trips_params.end())
-        trips_params.push_back(t.trips_param);
-    }
-    for (const std::string &t : trips_params) extra_params.push_back(t);
-    std::unique_ptr<Function> bwd = backward_shell(extra_params);
+    std::unique_ptr<Function> bwd = backward_shell(result.parameters_after_forward());
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
     read_dtypes_from_pointers(bwd->body);
@@ -3240,6 +3210,7 @@ class Engine {
   std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why
   std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
   std::vector<MemoryOp> memory_;
+  std::optional<std::set<std::string>> kernel_reads_;       // every name the ANF kernel reads (computed once, if needed)
   std::map<std::string, std::vector<const Assign *>> defs_of_;  // name -> its definitions (any depth)
   std::map<const For *, std::vector<const Stmt *>> init_copy_;   // loop -> the statements setting its carried values
   std::set<std::string> active_, useful_;
@@ -3281,6 +3252,18 @@ std::optional<Backward> differentiate_typed(const Module &module, const SourceMa
   }
   general.dispatch_by_row_length(*result, std::move(single), one_pass.backward_types(), *version, why_not);
   return result;
+}
+
+std::vector<std::string> Backward::parameters_after_forward() const {
+  std::vector<std::string> out;
+  for (const auto &g : gradient_buffers) out.push_back(g.second);
+  for (const PartialSum &p : partial_sums) out.push_back(p.scratch);
+  for (const PartialSum &p : partial_sums) out.push_back(p.numel);
+  if (!partial_sums.empty()) out.push_back(num_programs_param);
+  for (const Tape &t : tapes) out.push_back(t.scratch);
+  for (const Tape &t : tapes)
+    if (std::find(out.begin(), out.end(), t.trips_param) == out.end()) out.push_back(t.trips_param);
+  return out;
 }
 
 }  // namespace tgrad::ad

@@ -308,14 +308,7 @@ class Specializer {
       }
     }
     // The dispatcher's signature, in the order a single backward's would be.
-    std::vector<std::string> extra;
-    for (const auto &g : out.gradient_buffers) extra.push_back(g.second);
-    for (const auto &p : out.partial_sums) extra.push_back(p.scratch);
-    for (const auto &p : out.partial_sums) extra.push_back(p.numel);
-    if (!out.partial_sums.empty()) extra.push_back(out.num_programs_param);
-    for (const auto &t : out.tapes) extra.push_back(t.scratch);
-    for (const auto &t : out.tapes)
-      if (std::find(extra.begin(), extra.end(), t.trips_param) == extra.end()) extra.push_back(t.trips_param);
+    const std::vector<std::string> extra = out.parameters_after_forward();
     // Every argument of every specialization has its place.
     for (const Specialization &s : specs_) {
       const Function *f = s.backward.module->find_function(s.backward.backward_name);

@@ -367,7 +367,7 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
     case Value::Kind::Bool:
       // `i.to(tl.int64)` on a constexpr number: a scalar tensor, then the cast (as Triton does).
       if (a.attr == "to") return Value::of_builtin("tensor.to", std::make_shared<Value>(Value::of_tensor(to_tensor(base, a.span))));
-      fail(a.span, base.describe() + " has no attribute '" + a.attr + "'");
+      [[fallthrough]];
     default: fail(a.span, base.describe() + " has no attribute '" + a.attr + "'");
   }
 }

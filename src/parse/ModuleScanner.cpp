@@ -140,7 +140,7 @@ class Scanner {
         // Constants inside module-level if/try blocks too (`if IS_TF32_SUPPORTED:
         // PRECISION = tl.constexpr('tf32')` / `else: ...`).
         const size_t before = chunks_.size();
-        on_top_level_simple(k);
+        on_simple_statement(k);
         if (chunks_.size() > before) chunks_.back().conditional = !top_level;
       }
       decorator_lines.clear();
@@ -214,8 +214,9 @@ class Scanner {
     if (decos.empty()) plain_defs_[name] = {k, body_end};
   }
 
-  // `NAME: tl.constexpr = v`, `NAME = tl.constexpr(v)`, `ALIAS = triton.jit(NAME)`.
-  void on_top_level_simple(size_t k) {
+  // `NAME: tl.constexpr = v`, `NAME = tl.constexpr(v)`, `ALIAS = triton.jit(NAME)`, at module level or in a
+  // module-level if/try block.
+  void on_simple_statement(size_t k) {
     if (first(k).type != TileLangLexer::NAME) return;
     // Position after a `tl.constexpr` / `triton.language.constexpr` starting at i, or 0.
     auto after_constexpr = [&](size_t i) -> size_t {

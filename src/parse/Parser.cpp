@@ -219,11 +219,9 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       // the if's first branch) and says so.
       for (const ast::Constant &existing : module.constants)
         if (existing.name == c.name) {
-          if (chunk.conditional)
-            diags.warning(c.span, "constant '" + c.name + "' is defined again here (tgrad cannot tell which "
-                                  "module-level branch Python takes); tgrad uses the first definition");
-          else
-            diags.warning(c.span, "constant '" + c.name + "' is defined again here; tgrad uses the first definition");
+          const std::string why =
+              chunk.conditional ? " (tgrad cannot tell which module-level branch Python takes)" : "";
+          diags.warning(c.span, "constant '" + c.name + "' is defined again here" + why + "; tgrad uses the first definition");
           diags.note(existing.span, "the first definition of '" + c.name + "' is here");
           return;
         }

@@ -628,7 +628,7 @@ class Checker {
           if (std::optional<DType> d = number_dtype(base))
             return SType::builtin("tensor.to", std::make_shared<SType>(SType::tensor(ElemType{*d, false}, {})));
         }
-        fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
+        [[fallthrough]];
       default: fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
     }
   }

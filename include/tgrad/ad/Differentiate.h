@@ -128,6 +128,12 @@ struct Backward {
   // their gradient buffers: they are listed in zero_initialized too.
   std::vector<std::pair<std::string, std::string>> zero_gradients;
 
+  // Kernels: the backward's parameters after the forward's, in order: the
+  // gradient buffers, the partial sums' scratch buffers and row lengths,
+  // num_programs_param, the tapes' scratch buffers, then their trip bounds
+  // (each once).
+  std::vector<std::string> parameters_after_forward() const;
+
   // Parameters given no type, with the types tgrad differentiated them with
   // and got this same backward for ("*fp32", "*fp16", "*bf16"; "fp32[x0]",
   // "fp32[x0, x1]"): the first is the representative the others were
