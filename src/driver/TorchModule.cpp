@@ -318,7 +318,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "#     " << output_list << " = " << name << "[grid](" << call_list << ")\n"
      << "# It returns the buffers the kernel stores to (" << output_list
      << ") as new tensors, shaped and strided like those\n"
-     << "# passed, which it leaves as they are; autograd differentiates them with respect to " << wrt_list << ".\n"
+     << "# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty\n"
+     << "# leaves it); autograd differentiates them with respect to " << wrt_list << ".\n"
      << "# Eager and torch.compile(fullgraph=True). The ops are " << op_namespace << "::" << forward_op << " and "
      << op_namespace << "::" << backward_op << ".\n";
   std::unique_ptr<Module> kernels = kernels_module(module, *fn, *bwd.module);
@@ -370,9 +371,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
   for (const json &p : protocol["parameters"])
     if (p["role"] == "input gradient") {
+      // Always zeros here, also where the protocol says "any": the backward
+      // writes exactly the elements the forward loaded, and this op cannot tell
+      // whether the caller's grid loads every element of the tensor (a grid over
+      // the valid rows of a padded batch does not). An element the forward never
+      // read has gradient zero; left empty it would be whatever the allocator
+      // held, a wrong gradient nobody sees. A launcher that knows its grid
+      // covers the tensor may allocate "any" buffers empty (the protocol's data).
       const bool zeros = p["contents"] == "zeros";
-      py << "    " << p["name"].get<std::string>() << " = " << (zeros ? "_tgrad_zeros_like(" : "_tgrad_new_like(")
-         << p["of"].get<std::string>() << ")" << (p.contains("why") ? "  # " + p["why"].get<std::string>() : "")
+      py << "    " << p["name"].get<std::string>() << " = _tgrad_zeros_like(" << p["of"].get<std::string>() << ")  # "
+         << (zeros ? p["why"].get<std::string>()
+                   : std::string("elements the forward does not load (a grid that does not cover the tensor) have gradient zero"))
          << "\n";
     }
   for (const auto &[value, spec] : protocol["launch_values"].items()) {

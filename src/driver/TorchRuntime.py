@@ -55,7 +55,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 

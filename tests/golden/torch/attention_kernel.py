@@ -7,7 +7,8 @@
 # Launch it as the Triton kernel, from this module:
 #     M, Out = attn_fwd_kernel[grid](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=IS_CAUSAL)
 # It returns the buffers the kernel stores to (M, Out) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to Q, K, V.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to Q, K, V.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_attention_kernel::attn_fwd_kernel_forward and tgrad_torch_attention_kernel::attn_fwd_kernel_backward.
 import collections
 import itertools
@@ -668,7 +669,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 

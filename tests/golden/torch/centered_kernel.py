@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     Y = centered_kernel[grid](X, Y, L, S, n_cols, SPLIT=SPLIT, BLOCK=BLOCK)
 # It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to X, L.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to X, L.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_centered_kernel::centered_kernel_forward and tgrad_torch_centered_kernel::centered_kernel_backward.
 import collections
 import itertools
@@ -165,7 +166,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 
@@ -258,8 +261,8 @@ def centered_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: to
 @triton_op("tgrad_torch_centered_kernel::centered_kernel_backward", mutates_args={})
 def centered_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, L: torch.Tensor, S: torch.Tensor, n_cols: int, SPLIT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dX = _tgrad_new_like(X)  # the backward writes every element the forward loads (under the load's mask)
-    dL = _tgrad_new_like(L)  # the backward writes every element the forward loads (under the load's mask)
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
+    dL = _tgrad_zeros_like(L)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(centered_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, L, S, n_cols, SPLIT, BLOCK, dX=dX, dL=dL, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX, dL
 

@@ -7,7 +7,8 @@
 # Launch it as the Triton kernel, from this module:
 #     Y, Mean = centered_rows_kernel[grid](X, W, Y, Mean, n_cols, IS_CENTERED=IS_CENTERED, HAS_WEIGHT=HAS_WEIGHT, BLOCK=BLOCK)
 # It returns the buffers the kernel stores to (Y, Mean) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to X, W.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to X, W.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward and tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward.
 import collections
 import itertools
@@ -286,7 +287,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 
@@ -380,7 +383,7 @@ def centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, 
 @triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward", mutates_args={})
 def centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dX = _tgrad_new_like(X)  # the backward writes every element the forward loads (under the load's mask)
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
     wrap_triton(centered_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, W, Y, Mean, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, dX=dX, dW=dW, dY=dY, dMean=dMean, **_tgrad_options(num_warps, num_stages))
     return dX, dW

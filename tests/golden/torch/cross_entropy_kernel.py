@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     loss_ptr = cross_entropy_kernel[grid](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE=BLOCK_SIZE)
 # It returns the buffers the kernel stores to (loss_ptr) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to logits_ptr.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to logits_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_forward and tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward.
 import collections
 import itertools
@@ -135,7 +136,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 
@@ -230,7 +233,7 @@ def cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: torch
 @torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward", mutates_args=())
 def cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dlogits_ptr = _tgrad_new_like(logits_ptr)  # the backward writes every element the forward loads (under the load's mask)
+    dlogits_ptr = _tgrad_zeros_like(logits_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     cross_entropy_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, dlogits_ptr=dlogits_ptr, dloss_ptr=dloss_ptr, **_tgrad_options(num_warps, num_stages))
     return dlogits_ptr
 

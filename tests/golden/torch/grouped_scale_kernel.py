@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     Y = grouped_scale_kernel[grid](X, Y, M, N, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GROUP_M=GROUP_M)
 # It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to X.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to X.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_forward and tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_backward.
 import collections
 import itertools
@@ -146,7 +147,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 

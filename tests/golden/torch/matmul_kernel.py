@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     c_ptr = matmul_kernel[grid](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, ACTIVATION=ACTIVATION)
 # It returns the buffers the kernel stores to (c_ptr) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to a_ptr, b_ptr.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to a_ptr, b_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_matmul_kernel::matmul_kernel_forward and tgrad_torch_matmul_kernel::matmul_kernel_backward.
 import collections
 import itertools
@@ -227,7 +228,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 

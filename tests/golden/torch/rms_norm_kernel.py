@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     Y, Rstd = rms_norm_fwd_kernel[grid](X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE=BLOCK_SIZE)
 # It returns the buffers the kernel stores to (Y, Rstd) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to X, W.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to X, W.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward and tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward.
 import collections
 import itertools
@@ -185,7 +186,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 
@@ -281,8 +284,8 @@ def rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W
 @torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward", mutates_args=())
 def rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dX = _tgrad_new_like(X)  # the backward writes every element the forward loads (under the load's mask)
-    dW = _tgrad_new_like(W)  # the backward writes every element the forward loads (under the load's mask)
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
+    dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(X))))
     # per-program partial sums of dW; each program zeroes its row

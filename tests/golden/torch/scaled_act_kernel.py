@@ -6,7 +6,8 @@
 # Launch it as the Triton kernel, from this module:
 #     out_ptr = scaled_act_kernel[grid](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE=BLOCK_SIZE)
 # It returns the buffers the kernel stores to (out_ptr) as new tensors, shaped and strided like those
-# passed, which it leaves as they are; autograd differentiates them with respect to x_ptr.
+# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
+# leaves it); autograd differentiates them with respect to x_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_scaled_act_kernel::scaled_act_kernel_forward and tgrad_torch_scaled_act_kernel::scaled_act_kernel_backward.
 import collections
 import itertools
@@ -137,7 +138,9 @@ def _tgrad_options(num_warps, num_stages):
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
-    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are.
+    tensors (a named tuple), shaped and strided like the ones passed, which it leaves as they are (an
+    element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
+    zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
     `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
 
@@ -232,7 +235,7 @@ def scaled_act_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor,
 @torch.library.custom_op("tgrad_torch_scaled_act_kernel::scaled_act_kernel_backward", mutates_args=())
 def scaled_act_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], mode: typing.Union[int, float, bool], scale: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dx_ptr = _tgrad_new_like(x_ptr)  # the backward writes every element the forward loads (under the load's mask)
+    dx_ptr = _tgrad_zeros_like(x_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     scaled_act_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE, dx_ptr=dx_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
     return dx_ptr
 
