@@ -142,7 +142,12 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
                 g.fill_(float("nan"))
             buffers[p["name"]] = g
         elif role == "output gradient":
-            buffers[p["name"]] = upstream[p["of"]]
+            g = upstream[p["of"]]
+            if p.get("consumed"):  # the backward overwrites it: a float32 copy, laid out as the output
+                copy = torch.empty_strided(g.shape, g.stride(), dtype=torch.float32, device=g.device)
+                copy.copy_(g)
+                g = copy
+            buffers[p["name"]] = g
         elif role == "scratch":
             shape = [evaluate(d, env) for d in p["shape"]]
             buffer = torch.empty(shape, device="cuda", dtype=torch.float32)

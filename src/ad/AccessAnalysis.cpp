@@ -307,6 +307,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     return d;
   }
   if (offset.pid.empty()) {
+    d.programs_share = true;
     d.reason = "the offset has no program id: every program reads these addresses";
     // Within the program, distinct lanes (and loop blocks) read distinct addresses.
     if (merge_loop_blocks(offset) && offset.lanes.size() <= 1 && (offset.lanes.empty() || offset.lanes[0].coefficient == "1"))
@@ -318,6 +319,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   // gradients must be added, not stored.
   for (int axis : program_axes_)
     if (!offset.pid.count(axis)) {
+      d.programs_share = axis >= 0;
       d.reason = axis < 0 ? std::string("the kernel reads a program id of an axis tgrad cannot tell")
                           : "programs that differ only in tl.program_id(" + std::to_string(axis) +
                                 ") read the same addresses (the offset does not depend on it)";
@@ -409,12 +411,17 @@ namespace tgrad::ad {
 // False if a loop term is left that cannot be merged.
 bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   if (a.loops.empty()) return true;
-  if (a.loops.size() != 1 || a.lanes.size() != 1 || a.loops[0].coefficient != "1" || a.lanes[0].coefficient != "1")
-    return false;
+  if (a.loops.size() != 1 || a.lanes.size() != 1 || a.lanes[0].coefficient != "1") return false;
   const Term &lane = a.lanes[0];
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
   auto loop = loops_.find(a.loops[0].var);
-  if (extent.empty() || loop == loops_.end() || value_of(loop->second.step) != value_of(extent)) return false;
+  if (extent.empty() || loop == loops_.end()) return false;
+  // Blocks of their own per iteration: `v + tl.arange(0, B)` with v stepping
+  // by B, or `v * B + tl.arange(0, B)` with v stepping by 1 (either way).
+  const std::string step = value_of(loop->second.step), coefficient = value_of(a.loops[0].coefficient);
+  const bool by_block = coefficient == "1" && step == value_of(extent);
+  const bool by_one = coefficient == value_of(extent) && (step == "1" || step == "-1");
+  if (!by_block && !by_one) return false;
   a.lanes[0].walks_loop = true;
   a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();

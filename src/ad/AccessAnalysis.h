@@ -42,6 +42,11 @@ struct AccessDecision {
   // The offset walks the loop around the load (`start + tl.arange(0, BLOCK)`
   // in `range(lo, hi, BLOCK)`): each iteration reads addresses of its own.
   bool walks_loop = false;
+  // Programs may meet at these addresses for certain: the offset lacks a
+  // program id the kernel reads (every program, or every program along an
+  // axis, touches the same addresses). Not set for offsets merely not
+  // analysed.
+  bool programs_share = false;
 };
 
 class AccessAnalysis {

@@ -514,6 +514,7 @@ class GenericDifferentiation {
 bool same_backward(const Backward &a, const Backward &b) {
   if (!equal(*a.module, *b.module)) return false;
   if (a.gradient_buffers != b.gradient_buffers || a.zero_initialized != b.zero_initialized ||
+      a.consumed_upstream != b.consumed_upstream ||
       a.saved_outputs != b.saved_outputs || a.num_programs_param != b.num_programs_param ||
       a.partial_sums.size() != b.partial_sums.size() || a.tapes.size() != b.tapes.size() ||
       a.zero_gradients.size() != b.zero_gradients.size())

@@ -1277,8 +1277,12 @@ class Engine {
         if (!m.atomic.empty() || !other->atomic.empty())
           fail(m.call->span, "'" + m.base + "' is both stored to and updated atomically in this kernel; which value "
                              "it ends with depends on the order of programs");
-        fail(m.call->span, "'" + m.base + "' is stored to twice in this kernel; tgrad cannot tell which value its "
-                           "gradient belongs to (store once per pointer)");
+        // Two plain stores that may both run: the later one overwrites the
+        // earlier where their addresses meet, so the backward consumes the
+        // upstream gradient (consumed_, below).
+        overwrites_[m.base] = "'" + m.base + "' is stored to more than once (lines " +
+                              std::to_string(other->call->span.begin.line) + " and " +
+                              std::to_string(m.call->span.begin.line) + ")";
       }
       store_of[m.base].push_back(&m);
     }
@@ -1307,6 +1311,32 @@ class Engine {
     }
     stabilizers_ = find_stabilizers(body, active_);
 
+    // Outputs whose addresses the forward may write more than once: several
+    // stores, a store repeated by a loop at addresses that do not move with
+    // it, or addresses every program writes. Only the last value written
+    // reaches the output, so only its store may take the upstream gradient:
+    // each store's adjoint, in reverse order, takes the upstream gradient at
+    // its addresses and leaves zeros there for the earlier ones (consumes
+    // it). The backward then writes that buffer: it takes a float32 copy.
+    for (const std::string &o : outputs) {
+      std::string why = overwrites_.count(o) ? overwrites_.at(o) : "";
+      for (const MemoryOp *m : store_of[o]) {
+        if (!m->atomic.empty()) {  // additions commute (mixed with stores: refused above)
+          why.clear();
+          break;
+        }
+        AccessDecision d = access.classify(m->pointer, m->mask);
+        if (d.programs_share) {
+          consume_atomically_.insert(m);
+          if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
+        } else if (why.empty() && (m->loop_depth > 1 || (m->loop_depth == 1 && !d.walks_loop))) {
+          why = "line " + std::to_string(m->call->span.begin.line) + ": the store is repeated by a loop at addresses "
+                "that do not move with it";
+        }
+      }
+      if (!why.empty()) consumed_[o] = why;
+    }
+
     // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
     Backward result;
     for (const std::string &w : request_.wrt) {
@@ -1319,6 +1349,13 @@ class Engine {
       result.gradient_buffers.push_back({o, gradient_buffer_[o]});
     }
     audit_zero_gradients(result, store_of, no_grad);
+    for (const auto &[o, why] : consumed_) {
+      result.consumed_upstream.push_back({o, why});
+      result.explanations.push_back("'" + o + "': the forward may write an address more than once (" + why +
+                                    "): each store's gradient takes the upstream gradient at its addresses in reverse "
+                                    "order and leaves zeros for the values it overwrote; d" + o +
+                                    " is a float32 copy of the upstream gradient, which the backward overwrites");
+    }
 
     // Partial sums: a scratch buffer, its row length and this program's row.
     std::map<std::string, std::string> row_of;
@@ -1365,7 +1402,9 @@ class Engine {
     }
 
     sema::ParamTypes bwd_types = request_.param_types;
-    for (const auto &g : result.gradient_buffers) bwd_types[g.second] = request_.param_types.at(g.first);
+    for (const auto &g : result.gradient_buffers)
+      bwd_types[g.second] = consumed_.count(g.first) ? SType::tensor({sema::DType::FP32, true}, {})
+                                                      : request_.param_types.at(g.first);
     if (!result.partial_sums.empty()) {
       const SType i32 = SType::tensor({sema::DType::Int32, false}, {});
       for (const auto &p : result.partial_sums) {
@@ -1587,6 +1626,10 @@ class Engine {
       if (std::find(result.zero_initialized.begin(), result.zero_initialized.end(), z) == result.zero_initialized.end())
         result.zero_initialized.push_back(z);
     for (const Backward::Tape &t : one->tapes) result.tapes.push_back(t);
+    for (const auto &c : one->consumed_upstream)
+      if (std::none_of(result.consumed_upstream.begin(), result.consumed_upstream.end(),
+                       [&](const auto &r) { return r.first == c.first; }))
+        result.consumed_upstream.push_back(c);
     for (const std::string &o : one->saved_outputs)
       if (std::find(result.saved_outputs.begin(), result.saved_outputs.end(), o) == result.saved_outputs.end())
         result.saved_outputs.push_back(o);
@@ -1801,6 +1844,10 @@ class Engine {
         continue;
       }
       const MemoryOp *op = memory_op(s);
+      if (op && op->store && consumed_.count(op->base) && gradient_buffer_.count(op->base)) {
+        consume_upstream(*op);
+        continue;
+      }
       if (op && op->store) {
         if (!useful_.count(op->value) || !gradient_buffer_.count(op->base)) continue;  // (--no-grad outputs: none)
         begin_block(anf_.origin_of(s));
@@ -2468,6 +2515,61 @@ class Engine {
     } else if (auto *w = dyn_cast<Tuple>(e.get())) {
       for (ExprPtr &x : w->elts) mirror_pointers(x);
     }
+  }
+
+  // The adjoint of a store to an output the forward may write more than once
+  // at an address (consumed_): the upstream gradient at its addresses
+  // belongs to this store if no later one overwrote them, and the later
+  // ones' adjoints ran first and left zeros where they did. This one takes
+  // what is there and leaves zeros for the earlier stores. Where programs
+  // may share the addresses, one atomic exchange per element lets exactly
+  // one of them take it. A store of a value without gradient takes nothing
+  // but still leaves zeros.
+  void consume_upstream(const MemoryOp &op) {
+    begin_block(anf_.origin_of(op.stmt));
+    const bool takes = useful_.count(op.value) > 0;
+    auto kws = [&] {
+      std::vector<Keyword> k;
+      if (!op.mask.empty()) k.push_back({"mask", {}, name(op.mask)});
+      return k;
+    };
+    auto zero = [] { return std::make_unique<FloatLit>(0.0, "0.0"); };
+    ExprPtr taken;
+    std::string comment;
+    if (consume_atomically_.count(&op)) {
+      comment = "Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here";
+      taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), kws());
+    } else {
+      comment = "Taken, and 0.0 left for the values this store overwrote";
+      std::vector<Keyword> load_kws = kws();
+      if (!op.mask.empty()) load_kws.push_back({"other", {}, zero()});
+      taken = call("tl.load", list(dual(op.pointer)), std::move(load_kws));
+    }
+    // The buffer is a float32 copy of the upstream gradient; the adjoint
+    // takes the stored value's type where the backward is typed.
+    const SType *vt = takes ? type_of_name(op.value) : nullptr;
+    if (takes && !generic() && vt && is_float_tensor(vt) && vt->elem.dtype != sema::DType::FP32)
+      taken = cast_to(std::move(taken), dotted_name(sema::tl_name(vt->elem.dtype)));
+    std::string g;
+    if (takes) {
+      g = names_.fresh("b" + op.value);
+      StmtPtr st = assign(g, std::move(taken));
+      st->leading_comment = comment;
+      emit_stmt(std::move(st));
+    } else {
+      StmtPtr st = std::make_unique<ExprStmt>(std::move(taken));
+      st->leading_comment = comment;
+      if (!consume_atomically_.count(&op)) st.reset();  // a plain load of nothing: only the zeros below
+      if (st) emit_stmt(std::move(st));
+    }
+    if (!consume_atomically_.count(&op)) {
+      StmtPtr clear = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), zero()), kws()));
+      if (!takes) clear->leading_comment = "0.0 left for the values this store overwrote";
+      emit_stmt(std::move(clear));
+      // Another thread of this program may read these addresses next.
+      emit_stmt(std::make_unique<ExprStmt>(call("tl.debug_barrier", {})));
+    }
+    if (takes) contribute(op.value, name(g), "store", op.pointer, op.call->span);
   }
 
   void load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std::vector<std::string> &explanations) {
@@ -3205,6 +3307,9 @@ class Engine {
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
+  std::map<std::string, std::string> overwrites_;          // outputs stored to by several stores that may both run -> why
+  std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
+  std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why

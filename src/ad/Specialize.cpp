@@ -429,6 +429,12 @@ class Specializer {
       for (const std::string &z : s.backward.zero_initialized)
         if (std::find(out.zero_initialized.begin(), out.zero_initialized.end(), z) == out.zero_initialized.end())
           out.zero_initialized.push_back(z);
+      // A consumed upstream gradient is a float32 copy for every
+      // specialization: one launch protocol passes one buffer.
+      for (const auto &c : s.backward.consumed_upstream)
+        if (std::none_of(out.consumed_upstream.begin(), out.consumed_upstream.end(),
+                         [&](const auto &o) { return o.first == c.first; }))
+          out.consumed_upstream.push_back(c);
       for (const std::string &z : s.backward.saved_outputs)
         if (std::find(out.saved_outputs.begin(), out.saved_outputs.end(), z) == out.saved_outputs.end())
           out.saved_outputs.push_back(z);

@@ -326,7 +326,16 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
               {"of", of},
               {"shape_of", of},
               {"pass_by_keyword", true}};
-    if (!input) {
+    const auto consumed = std::find_if(bwd.consumed_upstream.begin(), bwd.consumed_upstream.end(),
+                                       [&](const auto &c) { return c.first == of; });
+    if (!input && consumed != bwd.consumed_upstream.end()) {
+      e["contents"] = "upstream gradient";
+      e["dtype"] = "float32";
+      e["consumed"] = true;
+      e["why"] = "a float32 copy of the gradient of the loss with respect to what the forward stored through " + of +
+                 ", which the backward overwrites: the forward may write an address more than once (" +
+                 consumed->second + "), and only the last value written takes the gradient";
+    } else if (!input) {
       e["contents"] = "upstream gradient";
       e["why"] = "the gradient of the loss with respect to what the forward stored through " + of;
     } else if (zeros) {

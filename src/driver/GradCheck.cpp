@@ -189,6 +189,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     for (double &x : g.f) x = k < bwd->input_gradients && !zeros ? std::nan("") : 0.0;
     for (int64_t &x : g.i) x = 0;
     if (k >= bwd->input_gradients) g.f = weights.at(buffer_of(param));
+    // A consumed upstream gradient is a float32 copy (the backward overwrites it).
+    for (const auto &c : bwd->consumed_upstream)
+      if (c.first == param && k >= bwd->input_gradients) g.dtype = sema::DType::FP32;
     interp::KernelArg a;
     a.kind = interp::KernelArg::Kind::Buffer;
     a.buffer = m.buffers().size();

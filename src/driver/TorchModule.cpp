@@ -384,6 +384,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
                    : std::string("elements the forward does not load (a grid that does not cover the tensor) have gradient zero"))
          << "\n";
     }
+  for (const json &p : protocol["parameters"])
+    if (p["role"] == "output gradient" && p.value("consumed", false))
+      py << "    # The backward overwrites this upstream gradient: the forward may write an address of "
+         << p["of"].get<std::string>() << " more than once.\n"
+         << "    " << p["name"].get<std::string>() << " = _tgrad_consumed_upstream(" << p["name"].get<std::string>()
+         << ", " << p["of"].get<std::string>() << ")\n";
   for (const auto &[value, spec] : protocol["launch_values"].items()) {
     py << "    # " << spec["why"].get<std::string>() << "\n"
        << "    _value_" << value << " = max(" << expr(spec["min"]) << ", min(" << expr(spec["max"]) << ", "

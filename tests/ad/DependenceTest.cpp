@@ -428,8 +428,9 @@ TEST(Stores, AConstantWrittenFirstThenTheResult) {
   auto [ok, m] = differentiate_source(kernel_with("", "    tl.store(Y + o, tl.zeros([B], dtype=tl.float32))\n"
                                                       "    tl.store(Y + o, x * g)\n"));
   EXPECT_TRUE(ok) << m;
+  // The result overwritten by a constant: the backward consumes the upstream
+  // gradient (the constant's store leaves zeros before the result's takes it).
   auto [ok2, m2] = differentiate_source(kernel_with("", "    tl.store(Y + o, x * g)\n"
                                                         "    tl.store(Y + o, tl.zeros([B], dtype=tl.float32))\n"));
-  EXPECT_FALSE(ok2);
-  EXPECT_NE(m2.find("t.py:10:5: error: 'Y' is stored to twice in this kernel"), std::string::npos) << m2;
+  EXPECT_TRUE(ok2) << m2;
 }

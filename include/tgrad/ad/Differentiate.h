@@ -118,6 +118,14 @@ struct Backward {
   };
   std::vector<Tape> tapes;
 
+  // Outputs the forward may write more than once at an address (several
+  // stores, a store repeated by a loop, or one every program runs), with
+  // why: only the last value written has a gradient, so the backward
+  // consumes the upstream gradient (each store's adjoint, in reverse order,
+  // takes it and leaves zeros). Their gradient buffers are float32 copies
+  // of the upstream gradient, which the backward overwrites.
+  std::vector<std::pair<std::string, std::string>> consumed_upstream;
+
   // Output pointers whose contents the backward reads: the values the
   // forward stored there (a norm's Mean and Rstd), loaded instead of
   // computed again. The caller passes them as the forward left them.

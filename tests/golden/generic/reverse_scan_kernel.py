@@ -55,15 +55,15 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         dX_plus_offs = dX + offs
         dH_plus_offs = dH + offs
 
-        # Grad of: tl.store(H + offs, h)
-        # (Loaded early: nothing in the backward writes this memory.)
-        bh_3_2 = tl.load(dH_plus_offs).to(tl.float32)
-
         # Grad of: for t in range(n_steps - 1, -1, -1):
         bh_3 = bh_2
         bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: tl.store(H + offs, h)
+        # Taken, and 0.0 left for the values this store overwrote
+        bh_3_2 = tl.load(dH_plus_offs)
+        tl.store(dH_plus_offs, 0.0)
+        tl.debug_barrier()
         bh_3 += bh_3_2
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)

@@ -639,6 +639,16 @@ def _tgrad_upstream(g, like):
     return out
 
 
+def _tgrad_consumed_upstream(g, like):
+    """An upstream gradient the backward overwrites (the forward may write an address of `like` more
+    than once): a float32 copy laid out as the output."""
+    out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
+    if g is None:
+        return out.zero_()
+    out.copy_(g)
+    return out
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 

@@ -78,15 +78,15 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         dX_plus_offs = dX + offs
         dH_plus_offs = dH + offs
 
-        # Grad of: tl.store(H + offs, h)
-        # (Loaded early: nothing in the backward writes this memory.)
-        bh_3_2 = tl.load(dH_plus_offs).to(tl.float32)
-
         # Grad of: for t in range(n_steps - 1, -1, -1):
         bh_3 = bh_2
         bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: tl.store(H + offs, h)
+        # Taken, and 0.0 left for the values this store overwrote
+        bh_3_2 = tl.load(dH_plus_offs)
+        tl.store(dH_plus_offs, 0.0)
+        tl.debug_barrier()
         bh_3 += bh_3_2
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
@@ -123,6 +123,16 @@ def _tgrad_upstream(g, like):
     if g.shape == like.shape and g.stride() == like.stride():
         return g
     out = torch.empty_strided(like.shape, like.stride(), dtype=g.dtype, device=g.device)
+    out.copy_(g)
+    return out
+
+
+def _tgrad_consumed_upstream(g, like):
+    """An upstream gradient the backward overwrites (the forward may write an address of `like` more
+    than once): a float32 copy laid out as the output."""
+    out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
+    if g is None:
+        return out.zero_()
     out.copy_(g)
     return out
 
@@ -254,6 +264,8 @@ def reverse_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    # The backward overwrites this upstream gradient: the forward may write an address of H more than once.
+    dH = _tgrad_consumed_upstream(dH, H)
     # the value of 'h' entering each iteration of the loop at line 81 (range(n_steps - 1, -1, -1)), per program: the backward runs that loop in reverse
     h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=X.device)
     # at least the most iterations any program of the forward runs of the loop at line 81 (range(n_steps - 1, -1, -1)); smaller, the gradients come out NaN

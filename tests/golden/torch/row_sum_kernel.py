@@ -55,8 +55,7 @@ def row_sum_kernel_bwd(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr, dX, dY):
         bx += bx_times_x * x
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX_plus_row_times_n_cols_2, bx, mask=t, sem="relaxed")
+        tl.store(dX_plus_row_times_n_cols_2, bx, mask=t)
 
 
 
@@ -82,6 +81,16 @@ def _tgrad_upstream(g, like):
     if g.shape == like.shape and g.stride() == like.stride():
         return g
     out = torch.empty_strided(like.shape, like.stride(), dtype=g.dtype, device=g.device)
+    out.copy_(g)
+    return out
+
+
+def _tgrad_consumed_upstream(g, like):
+    """An upstream gradient the backward overwrites (the forward may write an address of `like` more
+    than once): a float32 copy laid out as the output."""
+    out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
+    if g is None:
+        return out.zero_()
     out.copy_(g)
     return out
 
@@ -211,7 +220,7 @@ def row_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: tor
 @triton_op("tgrad_torch_row_sum_kernel::row_sum_kernel_backward", mutates_args={})
 def row_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(row_sum_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_cols, n_chunks, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
