@@ -130,11 +130,20 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
         multi_processor_count=torch.cuda.get_device_properties(0).multi_processor_count)
     choose_launch_values(protocol, env)
     buffers = {}
+    copy_back = []  # (the caller's gradient tensor, the float32 buffer the backward computed it in)
     for p in protocol["parameters"]:
         if not p.get("pass_by_keyword"):
             continue
         role = p["role"]
-        if role == "input gradient":
+        if role == "input gradient" and p.get("in_place"):
+            # Updated in place: a float32 copy of the upstream gradient of the contents after the
+            # kernel, which the backward turns into the gradient of the contents before.
+            g = upstream[p["of"]]
+            copy = torch.empty_strided(g.shape, g.stride(), dtype=torch.float32, device=g.device)
+            copy.copy_(g)
+            buffers[p["name"]] = copy
+            copy_back.append((grads[p["of"]], copy))
+        elif role == "input gradient":
             g = grads[p["of"]]
             if p["contents"] == "zeros":
                 g.zero_()
@@ -169,3 +178,5 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
         else:
             fn[kernel_grid](**{a: buffers[v["buffer"]] if isinstance(v, dict) and "buffer" in v
                                else evaluate(v, env) for a, v in k["arguments"].items()})
+    for grad, computed in copy_back:
+        grad.copy_(computed)

@@ -924,6 +924,7 @@ class Engine {
     std::string other;           // load: the `other` name, if a tensor
     const Call *call = nullptr;
     std::vector<std::pair<const If *, bool>> branches;  // the runtime ifs around it, and which branch (true: body)
+    std::vector<const For *> loops;                     // the runtime loops around it, outermost first
     // A store that is an atomic (its builtin, "tl.atomic_add"), or "". An
     // atomic add accumulates: the buffer ends as its initial contents plus
     // every program's additions, whatever their order, so each added value's
@@ -958,7 +959,9 @@ class Engine {
               init_copy_[f].push_back(block[j].get());
               break;
             }
+        loop_path_.push_back(f);
         collect(f->body, access, depth + 1, in_branch);
+        loop_path_.pop_back();
         continue;
       }
       if (auto *i = dyn_cast<If>(&s)) {
@@ -999,6 +1002,7 @@ class Engine {
       op.loop_depth = depth;
       op.in_branch = in_branch;
       op.branches = branch_path_;
+      op.loops = loop_path_;
       op.store = store;
       op.pointer = name_or_empty(call_argument(*c, 0, "pointer"));
       op.call = c;
@@ -1288,8 +1292,7 @@ class Engine {
     }
     for (const MemoryOp &m : memory_)
       if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
-        fail(m.call->span, "'" + m.base + "' is both loaded and stored by this kernel (read-after-write through "
-                           "memory); its gradient is not defined by the values alone: write the result to another buffer");
+        check_in_place(m, store_of.at(m.base), access);
     const std::set<std::string> no_grad(request_.no_grad.begin(), request_.no_grad.end());
     for (const std::string &n : request_.no_grad)
       if (!store_of.count(n))
@@ -1319,6 +1322,7 @@ class Engine {
     // its addresses and leaves zeros there for the earlier ones (consumes
     // it). The backward then writes that buffer: it takes a float32 copy.
     for (const std::string &o : outputs) {
+      if (consumed_.count(o)) continue;  // updated in place
       std::string why = overwrites_.count(o) ? overwrites_.at(o) : "";
       for (const MemoryOp *m : store_of[o]) {
         if (!m->atomic.empty()) {  // additions commute (mixed with stores: refused above)
@@ -1345,9 +1349,11 @@ class Engine {
     }
     result.input_gradients = request_.wrt.size();
     for (const std::string &o : outputs) {
+      if (in_place_.count(o)) continue;  // its one buffer is among the inputs'
       if (!gradient_buffer_.count(o)) gradient_buffer_[o] = names_.fresh("d" + o);
       result.gradient_buffers.push_back({o, gradient_buffer_[o]});
     }
+    result.in_place.assign(in_place_.begin(), in_place_.end());
     audit_zero_gradients(result, store_of, no_grad);
     for (const auto &[o, why] : consumed_) {
       result.consumed_upstream.push_back({o, why});
@@ -1390,7 +1396,7 @@ class Engine {
     read_dtypes_from_pointers(bwd->body);
     if (!result.partial_sums.empty()) loop_over_forward_programs(*bwd, result, row_of);
     for (const std::string &w : request_.wrt)
-      if (needs_zeros_.count(w)) result.zero_initialized.push_back(w);
+      if (needs_zeros_.count(w) && !in_place_.count(w)) result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
     issue_early(bwd->body, upstream_loads_);
     {
@@ -2517,6 +2523,56 @@ class Engine {
     }
   }
 
+  // A load through a pointer the kernel also stores to (an in-place update,
+  // `x = tl.load(X + o)` ... `tl.store(X + o, f(x))`). The forward is then a
+  // function from X's contents before to X's contents after, where the
+  // elements no store writes pass through. It is differentiable by the
+  // values alone when every load reads contents from before any store:
+  // each load comes before each store in the program, and no loop runs a
+  // store before a later iteration's load, unless every iteration touches
+  // blocks of its own (the same offsets, moving with the loop). The
+  // backward then keeps one gradient buffer for X: it holds the upstream
+  // gradient of X after, each store's adjoint consumes its addresses (the
+  // pass-through elements keep theirs), and each load's adjoint adds to it.
+  // (Other programs' stores are not ordered with this program's loads: the
+  // forward itself is only well defined when programs update elements of
+  // their own.)
+  void check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores, const AccessAnalysis &access) {
+    auto refuse = [&](const MemoryOp &store, const std::string &why) {
+      fail(load.call->span, "'" + load.base + "' is both loaded and stored by this kernel, and " + why + " (line " +
+                                std::to_string(store.call->span.begin.line) +
+                                "): the values loaded are not all the contents from before the kernel, so the gradient "
+                                "is not defined by them; write the result to another buffer");
+    };
+    for (const MemoryOp *store : stores) {
+      if (!store->atomic.empty())
+        fail(load.call->span, "'" + load.base + "' is both loaded and updated atomically by this kernel; an atomic "
+                              "update of a buffer with a gradient is differentiated only when the kernel does not load it");
+      if (exclusive(*store, load)) continue;
+      if (std::less<const MemoryOp *>()(store, &load))  // memory_ is in program order
+        refuse(*store, "this load comes after a store through it");
+      // Loops around both: a later iteration's load follows this iteration's store.
+      size_t shared = 0;
+      while (shared < load.loops.size() && shared < store->loops.size() && load.loops[shared] == store->loops[shared])
+        ++shared;
+      if (shared == 0) continue;
+      AccessDecision l = access.classify(load.pointer, load.mask), st = access.classify(store->pointer, store->mask);
+      if (shared > 1 || !l.walks_loop || !st.walks_loop || l.offset_key != st.offset_key)
+        refuse(*store, "a loop around both runs the store before a later iteration's load, at addresses not proven "
+                       "to be the iteration's own");
+    }
+    for (const auto &[value, base] : saved_base_)
+      if (base == load.base)  // the backward would read it back as the forward left it, not as it was before
+        fail(load.call->span, "'" + load.base + "' is both loaded and given the per-program value '" + value +
+                                  "' by this kernel; tgrad differentiates such an in-place update only where the value "
+                                  "goes to another buffer");
+    if (!in_place_.insert(load.base).second) return;
+    // One buffer holds both gradients: additions only, never a plain store
+    // over the pass-through part, and never a partial sum written at the end.
+    partial_bases_.erase(load.base);
+    consumed_[load.base] = "'" + load.base + "' is updated in place";
+  }
+
   // The adjoint of a store to an output the forward may write more than once
   // at an address (consumed_): the upstream gradient at its addresses
   // belongs to this store if no later one overwrote them, and the later
@@ -2631,7 +2687,7 @@ class Engine {
       return;
     }
     if (d.kind == AccessDecision::Kind::Shared) {
-      needs_zeros_.insert(op.base);
+      if (!in_place_.count(op.base)) needs_zeros_.insert(op.base);
       what = "tl.atomic_add";
       // Relaxed: the additions commute and nothing in this kernel reads the
       // sums, so they need no ordering (the default, acq_rel, fences every
@@ -2660,7 +2716,9 @@ class Engine {
       // zero too.
       int &written = contributions_[op.base];
       const bool once = op.loop_depth == 0 || (op.loop_depth == 1 && d.walks_loop);
-      bool plain = written == 0 && once && (loads_per_base_[op.base] == 1 || mask_keys_[op.base].size() == 1);
+      // Updated in place: the buffer holds the gradient of what passes through, to add to.
+      const bool in_place = in_place_.count(op.base) > 0;
+      bool plain = !in_place && written == 0 && once && (loads_per_base_[op.base] == 1 || mask_keys_[op.base].size() == 1);
       ++written;
       if (plain && op.in_branch) needs_zeros_.insert(op.base);
       if (plain) {
@@ -2668,8 +2726,9 @@ class Engine {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
         what = "store adding to the earlier gradients of this buffer" + assuming;
-        if (written == 1) needs_zeros_.insert(op.base);  // no plain store before it
-        add_in_place(loads_per_base_[op.base] == 1
+        if (written == 1 && !in_place) needs_zeros_.insert(op.base);  // no plain store before it
+        add_in_place(in_place ? "'" + op.base + "' is updated in place: this gradient adds to that of what passes through"
+                     : loads_per_base_[op.base] == 1
                          ? "every iteration of the loop loads these addresses: this gradient adds to the earlier ones"
                          : "'" + op.base + "' is loaded " + std::to_string(loads_per_base_[op.base]) +
                                " times: this gradient adds to the others");
@@ -3304,6 +3363,8 @@ class Engine {
   };
   std::vector<RegisterPartial> register_partials_;
   std::vector<std::pair<const If *, bool>> branch_path_;  // collect(): the runtime ifs around the statement
+  std::vector<const For *> loop_path_;                     // collect(): the runtime loops around the statement
+  std::set<std::string> in_place_;                         // inputs the kernel also stores to (one gradient buffer)
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero

@@ -338,6 +338,14 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     } else if (!input) {
       e["contents"] = "upstream gradient";
       e["why"] = "the gradient of the loss with respect to what the forward stored through " + of;
+    } else if (std::find(bwd.in_place.begin(), bwd.in_place.end(), of) != bwd.in_place.end()) {
+      e["contents"] = "upstream gradient";
+      e["dtype"] = "float32";
+      e["consumed"] = true;
+      e["in_place"] = true;
+      e["why"] = "the kernel updates " + of + " in place: on entry a float32 copy of the gradient of the loss with "
+                 "respect to " + of + " after the kernel, on return the gradient with respect to " + of +
+                 " before it (the forward's arguments are passed as they were before the kernel)";
     } else if (zeros) {
       e["contents"] = "zeros";
       e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";

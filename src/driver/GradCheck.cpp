@@ -175,6 +175,14 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // output holds what the forward stored), plus gradient buffers (zeros for
   // the inputs, the weights for the outputs).
   interp::Memory m = after_forward;
+  // An input updated in place is passed as it was before the kernel (the
+  // backward replays the loads of it); its one gradient buffer starts as the
+  // upstream gradient of its contents after.
+  for (const std::string &p : bwd->in_place) {
+    const size_t b = buffer_of(p);
+    m.buffers()[b] = memory.buffers()[b];
+    if (!weights.count(b)) weights[b] = std::vector<double>(memory.buffers()[b].size(), 0.0);
+  }
   interp::Launch back = launch;
   back.kernel = bwd->backward_name;
   std::vector<size_t> input_gradient_buffers;
@@ -188,7 +196,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
                        bwd->zero_initialized.end();
     for (double &x : g.f) x = k < bwd->input_gradients && !zeros ? std::nan("") : 0.0;
     for (int64_t &x : g.i) x = 0;
-    if (k >= bwd->input_gradients) g.f = weights.at(buffer_of(param));
+    const bool in_place = std::find(bwd->in_place.begin(), bwd->in_place.end(), param) != bwd->in_place.end();
+    if (k >= bwd->input_gradients || in_place) g.f = weights.at(buffer_of(param));
+    if (in_place) g.dtype = sema::DType::FP32;
     // A consumed upstream gradient is a float32 copy (the backward overwrites it).
     for (const auto &c : bwd->consumed_upstream)
       if (c.first == param && k >= bwd->input_gradients) g.dtype = sema::DType::FP32;

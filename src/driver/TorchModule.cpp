@@ -232,7 +232,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   // The parameters, as the protocol describes them.
   std::vector<Parameter> params;
   std::map<std::string, const json *> by_name;
-  for (const json &p : protocol["parameters"]) by_name[p["name"].get<std::string>()] = &p;
+  std::set<std::string> in_place;  // inputs the kernel updates in place: one gradient buffer each
+  for (const json &p : protocol["parameters"]) {
+    by_name[p["name"].get<std::string>()] = &p;
+    if (p.value("in_place", false)) in_place.insert(p["of"].get<std::string>());
+  }
   for (const Param &fp : fn->params) {
     if (fp.name == kGrid || fp.name == "num_warps" || fp.name == "num_stages") {
       error = "--emit torch: the kernel's parameter '" + fp.name + "' has the name of the op's own argument; rename it";
@@ -249,7 +253,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     q.stored = has("store") || has("atomic");
     q.reread = q.stored && (has("load") || has("atomic"));
     q.accumulated = has("atomic");
-    q.differentiable = p["role"] == "output";
+    q.differentiable = p["role"] == "output" || in_place.count(fp.name);
     q.saved_output = p.value("contents", "") == "as the forward left it";
     q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
     if (q.pointer) {
@@ -361,7 +365,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   std::vector<std::string> upstream;
   std::map<std::string, std::string> upstream_of;
   for (const json &p : protocol["parameters"])
-    if (p["role"] == "output gradient") {
+    if (p["role"] == "output gradient" || p.value("in_place", false)) {
       upstream.push_back(p["name"].get<std::string>());
       upstream_of[p["of"].get<std::string>()] = p["name"].get<std::string>();
     }
@@ -370,7 +374,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << ":\n"
      << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
   for (const json &p : protocol["parameters"])
-    if (p["role"] == "input gradient") {
+    if (p["role"] == "input gradient" && !p.value("in_place", false)) {
       // Always zeros here, also where the protocol says "any": the backward
       // writes exactly the elements the forward loaded, and this op cannot tell
       // whether the caller's grid loads every element of the tensor (a grid over
@@ -385,9 +389,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
          << "\n";
     }
   for (const json &p : protocol["parameters"])
-    if (p["role"] == "output gradient" && p.value("consumed", false))
-      py << "    # The backward overwrites this upstream gradient: the forward may write an address of "
-         << p["of"].get<std::string>() << " more than once.\n"
+    if (p.value("consumed", false))
+      py << "    # The backward overwrites this upstream gradient: "
+         << (p.value("in_place", false) ? "the kernel updates " + p["of"].get<std::string>() +
+                                              " in place, and it becomes the gradient of the contents before"
+                                        : "the forward may write an address of " + p["of"].get<std::string>() +
+                                              " more than once")
+         << ".\n"
          << "    " << p["name"].get<std::string>() << " = _tgrad_consumed_upstream(" << p["name"].get<std::string>()
          << ", " << p["of"].get<std::string>() << ")\n";
   for (const auto &[value, spec] : protocol["launch_values"].items()) {
@@ -423,8 +431,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     }
     py << join(args) << ")\n";
   }
+  // An in-place input's gradient was computed in its float32 buffer.
   const std::string gradients = join_each(inputs_with_gradient, [](const Parameter *p) { return p->gradient; });
-  py << "    return " << gradients << "\n";
+  py << "    return "
+     << join_each(inputs_with_gradient,
+                  [&](const Parameter *p) {
+                    return in_place.count(p->name) ? p->gradient + ".to(" + p->name + ".dtype)" : p->gradient;
+                  })
+     << "\n";
 
   if (float_scalars) {
     // What torch.compile traces in place of the ops: tensors of the outputs' shapes, strides and dtypes.

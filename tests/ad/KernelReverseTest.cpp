@@ -331,6 +331,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "    o = tl.program_id(0) * 2 * H + tl.arange(0, H)\n    c = tl.load(C + tl.arange(0, H))\n"
                    "    a = tl.load(X + o)\n    b = tl.load(X + o + H)\n"
                    "    tl.store(Y + o, a * c - b * (1.0 - c))\n    tl.store(Y + o + H, b * c + a * (1.0 - c))\n"},
+        // Updates in place: one gradient buffer, the upstream gradient on entry; what no store writes passes through.
+        KernelCase{"in_place", "rotary_inplace_kernel", {3, 1, 1},
+                   {"Q=fp32[3,3,16]", "COS=fp32[3,8]", "SIN=fp32[3,8]", "n_heads=3"}, {"HEADS=4", "HALF=8"},
+                   {"Q", "COS", "SIN"}, {"'Q': the forward may write an address more than once ('Q' is updated in place)"}},
+        KernelCase{"in_place", "rotary_kernel", {3, 1, 1},
+                   {"Q=fp32[3,3,16]", "COS=fp32[3,8]", "SIN=fp32[3,8]", "OUT=fp32[3,3,16]:zeros", "n_heads=3"},
+                   {"HEADS=4", "HALF=8"}, {"Q", "COS", "SIN"}, {"'OUT' is stored to more than once"}},
+        KernelCase{"in_place", "square_positive_inplace_kernel", {3, 1, 1}, {"X=fp32[40]", "n=37"}, {"BLOCK=16"},
+                   {"X"}, {"'X' is updated in place", "the gradient of the load through 'X' is a store adding to the earlier gradients"}},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},
@@ -411,11 +420,25 @@ TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
 }
 
 TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
+  // A load that may read what the kernel stored: the values loaded are not the input's.
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+                                "    tl.store(X + o, tl.zeros([B], dtype=tl.float32) + 1.0)\n"
                                 "    x = tl.load(X + o)\n    tl.store(X + o, x * 2.0)\n",
                             {"X"}, {{"X", "*fp32"}});
-  EXPECT_NE(m.find("t.py:6:9: error: 'X' is both loaded and stored by this kernel"), std::string::npos) << m;
+  EXPECT_NE(m.find("t.py:7:9: error: 'X' is both loaded and stored by this kernel, and this load comes after a store "
+                   "through it (line 6)"),
+            std::string::npos)
+      << m;
+  // A loop that stores what a later iteration loads.
+  std::string m2 = errors_of(std::string(kHead) +
+                                 "def k(X, n, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
+                                 "    for i in range(n):\n        x = tl.load(X + o)\n        tl.store(X + o, x * 2.0)\n",
+                             {"X"}, {{"X", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m2.find("t.py:7:13: error: 'X' is both loaded and stored by this kernel, and a loop around both runs the "
+                    "store before a later iteration's load"),
+            std::string::npos)
+      << m2;
 }
 
 TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {

@@ -126,6 +126,13 @@ struct Backward {
   // of the upstream gradient, which the backward overwrites.
   std::vector<std::pair<std::string, std::string>> consumed_upstream;
 
+  // Inputs the kernel also stores to, updating them in place: each has one
+  // gradient buffer (among the inputs'), which holds the upstream gradient
+  // of the contents after the kernel on entry (a float32 copy, consumed as
+  // above) and the gradient of the contents before it on return. The
+  // backward reads the input as it was before the kernel.
+  std::vector<std::string> in_place;
+
   // Output pointers whose contents the backward reads: the values the
   // forward stored there (a norm's Mean and Rstd), loaded instead of
   // computed again. The caller passes them as the forward left them.

@@ -1,0 +1,47 @@
+# Kernels that update a buffer in place, and an output written by two stores: rotary embeddings
+# rotate the two halves of each head, where they are or into another buffer.
+import triton
+import triton.language as tl
+
+
+# Each row of Q holds n_heads heads of 2 * HALF values; the first and second half of every head
+# rotate by the row's angles (COS and SIN hold HALF values per row), in place.
+@triton.jit
+def rotary_inplace_kernel(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr):
+    row = tl.program_id(0)
+    h = tl.arange(0, HEADS)
+    d = tl.arange(0, HALF)
+    mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
+    first = Q + row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    cos = tl.load(COS + row * HALF + d)[None, :]
+    sin = tl.load(SIN + row * HALF + d)[None, :]
+    a = tl.load(first, mask=mask, other=0.0)
+    b = tl.load(first + HALF, mask=mask, other=0.0)
+    tl.store(first, a * cos - b * sin, mask=mask)
+    tl.store(first + HALF, b * cos + a * sin, mask=mask)
+
+
+# The same rotation written to OUT: two stores through one pointer, at the two halves.
+@triton.jit
+def rotary_kernel(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr):
+    row = tl.program_id(0)
+    h = tl.arange(0, HEADS)
+    d = tl.arange(0, HALF)
+    mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
+    offsets = row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    cos = tl.load(COS + row * HALF + d)[None, :]
+    sin = tl.load(SIN + row * HALF + d)[None, :]
+    a = tl.load(Q + offsets, mask=mask, other=0.0)
+    b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
+    tl.store(OUT + offsets, a * cos - b * sin, mask=mask)
+    tl.store(OUT + offsets + HALF, b * cos + a * sin, mask=mask)
+
+
+# Squares the positive elements of X in place and leaves the others as they are: where no store
+# writes, the contents pass through, and so does their gradient.
+@triton.jit
+def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    x = tl.load(X + offsets, mask=inside, other=0.0)
+    tl.store(X + offsets, x * x, mask=inside & (x > 0))
