@@ -861,9 +861,13 @@ class Engine {
     bwd->name = fn_names.fresh(fn_->name + "_bwd");
     bwd->span = fn_->span;
     bwd->decorators.push_back({DecoratorKind::Jit, "triton.jit", "triton.jit", {}});
+    // The forward's defaults stay only where nothing follows them: Python
+    // allows no parameter without a default after one with a default, and
+    // callers pass the backward every forward argument (the protocol's call).
+    const bool keep_defaults = extra_params.empty();
     for (const Param &p : anf_.fn->params)
       bwd->params.push_back({p.name, {}, p.annotation ? clone(*p.annotation) : nullptr,
-                             p.default_value ? clone(*p.default_value) : nullptr});
+                             p.default_value && keep_defaults ? clone(*p.default_value) : nullptr});
     for (const std::string &b : extra_params) bwd->params.push_back({b, {}, nullptr, nullptr});
     return bwd;
   }

@@ -38,9 +38,10 @@ def rotary_kernel(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.const
 
 
 # Squares the positive elements of X in place and leaves the others as they are: where no store
-# writes, the contents pass through, and so does their gradient.
+# writes, the contents pass through, and so does their gradient. (BLOCK has a default, as Liger's
+# rope kernel's BACKWARD_PASS does: the backward's own parameters follow it.)
 @triton.jit
-def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr):
+def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr = 1024):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n
     x = tl.load(X + offsets, mask=inside, other=0.0)

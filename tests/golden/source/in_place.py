@@ -33,7 +33,7 @@ def rotary_kernel(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.const
 
 
 @triton.jit
-def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr):
+def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr = 1024):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n
     x = tl.load(X + offsets, mask=inside, other=0.0)

@@ -19,7 +19,7 @@ import triton.language as tl
 
 
 @triton.jit
-def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr):
+def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr = 1024):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n
     x = tl.load(X + offsets, mask=inside, other=0.0)
@@ -48,9 +48,8 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
     bx += bx_times_x * x
 
     # Grad of: x = tl.load(X + offsets, mask=inside, other=0.0)
-    # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
-    tl.debug_barrier()
-    tl.store(dX_plus_offsets, tl.load(dX_plus_offsets, mask=inside, other=0.0) + bx, mask=inside)
+    # atomic: programs may share addresses (offset = program_id * BLOCK + lanes)
+    tl.atomic_add(dX_plus_offsets, bx, mask=inside, sem="relaxed")
 
 
 
@@ -249,5 +248,5 @@ def _tgrad_backward(ctx, _grad_X):
 square_positive_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 # square_positive_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is square_positive_inplace_kernel.jit).
-square_positive_inplace_kernel = TgradKernel(square_positive_inplace_kernel, square_positive_inplace_kernel_forward, ("X", "n", "BLOCK"), {},
+square_positive_inplace_kernel = TgradKernel(square_positive_inplace_kernel, square_positive_inplace_kernel_forward, ("X", "n", "BLOCK"), {"BLOCK": 1024},
                   collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True))
