@@ -1296,7 +1296,7 @@ class Engine {
     }
     for (const MemoryOp &m : memory_)
       if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
-        check_in_place(m, store_of.at(m.base), access);
+        check_in_place(m, store_of.at(m.base), access, wrt.count(m.base) > 0);
     const std::set<std::string> no_grad(request_.no_grad.begin(), request_.no_grad.end());
     for (const std::string &n : request_.no_grad)
       if (!store_of.count(n))
@@ -2541,7 +2541,11 @@ class Engine {
   // (Other programs' stores are not ordered with this program's loads: the
   // forward itself is only well defined when programs update elements of
   // their own.)
-  void check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores, const AccessAnalysis &access) {
+  // (A pointer outside --wrt whose loaded value is active only through
+  // `other` needs the same order, but no gradient of its own: it stays an
+  // output.)
+  void check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores, const AccessAnalysis &access,
+                      bool differentiated) {
     auto refuse = [&](const MemoryOp &store, const std::string &why) {
       fail(load.call->span, "'" + load.base + "' is both loaded and stored by this kernel, and " + why + " (line " +
                                 std::to_string(store.call->span.begin.line) +
@@ -2570,6 +2574,7 @@ class Engine {
         fail(load.call->span, "'" + load.base + "' is both loaded and given the per-program value '" + value +
                                   "' by this kernel; tgrad differentiates such an in-place update only where the value "
                                   "goes to another buffer");
+    if (!differentiated) return;
     if (!in_place_.insert(load.base).second) return;
     // One buffer holds both gradients: additions only, never a plain store
     // over the pass-through part, and never a partial sum written at the end.
@@ -2596,7 +2601,8 @@ class Engine {
     auto zero = [] { return std::make_unique<FloatLit>(0.0, "0.0"); };
     ExprPtr taken;
     std::string comment;
-    if (consume_atomically_.count(&op)) {
+    const bool atomically = consume_atomically_.count(&op) > 0;
+    if (atomically) {
       comment = "Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here";
       taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), kws());
     } else {
@@ -2616,13 +2622,12 @@ class Engine {
       StmtPtr st = assign(g, std::move(taken));
       st->leading_comment = comment;
       emit_stmt(std::move(st));
-    } else {
+    } else if (atomically) {  // (a plain load of nothing is not emitted: only the zeros below)
       StmtPtr st = std::make_unique<ExprStmt>(std::move(taken));
       st->leading_comment = comment;
-      if (!consume_atomically_.count(&op)) st.reset();  // a plain load of nothing: only the zeros below
-      if (st) emit_stmt(std::move(st));
+      emit_stmt(std::move(st));
     }
-    if (!consume_atomically_.count(&op)) {
+    if (!atomically) {
       StmtPtr clear = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), zero()), kws()));
       if (!takes) clear->leading_comment = "0.0 left for the values this store overwrote";
       emit_stmt(std::move(clear));
