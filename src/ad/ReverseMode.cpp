@@ -918,7 +918,6 @@ class Engine {
 
   struct MemoryOp {
     const Stmt *stmt = nullptr;  // the ANF statement (at any depth)
-    int loop_depth = 0;          // runtime loops around it
     bool in_branch = false;      // inside a runtime if
     bool store = false;
     std::string pointer;         // the pointer operand (an SSA name)
@@ -929,6 +928,7 @@ class Engine {
     const Call *call = nullptr;
     std::vector<std::pair<const If *, bool>> branches;  // the runtime ifs around it, and which branch (true: body)
     std::vector<const For *> loops;                     // the runtime loops around it, outermost first
+    size_t loop_depth() const { return loops.size(); }
     // A store that is an atomic (its builtin, "tl.atomic_add"), or "". An
     // atomic add accumulates: the buffer ends as its initial contents plus
     // every program's additions, whatever their order, so each added value's
@@ -953,7 +953,7 @@ class Engine {
 
   // Walks the ANF kernel once: its loads and stores, every definition of
   // every name, and the statements that set a loop's carried values on entry.
-  void collect(const StmtList &block, const AccessAnalysis &access, int depth, bool in_branch = false) {
+  void collect(const StmtList &block, const AccessAnalysis &access, bool in_branch = false) {
     for (size_t k = 0; k < block.size(); ++k) {
       const Stmt &s = *block[k];
       if (auto *f = dyn_cast<For>(&s)) {
@@ -964,15 +964,15 @@ class Engine {
               break;
             }
         loop_path_.push_back(f);
-        collect(f->body, access, depth + 1, in_branch);
+        collect(f->body, access, in_branch);
         loop_path_.pop_back();
         continue;
       }
       if (auto *i = dyn_cast<If>(&s)) {
         branch_path_.push_back({i, true});
-        collect(i->body, access, depth, true);
+        collect(i->body, access, true);
         branch_path_.back().second = false;
-        collect(i->orelse, access, depth, true);
+        collect(i->orelse, access, true);
         branch_path_.pop_back();
         continue;
       }
@@ -1003,7 +1003,6 @@ class Engine {
       MemoryOp op;
       op.atomic = atomic ? fname : "";
       op.stmt = &s;
-      op.loop_depth = depth;
       op.in_branch = in_branch;
       op.branches = branch_path_;
       op.loops = loop_path_;
@@ -1218,7 +1217,7 @@ class Engine {
     const StmtList &body = anf_.fn->body;
     AccessAnalysis access(*anf_.fn, name_types_);
     const std::set<std::string> wrt(request_.wrt.begin(), request_.wrt.end());
-    collect(body, access, 0);
+    collect(body, access);
 
     std::map<std::string, std::set<AccessDecision::Kind>> kinds;
     for (const MemoryOp &m : memory_)
@@ -1257,6 +1256,7 @@ class Engine {
     // any program (the branches of a runtime if, an early return's two paths):
     // each takes the upstream gradient at its own addresses.
     std::map<std::string, std::vector<const MemoryOp *>> store_of;
+    std::map<std::string, std::string> overwrites;  // outputs stored to by two stores that may both run -> why
     for (const MemoryOp &m : memory_) {
       if (!m.store) continue;
       // Atomics other than additions (max, min, exchange, compare-and-swap,
@@ -1280,7 +1280,7 @@ class Engine {
         // the earlier value carries no gradient, and the later one's
         // gradient is the upstream gradient at its addresses, as the last
         // writer's always is.
-        if (other->atomic.empty() && m.atomic.empty() && other->loop_depth == 0 && !active_.count(other->value)) continue;
+        if (other->atomic.empty() && m.atomic.empty() && other->loop_depth() == 0 && !active_.count(other->value)) continue;
         if (m.atomic == "tl.atomic_add" && other->atomic == "tl.atomic_add") continue;  // additions commute
         if (!m.atomic.empty() || !other->atomic.empty())
           fail(m.call->span, "'" + m.base + "' is both stored to and updated atomically in this kernel; which value "
@@ -1288,7 +1288,7 @@ class Engine {
         // Two plain stores that may both run: the later one overwrites the
         // earlier where their addresses meet, so the backward consumes the
         // upstream gradient (consumed_, below).
-        overwrites_[m.base] = "'" + m.base + "' is stored to more than once (lines " +
+        overwrites[m.base] = "'" + m.base + "' is stored to more than once (lines " +
                               std::to_string(other->call->span.begin.line) + " and " +
                               std::to_string(m.call->span.begin.line) + ")";
       }
@@ -1327,7 +1327,7 @@ class Engine {
     // it). The backward then writes that buffer: it takes a float32 copy.
     for (const std::string &o : outputs) {
       if (consumed_.count(o)) continue;  // updated in place
-      std::string why = overwrites_.count(o) ? overwrites_.at(o) : "";
+      std::string why = overwrites.count(o) ? overwrites.at(o) : "";
       for (const MemoryOp *m : store_of[o]) {
         if (!m->atomic.empty()) {  // additions commute (mixed with stores: refused above)
           why.clear();
@@ -1337,7 +1337,7 @@ class Engine {
         if (d.programs_share) {
           consume_atomically_.insert(m);
           if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
-        } else if (why.empty() && (m->loop_depth > 1 || (m->loop_depth == 1 && !d.walks_loop))) {
+        } else if (why.empty() && (m->loop_depth() > 1 || (m->loop_depth() == 1 && !d.walks_loop))) {
           why = "line " + std::to_string(m->call->span.begin.line) + ": the store is repeated by a loop at addresses "
                 "that do not move with it";
         }
@@ -1400,7 +1400,8 @@ class Engine {
     read_dtypes_from_pointers(bwd->body);
     if (!result.partial_sums.empty()) loop_over_forward_programs(*bwd, result, row_of);
     for (const std::string &w : request_.wrt)
-      if (needs_zeros_.count(w) && !in_place_.count(w)) result.zero_initialized.push_back(w);
+      if (needs_zeros_.count(w) && !in_place_.count(w))  // (an in-place buffer holds the upstream gradient)
+        result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
     issue_early(bwd->body, upstream_loads_);
     {
@@ -2680,7 +2681,7 @@ class Engine {
     };
     std::string what;
     // (One register tile per load, stored at the end: only for the one load of its buffer, or the stores would overlap.)
-    if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth == 0 && !op.in_branch && loads_per_base_[op.base] == 1 &&
+    if (d.kind == AccessDecision::Kind::Broadcast && op.loop_depth() == 0 && !op.in_branch && loads_per_base_[op.base] == 1 &&
         register_partial(op, bx)) {
       explanations.push_back("line " + std::to_string(line) + ": the gradient of the load through '" + op.base +
                              "' is summed in registers over this program's share of the forward's programs, stored to "
@@ -2696,7 +2697,7 @@ class Engine {
       return;
     }
     if (d.kind == AccessDecision::Kind::Shared) {
-      if (!in_place_.count(op.base)) needs_zeros_.insert(op.base);
+      needs_zeros_.insert(op.base);
       what = "tl.atomic_add";
       // Relaxed: the additions commute and nothing in this kernel reads the
       // sums, so they need no ordering (the default, acq_rel, fences every
@@ -2724,7 +2725,7 @@ class Engine {
       // writes nothing when the branch is not taken: that buffer starts at
       // zero too.
       int &written = contributions_[op.base];
-      const bool once = op.loop_depth == 0 || (op.loop_depth == 1 && d.walks_loop);
+      const bool once = op.loop_depth() == 0 || (op.loop_depth() == 1 && d.walks_loop);
       // Updated in place: the buffer holds the gradient of what passes through, to add to.
       const bool in_place = in_place_.count(op.base) > 0;
       bool plain = !in_place && written == 0 && once && (loads_per_base_[op.base] == 1 || mask_keys_[op.base].size() == 1);
@@ -2735,7 +2736,7 @@ class Engine {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
         what = "store adding to the earlier gradients of this buffer" + assuming;
-        if (written == 1 && !in_place) needs_zeros_.insert(op.base);  // no plain store before it
+        if (written == 1) needs_zeros_.insert(op.base);  // no plain store before it
         add_in_place(in_place ? "'" + op.base + "' is updated in place: this gradient adds to that of what passes through"
                      : loads_per_base_[op.base] == 1
                          ? "every iteration of the loop loads these addresses: this gradient adds to the earlier ones"
@@ -3377,7 +3378,6 @@ class Engine {
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
-  std::map<std::string, std::string> overwrites_;          // outputs stored to by several stores that may both run -> why
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums

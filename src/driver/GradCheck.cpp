@@ -198,10 +198,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     for (int64_t &x : g.i) x = 0;
     const bool in_place = std::find(bwd->in_place.begin(), bwd->in_place.end(), param) != bwd->in_place.end();
     if (k >= bwd->input_gradients || in_place) g.f = weights.at(buffer_of(param));
-    if (in_place) g.dtype = sema::DType::FP32;
-    // A consumed upstream gradient is a float32 copy (the backward overwrites it).
+    // A consumed upstream gradient (an in-place input's among them) is a float32 copy the backward overwrites.
     for (const auto &c : bwd->consumed_upstream)
-      if (c.first == param && k >= bwd->input_gradients) g.dtype = sema::DType::FP32;
+      if (c.first == param) g.dtype = sema::DType::FP32;
     interp::KernelArg a;
     a.kind = interp::KernelArg::Kind::Buffer;
     a.buffer = m.buffers().size();

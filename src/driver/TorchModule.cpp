@@ -431,8 +431,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     }
     py << join(args) << ")\n";
   }
-  // An in-place input's gradient was computed in its float32 buffer.
   const std::string gradients = join_each(inputs_with_gradient, [](const Parameter *p) { return p->gradient; });
+  // An in-place input's gradient was computed in its float32 buffer.
   py << "    return "
      << join_each(inputs_with_gradient,
                   [&](const Parameter *p) {
