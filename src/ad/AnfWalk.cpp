@@ -69,6 +69,63 @@ void block_reads(const StmtList &block, std::set<std::string> &out, const StmtLi
   for (const StmtPtr &s : block) deep_reads(*s, out, skip);
 }
 
+std::set<std::string> live_at_loop_end(const StmtList &body, const std::set<std::string> &live_after,
+                                       const std::string &loop_var) {
+  std::set<std::string> end = live_after;
+  while (true) {
+    std::set<std::string> next = live_before(body, end);
+    next.erase(loop_var);
+    next.insert(live_after.begin(), live_after.end());
+    if (next == end) return end;
+    end = std::move(next);
+  }
+}
+
+std::set<std::string> live_before(const Stmt &s, std::set<std::string> live) {
+  if (auto *a = dyn_cast<Assign>(&s)) {
+    for (const ExprPtr &t : a->targets) {
+      std::set<std::string> bound;
+      reads(*t, bound);  // the names a target list binds
+      for (const std::string &n : bound) live.erase(n);
+    }
+    reads(*a->value, live);
+    return live;
+  }
+  if (auto *a = dyn_cast<AnnAssign>(&s)) {
+    if (auto *t = dyn_cast<Name>(a->target.get())) live.erase(t->id);
+    if (a->value) reads(*a->value, live);
+    return live;
+  }
+  if (auto *f = dyn_cast<For>(&s)) {
+    const std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
+    std::set<std::string> in = live_before(f->body, live_at_loop_end(f->body, live, var));
+    in.erase(var);
+    live.insert(in.begin(), in.end());  // zero iterations keep what is live after
+    reads(*f->iter, live);
+    return live;
+  }
+  if (auto *w = dyn_cast<While>(&s)) {
+    std::set<std::string> in = live_before(w->body, live_at_loop_end(w->body, live, ""));
+    live.insert(in.begin(), in.end());
+    reads(*w->cond, live);
+    return live;
+  }
+  if (auto *i = dyn_cast<If>(&s)) {
+    std::set<std::string> then_in = live_before(i->body, live), else_in = live_before(i->orelse, live);
+    then_in.insert(else_in.begin(), else_in.end());
+    reads(*i->cond, then_in);
+    return then_in;
+  }
+  if (isa<Return>(&s)) live.clear();  // nothing after a return runs
+  stmt_reads(s, live);
+  return live;
+}
+
+std::set<std::string> live_before(const StmtList &block, std::set<std::string> live) {
+  for (size_t k = block.size(); k-- > 0;) live = live_before(*block[k], std::move(live));
+  return live;
+}
+
 // Calls `fn` on every expression node of `e`, children first; `fn` may
 // replace the node it is given.
 // The same over every expression a block's statements read, at any depth.

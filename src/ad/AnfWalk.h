@@ -23,6 +23,18 @@ void deep_reads(const ast::Stmt &s, std::set<std::string> &out, const ast::StmtL
 // conditions, at any depth (less `skip`'s statements, as above).
 void block_reads(const ast::StmtList &block, std::set<std::string> &out, const ast::StmtList *skip = nullptr);
 
+// Liveness without rewriting: the names whose values, live before `s` (or a
+// block), a later statement may read, given those live after it. An
+// assignment kills its targets; a loop adds what its body reads before
+// assigning, at the loop's end too (the next iteration); an if joins its
+// branches.
+std::set<std::string> live_before(const ast::Stmt &s, std::set<std::string> live_after);
+std::set<std::string> live_before(const ast::StmtList &block, std::set<std::string> live_after);
+// The names live at the end of a loop body (a for or a while): those live
+// after the loop and those the next iteration reads first.
+std::set<std::string> live_at_loop_end(const ast::StmtList &body, const std::set<std::string> &live_after,
+                                       const std::string &loop_var);
+
 // Every expression node of `e`, children first (tgrad/ast/Walk.h).
 using ast::visit_expr;
 // The same over every expression a block's statements read, at any depth

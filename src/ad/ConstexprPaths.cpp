@@ -29,14 +29,17 @@ struct Checker {
   bool reported = false;
   std::vector<const Expr *> conditions;
 
-  // `before`: names assigned before this block; `after`: names read after it.
+  // `before`: names assigned before this block; `after`: names live after it
+  // (a later statement may read their values before assigning them again:
+  // `if FLAG: p = ...; tl.store(p, ...)` in a loop reads p after the if in
+  // the next iteration, but only the p that iteration assigns).
   void block(const StmtList &body, std::set<std::string> before, const std::set<std::string> &after) {
-    // What is read after each if or loop, built backwards in one pass.
+    // What is live after each if or loop, built backwards in one pass.
     std::vector<std::set<std::string>> later(body.size());
     std::set<std::string> suffix = after;
     for (size_t k = body.size(); k-- > 0;) {
       if (isa<If>(body[k].get()) || isa<For>(body[k].get())) later[k] = suffix;
-      deep_reads(*body[k], suffix);
+      suffix = live_before(*body[k], std::move(suffix));
     }
     for (size_t k = 0; k < body.size(); ++k) {
       const Stmt &s = *body[k];
@@ -73,9 +76,8 @@ struct Checker {
         continue;
       }
       if (auto *f = dyn_cast<For>(&s)) {
-        std::set<std::string> inner_after = later[k];
-        deep_reads(s, inner_after);  // the next iteration reads what the body reads
-        block(f->body, before, inner_after);
+        const std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
+        block(f->body, before, live_at_loop_end(f->body, later[k], var));
       }
       std::map<std::string, int> assigned;
       stmt_assignments(s, assigned);

@@ -1235,6 +1235,12 @@ class Engine {
       auto k = kinds.find(w);
       if (one_axis && k != kinds.end() && k->second == std::set<AccessDecision::Kind>{AccessDecision::Kind::Broadcast})
         partial_bases_.insert(w);
+      // Not loaded at all here, but loaded alike by every program under
+      // another value of a flag: its rows stay zero (see partial_sums_for).
+      const bool forced = std::find(request_.partial_sums_for.begin(), request_.partial_sums_for.end(), w) !=
+                          request_.partial_sums_for.end();
+      const bool accessed = std::any_of(memory_.begin(), memory_.end(), [&](const MemoryOp &m) { return m.base == w; });
+      if (one_axis && forced && !accessed) partial_bases_.insert(w);
     }
     for (const auto &[base, ks] : kinds)
       if (ks.count(AccessDecision::Kind::Shared) || (ks.count(AccessDecision::Kind::Broadcast) && !partial_bases_.count(base)))

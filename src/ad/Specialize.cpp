@@ -184,12 +184,38 @@ class Specializer {
       : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), flags_(std::move(flags)) {}
 
   std::optional<Backward> run() {
+    if (!differentiate_all()) return std::nullopt;
+    // A flag that leaves an input unloaded drops its partial sums: with the
+    // union given to every specialization, its rows stay zero there instead.
+    std::vector<std::string> with_partial_sums;
+    for (const std::string &w : request_.wrt)
+      for (const Specialization &s : specs_)
+        for (const auto &p : s.backward.partial_sums)
+          if (p.input == w && std::find(with_partial_sums.begin(), with_partial_sums.end(), w) == with_partial_sums.end())
+            with_partial_sums.push_back(w);
+    bool differ = false;
+    for (const Specialization &s : specs_) differ |= s.backward.partial_sums.size() != with_partial_sums.size();
+    if (differ) {
+      request_.partial_sums_for = with_partial_sums;
+      specs_.clear();
+      if (!differentiate_all()) return std::nullopt;
+    }
+    // Warnings once, from the first.
+    bool all_same = true;
+    for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
+    if (all_same) return std::move(specs_[0].backward);
+    return combine();
+  }
+
+ private:
+  // One backward per combination of the flags' values, in specs_.
+  bool differentiate_all() {
     size_t combinations = 1;
     for (const Flag &f : flags_) combinations *= f.values.size();
     if (combinations > kMaxSpecializations) {
       diags_.error(fn_.name_span, "the backward of '" + fn_.name + "' depends on the values of " + flag_list() +
                                       " (" + std::to_string(combinations) + " combinations): give them with -D");
-      return std::nullopt;
+      return false;
     }
     std::vector<size_t> choice(flags_.size(), 0);
     while (true) {
@@ -201,21 +227,15 @@ class Specializer {
         for (const Diagnostic &d : quiet.diagnostics()) diags_.report(d);
         diags_.note(fn_.name_span, "while differentiating '" + fn_.name + "' with " + assignment(choice) +
                                        " (one backward per value of " + flag_list() + "); give them with -D otherwise");
-        return std::nullopt;
+        return false;
       }
       specs_.push_back({choice, std::move(*b)});
       size_t k = 0;
       while (k < flags_.size() && ++choice[k] == flags_[k].values.size()) choice[k++] = 0;
-      if (k == flags_.size()) break;
+      if (k == flags_.size()) return true;
     }
-    // Warnings once, from the first.
-    bool all_same = true;
-    for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
-    if (all_same) return std::move(specs_[0].backward);
-    return combine();
   }
 
- private:
   std::string flag_list() const {
     std::string s;
     for (size_t k = 0; k < flags_.size(); ++k) s += (k ? ", '" : "'") + flags_[k].name + "'";
@@ -466,7 +486,7 @@ class Specializer {
 
   const Module &module_;
   const SourceManager &sources_;
-  const BackwardRequest &request_;
+  BackwardRequest request_;
   DiagEngine &diags_;
   const Function &fn_;
   std::vector<Flag> flags_;

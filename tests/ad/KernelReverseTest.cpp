@@ -242,6 +242,16 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "centered_rows_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[4]", "Y=fp32[4,13]:zeros", "Mean=fp32[4]:zeros", "n_cols=13"},
                    {"IS_CENTERED=False", "HAS_WEIGHT=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
+        // Flags that leave partial-summed weights unloaded: the generic dispatcher gives every value partial sums.
+        KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
+                   {"HAS_WEIGHT=True", "HAS_BIAS=True", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
+        KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
+                   {"HAS_WEIGHT=False", "HAS_BIAS=True", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
+        KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
+                   {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
+                   {"HAS_WEIGHT=False", "HAS_BIAS=False", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
         // Forwards that add with tl.atomic_add: into one row (every program), and into rows chosen by an index.
         KernelCase{"atomics", "weighted_colsum_kernel", {5, 1, 1},
                    {"X=fp32[5,13]", "W=fp32[13]", "Y=fp32[13]", "n_cols=13"}, {"BLOCK=16"}, {"X", "W"}, {}, ""},

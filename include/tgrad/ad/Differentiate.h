@@ -54,6 +54,12 @@ struct BackwardRequest {
   // unbroadcast is left to the emitted helper _tgrad_unbroadcast, resolved
   // when Triton compiles the backward for its operands' shapes.
   bool generic_shapes = false;
+  // Kernels: --wrt inputs that get partial sums even where this kernel does
+  // not load them (set by the specializer, src/ad/Specialize.cpp: where a
+  // flag's value leaves W unloaded, W's partial-sum rows stay zero, so that
+  // every specialization has the same partial sums and one launch protocol
+  // serves them all). Callers leave it empty.
+  std::vector<std::string> partial_sums_for = {};
 };
 
 struct Backward {

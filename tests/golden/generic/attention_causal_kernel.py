@@ -2,15 +2,12 @@
 #   tgrad tests/kernels/attention.py --fn attn_fwd_kernel --wrt Q,K,V
 # Regenerate it with that command rather than editing it.
 # Generic: the same backward for Q = *fp16; K = *fp16; V = *fp16; sm_scale = int32, fp32; M = *fp16, *fp32, *bf16; Out = *fp16, *fp32, *bf16; stride_qz = int32; stride_qh = int32; stride_qm = int32; stride_qk = int32; stride_kz = int32; stride_kh = int32; stride_kn = int32; stride_kk = int32; stride_vz = int32; stride_vh = int32; stride_vn = int32; stride_vk = int32; stride_oz = int32; stride_oh = int32; stride_om = int32; stride_ok = int32; H = int32; N_CTX = int32.
-# Specialized: one backward per value of IS_CAUSAL = True, False.
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
-
-    # The backward with IS_CAUSAL=True.
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -57,17 +54,22 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
     dq_ptrs = dq_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
     t = offs_m_col < N_CTX
     q = tl.load(q_ptrs, mask=t, other=0.0)
-    start_m_plus_one = start_m + 1
-    hi = start_m_plus_one * BLOCK_M
+    if IS_CAUSAL:
+        start_m_plus_one = start_m + 1
+        hi = start_m_plus_one * BLOCK_M
+        hi_3 = hi
+    else:
+        hi_2 = N_CTX
+        hi_3 = hi_2
     l_i_2 = l_i
     acc_2 = acc
     m_i_2 = m_i
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (hi - 0 + BLOCK_N - 1) // BLOCK_N
+    trips = (hi_3 - 0 + BLOCK_N - 1) // BLOCK_N
     tl.static_assert(BLOCK_N > 0)
-    for start_n in range(0, hi, BLOCK_N):
+    for start_n in range(0, hi_3, BLOCK_N):
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (start_n - 0) // BLOCK_N
@@ -86,18 +88,25 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
-        offs_m_col_3 = offs_m[:, None]
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_m_col_3 >= offs_n_row
-        offs_n_row_2 = offs_n[None, :]
-        t_4 = offs_n_row_2 < N_CTX
-        visible = t_3 & t_4
-        qk_3 = tl.where(visible, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
+        if IS_CAUSAL:
+            offs_m_col_3 = offs_m[:, None]
+            offs_n_row = offs_n[None, :]
+            t_3 = offs_m_col_3 >= offs_n_row
+            offs_n_row_2 = offs_n[None, :]
+            t_4 = offs_n_row_2 < N_CTX
+            visible = t_3 & t_4
+            qk_3 = tl.where(visible, qk_2, float("-inf"))
+            qk_5 = qk_3
+        else:
+            offs_n_row_3 = offs_n[None, :]
+            t_5 = offs_n_row_3 < N_CTX
+            qk_4 = tl.where(t_5, qk_2, float("-inf"))
+            qk_5 = qk_4
+        tl_max_qk_5_one = tl.max(qk_5, 1)
+        m_ij = tl.maximum(m_i_2, tl_max_qk_5_one)
         m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
+        qk_5_minus_m_ij_col = qk_5 - m_ij_col
+        p = tl.math.exp2(qk_5_minus_m_ij_col)
         m_i_2_minus_m_ij = m_i_2 - m_ij
         alpha = tl.math.exp2(m_i_2_minus_m_ij)
         l_i_2_times_alpha = l_i_2 * alpha
@@ -110,8 +119,8 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
         offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
         v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
         offs_n_col_4 = offs_n[:, None]
-        t_5 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_5, other=0.0)
+        t_6 = offs_n_col_4 < N_CTX
+        v = tl.load(v_ptrs, mask=t_6, other=0.0)
         alpha_col = alpha[:, None]
         acc_2_times_alpha_col = acc_2 * alpha_col
         p_to_tl_float16 = p.to(tl.float16)
@@ -126,11 +135,11 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
     off_hz_times_N_CTX = off_hz * N_CTX
     dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
     dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
-    t_6 = offs_m < N_CTX
+    t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_6, other=0.0).to(tl.float32)
+    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_7, other=0.0).to(tl.float32)
     offs_m_col_4_times_stride_om = offs_m_col * stride_om
     do_base_plus_offs_m_col_4 = do_base + offs_m_col_4_times_stride_om
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
@@ -180,18 +189,25 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
-        offs_m_col_3 = offs_m[:, None]
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_m_col_3 >= offs_n_row
-        offs_n_row_2 = offs_n[None, :]
-        t_4 = offs_n_row_2 < N_CTX
-        visible = t_3 & t_4
-        qk_3 = tl.where(visible, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
+        if IS_CAUSAL:
+            offs_m_col_3 = offs_m[:, None]
+            offs_n_row = offs_n[None, :]
+            t_3 = offs_m_col_3 >= offs_n_row
+            offs_n_row_2 = offs_n[None, :]
+            t_4 = offs_n_row_2 < N_CTX
+            visible = t_3 & t_4
+            qk_3 = tl.where(visible, qk_2, float("-inf"))
+            qk_5 = qk_3
+        else:
+            offs_n_row_3 = offs_n[None, :]
+            t_5 = offs_n_row_3 < N_CTX
+            qk_4 = tl.where(t_5, qk_2, float("-inf"))
+            qk_5 = qk_4
+        tl_max_qk_5_one = tl.max(qk_5, 1)
+        m_ij = tl.maximum(m_i_2, tl_max_qk_5_one)
         m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
+        qk_5_minus_m_ij_col = qk_5 - m_ij_col
+        p = tl.math.exp2(qk_5_minus_m_ij_col)
         m_i_2_minus_m_ij = m_i_2 - m_ij
         alpha = tl.math.exp2(m_i_2_minus_m_ij)
         tl_sum_p_one = tl.sum(p, 1)
@@ -204,8 +220,8 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
         v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
         dv_ptrs = dv_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
         offs_n_col_4 = offs_n[:, None]
-        t_5 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_5, other=0.0)
+        t_6 = offs_n_col_4 < N_CTX
+        v = tl.load(v_ptrs, mask=t_6, other=0.0)
         alpha_col = alpha[:, None]
         p_to_tl_float16 = p.to(tl.float16)
         tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
@@ -235,7 +251,7 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dv_ptrs, bv, mask=t_5, sem="relaxed")
+        tl.atomic_add(dv_ptrs, bv, mask=t_6, sem="relaxed")
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3, 1), p.shape)
@@ -248,19 +264,35 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
         bm_ij = bm_i_3 + -bm_i_2_minus_m_ij
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_3_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_3_minus_m_ij_col, 1, keep_dims=True)
+        bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
+        bm_ij_col = tl.sum(-bqk_5_minus_m_ij_col, 1, keep_dims=True)
         tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
         bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
 
         # Grad of: m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        bm_i_2 += tl.where(m_i_2 > tl_max_qk_3_one, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_3_one = tl.where(tl_max_qk_3_one > m_i_2, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        hit = qk_3 == tl.expand_dims(tl_max_qk_3_one, 1)
-        bqk_3 = bqk_3_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_3_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
+        bm_i_2 += tl.where(m_i_2 > tl_max_qk_5_one, bm_ij, tl.where(m_i_2 == tl_max_qk_5_one, bm_ij * 0.5, 0.0))
+        btl_max_qk_5_one = tl.where(tl_max_qk_5_one > m_i_2, bm_ij, tl.where(m_i_2 == tl_max_qk_5_one, bm_ij * 0.5, 0.0))
+        hit = qk_5 == tl.expand_dims(tl_max_qk_5_one, 1)
+        bqk_5 = bqk_5_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_5_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
 
-        # Grad of: qk = tl.where(visible, qk, float("-inf"))
-        bqk_2 = tl.where(visible, bqk_3, 0.0)
+        # Grad of: if IS_CAUSAL:
+        bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
+        if IS_CAUSAL:
+            offs_m_col_3 = offs_m[:, None]
+            offs_n_row = offs_n[None, :]
+            t_3 = offs_m_col_3 >= offs_n_row
+            offs_n_row_2 = offs_n[None, :]
+            t_4 = offs_n_row_2 < N_CTX
+            visible = t_3 & t_4
+
+            # Grad of: qk = tl.where(visible, qk, float("-inf"))
+            bqk_2 += tl.where(visible, bqk_5, 0.0)
+        else:
+            offs_n_row_3 = offs_n[None, :]
+            t_5 = offs_n_row_3 < N_CTX
+
+            # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+            bqk_2 += tl.where(t_5, bqk_5, 0.0)
 
         # Grad of: qk = qk * qk_scale
         bqk = bqk_2 * qk_scale
@@ -278,277 +310,3 @@ def attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, str
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
-
-
-@triton.jit
-def attn_fwd_kernel_bwd_IS_CAUSAL_false(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
-
-    # The backward with IS_CAUSAL=False.
-    start_m = tl.program_id(0)
-    off_hz = tl.program_id(1)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_z_to_tl_int64_times = off_z_to_tl_int64 * stride_qz
-    Q_plus_off_z_to_tl_int64_times = Q + off_z_to_tl_int64_times
-    dQ_plus_off_z_to_tl_int64_times = dQ + off_z_to_tl_int64_times
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    off_h_to_tl_int64_times = off_h_to_tl_int64 * stride_qh
-    q_base = Q_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    dq_base = dQ_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    off_z_to_tl_int64_2_time = off_z_to_tl_int64 * stride_kz
-    K_plus_off_z_to_tl_int64_2_time = K + off_z_to_tl_int64_2_time
-    dK_plus_off_z_to_tl_int64_2_time = dK + off_z_to_tl_int64_2_time
-    off_h_to_tl_int64_2_time = off_h_to_tl_int64 * stride_kh
-    k_base = K_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    dk_base = dK_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    off_z_to_tl_int64_3_time = off_z_to_tl_int64 * stride_vz
-    V_plus_off_z_to_tl_int64_3_time = V + off_z_to_tl_int64_3_time
-    dV_plus_off_z_to_tl_int64_3_time = dV + off_z_to_tl_int64_3_time
-    off_h_to_tl_int64_3_time = off_h_to_tl_int64 * stride_vh
-    v_base = V_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    dv_base = dV_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    off_z_to_tl_int64_4_time = off_z_to_tl_int64 * stride_oz
-    dOut_plus_off_z_to_tl_int = dOut + off_z_to_tl_int64_4_time
-    off_h_to_tl_int64_4_time = off_h_to_tl_int64 * stride_oh
-    do_base = dOut_plus_off_z_to_tl_int + off_h_to_tl_int64_4_time
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-    offs_d = tl.arange(0, HEAD_DIM)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = l_i - float("inf")
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.44269504
-    offs_m_col = offs_m[:, None]
-    offs_m_col_times_stride_qm = offs_m_col * stride_qm
-    q_base_plus_offs_m_col_t = q_base + offs_m_col_times_stride_qm
-    dq_base_plus_offs_m_col_t = dq_base + offs_m_col_times_stride_qm
-    offs_d_row = offs_d[None, :]
-    offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    q_ptrs = q_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
-    dq_ptrs = dq_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
-    t = offs_m_col < N_CTX
-    q = tl.load(q_ptrs, mask=t, other=0.0)
-    hi = N_CTX
-    l_i_2 = l_i
-    acc_2 = acc
-    m_i_2 = m_i
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (hi - 0 + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n in range(0, hi, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (start_n - 0) // BLOCK_N
-        tl.store(m_i_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2, mask=iteration < tape_trips)
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        offs_n = start_n + tl_arange_zero_BLOCK_N
-        offs_n_col = offs_n[:, None]
-        offs_n_col_times_stride_kn = offs_n_col * stride_kn
-        k_base_plus_offs_n_col_t = k_base + offs_n_col_times_stride_kn
-        offs_d_row_2 = offs_d[None, :]
-        offs_d_row_2_times_stride_kk = offs_d_row_2 * stride_kk
-        k_ptrs = k_base_plus_offs_n_col_t + offs_d_row_2_times_stride_kk
-        offs_n_col_2 = offs_n[:, None]
-        t_2 = offs_n_col_2 < N_CTX
-        k = tl.load(k_ptrs, mask=t_2, other=0.0)
-        tl_trans_k = tl.trans(k)
-        qk = tl.dot(q, tl_trans_k)
-        qk_2 = qk * qk_scale
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_n_row < N_CTX
-        qk_3 = tl.where(t_3, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_minus_m_ij = m_i_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_minus_m_ij)
-        l_i_2_times_alpha = l_i_2 * alpha
-        tl_sum_p_one = tl.sum(p, 1)
-        l_i_3 = l_i_2_times_alpha + tl_sum_p_one
-        offs_n_col_3 = offs_n[:, None]
-        offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
-        v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
-        offs_d_row_3 = offs_d[None, :]
-        offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
-        v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        offs_n_col_4 = offs_n[:, None]
-        t_4 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_4, other=0.0)
-        alpha_col = alpha[:, None]
-        acc_2_times_alpha_col = acc_2 * alpha_col
-        p_to_tl_float16 = p.to(tl.float16)
-        tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
-        acc_3 = acc_2_times_alpha_col + tl_dot_p_to_tl_float16_v
-        m_i_3 = m_ij
-        l_i_2 = l_i_3
-        acc_2 = acc_3
-        m_i_2 = m_i_3
-    l_i_2_col = l_i_2[:, None]
-    acc_4 = acc_2 / l_i_2_col
-    off_hz_times_N_CTX = off_hz * N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
-    t_5 = offs_m < N_CTX
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_5, other=0.0).to(tl.float32)
-    offs_m_col_3_times_stride_om = offs_m_col * stride_om
-    do_base_plus_offs_m_col_3 = do_base + offs_m_col_3_times_stride_om
-    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
-    do_ptrs = do_base_plus_offs_m_col_3 + offs_d_row_4_times_stride_ok
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
-
-    # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-    bm_i_2_plus_tl_math_log2_l_i_2 = blse * 0.6931471805599453
-    bl_i_2 = bm_i_2_plus_tl_math_log2_l_i_2 / (l_i_2 * 0.6931471805599453)
-
-    # Grad of: acc = acc / l_i[:, None]
-    bacc_2 = bacc_4 / l_i_2_col
-    bl_i_2_col = tl.sum(-bacc_4 * acc_4 / l_i_2_col, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_col.shape == l_i_2_col.shape)
-    bl_i_2 += tl.reshape(bl_i_2_col, l_i_2.shape)
-
-    # Grad of: for start_n in range(0, hi, BLOCK_N):
-    bq = tl.zeros(q.shape, dtype=tl.float32)
-    bm_i_2 = bm_i_2_plus_tl_math_log2_l_i_2
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        start_n = 0 + iteration_2 * BLOCK_N
-        m_i_2 = tl.load(m_i_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        acc_3 = acc_2
-        l_i_3 = l_i_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        offs_n = start_n + tl_arange_zero_BLOCK_N
-        offs_n_col = offs_n[:, None]
-        offs_n_col_times_stride_kn = offs_n_col * stride_kn
-        k_base_plus_offs_n_col_t = k_base + offs_n_col_times_stride_kn
-        dk_base_plus_offs_n_col_t = dk_base + offs_n_col_times_stride_kn
-        offs_d_row_2 = offs_d[None, :]
-        offs_d_row_2_times_stride_kk = offs_d_row_2 * stride_kk
-        k_ptrs = k_base_plus_offs_n_col_t + offs_d_row_2_times_stride_kk
-        dk_ptrs = dk_base_plus_offs_n_col_t + offs_d_row_2_times_stride_kk
-        offs_n_col_2 = offs_n[:, None]
-        t_2 = offs_n_col_2 < N_CTX
-        k = tl.load(k_ptrs, mask=t_2, other=0.0)
-        tl_trans_k = tl.trans(k)
-        qk = tl.dot(q, tl_trans_k)
-        qk_2 = qk * qk_scale
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_n_row < N_CTX
-        qk_3 = tl.where(t_3, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_minus_m_ij = m_i_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        offs_n_col_3 = offs_n[:, None]
-        offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
-        v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
-        dv_base_plus_offs_n_col_3 = dv_base + offs_n_col_3_times_stride_vn
-        offs_d_row_3 = offs_d[None, :]
-        offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
-        v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        dv_ptrs = dv_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        offs_n_col_4 = offs_n[:, None]
-        t_4 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_4, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_tl_float16 = p.to(tl.float16)
-        tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_quotient = (acc_3 - tl_dot_p_to_tl_float16_v) / alpha_col
-        acc_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
-        l_i_quotient = (l_i_3 - tl_sum_p_one) / alpha
-        l_i_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_quotient) < float("inf")), l_i_quotient, 0.0)
-
-        # Grad of: for start_n in range(0, hi, BLOCK_N):
-        bm_i_3 = bm_i_2
-        bm_i_2 = tl.zeros_like(bm_i_2)
-        bacc_3 = bacc_2
-        bacc_2 = tl.zeros_like(bacc_2)
-        bl_i_3 = bl_i_2
-        bl_i_2 = tl.zeros_like(bl_i_2)
-
-        # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp_to_tl_float16 = tl.dot(bacc_3.to(v_ptrs.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_3.to(p_to_tl_float16.dtype))
-        bp = bp_to_tl_float16.to(p.dtype)
-        bacc_2 += bacc_3 * alpha_col
-        balpha_col = tl.sum(bacc_3 * acc_2, 1, keep_dims=True)
-        tl.static_assert(balpha_col.shape == alpha_col.shape)
-        balpha = tl.reshape(balpha_col, alpha.shape)
-
-        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dv_ptrs, bv, mask=t_4, sem="relaxed")
-
-        # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_3, 1), p.shape)
-        bl_i_2 += bl_i_3 * alpha
-        balpha += bl_i_3 * l_i_2
-
-        # Grad of: alpha = tl.math.exp2(m_i - m_ij)
-        bm_i_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-        bm_i_2 += bm_i_2_minus_m_ij
-        bm_ij = bm_i_3 + -bm_i_2_minus_m_ij
-
-        # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_3_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_3_minus_m_ij_col, 1, keep_dims=True)
-        tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-        bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
-
-        # Grad of: m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        bm_i_2 += tl.where(m_i_2 > tl_max_qk_3_one, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_3_one = tl.where(tl_max_qk_3_one > m_i_2, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        hit = qk_3 == tl.expand_dims(tl_max_qk_3_one, 1)
-        bqk_3 = bqk_3_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_3_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
-
-        # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-        bqk_2 = tl.where(t_3, bqk_3, 0.0)
-
-        # Grad of: qk = qk * qk_scale
-        bqk = bqk_2 * qk_scale
-
-        # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
-        btl_trans_k = tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty))
-        bk = tl.trans(btl_trans_k)
-
-        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dk_ptrs, bk, mask=t_2, sem="relaxed")
-    tl.debug_barrier()
-
-    # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
-
-
-@triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
-
-    # One backward per value of 'IS_CAUSAL': Triton compiles only the one this launch's value selects.
-    if IS_CAUSAL:
-        attn_fwd_kernel_bwd_IS_CAUSAL_true(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips)
-    else:
-        attn_fwd_kernel_bwd_IS_CAUSAL_false(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips)
