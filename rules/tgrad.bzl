@@ -81,7 +81,7 @@ def _tgrad_backward_impl(ctx):
     ctx.actions.run(
         executable = ctx.executable._tgrad,
         arguments = [args],
-        inputs = [ctx.file.src],
+        inputs = [ctx.file.src] + ctx.files.deps,
         outputs = [out],
         mnemonic = "TgradBackward",
         progress_message = "tgrad: differentiating %s in %s" % (ctx.attr.fn, ctx.file.src.short_path),
@@ -98,6 +98,11 @@ tgrad_backward = rule(
         "args": attr.string_list(doc = "Parameter types, NAME=TYPE (fp32[N], *fp16, i32)."),
         "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE."),
         "no_grad": attr.string_list(doc = "Kernels: outputs without upstream gradients (tgrad --no-grad)."),
+        "deps": attr.label_list(
+            allow_files = [".py"],
+            doc = "The modules the kernel file imports that tgrad reads (helpers in sibling files), at their " +
+                  "paths relative to it.",
+        ),
         "emit": attr.string(
             default = "python",
             values = ["python", "json", "torch"],

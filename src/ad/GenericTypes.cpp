@@ -35,6 +35,24 @@ bool passes_pointer_through(const std::string &callee) {
          callee == "tl.broadcast_to" || callee == "tl.reshape" || callee == "tl.expand_dims";
 }
 
+// Whether the code converts to `name` or makes tensors of it: `x.to(name)`,
+// `dtype=name`, `tl.zeros(shape, name)`, `tl.full(shape, value, name)`.
+bool used_as_dtype(const StmtList &body, const std::string &name) {
+  bool used = false;
+  auto is_name = [&](const Expr *e) { return e && isa<Name>(e) && cast<Name>(e)->id == name; };
+  visit_exprs(body, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    if (!c) return;
+    for (const Keyword &k : c->keywords) used |= k.name == "dtype" && is_name(k.value.get());
+    if (auto *a = dyn_cast<Attribute>(c->func.get()); a && a->attr == "to" && !c->args.empty())
+      used |= is_name(c->args[0].get());
+    const std::string callee = emit::print_expr(*c->func);
+    if (callee == "tl.zeros" && c->args.size() > 1) used |= is_name(c->args[1].get());
+    if (callee == "tl.full" && c->args.size() > 2) used |= is_name(c->args[2].get());
+  });
+  return used;
+}
+
 class RoleFinder {
  public:
   RoleFinder(const Module &module, std::set<const Function *> &visiting) : module_(module), visiting_(visiting) {}
@@ -50,7 +68,7 @@ class RoleFinder {
     for (size_t k = 0; k < fn.params.size(); ++k) any_pointer |= pointers_.count(fn.params[k].name) > 0;
     for (size_t k = 0; k < fn.params.size(); ++k) {
       const std::string &n = fn.params[k].name;
-      if (fn.is_constexpr_param(k)) roles.push_back(ParamRole::Constexpr);
+      if (fn.is_constexpr_param(k)) roles.push_back(used_as_dtype(fn.body, n) ? ParamRole::DTypeConstexpr : ParamRole::Constexpr);
       else if (integer_pointers_.count(n)) roles.push_back(ParamRole::IntegerPointer);
       else if (pointers_.count(n)) roles.push_back(ParamRole::FloatPointer);
       else if (!read.count(n)) roles.push_back(ParamRole::Unused);
@@ -271,6 +289,7 @@ class GenericDifferentiation {
       switch (roles[k]) {
         case ParamRole::Constexpr:
         case ParamRole::Unused: break;
+        case ParamRole::DTypeConstexpr: dtype_params_.push_back(k); break;
         case ParamRole::FloatPointer: float_pointers_.push_back(k); break;
         case ParamRole::IntegerPointer: integer_pointers_.push_back(k); break;
         case ParamRole::Scalar: scalars_.push_back(k); break;
@@ -325,7 +344,7 @@ class GenericDifferentiation {
   bool compare(const Trial &t, size_t param, const std::string &what) {
     if (!t.backward) return true;  // the forward rejects this type: so would Triton
     if (same_backward(*base_->backward, *t.backward)) {
-      record(pname(param), t.types.at(pname(param)).str());
+      record(pname(param), shown(t.types.at(pname(param))));
       return true;
     }
     diags_.error(fn_.params[param].span,
@@ -334,6 +353,11 @@ class GenericDifferentiation {
                      t.types.at(pname(param)).str() + " it differs (" + first_difference(*base_->backward, *t.backward) +
                      "); give its type: --arg " + pname(param) + "=TYPE");
     return false;
+  }
+
+  // A type as the Generic line shows it: a dtype as the kernel names it.
+  static std::string shown(const SType &t) {
+    return t.kind == SType::Kind::DType ? std::string("tl.") + sema::tl_name(t.dtype) : t.str();
   }
 
   void record(const std::string &param, const std::string &type) {
@@ -418,6 +442,17 @@ class GenericDifferentiation {
         types[pname(k)] = pointer_to(d);
         ok &= compare(attempt(types), k, "the element type");
       }
+    // A dtype given as a tl.constexpr: the uniform one, then each other alone.
+    for (size_t k : dtype_params_) {
+      record(pname(k), shown(base_->types.at(pname(k))));
+      for (DType d : floats) {
+        if (!ok) break;
+        if (d == base_->types.at(pname(k)).dtype) continue;
+        sema::ParamTypes types = base_->types;
+        types[pname(k)] = SType::of_dtype(d);
+        ok &= compare(attempt(types), k, "the value");
+      }
+    }
     for (size_t k : scalars_) {
       if (!ok) break;
       sema::ParamTypes types = base_->types;
@@ -502,7 +537,7 @@ class GenericDifferentiation {
   const BackwardRequest &request_;
   DiagEngine &diags_;
   const Function &fn_;
-  std::vector<size_t> float_pointers_, integer_pointers_, scalars_, tiles_;
+  std::vector<size_t> float_pointers_, integer_pointers_, scalars_, tiles_, dtype_params_;
   Trial *base_ = nullptr;
   std::vector<int> base_ranks_;
   std::vector<std::pair<std::string, std::vector<std::string>>> checked_;
@@ -566,6 +601,7 @@ sema::ParamTypes uniform_representative(const Module &module, const Function &fn
       case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type); break;
       case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32); break;
       case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(p)); break;
+      case ParamRole::DTypeConstexpr: types[p.name] = SType::of_dtype(float_type); break;
       case ParamRole::Constexpr:
       case ParamRole::Unused:
       case ParamRole::Tile: break;

@@ -34,6 +34,7 @@ namespace tgrad::ad {
 // What a parameter is, as its uses say.
 enum class ParamRole {
   Constexpr,       // annotated tl.constexpr
+  DTypeConstexpr,  // annotated tl.constexpr, and used as a dtype: x.to(P), dtype=P
   Unused,          // read nowhere: needs no type
   FloatPointer,    // addresses derive from it
   IntegerPointer,  // addresses derive from it, and what it loads becomes an address or index

@@ -2950,6 +2950,33 @@ class Engine {
     instantiate(*rule, op, target, value);
   }
 
+  // Adds a helper's backward (and the helpers it calls) to the emitted
+  // functions; returns the name it is called by.
+  std::string add_callee_backward(Backward &b) {
+    // A generic helper's backward does not depend on the types of the call
+    // (its casts are kept): one already emitted for another signature that
+    // is the same function serves this call too.
+    const Function *made = b.module->find_function(b.backward_name);
+    if (made && generic())
+      for (const auto &e : extra_functions_) {
+        std::unique_ptr<Function> renamed = clone(*made);
+        renamed->name = e->name;
+        if (equal(*renamed, *e)) return e->name;
+      }
+    // Another specialisation of g already took the name: rename this one.
+    NameAllocator taken;
+    for (const auto &f : extra_functions_) taken.reserve(f->name);
+    for (const auto &f : module_.functions) taken.reserve(f->name);
+    const std::string unique = taken.fresh(b.backward_name);
+    for (auto &f : b.module->functions) {
+      if (f->name == b.backward_name) f->name = unique;
+      bool dup = false;
+      for (const auto &e : extra_functions_) dup |= e->name == f->name;
+      if (!dup && f->name != fn_->name) extra_functions_.push_back(std::move(f));
+    }
+    return unique;
+  }
+
   // y = g(a, b): differentiate g once per signature (g_bwd, emitted with the
   // backward) and take its adjoints: ba, bb = g_bwd(a, b, by).
   void differentiate_call(const Op &op, const std::string &target, const Expr &value, const std::set<std::string> &active) {
@@ -2989,20 +3016,8 @@ class Engine {
       if (depth_ > 16) fail(value.span, "jit function calls nested too deeply to differentiate");
       std::optional<Backward> b = inner.run();
       if (!b) fail(value.span, "cannot differentiate the call of '" + g.name + "' (see the errors above)");
-      bwd_name = b->backward_name;
-      // Another specialisation of g already took the name: rename this one.
-      NameAllocator taken;
-      for (const auto &f : extra_functions_) taken.reserve(f->name);
-      for (const auto &f : module_.functions) taken.reserve(f->name);
-      std::string unique = taken.fresh(bwd_name);
-      for (auto &f : b->module->functions) {
-        if (f->name == bwd_name) f->name = unique;
-        bool dup = false;
-        for (const auto &e : extra_functions_) dup |= e->name == f->name;
-        if (!dup && f->name != fn_->name) extra_functions_.push_back(std::move(f));
-      }
       uses_libdevice_ |= inner.uses_libdevice_;
-      bwd_name = unique;
+      bwd_name = add_callee_backward(*b);
       callee_backwards_[key] = bwd_name;
     }
     // The adjoints of g's outputs: this value's adjoint, or per element of a tuple.

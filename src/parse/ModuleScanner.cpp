@@ -1,5 +1,7 @@
 #include "src/parse/ModuleScanner.h"
 
+#include <tuple>
+
 #include <map>
 
 #include "TileLangLexer.h"
@@ -200,6 +202,7 @@ class Scanner {
         if (d.kind == ast::DecoratorKind::Other)
           diags_.warning(d.span, "decorator '@" + d.name + "' on @triton.jit function '" + name +
                                      "' is not known to tgrad; it is kept as text and its effect is ignored");
+      jit_defs_[name] = {k, body_end, decos};
       add_chunk(Chunk::Kind::Function, k, body_end, std::move(decos));
       return;
     }
@@ -212,6 +215,12 @@ class Scanner {
     }
     // An undecorated function may still become jit through `alias = triton.jit(name)`.
     if (decos.empty()) plain_defs_[name] = {k, body_end};
+    // Constants may call it on the host (`tl.constexpr(_generate_asm(1))`).
+    Chunk host;
+    host.kind = Chunk::Kind::HostFunction;
+    host.first_line = first(k).line;
+    host.host_name = name;
+    chunks_.push_back(std::move(host));
   }
 
   // `NAME: tl.constexpr = v`, `NAME = tl.constexpr(v)`, `ALIAS = triton.jit(NAME)`, at module level or in a
@@ -233,6 +242,14 @@ class Scanner {
     }
     if (word(k, 1) == "=" && (after = after_constexpr(2)) && word(k, after) == "(") {
       add_chunk(Chunk::Kind::Constant, k, k + 1, {});
+      return;
+    }
+    // ALIAS = NAME, NAME a jit function above: a copy named ALIAS.
+    if (word(k, 1) == "=" && size(k) == 3 && first(k).type == TileLangLexer::NAME) {
+      auto jit = jit_defs_.find(word(k, 2));
+      if (jit == jit_defs_.end()) return;
+      add_chunk(Chunk::Kind::Function, std::get<0>(jit->second), std::get<1>(jit->second), std::get<2>(jit->second));
+      chunks_.back().rename_to = word(k, 0);
       return;
     }
     // ALIAS = triton.jit(NAME)
@@ -259,6 +276,8 @@ class Scanner {
   std::vector<Chunk> chunks_;
   int group_ = 0;  // module-level if/try statements seen so far
   std::map<std::string, std::pair<size_t, size_t>> plain_defs_;  // name -> [def line, body end)
+  // name -> [def line, body end), decorators: jit functions, for `alias = name`
+  std::map<std::string, std::tuple<size_t, size_t, std::vector<ast::Decorator>>> jit_defs_;
 };
 
 }  // namespace

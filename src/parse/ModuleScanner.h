@@ -6,9 +6,12 @@
 // tokens into logical lines, and walks the top-level statements. It keeps:
 //   - functions decorated @triton.jit (under any stack of @triton.autotune /
 //     @triton.heuristics / other decorators), also inside module-level
-//     `if`/`try` blocks, and functions made jit by `alias = triton.jit(fn)`;
+//     `if`/`try` blocks, functions made jit by `alias = triton.jit(fn)`,
+//     and jit functions bound to another name (`softplus = softplus_nv`,
+//     kept as a copy under the new name);
 //   - module constants `NAME: tl.constexpr = v` and `NAME = tl.constexpr(v)`;
-//   - top-level `import` / `from ... import` lines.
+//   - top-level `import` / `from ... import` lines;
+//   - the names of the other (host) functions, which constants may call.
 // Everything else is skipped without a diagnostic. Each kept piece becomes a
 // Chunk of whole source lines for the parser (src/parse/Parser.cpp).
 #pragma once
@@ -22,12 +25,14 @@
 namespace tgrad::parse {
 
 struct Chunk {
-  enum class Kind { Function, Import, Constant };
+  enum class Kind { Function, Import, Constant, HostFunction };
   Kind kind = Kind::Function;
   int first_line = 1;  // 1-based file line where `text` starts
   std::string text;    // whole lines, first_line onwards
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
+  std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
+  std::string host_name;                   // HostFunction: its name (text is empty)
   bool conditional = false;                // Import inside a module-level if/try block
   int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import
 };

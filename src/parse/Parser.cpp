@@ -185,12 +185,15 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       TileLangParser::Function_chunkContext *tree = parser.function_chunk();
       if (report_syntax_errors()) return;
       std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
+      const std::string defined_as = f->name;
+      if (!chunk.rename_to.empty()) f->name = chunk.rename_to;
+      const std::string binding = chunk.rename_to.empty() ? "" : " (bound by `" + f->name + " = " + defined_as + "`)";
       // A later definition replaces an earlier one, as in Python.
       for (auto &existing : module.functions)
         if (existing->name == f->name) {
-          diags.warning(f->name_span, "jit function '" + f->name +
-                                          "' is defined again here (tgrad cannot tell which module-level branch "
-                                          "Python takes); tgrad uses this later definition");
+          diags.warning(f->name_span, "jit function '" + f->name + "' is defined again here" + binding +
+                                          " (tgrad cannot tell which module-level branch Python takes); tgrad uses "
+                                          "this later definition");
           diags.note(existing->name_span, "the earlier definition of '" + f->name + "' is here");
           existing = std::move(f);
           return;
@@ -207,6 +210,9 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }
+    case Chunk::Kind::HostFunction:
+      module.host_functions.push_back(chunk.host_name);
+      return;
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
       if (report_syntax_errors()) return;

@@ -2,6 +2,7 @@
 
 #include "tgrad/sema/Names.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -567,6 +568,11 @@ class Checker {
       return SType::unknown();
     }
     if (std::optional<SType> t = member_of("builtins", n.id)) return *t;
+    // A host function of the file (a constant computed on the host by
+    // `tl.constexpr(_make_asm(1))`): its result is not known to tgrad, as a
+    // name from a module it does not read.
+    if (std::find(module_.host_functions.begin(), module_.host_functions.end(), n.id) != module_.host_functions.end())
+      return SType::unknown();
     fail(n.span, "name '" + n.id + "' is not defined");
   }
 

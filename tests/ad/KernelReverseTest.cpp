@@ -224,6 +224,10 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"imports_helper", "softplus_scale_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-30,30)", "W=fp32[300]", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"},
                    {"X", "W"}, {}},
+        // The helper module's `activation = softplus` (a module-level if's later branch); OUT_DTYPE a constexpr dtype.
+        KernelCase{"imports_helper", "activation_cast_kernel", {3, 1, 1},
+                   {"X=fp32[300]:uniform(-30,30)", "Y=fp32[300]:zeros", "n_elements=300"},
+                   {"OUT_DTYPE=tl.float32", "BLOCK=128"}, {"X"}, {}},
         // x = a if c else b with c loaded at run time: an if.
         KernelCase{"runtime_ifexp", "scale_kernel", {3, 1, 1},
                    {"X=fp32[300]", "Y=fp32[300]:zeros", "S=fp32[3]", "n=300"}, {"BLOCK=128"}, {"X", "S"}, {}, ""},

@@ -1,5 +1,8 @@
 # Helpers another test kernel imports (tests/kernels/imports_helper.py): a
-# jit function that calls another one and libdevice, and a module constant.
+# jit function that calls another one and libdevice, a module constant, a
+# constant computed on the host and a jit function bound to another name.
+import os
+
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
@@ -15,3 +18,20 @@ def _log1p_exp(x):
 @triton.jit
 def softplus(x):
     return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
+
+
+# A constant the host computes with a function of this file: tgrad reads the
+# file without knowing its value (no kernel here needs it).
+def _threshold_note(scale):
+    return "softplus is linear above " + str(20 * scale)
+
+
+THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(1))
+
+# A jit function bound to another name in a module-level if: Python takes one
+# branch on the host (here the else, without the variable set); tgrad cannot
+# tell which, warns, and uses the later binding.
+if os.environ.get("HELPER_MODULE_PLAIN_LOG1P") == "1":
+    activation = _log1p_exp
+else:
+    activation = softplus

@@ -12,3 +12,18 @@ def softplus_scale_kernel(X, W, Y, n_elements, BLOCK: tl.constexpr):
     x = tl.load(X + offsets, mask=mask, other=0.0)
     w = tl.load(W + offsets, mask=mask, other=0.0)
     tl.store(Y + offsets, act(x) * w, mask=mask)
+
+
+# The activation a module-level if binds in the helper module, and a result
+# converted to a dtype given as a tl.constexpr (without -D, tgrad checks the
+# backward is the same for every float dtype).
+from .helper_module import activation
+
+
+@triton.jit
+def activation_cast_kernel(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+    y = (activation(x) * x).to(OUT_DTYPE)
+    tl.store(Y + offsets, y, mask=mask)

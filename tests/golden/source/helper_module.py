@@ -1,8 +1,10 @@
+import os
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
 SOFTPLUS_THRESHOLD: tl.constexpr = 20.0
+THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(1))
 
 
 @triton.jit
@@ -12,4 +14,9 @@ def _log1p_exp(x):
 
 @triton.jit
 def softplus(x):
+    return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
+
+
+@triton.jit
+def activation(x):
     return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
