@@ -154,14 +154,16 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
     // `NAME: tl.constexpr = v` is a global Triton 3.6 refuses to read in a
     // kernel; `NAME = tl.constexpr(v)` is the same constant, and accepted.
     if (auto *a = dyn_cast<AnnAssign>(stmt.get()); a && a->value) {
-      ExprList args;
-      args.push_back(std::move(a->value));
+      ExprPtr value = std::move(a->value);
+      auto *call = dyn_cast<Call>(value.get());
+      if (!call || emit::print_expr(*call->func) != emit::print_expr(*a->annotation)) {  // not already tl.constexpr(v)
+        ExprList args;
+        args.push_back(std::move(value));
+        value = std::make_unique<Call>(std::move(a->annotation), std::move(args), std::vector<Keyword>{});
+      }
       ExprList targets;
       targets.push_back(std::move(a->target));
-      stmt = std::make_unique<Assign>(std::move(targets),
-                                      std::make_unique<Call>(std::move(a->annotation), std::move(args),
-                                                             std::vector<Keyword>{}),
-                                      c.span);
+      stmt = std::make_unique<Assign>(std::move(targets), std::move(value), c.span);
     }
     out->constants.push_back(Constant{c.name, c.span, std::move(stmt), false});
   };
@@ -177,6 +179,25 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
   }
   for (const auto &f : backward.functions)
     if (!defined.count(f->name)) out->functions.push_back(clone(*f));
+  // Only the constants the functions read, and those these read: another
+  // may be computed by a host function of the user's module, which this
+  // module does not have.
+  std::set<std::string> read;
+  for (const auto &f : out->functions) {
+    ad::block_reads(f->body, read);
+    for (const Param &p : f->params)
+      if (p.default_value) ad::reads(*p.default_value, read);
+  }
+  for (size_t before = 0; before != read.size();) {
+    before = read.size();
+    for (const Constant &c : out->constants)
+      if (read.count(c.name)) {
+        if (auto *a = dyn_cast<Assign>(c.stmt.get())) ad::reads(*a->value, read);
+      }
+  }
+  out->constants.erase(std::remove_if(out->constants.begin(), out->constants.end(),
+                                      [&](const Constant &c) { return !read.count(c.name); }),
+                       out->constants.end());
   return out;
 }
 
@@ -209,6 +230,7 @@ struct Parameter {
   std::string name;
   std::string annotation;  // its type in the op's schema
   bool constexpr_param = false;
+  bool dtype = false;      // a tl.constexpr dtype (x.to(P)): the op takes its name
   bool pointer = false;
   bool stored = false;     // an output of the op
   bool reread = false;     // the kernel also loads it or adds to it atomically: the output starts as a copy
@@ -237,6 +259,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     by_name[p["name"].get<std::string>()] = &p;
     if (p.value("in_place", false)) in_place.insert(p["of"].get<std::string>());
   }
+  const std::vector<ad::ParamRole> roles = ad::param_roles(module, *fn);
   for (const Param &fp : fn->params) {
     if (fp.name == kGrid || fp.name == "num_warps" || fp.name == "num_stages") {
       error = "--emit torch: the kernel's parameter '" + fp.name + "' has the name of the op's own argument; rename it";
@@ -259,7 +282,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (q.pointer) {
       q.annotation = "torch.Tensor";
     } else if (q.constexpr_param) {
-      q.annotation = takes_strings(*fn, fp.name) ? "str" : kScalar;
+      q.dtype = roles[params.size()] == ad::ParamRole::DTypeConstexpr;
+      q.annotation = q.dtype || takes_strings(*fn, fp.name) ? "str" : kScalar;
     } else {
       bool any_float = std::any_of(types.begin(), types.end(), is_float_type);
       bool all_float = !types.empty() && std::all_of(types.begin(), types.end(), is_float_type);
@@ -294,6 +318,15 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   bool float_scalars = false;
   for (const Parameter &p : params)
     float_scalars |= !p.pointer && !p.constexpr_param && p.annotation != "int" && p.annotation != "str";
+  // A dtype crosses the op's schema as its name (tl.float16 as 'fp16'); the
+  // op makes it a dtype again before launching, which a custom_op does
+  // unseen by torch.compile.
+  std::string dtypes_back;
+  for (const Parameter &p : params)
+    if (p.dtype) {
+      float_scalars = true;
+      dtypes_back += "    " + p.name + " = triton.language.dtype(" + p.name + ")  # passed by name through the op's schema\n";
+    }
   const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
   const std::string launch_suffix = float_scalars ? "" : ")";
 
@@ -350,7 +383,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
        << "# kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.\n";
   py << "\n\n" << decorator(forward_op)
      << "def " << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
-     << "    # What the kernel stores to, new: the op returns it.\n";
+     << dtypes_back << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
     py << "    " << p->name << " = " << (p->reread ? p->name + ".clone()" : "_tgrad_new_like(" + p->name + ")")
        << (p->accumulated ? "  # the kernel adds to it: it starts as the caller's"
@@ -372,7 +405,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   PythonExpr expr(device_tensor);
   py << "\n\n" << decorator(backward_op) << "def " << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
-     << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
+     << dtypes_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
   for (const json &p : protocol["parameters"])
     if (p["role"] == "input gradient" && !p.value("in_place", false)) {
       // Always zeros here, also where the protocol says "any": the backward

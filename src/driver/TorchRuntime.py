@@ -128,7 +128,9 @@ class TgradKernel:
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
-        result = self._op([int(g) for g in grid], *[bound[p] for p in self._params], num_warps, num_stages)
+        # A dtype crosses the op's schema as its name (the op makes it a dtype again).
+        arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
+        result = self._op([int(g) for g in grid], *arguments, num_warps, num_stages)
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):

@@ -83,4 +83,4 @@ def gated_affine_kernel(X, W, B, Y, n_cols, HAS_WEIGHT: tl.constexpr, HAS_BIAS: 
         y = y * w
     if HAS_BIAS:
         y += b
-    tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
+    tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)

@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-SOFTPLUS_THRESHOLD: tl.constexpr = 20.0
+SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
 
 
 @triton.jit

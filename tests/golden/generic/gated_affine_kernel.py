@@ -63,13 +63,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
         dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_3 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        tl_sigmoid_y_3 = tl.sigmoid(y_3)
+        btl_sigmoid_y_3_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        y_3_to_tl_float32 = y_3.to(tl.float32)
+        tl_sigmoid_y_3_to_tl_float32 = tl.sigmoid(y_3_to_tl_float32)
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
-        by_3 = btl_sigmoid_y_3 * tl_sigmoid_y_3 * (1.0 - tl_sigmoid_y_3)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
+        by_3_to_tl_float32 = btl_sigmoid_y_3_to_tl_float32 * tl_sigmoid_y_3_to_tl_float32 * (1.0 - tl_sigmoid_y_3_to_tl_float32)
+        by_3 = by_3_to_tl_float32.to(y_3.dtype)
 
         # Grad of: y = y * w
         by = by_3 * w
@@ -81,7 +83,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
 
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
-        dB_sum += tl.cast(by_3, tl.float32)
+        dB_sum += by_3_to_tl_float32
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
@@ -132,13 +134,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
         dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        tl_sigmoid_y_2 = tl.sigmoid(y_2)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        y_2_to_tl_float32 = y_2.to(tl.float32)
+        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2_to_tl_float32)
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
-        by_2 = btl_sigmoid_y_2 * tl_sigmoid_y_2 * (1.0 - tl_sigmoid_y_2)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
+        by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
+        by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = x * x
         bx = by_2 * x
@@ -146,7 +150,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
 
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
-        dB_sum += tl.cast(by_2, tl.float32)
+        dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
@@ -192,13 +196,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
         dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        tl_sigmoid_y_2 = tl.sigmoid(y_2)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        y_2_to_tl_float32 = y_2.to(tl.float32)
+        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2_to_tl_float32)
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
-        by_2 = btl_sigmoid_y_2 * tl_sigmoid_y_2 * (1.0 - tl_sigmoid_y_2)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
+        by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
+        by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = y * w
         by = by_2 * w
@@ -251,13 +257,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
         dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
         dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        tl_sigmoid_y = tl.sigmoid(y)
+        btl_sigmoid_y_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        y_to_tl_float32 = y.to(tl.float32)
+        tl_sigmoid_y_to_tl_float32 = tl.sigmoid(y_to_tl_float32)
 
-        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y), mask=mask)
-        by = btl_sigmoid_y * tl_sigmoid_y * (1.0 - tl_sigmoid_y)
+        # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
+        by_to_tl_float32 = btl_sigmoid_y_to_tl_float32 * tl_sigmoid_y_to_tl_float32 * (1.0 - tl_sigmoid_y_to_tl_float32)
+        by = by_to_tl_float32.to(y.dtype)
 
         # Grad of: y = x * x
         bx = by * x

@@ -21,7 +21,6 @@ from .helper_module import activation
 from triton.language.extra import libdevice
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
-THRESHOLD_NOTE = tl.constexpr(tl.constexpr(_threshold_note(1)))
 
 
 @triton.jit
@@ -223,7 +222,9 @@ class TgradKernel:
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
-        result = self._op([int(g) for g in grid], *[bound[p] for p in self._params], num_warps, num_stages)
+        # A dtype crosses the op's schema as its name (the op makes it a dtype again).
+        arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
+        result = self._op([int(g) for g in grid], *arguments, num_warps, num_stages)
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -247,7 +248,8 @@ class TgradKernel:
 
 
 @torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_forward", mutates_args=())
-def activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+    OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     activation_cast_kernel.jit[tuple(tgrad_grid)](X, Y, n_elements, OUT_DTYPE, BLOCK, **_tgrad_options(num_warps, num_stages))
@@ -255,7 +257,8 @@ def activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor
 
 
 @torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_backward", mutates_args=())
-def activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+    OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     activation_cast_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_elements, OUT_DTYPE, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
@@ -263,12 +266,12 @@ def activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tenso
 
 
 @activation_cast_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_new_like(Y)
 
 
 @activation_cast_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_new_like(X)
 
 
