@@ -265,7 +265,7 @@ std::unique_ptr<Module> clone(const Module &m) {
   out->imports = m.imports;
   for (const Constant &c : m.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
   for (const auto &f : m.functions) out->functions.push_back(clone(*f));
-  out->host_functions = m.host_functions;
+  out->host_names = m.host_names;
   return out;
 }
 

@@ -216,8 +216,12 @@ class Scanner {
     // An undecorated function may still become jit through `alias = triton.jit(name)`.
     if (decos.empty()) plain_defs_[name] = {k, body_end};
     // Constants may call it on the host (`tl.constexpr(_generate_asm(1))`).
+    add_host_name(k, name);
+  }
+
+  void add_host_name(size_t k, const std::string &name) {
     Chunk host;
-    host.kind = Chunk::Kind::HostFunction;
+    host.kind = Chunk::Kind::HostName;
     host.first_line = first(k).line;
     host.host_name = name;
     chunks_.push_back(std::move(host));
@@ -247,16 +251,22 @@ class Scanner {
     // ALIAS = NAME, NAME a jit function above: a copy named ALIAS.
     if (word(k, 1) == "=" && size(k) == 3 && first(k).type == TileLangLexer::NAME) {
       auto jit = jit_defs_.find(word(k, 2));
-      if (jit == jit_defs_.end()) return;
+      if (jit == jit_defs_.end()) {
+        add_host_name(k, word(k, 0));
+        return;
+      }
       add_chunk(Chunk::Kind::Function, std::get<0>(jit->second), std::get<1>(jit->second), std::get<2>(jit->second));
       chunks_.back().rename_to = word(k, 0);
       return;
     }
     // ALIAS = triton.jit(NAME)
     size_t i = 2;
-    if (word(k, 1) != "=") return;
+    if (word(k, 1) != "=" && word(k, 1) != ":") return;
     if (word(k, i) == "triton" && word(k, i + 1) == ".") i += 2;
-    if (word(k, i) != "jit" || word(k, i + 1) != "(" || word(k, i + 3) != ")" || size(k) != i + 4) return;
+    if (word(k, 1) != "=" || word(k, i) != "jit" || word(k, i + 1) != "(" || word(k, i + 3) != ")" || size(k) != i + 4) {
+      add_host_name(k, word(k, 0));  // a plain variable (`_NUM_REG = 1`, `x: int = 2`): a host value
+      return;
+    }
     const std::string &target = word(k, i + 2);
     auto it = plain_defs_.find(target);
     if (it == plain_defs_.end()) {

@@ -11,7 +11,8 @@
 //     kept as a copy under the new name);
 //   - module constants `NAME: tl.constexpr = v` and `NAME = tl.constexpr(v)`;
 //   - top-level `import` / `from ... import` lines;
-//   - the names of the other (host) functions, which constants may call.
+//   - the names of the other (host) functions and of plain variables
+//     (`_NUM_REG = 1`), from which constants may be computed.
 // Everything else is skipped without a diagnostic. Each kept piece becomes a
 // Chunk of whole source lines for the parser (src/parse/Parser.cpp).
 #pragma once
@@ -25,14 +26,14 @@
 namespace tgrad::parse {
 
 struct Chunk {
-  enum class Kind { Function, Import, Constant, HostFunction };
+  enum class Kind { Function, Import, Constant, HostName };
   Kind kind = Kind::Function;
   int first_line = 1;  // 1-based file line where `text` starts
   std::string text;    // whole lines, first_line onwards
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
   std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
-  std::string host_name;                   // HostFunction: its name (text is empty)
+  std::string host_name;                   // HostName: the name bound (text is empty)
   bool conditional = false;                // Import inside a module-level if/try block
   int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import
 };

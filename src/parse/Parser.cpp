@@ -210,8 +210,8 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }
-    case Chunk::Kind::HostFunction:
-      module.host_functions.push_back(chunk.host_name);
+    case Chunk::Kind::HostName:
+      module.host_names.push_back(chunk.host_name);
       return;
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();

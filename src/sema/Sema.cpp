@@ -571,7 +571,7 @@ class Checker {
     // A host function of the file (a constant computed on the host by
     // `tl.constexpr(_make_asm(1))`): its result is not known to tgrad, as a
     // name from a module it does not read.
-    if (std::find(module_.host_functions.begin(), module_.host_functions.end(), n.id) != module_.host_functions.end())
+    if (std::find(module_.host_names.begin(), module_.host_names.end(), n.id) != module_.host_names.end())
       return SType::unknown();
     fail(n.span, "name '" + n.id + "' is not defined");
   }

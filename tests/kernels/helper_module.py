@@ -20,13 +20,14 @@ def softplus(x):
     return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
 
 
-# A constant the host computes with a function of this file: tgrad reads the
-# file without knowing its value (no kernel here needs it).
+# A constant the host computes with a function and a variable of this file:
+# tgrad reads the file without knowing its value (no kernel here needs it).
 def _threshold_note(scale):
     return "softplus is linear above " + str(20 * scale)
 
 
-THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(1))
+_SCALE = 1  # a plain host variable
+THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(_SCALE))
 
 # A jit function bound to another name in a module-level if: Python takes one
 # branch on the host (here the else, without the variable set); tgrad cannot

@@ -373,9 +373,10 @@ struct Module {
   std::vector<Import> imports;
   std::vector<Constant> constants;
   std::vector<std::unique_ptr<Function>> functions;
-  // The names of the file's other module-level functions (Python run on the
-  // host): a constant may be computed by one, with a value tgrad does not know.
-  std::vector<std::string> host_functions;
+  // The names the file binds on the host besides those above: its other
+  // module-level functions and plain variables (`_NUM_REG = 1`). A constant
+  // may be computed from them, with a value tgrad does not know.
+  std::vector<std::string> host_names;
 
   // By name, or by the alias of `alias = triton.jit(name)` (the jit function
   // callers use).

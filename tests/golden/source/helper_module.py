@@ -4,7 +4,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
-THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(1))
+THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(_SCALE))
 
 
 @triton.jit
