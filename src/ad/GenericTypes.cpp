@@ -157,6 +157,14 @@ class RoleFinder {
 
   void visit_call(const Call &c) {
     const std::string callee = emit::print_expr(*c.func);
+    // A random draw's seed and counters are integers: what a load gave them came from indices.
+    if (callee == "tl.rand" || callee == "tl.randn" || callee == "tl.randint" || callee == "tl.randint4x" ||
+        callee == "tl.philox") {
+      for (const ExprPtr &a : c.args)
+        for (const std::string &r : loaded_from(*a)) integer_pointers_.insert(r);
+      for (const Keyword &k : c.keywords)
+        for (const std::string &r : loaded_from(*k.value)) integer_pointers_.insert(r);
+    }
     if (is_access_call(callee)) {
       if (const Expr *p = call_argument(c, 0, "pointer")) note_address(*p, access_kind(callee.substr(3)));
     } else if (auto *a = dyn_cast<Attribute>(c.func.get());

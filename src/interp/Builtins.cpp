@@ -3,6 +3,8 @@
 // Python builtins Triton allows on constants (range, min, max, float, ...).
 // Argument binding follows each function's Triton 3.6 signature; a keyword
 // the interpreter does not know is an error, never silently ignored.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <set>
@@ -97,6 +99,32 @@ class Bound {
 };
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// Philox-4x32 as Triton's random.py computes it for 32-bit counters: the key
+// is the seed's low and high words; each round multiplies, xors and raises
+// the key by the Weyl constants.
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t seed, long long rounds) {
+  uint32_t k0 = static_cast<uint32_t>(seed & 0xffffffffu), k1 = static_cast<uint32_t>(seed >> 32);
+  const uint32_t round_a = 0xD2511F53u, round_b = 0xCD9E8D57u, key_a = 0x9E3779B9u, key_b = 0xBB67AE85u;
+  for (long long r = 0; r < rounds; ++r) {
+    const uint32_t c0 = c[0], c2 = c[2];
+    const uint64_t pb = static_cast<uint64_t>(round_b) * c2, pa = static_cast<uint64_t>(round_a) * c0;
+    c[0] = static_cast<uint32_t>(pb >> 32) ^ c[1] ^ k0;
+    c[2] = static_cast<uint32_t>(pa >> 32) ^ c[3] ^ k1;
+    c[1] = static_cast<uint32_t>(pb);
+    c[3] = static_cast<uint32_t>(pa);
+    k0 += key_a;
+    k1 += key_b;
+  }
+  return c;
+}
+
+// Triton's uint_to_uniform_float for 32-bit draws: in [0, 1), in float32.
+float uniform_of(uint32_t draw) {
+  int32_t x = static_cast<int32_t>(draw);
+  if (x < 0) x = -x - 1;
+  return static_cast<float>(x) * 4.6566127342e-10f;
+}
 
 ElemType et(DType d) { return ElemType{d, false}; }
 
@@ -524,6 +552,8 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     return Value::of_tensor(map_float(*x, x->type, f64, [f](double v) { return apply_math(f, v); }));
   }
   if (name == "tl.umulhi") fail(span, "tl.umulhi is not supported by the interpreter yet");
+  if (name == "tl.rand" || name == "tl.randn" || name == "tl.randint" || name == "tl.randint4x" || name == "tl.philox")
+    return random_numbers(name, args, kwargs, span);
 
   // ------------------------------------------------------- shapes
   if (name == "tl.trans" || name == "tl.permute") {
@@ -677,6 +707,58 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   }
 
   fail(span, name + "() is not supported by tgrad's interpreter yet");
+}
+
+// tl.rand, tl.randn, tl.randint, tl.randint4x and tl.philox, with 32-bit
+// counters (the offsets of every test kernel): the same draws as Triton's.
+Value Evaluator::random_numbers(const std::string &name, std::vector<Value> args, std::map<std::string, Value> kwargs,
+                                const SourceSpan &span) {
+  const bool philox = name == "tl.philox";
+  Bound b(*this, name, philox ? std::vector<std::string>{"seed", "c0", "c1", "c2", "c3", "n_rounds"}
+                              : std::vector<std::string>{"seed", "offset", "n_rounds"},
+          std::move(args), std::move(kwargs), span);
+  const long long rounds = b.integer("n_rounds", 10);
+  TensorRef seed = b.tensor("seed");
+  if (seed->size() != 1) fail(span, name + "(): the interpreter takes one seed for all offsets");
+  const uint64_t key = static_cast<uint64_t>(seed->i.at(0));
+  std::array<TensorRef, 4> counters;
+  counters[0] = b.tensor(philox ? "c0" : "offset");
+  const TensorRef &shape_of = counters[0];
+  if (shape_of->is_float() || sema::bits(shape_of->type.dtype) > 32)
+    fail(span, name + "(): the interpreter draws from integer offsets of 32 bits or fewer, got " + shape_of->type_str());
+  for (int k = 1; k < 4; ++k) {
+    counters[k] = philox ? b.tensor("c" + std::to_string(k)) : nullptr;
+    if (counters[k] && counters[k]->size() != shape_of->size() && counters[k]->size() != 1)
+      fail(span, name + "(): the interpreter needs counters of one shape");
+  }
+  const int64_t n = shape_of->size();
+  std::array<std::shared_ptr<Tensor>, 4> draws;
+  for (auto &d : draws) {
+    d = std::make_shared<Tensor>();
+    d->type = ElemType{DType::UInt32, false};
+    d->shape = shape_of->shape;
+  }
+  auto rand = std::make_shared<Tensor>();
+  rand->type = ElemType{DType::FP32, false};
+  rand->shape = shape_of->shape;
+  for (int64_t e = 0; e < n; ++e) {
+    std::array<uint32_t, 4> c{};
+    for (int k = 0; k < 4; ++k)
+      if (counters[k]) c[k] = static_cast<uint32_t>(counters[k]->i[counters[k]->size() == 1 ? 0 : e]);
+    const std::array<uint32_t, 4> r = philox4x32(c, key, rounds);
+    for (int k = 0; k < 4; ++k) draws[k]->i.push_back(r[k]);
+    if (name == "tl.rand") rand->f.push_back(uniform_of(r[0]));
+    if (name == "tl.randn") {
+      // Box-Muller on the first two draws (pair_uniform_to_normal), in float32.
+      const float u1 = std::max(1.0e-7f, uniform_of(r[0])), th = 6.283185307179586f * uniform_of(r[1]);
+      rand->f.push_back(static_cast<double>(std::sqrt(-2.0f * std::log(u1)) * std::cos(th)));
+    }
+  }
+  if (name == "tl.rand" || name == "tl.randn") return Value::of_tensor(rand);
+  if (name == "tl.randint") return Value::of_tensor(draws[0]);
+  std::vector<Value> four;
+  for (auto &d : draws) four.push_back(Value::of_tensor(d));
+  return Value::of_tuple(std::move(four));
 }
 
 }  // namespace tgrad::interp

@@ -66,6 +66,9 @@ class Evaluator {
   TensorRef broadcast(const TensorRef &t, const Shape &shape, const SourceSpan &span);
 
   // Builtins (Builtins.cpp).
+  // tl.rand and the other Philox draws (src/interp/Builtins.cpp).
+  Value random_numbers(const std::string &name, std::vector<Value> args, std::map<std::string, Value> kwargs,
+                       const SourceSpan &span);
   Value call_builtin(const Value &callee, std::vector<Value> args, std::map<std::string, Value> kwargs,
                      const SourceSpan &span);
   // `ns.attr` for a namespace; nullopt if the namespace has no such member.

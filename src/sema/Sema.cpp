@@ -1101,6 +1101,32 @@ class Checker {
       t.kind = (name == "pymath.ceil" || name == "pymath.floor" || name == "int") ? SType::Kind::Int : SType::Kind::Float;
       return t;
     }
+    // Random numbers (Triton's random.py): Philox counters from an integer
+    // seed and integer offsets; the results have the offsets' shape, uint32
+    // counters for offsets of 32 bits or fewer and uint64 ones otherwise.
+    if (name == "tl.rand" || name == "tl.randn" || name == "tl.randint" || name == "tl.randint4x" || name == "tl.philox") {
+      const bool philox = name == "tl.philox";
+      Args a = bind(name, philox ? std::vector<std::string>{"seed", "c0", "c1", "c2", "c3", "n_rounds"}
+                                 : std::vector<std::string>{"seed", "offset", "n_rounds"},
+                    args, kwargs, span);
+      auto integer = [&](const std::string &p) {
+        const SType &t = a.get(p);
+        const bool ok = (t.kind == SType::Kind::Int || t.kind == SType::Kind::Bool) ||
+                        (t.is_tensor() && !t.elem.is_pointer && is_integer(t.elem.dtype));
+        if (!ok) fail(span, name + "() needs an integer " + p + ", got " + t.str());
+        return t;
+      };
+      integer("seed");
+      const SType counter = integer(philox ? "c0" : "offset");
+      if (a.has("n_rounds") && !(a.get("n_rounds").kind == SType::Kind::Int))
+        fail(span, name + "() needs n_rounds known before the kernel runs (an int or a tl.constexpr)");
+      const SymShape shape = counter.is_tensor() ? counter.shape : SymShape{};
+      const bool wide = counter.is_tensor() && bits(counter.elem.dtype) > 32;
+      if (name == "tl.rand" || name == "tl.randn") return SType::tensor(ElemType{DType::FP32, false}, shape);
+      const SType draw = SType::tensor(ElemType{wide ? DType::UInt64 : DType::UInt32, false}, shape);
+      if (name == "tl.randint") return draw;
+      return SType::tuple({draw, draw, draw, draw});
+    }
     if (name == "triton.cdiv" || name == "tl.cdiv") {
       Args a = bind(name, {"x", "div"}, args, kwargs, span);
       const SType &x = a.get("x"), &d = a.get("div");

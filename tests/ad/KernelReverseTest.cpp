@@ -246,6 +246,14 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "centered_rows_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[4]", "Y=fp32[4,13]:zeros", "Mean=fp32[4]:zeros", "n_cols=13"},
                    {"IS_CENTERED=False", "HAS_WEIGHT=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
+        // Dropout: tl.rand of the same seed and offsets in the backward (a seed argument; seeds loaded per row).
+        KernelCase{"dropout", "dropout_kernel", {4, 1, 1},
+                   {"X=fp32[1000]", "Y=fp32[1000]:zeros", "n_elements=1000", "p=0.3", "seed=1234"}, {"BLOCK=256"},
+                   {"X"}, {}, ""},
+        KernelCase{"dropout", "row_dropout_scale_kernel", {5, 1, 1},
+                   {"X=fp32[5,100]", "W=fp32[100]", "SEEDS=int32[5]:uniform(0,100000)", "Y=fp32[5,100]:zeros",
+                    "n_cols=100", "p=0.3"},
+                   {"BLOCK=128"}, {"X", "W"}, {}, ""},
         // Flags that leave partial-summed weights unloaded: the generic dispatcher gives every value partial sums.
         KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},

@@ -256,5 +256,21 @@ TEST(Memory, AtomicsReturnOldValuesAndApplyInLaneOrder) {
   EXPECT_EQ(memory.buffers()[1].f, (std::vector<double>{2, 1, 3, 0}));  // the second program's view
 }
 
+// Triton's Philox draws, measured on the H100 (Triton 3.6: tl.randint4x and
+// tl.rand with seed 1234 at offsets 0..3, ten rounds); the interpreter's are
+// bitwise the same (.real/rand: 1024 offsets, three seeds, 7 and 10 rounds).
+TEST(RandomNumbers, PhiloxDrawsAreTritons) {
+  Ran r = call("a, b, c, d = tl.randint4x(1234, x)\nreturn a, d, tl.rand(1234, x)\n",
+               {{"x", tile(DType::Int32, {0, 1, 2, 3})}});
+  ASSERT_TRUE(r.errors.empty()) << r.errors;
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].t->i, (std::vector<int64_t>{546353992, 2666454581, 1070188760, 3055983166}));
+  EXPECT_EQ(r.results[1].t->i, (std::vector<int64_t>{3419031310, 343858512, 2300394257, 3900454750}));
+  EXPECT_EQ(r.results[2].t->f, (std::vector<double>{0.2544158697128296, 0.758335292339325, 0.49834543466567993,
+                                                    0.5769469141960144}));
+  EXPECT_EQ(type_of(r), "uint32[4]");
+}
+
 }  // namespace
 }  // namespace tgrad::testing
+
