@@ -378,8 +378,10 @@ class Checker {
       if (kv.first == var) continue;
       auto it = env.find(kv.first);
       SType t = kv.second;
-      if (it == env.end()) {
-        env[kv.first] = undefined_marker();  // assigned only inside: undefined if the loop runs zero times
+      if (it == env.end() || is_undefined(it->second)) {
+        // Assigned only inside: Triton drops it after the loop (its scope is
+        // the body's), as it would be undefined if the loop ran zero times.
+        env[kv.first] = undefined_marker();
         continue;
       }
       if (t.known && (t.n != it->second.n || t.x != it->second.x || t.b != it->second.b)) t.known = false;

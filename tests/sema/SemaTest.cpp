@@ -172,6 +172,12 @@ TEST(ControlFlow, LoopCarriedVariablesKeepTheirType) {
       << bad.errors;
   Analysed var = analyse("for i in range(0, n):\n    j = i\nreturn j\n", {{"n", tile(DType::Int32, {})}}, "n");
   EXPECT_NE(var.errors.find("'j' is not assigned on every path"), std::string::npos) << var.errors;
+  // A name first assigned in one loop is the body's own (Triton drops it after the loop): a later loop may
+  // assign it a value of another type (fla's chunk_abc kernels: a [BC, BC] tile, then a [BC] row).
+  Analysed again = analyse("for i in range(0, n):\n    t = x[:, None] * x[None, :]\nfor j in range(0, n):\n"
+                           "    t = x\nfor k in range(0, n):\n    t = x[:, None] * x[None, :]\nreturn x\n",
+                           {{"x", tile(DType::FP32, {Dim::known(16)})}, {"n", tile(DType::Int32, {})}}, "x, n");
+  EXPECT_EQ(again.result(), "fp32[16]") << again.errors;
 }
 
 TEST(HelperCalls, TypesFlowThroughJitFunctions) {
