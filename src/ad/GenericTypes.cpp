@@ -12,6 +12,7 @@
 #include "src/ad/Specialize.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::ad {
 
@@ -158,8 +159,7 @@ class RoleFinder {
   void visit_call(const Call &c) {
     const std::string callee = emit::print_expr(*c.func);
     // A random draw's seed and counters are integers: what a load gave them came from indices.
-    if (callee == "tl.rand" || callee == "tl.randn" || callee == "tl.randint" || callee == "tl.randint4x" ||
-        callee == "tl.philox") {
+    if (sema::is_random_draw(callee)) {
       for (const ExprPtr &a : c.args)
         for (const std::string &r : loaded_from(*a)) integer_pointers_.insert(r);
       for (const Keyword &k : c.keywords)

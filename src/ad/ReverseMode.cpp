@@ -1639,17 +1639,8 @@ class Engine {
     }
     out->functions.push_back(std::move(dispatcher));
 
-    for (const std::string &z : one->zero_initialized)
-      if (std::find(result.zero_initialized.begin(), result.zero_initialized.end(), z) == result.zero_initialized.end())
-        result.zero_initialized.push_back(z);
+    result.add_buffer_needs(*one);
     for (const Backward::Tape &t : one->tapes) result.tapes.push_back(t);
-    for (const auto &c : one->consumed_upstream)
-      if (std::none_of(result.consumed_upstream.begin(), result.consumed_upstream.end(),
-                       [&](const auto &r) { return r.first == c.first; }))
-        result.consumed_upstream.push_back(c);
-    for (const std::string &o : one->saved_outputs)
-      if (std::find(result.saved_outputs.begin(), result.saved_outputs.end(), o) == result.saved_outputs.end())
-        result.saved_outputs.push_back(o);
     result.explanations.push_back(where + "each of " + loops + " runs once when " + emit::print_expr(*version.condition) +
                                   ": the backward then calls " + single->name + ", whose decisions follow (else " +
                                   looped->name + ", as above)");
@@ -2956,13 +2947,13 @@ class Engine {
     // A generic helper's backward does not depend on the types of the call
     // (its casts are kept): one already emitted for another signature that
     // is the same function serves this call too.
-    const Function *made = b.module->find_function(b.backward_name);
-    if (made && generic())
+    if (const Function *made = b.module->find_function(b.backward_name); made && generic()) {
+      std::unique_ptr<Function> renamed = clone(*made);  // compared under each emitted function's name
       for (const auto &e : extra_functions_) {
-        std::unique_ptr<Function> renamed = clone(*made);
         renamed->name = e->name;
         if (equal(*renamed, *e)) return e->name;
       }
+    }
     // Another specialisation of g already took the name: rename this one.
     NameAllocator taken;
     for (const auto &f : extra_functions_) taken.reserve(f->name);
@@ -3448,6 +3439,17 @@ std::optional<Backward> differentiate_typed(const Module &module, const SourceMa
   }
   general.dispatch_by_row_length(*result, std::move(single), one_pass.backward_types(), *version, why_not);
   return result;
+}
+
+void Backward::add_buffer_needs(const Backward &other) {
+  for (const std::string &z : other.zero_initialized)
+    if (std::find(zero_initialized.begin(), zero_initialized.end(), z) == zero_initialized.end())
+      zero_initialized.push_back(z);
+  for (const auto &c : other.consumed_upstream)
+    if (std::none_of(consumed_upstream.begin(), consumed_upstream.end(), [&](const auto &o) { return o.first == c.first; }))
+      consumed_upstream.push_back(c);
+  for (const std::string &o : other.saved_outputs)
+    if (std::find(saved_outputs.begin(), saved_outputs.end(), o) == saved_outputs.end()) saved_outputs.push_back(o);
 }
 
 std::vector<std::string> Backward::parameters_after_forward() const {

@@ -193,13 +193,14 @@ class Specializer {
         for (const auto &p : s.backward.partial_sums)
           if (p.input == w && std::find(with_partial_sums.begin(), with_partial_sums.end(), w) == with_partial_sums.end())
             with_partial_sums.push_back(w);
-    bool differ = false;
-    for (const Specialization &s : specs_) differ |= s.backward.partial_sums.size() != with_partial_sums.size();
-    if (differ) {
-      request_.partial_sums_for = with_partial_sums;
-      specs_.clear();
-      if (!differentiate_all()) return std::nullopt;
-    }
+    // (A specialization that has them all is the same with the union given.)
+    request_.partial_sums_for = with_partial_sums;
+    for (Specialization &s : specs_)
+      if (s.backward.partial_sums.size() != with_partial_sums.size()) {
+        std::optional<Backward> again = differentiate_one(s.choice);
+        if (!again) return std::nullopt;
+        s.backward = std::move(*again);
+      }
     // Warnings once, from the first.
     bool all_same = true;
     for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
@@ -219,21 +220,27 @@ class Specializer {
     }
     std::vector<size_t> choice(flags_.size(), 0);
     while (true) {
-      BackwardRequest r = request_;
-      for (size_t k = 0; k < flags_.size(); ++k) r.param_types[flags_[k].name] = flags_[k].values[choice[k]].type;
-      DiagEngine quiet(sources_);
-      std::optional<Backward> b = differentiate_generic(module_, sources_, r, quiet);
-      if (!b) {
-        for (const Diagnostic &d : quiet.diagnostics()) diags_.report(d);
-        diags_.note(fn_.name_span, "while differentiating '" + fn_.name + "' with " + assignment(choice) +
-                                       " (one backward per value of " + flag_list() + "); give them with -D otherwise");
-        return false;
-      }
+      std::optional<Backward> b = differentiate_one(choice);
+      if (!b) return false;
       specs_.push_back({choice, std::move(*b)});
       size_t k = 0;
       while (k < flags_.size() && ++choice[k] == flags_[k].values.size()) choice[k++] = 0;
       if (k == flags_.size()) return true;
     }
+  }
+
+  // The backward with the flags' values `choice`; its errors, if any, reported.
+  std::optional<Backward> differentiate_one(const std::vector<size_t> &choice) {
+    BackwardRequest r = request_;
+    for (size_t k = 0; k < flags_.size(); ++k) r.param_types[flags_[k].name] = flags_[k].values[choice[k]].type;
+    DiagEngine quiet(sources_);
+    std::optional<Backward> b = differentiate_generic(module_, sources_, r, quiet);
+    if (!b) {
+      for (const Diagnostic &d : quiet.diagnostics()) diags_.report(d);
+      diags_.note(fn_.name_span, "while differentiating '" + fn_.name + "' with " + assignment(choice) +
+                                     " (one backward per value of " + flag_list() + "); give them with -D otherwise");
+    }
+    return b;
   }
 
   std::string flag_list() const {
@@ -446,18 +453,9 @@ class Specializer {
     out.generic_types = first.generic_types;
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
-      for (const std::string &z : s.backward.zero_initialized)
-        if (std::find(out.zero_initialized.begin(), out.zero_initialized.end(), z) == out.zero_initialized.end())
-          out.zero_initialized.push_back(z);
       // A consumed upstream gradient is a float32 copy for every
       // specialization: one launch protocol passes one buffer.
-      for (const auto &c : s.backward.consumed_upstream)
-        if (std::none_of(out.consumed_upstream.begin(), out.consumed_upstream.end(),
-                         [&](const auto &o) { return o.first == c.first; }))
-          out.consumed_upstream.push_back(c);
-      for (const std::string &z : s.backward.saved_outputs)
-        if (std::find(out.saved_outputs.begin(), out.saved_outputs.end(), z) == out.saved_outputs.end())
-          out.saved_outputs.push_back(z);
+      out.add_buffer_needs(s.backward);
     }
     // A gradient that is zero in every specialization.
     for (const auto &z : first.zero_gradients) {

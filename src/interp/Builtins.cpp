@@ -552,8 +552,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     return Value::of_tensor(map_float(*x, x->type, f64, [f](double v) { return apply_math(f, v); }));
   }
   if (name == "tl.umulhi") fail(span, "tl.umulhi is not supported by the interpreter yet");
-  if (name == "tl.rand" || name == "tl.randn" || name == "tl.randint" || name == "tl.randint4x" || name == "tl.philox")
-    return random_numbers(name, args, kwargs, span);
+  if (sema::is_random_draw(name)) return random_numbers(name, args, kwargs, span);
 
   // ------------------------------------------------------- shapes
   if (name == "tl.trans" || name == "tl.permute") {

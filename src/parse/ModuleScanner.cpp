@@ -1,7 +1,5 @@
 #include "src/parse/ModuleScanner.h"
 
-#include <tuple>
-
 #include <map>
 
 #include "TileLangLexer.h"
@@ -202,7 +200,7 @@ class Scanner {
         if (d.kind == ast::DecoratorKind::Other)
           diags_.warning(d.span, "decorator '@" + d.name + "' on @triton.jit function '" + name +
                                      "' is not known to tgrad; it is kept as text and its effect is ignored");
-      jit_defs_[name] = {k, body_end, decos};
+      jit_defs_[name] = JitDef{k, body_end, decos};
       add_chunk(Chunk::Kind::Function, k, body_end, std::move(decos));
       return;
     }
@@ -255,7 +253,7 @@ class Scanner {
         add_host_name(k, word(k, 0));
         return;
       }
-      add_chunk(Chunk::Kind::Function, std::get<0>(jit->second), std::get<1>(jit->second), std::get<2>(jit->second));
+      add_chunk(Chunk::Kind::Function, jit->second.def_line, jit->second.body_end, jit->second.decorators);
       chunks_.back().rename_to = word(k, 0);
       return;
     }
@@ -286,8 +284,12 @@ class Scanner {
   std::vector<Chunk> chunks_;
   int group_ = 0;  // module-level if/try statements seen so far
   std::map<std::string, std::pair<size_t, size_t>> plain_defs_;  // name -> [def line, body end)
-  // name -> [def line, body end), decorators: jit functions, for `alias = name`
-  std::map<std::string, std::tuple<size_t, size_t, std::vector<ast::Decorator>>> jit_defs_;
+  // The jit functions above, by name, for `alias = name`: lines [def_line, body_end) and decorators.
+  struct JitDef {
+    size_t def_line, body_end;
+    std::vector<ast::Decorator> decorators;
+  };
+  std::map<std::string, JitDef> jit_defs_;
 };
 
 }  // namespace

@@ -164,6 +164,10 @@ void report_layout_and_syntax_errors(const IndentTokenSource &source, const Synt
 }
 
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
+  if (chunk.kind == Chunk::Kind::HostName) {  // a name, no text to parse
+    module.host_names.push_back(chunk.host_name);
+    return;
+  }
   ChunkLocator locator{file_id, chunk.first_line};
   antlr4::ANTLRInputStream input(chunk.text);
   TileLangLexer lexer(&input);
@@ -210,9 +214,7 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }
-    case Chunk::Kind::HostName:
-      module.host_names.push_back(chunk.host_name);
-      return;
+    case Chunk::Kind::HostName: return;  // above
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
       if (report_syntax_errors()) return;

@@ -43,6 +43,10 @@ KnownName fn(const std::string &name) { return {KnownName::Kind::Function, name,
 }  // namespace
 
 bool is_tl_function(const std::string &name) { return kTlFunctions.count(name) > 0; }
+bool is_random_draw(const std::string &qualified_name) {
+  static const std::set<std::string> draws = {"tl.rand", "tl.randn", "tl.randint", "tl.randint4x", "tl.philox"};
+  return draws.count(qualified_name) > 0;
+}
 bool is_math_classification(const std::string &name) {
   return name == "isnan" || name == "isinf" || name == "signbit";
 }

@@ -1106,7 +1106,7 @@ class Checker {
     // Random numbers (Triton's random.py): Philox counters from an integer
     // seed and integer offsets; the results have the offsets' shape, uint32
     // counters for offsets of 32 bits or fewer and uint64 ones otherwise.
-    if (name == "tl.rand" || name == "tl.randn" || name == "tl.randint" || name == "tl.randint4x" || name == "tl.philox") {
+    if (is_random_draw(name)) {
       const bool philox = name == "tl.philox";
       Args a = bind(name, philox ? std::vector<std::string>{"seed", "c0", "c1", "c2", "c3", "n_rounds"}
                                  : std::vector<std::string>{"seed", "offset", "n_rounds"},

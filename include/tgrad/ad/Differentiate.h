@@ -155,6 +155,13 @@ struct Backward {
   // (each once).
   std::vector<std::string> parameters_after_forward() const;
 
+  // Adds what `other`, a backward launched in this one's place under some
+  // condition (a flag's value, rows that fit one block), needs of the
+  // launcher's buffers: zeroed gradient buffers, consumed (float32-copied)
+  // upstream gradients and saved outputs, each once, in order of first
+  // appearance.
+  void add_buffer_needs(const Backward &other);
+
   // Parameters given no type, with the types tgrad differentiated them with
   // and got this same backward for ("*fp32", "*fp16", "*bf16"; "fp32[x0]",
   // "fp32[x0, x1]"): the first is the representative the others were

@@ -52,6 +52,9 @@ bool is_tl_function(const std::string &name);
 bool is_math_function(const std::string &name);
 // libdevice's classifications (isnan, isinf, signbit): int32 results, no gradient.
 bool is_math_classification(const std::string &name);
+// Triton's random draws from a seed and counters (Philox): "tl.rand",
+// "tl.randn", "tl.randint", "tl.randint4x", "tl.philox".
+bool is_random_draw(const std::string &qualified_name);
 // A Triton builtin tgrad reads but does not type yet ("make_block_ptr"): its
 // calls have an unknown type.
 bool is_untyped_tl_builtin(const std::string &name);
