@@ -409,10 +409,14 @@ class Normalizer {
           func = std::make_unique<Attribute>(atom(*attr->value), attr->attr, c->func->span);  // a method's receiver
         else
           func = rename(*c->func);
+        // A scan's inputs stay a tuple of atoms: reverse mode reads them there.
+        const bool scan = (isa<Attribute>(c->func.get()) && cast<Attribute>(c->func.get())->attr == "associative_scan") ||
+                          (isa<Name>(c->func.get()) && cast<Name>(c->func.get())->id == "associative_scan");
+        auto argument = [&](const Expr &a) { return scan && isa<Tuple>(&a) ? operation(a) : atom(a); };
         ExprList args;
-        for (const ExprPtr &a : c->args) args.push_back(atom(*a));
+        for (const ExprPtr &a : c->args) args.push_back(argument(*a));
         std::vector<Keyword> kws;
-        for (const Keyword &k : c->keywords) kws.push_back({k.name, k.name_span, atom(*k.value)});
+        for (const Keyword &k : c->keywords) kws.push_back({k.name, k.name_span, argument(*k.value)});
         return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws), e.span);
       }
       case NodeKind::Subscript: {

@@ -19,6 +19,7 @@
 #include "src/ad/Redundancy.h"
 #include "src/ad/SinglePass.h"
 #include "src/ad/Rules.h"
+#include "src/ad/ScanCombine.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/parse/Parser.h"
@@ -203,7 +204,7 @@ void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
 // contributions have the output's shape and must be summed back.
 bool broadcasts_operands(const std::string &op) {
   static const std::set<std::string> ops = {"add", "sub", "mul", "truediv", "where", "maximum", "minimum", "fma",
-                                            "pow", "broadcast_to", "copy", "store"};
+                                            "pow", "broadcast_to", "copy", "store", "join", "interleave"};
   return ops.count(op) > 0;
 }
 
@@ -2882,8 +2883,12 @@ class Engine {
   void differentiate_stmt(const std::string &target, const Expr &value, const std::set<std::string> &active) {
     Op op = classify(value);
     bool any_active_operand = false;
-    for (const Expr *a : op.args)
+    for (const Expr *a : op.args) {
       if (auto *n = as_name(*a)) any_active_operand |= active.count(n->id) > 0;
+      if (auto *t = dyn_cast<Tuple>(a))  // a scan's inputs
+        for (const ExprPtr &e : t->elts)
+          if (auto *n = as_name(*e)) any_active_operand |= active.count(n->id) > 0;
+    }
     for (const Keyword *k : op.kws)
       if (auto *n = as_name(*k->value)) any_active_operand |= active.count(n->id) > 0;
     if (!any_active_operand || zero_gradient(op.key)) return;
@@ -2904,6 +2909,7 @@ class Engine {
       return;
     }
     if (op.key == "jit call") return differentiate_call(op, target, value, active);
+    if (op.key == "associative_scan") return differentiate_scan(op, target, value);
     if ((op.key == "trans" || op.key == "permute") && op.args.size() > 1) {
       // Explicit dims: the adjoint applies the inverse permutation.
       std::vector<int64_t> order;
@@ -3050,6 +3056,155 @@ class Engine {
     for (size_t k = 0; k < active_args.size(); ++k) contribute(active_args[k], name(parts[k]), "jit call", target, value.span);
   }
 
+  // The adjoint of an operation's result as an expression: its adjoint's
+  // name, or for a tuple-valued operation (tl.split) a tuple with each
+  // element's adjoint, zeros where none reached the element.
+  ExprPtr adjoint_of_result(const std::string &target) {
+    const SType *result = type_of_name(target);
+    if (!result || result->kind != SType::Kind::Tuple) return name(adjoint_.at(target));
+    const auto &elements = tuple_adjoint_[target];
+    ExprList parts;
+    for (size_t k = 0; k < result->elems.size(); ++k) {
+      auto it = elements.find(static_cast<int64_t>(k));
+      if (it != elements.end()) {
+        parts.push_back(name(it->second));
+      } else {
+        ExprList idx;
+        idx.push_back(int_lit(static_cast<int64_t>(k)));
+        parts.push_back(call("tl.zeros_like", list(std::make_unique<Subscript>(name(target), std::move(idx)))));
+      }
+    }
+    return std::make_unique<Tuple>(std::move(parts));
+  }
+
+  // The combine function of the adjoint scans of a first-order recurrence
+  // (ScanCombine.h): elements (a, b, c, d) are the maps v -> a*v + b and
+  // v -> c*v + d of a carried value; combining composes them.
+  std::string affine_scan_helper() {
+    static const char *kName = "_tgrad_affine_scan";
+    if (has_affine_scan_helper_) return kName;
+    if (module_.find_function(kName))
+      fail(fn_->name_span, std::string("the file defines '") + kName + "', the name of a helper tgrad's scan backwards use: "
+                           "rename it");
+    add_support_function(std::string(kName) +
+                             "(a1, b1, c1, d1, a2, b2, c2, d2):\n"
+                             "    return a1 * a2, b1 * a2 + b2, a1 * c2, b1 * c2 + d2\n",
+                         "Composes two steps of a first-order recurrence v -> a*v + b (and the value c*v + d read "
+                         "from it): the combine function of the scans in the backward of tl.associative_scan.");
+    has_affine_scan_helper_ = true;
+    return kName;
+  }
+
+  // y = tl.associative_scan(x, axis, combine, reverse): the adjoint of a
+  // running sum is a running sum from the other end; that of a first-order
+  // recurrence h[t] = a[t] * h[t-1] + x[t] (outputs: the coefficients'
+  // running product and h) is g[t] = bh[t] + a[t+1] * g[t+1], run the other
+  // way, with bx = g and ba = g * h[t-1] (plus, where the product's adjoint
+  // bp reached, G * p[t-1] with G the same recurrence of bp). Both are
+  // scans of _tgrad_affine_scan, so no element is shifted by hand.
+  void differentiate_scan(const Op &op, const std::string &target, const Expr &value) {
+    const Expr *input = op.args.size() > 0 ? op.args[0] : nullptr;
+    const Expr *axis = op.args.size() > 1 ? op.args[1] : nullptr;
+    const Expr *combine = op.args.size() > 2 ? op.args[2] : nullptr;
+    const Expr *reverse = op.args.size() > 3 ? op.args[3] : nullptr;
+    for (const Keyword *k : op.kws) {
+      if (k->name == "input") input = k->value.get();
+      else if (k->name == "axis") axis = k->value.get();
+      else if (k->name == "combine_fn") combine = k->value.get();
+      else if (k->name == "reverse") reverse = k->value.get();
+    }
+    const SType *fn_type = combine ? anf_types_.type_of(combine) : nullptr;
+    if (!input || !axis || !fn_type || fn_type->kind != SType::Kind::Function)
+      fail(value.span, "tgrad cannot tell which combine function this tl.associative_scan uses");
+    std::vector<const Expr *> inputs;
+    if (auto *t = dyn_cast<Tuple>(input)) {
+      for (const ExprPtr &e : t->elts) inputs.push_back(e.get());
+    } else {
+      inputs.push_back(input);
+    }
+    const ScanCombine kind = classify_scan_combine(module_, *fn_type->fn, inputs.size());
+    auto reversed = [&](bool flip) -> ExprPtr {
+      ExprPtr r = reverse ? clone(*reverse) : std::make_unique<BoolLit>(false);
+      if (!flip) return r;
+      if (auto *b = dyn_cast<BoolLit>(r.get())) return std::make_unique<BoolLit>(!b->value);
+      return std::make_unique<UnaryOp>(UnaryOpKind::Not, std::move(r));
+    };
+    auto keyword = [](const std::string &k, ExprPtr v) {
+      std::vector<Keyword> kws;
+      kws.push_back({k, {}, std::move(v)});
+      return kws;
+    };
+    if (kind.kind == ScanCombine::Kind::Sum) {
+      if (const Name *x = as_name(*inputs[0]); x && is_active(x->id))
+        contribute(x->id, call("tl.cumsum", list(name(adjoint_.at(target)), clone(*axis)), keyword("reverse", reversed(true))),
+                   "associative_scan", target, value.span);
+      return;
+    }
+    if (kind.kind != ScanCombine::Kind::FirstOrderRecurrence)
+      fail(value.span, "tgrad differentiates tl.associative_scan with a running sum (combine(a, b) = a + b) or a "
+                       "first-order linear recurrence (combine((a1, h1), (a2, h2)) = (a1 * a2, h1 * a2 + h2)); '" +
+                           fn_type->fn->name + "' computes neither. Write the scan as one of these, or as a loop");
+    const Name *a = as_name(*inputs[kind.coefficient]), *x = as_name(*inputs[kind.state]);
+    if (!a || !x) fail(value.span, "tgrad needs the inputs of this tl.associative_scan as names");
+    const std::string helper = affine_scan_helper();
+    const auto &elements = tuple_adjoint_[target];
+    auto adjoint_of = [&](size_t k) -> std::optional<std::string> {
+      auto it = elements.find(static_cast<int64_t>(k));
+      if (it == elements.end()) return std::nullopt;
+      return it->second;
+    };
+    // In fp32, whatever the inputs' dtypes: the four elements of a scan
+    // keep one type through the combine function.
+    auto f32_name = [&](const std::string &n, const std::string &hint) {
+      std::string fresh = names_.fresh(hint);
+      emit_stmt(assign(fresh, cast_to(name(n), std::make_unique<Attribute>(name("tl"), "float32"))));
+      return fresh;
+    };
+    const std::string a32 = f32_name(a->id, a->id + "_f32");
+    const std::string ones = names_.fresh("ones");
+    emit_stmt(assign(ones, std::make_unique<BinOp>(BinaryOpKind::Add, call("tl.zeros_like", list(name(a32))),
+                                                   std::make_unique<FloatLit>(1.0, "1.0"))));
+    // scan((a, b, c, d), axis, helper, reverse)[k]
+    auto scan = [&](ExprPtr b, ExprPtr c, ExprPtr d, bool flip, int64_t k) {
+      ExprList elts;
+      elts.push_back(name(a32));
+      elts.push_back(std::move(b));
+      elts.push_back(std::move(c));
+      elts.push_back(std::move(d));
+      ExprList args;
+      args.push_back(std::make_unique<Tuple>(std::move(elts)));
+      args.push_back(clone(*axis));
+      args.push_back(name(helper));
+      ExprPtr s = call("tl.associative_scan", std::move(args), keyword("reverse", reversed(flip)));
+      ExprList idx;
+      idx.push_back(int_lit(k));
+      return std::make_unique<Subscript>(std::move(s), std::move(idx));
+    };
+    auto mul = [](ExprPtr l, ExprPtr r) { return std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(l), std::move(r)); };
+    auto zeros = [&]() { return call("tl.zeros_like", list(name(a32))); };
+    // The adjoint g of a recurrence with coefficients a, given the adjoint bv of its values.
+    auto adjoint_recurrence = [&](const std::string &bv, const std::string &hint) {
+      const std::string bv32 = f32_name(bv, bv + "_f32");
+      const std::string g = names_.fresh(hint);
+      emit_stmt(assign(g, scan(mul(name(a32), name(bv32)), name(ones), name(bv32), /*flip=*/true, 3)));
+      return g;
+    };
+    if (std::optional<std::string> bh = adjoint_of(kind.state)) {
+      const std::string g = adjoint_recurrence(*bh, "g_" + x->id);
+      const std::string x32 = f32_name(x->id, x->id + "_f32");
+      const std::string previous = names_.fresh(x->id + "_previous");  // h[t-1], 0 before the first
+      emit_stmt(assign(previous, scan(name(x32), name(ones), zeros(), /*flip=*/false, 3)));
+      if (is_active(x->id)) contribute(x->id, name(g), "associative_scan", target, value.span);
+      if (is_active(a->id)) contribute(a->id, mul(name(g), name(previous)), "associative_scan", target, value.span);
+    }
+    if (std::optional<std::string> bp = adjoint_of(kind.coefficient); bp && is_active(a->id)) {
+      const std::string g = adjoint_recurrence(*bp, "g_" + a->id);
+      const std::string previous = names_.fresh(a->id + "_previous_product");  // 1 before the first
+      emit_stmt(assign(previous, scan(zeros(), name(ones), zeros(), /*flip=*/false, 2)));
+      contribute(a->id, mul(name(g), name(previous)), "associative_scan", target, value.span);
+    }
+  }
+
   static bool n_active(const Expr &e, const std::set<std::string> &active) {
     auto *n = dyn_cast<Name>(&e);
     return n && active.count(n->id);
@@ -3126,17 +3281,25 @@ class Engine {
         case NodeKind::Name: {
           const std::string id = cast<Name>(e.get())->id;
           if (id == "y") e = name(target, e->span);
-          else if (id == "by") e = name(engine.adjoint_.at(target));
+          else if (id == "by") e = engine.adjoint_of_result(target);
           else if (bound.count(id)) e = bound[id] ? clone(*bound[id]) : std::make_unique<NoneLit>();
           else if (locals.count(id)) e = name(locals[id]);
           else if (id == "libdevice") engine.uses_libdevice_ = true;
           return;
         }
         case NodeKind::Attribute: replace(cast<Attribute>(e.get())->value); return;
-        case NodeKind::Subscript:
-          replace(cast<Subscript>(e.get())->value);
-          for (ExprPtr &i : cast<Subscript>(e.get())->indices) replace(i);
+        case NodeKind::Subscript: {
+          auto *sub = cast<Subscript>(e.get());
+          replace(sub->value);
+          for (ExprPtr &i : sub->indices) replace(i);
+          // `by[k]` of a tuple-valued operation: element k itself.
+          if (auto *t = dyn_cast<Tuple>(sub->value.get()); t && sub->indices.size() == 1)
+            if (auto *k = dyn_cast<IntLit>(sub->indices[0].get()); k && k->value < t->elts.size()) {
+              ExprPtr element = std::move(t->elts[static_cast<size_t>(k->value)]);
+              e = std::move(element);
+            }
           return;
+        }
         case NodeKind::Call:
           replace(cast<Call>(e.get())->func);
           for (ExprPtr &a : cast<Call>(e.get())->args) replace(a);
@@ -3248,7 +3411,18 @@ class Engine {
     } else if (broadcasts_operands(op)) {
       const SType *tx = type_of_name(x), *ty = type_of_name(y);
       if (tx && ty && tx->is_tensor() && ty->is_tensor()) {
-        const sema::SymShape &sx = tx->shape, &sy = ty->shape;
+        const sema::SymShape &sx = tx->shape;
+        // The shape the operands were broadcast to: y's, less the axis tl.join adds (tl.interleave doubles the last).
+        sema::SymShape sy = ty->shape;
+        if ((op == "join" || op == "interleave") && !sy.empty()) {
+          sema::Dim last = sy.back();
+          sy.pop_back();
+          if (op == "interleave" && !sy.empty()) {
+            if (last.value) sy.push_back(sema::Dim::known(*last.value / 2));
+            else if (last.symbol.rfind("2 * ", 0) == 0) sy.push_back(sema::Dim::symbolic(last.symbol.substr(4)));
+            else sy.push_back(sema::Dim::symbolic("(" + last.symbol + ") // 2"));
+          }
+        }
         const size_t rx = sx.size(), ry = sy.size();
         if (rx == 0 && ry > 0) {
           e = call("tl.sum", list(std::move(e)));
@@ -3368,6 +3542,7 @@ class Engine {
   std::map<std::string, std::map<int64_t, std::string>> tuple_adjoint_;  // tuple name -> element -> adjoint
   std::map<std::string, std::string> callee_backwards_;  // jit function signature -> its backward's name
   bool has_unbroadcast_helper_ = false;
+  bool has_affine_scan_helper_ = false;
   std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
   int depth_ = 0;
   bool kernel_ = false;                                     // differentiating a kernel (pointer parameters)

@@ -1416,6 +1416,71 @@ class Checker {
       DType out = a.has("dtype") ? a.get("dtype").dtype : scan_dtype(x.elem.dtype);
       return SType::tensor(ElemType{out, false}, x.shape);
     }
+    if (name == "tl.join" || name == "tl.interleave") {
+      // Measured on the H100 (Triton 3.6): the operands broadcast to one
+      // shape and must have one dtype; a Python number is refused.
+      Args a = bind(name, {"a", "b"}, args, kwargs, span);
+      const SType &x = a.get("a"), &y = a.get("b");
+      if (!x.is_tensor() || !y.is_tensor()) fail(span, name + " needs two tensors (a Python number is not joined)");
+      if (x.elem != y.elem)
+        fail(span, name + " needs operands of one type, got " + x.elem.str() + " and " + y.elem.str() + " (cast one with .to())");
+      SymShape s = broadcast_shapes(x.shape, y.shape, span);
+      if (name == "tl.join") {
+        s.push_back(Dim::known(2));
+      } else if (s.empty()) {
+        s.push_back(Dim::known(2));
+      } else {
+        Dim &last = s.back();
+        last = last.value ? Dim::known(2 * *last.value) : Dim::symbolic("2 * " + last.symbol);
+      }
+      return SType::tensor(x.elem, s);
+    }
+    if (name == "tl.split") {
+      Args a = bind(name, {"a"}, args, kwargs, span);
+      const SType &x = a.get("a");
+      if (!x.is_tensor() || x.shape.empty() || x.shape.back() != Dim::known(2))
+        fail(span, "tl.split needs a tensor whose last dimension is 2, got " + x.str());
+      SymShape s(x.shape.begin(), x.shape.end() - 1);
+      return SType::tuple({SType::tensor(x.elem, s), SType::tensor(x.elem, s)});
+    }
+    if (name == "tl.associative_scan") {
+      Args a = bind(name, {"input", "axis", "combine_fn", "reverse"}, args, kwargs, span);
+      const SType &in = a.get("input");
+      std::vector<SType> inputs = in.kind == SType::Kind::Tuple ? in.elems : std::vector<SType>{in};
+      if (inputs.empty()) fail(span, "tl.associative_scan needs at least one tensor");
+      for (const SType &t : inputs) {
+        if (!t.is_tensor() || t.shape.empty()) fail(span, "tl.associative_scan scans tensors, got " + t.str());
+        if (t.shape != inputs[0].shape)
+          fail(span, "tl.associative_scan needs inputs of one shape, got " + shape_str(inputs[0].shape) + " and " +
+                         shape_str(t.shape));
+      }
+      std::optional<int> axis = axis_arg(a, "axis", name, span);
+      if (!axis) fail(span, "tl.associative_scan needs an axis");
+      normalize_axis(*axis, inputs[0].shape.size(), span);
+      const SType &combine = a.get("combine_fn");
+      if (combine.kind != SType::Kind::Function)
+        fail(span, "tl.associative_scan needs a @triton.jit combine function, got " + combine.str());
+      // The combine function takes two elements (each as many scalars as
+      // there are inputs) and returns one of the same types.
+      const Function &fn = *combine.fn;
+      if (fn.params.size() != 2 * inputs.size())
+        fail(span, "the combine function '" + fn.name + "' must take " + std::to_string(2 * inputs.size()) +
+                       " arguments (two elements of " + std::to_string(inputs.size()) + ")");
+      std::map<std::string, SType> scalars;
+      for (size_t k = 0; k < fn.params.size(); ++k)
+        scalars[fn.params[k].name] = SType::tensor(inputs[k % inputs.size()].elem, {});
+      SType r = call_function(fn, scalars, span);
+      std::vector<SType> results = r.kind == SType::Kind::Tuple ? r.elems : std::vector<SType>{r};
+      if (results.size() != inputs.size())
+        fail(span, "the combine function '" + fn.name + "' returns " + std::to_string(results.size()) +
+                       " values; the scan has " + std::to_string(inputs.size()) + " inputs");
+      for (size_t k = 0; k < results.size(); ++k)
+        if (results[k].kind != SType::Kind::Unknown && (!results[k].is_tensor() || results[k].elem != inputs[k].elem))
+          fail(span, "the combine function '" + fn.name + "' returns " + results[k].str() + " for an input of " +
+                         inputs[k].elem.str() + ": Triton needs the input's type");
+      if (in.kind != SType::Kind::Tuple) return inputs[0];
+      return SType::tuple(inputs);
+    }
     if (name == "tl.softmax") {
       Args a = bind(name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
       fp32_or_64("tl.softmax", a.get("x"));

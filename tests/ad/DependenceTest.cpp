@@ -205,7 +205,7 @@ TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueGetsOneBackwardPerVa
   EXPECT_EQ(one->source.find("Specialized"), std::string::npos) << one->source;
 }
 
-// Builtins tgrad reads but does not type yet (tensor descriptors, tl.split):
+// Builtins tgrad reads but does not type yet (tensor descriptors, tl.flip):
 // the kernel reads, and differentiating it is a located error saying why.
 // A load through a descriptor made from X is invisible to the zero-gradient
 // audit: a zero gradient there would be a guess (it once was a warning).
@@ -220,11 +220,11 @@ TEST(UntypedBuiltins, ReadButRefusedWithAReason) {
                    "loaded through it; its gradient would be lost"),
             std::string::npos) << m;
   EXPECT_EQ(m.find("warning"), std::string::npos) << m;
-  const std::string split = kernel_with("", "    a, b = tl.split(tl.reshape(x, (B // 2, 2)))\n"
-                                            "    tl.store(Y + tl.arange(0, B // 2), a * b)\n");
-  auto [ok2, m2] = differentiate_source(split);
+  const std::string flip = kernel_with("", "    a = tl.flip(x, 0)\n"
+                                           "    tl.store(Y + tl.arange(0, B), a * x)\n");
+  auto [ok2, m2] = differentiate_source(flip);
   EXPECT_FALSE(ok2);
-  EXPECT_NE(m2.find("t.py:9:12: error: tgrad does not differentiate tl.split yet; the gradient of 'tl_reshape_x' through it "
+  EXPECT_NE(m2.find("t.py:9:9: error: tgrad does not differentiate tl.flip yet; the gradient of 'x' through it "
                     "would be lost. Write it with the operations tgrad differentiates"),
             std::string::npos) << m2;
 }

@@ -111,6 +111,14 @@ std::vector<Case> cases() {
       {"dot", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[16,32]", "y=fp32[32,16]"}, {"x", "y"}},
       {"dot_acc", "x, y, z", "return tl.dot(x, y, z, input_precision=\"ieee\")", {"x=fp32[16,16]", "y=fp32[16,32]", "z=fp32[16,32]"}, {"x", "y", "z"}},
       {"dot_fp16", "x, y", "return tl.dot(x, y)", {"x=fp16[16,16]", "y=fp16[16,16]"}, {"x", "y"}},
+      // tl.join / tl.split / tl.interleave: halves, a broadcast operand, a half without a gradient.
+      {"join", "x, y", "j = tl.join(x, y)\nreturn j * j", {"x=fp32[" + N + "]", "y=fp32[" + N + "]"}, {"x", "y"}},
+      {"join_broadcast", "x, y", "j = tl.join(x[:, None], y[None, :])\nreturn j * j",
+       {"x=fp32[" + N + "]", "y=fp32[" + M + "]"}, {"x", "y"}},
+      {"split", "x", "a, b = tl.split(x)\nreturn a * tl.exp(b)", {"x=fp32[" + N + ",2]"}, {"x"}},
+      {"split_one_half", "x", "a, b = tl.split(x)\nreturn a * a", {"x=fp32[" + N + ",2]"}, {"x"}},
+      {"interleave", "x, y", "i = tl.interleave(x, y)\nreturn i * i", {"x=fp32[" + N + "]", "y=fp32[" + N + "]"},
+       {"x", "y"}},
       // Values used more than once accumulate; reassignment is renamed.
       {"reuse", "x", "a = x * x\nb = a + x\nb = b * a\nreturn b", {"x=fp32[" + N + "]"}, {"x"}},
       {"aug_assign", "x, y", "acc = x * 1.0\nacc += y * x\nacc *= y\nreturn acc", {"x=fp32[" + N + "]", "y=fp32[" + N + "]"}, {"x", "y"}},
@@ -176,7 +184,8 @@ TEST(GradientRules, EveryRuleInTheTableHasACase) {
                                    "fma", "pow", "where", "cast", "expand_dims", "index", "reshape", "trans",
                                    "broadcast_to", "sum", "max", "min", "cumsum", "softmax", "dot", "sqrt_rn", "div_rn",
                                    "fdiv", "exp10", "log10", "log1p", "expm1", "cbrt", "tan", "asin", "acos", "atan",
-                                   "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc"};
+                                   "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split",
+                                   "interleave"};
   for (const std::string &r : ad::rule_names()) EXPECT_TRUE(covered.count(r)) << "rule '" << r << "' has no gradient check";
 }
 

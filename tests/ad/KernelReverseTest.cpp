@@ -264,6 +264,23 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
                    {"HAS_WEIGHT=False", "HAS_BIAS=False", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
+        // Scans: a running sum with a user combine function; a first-order recurrence over (coefficient, state)
+        // pairs, forwards and reversed, beside a reversed tl.cumsum.
+        KernelCase{"scan", "running_sum_kernel", {3, 1, 1},
+                   {"X=fp32[3,13]", "W=fp32[13]", "Y=fp32[3,13]:zeros", "n_cols=13"}, {"BLOCK=16"}, {"X", "W"}, {}, ""},
+        KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
+                   {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
+                   {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=False"}, {"X", "G"}, {}, ""},
+        KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
+                   {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
+                   {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=True"}, {"X", "G"}, {}, ""},
+        // tl.split / tl.join / tl.interleave: rotary embeddings over interleaved pairs.
+        KernelCase{"rotary_pairs", "rotary_pairs_kernel", {2, 1, 1},
+                   {"X=fp32[5,8]", "COS=fp32[5,4]", "SIN=fp32[5,4]", "Y=fp32[5,8]:zeros", "n_rows=5"},
+                   {"HALF=4", "BLOCK_ROWS=4"}, {"X", "COS", "SIN"}, {}, ""},
+        KernelCase{"rotary_pairs", "rotary_interleave_kernel", {3, 1, 1},
+                   {"X=fp32[3,8]", "COS=fp32[3,4]", "SIN=fp32[3,4]", "Y=fp32[3,8]:zeros", "S=fp32[3,4]:zeros"},
+                   {"HALF=4"}, {"X", "COS", "SIN"}, {}, ""},
         // Forwards that add with tl.atomic_add: into one row (every program), and into rows chosen by an index.
         KernelCase{"atomics", "weighted_colsum_kernel", {5, 1, 1},
                    {"X=fp32[5,13]", "W=fp32[13]", "Y=fp32[13]", "n_cols=13"}, {"BLOCK=16"}, {"X", "W"}, {}, ""},

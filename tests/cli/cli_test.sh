@@ -482,13 +482,13 @@ expect_rc unread_module_exit_1 1 unread_module
 expect_grep unread_module_located "$TMP/unread_module.err" "unread.py:8:21: error: 'tanh' is imported from 'mylib', which tgrad does not read"
 expect_no_grep unread_module_no_backward "$TMP/unread_module.out" 'def k_bwd'
 
-# Builtins tgrad does not type yet (tl.split) read and round-trip; the interpreter names them (block pointers it runs).
-printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    a, b = tl.split(tl.reshape(x, (B // 2, 2)))\n    tl.store(Y + tl.arange(0, B // 2), a * b)\n' >"$TMP/bp.py"
+# Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
+printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast
 expect_rc bp_reads_exit_0 0 bp_reads
-run bp_run run "$TMP/bp.py" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32[8]' -D B=16
+run bp_run run "$TMP/bp.py" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32[16]' -D B=16
 expect_rc bp_run_exit_1 1 bp_run
-expect_grep bp_run_names_it "$TMP/bp_run.err" "bp.py:8:12: error: tl.split\(\) is not supported by tgrad's interpreter yet"
+expect_grep bp_run_names_it "$TMP/bp_run.err" "bp.py:8:35: error: tl.flip\(\) is not supported by tgrad's interpreter yet"
 
 # A kernel parameter without a type gets one: the backward is the same for each representative.
 run untyped_stride $KERNELS/softmax.py --kernel softmax_kernel --wrt in_ptr --arg out_ptr=*fp32 --arg in_ptr=*fp32 \

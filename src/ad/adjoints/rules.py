@@ -329,6 +329,28 @@ def broadcast_to(y, x, by, shape=None):
 # ----------------------------------------------------------------- reductions
 
 @triton.jit
+def join(y, a, b, by):
+    # y[..., 0] = a, y[..., 1] = b: the halves of the adjoint
+    halves = tl.split(by)
+    ba = halves[0]
+    bb = halves[1]
+
+
+@triton.jit
+def interleave(y, a, b, by):
+    # y = reshape(join(a, b)): the adjoint in pairs, then its halves
+    halves = tl.split(tl.reshape(by, tl.join(a, b).shape))
+    ba = halves[0]
+    bb = halves[1]
+
+
+@triton.jit
+def split(y, x, by):
+    # (y0, y1) = (x[..., 0], x[..., 1]): the halves' adjoints side by side
+    bx = tl.join(by[0], by[1].to(by[0].dtype))
+
+
+@triton.jit
 def sum(y, x, by, axis=None, keep_dims=False):
     # d sum(x) = sum(dx): every element receives the adjoint of its sum
     if axis is None:

@@ -1,0 +1,27 @@
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rotary_pairs_kernel(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_mask = rows < n_rows
+    cols = tl.arange(0, 2 * HALF)
+    half_cols = tl.arange(0, HALF)
+    x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
+    cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=1.0)
+    sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=0.0)
+    x0, x1 = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
+    y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
+    tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
+
+
+@triton.jit
+def rotary_interleave_kernel(X, COS, SIN, Y, S, HALF: tl.constexpr):
+    row = tl.program_id(0)
+    x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
+    cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
+    sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
+    x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
+    tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
