@@ -2116,7 +2116,7 @@ class Engine {
   // is then its entry value + k * step, which the reversed loop computes.
   std::optional<std::string> induction_step(const For &f, const LoopCarried &c) {
     std::map<std::string, int> assigned;
-    count_assignments(f.body, assigned);
+    stmt_assignments(f, assigned);  // the loop variable too: `p += i * B` steps by a changing amount
     const Assign *copy = top_level_assignment(f.body, c.name);
     auto *next = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
     if (!next || assigned[c.name] != 1 || assigned[next->id] != 1) return std::nullopt;
@@ -2125,14 +2125,41 @@ class Engine {
     if (!sum || (sum->op != BinaryOpKind::Add && sum->op != BinaryOpKind::Sub)) return std::nullopt;
     auto *self = dyn_cast<Name>(sum->lhs.get());
     if (!self || self->id != c.name) return std::nullopt;
-    const Expr &delta = *sum->rhs;
-    if (auto *n = dyn_cast<Name>(&delta); n && assigned.count(n->id)) return std::nullopt;
-    if (!isa<Name>(&delta) && !isa<IntLit>(&delta)) return std::nullopt;
     const SType *t = type_of_name(c.name);
     const bool integer_or_pointer = t && (t->kind == SType::Kind::Int ||
                                           (t->is_tensor() && (t->elem.is_pointer || !sema::is_float(t->elem.dtype))));
     if (!integer_or_pointer) return std::nullopt;
-    return (sum->op == BinaryOpKind::Sub ? "-" : "") + emit::print_expr(delta);
+    std::optional<ExprPtr> delta = loop_invariant(*sum->rhs, f.body, assigned, 0);
+    if (!delta) return std::nullopt;
+    const bool compound = isa<BinOp>(delta->get()) || isa<UnaryOp>(delta->get());
+    const std::string text = emit::print_expr(**delta);
+    if (sum->op == BinaryOpKind::Sub) return "-" + (compound ? "(" + text + ")" : text);
+    return compound ? "(" + text + ")" : text;
+  }
+
+  // `e` written with names the loop does not assign: a literal, a name from
+  // outside the loop, or arithmetic on those that A-normal form named inside
+  // the body (`p += H * K` reads a temporary the body assigns once from H
+  // and K); nullopt where it may change between iterations.
+  std::optional<ExprPtr> loop_invariant(const Expr &e, const StmtList &body, std::map<std::string, int> &assigned,
+                                        int depth) {
+    if (depth > 16) return std::nullopt;
+    if (isa<IntLit>(&e)) return clone(e);
+    if (auto *n = dyn_cast<Name>(&e)) {
+      if (!assigned.count(n->id)) return clone(e);
+      const Assign *def = assigned[n->id] == 1 ? top_level_assignment(body, n->id) : nullptr;
+      if (!def) return std::nullopt;
+      return loop_invariant(*def->value, body, assigned, depth + 1);
+    }
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      if (b->op != BinaryOpKind::Add && b->op != BinaryOpKind::Sub && b->op != BinaryOpKind::Mul) return std::nullopt;
+      std::optional<ExprPtr> l = loop_invariant(*b->lhs, body, assigned, depth + 1);
+      if (!l) return std::nullopt;
+      std::optional<ExprPtr> r = loop_invariant(*b->rhs, body, assigned, depth + 1);
+      if (!r) return std::nullopt;
+      return ExprPtr(std::make_unique<BinOp>(b->op, std::move(*l), std::move(*r)));
+    }
+    return std::nullopt;
   }
 
   void sweep_taped_loop(const For &f, const AccessAnalysis &access, std::vector<std::string> &explanations,
@@ -3134,9 +3161,17 @@ class Engine {
       kws.push_back({k, {}, std::move(v)});
       return kws;
     };
+    const auto &elements = tuple_adjoint_[target];
+    auto adjoint_of = [&](size_t k) -> std::optional<std::string> {
+      auto it = elements.find(static_cast<int64_t>(k));
+      if (it == elements.end()) return std::nullopt;
+      return it->second;
+    };
     if (kind.kind == ScanCombine::Kind::Sum) {
-      if (const Name *x = as_name(*inputs[0]); x && is_active(x->id))
-        contribute(x->id, call("tl.cumsum", list(name(adjoint_.at(target)), clone(*axis)), keyword("reverse", reversed(true))),
+      // A one-element tuple `(x,)` gives a one-element tuple.
+      std::optional<std::string> by = isa<Tuple>(input) ? adjoint_of(0) : std::optional<std::string>(adjoint_.at(target));
+      if (const Name *x = as_name(*inputs[0]); by && x && is_active(x->id))
+        contribute(x->id, call("tl.cumsum", list(name(*by), clone(*axis)), keyword("reverse", reversed(true))),
                    "associative_scan", target, value.span);
       return;
     }
@@ -3147,12 +3182,6 @@ class Engine {
     const Name *a = as_name(*inputs[kind.coefficient]), *x = as_name(*inputs[kind.state]);
     if (!a || !x) fail(value.span, "tgrad needs the inputs of this tl.associative_scan as names");
     const std::string helper = affine_scan_helper();
-    const auto &elements = tuple_adjoint_[target];
-    auto adjoint_of = [&](size_t k) -> std::optional<std::string> {
-      auto it = elements.find(static_cast<int64_t>(k));
-      if (it == elements.end()) return std::nullopt;
-      return it->second;
-    };
     // In fp32, whatever the inputs' dtypes: the four elements of a scan
     // keep one type through the combine function.
     auto f32_name = [&](const std::string &n, const std::string &hint) {

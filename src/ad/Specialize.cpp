@@ -19,7 +19,12 @@ using sema::SType;
 
 namespace {
 
-constexpr size_t kMaxSpecializations = 16;
+// Past kQuietSpecializations the output is long enough to deserve a warning
+// naming the flags; past kMaxSpecializations (the time to differentiate
+// grows with the count: 32 take about 10 s for fla's gated layer norm) -D is
+// required.
+constexpr size_t kQuietSpecializations = 8;
+constexpr size_t kMaxSpecializations = 64;
 
 // A value a flag takes in one specialization: how -D gives it, how the
 // dispatcher tests for it, and the suffix of that specialization's names.
@@ -218,15 +223,47 @@ class Specializer {
                                       " (" + std::to_string(combinations) + " combinations): give them with -D");
       return false;
     }
+    if (combinations > kQuietSpecializations)
+      diags_.warning(fn_.name_span, "the backward of '" + fn_.name + "' holds one specialization per combination of " +
+                                        flag_list() + " (" + std::to_string(combinations) +
+                                        "): give the values you launch with by -D for one short backward");
     std::vector<size_t> choice(flags_.size(), 0);
+    std::optional<std::vector<size_t>> first_invalid;
     while (true) {
-      std::optional<Backward> b = differentiate_one(choice);
-      if (!b) return false;
-      specs_.push_back({choice, std::move(*b)});
+      if (forward_compiles(choice)) {
+        std::optional<Backward> b = differentiate_one(choice);
+        if (!b) return false;
+        specs_.push_back({choice, std::move(*b)});
+      } else {
+        invalid_.push_back(choice);
+      }
       size_t k = 0;
       while (k < flags_.size() && ++choice[k] == flags_[k].values.size()) choice[k++] = 0;
-      if (k == flags_.size()) return true;
+      if (k == flags_.size()) break;
     }
+    if (specs_.empty()) {
+      // No value makes a valid forward: the errors of the first are the user's.
+      differentiate_one(invalid_.front());
+      return false;
+    }
+    return true;
+  }
+
+  // Whether the forward itself is valid Triton with the flags' values
+  // `choice` (fla's `if ACTIVATION == 'swish': ... elif ACTIVATION ==
+  // 'sigmoid': ...` leaves the gate undefined for any other value: Triton
+  // refuses that launch, so it needs no backward).
+  bool forward_compiles(const std::vector<size_t> &choice) const {
+    sema::ParamTypes given = request_.param_types;
+    for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
+    for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
+      SourceManager scratch;
+      DiagEngine quiet(scratch);
+      if (sema::analyze(module_, fn_, uniform_representative(module_, fn_, given, d), quiet)) return true;
+    }
+    SourceManager scratch;
+    DiagEngine quiet(scratch);
+    return sema::analyze(module_, fn_, given, quiet).has_value();
   }
 
   // The backward with the flags' values `choice`; its errors, if any, reported.
@@ -353,16 +390,21 @@ class Specializer {
   StmtList dispatch(size_t k, std::vector<size_t> &choice) const {
     StmtList out;
     if (k == flags_.size()) {
-      ExprList args;
-      std::string callee = request_.function;
       for (const Specialization &s : specs_)
         if (s.choice == choice) {
-          callee = s.backward.backward_name + suffix(choice);
+          ExprList args;
           const Function *f = s.backward.module->find_function(s.backward.backward_name);
           for (const Param &p : f->params) args.push_back(std::make_unique<Name>(p.name));
+          out.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
+              std::make_unique<Name>(s.backward.backward_name + suffix(choice)), std::move(args), std::vector<Keyword>{})));
+          return out;
         }
-      out.push_back(std::make_unique<ExprStmt>(
-          std::make_unique<Call>(std::make_unique<Name>(callee), std::move(args), std::vector<Keyword>{})));
+      // Values with which the forward does not compile: neither does this.
+      ExprList args;
+      args.push_back(std::make_unique<BoolLit>(false));
+      args.push_back(std::make_unique<StrLit>(fn_.name + " does not compile with " + assignment(choice), ""));
+      out.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
+          std::make_unique<Attribute>(std::make_unique<Name>("tl"), "static_assert"), std::move(args), std::vector<Keyword>{})));
       return out;
     }
     const Flag &f = flags_[k];
@@ -489,6 +531,7 @@ class Specializer {
   const Function &fn_;
   std::vector<Flag> flags_;
   std::vector<Specialization> specs_;
+  std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
 };
 
 }  // namespace

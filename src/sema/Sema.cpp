@@ -478,6 +478,9 @@ class Checker {
       }
       case NodeKind::BoolOp: {
         auto *n = cast<BoolOp>(&e);
+        // Python's and/or on values known when Triton compiles: the first
+        // operand that decides (falsy for `and`, truthy for `or`), else the
+        // last; a constexpr `if` on the result takes one branch.
         SType last;
         bool all_known = true;
         for (const ExprPtr &x : n->values) {
@@ -486,8 +489,11 @@ class Checker {
             fail(x->span, std::string("'") + spelling(n->op) + "' needs scalars; use '" +
                               (n->op == BoolOpKind::And ? "&" : "|") + "' for element-wise logic on tiles");
           all_known &= last.known;
+          if (!all_known) continue;
+          std::optional<bool> truth = known_truth(last);
+          if (truth && *truth == (n->op == BoolOpKind::Or)) return last;
         }
-        if (all_known) return last;  // constant folding of and/or is not needed for types
+        if (all_known) return last;
         return SType::of_bool(false, false);
       }
       case NodeKind::Compare: {
@@ -638,6 +644,18 @@ class Checker {
         }
         [[fallthrough]];
       default: fail(a.span, base.str() + " has no attribute '" + a.attr + "'");
+    }
+  }
+
+  // The truth value of a value known when Triton compiles, as Python's bool().
+  static std::optional<bool> known_truth(const SType &t) {
+    if (!t.known) return std::nullopt;
+    switch (t.kind) {
+      case SType::Kind::Bool: return t.b;
+      case SType::Kind::Int: return t.n != 0;
+      case SType::Kind::Float: return t.x != 0.0;
+      case SType::Kind::Str: return !t.s.empty();
+      default: return std::nullopt;
     }
   }
 

@@ -211,6 +211,16 @@ INSTANTIATE_TEST_SUITE_P(
                    "    p = X + tl.program_id(0) * n * B + tl.arange(0, B)\n    for i in range(0, n):\n"
                    "        m = tl.maximum(m, tl.load(p))\n        p += B\n"
                    "    tl.store(Y + tl.program_id(0) * B + tl.arange(0, B), m)\n"},
+        // Pointers stepped by a product of loop invariants (fla's fused recurrent kernels: `p_q += H*K`), which
+        // A-normal form names inside the body.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,3,8]", "Y=fp32[2,5,3,8]:zeros", "n=5"}, {"H=3", "B=8"}, {"X"},
+                   {"the loop's carried 'p' steps by (H * B) each iteration"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, n, H: tl.constexpr, B: tl.constexpr):\n    h = tl.zeros([B], dtype=tl.float32)\n"
+                   "    p = X + tl.program_id(0) * n * H * B + tl.arange(0, B)\n"
+                   "    q = Y + tl.program_id(0) * n * H * B + tl.arange(0, B)\n    for i in range(0, n):\n"
+                   "        h = h * tl.load(p) + tl.load(p)\n        tl.store(q, h)\n        p += H * B\n"
+                   "        q += H * B\n"},
         // Variable-length sequences: with IS_VARLEN the bounds are int64 loads and T is rebound (one backward per
         // value of the flag, as the types differ); a causal filter over tl.static_range(NTAPS), a loop when NTAPS
         // has no value.
@@ -264,6 +274,17 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
                    {"HAS_WEIGHT=False", "HAS_BIAS=False", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
+        // Constexpr conditions joined by `or` / `and`: Python's value (the first operand that decides), not the
+        // last operand's (which once chose the else branch of `A == 1 or C == 1` with A=1, C=0: a wrong gradient).
+        KernelCase{"", "k", {1, 1, 1}, {"X=fp32[16]", "Y=fp32[16]:zeros"}, {"A=1", "C=0", "ACT='swish'", "B=16"}, {"X"},
+                   {}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, A: tl.constexpr, C: tl.constexpr, ACT: tl.constexpr, B: tl.constexpr):\n"
+                   "    x = tl.load(X + tl.arange(0, B))\n"
+                   "    if A == 1 or C == 1:\n        y = x * x\n    else:\n        y = x\n"
+                   "    if A == 0 and C == 0:\n        y = y * 3.0\n"
+                   "    if ACT == 'swish' or ACT == 'silu':\n        g = y * tl.sigmoid(y)\n"
+                   "    elif ACT == 'sigmoid':\n        g = tl.sigmoid(y)\n"
+                   "    tl.store(Y + tl.arange(0, B), g)\n"},
         // Scans: a running sum with a user combine function; a first-order recurrence over (coefficient, state)
         // pairs, forwards and reversed, beside a reversed tl.cumsum.
         KernelCase{"scan", "running_sum_kernel", {3, 1, 1},
@@ -493,6 +514,14 @@ TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {
                    "loop; tgrad tapes floating-point values only: compute 'p' from the loop variable instead"),
             std::string::npos)
       << m;
+  // The loop variable itself as the step (once taken for a loop invariant: a wrong gradient).
+  std::string m2 = errors_of(std::string(kHead) +
+                                 "def k(X, Y, n, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
+                                 "    p = X + tl.arange(0, B)\n    for i in range(0, n):\n"
+                                 "        m = tl.maximum(m, tl.load(p))\n        p += i\n"
+                                 "    tl.store(Y + tl.arange(0, B), m)\n",
+                             {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m2.find("t.py:7:5: error: this loop carries 'p'"), std::string::npos) << m2;
 }
 
 TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {
