@@ -1396,11 +1396,6 @@ class Engine {
     sweep_block(body, access, result.explanations);
     if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
     result.tapes = tapes_;
-    if (!tapes_.empty() && !result.partial_sums.empty())
-      fail(fn_->name_span, "this kernel needs both partial sums (for the gradient of " + result.partial_sums[0].input +
-                               ") and a tape (for the loop-carried '" + tapes_[0].value + "'); tgrad cannot combine "
-                               "the two yet: split the kernel, or load " + result.partial_sums[0].input +
-                               " with an offset that depends on tl.program_id");
     std::unique_ptr<Function> bwd = backward_shell(result.parameters_after_forward());
     replay_block(body, bwd->body);
     for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
@@ -1708,11 +1703,24 @@ class Engine {
   }
 
   // The body becomes `for pid in range(tl.program_id(0), num_programs, tl.num_programs(0))`
-  // with pid in place of tl.program_id(0); each partial-sum row is set up before it.
+  // with pid in place of tl.program_id(0) and the forward's program count in
+  // place of tl.num_programs(0) (a forward whose programs differ by more
+  // than tl.program_id(0) has no partial sums, so only the tapes' rows read
+  // it: a row per forward program); each partial-sum row is set up before it.
   void loop_over_forward_programs(Function &bwd, const Backward &result, const std::map<std::string, std::string> &row_of) {
     std::string pid = names_.fresh("forward_pid");
+    auto axis_zero = [](const Call &c) {
+      const Expr *axis = c.args.empty() ? nullptr : c.args[0].get();
+      for (const Keyword &k : c.keywords)
+        if (k.name == "axis") axis = k.value.get();
+      return axis && isa<IntLit>(axis) && cast<IntLit>(axis)->value == 0;
+    };
     rewrite_exprs(bwd.body, [&](ExprPtr &e) {
-      if (auto *c = dyn_cast<Call>(e.get()); c && emit::print_expr(*c->func) == "tl.program_id") e = name(pid);
+      auto *c = dyn_cast<Call>(e.get());
+      if (!c || !axis_zero(*c)) return;
+      const std::string callee = emit::print_expr(*c->func);
+      if (callee == "tl.program_id") e = name(pid);
+      else if (callee == "tl.num_programs") e = name(result.num_programs_param);
     });
     StmtList prelude;
     for (const auto &p : result.partial_sums) {

@@ -308,6 +308,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"atomics", "scatter_rows_kernel", {6, 1, 1},
                    {"X=fp32[6,13]", "IDX=int32[6]:uniform(0,2)", "Y=fp32[3,13]", "n_cols=13"}, {"BLOCK=16"}, {"X"}, {},
                    ""},
+        // A tape and partial sums together: the backward's 3 programs replay the 5 forward programs, a tape row each.
+        KernelCase{"recurrence", "weighted_running_max_kernel", {5, 1, 1},
+                   {"X=fp32[5,4,8]", "W=fp32[8]", "Y=fp32[5,8]:zeros", "n_chunks=4"}, {"BLOCK=8"}, {"X", "W"}, {}},
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},

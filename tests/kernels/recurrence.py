@@ -82,3 +82,18 @@ def reverse_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
         offs = (row * n_steps + t) * BLOCK + lanes
         h = tl.load(A + offs) * h + tl.load(X + offs)
         tl.store(H + offs, h)
+
+
+@triton.jit
+def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
+    # A taped loop (the running max) and a weight every program loads, whose
+    # gradient is a partial sum: each program of the backward replays several
+    # forward programs, each with its own rows of the tape.
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    w = tl.load(W + lanes)
+    m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
+    for i in range(0, n_chunks):
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+        m = tl.maximum(m, x * w)
+    tl.store(Y + row * BLOCK + lanes, m)

@@ -74,3 +74,15 @@ def reverse_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
         offs = (row * n_steps + t) * BLOCK + lanes
         h = tl.load(A + offs) * h + tl.load(X + offs)
         tl.store(H + offs, h)
+
+
+@triton.jit
+def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    w = tl.load(W + lanes)
+    m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
+    for i in range(0, n_chunks):
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+        m = tl.maximum(m, x * w)
+    tl.store(Y + row * BLOCK + lanes, m)
