@@ -91,9 +91,9 @@ def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
     # forward programs, each with its own rows of the tape.
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
-    w = tl.load(W + lanes)
+    w = tl.load(W + lanes).to(tl.float32)
     m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
     for i in range(0, n_chunks):
-        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
-        m = tl.maximum(m, x * w)
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
+        m = tl.maximum(m, x * w)  # exact in fp32 for fp16 and bf16 inputs: no ties moved by rounding
     tl.store(Y + row * BLOCK + lanes, m)

@@ -36,7 +36,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
     lanes = tl.arange(0, BLOCK)
     W_plus_lanes = W + lanes
     dW_plus_lanes = dW_row + lanes
-    w = tl.load(W_plus_lanes)
+    tl_load_W_plus_lanes = tl.load(W_plus_lanes)
+    w = tl_load_W_plus_lanes.to(tl.float32)
     tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
     trips = (n_chunks - 0 + 1 - 1) // 1
 
@@ -58,7 +59,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
             X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
             X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-            x = tl.load(X_plus_row_times_n_chunk)
+            tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
+            x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
             x_times_w = x * w
             m_3 = tl.maximum(m_2, x_times_w)
             m_2 = m_3
@@ -87,7 +89,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             dX_plus_row_times_n_chunks_plus = dX + row_times_n_chunks_plus
             X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
             dX_plus_row_times_n_chunk = dX_plus_row_times_n_chunks_plus + lanes
-            x = tl.load(X_plus_row_times_n_chunk)
+            tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
+            x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):
@@ -100,14 +103,15 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             bx = bx_times_w * w
             bw += bx_times_w * x
 
-            # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+            # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
+            btl_load_X_plus_row_times_n_chunk = bx.to(X_plus_row_times_n_chunk.dtype.element_ty)
+
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n_chunk, bx, sem="relaxed")
+            tl.atomic_add(dX_plus_row_times_n_chunk, btl_load_X_plus_row_times_n_chunk, sem="relaxed")
         tl.debug_barrier()
 
-        # Grad of: w = tl.load(W + lanes)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += bw
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

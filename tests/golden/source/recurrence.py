@@ -80,9 +80,9 @@ def reverse_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
 def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
-    w = tl.load(W + lanes)
+    w = tl.load(W + lanes).to(tl.float32)
     m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
     for i in range(0, n_chunks):
-        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
         m = tl.maximum(m, x * w)
     tl.store(Y + row * BLOCK + lanes, m)
