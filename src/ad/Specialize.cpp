@@ -21,10 +21,10 @@ namespace {
 
 // Past kQuietSpecializations the output is long enough to deserve a warning
 // naming the flags; past kMaxSpecializations (the time to differentiate
-// grows with the count: 32 take about 10 s for fla's gated layer norm) -D is
+// grows with the count: 32 take 5 to 10 s for fla's gated layer norms) -D is
 // required.
 constexpr size_t kQuietSpecializations = 8;
-constexpr size_t kMaxSpecializations = 64;
+constexpr size_t kMaxSpecializations = 32;
 
 // A value a flag takes in one specialization: how -D gives it, how the
 // dispatcher tests for it, and the suffix of that specialization's names.
@@ -172,6 +172,14 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
 struct Specialization {
   std::vector<size_t> choice;  // per flag, the index of its value
   Backward backward;
+  // Its gradient buffers' names where they differ from the dispatcher's
+  // (A-normal form may have taken `ddA_cumsum_ptr_2` in one specialization
+  // and not in another, so the name for d(dA_cumsum_ptr) differs).
+  std::map<std::string, std::string> to_dispatcher;
+  std::string dispatcher_name(const std::string &param) const {
+    auto it = to_dispatcher.find(param);
+    return it == to_dispatcher.end() ? param : it->second;
+  }
 };
 
 // Renames calls and definitions of the functions in `renamed` within `f`.
@@ -233,7 +241,7 @@ class Specializer {
       if (forward_compiles(choice)) {
         std::optional<Backward> b = differentiate_one(choice);
         if (!b) return false;
-        specs_.push_back({choice, std::move(*b)});
+        specs_.push_back({choice, std::move(*b), {}});
       } else {
         invalid_.push_back(choice);
       }
@@ -317,8 +325,10 @@ class Specializer {
     const size_t forward_params = fn_.params.size();
     for (const Specialization &s : specs_) {
       const Function *f = s.backward.module->find_function(s.backward.backward_name);
-      if (!shell || !f || f->params.size() < forward_params || s.backward.input_gradients != first.input_gradients)
-        return fail(specs_[0], s, "their arguments");
+      if (!shell || !f || f->params.size() < forward_params) return fail(specs_[0], s, "their arguments");
+      if (s.backward.input_gradients != first.input_gradients)
+        return fail(specs_[0], s, "the gradients they compute (" + std::to_string(first.input_gradients) + " and " +
+                                      std::to_string(s.backward.input_gradients) + " of the --wrt inputs)");
       for (size_t k = 0; k < forward_params; ++k)
         if (f->params[k].name != fn_.params[k].name) return fail(specs_[0], s, "their arguments");
     }
@@ -327,15 +337,21 @@ class Specializer {
         if (fn_.params[k].name == name) return k;
       return fn_.params.size();
     };
-    // Gradient buffers: the --wrt inputs (the same in all), then every output in parameter order.
+    // Gradient buffers: the --wrt inputs (the same in all), then every output
+    // in parameter order; each under the name the first specialization having
+    // it gave it.
     out.gradient_buffers.assign(first.gradient_buffers.begin(), first.gradient_buffers.begin() + first.input_gradients);
+    for (Specialization &s : specs_)
+      for (size_t k = 0; k < first.input_gradients; ++k)
+        if (s.backward.gradient_buffers[k].second != first.gradient_buffers[k].second)
+          s.to_dispatcher[s.backward.gradient_buffers[k].second] = first.gradient_buffers[k].second;
     std::vector<std::pair<std::string, std::string>> outputs;
-    for (const Specialization &s : specs_)
+    for (Specialization &s : specs_)
       for (size_t k = s.backward.input_gradients; k < s.backward.gradient_buffers.size(); ++k) {
         const auto &g = s.backward.gradient_buffers[k];
         bool seen = false;
         for (const auto &o : outputs) {
-          if (o.first == g.first && o.second != g.second) return fail(specs_[0], s, "their gradient buffers");
+          if (o.first == g.first && o.second != g.second) s.to_dispatcher[g.second] = o.second;
           seen |= o.first == g.first;
         }
         if (!seen) outputs.push_back(g);
@@ -373,12 +389,15 @@ class Specializer {
     }
     // The dispatcher's signature, in the order a single backward's would be.
     const std::vector<std::string> extra = out.parameters_after_forward();
-    // Every argument of every specialization has its place.
+    // Every argument of every specialization has its place, and no two take the same one.
     for (const Specialization &s : specs_) {
       const Function *f = s.backward.module->find_function(s.backward.backward_name);
-      for (size_t k = forward_params; k < f->params.size(); ++k)
-        if (std::find(extra.begin(), extra.end(), f->params[k].name) == extra.end())
-          return fail(specs_[0], s, "their arguments");
+      std::set<std::string> taken;
+      for (size_t k = forward_params; k < f->params.size(); ++k) {
+        const std::string name = s.dispatcher_name(f->params[k].name);
+        if (std::find(extra.begin(), extra.end(), name) == extra.end() || !taken.insert(name).second)
+          return fail(specs_[0], s, "their arguments ('" + f->params[k].name + "')");
+      }
     }
     signature = clone_signature(*shell);
     signature->params.resize(forward_params);
@@ -394,7 +413,7 @@ class Specializer {
         if (s.choice == choice) {
           ExprList args;
           const Function *f = s.backward.module->find_function(s.backward.backward_name);
-          for (const Param &p : f->params) args.push_back(std::make_unique<Name>(p.name));
+          for (const Param &p : f->params) args.push_back(std::make_unique<Name>(s.dispatcher_name(p.name)));
           out.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
               std::make_unique<Name>(s.backward.backward_name + suffix(choice)), std::move(args), std::vector<Keyword>{})));
           return out;

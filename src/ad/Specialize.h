@@ -20,7 +20,7 @@
 // helper) are emitted once. The specializations must take the same
 // arguments and share the launch protocol's grids, scratch buffers and
 // tapes; buffers that must start at zero, or hold what the forward stored,
-// in one specialization are marked so for all. Otherwise, and past 64
+// in one specialization are marked so for all. Otherwise, and past 32
 // combinations of values, a located error asks for -D.
 #pragma once
 

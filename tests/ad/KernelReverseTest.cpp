@@ -285,6 +285,20 @@ INSTANTIATE_TEST_SUITE_P(
                    "    if ACT == 'swish' or ACT == 'silu':\n        g = y * tl.sigmoid(y)\n"
                    "    elif ACT == 'sigmoid':\n        g = tl.sigmoid(y)\n"
                    "    tl.store(Y + tl.arange(0, B), g)\n"},
+        // A parameter named like a gradient buffer (mamba's dA_cumsum_ptr and ddA_cumsum_ptr), reassigned under a
+        // flag: the buffer of dA's gradient has another name in each specialization; the dispatcher passes its own.
+        KernelCase{"", "k", {3, 1, 1}, {"A=fp32[3,8]", "dA=fp32[3,8]:zeros", "Y=fp32[3,8]:zeros"}, {"HAS_DA=True", "B=8"},
+                   {"A"}, {}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(A, dA, Y, HAS_DA: tl.constexpr, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+                   "    a = tl.load(A + tl.program_id(0) * B + o)\n    if HAS_DA:\n"
+                   "        dA += tl.program_id(0) * B + o\n        s = a * 2.0\n    if HAS_DA:\n"
+                   "        tl.store(dA, s * a)\n    tl.store(Y + tl.program_id(0) * B + o, a * a)\n"},
+        KernelCase{"", "k", {3, 1, 1}, {"A=fp32[3,8]", "dA=fp32[3,8]:zeros", "Y=fp32[3,8]:zeros"}, {"HAS_DA=False", "B=8"},
+                   {"A"}, {}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(A, dA, Y, HAS_DA: tl.constexpr, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+                   "    a = tl.load(A + tl.program_id(0) * B + o)\n    if HAS_DA:\n"
+                   "        dA += tl.program_id(0) * B + o\n        s = a * 2.0\n    if HAS_DA:\n"
+                   "        tl.store(dA, s * a)\n    tl.store(Y + tl.program_id(0) * B + o, a * a)\n"},
         // Scans: a running sum with a user combine function; a first-order recurrence over (coefficient, state)
         // pairs, forwards and reversed, beside a reversed tl.cumsum.
         KernelCase{"scan", "running_sum_kernel", {3, 1, 1},
