@@ -60,7 +60,25 @@ class ChoiceNames {
  public:
   explicit ChoiceNames(const Function &fn) {
     lower::collect_names(fn.body, taken_);
-    for (const Param &p : fn.params) taken_.insert(p.name);
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      taken_.insert(fn.params[k].name);
+      if (fn.is_constexpr_param(k)) constexpr_params_.insert(fn.params[k].name);
+    }
+  }
+  // `(-1 if REVERSE else 1)`: a choice between numbers on a tl.constexpr
+  // parameter, which Triton makes when it compiles. It stays an expression
+  // (a loop's pointer step `p += (-1 if REVERSE else 1) * K` stays one
+  // loop-invariant step).
+  bool compile_time_choice(const IfExp &e) const {
+    auto number = [](const Expr &x) {
+      const Expr *v = &x;
+      if (auto *u = dyn_cast<UnaryOp>(v); u && u->op == UnaryOpKind::Neg) v = u->operand.get();
+      return isa<IntLit>(v) || isa<FloatLit>(v);
+    };
+    const Expr *c = e.cond.get();
+    if (auto *u = dyn_cast<UnaryOp>(c); u && u->op == UnaryOpKind::Not) c = u->operand.get();
+    auto *n = dyn_cast<Name>(c);
+    return n && constexpr_params_.count(n->id) && number(*e.then_value) && number(*e.else_value);
   }
   std::string fresh() {
     for (int k = 1;; ++k) {
@@ -71,6 +89,7 @@ class ChoiceNames {
 
  private:
   std::set<std::string> taken_;
+  std::set<std::string> constexpr_params_;
 };
 
 // Replaces each outermost conditional expression inside `e` with a fresh
@@ -78,6 +97,7 @@ class ChoiceNames {
 // Branches of a conditional are not entered: what they contain stays
 // conditional (the split assignment handles it inside its own branch).
 void hoist_conditionals(ExprPtr &e, StmtList &hoisted, ChoiceNames &names) {
+  if (auto *i = dyn_cast<IfExp>(e.get()); i && names.compile_time_choice(*i)) return;
   if (isa<IfExp>(e.get())) {
     const SourceSpan span = e->span;
     std::string n = names.fresh();

@@ -2167,6 +2167,22 @@ class Engine {
       if (!r) return std::nullopt;
       return ExprPtr(std::make_unique<BinOp>(b->op, std::move(*l), std::move(*r)));
     }
+    if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) {
+      std::optional<ExprPtr> x = loop_invariant(*u->operand, body, assigned, depth + 1);
+      if (!x) return std::nullopt;
+      return ExprPtr(std::make_unique<UnaryOp>(UnaryOpKind::Neg, std::move(*x)));
+    }
+    // `(-1 if REVERSE else 1)` on a tl.constexpr (fla's recurrent kernels): known when Triton compiles.
+    if (auto *i = dyn_cast<IfExp>(&e)) {
+      const SType *c = anf_types_.type_of(i->cond.get());
+      if (!c || c->is_tensor()) return std::nullopt;
+      std::optional<ExprPtr> cond = loop_invariant(*i->cond, body, assigned, depth + 1);
+      std::optional<ExprPtr> a = cond ? loop_invariant(*i->then_value, body, assigned, depth + 1) : std::nullopt;
+      std::optional<ExprPtr> b = a ? loop_invariant(*i->else_value, body, assigned, depth + 1) : std::nullopt;
+      if (!b) return std::nullopt;
+      return ExprPtr(std::make_unique<IfExp>(std::move(*cond), std::move(*a), std::move(*b)));
+    }
+    if (isa<BoolLit>(&e)) return clone(e);
     return std::nullopt;
   }
 

@@ -289,6 +289,14 @@ class Checker {
       } else if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown) {
         out[kv.first] = SType::unknown();
       } else if (!same_type(x, y)) {
+        if (!strict && same_kind_number_and_scalar(x, y)) {
+          // `if REVERSE: o = T - 1 else: o = 0` (a tl.constexpr condition, a
+          // Python number and a Triton scalar, both integers or both
+          // floats): the scalar's type, as for the conditional expression
+          // this comes from; arithmetic with either promotes alike.
+          out[kv.first] = is_scalar_value(x) ? x : y;
+          continue;
+        }
         if (!strict) {
           out[kv.first] = SType::unknown();
           if (cond) info_.divergent_names[cond].push_back(kv.first);
@@ -320,6 +328,18 @@ class Checker {
     if (t.kind == SType::Kind::Int) return t.known ? python_int_dtype(t.n) : DType::Int32;
     if (t.kind == SType::Kind::Bool) return DType::Int1;
     return std::nullopt;
+  }
+
+  static bool is_scalar_value(const SType &t) { return t.is_tensor() && t.shape.empty() && !t.elem.is_pointer; }
+  static bool same_kind_number_and_scalar(const SType &x, const SType &y) {
+    auto fits = [](const SType &number, const SType &scalar) {
+      if (!is_scalar_value(scalar)) return false;
+      const bool float_scalar = sema::is_float(scalar.elem.dtype);
+      if (number.kind == SType::Kind::Int) return !float_scalar && scalar.elem.dtype != DType::Int1;
+      if (number.kind == SType::Kind::Float) return float_scalar;
+      return false;
+    };
+    return fits(x, y) || fits(y, x);
   }
 
   static std::optional<SType> literal_merge(const SType &x, const SType &y) {
@@ -518,7 +538,11 @@ class Checker {
         if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
         if (a.is_tensor() || b.is_tensor()) {
           if (!same_type(a, b)) {
-            if (!c.is_tensor()) return SType::unknown();  // a constexpr condition picks one at compile time
+            // A constexpr condition without a value picks one at compile time.
+            // A Python number against a Triton scalar (`(T - 1) if REVERSE
+            // else 0`) reads as the scalar: in arithmetic both promote alike.
+            if (!c.is_tensor() && same_kind_number_and_scalar(a, b)) return is_scalar_value(a) ? a : b;
+            if (!c.is_tensor()) return SType::unknown();
             fail(e.span, "the two values of this conditional expression have different types: " + a.str() + " and " + b.str());
           }
           return a;

@@ -299,6 +299,24 @@ INSTANTIATE_TEST_SUITE_P(
                    "    a = tl.load(A + tl.program_id(0) * B + o)\n    if HAS_DA:\n"
                    "        dA += tl.program_id(0) * B + o\n        s = a * 2.0\n    if HAS_DA:\n"
                    "        tl.store(dA, s * a)\n    tl.store(Y + tl.program_id(0) * B + o, a * a)\n"},
+        // fla's recurrent kernels: `(T - 1) if REVERSE else 0` (a flag without a value chooses between a Triton
+        // scalar and a number) and pointers stepped by `(-1 if REVERSE else 1) * B` (a loop-invariant step).
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,8]", "Y=fp32[2,5,8]:zeros", "T=5"}, {"REVERSE=True", "B=8"}, {"X"},
+                   {}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, T, REVERSE: tl.constexpr, B: tl.constexpr):\n"
+                   "    base = tl.program_id(0) * T + ((T - 1) if REVERSE else 0)\n"
+                   "    p = X + base * B + tl.arange(0, B)\n    q = Y + base * B + tl.arange(0, B)\n"
+                   "    h = tl.zeros([B], dtype=tl.float32)\n    for _ in range(0, T):\n"
+                   "        h = h * tl.load(p) + tl.load(p)\n        tl.store(q, h)\n"
+                   "        p += (-1 if REVERSE else 1) * B\n        q += (-1 if REVERSE else 1) * B\n"},
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,8]", "Y=fp32[2,5,8]:zeros", "T=5"}, {"REVERSE=False", "B=8"}, {"X"},
+                   {}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, T, REVERSE: tl.constexpr, B: tl.constexpr):\n"
+                   "    base = tl.program_id(0) * T + ((T - 1) if REVERSE else 0)\n"
+                   "    p = X + base * B + tl.arange(0, B)\n    q = Y + base * B + tl.arange(0, B)\n"
+                   "    h = tl.zeros([B], dtype=tl.float32)\n    for _ in range(0, T):\n"
+                   "        h = h * tl.load(p) + tl.load(p)\n        tl.store(q, h)\n"
+                   "        p += (-1 if REVERSE else 1) * B\n        q += (-1 if REVERSE else 1) * B\n"},
         // Scans: a running sum with a user combine function; a first-order recurrence over (coefficient, state)
         // pairs, forwards and reversed, beside a reversed tl.cumsum.
         KernelCase{"scan", "running_sum_kernel", {3, 1, 1},
