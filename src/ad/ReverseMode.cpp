@@ -1361,7 +1361,25 @@ class Engine {
     result.input_gradients = request_.wrt.size();
     for (const std::string &o : outputs) {
       if (in_place_.count(o)) continue;  // its one buffer is among the inputs'
-      if (!gradient_buffer_.count(o)) gradient_buffer_[o] = names_.fresh("d" + o);
+      if (gradient_buffer_.count(o)) {
+        // In --wrt, stored to, and not an update in place: the kernel never
+        // reads it (fla's `dq2`, beside a `dq` it does read); its gradient as
+        // an input would be zero and its upstream gradient needs a buffer.
+        const MemoryOp *store = nullptr;
+        bool loaded = false;
+        for (const MemoryOp &m : memory_) {
+          if (m.store && m.base == o && !store) store = &m;
+          loaded |= !m.store && m.base == o;
+        }
+        fail(store ? store->call->span : fn_->name_span,
+             loaded ? "'" + o + "' is in --wrt and this kernel stores to it, but what it loads through it carries "
+                      "no gradient, so it is not an update in place: leave it out of --wrt; the backward takes the "
+                      "gradient of what is stored there as an upstream gradient"
+                    : "'" + o + "' is in --wrt but this kernel only writes through it (it loads nothing through it): "
+                      "it has no gradient as an input. Leave it out of --wrt; the backward takes the gradient of what "
+                      "is stored there as an upstream gradient");
+      }
+      gradient_buffer_[o] = names_.fresh("d" + o);
       result.gradient_buffers.push_back({o, gradient_buffer_[o]});
     }
     result.in_place.assign(in_place_.begin(), in_place_.end());

@@ -559,6 +559,16 @@ TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {
   EXPECT_NE(m2.find("t.py:7:5: error: this loop carries 'p'"), std::string::npos) << m2;
 }
 
+// A --wrt pointer the kernel only writes: no gradient as an input, and its upstream gradient needs its own buffer
+// (it once got the input gradient's name twice: a backward with a duplicate parameter).
+TEST(KernelReverseErrors, WrtPointerOnlyWritten) {
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+                                "    tl.store(Y + o, tl.load(X + o) * 2.0)\n",
+                            {"X", "Y"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+  EXPECT_NE(m.find("t.py:6:5: error: 'Y' is in --wrt but this kernel only writes through it"), std::string::npos) << m;
+}
+
 TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, Y, n, s, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
