@@ -3091,21 +3091,11 @@ class Engine {
     for (const Expr *a : op.args) args.push_back(clone(*a));
     std::vector<Keyword> kws;
     for (const Keyword *kw : op.kws) kws.push_back({kw->name, kw->name_span, clone(*kw->value)});
-    const SType *result = type_of_name(target);
-    if (result && result->kind == SType::Kind::Tuple) {
-      const auto &elements = tuple_adjoint_[target];
-      for (size_t k = 0; k < result->elems.size(); ++k) {
-        auto it = elements.find(static_cast<int64_t>(k));
-        if (it != elements.end()) {
-          args.push_back(name(it->second));
-        } else {
-          ExprList idx;
-          idx.push_back(int_lit(static_cast<int64_t>(k)));
-          args.push_back(call("tl.zeros_like", list(std::make_unique<Subscript>(name(target), std::move(idx)))));
-        }
-      }
+    ExprPtr by = adjoint_of_result(target);
+    if (auto *t = dyn_cast<Tuple>(by.get())) {
+      for (ExprPtr &element : t->elts) args.push_back(std::move(element));
     } else {
-      args.push_back(name(adjoint_.at(target)));
+      args.push_back(std::move(by));
     }
     ExprPtr the_call = std::make_unique<Call>(name(bwd_name), std::move(args), std::move(kws), value.span);
     if (active_args.empty()) return;
@@ -3131,12 +3121,10 @@ class Engine {
   ExprPtr adjoint_of_result(const std::string &target) {
     const SType *result = type_of_name(target);
     if (!result || result->kind != SType::Kind::Tuple) return name(adjoint_.at(target));
-    const auto &elements = tuple_adjoint_[target];
     ExprList parts;
     for (size_t k = 0; k < result->elems.size(); ++k) {
-      auto it = elements.find(static_cast<int64_t>(k));
-      if (it != elements.end()) {
-        parts.push_back(name(it->second));
+      if (std::optional<std::string> element = element_adjoint(target, k)) {
+        parts.push_back(name(*element));
       } else {
         ExprList idx;
         idx.push_back(int_lit(static_cast<int64_t>(k)));
@@ -3144,6 +3132,15 @@ class Engine {
       }
     }
     return std::make_unique<Tuple>(std::move(parts));
+  }
+
+  // The adjoint of element k of the tuple `target`, if one reached it.
+  std::optional<std::string> element_adjoint(const std::string &target, size_t k) const {
+    auto t = tuple_adjoint_.find(target);
+    if (t == tuple_adjoint_.end()) return std::nullopt;
+    auto it = t->second.find(static_cast<int64_t>(k));
+    if (it == t->second.end()) return std::nullopt;
+    return it->second;
   }
 
   // The combine function of the adjoint scans of a first-order recurrence
@@ -3203,12 +3200,7 @@ class Engine {
       kws.push_back({k, {}, std::move(v)});
       return kws;
     };
-    const auto &elements = tuple_adjoint_[target];
-    auto adjoint_of = [&](size_t k) -> std::optional<std::string> {
-      auto it = elements.find(static_cast<int64_t>(k));
-      if (it == elements.end()) return std::nullopt;
-      return it->second;
-    };
+    auto adjoint_of = [&](size_t k) { return element_adjoint(target, k); };
     if (kind.kind == ScanCombine::Kind::Sum) {
       // A one-element tuple `(x,)` gives a one-element tuple.
       std::optional<std::string> by = isa<Tuple>(input) ? adjoint_of(0) : std::optional<std::string>(adjoint_.at(target));
@@ -3228,7 +3220,7 @@ class Engine {
     // keep one type through the combine function.
     auto f32_name = [&](const std::string &n, const std::string &hint) {
       std::string fresh = names_.fresh(hint);
-      emit_stmt(assign(fresh, cast_to(name(n), std::make_unique<Attribute>(name("tl"), "float32"))));
+      emit_stmt(assign(fresh, cast_to(name(n), dotted_name("tl.float32"))));
       return fresh;
     };
     const std::string a32 = f32_name(a->id, a->id + "_f32");

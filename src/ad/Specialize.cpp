@@ -136,6 +136,22 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
   return f;
 }
 
+// The forward typed with the first uniform representative it accepts
+// (fp32, fp16, bf16 for the parameters given no type), else as given;
+// nullopt where none types: Triton would not compile it.
+std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, const Function &fn,
+                                                          const sema::ParamTypes &given) {
+  for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
+    SourceManager scratch;
+    DiagEngine quiet(scratch);
+    if (std::optional<sema::TypeInfo> info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet))
+      return info;
+  }
+  SourceManager scratch;
+  DiagEngine quiet(scratch);
+  return sema::analyze(module, fn, given, quiet);
+}
+
 // The constexpr flags whose guarded definitions need values.
 std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
   sema::ParamTypes given;
@@ -145,17 +161,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // The runtime parameters as the first uniform representative the forward
   // accepts types them: which names change type with a flag depends on them.
   for (const auto &kv : request.param_types) given.insert(kv);
-  std::optional<sema::TypeInfo> info;
-  for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
-    SourceManager scratch;
-    DiagEngine quiet(scratch);
-    if ((info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet))) break;
-  }
-  if (!info) {
-    SourceManager scratch;
-    DiagEngine quiet(scratch);
-    info = sema::analyze(module, fn, given, quiet);
-  }
+  std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given);
   if (!info) return {};
   std::vector<std::string> flags;
   for (const Expr *cond : constexpr_guarded_conditions(fn, *info)) {
@@ -264,14 +270,7 @@ class Specializer {
   bool forward_compiles(const std::vector<size_t> &choice) const {
     sema::ParamTypes given = request_.param_types;
     for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
-    for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
-      SourceManager scratch;
-      DiagEngine quiet(scratch);
-      if (sema::analyze(module_, fn_, uniform_representative(module_, fn_, given, d), quiet)) return true;
-    }
-    SourceManager scratch;
-    DiagEngine quiet(scratch);
-    return sema::analyze(module_, fn_, given, quiet).has_value();
+    return analyze_some_representative(module_, fn_, given).has_value();
   }
 
   // The backward with the flags' values `choice`; its errors, if any, reported.

@@ -214,8 +214,7 @@ class Checker {
           fail(n->cond->span, "a condition must be a scalar, not a tensor of shape " + shape_str(c.shape) +
                                   "; use tl.where for element-wise choice");
         if (c.known && c.kind != SType::Kind::Str) {  // a constexpr condition selects one branch
-          bool taken = c.kind == SType::Kind::Bool ? c.b : c.kind == SType::Kind::Int ? c.n != 0
-                       : c.kind == SType::Kind::Float ? c.x != 0 : c.kind != SType::Kind::None;
+          const bool taken = known_truth(c).value_or(c.kind != SType::Kind::None);
           return exec_block(taken ? n->body : n->orelse, env, result);
         }
         Env then_env = env, else_env = env;
