@@ -828,39 +828,16 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
   if (fn.params.size() != 2 * inputs.size()) fail(span, "the combine function '" + fn.name + "' takes the wrong number of arguments");
   const bool reverse = b.flag("reverse", false);
 
-  int64_t outer = 1, inner = 1;
   const int64_t len = shape[axis];
-  for (int k = 0; k < axis; ++k) outer *= shape[k];
-  for (size_t k = axis + 1; k < shape.size(); ++k) inner *= shape[k];
   Shape slice_shape = shape;
   slice_shape.erase(slice_shape.begin() + axis);
-  auto slice = [&](const Tensor &t, int64_t p) {
-    auto s = std::make_shared<Tensor>();
-    s->type = t.type;
-    s->shape = slice_shape;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t k = (o * len + p) * inner + i;
-        if (t.is_float()) s->f.push_back(t.f[k]);
-        else s->i.push_back(t.i[k]);
-      }
-    return TensorRef(s);
-  };
   std::vector<std::shared_ptr<Tensor>> results;
   for (const TensorRef &t : inputs) results.push_back(std::make_shared<Tensor>(*t));
-  auto put = [&](Tensor &t, const Tensor &s, int64_t p) {
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t k = (o * len + p) * inner + i, j = o * inner + i;
-        if (t.is_float()) t.f[k] = s.f[j];
-        else t.i[k] = s.i[j];
-      }
-  };
   std::vector<TensorRef> running;
   for (int64_t step = 0; step < len; ++step) {
     const int64_t p = reverse ? len - 1 - step : step;
     std::vector<TensorRef> current;
-    for (const TensorRef &t : inputs) current.push_back(slice(*t, p));
+    for (const TensorRef &t : inputs) current.push_back(slice_along(*t, axis, p));
     if (step > 0) {
       std::map<std::string, Value> call_args;
       for (size_t k = 0; k < inputs.size(); ++k) {
@@ -880,7 +857,7 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
       }
     }
     running = current;
-    for (size_t k = 0; k < inputs.size(); ++k) put(*results[k], *running[k], p);
+    for (size_t k = 0; k < inputs.size(); ++k) put_along(*results[k], axis, p, *running[k]);
   }
   if (!tuple) return Value::of_tensor(results[0]);
   std::vector<Value> out;

@@ -379,9 +379,8 @@ TensorRef reduce(const Tensor &t, std::optional<int> axis_opt, bool keep_dims, R
   } else {
     axis = normalize_axis(*axis_opt, shape.size());
   }
-  int64_t outer = 1, inner = 1, len = shape[axis];
-  for (int d = 0; d < axis; ++d) outer *= shape[d];
-  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const AxisLayout layout(shape, axis);
+  const int64_t outer = layout.outer, inner = layout.inner, len = layout.len;
   if (len == 0) throw OpError{"cannot reduce an empty axis"};
 
   Shape out_shape;
@@ -396,7 +395,7 @@ TensorRef reduce(const Tensor &t, std::optional<int> axis_opt, bool keep_dims, R
   const bool is_arg = kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t in = 0; in < inner; ++in) {
-      auto at = [&](int64_t k) { return t.as_double((o * len + k) * inner + in); };
+      auto at = [&](int64_t k) { return t.as_double(layout.at(o, k, in)); };
       double acc = at(0);
       int64_t best = 0;
       for (int64_t k = 1; k < len; ++k) {
@@ -429,24 +428,50 @@ TensorRef reduce(const Tensor &t, std::optional<int> axis_opt, bool keep_dims, R
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t in = 0; in < inner; ++in) {
         int64_t acc = 0;
-        for (int64_t k = 0; k < len; ++k) acc += t.i[(o * len + k) * inner + in];
+        for (int64_t k = 0; k < len; ++k) acc += t.i[layout.at(o, k, in)];
         r->i[o * inner + in] = wrap_int(out.dtype, acc);
       }
   return r;
 }
 
+AxisLayout::AxisLayout(const Shape &shape, int axis) : len(shape[axis]) {
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+}
+
+TensorRef slice_along(const Tensor &t, int axis, int64_t k) {
+  const AxisLayout layout(t.shape, axis);
+  auto s = std::make_shared<Tensor>();
+  s->type = t.type;
+  s->shape = t.shape;
+  s->shape.erase(s->shape.begin() + axis);
+  for (int64_t o = 0; o < layout.outer; ++o)
+    for (int64_t i = 0; i < layout.inner; ++i) {
+      if (t.is_float()) s->f.push_back(t.f[layout.at(o, k, i)]);
+      else s->i.push_back(t.i[layout.at(o, k, i)]);
+    }
+  return s;
+}
+
+void put_along(Tensor &t, int axis, int64_t k, const Tensor &slice) {
+  const AxisLayout layout(t.shape, axis);
+  for (int64_t o = 0; o < layout.outer; ++o)
+    for (int64_t i = 0; i < layout.inner; ++i) {
+      if (t.is_float()) t.f[layout.at(o, k, i)] = slice.f[o * layout.inner + i];
+      else t.i[layout.at(o, k, i)] = slice.i[o * layout.inner + i];
+    }
+}
+
 TensorRef scan(const Tensor &t, int axis_in, bool reverse, ScanKind kind, ElemType out, bool float64) {
-  int axis = normalize_axis(axis_in, t.shape.size());
-  int64_t outer = 1, inner = 1, len = t.shape[axis];
-  for (int d = 0; d < axis; ++d) outer *= t.shape[d];
-  for (size_t d = axis + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+  const AxisLayout layout(t.shape, normalize_axis(axis_in, t.shape.size()));
+  const int64_t len = layout.len;
   auto r = like(out, t.shape);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t in = 0; in < inner; ++in) {
+  for (int64_t o = 0; o < layout.outer; ++o)
+    for (int64_t in = 0; in < layout.inner; ++in) {
       double acc = kind == ScanKind::Sum ? 0.0 : 1.0;
       for (int64_t s = 0; s < len; ++s) {
         int64_t k = reverse ? len - 1 - s : s;
-        int64_t idx = (o * len + k) * inner + in;
+        int64_t idx = layout.at(o, k, in);
         acc = kind == ScanKind::Sum ? acc + t.as_double(idx) : acc * t.as_double(idx);
         // Each partial result is a value of the result type, as in a hardware scan.
         if (r->is_float()) {

@@ -57,6 +57,20 @@ TensorRef compare(const Tensor &a, const Tensor &b, const std::function<bool(dou
 // where(c, a, b): all three of one shape, a and b of one type.
 TensorRef select(const Tensor &c, const Tensor &a, const Tensor &b);
 
+// A row-major shape seen along one axis: `outer` blocks before it, `len`
+// positions on it, `inner` elements after it; element (o, k, i) is at
+// (o * len + k) * inner + i.
+struct AxisLayout {
+  AxisLayout(const Shape &shape, int axis);
+  int64_t outer = 1, len = 1, inner = 1;
+  int64_t at(int64_t o, int64_t k, int64_t i) const { return (o * len + k) * inner + i; }
+};
+
+// The elements at position k of `axis` (a tensor without that axis), and
+// the reverse: write such a slice into position k of `t`.
+TensorRef slice_along(const Tensor &t, int axis, int64_t k);
+void put_along(Tensor &t, int axis, int64_t k, const Tensor &slice);
+
 enum class ReduceKind { Sum, Max, Min, ArgMax, ArgMin };
 // Reduce along `axis` (or all axes when axis is nullopt), in the result type
 // `out`. ArgMax/ArgMin return int32 indices (the first of equal values, or the
