@@ -352,9 +352,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   const std::string output_list = join_each(outputs, name_of), wrt_list = join_each(inputs_with_gradient, name_of);
   py << header << "#\n"
      << "# Launch it as the Triton kernel, from this module:\n"
-     << "#     " << output_list << " = " << name << "[grid](" << call_list << ")\n"
+     // A named tuple even for one output: `Y, = ...` unpacks it (`Y = ...` would bind the tuple).
+     << "#     " << output_list << (outputs.size() == 1 ? "," : "") << " = " << name << "[grid](" << call_list << ")\n"
      << "# It returns the buffers the kernel stores to (" << output_list
-     << ") as new tensors, shaped and strided like those\n"
+     << ") as a named tuple of new tensors, shaped and strided like those\n"
      << "# passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty\n"
      << "# leaves it); autograd differentiates them with respect to " << wrt_list << ".\n"
      << "# Eager and torch.compile(fullgraph=True). The ops are " << op_namespace << "::" << forward_op << " and "

@@ -4,8 +4,8 @@
 # Generic: the same backward for x_ptr = *fp32, *fp16, *bf16; y_ptr = *fp32, *fp16, *bf16; out_ptr = *fp32, *fp16, *bf16; n_elements = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     out_ptr = add_kernel[grid](x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE=BLOCK_SIZE)
-# It returns the buffers the kernel stores to (out_ptr) as new tensors, shaped and strided like those
+#     out_ptr, = add_kernel[grid](x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE=BLOCK_SIZE)
+# It returns the buffers the kernel stores to (out_ptr) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to x_ptr, y_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_add_kernel::add_kernel_forward and tgrad_torch_add_kernel::add_kernel_backward.

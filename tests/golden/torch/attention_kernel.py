@@ -5,7 +5,7 @@
 #
 # Launch it as the Triton kernel, from this module:
 #     M, Out = attn_fwd_kernel[grid](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=IS_CAUSAL)
-# It returns the buffers the kernel stores to (M, Out) as new tensors, shaped and strided like those
+# It returns the buffers the kernel stores to (M, Out) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to Q, K, V.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_attention_kernel::attn_fwd_kernel_forward and tgrad_torch_attention_kernel::attn_fwd_kernel_backward.

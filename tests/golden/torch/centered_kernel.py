@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; Y = *fp32, *fp16, *bf16; L = *fp32, *fp16, *bf16; S = *fp32, *fp16, *bf16; n_cols = int32.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = centered_kernel[grid](X, Y, L, S, n_cols, SPLIT=SPLIT, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = centered_kernel[grid](X, Y, L, S, n_cols, SPLIT=SPLIT, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, L.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_centered_kernel::centered_kernel_forward and tgrad_torch_centered_kernel::centered_kernel_backward.

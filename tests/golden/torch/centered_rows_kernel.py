@@ -6,7 +6,7 @@
 #
 # Launch it as the Triton kernel, from this module:
 #     Y, Mean = centered_rows_kernel[grid](X, W, Y, Mean, n_cols, IS_CENTERED=IS_CENTERED, HAS_WEIGHT=HAS_WEIGHT, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y, Mean) as new tensors, shaped and strided like those
+# It returns the buffers the kernel stores to (Y, Mean) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, W.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward and tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward.

@@ -4,8 +4,8 @@
 # Generic: the same backward for logits_ptr = *fp32, *fp16, *bf16; targets_ptr = *fp32, *fp16, *bf16; loss_ptr = *fp32; stride = int32; n_cols = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     loss_ptr = cross_entropy_kernel[grid](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE=BLOCK_SIZE)
-# It returns the buffers the kernel stores to (loss_ptr) as new tensors, shaped and strided like those
+#     loss_ptr, = cross_entropy_kernel[grid](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE=BLOCK_SIZE)
+# It returns the buffers the kernel stores to (loss_ptr) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to logits_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_forward and tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward.

@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; G = *fp32, *fp16, *bf16; H = *fp32, *fp16, *bf16; n_rows = int32, fp32; T = int32.
 #
 # Launch it as the Triton kernel, from this module:
-#     H = decay_scan_kernel[grid](X, G, H, n_rows, T, BLOCK_ROWS=BLOCK_ROWS, BLOCK_T=BLOCK_T, REVERSE=REVERSE)
-# It returns the buffers the kernel stores to (H) as new tensors, shaped and strided like those
+#     H, = decay_scan_kernel[grid](X, G, H, n_rows, T, BLOCK_ROWS=BLOCK_ROWS, BLOCK_T=BLOCK_T, REVERSE=REVERSE)
+# It returns the buffers the kernel stores to (H) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, G.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_decay_scan_kernel::decay_scan_kernel_forward and tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward.

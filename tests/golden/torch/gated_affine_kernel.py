@@ -5,8 +5,8 @@
 # Specialized: one backward per value of HAS_WEIGHT = True, False; HAS_BIAS = True, False.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = gated_affine_kernel[grid](X, W, B, Y, n_cols, HAS_WEIGHT=HAS_WEIGHT, HAS_BIAS=HAS_BIAS, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = gated_affine_kernel[grid](X, W, B, Y, n_cols, HAS_WEIGHT=HAS_WEIGHT, HAS_BIAS=HAS_BIAS, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, W, B.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_gated_affine_kernel::gated_affine_kernel_forward and tgrad_torch_gated_affine_kernel::gated_affine_kernel_backward.

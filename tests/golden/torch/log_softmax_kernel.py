@@ -4,8 +4,8 @@
 # Generic: the same backward for out_ptr = *fp32, *fp16, *bf16; in_ptr = *fp32, *fp16, *bf16; in_row_stride = int32; out_row_stride = int32; n_cols = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     out_ptr = log_softmax_kernel[grid](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE=BLOCK_SIZE)
-# It returns the buffers the kernel stores to (out_ptr) as new tensors, shaped and strided like those
+#     out_ptr, = log_softmax_kernel[grid](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE=BLOCK_SIZE)
+# It returns the buffers the kernel stores to (out_ptr) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to in_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_log_softmax_kernel::log_softmax_kernel_forward and tgrad_torch_log_softmax_kernel::log_softmax_kernel_backward.

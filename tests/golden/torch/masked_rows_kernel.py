@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32; Y = *fp32, *fp16, *bf16; T = *fp32, *fp16, *bf16; n_rows = int32, fp32; n_cols = int32; ignore_index = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = masked_rows_kernel[grid](X, Y, T, n_rows, n_cols, ignore_index, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = masked_rows_kernel[grid](X, Y, T, n_rows, n_cols, ignore_index, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_masked_rows_kernel::masked_rows_kernel_forward and tgrad_torch_masked_rows_kernel::masked_rows_kernel_backward.

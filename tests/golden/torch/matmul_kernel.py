@@ -4,8 +4,8 @@
 # Generic: the same backward for a_ptr = *fp32, *fp16, *bf16; b_ptr = *fp32, *fp16, *bf16; c_ptr = *fp32, *fp16, *bf16; M = int32; N = int32; K = int32; stride_am = int32; stride_ak = int32; stride_bk = int32; stride_bn = int32; stride_cm = int32; stride_cn = int32.
 #
 # Launch it as the Triton kernel, from this module:
-#     c_ptr = matmul_kernel[grid](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, ACTIVATION=ACTIVATION)
-# It returns the buffers the kernel stores to (c_ptr) as new tensors, shaped and strided like those
+#     c_ptr, = matmul_kernel[grid](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, ACTIVATION=ACTIVATION)
+# It returns the buffers the kernel stores to (c_ptr) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to a_ptr, b_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_matmul_kernel::matmul_kernel_forward and tgrad_torch_matmul_kernel::matmul_kernel_backward.

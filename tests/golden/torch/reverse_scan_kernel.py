@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; A = *fp32, *fp16, *bf16; H = *fp32, *fp16, *bf16; n_steps = int32.
 #
 # Launch it as the Triton kernel, from this module:
-#     H = reverse_scan_kernel[grid](X, A, H, n_steps, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (H) as new tensors, shaped and strided like those
+#     H, = reverse_scan_kernel[grid](X, A, H, n_steps, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (H) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, A.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_reverse_scan_kernel::reverse_scan_kernel_forward and tgrad_torch_reverse_scan_kernel::reverse_scan_kernel_backward.

@@ -5,7 +5,7 @@
 #
 # Launch it as the Triton kernel, from this module:
 #     Y, Rstd = rms_norm_fwd_kernel[grid](X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE=BLOCK_SIZE)
-# It returns the buffers the kernel stores to (Y, Rstd) as new tensors, shaped and strided like those
+# It returns the buffers the kernel stores to (Y, Rstd) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, W.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward and tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward.

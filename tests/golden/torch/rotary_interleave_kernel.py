@@ -5,7 +5,7 @@
 #
 # Launch it as the Triton kernel, from this module:
 #     Y, S = rotary_interleave_kernel[grid](X, COS, SIN, Y, S, HALF=HALF)
-# It returns the buffers the kernel stores to (Y, S) as new tensors, shaped and strided like those
+# It returns the buffers the kernel stores to (Y, S) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, COS, SIN.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward and tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward.

@@ -4,8 +4,8 @@
 # Generic: the same backward for Q = *fp32, *fp16, *bf16; COS = *fp32, *fp16, *bf16; SIN = *fp32, *fp16, *bf16; OUT = *fp32, *fp16, *bf16; n_heads = int32.
 #
 # Launch it as the Triton kernel, from this module:
-#     OUT = rotary_kernel[grid](Q, COS, SIN, OUT, n_heads, HEADS=HEADS, HALF=HALF)
-# It returns the buffers the kernel stores to (OUT) as new tensors, shaped and strided like those
+#     OUT, = rotary_kernel[grid](Q, COS, SIN, OUT, n_heads, HEADS=HEADS, HALF=HALF)
+# It returns the buffers the kernel stores to (OUT) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to Q, COS, SIN.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_rotary_kernel::rotary_kernel_forward and tgrad_torch_rotary_kernel::rotary_kernel_backward.

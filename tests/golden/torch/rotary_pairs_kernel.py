@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; COS = *fp32, *fp16, *bf16; SIN = *fp32, *fp16, *bf16; Y = *fp32, *fp16, *bf16; n_rows = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = rotary_pairs_kernel[grid](X, COS, SIN, Y, n_rows, HALF=HALF, BLOCK_ROWS=BLOCK_ROWS)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = rotary_pairs_kernel[grid](X, COS, SIN, Y, n_rows, HALF=HALF, BLOCK_ROWS=BLOCK_ROWS)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, COS, SIN.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_forward and tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_backward.

@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; W = *fp32, *fp16, *bf16; SEEDS = *int32; Y = *fp32, *fp16, *bf16; n_cols = int32; p = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = row_dropout_scale_kernel[grid](X, W, SEEDS, Y, n_cols, p, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = row_dropout_scale_kernel[grid](X, W, SEEDS, Y, n_cols, p, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, W.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_forward and tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_backward.

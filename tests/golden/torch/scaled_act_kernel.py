@@ -4,8 +4,8 @@
 # Generic: the same backward for x_ptr = *fp32; out_ptr = *fp32, *fp16, *bf16; n_elements = int32, fp32; mode = int32, fp32; scale = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     out_ptr = scaled_act_kernel[grid](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE=BLOCK_SIZE)
-# It returns the buffers the kernel stores to (out_ptr) as new tensors, shaped and strided like those
+#     out_ptr, = scaled_act_kernel[grid](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE=BLOCK_SIZE)
+# It returns the buffers the kernel stores to (out_ptr) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to x_ptr.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_scaled_act_kernel::scaled_act_kernel_forward and tgrad_torch_scaled_act_kernel::scaled_act_kernel_backward.

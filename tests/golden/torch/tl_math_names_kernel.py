@@ -4,8 +4,8 @@
 # Generic: the same backward for X = *fp32, *fp16, *bf16; Y = *fp32, *fp16, *bf16; G = *fp32, *fp16, *bf16; N = int32, fp32.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = tl_math_names_kernel[grid](X, Y, G, N, BLOCK=BLOCK)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = tl_math_names_kernel[grid](X, Y, G, N, BLOCK=BLOCK)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, G.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_forward and tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_backward.

@@ -5,8 +5,8 @@
 # Specialized: one backward per value of IS_VARLEN = True, False.
 #
 # Launch it as the Triton kernel, from this module:
-#     Y = varlen_gate_kernel[grid](X, G, Y, cu_seqlens, T, D, IS_VARLEN=IS_VARLEN, BT=BT, BD=BD)
-# It returns the buffers the kernel stores to (Y) as new tensors, shaped and strided like those
+#     Y, = varlen_gate_kernel[grid](X, G, Y, cu_seqlens, T, D, IS_VARLEN=IS_VARLEN, BT=BT, BD=BD)
+# It returns the buffers the kernel stores to (Y) as a named tuple of new tensors, shaped and strided like those
 # passed, which it leaves as they are (an element the kernel does not store is unset, as torch.empty
 # leaves it); autograd differentiates them with respect to X, G.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_varlen_gate_kernel::varlen_gate_kernel_forward and tgrad_torch_varlen_gate_kernel::varlen_gate_kernel_backward.
