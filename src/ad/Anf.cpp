@@ -409,10 +409,14 @@ class Normalizer {
           func = std::make_unique<Attribute>(atom(*attr->value), attr->attr, c->func->span);  // a method's receiver
         else
           func = rename(*c->func);
-        // A scan's inputs stay a tuple of atoms: reverse mode reads them there.
-        const bool scan = (isa<Attribute>(c->func.get()) && cast<Attribute>(c->func.get())->attr == "associative_scan") ||
-                          (isa<Name>(c->func.get()) && cast<Name>(c->func.get())->id == "associative_scan");
-        auto argument = [&](const Expr &a) { return scan && isa<Tuple>(&a) ? operation(a) : atom(a); };
+        // A scan's inputs and inline assembly's args= stay a tuple (list) of
+        // atoms: reverse mode reads them there.
+        const sema::SType *callee = type_of(*c->func);
+        const bool operand_list = callee && callee->kind == sema::SType::Kind::Builtin &&
+                                  (callee->s == "tl.associative_scan" || callee->s == "tl.inline_asm_elementwise");
+        auto argument = [&](const Expr &a) {
+          return operand_list && (isa<Tuple>(&a) || isa<List>(&a)) ? operation(a) : atom(a);
+        };
         ExprList args;
         for (const ExprPtr &a : c->args) args.push_back(argument(*a));
         std::vector<Keyword> kws;
@@ -444,6 +448,11 @@ class Normalizer {
         ExprList elts;
         for (const ExprPtr &x : cast<Tuple>(&e)->elts) elts.push_back(atom(*x));
         return std::make_unique<Tuple>(std::move(elts), e.span);
+      }
+      case NodeKind::List: {  // inline assembly's args= (above)
+        ExprList elts;
+        for (const ExprPtr &x : cast<List>(&e)->elts) elts.push_back(atom(*x));
+        return std::make_unique<List>(std::move(elts), e.span);
       }
       case NodeKind::Name: return rename(e);
       default:

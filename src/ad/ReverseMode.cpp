@@ -409,6 +409,7 @@ class Engine {
           return op;
         }
         std::string full = f && f->kind == SType::Kind::Builtin ? f->s : "";
+        if (full == "tl.inline_asm_elementwise" && classify_approximation(*c, op)) return op;
         if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && full.rfind("tensor.", 0) == 0)
           op.args.push_back(attr->value.get());  // the method's receiver
         std::string k = full.substr(full.find('.') + 1);
@@ -422,6 +423,35 @@ class Engine {
       }
       default: op.key = kind_name(v.kind); return op;
     }
+  }
+
+  // A one-instruction PTX approximation (`tanh.approx.f32 $0, $1;` on
+  // args=[x]) differentiates as the function it approximates, on x. Sema
+  // typed the call only when it is one (else its type is unknown and the
+  // dependence check stops there).
+  bool classify_approximation(const Call &c, Op &op) {
+    const SType *t = anf_types_.type_of(&c);
+    if (!t || !t->is_tensor()) return false;
+    const Expr *text = nullptr, *spec = nullptr, *operands = nullptr;
+    const std::vector<std::string> order = {"asm", "constraints", "args"};
+    for (size_t k = 0; k < c.args.size() && k < order.size(); ++k)
+      (k == 0 ? text : k == 1 ? spec : operands) = c.args[k].get();
+    for (const Keyword &kw : c.keywords) {
+      if (kw.name == "asm") text = kw.value.get();
+      if (kw.name == "constraints") spec = kw.value.get();
+      if (kw.name == "args") operands = kw.value.get();
+    }
+    auto *asm_text = text ? dyn_cast<StrLit>(text) : nullptr;
+    auto *constraints = spec ? dyn_cast<StrLit>(spec) : nullptr;
+    const ExprList *elts = !operands ? nullptr
+                           : isa<List>(operands) ? &cast<List>(operands)->elts
+                           : isa<Tuple>(operands) ? &cast<Tuple>(operands)->elts : nullptr;
+    if (!asm_text || !constraints || !elts || elts->size() != 1) return false;
+    const std::string function = sema::approximated_math_function(asm_text->value, constraints->value);
+    if (function.empty()) return false;
+    op.key = function;
+    op.args = {(*elts)[0].get()};
+    return true;
   }
 
   // ------------------------------------------------- dependence check
@@ -471,7 +501,12 @@ class Engine {
       if (imported.bound && !imported.target)
         why = "'" + root + "' is imported from '" + imported.module + "', which tgrad does not read, so it cannot "
               "tell what '" + callee + "(...)' computes";
-      else if (f && f->kind == SType::Kind::Builtin && f->s.rfind("tl.", 0) == 0 && sema::is_untyped_tl_builtin(f->s.substr(3)))
+      else if (f && f->kind == SType::Kind::Builtin && f->s == "tl.inline_asm_elementwise") {
+        why = "tgrad cannot differentiate this inline assembly: it knows only one-instruction approximations of math "
+              "functions on one fp32 operand (tanh, sin, cos, ex2, lg2, rsqrt or sqrt .approx.f32 $0, $1; with "
+              "constraints \"=f,f\")";
+        advice = "Compute the value with tl, tl.math or libdevice functions where the gradient matters";
+      } else if (f && f->kind == SType::Kind::Builtin && f->s.rfind("tl.", 0) == 0 && sema::is_untyped_tl_builtin(f->s.substr(3)))
       {
         why = "tgrad does not differentiate " + f->s + " yet";
         advice = "Write it with the operations tgrad differentiates (the README lists them)";
@@ -2848,21 +2883,23 @@ class Engine {
     m.imports.push_back(tl);
     std::set<std::string> bound = {"triton", "tl"};
     // The binding of each name read that sema used (resolve_import), as the
-    // user wrote it; an alternative from an if/try block stands alone.
+    // user wrote it; an alternative from an if/try block stands alone. A
+    // `NAME = a.b.c` needs the binding of `a` before it.
+    std::function<void(const std::string &)> bind = [&](const std::string &name) {
+      if (bound.count(name) || module_.find_function(name)) return;  // a helper: emitted in the file
+      sema::ImportedName used = sema::resolve_import(module_, name);
+      if (!used.statement) return;
+      bound.insert(name);
+      Import one = *used.statement;
+      if (one.assignment) bind(one.module.substr(0, one.module.find('.')));
+      one.names = {used.statement->names[used.entry]};
+      one.conditional = false;
+      one.followed = false;  // the backward file stands alone: it prints every import it needs
+      m.imports.push_back(one);
+    };
     for (const Import &imp : module_.imports)
-      for (size_t k = 0; k < imp.names.size(); ++k) {
-        const std::string name = ast::bound_name(imp, k);
-        if (!read.count(name) || bound.count(name)) continue;
-        if (module_.find_function(name)) continue;  // a helper read from the user's module: emitted in the file
-        sema::ImportedName used = sema::resolve_import(module_, name);
-        if (used.statement != &imp || used.entry != k) continue;
-        Import one = imp;
-        one.names = {imp.names[k]};
-        one.conditional = false;
-        one.followed = false;  // the backward file stands alone: it prints every import it needs
-        m.imports.push_back(one);
-        bound.insert(name);
-      }
+      for (size_t k = 0; k < imp.names.size(); ++k)
+        if (read.count(ast::bound_name(imp, k))) bind(ast::bound_name(imp, k));
     if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
   }
 
@@ -3421,8 +3458,35 @@ class Engine {
         bool is_none = isa<NoneLit>(cmp->left.get());
         return cmp->ops[0] == CompareOpKind::Is ? is_none : !is_none;
       }
+      if (std::optional<bool> below = dimension_below(*c)) return *below;
       fail(forward.span, "the adjoint of '" + op.key + "' needs its keyword arguments to be literals (True, False, None, "
                          "an integer), not " + emit::print_expr(*c));
+    }
+
+    // `x.shape[k] < n` (k may count from the end): true where the dimension
+    // is known and below n; a dimension known only as a symbol is taken as not
+    // below (tile sizes: Triton itself rejects the backward if one is).
+    std::optional<bool> dimension_below(const Expr &c) const {
+      auto *cmp = dyn_cast<Compare>(&c);
+      if (!cmp || cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) return std::nullopt;
+      auto *sub = dyn_cast<Subscript>(cmp->left.get());
+      auto *bound_to = dyn_cast<IntLit>(cmp->comparators[0].get());
+      if (!sub || !bound_to || sub->indices.size() != 1) return std::nullopt;
+      auto *attr = dyn_cast<Attribute>(sub->value.get());
+      const Name *x = attr && attr->attr == "shape" ? dyn_cast<Name>(attr->value.get()) : nullptr;
+      if (!x) return std::nullopt;
+      long long axis = 0;
+      if (auto *k = dyn_cast<IntLit>(sub->indices[0].get())) axis = static_cast<long long>(k->value);
+      else if (auto *u = dyn_cast<UnaryOp>(sub->indices[0].get()); u && u->op == UnaryOpKind::Neg && isa<IntLit>(u->operand.get()))
+        axis = -static_cast<long long>(cast<IntLit>(u->operand.get())->value);
+      else return std::nullopt;
+      const SType *t = engine.type_of_name(x->id);
+      if (!t || !t->is_tensor()) return std::nullopt;
+      const long long rank = static_cast<long long>(t->shape.size());
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return std::nullopt;
+      const sema::Dim &d = t->shape[static_cast<size_t>(axis)];
+      return d.value && *d.value < static_cast<int64_t>(bound_to->value);
     }
 
     void block(const StmtList &body) {

@@ -150,7 +150,8 @@ bool equal(const Module &a, const Module &b) {
     return false;
   for (size_t i = 0; i < a.imports.size(); ++i) {
     const Import &x = a.imports[i], &y = b.imports[i];
-    if (x.is_from != y.is_from || x.module != y.module || x.names != y.names || x.conditional != y.conditional)
+    if (x.is_from != y.is_from || x.assignment != y.assignment || x.module != y.module || x.names != y.names ||
+        x.conditional != y.conditional)
       return false;
     // Which if/try statement a conditional import sat in only decides how
     // --emit source groups the alternatives; it is not compared.

@@ -387,6 +387,10 @@ std::vector<std::string> bound_names(const Import &imp) {
 
 void print_import(std::ostringstream &out, const Import &imp, int depth = 0) {
   out << std::string(static_cast<size_t>(depth) * 4, ' ');
+  if (imp.assignment) {
+    out << imp.names[0].second << " = " << imp.module << '\n';
+    return;
+  }
   auto name_with_alias = [&](const std::pair<std::string, std::string> &n) {
     out << n.first;
     if (!n.second.empty()) out << " as " << n.second;
@@ -494,11 +498,14 @@ std::string print_module(const Module &m) {
     while (end < m.imports.size() && m.imports[end].conditional && m.imports[end].group == m.imports[k].group &&
            bound_names(m.imports[end]) == bound_names(m.imports[k]))
       ++end;
+    // (An alternative `NAME = a.b.c` fails with AttributeError.)
+    bool assignment = false;
+    for (size_t a = k; a < end; ++a) assignment |= m.imports[a].assignment;
     for (size_t a = k; a < end; ++a) {
       const std::string indent(static_cast<size_t>(a - k) * 4, ' ');
       out << indent << "try:\n";
       print_import(out, m.imports[a], static_cast<int>(a - k) + 1);
-      out << indent << "except ImportError:\n";
+      out << indent << (assignment ? "except (ImportError, AttributeError):\n" : "except ImportError:\n");
     }
     out << std::string(static_cast<size_t>(end - k) * 4, ' ') << "pass\n";
     k = end - 1;

@@ -206,6 +206,19 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   const std::string short_name = name.substr(name.find('.') + 1);
   const bool f64 = float64();
 
+  // Inline PTX runs here only where it is a one-instruction approximation of
+  // a math function (sema's reading): the interpreter computes the function.
+  if (name == "tl.inline_asm_elementwise") {
+    Bound b(*this, name, {"asm", "constraints", "args", "dtype", "is_pure", "pack"}, args, kwargs, span);
+    const Value &text = b.get("asm"), &spec = b.get("constraints"), &operands = b.get("args");
+    const std::string function = text.kind == Value::Kind::Str && spec.kind == Value::Kind::Str
+                                     ? sema::approximated_math_function(text.s, spec.s) : "";
+    if (function.empty() || operands.kind != Value::Kind::Tuple || operands.elems->size() != 1)
+      fail(span, "tgrad's interpreter cannot run inline assembly; it runs only one-instruction approximations of "
+                 "math functions on one fp32 operand (\"tanh.approx.f32 $0, $1;\", constraints \"=f,f\")");
+    return call_builtin(Value::of_builtin("math." + function), {(*operands.elems)[0]}, {}, span);
+  }
+
   // ---------------------------------------------------- Python builtins
   if (name == "range" || name == "tl.range" || name == "tl.static_range")
     fail(span, name + "() can only be used as the iterable of a for loop");
@@ -724,8 +737,8 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     const size_t r = x->shape.size();
     if (r >= 2 && y->shape.size() == r) {
       int64_t min_k = in == DType::Int8 ? 32 : 16;
-      if (x->shape[r - 2] < 16 || y->shape[r - 1] < 16 || x->shape[r - 1] < min_k)
-        fail(span, "tl.dot needs M and N of at least 16 and K of at least " + std::to_string(min_k) + ", got " +
+      if (x->shape[r - 1] < min_k)  // M and N may be 1 (Triton 3.6, measured)
+        fail(span, "tl.dot needs an inner dimension K of at least " + std::to_string(min_k) + ", got " +
                        shape_str(x->shape) + " @ " + shape_str(y->shape));
     }
     TensorRef acc = b.has("acc") ? b.tensor("acc") : nullptr;

@@ -113,6 +113,19 @@ struct Follower {
         found = true;
         if (!defined) into.constants.push_back(Constant{as, c.span, clone(*c.stmt), true});
       }
+    // `name = a.b.c` there (`triton_tanh = libdevice.tanh`, each alternative
+    // of a module-level if): the same binding here, after the import that
+    // asked for it, so that it is the binding sema resolves.
+    std::vector<Import> aliases;
+    for (const Import &imp : from.imports)
+      if (imp.assignment && imp.names[0].second == name) {
+        Import copy = imp;
+        copy.names[0].second = as;
+        copy.followed = true;
+        aliases.push_back(std::move(copy));
+      }
+    found |= !aliases.empty();
+    if (!aliases.empty() && !defined) into.imports.insert(into.imports.end(), aliases.begin(), aliases.end());
     return found;
   }
 

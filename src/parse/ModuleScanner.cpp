@@ -141,7 +141,10 @@ class Scanner {
         // PRECISION = tl.constexpr('tf32')` / `else: ...`).
         const size_t before = chunks_.size();
         on_simple_statement(k);
-        if (chunks_.size() > before) chunks_.back().conditional = !top_level;
+        if (chunks_.size() > before) {
+          chunks_.back().conditional = !top_level;
+          if (chunks_.back().kind == Chunk::Kind::Alias) chunks_.back().group = top_level ? 0 : group_;
+        }
       }
       decorator_lines.clear();
       k = body_end;
@@ -245,6 +248,27 @@ class Scanner {
     if (word(k, 1) == "=" && (after = after_constexpr(2)) && word(k, after) == "(") {
       add_chunk(Chunk::Kind::Constant, k, k + 1, {});
       return;
+    }
+    // ALIAS = a.b.c, a dotted name (`triton_tanh = libdevice.tanh`,
+    // `tanh = tl.extra.cuda.libdevice.tanh`): another name for what a.b.c is,
+    // which sema resolves like an import (Triton's modules, or unknown).
+    if (word(k, 1) == "=" && size(k) >= 5 && size(k) % 2 == 1) {
+      std::string dotted = word(k, 2);
+      bool chain = toks_[lines_[k].first + 2].type == TileLangLexer::NAME;
+      for (size_t i = 3; chain && i < size(k); i += 2) {
+        chain = word(k, i) == "." && toks_[lines_[k].first + i + 1].type == TileLangLexer::NAME;
+        dotted += "." + word(k, i + 1);
+      }
+      if (chain) {
+        Chunk alias;
+        alias.kind = Chunk::Kind::Alias;
+        alias.first_line = first(k).line;
+        alias.host_name = word(k, 0);
+        alias.alias_of = dotted;
+        alias.span = span_of(lines_[k].first, lines_[k].last);
+        chunks_.push_back(std::move(alias));
+        return;
+      }
     }
     // ALIAS = NAME, NAME a jit function above: a copy named ALIAS.
     if (word(k, 1) == "=" && size(k) == 3 && first(k).type == TileLangLexer::NAME) {

@@ -26,16 +26,18 @@
 namespace tgrad::parse {
 
 struct Chunk {
-  enum class Kind { Function, Import, Constant, HostName };
+  enum class Kind { Function, Import, Constant, HostName, Alias };
   Kind kind = Kind::Function;
   int first_line = 1;  // 1-based file line where `text` starts
   std::string text;    // whole lines, first_line onwards
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
   std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
-  std::string host_name;                   // HostName: the name bound (text is empty)
-  bool conditional = false;                // Import inside a module-level if/try block
-  int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import
+  std::string host_name;                   // HostName, Alias: the name bound (text is empty)
+  std::string alias_of;                    // Alias: the dotted name it binds (`triton_tanh = libdevice.tanh`)
+  SourceSpan span;                         // Alias: the statement
+  bool conditional = false;                // Import or Alias inside a module-level if/try block
+  int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import or Alias
 };
 
 std::vector<Chunk> scan_module(const SourceManager &sources, int file_id, DiagEngine &diags);

@@ -168,6 +168,17 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     module.host_names.push_back(chunk.host_name);
     return;
   }
+  if (chunk.kind == Chunk::Kind::Alias) {  // NAME = a.b.c: resolved like an import
+    ast::Import alias;
+    alias.span = chunk.span;
+    alias.assignment = true;
+    alias.module = chunk.alias_of;
+    alias.names = {{chunk.alias_of, chunk.host_name}};
+    alias.conditional = chunk.conditional;
+    alias.group = chunk.group;
+    module.imports.push_back(std::move(alias));
+    return;
+  }
   ChunkLocator locator{file_id, chunk.first_line};
   antlr4::ANTLRInputStream input(chunk.text);
   TileLangLexer lexer(&input);
@@ -214,7 +225,8 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       if (build_import(tree->import_stmt(), locator, diags, imp)) module.imports.push_back(std::move(imp));
       return;
     }
-    case Chunk::Kind::HostName: return;  // above
+    case Chunk::Kind::HostName:
+    case Chunk::Kind::Alias: return;  // above
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
       if (report_syntax_errors()) return;

@@ -1,5 +1,6 @@
 #include "tgrad/sema/Names.h"
 
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -52,6 +53,24 @@ bool is_math_classification(const std::string &name) {
 }
 bool is_untyped_tl_builtin(const std::string &name) { return kTlUntyped.count(name) > 0; }
 bool is_math_function(const std::string &name) { return kMathFunctions.count(name) > 0; }
+
+std::string approximated_math_function(const std::string &asm_text, const std::string &constraints) {
+  // Whitespace-insensitive: "tanh.approx.f32 $0, $1;" and "tanh.approx.ftz.f32 $0,$1".
+  std::string text, spec;
+  for (char c : asm_text)
+    if (!std::isspace(static_cast<unsigned char>(c))) text += c;
+  for (char c : constraints)
+    if (!std::isspace(static_cast<unsigned char>(c))) spec += c;
+  if (spec != "=f,f") return "";
+  if (!text.empty() && text.back() == ';') text.pop_back();
+  static const std::pair<const char *, const char *> instructions[] = {
+      {"tanh", "tanh"}, {"sin", "sin"}, {"cos", "cos"}, {"ex2", "exp2"}, {"lg2", "log2"}, {"rsqrt", "rsqrt"},
+      {"sqrt", "sqrt"}};
+  for (const auto &[ptx, function] : instructions)
+    for (const char *suffix : {".approx.f32$0,$1", ".approx.ftz.f32$0,$1"})
+      if (text == std::string(ptx) + suffix) return function;
+  return "";
+}
 
 std::optional<KnownName> namespace_member(const std::string &space, const std::string &attr) {
   if (space == "tl") {
@@ -109,8 +128,36 @@ std::string namespace_of_module(const std::string &module) {
 
 namespace {
 
+ImportedName resolve_import(const ast::Module &module, const std::string &name, int depth);
+
+// What `NAME = a.b.c` binds NAME to: what a names (an import, or a module
+// level alias), then each attribute of a known namespace in turn.
+void resolve_assignment(const ast::Module &module, const std::string &dotted, ImportedName &result, int depth) {
+  std::vector<std::string> parts;
+  for (size_t from = 0;;) {
+    const size_t dot = dotted.find('.', from);
+    parts.push_back(dotted.substr(from, dot - from));
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  // An alias of an alias: a chain that long (or a cycle) is not followed.
+  if (depth > 8) return;
+  ImportedName root = resolve_import(module, parts[0], depth + 1);
+  if (!root.bound) return;
+  result.module = root.module;
+  if (!root.target) return;
+  std::optional<KnownName> at = root.target;
+  for (size_t k = 1; k < parts.size() && at; ++k) {
+    if (at->kind != KnownName::Kind::Namespace) return;
+    result.known_module = true;
+    result.member = parts[k];
+    at = namespace_member(at->name, parts[k]);
+  }
+  result.target = at;
+}
+
 // What one import statement binds `name` to (bound = false if it does not).
-ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
+ImportedName resolve_in(const ast::Module &module, const ast::Import &imp, const std::string &name, int depth) {
   ImportedName result;
   for (size_t k = imp.names.size(); k-- > 0;) {
     const auto &entry = imp.names[k];
@@ -119,7 +166,9 @@ ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
     result.bound = true;
     result.statement = &imp;
     result.entry = k;
-    if (imp.is_from) {
+    if (imp.assignment) {
+      resolve_assignment(module, imp.module, result, depth);
+    } else if (imp.is_from) {
       // `from M import x [as y]`: x is a member of M, or the submodule M.x.
       result.module = imp.module;
       result.member = entry.first;
@@ -141,13 +190,12 @@ ImportedName resolve_in(const ast::Import &imp, const std::string &name) {
   return result;
 }
 
-}  // namespace
 
-ImportedName resolve_import(const ast::Module &module, const std::string &name) {
+ImportedName resolve_import(const ast::Module &module, const std::string &name, int depth) {
   // The last unconditional binding, and the alternatives after it.
   std::vector<ImportedName> alternatives;
   for (auto imp = module.imports.rbegin(); imp != module.imports.rend(); ++imp) {
-    ImportedName found = resolve_in(*imp, name);
+    ImportedName found = resolve_in(module, *imp, name, depth);
     if (!found.bound) continue;
     if (!imp->conditional) {
       if (alternatives.empty()) return found;
@@ -158,6 +206,12 @@ ImportedName resolve_import(const ast::Module &module, const std::string &name) 
   for (const ImportedName &a : alternatives)
     if (a.target) return a;
   return alternatives.empty() ? ImportedName{} : alternatives.front();
+}
+
+}  // namespace
+
+ImportedName resolve_import(const ast::Module &module, const std::string &name) {
+  return resolve_import(module, name, 0);
 }
 
 }  // namespace tgrad::sema

@@ -998,9 +998,11 @@ class Checker {
         fail(span, "tl.dot inner dimensions differ: " + shape_str(a.shape) + " and " + shape_str(b.shape));
       info_.assumptions.push_back({span, k1, k2});
     }
-    for (const Dim &d : {a.shape[r - 2], b.shape[r - 1], k1})
-      if (d.value && *d.value < 16)
-        fail(span, "tl.dot needs every dimension of at least 16, got " + shape_str(a.shape) + " @ " + shape_str(b.shape));
+    // Triton 3.6 on the H100 (measured): M and N from 1, K of at least 16 (32 for int8).
+    const int64_t min_k = a.elem.dtype == DType::Int8 ? 32 : 16;
+    if (k1.value && *k1.value < min_k)
+      fail(span, "tl.dot needs an inner dimension K of at least " + std::to_string(min_k) + ", got " +
+                     shape_str(a.shape) + " @ " + shape_str(b.shape));
     SymShape shape = r == 3 ? SymShape{a.shape[0], a.shape[1], b.shape[2]} : SymShape{a.shape[0], b.shape[1]};
     if (acc && acc->is_tensor()) {
       if (acc->shape.size() != shape.size()) fail(span, "tl.dot accumulator has shape " + shape_str(acc->shape) + ", the product " + shape_str(shape));
@@ -1084,6 +1086,28 @@ class Checker {
     return fallback;
   }
 
+  // tl.inline_asm_elementwise: a one-instruction PTX approximation of a math
+  // function on one fp32 tensor has that tensor's type; any other assembly is
+  // opaque (unknown: differentiating through it is a located error).
+  SType inline_asm(const std::vector<SType> &args, const std::map<std::string, SType> &kwargs, const SourceSpan &span) {
+    Args a = bind("tl.inline_asm_elementwise", {"asm", "constraints", "args", "dtype", "is_pure", "pack"}, args, kwargs, span);
+    if (!a.has("asm") || !a.has("constraints") || !a.has("args") || !a.has("dtype")) return SType::unknown();
+    const SType &text = a.get("asm"), &spec = a.get("constraints"), &operands = a.get("args"), &dtype = a.get("dtype");
+    if (text.kind != SType::Kind::Str || spec.kind != SType::Kind::Str ||
+        approximated_math_function(text.s, spec.s).empty())
+      return SType::unknown();
+    if (a.has("pack") && !(a.get("pack").kind == SType::Kind::Int && a.get("pack").known && a.get("pack").n == 1))
+      return SType::unknown();
+    if (operands.kind != SType::Kind::Tuple || operands.elems.size() != 1) return SType::unknown();
+    const SType &x = operands.elems[0];
+    // On another dtype the assembly's meaning is not the function's (and a
+    // generic helper is typed with representatives): opaque too.
+    if (!x.is_tensor() || x.elem.is_pointer || x.elem.dtype != DType::FP32 || dtype.kind != SType::Kind::DType ||
+        dtype.dtype != DType::FP32 || dtype.dtype_is_pointer)
+      return SType::unknown();
+    return SType::tensor(ElemType{DType::FP32, false}, x.shape);
+  }
+
   SType builtin(const SType &callee, std::vector<SType> args, std::map<std::string, SType> kwargs, const SourceSpan &span) {
     std::string name = callee.s;
     if (callee.self) {
@@ -1105,6 +1129,7 @@ class Checker {
     if (name == "range" || name == "tl.range" || name == "tl.static_range")
       fail(span, name + "() can only be used as the iterable of a for loop");
     if (name == "print") fail(span, "print() is not supported in a @triton.jit function; use tl.device_print or tl.static_print");
+    if (name == "tl.inline_asm_elementwise") return inline_asm(args, kwargs, span);
     if (name.rfind("tl.", 0) == 0 && is_untyped_tl_builtin(name.substr(3))) return SType::unknown();
     // Triton maps Python's min and max on tensors to tl.minimum and tl.maximum
     // (the tutorial matmul's `min(num_pid_m - first_pid_m, GROUP_SIZE_M)`).

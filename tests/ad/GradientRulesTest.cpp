@@ -111,6 +111,13 @@ std::vector<Case> cases() {
       {"dot", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[16,32]", "y=fp32[32,16]"}, {"x", "y"}},
       {"dot_acc", "x, y, z", "return tl.dot(x, y, z, input_precision=\"ieee\")", {"x=fp32[16,16]", "y=fp32[16,32]", "z=fp32[16,32]"}, {"x", "y", "z"}},
       {"dot_fp16", "x, y", "return tl.dot(x, y)", {"x=fp16[16,16]", "y=fp16[16,16]"}, {"x", "y"}},
+      // M or N of 1: the backward product over it is a sum of broadcast products (tl.dot needs K >= 16).
+      {"dot_vector", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[16,32]", "y=fp32[32,1]"}, {"x", "y"}},
+      {"dot_row", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[1,16]", "y=fp32[16,32]"}, {"x", "y"}},
+      {"dot_batched_vector", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[2,1,16]", "y=fp32[2,16,1]"}, {"x", "y"}},
+      // PTX approximations differentiate as their function (the interpreter computes the function itself).
+      {"asm_tanh", "x", "return tl.inline_asm_elementwise(\"tanh.approx.f32 $0, $1;\", \"=f,f\", [x], dtype=tl.float32, is_pure=True, pack=1)", {"x=fp32[8]"}, {"x"}},
+      {"asm_ex2", "x", "return tl.inline_asm_elementwise(\"ex2.approx.ftz.f32 $0, $1;\", constraints=\"=f,f\", args=[x * 0.5], dtype=tl.float32, is_pure=True, pack=1)", {"x=fp32[8]"}, {"x"}},
       // tl.join / tl.split / tl.interleave: halves, a broadcast operand, a half without a gradient.
       {"join", "x, y", "j = tl.join(x, y)\nreturn j * j", {"x=fp32[" + N + "]", "y=fp32[" + N + "]"}, {"x", "y"}},
       {"join_broadcast", "x, y", "j = tl.join(x[:, None], y[None, :])\nreturn j * j",

@@ -238,6 +238,10 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"imports_helper", "activation_cast_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-30,30)", "Y=fp32[300]:zeros", "n_elements=300"},
                    {"OUT_DTYPE=tl.float32", "BLOCK=128"}, {"X"}, {}},
+        // PTX approximations (tanh.approx in an imported helper, sin.approx inline) and a libdevice function the
+        // helper module binds to a name in a module-level if.
+        KernelCase{"imports_helper", "approx_gelu_kernel", {3, 1, 1},
+                   {"X=fp32[300]:uniform(-4,4)", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"}, {"X"}, {}},
         // x = a if c else b with c loaded at run time: an if.
         KernelCase{"runtime_ifexp", "scale_kernel", {3, 1, 1},
                    {"X=fp32[300]", "Y=fp32[300]:zeros", "S=fp32[3]", "n=300"}, {"BLOCK=128"}, {"X", "S"}, {}, ""},
@@ -327,6 +331,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
                    {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
                    {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=True"}, {"X", "G"}, {}, ""},
+        // tl.dot with N = 1 and M = 1 (Triton takes them; K needs 16): the backward products whose inner dimension
+        // would be 1 are sums of broadcast products.
+        KernelCase{"matvec", "matvec_kernel", {2, 1, 1},
+                   {"A=fp32[27,16]", "X=fp32[16]", "W=fp32[16,16]", "Y=fp32[27]:zeros", "Z=fp32[2,16]:zeros",
+                    "n_rows=27"}, {"K=16", "BM=16"}, {"A", "X", "W"}, {}, ""},
         // tl.split / tl.join / tl.interleave: rotary embeddings over interleaved pairs.
         KernelCase{"rotary_pairs", "rotary_pairs_kernel", {2, 1, 1},
                    {"X=fp32[5,8]", "COS=fp32[5,4]", "SIN=fp32[5,4]", "Y=fp32[5,8]:zeros", "n_rows=5"},
@@ -567,6 +576,22 @@ TEST(KernelReverseErrors, WrtPointerOnlyWritten) {
                                 "    tl.store(Y + o, tl.load(X + o) * 2.0)\n",
                             {"X", "Y"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
   EXPECT_NE(m.find("t.py:6:5: error: 'Y' is in --wrt but this kernel only writes through it"), std::string::npos) << m;
+}
+
+// Inline assembly other than a one-instruction approximation of a math
+// function (here a multiply-add, and tanh.approx on fp16 data) is opaque.
+TEST(KernelReverseErrors, InlineAssemblyOtherThanAnApproximation) {
+  for (const char *call : {"tl.inline_asm_elementwise(\"fma.rn.f32 $0, $1, $1, $1;\", \"=f,f\", [x], dtype=tl.float32, "
+                           "is_pure=True, pack=1)",
+                           "tl.inline_asm_elementwise(\"tanh.approx.f32 $0, $1;\", \"=f,f\", [x.to(tl.float16)], "
+                           "dtype=tl.float32, is_pure=True, pack=1)"}) {
+    std::string m = errors_of(std::string(kHead) + "def k(X, Y, B: tl.constexpr):\n    x = tl.load(X + tl.arange(0, B))\n"
+                                  "    tl.store(Y + tl.arange(0, B), " + call + ")\n",
+                              {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+    EXPECT_NE(m.find("t.py:6:"), std::string::npos) << m;
+    EXPECT_NE(m.find("tgrad cannot differentiate this inline assembly: it knows only one-instruction approximations"),
+              std::string::npos) << m;
+  }
 }
 
 TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {

@@ -151,6 +151,11 @@ TEST(Dot, ShapesPrecisionAndAccumulator) {
   EXPECT_NE(tf32.results[0].t->f[1], a[1]);
   Ran small = call("return tl.dot(x, y)\n", {{"x", tile(DType::FP32, {1, 2, 3, 4}, {2, 2})}, {"y", tile(DType::FP32, {1, 2, 3, 4}, {2, 2})}});
   EXPECT_NE(small.errors.find("at least 16"), std::string::npos) << small.errors;
+  // M and N may be 1 (a matrix-vector product as [16, 16] @ [16, 1]); only K needs 16.
+  std::vector<double> column(16, 1.0);
+  Ran vector = call("return tl.dot(x, y)\n", {{"x", A}, {"y", interp::make_tensor(DType::FP32, {16, 1}, column, false)}});
+  ASSERT_TRUE(vector.errors.empty()) << vector.errors;
+  EXPECT_EQ(vector.results[0].t->shape, (std::vector<int64_t>{16, 1}));
   Ran mixed = call("return tl.dot(x, y)\n", {{"x", interp::make_tensor(DType::FP16, {16, 16}, a, false)}, {"y", B}});
   EXPECT_NE(mixed.errors.find("must have one dtype"), std::string::npos) << mixed.errors;
 }

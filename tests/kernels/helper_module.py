@@ -36,3 +36,20 @@ if os.environ.get("HELPER_MODULE_PLAIN_LOG1P") == "1":
     activation = _log1p_exp
 else:
     activation = softplus
+
+
+# A one-instruction PTX approximation (as kernels that trade accuracy for
+# speed write them): tgrad differentiates it as the function it approximates.
+@triton.jit
+def tanh_fast(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", constraints="=f,f", args=[x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
+
+
+# A Triton function under another name, chosen in a module-level if as
+# libraries choose a libdevice spelling by platform: tgrad takes the first
+# alternative it knows (the else here; the first is Intel's).
+if os.environ.get("HELPER_MODULE_INTEL_XPU") == "1":
+    exp_fn = tl.extra.intel.libdevice.exp
+else:
+    exp_fn = libdevice.exp

@@ -27,3 +27,21 @@ def activation_cast_kernel(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK: tl.
     x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     y = (activation(x) * x).to(OUT_DTYPE)
     tl.store(Y + offsets, y, mask=mask)
+
+
+# GELU in its tanh form through a PTX approximation, windowed by a Gaussian
+# through a libdevice function the helper module binds to a name, plus a
+# sine approximation written inline.
+from .helper_module import tanh_fast, exp_fn
+
+
+@triton.jit
+def approx_gelu_kernel(X, Y, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+    inner = 0.7978845608 * (x + 0.044715 * x * x * x)
+    gelu = 0.5 * x * (1.0 + tanh_fast(inner))
+    wave = tl.inline_asm_elementwise("sin.approx.f32 $0, $1;", "=f,f", [2.0 * x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+    tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)

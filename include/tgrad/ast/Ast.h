@@ -358,6 +358,10 @@ struct Import {
   bool conditional = false;            // inside a module-level if/try block: one of several alternatives
   int group = 0;                       // conditional: which module-level if/try statement
   bool followed = false;               // an import of a module tgrad read for the importer (not printed)
+  // `NAME = a.b.c` at module level (module "a.b.c", names {{"a.b.c", "NAME"}}):
+  // not an import, but it binds NAME to what a.b.c is, resolved like one
+  // (`triton_tanh = libdevice.tanh` in a helper module).
+  bool assignment = false;
 };
 
 // `NAME: tl.constexpr = value` or `NAME = tl.constexpr(value)` at module level.

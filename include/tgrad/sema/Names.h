@@ -25,6 +25,14 @@ struct KnownName {
 // `ns.attr` for a known namespace (or "builtins" for Python's builtins).
 std::optional<KnownName> namespace_member(const std::string &ns, const std::string &attr);
 
+// The math function a one-instruction PTX approximation computes, as
+// `tl.inline_asm_elementwise(asm, constraints, ...)` writes it with one fp32
+// operand ("tanh.approx.f32 $0, $1;", constraints "=f,f": "tanh"), or "" for
+// any other assembly. The PTX ISA defines these instructions as
+// approximations of the function (sin, cos, tanh, ex2 -> exp2, lg2 -> log2,
+// rsqrt, sqrt): tgrad types, runs and differentiates them as that function.
+std::string approximated_math_function(const std::string &asm_text, const std::string &constraints);
+
 // What the module's imports bind `name` to.
 struct ImportedName {
   bool bound = false;               // some import binds the name

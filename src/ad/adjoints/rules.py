@@ -406,7 +406,16 @@ def softmax(y, x, by, dim=None, keep_dims=False, ieee_rounding=False):
 
 @triton.jit
 def dot(y, a, b, by, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=None):
-    # d (a @ b + acc) = da @ b + a @ db + dacc; the backward products keep the forward's precision
-    ba = tl.dot(by.to(b.dtype), tl.trans(b), input_precision=input_precision, allow_tf32=allow_tf32)
-    bb = tl.dot(tl.trans(a), by.to(a.dtype), input_precision=input_precision, allow_tf32=allow_tf32)
+    # d (a @ b + acc) = da @ b + a @ db + dacc; the backward products keep the forward's precision.
+    # tl.dot takes M and N from 1 but an inner dimension K of at least 16 (measured on the H100, Triton 3.6):
+    # where the forward's N (or M), the inner dimension of a backward product, is below 16 (a matrix-vector
+    # product written as [K, 1]), that product is a sum of broadcast products, in fp32.
+    if b.shape[-1] < 16:
+        ba = tl.sum(tl.expand_dims(by.to(tl.float32), -2) * tl.expand_dims(b.to(tl.float32), -3), axis=-1)
+    else:
+        ba = tl.dot(by.to(b.dtype), tl.trans(b), input_precision=input_precision, allow_tf32=allow_tf32)
+    if a.shape[-2] < 16:
+        bb = tl.sum(tl.expand_dims(a.to(tl.float32), -1) * tl.expand_dims(by.to(tl.float32), -2), axis=-3)
+    else:
+        bb = tl.dot(tl.trans(a), by.to(a.dtype), input_precision=input_precision, allow_tf32=allow_tf32)
     bacc = by

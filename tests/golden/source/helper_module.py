@@ -2,6 +2,13 @@ import os
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
+try:
+    exp_fn = tl.extra.intel.libdevice.exp
+except (ImportError, AttributeError):
+    try:
+        exp_fn = libdevice.exp
+    except (ImportError, AttributeError):
+        pass
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
 THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(_SCALE))
@@ -20,3 +27,8 @@ def softplus(x):
 @triton.jit
 def activation(x):
     return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
+
+
+@triton.jit
+def tanh_fast(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", constraints="=f,f", args=[x], dtype=tl.float32, is_pure=True, pack=1)

@@ -18,6 +18,7 @@ from torch.library import triton_op, wrap_triton
 import triton.language as tl
 from .helper_module import softplus as act
 from .helper_module import activation
+from .helper_module import tanh_fast, exp_fn
 from triton.language.extra import libdevice
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
