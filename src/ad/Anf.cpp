@@ -288,6 +288,7 @@ class Normalizer {
   void runtime_if(const If &i) {
     ExprPtr cond = atom(*i.cond);
     auto node = std::make_unique<If>(std::move(cond), StmtList{}, StmtList{}, i.span);
+    node->guards_early_return = i.guards_early_return;
     std::map<std::string, std::string> before = current_;
     StmtList *outer = body_;
     body_ = &node->body;
@@ -299,8 +300,11 @@ class Normalizer {
     std::map<std::string, std::string> after_else = current_;
     current_ = before;
     std::vector<std::string> assigned;
-    assigned_names(i.body, assigned);
-    assigned_names(i.orelse, assigned);
+    // After an early return's guard nothing runs: no name needs merging.
+    if (!i.guards_early_return) {
+      assigned_names(i.body, assigned);
+      assigned_names(i.orelse, assigned);
+    }
     for (const std::string &u : assigned) {
       auto t = after_then.find(u), e = after_else.find(u);
       if (t == after_then.end() || e == after_else.end()) continue;  // assigned in one branch only: local to it

@@ -48,7 +48,9 @@ StmtList guard(const StmtList &block) {
     }
     StmtList body = guard(concat(i->body, block, k + 1)), orelse = guard(concat(i->orelse, block, k + 1));
     if (body.empty()) body.push_back(std::make_unique<Pass>(i->span));
-    out.push_back(std::make_unique<If>(clone(*i->cond), std::move(body), std::move(orelse), i->span));
+    auto guarded = std::make_unique<If>(clone(*i->cond), std::move(body), std::move(orelse), i->span);
+    guarded->guards_early_return = true;
+    out.push_back(std::move(guarded));
     return out;
   }
   return out;

@@ -2479,6 +2479,7 @@ class Engine {
     prepare_outer_adjoints(i.body);
     prepare_outer_adjoints(i.orelse);
     auto node = std::make_unique<If>(clone(*i.cond), StmtList{}, StmtList{}, i.span);
+    node->guards_early_return = i.guards_early_return;
     for (auto [from, to] : {std::pair<const StmtList *, StmtList *>{&i.body, &node->body}, {&i.orelse, &node->orelse}}) {
       StmtList adjoint = sweep_nested(*from, access, explanations);
       replay_block(*from, *to);
@@ -2509,6 +2510,7 @@ class Engine {
     }
     if (auto *i = dyn_cast<If>(&s)) {
       auto node = std::make_unique<If>(clone(*i->cond), StmtList{}, StmtList{}, i->span);
+      node->guards_early_return = i->guards_early_return;
       replay_block(i->body, node->body);
       replay_block(i->orelse, node->orelse);
       if (node->body.empty()) node->body.push_back(std::make_unique<Pass>());

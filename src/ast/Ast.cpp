@@ -200,7 +200,9 @@ StmtPtr clone(const Stmt &st) {
     }
     case NodeKind::If: {
       auto *n = cast<If>(&st);
-      return std::make_unique<If>(clone(*n->cond), clone(n->body), clone(n->orelse), s);
+      auto copy = std::make_unique<If>(clone(*n->cond), clone(n->body), clone(n->orelse), s);
+      copy->guards_early_return = n->guards_early_return;
+      return copy;
     }
     case NodeKind::For: {
       auto *n = cast<For>(&st);

@@ -225,6 +225,7 @@ class Checker {
         else if (else_returns) env = then_env;
         // A tl.constexpr condition without a value: Triton takes one branch at
         // compile time, so the branches may disagree; only runtime ifs must agree.
+        else if (n->guards_early_return) env = join_dead(then_env, else_env);
         else env = join(then_env, else_env, s.span, /*strict=*/c.is_tensor(), n->cond.get());
         return false;
       }
@@ -262,6 +263,21 @@ class Checker {
         break;
     }
     return false;
+  }
+
+  // Variables after an if that ends the function (an early return's guard):
+  // nothing reads them, as the early return itself (`if c: return` then
+  // `NC = min(NC, ...)`: Triton joins no types there), so a name whose
+  // types differ is simply not defined after it.
+  Env join_dead(const Env &a, const Env &b) {
+    Env out;
+    for (const auto &kv : a) {
+      auto it = b.find(kv.first);
+      out[kv.first] = it != b.end() && same_type(kv.second, it->second) ? kv.second : undefined_marker();
+    }
+    for (const auto &kv : b)
+      if (!out.count(kv.first)) out[kv.first] = undefined_marker();
+    return out;
   }
 
   // Variables after an if: one type on both paths, or not defined after it.

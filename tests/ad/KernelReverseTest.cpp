@@ -181,6 +181,9 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,20]", "Y=fp32[5,20]:zeros", "T=int32[5]:uniform(0,3)", "n_rows=5", "n_cols=20",
                     "ignore_index=1"},
                    {"BLOCK=32"}, {"X"}, {}},
+        // A constexpr chunk count narrowed at run time after the early return.
+        KernelCase{"early_return", "chunk_tail_kernel", {4, 1, 1},
+                   {"X=fp32[3,37]", "Y=fp32[3,16]:zeros", "n_rows=3", "n_cols=37"}, {"NC=8", "BC=16"}, {"X"}, {}},
         // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
         // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
         KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},

@@ -268,6 +268,9 @@ struct If : Stmt {
   TGRAD_NODE_CLASSOF(If)
   ExprPtr cond;
   StmtList body, orelse;
+  // Made from an early return (src/ad/EarlyReturn.h): no statement runs
+  // after it, so the names its branches assign need not agree in type.
+  bool guards_early_return = false;
 };
 
 struct For : Stmt {

@@ -15,3 +15,17 @@ def masked_rows_kernel(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.constexp
         return
     x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
+
+
+@triton.jit
+def chunk_tail_kernel(X, Y, n_rows, n_cols, NC: tl.constexpr, BC: tl.constexpr):
+    row = tl.program_id(0)
+    if row >= n_rows:
+        return
+    NC = min(NC, tl.cdiv(n_cols, BC))
+    acc = tl.zeros([BC], dtype=tl.float32)
+    for c in range(0, NC):
+        cols = c * BC + tl.arange(0, BC)
+        x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+        acc += x * x
+    tl.store(Y + row * BC + tl.arange(0, BC), acc)
