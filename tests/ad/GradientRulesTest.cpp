@@ -111,6 +111,9 @@ std::vector<Case> cases() {
       {"dot", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[16,32]", "y=fp32[32,16]"}, {"x", "y"}},
       {"dot_acc", "x, y, z", "return tl.dot(x, y, z, input_precision=\"ieee\")", {"x=fp32[16,16]", "y=fp32[16,32]", "z=fp32[16,32]"}, {"x", "y", "z"}},
       {"dot_fp16", "x, y", "return tl.dot(x, y)", {"x=fp16[16,16]", "y=fp16[16,16]"}, {"x", "y"}},
+      // clamp: the gradient goes to x inside the bounds, to a tensor bound where x passes it.
+      {"clamp", "x, lo, hi", "return tl.clamp(x, lo, hi)", {"x=fp32[16]:uniform(-2,2)", "lo=fp32[16]:uniform(-1,-0.5)", "hi=fp32[16]:uniform(0.5,1)"}, {"x", "lo", "hi"}},
+      {"clamp_numbers", "x", "return tl.clamp(x, -0.5, 0.5)", {"x=fp32[16]:uniform(-2,2)"}, {"x"}},
       // M or N of 1: the backward product over it is a sum of broadcast products (tl.dot needs K >= 16).
       {"dot_vector", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[16,32]", "y=fp32[32,1]"}, {"x", "y"}},
       {"dot_row", "x, y", "return tl.dot(x, y, input_precision=\"ieee\")", {"x=fp32[1,16]", "y=fp32[16,32]"}, {"x", "y"}},
@@ -191,7 +194,7 @@ TEST(GradientRules, EveryRuleInTheTableHasACase) {
                                    "fma", "pow", "where", "cast", "expand_dims", "index", "reshape", "trans",
                                    "broadcast_to", "sum", "max", "min", "cumsum", "softmax", "dot", "sqrt_rn", "div_rn",
                                    "fdiv", "exp10", "log10", "log1p", "expm1", "cbrt", "tan", "asin", "acos", "atan",
-                                   "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split",
+                                   "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split", "clamp",
                                    "interleave"};
   for (const std::string &r : ad::rule_names()) EXPECT_TRUE(covered.count(r)) << "rule '" << r << "' has no gradient check";
 }

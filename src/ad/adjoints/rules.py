@@ -143,6 +143,15 @@ def maximum(y, a, b, by):
 
 
 @triton.jit
+def clamp(y, x, min, max, by, propagate_nan=None):
+    # d clamp(x, min, max) = dx where min <= x <= max (torch.clamp's convention at the bounds), dmin where x < min,
+    # dmax where x > max
+    bx = tl.where((x >= min) & (x <= max), by, 0.0)
+    bmin = tl.where(x < min, by, 0.0)
+    bmax = tl.where(x > max, by, 0.0)
+
+
+@triton.jit
 def minimum(y, a, b, by):
     # d min(a, b) = da where a < b, db where b < a; a tie splits the gradient evenly
     ba = tl.where(a < b, by, tl.where(a == b, by * 0.5, 0.0))
