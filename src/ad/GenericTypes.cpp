@@ -165,6 +165,12 @@ class RoleFinder {
       for (const Keyword &k : c.keywords)
         for (const std::string &r : loaded_from(*k.value)) integer_pointers_.insert(r);
     }
+    // tl.gather's index (also `x.gather(index, axis)`, and `gather` bound to tl.gather): integers.
+    const bool method = isa<Attribute>(c.func.get()) && cast<Attribute>(c.func.get())->attr == "gather" &&
+                        callee != "tl.gather";
+    if (callee == "tl.gather" || method || (callee == "gather" && !module_.find_function(callee)))
+      if (const Expr *index = call_argument(c, method ? 0 : 1, "index"))
+        for (const std::string &r : loaded_from(*index)) integer_pointers_.insert(r);
     if (is_access_call(callee)) {
       if (const Expr *p = call_argument(c, 0, "pointer")) note_address(*p, access_kind(callee.substr(3)));
     } else if (auto *a = dyn_cast<Attribute>(c.func.get());

@@ -3357,6 +3357,13 @@ class Engine {
     for (const Param *p : keywords)
       if (!bound.count(p->name)) bound[p->name] = p->default_value.get();
 
+    if (op.key == "gather") {  // the rule's one-hot sums are written for ranks 1 and 2
+      const Name *src = dyn_cast<Name>(op.args[0]);
+      const SType *t = src ? type_of_name(src->id) : nullptr;
+      if (t && t->is_tensor() && t->shape.size() > 2)
+        fail(value.span, "tgrad differentiates tl.gather on tensors of rank 1 and 2, not " + shape_str(t->shape) +
+                             "; gather from a reshaped 2-D tensor");
+    }
     Instance inst{*this, rule, op, target, value, bound, {}};
     inst.block(rule.body);
   }
@@ -3461,6 +3468,7 @@ class Engine {
         return cmp->ops[0] == CompareOpKind::Is ? is_none : !is_none;
       }
       if (std::optional<bool> below = dimension_below(*c)) return *below;
+      if (std::optional<bool> known = static_comparison(*c)) return *known;
       fail(forward.span, "the adjoint of '" + op.key + "' needs its keyword arguments to be literals (True, False, None, "
                          "an integer), not " + emit::print_expr(*c));
     }
@@ -3489,6 +3497,39 @@ class Engine {
       if (axis < 0 || axis >= rank) return std::nullopt;
       const sema::Dim &d = t->shape[static_cast<size_t>(axis)];
       return d.value && *d.value < static_cast<int64_t>(bound_to->value);
+    }
+
+    // An integer the rule knows when it is instantiated: a literal (negated
+    // or not) or `len(x.shape)`, the rank of an operand.
+    std::optional<long long> static_int(const Expr &e) const {
+      if (auto *k = dyn_cast<IntLit>(&e)) return static_cast<long long>(k->value);
+      if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg)
+        if (std::optional<long long> v = static_int(*u->operand)) return -*v;
+      auto *call = dyn_cast<Call>(&e);
+      auto *fn = call ? dyn_cast<Name>(call->func.get()) : nullptr;
+      if (!fn || fn->id != "len" || call->args.size() != 1) return std::nullopt;
+      auto *attr = dyn_cast<Attribute>(call->args[0].get());
+      auto *x = attr && attr->attr == "shape" ? dyn_cast<Name>(attr->value.get()) : nullptr;
+      const SType *t = x ? engine.type_of_name(x->id) : nullptr;
+      if (!t || !t->is_tensor()) return std::nullopt;
+      return static_cast<long long>(t->shape.size());
+    }
+
+    // `a == b` (or !=, <, <=, >, >=) of two such integers.
+    std::optional<bool> static_comparison(const Expr &c) const {
+      auto *cmp = dyn_cast<Compare>(&c);
+      if (!cmp || cmp->ops.size() != 1) return std::nullopt;
+      std::optional<long long> a = static_int(*cmp->left), b = static_int(*cmp->comparators[0]);
+      if (!a || !b) return std::nullopt;
+      switch (cmp->ops[0]) {
+        case CompareOpKind::Eq: return *a == *b;
+        case CompareOpKind::NotEq: return *a != *b;
+        case CompareOpKind::Lt: return *a < *b;
+        case CompareOpKind::LtE: return *a <= *b;
+        case CompareOpKind::Gt: return *a > *b;
+        case CompareOpKind::GtE: return *a >= *b;
+        default: return std::nullopt;
+      }
     }
 
     void block(const StmtList &body) {

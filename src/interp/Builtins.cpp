@@ -568,6 +568,36 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   if (sema::is_random_draw(name)) return random_numbers(name, args, kwargs, span);
 
   // ------------------------------------------------------- shapes
+  if (name == "tl.gather") {
+    Bound b(*this, name, {"src", "index", "axis"}, args, kwargs, span);
+    TensorRef src = b.tensor("src"), index = b.tensor("index");
+    const int rank = static_cast<int>(src->shape.size());
+    if (rank == 0 || index->shape.size() != src->shape.size())
+      fail(span, "tl.gather needs an index of the source's rank, got " + shape_str(index->shape) + " for " +
+                     shape_str(src->shape));
+    int axis = static_cast<int>(b.integer("axis", 0));
+    if (axis < -rank || axis >= rank) fail(span, "tl.gather's axis " + std::to_string(axis) + " is out of range");
+    if (axis < 0) axis += rank;
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && src->shape[static_cast<size_t>(d)] != index->shape[static_cast<size_t>(d)])
+        fail(span, "tl.gather's index " + shape_str(index->shape) + " and source " + shape_str(src->shape) +
+                       " differ outside the gathered axis");
+    const AxisLayout from(src->shape, axis), at(index->shape, axis);
+    auto out = std::make_shared<Tensor>();
+    out->type = src->type;
+    out->shape = index->shape;
+    for (int64_t o = 0; o < at.outer; ++o)
+      for (int64_t k = 0; k < at.len; ++k)
+        for (int64_t i = 0; i < at.inner; ++i) {
+          const int64_t which = index->i[static_cast<size_t>(at.at(o, k, i))];
+          if (which < 0 || which >= from.len)
+            fail(span, "tl.gather reads index " + std::to_string(which) + " of an axis of " + std::to_string(from.len));
+          const size_t source = static_cast<size_t>(from.at(o, which, i));
+          if (src->is_float()) out->f.push_back(src->f[source]);
+          else out->i.push_back(src->i[source]);
+        }
+    return Value::of_tensor(out);
+  }
   if (name == "tl.trans" || name == "tl.permute") {
     Bound b(*this, name, {"input", "dims"}, args, kwargs, span, /*variadic_tail=*/true);
     TensorRef t = b.tensor("input");

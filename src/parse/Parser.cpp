@@ -169,6 +169,18 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     return;
   }
   if (chunk.kind == Chunk::Kind::Alias) {  // NAME = a.b.c: resolved like an import
+    // After a jit function of that name (`if not SUPPORTED: def gather(...)`
+    // / `else: gather = tl.gather`): the later binding wins, as between
+    // two definitions of a function.
+    for (auto f = module.functions.begin(); f != module.functions.end(); ++f)
+      if ((*f)->name == chunk.host_name) {
+        diags.warning(chunk.span, "'" + chunk.host_name + "' is bound again here (to " + chunk.alias_of + ")" +
+                                      (chunk.conditional ? " (tgrad cannot tell which module-level branch Python takes)" : "") +
+                                      "; tgrad uses this later binding");
+        diags.note((*f)->name_span, "the jit function '" + chunk.host_name + "' defined earlier is here");
+        module.functions.erase(f);
+        break;
+      }
     ast::Import alias;
     alias.span = chunk.span;
     alias.assignment = true;

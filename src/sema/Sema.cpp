@@ -1378,6 +1378,27 @@ class Checker {
       if (is_math_classification(f)) return SType::tensor(i32, x.shape);
       return x;
     }
+    if (name == "tl.gather") {
+      // out[..., i, ...] = src[..., index[..., i, ...], ...] along axis: the
+      // index's shape, the source's dtype; the other dimensions agree.
+      Args a = bind(name, {"src", "index", "axis"}, args, kwargs, span);
+      const SType &src = a.get("src"), &index = a.get("index");
+      if (!src.is_tensor() || src.shape.empty() || !index.is_tensor())
+        fail(span, "tl.gather needs a source tensor and an index tensor");
+      if (index.elem.is_pointer || !is_integer(index.elem.dtype))
+        fail(span, "tl.gather needs an integer index, got " + index.elem.str());
+      if (index.shape.size() != src.shape.size())
+        fail(span, "tl.gather needs an index of the source's rank, got " + shape_str(index.shape) + " for " +
+                       shape_str(src.shape));
+      const std::optional<int> axis = axis_arg(a, "axis", name, span);
+      if (!axis) fail(span, "tl.gather needs the axis to gather along");
+      const int k = normalize_axis(*axis, src.shape.size(), span);
+      for (size_t d = 0; d < src.shape.size(); ++d)
+        if (static_cast<int>(d) != k && src.shape[d] != index.shape[d] && src.shape[d].value && index.shape[d].value)
+          fail(span, "tl.gather's index " + shape_str(index.shape) + " and source " + shape_str(src.shape) +
+                         " differ outside the gathered axis " + std::to_string(k));
+      return SType::tensor(src.elem, index.shape);
+    }
     if (name == "tl.trans" || name == "tl.permute") {
       Args a = bind(name, {"input", "dims"}, args, kwargs, span, true);
       const SType &x = a.get("input");

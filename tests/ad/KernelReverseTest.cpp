@@ -334,6 +334,10 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
                    {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
                    {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=True"}, {"X", "G"}, {}, ""},
+        // tl.gather along a row and on a vector.
+        KernelCase{"gather", "gather_rows_kernel", {2, 1, 1},
+                   {"X=fp32[7,8]", "T=fp32[8]", "IDX=int32[7,8]:uniform(0,8)", "PERM=int32[8]:uniform(0,8)",
+                    "Y=fp32[7,8]:zeros", "n_rows=7"}, {"C=8", "BLOCK_ROWS=4"}, {"X", "T"}, {}, ""},
         // tl.dot with N = 1 and M = 1 (Triton takes them; K needs 16): the backward products whose inner dimension
         // would be 1 are sums of broadcast products.
         KernelCase{"matvec", "matvec_kernel", {2, 1, 1},

@@ -143,6 +143,26 @@ def maximum(y, a, b, by):
 
 
 @triton.jit
+def gather(y, src, index, by, axis=None):
+    # y = src[index] along axis: d src[n] = the sum of dy over the lanes that read n. Triton has no scatter
+    # within registers, so the sum is a one-hot product over the gathered axis (ranks 1 and 2).
+    if len(src.shape) == 1:
+        bsrc = tl.sum(tl.where(index[:, None] == tl.arange(0, src.shape[0])[None, :], by[:, None].to(tl.float32), 0.0),
+                      axis=0)
+    else:
+        if axis == 0:
+            bsrc = tl.sum(tl.where(index[:, None, :] == tl.arange(0, src.shape[0])[None, :, None],
+                                   by[:, None, :].to(tl.float32), 0.0), axis=0)
+        else:
+            if axis == -2:
+                bsrc = tl.sum(tl.where(index[:, None, :] == tl.arange(0, src.shape[0])[None, :, None],
+                                       by[:, None, :].to(tl.float32), 0.0), axis=0)
+            else:
+                bsrc = tl.sum(tl.where(index[:, :, None] == tl.arange(0, src.shape[1])[None, None, :],
+                                       by[:, :, None].to(tl.float32), 0.0), axis=1)
+
+
+@triton.jit
 def clamp(y, x, min, max, by, propagate_nan=None):
     # d clamp(x, min, max) = dx where min <= x <= max (torch.clamp's convention at the bounds), dmin where x < min,
     # dmax where x > max
