@@ -1393,10 +1393,17 @@ class Checker {
       const std::optional<int> axis = axis_arg(a, "axis", name, span);
       if (!axis) fail(span, "tl.gather needs the axis to gather along");
       const int k = normalize_axis(*axis, src.shape.size(), span);
+      // Measured with Triton 3.6 on the H100: other dimensions must agree (a
+      // compile error), and an index longer than the source along the axis
+      // stops Triton's compiler (a pass pipeline failure).
       for (size_t d = 0; d < src.shape.size(); ++d)
         if (static_cast<int>(d) != k && src.shape[d] != index.shape[d] && src.shape[d].value && index.shape[d].value)
           fail(span, "tl.gather's index " + shape_str(index.shape) + " and source " + shape_str(src.shape) +
                          " differ outside the gathered axis " + std::to_string(k));
+      const Dim &along = index.shape[static_cast<size_t>(k)], &source = src.shape[static_cast<size_t>(k)];
+      if (along.value && source.value && *along.value > *source.value)
+        fail(span, "tl.gather's index " + shape_str(index.shape) + " is longer than its source " + shape_str(src.shape) +
+                       " along the gathered axis; Triton 3.6 fails to compile that (measured on the H100)");
       return SType::tensor(src.elem, index.shape);
     }
     if (name == "tl.trans" || name == "tl.permute") {

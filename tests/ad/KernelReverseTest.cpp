@@ -601,6 +601,26 @@ TEST(KernelReverseErrors, InlineAssemblyOtherThanAnApproximation) {
   }
 }
 
+// tl.gather's shapes as Triton 3.6 compiles them (measured): an index longer
+// than the source along the axis, and one differing elsewhere, are errors.
+TEST(KernelReverseErrors, GatherShapesTritonRejects) {
+  for (const auto &[index_shape, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"[16]", "is longer than its source [8] along the gathered axis"}}) {
+    std::string m = errors_of(std::string(kHead) + "def k(X, I, Y):\n    x = tl.load(X + tl.arange(0, 8))\n"
+                                  "    i = tl.load(I + tl.arange(0, 16))\n"
+                                  "    tl.store(Y + tl.arange(0, 16), tl.gather(x, i, 0))\n",
+                              {"X"}, {{"X", "*fp32"}, {"I", "*i32"}, {"Y", "*fp32"}});
+    EXPECT_NE(m.find("t.py:7:36: error"), std::string::npos) << index_shape << m;
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+  }
+  std::string m = errors_of(std::string(kHead) + "def k(X, I, Y):\n"
+                                "    x = tl.load(X + tl.arange(0, 4)[:, None] * 8 + tl.arange(0, 8)[None, :])\n"
+                                "    i = tl.load(I + tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :])\n"
+                                "    tl.store(Y + tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :], tl.gather(x, i, 0))\n",
+                            {"X"}, {{"X", "*fp32"}, {"I", "*i32"}, {"Y", "*fp32"}});
+  EXPECT_NE(m.find("differ outside the gathered axis 0"), std::string::npos) << m;
+}
+
 TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, Y, n, s, B: tl.constexpr):\n    m = tl.zeros([B], dtype=tl.float32)\n"
