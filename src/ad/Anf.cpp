@@ -448,15 +448,12 @@ class Normalizer {
         fail(e.span, "a conditional expression on a value computed at run time cannot be differentiated yet; use "
                      "tl.where, or make the condition tl.constexpr");
       }
-      case NodeKind::Tuple: {
+      case NodeKind::Tuple:
+      case NodeKind::List: {  // (a list: inline assembly's args=, above)
         ExprList elts;
-        for (const ExprPtr &x : cast<Tuple>(&e)->elts) elts.push_back(atom(*x));
+        for (const ExprPtr &x : isa<Tuple>(&e) ? cast<Tuple>(&e)->elts : cast<List>(&e)->elts) elts.push_back(atom(*x));
+        if (isa<List>(&e)) return std::make_unique<List>(std::move(elts), e.span);
         return std::make_unique<Tuple>(std::move(elts), e.span);
-      }
-      case NodeKind::List: {  // inline assembly's args= (above)
-        ExprList elts;
-        for (const ExprPtr &x : cast<List>(&e)->elts) elts.push_back(atom(*x));
-        return std::make_unique<List>(std::move(elts), e.span);
       }
       case NodeKind::Name: return rename(e);
       default:

@@ -165,10 +165,12 @@ class RoleFinder {
       for (const Keyword &k : c.keywords)
         for (const std::string &r : loaded_from(*k.value)) integer_pointers_.insert(r);
     }
-    // tl.gather's index (also `x.gather(index, axis)`, and `gather` bound to tl.gather): integers.
+    // tl.gather's index (also `x.gather(index, axis)`, and a name bound to tl.gather): integers.
     const bool method = isa<Attribute>(c.func.get()) && cast<Attribute>(c.func.get())->attr == "gather" &&
                         callee != "tl.gather";
-    if (callee == "tl.gather" || method || (callee == "gather" && !module_.find_function(callee)))
+    const sema::ImportedName bound = sema::resolve_import(module_, callee);
+    const bool alias = !module_.find_function(callee) && bound.target && bound.target->name == "tl.gather";
+    if (callee == "tl.gather" || method || alias)
       if (const Expr *index = call_argument(c, method ? 0 : 1, "index"))
         for (const std::string &r : loaded_from(*index)) integer_pointers_.insert(r);
     if (is_access_call(callee)) {

@@ -432,15 +432,8 @@ class Engine {
   bool classify_approximation(const Call &c, Op &op) {
     const SType *t = anf_types_.type_of(&c);
     if (!t || !t->is_tensor()) return false;
-    const Expr *text = nullptr, *spec = nullptr, *operands = nullptr;
-    const std::vector<std::string> order = {"asm", "constraints", "args"};
-    for (size_t k = 0; k < c.args.size() && k < order.size(); ++k)
-      (k == 0 ? text : k == 1 ? spec : operands) = c.args[k].get();
-    for (const Keyword &kw : c.keywords) {
-      if (kw.name == "asm") text = kw.value.get();
-      if (kw.name == "constraints") spec = kw.value.get();
-      if (kw.name == "args") operands = kw.value.get();
-    }
+    const Expr *text = call_argument(c, 0, "asm"), *spec = call_argument(c, 1, "constraints"),
+               *operands = call_argument(c, 2, "args");
     auto *asm_text = text ? dyn_cast<StrLit>(text) : nullptr;
     auto *constraints = spec ? dyn_cast<StrLit>(spec) : nullptr;
     const ExprList *elts = !operands ? nullptr
@@ -3467,52 +3460,57 @@ class Engine {
         bool is_none = isa<NoneLit>(cmp->left.get());
         return cmp->ops[0] == CompareOpKind::Is ? is_none : !is_none;
       }
-      if (std::optional<bool> below = dimension_below(*c)) return *below;
+      if (auto *b = dyn_cast<BoolOp>(c.get())) {  // `a or b`, `a and b` of such conditions
+        bool any = false, all = true;
+        for (const ExprPtr &v : b->values) {
+          const bool x = condition(*v);
+          any |= x;
+          all &= x;
+        }
+        return b->op == BoolOpKind::Or ? any : all;
+      }
       if (std::optional<bool> known = static_comparison(*c)) return *known;
+      // `x.shape[k] < n` where the dimension is a symbol: taken as not below
+      // (tile sizes: Triton itself rejects the backward if one is).
+      if (auto *cmp = dyn_cast<Compare>(c.get());
+          cmp && cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt && shape_dimension(*cmp->left) &&
+          static_int(*cmp->comparators[0]))
+        return false;
       fail(forward.span, "the adjoint of '" + op.key + "' needs its keyword arguments to be literals (True, False, None, "
                          "an integer), not " + emit::print_expr(*c));
     }
 
-    // `x.shape[k] < n` (k may count from the end): true where the dimension
-    // is known and below n; a dimension known only as a symbol is taken as not
-    // below (tile sizes: Triton itself rejects the backward if one is).
-    std::optional<bool> dimension_below(const Expr &c) const {
-      auto *cmp = dyn_cast<Compare>(&c);
-      if (!cmp || cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) return std::nullopt;
-      auto *sub = dyn_cast<Subscript>(cmp->left.get());
-      auto *bound_to = dyn_cast<IntLit>(cmp->comparators[0].get());
-      if (!sub || !bound_to || sub->indices.size() != 1) return std::nullopt;
-      auto *attr = dyn_cast<Attribute>(sub->value.get());
-      const Name *x = attr && attr->attr == "shape" ? dyn_cast<Name>(attr->value.get()) : nullptr;
-      if (!x) return std::nullopt;
-      long long axis = 0;
-      if (auto *k = dyn_cast<IntLit>(sub->indices[0].get())) axis = static_cast<long long>(k->value);
-      else if (auto *u = dyn_cast<UnaryOp>(sub->indices[0].get()); u && u->op == UnaryOpKind::Neg && isa<IntLit>(u->operand.get()))
-        axis = -static_cast<long long>(cast<IntLit>(u->operand.get())->value);
-      else return std::nullopt;
-      const SType *t = engine.type_of_name(x->id);
-      if (!t || !t->is_tensor()) return std::nullopt;
+    // The type of x in `x.shape`, an operand's tensor type.
+    const SType *shape_owner(const Expr &e) const {
+      auto *attr = dyn_cast<Attribute>(&e);
+      auto *x = attr && attr->attr == "shape" ? dyn_cast<Name>(attr->value.get()) : nullptr;
+      const SType *t = x ? engine.type_of_name(x->id) : nullptr;
+      return t && t->is_tensor() ? t : nullptr;
+    }
+
+    // `x.shape[k]` (k may count from the end): that dimension, known or a symbol.
+    const sema::Dim *shape_dimension(const Expr &e) const {
+      auto *sub = dyn_cast<Subscript>(&e);
+      const SType *t = sub && sub->indices.size() == 1 ? shape_owner(*sub->value) : nullptr;
+      std::optional<long long> axis = t ? static_int(*sub->indices[0]) : std::nullopt;
+      if (!axis) return nullptr;
       const long long rank = static_cast<long long>(t->shape.size());
-      if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank) return std::nullopt;
-      const sema::Dim &d = t->shape[static_cast<size_t>(axis)];
-      return d.value && *d.value < static_cast<int64_t>(bound_to->value);
+      if (*axis < 0) *axis += rank;
+      return *axis >= 0 && *axis < rank ? &t->shape[static_cast<size_t>(*axis)] : nullptr;
     }
 
     // An integer the rule knows when it is instantiated: a literal (negated
-    // or not) or `len(x.shape)`, the rank of an operand.
+    // or not), `len(x.shape)` (an operand's rank) or a known `x.shape[k]`.
     std::optional<long long> static_int(const Expr &e) const {
       if (auto *k = dyn_cast<IntLit>(&e)) return static_cast<long long>(k->value);
       if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg)
         if (std::optional<long long> v = static_int(*u->operand)) return -*v;
+      if (const sema::Dim *d = shape_dimension(e)) return d->value ? std::optional<long long>(*d->value) : std::nullopt;
       auto *call = dyn_cast<Call>(&e);
       auto *fn = call ? dyn_cast<Name>(call->func.get()) : nullptr;
       if (!fn || fn->id != "len" || call->args.size() != 1) return std::nullopt;
-      auto *attr = dyn_cast<Attribute>(call->args[0].get());
-      auto *x = attr && attr->attr == "shape" ? dyn_cast<Name>(attr->value.get()) : nullptr;
-      const SType *t = x ? engine.type_of_name(x->id) : nullptr;
-      if (!t || !t->is_tensor()) return std::nullopt;
-      return static_cast<long long>(t->shape.size());
+      const SType *t = shape_owner(*call->args[0]);
+      return t ? std::optional<long long>(static_cast<long long>(t->shape.size())) : std::nullopt;
     }
 
     // `a == b` (or !=, <, <=, >, >=) of two such integers.

@@ -149,17 +149,12 @@ def gather(y, src, index, by, axis=None):
     if len(src.shape) == 1:
         bsrc = tl.sum(tl.where(index[:, None] == tl.arange(0, src.shape[0])[None, :], by[:, None].to(tl.float32), 0.0),
                       axis=0)
+    elif axis == 0 or axis == -2:
+        bsrc = tl.sum(tl.where(index[:, None, :] == tl.arange(0, src.shape[0])[None, :, None],
+                               by[:, None, :].to(tl.float32), 0.0), axis=0)
     else:
-        if axis == 0:
-            bsrc = tl.sum(tl.where(index[:, None, :] == tl.arange(0, src.shape[0])[None, :, None],
-                                   by[:, None, :].to(tl.float32), 0.0), axis=0)
-        else:
-            if axis == -2:
-                bsrc = tl.sum(tl.where(index[:, None, :] == tl.arange(0, src.shape[0])[None, :, None],
-                                       by[:, None, :].to(tl.float32), 0.0), axis=0)
-            else:
-                bsrc = tl.sum(tl.where(index[:, :, None] == tl.arange(0, src.shape[1])[None, None, :],
-                                       by[:, :, None].to(tl.float32), 0.0), axis=1)
+        bsrc = tl.sum(tl.where(index[:, :, None] == tl.arange(0, src.shape[1])[None, None, :],
+                               by[:, :, None].to(tl.float32), 0.0), axis=1)
 
 
 @triton.jit
