@@ -159,9 +159,10 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
             buffers[p["name"]] = g
         elif role == "scratch":
             shape = [evaluate(d, env) for d in p["shape"]]
-            buffer = torch.empty(shape, device="cuda", dtype=torch.float32)
-            if poison:
-                buffer.fill_(float("nan"))
+            dtype = getattr(torch, p.get("dtype", "float32"))
+            buffer = torch.empty(shape, device="cuda", dtype=dtype)
+            if poison:  # the backward must write what it reads
+                buffer.fill_(float("nan") if dtype.is_floating_point else -12345)
             buffers[p["name"]] = buffer
         elif role == "size":
             if p["value"] is None:

@@ -575,7 +575,7 @@ bool same_backward(const Backward &a, const Backward &b) {
       return false;
   for (size_t k = 0; k < a.tapes.size(); ++k)
     if (a.tapes[k].scratch != b.tapes[k].scratch || a.tapes[k].tile_shape != b.tapes[k].tile_shape ||
-        a.tapes[k].trips_param != b.tapes[k].trips_param)
+        a.tapes[k].trips_param != b.tapes[k].trips_param || a.tapes[k].dtype != b.tapes[k].dtype)
       return false;
   for (size_t k = 0; k < a.zero_gradients.size(); ++k)
     if (a.zero_gradients[k].first != b.zero_gradients[k].first) return false;

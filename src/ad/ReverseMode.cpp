@@ -200,6 +200,52 @@ std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool e
 
 void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
 
+// `tl.store(scratch + ..., ...)`: a statement that writes the tape `scratch`.
+bool writes_tape(const Stmt &s, const std::string &scratch) {
+  auto *e = dyn_cast<ExprStmt>(&s);
+  auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+  if (!c || c->args.empty() || emit::print_expr(*c->func) != "tl.store") return false;
+  std::set<std::string> pointer;
+  reads(*c->args[0], pointer);
+  return pointer.count(scratch) > 0;
+}
+
+// Names read by a block, less the stores into the tapes `tapes`.
+void reads_besides_tape_writes(const StmtList &block, const std::set<std::string> &tapes, std::set<std::string> &out) {
+  for (const StmtPtr &s : block) {
+    bool tape_write = false;
+    for (const std::string &t : tapes) tape_write |= writes_tape(*s, t);
+    if (tape_write) continue;
+    stmt_reads(*s, out);
+    if (auto *f = dyn_cast<For>(s.get())) {
+      reads(*f->iter, out);
+      reads_besides_tape_writes(f->body, tapes, out);
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      reads(*i->cond, out);
+      reads_besides_tape_writes(i->body, tapes, out);
+      reads_besides_tape_writes(i->orelse, tapes, out);
+    }
+  }
+}
+
+void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
+  for (size_t k = block.size(); k-- > 0;) {
+    Stmt &s = *block[k];
+    bool tape_write = false;
+    for (const std::string &t : tapes) tape_write |= writes_tape(s, t);
+    if (tape_write) {
+      if (!s.leading_comment.empty() && k + 1 < block.size() && block[k + 1]->leading_comment.empty())
+        block[k + 1]->leading_comment = s.leading_comment;
+      block.erase(block.begin() + static_cast<long>(k));
+    } else if (auto *f = dyn_cast<For>(&s)) {
+      erase_tape_writes(f->body, tapes);
+    } else if (auto *i = dyn_cast<If>(&s)) {
+      erase_tape_writes(i->body, tapes);
+      erase_tape_writes(i->orelse, tapes);
+    }
+  }
+}
+
 // Operations that Triton broadcasts their operands for: their adjoint
 // contributions have the output's shape and must be summed back.
 bool broadcasts_operands(const std::string &op) {
@@ -1451,6 +1497,7 @@ class Engine {
       if (needs_zeros_.count(w) && !in_place_.count(w))  // (an in-place buffer holds the upstream gradient)
         result.zero_initialized.push_back(w);
     remove_dead_code(bwd->body);
+    drop_unread_tapes(*bwd, result);
     issue_early(bwd->body, upstream_loads_);
     {
       std::set<std::string> read;  // the saved values the backward still reads
@@ -1473,8 +1520,8 @@ class Engine {
       bwd_types[result.num_programs_param] = i32;
       result.reduce_kernel = add_reduce_kernel(bwd->name + "_reduce");
     }
-    for (const Backward::Tape &t : tapes_) {
-      bwd_types[t.scratch] = SType::tensor({sema::DType::FP32, true}, {});
+    for (const Backward::Tape &t : result.tapes) {
+      bwd_types[t.scratch] = SType::tensor({t.dtype, true}, {});
       bwd_types[t.trips_param] = SType::tensor({sema::DType::Int32, false}, {});
     }
     bwd_types_ = bwd_types;
@@ -2134,7 +2181,8 @@ class Engine {
     std::string scratch;  // the tape parameter
     std::string numel;    // the value's element count, as an expression
     std::string offsets;  // its elements' offsets in one tape entry, as an expression
-    std::string cast;     // ".to(tl.float16)" where the value is not float32
+    std::string cast;     // ".to(tl.float16)" where the value is not of the tape's type
+    bool integer = false; // an integer tape: past the trip count it reads 0, not NaN
   };
   struct TapedLoop {
     std::vector<TapedValue> values;
@@ -2147,6 +2195,83 @@ class Engine {
     bool negative_step = false;     // a literal negative step: the loop counts down
   };
 
+  // Tapes the backward writes but never reads, once dead code is gone: a
+  // carried value whose adjoints do not need it (a running mean's update is
+  // linear in it; an argmax index beside an online softmax feeds no
+  // gradient). Their stores, parameters and, where a loop keeps no tape, its
+  // trip-count bound go.
+  void drop_unread_tapes(Function &bwd, Backward &result) {
+    std::set<std::string> scratches;
+    for (const Backward::Tape &t : result.tapes) scratches.insert(t.scratch);
+    if (scratches.empty()) return;
+    std::set<std::string> read;
+    reads_besides_tape_writes(bwd.body, scratches, read);
+    std::set<std::string> unread;
+    for (const std::string &t : scratches)
+      if (!read.count(t)) unread.insert(t);
+    if (unread.empty()) return;
+    erase_tape_writes(bwd.body, unread);
+    for (std::string &e : result.explanations)
+      for (const std::string &t : unread) {
+        const size_t at = e.find("' is taped to '" + t + "'");
+        if (at != std::string::npos) e = e.substr(0, at) + "' needs no tape: no adjoint of the reversed loop reads it";
+      }
+    std::vector<Backward::Tape> kept;
+    for (const Backward::Tape &t : result.tapes)
+      if (!unread.count(t.scratch)) kept.push_back(t);
+    std::set<std::string> gone = unread;  // parameters
+    for (const Backward::Tape &t : result.tapes) {
+      bool used = false;
+      for (const Backward::Tape &k : kept) used |= k.trips_param == t.trips_param;
+      if (!used) {
+        gone.insert(t.trips_param);
+        untaped_trips_.insert(t.trips_param);
+      }
+    }
+    result.tapes = std::move(kept);
+    tapes_ = result.tapes;
+    bwd.params.erase(std::remove_if(bwd.params.begin(), bwd.params.end(),
+                                    [&](const Param &p) { return gone.count(p.name) > 0; }),
+                     bwd.params.end());
+    remove_dead_code(bwd.body);
+    retitle_untaped_loops(bwd.body);
+  }
+  // A loop that lost all its tapes: its comments no longer speak of them,
+  // and the barrier between the tapes' writes and reads goes.
+  void retitle_untaped_loops(StmtList &block) {
+    auto is_barrier = [&](size_t k) {
+      auto *e = k < block.size() ? dyn_cast<ExprStmt>(block[k].get()) : nullptr;
+      return e && emit::print_expr(*e->value) == "tl.debug_barrier()";
+    };
+    for (size_t k = block.size(); k-- > 0;) {
+      Stmt &s = *block[k];
+      if (s.leading_comment == "This program's row of the tapes of the loop below, and its trip count.")
+        s.leading_comment = "The trip count of the loop below, for the reversed loop.";
+      auto *f = dyn_cast<For>(&s);
+      if (f && !f->body.empty()) {
+        for (const std::string &trips : untaped_trips_) {
+          std::string &c = f->body[0]->leading_comment;
+          if (c != "Iterations in reverse; each starts from its incoming values on the tape (NaN past " + trips + ").")
+            continue;
+          c = "Iterations in reverse.";
+          // The barriers around the reversed loop ordered the tapes' writes and reads.
+          if (is_barrier(k + 1)) block.erase(block.begin() + static_cast<long>(k + 1));
+          if (k > 0 && is_barrier(k - 1)) {
+            block.erase(block.begin() + static_cast<long>(k - 1));
+            --k;
+            f = dyn_cast<For>(block[k].get());
+          }
+          break;
+        }
+      }
+      if (f) retitle_untaped_loops(f->body);
+      if (auto *i = dyn_cast<If>(block[k].get())) {
+        retitle_untaped_loops(i->body);
+        retitle_untaped_loops(i->orelse);
+      }
+    }
+  }
+
   // The address of a taped value's entry in iteration `index`.
   static std::string tape_address(const TapedLoop &L, const TapedValue &v, const std::string &index) {
     return v.scratch + " + (" + L.row + " * " + L.trips_param + " + " + index + ") * (" + v.numel + ") + " + v.offsets;
@@ -2156,7 +2281,7 @@ class Engine {
   // additive accumulators, such as the running max, sum and output of an
   // online softmax. Reversing it needs each iteration's incoming values:
   // the forward replay of the loop (earlier in the backward) writes them to
-  // a tape, one float32 scratch buffer per value, and the backward loop runs
+  // a tape, one scratch buffer per value (float32; integers of their own type), and the backward loop runs
   // the iterations in reverse, reading them back, then replaying the
   // iteration's primal values and its adjoints. The adjoint of a carried
   // value is carried by the reversed loop: at the end of an iteration's
@@ -2300,10 +2425,13 @@ class Engine {
         continue;
       }
       const SType *t = type_of_name(c.name);
-      if (!is_float_tensor(t))
+      // Integers carried beside the floats (an argmax index, a column offset
+      // reassigned in the body) go to a tape of their own type; pointers do not.
+      const bool integer = t && t->is_tensor() && !t->elem.is_pointer && !sema::is_float(t->elem.dtype);
+      if (!is_float_tensor(t) && !integer)
         fail(where, "this loop carries '" + user_name(c.name) + "' (" + (t ? t->str() : std::string("?")) +
-                        ") besides values tgrad must tape to reverse the loop; tgrad tapes floating-point values "
-                        "only: compute '" + user_name(c.name) + "' from the loop variable instead");
+                        ") besides values tgrad must tape to reverse the loop; tgrad tapes numbers only, not "
+                        "pointers: compute '" + user_name(c.name) + "' from the loop variable instead");
       TapedValue v;
       v.carried = c.name;
       v.scratch = names_.fresh(user_name(c.name) + "_tape");
@@ -2328,7 +2456,18 @@ class Engine {
                   : dims.size() == 1 ? "tl.arange(0, " + dims[0] + ")"
                                      : "tl.arange(0, " + dims[0] + ")[:, None] * " + dims[1] + " + tl.arange(0, " +
                                            dims[1] + ")[None, :]";
-      if (t->elem.dtype != sema::DType::FP32) v.cast = std::string(".to(") + sema::tl_name(t->elem.dtype) + ")";
+      if (integer) {
+        using sema::DType;
+        const DType e = t->elem.dtype;
+        const DType stored = e == DType::Int1                            ? DType::Int8
+                             : e == DType::Int64 || e == DType::UInt64 ? DType::Int64
+                                                                        : DType::Int32;
+        tape.dtype = stored;
+        v.integer = true;
+        if (e != stored) v.cast = std::string(".to(") + sema::tl_name(e) + ")";
+      } else if (t->elem.dtype != sema::DType::FP32) {
+        v.cast = std::string(".to(") + sema::tl_name(t->elem.dtype) + ")";
+      }
       tape.loop_line = where.begin.line;
       tape.loop_column = where.begin.column;
       auto *user_for = origin ? dyn_cast<For>(origin) : nullptr;
@@ -2368,7 +2507,7 @@ class Engine {
                        L.reverse_index + " * " + L.step + "\n";
     for (const TapedValue &v : L.values)
       head += v.carried + " = tl.load(" + tape_address(L, v, L.reverse_index) + ", mask=" + L.reverse_index + " < " +
-              L.trips_param + ", other=float('nan'))" + v.cast + "\n";
+              L.trips_param + ", other=" + (v.integer ? "0" : "float('nan')") + ")" + v.cast + "\n";
     // An induction variable from the iteration number; a pointer's gradient mirror steps with it.
     for (const auto &[c, step] : inductions) {
       head += c.name + " = " + c.init + " + " + L.reverse_index + " * (" + step + ")\n";
@@ -3750,6 +3889,7 @@ class Engine {
   std::map<const For *, TapedLoop> taped_loops_;           // loops reversed with tapes
   std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
   std::vector<Backward::Tape> tapes_;
+  std::set<std::string> untaped_trips_;  // trip-count bounds of loops whose tapes all went unread
   std::set<const Stmt *> upstream_loads_;  // loads of upstream gradients nothing in the backward writes
   std::set<std::string> stabilizers_;                      // maxes whose gradient is exactly zero
   StmtList sweep_;

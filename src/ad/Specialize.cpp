@@ -379,7 +379,7 @@ class Specializer {
       for (const Backward::Tape &t : s.backward.tapes) {
         bool seen = false;
         for (const Backward::Tape &u : out.tapes) {
-          if (u.scratch == t.scratch && (u.tile_shape != t.tile_shape || u.trips_param != t.trips_param))
+          if (u.scratch == t.scratch && (u.tile_shape != t.tile_shape || u.trips_param != t.trips_param || u.dtype != t.dtype))
             return fail(specs_[0], s, "their tapes");
           seen |= u.scratch == t.scratch;
         }

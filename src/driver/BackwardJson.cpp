@@ -415,9 +415,13 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     const std::string why = "the value of '" + t.value + "' entering each iteration of the loop at line " +
                             std::to_string(t.loop_line) + " (" + t.loop_range + "), per program: the backward runs " +
                             "that loop in reverse";
-    params.push_back({{"name", t.scratch}, {"types", {"*fp32"}}, {"role", "scratch"}, {"pass_by_keyword", true},
-                      {"dtype", "float32"}, {"shape", shape}, {"contents", "any"}, {"why", why}});
-    scratch.push_back({{"name", t.scratch}, {"dtype", "float32"}, {"shape", shape}, {"contents", "any"}, {"why", why}});
+    // Triton's signature spelling ("*fp32", "*i64") and torch's dtype name (tl's: float32, int64).
+    const bool integer = sema::is_integer(t.dtype);
+    const std::string type = std::string("*") + (integer ? "i" + std::to_string(sema::bits(t.dtype)) : "fp32");
+    const std::string dtype = sema::tl_name(t.dtype);
+    params.push_back({{"name", t.scratch}, {"types", {type}}, {"role", "scratch"}, {"pass_by_keyword", true},
+                      {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}});
+    scratch.push_back({{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}});
   }
   for (const auto &t : bwd.tapes) {
     if (std::find(trips_done.begin(), trips_done.end(), t.trips_param) != trips_done.end()) continue;

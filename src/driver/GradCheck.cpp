@@ -219,9 +219,12 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     else a.n = v;
     return a;
   };
-  // A float32 scratch buffer full of NaN: the backward must write what it reads.
-  auto poisoned_scratch = [&](const std::string &name, int64_t size) {
-    m.add(interp::Buffer{name, sema::DType::FP32, {size}, std::vector<double>(static_cast<size_t>(size), std::nan("")), {}});
+  // A scratch buffer full of NaN (an integer one of -12345): the backward must write what it reads.
+  auto poisoned_scratch = [&](const std::string &name, int64_t size, sema::DType dtype = sema::DType::FP32) {
+    if (sema::is_float(dtype))
+      m.add(interp::Buffer{name, dtype, {size}, std::vector<double>(static_cast<size_t>(size), std::nan("")), {}});
+    else
+      m.add(interp::Buffer{name, dtype, {size}, {}, std::vector<int64_t>(static_cast<size_t>(size), -12345)});
     interp::KernelArg a;
     a.kind = interp::KernelArg::Kind::Buffer;
     a.buffer = m.buffers().size() - 1;
@@ -257,7 +260,7 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     }
     auto most = loop_trips.find({t.loop_line, t.loop_column});
     const int64_t trips = std::max<int64_t>(1, most == loop_trips.end() ? 0 : most->second);
-    back.args[t.scratch] = poisoned_scratch(t.scratch, programs * trips * numel);
+    back.args[t.scratch] = poisoned_scratch(t.scratch, programs * trips * numel, t.dtype);
     back.args[t.trips_param] = int_arg(trips);
   }
   if (!interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;

@@ -345,10 +345,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
                header.substr(nl + 1);
   }
   auto name_of = [](const Parameter *p) { return p->name; };
-  // The kernel's arguments; as a caller passes them (constexprs by keyword).
+  // The kernel's arguments; as a caller passes them (constexprs by keyword,
+  // and so every argument after the first keyword, as Python requires).
   const std::string arg_list = join_each(params, [](const Parameter &p) { return p.name; });
-  const std::string call_list =
-      join_each(params, [](const Parameter &p) { return p.constexpr_param ? p.name + "=" + p.name : p.name; });
+  bool by_keyword = false;
+  const std::string call_list = join_each(params, [&by_keyword](const Parameter &p) {
+    by_keyword |= p.constexpr_param;
+    return by_keyword ? p.name + "=" + p.name : p.name;
+  });
   const std::string output_list = join_each(outputs, name_of), wrt_list = join_each(inputs_with_gradient, name_of);
   py << header << "#\n"
      << "# Launch it as the Triton kernel, from this module:\n"
@@ -443,7 +447,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       for (const json &d : p["shape"]) dims.push_back(expr(d));
       py << "    # " << p["why"].get<std::string>() << "\n"
          << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
-         << ", dtype=torch.float32, device=" << device_tensor << ".device)\n";
+         << ", dtype=torch." << p.value("dtype", "float32") << ", device=" << device_tensor << ".device)\n";
     } else if (p["role"] == "size") {
       py << "    # " << p["why"].get<std::string>() << "\n"
          << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";

@@ -338,6 +338,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"gather", "gather_rows_kernel", {2, 1, 1},
                    {"X=fp32[7,8]", "T=fp32[8]", "IDX=int32[7,8]:uniform(0,8)", "PERM=int32[8]:uniform(0,8)",
                     "Y=fp32[7,8]:zeros", "n_rows=7"}, {"C=8", "BLOCK_ROWS=4"}, {"X", "T"}, {}, ""},
+        // Integers carried beside taped floats: a data-dependent count (taped as int32) and an argmax (not taped:
+        // no adjoint reads it). Ragged rows, so the count's updates differ from the iteration's block size.
+        KernelCase{"online_stats", "online_stats_kernel", {3, 1, 1},
+                   {"X=fp32[3,37]", "MEAN=fp32[3]:zeros", "LSE=fp32[3]:zeros", "ARGMAX=int32[3]:zeros", "n_cols=37"},
+                   {"BLOCK=8"}, {"X"}, {}, ""},
         // tl.dot with N = 1 and M = 1 (Triton takes them; K needs 16): the backward products whose inner dimension
         // would be 1 are sums of broadcast products.
         KernelCase{"matvec", "matvec_kernel", {2, 1, 1},
@@ -562,7 +567,7 @@ TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {
                                 "    tl.store(Y + tl.arange(0, B), m)\n",
                             {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
   EXPECT_NE(m.find("t.py:7:5: error: this loop carries 'p' (*fp32[B]) besides values tgrad must tape to reverse the "
-                   "loop; tgrad tapes floating-point values only: compute 'p' from the loop variable instead"),
+                   "loop; tgrad tapes numbers only, not pointers: compute 'p' from the loop variable instead"),
             std::string::npos)
       << m;
   // The loop variable itself as the step (once taken for a loop invariant: a wrong gradient).

@@ -109,7 +109,7 @@ struct Backward {
   // running max, sum and output of online softmax): the backward runs such a
   // loop forward once, writing each iteration's incoming values to a tape,
   // then runs it in reverse, reading them back. One float32 scratch buffer
-  // per taped value, of [programs, trips, numel(value)]: `programs` is the
+  // per taped value (integer ones: of their type), of [programs, trips, numel(value)]: `programs` is the
   // forward's grid size over all axes, `trips` the value of the backward's
   // `trips_param` argument, which must be at least the most iterations any
   // program runs of the loop. Past it the backward reads NaN, so too small
@@ -121,6 +121,10 @@ struct Backward {
     std::string trips_param;              // the backward's parameter for the bound on the trip count
     int loop_line = 0, loop_column = 0;   // the forward's loop
     std::string loop_range;               // "range(0, hi, BLOCK_N)"
+    // The tape's element type: FP32 for floating-point values, Int32/Int64
+    // for integers carried beside them (an argmax index, a column offset),
+    // Int8 for booleans.
+    sema::DType dtype = sema::DType::FP32;
   };
   std::vector<Tape> tapes;
 

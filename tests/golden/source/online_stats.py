@@ -1,0 +1,29 @@
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def online_stats_kernel(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    mean = 0.0
+    count = 0
+    m = float("-inf")
+    d = 0.0
+    best = 0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        n = tl.sum(mask.to(tl.int32))
+        count += n
+        mean += (tl.sum(x) - n * mean) / count
+        xm = tl.where(mask, x, float("-inf"))
+        block_max = tl.max(xm)
+        block_arg = tl.min(tl.where(xm == block_max, cols, n_cols))
+        best = tl.where(block_max > m, block_arg, best)
+        m_new = tl.maximum(m, block_max)
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(xm - m_new))
+        m = m_new
+    tl.store(MEAN + row, mean)
+    tl.store(LSE + row, m + tl.log(d))
+    tl.store(ARGMAX + row, best)
