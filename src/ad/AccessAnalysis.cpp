@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <cstdlib>
 #include <optional>
+#include <set>
 
 #include "src/ad/AnfWalk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -27,6 +29,7 @@ void AccessAnalysis::collect(const StmtList &block) {
       {
         if (!defs_.emplace(n->id, a->value.get()).second) redefined_.insert(n->id);
         all_defs_.emplace(n->id, a->value.get());
+        if (loop_depth_ > 0) in_loops_.insert(n->id);
       }
     } else if (auto *f = dyn_cast<For>(s.get())) {
       auto *var = dyn_cast<Name>(f->target.get());
@@ -37,7 +40,9 @@ void AccessAnalysis::collect(const StmtList &block) {
         if (range->args.size() == 3) l.step = text_of(*range->args[2]);
         loops_[var->id] = l;
       }
+      ++loop_depth_;
       collect(f->body);
+      --loop_depth_;
     } else if (auto *i = dyn_cast<If>(s.get())) {
       collect(i->body);
       collect(i->orelse);
@@ -229,17 +234,14 @@ std::string AccessAnalysis::base_of(const std::string &pointer) const {
   return bases.size() == 1 ? *bases.begin() : "";
 }
 
-AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::string &mask) const {
-  AccessDecision d;
-  // The offset: the non-pointer operands along the chain from the base.
-  Affine offset;
-  std::vector<std::string> uniform_parts;
-  bool untracked_shift = false;
+AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, bool one_program) const {
+  Offset out;
+  // The non-pointer operands along the chain from the base.
   std::string at = pointer;
   while (true) {
     if (redefined_.count(at)) {
-      d.reason = "the pointer is advanced by a loop or chosen by an if: its addresses are not analysed";
-      return d;
+      out.why = "the pointer is advanced by a loop or chosen by an if: its addresses are not analysed";
+      return out;
     }
     auto it = defs_.find(at);
     if (it == defs_.end()) break;  // reached the base parameter
@@ -250,8 +252,8 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     }
     auto *b = dyn_cast<BinOp>(&v);
     if (!b || b->op != BinaryOpKind::Add) {
-      d.reason = "the pointer is not a base plus offsets";
-      return d;
+      out.why = "the pointer is not a base plus offsets";
+      return out;
     }
     const Name *ptr_side = nullptr;
     const Expr *off_side = nullptr;
@@ -265,32 +267,108 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       }
     }
     if (!ptr_side) {
-      d.reason = "the pointer's origin is not traced";
-      return d;
+      out.why = "the pointer's origin is not traced";
+      return out;
+    }
+    // Within one program, a scalar computed before any loop is a constant,
+    // whatever it is computed from (`(pid // seq_len) * stride`).
+    if (one_program && isa<Name>(off_side)) {
+      const std::string &n = cast<Name>(off_side)->id;
+      auto ty = types_.find(n);
+      if (ty != types_.end() && ty->second.shape.empty() && !in_loops_.count(n) && !redefined_.count(n)) {
+        out.uniform_parts.push_back(n);
+        at = ptr_side->id;
+        continue;
+      }
     }
     Affine o = isa<Name>(off_side) ? affine(cast<Name>(off_side)->id) : Affine();
     // The part the same in every program and lane is not in the affine form:
     // the key names it (an SSA name or a literal), or, where a shift is
     // buried inside the form, makes the key this pointer's own.
     if (o.valid && o.pid.empty() && o.lanes.empty() && o.loops.empty())
-      uniform_parts.push_back(isa<Name>(off_side) ? cast<Name>(off_side)->id : emit::print_expr(*off_side));
+      out.uniform_parts.push_back(isa<Name>(off_side) ? cast<Name>(off_side)->id : emit::print_expr(*off_side));
     else if (o.shifted)
-      untracked_shift = true;
+      out.untracked_shift = true;
     if (!o.valid) {
-      d.reason = "the offset is not affine in the program ids and tl.arange lanes";
-      return d;
+      out.why = "the offset is not affine in the program ids and tl.arange lanes";
+      return out;
     }
     for (const auto &kv : o.pid) {
-      if (offset.pid.count(kv.first)) {
-        d.reason = "a program id appears twice in the offset";
-        return d;
+      if (out.form.pid.count(kv.first)) {
+        out.why = "a program id appears twice in the offset";
+        return out;
       }
-      offset.pid[kv.first] = kv.second;
+      out.form.pid[kv.first] = kv.second;
     }
-    offset.lanes.insert(offset.lanes.end(), o.lanes.begin(), o.lanes.end());
-    offset.loops.insert(offset.loops.end(), o.loops.begin(), o.loops.end());
+    out.form.lanes.insert(out.form.lanes.end(), o.lanes.begin(), o.lanes.end());
+    out.form.loops.insert(out.form.loops.end(), o.loops.begin(), o.loops.end());
     at = ptr_side->id;
   }
+  return out;
+}
+
+bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std::string &b,
+                                                const std::string &loop_var) const {
+  Offset x = offset_of(a, true), y = offset_of(b, true);
+  if (!x.why.empty() || !y.why.empty() || x.untracked_shift || y.untracked_shift) return false;
+  // Every non-literal uniform part the same; the literals summed.
+  auto split = [](const std::vector<std::string> &parts, std::multiset<std::string> &names, int64_t &constant) {
+    for (const std::string &p : parts) {
+      char *end = nullptr;
+      const long long v = std::strtoll(p.c_str(), &end, 10);
+      if (!p.empty() && end && *end == 0) constant += v;
+      else names.insert(p);
+    }
+  };
+  std::multiset<std::string> xn, yn;
+  int64_t xc = 0, yc = 0;
+  split(x.uniform_parts, xn, xc);
+  split(y.uniform_parts, yn, yc);
+  if (xn != yn || x.form.pid != y.form.pid) return false;
+  // One tl.arange tile each, the same, with one loop term over loop_var.
+  const Affine &f = x.form, &g = y.form;
+  if (f.lanes.size() != 1 || g.lanes.size() != 1 || f.loops.size() != 1 || g.loops.size() != 1) return false;
+  const Term &lx = f.lanes[0], &ly = g.lanes[0];
+  if (lx.source != ly.source || lx.extent != ly.extent || lx.extent_symbol != ly.extent_symbol ||
+      value_of(lx.coefficient) != value_of(ly.coefficient))
+    return false;
+  if (f.loops[0].var != loop_var || g.loops[0].var != loop_var ||
+      value_of(f.loops[0].coefficient) != value_of(g.loops[0].coefficient))
+    return false;
+  // The pointer tiles vary along that one tile only (no broadcast rows).
+  for (const std::string &p : {a, b}) {
+    auto t = types_.find(p);
+    if (t == types_.end()) return false;
+    size_t varying = 0;
+    for (const sema::Dim &dim : t->second.shape) varying += !(dim.value && *dim.value == 1);
+    if (varying > 1) return false;
+  }
+  // k * (v + lanes), v stepping by the tile's extent; or v * B + lanes (k = 1).
+  const std::string k = value_of(lx.coefficient);
+  Affine scaled = f;
+  scaled.lanes[0].coefficient = "1";
+  if (k != "1") {
+    if (value_of(f.loops[0].coefficient) != k) return false;
+    scaled.loops[0].coefficient = "1";
+  }
+  if (!merge_loop_blocks(scaled)) return false;
+  const int64_t shift = xc > yc ? xc - yc : yc - xc;
+  if (shift == 0) return true;
+  char *end = nullptr;
+  const long long kv = std::strtoll(k.c_str(), &end, 10);
+  return end && *end == 0 && kv > shift;
+}
+
+AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::string &mask) const {
+  AccessDecision d;
+  Offset chain = offset_of(pointer, false);
+  if (!chain.why.empty()) {
+    d.reason = chain.why;
+    return d;
+  }
+  Affine offset = std::move(chain.form);
+  std::vector<std::string> uniform_parts = std::move(chain.uniform_parts);
+  const bool untracked_shift = chain.untracked_shift;
   d.offset_key = key(offset);
   std::sort(uniform_parts.begin(), uniform_parts.end());
   for (const std::string &u : uniform_parts) d.offset_key += "+" + u;

@@ -57,6 +57,14 @@ class AccessAnalysis {
   std::string base_of(const std::string &pointer) const;
   // How the adjoint of a load through `pointer` (masked by `mask`, or "") can be written.
   AccessDecision classify(const std::string &pointer, const std::string &mask) const;
+  // Whether, within one program, each iteration of the loop over `loop_var`
+  // touches through `a` and `b` (two pointers off one base) addresses no
+  // other iteration touches through either: both offsets are
+  // k * (v + tl.arange(0, B)) with v stepping by B (or v * B + tl.arange(0, B)
+  // with v stepping by 1), the same program terms and names, and integer
+  // constants that differ by less than k. Rotary kernels read and write the
+  // pairs `x + 2 * cols` and `x + 2 * cols + 1` so.
+  bool iterations_touch_their_own(const std::string &a, const std::string &b, const std::string &loop_var) const;
 
  private:
   struct Term {
@@ -81,6 +89,18 @@ class AccessAnalysis {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)
   };
   Affine affine(const std::string &name) const;
+  // A pointer's offset from its base parameter: the affine form, and the
+  // parts the same in every program and lane (names or literals, as text).
+  // Empty with `why` set where the chain from the base is not understood.
+  // `one_program`: scalars computed before every loop are constants (uniform
+  // parts by name), however they are computed.
+  struct Offset {
+    Affine form;
+    std::vector<std::string> uniform_parts;
+    bool untracked_shift = false;
+    std::string why;  // non-empty: not analysed
+  };
+  Offset offset_of(const std::string &pointer, bool one_program) const;
   // An integer literal 0, or a name assigned one (never reassigned).
   bool is_zero(const ast::Expr &e) const;
   void collect(const ast::StmtList &block);
@@ -94,6 +114,8 @@ class AccessAnalysis {
   std::map<std::string, const ast::Expr *> defs_;  // SSA name -> its (first) defining value
   std::multimap<std::string, const ast::Expr *> all_defs_;  // SSA name -> every defining value
   std::set<std::string> redefined_;                // names assigned more than once: loop-carried values
+  std::set<std::string> in_loops_;                 // names assigned inside a loop body
+  int loop_depth_ = 0;                             // while collecting
   std::map<std::string, Loop> loops_;              // loop variable -> its range
   std::set<int> program_axes_;                     // axes of tl.program_id calls in the kernel (-1: not a literal)
 };

@@ -194,10 +194,32 @@ class RoleFinder {
     }
   }
 
+  // The pointers `e` is exactly a load through: `tl.load(P + ...)`, or a
+  // name bound to one.
+  std::set<std::string> loaded_directly(const Expr &e) const {
+    if (auto *n = dyn_cast<Name>(&e)) {
+      auto it = direct_loads_.find(n->id);
+      return it == direct_loads_.end() ? std::set<std::string>{} : it->second;
+    }
+    auto *c = dyn_cast<Call>(&e);
+    if (!c || emit::print_expr(*c->func) != "tl.load") return {};
+    const Expr *p = call_argument(*c, 0, "pointer");
+    return p ? address_roots(*p) : std::set<std::string>{};
+  }
+
   void bind(const Expr &target, const Expr &value) {
     if (auto *n = dyn_cast<Name>(&target)) {
       for (const std::string &r : address_roots(value)) roots_[n->id].insert(r);
       for (const std::string &r : loaded_from(value)) loaded_[n->id].insert(r);
+      // `seq_idx = 0` before a loop that sets `seq_idx = tl.load(P + ...)`:
+      // the 0 made it an int32 tensor, which Triton requires the loop to
+      // keep, so P holds integers (mamba's sequence indices).
+      if (loop_depth_ > 0 && int_literals_.count(n->id))
+        for (const std::string &r : loaded_directly(value)) integer_pointers_.insert(r);
+      if (isa<IntLit>(&value) && loop_depth_ == 0) int_literals_.insert(n->id);
+      std::set<std::string> direct = loaded_directly(value);
+      if (direct.empty()) direct_loads_.erase(n->id);
+      else direct_loads_[n->id] = direct;
       return;
     }
     auto *tt = dyn_cast<Tuple>(&target);
@@ -235,10 +257,14 @@ class RoleFinder {
         walk(i->orelse);
       } else if (auto *f = dyn_cast<For>(s.get())) {
         visit_calls(*f->iter);
+        ++loop_depth_;
         walk(f->body);
+        --loop_depth_;
       } else if (auto *w = dyn_cast<While>(s.get())) {
         visit_calls(*w->cond);
+        ++loop_depth_;
         walk(w->body);
+        --loop_depth_;
       }
     }
   }
@@ -254,6 +280,9 @@ class RoleFinder {
   std::map<std::string, unsigned> accesses_;             // parameter -> PointerAccess bits
   std::map<std::string, std::set<std::string>> roots_;   // name -> parameters its address derives from
   std::map<std::string, std::set<std::string>> loaded_;  // name -> pointers whose loaded values it derives from
+  std::map<std::string, std::set<std::string>> direct_loads_;  // name -> the pointers it is exactly a load through
+  std::set<std::string> int_literals_;  // names given an integer literal outside loops
+  int loop_depth_ = 0;
   std::set<std::string> pointers_, integer_pointers_;
 };
 
@@ -325,7 +354,8 @@ class GenericDifferentiation {
     for (size_t k : integer_pointers_)
       if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
         diags_.error(fn_.params[k].span, "'" + pname(k) + "' points to integers, as far as tgrad can tell (what '" +
-                                             fn_.name + "' loads through it becomes part of an address): it carries no "
+                                             fn_.name + "' loads through it is used as an integer: in an address, as a random seed or a gather index, or as the "
+                                             "value of a loop-carried integer): it carries no "
                                              "gradient. Leave it out of --wrt, or give its type: --arg " + pname(k) +
                                              "=*fp32");
         return std::nullopt;

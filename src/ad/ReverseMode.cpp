@@ -2802,7 +2802,9 @@ class Engine {
         ++shared;
       if (shared == 0) continue;
       AccessDecision l = access.classify(load.pointer, load.mask), st = access.classify(store->pointer, store->mask);
-      if (shared > 1 || !l.walks_loop || !st.walks_loop || l.offset_key != st.offset_key)
+      const bool same_blocks = l.walks_loop && st.walks_loop && l.offset_key == st.offset_key;
+      auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+      if (shared > 1 || !(same_blocks || (var && access.iterations_touch_their_own(load.pointer, store->pointer, var->id))))
         refuse(*store, "a loop around both runs the store before a later iteration's load, at addresses not proven "
                        "to be the iteration's own");
     }

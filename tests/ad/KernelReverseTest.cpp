@@ -343,6 +343,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"online_stats", "online_stats_kernel", {3, 1, 1},
                    {"X=fp32[3,37]", "MEAN=fp32[3]:zeros", "LSE=fp32[3]:zeros", "ARGMAX=int32[3]:zeros", "n_cols=37"},
                    {"BLOCK=8"}, {"X"}, {}, ""},
+        // mamba's state passing: an int32 sequence index carried (and taped) beside the state; SEQ holds integers.
+        KernelCase{"online_stats", "segment_decay_kernel", {2, 1, 1},
+                   {"X=fp32[6,13]", "DECAY=fp32[6]", "SEQ=int32[6]:uniform(0,2)", "Y=fp32[6,13]:zeros",
+                    "n_chunks=6", "dim=13"},
+                   {"BLOCK=8"}, {"X", "DECAY"}, {}, ""},
         // tl.dot with N = 1 and M = 1 (Triton takes them; K needs 16): the backward products whose inner dimension
         // would be 1 are sums of broadcast products.
         KernelCase{"matvec", "matvec_kernel", {2, 1, 1},
@@ -352,6 +357,10 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"rotary_pairs", "rotary_pairs_kernel", {2, 1, 1},
                    {"X=fp32[5,8]", "COS=fp32[5,4]", "SIN=fp32[5,4]", "Y=fp32[5,8]:zeros", "n_rows=5"},
                    {"HALF=4", "BLOCK_ROWS=4"}, {"X", "COS", "SIN"}, {}, ""},
+        // In place, a block of (x[2d], x[2d+1]) pairs per iteration; the last 3 elements of each row pass through.
+        KernelCase{"rotary_pairs", "rotary_pairs_inplace_kernel", {3, 1, 1},
+                   {"X=fp32[3,23]", "COS=fp32[3,10]", "SIN=fp32[3,10]", "row_stride=23"}, {"HALF=10", "BLOCK=4"},
+                   {"X", "COS", "SIN"}, {}, ""},
         KernelCase{"rotary_pairs", "rotary_interleave_kernel", {3, 1, 1},
                    {"X=fp32[3,8]", "COS=fp32[3,4]", "SIN=fp32[3,4]", "Y=fp32[3,8]:zeros", "S=fp32[3,4]:zeros"},
                    {"HALF=4"}, {"X", "COS", "SIN"}, {}, ""},

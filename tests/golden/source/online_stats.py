@@ -27,3 +27,19 @@ def online_stats_kernel(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr):
     tl.store(MEAN + row, mean)
     tl.store(LSE + row, m + tl.log(d))
     tl.store(ARGMAX + row, best)
+
+
+@triton.jit
+def segment_decay_kernel(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < dim
+    state = tl.zeros([BLOCK], dtype=tl.float32)
+    seq = 0
+    for c in range(n_chunks):
+        x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
+        scale = tl.exp(tl.load(DECAY + c))
+        seq_new = tl.load(SEQ + c)
+        scale = tl.where(seq_new == seq, scale, 0.0)
+        seq = seq_new
+        state = scale * state + x
+        tl.store(Y + c * dim + offs, state, mask=mask)

@@ -25,3 +25,18 @@ def rotary_interleave_kernel(X, COS, SIN, Y, S, HALF: tl.constexpr):
     x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
     tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
+
+
+@triton.jit
+def rotary_pairs_inplace_kernel(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    x_row = X + row * row_stride
+    for start in range(0, HALF, BLOCK):
+        d = start + tl.arange(0, BLOCK)
+        mask = d < HALF
+        cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
+        sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
+        x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
+        x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
+        tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
+        tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
