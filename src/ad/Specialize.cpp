@@ -26,6 +26,11 @@ namespace {
 constexpr size_t kQuietSpecializations = 8;
 constexpr size_t kMaxSpecializations = 32;
 
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 // A value a flag takes in one specialization: how -D gives it, how the
 // dispatcher tests for it, and the suffix of that specialization's names.
 struct FlagValue {
@@ -378,10 +383,17 @@ class Specializer {
     for (const Specialization &s : specs_) {
       for (const Backward::Tape &t : s.backward.tapes) {
         bool seen = false;
-        for (const Backward::Tape &u : out.tapes) {
-          if (u.scratch == t.scratch && (u.tile_shape != t.tile_shape || u.trips_param != t.trips_param || u.dtype != t.dtype))
-            return fail(specs_[0], s, "their tapes");
-          seen |= u.scratch == t.scratch;
+        for (Backward::Tape &u : out.tapes) {
+          if (u.scratch != t.scratch) continue;
+          if (u.trips_param != t.trips_param || u.dtype != t.dtype) return fail(specs_[0], s, "their tapes");
+          seen = true;
+          // One entry holds a tile of either shape with as many elements ([BK, BV]
+          // in one specialization, [BV, BK] in another: a state stored
+          // transposed); another element count makes the entry the largest.
+          if (sorted(u.tile_shape) == sorted(t.tile_shape)) continue;
+          bool known = false;
+          for (const auto &o : u.other_tile_shapes) known |= sorted(o) == sorted(t.tile_shape);
+          if (!known) u.other_tile_shapes.push_back(t.tile_shape);
         }
         if (!seen) out.tapes.push_back(t);
       }

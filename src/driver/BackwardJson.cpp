@@ -406,10 +406,19 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   for (const auto &t : bwd.tapes) {
     const json &trips = trips_value.at(t.trips_param);
     json shape = json::array({programs, trips.is_null() ? json{{"param", t.trips_param}} : trips});
-    json elements = 1;
-    for (const std::string &d : t.tile_shape) {
-      json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
-      elements = elements == json(1) ? dim : op("mul", {elements, dim});
+    auto elements_of = [&](const std::vector<std::string> &tile) {
+      json elements = 1;
+      for (const std::string &d : tile) {
+        json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
+        elements = elements == json(1) ? dim : op("mul", {elements, dim});
+      }
+      return elements;
+    };
+    json elements = elements_of(t.tile_shape);
+    if (!t.other_tile_shapes.empty()) {  // specializations taping other sizes under this name: the largest
+      std::vector<json> each{elements};
+      for (const auto &o : t.other_tile_shapes) each.push_back(elements_of(o));
+      elements = op("max", each);
     }
     shape.push_back(elements);
     const std::string why = "the value of '" + t.value + "' entering each iteration of the loop at line " +

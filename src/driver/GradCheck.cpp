@@ -244,19 +244,26 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // Tapes: [programs, trips, numel(value)] each, poisoned (the backward writes before it reads).
   const int64_t programs = launch.grid[0] * launch.grid[1] * launch.grid[2];
   for (const ad::Backward::Tape &t : bwd->tapes) {
-    int64_t numel = 1;
-    for (const std::string &d : t.tile_shape) {
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
-        numel *= std::stoll(d);
-        continue;
+    // An entry holds the largest tile any specialization tapes under this name.
+    int64_t numel = 0;
+    std::vector<std::vector<std::string>> tiles = t.other_tile_shapes;
+    tiles.push_back(t.tile_shape);
+    for (const auto &tile : tiles) {
+      int64_t elements = 1;
+      for (const std::string &d : tile) {
+        if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+          elements *= std::stoll(d);
+          continue;
+        }
+        auto it = launch.args.find(d);
+        if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
+            it->second.constexpr_value.kind != interp::Value::Kind::Int) {
+          diags.error({}, "the tape of '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
+          return std::nullopt;
+        }
+        elements *= it->second.constexpr_value.n;
       }
-      auto it = launch.args.find(d);
-      if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
-          it->second.constexpr_value.kind != interp::Value::Kind::Int) {
-        diags.error({}, "the tape of '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
-        return std::nullopt;
-      }
-      numel *= it->second.constexpr_value.n;
+      numel = std::max(numel, elements);
     }
     auto most = loop_trips.find({t.loop_line, t.loop_column});
     const int64_t trips = std::max<int64_t>(1, most == loop_trips.end() ? 0 : most->second);

@@ -348,6 +348,11 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[6,13]", "DECAY=fp32[6]", "SEQ=int32[6]:uniform(0,2)", "Y=fp32[6,13]:zeros",
                     "n_chunks=6", "dim=13"},
                    {"BLOCK=8"}, {"X", "DECAY"}, {}, ""},
+        // A taped state of [BR] or [BC] by a flag (one protocol sizes the tape for the larger).
+        KernelCase{"online_stats", "running_norm_kernel", {2, 1, 1}, {"X=fp32[2,3,4,8]", "Y=fp32[2,4,8]:zeros", "n_steps=3"},
+                   {"BR=4", "BC=8", "BY_ROWS=True"}, {"X"}, {}, ""},
+        KernelCase{"online_stats", "running_norm_kernel", {2, 1, 1}, {"X=fp32[2,3,4,8]", "Y=fp32[2,4,8]:zeros", "n_steps=3"},
+                   {"BR=4", "BC=8", "BY_ROWS=False"}, {"X"}, {}, ""},
         // tl.dot with N = 1 and M = 1 (Triton takes them; K needs 16): the backward products whose inner dimension
         // would be 1 are sums of broadcast products.
         KernelCase{"matvec", "matvec_kernel", {2, 1, 1},

@@ -118,6 +118,10 @@ struct Backward {
     std::string scratch;                  // the backward's parameter ("acc_tape")
     std::string value;                    // the carried value ("acc")
     std::vector<std::string> tile_shape;  // its shape: numbers or constexpr parameter names
+    // Where one backward serves several flag values (a dispatcher), the
+    // shapes other specializations tape under this name with another element
+    // count ([BK] with NORMK, [BV] without): an entry holds the largest.
+    std::vector<std::vector<std::string>> other_tile_shapes;
     std::string trips_param;              // the backward's parameter for the bound on the trip count
     int loop_line = 0, loop_column = 0;   // the forward's loop
     std::string loop_range;               // "range(0, hi, BLOCK_N)"

@@ -43,3 +43,26 @@ def segment_decay_kernel(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr):
         seq = seq_new
         state = scale * state + x
         tl.store(Y + c * dim + offs, state, mask=mask)
+
+
+@triton.jit
+def running_norm_kernel(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr):
+    pid = tl.program_id(0)
+    r = tl.arange(0, BR)
+    c = tl.arange(0, BC)
+    base = X + pid * n_steps * BR * BC
+    if BY_ROWS:
+        m = tl.full([BR], float("-inf"), tl.float32)
+    else:
+        m = tl.full([BC], float("-inf"), tl.float32)
+    acc = tl.zeros([BR, BC], dtype=tl.float32)
+    for t in range(n_steps):
+        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
+        if BY_ROWS:
+            m_new = tl.maximum(m, tl.max(x, 1))
+            acc = acc * tl.exp(m - m_new)[:, None] + x * tl.exp(x - m_new[:, None])
+        else:
+            m_new = tl.maximum(m, tl.max(x, 0))
+            acc = acc * tl.exp(m - m_new)[None, :] + x * tl.exp(x - m_new[None, :])
+        m = m_new
+    tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)
