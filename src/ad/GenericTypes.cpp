@@ -56,14 +56,15 @@ bool used_as_dtype(const StmtList &body, const std::string &name) {
 
 class RoleFinder {
  public:
-  RoleFinder(const Module &module, std::set<const Function *> &visiting) : module_(module), visiting_(visiting) {}
+  RoleFinder(const Module &module, std::set<const Function *> &visiting, const sema::ParamTypes *known = nullptr)
+      : module_(module), visiting_(visiting), known_(known) {}
 
   std::vector<ParamRole> run(const Function &fn) {
     for (const Param &p : fn.params) roots_[p.name] = {p.name};
     // Twice: a loop's body can feed names read earlier in it.
     for (int pass = 0; pass < 2; ++pass) walk(fn.body);
     std::set<std::string> read;
-    block_reads(fn.body, read);
+    taken_reads(fn.body, read);
     std::vector<ParamRole> roles;
     bool any_pointer = false;
     for (size_t k = 0; k < fn.params.size(); ++k) any_pointer |= pointers_.count(fn.params[k].name) > 0;
@@ -253,8 +254,10 @@ class RoleFinder {
         if (r->value) visit_calls(*r->value);
       } else if (auto *i = dyn_cast<If>(s.get())) {
         visit_calls(*i->cond);
-        walk(i->body);
-        walk(i->orelse);
+        // A flag with a value (one specialization) keeps one branch, as Triton does.
+        std::optional<bool> taken = known_condition(*i->cond);
+        if (!taken || *taken) walk(i->body);
+        if (!taken || !*taken) walk(i->orelse);
       } else if (auto *f = dyn_cast<For>(s.get())) {
         visit_calls(*f->iter);
         ++loop_depth_;
@@ -269,6 +272,93 @@ class RoleFinder {
     }
   }
 
+  // Names read by the branches a specialization keeps (all, without known values).
+  void taken_reads(const StmtList &block, std::set<std::string> &out) const {
+    for (const StmtPtr &st : block) {
+      if (auto *i = dyn_cast<If>(st.get())) {
+        reads(*i->cond, out);
+        std::optional<bool> taken = known_condition(*i->cond);
+        if (!taken || *taken) taken_reads(i->body, out);
+        if (!taken || !*taken) taken_reads(i->orelse, out);
+        continue;
+      }
+      stmt_reads(*st, out);
+      if (auto *f = dyn_cast<For>(st.get())) {
+        reads(*f->iter, out);
+        taken_reads(f->body, out);
+      } else if (auto *w = dyn_cast<While>(st.get())) {
+        reads(*w->cond, out);
+        taken_reads(w->body, out);
+      }
+    }
+  }
+
+  // The value of an if's condition on tl.constexpr parameters with known
+  // values (`FLAG`, `not FLAG`, `MODE == 'x'`, `X is None`, and/or), or none.
+  std::optional<bool> known_condition(const Expr &e) const {
+    if (!known_) return std::nullopt;
+    auto value_of = [&](const Expr &x) -> std::optional<SType> {
+      if (auto *n = dyn_cast<Name>(&x)) {
+        auto it = known_->find(n->id);
+        if (it == known_->end()) return std::nullopt;
+        const SType &t = it->second;
+        if (t.kind == SType::Kind::None || ((t.kind == SType::Kind::Bool || t.kind == SType::Kind::Int ||
+                                             t.kind == SType::Kind::Str) && t.known))
+          return t;
+        return std::nullopt;
+      }
+      if (auto *b = dyn_cast<BoolLit>(&x)) return SType::of_bool(b->value);
+      if (auto *i = dyn_cast<IntLit>(&x)) return SType::of_int(static_cast<long long>(i->value));
+      if (auto *t = dyn_cast<StrLit>(&x)) return SType::of_str(t->value);
+      if (isa<NoneLit>(&x)) return SType::none();
+      return std::nullopt;
+    };
+    auto truth = [](const SType &t) -> bool {
+      switch (t.kind) {
+        case SType::Kind::Bool: return t.b;
+        case SType::Kind::Int: return t.n != 0;
+        case SType::Kind::Str: return !t.s.empty();
+        default: return false;  // None
+      }
+    };
+    if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Not) {
+      std::optional<bool> x = known_condition(*u->operand);
+      return x ? std::optional<bool>(!*x) : std::nullopt;
+    }
+    if (auto *b = dyn_cast<BoolOp>(&e)) {
+      const bool is_and = b->op == BoolOpKind::And;
+      bool all_known = true;
+      for (const ExprPtr &v : b->values) {
+        std::optional<bool> x = known_condition(*v);
+        if (x && *x != is_and) return !is_and;  // a false operand of `and`, a true one of `or`
+        all_known &= x.has_value();
+      }
+      return all_known ? std::optional<bool>(is_and) : std::nullopt;
+    }
+    if (auto *c = dyn_cast<Compare>(&e); c && c->ops.size() == 1) {
+      std::optional<SType> l = value_of(*c->left), r = value_of(*c->comparators[0]);
+      if (!l || !r) return std::nullopt;
+      auto same = [&]() -> std::optional<bool> {
+        if (l->kind == SType::Kind::None || r->kind == SType::Kind::None) return l->kind == r->kind;
+        if (l->kind == SType::Kind::Str || r->kind == SType::Kind::Str)
+          return l->kind == r->kind && l->s == r->s;
+        auto number = [](const SType &t) { return t.kind == SType::Kind::Bool ? (t.b ? 1LL : 0LL) : t.n; };
+        return number(*l) == number(*r);
+      };
+      std::optional<bool> eq = same();
+      switch (c->ops[0]) {
+        case CompareOpKind::Eq:
+        case CompareOpKind::Is: return eq;
+        case CompareOpKind::NotEq:
+        case CompareOpKind::IsNot: return eq ? std::optional<bool>(!*eq) : std::nullopt;
+        default: return std::nullopt;
+      }
+    }
+    std::optional<SType> v = value_of(e);
+    if (v && !isa<Name>(&e)) return std::nullopt;  // a literal condition: left to sema
+    return v ? std::optional<bool>(truth(*v)) : std::nullopt;
+  }
+
   static unsigned access_kind(const std::string &method) {
     if (method == "load") return kLoad;
     if (method == "store") return kStore;
@@ -277,6 +367,7 @@ class RoleFinder {
 
   const Module &module_;
   std::set<const Function *> &visiting_;
+  const sema::ParamTypes *known_;  // tl.constexpr parameters with values (one specialization), or null
   std::map<std::string, unsigned> accesses_;             // parameter -> PointerAccess bits
   std::map<std::string, std::set<std::string>> roots_;   // name -> parameters its address derives from
   std::map<std::string, std::set<std::string>> loaded_;  // name -> pointers whose loaded values it derives from
@@ -327,7 +418,7 @@ class GenericDifferentiation {
       : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
 
   std::optional<Backward> run() {
-    std::vector<ParamRole> roles = param_roles(module_, fn_);
+    std::vector<ParamRole> roles = param_roles(module_, fn_, request_.param_types);
     for (size_t k = 0; k < fn_.params.size(); ++k) {
       const Param &p = fn_.params[k];
       if (request_.param_types.count(p.name)) continue;
@@ -438,16 +529,8 @@ class GenericDifferentiation {
 
   // The header says what the backward was checked for.
   static std::string annotate(const Backward &b) {
-    std::string note = "# Generic: the same backward for";
-    for (size_t k = 0; k < b.generic_types.size(); ++k) {
-      note += k ? "; " : " ";
-      note += b.generic_types[k].first + " =";
-      for (size_t j = 0; j < b.generic_types[k].second.size(); ++j)
-        note += (j ? ", " : " ") + b.generic_types[k].second[j];
-    }
-    note += ".\n";
     const size_t at = header_length(b.source);
-    return b.source.substr(0, at) + note + b.source.substr(at);
+    return b.source.substr(0, at) + generic_types_line(b.generic_types) + b.source.substr(at);
   }
 
   sema::ParamTypes with_uniform(DType d) const { return uniform_representative(module_, fn_, request_.param_types, d); }
@@ -622,24 +705,22 @@ size_t header_length(const std::string &source) {
   return at;
 }
 
-std::vector<ParamRole> param_roles(const Module &module, const Function &fn) {
-  std::set<const Function *> visiting{&fn};
-  return RoleFinder(module, visiting).run(fn);
+std::string generic_types_line(const std::vector<std::pair<std::string, std::vector<std::string>>> &types) {
+  std::string note = "# Generic: the same backward for";
+  for (size_t k = 0; k < types.size(); ++k) {
+    note += k ? "; " : " ";
+    note += types[k].first + " =";
+    for (size_t j = 0; j < types[k].second.size(); ++j) note += (j ? ", " : " ") + types[k].second[j];
+  }
+  return note + ".\n";
 }
 
-std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn) {
-  std::set<const Function *> visiting{&fn};
-  RoleFinder finder(module, visiting);
-  finder.run(fn);
-  std::vector<unsigned> out;
-  for (const Param &p : fn.params) out.push_back(finder.accesses(p.name));
-  return out;
-}
+namespace {
 
-sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
-                                        DType float_type) {
+// Representative types for the parameters `given` leaves open, by role.
+sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+                                   const sema::ParamTypes &given, DType float_type) {
   sema::ParamTypes types = given;
-  std::vector<ParamRole> roles = param_roles(module, fn);
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const Param &p = fn.params[k];
     if (types.count(p.name)) continue;
@@ -654,6 +735,45 @@ sema::ParamTypes uniform_representative(const Module &module, const Function &fn
     }
   }
   return types;
+}
+
+}  // namespace
+
+std::vector<ParamRole> param_roles(const Module &module, const Function &fn, const sema::ParamTypes &known) {
+  std::set<const Function *> visiting{&fn};
+  std::vector<ParamRole> every_branch = RoleFinder(module, visiting, nullptr).run(fn);
+  if (known.empty()) return every_branch;
+  std::vector<ParamRole> taken = RoleFinder(module, visiting, &known).run(fn);
+  // A parameter the taken branches leave unused keeps the role the others
+  // give it: a weight pointer with HAS_WEIGHT=False is still a pointer (its
+  // gradient is zero), not a number.
+  for (size_t k = 0; k < taken.size(); ++k)
+    if (taken[k] == ParamRole::Unused) taken[k] = every_branch[k];
+  if (taken == every_branch) return taken;
+  // The roles of every branch, where this specialization types with them (a
+  // pointer only advanced or tested against None here, `q += off`); the
+  // taken branches' only where it does not (fla's seq_offsets: a pointer
+  // with one flag value, added to offsets as a number with the other).
+  for (DType d : {DType::FP32, DType::FP16, DType::BF16}) {
+    SourceManager scratch;
+    DiagEngine quiet(scratch);
+    if (sema::analyze(module, fn, representative_of(fn, every_branch, known, d), quiet)) return every_branch;
+  }
+  return taken;
+}
+
+std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn) {
+  std::set<const Function *> visiting{&fn};
+  RoleFinder finder(module, visiting);
+  finder.run(fn);
+  std::vector<unsigned> out;
+  for (const Param &p : fn.params) out.push_back(finder.accesses(p.name));
+  return out;
+}
+
+sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
+                                        DType float_type) {
+  return representative_of(fn, param_roles(module, fn, given), given, float_type);
 }
 
 std::optional<Backward> differentiate_generic(const Module &module, const SourceManager &sources,

@@ -44,8 +44,14 @@ enum class ParamRole {
 
 // The role of each parameter of `fn`, in order. Calls of the module's other
 // jit functions count: a parameter passed where the callee loads through it
-// is a pointer.
-std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn);
+// is a pointer. Where `known` gives tl.constexpr parameters values, an if on
+// them counts only for the branch it takes (as Triton compiles it): fla's
+// `seq_offsets` is a number without IS_SEQLEN_OFFSETS_TENSOR, a pointer with it.
+std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn,
+                                   const sema::ParamTypes &known = {});
+
+// The header line "# Generic: the same backward for x = *fp32, *fp16; ...".
+std::string generic_types_line(const std::vector<std::pair<std::string, std::vector<std::string>>> &types);
 
 // How a kernel accesses memory through each of its parameters, in order: an
 // OR of PointerAccess bits (0 for a parameter no address derives from).

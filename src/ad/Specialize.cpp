@@ -1,7 +1,9 @@
 #include "src/ad/Specialize.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "src/ad/AnfWalk.h"
@@ -176,6 +178,34 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
       if (fn.is_constexpr_param(k) && read.count(fn.params[k].name) && !given.count(fn.params[k].name) &&
           std::find(flags.begin(), flags.end(), fn.params[k].name) == flags.end())
         flags.push_back(fn.params[k].name);
+  }
+  // A flag that decides whether a parameter is a pointer or a number (fla's
+  // rotary: `o_t + seq_offsets` without IS_SEQLEN_OFFSETS_TENSOR,
+  // `o_t + tl.load(seq_offsets + i_n)` with it): each value types it anew.
+  std::set<std::string> in_conditions;
+  std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
+    for (const StmtPtr &st : block) {
+      if (auto *i = dyn_cast<If>(st.get())) {
+        reads(*i->cond, in_conditions);
+        conditions(i->body);
+        conditions(i->orelse);
+      } else if (auto *f = dyn_cast<For>(st.get())) {
+        conditions(f->body);
+      } else if (auto *w = dyn_cast<While>(st.get())) {
+        conditions(w->body);
+      }
+    }
+  };
+  conditions(fn.body);
+  for (size_t k = 0; k < fn.params.size(); ++k) {
+    const std::string &name = fn.params[k].name;
+    if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name) ||
+        std::find(flags.begin(), flags.end(), name) != flags.end())
+      continue;
+    sema::ParamTypes with = given, without = given;
+    with[name] = SType::of_bool(true);
+    without[name] = SType::of_bool(false);
+    if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
   }
   return flags;
 }
@@ -522,7 +552,37 @@ class Specializer {
     // needs of a buffer, for all.
     out.backward_name = first.backward_name;
     out.output_adjoints = first.output_adjoints;
+    // A parameter may be a pointer with some flag values and a number with
+    // others (fla's seq_offsets): of each kind, the types every
+    // specialization taking that kind serves (a saved output read back as
+    // float32 by one specialization is float32 for all).
     out.generic_types = first.generic_types;
+    for (auto &[name, served] : out.generic_types) {
+      auto pointer = [](const std::string &t) { return t.rfind('*', 0) == 0; };
+      std::vector<std::string> merged;
+      for (const bool kind : {true, false}) {
+        std::optional<std::vector<std::string>> common;
+        for (const Specialization &s : specs_)
+          for (const auto &[param, types] : s.backward.generic_types) {
+            if (param != name) continue;
+            std::vector<std::string> of_kind;
+            for (const std::string &t : types)
+              if (pointer(t) == kind) of_kind.push_back(t);
+            if (of_kind.empty()) continue;
+            if (!common) {
+              common = of_kind;
+              continue;
+            }
+            common->erase(std::remove_if(common->begin(), common->end(),
+                                         [&](const std::string &t) {
+                                           return std::find(of_kind.begin(), of_kind.end(), t) == of_kind.end();
+                                         }),
+                          common->end());
+          }
+        if (common) merged.insert(merged.end(), common->begin(), common->end());
+      }
+      if (!merged.empty()) served = merged;
+    }
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
       // A consumed upstream gradient is a float32 copy for every
@@ -539,8 +599,14 @@ class Specializer {
       }
       if (everywhere) out.zero_gradients.push_back(z);
     }
-    // The header of the first (command line, Generic line), then the module.
+    // The header of the first (command line, Generic line with every
+    // specialization's types), then the module.
     std::string header = first.source.substr(0, header_length(first.source));
+    if (const size_t g = header.find("# Generic: the same backward for"); g != std::string::npos && !out.generic_types.empty()) {
+      const size_t end = header.find('\n', g);
+      header = header.substr(0, g) + generic_types_line(out.generic_types) +
+               (end == std::string::npos ? std::string() : header.substr(end + 1));
+    }
     std::string values;
     for (const Flag &f : flags_) {
       values += (values.empty() ? "" : "; ") + f.name + " =";

@@ -231,6 +231,14 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[21,5]", "G=fp32[21,5]", "Y=fp32[21,5]:zeros", "cu_seqlens=int32[4]:uniform(0,1)", "T=7",
                     "D=5"},
                    {"IS_VARLEN=False", "BT=4", "BD=8"}, {"X", "G"}, {}},
+        // A flag makes `offsets` a number (added to the rows) or a pointer to per-program offsets.
+        KernelCase{"varlen", "shifted_rows_kernel", {4, 1, 1},
+                   {"X=fp32[13,4]", "TABLE=fp32[16,4]", "Y=fp32[13,4]:zeros", "offsets=2", "n_rows=13"},
+                   {"D=4", "BR=4", "OFFSETS_TENSOR=False"}, {"X", "TABLE"}, {}},
+        KernelCase{"varlen", "shifted_rows_kernel", {4, 1, 1},
+                   {"X=fp32[13,4]", "TABLE=fp32[16,4]", "Y=fp32[13,4]:zeros", "offsets=int32[4]:uniform(0,3)",
+                    "n_rows=13"},
+                   {"D=4", "BR=4", "OFFSETS_TENSOR=True"}, {"X", "TABLE"}, {}},
         KernelCase{"varlen", "causal_taps_kernel", {3, 1, 1}, {"X=fp32[40]", "W=fp32[3]", "Y=fp32[40]:zeros", "T=40"},
                    {"NTAPS=3", "BT=16"}, {"X", "W"}, {}},
         // A helper from a sibling module (relative import with an alias; the helper calls another and reads a constant).

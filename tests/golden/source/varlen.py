@@ -29,3 +29,17 @@ def causal_taps_kernel(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr):
         x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0).to(tl.float32)
         acc += w * x
     tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
+
+
+@triton.jit
+def shifted_rows_kernel(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    if not OFFSETS_TENSOR:
+        src = rows + offsets
+    else:
+        src = rows + tl.load(offsets + tl.program_id(0))
+    cols = tl.arange(0, D)
+    mask = rows < n_rows
+    x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
+    t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
+    tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
