@@ -506,6 +506,10 @@ class Engine {
   void check_dependence_kept(const std::string &target, const Expr &value, const std::string &operand) {
     const SType *t = type_of_name(target);
     Op op = classify(value);
+    // A comparison's or a logical operator's result is a truth value whatever
+    // sema could tell of its operands' types (`x = 1` merged with a float
+    // load, then `if x != 0:`): its gradient is zero.
+    if (op.key == "Compare" || op.key == "BoolOp" || op.key == "operator not") return;
     if (t && is_known(*t)) {
       static const std::set<std::string> no_gradient = {"Compare", "argmax", "argmin", "tuple element", "jit call",
                                                          "BoolOp", "operator not"};

@@ -231,6 +231,10 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[21,5]", "G=fp32[21,5]", "Y=fp32[21,5]:zeros", "cu_seqlens=int32[4]:uniform(0,1)", "T=7",
                     "D=5"},
                    {"IS_VARLEN=False", "BT=4", "BD=8"}, {"X", "G"}, {}},
+        // `process = 1`, set from MASK where one is passed, then tested: MASK's gradient is zero.
+        KernelCase{"merges", "skip_rows_kernel", {2, 1, 1},
+                   {"X=fp32[5,7]", "MASK=fp32[5]:ones", "Y=fp32[5,7]:zeros", "n_rows=5", "n_cols=7"}, {"BLOCK=8"},
+                   {"X", "MASK"}, {}},
         // A flag makes `offsets` a number (added to the rows) or a pointer to per-program offsets.
         KernelCase{"varlen", "shifted_rows_kernel", {4, 1, 1},
                    {"X=fp32[13,4]", "TABLE=fp32[16,4]", "Y=fp32[13,4]:zeros", "offsets=2", "n_rows=13"},

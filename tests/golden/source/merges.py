@@ -72,3 +72,15 @@ def gated_affine_kernel(X, W, B, Y, n_cols, HAS_WEIGHT: tl.constexpr, HAS_BIAS: 
     if HAS_BIAS:
         y += b
     tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
+
+
+@triton.jit
+def skip_rows_kernel(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        process = 1
+        if MASK is not None:
+            process = tl.load(MASK + row)
+        if process != 0:
+            cols = tl.arange(0, BLOCK)
+            x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
