@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <set>
 

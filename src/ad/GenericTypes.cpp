@@ -313,14 +313,6 @@ class RoleFinder {
       if (isa<NoneLit>(&x)) return SType::none();
       return std::nullopt;
     };
-    auto truth = [](const SType &t) -> bool {
-      switch (t.kind) {
-        case SType::Kind::Bool: return t.b;
-        case SType::Kind::Int: return t.n != 0;
-        case SType::Kind::Str: return !t.s.empty();
-        default: return false;  // None
-      }
-    };
     if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Not) {
       std::optional<bool> x = known_condition(*u->operand);
       return x ? std::optional<bool>(!*x) : std::nullopt;
@@ -356,7 +348,8 @@ class RoleFinder {
     }
     std::optional<SType> v = value_of(e);
     if (v && !isa<Name>(&e)) return std::nullopt;  // a literal condition: left to sema
-    return v ? std::optional<bool>(truth(*v)) : std::nullopt;
+    if (!v) return std::nullopt;
+    return v->kind == SType::Kind::None ? false : sema::known_truth(*v);
   }
 
   static unsigned access_kind(const std::string &method) {

@@ -103,6 +103,14 @@ bool carries_gradient(const SType *t) {
   return false;
 }
 
+// Removes block[k], moving a comment that introduces a block to the next statement.
+void erase_keeping_comment(StmtList &block, size_t k) {
+  const Stmt &s = *block[k];
+  if (!s.leading_comment.empty() && k + 1 < block.size() && block[k + 1]->leading_comment.empty())
+    block[k + 1]->leading_comment = s.leading_comment;
+  block.erase(block.begin() + static_cast<long>(k));
+}
+
 // Dead-code removal by liveness, over nested loops and ifs: an assignment
 // stays only if a later statement (or the next iteration of a loop around
 // it) reads the value it assigns. Expression statements (stores,
@@ -110,12 +118,7 @@ bool carries_gradient(const SType *t) {
 std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool erase) {
   for (size_t k = body.size(); k-- > 0;) {
     Stmt &s = *body[k];
-    auto drop = [&] {
-      // Keep a comment that introduces a block: move it to the next statement.
-      if (!s.leading_comment.empty() && k + 1 < body.size() && body[k + 1]->leading_comment.empty())
-        body[k + 1]->leading_comment = s.leading_comment;
-      body.erase(body.begin() + static_cast<long>(k));
-    };
+    auto drop = [&] { erase_keeping_comment(body, k); };
     if (auto *a = dyn_cast<Assign>(&s)) {
       std::set<std::string> targets;
       for (const ExprPtr &t : a->targets) reads(*t, targets);  // the names a target list binds
@@ -200,43 +203,28 @@ std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool e
 
 void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
 
-// `tl.store(scratch + ..., ...)`: a statement that writes the tape `scratch`.
-bool writes_tape(const Stmt &s, const std::string &scratch) {
-  auto *e = dyn_cast<ExprStmt>(&s);
-  auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
-  if (!c || c->args.empty() || emit::print_expr(*c->func) != "tl.store") return false;
-  std::set<std::string> pointer;
-  reads(*c->args[0], pointer);
-  return pointer.count(scratch) > 0;
+// The names the pointer arguments of `tl.<access>(...)` calls in a block read.
+std::set<std::string> names_accessed_by(const StmtList &block, const std::string &access) {
+  std::set<std::string> out;
+  visit_exprs(block, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    if (c && !c->args.empty() && emit::print_expr(*c->func) == access) reads(*c->args[0], out);
+  });
+  return out;
 }
 
-// Names read by a block, less the stores into the tapes `tapes`.
-void reads_besides_tape_writes(const StmtList &block, const std::set<std::string> &tapes, std::set<std::string> &out) {
-  for (const StmtPtr &s : block) {
-    bool tape_write = false;
-    for (const std::string &t : tapes) tape_write |= writes_tape(*s, t);
-    if (tape_write) continue;
-    stmt_reads(*s, out);
-    if (auto *f = dyn_cast<For>(s.get())) {
-      reads(*f->iter, out);
-      reads_besides_tape_writes(f->body, tapes, out);
-    } else if (auto *i = dyn_cast<If>(s.get())) {
-      reads(*i->cond, out);
-      reads_besides_tape_writes(i->body, tapes, out);
-      reads_besides_tape_writes(i->orelse, tapes, out);
-    }
-  }
-}
-
+// Removes the `tl.store(tape + ..., ...)` statements into the tapes `tapes`.
 void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
   for (size_t k = block.size(); k-- > 0;) {
     Stmt &s = *block[k];
-    bool tape_write = false;
-    for (const std::string &t : tapes) tape_write |= writes_tape(s, t);
+    auto *e = dyn_cast<ExprStmt>(&s);
+    auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+    std::set<std::string> pointer;
+    if (c && !c->args.empty() && emit::print_expr(*c->func) == "tl.store") reads(*c->args[0], pointer);
+    const bool tape_write =
+        std::any_of(pointer.begin(), pointer.end(), [&](const std::string &n) { return tapes.count(n) > 0; });
     if (tape_write) {
-      if (!s.leading_comment.empty() && k + 1 < block.size() && block[k + 1]->leading_comment.empty())
-        block[k + 1]->leading_comment = s.leading_comment;
-      block.erase(block.begin() + static_cast<long>(k));
+      erase_keeping_comment(block, k);
     } else if (auto *f = dyn_cast<For>(&s)) {
       erase_tape_writes(f->body, tapes);
     } else if (auto *i = dyn_cast<If>(&s)) {
@@ -511,8 +499,7 @@ class Engine {
     // load, then `if x != 0:`): its gradient is zero.
     if (op.key == "Compare" || op.key == "BoolOp" || op.key == "operator not") return;
     if (t && is_known(*t)) {
-      static const std::set<std::string> no_gradient = {"Compare", "argmax", "argmin", "tuple element", "jit call",
-                                                         "BoolOp", "operator not"};
+      static const std::set<std::string> no_gradient = {"argmax", "argmin", "tuple element", "jit call"};
       bool bitcast = false;
       for (const Keyword *k : op.kws)
         bitcast |= k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
@@ -2208,8 +2195,7 @@ class Engine {
     std::set<std::string> scratches;
     for (const Backward::Tape &t : result.tapes) scratches.insert(t.scratch);
     if (scratches.empty()) return;
-    std::set<std::string> read;
-    reads_besides_tape_writes(bwd.body, scratches, read);
+    const std::set<std::string> read = names_accessed_by(bwd.body, "tl.load");
     std::set<std::string> unread;
     for (const std::string &t : scratches)
       if (!read.count(t)) unread.insert(t);
@@ -2223,41 +2209,33 @@ class Engine {
     std::vector<Backward::Tape> kept;
     for (const Backward::Tape &t : result.tapes)
       if (!unread.count(t.scratch)) kept.push_back(t);
-    std::set<std::string> gone = unread;  // parameters
-    for (const Backward::Tape &t : result.tapes) {
-      bool used = false;
-      for (const Backward::Tape &k : kept) used |= k.trips_param == t.trips_param;
-      if (!used) {
-        gone.insert(t.trips_param);
-        untaped_trips_.insert(t.trips_param);
-      }
-    }
+    std::set<std::string> untaped_trips;  // bounds of loops left with no tape
+    for (const Backward::Tape &t : result.tapes)
+      if (std::none_of(kept.begin(), kept.end(), [&](const Backward::Tape &k) { return k.trips_param == t.trips_param; }))
+        untaped_trips.insert(t.trips_param);
     result.tapes = std::move(kept);
-    tapes_ = result.tapes;
     bwd.params.erase(std::remove_if(bwd.params.begin(), bwd.params.end(),
-                                    [&](const Param &p) { return gone.count(p.name) > 0; }),
+                                    [&](const Param &p) { return unread.count(p.name) || untaped_trips.count(p.name); }),
                      bwd.params.end());
     remove_dead_code(bwd.body);
-    retitle_untaped_loops(bwd.body);
+    retitle_untaped_loops(bwd.body, untaped_trips);
   }
   // A loop that lost all its tapes: its comments no longer speak of them,
   // and the barrier between the tapes' writes and reads goes.
-  void retitle_untaped_loops(StmtList &block) {
+  void retitle_untaped_loops(StmtList &block, const std::set<std::string> &untaped_trips) {
     auto is_barrier = [&](size_t k) {
       auto *e = k < block.size() ? dyn_cast<ExprStmt>(block[k].get()) : nullptr;
       return e && emit::print_expr(*e->value) == "tl.debug_barrier()";
     };
     for (size_t k = block.size(); k-- > 0;) {
       Stmt &s = *block[k];
-      if (s.leading_comment == "This program's row of the tapes of the loop below, and its trip count.")
-        s.leading_comment = "The trip count of the loop below, for the reversed loop.";
+      if (s.leading_comment == kTapeRowComment) s.leading_comment = kTripCountComment;
       auto *f = dyn_cast<For>(&s);
       if (f && !f->body.empty()) {
-        for (const std::string &trips : untaped_trips_) {
+        for (const std::string &trips : untaped_trips) {
           std::string &c = f->body[0]->leading_comment;
-          if (c != "Iterations in reverse; each starts from its incoming values on the tape (NaN past " + trips + ").")
-            continue;
-          c = "Iterations in reverse.";
+          if (c != taped_reversal_comment(trips)) continue;
+          c = kReversalComment;
           // The barriers around the reversed loop ordered the tapes' writes and reads.
           if (is_barrier(k + 1)) block.erase(block.begin() + static_cast<long>(k + 1));
           if (k > 0 && is_barrier(k - 1)) {
@@ -2268,12 +2246,21 @@ class Engine {
           break;
         }
       }
-      if (f) retitle_untaped_loops(f->body);
+      if (f) retitle_untaped_loops(f->body, untaped_trips);
       if (auto *i = dyn_cast<If>(block[k].get())) {
-        retitle_untaped_loops(i->body);
-        retitle_untaped_loops(i->orelse);
+        retitle_untaped_loops(i->body, untaped_trips);
+        retitle_untaped_loops(i->orelse, untaped_trips);
       }
     }
+  }
+
+  // The comments a taped loop's replay and reversal carry, and those of a loop
+  // without tapes (retitle_untaped_loops turns the first into the second).
+  static constexpr const char *kTapeRowComment = "This program's row of the tapes of the loop below, and its trip count.";
+  static constexpr const char *kTripCountComment = "The trip count of the loop below, for the reversed loop.";
+  static constexpr const char *kReversalComment = "Iterations in reverse.";
+  static std::string taped_reversal_comment(const std::string &trips_param) {
+    return "Iterations in reverse; each starts from its incoming values on the tape (NaN past " + trips_param + ").";
   }
 
   // The address of a taped value's entry in iteration `index`.
@@ -2528,9 +2515,7 @@ class Engine {
       if (!u.unneeded) head += u.updated + " = " + c + "\n";
     StmtList body = parse_statements(head);
     body[0]->leading_comment =
-        L.values.empty() ? "Iterations in reverse."
-                         : "Iterations in reverse; each starts from its incoming values on the tape (NaN past " +
-                               L.trips_param + ").";
+        L.values.empty() ? std::string(kReversalComment) : taped_reversal_comment(L.trips_param);
     std::set<std::string> skipped;  // the carried copies, and the inverted updates (their results are known)
     for (const LoopCarried &c : anf_.carried.at(&f)) skipped.insert(c.name);
     for (const auto &[c, u] : inverted) skipped.insert({u.scaled, u.updated});
@@ -2576,8 +2561,7 @@ class Engine {
       head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
     if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";
     StmtList pre = parse_statements(head);
-    pre[0]->leading_comment = taped ? "This program's row of the tapes of the loop below, and its trip count."
-                                    : "The trip count of the loop below, for the reversed loop.";
+    pre[0]->leading_comment = taped ? kTapeRowComment : kTripCountComment;
     for (StmtPtr &s : pre) dst.push_back(std::move(s));
     StmtList body;
     if (taped) {
@@ -3895,7 +3879,6 @@ class Engine {
   std::map<const For *, TapedLoop> taped_loops_;           // loops reversed with tapes
   std::map<const Stmt *, std::string> taped_update_copy_;  // acc_2 = acc_3 in such a loop -> acc_2
   std::vector<Backward::Tape> tapes_;
-  std::set<std::string> untaped_trips_;  // trip-count bounds of loops whose tapes all went unread
   std::set<const Stmt *> upstream_loads_;  // loads of upstream gradients nothing in the backward writes
   std::set<std::string> stabilizers_;                      // maxes whose gradient is exactly zero
   StmtList sweep_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -322,6 +323,31 @@ class Specializer {
     return b;
   }
 
+  // The types of `param` the dispatcher serves. A parameter may be a pointer
+  // with some flag values and a number with others (fla's seq_offsets): of
+  // each kind, the types every specialization taking that kind serves (a
+  // saved output read back as float32 by one specialization is float32 for
+  // all), in the first one's order.
+  std::vector<std::string> served_by_all(const std::string &param) const {
+    std::vector<std::string> out;
+    for (const bool pointers : {true, false}) {
+      std::vector<std::vector<std::string>> each;  // per specialization that takes it as this kind
+      for (const Specialization &s : specs_)
+        for (const auto &[name, types] : s.backward.generic_types) {
+          std::vector<std::string> of_kind;
+          std::copy_if(types.begin(), types.end(), std::back_inserter(of_kind),
+                       [&](const std::string &t) { return (t.rfind('*', 0) == 0) == pointers; });
+          if (name == param && !of_kind.empty()) each.push_back(std::move(of_kind));
+        }
+      if (each.empty()) continue;
+      for (const std::string &t : each[0])
+        if (std::all_of(each.begin(), each.end(),
+                        [&](const auto &e) { return std::find(e.begin(), e.end(), t) != e.end(); }))
+          out.push_back(t);
+    }
+    return out;
+  }
+
   std::string flag_list() const {
     std::string s;
     for (size_t k = 0; k < flags_.size(); ++k) s += (k ? ", '" : "'") + flags_[k].name + "'";
@@ -552,37 +578,9 @@ class Specializer {
     // needs of a buffer, for all.
     out.backward_name = first.backward_name;
     out.output_adjoints = first.output_adjoints;
-    // A parameter may be a pointer with some flag values and a number with
-    // others (fla's seq_offsets): of each kind, the types every
-    // specialization taking that kind serves (a saved output read back as
-    // float32 by one specialization is float32 for all).
     out.generic_types = first.generic_types;
-    for (auto &[name, served] : out.generic_types) {
-      auto pointer = [](const std::string &t) { return t.rfind('*', 0) == 0; };
-      std::vector<std::string> merged;
-      for (const bool kind : {true, false}) {
-        std::optional<std::vector<std::string>> common;
-        for (const Specialization &s : specs_)
-          for (const auto &[param, types] : s.backward.generic_types) {
-            if (param != name) continue;
-            std::vector<std::string> of_kind;
-            for (const std::string &t : types)
-              if (pointer(t) == kind) of_kind.push_back(t);
-            if (of_kind.empty()) continue;
-            if (!common) {
-              common = of_kind;
-              continue;
-            }
-            common->erase(std::remove_if(common->begin(), common->end(),
-                                         [&](const std::string &t) {
-                                           return std::find(of_kind.begin(), of_kind.end(), t) == of_kind.end();
-                                         }),
-                          common->end());
-          }
-        if (common) merged.insert(merged.end(), common->begin(), common->end());
-      }
-      if (!merged.empty()) served = merged;
-    }
+    for (auto &[name, served] : out.generic_types)
+      if (std::vector<std::string> all = served_by_all(name); !all.empty()) served = all;
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
       // A consumed upstream gradient is a float32 copy for every

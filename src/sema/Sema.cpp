@@ -686,17 +686,6 @@ class Checker {
     }
   }
 
-  // The truth value of a value known when Triton compiles, as Python's bool().
-  static std::optional<bool> known_truth(const SType &t) {
-    if (!t.known) return std::nullopt;
-    switch (t.kind) {
-      case SType::Kind::Bool: return t.b;
-      case SType::Kind::Int: return t.n != 0;
-      case SType::Kind::Float: return t.x != 0.0;
-      case SType::Kind::Str: return !t.s.empty();
-      default: return std::nullopt;
-    }
-  }
 
   SType subscript(const Subscript &s, Env &env) {
     SType base = eval(*s.value, env);
@@ -1621,6 +1610,17 @@ class Checker {
 };
 
 }  // namespace
+
+std::optional<bool> known_truth(const SType &t) {
+  if (!t.known) return std::nullopt;
+  switch (t.kind) {
+    case SType::Kind::Bool: return t.b;
+    case SType::Kind::Int: return t.n != 0;
+    case SType::Kind::Float: return t.x != 0.0;
+    case SType::Kind::Str: return !t.s.empty();
+    default: return std::nullopt;
+  }
+}
 
 std::optional<TypeInfo> analyze(const Module &module, const Function &fn, const ParamTypes &params, DiagEngine &diags) {
   TypeInfo info;

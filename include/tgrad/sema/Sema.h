@@ -84,6 +84,10 @@ struct SType {
   std::string str() const;
 };
 
+// The truth value of a value known when Triton compiles, as Python's bool();
+// none where it is not known (None's kind carries no value: test it apart).
+std::optional<bool> known_truth(const SType &t);
+
 // A shape equality the analysed code relies on but that sema could not
 // prove (symbolic dimensions).
 struct ShapeAssumption {
