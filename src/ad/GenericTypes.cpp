@@ -154,7 +154,20 @@ class RoleFinder {
   void visit_calls(const Expr &e) {
     visit_expr(e, [&](const Expr &x) {
       if (auto *c = dyn_cast<Call>(&x)) visit_call(*c);
+      // Bit operations take integers: a loaded value they take directly
+      // (or through sums and other bit operations) came from integers
+      // (packed weights unpacked with `(w >> 2) & 3`).
+      if (auto *b = dyn_cast<BinOp>(&x); b && is_bitwise(b->op))
+        for (const Expr *operand : {b->lhs.get(), b->rhs.get()})
+          for (const std::string &r : summed_loads(*operand)) integer_pointers_.insert(r);
+      if (auto *u = dyn_cast<UnaryOp>(&x); u && u->op == UnaryOpKind::Invert)
+        for (const std::string &r : summed_loads(*u->operand)) integer_pointers_.insert(r);
     });
+  }
+
+  static bool is_bitwise(BinaryOpKind op) {
+    return op == BinaryOpKind::BitAnd || op == BinaryOpKind::BitOr || op == BinaryOpKind::BitXor ||
+           op == BinaryOpKind::LShift || op == BinaryOpKind::RShift;
   }
 
   void visit_call(const Call &c) {
@@ -208,6 +221,30 @@ class RoleFinder {
     return p ? address_roots(*p) : std::set<std::string>{};
   }
 
+  static bool is_additive(BinaryOpKind op) {
+    return op == BinaryOpKind::Add || op == BinaryOpKind::Sub || op == BinaryOpKind::Mul;
+  }
+
+  // The pointers whose loaded values `e` keeps the type of: a load (or a
+  // name bound to one), their sums, products and differences, and their
+  // reductions (and bit operations, which take integers). A comparison or
+  // a cast makes a value of another type and ends the chain (`tl.sum(x > 0)`
+  // counts floats as integers).
+  std::set<std::string> summed_loads(const Expr &e) const {
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      if (!is_additive(b->op) && !is_bitwise(b->op)) return {};
+      std::set<std::string> r = summed_loads(*b->lhs);
+      for (const std::string &x : summed_loads(*b->rhs)) r.insert(x);
+      return r;
+    }
+    if (auto *c = dyn_cast<Call>(&e)) {
+      const std::string callee = emit::print_expr(*c->func);
+      if ((callee == "tl.sum" || callee == "tl.cumsum" || callee == "tl.max" || callee == "tl.min") && !c->args.empty())
+        return summed_loads(*c->args[0]);
+    }
+    return loaded_directly(e);
+  }
+
   void bind(const Expr &target, const Expr &value) {
     if (auto *n = dyn_cast<Name>(&target)) {
       for (const std::string &r : address_roots(value)) roots_[n->id].insert(r);
@@ -241,8 +278,15 @@ class RoleFinder {
       } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
         visit_calls(*a->value);
         // `p += stride`: the target stays what it was; the step is an offset.
-        if (auto *n = dyn_cast<Name>(a->target.get()))
+        if (auto *n = dyn_cast<Name>(a->target.get())) {
           for (const std::string &r : loaded_from(*a->value)) loaded_[n->id].insert(r);
+          // `total = 0` before a loop that adds `tl.sum(tl.load(P + ...))`:
+          // the 0 made it an int32, which Triton requires the loop to keep,
+          // so what is added is an integer and P holds integers (Liger's
+          // routing prefix sums).
+          if (loop_depth_ > 0 && int_literals_.count(n->id) && is_additive(a->op))
+            for (const std::string &r : summed_loads(*a->value)) integer_pointers_.insert(r);
+        }
       } else if (auto *a = dyn_cast<AnnAssign>(s.get())) {
         if (a->value) {
           visit_calls(*a->value);

@@ -13,6 +13,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/EarlyReturn.h"
+#include "src/ad/MemoryAccumulators.h"
 #include "src/ad/GenericTypes.h"
 #include "src/ad/IssueEarly.h"
 #include "src/ad/LoopInversion.h"
@@ -282,6 +283,7 @@ class Engine {
     // 1. Types of the forward, then A-normal form, then types of the ANF.
     std::optional<sema::TypeInfo> types = sema::analyze(module_, *fn, request_.param_types, diags_);
     if (!types) return std::nullopt;
+    if (kernel_) keep_accumulators_in_registers(fn, types);
     for (const std::string &w : request_.wrt) check_wrt(*fn, w);
     report_constexpr_guarded_definitions(*fn, *types, diags_);
     if (!kernel_ && !request_.no_grad.empty())
@@ -327,6 +329,23 @@ class Engine {
   }
 
  private:
+  // A loop that loads, updates and stores back the same addresses carries
+  // the value in a register instead (src/ad/MemoryAccumulators.h). Where the
+  // rewritten kernel does not type (a store that broadcasts its value, say),
+  // the kernel stays as written and the in-place check explains.
+  void keep_accumulators_in_registers(const Function *&fn, std::optional<sema::TypeInfo> &types) {
+    std::vector<KeptAccumulator> kept;
+    std::unique_ptr<Function> rewritten = keep_memory_accumulators_in_registers(*fn, *types, kept);
+    if (!rewritten) return;
+    DiagEngine scratch(sources_);
+    std::optional<sema::TypeInfo> again = sema::analyze(module_, *rewritten, request_.param_types, scratch);
+    if (!again || scratch.has_errors()) return;
+    registers_fn_ = std::move(rewritten);
+    fn = fn_ = registers_fn_.get();
+    types = std::move(again);
+    kept_accumulators_ = std::move(kept);
+  }
+
   void check_wrt(const Function &fn, const std::string &w) {
     size_t k = 0;
     while (k < fn.params.size() && fn.params[k].name != w) ++k;
@@ -1366,8 +1385,19 @@ class Engine {
       }
       store_of[m.base].push_back(&m);
     }
+    // A load through a buffer the kernel also stores a value with a gradient
+    // to may read that value back (a running sum kept in memory): activity
+    // does not follow values through memory, so such a load must be shown to
+    // read only the contents from before the kernel, like an update in place,
+    // or the gradient through it would be lost without a word.
+    auto stores_active = [&](const std::vector<const MemoryOp *> &stores) {
+      for (const MemoryOp *st : stores)
+        if (active_.count(st->value)) return true;
+      return false;
+    };
     for (const MemoryOp &m : memory_)
-      if (!m.store && store_of.count(m.base) && (wrt.count(m.base) || active_.count(m.value)))
+      if (!m.store && store_of.count(m.base) &&
+          (wrt.count(m.base) || active_.count(m.value) || stores_active(store_of.at(m.base))))
         check_in_place(m, store_of.at(m.base), access, wrt.count(m.base) > 0);
     const std::set<std::string> no_grad(request_.no_grad.begin(), request_.no_grad.end());
     for (const std::string &n : request_.no_grad)
@@ -1449,6 +1479,11 @@ class Engine {
     }
     result.in_place.assign(in_place_.begin(), in_place_.end());
     audit_zero_gradients(result, store_of, no_grad);
+    for (const KeptAccumulator &k : kept_accumulators_)
+      result.explanations.push_back("line " + std::to_string(k.line) + ": the loop loads '" + k.pointer +
+                                    "' after storing it in an earlier iteration, an accumulator kept in memory; the "
+                                    "backward differentiates it as the loop-carried value '" + k.value +
+                                    "', loaded once before the loop (the stores stay)");
     for (const auto &[o, why] : consumed_) {
       result.consumed_upstream.push_back({o, why});
       result.explanations.push_back("'" + o + "': the forward may write an address more than once (" + why +
@@ -2348,6 +2383,27 @@ class Engine {
     return std::nullopt;
   }
 
+  // Whether `e` is tl.num_programs(axis), possibly named, cast or
+  // multiplied by positive integer literals: a positive number of programs.
+  bool counts_programs(const Expr &e, int depth) const {
+    if (depth > 8) return false;
+    if (auto *n = dyn_cast<Name>(&e)) {
+      auto it = defs_of_.find(n->id);
+      return it != defs_of_.end() && it->second.size() == 1 && counts_programs(*it->second[0]->value, depth + 1);
+    }
+    if (auto *c = dyn_cast<Call>(&e)) {
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
+        return counts_programs(*attr->value, depth + 1);
+      return emit::print_expr(*c->func) == "tl.num_programs";
+    }
+    if (auto *b = dyn_cast<BinOp>(&e); b && b->op == BinaryOpKind::Mul) {
+      auto positive_literal = [](const Expr &x) { return isa<IntLit>(&x) && cast<IntLit>(&x)->value > 0; };
+      return (counts_programs(*b->lhs, depth + 1) && (positive_literal(*b->rhs) || counts_programs(*b->rhs, depth + 1))) ||
+             (positive_literal(*b->lhs) && counts_programs(*b->rhs, depth + 1));
+    }
+    return false;
+  }
+
   void sweep_taped_loop(const For &f, const AccessAnalysis &access, std::vector<std::string> &explanations,
                         const std::set<std::string> &additive) {
     const Stmt *origin = anf_.origin_of(&f);
@@ -2366,10 +2422,13 @@ class Engine {
       const bool known = t && t->kind == SType::Kind::Int && t->known;
       if (known && t->n == 0) fail(where, "range() step must not be zero");
       L.negative_step = known && t->n < 0;  // a loop that counts down (a backward recurrence over chunks)
-      if (!known && !(t && t->kind == SType::Kind::Int))
+      // A grid-stride loop (`range(pid, n, tl.num_programs(0))`) steps by a
+      // count of programs: known at launch, and positive.
+      const bool programs = counts_programs(*range->args[2], 0);
+      if (!known && !programs && !(t && t->kind == SType::Kind::Int))
         fail(where, "tgrad reverses this loop by taping its carried values and needs its step known before the "
-                    "kernel runs (a literal or a tl.constexpr), to count its iterations");
-      L.assert_step = !known;
+                    "kernel runs (a literal, a tl.constexpr or tl.num_programs), to count its iterations");
+      L.assert_step = !known && !programs;
     }
     std::map<std::string, int> read_count;
     count_reads(f.body, read_count);
@@ -2429,23 +2488,44 @@ class Engine {
       Backward::Tape tape;
       tape.scratch = v.scratch;
       tape.value = user_name(c.name);
-      std::vector<std::string> dims;
+      // Each dimension a number, a tl.constexpr parameter or a product of
+      // those (`BK * BK`, fla's based attention); the protocol sizes the
+      // tape by the factors.
+      std::vector<std::string> dims, factors;
       for (const sema::Dim &d : t->shape) {
-        std::string text = d.str();
-        bool identifier = !text.empty() && (std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_');
-        for (char ch : text) identifier &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-        if (!d.value && !identifier)
+        const std::string text = d.str();
+        std::vector<std::string> parts;
+        bool ok = !text.empty();
+        for (size_t at = 0; ok && at <= text.size();) {
+          size_t star = text.find('*', at);
+          if (star == std::string::npos) star = text.size();
+          std::string part = text.substr(at, star - at);
+          part.erase(0, part.find_first_not_of(' '));
+          part.erase(part.find_last_not_of(' ') + 1);
+          bool identifier = !part.empty() && (std::isalpha(static_cast<unsigned char>(part[0])) || part[0] == '_');
+          for (char ch : part) identifier &= std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+          const bool number = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+          ok = identifier || number;
+          parts.push_back(part);
+          at = star + 1;
+        }
+        if (!d.value && !ok)
           fail(where, "tgrad cannot size the tape of '" + tape.value + "': its shape " + sema::shape_str(t->shape) +
-                          " has a dimension that is neither a number nor a tl.constexpr parameter");
+                          " has a dimension that is neither a number nor a product of tl.constexpr parameters");
         dims.push_back(text);
+        if (d.value) factors.push_back(text);
+        else factors.insert(factors.end(), parts.begin(), parts.end());
       }
       if (dims.size() > 2)
         fail(where, "tgrad tapes values of up to two dimensions; '" + tape.value + "' has " + std::to_string(dims.size()));
-      tape.tile_shape = dims;
+      tape.tile_shape = factors;
       v.numel = dims.empty() ? "1" : dims.size() == 1 ? dims[0] : dims[0] + " * " + dims[1];
+      const std::string row_length = dims.size() == 2 && dims[1].find('*') != std::string::npos ? "(" + dims[1] + ")"
+                                     : dims.size() == 2                                          ? dims[1]
+                                                                                                 : "";
       v.offsets = dims.empty()      ? "0"
                   : dims.size() == 1 ? "tl.arange(0, " + dims[0] + ")"
-                                     : "tl.arange(0, " + dims[0] + ")[:, None] * " + dims[1] + " + tl.arange(0, " +
+                                     : "tl.arange(0, " + dims[0] + ")[:, None] * " + row_length + " + tl.arange(0, " +
                                            dims[1] + ")[None, :]";
       if (integer) {
         using sema::DType;
@@ -3861,6 +3941,8 @@ class Engine {
   std::set<std::string> in_place_;                         // inputs the kernel also stores to (one gradient buffer)
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
+  std::unique_ptr<Function> registers_fn_;  // ... and with its memory accumulators kept in registers
+  std::vector<KeptAccumulator> kept_accumulators_;
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share

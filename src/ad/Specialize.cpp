@@ -1,5 +1,6 @@
 #include "src/ad/Specialize.h"
 
+#include "src/ad/MemoryAccumulators.h"
 #include <algorithm>
 #include <functional>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/GenericTypes.h"
+#include "src/ad/MemoryAccumulators.h"
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
 #include "tgrad/ast/Equal.h"
@@ -171,8 +173,16 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   for (const auto &kv : request.param_types) given.insert(kv);
   std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given);
   if (!info) return {};
+  // Reverse mode keeps memory accumulators in registers first: a load under
+  // a flag's if then starts the carried value under the same if before the
+  // loop, a definition the flag guards (src/ad/MemoryAccumulators.h).
+  std::vector<KeptAccumulator> kept;
+  std::unique_ptr<Function> registers = keep_memory_accumulators_in_registers(fn, *info, kept);
+  std::optional<sema::TypeInfo> registers_info;
+  if (registers) registers_info = analyze_some_representative(module, *registers, given);
+  const Function &guarded = registers_info ? *registers : fn;
   std::vector<std::string> flags;
-  for (const Expr *cond : constexpr_guarded_conditions(fn, *info)) {
+  for (const Expr *cond : constexpr_guarded_conditions(guarded, registers_info ? *registers_info : *info)) {
     std::set<std::string> read;
     reads(*cond, read);
     for (size_t k = 0; k < fn.params.size(); ++k)

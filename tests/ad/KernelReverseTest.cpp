@@ -352,6 +352,19 @@ INSTANTIATE_TEST_SUITE_P(
                     "Y=fp32[7,8]:zeros", "n_rows=7"}, {"C=8", "BLOCK_ROWS=4"}, {"X", "T"}, {}, ""},
         // Integers carried beside taped floats: a data-dependent count (taped as int32) and an argmax (not taped:
         // no adjoint reads it). Ragged rows, so the count's updates differ from the iteration's block size.
+        // Accumulators kept in memory (a per-program weight-gradient row in a grid-stride loop; a block updated in
+        // place by a loop), carried in registers by the backward.
+        KernelCase{"accumulators", "weight_rows_kernel", {2, 1, 1},
+                   {"X=fp32[5,8]", "DY=fp32[5,8]", "W=fp32[8]", "RSTD=fp32[5]", "DX=fp32[5,8]:zeros", "DW=fp32[2,8]:zeros",
+                    "n_rows=5", "n_cols=7", "stride=8"},
+                   {"BLOCK=8", "HAS_WEIGHT=True"}, {"X", "DY", "W", "RSTD"},
+                   {"the backward differentiates it as the loop-carried value 'partial_in_memory'"}, ""},
+        KernelCase{"accumulators", "weight_rows_kernel", {2, 1, 1},
+                   {"X=fp32[5,8]", "DY=fp32[5,8]", "W=fp32[8]", "RSTD=fp32[5]", "DX=fp32[5,8]:zeros", "DW=fp32[2,8]:zeros",
+                    "n_rows=5", "n_cols=7", "stride=8"},
+                   {"BLOCK=8", "HAS_WEIGHT=False"}, {"X", "DY", "W", "RSTD"}, {}, ""},
+        KernelCase{"accumulators", "repeated_update_inplace_kernel", {3, 1, 1}, {"X=fp32[20]", "n=20", "n_steps=3"},
+                   {"BLOCK=8"}, {"X"}, {"the loop-carried value 'x_in_memory'"}, ""},
         KernelCase{"online_stats", "online_stats_kernel", {3, 1, 1},
                    {"X=fp32[3,37]", "MEAN=fp32[3]:zeros", "LSE=fp32[3]:zeros", "ARGMAX=int32[3]:zeros", "n_cols=37"},
                    {"BLOCK=8"}, {"X"}, {}, ""},
@@ -572,15 +585,32 @@ TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
                    "through it (line 6)"),
             std::string::npos)
       << m;
-  // A loop that stores what a later iteration loads.
+  // A loop that stores what a later iteration loads, at addresses that move by less than a block (an
+  // accumulator at fixed addresses is carried in a register instead: tests/kernels/accumulators.py).
   std::string m2 = errors_of(std::string(kHead) +
                                  "def k(X, n, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
-                                 "    for i in range(n):\n        x = tl.load(X + o)\n        tl.store(X + o, x * 2.0)\n",
+                                 "    for i in range(n):\n        x = tl.load(X + o + i)\n        tl.store(X + o + i, x * 2.0)\n",
                              {"X"}, {{"X", "*fp32"}, {"n", "i32"}});
   EXPECT_NE(m2.find("t.py:7:13: error: 'X' is both loaded and stored by this kernel, and a loop around both runs the "
                     "store before a later iteration's load"),
             std::string::npos)
       << m2;
+}
+
+TEST(KernelReverseErrors, ReadBackOfAnOutputTheGradientWouldLose) {
+  // DW is not differentiated, but what the loop loads from it is what an earlier iteration stored, a value with a
+  // gradient: a second load beside the accumulator keeps it in memory, so tgrad refuses (it once dropped that
+  // gradient without a word).
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, DW, n, B: tl.constexpr):\n    c = tl.arange(0, B)\n"
+                                "    for i in range(n):\n        x = tl.load(X + i * B + c)\n"
+                                "        acc = tl.load(DW + c)\n        tl.store(DW + c, acc + x * x)\n"
+                                "        z = tl.load(DW + c)\n",
+                            {"X"}, {{"X", "*fp32"}, {"DW", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m.find("t.py:8:15: error: 'DW' is both loaded and stored by this kernel, and a loop around both runs the "
+                   "store before a later iteration's load"),
+            std::string::npos)
+      << m;
 }
 
 TEST(KernelReverseErrors, TapedLoopCarryingAPointerSteppedByTheIteration) {

@@ -117,7 +117,7 @@ struct Backward {
   struct Tape {
     std::string scratch;                  // the backward's parameter ("acc_tape")
     std::string value;                    // the carried value ("acc")
-    std::vector<std::string> tile_shape;  // its shape: numbers or constexpr parameter names
+    std::vector<std::string> tile_shape;  // its element count, as factors: numbers or constexpr parameter names
     // Where one backward serves several flag values (a dispatcher), the
     // shapes other specializations tape under this name with another element
     // count ([BK] with NORMK, [BV] without): an entry holds the largest.
