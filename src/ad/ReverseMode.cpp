@@ -2218,6 +2218,7 @@ class Engine {
     std::string trips_param;        // the bound on any program's trip count
     std::string forward_index, reverse_index, rev;
     bool assert_step = false;       // a constexpr step: assert that it is positive
+    std::vector<std::string> positive_factors;  // tl.num_programs times these constexprs: assert each positive
     bool negative_step = false;     // a literal negative step: the loop counts down
   };
 
@@ -2384,22 +2385,33 @@ class Engine {
   }
 
   // Whether `e` is tl.num_programs(axis), possibly named, cast or
-  // multiplied by positive integer literals: a positive number of programs.
-  bool counts_programs(const Expr &e, int depth) const {
+  // multiplied by positive integer literals or by tl.constexpr integers
+  // (`NUM_SMS * BLOCK_ROW`, Liger's block rms norm; those go to `factors`,
+  // for the backward to assert positive): a positive number of programs.
+  bool counts_programs(const Expr &e, int depth, std::vector<std::string> &factors) const {
     if (depth > 8) return false;
     if (auto *n = dyn_cast<Name>(&e)) {
       auto it = defs_of_.find(n->id);
-      return it != defs_of_.end() && it->second.size() == 1 && counts_programs(*it->second[0]->value, depth + 1);
+      return it != defs_of_.end() && it->second.size() == 1 &&
+             counts_programs(*it->second[0]->value, depth + 1, factors);
     }
     if (auto *c = dyn_cast<Call>(&e)) {
       if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
-        return counts_programs(*attr->value, depth + 1);
+        return counts_programs(*attr->value, depth + 1, factors);
       return emit::print_expr(*c->func) == "tl.num_programs";
     }
     if (auto *b = dyn_cast<BinOp>(&e); b && b->op == BinaryOpKind::Mul) {
-      auto positive_literal = [](const Expr &x) { return isa<IntLit>(&x) && cast<IntLit>(&x)->value > 0; };
-      return (counts_programs(*b->lhs, depth + 1) && (positive_literal(*b->rhs) || counts_programs(*b->rhs, depth + 1))) ||
-             (positive_literal(*b->lhs) && counts_programs(*b->rhs, depth + 1));
+      auto positive = [&](const Expr &x) {
+        if (isa<IntLit>(&x)) return cast<IntLit>(&x)->value > 0;
+        const SType *t = anf_types_.type_of(&x);
+        if (!t || t->kind != SType::Kind::Int) return false;  // a number known when Triton compiles
+        if (t->known) return t->n > 0;
+        factors.push_back(emit::print_expr(x));
+        return true;
+      };
+      return (counts_programs(*b->lhs, depth + 1, factors) &&
+              (positive(*b->rhs) || counts_programs(*b->rhs, depth + 1, factors))) ||
+             (positive(*b->lhs) && counts_programs(*b->rhs, depth + 1, factors));
     }
     return false;
   }
@@ -2424,7 +2436,8 @@ class Engine {
       L.negative_step = known && t->n < 0;  // a loop that counts down (a backward recurrence over chunks)
       // A grid-stride loop (`range(pid, n, tl.num_programs(0))`) steps by a
       // count of programs: known at launch, and positive.
-      const bool programs = counts_programs(*range->args[2], 0);
+      const bool programs = counts_programs(*range->args[2], 0, L.positive_factors);
+      if (!programs) L.positive_factors.clear();
       if (!known && !programs && !(t && t->kind == SType::Kind::Int))
         fail(where, "tgrad reverses this loop by taping its carried values and needs its step known before the "
                     "kernel runs (a literal, a tl.constexpr or tl.num_programs), to count its iterations");
@@ -2640,6 +2653,7 @@ class Engine {
     else
       head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
     if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";
+    for (const std::string &f : L.positive_factors) head += "tl.static_assert(" + f + " > 0)\n";
     StmtList pre = parse_statements(head);
     pre[0]->leading_comment = taped ? kTapeRowComment : kTripCountComment;
     for (StmtPtr &s : pre) dst.push_back(std::move(s));

@@ -363,6 +363,9 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,8]", "DY=fp32[5,8]", "W=fp32[8]", "RSTD=fp32[5]", "DX=fp32[5,8]:zeros", "DW=fp32[2,8]:zeros",
                     "n_rows=5", "n_cols=7", "stride=8"},
                    {"BLOCK=8", "HAS_WEIGHT=False"}, {"X", "DY", "W", "RSTD"}, {}, ""},
+        // A taped loop stepping by tl.num_programs(0) * BR, over ragged blocks of rows.
+        KernelCase{"accumulators", "block_rows_max_kernel", {2, 1, 1},
+                   {"X=fp32[11,7]", "Y=fp32[2,7]:zeros", "n_rows=11", "n_cols=7"}, {"BR=2", "BC=8"}, {"X"}, {}, ""},
         KernelCase{"accumulators", "repeated_update_inplace_kernel", {3, 1, 1}, {"X=fp32[20]", "n=20", "n_steps=3"},
                    {"BLOCK=8"}, {"X"}, {"the loop-carried value 'x_in_memory'"}, ""},
         KernelCase{"online_stats", "online_stats_kernel", {3, 1, 1},

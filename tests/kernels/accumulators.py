@@ -39,3 +39,18 @@ def repeated_update_inplace_kernel(X, n, n_steps, BLOCK: tl.constexpr):
     for step in range(0, n_steps):
         x = tl.load(X + offsets, mask=inside, other=0.0)
         tl.store(X + offsets, x + x * x * 0.25, mask=inside)
+
+
+# Blocks of BR rows in a grid-stride loop whose step is the program count times BR (Liger's block
+# rms norm): the running maximum is taped, so the backward counts the loop's iterations.
+@triton.jit
+def block_rows_max_kernel(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BC)
+    running = tl.full([BC], -1.0e30, dtype=tl.float32)
+    for start in range(pid * BR, n_rows, tl.num_programs(0) * BR):
+        rows = start + tl.arange(0, BR)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
+        running = tl.maximum(running, tl.max(x, 0))
+    tl.store(Y + pid * n_cols + cols, running, mask=cols < n_cols)
