@@ -1,6 +1,5 @@
 #include "src/ad/Specialize.h"
 
-#include "src/ad/MemoryAccumulators.h"
 #include <algorithm>
 #include <functional>
 #include <iterator>
