@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -537,7 +538,11 @@ class Normalizer {
     long long step = bounds.size() == 3 ? bounds[2] : 1;
     if (step == 0) fail(call->span, "tl.static_range step must not be zero");
     if ((stop - start) / step > 1024) fail(call->span, "tl.static_range over more than 1024 values is too long to unroll");
+    const auto previous = unrolled_.find(var->id);
+    const std::optional<long long> outer =
+        previous == unrolled_.end() ? std::nullopt : std::optional<long long>(previous->second);
     for (long long i = start; step > 0 ? i < stop : i > stop; i += step) {
+      unrolled_[var->id] = i;
       current_origin_ = &loop;
       assign_to(*loop.target, std::make_unique<IntLit>(static_cast<uint64_t>(i < 0 ? -i : i), ""), loop.span);
       if (i < 0) {
@@ -547,7 +552,79 @@ class Normalizer {
       }
       block(loop.body);
     }
+    if (outer) unrolled_[var->id] = *outer;
+    else unrolled_.erase(var->id);
     return true;
+  }
+
+  // The value of a condition inside an unrolled tl.static_range loop, where
+  // the loop variable is a constant in each copy of the body (`if i_w == 0:`,
+  // `if HAS_BIAS and i > 0:`); none where it depends on anything not known
+  // before the kernel runs. Sema typed the body once, with the variable as a
+  // symbol, so these conditions are folded here.
+  std::optional<long long> fold(const Expr &e) const {
+    if (auto *n = dyn_cast<Name>(&e))
+      if (auto it = unrolled_.find(n->id); it != unrolled_.end()) return it->second;
+    if (const sema::SType *t = type_of(e); t && t->known) {
+      if (t->kind == sema::SType::Kind::Int) return t->n;
+      if (t->kind == sema::SType::Kind::Bool) return t->b ? 1 : 0;
+    }
+    if (auto *l = dyn_cast<IntLit>(&e)) return static_cast<long long>(l->value);
+    if (auto *b = dyn_cast<BoolLit>(&e)) return b->value ? 1 : 0;
+    if (auto *u = dyn_cast<UnaryOp>(&e)) {
+      std::optional<long long> v = fold(*u->operand);
+      if (!v) return std::nullopt;
+      if (u->op == UnaryOpKind::Neg) return -*v;
+      if (u->op == UnaryOpKind::Pos) return *v;
+      if (u->op == UnaryOpKind::Not) return *v == 0 ? 1 : 0;
+      return std::nullopt;
+    }
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      std::optional<long long> x = fold(*b->lhs), y = fold(*b->rhs);
+      if (!x || !y) return std::nullopt;
+      switch (b->op) {
+        case BinaryOpKind::Add: return *x + *y;
+        case BinaryOpKind::Sub: return *x - *y;
+        case BinaryOpKind::Mul: return *x * *y;
+        case BinaryOpKind::FloorDiv:
+        case BinaryOpKind::Mod: {
+          if (*y == 0) return std::nullopt;
+          long long q = *x / *y;
+          if ((*x % *y != 0) && ((*x < 0) != (*y < 0))) --q;  // Python rounds toward negative infinity
+          return b->op == BinaryOpKind::FloorDiv ? q : *x - q * *y;
+        }
+        default: return std::nullopt;
+      }
+    }
+    if (auto *c = dyn_cast<Compare>(&e)) {
+      std::optional<long long> left = fold(*c->left);
+      for (size_t k = 0; k < c->ops.size(); ++k) {
+        std::optional<long long> right = fold(*c->comparators[k]);
+        if (!left || !right) return std::nullopt;
+        bool holds = false;
+        switch (c->ops[k]) {
+          case CompareOpKind::Lt: holds = *left < *right; break;
+          case CompareOpKind::Gt: holds = *left > *right; break;
+          case CompareOpKind::Eq: holds = *left == *right; break;
+          case CompareOpKind::NotEq: holds = *left != *right; break;
+          case CompareOpKind::LtE: holds = *left <= *right; break;
+          case CompareOpKind::GtE: holds = *left >= *right; break;
+          default: return std::nullopt;
+        }
+        if (!holds) return 0;
+        left = right;
+      }
+      return 1;
+    }
+    if (auto *b = dyn_cast<BoolOp>(&e)) {
+      // Python's and/or: the first operand that decides, else the last.
+      for (size_t k = 0; k < b->values.size(); ++k) {
+        std::optional<long long> v = fold(*b->values[k]);
+        if (!v) return std::nullopt;
+        if (k + 1 == b->values.size() || (b->op == BoolOpKind::And ? *v == 0 : *v != 0)) return v;
+      }
+    }
+    return std::nullopt;
   }
 
   void stmt(const Stmt &s) {
@@ -609,6 +686,11 @@ class Normalizer {
       case NodeKind::If: {
         auto *i = cast<If>(&s);
         const sema::SType *c = type_of(*i->cond);
+        if ((!c || !c->known) && !unrolled_.empty())
+          if (std::optional<long long> value = fold(*i->cond)) {
+            block(*value != 0 ? i->body : i->orelse);
+            return;
+          }
         if ((!c || !c->known) && kernel_) return runtime_if(*i);
         if (!c || !c->known)
           fail(i->cond->span, "an if on a value computed at run time cannot be differentiated in a tile function yet; "
@@ -649,6 +731,7 @@ class Normalizer {
   AnfFunction *out_ = nullptr;
   const Stmt *current_origin_ = nullptr;
   bool returned_ = false;
+  std::map<std::string, long long> unrolled_;  // the variables of unrolled tl.static_range loops: their values
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "src/ad/ConstexprPaths.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,9 +71,12 @@ struct Checker {
                 conditions.push_back(i->cond.get());
         block(i->body, before, later[k]);
         block(i->orelse, before, later[k]);
-        // After an if, a name counts as assigned where both branches assign it.
+        // After an if, a name counts as assigned where both branches assign it,
+        // or where the branch Triton keeps (a condition of known value) does.
+        const std::optional<bool> truth = c ? sema::known_truth(*c) : std::nullopt;
         for (const std::string &n : then_names)
-          if (else_names.count(n)) before.insert(n);
+          if (else_names.count(n) || truth == true) before.insert(n);
+        if (truth == false) before.insert(else_names.begin(), else_names.end());
         continue;
       }
       if (auto *f = dyn_cast<For>(&s)) {

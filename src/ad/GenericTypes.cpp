@@ -87,6 +87,18 @@ class RoleFinder {
 
  private:
   // The parameters an address expression derives from.
+  // The callee as Triton names it: `tl.make_tensor_descriptor` also where an
+  // import binds a bare name to it (`from triton.language import
+  // make_tensor_descriptor`, or a library's compatibility alias).
+  std::string callee_of(const Call &c) const {
+    const std::string written = emit::print_expr(*c.func);
+    if (!isa<Name>(c.func.get()) || module_.find_function(written)) return written;
+    const sema::ImportedName bound = sema::resolve_import(module_, written);
+    if (bound.target && bound.target->kind == sema::KnownName::Kind::Function && bound.target->name.rfind("tl.", 0) == 0)
+      return bound.target->name;
+    return written;
+  }
+
   std::set<std::string> address_roots(const Expr &e) const {
     if (auto *n = dyn_cast<Name>(&e)) {
       auto it = roots_.find(n->id);
@@ -108,7 +120,7 @@ class RoleFinder {
     }
     if (auto *c = dyn_cast<Call>(&e)) {
       if (auto *a = dyn_cast<Attribute>(c->func.get()); a && a->attr == "to") return address_roots(*a->value);
-      const std::string callee = emit::print_expr(*c->func);
+      const std::string callee = callee_of(*c);
       if (callee == "tl.where" && c->args.size() == 3) {
         std::set<std::string> r = address_roots(*c->args[1]);
         for (const std::string &x : address_roots(*c->args[2])) r.insert(x);
@@ -171,7 +183,7 @@ class RoleFinder {
   }
 
   void visit_call(const Call &c) {
-    const std::string callee = emit::print_expr(*c.func);
+    const std::string callee = callee_of(c);
     // A random draw's seed and counters are integers: what a load gave them came from indices.
     if (sema::is_random_draw(callee)) {
       for (const ExprPtr &a : c.args)

@@ -1100,8 +1100,8 @@ class Engine {
         const SType *pt = type_of_name(op.pointer);
         if (!pt || pt->kind == SType::Kind::Unknown)
           fail(c->span, "tgrad cannot differentiate this " + fname + ": its pointer comes from an operation tgrad does not "
-                        "type yet (block pointers from tl.make_block_ptr / tl.advance, tensor descriptors); write the "
-                        "address as pointer arithmetic with a mask");
+                        "type yet (a builtin such as tl.cat, or a block pointer tgrad did not lower); write the address "
+                        "as pointer arithmetic with a mask");
         fail(c->span, "tgrad cannot trace this pointer back to a pointer parameter");
       }
       op.value = store ? name_or_empty(call_argument(*c, 1, "value")) : target;
@@ -2425,7 +2425,15 @@ class Engine {
       fail(where, "tgrad reverses this loop by taping its carried values and needs range(start, stop, step) bounds");
     TapedLoop L;
     std::vector<std::string> b;
-    for (const ExprPtr &a : range->args) b.push_back(emit::print_expr(*a));
+    // Bounds go into the trip count and the iteration's index as text
+    // (`stop - start`): a compound one needs its parentheses there
+    // (`range(16 + 2, n)` counts n - (16 + 2) iterations).
+    for (const ExprPtr &a : range->args) {
+      auto *unary = dyn_cast<UnaryOp>(a.get());
+      const bool atom = isa<Name>(a.get()) || isa<IntLit>(a.get()) || isa<Call>(a.get()) || isa<Attribute>(a.get()) ||
+                        isa<Subscript>(a.get()) || (unary && unary->op != UnaryOpKind::Not);
+      b.push_back(atom ? emit::print_expr(*a) : "(" + emit::print_expr(*a) + ")");
+    }
     L.start = b.size() == 1 ? "0" : b[0];
     L.stop = b.size() == 1 ? b[0] : b[1];
     L.step = b.size() == 3 ? b[2] : "1";

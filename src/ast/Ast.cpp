@@ -100,7 +100,7 @@ bool Function::is_constexpr_param(size_t i) const {
 
 const Function *Module::find_function(const std::string &name) const {
   for (const auto &f : functions)
-    if (f->name == name || f->jit_alias == name) return f.get();
+    if (!f->superseded && (f->name == name || f->jit_alias == name)) return f.get();
   return nullptr;
 }
 
@@ -252,6 +252,9 @@ std::unique_ptr<Function> clone_signature(const Function &f) {
                          p.default_value ? clone(*p.default_value) : nullptr});
   c->returns = f.returns ? clone(*f.returns) : nullptr;
   c->jit_alias = f.jit_alias;
+  c->conditional = f.conditional;
+  c->group = f.group;
+  c->superseded = f.superseded;
   return c;
 }
 

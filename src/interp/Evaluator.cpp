@@ -309,7 +309,7 @@ Value Evaluator::global(const std::string &name, const SourceSpan &span) {
       return v;
     }
   for (const auto &f : module_.functions)
-    if (f->name == name || f->jit_alias == name) return Value::of_function(f.get());
+    if (!f->superseded && (f->name == name || f->jit_alias == name)) return Value::of_function(f.get());
   sema::ImportedName imported = sema::resolve_import(module_, name);
   if (imported.bound) {
     if (imported.target) return known_value(*imported.target);

@@ -9,6 +9,7 @@
 #include "src/lower/Walk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::lower {
 
@@ -23,12 +24,18 @@ struct LowerError {
 
 [[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw LowerError{span, message}; }
 
-// `tl.NAME(...)` (or triton.language.NAME).
-bool is_tl_call(const Expr *e, const char *name) {
+// `tl.NAME(...)` (or triton.language.NAME, or a name the module's imports bind
+// to it: `from triton.language import make_tensor_descriptor`, or fla's
+// `make_tensor_descriptor = triton.language.make_tensor_descriptor`).
+bool is_tl_call(const Module &module, const Expr *e, const char *name) {
   auto *c = dyn_cast<Call>(e);
   if (!c) return false;
   const std::string callee = emit::print_expr(*c->func);
-  return callee == std::string("tl.") + name || callee == std::string("triton.language.") + name;
+  if (callee == std::string("tl.") + name || callee == std::string("triton.language.") + name) return true;
+  if (!isa<Name>(c->func.get()) || module.find_function(callee)) return false;
+  const sema::ImportedName imported = sema::resolve_import(module, callee);
+  return imported.target && imported.target->kind == sema::KnownName::Kind::Function &&
+         imported.target->name == std::string("tl.") + name;
 }
 
 const Expr *argument(const Call &c, size_t position, const char *keyword) {
@@ -54,9 +61,11 @@ StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s) {
   return std::make_unique<Assign>(std::move(targets), std::move(value), s);
 }
 
-bool calls_make_block_ptr(const StmtList &block) {
+bool calls_make_block_ptr(const Module &module, const StmtList &block) {
   bool found = false;
-  visit_block(block, [&](const Expr &e) { found |= is_tl_call(&e, "make_block_ptr"); });
+  visit_block(block, [&](const Expr &e) {
+    found |= is_tl_call(module, &e, "make_block_ptr") || is_tl_call(module, &e, "make_tensor_descriptor");
+  });
   return found;
 }
 
@@ -65,6 +74,10 @@ struct BlockPointer {
   std::string prefix;
   size_t rank = 0;
   std::vector<std::shared_ptr<const Expr>> block_shape;  // constexpr expressions
+  // A tensor descriptor (tl.make_tensor_descriptor): no offsets of its own;
+  // each access names the block's corner, and checks every dimension.
+  bool descriptor = false;
+  std::string padding = "zero";  // what a descriptor's load reads out of bounds
   std::string base() const { return prefix + "_base"; }
   std::string shape(size_t d) const { return prefix + "_shape" + std::to_string(d); }
   std::string stride(size_t d) const { return prefix + "_stride" + std::to_string(d); }
@@ -157,7 +170,7 @@ class FunctionLowering {
 
   // The block pointer an expression evaluates to (shape only), or null.
   std::optional<BlockPointer> value_shape(const Expr &value) const {
-    if (is_tl_call(&value, "make_block_ptr")) {
+    if (is_tl_call(module_, &value, "make_block_ptr")) {
       auto *c = cast<Call>(&value);
       const ExprList &block = elements(argument(*c, 4, "block_shape"), c->span, "block_shape");
       BlockPointer bp;
@@ -165,7 +178,22 @@ class FunctionLowering {
       for (const ExprPtr &b : block) bp.block_shape.push_back(std::shared_ptr<const Expr>(clone(*b).release()));
       return bp;
     }
-    if (is_tl_call(&value, "advance")) {
+    if (is_tl_call(module_, &value, "make_tensor_descriptor")) {
+      auto *c = cast<Call>(&value);
+      const ExprList &block = elements(argument(*c, 3, "block_shape"), c->span, "block_shape");
+      BlockPointer bp;
+      bp.rank = block.size();
+      bp.descriptor = true;
+      for (const ExprPtr &b : block) bp.block_shape.push_back(std::shared_ptr<const Expr>(clone(*b).release()));
+      if (const Expr *padding = argument(*c, 4, "padding_option")) {
+        auto *p = dyn_cast<StrLit>(padding);
+        if (!p || (p->value != "zero" && p->value != "nan"))
+          fail(padding->span, "padding_option of a tensor descriptor must be \"zero\" or \"nan\"");
+        bp.padding = p->value;
+      }
+      return bp;
+    }
+    if (is_tl_call(module_, &value, "advance")) {
       const Expr *src = argument(*cast<Call>(&value), 0, "base");
       if (const BlockPointer *bp = pointer_of(src)) return *bp;
       return std::nullopt;
@@ -184,6 +212,8 @@ class FunctionLowering {
       if (it->second.rank != bp->rank)
         fail(target.span, "'" + n->id + "' holds block pointers of " + std::to_string(it->second.rank) + " and " +
                               std::to_string(bp->rank) + " dimensions; tgrad needs one rank per name");
+      if (it->second.descriptor != bp->descriptor)
+        fail(target.span, "'" + n->id + "' holds a block pointer and a tensor descriptor; tgrad needs one kind per name");
       return;
     }
     bp->prefix = fresh_prefix(n->id, taken_);
@@ -310,7 +340,23 @@ class FunctionLowering {
 
   // `p = <block pointer value>`: the parts of p.
   void assign_pointer(const BlockPointer &bp, const Expr &value, const SourceSpan &span, StmtList &out) {
-    if (is_tl_call(&value, "make_block_ptr")) {
+    if (is_tl_call(module_, &value, "make_tensor_descriptor")) {
+      auto *c = cast<Call>(&value);
+      const Expr *base = argument(*c, 0, "base");
+      if (!base) fail(c->span, "tl.make_tensor_descriptor needs a base pointer");
+      const ExprList &shape = elements(argument(*c, 1, "shape"), c->span, "shape");
+      const ExprList &strides = elements(argument(*c, 2, "strides"), c->span, "strides");
+      if (shape.size() != bp.rank || strides.size() != bp.rank)
+        fail(c->span, "tl.make_tensor_descriptor needs shape, strides and block_shape of one length");
+      std::vector<StmtPtr> parts;
+      parts.push_back(assign(bp.base(), lowered(*base), span));
+      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.shape(d), lowered(*shape[d]), span));
+      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.stride(d), lowered(*strides[d]), span));
+      flush(out);
+      for (StmtPtr &p : parts) out.push_back(std::move(p));
+      return;
+    }
+    if (is_tl_call(module_, &value, "make_block_ptr")) {
       auto *c = cast<Call>(&value);
       const Expr *base = argument(*c, 0, "base");
       if (!base) fail(c->span, "tl.make_block_ptr needs a base pointer");
@@ -330,7 +376,7 @@ class FunctionLowering {
       for (StmtPtr &p : parts) out.push_back(std::move(p));
       return;
     }
-    if (is_tl_call(&value, "advance")) {
+    if (is_tl_call(module_, &value, "advance")) {
       auto *c = cast<Call>(&value);
       const BlockPointer *src = pointer_of(argument(*c, 0, "base"));
       const ExprList &deltas = elements(argument(*c, 1, "offsets"), c->span, "offsets");
@@ -348,7 +394,7 @@ class FunctionLowering {
     if (const BlockPointer *src = pointer_of(&value)) {
       if (src->prefix == bp.prefix) return;
       std::vector<StmtPtr> parts;
-      copy_parts(*src, bp, /*offsets=*/true, span, parts);
+      copy_parts(*src, bp, /*offsets=*/!bp.descriptor, span, parts);
       for (StmtPtr &p : parts) out.push_back(std::move(p));
       return;
     }
@@ -390,20 +436,21 @@ class FunctionLowering {
   const BlockPointer *access_pointer(const Expr *e) {
     if (!e) return nullptr;
     if (const BlockPointer *bp = pointer_of(e)) return bp;
-    if (is_tl_call(e, "make_block_ptr") || (is_tl_call(e, "advance") && value_shape(*e))) return &hoist(*e);
+    if (is_tl_call(module_, e, "make_block_ptr") || (is_tl_call(module_, e, "advance") && value_shape(*e))) return &hoist(*e);
     return nullptr;
   }
 
   // Before the access: `<prefix>_index<d> = offset_d + tl.arange(0, B_d)`, the
   // indices of the block in each dimension (reassigned at each access).
-  void define_indices(const BlockPointer &bp, const SourceSpan &s) {
+  void define_indices(const BlockPointer &bp, const SourceSpan &s, const ExprList *corner = nullptr) {
     for (size_t d = 0; d < bp.rank; ++d) {
       ExprList range;
       range.push_back(std::make_unique<IntLit>(0, "0", s));
       range.push_back(clone(*bp.block_shape[d]));
       auto arange = std::make_unique<Call>(std::make_unique<Attribute>(name("tl", s), "arange", s), std::move(range),
                                            std::vector<Keyword>{}, s);
-      pending_.push_back(assign(bp.index(d), binop(BinaryOpKind::Add, name(bp.offset(d), s), std::move(arange), s), s));
+      ExprPtr start = corner ? lowered(*(*corner)[d]) : name(bp.offset(d), s);
+      pending_.push_back(assign(bp.index(d), binop(BinaryOpKind::Add, std::move(start), std::move(arange), s), s));
     }
   }
 
@@ -504,11 +551,57 @@ class FunctionLowering {
     return std::make_unique<Call>(std::move(c.func), std::move(args), std::move(kws), c.span);
   }
 
+  // desc.load(offsets) / desc.store(offsets, value) (also tl.load_tensor_descriptor(desc, offsets) and
+  // tl.store_tensor_descriptor(desc, offsets, value)): the block at `offsets`, every dimension checked (a
+  // descriptor reads `padding` out of bounds and writes nothing there, as TMA does).
+  ExprPtr lower_descriptor_access(Call &c, const BlockPointer &bp, bool load, size_t first_argument) {
+    const Expr *offsets = argument(c, first_argument, "offsets");
+    if (!offsets) fail(c.span, "a tensor descriptor's load and store need the offsets of the block");
+    const ExprList &corner = elements(offsets, c.span, "offsets");
+    if (corner.size() != bp.rank)
+      fail(offsets->span, "this tensor descriptor has " + std::to_string(bp.rank) + " dimensions; give one offset per "
+                          "dimension");
+    for (const Keyword &k : c.keywords)
+      if (k.name != "offsets" && k.name != "value")
+        fail(k.name_span, "tgrad does not lower the '" + k.name + "' argument of a tensor descriptor access");
+    define_indices(bp, c.span, &corner);
+    std::vector<size_t> dims;
+    for (size_t d = 0; d < bp.rank; ++d) dims.push_back(d);
+    ExprList args;
+    args.push_back(address(bp, c.span));
+    if (!load) {
+      ExprPtr value = c.args.size() > first_argument + 1 ? std::move(c.args[first_argument + 1]) : nullptr;
+      for (Keyword &k : c.keywords)
+        if (k.name == "value") value = std::move(k.value);
+      if (!value) fail(c.span, "a tensor descriptor's store needs a value");
+      lower_expr(value);
+      args.push_back(std::move(value));
+    }
+    std::vector<Keyword> kws;
+    kws.push_back({"mask", c.span, mask(bp, dims, c.span)});
+    if (load) {
+      ExprPtr other;
+      if (bp.padding == "nan") {
+        ExprList nan;
+        nan.push_back(std::make_unique<StrLit>("nan", "'nan'", c.span));
+        other = std::make_unique<Call>(name("float", c.span), std::move(nan), std::vector<Keyword>{}, c.span);
+      } else {
+        other = std::make_unique<FloatLit>(0.0, "0.0", c.span);
+      }
+      kws.push_back({"other", c.span, std::move(other)});
+    }
+    auto func = std::make_unique<Attribute>(name("tl", c.span), load ? "load" : "store", c.span);
+    return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws), c.span);
+  }
+
   // A call of a jit helper: a block-pointer argument becomes its parts and its block shape.
   void lower_helper_call(Call &c, const Function &callee) {
     ExprList args;
     std::vector<Keyword> kws;
     auto expand = [&](const BlockPointer &bp, const std::string &param, const SourceSpan &s, bool keyword) {
+      if (bp.descriptor)
+        fail(s, "tgrad does not pass tensor descriptors to jit helpers yet; make the descriptor inside '" +
+                    callee.name + "', or pass its base pointer, shape and strides");
       size_t &rank = needs_[callee.name][param];
       if (rank != 0 && rank != bp.rank)
         fail(s, "'" + callee.name + "' is called with block pointers of " + std::to_string(rank) + " and " +
@@ -548,16 +641,36 @@ class FunctionLowering {
 
   void lower_expr(ExprPtr &e) {
     if (auto *c = dyn_cast<Call>(e.get())) {
-      const bool load = is_tl_call(c, "load"), store = is_tl_call(c, "store");
+      // desc.load(...), desc.store(...) and their tl.*_tensor_descriptor spellings.
+      if (auto *method = dyn_cast<Attribute>(c->func.get()))
+        if (const BlockPointer *bp = pointer_of(method->value.get()); bp && bp->descriptor) {
+          if (method->attr != "load" && method->attr != "store")
+            fail(c->span, "tgrad lowers a tensor descriptor's load and store, not " + method->attr + "; write the "
+                          "access with tl.load/tl.store on pointers");
+          e = lower_descriptor_access(*c, *bp, method->attr == "load", 0);
+          return;
+        }
+      if (is_tl_call(module_, c, "load_tensor_descriptor") || is_tl_call(module_, c, "store_tensor_descriptor")) {
+        const BlockPointer *bp = pointer_of(argument(*c, 0, "desc"));
+        if (!bp || !bp->descriptor)
+          fail(c->span, "tgrad needs the tensor descriptor of this access in a name assigned from "
+                        "tl.make_tensor_descriptor in this function");
+        e = lower_descriptor_access(*c, *bp, is_tl_call(module_, c, "load_tensor_descriptor"), 1);
+        return;
+      }
+      const bool load = is_tl_call(module_, c, "load"), store = is_tl_call(module_, c, "store");
       if (load || store) {
         if (const BlockPointer *bp = access_pointer(argument(*c, 0, "pointer"))) {
+          if (bp->descriptor)
+            fail(c->span, "this is a tensor descriptor: load and store through it with its own methods "
+                          "(desc.load(offsets), desc.store(offsets, value))");
           if (c->args.empty())
             fail(c->span, "tgrad needs the block pointer of a load or store as its first argument");
           e = lower_access(*c, *bp, load);
           return;
         }
       }
-      if (is_tl_call(c, "make_block_ptr") || is_tl_call(c, "advance"))
+      if (is_tl_call(module_, c, "make_block_ptr") || is_tl_call(module_, c, "advance") || is_tl_call(module_, c, "make_tensor_descriptor"))
         fail(c->span, "tgrad lowers block pointers assigned to names or used directly in tl.load and tl.store; "
                       "assign this one to a name");
       if (auto *callee_name = dyn_cast<Name>(c->func.get()))
@@ -571,10 +684,14 @@ class FunctionLowering {
           }
         }
     }
-    // p.dtype: the base pointer's.
+    // p.dtype: the base pointer's; a tensor descriptor's dtype is its elements'.
     if (auto *a = dyn_cast<Attribute>(e.get()); a && a->attr == "dtype")
       if (const BlockPointer *bp = pointer_of(a->value.get())) {
         a->value = name(bp->base(), a->value->span);
+        if (bp->descriptor) {
+          const SourceSpan s = a->span;
+          e = std::make_unique<Attribute>(std::move(e), "element_ty", s);
+        }
         return;
       }
     if (pointer_of(e.get()))
@@ -597,7 +714,7 @@ class FunctionLowering {
 
 bool uses_block_pointers(const Module &module) {
   for (const auto &f : module.functions)
-    if (calls_make_block_ptr(f->body)) return true;
+    if (calls_make_block_ptr(module, f->body)) return true;
   return false;
 }
 
@@ -629,7 +746,7 @@ std::unique_ptr<Module> lower_block_pointers(const Module &module, DiagEngine &d
       for (const auto &f : module.functions) {
         auto it = seen.find(f->name);
         const std::map<std::string, size_t> &params = it == seen.end() ? none : it->second;
-        if ((params.empty() && !calls_make_block_ptr(f->body)) || (!root.empty() && !reachable.count(f->name))) {
+        if ((params.empty() && !calls_make_block_ptr(module, f->body)) || (!root.empty() && !reachable.count(f->name))) {
           lowered.push_back(nullptr);
           continue;
         }

@@ -125,7 +125,13 @@ struct Follower {
         aliases.push_back(std::move(copy));
       }
     found |= !aliases.empty();
-    if (!aliases.empty() && !defined) into.imports.insert(into.imports.end(), aliases.begin(), aliases.end());
+    // A definition copied from this same module (by an earlier import's
+    // support) is one alternative of the same module-level if: the bindings
+    // still go after this import, so that sema weighs them against it.
+    const Function *existing = into.find_function(as);
+    const bool same_module = existing && existing->imported_from == module;
+    if (!aliases.empty() && (!defined || same_module))
+      into.imports.insert(into.imports.end(), aliases.begin(), aliases.end());
     return found;
   }
 

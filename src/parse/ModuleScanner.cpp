@@ -126,7 +126,12 @@ class Scanner {
       }
       if (w != "def") warn_about_orphan_jit(decorator_lines, k);
       if (w == "def") {
+        const size_t before = chunks_.size();
         on_def(k, body_end, decorator_lines);
+        if (chunks_.size() > before && chunks_.back().kind == Chunk::Kind::Function) {
+          chunks_.back().conditional = !top_level;
+          chunks_.back().group = top_level ? 0 : group_;
+        }
       } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
         if (top_level && (w == "if" || w == "try")) ++group_;  // a new compound statement
         if (body_end > k + 1) scan_block(k + 1, body_end, /*top_level=*/false);

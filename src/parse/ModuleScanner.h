@@ -36,8 +36,8 @@ struct Chunk {
   std::string host_name;                   // HostName, Alias: the name bound (text is empty)
   std::string alias_of;                    // Alias: the dotted name it binds (`triton_tanh = libdevice.tanh`)
   SourceSpan span;                         // Alias: the statement
-  bool conditional = false;                // Import or Alias inside a module-level if/try block
-  int group = 0;                           // which if/try statement (1, 2, ...) for a conditional Import or Alias
+  bool conditional = false;                // Import, Alias or Function inside a module-level if/try block
+  int group = 0;                           // which if/try statement (1, 2, ...) for a conditional chunk
 };
 
 std::vector<Chunk> scan_module(const SourceManager &sources, int file_id, DiagEngine &diags);

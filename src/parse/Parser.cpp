@@ -213,6 +213,8 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       if (report_syntax_errors()) return;
       std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
       const std::string defined_as = f->name;
+      f->conditional = chunk.conditional;
+      f->group = chunk.group;
       if (!chunk.rename_to.empty()) f->name = chunk.rename_to;
       const std::string binding = chunk.rename_to.empty() ? "" : " (bound by `" + f->name + " = " + defined_as + "`)";
       // A later definition replaces an earlier one, as in Python.

@@ -214,4 +214,18 @@ ImportedName resolve_import(const ast::Module &module, const std::string &name) 
   return resolve_import(module, name, 0);
 }
 
+void supersede_fallback_functions(ast::Module &module) {
+  for (auto &f : module.functions) {
+    if (!f->conditional) continue;
+    for (const ast::Import &imp : module.imports) {
+      if (!imp.conditional || imp.group != f->group) continue;
+      const ImportedName found = resolve_in(module, imp, f->name, 0);
+      if (found.bound && found.target && found.target->kind == KnownName::Kind::Function) {
+        f->superseded = true;
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace tgrad::sema

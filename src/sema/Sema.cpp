@@ -597,7 +597,7 @@ class Checker {
         return eval(*value, empty);
       }
     for (const auto &f : module_.functions)
-      if (f->name == n.id || f->jit_alias == n.id) {
+      if (!f->superseded && (f->name == n.id || f->jit_alias == n.id)) {
         SType t;
         t.kind = SType::Kind::Function;
         t.fn = f.get();

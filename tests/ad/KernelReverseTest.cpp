@@ -255,6 +255,9 @@ INSTANTIATE_TEST_SUITE_P(
                    {"OUT_DTYPE=tl.float32", "BLOCK=128"}, {"X"}, {}},
         // PTX approximations (tanh.approx in an imported helper, sin.approx inline) and a libdevice function the
         // helper module binds to a name in a module-level if.
+        // Tensor descriptors: rows 10..11 and columns 6..7 of the last block are past the shape.
+        KernelCase{"imports_helper", "descriptor_scale_kernel", {3, 1, 1},
+                   {"X=fp32[10,6]", "W=fp32[6]", "Y=fp32[10,6]", "M=10", "N=6"}, {"BM=4", "BN=8"}, {"X", "W"}, {}},
         KernelCase{"imports_helper", "approx_gelu_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-4,4)", "Y=fp32[300]:zeros", "n_elements=300"}, {"BLOCK=128"}, {"X"}, {}},
         // x = a if c else b with c loaded at run time: an if.
@@ -409,6 +412,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Loops reversed with a tape: a running max, and a linear recurrence h = a * h + x.
         KernelCase{"recurrence", "running_max_kernel", {3, 1, 1}, {"X=fp32[3,5,16]", "Y=fp32[3,16]:zeros", "n_chunks=5"},
                    {"BLOCK=16"}, {"X"}, {}},
+        // range(SKIP + 1, n_cols - 1, SKIP - 1): the trip count and the tape index keep the sums whole (a wrong
+        // gradient when they were spliced in as text: n - SKIP + 1).
+        KernelCase{"recurrence", "offset_recurrence_kernel", {2, 1, 1}, {"X=fp32[2,13]", "Y=fp32[2,8]", "n_cols=13"},
+                   {"SKIP=3", "BLOCK=8"}, {"X"}, {}},
         KernelCase{"recurrence", "linear_scan_kernel", {3, 1, 1},
                    {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"},
                    {"the loop's carried 'h' is taped to 'h_tape'"}},

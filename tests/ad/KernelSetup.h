@@ -14,6 +14,7 @@
 #include "src/driver/GradCheck.h"
 #include "src/driver/LaunchSpec.h"
 #include "src/parse/FollowImports.h"
+#include "tgrad/sema/Names.h"
 #include "tests/parse/ParseHelpers.h"
 
 namespace tgrad::testing {
@@ -44,6 +45,7 @@ inline KernelSetup setup(const KernelCase &c) {
   s.parsed = parse_text(c.file.empty() ? c.source : read_file(path), path);
   // Modules of the user's that the kernel imports (tests/kernels/helper_module.py), as the CLI reads them.
   parse::follow_imports(*s.parsed->module, path, {}, s.parsed->sources, *s.parsed->diags);
+  sema::supersede_fallback_functions(*s.parsed->module);
   s.request.function = c.kernel;
   s.request.wrt = c.wrt;
   s.launch.kernel = c.kernel;

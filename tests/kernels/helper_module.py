@@ -53,3 +53,19 @@ if os.environ.get("HELPER_MODULE_INTEL_XPU") == "1":
     exp_fn = tl.extra.intel.libdevice.exp
 else:
     exp_fn = libdevice.exp
+
+
+# Tensor descriptors where this Triton has them, under either of the names
+# Tritons have used, and a placeholder for Tritons without them (libraries
+# keep such a shim so that their module imports everywhere). Triton 3.6 takes
+# the elif; tgrad takes the alternative that binds a function it knows, over
+# the jit fallback in the else.
+if hasattr(triton.language, "_experimental_make_tensor_descriptor"):
+    make_tensor_descriptor = triton.language._experimental_make_tensor_descriptor
+elif hasattr(triton.language, "make_tensor_descriptor"):
+    make_tensor_descriptor = triton.language.make_tensor_descriptor
+else:
+
+    @triton.jit
+    def make_tensor_descriptor(base, shape, strides, block_shape, _builder=None):
+        return None

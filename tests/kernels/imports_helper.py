@@ -45,3 +45,20 @@ def approx_gelu_kernel(X, Y, n_elements, BLOCK: tl.constexpr):
     wave = tl.inline_asm_elementwise("sin.approx.f32 $0, $1;", "=f,f", [2.0 * x], dtype=tl.float32, is_pure=True,
                                      pack=1)
     tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
+
+
+# Tensor descriptors, made with the helper module's make_tensor_descriptor:
+# a block of rows read and written by its corner; rows and columns past
+# the tensor's shape read as zero and are not written.
+from .helper_module import make_tensor_descriptor
+
+
+@triton.jit
+def descriptor_scale_kernel(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    x_desc = make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    y_desc = make_tensor_descriptor(Y, [M, N], [N, 1], [BM, BN])
+    x = x_desc.load([pid * BM, 0]).to(tl.float32)
+    w = tl.load(W + tl.arange(0, BN), mask=tl.arange(0, BN) < N, other=0.0).to(tl.float32)
+    y = x * w[None, :]
+    y_desc.store([pid * BM, 0], (y * tl.sigmoid(y)).to(y_desc.dtype))

@@ -97,3 +97,17 @@ def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
         x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
         m = tl.maximum(m, x * w)  # exact in fp32 for fp16 and bf16 inputs: no ties moved by rounding
     tl.store(Y + row * BLOCK + lanes, m)
+
+
+@triton.jit
+def offset_recurrence_kernel(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constexpr):
+    # A taped recurrence over the columns SKIP + 1, 2 * SKIP, ... of each row: bounds and a step that are sums
+    # of constexprs, which the backward's trip count and tape index must keep whole (n - (SKIP + 1), not
+    # n - SKIP + 1).
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
+    for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
+        x = tl.load(X + row * n_cols + i)
+        h = tl.sin(h) * x + x
+    tl.store(Y + row * BLOCK + lanes, h)

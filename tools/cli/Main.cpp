@@ -35,6 +35,7 @@
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/interp/Interpreter.h"
 #include "src/parse/FollowImports.h"
+#include "tgrad/sema/Names.h"
 #include "tgrad/tgrad.h"
 
 namespace {
@@ -204,6 +205,7 @@ std::unique_ptr<Loaded> load(const std::string &input, const std::vector<std::st
   l->module = tgrad::parse::parse_module(l->sources, l->file_id, *l->diags);
   if (!l->diags->has_errors())
     tgrad::parse::follow_imports(*l->module, input == "-" ? "" : input, include_dirs, l->sources, *l->diags);
+  tgrad::sema::supersede_fallback_functions(*l->module);
   l->diags->print_all(std::cerr);
   if (l->diags->has_errors()) return nullptr;
   return l;

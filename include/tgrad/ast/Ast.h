@@ -349,6 +349,16 @@ struct Function {
   // Set for a function read from another of the user's modules (`from .utils
   // import f`): that module's name. --emit source leaves it out.
   std::string imported_from;
+  // Defined inside a module-level if/try block (`else: @triton.jit def
+  // make_tensor_descriptor(...): return None`, a fallback for older Tritons):
+  // one alternative of that statement, numbered like Import::group.
+  bool conditional = false;
+  int group = 0;
+  // An alternative of the same statement binds the name to something tgrad
+  // knows (`make_tensor_descriptor = triton.language.make_tensor_descriptor`):
+  // the branch Triton 3.6 takes. find_function skips this definition; --emit
+  // source still prints it (sema::supersede_fallback_functions sets it).
+  bool superseded = false;
 
   bool is_constexpr_param(size_t i) const;
 };

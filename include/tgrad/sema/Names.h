@@ -51,6 +51,18 @@ struct ImportedName {
 // `try` path, the one the author expects), else the first.
 ImportedName resolve_import(const ast::Module &module, const std::string &name);
 
+// Marks superseded each jit function defined in a module-level if/try block
+// where another alternative of the same statement binds its name to a
+// function tgrad knows: fla's
+//   if hasattr(triton.language, 'make_tensor_descriptor'):
+//       make_tensor_descriptor = triton.language.make_tensor_descriptor
+//   else:
+//       @triton.jit
+//       def make_tensor_descriptor(...): return None
+// keeps the fallback for Tritons without the function; Triton 3.6 has it,
+// so the binding wins. Call after the module's imports are followed.
+void supersede_fallback_functions(ast::Module &module);
+
 // The namespace ("tl", "tl.math", "libdevice", ...) a Python module path
 // names, or "" for a module tgrad does not know.
 std::string namespace_of_module(const std::string &module);

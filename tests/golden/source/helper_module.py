@@ -9,6 +9,13 @@ except (ImportError, AttributeError):
         exp_fn = libdevice.exp
     except (ImportError, AttributeError):
         pass
+try:
+    make_tensor_descriptor = triton.language._experimental_make_tensor_descriptor
+except (ImportError, AttributeError):
+    try:
+        make_tensor_descriptor = triton.language.make_tensor_descriptor
+    except (ImportError, AttributeError):
+        pass
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)
 THRESHOLD_NOTE: tl.constexpr = tl.constexpr(_threshold_note(_SCALE))
@@ -32,3 +39,8 @@ def activation(x):
 @triton.jit
 def tanh_fast(x):
     return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", constraints="=f,f", args=[x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def make_tensor_descriptor(base, shape, strides, block_shape, _builder=None):
+    return None

@@ -86,3 +86,14 @@ def weighted_running_max_kernel(X, W, Y, n_chunks, BLOCK: tl.constexpr):
         x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
         m = tl.maximum(m, x * w)
     tl.store(Y + row * BLOCK + lanes, m)
+
+
+@triton.jit
+def offset_recurrence_kernel(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
+    for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
+        x = tl.load(X + row * n_cols + i)
+        h = tl.sin(h) * x + x
+    tl.store(Y + row * BLOCK + lanes, h)
