@@ -9,6 +9,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
+#include "src/ad/EarlyReturn.h"
 #include "src/ad/GenericTypes.h"
 #include "src/ad/MemoryAccumulators.h"
 #include "src/lower/BlockPointers.h"
@@ -171,7 +172,40 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // accepts types them: which names change type with a flag depends on them.
   for (const auto &kv : request.param_types) given.insert(kv);
   std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given);
-  if (!info) return {};
+  if (!info) {
+    // The forward does not type with every flag free (ttt's `i_last = (BT - 1) if ... else (T % BT - 1)`
+    // is an int32 or an int64 by IS_VARLEN): the flags read in conditions with a value that lets it type
+    // are needed. differentiate() then adds those their values reveal.
+    std::vector<std::string> needed;
+    std::set<std::string> in_conditions;
+    std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
+      for (const StmtPtr &st : block) {
+        if (auto *i = dyn_cast<If>(st.get())) {
+          reads(*i->cond, in_conditions);
+          conditions(i->body);
+          conditions(i->orelse);
+        } else if (auto *f = dyn_cast<For>(st.get())) {
+          conditions(f->body);
+        } else if (auto *w = dyn_cast<While>(st.get())) {
+          conditions(w->body);
+        }
+      }
+    };
+    conditions(fn.body);
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      const std::string &name = fn.params[k].name;
+      if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name)) continue;
+      for (const FlagValue &v : flag_values(module, fn, name).values) {
+        sema::ParamTypes with = given;
+        with[name] = v.type;
+        if (analyze_some_representative(module, fn, with)) {
+          needed.push_back(name);
+          break;
+        }
+      }
+    }
+    return needed;
+  }
   // Reverse mode keeps memory accumulators in registers first: a load under
   // a flag's if then starts the carried value under the same if before the
   // loop, a definition the flag guards (src/ad/MemoryAccumulators.h).
@@ -245,7 +279,14 @@ class Specializer {
  public:
   Specializer(const Module &module, const SourceManager &sources, const BackwardRequest &request, DiagEngine &diags,
               const Function &fn, std::vector<Flag> flags)
-      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), flags_(std::move(flags)) {}
+      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), flags_(std::move(flags)) {
+    // The forward as reverse mode types it: early returns guarded, and
+    // `x = a if c else b` an if, whose paths must agree on x's type as
+    // Triton's ternary with a runtime condition requires (ttt's `i_last =
+    // (BT - 1) if ... else (T % BT - 1)` does not compile where T is int64).
+    guarded_ = guard_early_returns(fn_);
+    split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : fn_);
+  }
 
   std::optional<Backward> run() {
     if (!differentiate_all()) return std::nullopt;
@@ -268,6 +309,7 @@ class Specializer {
     // Warnings once, from the first.
     bool all_same = true;
     for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
+    all_same &= invalid_.empty();  // else the dispatcher refuses the values the forward does not compile with
     if (all_same) return std::move(specs_[0].backward);
     return combine();
   }
@@ -286,10 +328,18 @@ class Specializer {
       diags_.warning(fn_.name_span, "the backward of '" + fn_.name + "' holds one specialization per combination of " +
                                         flag_list() + " (" + std::to_string(combinations) +
                                         "): give the values you launch with by -D for one short backward");
+    // Which values the forward compiles with: typed as the backward will be
+    // where any combination types so, else as leniently as without flags.
+    bool strict = false;
+    for (std::vector<size_t> c(flags_.size(), 0);;) {
+      if ((strict = forward_compiles(c, true))) break;
+      size_t k = 0;
+      while (k < flags_.size() && ++c[k] == flags_[k].values.size()) c[k++] = 0;
+      if (k == flags_.size()) break;
+    }
     std::vector<size_t> choice(flags_.size(), 0);
-    std::optional<std::vector<size_t>> first_invalid;
     while (true) {
-      if (forward_compiles(choice)) {
+      if (forward_compiles(choice, strict)) {
         std::optional<Backward> b = differentiate_one(choice);
         if (!b) return false;
         specs_.push_back({choice, std::move(*b), {}});
@@ -312,10 +362,20 @@ class Specializer {
   // `choice` (fla's `if ACTIVATION == 'swish': ... elif ACTIVATION ==
   // 'sigmoid': ...` leaves the gate undefined for any other value: Triton
   // refuses that launch, so it needs no backward).
-  bool forward_compiles(const std::vector<size_t> &choice) const {
+  bool forward_compiles(const std::vector<size_t> &choice, bool strict) const {
     sema::ParamTypes given = request_.param_types;
     for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
-    return analyze_some_representative(module_, fn_, given).has_value();
+    const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : fn_;
+    if (!strict) return analyze_some_representative(module_, as_typed, given).has_value();
+    // Strict: with the parameters typed as the backward types them (the
+    // lenient fallback leaves them unknown, and unknown types agree with
+    // anything).
+    for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
+      SourceManager scratch;
+      DiagEngine quiet(scratch);
+      if (sema::analyze(module_, as_typed, uniform_representative(module_, as_typed, given, d), quiet)) return true;
+    }
+    return false;
   }
 
   // The backward with the flags' values `choice`; its errors, if any, reported.
@@ -494,10 +554,16 @@ class Specializer {
               std::make_unique<Name>(s.backward.backward_name + suffix(choice)), std::move(args), std::vector<Keyword>{})));
           return out;
         }
-      // Values with which the forward does not compile: neither does this.
+      // Values with which the forward does not type (for tl.constexpr
+      // parameters of any value: `[BT, BV]` against `[BT, BK]` types only where
+      // BK == BV): no backward, and a message that says how to get one.
       ExprList args;
       args.push_back(std::make_unique<BoolLit>(false));
-      args.push_back(std::make_unique<StrLit>(fn_.name + " does not compile with " + assignment(choice), ""));
+      args.push_back(std::make_unique<StrLit>(
+          "tgrad found no backward of " + fn_.name + " with " + assignment(choice) +
+              ": the forward does not type with them for every value of its other tl.constexpr parameters; "
+              "regenerate it with their values given by -D",
+          ""));
       out.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
           std::make_unique<Attribute>(std::make_unique<Name>("tl"), "static_assert"), std::move(args), std::vector<Keyword>{})));
       return out;
@@ -635,6 +701,7 @@ class Specializer {
   std::vector<Flag> flags_;
   std::vector<Specialization> specs_;
   std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
+  std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };
 
 }  // namespace
@@ -653,6 +720,35 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);
+  // A flag's need can hide behind another's: while IS_VARLEN changes T's
+  // type, what `if USE_G: b_g = tl.load(...) else: b_g = None` leaves has no
+  // type to compare, and USE_G shows up only once IS_VARLEN has a value. So
+  // the flags found so far get each of their values in turn, and the flags
+  // those reveal join, until none is new (or there are too many to try:
+  // the Specializer then names them).
+  for (bool grew = !names.empty(); grew;) {
+    grew = false;
+    std::vector<Flag> flags;
+    size_t combinations = 1;
+    for (const std::string &n : names) {
+      flags.push_back(flag_values(module, *fn, n));
+      combinations *= std::max<size_t>(1, flags.back().values.size());
+    }
+    if (combinations > kMaxSpecializations) break;
+    for (size_t index = 0; index < combinations && !grew; ++index) {
+      BackwardRequest with = request;
+      for (size_t k = 0, rest = index; k < flags.size(); ++k) {
+        const size_t count = std::max<size_t>(1, flags[k].values.size());
+        if (!flags[k].values.empty()) with.param_types[flags[k].name] = flags[k].values[rest % count].type;
+        rest /= count;
+      }
+      for (const std::string &n : flags_needing_values(module, *fn, with))
+        if (std::find(names.begin(), names.end(), n) == names.end()) {
+          names.push_back(n);
+          grew = true;
+        }
+    }
+  }
   std::optional<Backward> out;
   if (names.empty()) {
     out = differentiate_generic(module, sources, request, diags);
