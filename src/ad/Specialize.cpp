@@ -150,12 +150,16 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
 // (fp32, fp16, bf16 for the parameters given no type), else as given;
 // nullopt where none types: Triton would not compile it.
 std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, const Function &fn,
-                                                          const sema::ParamTypes &given) {
+                                                          const sema::ParamTypes &given,
+                                                          bool *by_representative = nullptr) {
+  if (by_representative) *by_representative = false;
   for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
     SourceManager scratch;
     DiagEngine quiet(scratch);
-    if (std::optional<sema::TypeInfo> info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet))
+    if (std::optional<sema::TypeInfo> info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet)) {
+      if (by_representative) *by_representative = true;
       return info;
+    }
   }
   SourceManager scratch;
   DiagEngine quiet(scratch);
@@ -171,12 +175,17 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // The runtime parameters as the first uniform representative the forward
   // accepts types them: which names change type with a flag depends on them.
   for (const auto &kv : request.param_types) given.insert(kv);
-  std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given);
-  if (!info) {
+  bool by_representative = false;
+  std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given, &by_representative);
+  // Flags without which the forward does not type as the backward types it
+  // (its parameters typed; without them the analysis leaves them unknown, and
+  // unknown types hide what a flag changes: fla's T, int32 or int64 by
+  // IS_VARLEN, made every address after it unknown).
+  std::vector<std::string> needed;
+  if (!info || !by_representative) {
     // The forward does not type with every flag free (ttt's `i_last = (BT - 1) if ... else (T % BT - 1)`
     // is an int32 or an int64 by IS_VARLEN): the flags read in conditions with a value that lets it type
     // are needed. differentiate() then adds those their values reveal.
-    std::vector<std::string> needed;
     std::set<std::string> in_conditions;
     std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
       for (const StmtPtr &st : block) {
@@ -198,13 +207,14 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
       for (const FlagValue &v : flag_values(module, fn, name).values) {
         sema::ParamTypes with = given;
         with[name] = v.type;
-        if (analyze_some_representative(module, fn, with)) {
+        bool typed = false;
+        if (analyze_some_representative(module, fn, with, &typed) && (typed || !info)) {
           needed.push_back(name);
           break;
         }
       }
     }
-    return needed;
+    if (!info) return needed;
   }
   // Reverse mode keeps memory accumulators in registers first: a load under
   // a flag's if then starts the carried value under the same if before the
@@ -251,6 +261,11 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     without[name] = SType::of_bool(false);
     if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
   }
+  // Typed only with its parameters unknown, the forward showed no flag: those
+  // that let it type as the backward types it (differentiate() adds what
+  // their values reveal). Where it showed some, those come first, and their
+  // values reveal the rest.
+  if (flags.empty()) return needed;
   return flags;
 }
 
@@ -720,6 +735,7 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);
+  const std::vector<std::string> first_found = names;
   // A flag's need can hide behind another's: while IS_VARLEN changes T's
   // type, what `if USE_G: b_g = tl.load(...) else: b_g = None` leaves has no
   // type to compare, and USE_G shows up only once IS_VARLEN has a value. So
@@ -749,13 +765,26 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
         }
     }
   }
-  std::optional<Backward> out;
-  if (names.empty()) {
-    out = differentiate_generic(module, sources, request, diags);
-  } else {
+  auto attempt = [&](const std::vector<std::string> &flag_names, DiagEngine &d) -> std::optional<Backward> {
+    if (flag_names.empty()) return differentiate_generic(module, sources, request, d);
     std::vector<Flag> flags;
-    for (const std::string &n : names) flags.push_back(flag_values(module, *fn, n));
-    out = Specializer(module, sources, request, diags, *fn, std::move(flags)).run();
+    for (const std::string &n : flag_names) flags.push_back(flag_values(module, *fn, n));
+    return Specializer(module, sources, request, d, *fn, std::move(flags)).run();
+  };
+  std::optional<Backward> out;
+  if (names == first_found) {
+    out = attempt(names, diags);
+  } else {
+    // The flags the values revealed, else (where a revealed flag leaves an
+    // input of --wrt unloaded in a specialization, which the generic typing
+    // cannot type) the flags found first; the first attempt's errors where
+    // neither differentiates.
+    DiagEngine revealed(sources), first(sources);
+    out = attempt(names, revealed);
+    const bool by_revealed = out.has_value();
+    if (!out) out = attempt(first_found, first);
+    const DiagEngine &kept = by_revealed || !out ? revealed : first;
+    for (const Diagnostic &d : kept.diagnostics()) diags.report(d);
   }
   if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
   return out;

@@ -552,6 +552,10 @@ class Checker {
         if (c.known && c.kind == SType::Kind::Int) return c.n ? a : b;
         if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
         if (a.is_tensor() || b.is_tensor()) {
+          // A Python number against a Triton scalar of its type (`(BT - 1) if c
+          // else (T % BT - 1)` with T int32): Triton makes the number a tensor
+          // of that type, as after an if.
+          if (std::optional<SType> t = literal_merge(a, b)) return *t;
           if (!same_type(a, b)) {
             // A constexpr condition without a value picks one at compile time.
             // A Python number against a Triton scalar (`(T - 1) if REVERSE

@@ -231,6 +231,13 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[21,5]", "G=fp32[21,5]", "Y=fp32[21,5]:zeros", "cu_seqlens=int32[4]:uniform(0,1)", "T=7",
                     "D=5"},
                    {"IS_VARLEN=False", "BT=4", "BD=8"}, {"X", "G"}, {}},
+        // A gate by USE_G at each chunk's last valid position (the last chunk of each sequence is ragged).
+        KernelCase{"varlen", "varlen_tail_gate_kernel", {2, 3, 1},
+                   {"X=fp32[33,5]", "G=fp32[33,5]", "Y=fp32[33,5]:zeros", "cu_seqlens=int32[4]", "T=11", "D=5"},
+                   {"IS_VARLEN=False", "USE_G=True", "BT=8", "BD=8"}, {"X", "G"}, {}},
+        KernelCase{"varlen", "varlen_tail_gate_kernel", {2, 3, 1},
+                   {"X=fp32[33,5]", "G=fp32[33,5]", "Y=fp32[33,5]:zeros", "cu_seqlens=int32[4]", "T=11", "D=5"},
+                   {"IS_VARLEN=False", "USE_G=False", "BT=8", "BD=8"}, {"X"}, {}},
         // `process = 1`, set from MASK where one is passed, then tested: MASK's gradient is zero.
         KernelCase{"merges", "skip_rows_kernel", {2, 1, 1},
                    {"X=fp32[5,7]", "MASK=fp32[5]:ones", "Y=fp32[5,7]:zeros", "n_rows=5", "n_cols=7"}, {"BLOCK=8"},
