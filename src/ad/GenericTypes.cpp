@@ -92,11 +92,8 @@ class RoleFinder {
   // make_tensor_descriptor`, or a library's compatibility alias).
   std::string callee_of(const Call &c) const {
     const std::string written = emit::print_expr(*c.func);
-    if (!isa<Name>(c.func.get()) || module_.find_function(written)) return written;
-    const sema::ImportedName bound = sema::resolve_import(module_, written);
-    if (bound.target && bound.target->kind == sema::KnownName::Kind::Function && bound.target->name.rfind("tl.", 0) == 0)
-      return bound.target->name;
-    return written;
+    if (!isa<Name>(c.func.get())) return written;
+    return sema::tl_function_bound_to(module_, written).value_or(written);
   }
 
   std::set<std::string> address_roots(const Expr &e) const {
@@ -191,12 +188,11 @@ class RoleFinder {
       for (const Keyword &k : c.keywords)
         for (const std::string &r : loaded_from(*k.value)) integer_pointers_.insert(r);
     }
-    // tl.gather's index (also `x.gather(index, axis)`, and a name bound to tl.gather): integers.
+    // tl.gather's index (also `x.gather(index, axis)`; a name bound to tl.gather is callee_of's "tl.gather"):
+    // integers.
     const bool method = isa<Attribute>(c.func.get()) && cast<Attribute>(c.func.get())->attr == "gather" &&
                         callee != "tl.gather";
-    const sema::ImportedName bound = sema::resolve_import(module_, callee);
-    const bool alias = !module_.find_function(callee) && bound.target && bound.target->name == "tl.gather";
-    if (callee == "tl.gather" || method || alias)
+    if (callee == "tl.gather" || method)
       if (const Expr *index = call_argument(c, method ? 0 : 1, "index"))
         for (const std::string &r : loaded_from(*index)) integer_pointers_.insert(r);
     if (is_access_call(callee)) {

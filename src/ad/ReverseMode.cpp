@@ -2428,12 +2428,7 @@ class Engine {
     // Bounds go into the trip count and the iteration's index as text
     // (`stop - start`): a compound one needs its parentheses there
     // (`range(16 + 2, n)` counts n - (16 + 2) iterations).
-    for (const ExprPtr &a : range->args) {
-      auto *unary = dyn_cast<UnaryOp>(a.get());
-      const bool atom = isa<Name>(a.get()) || isa<IntLit>(a.get()) || isa<Call>(a.get()) || isa<Attribute>(a.get()) ||
-                        isa<Subscript>(a.get()) || (unary && unary->op != UnaryOpKind::Not);
-      b.push_back(atom ? emit::print_expr(*a) : "(" + emit::print_expr(*a) + ")");
-    }
+    for (const ExprPtr &a : range->args) b.push_back(emit::print_operand(*a));
     L.start = b.size() == 1 ? "0" : b[0];
     L.stop = b.size() == 1 ? b[0] : b[1];
     L.step = b.size() == 3 ? b[2] : "1";

@@ -167,6 +167,26 @@ std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, 
 }
 
 // The constexpr flags whose guarded definitions need values.
+// The names read in the conditions of the function's ifs, at any depth.
+std::set<std::string> names_read_in_conditions(const Function &fn) {
+  std::set<std::string> in_conditions;
+  std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
+    for (const StmtPtr &st : block) {
+      if (auto *i = dyn_cast<If>(st.get())) {
+        reads(*i->cond, in_conditions);
+        conditions(i->body);
+        conditions(i->orelse);
+      } else if (auto *f = dyn_cast<For>(st.get())) {
+        conditions(f->body);
+      } else if (auto *w = dyn_cast<While>(st.get())) {
+        conditions(w->body);
+      }
+    }
+  };
+  conditions(fn.body);
+  return in_conditions;
+}
+
 std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
   sema::ParamTypes given;
   for (size_t k = 0; k < fn.params.size(); ++k)
@@ -177,30 +197,16 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   for (const auto &kv : request.param_types) given.insert(kv);
   bool by_representative = false;
   std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given, &by_representative);
+  const std::set<std::string> in_conditions = names_read_in_conditions(fn);
   // Flags without which the forward does not type as the backward types it
   // (its parameters typed; without them the analysis leaves them unknown, and
   // unknown types hide what a flag changes: fla's T, int32 or int64 by
-  // IS_VARLEN, made every address after it unknown).
-  std::vector<std::string> needed;
-  if (!info || !by_representative) {
-    // The forward does not type with every flag free (ttt's `i_last = (BT - 1) if ... else (T % BT - 1)`
-    // is an int32 or an int64 by IS_VARLEN): the flags read in conditions with a value that lets it type
-    // are needed. differentiate() then adds those their values reveal.
-    std::set<std::string> in_conditions;
-    std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
-      for (const StmtPtr &st : block) {
-        if (auto *i = dyn_cast<If>(st.get())) {
-          reads(*i->cond, in_conditions);
-          conditions(i->body);
-          conditions(i->orelse);
-        } else if (auto *f = dyn_cast<For>(st.get())) {
-          conditions(f->body);
-        } else if (auto *w = dyn_cast<While>(st.get())) {
-          conditions(w->body);
-        }
-      }
-    };
-    conditions(fn.body);
+  // IS_VARLEN, made every address after it unknown). Where the forward does
+  // not type with every flag free at all (ttt's `i_last = (BT - 1) if ... else
+  // (T % BT - 1)` is an int32 or an int64 by IS_VARLEN), any value that lets
+  // it type counts. differentiate() then adds the flags their values reveal.
+  auto flags_that_let_it_type = [&]() {
+    std::vector<std::string> needed;
     for (size_t k = 0; k < fn.params.size(); ++k) {
       const std::string &name = fn.params[k].name;
       if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name)) continue;
@@ -214,8 +220,9 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
         }
       }
     }
-    if (!info) return needed;
-  }
+    return needed;
+  };
+  if (!info) return flags_that_let_it_type();
   // Reverse mode keeps memory accumulators in registers first: a load under
   // a flag's if then starts the carried value under the same if before the
   // loop, a definition the flag guards (src/ad/MemoryAccumulators.h).
@@ -236,21 +243,6 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // A flag that decides whether a parameter is a pointer or a number (fla's
   // rotary: `o_t + seq_offsets` without IS_SEQLEN_OFFSETS_TENSOR,
   // `o_t + tl.load(seq_offsets + i_n)` with it): each value types it anew.
-  std::set<std::string> in_conditions;
-  std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
-    for (const StmtPtr &st : block) {
-      if (auto *i = dyn_cast<If>(st.get())) {
-        reads(*i->cond, in_conditions);
-        conditions(i->body);
-        conditions(i->orelse);
-      } else if (auto *f = dyn_cast<For>(st.get())) {
-        conditions(f->body);
-      } else if (auto *w = dyn_cast<While>(st.get())) {
-        conditions(w->body);
-      }
-    }
-  };
-  conditions(fn.body);
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const std::string &name = fn.params[k].name;
     if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name) ||
@@ -262,10 +254,9 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
   }
   // Typed only with its parameters unknown, the forward showed no flag: those
-  // that let it type as the backward types it (differentiate() adds what
-  // their values reveal). Where it showed some, those come first, and their
-  // values reveal the rest.
-  if (flags.empty()) return needed;
+  // that let it type as the backward types it. Where it showed some, those
+  // come first, and their values reveal the rest.
+  if (flags.empty() && !by_representative) return flags_that_let_it_type();
   return flags;
 }
 
@@ -381,16 +372,12 @@ class Specializer {
     sema::ParamTypes given = request_.param_types;
     for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
     const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : fn_;
-    if (!strict) return analyze_some_representative(module_, as_typed, given).has_value();
     // Strict: with the parameters typed as the backward types them (the
     // lenient fallback leaves them unknown, and unknown types agree with
     // anything).
-    for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
-      SourceManager scratch;
-      DiagEngine quiet(scratch);
-      if (sema::analyze(module_, as_typed, uniform_representative(module_, as_typed, given, d), quiet)) return true;
-    }
-    return false;
+    bool typed = false;
+    const bool types = analyze_some_representative(module_, as_typed, given, &typed).has_value();
+    return strict ? typed : types;
   }
 
   // The backward with the flags' values `choice`; its errors, if any, reported.

@@ -446,6 +446,12 @@ std::string print_expr(const Expr &e) {
   return out.str();
 }
 
+std::string print_operand(const Expr &e) {
+  std::ostringstream out;
+  ExprPrinter(out).print(e, kUnary);
+  return out.str();
+}
+
 std::string print_stmts(const StmtList &body, int depth) {
   std::ostringstream out;
   StmtPrinter p(out);

@@ -308,8 +308,7 @@ Value Evaluator::global(const std::string &name, const SourceSpan &span) {
       globals_[name] = v;
       return v;
     }
-  for (const auto &f : module_.functions)
-    if (!f->superseded && (f->name == name || f->jit_alias == name)) return Value::of_function(f.get());
+  if (const Function *f = module_.find_function(name)) return Value::of_function(f);
   sema::ImportedName imported = sema::resolve_import(module_, name);
   if (imported.bound) {
     if (imported.target) return known_value(*imported.target);

@@ -32,10 +32,7 @@ bool is_tl_call(const Module &module, const Expr *e, const char *name) {
   if (!c) return false;
   const std::string callee = emit::print_expr(*c->func);
   if (callee == std::string("tl.") + name || callee == std::string("triton.language.") + name) return true;
-  if (!isa<Name>(c->func.get()) || module.find_function(callee)) return false;
-  const sema::ImportedName imported = sema::resolve_import(module, callee);
-  return imported.target && imported.target->kind == sema::KnownName::Kind::Function &&
-         imported.target->name == std::string("tl.") + name;
+  return isa<Name>(c->func.get()) && sema::tl_function_bound_to(module, callee) == std::string("tl.") + name;
 }
 
 const Expr *argument(const Call &c, size_t position, const char *keyword) {
@@ -170,22 +167,15 @@ class FunctionLowering {
 
   // The block pointer an expression evaluates to (shape only), or null.
   std::optional<BlockPointer> value_shape(const Expr &value) const {
-    if (is_tl_call(module_, &value, "make_block_ptr")) {
+    const bool descriptor = is_tl_call(module_, &value, "make_tensor_descriptor");
+    if (descriptor || is_tl_call(module_, &value, "make_block_ptr")) {
       auto *c = cast<Call>(&value);
-      const ExprList &block = elements(argument(*c, 4, "block_shape"), c->span, "block_shape");
+      const ExprList &block = elements(argument(*c, descriptor ? 3 : 4, "block_shape"), c->span, "block_shape");
       BlockPointer bp;
       bp.rank = block.size();
+      bp.descriptor = descriptor;
       for (const ExprPtr &b : block) bp.block_shape.push_back(std::shared_ptr<const Expr>(clone(*b).release()));
-      return bp;
-    }
-    if (is_tl_call(module_, &value, "make_tensor_descriptor")) {
-      auto *c = cast<Call>(&value);
-      const ExprList &block = elements(argument(*c, 3, "block_shape"), c->span, "block_shape");
-      BlockPointer bp;
-      bp.rank = block.size();
-      bp.descriptor = true;
-      for (const ExprPtr &b : block) bp.block_shape.push_back(std::shared_ptr<const Expr>(clone(*b).release()));
-      if (const Expr *padding = argument(*c, 4, "padding_option")) {
+      if (const Expr *padding = descriptor ? argument(*c, 4, "padding_option") : nullptr) {
         auto *p = dyn_cast<StrLit>(padding);
         if (!p || (p->value != "zero" && p->value != "nan"))
           fail(padding->span, "padding_option of a tensor descriptor must be \"zero\" or \"nan\"");
@@ -340,38 +330,27 @@ class FunctionLowering {
 
   // `p = <block pointer value>`: the parts of p.
   void assign_pointer(const BlockPointer &bp, const Expr &value, const SourceSpan &span, StmtList &out) {
-    if (is_tl_call(module_, &value, "make_tensor_descriptor")) {
+    // tl.make_block_ptr(base, shape, strides, offsets, block_shape, order) and
+    // tl.make_tensor_descriptor(base, shape, strides, block_shape): a descriptor
+    // has no offsets of its own.
+    const bool descriptor = is_tl_call(module_, &value, "make_tensor_descriptor");
+    if (descriptor || is_tl_call(module_, &value, "make_block_ptr")) {
+      const std::string maker = descriptor ? "tl.make_tensor_descriptor" : "tl.make_block_ptr";
       auto *c = cast<Call>(&value);
       const Expr *base = argument(*c, 0, "base");
-      if (!base) fail(c->span, "tl.make_tensor_descriptor needs a base pointer");
+      if (!base) fail(c->span, maker + " needs a base pointer");
       const ExprList &shape = elements(argument(*c, 1, "shape"), c->span, "shape");
       const ExprList &strides = elements(argument(*c, 2, "strides"), c->span, "strides");
-      if (shape.size() != bp.rank || strides.size() != bp.rank)
-        fail(c->span, "tl.make_tensor_descriptor needs shape, strides and block_shape of one length");
+      const ExprList *offsets = descriptor ? nullptr : &elements(argument(*c, 3, "offsets"), c->span, "offsets");
+      if (shape.size() != bp.rank || strides.size() != bp.rank || (offsets && offsets->size() != bp.rank))
+        fail(c->span, maker + (descriptor ? " needs shape, strides and block_shape of one length"
+                                          : " needs shape, strides, offsets and block_shape of one length"));
       std::vector<StmtPtr> parts;
       parts.push_back(assign(bp.base(), lowered(*base), span));
       for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.shape(d), lowered(*shape[d]), span));
       for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.stride(d), lowered(*strides[d]), span));
-      flush(out);
-      for (StmtPtr &p : parts) out.push_back(std::move(p));
-      return;
-    }
-    if (is_tl_call(module_, &value, "make_block_ptr")) {
-      auto *c = cast<Call>(&value);
-      const Expr *base = argument(*c, 0, "base");
-      if (!base) fail(c->span, "tl.make_block_ptr needs a base pointer");
-      const ExprList &shape = elements(argument(*c, 1, "shape"), c->span, "shape");
-      const ExprList &strides = elements(argument(*c, 2, "strides"), c->span, "strides");
-      const ExprList &offsets = elements(argument(*c, 3, "offsets"), c->span, "offsets");
-      if (shape.size() != bp.rank || strides.size() != bp.rank || offsets.size() != bp.rank)
-        fail(c->span, "tl.make_block_ptr needs shape, strides, offsets and block_shape of one length");
-      ExprPtr b = clone(*base);
-      lower_expr(b);
-      std::vector<StmtPtr> parts;
-      parts.push_back(assign(bp.base(), std::move(b), span));
-      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.shape(d), lowered(*shape[d]), span));
-      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.stride(d), lowered(*strides[d]), span));
-      for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.offset(d), lowered(*offsets[d]), span));
+      if (offsets)
+        for (size_t d = 0; d < bp.rank; ++d) parts.push_back(assign(bp.offset(d), lowered(*(*offsets)[d]), span));
       flush(out);
       for (StmtPtr &p : parts) out.push_back(std::move(p));
       return;
@@ -509,6 +488,14 @@ class FunctionLowering {
     return m;
   }
 
+  // What a checked load reads out of bounds: 0.0 ("zero") or float('nan') ("nan").
+  static ExprPtr padding_value(const std::string &padding, const SourceSpan &s) {
+    if (padding != "nan") return std::make_unique<FloatLit>(0.0, "0.0", s);
+    ExprList nan;
+    nan.push_back(std::make_unique<StrLit>("nan", "'nan'", s));
+    return std::make_unique<Call>(name("float", s), std::move(nan), std::vector<Keyword>{}, s);
+  }
+
   // tl.load(p, boundary_check=..., padding_option=...) / tl.store(p, v, boundary_check=...).
   ExprPtr lower_access(Call &c, const BlockPointer &bp, bool load) {
     for (const Keyword &k : c.keywords)
@@ -536,13 +523,7 @@ class FunctionLowering {
         if (!p || (p->value != "" && p->value != "zero" && p->value != "nan"))
           fail(k.value->span, "padding_option must be \"zero\", \"nan\" or \"\"");
         // Without a padding option the lanes outside the checked bounds are undefined, as in Triton.
-        if (!dims.empty() && p->value == "zero") kws.push_back({"other", k.name_span, std::make_unique<FloatLit>(0.0, "0.0", c.span)});
-        if (!dims.empty() && p->value == "nan") {
-          ExprList nan;
-          nan.push_back(std::make_unique<StrLit>("nan", "'nan'", c.span));
-          kws.push_back({"other", k.name_span,
-                         std::make_unique<Call>(name("float", c.span), std::move(nan), std::vector<Keyword>{}, c.span)});
-        }
+        if (!dims.empty() && !p->value.empty()) kws.push_back({"other", k.name_span, padding_value(p->value, c.span)});
         continue;
       }
       lower_expr(k.value);
@@ -579,17 +560,7 @@ class FunctionLowering {
     }
     std::vector<Keyword> kws;
     kws.push_back({"mask", c.span, mask(bp, dims, c.span)});
-    if (load) {
-      ExprPtr other;
-      if (bp.padding == "nan") {
-        ExprList nan;
-        nan.push_back(std::make_unique<StrLit>("nan", "'nan'", c.span));
-        other = std::make_unique<Call>(name("float", c.span), std::move(nan), std::vector<Keyword>{}, c.span);
-      } else {
-        other = std::make_unique<FloatLit>(0.0, "0.0", c.span);
-      }
-      kws.push_back({"other", c.span, std::move(other)});
-    }
+    if (load) kws.push_back({"other", c.span, padding_value(bp.padding, c.span)});
     auto func = std::make_unique<Attribute>(name("tl", c.span), load ? "load" : "store", c.span);
     return std::make_unique<Call>(std::move(func), std::move(args), std::move(kws), c.span);
   }

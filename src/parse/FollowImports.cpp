@@ -96,7 +96,8 @@ struct Follower {
   // Adds to `into` what `from` defines under `name`, as `as`; returns whether it defines it.
   static bool take(Module &into, const Module &from, const std::string &module, const std::string &name,
                    const std::string &as) {
-    bool found = false, defined = into.find_function(as) != nullptr;
+    const Function *existing = into.find_function(as);
+    bool found = false, defined = existing != nullptr;
     for (const Constant &c : into.constants) defined |= c.name == as;
     for (const auto &f : from.functions)
       if (f->name == name || f->jit_alias == name) {
@@ -128,7 +129,6 @@ struct Follower {
     // A definition copied from this same module (by an earlier import's
     // support) is one alternative of the same module-level if: the bindings
     // still go after this import, so that sema weighs them against it.
-    const Function *existing = into.find_function(as);
     const bool same_module = existing && existing->imported_from == module;
     if (!aliases.empty() && (!defined || same_module))
       into.imports.insert(into.imports.end(), aliases.begin(), aliases.end());

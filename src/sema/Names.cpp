@@ -214,6 +214,14 @@ ImportedName resolve_import(const ast::Module &module, const std::string &name) 
   return resolve_import(module, name, 0);
 }
 
+std::optional<std::string> tl_function_bound_to(const ast::Module &module, const std::string &name) {
+  if (module.find_function(name)) return std::nullopt;
+  const ImportedName bound = resolve_import(module, name);
+  if (bound.target && bound.target->kind == KnownName::Kind::Function && bound.target->name.rfind("tl.", 0) == 0)
+    return bound.target->name;
+  return std::nullopt;
+}
+
 void supersede_fallback_functions(ast::Module &module) {
   for (auto &f : module.functions) {
     if (!f->conditional) continue;

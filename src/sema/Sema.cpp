@@ -600,13 +600,12 @@ class Checker {
         const Expr *value = isa<AnnAssign>(&s) ? cast<AnnAssign>(&s)->value.get() : cast<Assign>(&s)->value.get();
         return eval(*value, empty);
       }
-    for (const auto &f : module_.functions)
-      if (!f->superseded && (f->name == n.id || f->jit_alias == n.id)) {
-        SType t;
-        t.kind = SType::Kind::Function;
-        t.fn = f.get();
-        return t;
-      }
+    if (const Function *f = module_.find_function(n.id)) {
+      SType t;
+      t.kind = SType::Kind::Function;
+      t.fn = f;
+      return t;
+    }
     sema::ImportedName imported = resolve_import(module_, n.id);
     if (imported.bound) {
       if (imported.target) return known_type(*imported.target);

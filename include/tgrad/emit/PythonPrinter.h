@@ -15,6 +15,10 @@
 namespace tgrad::emit {
 
 std::string print_expr(const ast::Expr &e);
+// `e` for text that splices it into an arithmetic expression (`stop - ` +
+// start): parenthesised unless it binds at least as tightly as unary minus
+// (`16 + 2` prints as `(16 + 2)`, `-1` and `n` as they are).
+std::string print_operand(const ast::Expr &e);
 // Statements at the given indentation depth (4 spaces per level), one per line.
 std::string print_stmts(const ast::StmtList &body, int depth = 0);
 std::string print_function(const ast::Function &f);

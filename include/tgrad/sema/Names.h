@@ -51,6 +51,11 @@ struct ImportedName {
 // `try` path, the one the author expects), else the first.
 ImportedName resolve_import(const ast::Module &module, const std::string &name);
 
+// The tl function ("tl.make_tensor_descriptor") the module's imports bind a
+// bare name to (`from triton.language import make_tensor_descriptor`,
+// `gather = tl.gather`), where no jit function of the module defines the name.
+std::optional<std::string> tl_function_bound_to(const ast::Module &module, const std::string &name);
+
 // Marks superseded each jit function defined in a module-level if/try block
 // where another alternative of the same statement binds its name to a
 // function tgrad knows: fla's
