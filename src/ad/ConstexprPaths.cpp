@@ -1,5 +1,6 @@
 #include "src/ad/ConstexprPaths.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -97,6 +98,10 @@ std::vector<const Expr *> constexpr_guarded_conditions(const Function &fn, const
   std::set<std::string> params;
   for (const Param &p : fn.params) params.insert(p.name);
   c.block(fn.body, params, {});
+  // A conditional expression whose values differ in type (`tl.zeros(...) if
+  // USE_DW else None`) has no one type without its condition's value.
+  for (const Expr *cond : types.divergent_conditions)
+    if (std::find(c.conditions.begin(), c.conditions.end(), cond) == c.conditions.end()) c.conditions.push_back(cond);
   return c.conditions;
 }
 

@@ -2491,6 +2491,9 @@ class Engine {
         continue;
       }
       const SType *t = type_of_name(c.name);
+      // None stays None in every iteration (`b_dg = ... if USE_GATE else
+      // None`, updated only under `if USE_GATE:`): nothing to restore.
+      if (t && t->kind == SType::Kind::None) continue;
       // Integers carried beside the floats (an argmax index, a column offset
       // reassigned in the body) go to a tape of their own type; pointers do not.
       const bool integer = t && t->is_tensor() && !t->elem.is_pointer && !sema::is_float(t->elem.dtype);
@@ -3344,11 +3347,22 @@ class Engine {
       bwd_name = add_callee_backward(*b);
       callee_backwards_[key] = bwd_name;
     }
-    // The adjoints of g's outputs: this value's adjoint, or per element of a tuple.
+    // g_bwd takes g's parameters and then the adjoints of g's outputs, all
+    // positionally: a parameter the call left to its default gets it here (the
+    // backward's parameters keep no defaults), else an adjoint would fill its slot.
     ExprList args;
-    for (const Expr *a : op.args) args.push_back(clone(*a));
+    for (const Param &p : g.params) {
+      auto it = arg_of.find(p.name);
+      if (it != arg_of.end()) {
+        args.push_back(clone(*it->second));
+      } else if (p.default_value) {
+        args.push_back(clone(*p.default_value));
+      } else {
+        fail(value.span, "the call of '" + g.name + "' gives no value for its parameter '" + p.name + "'");
+      }
+    }
     std::vector<Keyword> kws;
-    for (const Keyword *kw : op.kws) kws.push_back({kw->name, kw->name_span, clone(*kw->value)});
+    // The adjoints of g's outputs: this value's adjoint, or per element of a tuple.
     ExprPtr by = adjoint_of_result(target);
     if (auto *t = dyn_cast<Tuple>(by.get())) {
       for (ExprPtr &element : t->elts) args.push_back(std::move(element));

@@ -285,6 +285,23 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     Value sum = binary(ast::BinaryOpKind::Sub, binary(ast::BinaryOpKind::Add, x, d, span), Value::of_int(1), span);
     return binary(ast::BinaryOpKind::FloorDiv, sum, d, span);
   }
+  if (name == "tl.swizzle2d") {
+    // Rows in groups of size_g, each group walked column by column (Sema.cpp
+    // types the same steps).
+    Bound b(*this, name, {"i", "j", "size_i", "size_j", "size_g"}, args, kwargs, span);
+    using ast::BinaryOpKind;
+    const Value index = binary(BinaryOpKind::Add, binary(BinaryOpKind::Mul, b.get("i"), b.get("size_j"), span),
+                               b.get("j"), span);
+    const Value group_size = binary(BinaryOpKind::Mul, b.get("size_g"), b.get("size_j"), span);
+    const Value first_row = binary(BinaryOpKind::Mul, binary(BinaryOpKind::FloorDiv, index, group_size, span),
+                                   b.get("size_g"), span);
+    const Value rows = call_builtin(Value::of_builtin("tl.minimum"),
+                                    {binary(BinaryOpKind::Sub, b.get("size_i"), first_row, span), b.get("size_g")}, {},
+                                    span);
+    const Value in_group = binary(BinaryOpKind::Mod, index, group_size, span);
+    return Value::of_tuple({binary(BinaryOpKind::Add, first_row, binary(BinaryOpKind::Mod, in_group, rows, span), span),
+                         binary(BinaryOpKind::FloorDiv, in_group, rows, span)});
+  }
   if (name == "triton.next_power_of_2") {
     Bound b(*this, name, {"n"}, args, kwargs, span);
     long long n = b.integer("n", 0);

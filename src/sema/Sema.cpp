@@ -364,6 +364,15 @@ class Checker {
     return std::nullopt;
   }
 
+  // Two tensors of one element type and rank whose shapes differ only where
+  // a dimension is symbolic (K against BK): equal for some constexpr values.
+  static bool equal_if_symbols_agree(const SType &x, const SType &y) {
+    if (!x.is_tensor() || !y.is_tensor() || !(x.elem == y.elem) || x.shape.size() != y.shape.size()) return false;
+    for (size_t k = 0; k < x.shape.size(); ++k)
+      if (x.shape[k].value && y.shape[k].value && *x.shape[k].value != *y.shape[k].value) return false;
+    return true;
+  }
+
   static SType undefined_marker() {
     SType t;
     t.kind = SType::Kind::Unknown;
@@ -403,6 +412,14 @@ class Checker {
       const SType &x = kv.second, &y = it->second;
       if (x.kind == SType::Kind::Unknown || y.kind == SType::Kind::Unknown || is_undefined(y)) continue;
       if (literal_merge(x, y)) continue;
+      if (!same_type(x, y) && equal_if_symbols_agree(x, y)) {
+        // `b_dq = tl.zeros([BT, K])` that leaves as [BT, BK] (a dot with a
+        // [BK, BK] tile): Triton compiles it only where K == BK, as it does
+        // the dot; so the code assumes it, as a broadcast of the two does.
+        for (size_t k = 0; k < x.shape.size(); ++k)
+          if (x.shape[k] != y.shape[k]) info_.assumptions.push_back({span, x.shape[k], y.shape[k]});
+        continue;
+      }
       if (!same_type(x, y))
         fail(span, "loop-carried variable '" + kv.first + "' enters the loop as " + x.str() + " and leaves an iteration as " +
                        y.str() + "; Triton needs one type (cast it, e.g. .to(...), before the loop)");
@@ -561,7 +578,11 @@ class Checker {
             // A Python number against a Triton scalar (`(T - 1) if REVERSE
             // else 0`) reads as the scalar: in arithmetic both promote alike.
             if (!c.is_tensor() && same_kind_number_and_scalar(a, b)) return is_scalar_value(a) ? a : b;
-            if (!c.is_tensor()) return SType::unknown();
+            if (!c.is_tensor()) {
+              auto &seen = info_.divergent_conditions;
+              if (std::find(seen.begin(), seen.end(), n->cond.get()) == seen.end()) seen.push_back(n->cond.get());
+              return SType::unknown();
+            }
             fail(e.span, "the two values of this conditional expression have different types: " + a.str() + " and " + b.str());
           }
           return a;
@@ -1214,6 +1235,22 @@ class Checker {
         return SType::int_symbol("cdiv(" + paren(x) + ", " + paren(d) + ")");
       }
       return binary(BinaryOpKind::FloorDiv, binary(BinaryOpKind::Add, x, d, span), d, span);
+    }
+    if (name == "tl.swizzle2d") {
+      // The grouped program order (the tutorial matmul's, as a builtin): the
+      // index (i, j) of a size_i x size_j grid renumbered so that groups of
+      // size_g rows are walked column by column. Integer arithmetic only.
+      Args a = bind(name, {"i", "j", "size_i", "size_j", "size_g"}, args, kwargs, span);
+      const SType index = binary(BinaryOpKind::Add, binary(BinaryOpKind::Mul, a.get("i"), a.get("size_j"), span),
+                                 a.get("j"), span);
+      const SType group_size = binary(BinaryOpKind::Mul, a.get("size_g"), a.get("size_j"), span);
+      const SType first_row = binary(BinaryOpKind::Mul, binary(BinaryOpKind::FloorDiv, index, group_size, span),
+                                     a.get("size_g"), span);
+      const SType rows = builtin(SType::builtin("tl.minimum"),
+                                 {binary(BinaryOpKind::Sub, a.get("size_i"), first_row, span), a.get("size_g")}, {}, span);
+      const SType in_group = binary(BinaryOpKind::Mod, index, group_size, span);
+      return SType::tuple({binary(BinaryOpKind::Add, first_row, binary(BinaryOpKind::Mod, in_group, rows, span), span),
+                           binary(BinaryOpKind::FloorDiv, in_group, rows, span)});
     }
     if (name == "triton.next_power_of_2") {
       Args a = bind(name, {"n"}, args, kwargs, span);

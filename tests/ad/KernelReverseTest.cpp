@@ -124,6 +124,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
                    {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "ACTIVATION='relu'"}, {"a_ptr", "b_ptr"},
                    {"load through 'a_ptr' is a tl.atomic_add: the pointer is advanced by a loop"}},
+        // Programs renumbered by tl.swizzle2d (5 x 2 tiles, groups of 2 rows: the last group has one).
+        KernelCase{"matmul", "grouped_matmul_kernel", {5, 2, 1},
+                   {"a_ptr=fp16[70,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[70,30]:zeros", "M=70", "N=30", "K=50",
+                    "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
+                   {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "GROUP_M=2"}, {"a_ptr", "b_ptr"}, {}},
         KernelCase{"cross_entropy", "log_softmax_kernel", {7, 1, 1},
                    {"out_ptr=fp32[7,100]:zeros", "in_ptr=fp32[7,100]", "in_row_stride=100", "out_row_stride=100", "n_cols=100"},
                    {"BLOCK_SIZE=128"}, {"in_ptr"}, {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols"}},
@@ -303,6 +308,13 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "gated_affine_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[13]", "B=fp32[13]", "Y=fp32[4,13]:zeros", "n_cols=13"},
                    {"HAS_WEIGHT=False", "HAS_BIAS=False", "BLOCK=16"}, {"X", "W", "B"}, {}, ""},
+        // `acc_z = tl.zeros(...) if HAS_Z else None`, accumulated under `if HAS_Z:` in a loop.
+        KernelCase{"merges", "optional_accumulator_kernel", {3, 1, 1},
+                   {"X=fp32[3,4,16]", "W=fp32[4,16]", "Y=fp32[3,16]:zeros", "Z=fp32[3,16]:zeros", "n_chunks=4"},
+                   {"HAS_Z=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
+        KernelCase{"merges", "optional_accumulator_kernel", {3, 1, 1},
+                   {"X=fp32[3,4,16]", "W=fp32[4,16]", "Y=fp32[3,16]:zeros", "Z=fp32[3,16]:zeros", "n_chunks=4"},
+                   {"HAS_Z=False", "BLOCK=16"}, {"X", "W"}, {}, ""},
         // Constexpr conditions joined by `or` / `and`: Python's value (the first operand that decides), not the
         // last operand's (which once chose the else branch of `A == 1 or C == 1` with A=1, C=0: a wrong gradient).
         KernelCase{"", "k", {1, 1, 1}, {"X=fp32[16]", "Y=fp32[16]:zeros"}, {"A=1", "C=0", "ACT='swish'", "B=16"}, {"X"},
@@ -423,6 +435,16 @@ INSTANTIATE_TEST_SUITE_P(
         // gradient when they were spliced in as text: n - SKIP + 1).
         KernelCase{"recurrence", "offset_recurrence_kernel", {2, 1, 1}, {"X=fp32[2,13]", "Y=fp32[2,8]", "n_cols=13"},
                    {"SKIP=3", "BLOCK=8"}, {"X"}, {}},
+        // A state made [BT, K] and kept [BT, BK] by a dot (K == BK assumed), taped; a gate sum that is None
+        // without USE_GATE, carried unchanged (no tape).
+        KernelCase{"recurrence", "projected_state_kernel", {2, 1, 1},
+                   {"X=fp32[2,3,16,16]", "P=fp32[3,16,16]", "G=fp32[2,3,16]", "Y=fp32[2,16,16]:zeros",
+                    "GS=fp32[2,16]:zeros", "n_steps=3"},
+                   {"K=16", "BT=16", "BK=16", "USE_GATE=True"}, {"X", "P", "G"}, {}},
+        KernelCase{"recurrence", "projected_state_kernel", {2, 1, 1},
+                   {"X=fp32[2,3,16,16]", "P=fp32[3,16,16]", "G=fp32[2,3,16]", "Y=fp32[2,16,16]:zeros",
+                    "GS=fp32[2,16]:zeros", "n_steps=3"},
+                   {"K=16", "BT=16", "BK=16", "USE_GATE=False"}, {"X", "P", "G"}, {}},
         KernelCase{"recurrence", "linear_scan_kernel", {3, 1, 1},
                    {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"},
                    {"the loop's carried 'h' is taped to 'h_tape'"}},

@@ -5,9 +5,10 @@ import triton.language as tl
 
 
 @triton.jit
-def _gelu(x):
-    # Exact GELU: 0.5 * x * (1 + erf(x / sqrt(2))).
-    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+def _gelu(x, inv_sqrt2: tl.constexpr = 0.7071067811865476):
+    # Exact GELU: 0.5 * x * (1 + erf(x / sqrt(2))). The callers leave the
+    # constant to its default (the backward's call must pass it).
+    return 0.5 * x * (1.0 + tl.math.erf(x * inv_sqrt2))
 
 
 @triton.jit

@@ -86,6 +86,26 @@ def gated_affine_kernel(X, W, B, Y, n_cols, HAS_WEIGHT: tl.constexpr, HAS_BIAS: 
     tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
 
 
+# An accumulator that exists only with a flag, made by a conditional expression (fla's chunk_o kernels:
+# `b_dw = tl.zeros([BT, BK], dtype=tl.float32) if USE_DW else None`, then `if USE_DW: b_dw += ...` in a loop).
+# It is a tile or None by the flag's value: one backward per value.
+@triton.jit
+def optional_accumulator_kernel(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc_z = tl.zeros([BLOCK], dtype=tl.float32) if HAS_Z else None
+    for c in range(n_chunks):
+        x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+        acc += x * x
+        if HAS_Z:
+            w = tl.load(W + c * BLOCK + cols)
+            acc_z += x * w
+    tl.store(Y + row * BLOCK + cols, acc)
+    if HAS_Z:
+        tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
+
+
 # A flag set to 1 and, where a mask is passed, to what the mask holds, then
 # tested (Liger's grpo kernels: `should_process = 1`, `if MASK is not None:
 # should_process = tl.load(...)`, `if should_process != 0:`). The test is a

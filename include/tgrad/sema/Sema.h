@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -104,6 +105,10 @@ struct TypeInfo {
   // path keeps the int32 parameter): the name's type is Unknown after the
   // if; with the condition's value it is exact. By the condition's node.
   std::unordered_map<const ast::Expr *, std::vector<std::string>> divergent_names;
+  // The same for conditional expressions (`tl.zeros(...) if USE_DW else
+  // None`): the conditions whose two values differ in type, in the order
+  // sema met them.
+  std::vector<const ast::Expr *> divergent_conditions;
 
   const SType *type_of(const ast::Expr *e) const {
     auto it = types.find(e);

@@ -20,21 +20,21 @@ def _tgrad_unbroadcast(g, x):
 
 
 @triton.jit
-def _gelu_bwd(x, bout):
+def _gelu_bwd(x, inv_sqrt2: tl.constexpr, bout):
     x_times_half = 0.5 * x
-    x_times_c = x * 0.7071067811865476
-    tl_math_erf_x_times_c = tl.math.erf(x_times_c)
-    tl_math_erf_x_times_c_plus_one = 1.0 + tl_math_erf_x_times_c
+    x_times_inv_sqrt2 = x * inv_sqrt2
+    tl_math_erf_x_times_inv_sqrt2 = tl.math.erf(x_times_inv_sqrt2)
+    tl_math_erf_x_times_inv = 1.0 + tl_math_erf_x_times_inv_sqrt2
 
-    # Grad of: return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
-    bx_times_half = _tgrad_unbroadcast(bout * tl_math_erf_x_times_c_plus_one, x_times_half)
+    # Grad of: return 0.5 * x * (1.0 + tl.math.erf(x * inv_sqrt2))
+    bx_times_half = _tgrad_unbroadcast(bout * tl_math_erf_x_times_inv, x_times_half)
     tl.static_assert(bx_times_half.shape == x_times_half.shape)
-    btl_math_erf_x_times_c_plus_one = _tgrad_unbroadcast(bout * x_times_half, tl_math_erf_x_times_c_plus_one)
-    tl.static_assert(btl_math_erf_x_times_c_plus_one.shape == tl_math_erf_x_times_c_plus_one.shape)
-    btl_math_erf_x_times_c = _tgrad_unbroadcast(btl_math_erf_x_times_c_plus_one, tl_math_erf_x_times_c)
-    tl.static_assert(btl_math_erf_x_times_c.shape == tl_math_erf_x_times_c.shape)
-    bx_times_c = btl_math_erf_x_times_c * 1.1283791670955126 * tl.exp(-x_times_c * x_times_c)
-    bx = _tgrad_unbroadcast(bx_times_c * 0.7071067811865476, x)
+    btl_math_erf_x_times_inv = _tgrad_unbroadcast(bout * x_times_half, tl_math_erf_x_times_inv)
+    tl.static_assert(btl_math_erf_x_times_inv.shape == tl_math_erf_x_times_inv.shape)
+    btl_math_erf_x_times_inv_sqrt2 = _tgrad_unbroadcast(btl_math_erf_x_times_inv, tl_math_erf_x_times_inv_sqrt2)
+    tl.static_assert(btl_math_erf_x_times_inv_sqrt2.shape == tl_math_erf_x_times_inv_sqrt2.shape)
+    bx_times_inv_sqrt2 = btl_math_erf_x_times_inv_sqrt2 * 1.1283791670955126 * tl.exp(-x_times_inv_sqrt2 * x_times_inv_sqrt2)
+    bx = _tgrad_unbroadcast(bx_times_inv_sqrt2 * inv_sqrt2, x)
     tl.static_assert(bx.shape == x.shape)
     _bx = _tgrad_unbroadcast(bx_times_half * 0.5, x)
     tl.static_assert(_bx.shape == x.shape)

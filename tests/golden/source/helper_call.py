@@ -4,8 +4,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _gelu(x):
-    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+def _gelu(x, inv_sqrt2: tl.constexpr = 0.7071067811865476):
+    return 0.5 * x * (1.0 + tl.math.erf(x * inv_sqrt2))
 
 
 @triton.jit

@@ -75,6 +75,23 @@ def gated_affine_kernel(X, W, B, Y, n_cols, HAS_WEIGHT: tl.constexpr, HAS_BIAS: 
 
 
 @triton.jit
+def optional_accumulator_kernel(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc_z = tl.zeros([BLOCK], dtype=tl.float32) if HAS_Z else None
+    for c in range(n_chunks):
+        x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+        acc += x * x
+        if HAS_Z:
+            w = tl.load(W + c * BLOCK + cols)
+            acc_z += x * w
+    tl.store(Y + row * BLOCK + cols, acc)
+    if HAS_Z:
+        tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
+
+
+@triton.jit
 def skip_rows_kernel(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr):
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         process = 1

@@ -97,3 +97,22 @@ def offset_recurrence_kernel(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constex
         x = tl.load(X + row * n_cols + i)
         h = tl.sin(h) * x + x
     tl.store(Y + row * BLOCK + lanes, h)
+
+
+@triton.jit
+def projected_state_kernel(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr):
+    row = tl.program_id(0)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    state = tl.zeros([BT, K], dtype=tl.float32) + 1.0
+    gate = tl.zeros([BT], dtype=tl.float32) if USE_GATE else None
+    for s in range(n_steps):
+        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
+        state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
+        if USE_GATE:
+            g = tl.load(G + (row * n_steps + s) * BT + o_t)
+            gate += tl.sum(state, axis=1) * g
+    tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
+    if USE_GATE:
+        tl.store(GS + row * BT + o_t, gate)
