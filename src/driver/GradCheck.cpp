@@ -31,6 +31,19 @@ Value with_element(const Value &v, int64_t k, double x) {
   return Value::of_tensor(t);
 }
 
+// A parameter the forward's caller leaves to its default: the backward's
+// parameters keep no defaults (its adjoints follow them), so the backward run
+// here gets the forward's.
+void give_backward_the_forward_defaults(const ast::Module &module, const std::string &forward, ad::Backward &bwd) {
+  const ast::Function *f = module.find_function(forward);
+  if (!f) return;
+  for (auto &g : bwd.module->functions)
+    if (g->name == bwd.backward_name)
+      for (ast::Param &p : g->params)
+        for (const ast::Param &q : f->params)
+          if (p.name == q.name && !p.default_value && q.default_value) p.default_value = ast::clone(*q.default_value);
+}
+
 }  // namespace
 
 std::optional<GradCheckResult> grad_check(const ast::Module &module, const SourceManager &sources,
@@ -65,6 +78,7 @@ std::optional<GradCheckResult> grad_check(const ast::Module &module, const Sourc
     weights.push_back(w);
     bwd_args[bwd->output_adjoints[o]] = interp::make_tensor(t.type.dtype, t.shape, w, true);
   }
+  give_backward_the_forward_defaults(module, request.function, *bwd);
   std::optional<std::vector<Value>> adjoints =
       interp::run_function(*bwd->module, bwd->backward_name, bwd_args, memory, run, diags);
   if (!adjoints) return std::nullopt;
@@ -183,6 +197,7 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     m.buffers()[b] = memory.buffers()[b];
     if (!weights.count(b)) weights[b] = std::vector<double>(memory.buffers()[b].size(), 0.0);
   }
+  give_backward_the_forward_defaults(module, request.function, *bwd);
   interp::Launch back = launch;
   back.kernel = bwd->backward_name;
   std::vector<size_t> input_gradient_buffers;

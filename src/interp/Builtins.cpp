@@ -142,6 +142,7 @@ Value Evaluator::known_value(const sema::KnownName &k) {
     case sema::KnownName::Kind::Function: return Value::of_builtin(k.name);
     case sema::KnownName::Kind::DType: return Value::of_dtype(k.dtype);
     case sema::KnownName::Kind::Float: return Value::of_float(k.value);
+    case sema::KnownName::Kind::Int: return Value::of_int(static_cast<long long>(k.value));
   }
   return Value::none();
 }
@@ -284,6 +285,24 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     // (x + div - 1) // div on tensors, as tl.cdiv computes it.
     Value sum = binary(ast::BinaryOpKind::Sub, binary(ast::BinaryOpKind::Add, x, d, span), Value::of_int(1), span);
     return binary(ast::BinaryOpKind::FloorDiv, sum, d, span);
+  }
+  if (name == "tl.standard._log2") {
+    Bound b(*this, name, {"i"}, args, kwargs, span);
+    long long depth = 0;
+    for (long long v = b.integer("i", 0); v > 1; v >>= 1) ++depth;
+    return Value::of_int(depth);
+  }
+  if (name == "tl.core.get_int_dtype") {
+    // Sema checked the width and signedness.
+    Bound b(*this, name, {"bitwidth", "signed"}, args, kwargs, span);
+    const long long width = b.integer("bitwidth", 0);
+    const bool is_signed = b.get("signed").b;
+    using sema::DType;
+    const DType d = width == 8    ? (is_signed ? DType::Int8 : DType::UInt8)
+                    : width == 16 ? (is_signed ? DType::Int16 : DType::UInt16)
+                    : width == 32 ? (is_signed ? DType::Int32 : DType::UInt32)
+                                  : (is_signed ? DType::Int64 : DType::UInt64);
+    return Value::of_dtype(d);
   }
   if (name == "tl.swizzle2d") {
     // Rows in groups of size_g, each group walked column by column (Sema.cpp

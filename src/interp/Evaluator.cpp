@@ -348,6 +348,11 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
         if (t.shape.size() != 2) fail(a.span, ".T needs a 2-D tensor");
         return Value::of_tensor(permute(t, {1, 0}));
       }
+      if (a.attr == "numel") {
+        long long count = 1;
+        for (int64_t d : t.shape) count *= d;
+        return Value::of_int(count);
+      }
       return Value::of_builtin("tensor." + a.attr, std::make_shared<Value>(base));
     }
     case Value::Kind::DType: {

@@ -79,9 +79,20 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
       return KnownName{KnownName::Kind::DType, attr, *d, 0};
     if (attr == "math") return ns("tl.math");
     if (attr == "extra") return ns("tl.extra");
+    // The modules tl's names are defined in: kernels reach a few helpers
+    // through them that tl does not export (nsa's bitonic top-k).
+    if (attr == "standard") return ns("tl.standard");
+    if (attr == "core") return ns("tl.core");
     if (is_tl_function(attr)) return fn("tl." + attr);
     if (is_untyped_tl_builtin(attr)) return fn("tl." + attr);
     return std::nullopt;
+  }
+  if (space == "tl.standard" || space == "tl.core") {
+    if (space == "tl.standard" && attr == "_log2") return fn("tl.standard._log2");
+    if (space == "tl.core" && attr == "get_int_dtype") return fn("tl.core.get_int_dtype");
+    if (space == "tl.core" && (attr == "CONSTEXPR_0" || attr == "CONSTEXPR_1"))
+      return KnownName{KnownName::Kind::Int, attr, DType::FP32, attr == "CONSTEXPR_0" ? 0.0 : 1.0};
+    return namespace_member("tl", attr);  // what tl exports from them
   }
   if (space == "tl.extra") {
     if (attr == "cuda") return ns("tl.extra.cuda");
@@ -118,6 +129,8 @@ std::string namespace_of_module(const std::string &module) {
   if (module == "triton") return "triton";
   if (module == "triton.language" || module == "tl") return "tl";
   if (module == "triton.language.math") return "tl.math";
+  if (module == "triton.language.standard") return "tl.standard";
+  if (module == "triton.language.core") return "tl.core";
   if (module == "triton.language.extra") return "tl.extra";
   if (module == "triton.language.extra.cuda") return "tl.extra.cuda";
   if (module == "triton.language.extra.libdevice" || module == "triton.language.extra.cuda.libdevice" ||

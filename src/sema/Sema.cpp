@@ -659,6 +659,7 @@ class Checker {
       case KnownName::Kind::Function: return SType::builtin(k.name);
       case KnownName::Kind::DType: return SType::of_dtype(k.dtype);
       case KnownName::Kind::Float: return SType::of_float(k.value);
+      case KnownName::Kind::Int: return SType::of_int(static_cast<long long>(k.value));
     }
     return SType::unknown();
   }
@@ -684,6 +685,16 @@ class Checker {
         if (a.attr == "T") {
           if (base.shape.size() != 2) fail(a.span, ".T needs a 2-D tensor");
           return SType::tensor(base.elem, {base.shape[1], base.shape[0]});
+        }
+        if (a.attr == "numel") {  // the element count, known when Triton compiles
+          long long count = 1;
+          std::string product;
+          for (const Dim &d : base.shape) {
+            if (d.value) count *= *d.value;
+            else product += (product.empty() ? "" : " * ") + d.symbol;
+          }
+          if (product.empty()) return SType::of_int(count);
+          return SType::int_symbol(count == 1 ? product : std::to_string(count) + " * " + product);
         }
         return SType::builtin("tensor." + a.attr, std::make_shared<SType>(base));
       }
@@ -1081,6 +1092,17 @@ class Checker {
     return out;
   }
 
+  // A shape with a dimension sema could not type (a helper read without its
+  // caller: `x.numel >> n_dims` of an untyped x): the tensor it makes has no
+  // type either, as when its dtype is unknown.
+  static bool shape_unknown(const SType &t) {
+    if (t.kind == SType::Kind::Unknown) return true;
+    if (t.kind == SType::Kind::Tuple)
+      for (const SType &d : t.elems)
+        if (d.kind == SType::Kind::Unknown) return true;
+    return false;
+  }
+
   SymShape shape_arg(const SType &t, const SourceSpan &span) {
     SymShape shape;
     auto dim = [&](const SType &d) {
@@ -1236,6 +1258,31 @@ class Checker {
       }
       return binary(BinaryOpKind::FloorDiv, binary(BinaryOpKind::Add, x, d, span), d, span);
     }
+    if (name == "tl.standard._log2") {
+      // floor(log2(n)) of a number known at compile time (Triton's helper
+      // for the depth of a bitonic sort).
+      Args a = bind(name, {"i"}, args, kwargs, span);
+      const SType &n = a.get("i");
+      if (n.known && n.kind == SType::Kind::Int) {
+        long long depth = 0;
+        for (long long v = n.n; v > 1; v >>= 1) ++depth;
+        return SType::of_int(depth);
+      }
+      if (n.kind != SType::Kind::Int) fail(span, name + "() needs an integer known before the kernel runs, got " + n.str());
+      return SType::int_symbol("log2(" + paren(n) + ")");
+    }
+    if (name == "tl.core.get_int_dtype") {
+      Args a = bind(name, {"bitwidth", "signed"}, args, kwargs, span);
+      const SType &width = a.get("bitwidth"), &is_signed = a.get("signed");
+      if (!(width.known && width.kind == SType::Kind::Int) || !(is_signed.known && is_signed.kind == SType::Kind::Bool))
+        fail(span, name + "() needs its bit width and signedness known before the kernel runs");
+      static const std::map<long long, std::pair<DType, DType>> by_width = {
+          {8, {DType::Int8, DType::UInt8}}, {16, {DType::Int16, DType::UInt16}},
+          {32, {DType::Int32, DType::UInt32}}, {64, {DType::Int64, DType::UInt64}}};
+      auto it = by_width.find(width.n);
+      if (it == by_width.end()) fail(span, "there is no integer dtype of " + std::to_string(width.n) + " bits");
+      return SType::of_dtype(is_signed.b ? it->second.first : it->second.second);
+    }
     if (name == "tl.swizzle2d") {
       // The grouped program order (the tutorial matmul's, as a builtin): the
       // index (i, j) of a size_i x size_j grid renumbered so that groups of
@@ -1301,6 +1348,7 @@ class Checker {
     if (name == "tl.zeros" || name == "tl.full") {
       Args a = bind(name, name == "tl.zeros" ? std::vector<std::string>{"shape", "dtype"} : std::vector<std::string>{"shape", "value", "dtype"}, args, kwargs, span);
       if (a.has("dtype") && is_unknown_constexpr(a.get("dtype"))) return SType::unknown();
+      if (shape_unknown(a.get("shape"))) return SType::unknown();
       if (!a.has("dtype") || a.get("dtype").kind != SType::Kind::DType) fail(span, name + "() needs a dtype such as tl.float32");
       if (name == "tl.full" && a.get("value").is_tensor() && !a.get("value").shape.empty()) fail(span, "tl.full() needs a scalar value");
       return SType::tensor(ElemType{a.get("dtype").dtype, false}, shape_arg(a.get("shape"), span));
@@ -1471,6 +1519,7 @@ class Checker {
       if (a.rest.size() == 1) shape_value = a.rest[0];
       else if (a.rest.size() > 1) shape_value = SType::tuple(a.rest);
       if (shape_value.kind == SType::Kind::None) fail(span, name + "() needs a shape");
+      if (shape_unknown(shape_value)) return SType::unknown();
       SymShape shape = shape_arg(shape_value, span);
       if (!x.is_tensor()) return SType::tensor(elem_of(x, span).first, shape);
       if (name == "tl.broadcast_to") {

@@ -175,6 +175,18 @@ TEST(ProgramOrder, Swizzle2dGroupsRows) {
   }
 }
 
+// tl.standard._log2 and tl.core.get_int_dtype (nsa's bitonic top-k): 16 elements give 4; fp32 bits read as
+// int32 give 1065353216 for 1.0 (both measured on the H100 with Triton 3.6).
+TEST(Constexpr, StandardLog2AndIntDtype) {
+  Ran r = call("x = tl.arange(0, 16).to(tl.float32)\nn: tl.constexpr = tl.standard._log2(x.numel)\n"
+               "idtype = tl.core.get_int_dtype(bitwidth=x.dtype.primitive_bitwidth, signed=True)\n"
+               "return n, x.to(idtype, bitcast=True)\n", {});
+  ASSERT_TRUE(r.errors.empty()) << r.errors;
+  EXPECT_EQ(r.results[0].n, 4);
+  EXPECT_EQ(r.results[1].t->type_str(), "int32[16]");
+  EXPECT_EQ(r.results[1].t->i[1], 1065353216);
+}
+
 TEST(Constexpr, PythonArithmeticAndCdiv) {
   Ran r = call("return triton.cdiv(1000, 256), tl.cdiv(7, 2), triton.next_power_of_2(781), 2 ** 10, 7 / 2\n", {});
   ASSERT_TRUE(r.errors.empty()) << r.errors;

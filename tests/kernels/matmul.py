@@ -61,7 +61,7 @@ def matmul_kernel(
 
 # The same product with its programs in grouped order by tl.swizzle2d (fla's utils matmul): the 2D grid's
 # tile (i, j) renumbered so that GROUP_M rows of tiles are walked column by column, for L2 reuse. Masks
-# instead of wrapped offsets; a tanh epilogue.
+# instead of wrapped offsets; a sigmoid epilogue.
 @triton.jit
 def grouped_matmul_kernel(
     a_ptr, b_ptr, c_ptr,
@@ -83,7 +83,7 @@ def grouped_matmul_kernel(
         b = tl.load(b_ptr + (k + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn,
                     mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0)
         accumulator = tl.dot(a, b, accumulator)
-    c = tl.math.tanh(accumulator * 0.1).to(tl.float16)
+    c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
     c_ptrs = c_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n[None, :]
     tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 

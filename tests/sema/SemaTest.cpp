@@ -210,6 +210,34 @@ TEST(Assumptions, SymbolicDimensionsThatMustBeEqualAreRecorded) {
   EXPECT_EQ(a.info->assumptions[0].b.str(), "N");
 }
 
+TEST(Assumptions, LoopCarriedSymbolicShapesThatMustBeEqualAreRecorded) {
+  // `[BT, K]` in, `[BT, BK]` out (a dot with a [BK, BK] tile): valid Triton where K == BK.
+  Analysed a = analyse("s = tl.zeros([16, K], dtype=tl.float32)\nfor i in range(0, n):\n"
+                       "    s = s - tl.dot(s, tl.zeros([BK, BK], dtype=tl.float32))\nreturn s\n",
+                       {{"n", tile(DType::Int32, {})}}, "n, K: tl.constexpr, BK: tl.constexpr");
+  ASSERT_TRUE(a.info) << a.errors;
+  bool assumed = false;
+  for (const sema::ShapeAssumption &s : a.info->assumptions) assumed |= s.a.str() == "K" && s.b.str() == "BK";
+  EXPECT_TRUE(assumed);
+  // Known dimensions that differ are still an error.
+  Analysed bad = analyse("s = tl.zeros([16, 32], dtype=tl.float32)\nfor i in range(0, n):\n"
+                         "    s = tl.zeros([16, 64], dtype=tl.float32)\nreturn s\n",
+                         {{"n", tile(DType::Int32, {})}}, "n");
+  EXPECT_NE(bad.errors.find("enters the loop as fp32[16, 32]"), std::string::npos) << bad.errors;
+}
+
+TEST(Names, HelpersOfTritonsStandardAndCoreModules) {
+  // nsa's bitonic top-k: tl.standard._log2, tl.core.get_int_dtype, tl.core.CONSTEXPR_0, x.numel.
+  Analysed a = analyse("n: tl.constexpr = tl.standard._log2(x.numel)\n"
+                       "idtype = tl.core.get_int_dtype(bitwidth=x.dtype.primitive_bitwidth, signed=True)\n"
+                       "ix = x.to(idtype, bitcast=True)\nreturn ix, n, tl.core.CONSTEXPR_0\n",
+                       {{"x", tile(DType::FP32, {Dim::known(16)})}}, "x");
+  EXPECT_EQ(a.result(), "tuple(int32[16], constexpr int 4, constexpr int 0)") << a.errors;
+  // Read without its caller (x untyped), a helper's shapes built from x are untyped, not an error.
+  Analysed helper = analyse("n_outer: tl.constexpr = x.numel >> 2\nreturn tl.reshape(x, [n_outer, 2, 2])\n", {}, "x");
+  EXPECT_TRUE(helper.info) << helper.errors;
+}
+
 TEST(Unknown, UntypedParametersPropagateWithoutErrors) {
   Analysed a = analyse("a = tl.exp(x) * 2\nb = tl.sum(a, axis=0)\nreturn b + y\n", {});
   EXPECT_TRUE(a.info) << a.errors;

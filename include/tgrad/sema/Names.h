@@ -13,13 +13,13 @@
 namespace tgrad::sema {
 
 struct KnownName {
-  enum class Kind { Namespace, Function, DType, Float };
+  enum class Kind { Namespace, Function, DType, Float, Int };
   Kind kind = Kind::Namespace;
   // Namespace: "tl", "tl.math", "tl.extra", "tl.extra.cuda", "libdevice", "triton", "math".
   // Function: "tl.exp", "math.exp" (tl.math and libdevice), "triton.cdiv", "pymath.log2", "range", ...
   std::string name;
   DType dtype = DType::FP32;  // DType
-  double value = 0;           // Float (math.pi, ...)
+  double value = 0;           // Float (math.pi, ...), Int (tl.core.CONSTEXPR_0)
 };
 
 // `ns.attr` for a known namespace (or "builtins" for Python's builtins).

@@ -56,7 +56,7 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         accumulator_3 = tl.dot(a, b, accumulator_2)
         accumulator_2 = accumulator_3
     accumulator_2_times_c = accumulator_2 * 0.1
-    tl_math_tanh = tl.math.tanh(accumulator_2_times_c)
+    tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2_times_c)
     offs_m_col_3 = offs_m[:, None]
     stride_cm_times_offs_m_col_3 = stride_cm * offs_m_col_3
     dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm_times_offs_m_col_3
@@ -70,9 +70,9 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     bc = tl.load(dc_ptrs, mask=t_5_and_t_6, other=0.0).to(tl.float32)
 
-    # Grad of: c = tl.math.tanh(accumulator * 0.1).to(tl.float16)
-    btl_math_tanh = bc.to(tl_math_tanh.dtype)
-    baccumulator_2_times_c = btl_math_tanh * (1.0 - tl_math_tanh * tl_math_tanh)
+    # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
+    btl_sigmoid_accumulator_2_times_c = bc.to(tl_sigmoid_accumulator_2_times_c.dtype)
+    baccumulator_2_times_c = btl_sigmoid_accumulator_2_times_c * tl_sigmoid_accumulator_2_times_c * (1.0 - tl_sigmoid_accumulator_2_times_c)
     baccumulator_2 = baccumulator_2_times_c * 0.1
     for k in range(0, K, BLOCK_SIZE_K):
         offs_m_col = offs_m[:, None]
