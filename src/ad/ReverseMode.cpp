@@ -3361,7 +3361,6 @@ class Engine {
         fail(value.span, "the call of '" + g.name + "' gives no value for its parameter '" + p.name + "'");
       }
     }
-    std::vector<Keyword> kws;
     // The adjoints of g's outputs: this value's adjoint, or per element of a tuple.
     ExprPtr by = adjoint_of_result(target);
     if (auto *t = dyn_cast<Tuple>(by.get())) {
@@ -3369,7 +3368,7 @@ class Engine {
     } else {
       args.push_back(std::move(by));
     }
-    ExprPtr the_call = std::make_unique<Call>(name(bwd_name), std::move(args), std::move(kws), value.span);
+    ExprPtr the_call = std::make_unique<Call>(name(bwd_name), std::move(args), std::vector<Keyword>{}, value.span);
     if (active_args.empty()) return;
     if (active_args.size() == 1) {
       contribute(active_args[0], std::move(the_call), "jit call", target, value.span);

@@ -293,16 +293,10 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     return Value::of_int(depth);
   }
   if (name == "tl.core.get_int_dtype") {
-    // Sema checked the width and signedness.
     Bound b(*this, name, {"bitwidth", "signed"}, args, kwargs, span);
-    const long long width = b.integer("bitwidth", 0);
-    const bool is_signed = b.get("signed").b;
-    using sema::DType;
-    const DType d = width == 8    ? (is_signed ? DType::Int8 : DType::UInt8)
-                    : width == 16 ? (is_signed ? DType::Int16 : DType::UInt16)
-                    : width == 32 ? (is_signed ? DType::Int32 : DType::UInt32)
-                                  : (is_signed ? DType::Int64 : DType::UInt64);
-    return Value::of_dtype(d);
+    const std::optional<sema::DType> d = sema::integer_dtype(b.integer("bitwidth", 0), b.get("signed").b);
+    if (!d) fail(span, "there is no integer dtype of " + std::to_string(b.integer("bitwidth", 0)) + " bits");
+    return Value::of_dtype(*d);
   }
   if (name == "tl.swizzle2d") {
     // Rows in groups of size_g, each group walked column by column (Sema.cpp

@@ -24,6 +24,16 @@ DKind kind(DType t) {
   return DKind::Float;
 }
 
+std::optional<DType> integer_dtype(long long width, bool is_signed) {
+  switch (width) {
+    case 8: return is_signed ? DType::Int8 : DType::UInt8;
+    case 16: return is_signed ? DType::Int16 : DType::UInt16;
+    case 32: return is_signed ? DType::Int32 : DType::UInt32;
+    case 64: return is_signed ? DType::Int64 : DType::UInt64;
+    default: return std::nullopt;
+  }
+}
+
 int bits(DType t) {
   switch (t) {
     case DType::Int1: return 1;

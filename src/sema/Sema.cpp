@@ -1276,12 +1276,9 @@ class Checker {
       const SType &width = a.get("bitwidth"), &is_signed = a.get("signed");
       if (!(width.known && width.kind == SType::Kind::Int) || !(is_signed.known && is_signed.kind == SType::Kind::Bool))
         fail(span, name + "() needs its bit width and signedness known before the kernel runs");
-      static const std::map<long long, std::pair<DType, DType>> by_width = {
-          {8, {DType::Int8, DType::UInt8}}, {16, {DType::Int16, DType::UInt16}},
-          {32, {DType::Int32, DType::UInt32}}, {64, {DType::Int64, DType::UInt64}}};
-      auto it = by_width.find(width.n);
-      if (it == by_width.end()) fail(span, "there is no integer dtype of " + std::to_string(width.n) + " bits");
-      return SType::of_dtype(is_signed.b ? it->second.first : it->second.second);
+      const std::optional<DType> d = integer_dtype(width.n, is_signed.b);
+      if (!d) fail(span, "there is no integer dtype of " + std::to_string(width.n) + " bits");
+      return SType::of_dtype(*d);
     }
     if (name == "tl.swizzle2d") {
       // The grouped program order (the tutorial matmul's, as a builtin): the

@@ -35,6 +35,8 @@ int bits(DType t);
 bool is_float(DType t);
 bool is_integer(DType t);  // Int1 included
 bool is_signed(DType t);   // signed integers and floats
+// The integer dtype of 8, 16, 32 or 64 bits (tl.core.get_int_dtype); none for another width.
+std::optional<DType> integer_dtype(long long bits, bool is_signed);
 
 // Triton's short names: "fp32", "bf16", "int32", "int1".
 const char *short_name(DType t);
