@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <unordered_set>
 
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -137,7 +138,8 @@ std::string NameAllocator::fresh(const std::string &base) {
     used_.insert(base);
     return base;
   }
-  for (int k = 2;; ++k) {
+  int &k = next_suffix_.emplace(base, 2).first->second;
+  for (;; ++k) {
     std::string candidate = base + "_" + std::to_string(k);
     if (!used_.count(candidate)) {
       used_.insert(candidate);
@@ -179,11 +181,17 @@ class Normalizer {
     assigned_names(body, names);
     for (const std::string &n : names) names_.reserve(n);
   }
-  // The user names a block assigns, in order of first assignment.
+  // The user names a block assigns, in order of first assignment, appended to
+  // `out` (names already in `out` are not repeated).
   static void assigned_names(const StmtList &body, std::vector<std::string> &out) {
+    std::unordered_set<std::string> seen(out.begin(), out.end());
+    collect_assigned_names(body, out, seen);
+  }
+  static void collect_assigned_names(const StmtList &body, std::vector<std::string> &out,
+                                     std::unordered_set<std::string> &seen) {
     auto add = [&](const Expr &t, auto &self) -> void {
       if (auto *n = dyn_cast<Name>(&t)) {
-        if (std::find(out.begin(), out.end(), n->id) == out.end()) out.push_back(n->id);
+        if (seen.insert(n->id).second) out.push_back(n->id);
       } else if (auto *tu = dyn_cast<Tuple>(&t)) {
         for (const ExprPtr &e : tu->elts) self(*e, self);
       }
@@ -194,14 +202,14 @@ class Normalizer {
       if (auto *a = dyn_cast<AugAssign>(s.get())) add(*a->target, add);
       if (auto *a = dyn_cast<AnnAssign>(s.get()); a && a->value) add(*a->target, add);
       if (auto *i = dyn_cast<If>(s.get())) {
-        assigned_names(i->body, out);
-        assigned_names(i->orelse, out);
+        collect_assigned_names(i->body, out, seen);
+        collect_assigned_names(i->orelse, out, seen);
       }
       if (auto *f = dyn_cast<For>(s.get())) {
         add(*f->target, add);
-        assigned_names(f->body, out);
+        collect_assigned_names(f->body, out, seen);
       }
-      if (auto *w = dyn_cast<While>(s.get())) assigned_names(w->body, out);
+      if (auto *w = dyn_cast<While>(s.get())) collect_assigned_names(w->body, out, seen);
     }
   }
 

@@ -25,6 +25,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -62,12 +64,16 @@ class NameAllocator {
  public:
   void reserve(const std::string &name) { used_.insert(name); }
   void reserve_all(const ast::Module &module, const ast::Function &fn);
-  // `base` if unused, else base_2, base_3, ...
+  // `base` if unused, else the first of base_2, base_3, ... that is unused.
   std::string fresh(const std::string &base);
   bool used(const std::string &name) const { return used_.count(name) > 0; }
 
  private:
-  std::set<std::string> used_;
+  std::unordered_set<std::string> used_;
+  // Names are never released, so the first free suffix of a base only grows:
+  // the search resumes where the last one for that base ended (linear in the
+  // number of names over a whole function, not quadratic).
+  std::unordered_map<std::string, int> next_suffix_;
 };
 
 }  // namespace tgrad::ad

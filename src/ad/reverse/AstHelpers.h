@@ -1,0 +1,95 @@
+// Small builders of AST nodes the reverse-mode engine emits (`tl.where(...)`,
+// `x = value`), and the error it throws to stop at a located message.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::ad::reverse {
+
+using namespace ast;
+using sema::SType;
+
+
+struct AdError {
+  SourceSpan span;
+  std::string message;
+};
+
+[[noreturn]] inline void fail(const SourceSpan &span, const std::string &message) { throw AdError{span, message}; }
+
+inline ExprPtr name(const std::string &id, const SourceSpan &s = {}) { return std::make_unique<Name>(id, s); }
+
+// `tl.float32` as an attribute chain.
+inline ExprPtr dotted_name(const std::string &dotted) {
+  ExprPtr e;
+  size_t start = 0;
+  while (true) {
+    size_t dot = dotted.find('.', start);
+    std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    e = e ? std::make_unique<Attribute>(std::move(e), part) : name(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return e;
+}
+
+inline ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}) {
+  return std::make_unique<Call>(dotted_name(dotted), std::move(args), std::move(kws));
+}
+
+inline ExprList list(ExprPtr a) {
+  ExprList l;
+  l.push_back(std::move(a));
+  return l;
+}
+inline ExprList list(ExprPtr a, ExprPtr b) {
+  ExprList l;
+  l.push_back(std::move(a));
+  l.push_back(std::move(b));
+  return l;
+}
+
+inline StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s = {}) {
+  ExprList t;
+  t.push_back(name(target, s));
+  return std::make_unique<Assign>(std::move(t), std::move(value), s);
+}
+
+inline ExprPtr int_lit(int64_t v) { return std::make_unique<IntLit>(static_cast<uint64_t>(v), ""); }
+
+// `value.to(dtype)`
+inline ExprPtr cast_to(ExprPtr value, ExprPtr dtype) {
+  return std::make_unique<Call>(std::make_unique<Attribute>(std::move(value), "to"), list(std::move(dtype)),
+                                std::vector<Keyword>{});
+}
+
+// `a == b`
+inline ExprPtr equals(ExprPtr a, ExprPtr b) {
+  return std::make_unique<Compare>(std::move(a), std::vector<CompareOpKind>{CompareOpKind::Eq}, list(std::move(b)));
+}
+
+inline bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }
+
+// A value that can carry a gradient: a float tensor, or a tuple holding one
+// (the result of a jit function returning several values).
+inline bool carries_gradient(const SType *t) {
+  if (is_float_tensor(t)) return true;
+  if (t && t->kind == SType::Kind::Tuple)
+    for (const SType &e : t->elems)
+      if (carries_gradient(&e)) return true;
+  return false;
+}
+
+// Removes block[k], moving a comment that introduces a block to the next statement.
+inline void erase_keeping_comment(StmtList &block, size_t k) {
+  const Stmt &s = *block[k];
+  if (!s.leading_comment.empty() && k + 1 < block.size() && block[k + 1]->leading_comment.empty())
+    block[k + 1]->leading_comment = s.leading_comment;
+  block.erase(block.begin() + static_cast<long>(k));
+}
+
+}  // namespace tgrad::ad::reverse

@@ -1,0 +1,128 @@
+#include "src/ad/reverse/DeadCode.h"
+
+#include <algorithm>
+
+#include "src/ad/AnfWalk.h"
+#include "src/ad/reverse/AstHelpers.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad::reverse {
+
+std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool erase) {
+  for (size_t k = body.size(); k-- > 0;) {
+    Stmt &s = *body[k];
+    auto drop = [&] { erase_keeping_comment(body, k); };
+    if (auto *a = dyn_cast<Assign>(&s)) {
+      std::set<std::string> targets;
+      for (const ExprPtr &t : a->targets) reads(*t, targets);  // the names a target list binds
+      bool needed = false;
+      for (const std::string &t : targets) needed |= live.count(t) > 0;
+      if (!needed) {
+        if (erase) drop();
+        continue;
+      }
+      for (const std::string &t : targets) live.erase(t);
+      reads(*a->value, live);
+      continue;
+    }
+    if (auto *a = dyn_cast<AugAssign>(&s)) {
+      auto *t = dyn_cast<Name>(a->target.get());
+      if (t && !live.count(t->id)) {
+        if (erase) drop();
+        continue;
+      }
+      stmt_reads(s, live);
+      continue;
+    }
+    if (auto *f = dyn_cast<For>(&s)) {
+      std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
+      // At the end of the body, live: what is live after the loop or at the
+      // start of the next iteration. Iterate to the fixed point.
+      std::set<std::string> end = live, in;
+      while (true) {
+        in = live_in(f->body, end, false);
+        in.erase(var);
+        std::set<std::string> next = live;
+        next.insert(in.begin(), in.end());
+        if (next == end) break;
+        end = std::move(next);
+      }
+      if (erase) {
+        live_in(f->body, end, true);
+        if (f->body.empty()) {
+          drop();
+          continue;
+        }
+      }
+      live.insert(in.begin(), in.end());
+      reads(*f->iter, live);
+      continue;
+    }
+    if (auto *i = dyn_cast<If>(&s)) {
+      std::set<std::string> then_in = live_in(i->body, live, erase), else_in = live_in(i->orelse, live, erase);
+      auto only_pass = [](const StmtList &b) {
+        for (const StmtPtr &x : b)
+          if (!isa<Pass>(x.get())) return false;
+        return true;
+      };
+      if (erase && only_pass(i->body) && only_pass(i->orelse)) {
+        drop();
+        continue;
+      }
+      if (erase && i->body.empty()) i->body.push_back(std::make_unique<Pass>());
+      live = std::move(then_in);
+      live.insert(else_in.begin(), else_in.end());
+      reads(*i->cond, live);
+      continue;
+    }
+    if (auto *e = dyn_cast<ExprStmt>(&s)) {
+      // A shape assertion about an adjoint nobody uses any more checks nothing useful.
+      auto *c = dyn_cast<Call>(e->value.get());
+      if (c && emit::print_expr(*c->func) == "tl.static_assert") {
+        // tl.static_assert(holder.shape == x.shape): the holder is the adjoint.
+        auto *cmp = c->args.empty() ? nullptr : dyn_cast<Compare>(c->args[0].get());
+        auto *attr = cmp ? dyn_cast<Attribute>(cmp->left.get()) : nullptr;
+        auto *holder = attr ? dyn_cast<Name>(attr->value.get()) : nullptr;
+        if (holder && !live.count(holder->id)) {
+          if (erase) drop();
+          continue;
+        }
+      }
+    }
+    stmt_reads(s, live);
+  }
+  return live;
+}
+
+void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
+
+std::set<std::string> names_accessed_by(const StmtList &block, const std::string &access) {
+  std::set<std::string> out;
+  visit_exprs(block, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    if (c && !c->args.empty() && emit::print_expr(*c->func) == access) reads(*c->args[0], out);
+  });
+  return out;
+}
+
+void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
+  for (size_t k = block.size(); k-- > 0;) {
+    Stmt &s = *block[k];
+    auto *e = dyn_cast<ExprStmt>(&s);
+    auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+    std::set<std::string> pointer;
+    if (c && !c->args.empty() && emit::print_expr(*c->func) == "tl.store") reads(*c->args[0], pointer);
+    const bool tape_write =
+        std::any_of(pointer.begin(), pointer.end(), [&](const std::string &n) { return tapes.count(n) > 0; });
+    if (tape_write) {
+      erase_keeping_comment(block, k);
+    } else if (auto *f = dyn_cast<For>(&s)) {
+      erase_tape_writes(f->body, tapes);
+    } else if (auto *i = dyn_cast<If>(&s)) {
+      erase_tape_writes(i->body, tapes);
+      erase_tape_writes(i->orelse, tapes);
+    }
+  }
+}
+
+}  // namespace tgrad::ad::reverse

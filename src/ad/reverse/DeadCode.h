@@ -1,0 +1,26 @@
+// Dead-code removal over the emitted backward, and the statement filters the
+// taped-loop reversal needs.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+
+namespace tgrad::ad::reverse {
+
+// Dead-code removal by liveness, over nested loops and ifs: an assignment
+// stays only if a later statement (or the next iteration of a loop around
+// it) reads the value it assigns. Expression statements (stores,
+// tl.static_assert, ...) always stay. Returns the names live on entry.
+std::set<std::string> live_in(ast::StmtList &body, std::set<std::string> live, bool erase);
+
+void remove_dead_code(ast::StmtList &body);
+
+// The names the pointer arguments of `tl.<access>(...)` calls in a block read.
+std::set<std::string> names_accessed_by(const ast::StmtList &block, const std::string &access);
+
+// Removes the `tl.store(tape + ..., ...)` statements into the tapes `tapes`.
+void erase_tape_writes(ast::StmtList &block, const std::set<std::string> &tapes);
+
+}  // namespace tgrad::ad::reverse

@@ -1,0 +1,187 @@
+// The backward's finishing: imports, called functions, result casts, the
+// header comment and the final check by semantic analysis.
+#include "src/ad/reverse/Engine.h"
+
+namespace tgrad::ad::reverse {
+
+void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_types, bool cast_returned_adjoints,
+                    Backward &result) {
+  DiagEngine check(sources_);
+  std::unique_ptr<Module> context = checking_module();
+  std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
+  if (!bwd_info) {
+    std::ostringstream msg;
+    check.print_all(msg);
+    fail(fn_->name_span, "internal error: the generated backward of '" + fn_->name +
+                             "' failed semantic analysis (please report):\n" + msg.str() + emit::print_function(*bwd));
+  }
+  // A cast that is a no-op for the representative dtype is not one for
+  // the others: a generic backward keeps them all.
+  if (!generic()) remove_noop_casts(bwd->body, *bwd_info);
+  if (cast_returned_adjoints) cast_results(*bwd, *bwd_info);
+
+  auto out = std::make_unique<Module>();
+  result.backward_name = bwd->name;
+  add_called_functions(*bwd, *out);
+  for (auto &f : extra_functions_) {
+    bool dup = false;
+    for (const auto &e : out->functions) dup |= e->name == f->name;
+    if (!dup) out->functions.push_back(std::move(f));
+  }
+  out->functions.push_back(std::move(bwd));
+  std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
+  for (const auto &f : out->functions) block_reads(f->body, read);
+  // The module constants any emitted function reads (the user's helpers and their backwards too).
+  for (const Constant &c : module_.constants) {
+    bool have = false;
+    for (const Constant &d : out->constants) have |= d.name == c.name;
+    if (!have && read.count(c.name)) out->constants.push_back({c.name, c.span, clone(*c.stmt)});
+  }
+  add_imports(*out, read);
+  result.source = header() + emit::print_module(*out);
+  result.module = std::move(out);
+}
+
+std::unique_ptr<Module> Engine::checking_module() const {
+  auto m = std::make_unique<Module>();
+  m->imports = module_.imports;
+  add_libdevice_import(*m);
+  for (const Constant &c : module_.constants) m->constants.push_back({c.name, c.span, clone(*c.stmt)});
+  for (const auto &f : module_.functions) m->functions.push_back(clone(*f));
+  for (const auto &f : extra_functions_)
+    if (f) m->functions.push_back(clone(*f));  // (finish() moves them into the backward's module)
+  return m;
+}
+
+void Engine::add_libdevice_import(Module &m) {
+  Import lib;
+  lib.is_from = true;
+  lib.module = "triton.language.extra";
+  lib.names = {{"libdevice", ""}};
+  m.imports.push_back(lib);
+}
+
+void Engine::add_imports(Module &m, const std::set<std::string> &read) {
+  Import triton;
+  triton.names = {{"triton", ""}};
+  Import tl;
+  tl.names = {{"triton.language", "tl"}};
+  m.imports.push_back(triton);
+  m.imports.push_back(tl);
+  std::set<std::string> bound = {"triton", "tl"};
+  // The binding of each name read that sema used (resolve_import), as the
+  // user wrote it; an alternative from an if/try block stands alone. A
+  // `NAME = a.b.c` needs the binding of `a` before it.
+  std::function<void(const std::string &)> bind = [&](const std::string &name) {
+    if (bound.count(name) || module_.find_function(name)) return;  // a helper: emitted in the file
+    sema::ImportedName used = sema::resolve_import(module_, name);
+    if (!used.statement) return;
+    bound.insert(name);
+    Import one = *used.statement;
+    if (one.assignment) bind(one.module.substr(0, one.module.find('.')));
+    one.names = {used.statement->names[used.entry]};
+    one.conditional = false;
+    one.followed = false;  // the backward file stands alone: it prints every import it needs
+    m.imports.push_back(one);
+  };
+  for (const Import &imp : module_.imports)
+    for (size_t k = 0; k < imp.names.size(); ++k)
+      if (read.count(ast::bound_name(imp, k))) bind(ast::bound_name(imp, k));
+  if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
+}
+
+void Engine::add_called_functions(const Function &bwd, Module &out) {
+  std::set<std::string> names;
+  block_reads(bwd.body, names);  // inside loops and ifs too
+  std::set<const Function *> seen;
+  std::function<void(const Function &)> visit = [&](const Function &f) {
+    std::set<std::string> inner;
+    block_reads(f.body, inner);
+    for (const std::string &n : inner)
+      if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
+        seen.insert(g);
+        visit(*g);
+      }
+  };
+  for (const std::string &n : names)
+    if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
+      seen.insert(g);
+      visit(*g);
+    }
+  for (const auto &f : module_.functions)
+    if (seen.count(f.get())) out.functions.push_back(clone(*f));
+}
+
+void Engine::cast_results(Function &bwd, const sema::TypeInfo &info) {
+  auto *ret = cast<Return>(bwd.body.back().get());
+  ExprList *elts = nullptr;
+  ExprList single;
+  if (auto *t = dyn_cast<Tuple>(ret->value.get())) elts = &t->elts;
+  auto fix = [&](ExprPtr &e, const std::string &param) {
+    const SType *have = info.type_of(e.get());
+    const SType *want = type_of_name(param);
+    if (have && want && have->is_tensor() && want->is_tensor() &&
+        (have->elem.dtype != want->elem.dtype || request_.generic_params.count(param))) {
+      ExprPtr recv = std::move(e);
+      e = cast_to(std::move(recv), std::make_unique<Attribute>(name(param), "dtype"));
+    }
+  };
+  if (elts) {
+    for (size_t k = 0; k < elts->size(); ++k) fix((*elts)[k], request_.wrt[k]);
+  } else {
+    fix(ret->value, request_.wrt[0]);
+  }
+}
+
+std::string Engine::header() const {
+  std::string h = "# Generated by tgrad " + std::string(kVersion) + ": the backward of '" + fn_->name + "'.\n";
+  if (!request_.command_line.empty()) h += "#   " + request_.command_line + "\n";
+  h += "# Regenerate it with that command rather than editing it.\n";
+  return h;
+}
+
+SourceSpan Engine::param_span(const std::string &p) const {
+  for (const Param &q : fn_->params)
+    if (q.name == p) return q.span;
+  return fn_->name_span;
+}
+
+void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
+  std::function<void(ExprPtr &)> visit = [&](ExprPtr &e) {
+    if (auto *c = dyn_cast<Call>(e.get())) {
+      for (ExprPtr &a : c->args) visit(a);
+      for (Keyword &k : c->keywords) visit(k.value);
+      auto *attr = dyn_cast<Attribute>(c->func.get());
+      if (attr && attr->attr == "to" && c->args.size() == 1 && c->keywords.empty()) {
+        visit(attr->value);
+        const SType *from = info.type_of(attr->value.get());
+        const SType *to = info.type_of(c->args[0].get());
+        if (from && to && from->is_tensor() && to->kind == SType::Kind::DType && !to->dtype_is_pointer &&
+            from->elem.dtype == to->dtype && !from->elem.is_pointer) {
+          ExprPtr receiver = std::move(attr->value);
+          e = std::move(receiver);
+        }
+      } else {
+        visit(c->func);
+      }
+      return;
+    }
+    if (auto *b = dyn_cast<BinOp>(e.get())) {
+      visit(b->lhs);
+      visit(b->rhs);
+    } else if (auto *u = dyn_cast<UnaryOp>(e.get())) {
+      visit(u->operand);
+    } else if (auto *t = dyn_cast<Tuple>(e.get())) {
+      for (ExprPtr &x : t->elts) visit(x);
+    } else if (auto *a = dyn_cast<Attribute>(e.get())) {
+      visit(a->value);
+    }
+  };
+  for (StmtPtr &st : body) {
+    if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
+    if (auto *a = dyn_cast<AugAssign>(st.get())) visit(a->value);
+    if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
+  }
+}
+
+}  // namespace tgrad::ad::reverse
