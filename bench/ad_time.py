@@ -5,7 +5,9 @@ Straight-line code is what unrolled `tl.static_range` loops and long fused
 epilogues turn into. The script writes a tile function and a kernel of N
 statements (a chain of exp, sin and products, each statement reading the
 one before it and one two back), runs `tgrad FILE --wrt ...` on each three
-times, and prints the median wall time, the time per statement and the
+times (with every parameter's type given, and with none: then tgrad
+differentiates once per representative type, on as many threads as there
+are cores, to prove the backward generic), and prints the median wall time, the time per statement and the
 ratio to the size half as large (2.0 is linear).
 
     python3 bench/ad_time.py [--tgrad bazel-bin/tools/cli/tgrad] [--sizes 1000,2000,4000,8000]
@@ -67,11 +69,15 @@ def main():
     print("| function | statements | median s | ms per statement | time / time at half the size |")
     print("| --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for what, write, wrt in (("tile function", tile_function, ["--fn", "f", "--wrt", "0,1"]),
-                                 ("kernel", kernel, ["--kernel", "k", "--wrt", "x_ptr,y_ptr"])):
+        typed_tile = ["--arg", "x=fp32[16]", "--arg", "y=fp32[16]"]
+        typed_kernel = ["--arg", "x_ptr=*fp32", "--arg", "y_ptr=*fp32", "--arg", "out_ptr=*fp32", "--arg", "n=i32"]
+        for what, write, wrt in (("tile function, types given", tile_function, ["--fn", "f", "--wrt", "0,1"] + typed_tile),
+                                 ("tile function, generic", tile_function, ["--fn", "f", "--wrt", "0,1"]),
+                                 ("kernel, types given", kernel, ["--kernel", "k", "--wrt", "x_ptr,y_ptr"] + typed_kernel),
+                                 ("kernel, generic", kernel, ["--kernel", "k", "--wrt", "x_ptr,y_ptr"])):
             previous = {}
             for n in sizes:
-                path = os.path.join(tmp, f"{what.replace(' ', '_')}_{n}.py")
+                path = os.path.join(tmp, f"{write.__name__}_{n}.py")
                 with open(path, "w") as f:
                     f.write(write(n))
                 s = median_seconds([args.tgrad, path] + wrt)

@@ -1,12 +1,14 @@
 #include "src/ad/GenericTypes.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/Specialize.h"
@@ -519,6 +521,24 @@ class GenericDifferentiation {
     return t;
   }
 
+  // The trials for several type assignments, in their order. They are
+  // independent (each differentiates the const module with its own
+  // diagnostics), so they run on threads: a tile function of two tiles takes
+  // eleven trials, and a long one (unrolled static_range loops) seconds each.
+  std::vector<Trial> attempt_all(const std::vector<sema::ParamTypes> &types) const {
+    std::vector<Trial> trials(types.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next++) < types.size();) trials[k] = attempt(types[k]);
+    };
+    const size_t threads = std::min<size_t>(types.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool) t.join();
+    return trials;
+  }
+
   DType scalar_first(size_t k) const { return first_scalar_dtype(fn_.params[k]); }
 
   // Keeps `t` when its backward equals the representative's; a located
@@ -583,12 +603,11 @@ class GenericDifferentiation {
   std::optional<Backward> run_kernel() {
     const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
     // The representative: the first uniform float type the forward accepts.
-    std::vector<Trial> uniform;
-    uniform.reserve(3);
-    for (DType d : floats) {
-      uniform.push_back(attempt(with_uniform(d)));
-      if (uniform.back().backward && !base_) base_ = &uniform.back();
-    }
+    std::vector<sema::ParamTypes> uniform_types;
+    for (DType d : floats) uniform_types.push_back(with_uniform(d));
+    std::vector<Trial> uniform = attempt_all(uniform_types);
+    for (Trial &t : uniform)
+      if (t.backward && !base_) base_ = &t;
     if (!base_) {
       explain_assumptions(uniform.front());
       return std::nullopt;
@@ -598,7 +617,10 @@ class GenericDifferentiation {
     for (size_t k : float_pointers_) record(pname(k), base_->types.at(pname(k)).str());
     bool ok = true;
     // Every accepted uniform type, then each pointer alone with each other
-    // float type, then each scalar with the other kind.
+    // float type, then each dtype given as a tl.constexpr (the uniform one,
+    // then each other alone), then each scalar with the other kind. The
+    // trials run together; their verdicts are taken in this order, and the
+    // first difference stops the check.
     for (const Trial &t : uniform) {
       if (&t == base_ || !t.backward) continue;
       if (!same_backward(*base_->backward, *t.backward)) {
@@ -608,30 +630,45 @@ class GenericDifferentiation {
         for (size_t k : float_pointers_) record(pname(k), t.types.at(pname(k)).str());
       }
     }
+    struct Check {
+      size_t param;
+      std::string what;
+      bool record_only;  // records the parameter's representative type, tries nothing
+    };
+    std::vector<Check> checks;
+    std::vector<sema::ParamTypes> check_types;
     for (size_t k : float_pointers_)
       for (DType d : floats) {
-        if (!ok) break;
         if (d == base_->types.at(pname(k)).elem.dtype) continue;
         sema::ParamTypes types = base_->types;
         types[pname(k)] = pointer_to(d);
-        ok &= compare(attempt(types), k, "the element type");
+        checks.push_back({k, "the element type", false});
+        check_types.push_back(std::move(types));
       }
-    // A dtype given as a tl.constexpr: the uniform one, then each other alone.
     for (size_t k : dtype_params_) {
-      record(pname(k), shown(base_->types.at(pname(k))));
+      checks.push_back({k, "", true});
       for (DType d : floats) {
-        if (!ok) break;
         if (d == base_->types.at(pname(k)).dtype) continue;
         sema::ParamTypes types = base_->types;
         types[pname(k)] = SType::of_dtype(d);
-        ok &= compare(attempt(types), k, "the value");
+        checks.push_back({k, "the value", false});
+        check_types.push_back(std::move(types));
       }
     }
     for (size_t k : scalars_) {
-      if (!ok) break;
       sema::ParamTypes types = base_->types;
       types[pname(k)] = scalar_of(scalar_first(k) == DType::Int32 ? DType::FP32 : DType::Int32);
-      ok &= compare(attempt(types), k, "the type");
+      checks.push_back({k, "the type", false});
+      check_types.push_back(std::move(types));
+    }
+    std::vector<Trial> tried = ok ? attempt_all(check_types) : std::vector<Trial>{};
+    size_t next_trial = 0;
+    for (const Check &c : checks) {
+      if (!ok) break;
+      if (c.record_only)
+        record(pname(c.param), shown(base_->types.at(pname(c.param))));
+      else
+        ok &= compare(tried[next_trial++], c.param, c.what);
     }
     if (!ok) return std::nullopt;
     return finish();
@@ -662,15 +699,14 @@ class GenericDifferentiation {
       }
       return types;
     };
-    std::vector<Trial> trials;
-    trials.reserve(ranks.size() + 2);
-    for (const std::vector<int> &r : ranks) {
-      trials.push_back(attempt(types_for(r, DType::FP32)));
-      if (trials.back().backward && !base_) {
-        base_ = &trials.back();
-        base_ranks_ = r;
+    std::vector<sema::ParamTypes> rank_types;
+    for (const std::vector<int> &r : ranks) rank_types.push_back(types_for(r, DType::FP32));
+    std::vector<Trial> trials = attempt_all(rank_types);
+    for (size_t k = 0; k < trials.size(); ++k)
+      if (trials[k].backward && !base_) {
+        base_ = &trials[k];
+        base_ranks_ = ranks[k];
       }
-    }
     if (!base_) {
       // The all-rank-1 trial's errors say most about the code.
       size_t one = 0;
@@ -692,9 +728,11 @@ class GenericDifferentiation {
       }
       for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), t.types.at(pname(tiles_[j])).str());
     }
-    for (DType d : {DType::FP16, DType::BF16}) {
+    const DType others[] = {DType::FP16, DType::BF16};
+    std::vector<Trial> by_dtype;
+    if (ok) by_dtype = attempt_all({types_for(base_ranks_, others[0]), types_for(base_ranks_, others[1])});
+    for (const Trial &t : by_dtype) {
       if (!ok) break;
-      Trial t = attempt(types_for(base_ranks_, d));
       if (!t.backward) continue;
       if (!same_backward(*base_->backward, *t.backward)) {
         ok &= compare(t, tiles_.front(), "the element type");

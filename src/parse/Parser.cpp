@@ -1,5 +1,6 @@
 #include "tgrad/parse/Parser.h"
 
+#include <mutex>
 #include <optional>
 
 #include "TileLangLexer.h"
@@ -268,6 +269,12 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
 }  // namespace
 
 std::unique_ptr<ast::Module> parse_module(const SourceManager &sources, int file_id, DiagEngine &diags) {
+  // ANTLR's prediction cache (the generated parser's static DFA) is shared
+  // by every parser and updated while parsing: one parse at a time (the
+  // generic-type trials differentiate on several threads, and reverse mode
+  // parses the code it emits).
+  static std::mutex one_parse_at_a_time;
+  std::lock_guard<std::mutex> lock(one_parse_at_a_time);
   auto module = std::make_unique<ast::Module>();
   module->file_id = file_id;
   if (!check_encoding(sources, file_id, diags)) return module;
