@@ -34,13 +34,13 @@
 #include "src/ad/SinglePass.h"
 #include "src/ad/Rules.h"
 #include "src/ad/ScanCombine.h"
+#include "src/ad/reverse/AstHelpers.h"
+#include "src/ad/reverse/DeadCode.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/parse/Parser.h"
 #include "tgrad/sema/Names.h"
 #include "tgrad/tgrad.h"
-#include "src/ad/reverse/AstHelpers.h"
-#include "src/ad/reverse/DeadCode.h"
 
 namespace tgrad::ad::reverse {
 
