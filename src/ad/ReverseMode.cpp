@@ -3,6 +3,11 @@
 // or the kernel's (src/ad/reverse/KernelPlan.cpp), and differentiate_typed,
 // which adds a kernel's one-pass version. The engine's other parts, one
 // file per responsibility, are listed in src/ad/reverse/Engine.h.
+#include <sstream>
+
+#include "src/ad/ConstexprPaths.h"
+#include "src/ad/EarlyReturn.h"
+#include "src/ad/Redundancy.h"
 #include "src/ad/reverse/Engine.h"
 
 namespace tgrad::ad {

@@ -15,32 +15,18 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
 #include "src/ad/AnfWalk.h"
-#include "src/ad/ConstexprPaths.h"
-#include "src/ad/EarlyReturn.h"
-#include "src/ad/GenericTypes.h"
-#include "src/ad/IssueEarly.h"
-#include "src/ad/LoopInversion.h"
 #include "src/ad/MemoryAccumulators.h"
-#include "src/ad/Redundancy.h"
 #include "src/ad/SinglePass.h"
-#include "src/ad/Rules.h"
-#include "src/ad/ScanCombine.h"
 #include "src/ad/reverse/AstHelpers.h"
 #include "src/ad/reverse/DeadCode.h"
 #include "tgrad/ad/Differentiate.h"
-#include "tgrad/emit/PythonPrinter.h"
-#include "tgrad/parse/Parser.h"
-#include "tgrad/sema/Names.h"
-#include "tgrad/tgrad.h"
 
 namespace tgrad::ad::reverse {
 
@@ -629,6 +615,7 @@ class Engine {
   StmtList *out_ = &sweep_;
   const Stmt *current_block_ = nullptr;
   std::string pending_comment_;
-  bool uses_libdevice_ = false;};
+  bool uses_libdevice_ = false;
+};
 
 }  // namespace tgrad::ad::reverse

@@ -1,6 +1,11 @@
 // The backward's finishing: imports, called functions, result casts, the
 // header comment and the final check by semantic analysis.
+#include <sstream>
+
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
+#include "tgrad/tgrad.h"
 
 namespace tgrad::ad::reverse {
 

@@ -1,6 +1,12 @@
 // A kernel's plan: its memory operations, which values are active and
 // useful, what the forward saves, and how partial sums are laid out.
+#include <sstream>
+
+#include "src/ad/IssueEarly.h"
+#include "src/ad/Redundancy.h"
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/parse/Parser.h"
 
 namespace tgrad::ad::reverse {
 

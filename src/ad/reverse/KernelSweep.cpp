@@ -1,6 +1,9 @@
 // A kernel's reverse sweep over blocks and runtime ifs, and the replay of
 // forward statements the backward needs.
+#include <sstream>
+
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/parse/Parser.h"
 
 namespace tgrad::ad::reverse {
 

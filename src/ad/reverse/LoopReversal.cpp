@@ -1,6 +1,8 @@
 // How loops are reversed: additive accumulators and inverted updates
 // without tapes, other carried values replayed or taped per iteration.
+#include "src/ad/LoopInversion.h"
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad::reverse {
 

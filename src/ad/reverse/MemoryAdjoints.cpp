@@ -3,6 +3,7 @@
 // written (as src/ad/reverse/MemorySchedule.h decides).
 #include "src/ad/reverse/Engine.h"
 #include "src/ad/reverse/MemorySchedule.h"
+#include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad::reverse {
 

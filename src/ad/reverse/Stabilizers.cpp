@@ -1,6 +1,10 @@
 // The stabilizer proof: which maxes (the running max of a softmax) have a
 // gradient that is exactly zero, so the backward need not carry theirs.
+#include <cmath>
+
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::ad::reverse {
 

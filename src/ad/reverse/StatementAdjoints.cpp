@@ -1,7 +1,12 @@
 // What the adjoint of one statement is: the rule of its operation
 // instantiated, calls of jit functions, scans, and the accumulation of
 // contributions with unbroadcast.
+#include "src/ad/Rules.h"
+#include "src/ad/ScanCombine.h"
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/ast/Equal.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::ad::reverse {
 
