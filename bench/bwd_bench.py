@@ -570,6 +570,61 @@ def bench_matmul(gen, M, N, K, tmp):
             for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))] + [through_module]
 
 
+# Launch values of the owner-computes kernels (tests/golden/backward/matmul_kernel_no_activation.py), by which the
+# gradient does not change: (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages) for dA (a tile of
+# BLOCK_SIZE_M x BLOCK_SIZE_K, stepping BLOCK_SIZE_N along N) and for dB (BLOCK_SIZE_K x BLOCK_SIZE_N, stepping
+# BLOCK_SIZE_M along M). Tuned on the H100 (bench/matmul_owner_tune.py); the hand-written one's, as before.
+OWNER_CONFIG = {"da": (128, 64, 128, 8, 3), "db": (64, 128, 128, 8, 3)}
+
+
+def bench_matmul_owner(gen, M, N, K, dtype, tmp):
+    """C = A B without an epilogue: tgrad's dA and dB from owner-computes kernels (one addition per element, no
+    contention) against the hand-written two matmuls."""
+    bwd = load("tests/golden/backward/matmul_kernel_no_activation.py", tmp)
+    a = torch.randn(M, K, generator=gen, device="cuda").to(dtype)
+    b = torch.randn(K, N, generator=gen, device="cuda").to(dtype)
+    c = torch.empty(M, N, device="cuda", dtype=dtype)
+    dc = torch.randn(M, N, generator=gen, device="cuda").to(dtype)
+    da, db = torch.zeros_like(a), torch.zeros_like(b)
+    fwd_bm, fwd_bn = 128, 128  # the forward's grid the backward sums over
+
+    def gen_fn():
+        da.zero_(); db.zero_()
+        bm, bn, bk, warps, stages = OWNER_CONFIG["da"]
+        bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="",
+            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, bn), num_warps=warps, num_stages=stages)
+        bm, bn, bk, warps, stages = OWNER_CONFIG["db"]
+        bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, bk), triton.cdiv(N, bn))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="",
+            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, bm), num_warps=warps, num_stages=stages)
+
+    hda, hdb = torch.empty_like(a), torch.empty_like(b)
+    bm, bn, bk = 128, 128, 32
+
+    def hand_fn():
+        matmul_hand[(triton.cdiv(M, bm), triton.cdiv(K, bn))](dc, b, hda, M, K, N, N, 1, 1, N, K, 1,
+                                                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=8)
+        matmul_hand[(triton.cdiv(K, bm), triton.cdiv(N, bn))](a, dc, hdb, K, N, M, 1, K, N, 1, N, 1,
+                                                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=8)
+
+    at, bt = a.detach().requires_grad_(True), b.detach().requires_grad_(True)
+    ct = at @ bt
+    torch_fn = lambda: torch.autograd.grad(ct, [at, bt], dc, retain_graph=True)
+    gen_fn(); hand_fn()
+    first = (da.clone(), db.clone())
+    gen_fn()
+    deterministic = torch.equal(first[0], da) and torch.equal(first[1], db)
+    err = max((da.float() - hda.float()).norm().item() / hda.float().norm().item(),
+              (db.float() - hdb.float()).norm().item() / hdb.float().norm().item())
+    flops = 4 * M * N * K
+    name = {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    case = f"matmul {M}x{N}x{K} {name} (no epilogue)"
+    tgrad = "tgrad owner-computes" + ("" if deterministic else " (NOT bitwise deterministic)")
+    return [(case, label, do_bench(fn, quantiles=[0.5]), -flops, err if label.startswith("tgrad") else None)
+            for label, fn in ((tgrad, gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
+
+
 def bench_attention(gen, Z, H, N, D, causal, tmp):
     fwd = load("tests/kernels/attention.py", tmp)
     bwd = load(f"tests/golden/backward/attention{'_causal' if causal else ''}_kernel.py", tmp)
@@ -635,6 +690,9 @@ def main():
                 rows += bench_layer_norm(gen, 4096, 4096, dtype, tmp)
         if "matmul" in only:
             rows += bench_matmul(gen, 2048, 2048, 2048, tmp)
+            for size in (2048, 4096):
+                for dtype in (torch.float16, torch.bfloat16):
+                    rows += bench_matmul_owner(gen, size, size, size, dtype, tmp)
         if "attention" in only:
             for causal in (False, True):
                 rows += bench_attention(gen, 4, 16, 2048, 64, causal, tmp)

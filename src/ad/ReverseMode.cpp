@@ -314,14 +314,17 @@ std::optional<Backward> differentiate_typed(const Module &module, const SourceMa
                                             const BackwardRequest &request, DiagEngine &diags) {
   Engine general(module, sources, request, diags);
   std::optional<Backward> result = general.run();
-  if (!result || !general.differentiates_a_kernel()) return result;
+  // Owner-computes kernels already launch on grids of their own: no row-length dispatcher over them.
+  if (!result || !general.differentiates_a_kernel() || !result->owner_kernels.empty()) return result;
   const Function *fn = module.find_function(request.function);
   std::optional<SinglePassVersion> version = fn ? single_pass_version(*fn) : std::nullopt;
   if (!version) return result;
   // The one-pass version's own diagnostics are not the user's: where it
   // cannot be built, the looped backward serves every row length.
   DiagEngine quiet(sources);
-  Engine one_pass(module, sources, request, quiet, version->forward.get());
+  BackwardRequest one_request = request;
+  one_request.owner_computes = false;  // the dispatcher calls one backward function or the other
+  Engine one_pass(module, sources, one_request, quiet, version->forward.get());
   std::optional<Backward> single = one_pass.run();
   std::string why_not;
   if (!single) {

@@ -383,6 +383,7 @@ class Specializer {
   // The backward with the flags' values `choice`; its errors, if any, reported.
   std::optional<Backward> differentiate_one(const std::vector<size_t> &choice) {
     BackwardRequest r = request_;
+    r.owner_computes = false;  // one dispatcher launches every specialization's backward
     for (size_t k = 0; k < flags_.size(); ++k) r.param_types[flags_[k].name] = flags_[k].values[choice[k]].type;
     DiagEngine quiet(sources_);
     std::optional<Backward> b = differentiate_generic(module_, sources_, r, quiet);

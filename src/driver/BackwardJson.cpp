@@ -438,6 +438,15 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     params.push_back({{"name", t.trips_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
                       {"value", trips_value.at(t.trips_param)}, {"why", trips_why.at(t.trips_param)}});
   }
+  // Owner-computes kernels: the forward's grid size along the axis each loops over.
+  std::set<std::string> owner_params;
+  for (const auto &o : bwd.owner_kernels) {
+    if (!owner_params.insert(o.programs_param).second) continue;
+    params.push_back({{"name", o.programs_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", json{{"grid", o.summed_axis}}},
+                      {"why", "the forward's grid size along axis " + std::to_string(o.summed_axis) + ": " + o.name +
+                                  "'s programs loop over the forward's programs along it"}});
+  }
   for (const std::string &b : bwd.output_adjoints) params.push_back({{"name", b}, {"role", "output adjoint"}});
   out["parameters"] = params;
   out["launch_values"] = launch_values;
@@ -447,12 +456,35 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     json call = {{"positional", json::array()}, {"keyword", json::array()}};
     for (size_t k = 0; fn && k < fn->params.size(); ++k) call["positional"].push_back(fn->params[k].name);
     for (const json &p : params)
-      if (p.contains("pass_by_keyword")) call["keyword"].push_back(p["name"]);
+      if (p.contains("pass_by_keyword") && !owner_params.count(p["name"].get<std::string>()))
+        call["keyword"].push_back(p["name"]);
     json kernels = json::array();
     if (!has_partial_sums) {
-      kernels.push_back({{"name", bwd.backward_name},
-                         {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
-                         {"call", call}});
+      if (bwd.backward_kernel_writes)
+        kernels.push_back({{"name", bwd.backward_name},
+                           {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
+                           {"call", call}});
+      // Each owner-computes kernel: the forward's grid with the axis it sums over replaced by the loop's iterations.
+      for (const auto &o : bwd.owner_kernels) {
+        std::vector<const For *> loops;
+        if (forward) find_loops(forward->body, o.loop_line, o.loop_column, loops);
+        std::optional<json> trips;
+        std::string why_not = "the loop was not found";
+        if (loops.size() == 1) {
+          ExprTranslator translate(*forward);
+          trips = translate.trips(*loops[0]);
+          why_not = translate.why();
+        }
+        json grid = json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}});
+        grid[o.summed_axis] = trips ? *trips : json(nullptr);
+        json owner_call = call;
+        owner_call["keyword"].push_back(o.programs_param);
+        json entry = {{"name", o.name}, {"grid", grid}, {"call", owner_call}, {"why", o.why}};
+        if (!trips)
+          entry["why"] = o.why + "; tgrad cannot express the loop's trip count (" + why_not +
+                         "): launch it over at least the most iterations any program of the forward runs";
+        kernels.push_back(entry);
+      }
     } else {
       // Launched in this order: the backward over G programs, then one reduction per partial-sum buffer.
       kernels.push_back({{"name", bwd.backward_name}, {"grid", json::array({json{{"value", "G"}}})}, {"call", call}});

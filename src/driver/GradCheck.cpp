@@ -37,8 +37,10 @@ Value with_element(const Value &v, int64_t k, double x) {
 void give_backward_the_forward_defaults(const ast::Module &module, const std::string &forward, ad::Backward &bwd) {
   const ast::Function *f = module.find_function(forward);
   if (!f) return;
+  std::set<std::string> kernels = {bwd.backward_name};
+  for (const auto &o : bwd.owner_kernels) kernels.insert(o.name);
   for (auto &g : bwd.module->functions)
-    if (g->name == bwd.backward_name)
+    if (kernels.count(g->name))
       for (ast::Param &p : g->params)
         for (const ast::Param &q : f->params)
           if (p.name == q.name && !p.default_value && q.default_value) p.default_value = ast::clone(*q.default_value);
@@ -285,7 +287,16 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     back.args[t.scratch] = poisoned_scratch(t.scratch, programs * trips * numel, t.dtype);
     back.args[t.trips_param] = int_arg(trips);
   }
-  if (!interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
+  if (bwd->backward_kernel_writes && !interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
+  // Owner-computes kernels: the forward's grid with the summed axis replaced by the loop's iterations.
+  for (const ad::Backward::OwnerKernel &o : bwd->owner_kernels) {
+    interp::Launch owner = back;
+    owner.kernel = o.name;
+    auto most = loop_trips.find({o.loop_line, o.loop_column});
+    owner.grid[static_cast<size_t>(o.summed_axis)] = most == loop_trips.end() ? 0 : most->second;
+    owner.args[o.programs_param] = int_arg(launch.grid[static_cast<size_t>(o.summed_axis)]);
+    if (!interp::run_kernel(*bwd->module, owner, m, run, diags)) return std::nullopt;
+  }
   for (size_t k = 0; k < bwd->partial_sums.size(); ++k) {
     interp::Launch reduce;
     reduce.kernel = bwd->reduce_kernel;

@@ -60,6 +60,11 @@ struct BackwardRequest {
   // every specialization has the same partial sums and one launch protocol
   // serves them all). Callers leave it empty.
   std::vector<std::string> partial_sums_for = {};
+  // Kernels: whether a gradient the reverse loop scatters with atomics may
+  // move to an owner-computes kernel of its own (Backward::OwnerKernel).
+  // Cleared where one backward function must serve several forwards (the
+  // specializer's dispatcher over flag values, the row-length dispatcher).
+  bool owner_computes = true;
 };
 
 struct Backward {
@@ -104,6 +109,31 @@ struct Backward {
   // The blocks the JSON recommends: grid cdiv(numel, BLOCK), ROWS rows of the scratch per step.
   static constexpr int kReduceBlock = 32;
   static constexpr int kReduceRows = 64;
+
+  // Owner-computes kernels (src/ad/reverse/OwnerComputes.h): where the
+  // backward's reverse loop would add a gradient tile with atomics from every
+  // program that read it, a kernel of its own computes each tile once, in the
+  // program that owns it. Its grid is the forward's with the axis the tile's
+  // addresses do not depend on (`summed_axis`) replaced by the iterations of
+  // the forward's loop; each program loops over the forward's programs along
+  // that axis (`programs_param`: the forward's grid size there), sums their
+  // contributions in registers and writes the tile once. Launched after the
+  // backward kernel (when `backward_kernel_writes`), in order.
+  struct OwnerKernel {
+    std::string name;            // "matmul_kernel_bwd_da_ptr"
+    std::string gradient;        // the gradient buffer it writes ("da_ptr")
+    std::string input;           // the forward's pointer whose gradient that is ("a_ptr")
+    int summed_axis = 0;         // the forward's grid axis each program loops over
+    std::string programs_param;  // its parameter for the forward's grid size along that axis
+    int loop_line = 0, loop_column = 0;  // the forward's loop whose iterations the grid enumerates
+    std::string loop_range;      // "range(0, tl.cdiv(K, BLOCK_SIZE_K))"
+    bool plain_store = false;    // writes with tl.store (else one tl.atomic_add per element and owner)
+    std::string why;             // for --explain and the protocol
+  };
+  std::vector<OwnerKernel> owner_kernels;
+  // False where owner-computes kernels write every gradient: the backward
+  // kernel itself is not emitted nor launched.
+  bool backward_kernel_writes = true;
 
   // Loops that carry values which are neither recomputed nor additive (the
   // running max, sum and output of online softmax): the backward runs such a

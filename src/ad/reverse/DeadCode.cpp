@@ -1,6 +1,7 @@
 #include "src/ad/reverse/DeadCode.h"
 
 #include <algorithm>
+#include <map>
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/AstHelpers.h"
@@ -121,6 +122,46 @@ void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
     } else if (auto *i = dyn_cast<If>(&s)) {
       erase_tape_writes(i->body, tapes);
       erase_tape_writes(i->orelse, tapes);
+    }
+  }
+}
+
+void read_types_from_loop_inputs(StmtList &body) {
+  std::map<std::string, int> assigned;
+  count_assignments(body, assigned);
+  for (size_t k = 0; k < body.size(); ++k) {
+    auto *loop = dyn_cast<For>(body[k].get());
+    if (!loop) continue;
+    const std::set<std::string> exposed = live_before(loop->body, {});
+    std::map<std::string, int> in_body;
+    count_assignments(loop->body, in_body);
+    for (const auto &entry_count : in_body) {
+      const std::string &x = entry_count.first;
+      if (!exposed.count(x)) continue;
+      // The value it entered with: the last top-level `x = y` before the loop, y assigned once.
+      std::string entry;
+      for (size_t j = 0; j < k; ++j) {
+        std::map<std::string, int> here;
+        stmt_assignments(*body[j], here);
+        if (!here.count(x)) continue;
+        auto *a = dyn_cast<Assign>(body[j].get());
+        auto *y = a && assigned_name(*a) == x ? dyn_cast<Name>(a->value.get()) : nullptr;
+        entry = y && assigned[y->id] <= 1 ? y->id : "";
+      }
+      if (entry.empty()) continue;
+      for (size_t j = k + 1; j < body.size(); ++j) {
+        std::map<std::string, int> here;
+        stmt_assignments(*body[j], here);
+        StmtList one;
+        one.push_back(std::move(body[j]));
+        rewrite_exprs(one, [&](ExprPtr &e) {
+          auto *attr = dyn_cast<Attribute>(e.get());
+          auto *v = attr && (attr->attr == "dtype" || attr->attr == "shape") ? dyn_cast<Name>(attr->value.get()) : nullptr;
+          if (v && v->id == x) attr->value = std::make_unique<Name>(entry);
+        });
+        body[j] = std::move(one[0]);
+        if (here.count(x)) break;  // x is another value from here on
+      }
     }
   }
 }

@@ -16,6 +16,12 @@ namespace tgrad::ad::reverse {
 std::set<std::string> live_in(ast::StmtList &body, std::set<std::string> live, bool erase);
 
 void remove_dead_code(ast::StmtList &body);
+// After a top-level loop, `X.dtype` (or `.shape`) of a value X the loop
+// carries reads the type of the value X entered the loop with (`X = Y` just
+// before it): Triton gives a loop-carried value one type. Then a replay of
+// the forward's loop kept only for the type of its result (`bc.to(acc.dtype)`)
+// is dead code.
+void read_types_from_loop_inputs(ast::StmtList &body);
 
 // The names the pointer arguments of `tl.<access>(...)` calls in a block read.
 std::set<std::string> names_accessed_by(const ast::StmtList &block, const std::string &access);

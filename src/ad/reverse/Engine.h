@@ -282,6 +282,9 @@ class Engine {
   void add_support_function(const std::string &definition, const std::string &comment);
 
   std::string add_reduce_kernel(const std::string &wanted);
+  // Moves the gradients the reverse loop scatters with atomics to
+  // owner-computes kernels where that is valid (src/ad/reverse/OwnerComputes.h).
+  void gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result);
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);
 
@@ -569,6 +572,7 @@ class Engine {
   bool has_unbroadcast_helper_ = false;
   bool has_affine_scan_helper_ = false;
   std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
+  std::vector<std::unique_ptr<Function>> owner_functions_;  // owner-computes kernels, emitted after the backward
   int depth_ = 0;
   bool kernel_ = false;                                     // differentiating a kernel (pointer parameters)
   std::map<std::string, std::string> gradient_buffer_;     // pointer parameter -> its gradient pointer

@@ -33,7 +33,11 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
     for (const auto &e : out->functions) dup |= e->name == f->name;
     if (!dup) out->functions.push_back(std::move(f));
   }
-  out->functions.push_back(std::move(bwd));
+  for (const auto &owner : owner_functions_) add_called_functions(*owner, *out);
+  // Where owner-computes kernels write every gradient, the backward kernel has nothing left to do.
+  if (result.backward_kernel_writes) out->functions.push_back(std::move(bwd));
+  for (auto &owner : owner_functions_) out->functions.push_back(std::move(owner));
+  owner_functions_.clear();
   std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
   for (const auto &f : out->functions) block_reads(f->body, read);
   // The module constants any emitted function reads (the user's helpers and their backwards too).

@@ -5,6 +5,7 @@
 #include "src/ad/IssueEarly.h"
 #include "src/ad/Redundancy.h"
 #include "src/ad/reverse/Engine.h"
+#include "src/ad/reverse/OwnerComputes.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/parse/Parser.h"
 
@@ -491,6 +492,7 @@ std::optional<Backward> Engine::build_kernel() {
   for (const std::string &w : request_.wrt)
     if (needs_zeros_.count(w) && !in_place_.count(w))  // (an in-place buffer holds the upstream gradient)
       result.zero_initialized.push_back(w);
+  read_types_from_loop_inputs(bwd->body);
   remove_dead_code(bwd->body);
   drop_unread_tapes(*bwd, result);
   issue_early(bwd->body, upstream_loads_);
@@ -520,8 +522,26 @@ std::optional<Backward> Engine::build_kernel() {
     bwd_types[t.trips_param] = SType::tensor({sema::DType::Int32, false}, {});
   }
   bwd_types_ = bwd_types;
+  if (request_.owner_computes && result.partial_sums.empty() && result.tapes.empty() && result.in_place.empty() &&
+      result.consumed_upstream.empty())
+    gather_by_owner(*bwd, bwd_types, result);
   finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
   return result;
+}
+
+void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result) {
+  NameAllocator function_names;
+  for (const auto &f : module_.functions) function_names.reserve(f->name);
+  for (const auto &f : extra_functions_)
+    if (f) function_names.reserve(f->name);
+  function_names.reserve(bwd.name);
+  std::unique_ptr<Module> context = checking_module();
+  OwnerComputesResult owners =
+      gather_gradients_by_owner(bwd, result.gradient_buffers, *context, bwd_types, sources_, names_, function_names);
+  result.explanations.insert(result.explanations.end(), owners.explanations.begin(), owners.explanations.end());
+  result.owner_kernels = owners.launches;
+  result.backward_kernel_writes = owners.backward_kernel_writes;
+  for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
 }
 
 bool Engine::find_saved_values() {

@@ -130,7 +130,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         btl_dot_state_2_p_times_c = -bstate_3
         btl_dot_state_2_p = btl_dot_state_2_p_times_c * 0.1
         bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
-        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state_2.dtype), input_precision="ieee")
+        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -235,7 +235,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         btl_dot_state_2_p_times_c = -bstate_3
         btl_dot_state_2_p = btl_dot_state_2_p_times_c * 0.1
         bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
-        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state_2.dtype), input_precision="ieee")
+        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes

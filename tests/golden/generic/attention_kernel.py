@@ -157,7 +157,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bacc_2 = bacc_4 / l_i_2_col
     bl_i_2_col = tl.sum(-bacc_4 * acc_4 / l_i_2_col, 1, keep_dims=True)
     tl.static_assert(bl_i_2_col.shape == l_i_2_col.shape)
-    bl_i_2 += tl.reshape(bl_i_2_col, l_i_2.shape)
+    bl_i_2 += tl.reshape(bl_i_2_col, l_i.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)

@@ -37,27 +37,12 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     tl_arange_zero_BT = tl.arange(0, BT)
     o_t = tl_program_id_zero_times_BT + tl_arange_zero_BT
     acc = tl.zeros([BT], dtype=tl.float32)
-    acc_2 = acc
-    for i in tl.static_range(NTAPS):
-        W_plus_i = W + i
-        tl_load_W_plus_i = tl.load(W_plus_i)
-        w = tl_load_W_plus_i.to(tl.float32)
-        src = o_t - i
-        X_plus_src = X + src
-        t = src >= 0
-        t_2 = src < T
-        t_and_t_2 = t & t_2
-        tl_load_X_plus_src = tl.load(X_plus_src, mask=t_and_t_2, other=0.0)
-        x = tl_load_X_plus_src.to(tl.float32)
-        w_times_x = w * x
-        acc_3 = acc_2 + w_times_x
-        acc_2 = acc_3
     dY_plus_o_t = dY + o_t
     t_3 = o_t < T
 
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
     bacc_2_to_Y_dtype_element_ty = tl.load(dY_plus_o_t, mask=t_3, other=0.0).to(tl.float32)
-    bacc_2 = bacc_2_to_Y_dtype_element_ty.to(acc_2.dtype)
+    bacc_2 = bacc_2_to_Y_dtype_element_ty.to(acc.dtype)
     for i in tl.static_range(NTAPS):
         W_plus_i = W + i
         dW_plus_i = dW + i

@@ -125,7 +125,7 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     baccumulator_5 = bc.to(accumulator_5.dtype)
 
     # Grad of: if ACTIVATION == "relu":
-    baccumulator_2 = tl.zeros(accumulator_2.shape, dtype=tl.float32)
+    baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
     if ACTIVATION == "relu":
 
         # Grad of: accumulator = tl.maximum(accumulator, 0.0)

@@ -58,7 +58,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         h_2 = h_3
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
-    bh_2 = tl.zeros(h_2.shape, dtype=tl.float32)
+    bh_2 = tl.zeros(h.shape, dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

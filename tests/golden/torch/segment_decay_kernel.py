@@ -73,7 +73,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         state_2 = state_3
 
     # Grad of: for c in range(n_chunks):
-    bstate_2 = tl.zeros(state_2.shape, dtype=tl.float32)
+    bstate_2 = tl.zeros(state.shape, dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

@@ -1,0 +1,632 @@
+#include "src/ad/reverse/OwnerComputes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "src/ad/AnfWalk.h"
+#include "src/ad/reverse/AstHelpers.h"
+#include "src/ad/reverse/DeadCode.h"
+#include "tgrad/diag/Diagnostics.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad::reverse {
+namespace {
+
+// A name no program defines: it stands for a carried value whose value at a
+// given iteration tgrad cannot write down. If dead-code removal leaves it
+// read, the gradient needs that value and stays with its atomics.
+const char *const kNotAffine = "__tgrad_carried_not_affine__";
+
+std::string callee(const Call &c) { return emit::print_expr(*c.func); }
+
+// The axis of `tl.program_id(AXIS)` (or of `fn`), -2 for another call, -1 for
+// a non-literal axis.
+int axis_of(const Expr &e, const char *fn = "tl.program_id") {
+  auto *c = dyn_cast<Call>(&e);
+  if (!c || callee(*c) != fn) return -2;
+  const Expr *a = call_argument(*c, 0, "axis");
+  auto *i = a ? dyn_cast<IntLit>(a) : nullptr;
+  return i ? static_cast<int>(i->value) : -1;
+}
+
+const Call *memory_write(const Stmt &s) {
+  auto *es = dyn_cast<ExprStmt>(&s);
+  auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
+  if (!c) return nullptr;
+  const std::string f = callee(*c);
+  return f == "tl.store" || f.rfind("tl.atomic_", 0) == 0 || f == "tl.debug_barrier" ? c : nullptr;
+}
+
+bool writes_memory(const StmtList &block) {
+  for (const StmtPtr &s : block) {
+    if (memory_write(*s)) return true;
+    if (auto *f = dyn_cast<For>(s.get()); f && writes_memory(f->body)) return true;
+    if (auto *i = dyn_cast<If>(s.get()); i && (writes_memory(i->body) || writes_memory(i->orelse))) return true;
+    if (auto *w = dyn_cast<While>(s.get()); w && writes_memory(w->body)) return true;
+  }
+  return false;
+}
+
+void drop_memory_writes(StmtList &block) {
+  for (size_t k = block.size(); k-- > 0;) {
+    Stmt &s = *block[k];
+    if (memory_write(s)) {
+      erase_keeping_comment(block, k);
+      continue;
+    }
+    if (auto *f = dyn_cast<For>(&s)) drop_memory_writes(f->body);
+    if (auto *i = dyn_cast<If>(&s)) {
+      drop_memory_writes(i->body);
+      drop_memory_writes(i->orelse);
+    }
+    if (auto *w = dyn_cast<While>(&s)) drop_memory_writes(w->body);
+  }
+}
+
+// The names a statement assigns, at any depth.
+void assigned_names(const Stmt &s, std::set<std::string> &out) {
+  std::map<std::string, int> n;
+  stmt_assignments(s, n);
+  for (const auto &kv : n) out.insert(kv.first);
+}
+
+bool contains_call(const Stmt &s, const std::function<bool(const Expr &)> &is_seed) {
+  bool found = false;
+  StmtList one;
+  one.push_back(clone(s));
+  visit_exprs(one, [&](const Expr &e) { found |= is_seed(e); });
+  return found;
+}
+
+// The names of `block` whose values depend on `tainted` (names) or on calls
+// `is_seed` recognises: through assignments, a loop's range and an if's
+// condition (control), and around loops (to the fixed point).
+std::set<std::string> dependents(const StmtList &block, std::set<std::string> tainted,
+                                 const std::function<bool(const Expr &)> &is_seed) {
+  bool changed = true;
+  auto depends = [&](const Expr &e) {
+    std::set<std::string> r;
+    reads(e, r);
+    for (const std::string &n : r)
+      if (tainted.count(n)) return true;
+    bool seed = false;
+    visit_expr(e, [&](const Expr &x) { seed |= is_seed(x); });
+    return seed;
+  };
+  auto taint = [&](const std::string &n) { changed |= tainted.insert(n).second; };
+  std::function<void(const StmtList &, bool)> walk = [&](const StmtList &b, bool control) {
+    for (const StmtPtr &s : b) {
+      if (auto *f = dyn_cast<For>(s.get())) {
+        const bool c = control || depends(*f->iter);
+        if (c)
+          if (auto *v = dyn_cast<Name>(f->target.get())) taint(v->id);
+        walk(f->body, c);
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        const bool c = control || depends(*i->cond);
+        walk(i->body, c);
+        walk(i->orelse, c);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        walk(w->body, control || depends(*w->cond));
+      } else if (auto *a = dyn_cast<Assign>(s.get())) {
+        if (control || depends(*a->value)) {
+          std::set<std::string> targets;
+          for (const ExprPtr &t : a->targets) reads(*t, targets);
+          for (const std::string &t : targets) taint(t);
+        }
+      } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
+        if (control || depends(*a->value) || depends(*a->target))
+          if (auto *t = dyn_cast<Name>(a->target.get())) taint(t->id);
+      }
+    }
+  };
+  while (changed) {
+    changed = false;
+    walk(block, false);
+  }
+  return tainted;
+}
+
+// Whether a statement reads or assigns a tainted name, or makes a seed call.
+bool touches(const Stmt &s, const std::set<std::string> &tainted, const std::function<bool(const Expr &)> &is_seed) {
+  std::set<std::string> names;
+  deep_reads(s, names);
+  assigned_names(s, names);
+  for (const std::string &n : names)
+    if (tainted.count(n)) return true;
+  return contains_call(s, is_seed);
+}
+
+// The gradient buffers a pointer is computed from (its definitions, followed back).
+std::set<std::string> gradient_bases(const std::string &pointer, const std::multimap<std::string, const Expr *> &defs,
+                                     const std::set<std::string> &gradient_params) {
+  std::set<std::string> seen, out;
+  std::vector<std::string> work{pointer};
+  while (!work.empty()) {
+    std::string n = work.back();
+    work.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (gradient_params.count(n)) out.insert(n);
+    auto range = defs.equal_range(n);
+    for (auto it = range.first; it != range.second; ++it) {
+      std::set<std::string> r;
+      reads(*it->second, r);
+      work.insert(work.end(), r.begin(), r.end());
+    }
+  }
+  return out;
+}
+
+void collect_defs(const StmtList &block, std::multimap<std::string, const Expr *> &defs) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get())) {
+      std::set<std::string> targets;
+      for (const ExprPtr &t : a->targets) reads(*t, targets);
+      for (const std::string &t : targets) defs.insert({t, a->value.get()});
+    }
+    if (auto *f = dyn_cast<For>(s.get())) collect_defs(f->body, defs);
+    if (auto *i = dyn_cast<If>(s.get())) {
+      collect_defs(i->body, defs);
+      collect_defs(i->orelse, defs);
+    }
+    if (auto *w = dyn_cast<While>(s.get())) collect_defs(w->body, defs);
+  }
+}
+
+// `X = tl.swizzle2d(p0, p1, n0, n1, G)` with p0, p1 the program ids along
+// axes 0 and 1 and n0, n1 the grid's sizes there renumbers the programs of the
+// whole grid: a permutation. Summing over every program in the swizzled order
+// is summing over every program, so the owners may take X[0] as the program id
+// along axis 0 and X[1] as the one along axis 1. Rewrites `block` so
+// (top-level statements), returning whether it did.
+bool unswizzle(StmtList &block) {
+  std::map<std::string, int> pid_axis, programs_axis;  // names assigned tl.program_id(a) / tl.num_programs(a)
+  std::map<std::string, int> assigned;
+  count_assignments(block, assigned);
+  for (const StmtPtr &s : block) {
+    const std::string n = assigned_name(*s);
+    if (n.empty() || assigned[n] != 1) continue;
+    const Expr &v = *cast<Assign>(s.get())->value;
+    if (int a = axis_of(v); a >= 0) pid_axis[n] = a;
+    if (int a = axis_of(v, "tl.num_programs"); a >= 0) programs_axis[n] = a;
+  }
+  auto axis_in = [](const Expr *e, const std::map<std::string, int> &names, const char *fn) {
+    if (!e) return -1;
+    if (auto *n = dyn_cast<Name>(e)) {
+      auto it = names.find(n->id);
+      return it == names.end() ? -1 : it->second;
+    }
+    return std::max(-1, axis_of(*e, fn));
+  };
+  bool changed = false;
+  for (const StmtPtr &s : block) {
+    const std::string x = assigned_name(*s);
+    auto *c = x.empty() ? nullptr : dyn_cast<Call>(cast<Assign>(s.get())->value.get());
+    if (!c || callee(*c) != "tl.swizzle2d" || c->args.size() < 4 || assigned[x] != 1) continue;
+    if (axis_in(c->args[0].get(), pid_axis, "tl.program_id") != 0 ||
+        axis_in(c->args[1].get(), pid_axis, "tl.program_id") != 1 ||
+        axis_in(c->args[2].get(), programs_axis, "tl.num_programs") != 0 ||
+        axis_in(c->args[3].get(), programs_axis, "tl.num_programs") != 1)
+      continue;
+    // Every read of X must be X[0] or X[1].
+    bool only_elements = true;
+    size_t element_reads = 0;
+    visit_exprs(block, [&](const Expr &e) {
+      if (auto *sub = dyn_cast<Subscript>(&e))
+        if (auto *v = dyn_cast<Name>(sub->value.get()); v && v->id == x) {
+          auto *i = sub->indices.size() == 1 ? dyn_cast<IntLit>(sub->indices[0].get()) : nullptr;
+          if (!i || i->value > 1) only_elements = false;
+          ++element_reads;
+        }
+    });
+    std::map<std::string, int> read_count;
+    count_reads(block, read_count);
+    if (!only_elements || static_cast<size_t>(read_count[x]) != element_reads) continue;
+    std::vector<ExprPtr> ids;
+    ids.push_back(clone(*c->args[0]));
+    ids.push_back(clone(*c->args[1]));
+    rewrite_exprs(block, [&](ExprPtr &e) {
+      auto *sub = dyn_cast<Subscript>(e.get());
+      auto *v = sub ? dyn_cast<Name>(sub->value.get()) : nullptr;
+      if (v && v->id == x) e = clone(*ids[cast<IntLit>(sub->indices[0].get())->value]);
+    });
+    changed = true;
+  }
+  return changed;
+}
+
+struct Atomic {
+  size_t index;            // in the reverse loop's body
+  std::string pointer, mask;
+  const Expr *value;
+  int line = 0;            // of the load whose gradient it adds
+  std::string load_comment;
+};
+
+}  // namespace
+
+OwnerComputesResult gather_gradients_by_owner(Function &bwd,
+                                              const std::vector<std::pair<std::string, std::string>> &gradients,
+                                              const Module &context, const sema::ParamTypes &types,
+                                              const SourceManager &sources, NameAllocator &names,
+                                              NameAllocator &function_names) {
+  OwnerComputesResult out;
+  StmtList &body = bwd.body;
+  std::set<std::string> gradient_params;
+  std::map<std::string, std::string> input_of;
+  for (const auto &[input, gradient] : gradients) {
+    gradient_params.insert(gradient);
+    input_of[gradient] = input;
+  }
+  std::multimap<std::string, const Expr *> defs;
+  collect_defs(body, defs);
+  auto atomic_gradient = [&](const Call &c) -> std::string {
+    if (callee(c) != "tl.atomic_add" || c.args.size() < 2 || !isa<Name>(c.args[0].get())) return "";
+    std::set<std::string> bases = gradient_bases(cast<Name>(c.args[0].get())->id, defs, gradient_params);
+    return bases.size() == 1 ? *bases.begin() : "";
+  };
+
+  // 1. The reverse loop: the last top-level loop that adds to a gradient with atomics.
+  size_t loop_at = body.size();
+  for (size_t k = 0; k < body.size(); ++k)
+    if (auto *f = dyn_cast<For>(body[k].get()))
+      for (const StmtPtr &s : f->body)
+        if (const Call *c = memory_write(*s); c && !atomic_gradient(*c).empty()) loop_at = k;
+  if (loop_at == body.size()) return out;
+  const For &loop = *cast<For>(body[loop_at].get());
+  const int loop_line = loop.span.begin.line;
+  const std::string where = "line " + std::to_string(loop_line) + ": ";
+
+  // Each gradient's atomics: all of them in that loop's body, at its top level.
+  std::map<std::string, std::vector<Atomic>> atomics;
+  std::map<std::string, int> atomics_elsewhere;
+  std::function<void(const StmtList &, bool)> count_atomics = [&](const StmtList &block, bool top_of_loop) {
+    for (size_t k = 0; k < block.size(); ++k) {
+      const Stmt &s = *block[k];
+      if (const Call *c = memory_write(s)) {
+        const std::string g = atomic_gradient(*c);
+        if (g.empty()) {
+          // Any other write to a gradient buffer (a plain store, another atomic): leave it alone.
+          std::set<std::string> r;
+          if (!c->args.empty()) r = gradient_bases(emit::print_expr(*c->args[0]), defs, gradient_params);
+          for (const std::string &b : r) ++atomics_elsewhere[b];
+          continue;
+        }
+        if (!top_of_loop) {
+          ++atomics_elsewhere[g];
+          continue;
+        }
+        const Keyword *mask = nullptr;
+        for (const Keyword &kw : c->keywords)
+          if (kw.name == "mask") mask = &kw;
+        Atomic a{k, cast<Name>(c->args[0].get())->id, "", c->args[1].get(), s.span.begin.line, s.leading_comment};
+        if (mask) {
+          if (!isa<Name>(mask->value.get())) {
+            ++atomics_elsewhere[g];
+            continue;
+          }
+          a.mask = cast<Name>(mask->value.get())->id;
+        }
+        atomics[g].push_back(a);
+        continue;
+      }
+      if (auto *f = dyn_cast<For>(&s)) count_atomics(f->body, &s == body[loop_at].get());
+      if (auto *i = dyn_cast<If>(&s)) {
+        count_atomics(i->body, false);
+        count_atomics(i->orelse, false);
+      }
+      if (auto *w = dyn_cast<While>(&s)) count_atomics(w->body, false);
+    }
+  };
+  count_atomics(body, false);
+
+  // The program axes the kernel reads.
+  std::set<int> axes;
+  bool axis_unknown = false;
+  visit_exprs(body, [&](const Expr &e) {
+    const int a = axis_of(e);
+    if (a >= 0) axes.insert(a);
+    if (a == -1) axis_unknown = true;
+  });
+
+  // The loop: `for k in range(lo, hi, step)`.
+  auto *range = dyn_cast<Call>(loop.iter.get());
+  auto *loop_var = dyn_cast<Name>(loop.target.get());
+  const std::string range_name = range ? callee(*range) : "";
+  const bool simple_range = range && loop_var && (range_name == "range" || range_name == "tl.range") &&
+                            !range->args.empty() && range->args.size() <= 3;
+
+  // The backward's types, for the accumulator's shape.
+  DiagEngine quiet(sources);
+  std::optional<sema::TypeInfo> info = sema::analyze(context, bwd, types, quiet);
+  auto type_of_name = [&](const std::string &n) -> const SType * {
+    auto d = defs.find(n);
+    return info && d != defs.end() ? info->type_of(d->second) : nullptr;
+  };
+
+  for (const auto &[gradient, adds] : atomics) {
+    const std::string &input = input_of[gradient];
+    const std::string what = "the gradient of '" + input + "' (" + gradient + ")";
+    auto decline = [&](const std::string &why) {
+      out.explanations.push_back(where + what + " stays with atomics from every program: no owner-computes kernel, " +
+                                 why);
+    };
+    if (atomics_elsewhere.count(gradient)) {
+      decline("because it is also written outside the top level of the loop's body");
+      continue;
+    }
+    if (adds.size() != 1) {
+      decline("because the loop adds to it at several places");
+      continue;
+    }
+    if (axis_unknown) {
+      decline("because the kernel reads a program id of an axis tgrad cannot tell");
+      continue;
+    }
+    if (!simple_range) {
+      decline("because the loop is not `for v in range(...)`");
+      continue;
+    }
+    const Atomic &atomic = adds[0];
+
+    // 2. The statements as the owners see them: swizzled program ids as the ids themselves.
+    StmtList work;
+    for (const StmtPtr &s : body) work.push_back(clone(*s));
+    const bool unswizzled = unswizzle(work);
+    For &wloop = *cast<For>(work[loop_at].get());
+
+    // 3. Which program axes the tile's addresses and mask depend on.
+    std::vector<int> summed;
+    for (int a : axes) {
+      const auto seed = [a](const Expr &e) { return axis_of(e) == a; };
+      std::set<std::string> t = dependents(work, {}, seed);
+      if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) summed.push_back(a);
+    }
+    if (summed.empty()) {
+      decline("because its addresses depend on every program id: each program owns its tile already");
+      continue;
+    }
+    if (summed.size() > 1) {
+      decline("because its addresses depend on none of several program axes (an owner would loop over more than "
+              "one axis, not built yet)");
+      continue;
+    }
+    const int axis = summed[0];
+
+    // 4. Carried values: each advanced by a step the loop does not change.
+    // (Carried: assigned in the body and read there before that assignment.)
+    const std::set<std::string> exposed = live_before(wloop.body, {});
+    std::set<std::string> carried;
+    std::map<std::string, int> body_assigned;
+    count_assignments(wloop.body, body_assigned);
+    for (const auto &kv : body_assigned)
+      if (exposed.count(kv.first)) carried.insert(kv.first);
+    std::set<std::string> seeds = carried;
+    seeds.insert(loop_var->id);
+    const std::set<std::string> varying = dependents(wloop.body, seeds, [](const Expr &) { return false; });
+    if (!varying.count(atomic.pointer) && (atomic.mask.empty() || !varying.count(atomic.mask))) {
+      decline("because its addresses do not move with the loop");
+      continue;
+    }
+    struct Step {
+      ExprPtr amount;
+      bool subtract = false;
+    };
+    std::map<std::string, Step> steps;  // affine carried values
+    std::set<const Stmt *> carried_copies;
+    for (const std::string &x : carried) {
+      const Assign *copy = top_level_assignment(wloop.body, x);
+      auto *y = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
+      if (copy) carried_copies.insert(copy);
+      const Assign *update = y ? top_level_assignment(wloop.body, y->id) : nullptr;
+      auto *b = update ? dyn_cast<BinOp>(update->value.get()) : nullptr;
+      if (!b || body_assigned[x] != 1 || (b->op != BinaryOpKind::Add && b->op != BinaryOpKind::Sub)) continue;
+      auto is_x = [&](const Expr *e) { return isa<Name>(e) && cast<Name>(e)->id == x; };
+      const Expr *amount = is_x(b->lhs.get()) ? b->rhs.get() : b->op == BinaryOpKind::Add && is_x(b->rhs.get()) ? b->lhs.get() : nullptr;
+      if (!amount) continue;
+      std::set<std::string> r;
+      reads(*amount, r);
+      bool invariant = true;
+      for (const std::string &n : r) invariant &= !varying.count(n);
+      if (invariant) steps[x] = Step{clone(*amount), b->op == BinaryOpKind::Sub};
+    }
+
+    // 5. The owner's statements: what comes before the loop, then the loop's body at iteration `it`.
+    const std::string programs = names.fresh("num_programs_" + std::to_string(axis));
+    std::string program;  // the forward's program id along the axis, which the owner loops over
+    StmtList seq;
+    for (size_t k = 0; k < loop_at; ++k) {
+      const std::string n = assigned_name(*work[k]);
+      if (program.empty() && !n.empty() && axis_of(*cast<Assign>(work[k].get())->value) == axis) {
+        std::map<std::string, int> count;
+        count_assignments(work, count);
+        if (count[n] == 1) {
+          program = n;
+          continue;
+        }
+      }
+      seq.push_back(clone(*work[k]));
+    }
+    if (program.empty()) program = names.fresh("program_" + std::to_string(axis));
+    // The iteration this program owns.
+    const Expr *lo = range->args.size() >= 2 ? range->args[0].get() : nullptr;
+    const Expr *step = range->args.size() == 3 ? range->args[2].get() : nullptr;
+    auto literal = [](const Expr *e, uint64_t v) { return e && isa<IntLit>(e) && cast<IntLit>(e)->value == v; };
+    const bool counts_from_zero = (!lo || literal(lo, 0)) && (!step || literal(step, 1));
+    const std::string iteration = counts_from_zero ? loop_var->id : names.fresh(loop_var->id + "_iteration");
+    StmtList head;
+    {
+      StmtPtr own = assign(iteration, call("tl.program_id", list(int_lit(axis))));
+      own->leading_comment = "The iteration of the loop at line " + std::to_string(loop_line) +
+                             " this program owns the gradient tile of, and its fixed program ids";
+      head.push_back(std::move(own));
+      if (!counts_from_zero) {
+        ExprPtr at = name(iteration);
+        if (step) at = std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(at), clone(*step));
+        if (lo) at = std::make_unique<BinOp>(BinaryOpKind::Add, clone(*lo), std::move(at));
+        head.push_back(assign(loop_var->id, std::move(at)));
+      }
+    }
+    // Body statements the loop does not change first, then the carried values at the iteration.
+    for (const StmtPtr &s : wloop.body) {
+      std::set<std::string> names_here;
+      deep_reads(*s, names_here);
+      assigned_names(*s, names_here);
+      bool moves = false;
+      for (const std::string &n : names_here) moves |= varying.count(n) > 0;
+      if (!moves && !memory_write(*s)) seq.push_back(clone(*s));
+    }
+    for (const std::string &x : carried) {
+      auto st = steps.find(x);
+      if (st == steps.end()) {
+        seq.push_back(assign(x, name(kNotAffine)));
+        continue;
+      }
+      ExprPtr times = std::make_unique<BinOp>(BinaryOpKind::Mul, name(counts_from_zero ? loop_var->id : iteration),
+                                              clone(*st->second.amount));
+      seq.push_back(assign(x, std::make_unique<BinOp>(st->second.subtract ? BinaryOpKind::Sub : BinaryOpKind::Add,
+                                                      name(x), std::move(times))));
+    }
+    const std::string acc = names.fresh("d" + input + "_tile");
+    for (size_t k = 0; k < wloop.body.size(); ++k) {
+      const Stmt &s = *wloop.body[k];
+      if (carried_copies.count(dyn_cast<Assign>(&s))) continue;
+      std::set<std::string> names_here;
+      deep_reads(s, names_here);
+      assigned_names(s, names_here);
+      bool moves = false;
+      for (const std::string &n : names_here) moves |= varying.count(n) > 0;
+      if (k == atomic.index) {
+        StmtPtr add = assign(acc, std::make_unique<BinOp>(BinaryOpKind::Add, name(acc), clone(*atomic.value)));
+        add->leading_comment = s.leading_comment.empty() ? "" : s.leading_comment;
+        seq.push_back(std::move(add));
+        continue;
+      }
+      if (moves && !memory_write(s)) seq.push_back(clone(s));
+    }
+    drop_memory_writes(seq);
+    // The forward's program id along the axis becomes the owner's loop variable, its grid size a parameter.
+    rewrite_exprs(seq, [&](ExprPtr &e) {
+      if (axis_of(*e) == axis) e = name(program);
+      else if (axis_of(*e, "tl.num_programs") == axis) e = name(programs);
+    });
+
+    // 6. Split: what depends on the program looped over goes in the loop.
+    const std::set<std::string> per_program = dependents(seq, {program}, [](const Expr &) { return false; });
+    if (per_program.count(atomic.pointer) || (!atomic.mask.empty() && per_program.count(atomic.mask))) {
+      decline("because its addresses depend on the program id along axis " + std::to_string(axis) +
+              " after all (through a value computed in the loop)");
+      continue;
+    }
+    const SType *pointer_type = type_of_name(atomic.pointer);
+    ExprList dims;
+    bool sized = pointer_type && pointer_type->is_tensor();
+    if (sized)
+      for (const sema::Dim &d : pointer_type->shape) {
+        if (d.value) dims.push_back(int_lit(*d.value));
+        else if (!d.symbol.empty() && std::all_of(d.symbol.begin(), d.symbol.end(),
+                                                   [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
+          dims.push_back(name(d.symbol));
+        else sized = false;
+      }
+    if (!sized || dims.empty()) {
+      decline("because tgrad cannot write the shape of its tile");
+      continue;
+    }
+    auto owner = std::make_unique<Function>();
+    owner->name = function_names.fresh(bwd.name + "_" + gradient);
+    owner->span = bwd.span;
+    owner->decorators = bwd.decorators;
+    for (const Param &p : bwd.params)
+      owner->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr, nullptr});
+    owner->params.push_back({programs, {}, nullptr, nullptr});
+    for (StmtPtr &s : head) owner->body.push_back(std::move(s));
+    auto inner = std::make_unique<For>(name(program),
+                                       call("range", list(int_lit(0), name(programs))), StmtList{}, loop.span);
+    for (StmtPtr &s : seq) {
+      const bool in_loop = touches(*s, per_program, [](const Expr &) { return false; }) ||
+                           assigned_name(*s) == acc;
+      (in_loop ? inner->body : owner->body).push_back(std::move(s));
+    }
+    std::vector<Keyword> fp32;
+    fp32.push_back({"dtype", {}, dotted_name("tl.float32")});
+    StmtPtr zero = assign(acc, call("tl.zeros", list(std::make_unique<Tuple>(std::move(dims))), std::move(fp32)));
+    zero->leading_comment = "Its gradient tile, summed over the forward's programs along axis " +
+                            std::to_string(axis) + " (the programs that read it) in registers";
+    owner->body.push_back(std::move(zero));
+    owner->body.push_back(std::move(inner));
+    std::vector<Keyword> kws;
+    if (!atomic.mask.empty()) kws.push_back({"mask", {}, name(atomic.mask)});
+    kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "\"relaxed\"")});
+    ExprList flush_args;
+    flush_args.push_back(name(atomic.pointer));
+    flush_args.push_back(name(acc));
+    auto flush = std::make_unique<ExprStmt>(call("tl.atomic_add", std::move(flush_args), std::move(kws)));
+    flush->leading_comment = "One addition per element and owner: programs along axis " + std::to_string(axis) +
+                             " no longer add to it one by one";
+    owner->body.push_back(std::move(flush));
+    remove_dead_code(owner->body);
+
+    // 7. What the owner still needs that it cannot have.
+    std::set<std::string> read;
+    block_reads(owner->body, read);
+    if (read.count(kNotAffine)) {
+      std::string which;
+      for (const std::string &x : carried)
+        if (!steps.count(x) && read.count(x)) which = x;
+      decline("because it needs the value '" + which + "' the loop carries, which is not advanced by a fixed step");
+      continue;
+    }
+    bool replays = false;
+    for (const StmtPtr &s : owner->body)
+      if (auto *f = dyn_cast<For>(s.get()))
+        for (const StmtPtr &t : f->body) replays |= isa<For>(t.get()) || isa<While>(t.get());
+    if (replays) {
+      decline("because what it adds needs a value of the forward's loop (a replay): each owner would replay that "
+              "loop once per program it sums over");
+      continue;
+    }
+    sema::ParamTypes owner_types = types;
+    owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
+    DiagEngine check(sources);
+    if (!sema::analyze(context, *owner, owner_types, check) || check.has_errors()) {
+      decline("because the kernel tgrad built for it does not type (please report)");
+      continue;
+    }
+
+    Backward::OwnerKernel launch;
+    launch.name = owner->name;
+    launch.gradient = gradient;
+    launch.input = input;
+    launch.summed_axis = axis;
+    launch.programs_param = programs;
+    launch.loop_line = loop.span.begin.line;
+    launch.loop_column = loop.span.begin.column;
+    launch.loop_range = emit::print_expr(*loop.iter);
+    launch.why = where + what + " is gathered by its owners: '" + owner->name + "' runs one program per " +
+                 "iteration of the loop and program along the other axes, loops over the forward's programs along " +
+                 "axis " + std::to_string(axis) + " (its addresses do not depend on tl.program_id(" +
+                 std::to_string(axis) + ")" + (unswizzled ? "; tl.swizzle2d only permutes the programs" : "") +
+                 "), sums their contributions in registers and adds the tile once, instead of an atomic addition " +
+                 "from every program in every iteration";
+    out.explanations.push_back(launch.why);
+    out.launches.push_back(launch);
+    out.kernels.push_back(std::move(owner));
+    // The backward kernel no longer adds it.
+    auto &lbody = cast<For>(body[loop_at].get())->body;
+    erase_keeping_comment(lbody, atomic.index);
+    for (auto &[g, l] : atomics)
+      for (Atomic &a : l)
+        if (a.index > atomic.index) --a.index;
+  }
+  if (!out.kernels.empty()) {
+    remove_dead_code(body);
+    out.backward_kernel_writes = writes_memory(body);
+  }
+  return out;
+}
+
+}  // namespace tgrad::ad::reverse

@@ -1,0 +1,64 @@
+// Owner-computes schedules (DESIGN.md §3): a gradient the backward's reverse
+// loop scatters with atomics, gathered instead by the program that owns it.
+//
+// A kernel over a grid of programs with a reduction loop (matmul: programs
+// over C's tiles, a loop over K) reads each tile of an input (a tile of A)
+// from every program along one grid axis (the programs of one row of C
+// tiles) in one iteration of the loop. Its backward, run on the forward's
+// grid, adds that tile's gradient with atomics from each of those programs.
+// Where the tile's addresses and mask depend only on the other grid axes and
+// the loop, the sum can be computed the other way round: a kernel of its own
+// whose grid is the forward's with that axis replaced by the loop's
+// iterations; each program loops over the forward's programs along the axis,
+// recomputes their contributions to its tile, sums them in registers and
+// writes the tile once. That is the transposed matmul of a hand-written
+// backward (dA = dC B^T over A's tiles), derived from the kernel.
+//
+// The rewrite works on the backward kernel as reverse mode emitted it (in
+// A-normal form) and is valid where:
+//   - the gradient is written by `tl.atomic_add` statements at the top level
+//     of the body of a top-level loop (the reverse loop);
+//   - its pointer and mask do not depend on exactly one of the program axes
+//     the kernel reads (tl.program_id), and do depend on the loop;
+//   - every value carried by the loop that they or the added value read is
+//     advanced by a step the loop does not change (pointers `p += BLOCK *
+//     stride`), so that its value at iteration t is its start plus t steps;
+//   - what the added value needs from before the loop involves no loop (a
+//     replay of the forward's loop would run once per owner and iteration);
+//   - program ids permuted by tl.swizzle2d over the whole grid count as the
+//     program ids themselves (a permutation of the programs sums the same).
+// Elsewhere the backward is left as it is, and the reason is an explanation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/ad/Anf.h"
+#include "tgrad/ad/Differentiate.h"
+#include "tgrad/ast/Ast.h"
+#include "tgrad/diag/Diagnostics.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::ad::reverse {
+
+struct OwnerComputesResult {
+  std::vector<std::unique_ptr<ast::Function>> kernels;  // one per gradient moved, in launch order
+  std::vector<Backward::OwnerKernel> launches;          // their launch descriptions
+  std::vector<std::string> explanations;                // each gradient moved, or why one was not
+  bool backward_kernel_writes = true;                   // false: the backward kernel has nothing left to do
+};
+
+// Moves each gradient of `backward` that can be gathered by its owners into a
+// kernel of its own, removing its atomics from `backward`. `gradients`: the
+// gradient buffers with the forward pointers they belong to (Backward::
+// gradient_buffers). `context`: the module the kernels are typed in, and
+// `types` the backward's parameter types. New names come from `names`
+// (kernels: `function_names`).
+OwnerComputesResult gather_gradients_by_owner(ast::Function &backward,
+                                              const std::vector<std::pair<std::string, std::string>> &gradients,
+                                              const ast::Module &context, const sema::ParamTypes &types,
+                                              const SourceManager &sources, NameAllocator &names,
+                                              NameAllocator &function_names);
+
+}  // namespace tgrad::ad::reverse
