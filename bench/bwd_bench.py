@@ -574,7 +574,7 @@ def bench_matmul(gen, M, N, K, tmp):
 # gradient does not change: (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages) for dA (a tile of
 # BLOCK_SIZE_M x BLOCK_SIZE_K, stepping BLOCK_SIZE_N along N) and for dB (BLOCK_SIZE_K x BLOCK_SIZE_N, stepping
 # BLOCK_SIZE_M along M). Tuned on the H100 (bench/matmul_owner_tune.py); the hand-written one's, as before.
-OWNER_CONFIG = {"da": (128, 64, 128, 8, 3), "db": (64, 128, 128, 8, 3)}
+OWNER_CONFIG = {"da": (128, 64, 128, 4, 3), "db": (64, 128, 128, 4, 3)}
 
 
 def bench_matmul_owner(gen, M, N, K, dtype, tmp):
