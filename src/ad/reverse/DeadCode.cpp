@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/AstHelpers.h"
@@ -129,39 +130,38 @@ void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
 void read_types_from_loop_inputs(StmtList &body) {
   std::map<std::string, int> assigned;
   count_assignments(body, assigned);
+  // What each top-level statement assigns, once.
+  std::vector<std::map<std::string, int>> assigns(body.size());
+  for (size_t j = 0; j < body.size(); ++j) stmt_assignments(*body[j], assigns[j]);
   for (size_t k = 0; k < body.size(); ++k) {
     auto *loop = dyn_cast<For>(body[k].get());
     if (!loop) continue;
     const std::set<std::string> exposed = live_before(loop->body, {});
     std::map<std::string, int> in_body;
     count_assignments(loop->body, in_body);
-    for (const auto &entry_count : in_body) {
-      const std::string &x = entry_count.first;
-      if (!exposed.count(x)) continue;
-      // The value it entered with: the last top-level `x = y` before the loop, y assigned once.
-      std::string entry;
-      for (size_t j = 0; j < k; ++j) {
-        std::map<std::string, int> here;
-        stmt_assignments(*body[j], here);
-        if (!here.count(x)) continue;
+    // Each carried value's entry: the last top-level `x = y` before the loop, y assigned once.
+    std::map<std::string, std::string> entry;
+    for (size_t j = 0; j < k; ++j)
+      for (const auto &kv : assigns[j]) {
+        const std::string &x = kv.first;
+        if (!in_body.count(x) || !exposed.count(x)) continue;
         auto *a = dyn_cast<Assign>(body[j].get());
         auto *y = a && assigned_name(*a) == x ? dyn_cast<Name>(a->value.get()) : nullptr;
-        entry = y && assigned[y->id] <= 1 ? y->id : "";
+        if (y && assigned[y->id] <= 1) entry[x] = y->id;
+        else entry.erase(x);
       }
-      if (entry.empty()) continue;
-      for (size_t j = k + 1; j < body.size(); ++j) {
-        std::map<std::string, int> here;
-        stmt_assignments(*body[j], here);
-        StmtList one;
-        one.push_back(std::move(body[j]));
-        rewrite_exprs(one, [&](ExprPtr &e) {
-          auto *attr = dyn_cast<Attribute>(e.get());
-          auto *v = attr && (attr->attr == "dtype" || attr->attr == "shape") ? dyn_cast<Name>(attr->value.get()) : nullptr;
-          if (v && v->id == x) attr->value = std::make_unique<Name>(entry);
-        });
-        body[j] = std::move(one[0]);
-        if (here.count(x)) break;  // x is another value from here on
-      }
+    // After the loop, until x is assigned again, its type is its entry's.
+    for (size_t j = k + 1; j < body.size() && !entry.empty(); ++j) {
+      StmtList one;
+      one.push_back(std::move(body[j]));
+      rewrite_exprs(one, [&](ExprPtr &e) {
+        auto *attr = dyn_cast<Attribute>(e.get());
+        auto *v = attr && (attr->attr == "dtype" || attr->attr == "shape") ? dyn_cast<Name>(attr->value.get()) : nullptr;
+        auto it = v ? entry.find(v->id) : entry.end();
+        if (it != entry.end()) attr->value = std::make_unique<Name>(it->second);
+      });
+      body[j] = std::move(one[0]);
+      for (const auto &kv : assigns[j]) entry.erase(kv.first);  // another value from here on
     }
   }
 }

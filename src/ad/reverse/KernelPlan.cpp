@@ -530,6 +530,8 @@ std::optional<Backward> Engine::build_kernel() {
 }
 
 void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result) {
+  // Nothing to gather without atomics: spare the module copy the new kernels are typed in.
+  if (names_accessed_by(bwd.body, "tl.atomic_add").empty()) return;
   NameAllocator function_names;
   for (const auto &f : module_.functions) function_names.reserve(f->name);
   for (const auto &f : extra_functions_)

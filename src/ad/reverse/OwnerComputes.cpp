@@ -74,14 +74,6 @@ void assigned_names(const Stmt &s, std::set<std::string> &out) {
   for (const auto &kv : n) out.insert(kv.first);
 }
 
-bool contains_call(const Stmt &s, const std::function<bool(const Expr &)> &is_seed) {
-  bool found = false;
-  StmtList one;
-  one.push_back(clone(s));
-  visit_exprs(one, [&](const Expr &e) { found |= is_seed(e); });
-  return found;
-}
-
 // The names of `block` whose values depend on `tainted` (names) or on calls
 // `is_seed` recognises: through assignments, a loop's range and an if's
 // condition (control), and around loops (to the fixed point).
@@ -130,14 +122,14 @@ std::set<std::string> dependents(const StmtList &block, std::set<std::string> ta
   return tainted;
 }
 
-// Whether a statement reads or assigns a tainted name, or makes a seed call.
-bool touches(const Stmt &s, const std::set<std::string> &tainted, const std::function<bool(const Expr &)> &is_seed) {
+// Whether a statement reads or assigns a tainted name, at any depth.
+bool touches(const Stmt &s, const std::set<std::string> &tainted) {
   std::set<std::string> names;
   deep_reads(s, names);
   assigned_names(s, names);
   for (const std::string &n : names)
     if (tainted.count(n)) return true;
-  return contains_call(s, is_seed);
+  return false;
 }
 
 // The gradient buffers a pointer is computed from (its definitions, followed back).
@@ -339,10 +331,15 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
   const bool simple_range = range && loop_var && (range_name == "range" || range_name == "tl.range") &&
                             !range->args.empty() && range->args.size() <= 3;
 
-  // The backward's types, for the accumulator's shape.
+  // The backward's types, for the accumulator's shape: analysed once, when a gradient first gets that far.
   DiagEngine quiet(sources);
-  std::optional<sema::TypeInfo> info = sema::analyze(context, bwd, types, quiet);
+  std::optional<sema::TypeInfo> info;
+  bool analysed = false;
   auto type_of_name = [&](const std::string &n) -> const SType * {
+    if (!analysed) {
+      info = sema::analyze(context, bwd, types, quiet);
+      analysed = true;
+    }
     auto d = defs.find(n);
     return info && d != defs.end() ? info->type_of(d->second) : nullptr;
   };
@@ -472,12 +469,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     }
     // Body statements the loop does not change first, then the carried values at the iteration.
     for (const StmtPtr &s : wloop.body) {
-      std::set<std::string> names_here;
-      deep_reads(*s, names_here);
-      assigned_names(*s, names_here);
-      bool moves = false;
-      for (const std::string &n : names_here) moves |= varying.count(n) > 0;
-      if (!moves && !memory_write(*s)) seq.push_back(clone(*s));
+      if (!touches(*s, varying) && !memory_write(*s)) seq.push_back(clone(*s));
     }
     for (const std::string &x : carried) {
       auto st = steps.find(x);
@@ -494,18 +486,13 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     for (size_t k = 0; k < wloop.body.size(); ++k) {
       const Stmt &s = *wloop.body[k];
       if (carried_copies.count(dyn_cast<Assign>(&s))) continue;
-      std::set<std::string> names_here;
-      deep_reads(s, names_here);
-      assigned_names(s, names_here);
-      bool moves = false;
-      for (const std::string &n : names_here) moves |= varying.count(n) > 0;
       if (k == atomic.index) {
         StmtPtr add = assign(acc, std::make_unique<BinOp>(BinaryOpKind::Add, name(acc), clone(*atomic.value)));
-        add->leading_comment = s.leading_comment.empty() ? "" : s.leading_comment;
+        add->leading_comment = s.leading_comment;
         seq.push_back(std::move(add));
         continue;
       }
-      if (moves && !memory_write(s)) seq.push_back(clone(s));
+      if (touches(s, varying) && !memory_write(s)) seq.push_back(clone(s));
     }
     drop_memory_writes(seq);
     // The forward's program id along the axis becomes the owner's loop variable, its grid size a parameter.
@@ -547,7 +534,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     auto inner = std::make_unique<For>(name(program),
                                        call("range", list(int_lit(0), name(programs))), StmtList{}, loop.span);
     for (StmtPtr &s : seq) {
-      const bool in_loop = touches(*s, per_program, [](const Expr &) { return false; }) ||
+      const bool in_loop = touches(*s, per_program) ||
                            assigned_name(*s) == acc;
       (in_loop ? inner->body : owner->body).push_back(std::move(s));
     }
