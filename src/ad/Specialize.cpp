@@ -187,6 +187,50 @@ std::set<std::string> names_read_in_conditions(const Function &fn) {
   return in_conditions;
 }
 
+// Whether any condition (of an if, or of a conditional expression), in the
+// function or in any function of the module (a helper given the flag as an
+// argument of the same name), reads one of fn's constexpr parameters that
+// `given` has no value for.
+bool reads_unvalued_flag(const Module &module, const Function &fn, const sema::ParamTypes &given) {
+  std::set<std::string> unvalued;
+  for (size_t k = 0; k < fn.params.size(); ++k)
+    if (fn.is_constexpr_param(k) && !given.count(fn.params[k].name)) unvalued.insert(fn.params[k].name);
+  if (unvalued.empty()) return false;
+  std::set<std::string> in_conditions;
+  auto expression = [&](const Expr &e) {
+    visit_expr(e, [&](const Expr &sub) {
+      if (auto *c = dyn_cast<IfExp>(&sub)) reads(*c->cond, in_conditions);
+    });
+  };
+  std::function<void(const StmtList &)> block = [&](const StmtList &stmts) {
+    for (const StmtPtr &st : stmts) {
+      if (auto *a = dyn_cast<Assign>(st.get())) expression(*a->value);
+      if (auto *a = dyn_cast<AugAssign>(st.get())) expression(*a->value);
+      if (auto *a = dyn_cast<AnnAssign>(st.get()); a && a->value) expression(*a->value);
+      if (auto *e = dyn_cast<ExprStmt>(st.get())) expression(*e->value);
+      if (auto *r = dyn_cast<Return>(st.get()); r && r->value) expression(*r->value);
+      if (auto *i = dyn_cast<If>(st.get())) {
+        reads(*i->cond, in_conditions);
+        block(i->body);
+        block(i->orelse);
+      }
+      if (auto *f = dyn_cast<For>(st.get())) {
+        expression(*f->iter);
+        block(f->body);
+      }
+      if (auto *w = dyn_cast<While>(st.get())) {
+        reads(*w->cond, in_conditions);
+        block(w->body);
+      }
+    }
+  };
+  block(fn.body);
+  for (const auto &f : module.functions) block(f->body);
+  for (const std::string &n : in_conditions)
+    if (unvalued.count(n)) return true;
+  return false;
+}
+
 std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
   sema::ParamTypes given;
   for (size_t k = 0; k < fn.params.size(); ++k)
@@ -195,6 +239,10 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // The runtime parameters as the first uniform representative the forward
   // accepts types them: which names change type with a flag depends on them.
   for (const auto &kv : request.param_types) given.insert(kv);
+  // A flag is a constexpr parameter without a value that some condition
+  // reads: with none, nothing below can find one, and the analyses it runs
+  // (several passes of sema over the whole function) are skipped.
+  if (!reads_unvalued_flag(module, fn, given)) return {};
   bool by_representative = false;
   std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given, &by_representative);
   const std::set<std::string> in_conditions = names_read_in_conditions(fn);

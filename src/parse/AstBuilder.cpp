@@ -238,6 +238,7 @@ class Builder {
   }
 
   ExprPtr test(P::TestContext *ctx) {
+    if (ExprPtr one = single_operand(ctx)) return one;
     if (ctx->lambdef())
       return unsupported_expr(ctx, std::string("'lambda' is not supported") + kInJit +
                                        "; define a @triton.jit function at module level instead");
@@ -245,6 +246,52 @@ class Builder {
     // then_value if cond else else_value
     return std::make_unique<IfExp>(or_test(ctx->or_test(1)), or_test(ctx->or_test(0)), test(ctx->test()),
                                    loc_.span(ctx));
+  }
+
+  // Most expressions have one operand at most precedence levels (`x`,
+  // `a * b`): the levels from test down to atom_expr with one child pass it
+  // through unchanged, so the walk skips them by rule index instead of
+  // asking each level's accessors (a dynamic_cast per child per call, a
+  // third of building the AST). Null where the chain ends in a form the
+  // level builders must see (a conditional expression, a lambda).
+  ExprPtr single_operand(ParserRuleContext *ctx) {
+    ParserRuleContext *node = ctx;
+    while (node->children.size() == 1) {
+      switch (node->getRuleIndex()) {
+        // In these rules a single child is always a rule context.
+        case P::RuleTest:
+        case P::RuleOr_test:
+        case P::RuleAnd_test:
+        case P::RuleNot_test:
+        case P::RuleComparison:
+        case P::RuleExpr:
+        case P::RuleXor_expr:
+        case P::RuleAnd_expr:
+        case P::RuleShift_expr:
+        case P::RuleArith_expr:
+        case P::RuleTerm:
+        case P::RuleFactor:
+        case P::RulePower: node = static_cast<ParserRuleContext *>(node->children[0]); continue;
+        default: break;
+      }
+      break;
+    }
+    switch (node->getRuleIndex()) {
+      case P::RuleAtom_expr: return atom_expr(static_cast<P::Atom_exprContext *>(node));
+      case P::RulePower: return power(static_cast<P::PowerContext *>(node));
+      case P::RuleFactor: return factor(static_cast<P::FactorContext *>(node));
+      case P::RuleTerm:
+      case P::RuleArith_expr:
+      case P::RuleShift_expr:
+      case P::RuleAnd_expr:
+      case P::RuleXor_expr:
+      case P::RuleExpr: return chain(node);
+      case P::RuleComparison: return comparison(static_cast<P::ComparisonContext *>(node));
+      case P::RuleNot_test: return not_test(static_cast<P::Not_testContext *>(node));
+      case P::RuleAnd_test: return and_test(static_cast<P::And_testContext *>(node));
+      case P::RuleOr_test: return or_test(static_cast<P::Or_testContext *>(node));
+      default: return nullptr;
+    }
   }
 
   ExprPtr or_test(P::Or_testContext *ctx) {
@@ -322,7 +369,7 @@ class Builder {
   }
 
   ExprPtr operand(ParserRuleContext *ctx) {
-    if (auto *c = dynamic_cast<P::FactorContext *>(ctx)) return factor(c);
+    if (ctx->getRuleIndex() == P::RuleFactor) return factor(static_cast<P::FactorContext *>(ctx));
     return chain(ctx);
   }
 

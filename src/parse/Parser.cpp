@@ -208,9 +208,28 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     return source.failed() || listener.error().has_value();
   };
 
+  // Two-stage parsing: SLL prediction is linear and decides every valid
+  // chunk of this grammar; only when it gives up (a syntax error, or an input
+  // SLL cannot decide) does the chunk run again under full LL with the error
+  // listener, which is what reports the located syntax error.
+  auto parse = [&](auto rule) {
+    auto *simulator = parser.getInterpreter<antlr4::atn::ParserATNSimulator>();
+    simulator->setPredictionMode(antlr4::atn::PredictionMode::SLL);
+    parser.setErrorHandler(std::make_shared<antlr4::BailErrorStrategy>());
+    try {
+      return (parser.*rule)();
+    } catch (const antlr4::ParseCancellationException &) {
+      tokens.seek(0);
+      parser.reset();
+      simulator->setPredictionMode(antlr4::atn::PredictionMode::LL);
+      parser.setErrorHandler(std::make_shared<antlr4::DefaultErrorStrategy>());
+      return (parser.*rule)();
+    }
+  };
+
   switch (chunk.kind) {
     case Chunk::Kind::Function: {
-      TileLangParser::Function_chunkContext *tree = parser.function_chunk();
+      TileLangParser::Function_chunkContext *tree = parse(&TileLangParser::function_chunk);
       if (report_syntax_errors()) return;
       std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
       const std::string defined_as = f->name;
@@ -232,7 +251,7 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       return;
     }
     case Chunk::Kind::Import: {
-      TileLangParser::Import_chunkContext *tree = parser.import_chunk();
+      TileLangParser::Import_chunkContext *tree = parse(&TileLangParser::import_chunk);
       if (report_syntax_errors()) return;
       ast::Import imp;
       imp.conditional = chunk.conditional;
@@ -243,7 +262,7 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     case Chunk::Kind::HostName:
     case Chunk::Kind::Alias: return;  // above
     case Chunk::Kind::Constant: {
-      TileLangParser::Constant_chunkContext *tree = parser.constant_chunk();
+      TileLangParser::Constant_chunkContext *tree = parse(&TileLangParser::constant_chunk);
       if (report_syntax_errors()) return;
       ast::Constant c;
       c.stmt = build_constant(tree->expr_stmt(), locator, diags, c.name);

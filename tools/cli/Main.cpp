@@ -9,6 +9,9 @@
 // Exit status: 0 on success, 1 for errors in the input (including errors the
 // kernel hits while it runs), 2 for misuse of the command line.
 #include <sys/stat.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cerrno>
 #include <cctype>
@@ -634,7 +637,21 @@ void add_launch_options(CLI::App *cmd, RunOptions &o) {
 
 }  // namespace
 
+// tgrad builds and frees millions of small AST and type nodes (an 8000-line
+// function: 56000 lines of backward). glibc's fast bins make each large
+// free walk and merge them (malloc_consolidate was 10-15 % of the run);
+// without fast bins, and with the heap kept instead of trimmed and regrown,
+// the same run takes about 8 % less. Memory use is unchanged in practice.
+static void tune_allocator() {
+#if defined(__GLIBC__)
+  mallopt(M_MXFAST, 0);
+  mallopt(M_TOP_PAD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
 int main(int argc, char **argv) {
+  tune_allocator();
   CLI::App app{"tgrad: reverse-mode differentiation of Triton kernels.\n"
                "Reads the @triton.jit functions of a Python file."};
   app.set_version_flag("--version", std::string("tgrad ") + tgrad::kVersion);
