@@ -438,10 +438,32 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     params.push_back({{"name", t.trips_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
                       {"value", trips_value.at(t.trips_param)}, {"why", trips_why.at(t.trips_param)}});
   }
-  // Owner-computes kernels: the forward's grid size along the axis each loops over.
+  // Saved tiles: [programs, numel(value)] each, which the prologue writes and the owner-computes kernels read.
   std::set<std::string> owner_params;
+  for (const auto &t : bwd.saved_tiles) {
+    json elements = 1;
+    for (const std::string &d : t.tile_shape) {
+      json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
+      elements = elements == json(1) ? dim : op("mul", {elements, dim});
+    }
+    const json shape = json::array({programs, elements});
+    const std::string why = "the value of '" + t.value + "' in each program of the forward, which " +
+                            bwd.prologue_kernel + " computes once (replaying the forward's loop) for the " +
+                            "owner-computes kernels to read";
+    const bool integer = sema::is_integer(t.dtype);
+    const std::string type = std::string("*") + (integer ? "i" : "fp") + std::to_string(sema::bits(t.dtype));
+    const std::string dtype = sema::tl_name(t.dtype);
+    params.push_back({{"name", t.scratch}, {"types", {t.dtype == sema::DType::BF16 ? "*bf16" : type}},
+                      {"role", "scratch"}, {"pass_by_keyword", true}, {"dtype", dtype}, {"shape", shape},
+                      {"contents", "any"}, {"why", why}});
+    scratch.push_back({{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}});
+    owner_params.insert(t.scratch);  // not the backward kernel's
+  }
+  // Owner-computes kernels: the forward's grid size along the axis each loops over.
+  std::set<std::string> programs_params;
   for (const auto &o : bwd.owner_kernels) {
-    if (!owner_params.insert(o.programs_param).second) continue;
+    owner_params.insert(o.programs_param);
+    if (!programs_params.insert(o.programs_param).second) continue;
     params.push_back({{"name", o.programs_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
                       {"value", json{{"grid", o.summed_axis}}},
                       {"why", "the forward's grid size along axis " + std::to_string(o.summed_axis) + ": " + o.name +
@@ -460,6 +482,15 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         call["keyword"].push_back(p["name"]);
     json kernels = json::array();
     if (!has_partial_sums) {
+      if (!bwd.prologue_kernel.empty()) {
+        json prologue_call = call;
+        for (const auto &t : bwd.saved_tiles) prologue_call["keyword"].push_back(t.scratch);
+        kernels.push_back({{"name", bwd.prologue_kernel},
+                           {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
+                           {"call", prologue_call},
+                           {"why", "replays the forward's loop once per program of the forward's grid and saves what "
+                                   "the owner-computes kernels need of it"}});
+      }
       if (bwd.backward_kernel_writes)
         kernels.push_back({{"name", bwd.backward_name},
                            {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
@@ -479,6 +510,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         grid[o.summed_axis] = trips ? *trips : json(nullptr);
         json owner_call = call;
         owner_call["keyword"].push_back(o.programs_param);
+        for (const std::string &t : o.saved_tiles) owner_call["keyword"].push_back(t);
         json entry = {{"name", o.name}, {"grid", grid}, {"call", owner_call}, {"why", o.why}};
         if (!trips)
           entry["why"] = o.why + "; tgrad cannot express the loop's trip count (" + why_not +

@@ -39,6 +39,7 @@ void give_backward_the_forward_defaults(const ast::Module &module, const std::st
   if (!f) return;
   std::set<std::string> kernels = {bwd.backward_name};
   for (const auto &o : bwd.owner_kernels) kernels.insert(o.name);
+  if (!bwd.prologue_kernel.empty()) kernels.insert(bwd.prologue_kernel);
   for (auto &g : bwd.module->functions)
     if (kernels.count(g->name))
       for (ast::Param &p : g->params)
@@ -287,11 +288,37 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     back.args[t.scratch] = poisoned_scratch(t.scratch, programs * trips * numel, t.dtype);
     back.args[t.trips_param] = int_arg(trips);
   }
+  // Saved tiles: [programs, numel(value)] each, poisoned; the prologue, on the forward's grid, writes them all.
+  std::map<std::string, interp::KernelArg> saved;
+  for (const ad::Backward::SavedTile &t : bwd->saved_tiles) {
+    int64_t numel = 1;
+    for (const std::string &d : t.tile_shape) {
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+        numel *= std::stoll(d);
+        continue;
+      }
+      auto it = launch.args.find(d);
+      if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
+          it->second.constexpr_value.kind != interp::Value::Kind::Int) {
+        diags.error({}, "the saved tile '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
+        return std::nullopt;
+      }
+      numel *= it->second.constexpr_value.n;
+    }
+    saved[t.scratch] = poisoned_scratch(t.scratch, programs * numel, t.dtype);
+  }
+  if (!bwd->prologue_kernel.empty()) {
+    interp::Launch prologue = back;
+    prologue.kernel = bwd->prologue_kernel;
+    for (const auto &[param, arg] : saved) prologue.args[param] = arg;
+    if (!interp::run_kernel(*bwd->module, prologue, m, run, diags)) return std::nullopt;
+  }
   if (bwd->backward_kernel_writes && !interp::run_kernel(*bwd->module, back, m, run, diags)) return std::nullopt;
   // Owner-computes kernels: the forward's grid with the summed axis replaced by the loop's iterations.
   for (const ad::Backward::OwnerKernel &o : bwd->owner_kernels) {
     interp::Launch owner = back;
     owner.kernel = o.name;
+    for (const std::string &param : o.saved_tiles) owner.args[param] = saved.at(param);
     auto most = loop_trips.find({o.loop_line, o.loop_column});
     owner.grid[static_cast<size_t>(o.summed_axis)] = most == loop_trips.end() ? 0 : most->second;
     owner.args[o.programs_param] = int_arg(launch.grid[static_cast<size_t>(o.summed_axis)]);

@@ -400,10 +400,11 @@ expect_grep tape_check_verdict "$TMP/tape_check.out" '^PASS$'
 MM=$KERNELS/matmul.py
 MM_ARGS="--arg M=40 --arg N=28 --arg K=24 --arg stride_am=24 --arg stride_ak=1 --arg stride_bk=28 --arg stride_bn=1 \
   --arg stride_cm=28 --arg stride_cn=1 -D BLOCK_SIZE_M=16 -D BLOCK_SIZE_N=16 -D BLOCK_SIZE_K=16"
-for act in "''" "'relu'"; do
-  name=owner_check_$([ "$act" = "''" ] && echo plain || echo relu)
+for act in "''" "'relu'" "'relu' --deterministic"; do
+  name=owner_check_$(case "$act" in "''") echo plain ;; "'relu'") echo relu ;; *) echo relu_prologue ;; esac)
   run $name check $MM --kernel matmul_kernel --grid 3,2 --arg 'a_ptr=fp16[40,24]' --arg 'b_ptr=fp16[24,28]' \
-    --arg 'c_ptr=fp16[40,28]:zeros' $MM_ARGS -D "ACTIVATION=$act" --wrt a_ptr,b_ptr
+    --arg 'c_ptr=fp16[40,28]:zeros' $MM_ARGS -D "ACTIVATION=${act%% *}" $([ "${act#* }" != "$act" ] && echo "${act#* }") \
+    --wrt a_ptr,b_ptr
   expect_rc ${name}_exit_0 0 $name
   expect_grep ${name}_verdict "$TMP/$name.out" '^PASS$'
 done
@@ -414,6 +415,20 @@ expect_rc owner_explain_exit_0 0 owner_explain
 expect_grep owner_explain_da "$TMP/owner_explain.err" "\\(da_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"
 expect_grep owner_explain_db "$TMP/owner_explain.err" "\\(db_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_db_ptr'"
 expect_grep owner_kernel_loops "$TMP/owner_explain.out" 'for pid_n in range\(0, num_programs_1\):'
+# With the relu epilogue the owners need the accumulator: by default the gradients stay with atomics (and
+# --explain names --deterministic); with --deterministic a prologue saves the epilogue's adjoint per program.
+run owner_relu_default $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp16' --arg 'b_ptr=*fp16' \
+  --arg 'c_ptr=*fp16' --arg M=i32 --arg N=i32 --arg K=i32 --arg stride_am=i32 --arg stride_ak=i32 --arg stride_bk=i32 \
+  --arg stride_bn=i32 --arg stride_cm=i32 --arg stride_cn=i32 -D "ACTIVATION='relu'" --explain
+expect_rc owner_relu_default_exit_0 0 owner_relu_default
+expect_grep owner_relu_default_why "$TMP/owner_relu_default.err" "stays with atomics .*--deterministic saves it"
+run owner_prologue $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp16' --arg 'b_ptr=*fp16' \
+  --arg 'c_ptr=*fp16' --arg M=i32 --arg N=i32 --arg K=i32 --arg stride_am=i32 --arg stride_ak=i32 --arg stride_bk=i32 \
+  --arg stride_bn=i32 --arg stride_cm=i32 --arg stride_cn=i32 -D "ACTIVATION='relu'" --explain --deterministic
+expect_rc owner_prologue_exit_0 0 owner_prologue
+expect_grep owner_prologue_why "$TMP/owner_prologue.err" "\\(da_ptr\\) is gathered by its owners: .*the prologue kernel replays"
+expect_grep owner_prologue_kernel "$TMP/owner_prologue.out" '^def matmul_kernel_bwd_prologue\('
+expect_grep owner_prologue_load "$TMP/owner_prologue.out" 'baccumulator_2 = tl.load\(baccumulator_2_saved \+'
 
 # Saved statistics: the backward reads Mean and Rstd; --no-grad drops their upstream gradients.
 LN=$KERNELS/layer_norm.py

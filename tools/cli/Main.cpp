@@ -58,6 +58,7 @@ struct Options {
   std::vector<std::string> no_grad;    // outputs without upstream gradients
   std::string command_line;
   bool explain = false;
+  bool deterministic = false;
   std::vector<std::string> include_dirs;  // -I: where imported modules of the user's are looked for
 };
 
@@ -77,6 +78,7 @@ struct RunOptions {
   std::vector<std::string> include_dirs;
   double rtol = 1e-6;
   bool generic = false;  // check only: differentiate as if no --arg had been given
+  bool deterministic = false;  // check only: BackwardRequest::deterministic
 };
 
 bool read_input(const std::string &path, std::string &text, std::string &error) {
@@ -255,6 +257,7 @@ int run_front_end(const Options &opts) {
     request.function = selected->name;
     request.command_line = opts.command_line;
     request.no_grad = opts.no_grad;
+    request.deterministic = opts.deterministic;
     int code = 0;
     if (!resolve_wrt(opts.wrt, *selected, request.wrt, code)) return code;
     std::string error;
@@ -551,6 +554,7 @@ int run_check(const RunOptions &o) {
   tgrad::ad::BackwardRequest request;
   request.function = fn->name;
   request.no_grad = o.no_grad;
+  request.deterministic = o.deterministic;
   int code = 0;
   if (!resolve_wrt(o.wrt, *fn, request.wrt, code)) return code;
   for (const std::string &w : request.wrt)
@@ -667,6 +671,9 @@ int main(int argc, char **argv) {
       ->excludes(dump);
   app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
+  app.add_flag("--deterministic", opts.deterministic,
+               "With --wrt: prefer backwards whose gradients are bitwise identical run to run (a prologue kernel "
+               "saves what owner-computes kernels would otherwise leave to atomics); may be slower");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
   app.add_option("--no-grad", opts.no_grad,
@@ -692,6 +699,8 @@ int main(int argc, char **argv) {
   check->add_flag("--generic", check_opts.generic,
                   "Check the backward `tgrad FILE --wrt ...` prints without --arg (types chosen by tgrad, the same for "
                   "every dtype and shape), run with these --arg buffers");
+  check->add_flag("--deterministic", check_opts.deterministic,
+                  "Check the backward `tgrad FILE --wrt ... --deterministic` prints");
   check->add_option("--no-grad", check_opts.no_grad, "Kernels: outputs that carry no upstream gradient")->delimiter(',');
 
   {

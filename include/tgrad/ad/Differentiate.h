@@ -65,6 +65,14 @@ struct BackwardRequest {
   // Cleared where one backward function must serve several forwards (the
   // specializer's dispatcher over flag values, the row-length dispatcher).
   bool owner_computes = true;
+  // Prefer schedules whose gradients are bitwise identical run to run: where
+  // an owner-computes kernel needs values only the forward's loop computes
+  // (a matmul's relu epilogue), a prologue kernel saves them per forward
+  // program (Backward::saved_tiles) instead of leaving the gradient to
+  // atomics from every program. Off by default: at small reduction tiles the
+  // owners reading the saved float32 tiles are slower than the atomics
+  // (bench/RESULTS.md).
+  bool deterministic = false;
 };
 
 struct Backward {
@@ -128,9 +136,27 @@ struct Backward {
     int loop_line = 0, loop_column = 0;  // the forward's loop whose iterations the grid enumerates
     std::string loop_range;      // "range(0, tl.cdiv(K, BLOCK_SIZE_K))"
     bool plain_store = false;    // writes with tl.store (else one tl.atomic_add per element and owner)
+    std::vector<std::string> saved_tiles;  // the SavedTile scratch parameters it reads (after programs_param)
     std::string why;             // for --explain and the protocol
   };
   std::vector<OwnerKernel> owner_kernels;
+  // Where what an owner adds needs values only the forward's loop computes
+  // (the relu epilogue's adjoint needs the accumulator), a prologue kernel
+  // over the forward's grid replays that loop once per program and saves
+  // those values, and the owners read them instead of replaying it once per
+  // owner and program. Each saved value has a scratch buffer of
+  // [programs, numel(value)] of its own dtype (`programs`: the forward's grid
+  // size over all axes, index (pid0 * grid1 + pid1) * grid2 + pid2), which the
+  // prologue writes entirely before the owners read it. Launched before the
+  // backward kernel and the owners.
+  struct SavedTile {
+    std::string scratch;                  // the parameter of the prologue and owners ("baccumulator_2_saved")
+    std::string value;                    // the value saved ("baccumulator_2")
+    std::vector<std::string> tile_shape;  // its element count, as factors: numbers or constexpr parameter names
+    sema::DType dtype = sema::DType::FP32;
+  };
+  std::string prologue_kernel;            // "" where no owner needs one
+  std::vector<SavedTile> saved_tiles;
   // False where owner-computes kernels write every gradient: the backward
   // kernel itself is not emitted nor launched.
   bool backward_kernel_writes = true;

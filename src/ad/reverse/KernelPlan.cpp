@@ -539,10 +539,16 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
   function_names.reserve(bwd.name);
   std::unique_ptr<Module> context = checking_module();
   OwnerComputesResult owners =
-      gather_gradients_by_owner(bwd, result.gradient_buffers, *context, bwd_types, sources_, names_, function_names);
+      gather_gradients_by_owner(bwd, result.gradient_buffers, *context, bwd_types, sources_, names_, function_names,
+                                request_.deterministic);
   result.explanations.insert(result.explanations.end(), owners.explanations.begin(), owners.explanations.end());
   result.owner_kernels = owners.launches;
   result.backward_kernel_writes = owners.backward_kernel_writes;
+  if (owners.prologue) {
+    result.prologue_kernel = owners.prologue->name;
+    result.saved_tiles = owners.saved;
+    owner_functions_.push_back(std::move(owners.prologue));  // emitted before the owners, as it runs
+  }
   for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
 }
 

@@ -67,6 +67,93 @@ void drop_memory_writes(StmtList &block) {
   }
 }
 
+ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) { return std::make_unique<BinOp>(op, std::move(a), std::move(b)); }
+
+// A dimension or factor as tgrad writes it: digits are a literal, anything else a (constexpr) name.
+ExprPtr factor_expr(const std::string &text) {
+  return std::all_of(text.begin(), text.end(), ::isdigit) ? int_lit(std::stoll(text)) : name(text);
+}
+
+// A tile type's dimensions as factors (numbers or constexpr names); nullopt
+// where one is neither (a computed size tgrad cannot write down).
+std::optional<std::vector<std::string>> dimension_texts(const SType &t) {
+  std::vector<std::string> out;
+  for (const sema::Dim &d : t.shape) {
+    if (d.value) out.push_back(std::to_string(*d.value));
+    else if (!d.symbol.empty() && std::all_of(d.symbol.begin(), d.symbol.end(), [](char ch) {
+               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+             }))
+      out.push_back(d.symbol);
+    else return std::nullopt;
+  }
+  return out;
+}
+
+// The forward program's index over its whole grid, (pid0 * n1 + pid1) * n2 +
+// pid2, in int64 (times a tile's element count it may pass 2**31):
+// `pid(a)` and `count(a)` give the program id and grid size along axis a.
+ExprPtr flat_program(const std::function<ExprPtr(int)> &pid, const std::function<ExprPtr(int)> &count) {
+  ExprPtr flat = cast_to(pid(0), dotted_name("tl.int64"));
+  for (int a = 1; a < 3; ++a)
+    flat = binary(BinaryOpKind::Add, binary(BinaryOpKind::Mul, std::move(flat), count(a)), pid(a));
+  return flat;
+}
+
+// The address of a saved tile's elements: scratch + flat * numel + the
+// row-major offsets of a tile of `dims` (at most two).
+ExprPtr saved_address(const std::string &scratch, ExprPtr flat, const std::vector<std::string> &dims) {
+  ExprPtr numel = int_lit(1);
+  for (size_t k = 0; k < dims.size(); ++k)
+    numel = k == 0 ? factor_expr(dims[k]) : binary(BinaryOpKind::Mul, std::move(numel), factor_expr(dims[k]));
+  ExprPtr at = binary(BinaryOpKind::Add, name(scratch), binary(BinaryOpKind::Mul, std::move(flat), std::move(numel)));
+  auto lanes = [&](size_t k) { return call("tl.arange", list(int_lit(0), factor_expr(dims[k]))); };
+  if (dims.size() == 1) return binary(BinaryOpKind::Add, std::move(at), lanes(0));
+  if (dims.size() == 2) {
+    auto slice = [] { return std::make_unique<Slice>(nullptr, nullptr, nullptr); };
+    ExprList rows, cols;
+    rows.push_back(slice());
+    rows.push_back(std::make_unique<NoneLit>());
+    cols.push_back(std::make_unique<NoneLit>());
+    cols.push_back(slice());
+    ExprPtr offsets = binary(BinaryOpKind::Add,
+                             binary(BinaryOpKind::Mul, std::make_unique<Subscript>(lanes(0), std::move(rows)),
+                                    factor_expr(dims[1])),
+                             std::make_unique<Subscript>(lanes(1), std::move(cols)));
+    return binary(BinaryOpKind::Add, std::move(at), std::move(offsets));
+  }
+  return at;
+}
+
+// Names whose value, at the end of `block`'s first `count` statements,
+// derives from a loop among them (a replay of the forward's loop): in order,
+// a loop taints every name it assigns, and an assignment taints its target
+// when it reads a tainted name and clears it otherwise. `derived` gets the
+// indices of the loops and of the statements that read a tainted name.
+std::set<std::string> loop_results(const StmtList &block, size_t count, std::set<size_t> &derived) {
+  std::set<std::string> tainted;
+  for (size_t k = 0; k < count; ++k) {
+    const Stmt &s = *block[k];
+    std::set<std::string> assigned;
+    std::map<std::string, int> counted;
+    stmt_assignments(s, counted);
+    for (const auto &kv : counted) assigned.insert(kv.first);
+    if (isa<For>(&s) || isa<While>(&s)) {
+      tainted.insert(assigned.begin(), assigned.end());
+      derived.insert(k);
+      continue;
+    }
+    std::set<std::string> r;
+    deep_reads(s, r);
+    bool reads_tainted = false;
+    for (const std::string &n : r) reads_tainted |= tainted.count(n) > 0;
+    if (reads_tainted) derived.insert(k);
+    if (reads_tainted) tainted.insert(assigned.begin(), assigned.end());
+    else if (isa<Assign>(&s))
+      for (const std::string &n : assigned) tainted.erase(n);
+  }
+  return tainted;
+}
+
 // The names a statement assigns, at any depth.
 void assigned_names(const Stmt &s, std::set<std::string> &out) {
   std::map<std::string, int> n;
@@ -240,11 +327,48 @@ struct Atomic {
 
 }  // namespace
 
+// The prologue: the backward's statements before its reverse loop, run once
+// per forward program on the forward's grid (as the backward kernel ran
+// them), writing no gradient, then saving each value in `saved` at its
+// program's row of the scratch buffer.
+static std::unique_ptr<Function> build_prologue(const Function &bwd, size_t loop_at,
+                                                const std::vector<Backward::SavedTile> &saved,
+                                                NameAllocator &function_names) {
+  auto prologue = std::make_unique<Function>();
+  prologue->name = function_names.fresh(bwd.name + "_prologue");
+  prologue->span = bwd.span;
+  prologue->decorators = bwd.decorators;
+  for (const Param &p : bwd.params)
+    prologue->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr, nullptr});
+  for (const Backward::SavedTile &t : saved) prologue->params.push_back({t.scratch, {}, nullptr, nullptr});
+  StmtList all;
+  for (const StmtPtr &s : bwd.body) {
+    all.push_back(clone(*s));
+    all.back()->leading_comment = s->leading_comment;  // the `# Grad of:` lines of the epilogue's adjoint
+  }
+  unswizzle(all);  // the owners index the saved rows by the program ids tl.swizzle2d permutes
+  for (size_t k = 0; k < loop_at && k < all.size(); ++k) prologue->body.push_back(std::move(all[k]));
+  drop_memory_writes(prologue->body);
+  for (size_t k = 0; k < saved.size(); ++k) {
+    const Backward::SavedTile &t = saved[k];
+    ExprPtr flat = flat_program([](int a) { return call("tl.program_id", list(int_lit(a))); },
+                                [](int a) { return call("tl.num_programs", list(int_lit(a))); });
+    auto store = std::make_unique<ExprStmt>(
+        call("tl.store", list(saved_address(t.scratch, std::move(flat), t.tile_shape), name(t.value))));
+    if (k == 0)
+      store->leading_comment = "Saved for the owner-computes kernels, at this program's row: they read these "
+                               "instead of replaying the forward's loop once per owner and program";
+    prologue->body.push_back(std::move(store));
+  }
+  remove_dead_code(prologue->body);
+  return prologue;
+}
+
 OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                                               const std::vector<std::pair<std::string, std::string>> &gradients,
                                               const Module &context, const sema::ParamTypes &types,
                                               const SourceManager &sources, NameAllocator &names,
-                                              NameAllocator &function_names) {
+                                              NameAllocator &function_names, bool allow_prologue) {
   OwnerComputesResult out;
   StmtList &body = bwd.body;
   std::set<std::string> gradient_params;
@@ -435,6 +559,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     const std::string programs = names.fresh("num_programs_" + std::to_string(axis));
     std::string program;  // the forward's program id along the axis, which the owner loops over
     StmtList seq;
+    std::set<const Stmt *> from_prefix;  // the statements before the reverse loop (the per-program prefix)
     for (size_t k = 0; k < loop_at; ++k) {
       const std::string n = assigned_name(*work[k]);
       if (program.empty() && !n.empty() && axis_of(*cast<Assign>(work[k].get())->value) == axis) {
@@ -446,6 +571,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         }
       }
       seq.push_back(clone(*work[k]));
+      from_prefix.insert(seq.back().get());
     }
     if (program.empty()) program = names.fresh("program_" + std::to_string(axis));
     // The iteration this program owns.
@@ -544,6 +670,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     zero->leading_comment = "Its gradient tile, summed over the forward's programs along axis " +
                             std::to_string(axis) + " (the programs that read it) in registers";
     owner->body.push_back(std::move(zero));
+    For &program_loop = *inner;
     owner->body.push_back(std::move(inner));
     std::vector<Keyword> kws;
     if (!atomic.mask.empty()) kws.push_back({"mask", {}, name(atomic.mask)});
@@ -567,25 +694,103 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       decline("because it needs the value '" + which + "' the loop carries, which is not advanced by a fixed step");
       continue;
     }
-    bool replays = false;
-    for (const StmtPtr &s : owner->body)
-      if (auto *f = dyn_cast<For>(s.get()))
-        for (const StmtPtr &t : f->body) replays |= isa<For>(t.get()) || isa<While>(t.get());
-    if (replays) {
+    auto replays = [&] {
+      for (const StmtPtr &s : program_loop.body)
+        if (isa<For>(s.get()) || isa<While>(s.get())) return true;
+      return false;
+    };
+    // A replay of the forward's loop per program looped over: the values the
+    // rest reads of it come from the prologue instead, saved per program.
+    std::vector<std::string> reads_saved;
+    std::vector<Backward::SavedTile> new_saved;  // kept once the owner is accepted
+    if (replays() && !allow_prologue) {
       decline("because what it adds needs a value of the forward's loop (a replay): each owner would replay that "
-              "loop once per program it sums over");
+              "loop once per program it sums over (--deterministic saves it per program in a prologue kernel "
+              "instead)");
       continue;
+    }
+    if (replays()) {
+      StmtList &pbody = program_loop.body;
+      size_t boundary = 0;
+      while (boundary < pbody.size() && from_prefix.count(pbody[boundary].get())) ++boundary;
+      bool ordered = true;
+      for (size_t k = boundary; k < pbody.size(); ++k) ordered &= !from_prefix.count(pbody[k].get());
+      std::string why_not = ordered ? "" : "the loop's statements are not in order (please report)";
+      std::set<size_t> replay;
+      const std::set<std::string> results = loop_results(pbody, boundary, replay);
+      StmtList rest;
+      for (size_t k = boundary; k < pbody.size(); ++k) rest.push_back(clone(*pbody[k]));
+      // A name the owner assigns before this loop from the reverse loop's
+      // body (its iteration variable, masks and pointers of the iteration)
+      // is that value where the rest reads it, whatever the replayed loop,
+      // which reuses the forward's names, leaves in it: the replay goes.
+      std::set<std::string> of_the_iteration;
+      for (const StmtPtr &st : owner->body) {
+        if (st.get() == &program_loop || from_prefix.count(st.get())) continue;
+        std::map<std::string, int> counted;
+        stmt_assignments(*st, counted);
+        for (const auto &kv : counted) of_the_iteration.insert(kv.first);
+      }
+      std::set<std::string> needed;
+      for (const std::string &n : live_before(rest, {}))
+        if (results.count(n) && !of_the_iteration.count(n)) needed.insert(n);
+      StmtList loads;
+      for (const std::string &v : needed) {
+        if (!why_not.empty()) break;
+        const SType *t = type_of_name(v);
+        std::optional<std::vector<std::string>> dims;
+        if (t && t->is_tensor() && !t->elem.is_pointer && t->shape.size() <= 2 &&
+            (sema::is_float(t->elem.dtype) || (sema::is_integer(t->elem.dtype) && sema::bits(t->elem.dtype) >= 8)))
+          dims = dimension_texts(*t);
+        if (!dims) {
+          why_not = "'" + v + "' is not a tile of numbers of a size tgrad can write down";
+          break;
+        }
+        auto same = [&](const Backward::SavedTile &x) { return x.value == v; };
+        std::string scratch;
+        if (auto old = std::find_if(out.saved.begin(), out.saved.end(), same); old != out.saved.end()) {
+          scratch = old->scratch;
+        } else {
+          scratch = names.fresh(v + "_saved");
+          new_saved.push_back({scratch, v, *dims, t->elem.dtype});
+        }
+        reads_saved.push_back(scratch);
+        ExprPtr flat = flat_program(
+            [&](int a) { return a == axis ? name(program) : call("tl.program_id", list(int_lit(a))); },
+            [&](int a) { return a == axis ? name(programs) : call("tl.num_programs", list(int_lit(a))); });
+        StmtPtr load = assign(v, call("tl.load", list(saved_address(scratch, std::move(flat), *dims))));
+        load->leading_comment = "'" + v + "' of the forward's program, which the prologue saved: the forward's loop "
+                                "is not replayed here";
+        loads.push_back(std::move(load));
+      }
+      if (why_not.empty()) {
+        for (size_t k = 0; k < loads.size(); ++k)
+          pbody.insert(pbody.begin() + static_cast<std::ptrdiff_t>(boundary + k), std::move(loads[k]));
+        for (auto k = replay.rbegin(); k != replay.rend(); ++k) pbody.erase(pbody.begin() + static_cast<std::ptrdiff_t>(*k));
+        remove_dead_code(owner->body);
+        if (replays()) why_not = "the replay is still needed after the saved values replace it";
+      }
+      if (!why_not.empty()) {
+        decline("because what it adds needs values of the forward's loop (a replay), and a prologue cannot save "
+                "them: " + why_not);
+        continue;
+      }
+      for (const std::string &scratch : reads_saved) owner->params.push_back({scratch, {}, nullptr, nullptr});
     }
     sema::ParamTypes owner_types = types;
     owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
+    for (const auto *saved : {&out.saved, &new_saved})
+      for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
     if (!sema::analyze(context, *owner, owner_types, check) || check.has_errors()) {
       decline("because the kernel tgrad built for it does not type (please report)");
       continue;
     }
 
+    out.saved.insert(out.saved.end(), new_saved.begin(), new_saved.end());
     Backward::OwnerKernel launch;
     launch.name = owner->name;
+    launch.saved_tiles = reads_saved;
     launch.gradient = gradient;
     launch.input = input;
     launch.summed_axis = axis;
@@ -598,7 +803,10 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                  "axis " + std::to_string(axis) + " (its addresses do not depend on tl.program_id(" +
                  std::to_string(axis) + ")" + (unswizzled ? "; tl.swizzle2d only permutes the programs" : "") +
                  "), sums their contributions in registers and adds the tile once, instead of an atomic addition " +
-                 "from every program in every iteration";
+                 "from every program in every iteration" +
+                 (reads_saved.empty() ? std::string()
+                                      : "; what they add needs the forward's loop, which the prologue kernel replays "
+                                        "once per forward program, saving the values the owners read");
     out.explanations.push_back(launch.why);
     out.launches.push_back(launch);
     out.kernels.push_back(std::move(owner));
@@ -609,6 +817,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       for (Atomic &a : l)
         if (a.index > atomic.index) --a.index;
   }
+  if (!out.saved.empty()) out.prologue = build_prologue(bwd, loop_at, out.saved, function_names);
   if (!out.kernels.empty()) {
     remove_dead_code(body);
     out.backward_kernel_writes = writes_memory(body);

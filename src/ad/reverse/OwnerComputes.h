@@ -23,8 +23,11 @@
 //   - every value carried by the loop that they or the added value read is
 //     advanced by a step the loop does not change (pointers `p += BLOCK *
 //     stride`), so that its value at iteration t is its start plus t steps;
-//   - what the added value needs from before the loop involves no loop (a
-//     replay of the forward's loop would run once per owner and iteration);
+//   - what the added value needs from before the loop involves no loop, or
+//     only through tiles a prologue kernel can save per forward program (a
+//     replay of the forward's loop: the relu epilogue's adjoint needs the
+//     accumulator). The prologue replays it once per program, as the
+//     backward kernel did, and the owners load the saved tiles;
 //   - program ids permuted by tl.swizzle2d over the whole grid count as the
 //     program ids themselves (a permutation of the programs sums the same).
 // Elsewhere the backward is left as it is, and the reason is an explanation.
@@ -47,6 +50,10 @@ struct OwnerComputesResult {
   std::vector<Backward::OwnerKernel> launches;          // their launch descriptions
   std::vector<std::string> explanations;                // each gradient moved, or why one was not
   bool backward_kernel_writes = true;                   // false: the backward kernel has nothing left to do
+  // The kernel that replays the forward's loop once per program and saves
+  // what the owners need of it (Backward::saved_tiles), or null.
+  std::unique_ptr<ast::Function> prologue;
+  std::vector<Backward::SavedTile> saved;
 };
 
 // Moves each gradient of `backward` that can be gathered by its owners into a
@@ -54,11 +61,13 @@ struct OwnerComputesResult {
 // gradient buffers with the forward pointers they belong to (Backward::
 // gradient_buffers). `context`: the module the kernels are typed in, and
 // `types` the backward's parameter types. New names come from `names`
-// (kernels: `function_names`).
+// (kernels: `function_names`). `allow_prologue`: owners that need a replay
+// of the forward's loop read what a prologue saved (BackwardRequest::
+// deterministic); else such gradients stay with their atomics.
 OwnerComputesResult gather_gradients_by_owner(ast::Function &backward,
                                               const std::vector<std::pair<std::string, std::string>> &gradients,
                                               const ast::Module &context, const sema::ParamTypes &types,
                                               const SourceManager &sources, NameAllocator &names,
-                                              NameAllocator &function_names);
+                                              NameAllocator &function_names, bool allow_prologue);
 
 }  // namespace tgrad::ad::reverse
