@@ -402,18 +402,19 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
                : "; tgrad cannot express the bound: " + (loop ? translate.why() : std::string("the loop was not found")) +
                      ". Pass the largest trip count yourself");
   }
+  // A tile's element count from its factors: numbers, or constexpr arguments by name.
+  auto elements_of = [&](const std::vector<std::string> &tile) {
+    json elements = 1;
+    for (const std::string &d : tile) {
+      json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
+      elements = elements == json(1) ? dim : op("mul", {elements, dim});
+    }
+    return elements;
+  };
   std::vector<std::string> trips_done;
   for (const auto &t : bwd.tapes) {
     const json &trips = trips_value.at(t.trips_param);
     json shape = json::array({programs, trips.is_null() ? json{{"param", t.trips_param}} : trips});
-    auto elements_of = [&](const std::vector<std::string> &tile) {
-      json elements = 1;
-      for (const std::string &d : tile) {
-        json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
-        elements = elements == json(1) ? dim : op("mul", {elements, dim});
-      }
-      return elements;
-    };
     json elements = elements_of(t.tile_shape);
     if (!t.other_tile_shapes.empty()) {  // specializations taping other sizes under this name: the largest
       std::vector<json> each{elements};
@@ -441,12 +442,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   // Saved tiles: [programs, numel(value)] each, which the prologue writes and the owner-computes kernels read.
   std::set<std::string> owner_params;
   for (const auto &t : bwd.saved_tiles) {
-    json elements = 1;
-    for (const std::string &d : t.tile_shape) {
-      json dim = std::all_of(d.begin(), d.end(), ::isdigit) ? json(std::stoll(d)) : json{{"arg", d}};
-      elements = elements == json(1) ? dim : op("mul", {elements, dim});
-    }
-    const json shape = json::array({programs, elements});
+    const json shape = json::array({programs, elements_of(t.tile_shape)});
     const std::string why = "the value of '" + t.value + "' in each program of the forward, which " +
                             bwd.prologue_kernel + " computes once (replaying the forward's loop) for the " +
                             "owner-computes kernels to read";

@@ -259,6 +259,25 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     }
     back.args[bwd->num_programs_param] = int_arg(launch.grid[0]);
   }
+  // A tile's element count from its factors (numbers or constexpr names this launch gives values); nullopt,
+  // with the error reported, where a constexpr has none.
+  auto tile_elements = [&](const std::vector<std::string> &tile, const std::string &what) -> std::optional<int64_t> {
+    int64_t elements = 1;
+    for (const std::string &d : tile) {
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+        elements *= std::stoll(d);
+        continue;
+      }
+      auto it = launch.args.find(d);
+      if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
+          it->second.constexpr_value.kind != interp::Value::Kind::Int) {
+        diags.error({}, what + " is sized by the constexpr '" + d + "': pass it");
+        return std::nullopt;
+      }
+      elements *= it->second.constexpr_value.n;
+    }
+    return elements;
+  };
   // Tapes: [programs, trips, numel(value)] each, poisoned (the backward writes before it reads).
   const int64_t programs = launch.grid[0] * launch.grid[1] * launch.grid[2];
   for (const ad::Backward::Tape &t : bwd->tapes) {
@@ -267,21 +286,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     std::vector<std::vector<std::string>> tiles = t.other_tile_shapes;
     tiles.push_back(t.tile_shape);
     for (const auto &tile : tiles) {
-      int64_t elements = 1;
-      for (const std::string &d : tile) {
-        if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
-          elements *= std::stoll(d);
-          continue;
-        }
-        auto it = launch.args.find(d);
-        if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
-            it->second.constexpr_value.kind != interp::Value::Kind::Int) {
-          diags.error({}, "the tape of '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
-          return std::nullopt;
-        }
-        elements *= it->second.constexpr_value.n;
-      }
-      numel = std::max(numel, elements);
+      std::optional<int64_t> elements = tile_elements(tile, "the tape of '" + t.value + "'");
+      if (!elements) return std::nullopt;
+      numel = std::max(numel, *elements);
     }
     auto most = loop_trips.find({t.loop_line, t.loop_column});
     const int64_t trips = std::max<int64_t>(1, most == loop_trips.end() ? 0 : most->second);
@@ -291,21 +298,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // Saved tiles: [programs, numel(value)] each, poisoned; the prologue, on the forward's grid, writes them all.
   std::map<std::string, interp::KernelArg> saved;
   for (const ad::Backward::SavedTile &t : bwd->saved_tiles) {
-    int64_t numel = 1;
-    for (const std::string &d : t.tile_shape) {
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
-        numel *= std::stoll(d);
-        continue;
-      }
-      auto it = launch.args.find(d);
-      if (it == launch.args.end() || it->second.kind != interp::KernelArg::Kind::Constexpr ||
-          it->second.constexpr_value.kind != interp::Value::Kind::Int) {
-        diags.error({}, "the saved tile '" + t.value + "' is sized by the constexpr '" + d + "': pass it");
-        return std::nullopt;
-      }
-      numel *= it->second.constexpr_value.n;
-    }
-    saved[t.scratch] = poisoned_scratch(t.scratch, programs * numel, t.dtype);
+    std::optional<int64_t> numel = tile_elements(t.tile_shape, "the saved tile '" + t.value + "'");
+    if (!numel) return std::nullopt;
+    saved[t.scratch] = poisoned_scratch(t.scratch, programs * *numel, t.dtype);
   }
   if (!bwd->prologue_kernel.empty()) {
     interp::Launch prologue = back;

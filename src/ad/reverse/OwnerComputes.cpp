@@ -67,6 +67,13 @@ void drop_memory_writes(StmtList &block) {
   }
 }
 
+// The names a statement assigns, at any depth.
+void assigned_names(const Stmt &s, std::set<std::string> &out) {
+  std::map<std::string, int> n;
+  stmt_assignments(s, n);
+  for (const auto &kv : n) out.insert(kv.first);
+}
+
 ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) { return std::make_unique<BinOp>(op, std::move(a), std::move(b)); }
 
 // A dimension or factor as tgrad writes it: digits are a literal, anything else a (constexpr) name.
@@ -134,9 +141,7 @@ std::set<std::string> loop_results(const StmtList &block, size_t count, std::set
   for (size_t k = 0; k < count; ++k) {
     const Stmt &s = *block[k];
     std::set<std::string> assigned;
-    std::map<std::string, int> counted;
-    stmt_assignments(s, counted);
-    for (const auto &kv : counted) assigned.insert(kv.first);
+    assigned_names(s, assigned);
     if (isa<For>(&s) || isa<While>(&s)) {
       tainted.insert(assigned.begin(), assigned.end());
       derived.insert(k);
@@ -146,20 +151,16 @@ std::set<std::string> loop_results(const StmtList &block, size_t count, std::set
     deep_reads(s, r);
     bool reads_tainted = false;
     for (const std::string &n : r) reads_tainted |= tainted.count(n) > 0;
-    if (reads_tainted) derived.insert(k);
-    if (reads_tainted) tainted.insert(assigned.begin(), assigned.end());
-    else if (isa<Assign>(&s))
+    if (reads_tainted) {
+      derived.insert(k);
+      tainted.insert(assigned.begin(), assigned.end());
+    } else if (isa<Assign>(&s)) {
       for (const std::string &n : assigned) tainted.erase(n);
+    }
   }
   return tainted;
 }
 
-// The names a statement assigns, at any depth.
-void assigned_names(const Stmt &s, std::set<std::string> &out) {
-  std::map<std::string, int> n;
-  stmt_assignments(s, n);
-  for (const auto &kv : n) out.insert(kv.first);
-}
 
 // The names of `block` whose values depend on `tainted` (names) or on calls
 // `is_seed` recognises: through assignments, a loop's range and an if's
@@ -635,20 +636,14 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       continue;
     }
     const SType *pointer_type = type_of_name(atomic.pointer);
-    ExprList dims;
-    bool sized = pointer_type && pointer_type->is_tensor();
-    if (sized)
-      for (const sema::Dim &d : pointer_type->shape) {
-        if (d.value) dims.push_back(int_lit(*d.value));
-        else if (!d.symbol.empty() && std::all_of(d.symbol.begin(), d.symbol.end(),
-                                                   [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
-          dims.push_back(name(d.symbol));
-        else sized = false;
-      }
-    if (!sized || dims.empty()) {
+    std::optional<std::vector<std::string>> tile_dims;
+    if (pointer_type && pointer_type->is_tensor()) tile_dims = dimension_texts(*pointer_type);
+    if (!tile_dims || tile_dims->empty()) {
       decline("because tgrad cannot write the shape of its tile");
       continue;
     }
+    ExprList dims;
+    for (const std::string &d : *tile_dims) dims.push_back(factor_expr(d));
     auto owner = std::make_unique<Function>();
     owner->name = function_names.fresh(bwd.name + "_" + gradient);
     owner->span = bwd.span;
@@ -726,10 +721,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       // which reuses the forward's names, leaves in it: the replay goes.
       std::set<std::string> of_the_iteration;
       for (const StmtPtr &st : owner->body) {
-        if (st.get() == &program_loop || from_prefix.count(st.get())) continue;
-        std::map<std::string, int> counted;
-        stmt_assignments(*st, counted);
-        for (const auto &kv : counted) of_the_iteration.insert(kv.first);
+        if (st.get() != &program_loop && !from_prefix.count(st.get())) assigned_names(*st, of_the_iteration);
       }
       std::set<std::string> needed;
       for (const std::string &n : live_before(rest, {}))
