@@ -189,6 +189,13 @@ INSTANTIATE_TEST_SUITE_P(
         // A constexpr chunk count narrowed at run time after the early return.
         KernelCase{"early_return", "chunk_tail_kernel", {4, 1, 1},
                    {"X=fp32[3,37]", "Y=fp32[3,16]:zeros", "n_rows=3", "n_cols=37"}, {"NC=8", "BC=16"}, {"X"}, {}},
+        // Padding lanes of -inf discarded by a tl.where and by a store's mask: the backward selects, so no
+        // 0 * inf makes NaN that a sum spreads over the row (once: NaN gradients for P and S).
+        KernelCase{"masked_lanes", "kl_rows_kernel", {3, 1, 1},
+                   {"P=fp32[3,40]", "Q=fp32[3,40]", "Loss=fp32[3]:zeros", "stride=40", "n_cols=40"}, {"BLOCK=64"},
+                   {"P", "Q"}, {}},
+        KernelCase{"masked_lanes", "padded_scale_kernel", {3, 1, 1},
+                   {"X=fp32[3,40]", "S=fp32[1]", "Y=fp32[3,40]:zeros", "n_cols=40"}, {"BLOCK=64"}, {"X", "S"}, {}},
         // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
         // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
         KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},

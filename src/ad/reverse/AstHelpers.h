@@ -53,6 +53,12 @@ inline ExprList list(ExprPtr a, ExprPtr b) {
   return l;
 }
 
+inline ExprList list(ExprPtr a, ExprPtr b, ExprPtr c) {
+  ExprList l = list(std::move(a), std::move(b));
+  l.push_back(std::move(c));
+  return l;
+}
+
 inline StmtPtr assign(const std::string &target, ExprPtr value, const SourceSpan &s = {}) {
   ExprList t;
   t.push_back(name(target, s));

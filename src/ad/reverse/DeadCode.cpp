@@ -127,9 +127,30 @@ void erase_tape_writes(StmtList &block, const std::set<std::string> &tapes) {
   }
 }
 
+namespace {
+
+// A Python number as the backward writes one (0.0, -1, float('-inf')): a
+// constexpr, with no .shape or .dtype for a later statement to read.
+bool is_python_number(const Expr &e) {
+  if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e)) return true;
+  if (auto *u = dyn_cast<UnaryOp>(&e)) return is_python_number(*u->operand);
+  if (auto *c = dyn_cast<Call>(&e)) {
+    auto *f = dyn_cast<Name>(c->func.get());
+    return f && (f->id == "float" || f->id == "int");
+  }
+  return false;
+}
+
+}  // namespace
+
 void read_types_from_loop_inputs(StmtList &body) {
   std::map<std::string, int> assigned;
   count_assignments(body, assigned);
+  // Top-level names bound to a Python number: a loop that carries one from
+  // there makes it a tensor, so after the loop its type is not the entry's.
+  std::set<std::string> numbers;
+  for (const StmtPtr &s : body)
+    if (auto *a = dyn_cast<Assign>(s.get()); a && is_python_number(*a->value)) numbers.insert(assigned_name(*a));
   // What each top-level statement assigns, once.
   std::vector<std::map<std::string, int>> assigns(body.size());
   for (size_t j = 0; j < body.size(); ++j) stmt_assignments(*body[j], assigns[j]);
@@ -147,7 +168,7 @@ void read_types_from_loop_inputs(StmtList &body) {
         if (!in_body.count(x) || !exposed.count(x)) continue;
         auto *a = dyn_cast<Assign>(body[j].get());
         auto *y = a && assigned_name(*a) == x ? dyn_cast<Name>(a->value.get()) : nullptr;
-        if (y && assigned[y->id] <= 1) entry[x] = y->id;
+        if (y && assigned[y->id] <= 1 && !numbers.count(y->id)) entry[x] = y->id;
         else entry.erase(x);
       }
     // After the loop, until x is assigned again, its type is its entry's.

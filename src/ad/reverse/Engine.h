@@ -30,6 +30,15 @@
 
 namespace tgrad::ad::reverse {
 
+// A mask an adjoint is zero outside of (Engine::lane_masks_).
+struct LaneMask {
+  std::string cond;               // a name of the forward (a boolean tile)
+  bool negated = false;           // zero where cond holds (the false branch of a where)
+  const StmtList *block = nullptr;  // the sweep block the mask's name is read in
+  bool operator==(const LaneMask &o) const { return cond == o.cond && negated == o.negated && block == o.block; }
+  bool operator!=(const LaneMask &o) const { return !(*this == o); }
+};
+
 class Engine {
  public:
   // `forward`: differentiate this function in place of the module's function
@@ -547,6 +556,31 @@ class Engine {
   bool drops_contributions(const std::string &x) const { return frozen_.count(x) || stabilizers_.count(x); }
 
   void contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span);
+
+  // Lane masks, for NaN safety. An adjoint can be known to be zero outside
+  // the lanes where a mask holds: it came through `tl.where(c, x, ...)`, or
+  // is an upstream gradient loaded under a store's mask. The forward's values
+  // in the other lanes were discarded and may be inf or NaN (a load's
+  // `other=-inf`, `-inf - -inf`), and a rule multiplying them by the zero
+  // adjoint there makes NaN (0 * inf), which a later sum spreads over every
+  // lane. So a lane-wise rule's contribution from a masked adjoint is
+  // selected under the mask (`tl.where(c, by * b, 0.0)`): exactly zero in
+  // the discarded lanes, unchanged in the others.
+  // Primal name -> the mask every contribution to its adjoint so far is
+  // zero outside of (nullopt: some contribution is not).
+  std::map<std::string, std::optional<LaneMask>> lane_masks_;
+  // The mask a contribution to x from y's adjoint through `op` is zero
+  // outside of, wrapping `e` in a tl.where where that is needed for it.
+  std::optional<LaneMask> mask_contribution(const std::string &x, ExprPtr &e, const std::string &op,
+                                            const std::string &y);
+  // The forward's names whose values may be inf or NaN in the lanes it
+  // discards (padding from `other=-inf` or no `other`, a log or a division
+  // of padding), computed once (LaneMasks.cpp).
+  const std::set<std::string> &padding_may_be_nonfinite();
+  std::optional<std::set<std::string>> padding_nonfinite_;
+  // Whether a contribution can be NaN where its adjoint is zero: it reads
+  // such a name, or divides by (or takes a log of) a lane-varying value.
+  bool may_make_nan(const Expr &contribution);
 
   // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
   static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info);

@@ -749,6 +749,12 @@ void Engine::instantiate(const Function &rule, const Op &op, const std::string &
 void Engine::contribute(const std::string &x, ExprPtr e, const std::string &op, const std::string &y, const SourceSpan &span) {
   (void)span;
   if (drops_contributions(x)) return;
+  {
+    std::optional<LaneMask> mask = mask_contribution(x, e, op, y);
+    auto known = lane_masks_.find(x);
+    if (!adjoint_.count(x)) lane_masks_[x] = mask;
+    else if (known == lane_masks_.end() || known->second != mask) lane_masks_[x] = std::nullopt;
+  }
   bool summed = false;
   const SType *gx = request_.generic_shapes ? type_of_name(x) : nullptr;
   if (gx && gx->is_tensor() && broadcasts_operands(op)) {

@@ -60,7 +60,7 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     # Grad of: y = (activation(x) * x).to(OUT_DTYPE)
     bactivation_x_times_x = by
     bactivation_x = bactivation_x_times_x * x
-    bx = bactivation_x_times_x * activation_x
+    bx = tl.where(mask, bactivation_x_times_x * activation_x, 0.0)
     bx += activation_bwd(x, bactivation_x)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)

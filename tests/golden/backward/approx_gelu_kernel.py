@@ -53,9 +53,9 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
     bwave = bgelu_times_exp_fn_neg_ha_2 * 0.25
-    bgelu = bgelu_times_exp_fn_neg_ha_2 * exp_fn_neg_half_times_x_times_x
-    bexp_fn_neg_half_times_x_times_x = bgelu_times_exp_fn_neg_ha_2 * gelu
-    bneg_half_times_x_times_x = bexp_fn_neg_half_times_x_times_x * exp_fn_neg_half_times_x_times_x
+    bgelu = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * exp_fn_neg_half_times_x_times_x, 0.0)
+    bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * gelu, 0.0)
+    bneg_half_times_x_times_x = tl.where(mask, bexp_fn_neg_half_times_x_times_x * exp_fn_neg_half_times_x_times_x, 0.0)
     bneg_half_times_x = bneg_half_times_x_times_x * x
     bx = bneg_half_times_x_times_x * neg_half_times_x
     bx += bneg_half_times_x * -0.5
@@ -65,7 +65,7 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     bx += bx_times_two * 2.0
 
     # Grad of: gelu = 0.5 * x * (1.0 + tanh_fast(inner))
-    bx_times_half = bgelu * tanh_fast_inner_plus_one
+    bx_times_half = tl.where(mask, bgelu * tanh_fast_inner_plus_one, 0.0)
     btanh_fast_inner_plus_one = bgelu * x_times_half
     binner = tanh_fast_bwd(inner, btanh_fast_inner_plus_one)
     bx += bx_times_half * 0.5

@@ -284,13 +284,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bm_i_6 = bm_i_6_times_c * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_5 = bacc_6 / l_i_5_col
-    bl_i_5_col = tl.sum(-bacc_6 * acc_6 / l_i_5_col, 1, keep_dims=True)
+    bacc_5 = tl.where(t_and_t_2, bacc_6 / l_i_5_col, 0.0)
+    bl_i_5_col = tl.sum(tl.where(t_and_t_2, -bacc_6 * acc_6 / l_i_5_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_5_col.shape == l_i_5_col.shape)
     bl_i_5 = tl.reshape(bl_i_5_col, l_i_5.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_5 += bm_i_6 / (l_i_5 * 0.6931471805599453)
+    bl_i_5 += tl.where(t_14, bm_i_6 / (l_i_5 * 0.6931471805599453), 0.0)
 
     # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)

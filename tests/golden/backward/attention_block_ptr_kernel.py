@@ -187,13 +187,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bm_i_5 = bm_i_5_times_c * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_4 = bacc_5 / l_i_4_col
-    bl_i_4_col = tl.sum(-bacc_5 * acc_5 / l_i_4_col, 1, keep_dims=True)
+    bacc_4 = tl.where(t_and_t_2, bacc_5 / l_i_4_col, 0.0)
+    bl_i_4_col = tl.sum(tl.where(t_and_t_2, -bacc_5 * acc_5 / l_i_4_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_4_col.shape == l_i_4_col.shape)
     bl_i_4 = tl.reshape(bl_i_4_col, l_i_4.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_4 += bm_i_5 / (l_i_4 * 0.6931471805599453)
+    bl_i_4 += tl.where(t_8, bm_i_5 / (l_i_4 * 0.6931471805599453), 0.0)
 
     # Grad of: for start_n in range(lo, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)

@@ -30,8 +30,8 @@ def exp2_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, ld_exp2(x) * g, mask=mask)
     bld_exp2_x = bld_exp2_x_times_g * g
-    bg = bld_exp2_x_times_g * ld_exp2_x
-    bx = bld_exp2_x * ld_exp2_x * 0.6931471805599453
+    bg = tl.where(mask, bld_exp2_x_times_g * ld_exp2_x, 0.0)
+    bx = tl.where(mask, bld_exp2_x * ld_exp2_x * 0.6931471805599453, 0.0)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
     btl_load_G_plus_offs = bg

@@ -151,11 +151,11 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bm_i_2_plus_tl_math_log2_l_i_2 = blse * 0.6931471805599453
-    bl_i_2 = bm_i_2_plus_tl_math_log2_l_i_2 / (l_i_2 * 0.6931471805599453)
+    bl_i_2 = tl.where(t_7, bm_i_2_plus_tl_math_log2_l_i_2 / (l_i_2 * 0.6931471805599453), 0.0)
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_2 = bacc_4 / l_i_2_col
-    bl_i_2_col = tl.sum(-bacc_4 * acc_4 / l_i_2_col, 1, keep_dims=True)
+    bacc_2 = tl.where(t, bacc_4 / l_i_2_col, 0.0)
+    bl_i_2_col = tl.sum(tl.where(t, -bacc_4 * acc_4 / l_i_2_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_2_col.shape == l_i_2_col.shape)
     bl_i_2 += tl.reshape(bl_i_2_col, l_i.shape)
 

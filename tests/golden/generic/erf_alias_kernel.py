@@ -31,7 +31,7 @@ def erf_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, ld_erf(x) * g, mask=mask)
     bld_erf_x = bld_erf_x_times_g * g
-    bg = bld_erf_x_times_g * ld_erf_x
+    bg = tl.where(mask, bld_erf_x_times_g * ld_erf_x, 0.0)
     bx = bld_erf_x * 1.1283791670955126 * tl.exp(-x * x)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)

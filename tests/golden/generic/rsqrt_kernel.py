@@ -33,8 +33,8 @@ def rsqrt_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, rsqrt(x * x + 1.0) * g, mask=mask)
     brsqrt_x_times_x_plus_one = brsqrt_x_times_x_plus_one_times_g * g
-    bg = brsqrt_x_times_x_plus_one_times_g * rsqrt_x_times_x_plus_one
-    bx_times_x_plus_one = -0.5 * brsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one
+    bg = tl.where(mask, brsqrt_x_times_x_plus_one_times_g * rsqrt_x_times_x_plus_one, 0.0)
+    bx_times_x_plus_one = tl.where(mask, -0.5 * brsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one, 0.0)
     bx = bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
 

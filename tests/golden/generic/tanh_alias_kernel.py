@@ -31,8 +31,8 @@ def tanh_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, ld_tanh(x) * g, mask=mask)
     bld_tanh_x = bld_tanh_x_times_g * g
-    bg = bld_tanh_x_times_g * ld_tanh_x
-    bx = bld_tanh_x * (1.0 - ld_tanh_x * ld_tanh_x)
+    bg = tl.where(mask, bld_tanh_x_times_g * ld_tanh_x, 0.0)
+    bx = tl.where(mask, bld_tanh_x * (1.0 - ld_tanh_x * ld_tanh_x), 0.0)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
     btl_load_G_plus_offs = bg.to(G_plus_offs.dtype.element_ty)

@@ -423,13 +423,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bm_i_8 = bm_i_8_times_c * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_7 = bacc_8 / l_i_7_col
-    bl_i_7_col = tl.sum(-bacc_8 * acc_8 / l_i_7_col, 1, keep_dims=True)
+    bacc_7 = tl.where(t_and_t_2, bacc_8 / l_i_7_col, 0.0)
+    bl_i_7_col = tl.sum(tl.where(t_and_t_2, -bacc_8 * acc_8 / l_i_7_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_7_col.shape == l_i_7_col.shape)
     bl_i_7 = tl.reshape(bl_i_7_col, l_i_7.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_7 += bm_i_8 / (l_i_7 * 0.6931471805599453)
+    bl_i_7 += tl.where(t_16, bm_i_8 / (l_i_7 * 0.6931471805599453), 0.0)
 
     # Grad of: if STAGE & 2:
     bacc_5 = tl.zeros(acc_5.shape, dtype=tl.float32)

@@ -62,8 +62,8 @@ def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     by = tl.load(dY_plus_offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = cuda_libdevice.tanh(x) * g + libdevice_module.erf(x * g) + tl.extra.cuda.libdevice.pow(x * x + 1.0, g)
-    bx_times_x_plus_one = by * g * libdevice.pow(x_times_x_plus_one, g - 1.0)
-    bg = by * tl_extra_cuda_libdevice_pow * tl.log(x_times_x_plus_one)
+    bx_times_x_plus_one = tl.where(mask, by * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
+    bg = tl.where(mask, by * tl_extra_cuda_libdevice_pow * tl.log(x_times_x_plus_one), 0.0)
     bx = bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
     bx_times_g = by * 1.1283791670955126 * tl.exp(-x_times_g * x_times_g)

@@ -61,8 +61,8 @@ def pow_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     ld_pow_x_times_x_plus_one_g = ld_pow(x_times_x_plus_one, g)
 
     # Grad of: tl.store(Y + offs, ld_pow(x * x + 1.0, g), mask=mask)
-    bx_times_x_plus_one = bld_pow_x_times_x_plus_one_g * g * libdevice.pow(x_times_x_plus_one, g - 1.0)
-    bg = bld_pow_x_times_x_plus_one_g * ld_pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one)
+    bx_times_x_plus_one = tl.where(mask, bld_pow_x_times_x_plus_one_g * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
+    bg = tl.where(mask, bld_pow_x_times_x_plus_one_g * ld_pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one), 0.0)
     bx = bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
 

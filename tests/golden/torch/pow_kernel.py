@@ -61,8 +61,8 @@ def pow_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     pow_x_times_x_plus_one_g = pow(x_times_x_plus_one, g)
 
     # Grad of: tl.store(Y + offs, pow(x * x + 1.0, g), mask=mask)
-    bx_times_x_plus_one = bpow_x_times_x_plus_one_g * g * libdevice.pow(x_times_x_plus_one, g - 1.0)
-    bg = bpow_x_times_x_plus_one_g * pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one)
+    bx_times_x_plus_one = tl.where(mask, bpow_x_times_x_plus_one_g * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
+    bg = tl.where(mask, bpow_x_times_x_plus_one_g * pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one), 0.0)
     bx = bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
 

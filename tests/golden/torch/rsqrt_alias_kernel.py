@@ -61,8 +61,8 @@ def rsqrt_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, ld_rsqrt(x * x + 1.0) * g, mask=mask)
     bld_rsqrt_x_times_x_plus_one = bld_rsqrt_x_times_x_plus * g
-    bg = bld_rsqrt_x_times_x_plus * ld_rsqrt_x_times_x_plus_one
-    bx_times_x_plus_one = -0.5 * bld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one
+    bg = tl.where(mask, bld_rsqrt_x_times_x_plus * ld_rsqrt_x_times_x_plus_one, 0.0)
+    bx_times_x_plus_one = tl.where(mask, -0.5 * bld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one, 0.0)
     bx = bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
 

@@ -1,0 +1,327 @@
+// Lane masks: NaN safety for adjoints that are zero in the lanes the forward
+// discarded (Engine.h, "Lane masks").
+//
+// A kernel pads a ragged tile with values of its choosing (`other=-inf` for
+// a max, 0.0 for a sum) and later discards those lanes: a `tl.where`, a
+// store's mask. The forward's results are finite; its intermediate values in
+// the padding lanes need not be (`-inf - -inf` is NaN, `log(0.0)` is -inf).
+// The backward's adjoint is exactly zero in those lanes, and a rule that
+// multiplies it by such a value (`by * b`, `by / b`) makes NaN there, which
+// an unbroadcasting sum or a reduction's adjoint then spreads over every
+// lane. Where that can happen the contribution is selected instead:
+// `tl.where(mask, by * b, 0.0)`.
+#include <cmath>
+#include <functional>
+
+#include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad::reverse {
+
+namespace {
+
+// Operations whose output lane i depends only on their operands' lane i
+// (after broadcasting): a mask on the output's lanes is one on theirs.
+bool lane_wise(const std::string &op) {
+  static const std::set<std::string> ops = {
+      "add",   "sub",    "mul",   "truediv", "neg",     "pos",   "exp",     "exp2",    "log",   "log2",  "sqrt",
+      "rsqrt", "sin",    "cos",   "tanh",    "sigmoid", "erf",   "abs",     "maximum", "minimum", "clamp", "fma",
+      "pow",   "div_rn", "fdiv",  "sqrt_rn", "exp10",   "log10", "log1p",   "expm1",   "cbrt",  "tan",   "asin",
+      "acos",  "atan",   "atan2", "sinh",    "cosh",    "asinh", "acosh",   "atanh",   "erfc",  "where", "cast",
+      "copy"};
+  return ops.count(op) > 0;
+}
+
+// Functions that give inf or NaN for some finite arguments (0, negative,
+// outside [-1, 1]): of a padding value, their result may not be finite.
+bool singular(const std::string &function) {
+  static const std::set<std::string> names = {"log",     "log2",  "log10", "log1p", "sqrt", "rsqrt", "sqrt_rn",
+                                              "pow",     "fdiv",  "div_rn", "tan",  "acos", "asin",  "atanh",
+                                              "acosh",   "truediv"};
+  return names.count(function) > 0;
+}
+
+// The last part of a called function's dotted name (tl.math.log -> log).
+std::string function_name(const Call &c) {
+  std::string f = emit::print_expr(*c.func);
+  size_t dot = f.rfind('.');
+  return dot == std::string::npos ? f : f.substr(dot + 1);
+}
+
+bool is_zero_literal(const Expr &e) {
+  if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
+  if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
+  return false;
+}
+
+// `tl.where(c, v, 0.0)`, `tl.where(c, 0.0, v)` or `tl.load(p, mask=c, other=0.0)`
+// (also cast with .to) with c a name: the mask `e` is zero outside of.
+std::optional<LaneMask> zero_outside(const Expr &e) {
+  auto *c = dyn_cast<Call>(&e);
+  if (!c) return std::nullopt;
+  if (auto *to = dyn_cast<Attribute>(c->func.get()); to && to->attr == "to") return zero_outside(*to->value);
+  const std::string f = emit::print_expr(*c->func);
+  if (f == "tl.where" && c->args.size() == 3 && c->keywords.empty()) {
+    auto *cond = dyn_cast<Name>(c->args[0].get());
+    if (!cond) return std::nullopt;
+    if (is_zero_literal(*c->args[2])) return LaneMask{cond->id, false, nullptr};
+    if (is_zero_literal(*c->args[1])) return LaneMask{cond->id, true, nullptr};
+    return std::nullopt;
+  }
+  if (f == "tl.load") {
+    const Name *mask = nullptr;
+    bool zero_other = false;
+    for (const Keyword &k : c->keywords) {
+      if (k.name == "mask") mask = dyn_cast<Name>(k.value.get());
+      if (k.name == "other") zero_other = is_zero_literal(*k.value);
+    }
+    if (mask && zero_other) return LaneMask{mask->id, false, nullptr};
+  }
+  return std::nullopt;
+}
+
+// The adjoint passed on unchanged in every lane (`by`, `-by`, `by.to(...)`):
+// zero wherever the adjoint it names is.
+bool passes_adjoint_through(const Expr &e) {
+  if (isa<Name>(&e)) return true;
+  if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && passes_adjoint_through(*u->operand);
+  if (auto *c = dyn_cast<Call>(&e)) {
+    auto *a = dyn_cast<Attribute>(c->func.get());
+    return a && a->attr == "to" && passes_adjoint_through(*a->value);
+  }
+  return false;
+}
+
+}  // namespace
+
+namespace {
+
+// What a value may hold in the lanes the forward discards: finite values,
+// finite values or -inf (a max's padding), or anything (inf, NaN).
+enum class Padding { Finite = 0, FiniteOrNegInf = 1, Any = 2 };
+
+Padding worst(Padding a, Padding b) { return a > b ? a : b; }
+
+bool is_positive_literal(const Expr &e) {
+  if (auto *f = dyn_cast<FloatLit>(&e)) return f->value > 0;
+  if (auto *i = dyn_cast<IntLit>(&e)) return i->value > 0;
+  return false;
+}
+
+// The padding of a literal: float('-inf') and -float('inf') are -inf.
+std::optional<Padding> literal_padding(const Expr &e) {
+  if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) {
+    std::optional<Padding> p = literal_padding(*u->operand);
+    if (!p || *p == Padding::Finite) return p;
+    auto *c = dyn_cast<Call>(u->operand.get());
+    auto *s = c && c->args.size() == 1 ? dyn_cast<StrLit>(c->args[0].get()) : nullptr;
+    if (auto *f = dyn_cast<FloatLit>(u->operand.get()); f && std::isinf(f->value) && f->value > 0)
+      return Padding::FiniteOrNegInf;
+    return s && (s->value == "inf" || s->value == "+inf") ? Padding::FiniteOrNegInf : Padding::Any;
+  }
+  if (auto *c = dyn_cast<Call>(&e)) {
+    auto *f = dyn_cast<Name>(c->func.get());
+    auto *s = c->args.size() == 1 ? dyn_cast<StrLit>(c->args[0].get()) : nullptr;
+    if (f && f->id == "float" && s) {
+      if (s->value == "-inf") return Padding::FiniteOrNegInf;
+      if (s->value.find("inf") != std::string::npos || s->value == "nan") return Padding::Any;
+      return Padding::Finite;
+    }
+    return std::nullopt;
+  }
+  if (auto *f = dyn_cast<FloatLit>(&e)) {
+    if (std::isfinite(f->value)) return Padding::Finite;
+    return f->value < 0 ? Padding::FiniteOrNegInf : Padding::Any;
+  }
+  if (isa<IntLit>(&e) || isa<BoolLit>(&e)) return Padding::Finite;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const std::set<std::string> &Engine::padding_may_be_nonfinite() {
+  if (padding_nonfinite_) return *padding_nonfinite_;
+  std::map<std::string, Padding> padding;  // names not listed: finite
+  auto has_lanes = [&](const std::string &n) {
+    const SType *t = type_of_name(n);
+    return t && t->is_tensor() && !t->shape.empty();
+  };
+  auto expr_has_lanes = [&](const Expr &e) {
+    std::set<std::string> names;
+    reads(e, names);
+    for (const std::string &n : names)
+      if (has_lanes(n)) return true;
+    return false;
+  };
+  std::function<Padding(const Expr &)> of = [&](const Expr &e) -> Padding {
+    if (std::optional<Padding> p = literal_padding(e)) return *p;
+    if (auto *n = dyn_cast<Name>(&e)) {
+      auto it = padding.find(n->id);
+      return it == padding.end() ? Padding::Finite : it->second;
+    }
+    if (auto *a = dyn_cast<Attribute>(&e)) return of(*a->value);
+    if (auto *s = dyn_cast<Subscript>(&e)) return of(*s->value);
+    if (isa<Compare>(&e) || isa<BoolOp>(&e)) return Padding::Finite;
+    if (auto *i = dyn_cast<IfExp>(&e)) return worst(of(*i->then_value), of(*i->else_value));
+    if (auto *u = dyn_cast<UnaryOp>(&e)) {
+      Padding p = of(*u->operand);
+      return u->op == UnaryOpKind::Neg && p == Padding::FiniteOrNegInf ? Padding::Any : p;
+    }
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      const Padding l = of(*b->lhs), r = of(*b->rhs);
+      switch (b->op) {
+        case BinaryOpKind::Add:
+          return worst(l, r);
+        case BinaryOpKind::Sub:
+          return r == Padding::Finite ? l : Padding::Any;
+        case BinaryOpKind::Mul:
+          if (l == Padding::Finite && r == Padding::Finite) return Padding::Finite;
+          if (l == Padding::FiniteOrNegInf && r == Padding::Finite && is_positive_literal(*b->rhs)) return l;
+          if (r == Padding::FiniteOrNegInf && l == Padding::Finite && is_positive_literal(*b->lhs)) return r;
+          return Padding::Any;
+        case BinaryOpKind::Div:
+        case BinaryOpKind::FloorDiv:
+        case BinaryOpKind::Mod:
+        case BinaryOpKind::Pow:
+          // A lane-varying divisor (or exponent) may be 0 in the padding.
+          if (expr_has_lanes(*b->rhs) || r != Padding::Finite) return Padding::Any;
+          if (b->op == BinaryOpKind::Div && is_positive_literal(*b->rhs)) return l;
+          return l == Padding::Finite ? Padding::Finite : Padding::Any;
+        default:
+          return worst(l, r) == Padding::Finite ? Padding::Finite : Padding::Any;
+      }
+    }
+    if (auto *c = dyn_cast<Call>(&e)) {
+      const std::string f = function_name(*c);
+      Padding args = Padding::Finite;
+      for (const ExprPtr &a : c->args) args = worst(args, of(*a));
+      if (f == "load") {
+        // A masked load pads with `other`; without one its padding is undefined.
+        const Expr *mask = c->args.size() >= 2 ? c->args[1].get() : nullptr;
+        const Expr *other = c->args.size() >= 3 ? c->args[2].get() : nullptr;
+        for (const Keyword &k : c->keywords) {
+          if (k.name == "mask") mask = k.value.get();
+          if (k.name == "other") other = k.value.get();
+        }
+        if (!mask || isa<NoneLit>(mask)) return Padding::Finite;
+        return other && !isa<NoneLit>(other) ? of(*other) : Padding::Any;
+      }
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && !dyn_cast<Name>(attr->value.get()))
+        return of(*attr->value);  // a method of a value: x.to(...), x.reshape(...)
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to") return of(*attr->value);
+      if (singular(f)) return expr_has_lanes(e) ? Padding::Any : Padding::Finite;
+      // Functions that map -inf to a finite value (exp(-inf) = 0, tanh(-inf) = -1).
+      static const std::set<std::string> tame = {"exp", "exp2", "sigmoid", "tanh", "erf", "erfc", "fast_expf",
+                                                 "fast_exp2f"};
+      if (tame.count(f)) return args == Padding::Any ? Padding::Any : Padding::Finite;
+      if (f == "maximum") {
+        Padding a = c->args.size() == 2 ? of(*c->args[0]) : Padding::Any, b = c->args.size() == 2 ? of(*c->args[1]) : Padding::Any;
+        if (a == Padding::Any || b == Padding::Any) return Padding::Any;
+        return a == Padding::Finite || b == Padding::Finite ? Padding::Finite : Padding::FiniteOrNegInf;
+      }
+      // Selections, reductions and reshapes keep their operands' values.
+      static const std::set<std::string> keep = {
+          "where",   "minimum", "max",   "min",    "sum",   "reshape", "view",   "trans", "permute", "expand_dims",
+          "broadcast_to", "cast", "to",  "join",   "split", "interleave", "cumsum", "cummax", "flip", "ravel",
+          "abs",     "clamp",   "gather", "cumprod"};
+      if (keep.count(f)) {
+        Padding p = Padding::Finite;
+        for (const ExprPtr &a : c->args) p = worst(p, of(*a));
+        return p;
+      }
+      if (c->func->kind == NodeKind::Name && f != "float" && f != "int" && f != "min" && f != "max")
+        return Padding::Any;  // a jit helper: what it computes is not looked into
+      return args == Padding::Finite ? Padding::Finite : Padding::Any;
+    }
+    Padding p = Padding::Finite;  // a tuple or list (a shape): its elements
+    auto elements = [&](const ExprList &l) {
+      for (const ExprPtr &x : l) p = worst(p, of(*x));
+    };
+    if (auto *t = dyn_cast<Tuple>(&e)) elements(t->elts);
+    else if (auto *l = dyn_cast<List>(&e)) elements(l->elts);
+    else p = Padding::Any;
+    return p;
+  };
+  // Loops and ifs assign a name more than once: repeat until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::function<void(const StmtList &)> block = [&](const StmtList &body) {
+      for (const StmtPtr &s : body) {
+        if (auto *a = dyn_cast<Assign>(s.get())) {
+          const std::string t = assigned_name(*a);
+          if (t.empty() || !has_lanes(t)) continue;  // a scalar is a value the kernel computes, not padding
+          const Padding now = padding.count(t) ? padding[t] : Padding::Finite;
+          const Padding p = worst(now, of(*a->value));
+          if (p != now) {
+            padding[t] = p;
+            changed = true;
+          }
+        } else if (auto *f = dyn_cast<For>(s.get())) {
+          block(f->body);
+        } else if (auto *i = dyn_cast<If>(s.get())) {
+          block(i->body);
+          block(i->orelse);
+        }
+      }
+    };
+    block(anf_.fn->body);
+  }
+  padding_nonfinite_.emplace();
+  for (const auto &[n, p] : padding)
+    if (p != Padding::Finite) padding_nonfinite_->insert(n);
+  return *padding_nonfinite_;
+}
+
+bool Engine::may_make_nan(const Expr &contribution) {
+  const std::set<std::string> &nonfinite = padding_may_be_nonfinite();
+  auto has_lanes = [&](const Expr &e) {
+    std::set<std::string> names;
+    reads(e, names);
+    for (const std::string &n : names) {
+      const SType *t = type_of_name(n);
+      if (t && t->is_tensor() && !t->shape.empty()) return true;
+    }
+    return false;
+  };
+  bool result = false;
+  visit_expr(contribution, [&](const Expr &e) {
+    if (result) return;
+    if (auto *n = dyn_cast<Name>(&e)) {
+      result = nonfinite.count(n->id) > 0;
+    } else if (auto *b = dyn_cast<BinOp>(&e)) {
+      // 0 / 0: a lane-varying divisor may be zero in the padding.
+      if (b->op == BinaryOpKind::Div || b->op == BinaryOpKind::Pow) result = has_lanes(*b->rhs);
+    } else if (auto *c = dyn_cast<Call>(&e)) {
+      if (singular(function_name(*c)))
+        for (const ExprPtr &a : c->args) result |= has_lanes(*a);
+    }
+  });
+  return result;
+}
+
+std::optional<LaneMask> Engine::mask_contribution(const std::string &x, ExprPtr &e, const std::string &op,
+                                                  const std::string &y) {
+  if (request_.generic_shapes) return std::nullopt;  // (whether x has y's lanes is not known)
+  // The contribution has y's shape until it is summed back to x's: a mask
+  // on y's lanes carries over to x's only where the two are the same.
+  const SType *tx = type_of_name(x), *ty = type_of_name(y);
+  const bool same_lanes = tx && ty && tx->is_tensor() && ty->is_tensor() && !tx->shape.empty() && tx->shape == ty->shape;
+  if (std::optional<LaneMask> m = zero_outside(*e)) {
+    if (!same_lanes || (op != "store" && !lane_wise(op))) return std::nullopt;
+    m->block = out_;
+    return m;
+  }
+  if (!lane_wise(op)) return std::nullopt;
+  auto it = lane_masks_.find(y);
+  if (it == lane_masks_.end() || !it->second || it->second->block != out_) return std::nullopt;
+  const LaneMask m = *it->second;
+  if (!passes_adjoint_through(*e) && may_make_nan(*e)) {
+    ExprPtr zero = std::make_unique<FloatLit>(0.0, "0.0");
+    e = m.negated ? call("tl.where", list(name(m.cond), std::move(zero), std::move(e)))
+                  : call("tl.where", list(name(m.cond), std::move(e), std::move(zero)));
+  }
+  if (!same_lanes) return std::nullopt;
+  return m;
+}
+
+}  // namespace tgrad::ad::reverse

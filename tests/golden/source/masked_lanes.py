@@ -1,0 +1,27 @@
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kl_rows_kernel(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
+    q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
+    p_log = p - tl.max(p, 0)
+    p_log = p_log - tl.log(tl.sum(tl.exp(p_log), 0))
+    q_log = q - tl.max(q, 0)
+    q_log = q_log - tl.log(tl.sum(tl.exp(q_log), 0))
+    kl = tl.where(mask, tl.exp(p_log) * (p_log - q_log), 0.0)
+    tl.store(Loss + row, tl.sum(kl, 0))
+
+
+@triton.jit
+def padded_scale_kernel(X, S, Y, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
+    s = tl.load(S)
+    tl.store(Y + row * n_cols + cols, x * s, mask=mask)

@@ -1,0 +1,35 @@
+# Kernels whose padding lanes hold -inf: the forward discards those lanes (a
+# tl.where, a store's mask), so its results are finite, but a backward that
+# multiplies the zero gradient of a discarded lane by the -inf or NaN value
+# there makes NaN (0 * inf), and a sum spreads it over the whole row.
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kl_rows_kernel(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr):
+    # KL(p || q) of each row of two logit matrices: sum over columns of p * (log p - log q).
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
+    q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
+    p_log = p - tl.max(p, 0)
+    p_log = p_log - tl.log(tl.sum(tl.exp(p_log), 0))
+    q_log = q - tl.max(q, 0)
+    q_log = q_log - tl.log(tl.sum(tl.exp(q_log), 0))
+    # In a padding lane p_log - q_log is -inf - -inf = NaN: the where discards it.
+    kl = tl.where(mask, tl.exp(p_log) * (p_log - q_log), 0.0)
+    tl.store(Loss + row, tl.sum(kl, 0))
+
+
+@triton.jit
+def padded_scale_kernel(X, S, Y, n_cols, BLOCK: tl.constexpr):
+    # Every row scaled by one scalar; padding lanes of x are -inf and never stored, but the scalar's gradient
+    # sums over all lanes of the row.
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
+    s = tl.load(S)
+    tl.store(Y + row * n_cols + cols, x * s, mask=mask)
