@@ -345,6 +345,11 @@ void Backward::add_buffer_needs(const Backward &other) {
       consumed_upstream.push_back(c);
   for (const std::string &o : other.saved_outputs)
     if (std::find(saved_outputs.begin(), saved_outputs.end(), o) == saved_outputs.end()) saved_outputs.push_back(o);
+  for (const AtomicGradient &a : other.atomic_gradients)
+    if (std::none_of(atomic_gradients.begin(), atomic_gradients.end(), [&](const AtomicGradient &o) {
+          return o.input == a.input && o.load.begin == a.load.begin && o.load.file_id == a.load.file_id;
+        }))
+      atomic_gradients.push_back(a);
 }
 
 std::vector<std::string> Backward::parameters_after_forward() const {

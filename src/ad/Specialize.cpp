@@ -823,6 +823,12 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
     for (const Diagnostic &d : kept.diagnostics()) diags.report(d);
   }
   if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
+  if (out && request.deterministic)
+    for (const Backward::AtomicGradient &a : out->atomic_gradients)
+      diags.warning(a.load, "--deterministic: the gradient of '" + a.input +
+                                "' through this load is still added with tl.atomic_add from several programs, so its "
+                                "bits may differ from run to run (" + a.reason +
+                                "); tgrad has no deterministic schedule for it yet");
   return out;
 }
 

@@ -430,6 +430,37 @@ expect_grep owner_prologue_why "$TMP/owner_prologue.err" "\\(da_ptr\\) is gather
 expect_grep owner_prologue_kernel "$TMP/owner_prologue.out" '^def matmul_kernel_bwd_prologue\('
 expect_grep owner_prologue_load "$TMP/owner_prologue.out" 'baccumulator_2 = tl.load\(baccumulator_2_saved \+'
 
+# --deterministic says which gradients it leaves to atomics from several programs (a bias every row block
+# loads), at the load, and says nothing where every gradient has a deterministic schedule.
+cat >"$TMP/linear_bias.py" <<'PY'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def linear_bias_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + tl.arange(0, BK)
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w)
+    b = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc + b[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N))
+PY
+run det_bias "$TMP/linear_bias.py" --wrt x_ptr,w_ptr,b_ptr --deterministic
+expect_rc det_bias_exit_0 0 det_bias
+expect_grep det_bias_warns "$TMP/det_bias.err" "linear_bias.py:15:9: warning: --deterministic: the gradient of 'b_ptr' through this load is still added with tl.atomic_add"
+expect_no_grep det_bias_not_x "$TMP/det_bias.err" "gradient of '(x_ptr|w_ptr)'"
+run det_bias_default "$TMP/linear_bias.py" --wrt x_ptr,w_ptr,b_ptr
+expect_rc det_bias_default_exit_0 0 det_bias_default
+expect_no_grep det_bias_default_quiet "$TMP/det_bias_default.err" "deterministic"
+run det_owner $MM --kernel matmul_kernel --wrt a_ptr,b_ptr -D "ACTIVATION=''" --deterministic
+expect_rc det_owner_exit_0 0 det_owner
+expect_no_grep det_owner_quiet "$TMP/det_owner.err" "deterministic"
+
 # Saved statistics: the backward reads Mean and Rstd; --no-grad drops their upstream gradients.
 LN=$KERNELS/layer_norm.py
 LN_TYPES="--arg X=*fp32 --arg Y=*fp32 --arg W=*fp32 --arg B=*fp32 --arg Mean=*fp32 --arg Rstd=*fp32 --arg stride_x_row=i32 --arg stride_y_row=i32 --arg N=i32 --arg eps=fp32"

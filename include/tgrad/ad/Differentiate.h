@@ -208,6 +208,17 @@ struct Backward {
   // computed again. The caller passes them as the forward left them.
   std::vector<std::string> saved_outputs;
 
+  // Gradients the backward still adds with tl.atomic_add from several
+  // programs (the access analysis found no owner, no partial sums and no
+  // plain store for them): their bits may differ from run to run. With
+  // BackwardRequest::deterministic, differentiate() warns at each one's load.
+  struct AtomicGradient {
+    std::string input;   // the forward's pointer parameter ("b_ptr")
+    SourceSpan load;     // the forward's load whose gradient that is
+    std::string reason;  // why no other schedule applies
+  };
+  std::vector<AtomicGradient> atomic_gradients;
+
   // --wrt inputs whose gradient is provably zero (what they load reaches no
   // differentiated store), with the reason. The backward does not write
   // their gradient buffers: they are listed in zero_initialized too.

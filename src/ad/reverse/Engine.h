@@ -599,6 +599,7 @@ class Engine {
   sema::TypeInfo anf_types_;
   std::map<std::string, SType> name_types_;
   NameAllocator names_;
+  std::vector<Backward::AtomicGradient> atomic_gradients_;  // each GradientWrite::Atomic emitted
   std::map<std::string, std::string> adjoint_;  // primal name -> adjoint name
   std::set<std::string> aliased_;               // adjoints that are another value's adjoint
   std::map<std::string, std::map<int64_t, std::string>> tuple_adjoint_;  // tuple name -> element -> adjoint

@@ -525,6 +525,11 @@ std::optional<Backward> Engine::build_kernel() {
   if (request_.owner_computes && result.partial_sums.empty() && result.tapes.empty() && result.in_place.empty() &&
       result.consumed_upstream.empty())
     gather_by_owner(*bwd, bwd_types, result);
+  // What owner-computes kernels took over is added once per element and owner.
+  for (const Backward::AtomicGradient &a : atomic_gradients_)
+    if (std::none_of(result.owner_kernels.begin(), result.owner_kernels.end(),
+                     [&](const Backward::OwnerKernel &k) { return k.input == a.input; }))
+      result.atomic_gradients.push_back(a);
   finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
   return result;
 }

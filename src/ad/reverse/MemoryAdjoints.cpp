@@ -208,6 +208,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
       StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws)));
       st->leading_comment = d.comment;
       emit_stmt(std::move(st));
+      atomic_gradients_.push_back({op.base, op.call->span, d.access.reason});
       break;
     }
     case GradientWrite::PlainStore:
