@@ -196,6 +196,9 @@ INSTANTIATE_TEST_SUITE_P(
                    {"P", "Q"}, {}},
         KernelCase{"masked_lanes", "padded_scale_kernel", {3, 1, 1},
                    {"X=fp32[3,40]", "S=fp32[1]", "Y=fp32[3,40]:zeros", "n_cols=40"}, {"BLOCK=64"}, {"X", "S"}, {}},
+        // The padding reaches the where through a method of the tile (x.reshape(B)): NaN for S once.
+        KernelCase{"masked_lanes", "reshaped_scale_kernel", {1, 1, 1},
+                   {"X=fp32[40]", "S=fp32[1]", "Out=fp32[1]:zeros", "n=40"}, {"B=64"}, {"X", "S"}, {}},
         // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
         // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
         KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},

@@ -581,6 +581,8 @@ class Engine {
   // Whether a contribution can be NaN where its adjoint is zero: it reads
   // such a name, or divides by (or takes a log of) a lane-varying value.
   bool may_make_nan(const Expr &contribution);
+  // Whether `e` reads a tile of the forward (a value with lanes, not a scalar).
+  bool reads_tile(const Expr &e);
 
   // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
   static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info);

@@ -15,6 +15,7 @@
 
 #include "src/ad/reverse/Engine.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::ad::reverse {
 
@@ -37,7 +38,7 @@ bool lane_wise(const std::string &op) {
 bool singular(const std::string &function) {
   static const std::set<std::string> names = {"log",     "log2",  "log10", "log1p", "sqrt", "rsqrt", "sqrt_rn",
                                               "pow",     "fdiv",  "div_rn", "tan",  "acos", "asin",  "atanh",
-                                              "acosh",   "truediv"};
+                                              "acosh"};
   return names.count(function) > 0;
 }
 
@@ -47,6 +48,9 @@ std::string function_name(const Call &c) {
   size_t dot = f.rfind('.');
   return dot == std::string::npos ? f : f.substr(dot + 1);
 }
+
+// A tile, not a scalar: a value with lanes.
+bool is_tile(const SType *t) { return t && t->is_tensor() && !t->shape.empty(); }
 
 bool is_zero_literal(const Expr &e) {
   if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
@@ -142,17 +146,6 @@ std::optional<Padding> literal_padding(const Expr &e) {
 const std::set<std::string> &Engine::padding_may_be_nonfinite() {
   if (padding_nonfinite_) return *padding_nonfinite_;
   std::map<std::string, Padding> padding;  // names not listed: finite
-  auto has_lanes = [&](const std::string &n) {
-    const SType *t = type_of_name(n);
-    return t && t->is_tensor() && !t->shape.empty();
-  };
-  auto expr_has_lanes = [&](const Expr &e) {
-    std::set<std::string> names;
-    reads(e, names);
-    for (const std::string &n : names)
-      if (has_lanes(n)) return true;
-    return false;
-  };
   std::function<Padding(const Expr &)> of = [&](const Expr &e) -> Padding {
     if (std::optional<Padding> p = literal_padding(e)) return *p;
     if (auto *n = dyn_cast<Name>(&e)) {
@@ -184,7 +177,7 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
         case BinaryOpKind::Mod:
         case BinaryOpKind::Pow:
           // A lane-varying divisor (or exponent) may be 0 in the padding.
-          if (expr_has_lanes(*b->rhs) || r != Padding::Finite) return Padding::Any;
+          if (reads_tile(*b->rhs) || r != Padding::Finite) return Padding::Any;
           if (b->op == BinaryOpKind::Div && is_positive_literal(*b->rhs)) return l;
           return l == Padding::Finite ? Padding::Finite : Padding::Any;
         default:
@@ -206,10 +199,12 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
         if (!mask || isa<NoneLit>(mask)) return Padding::Finite;
         return other && !isa<NoneLit>(other) ? of(*other) : Padding::Any;
       }
-      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && !dyn_cast<Name>(attr->value.get()))
-        return of(*attr->value);  // a method of a value: x.to(...), x.reshape(...)
-      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to") return of(*attr->value);
-      if (singular(f)) return expr_has_lanes(e) ? Padding::Any : Padding::Finite;
+      // A method of a value (x.to(...), x.reshape(...)), not a function of a module (tl.exp): the value's.
+      if (auto *attr = dyn_cast<Attribute>(c->func.get())) {
+        auto *object = dyn_cast<Name>(attr->value.get());
+        if (!object || type_of_name(object->id)) return of(*attr->value);
+      }
+      if (singular(f)) return reads_tile(e) ? Padding::Any : Padding::Finite;
       // Functions that map -inf to a finite value (exp(-inf) = 0, tanh(-inf) = -1).
       static const std::set<std::string> tame = {"exp", "exp2", "sigmoid", "tanh", "erf", "erfc", "fast_expf",
                                                  "fast_exp2f"};
@@ -229,7 +224,7 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
         for (const ExprPtr &a : c->args) p = worst(p, of(*a));
         return p;
       }
-      if (c->func->kind == NodeKind::Name && f != "float" && f != "int" && f != "min" && f != "max")
+      if (c->func->kind == NodeKind::Name && !sema::namespace_member("builtins", f))
         return Padding::Any;  // a jit helper: what it computes is not looked into
       return args == Padding::Finite ? Padding::Finite : Padding::Any;
     }
@@ -249,7 +244,7 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
       for (const StmtPtr &s : body) {
         if (auto *a = dyn_cast<Assign>(s.get())) {
           const std::string t = assigned_name(*a);
-          if (t.empty() || !has_lanes(t)) continue;  // a scalar is a value the kernel computes, not padding
+          if (t.empty() || !is_tile(type_of_name(t))) continue;  // a scalar is a value the kernel computes, not padding
           const Padding now = padding.count(t) ? padding[t] : Padding::Finite;
           const Padding p = worst(now, of(*a->value));
           if (p != now) {
@@ -272,17 +267,14 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
   return *padding_nonfinite_;
 }
 
+bool Engine::reads_tile(const Expr &e) {
+  std::set<std::string> names;
+  reads(e, names);
+  return std::any_of(names.begin(), names.end(), [&](const std::string &n) { return is_tile(type_of_name(n)); });
+}
+
 bool Engine::may_make_nan(const Expr &contribution) {
   const std::set<std::string> &nonfinite = padding_may_be_nonfinite();
-  auto has_lanes = [&](const Expr &e) {
-    std::set<std::string> names;
-    reads(e, names);
-    for (const std::string &n : names) {
-      const SType *t = type_of_name(n);
-      if (t && t->is_tensor() && !t->shape.empty()) return true;
-    }
-    return false;
-  };
   bool result = false;
   visit_expr(contribution, [&](const Expr &e) {
     if (result) return;
@@ -290,10 +282,10 @@ bool Engine::may_make_nan(const Expr &contribution) {
       result = nonfinite.count(n->id) > 0;
     } else if (auto *b = dyn_cast<BinOp>(&e)) {
       // 0 / 0: a lane-varying divisor may be zero in the padding.
-      if (b->op == BinaryOpKind::Div || b->op == BinaryOpKind::Pow) result = has_lanes(*b->rhs);
+      if (b->op == BinaryOpKind::Div || b->op == BinaryOpKind::Pow) result = reads_tile(*b->rhs);
     } else if (auto *c = dyn_cast<Call>(&e)) {
       if (singular(function_name(*c)))
-        for (const ExprPtr &a : c->args) result |= has_lanes(*a);
+        for (const ExprPtr &a : c->args) result |= reads_tile(*a);
     }
   });
   return result;
@@ -305,7 +297,7 @@ std::optional<LaneMask> Engine::mask_contribution(const std::string &x, ExprPtr 
   // The contribution has y's shape until it is summed back to x's: a mask
   // on y's lanes carries over to x's only where the two are the same.
   const SType *tx = type_of_name(x), *ty = type_of_name(y);
-  const bool same_lanes = tx && ty && tx->is_tensor() && ty->is_tensor() && !tx->shape.empty() && tx->shape == ty->shape;
+  const bool same_lanes = is_tile(tx) && is_tile(ty) && tx->shape == ty->shape;
   if (std::optional<LaneMask> m = zero_outside(*e)) {
     if (!same_lanes || (op != "store" && !lane_wise(op))) return std::nullopt;
     m->block = out_;

@@ -25,3 +25,13 @@ def padded_scale_kernel(X, S, Y, n_cols, BLOCK: tl.constexpr):
     x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
     s = tl.load(S)
     tl.store(Y + row * n_cols + cols, x * s, mask=mask)
+
+
+@triton.jit
+def reshaped_scale_kernel(X, S, Out, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask, other=float('-inf'))
+    s = tl.load(S)
+    z = tl.where(mask, x.reshape(B) * s, 0.0)
+    tl.store(Out, tl.sum(z, 0))
