@@ -767,6 +767,7 @@ class Checker {
       // operand's shape.
       if (fn.name == kUnbroadcastHelper && args.size() == 2 && args[0].is_tensor() && args[1].is_tensor())
         return SType::tensor(args[0].elem, args[1].shape);
+      if (fn.name == kSelectLanesHelper && args.size() == 3 && args[1].is_tensor()) return args[1];
       if (args.size() > fn.params.size())
         fail(c.span, "'" + fn.name + "' takes " + std::to_string(fn.params.size()) + " arguments, " +
                          std::to_string(args.size()) + " given");

@@ -199,6 +199,11 @@ INSTANTIATE_TEST_SUITE_P(
         // The padding reaches the where through a method of the tile (x.reshape(B)): NaN for S once.
         KernelCase{"masked_lanes", "reshaped_scale_kernel", {1, 1, 1},
                    {"X=fp32[40]", "S=fp32[1]", "Out=fp32[1]:zeros", "n=40"}, {"B=64"}, {"X", "S"}, {}},
+        // Padding lanes of 0.0 whose log a where discards, through a jit helper whose backward divides by
+        // them: the helper's contribution is selected too (NaN for W once).
+        KernelCase{"masked_lanes", "log_rows_kernel", {3, 1, 1},
+                   {"X=fp32[3,40]:uniform(0.5,2)", "W=fp32[1]:uniform(0.5,2)", "Out=fp32[3]:zeros", "n_cols=40"},
+                   {"BLOCK=64"}, {"X", "W"}, {}},
         // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
         // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
         KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},

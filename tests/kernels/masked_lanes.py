@@ -44,3 +44,28 @@ def reshaped_scale_kernel(X, S, Out, n, B: tl.constexpr):
     s = tl.load(S)
     z = tl.where(mask, x.reshape(B) * s, 0.0)
     tl.store(Out, tl.sum(z, 0))
+
+
+@triton.jit
+def _log_of(x):
+    # A jit helper: its backward (b / x) is a call the kernel's backward does not look into.
+    return tl.log(x)
+
+
+@triton.jit
+def _clipped_log(x):
+    # log where x > 0, else 0: the gradient at x <= 0 is 0, not b / x (0 / 0 = NaN at x == 0).
+    return tl.where(x > 0, tl.log(x), 0.0)
+
+
+@triton.jit
+def log_rows_kernel(X, W, Out, n_cols, BLOCK: tl.constexpr):
+    # The sum of log(w * x) over each row; padding lanes load 0.0, whose log is discarded by the where,
+    # but the helper's backward divides by it there, and W's gradient sums over every lane.
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(W)
+    y = tl.where(mask, _log_of(x * w), 0.0)
+    tl.store(Out + row, tl.sum(y, 0))

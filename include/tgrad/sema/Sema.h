@@ -124,6 +124,10 @@ using ParamTypes = std::map<std::string, SType>;
 // an operand's shape (emitted by src/ad, written in Triton): sema types a
 // call to it as the operand's shape with the gradient's dtype.
 inline constexpr const char kUnbroadcastHelper[] = "_tgrad_unbroadcast";
+// The helper a backward with unknown shapes calls to select a contribution
+// under a forward's mask (NaN safety, src/ad/reverse/LaneMasks.cpp): typed
+// as its second argument.
+inline constexpr const char kSelectLanesHelper[] = "_tgrad_select_lanes";
 
 // Analyses `fn` and the jit functions it calls. Returns nullopt after
 // reporting errors to `diags`.

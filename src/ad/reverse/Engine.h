@@ -583,6 +583,16 @@ class Engine {
   bool may_make_nan(const Expr &contribution);
   // Whether `e` reads a tile of the forward (a value with lanes, not a scalar).
   bool reads_tile(const Expr &e);
+  // Whether every statement of the function differentiated is lane-wise
+  // (output lane i reads only lane i of each operand): a call of it then
+  // carries a lane mask (contribute's op kLaneWiseCall).
+  bool lane_wise_body();
+  // The generic backward's helper that selects a contribution under a mask
+  // where the mask has its shape, emitted on first use.
+  std::string select_lanes_helper();
+  bool has_select_lanes_helper_ = false;
+  std::set<std::string> lane_wise_callees_;  // keys of callee_backwards_ whose functions are lane-wise
+  static constexpr const char *kLaneWiseCall = "lane-wise jit call";
 
   // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
   static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info);

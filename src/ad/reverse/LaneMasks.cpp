@@ -270,7 +270,11 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
 bool Engine::reads_tile(const Expr &e) {
   std::set<std::string> names;
   reads(e, names);
-  return std::any_of(names.begin(), names.end(), [&](const std::string &n) { return is_tile(type_of_name(n)); });
+  // Generic: a scalar representative stands for tiles too.
+  return std::any_of(names.begin(), names.end(), [&](const std::string &n) {
+    const SType *t = type_of_name(n);
+    return request_.generic_shapes ? t && t->is_tensor() && !t->elem.is_pointer : is_tile(t);
+  });
 }
 
 bool Engine::may_make_nan(const Expr &contribution) {
@@ -293,27 +297,77 @@ bool Engine::may_make_nan(const Expr &contribution) {
 
 std::optional<LaneMask> Engine::mask_contribution(const std::string &x, ExprPtr &e, const std::string &op,
                                                   const std::string &y) {
-  if (request_.generic_shapes) return std::nullopt;  // (whether x has y's lanes is not known)
+  // Shapes unknown until Triton compiles the backward (a generic tile
+  // function): a mask is carried on as if x had y's lanes, and each
+  // selection made under it checks at compile time that the mask has the
+  // contribution's shape (select_lanes_helper). Where it has, every value
+  // between the tl.where and the contribution had at least the mask's lanes,
+  // so the adjoint is zero outside it there too.
+  const bool generic_lanes = request_.generic_shapes;
   // The contribution has y's shape until it is summed back to x's: a mask
   // on y's lanes carries over to x's only where the two are the same.
   const SType *tx = type_of_name(x), *ty = type_of_name(y);
-  const bool same_lanes = is_tile(tx) && is_tile(ty) && tx->shape == ty->shape;
+  const bool same_lanes = generic_lanes || (is_tile(tx) && is_tile(ty) && tx->shape == ty->shape);
+  // A call of a jit helper made of lane-wise operations: its backward is
+  // lane-wise too, and returns the contribution already summed to x's shape.
+  const bool helper = op == kLaneWiseCall;
   if (std::optional<LaneMask> m = zero_outside(*e)) {
     if (!same_lanes || (op != "store" && !lane_wise(op))) return std::nullopt;
     m->block = out_;
     return m;
   }
-  if (!lane_wise(op)) return std::nullopt;
+  if (!lane_wise(op) && !helper) return std::nullopt;
   auto it = lane_masks_.find(y);
   if (it == lane_masks_.end() || !it->second || it->second->block != out_) return std::nullopt;
   const LaneMask m = *it->second;
-  if (!passes_adjoint_through(*e) && may_make_nan(*e)) {
-    ExprPtr zero = std::make_unique<FloatLit>(0.0, "0.0");
-    e = m.negated ? call("tl.where", list(name(m.cond), std::move(zero), std::move(e)))
-                  : call("tl.where", list(name(m.cond), std::move(e), std::move(zero)));
+  if (helper && !same_lanes) return std::nullopt;  // (its result has x's lanes, fewer than the mask's)
+  // The helper's backward may divide by its operand: it is not looked into.
+  if (helper || (!passes_adjoint_through(*e) && may_make_nan(*e))) {
+    if (generic_lanes) {
+      e = call(select_lanes_helper(), list(name(m.cond), std::move(e), std::make_unique<BoolLit>(!m.negated)));
+    } else {
+      ExprPtr zero = std::make_unique<FloatLit>(0.0, "0.0");
+      e = m.negated ? call("tl.where", list(name(m.cond), std::move(zero), std::move(e)))
+                    : call("tl.where", list(name(m.cond), std::move(e), std::move(zero)));
+    }
   }
   if (!same_lanes) return std::nullopt;
   return m;
+}
+
+bool Engine::lane_wise_body() {
+  const StmtList &body = anf_.fn->body;
+  for (const StmtPtr &s : body) {
+    if (isa<Return>(s.get())) continue;
+    auto *a = dyn_cast<Assign>(s.get());
+    if (!a || assigned_name(*a).empty()) return false;
+    const Expr &v = *a->value;
+    if (isa<Name>(&v) || isa<Compare>(&v) || isa<Attribute>(&v) || isa<FloatLit>(&v) || isa<IntLit>(&v) ||
+        isa<BoolLit>(&v))
+      continue;
+    const Op op = classify(v);
+    if (!lane_wise(op.key) && op.key != "operator ~" && op.key != "operator &" && op.key != "operator |") return false;
+  }
+  return true;
+}
+
+std::string Engine::select_lanes_helper() {
+  if (has_select_lanes_helper_) return sema::kSelectLanesHelper;
+  if (module_.find_function(sema::kSelectLanesHelper))
+    fail(fn_->name_span, std::string("the file defines '") + sema::kSelectLanesHelper +
+                             "', the name of a helper generic backwards use: rename it or give the types with --arg");
+  add_support_function(std::string(sema::kSelectLanesHelper) +
+                           "(mask, g, KEEP_WHERE_TRUE: tl.constexpr):\n"
+                           "    if mask.shape == g.shape:\n"
+                           "        if KEEP_WHERE_TRUE:\n"
+                           "            g = tl.where(mask, g, 0.0)\n"
+                           "        else:\n"
+                           "            g = tl.where(mask, 0.0, g)\n"
+                           "    return g\n",
+                       "g where the forward kept its lanes, 0.0 where it discarded them (its values there may be inf or "
+                       "NaN); g unchanged where the mask is not g's shape.");
+  has_select_lanes_helper_ = true;
+  return sema::kSelectLanesHelper;
 }
 
 }  // namespace tgrad::ad::reverse

@@ -508,7 +508,9 @@ void Engine::differentiate_call(const Op &op, const std::string &target, const E
     uses_libdevice_ |= inner.uses_libdevice_;
     bwd_name = add_callee_backward(*b);
     callee_backwards_[key] = bwd_name;
+    if (inner.lane_wise_body()) lane_wise_callees_.insert(key);
   }
+  const std::string call_op = lane_wise_callees_.count(key) ? kLaneWiseCall : "jit call";
   // g_bwd takes g's parameters and then the adjoints of g's outputs, all
   // positionally: a parameter the call left to its default gets it here (the
   // backward's parameters keep no defaults), else an adjoint would fill its slot.
@@ -533,7 +535,7 @@ void Engine::differentiate_call(const Op &op, const std::string &target, const E
   ExprPtr the_call = std::make_unique<Call>(name(bwd_name), std::move(args), std::vector<Keyword>{}, value.span);
   if (active_args.empty()) return;
   if (active_args.size() == 1) {
-    contribute(active_args[0], std::move(the_call), "jit call", target, value.span);
+    contribute(active_args[0], std::move(the_call), call_op, target, value.span);
     return;
   }
   ExprList targets;
@@ -545,7 +547,7 @@ void Engine::differentiate_call(const Op &op, const std::string &target, const E
   ExprList lhs;
   lhs.push_back(std::make_unique<Tuple>(std::move(targets)));
   emit_stmt(std::make_unique<Assign>(std::move(lhs), std::move(the_call)));
-  for (size_t k = 0; k < active_args.size(); ++k) contribute(active_args[k], name(parts[k]), "jit call", target, value.span);
+  for (size_t k = 0; k < active_args.size(); ++k) contribute(active_args[k], name(parts[k]), call_op, target, value.span);
 }
 
 ExprPtr Engine::adjoint_of_result(const std::string &target) {

@@ -67,7 +67,7 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     # Grad of: gelu = 0.5 * x * (1.0 + tanh_fast(inner))
     bx_times_half = tl.where(mask, bgelu * tanh_fast_inner_plus_one, 0.0)
     btanh_fast_inner_plus_one = bgelu * x_times_half
-    binner = tanh_fast_bwd(inner, btanh_fast_inner_plus_one)
+    binner = tl.where(mask, tanh_fast_bwd(inner, btanh_fast_inner_plus_one), 0.0)
     bx += bx_times_half * 0.5
 
     # Grad of: inner = 0.7978845608 * (x + 0.044715 * x * x * x)

@@ -36,7 +36,7 @@ def activation_bwd(x, bout):
     # Grad of: return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
     bx = tl.where(t, bout, 0.0)
     b_log1p_exp_x = tl.where(t, 0.0, bout)
-    bx += _log1p_exp_bwd(x, b_log1p_exp_x)
+    bx += tl.where(t, 0.0, _log1p_exp_bwd(x, b_log1p_exp_x))
     return bx.to(x.dtype)
 
 

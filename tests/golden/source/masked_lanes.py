@@ -35,3 +35,24 @@ def reshaped_scale_kernel(X, S, Out, n, B: tl.constexpr):
     s = tl.load(S)
     z = tl.where(mask, x.reshape(B) * s, 0.0)
     tl.store(Out, tl.sum(z, 0))
+
+
+@triton.jit
+def _log_of(x):
+    return tl.log(x)
+
+
+@triton.jit
+def _clipped_log(x):
+    return tl.where(x > 0, tl.log(x), 0.0)
+
+
+@triton.jit
+def log_rows_kernel(X, W, Out, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(W)
+    y = tl.where(mask, _log_of(x * w), 0.0)
+    tl.store(Out + row, tl.sum(y, 0))
