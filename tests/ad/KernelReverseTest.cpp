@@ -280,6 +280,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"imports_helper", "activation_cast_kernel", {3, 1, 1},
                    {"X=fp32[300]:uniform(-30,30)", "Y=fp32[300]:zeros", "n_elements=300"},
                    {"OUT_DTYPE=tl.float32", "BLOCK=128"}, {"X"}, {}},
+        // Past exp's overflow (709 in float64): the where keeps x, and the helper's backward under the discarded
+        // branch is (0 / (1 + inf)) * inf = NaN unless selected.
+        KernelCase{"imports_helper", "activation_cast_kernel", {3, 1, 1},
+                   {"X=fp32[300]:uniform(700,760)", "Y=fp32[300]:zeros", "n_elements=300"},
+                   {"OUT_DTYPE=tl.float32", "BLOCK=128"}, {"X"}, {}},
         // PTX approximations (tanh.approx in an imported helper, sin.approx inline) and a libdevice function the
         // helper module binds to a name in a module-level if.
         // Tensor descriptors: rows 10..11 and columns 6..7 of the last block are past the shape.
