@@ -204,6 +204,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"masked_lanes", "log_rows_kernel", {3, 1, 1},
                    {"X=fp32[3,40]:uniform(0.5,2)", "W=fp32[1]:uniform(0.5,2)", "Out=fp32[3]:zeros", "n_cols=40"},
                    {"BLOCK=64"}, {"X", "W"}, {}},
+        // A where on a predicate of the data (x > 20): the lanes it discards hold exp(x) = inf past 709.
+        KernelCase{"masked_lanes", "softplus_kernel", {3, 1, 1},
+                   {"X=fp32[300]:uniform(-30,760)", "Y=fp32[300]:zeros", "n=300"}, {"BLOCK=128"}, {"X"}, {}},
         // The tutorial-style attention forward: block pointers advanced by a jit helper (inlined), non-causal
         // and causal (two stages: the blocks left of the diagonal, then the diagonal block).
         KernelCase{"attention_block_ptr", "attn_fwd_block_ptr_kernel", {3, 2, 1},

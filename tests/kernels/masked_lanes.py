@@ -69,3 +69,14 @@ def log_rows_kernel(X, W, Out, n_cols, BLOCK: tl.constexpr):
     w = tl.load(W)
     y = tl.where(mask, _log_of(x * w), 0.0)
     tl.store(Out + row, tl.sum(y, 0))
+
+
+@triton.jit
+def softplus_kernel(X, Y, n, BLOCK: tl.constexpr):
+    # softplus, linear past 20: the where discards exp(x), which is inf past 88 in fp32 (709 in fp64), and
+    # the gradient of the discarded branch there is 0 * inf unless selected.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    y = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))
+    tl.store(Y + offs, y, mask=mask)

@@ -576,11 +576,16 @@ class Engine {
   // The forward's names whose values may be inf or NaN in the lanes it
   // discards (padding from `other=-inf` or no `other`, a log or a division
   // of padding), computed once (LaneMasks.cpp).
-  const std::set<std::string> &padding_may_be_nonfinite();
-  std::optional<std::set<std::string>> padding_nonfinite_;
+  // With `overflow`: also the values that overflow to inf for large real
+  // inputs (exp), for masks that discard lanes of real data.
+  const std::set<std::string> &padding_may_be_nonfinite(bool overflow);
+  std::optional<std::set<std::string>> padding_nonfinite_, overflow_nonfinite_;
+  // The names the forward's loads take as their mask: lanes they pad.
+  const std::set<std::string> &load_masks();
+  std::optional<std::set<std::string>> load_masks_;
   // Whether a contribution can be NaN where its adjoint is zero: it reads
   // such a name, or divides by (or takes a log of) a lane-varying value.
-  bool may_make_nan(const Expr &contribution);
+  bool may_make_nan(const Expr &contribution, bool overflow);
   // Whether `e` reads a tile of the forward (a value with lanes, not a scalar).
   bool reads_tile(const Expr &e);
   // Whether every statement of the function differentiated is lane-wise

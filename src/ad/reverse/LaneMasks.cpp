@@ -143,8 +143,9 @@ std::optional<Padding> literal_padding(const Expr &e) {
 
 }  // namespace
 
-const std::set<std::string> &Engine::padding_may_be_nonfinite() {
-  if (padding_nonfinite_) return *padding_nonfinite_;
+const std::set<std::string> &Engine::padding_may_be_nonfinite(bool overflow) {
+  std::optional<std::set<std::string>> &cached = overflow ? overflow_nonfinite_ : padding_nonfinite_;
+  if (cached) return *cached;
   std::map<std::string, Padding> padding;  // names not listed: finite
   std::function<Padding(const Expr &)> of = [&](const Expr &e) -> Padding {
     if (std::optional<Padding> p = literal_padding(e)) return *p;
@@ -205,6 +206,12 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
         if (!object || type_of_name(object->id)) return of(*attr->value);
       }
       if (singular(f)) return reads_tile(e) ? Padding::Any : Padding::Finite;
+      // Functions that overflow to inf for large finite arguments: where the
+      // lanes discarded hold real values (a where on a predicate of the data:
+      // softplus's x > 20 discards the lanes where exp(x) is inf).
+      static const std::set<std::string> overflowing = {"exp", "exp2", "exp10", "expm1", "sinh", "cosh",
+                                                        "fast_expf", "fast_exp2f"};
+      if (overflow && overflowing.count(f) && reads_tile(e)) return Padding::Any;
       // Functions that map -inf to a finite value (exp(-inf) = 0, tanh(-inf) = -1).
       static const std::set<std::string> tame = {"exp", "exp2", "sigmoid", "tanh", "erf", "erfc", "fast_expf",
                                                  "fast_exp2f"};
@@ -261,10 +268,10 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite() {
     };
     block(anf_.fn->body);
   }
-  padding_nonfinite_.emplace();
+  cached.emplace();
   for (const auto &[n, p] : padding)
-    if (p != Padding::Finite) padding_nonfinite_->insert(n);
-  return *padding_nonfinite_;
+    if (p != Padding::Finite) cached->insert(n);
+  return *cached;
 }
 
 bool Engine::reads_tile(const Expr &e) {
@@ -277,8 +284,22 @@ bool Engine::reads_tile(const Expr &e) {
   });
 }
 
-bool Engine::may_make_nan(const Expr &contribution) {
-  const std::set<std::string> &nonfinite = padding_may_be_nonfinite();
+const std::set<std::string> &Engine::load_masks() {
+  if (load_masks_) return *load_masks_;
+  load_masks_.emplace();
+  visit_exprs(anf_.fn->body, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    if (!c || function_name(*c) != "load") return;
+    const Expr *mask = c->args.size() >= 2 ? c->args[1].get() : nullptr;
+    for (const Keyword &k : c->keywords)
+      if (k.name == "mask") mask = k.value.get();
+    if (auto *n = mask ? dyn_cast<Name>(mask) : nullptr) load_masks_->insert(n->id);
+  });
+  return *load_masks_;
+}
+
+bool Engine::may_make_nan(const Expr &contribution, bool overflow) {
+  const std::set<std::string> &nonfinite = padding_may_be_nonfinite(overflow);
   bool result = false;
   visit_expr(contribution, [&](const Expr &e) {
     if (result) return;
@@ -321,8 +342,12 @@ std::optional<LaneMask> Engine::mask_contribution(const std::string &x, ExprPtr 
   if (it == lane_masks_.end() || !it->second || it->second->block != out_) return std::nullopt;
   const LaneMask m = *it->second;
   if (helper && !same_lanes) return std::nullopt;  // (its result has x's lanes, fewer than the mask's)
+  // A mask some load pads under discards padding lanes, whose values the
+  // padding lattice follows; any other (x > 20.0) discards lanes of real
+  // data, where the forward may have overflowed too (exp(x) = inf).
+  const bool real_lanes = !load_masks().count(m.cond);
   // The helper's backward may divide by its operand: it is not looked into.
-  if (helper || (!passes_adjoint_through(*e) && may_make_nan(*e))) {
+  if (helper || (!passes_adjoint_through(*e) && may_make_nan(*e, real_lanes))) {
     if (generic_lanes) {
       e = call(select_lanes_helper(), list(name(m.cond), std::move(e), std::make_unique<BoolLit>(!m.negated)));
     } else {

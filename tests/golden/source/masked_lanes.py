@@ -56,3 +56,12 @@ def log_rows_kernel(X, W, Out, n_cols, BLOCK: tl.constexpr):
     w = tl.load(W)
     y = tl.where(mask, _log_of(x * w), 0.0)
     tl.store(Out + row, tl.sum(y, 0))
+
+
+@triton.jit
+def softplus_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    y = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))
+    tl.store(Y + offs, y, mask=mask)
