@@ -580,9 +580,8 @@ class Engine {
   // inputs (exp), for masks that discard lanes of real data.
   const std::set<std::string> &padding_may_be_nonfinite(bool overflow);
   std::optional<std::set<std::string>> padding_nonfinite_, overflow_nonfinite_;
-  // The names the forward's loads take as their mask: lanes they pad.
-  const std::set<std::string> &load_masks();
-  std::optional<std::set<std::string>> load_masks_;
+  // Whether a load of the forward takes this name as its mask (pads the lanes outside it).
+  bool loads_pad_under(const std::string &mask) const;
   // Whether a contribution can be NaN where its adjoint is zero: it reads
   // such a name, or divides by (or takes a log of) a lane-varying value.
   bool may_make_nan(const Expr &contribution, bool overflow);
@@ -595,8 +594,6 @@ class Engine {
   // The generic backward's helper that selects a contribution under a mask
   // where the mask has its shape, emitted on first use.
   std::string select_lanes_helper();
-  bool has_select_lanes_helper_ = false;
-  std::set<std::string> lane_wise_callees_;  // keys of callee_backwards_ whose functions are lane-wise
   static constexpr const char *kLaneWiseCall = "lane-wise jit call";
 
   // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
@@ -620,8 +617,15 @@ class Engine {
   std::map<std::string, std::string> adjoint_;  // primal name -> adjoint name
   std::set<std::string> aliased_;               // adjoints that are another value's adjoint
   std::map<std::string, std::map<int64_t, std::string>> tuple_adjoint_;  // tuple name -> element -> adjoint
-  std::map<std::string, std::string> callee_backwards_;  // jit function signature -> its backward's name
-  bool has_unbroadcast_helper_ = false;
+  struct CalleeBackward {
+    std::string name;        // the backward's name
+    bool lane_wise = false;  // the function is (Engine::lane_wise_body)
+  };
+  std::map<std::string, CalleeBackward> callee_backwards_;  // jit function signature -> its backward
+  // Helpers a generic backward calls (_tgrad_unbroadcast, _tgrad_select_lanes):
+  // defined once each, on first use, under a name the file must not take.
+  std::string generic_helper(const char *helper, const std::string &definition, const std::string &comment);
+  std::set<std::string> generic_helpers_;
   bool has_affine_scan_helper_ = false;
   std::vector<std::unique_ptr<Function>> extra_functions_;  // backwards of called jit functions
   std::vector<std::unique_ptr<Function>> owner_functions_;  // owner-computes kernels, emitted after the backward

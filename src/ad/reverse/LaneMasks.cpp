@@ -191,12 +191,7 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite(bool overflow) {
       for (const ExprPtr &a : c->args) args = worst(args, of(*a));
       if (f == "load") {
         // A masked load pads with `other`; without one its padding is undefined.
-        const Expr *mask = c->args.size() >= 2 ? c->args[1].get() : nullptr;
-        const Expr *other = c->args.size() >= 3 ? c->args[2].get() : nullptr;
-        for (const Keyword &k : c->keywords) {
-          if (k.name == "mask") mask = k.value.get();
-          if (k.name == "other") other = k.value.get();
-        }
+        const Expr *mask = call_argument(*c, 1, "mask"), *other = call_argument(*c, 2, "other");
         if (!mask || isa<NoneLit>(mask)) return Padding::Finite;
         return other && !isa<NoneLit>(other) ? of(*other) : Padding::Any;
       }
@@ -284,18 +279,8 @@ bool Engine::reads_tile(const Expr &e) {
   });
 }
 
-const std::set<std::string> &Engine::load_masks() {
-  if (load_masks_) return *load_masks_;
-  load_masks_.emplace();
-  visit_exprs(anf_.fn->body, [&](const Expr &e) {
-    auto *c = dyn_cast<Call>(&e);
-    if (!c || function_name(*c) != "load") return;
-    const Expr *mask = c->args.size() >= 2 ? c->args[1].get() : nullptr;
-    for (const Keyword &k : c->keywords)
-      if (k.name == "mask") mask = k.value.get();
-    if (auto *n = mask ? dyn_cast<Name>(mask) : nullptr) load_masks_->insert(n->id);
-  });
-  return *load_masks_;
+bool Engine::loads_pad_under(const std::string &mask) const {
+  return std::any_of(memory_.begin(), memory_.end(), [&](const MemoryOp &m) { return !m.store && m.mask == mask; });
 }
 
 bool Engine::may_make_nan(const Expr &contribution, bool overflow) {
@@ -345,7 +330,7 @@ std::optional<LaneMask> Engine::mask_contribution(const std::string &x, ExprPtr 
   // A mask some load pads under discards padding lanes, whose values the
   // padding lattice follows; any other (x > 20.0) discards lanes of real
   // data, where the forward may have overflowed too (exp(x) = inf).
-  const bool real_lanes = !load_masks().count(m.cond);
+  const bool real_lanes = !loads_pad_under(m.cond);
   // The helper's backward may divide by its operand: it is not looked into.
   if (helper || (!passes_adjoint_through(*e) && may_make_nan(*e, real_lanes))) {
     if (generic_lanes) {
@@ -377,22 +362,16 @@ bool Engine::lane_wise_body() {
 }
 
 std::string Engine::select_lanes_helper() {
-  if (has_select_lanes_helper_) return sema::kSelectLanesHelper;
-  if (module_.find_function(sema::kSelectLanesHelper))
-    fail(fn_->name_span, std::string("the file defines '") + sema::kSelectLanesHelper +
-                             "', the name of a helper generic backwards use: rename it or give the types with --arg");
-  add_support_function(std::string(sema::kSelectLanesHelper) +
-                           "(mask, g, KEEP_WHERE_TRUE: tl.constexpr):\n"
-                           "    if mask.shape == g.shape:\n"
-                           "        if KEEP_WHERE_TRUE:\n"
-                           "            g = tl.where(mask, g, 0.0)\n"
-                           "        else:\n"
-                           "            g = tl.where(mask, 0.0, g)\n"
-                           "    return g\n",
-                       "g where the forward kept its lanes, 0.0 where it discarded them (its values there may be inf or "
-                       "NaN); g unchanged where the mask is not g's shape.");
-  has_select_lanes_helper_ = true;
-  return sema::kSelectLanesHelper;
+  return generic_helper(sema::kSelectLanesHelper,
+                        "(mask, g, KEEP_WHERE_TRUE: tl.constexpr):\n"
+                        "    if mask.shape == g.shape:\n"
+                        "        if KEEP_WHERE_TRUE:\n"
+                        "            g = tl.where(mask, g, 0.0)\n"
+                        "        else:\n"
+                        "            g = tl.where(mask, 0.0, g)\n"
+                        "    return g\n",
+                        "g where the forward kept its lanes, 0.0 where it discarded them (its values there may "
+                        "be inf or NaN); g unchanged where the mask is not g's shape.");
 }
 
 }  // namespace tgrad::ad::reverse

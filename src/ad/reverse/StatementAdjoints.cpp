@@ -304,24 +304,27 @@ bool Engine::classify_approximation(const Call &c, Op &op) {
   return true;
 }
 
-std::string Engine::unbroadcast_helper() {
-  if (has_unbroadcast_helper_) return sema::kUnbroadcastHelper;
-  if (module_.find_function(sema::kUnbroadcastHelper))
-    fail(fn_->name_span, std::string("the file defines '") + sema::kUnbroadcastHelper +
+std::string Engine::generic_helper(const char *helper, const std::string &definition, const std::string &comment) {
+  if (!generic_helpers_.insert(helper).second) return helper;
+  if (module_.find_function(helper))
+    fail(fn_->name_span, std::string("the file defines '") + helper +
                              "', the name of a helper generic backwards use: rename it or give the types with --arg");
-  add_support_function(std::string(sema::kUnbroadcastHelper) +
-                           "(g, x):\n"
-                           "    for _ in tl.static_range(len(g.shape) - len(x.shape)):\n"
-                           "        g = tl.sum(g, 0)\n"
-                           "    for axis in tl.static_range(len(x.shape)):\n"
-                           "        if x.shape[axis] == 1:\n"
-                           "            if g.shape[axis] != 1:\n"
-                           "                g = tl.sum(g, axis, keep_dims=True)\n"
-                           "    return g\n",
-                       "Sums g back to x's shape: over the leading axes x lacks and the axes where x has size 1, the "
-                       "axes along which Triton broadcast x (resolved when Triton compiles each call).");
-  has_unbroadcast_helper_ = true;
-  return sema::kUnbroadcastHelper;
+  add_support_function(helper + definition, comment);
+  return helper;
+}
+
+std::string Engine::unbroadcast_helper() {
+  return generic_helper(sema::kUnbroadcastHelper,
+                        "(g, x):\n"
+                        "    for _ in tl.static_range(len(g.shape) - len(x.shape)):\n"
+                        "        g = tl.sum(g, 0)\n"
+                        "    for axis in tl.static_range(len(x.shape)):\n"
+                        "        if x.shape[axis] == 1:\n"
+                        "            if g.shape[axis] != 1:\n"
+                        "                g = tl.sum(g, axis, keep_dims=True)\n"
+                        "    return g\n",
+                        "Sums g back to x's shape: over the leading axes x lacks and the axes where x has size 1, the "
+                        "axes along which Triton broadcast x (resolved when Triton compiles each call).");
 }
 
 ExprPtr Engine::zero_adjoint(const std::string &x) {
@@ -498,7 +501,7 @@ void Engine::differentiate_call(const Op &op, const std::string &target, const E
   std::vector<std::string> out_adjoint_params;
   auto cached = callee_backwards_.find(key);
   if (cached != callee_backwards_.end()) {
-    bwd_name = cached->second;
+    bwd_name = cached->second.name;
   } else {
     Engine inner(module_, sources_, sub, diags_);
     inner.depth_ = depth_ + 1;
@@ -507,10 +510,9 @@ void Engine::differentiate_call(const Op &op, const std::string &target, const E
     if (!b) fail(value.span, "cannot differentiate the call of '" + g.name + "' (see the errors above)");
     uses_libdevice_ |= inner.uses_libdevice_;
     bwd_name = add_callee_backward(*b);
-    callee_backwards_[key] = bwd_name;
-    if (inner.lane_wise_body()) lane_wise_callees_.insert(key);
+    cached = callee_backwards_.emplace(key, CalleeBackward{bwd_name, inner.lane_wise_body()}).first;
   }
-  const std::string call_op = lane_wise_callees_.count(key) ? kLaneWiseCall : "jit call";
+  const std::string call_op = cached->second.lane_wise ? kLaneWiseCall : "jit call";
   // g_bwd takes g's parameters and then the adjoints of g's outputs, all
   // positionally: a parameter the call left to its default gets it here (the
   // backward's parameters keep no defaults), else an adjoint would fill its slot.
