@@ -755,6 +755,77 @@ class Specializer {
   std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };
 
+// The literal of a constexpr value given with -D: a string, number, bool
+// or dtype; null for other kinds (None, a symbol).
+ExprPtr literal_of_value(const sema::SType &t) {
+  using Kind = sema::SType::Kind;
+  if (!t.known && t.kind != Kind::DType) return nullptr;
+  switch (t.kind) {
+    case Kind::Str: return std::make_unique<StrLit>(t.s, "");
+    case Kind::Bool: return std::make_unique<BoolLit>(t.b);
+    case Kind::Float: return std::make_unique<FloatLit>(t.x, "");
+    case Kind::Int: {
+      ExprPtr magnitude = std::make_unique<IntLit>(static_cast<uint64_t>(t.n < 0 ? -t.n : t.n), "");
+      return t.n < 0 ? std::make_unique<UnaryOp>(UnaryOpKind::Neg, std::move(magnitude)) : std::move(magnitude);
+    }
+    case Kind::DType:
+      if (t.dtype_is_pointer || t.dtype_is_tensor_type) return nullptr;
+      return std::make_unique<Attribute>(std::make_unique<Name>("tl"), sema::tl_name(t.dtype));
+    default: return nullptr;
+  }
+}
+
+// A backward made with a constexpr's value given (-D ACTIVATION="'relu'")
+// is right for that value only, yet keeps the parameter: launchers pass the
+// forward's arguments through, and a launch with another value would get
+// the gradient of another specialization, silently. So each kernel tgrad
+// emits asserts the values it was made for, and Triton refuses such a
+// launch when it compiles it. (The specializer's own values need no
+// assertion: its dispatcher calls each specialization under its value.)
+void assert_given_constexprs(const Function &forward, const BackwardRequest &request, Backward &out) {
+  StmtList checks;
+  for (size_t k = 0; k < forward.params.size(); ++k) {
+    const std::string &p = forward.params[k].name;
+    auto it = request.param_types.find(p);
+    if (!forward.is_constexpr_param(k) || it == request.param_types.end()) continue;
+    ExprPtr value = literal_of_value(it->second);
+    if (!value) continue;
+    const std::string text = p + "=" + emit::print_expr(*value);
+    ExprList args;
+    ExprList compared;
+    compared.push_back(std::move(value));
+    args.push_back(std::make_unique<Compare>(std::make_unique<Name>(p), std::vector<CompareOpKind>{CompareOpKind::Eq},
+                                             std::move(compared)));
+    args.push_back(std::make_unique<StrLit>("tgrad: this backward was generated for " + text +
+                                                " (-D); regenerate it for the value you launch with", ""));
+    checks.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
+        std::make_unique<Attribute>(std::make_unique<Name>("tl"), "static_assert"), std::move(args),
+        std::vector<Keyword>{})));
+  }
+  if (checks.empty() || !out.module) return;
+  std::set<std::string> kernels = {out.backward_name, out.prologue_kernel};
+  for (const Backward::OwnerKernel &o : out.owner_kernels) kernels.insert(o.name);
+  const std::string before = emit::print_module(*out.module);
+  bool changed = false;
+  for (auto &f : out.module->functions) {
+    if (!kernels.count(f->name)) continue;
+    StmtList mine;
+    for (const StmtPtr &c : checks) {
+      const auto *compare = cast<Compare>(cast<Call>(cast<ExprStmt>(c.get())->value.get())->args[0].get());
+      const std::string &p = cast<Name>(compare->left.get())->id;
+      for (size_t k = 0; k < f->params.size(); ++k)
+        if (f->params[k].name == p && f->is_constexpr_param(k)) mine.push_back(clone(*c));
+    }
+    if (mine.empty()) continue;
+    f->body.insert(f->body.begin(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
+    changed = true;
+  }
+  // The header (everything the source holds before the module) stays.
+  if (changed && out.source.size() >= before.size() &&
+      out.source.compare(out.source.size() - before.size(), before.size(), before) == 0)
+    out.source = out.source.substr(0, out.source.size() - before.size()) + emit::print_module(*out.module);
+}
+
 }  // namespace
 
 std::optional<Backward> differentiate(const Module &user_module, const SourceManager &sources,
@@ -822,6 +893,7 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
     const DiagEngine &kept = by_revealed || !out ? revealed : first;
     for (const Diagnostic &d : kept.diagnostics()) diags.report(d);
   }
+  if (out) assert_given_constexprs(*fn, request, *out);
   if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
   if (out && request.deterministic)
     for (const Backward::AtomicGradient &a : out->atomic_gradients)

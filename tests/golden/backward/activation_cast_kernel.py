@@ -41,6 +41,7 @@ def activation_bwd(x, bout):
 
 @triton.jit
 def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
+    tl.static_assert(OUT_DTYPE == tl.float32, "tgrad: this backward was generated for OUT_DTYPE=tl.float32 (-D); regenerate it for the value you launch with")
     tl_program_id_zero = tl.program_id(0)
     tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
     tl_arange_zero_BLOCK = tl.arange(0, BLOCK)

@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def bias_act_kernel_bwd(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dB, dY):
+    tl.static_assert(HAS_BIAS == True, "tgrad: this backward was generated for HAS_BIAS=True (-D); regenerate it for the value you launch with")
     tl_program_id_zero = tl.program_id(0)
     tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
     tl_arange_zero_BLOCK = tl.arange(0, BLOCK)

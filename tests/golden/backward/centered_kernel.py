@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.constexpr, dX, dL, dY):
+    tl.static_assert(SPLIT == False, "tgrad: this backward was generated for SPLIT=False (-D); regenerate it for the value you launch with")
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols

@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+    tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_m_times_BLOCK_SIZE_M = pid_m * BLOCK_SIZE_M

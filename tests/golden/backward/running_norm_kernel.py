@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+    tl.static_assert(BY_ROWS == True, "tgrad: this backward was generated for BY_ROWS=True (-D); regenerate it for the value you launch with")
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)

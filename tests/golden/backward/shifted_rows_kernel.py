@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+    tl.static_assert(OFFSETS_TENSOR == True, "tgrad: this backward was generated for OFFSETS_TENSOR=True (-D); regenerate it for the value you launch with")
     tl_program_id_zero = tl.program_id(0)
     tl_program_id_zero_times_BR = tl_program_id_zero * BR
     tl_arange_zero_BR = tl.arange(0, BR)

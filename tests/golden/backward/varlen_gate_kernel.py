@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+    tl.static_assert(IS_VARLEN == True, "tgrad: this backward was generated for IS_VARLEN=True (-D); regenerate it for the value you launch with")
     tl_program_id_zero = tl.program_id(0)
     tl_program_id_one = tl.program_id(1)
     tl_program_id_one_to_tl_int64 = tl_program_id_one.to(tl.int64)

@@ -7,6 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK: tl.constexpr, HAS_WEIGHT: tl.constexpr, dX, dDY, dW, dRSTD, dDX, dDW, partial_in_memory_tape, tape_trips):
+    tl.static_assert(HAS_WEIGHT == True, "tgrad: this backward was generated for HAS_WEIGHT=True (-D); regenerate it for the value you launch with")
     pid = tl.program_id(0)
     num_progs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK)
