@@ -1,6 +1,7 @@
 #include "src/ad/ConstexprPaths.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -111,6 +112,41 @@ bool report_constexpr_guarded_definitions(const Function &fn, const sema::TypeIn
   for (const Param &p : fn.params) params.insert(p.name);
   c.block(fn.body, params, {});
   return c.reported;
+}
+
+namespace {
+bool names(const Expr &e, const std::string &name) {
+  auto *n = dyn_cast<Name>(&e);
+  return n && n->id == name;
+}
+}  // namespace
+
+std::vector<std::pair<const Function *, std::string>> helpers_receiving_constexpr(const Module &module,
+                                                                                   const Function &fn,
+                                                                                   const std::string &flag) {
+  std::vector<std::pair<const Function *, std::string>> out;
+  std::function<void(const Function &, const std::string &, int)> visit = [&](const Function &f,
+                                                                              const std::string &name, int depth) {
+    if (depth > 8) return;
+    visit_exprs(f.body, [&](const Expr &e) {
+      auto *call = dyn_cast<Call>(&e);
+      auto *callee_name = call ? dyn_cast<Name>(call->func.get()) : nullptr;
+      const Function *callee = callee_name ? module.find_function(callee_name->id) : nullptr;
+      if (!callee || callee == &f) return;
+      auto receive = [&](const std::string &param) {
+        for (const auto &seen : out)
+          if (seen.first == callee && seen.second == param) return;
+        out.push_back({callee, param});
+        visit(*callee, param, depth + 1);
+      };
+      for (size_t k = 0; k < call->args.size() && k < callee->params.size(); ++k)
+        if (names(*call->args[k], name)) receive(callee->params[k].name);
+      for (const Keyword &kw : call->keywords)
+        if (kw.value && names(*kw.value, name)) receive(kw.name);
+    });
+  };
+  visit(fn, flag, 0);
+  return out;
 }
 
 }  // namespace tgrad::ad

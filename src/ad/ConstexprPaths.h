@@ -7,6 +7,8 @@
 // such a kernel needs the flag's value: the check below names the flag.
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tgrad/ast/Ast.h"
@@ -25,5 +27,15 @@ bool report_constexpr_guarded_definitions(const ast::Function &fn, const sema::T
 // reporting: differentiate() makes one backward per value of the flags they
 // read (src/ad/Specialize.h).
 std::vector<const ast::Expr *> constexpr_guarded_conditions(const ast::Function &fn, const sema::TypeInfo &types);
+
+// The jit helpers that `fn` passes its tl.constexpr parameter `flag` to, at
+// any depth, each with the parameter that receives it: `apply_act_func(x,
+// drop_p, seed, offset, param, act_func, dropout)` gives (apply_act_func,
+// 'act_func') for the kernel's act_func, and the helpers apply_act_func
+// passes its act_func to. (A constexpr argument is a constexpr in the
+// callee, annotated or not.)
+std::vector<std::pair<const ast::Function *, std::string>> helpers_receiving_constexpr(const ast::Module &module,
+                                                                                        const ast::Function &fn,
+                                                                                        const std::string &flag);
 
 }  // namespace tgrad::ad

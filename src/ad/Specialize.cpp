@@ -88,11 +88,12 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
   Flag f{flag, {}};
   std::vector<ExprPtr> owned;
   std::vector<const Expr *> literals;
+  std::string name = flag;  // the flag's name in the function visited (a helper's parameter)
   std::function<void(const Expr &)> visit = [&](const Expr &e) {
     if (auto *c = dyn_cast<Compare>(&e); c && c->comparators.size() == 1 &&
                                          (c->ops[0] == CompareOpKind::Eq || c->ops[0] == CompareOpKind::NotEq)) {
-      const Expr *other = is_flag_name(*c->left, flag) ? c->comparators[0].get()
-                          : is_flag_name(*c->comparators[0], flag) ? c->left.get() : nullptr;
+      const Expr *other = is_flag_name(*c->left, name) ? c->comparators[0].get()
+                          : is_flag_name(*c->comparators[0], name) ? c->left.get() : nullptr;
       ExprPtr literal = other ? literal_of(*other, module) : nullptr;
       if (literal) {
         bool seen = false;
@@ -105,6 +106,12 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
     }
   };
   visit_exprs(fn.body, visit);
+  // A helper the flag is passed to compares it under its own name
+  // (attorch's apply_act_func(x, ..., act_func, dropout)).
+  for (const auto &[helper, param] : helpers_receiving_constexpr(module, fn, flag)) {
+    name = param;
+    visit_exprs(helper->body, visit);
+  }
   if (literals.empty()) {
     for (bool v : {true, false}) {
       FlagValue fv;
@@ -187,6 +194,25 @@ std::set<std::string> names_read_in_conditions(const Function &fn) {
   return in_conditions;
 }
 
+// The constexpr parameters of `fn` without a value in `given` that a jit
+// helper it calls tests in an if (under its own name or the same). A helper
+// is differentiated as a tile function, where an if on a constexpr needs the
+// value, so the kernel's flag that feeds it does.
+std::vector<std::string> flags_tested_in_helpers(const Module &module, const Function &fn,
+                                                 const sema::ParamTypes &given) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < fn.params.size(); ++k) {
+    const std::string &flag = fn.params[k].name;
+    if (!fn.is_constexpr_param(k) || given.count(flag)) continue;
+    for (const auto &[helper, param] : helpers_receiving_constexpr(module, fn, flag))
+      if (names_read_in_conditions(*helper).count(param)) {
+        out.push_back(flag);
+        break;
+      }
+  }
+  return out;
+}
+
 // Whether any condition (of an if, or of a conditional expression), in the
 // function or in any function of the module (a helper given the flag as an
 // argument of the same name), reads one of fn's constexpr parameters that
@@ -228,7 +254,7 @@ bool reads_unvalued_flag(const Module &module, const Function &fn, const sema::P
   for (const auto &f : module.functions) block(f->body);
   for (const std::string &n : in_conditions)
     if (unvalued.count(n)) return true;
-  return false;
+  return !flags_tested_in_helpers(module, fn, given).empty();
 }
 
 std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
@@ -301,6 +327,9 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     without[name] = SType::of_bool(false);
     if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
   }
+  // Flags a helper tests (its ifs need them: a helper is a tile function).
+  for (const std::string &name : flags_tested_in_helpers(module, fn, given))
+    if (std::find(flags.begin(), flags.end(), name) == flags.end()) flags.push_back(name);
   // Typed only with its parameters unknown, the forward showed no flag: those
   // that let it type as the backward types it. Where it showed some, those
   // come first, and their values reveal the rest.
@@ -375,7 +404,8 @@ class Specializer {
     for (const Flag &f : flags_) combinations *= f.values.size();
     if (combinations > kMaxSpecializations) {
       diags_.error(fn_.name_span, "the backward of '" + fn_.name + "' depends on the values of " + flag_list() +
-                                      " (" + std::to_string(combinations) + " combinations): give them with -D");
+                                      " (" + std::to_string(combinations) + " combinations): give them with -D" +
+                                      flag_examples());
       return false;
     }
     if (combinations > kQuietSpecializations)
@@ -472,6 +502,25 @@ class Specializer {
     std::string s;
     for (size_t k = 0; k < flags_.size(); ++k) s += (k ? ", '" : "'") + flags_[k].name + "'";
     return s;
+  }
+  // " (the values the kernel tests: act_func = 'sigmoid', 'tanh' or another;
+  // dropout = True or False; for example -D act_func="'sigmoid'" -D
+  // dropout=True)": what to write, for a user who does not know the flags.
+  std::string flag_examples() const {
+    std::string values, example;
+    for (size_t k = 0; k < flags_.size(); ++k) {
+      const Flag &f = flags_[k];
+      values += (k ? "; " : "") + f.name + " = ";
+      for (size_t v = 0; v < f.values.size(); ++v) {
+        const bool other = f.values[v].suffix == "other";
+        values += (v == 0 ? "" : v + 1 == f.values.size() ? " or " : ", ") +
+                  (other ? std::string("another value") : f.values[v].text);
+      }
+      const FlagValue &first = f.values.front();
+      const bool quoted = first.text.size() > 1 && first.text.front() == '\'';
+      example += " -D " + f.name + "=" + (quoted ? "\"" + first.text + "\"" : first.text);
+    }
+    return " (the values the kernel tests: " + values + "; for example" + example + ")";
   }
   std::string assignment(const std::vector<size_t> &choice) const {
     std::string s;

@@ -1,6 +1,7 @@
 #include "src/driver/TorchModule.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/ad/AnfWalk.h"
+#include "src/ad/ConstexprPaths.h"
 #include "src/ad/GenericTypes.h"
 #include "src/driver/BackwardJson.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -201,11 +203,79 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
   return out;
 }
 
+// The identifiers Python source reads (not attributes after '.', not
+// inside strings or comments): enough to find which host definitions a
+// decorator's text or another definition uses.
+std::set<std::string> python_identifiers(const std::string &text) {
+  std::set<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '\'' || c == '"') {
+      const bool triple = text.compare(i, 3, std::string(3, c)) == 0;
+      const std::string close = triple ? std::string(3, c) : std::string(1, c);
+      i += close.size();
+      while (i < text.size() && text.compare(i, close.size(), close) != 0) i += text[i] == '\\' ? 2 : 1;
+      i += close.size();
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t end = i;
+      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+      size_t before = i;
+      while (before > 0 && (text[before - 1] == ' ' || text[before - 1] == '\t')) --before;
+      if (before == 0 || text[before - 1] != '.') out.insert(text.substr(i, end - i));
+      i = end;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The user's host definitions the kernels' decorators read (attorch's
+// `configs=[linear_forward_config(32, 32, 32, ...)]`, a heuristic function
+// of the same file), with those they read in turn, in the file's order.
+std::string host_definitions_read(const Module &forward, const Module &kernels) {
+  std::set<std::string> read;
+  for (const auto &f : kernels.functions)
+    for (const Decorator &d : f->decorators) {
+      std::set<std::string> ids = python_identifiers(d.text);
+      read.insert(ids.begin(), ids.end());
+    }
+  std::vector<bool> used(forward.host_definitions.size(), false);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t k = 0; k < forward.host_definitions.size(); ++k)
+      if (!used[k] && read.count(forward.host_definitions[k].name)) {
+        used[k] = grew = true;
+        std::set<std::string> ids = python_identifiers(forward.host_definitions[k].text);
+        read.insert(ids.begin(), ids.end());
+      }
+  }
+  std::string out;
+  for (size_t k = 0; k < forward.host_definitions.size(); ++k)
+    if (used[k]) out += "\n\n" + forward.host_definitions[k].text;
+  return out;
+}
+
 // ------------------------------------------------ the op's signature
 
 // A constexpr compared with a string literal takes strings (the tutorial
-// matmul's ACTIVATION); any other takes a number or a bool.
-bool takes_strings(const Function &fn, const std::string &param) {
+// matmul's ACTIVATION), also where a helper it is passed to compares it
+// (attorch's apply_act_func(..., act_func, dropout)); any other takes a
+// number or a bool.
+bool compared_with_strings(const Function &fn, const std::string &param);
+
+bool takes_strings(const Module &module, const Function &fn, const std::string &param) {
+  if (compared_with_strings(fn, param)) return true;
+  for (const auto &[helper, name] : ad::helpers_receiving_constexpr(module, fn, param))
+    if (compared_with_strings(*helper, name)) return true;
+  return false;
+}
+
+bool compared_with_strings(const Function &fn, const std::string &param) {
   bool found = false;
   ad::visit_exprs(fn.body, [&](const Expr &e) {
     auto *c = dyn_cast<Compare>(&e);
@@ -283,7 +353,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       q.annotation = "torch.Tensor";
     } else if (q.constexpr_param) {
       q.dtype = roles[params.size()] == ad::ParamRole::DTypeConstexpr;
-      q.annotation = q.dtype || takes_strings(*fn, fp.name) ? "str" : kScalar;
+      auto given = request.param_types.find(fp.name);
+      const bool given_string = given != request.param_types.end() && given->second.kind == sema::SType::Kind::Str;
+      q.annotation = q.dtype || given_string || takes_strings(module, *fn, fp.name) ? "str" : kScalar;
     } else {
       bool any_float = std::any_of(types.begin(), types.end(), is_float_type);
       bool all_float = !types.empty() && std::all_of(types.begin(), types.end(), is_float_type);
@@ -366,6 +438,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << op_namespace << "::" << backward_op << ".\n";
   std::unique_ptr<Module> kernels = kernels_module(module, *fn, *bwd.module);
   std::string kernels_source = emit::print_module(*kernels);
+  // The host code the decorators read goes after the imports, before the
+  // kernels that the decorators wrap.
+  if (std::string host = host_definitions_read(module, *kernels); !host.empty()) {
+    Module imports_only;
+    imports_only.imports = kernels->imports;
+    const std::string imports = emit::print_module(imports_only);
+    kernels_source = imports + host + kernels_source.substr(kernels_source.rfind(imports, 0) == 0 ? imports.size() : 0);
+  }
   py << kernels_source << "\n" << kTorchRuntime;
 
   // ---- the forward op

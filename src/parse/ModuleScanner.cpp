@@ -132,6 +132,7 @@ class Scanner {
           chunks_.back().conditional = !top_level;
           chunks_.back().group = top_level ? 0 : group_;
         }
+        if (chunks_.size() > before && chunks_.back().kind == Chunk::Kind::HostName) chunks_.back().conditional = !top_level;
       } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
         if (top_level && (w == "if" || w == "try")) ++group_;  // a new compound statement
         if (body_end > k + 1) scan_block(k + 1, body_end, /*top_level=*/false);
@@ -221,15 +222,19 @@ class Scanner {
     }
     // An undecorated function may still become jit through `alias = triton.jit(name)`.
     if (decos.empty()) plain_defs_[name] = {k, body_end};
-    // Constants may call it on the host (`tl.constexpr(_generate_asm(1))`).
-    add_host_name(k, name);
+    // Constants may call it on the host (`tl.constexpr(_generate_asm(1))`),
+    // and decorators (an autotune config maker, a heuristic).
+    add_host_name(k, name, decorator_lines.empty() ? k : decorator_lines.front(), body_end);
   }
 
-  void add_host_name(size_t k, const std::string &name) {
+  // A host binding of lines [from, end): its name, and its text for the
+  // --emit torch module, which copies those its decorators read.
+  void add_host_name(size_t k, const std::string &name, size_t from, size_t end) {
     Chunk host;
     host.kind = Chunk::Kind::HostName;
     host.first_line = first(k).line;
     host.host_name = name;
+    host.text = lines_text(first(from).line, toks_[lines_[end - 1].last].end_line);
     chunks_.push_back(std::move(host));
   }
 
@@ -279,7 +284,7 @@ class Scanner {
     if (word(k, 1) == "=" && size(k) == 3 && first(k).type == TileLangLexer::NAME) {
       auto jit = jit_defs_.find(word(k, 2));
       if (jit == jit_defs_.end()) {
-        add_host_name(k, word(k, 0));
+        add_host_name(k, word(k, 0), k, k + 1);
         return;
       }
       add_chunk(Chunk::Kind::Function, jit->second.def_line, jit->second.body_end, jit->second.decorators);
@@ -291,7 +296,7 @@ class Scanner {
     if (word(k, 1) != "=" && word(k, 1) != ":") return;
     if (word(k, i) == "triton" && word(k, i + 1) == ".") i += 2;
     if (word(k, 1) != "=" || word(k, i) != "jit" || word(k, i + 1) != "(" || word(k, i + 3) != ")" || size(k) != i + 4) {
-      add_host_name(k, word(k, 0));  // a plain variable (`_NUM_REG = 1`, `x: int = 2`): a host value
+      add_host_name(k, word(k, 0), k, k + 1);  // a plain variable (`_NUM_REG = 1`, `x: int = 2`): a host value
       return;
     }
     const std::string &target = word(k, i + 2);

@@ -33,10 +33,10 @@ struct Chunk {
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
   std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
-  std::string host_name;                   // HostName, Alias: the name bound (text is empty)
+  std::string host_name;                   // HostName, Alias: the name bound (a HostName's text: its lines)
   std::string alias_of;                    // Alias: the dotted name it binds (`triton_tanh = libdevice.tanh`)
   SourceSpan span;                         // Alias: the statement
-  bool conditional = false;                // Import, Alias or Function inside a module-level if/try block
+  bool conditional = false;                // Import, Alias, HostName or Function inside a module-level if/try block
   int group = 0;                           // which if/try statement (1, 2, ...) for a conditional chunk
 };
 

@@ -165,8 +165,9 @@ void report_layout_and_syntax_errors(const IndentTokenSource &source, const Synt
 }
 
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
-  if (chunk.kind == Chunk::Kind::HostName) {  // a name, no text to parse
+  if (chunk.kind == Chunk::Kind::HostName) {  // Python, not tile language: kept as text
     module.host_names.push_back(chunk.host_name);
+    if (!chunk.conditional) module.host_definitions.push_back({chunk.host_name, chunk.text});
     return;
   }
   if (chunk.kind == Chunk::Kind::Alias) {  // NAME = a.b.c: resolved like an import

@@ -313,6 +313,13 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"merges", "centered_rows_kernel", {4, 1, 1},
                    {"X=fp32[4,13]", "W=fp32[4]", "Y=fp32[4,13]:zeros", "Mean=fp32[4]:zeros", "n_cols=13"},
                    {"IS_CENTERED=False", "HAS_WEIGHT=True", "BLOCK=16"}, {"X", "W"}, {}, ""},
+        // Flags that a helper tests under its own names (ACT as KIND, TWICE as DOUBLE=).
+        KernelCase{"helper_flags", "helper_flag_kernel", {4, 1, 1},
+                   {"X=fp32[1000]:uniform(-2,2)", "Y=fp32[1000]:zeros", "n=1000"},
+                   {"ACT='square'", "TWICE=True", "BLOCK=256"}, {"X"}, {}, ""},
+        KernelCase{"helper_flags", "helper_flag_kernel", {4, 1, 1},
+                   {"X=fp32[1000]:uniform(-2,2)", "Y=fp32[1000]:zeros", "n=1000"},
+                   {"ACT='exp'", "TWICE=False", "BLOCK=256"}, {"X"}, {}, ""},
         // Dropout: tl.rand of the same seed and offsets in the backward (a seed argument; seeds loaded per row).
         KernelCase{"dropout", "dropout_kernel", {4, 1, 1},
                    {"X=fp32[1000]", "Y=fp32[1000]:zeros", "n_elements=1000", "p=0.3", "seed=1234"}, {"BLOCK=256"},

@@ -394,6 +394,15 @@ struct Module {
   // module-level functions and plain variables (`_NUM_REG = 1`). A constant
   // may be computed from them, with a value tgrad does not know.
   std::vector<std::string> host_names;
+  // Of those at the top level, the source as written (Python, never parsed
+  // as tile language nor printed by print_module): the --emit torch module
+  // copies the ones its kernels' decorators read (an autotune config maker,
+  // a heuristic).
+  struct HostDefinition {
+    std::string name;
+    std::string text;
+  };
+  std::vector<HostDefinition> host_definitions;
 
   // By name, or by the alias of `alias = triton.jit(name)` (the jit function
   // callers use).
