@@ -520,7 +520,33 @@ expect_grep seed_fn1_generic "$TMP/seed_fn1.out" '^# Generic: the same backward 
 # Several jit functions that nothing else calls: --fn picks one.
 run bwd_ambiguous $FN1 --wrt 0
 expect_rc bwd_ambiguous_exit_2 2 bwd_ambiguous
-expect_grep bwd_ambiguous_lists "$TMP/bwd_ambiguous.err" 'several jit functions that none of the others calls \(fn1_kernel, fn2_kernel\): pick one with --fn NAME'
+expect_grep bwd_ambiguous_lists "$TMP/bwd_ambiguous.err" 'several jit functions that none of the others calls \(fn1_kernel, fn2_kernel\): pick one with --kernel NAME'
+# A forward beside its hand-written backward (real kernel files): the one not named as a backward is chosen, with a note.
+cat >"$TMP/fwd_bwd.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_fwd(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * 3.0, mask=offs < n)
+
+
+@triton.jit
+def scale_bwd(DY, DX, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(DX + offs, tl.load(DY + offs, mask=offs < n) * 3.0, mask=offs < n)
+
+
+@triton.jit
+def scaleBackwardKernel(DY, DX, n, BLOCK: tl.constexpr):
+    scale_bwd(DY, DX, n, BLOCK)
+EOF
+run fwd_bwd "$TMP/fwd_bwd.py" --wrt 0
+expect_rc fwd_bwd_exit_0 0 fwd_bwd
+expect_grep fwd_bwd_note "$TMP/fwd_bwd.err" "^tgrad: note: differentiating 'scale_fwd', the file's one kernel not named as a backward \(the others: scaleBackwardKernel\); pick another with --kernel NAME$"
+expect_grep fwd_bwd_backward "$TMP/fwd_bwd.out" '^def scale_fwd_bwd\(X, Y, n, BLOCK: tl.constexpr, dX, dY\):$'
 run bwd_range $FN1 --fn fn1 --wrt 7 --arg 'x=fp32[N]'
 expect_rc backward_wrt_out_of_range_exit_2 2 bwd_range
 run check_range check $FN1 --fn fn1 --arg x=fp32[16] --arg y=fp32[16] --wrt 5

@@ -227,6 +227,25 @@ std::string op_namespace(const Options &opts) {
   return "tgrad_" + stem;
 }
 
+// Whether a function's name says it is a backward kernel: "bwd" or
+// "backward" as a word of it (layer_norm_bwd, _attn_bwd_dkdv,
+// softmax_backward_kernel, BackwardKernel).
+bool named_as_backward(const std::string &name) {
+  std::vector<std::string> words(1);
+  for (size_t k = 0; k < name.size(); ++k) {
+    const char c = name[k];
+    const bool upper = std::isupper(static_cast<unsigned char>(c));
+    if (c == '_' || (upper && k > 0 && std::islower(static_cast<unsigned char>(name[k - 1])))) {
+      if (!words.back().empty()) words.emplace_back();
+      if (c == '_') continue;
+    }
+    words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (const std::string &w : words)
+    if (w == "bwd" || w == "backward") return true;
+  return false;
+}
+
 int run_front_end(const Options &opts) {
   std::unique_ptr<Loaded> l = load(opts.input, opts.include_dirs);
   if (!l) return kExitInputError;
@@ -245,9 +264,24 @@ int run_front_end(const Options &opts) {
   if (!opts.wrt.empty() && !selected) {
     // The one jit function no other calls: a kernel and its helpers need no --fn.
     std::vector<const tgrad::ast::Function *> roots = uncalled_functions(*l->module);
+    // Real kernel files hold a forward and its hand-written backward
+    // (layer_norm_fwd / layer_norm_bwd): the one not named as a backward is
+    // the kernel to differentiate, and a note says so.
+    std::vector<const tgrad::ast::Function *> forwards;
+    for (const tgrad::ast::Function *f : roots)
+      if (!named_as_backward(f->name)) forwards.push_back(f);
+    if (roots.size() > 1 && forwards.size() == 1) {
+      std::vector<const tgrad::ast::Function *> others;
+      for (const tgrad::ast::Function *f : roots)
+        if (f != forwards[0]) others.push_back(f);
+      std::cerr << "tgrad: note: differentiating '" << forwards[0]->name
+                << "', the file's one kernel not named as a backward (the others: "
+                << function_names(*l->module, others) << "); pick another with --kernel NAME\n";
+      roots = forwards;
+    }
     if (roots.size() != 1)
       return usage_error("--wrt: the file has several jit functions that none of the others calls (" +
-                         function_names(*l->module, roots) + "): pick one with --fn NAME");
+                         function_names(*l->module, roots) + "): pick one with --kernel NAME");
     selected = roots[0];
   }
   if ((!opts.defines.empty() || !opts.arg_types.empty()) && !selected)
