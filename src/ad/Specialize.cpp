@@ -105,12 +105,41 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
       }
     }
   };
-  visit_exprs(fn.body, visit);
+  // Bits the flag is tested for (`if STAGE & 1:` ... `if STAGE & 2:`, the
+  // Triton tutorial's attention, launched with STAGE 1 and 3): every
+  // combination of them is a value.
+  uint64_t bits = 0;
+  auto bit_tests = [&](const Expr &e) {
+    auto *b = dyn_cast<BinOp>(&e);
+    if (!b || b->op != BinaryOpKind::BitAnd) return;
+    const Expr *mask = is_flag_name(*b->lhs, name) ? b->rhs.get() : is_flag_name(*b->rhs, name) ? b->lhs.get() : nullptr;
+    if (auto *m = mask ? dyn_cast<IntLit>(mask) : nullptr) bits |= m->value;
+  };
+  auto visit_all = [&](const StmtList &body) {
+    visit_exprs(body, visit);
+    visit_exprs(body, bit_tests);
+  };
+  visit_all(fn.body);
   // A helper the flag is passed to compares it under its own name
   // (attorch's apply_act_func(x, ..., act_func, dropout)).
   for (const auto &[helper, param] : helpers_receiving_constexpr(module, fn, flag)) {
     name = param;
-    visit_exprs(helper->body, visit);
+    visit_all(helper->body);
+  }
+  if (bits != 0 && __builtin_popcountll(bits) <= 4 &&
+      std::all_of(literals.begin(), literals.end(), [](const Expr *l) { return isa<IntLit>(l); })) {
+    // Each subset of the bits, smallest first, beside the literals compared with.
+    for (uint64_t v = 0;; v = (v - bits) & bits) {
+      bool seen = false;
+      for (const Expr *l : literals) seen |= cast<IntLit>(l)->value == v;
+      if (!seen) {
+        owned.push_back(std::make_unique<IntLit>(v, ""));
+        literals.push_back(owned.back().get());
+      }
+      if (v == bits) break;
+    }
+    std::sort(literals.begin(), literals.end(),
+              [](const Expr *a, const Expr *b) { return cast<IntLit>(a)->value < cast<IntLit>(b)->value; });
   }
   if (literals.empty()) {
     for (bool v : {true, false}) {
@@ -439,6 +468,22 @@ class Specializer {
       differentiate_one(invalid_.front());
       return false;
     }
+    // Values the kernel names (not "any other value") with which tgrad finds
+    // the forward does not type: Triton may compile them all the same
+    // (tgrad reads less than Triton does), and a launch with them would stop
+    // at the dispatcher's static assertion. The user hears of it now.
+    std::string refused;
+    size_t count = 0;
+    for (const std::vector<size_t> &c : invalid_) {
+      bool named = true;
+      for (size_t k = 0; k < flags_.size(); ++k) named &= flags_[k].values[c[k]].suffix != "other";
+      if (named && count++ < 4) refused += (refused.empty() ? "" : "; ") + assignment(c);
+    }
+    if (count)
+      diags_.warning(fn_.name_span, "no backward of '" + fn_.name + "' with " + refused +
+                                        (count > 4 ? " (and " + std::to_string(count - 4) + " more)" : "") +
+                                        ": the forward does not type with these values as tgrad reads it, so a "
+                                        "launch with them stops at a tl.static_assert; give them with -D to see why");
     return true;
   }
 

@@ -87,6 +87,7 @@ class Engine {
   };
 
   Op classify(const Expr &v);
+  void operands_by_keyword(Op &op);
 
   // A one-instruction PTX approximation (`tanh.approx.f32 $0, $1;` on
   // args=[x]) differentiates as the function it approximates, on x. Sema

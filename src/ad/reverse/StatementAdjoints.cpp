@@ -280,9 +280,34 @@ Engine::Op Engine::classify(const Expr &v) {
       op.key = k.empty() ? "call" : k;
       for (const ExprPtr &a : c->args) op.args.push_back(a.get());
       for (const Keyword &kw : c->keywords) op.kws.push_back(&kw);
+      if (full.rfind("tl.", 0) == 0) operands_by_keyword(op);
       return op;
     }
     default: op.key = kind_name(v.kind); return op;
+  }
+}
+
+// Operands a tl function call names by keyword (`tl.sum(input=x, axis=0)`,
+// `tl.where(condition=c, x=a, y=b)`) become positional, as the rules take
+// them: Triton's names of each function's leading operands, in order.
+void Engine::operands_by_keyword(Op &op) {
+  static const std::map<std::string, std::vector<std::string>> kLeading = {
+      {"where", {"condition", "x", "y"}}, {"maximum", {"x", "y"}}, {"minimum", {"x", "y"}},
+      {"fma", {"x", "y", "z"}},           {"clamp", {"x", "min", "max"}}, {"dot", {"input", "other"}},
+      {"atan2", {"x", "y"}},              {"pow", {"x", "y"}},            {"div_rn", {"x", "y"}},
+      {"fdiv", {"x", "y"}}};
+  auto leading = kLeading.find(op.key);
+  // Otherwise one operand, which Triton calls `input` (reductions, scans, shape
+  // functions) or `x` (elementwise math).
+  const std::vector<std::string> one = {"input", "x"};
+  const bool single = leading == kLeading.end();
+  for (size_t k = op.args.size(); single ? k < 1 : k < leading->second.size(); ++k) {
+    auto kw = std::find_if(op.kws.begin(), op.kws.end(), [&](const Keyword *w) {
+      return single ? std::find(one.begin(), one.end(), w->name) != one.end() : w->name == leading->second[k];
+    });
+    if (kw == op.kws.end()) return;
+    op.args.push_back((*kw)->value.get());
+    op.kws.erase(kw);
   }
 }
 

@@ -1,0 +1,11 @@
+# Operands of tl functions given by keyword, as Triton's signatures name them
+# (kernl writes tl.sum(input=x, axis=0)): the adjoint rules take them as the
+# positional operands they are.
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _keyword_operands(x, y):
+    a = tl.where(condition=x > 0, x=x * y, y=tl.sin(x=y))
+    return tl.sum(input=a, axis=0) + tl.maximum(x=x, y=y)
