@@ -80,6 +80,17 @@ std::optional<int> program_id_axis(const Call &c) {
   return literal ? static_cast<int>(literal->value) : -1;
 }
 
+// `tl.multiple_of(x, 16)`, `tl.max_contiguous(x, BK)`, `tl.max_constancy(x, 4)`:
+// hints to Triton's compiler about x's values, which they return unchanged.
+// The name of x, or null for any other expression.
+const Name *hinted_value(const Expr &e) {
+  auto *c = dyn_cast<Call>(&e);
+  if (!c || c->args.empty()) return nullptr;
+  const std::string f = builtin_of(*c->func);
+  if (f != "tl.multiple_of" && f != "tl.max_contiguous" && f != "tl.max_constancy") return nullptr;
+  return dyn_cast<Name>(c->args[0].get());
+}
+
 }  // namespace
 
 AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::string, sema::SType> &name_types)
@@ -92,6 +103,21 @@ AccessAnalysis::AccessAnalysis(const Function &anf_kernel, const std::map<std::s
   });
 }
 
+
+std::optional<int> AccessAnalysis::grid_stride_axis(const Loop &loop) const {
+  auto axis_of = [&](const std::string &n, const char *builtin) -> std::optional<int> {
+    if (redefined_.count(n) || loops_.count(n)) return std::nullopt;
+    auto it = defs_.find(n);
+    auto *c = it == defs_.end() ? nullptr : dyn_cast<Call>(it->second);
+    if (!c || builtin_of(*c->func) != builtin || c->args.size() != 1) return std::nullopt;
+    auto *literal = dyn_cast<IntLit>(c->args[0].get());
+    if (!literal) return std::nullopt;
+    return static_cast<int>(literal->value);
+  };
+  std::optional<int> start = axis_of(loop.lo, "tl.program_id"), step = axis_of(loop.step, "tl.num_programs");
+  if (!start || !step || *start != *step) return std::nullopt;
+  return start;
+}
 
 bool AccessAnalysis::is_zero(const Expr &e) const {
   if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
@@ -108,6 +134,18 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
   auto loop = loops_.find(name);
   if (loop != loops_.end()) {
     Affine a;
+    // `for row in range(tl.program_id(0), n_rows, tl.num_programs(0))`: a
+    // grid-stride loop (the Triton tutorial's softmax) gives each row to
+    // exactly one program, in one of its iterations, so the row tells the
+    // programs apart as a program id would: it stands for one here (the
+    // backward runs the same loop on the same grid). Anything else about the
+    // iterations (which rows one program visits) stays unknown, which the
+    // analyses below treat as every iteration touching the same addresses.
+    if (std::optional<int> axis = grid_stride_axis(loop->second)) {
+      a.pid[*axis] = "1";
+      a.grid_stride = true;
+      return a;
+    }
     a.loops.push_back({name, "1"});
     return a;
   }
@@ -124,6 +162,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       return bad;
     }
     case NodeKind::Call: {
+      if (const Name *hinted = hinted_value(v)) return affine(hinted->id);
       auto *c = cast<Call>(&v);
       std::string f = builtin_of(*c->func);
       if (std::optional<int> axis = program_id_axis(*c); axis && *axis >= 0) {
@@ -163,6 +202,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
+        out.grid_stride = l.grid_stride || r.grid_stride;
         // Adding zero (`cols = start + tl.arange(...)` with `start = 0`, a loop run once) shifts nothing.
         out.shifted = l.shifted || r.shifted || (uniform(l) && !is_zero(*b->lhs)) || (uniform(r) && !is_zero(*b->rhs));
         for (const auto &kv : r.pid) {
@@ -218,6 +258,16 @@ std::string AccessAnalysis::base_of(const std::string &pointer) const {
         walk(n->id);
         continue;
       }
+      if (const Name *hinted = hinted_value(v)) {
+        walk(hinted->id);
+        continue;
+      }
+      // `w_base[None, :]`: the same pointers in another shape (mamba's causal conv).
+      if (auto *s = dyn_cast<Subscript>(&v))
+        if (auto *n = dyn_cast<Name>(s->value.get())) {
+          walk(n->id);
+          continue;
+        }
       std::string found;
       if (auto *b = dyn_cast<BinOp>(&v); b && (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub))
         for (const Expr *side : {b->lhs.get(), b->rhs.get()})
@@ -248,6 +298,10 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
     const Expr &v = *it->second;
     if (auto *n = dyn_cast<Name>(&v)) {
       at = n->id;
+      continue;
+    }
+    if (const Name *hinted = hinted_value(v)) {
+      at = hinted->id;
       continue;
     }
     auto *b = dyn_cast<BinOp>(&v);
@@ -300,6 +354,7 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
       }
       out.form.pid[kv.first] = kv.second;
     }
+    out.form.grid_stride |= o.grid_stride;
     out.form.lanes.insert(out.form.lanes.end(), o.lanes.begin(), o.lanes.end());
     out.form.loops.insert(out.form.loops.end(), o.loops.begin(), o.loops.end());
     at = ptr_side->id;
@@ -384,6 +439,8 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     d.reason = "the pointer tile repeats offsets across lanes (a broadcast): lanes share addresses";
     return d;
   }
+  // How --explain names the program term: a grid-stride loop's variable stands for the program id.
+  const std::string program_term = offset.grid_stride ? "the grid-stride loop's variable" : "program_id";
   if (offset.pid.empty()) {
     d.programs_share = true;
     d.reason = "the offset has no program id: every program reads these addresses";
@@ -416,7 +473,8 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     const size_t digits = v.rfind('-', 0) == 0 ? 1 : 0;  // a known negative constexpr is nonzero too
     if (v.size() > digits && std::isdigit(static_cast<unsigned char>(v[digits])) && v != "0") {
       d.kind = AccessDecision::Kind::Injective;
-      d.reason = "offset = program_id * " + c + ": one address per program";
+      d.walks_loop = offset.grid_stride;
+      d.reason = "offset = " + program_term + " * " + c + ": one address per program";
       return d;
     }
   }
@@ -431,10 +489,11 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     return d;
   }
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
-  d.walks_loop = lane.walks_loop;
+  // A grid-stride loop's variable in the program term: each iteration has rows of its own too.
+  d.walks_loop = lane.walks_loop || offset.grid_stride;
   if (!extent.empty() && !lane.walks_loop && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
-    d.reason = "offset = program_id * " + coefficient + " + tl.arange(0, " + extent +
+    d.reason = "offset = " + program_term + " * " + coefficient + " + tl.arange(0, " + extent +
                "): each address belongs to one program and lane";
     return d;
   }
@@ -455,12 +514,12 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
         if (value_of(coefficient) == value_of(*bound)) {
           // Rows as long as the mask's bound: nothing to assume.
           d.kind = AccessDecision::Kind::Injective;
-          d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
+          d.reason = "offset = " + program_term + " * " + coefficient + " + lanes masked by lanes < " + *bound +
                      ": each address belongs to one program and lane";
           return d;
         }
         d.kind = AccessDecision::Kind::InjectiveAssuming;
-        d.reason = "offset = program_id * " + coefficient + " + lanes masked by lanes < " + *bound +
+        d.reason = "offset = " + program_term + " * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
         auto operand = [](const std::string &text) -> ExprPtr {
           if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))
@@ -476,7 +535,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       }
     }
   }
-  d.reason = "programs may share addresses (offset = program_id * " + coefficient + " + lanes)";
+  d.reason = "programs may share addresses (offset = " + program_term + " * " + coefficient + " + lanes)";
   return d;
 }
 

@@ -84,6 +84,9 @@ class AccessAnalysis {
     std::vector<Term> lanes;                 // arange terms
     std::vector<LoopTerm> loops;             // loop-variable terms
     bool shifted = false;                    // a value the same everywhere was added: the constant part is not tracked
+    // A program term is a grid-stride loop's variable: each iteration of a
+    // program also has values of its own.
+    bool grid_stride = false;
   };
   struct Loop {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)
@@ -103,6 +106,9 @@ class AccessAnalysis {
   Offset offset_of(const std::string &pointer, bool one_program) const;
   // An integer literal 0, or a name assigned one (never reassigned).
   bool is_zero(const ast::Expr &e) const;
+  // The program axis a grid-stride loop (from tl.program_id(a) by
+  // tl.num_programs(a)) deals its iterations over, or none.
+  std::optional<int> grid_stride_axis(const Loop &loop) const;
   void collect(const ast::StmtList &block);
   std::string key(const Affine &a) const;
   // A coefficient's text, or its value where it names a constexpr with a known value.

@@ -62,9 +62,8 @@ class RoleFinder {
       : module_(module), visiting_(visiting), known_(known) {}
 
   std::vector<ParamRole> run(const Function &fn) {
-    for (const Param &p : fn.params) roots_[p.name] = {p.name};
-    // Twice: a loop's body can feed names read earlier in it.
-    for (int pass = 0; pass < 2; ++pass) walk(fn.body);
+    for (const Param &p : fn.params) flow_.roots[p.name] = {p.name};
+    walk(fn.body);
     std::set<std::string> read;
     taken_reads(fn.body, read);
     std::vector<ParamRole> roles;
@@ -100,8 +99,8 @@ class RoleFinder {
 
   std::set<std::string> address_roots(const Expr &e) const {
     if (auto *n = dyn_cast<Name>(&e)) {
-      auto it = roots_.find(n->id);
-      return it == roots_.end() ? std::set<std::string>{} : it->second;
+      auto it = flow_.roots.find(n->id);
+      return it == flow_.roots.end() ? std::set<std::string>{} : it->second;
     }
     if (auto *b = dyn_cast<BinOp>(&e)) {
       // Triton code writes the pointer first (`X + offs`, `p - stride`): an
@@ -142,7 +141,7 @@ class RoleFinder {
     std::set<std::string> names;
     reads(e, names);
     for (const std::string &n : names)
-      if (auto it = loaded_.find(n); it != loaded_.end()) out.insert(it->second.begin(), it->second.end());
+      if (auto it = flow_.loaded.find(n); it != flow_.loaded.end()) out.insert(it->second.begin(), it->second.end());
     visit_expr(e, [&](const Expr &x) {
       auto *c = dyn_cast<Call>(&x);
       if (c && emit::print_expr(*c->func) == "tl.load")
@@ -222,8 +221,8 @@ class RoleFinder {
   // name bound to one.
   std::set<std::string> loaded_directly(const Expr &e) const {
     if (auto *n = dyn_cast<Name>(&e)) {
-      auto it = direct_loads_.find(n->id);
-      return it == direct_loads_.end() ? std::set<std::string>{} : it->second;
+      auto it = flow_.direct_loads.find(n->id);
+      return it == flow_.direct_loads.end() ? std::set<std::string>{} : it->second;
     }
     auto *c = dyn_cast<Call>(&e);
     if (!c || emit::print_expr(*c->func) != "tl.load") return {};
@@ -257,8 +256,10 @@ class RoleFinder {
 
   void bind(const Expr &target, const Expr &value) {
     if (auto *n = dyn_cast<Name>(&target)) {
-      for (const std::string &r : address_roots(value)) roots_[n->id].insert(r);
-      for (const std::string &r : loaded_from(value)) loaded_[n->id].insert(r);
+      // Both read the name's old value (`bias = tl.load(bias + offs)`) before it is replaced.
+      std::set<std::string> roots = address_roots(value), loaded = loaded_from(value);
+      flow_.roots[n->id] = std::move(roots);
+      flow_.loaded[n->id] = std::move(loaded);
       // `seq_idx = 0` before a loop that sets `seq_idx = tl.load(P + ...)`:
       // the 0 made it an int32 tensor, which Triton requires the loop to
       // keep, so P holds integers (mamba's sequence indices).
@@ -266,8 +267,8 @@ class RoleFinder {
         for (const std::string &r : loaded_directly(value)) integer_pointers_.insert(r);
       if (isa<IntLit>(&value) && loop_depth_ == 0) int_literals_.insert(n->id);
       std::set<std::string> direct = loaded_directly(value);
-      if (direct.empty()) direct_loads_.erase(n->id);
-      else direct_loads_[n->id] = direct;
+      if (direct.empty()) flow_.direct_loads.erase(n->id);
+      else flow_.direct_loads[n->id] = direct;
       return;
     }
     auto *tt = dyn_cast<Tuple>(&target);
@@ -275,8 +276,12 @@ class RoleFinder {
     auto *tv = dyn_cast<Tuple>(&value);
     for (size_t k = 0; k < tt->elts.size(); ++k) {
       if (tv && k < tv->elts.size()) bind(*tt->elts[k], *tv->elts[k]);
-      else if (auto *n = dyn_cast<Name>(tt->elts[k].get()))
-        for (const std::string &r : loaded_from(value)) loaded_[n->id].insert(r);
+      else if (auto *n = dyn_cast<Name>(tt->elts[k].get())) {
+        std::set<std::string> loaded = loaded_from(value);
+        flow_.roots.erase(n->id);
+        flow_.direct_loads.erase(n->id);
+        flow_.loaded[n->id] = std::move(loaded);
+      }
     }
   }
 
@@ -289,7 +294,7 @@ class RoleFinder {
         visit_calls(*a->value);
         // `p += stride`: the target stays what it was; the step is an offset.
         if (auto *n = dyn_cast<Name>(a->target.get())) {
-          for (const std::string &r : loaded_from(*a->value)) loaded_[n->id].insert(r);
+          for (const std::string &r : loaded_from(*a->value)) flow_.loaded[n->id].insert(r);
           // `total = 0` before a loop that adds `tl.sum(tl.load(P + ...))`:
           // the 0 made it an int32, which Triton requires the loop to keep,
           // so what is added is an integer and P holds integers (Liger's
@@ -310,20 +315,42 @@ class RoleFinder {
         visit_calls(*i->cond);
         // A flag with a value (one specialization) keeps one branch, as Triton does.
         std::optional<bool> taken = known_condition(*i->cond);
-        if (!taken || *taken) walk(i->body);
-        if (!taken || !*taken) walk(i->orelse);
+        if (taken) {
+          walk(*taken ? i->body : i->orelse);
+          continue;
+        }
+        const FlowState before = flow_;
+        walk(i->body);
+        FlowState after_body = std::move(flow_);
+        flow_ = before;
+        walk(i->orelse);
+        flow_.join(after_body);
       } else if (auto *f = dyn_cast<For>(s.get())) {
         visit_calls(*f->iter);
-        ++loop_depth_;
-        walk(f->body);
-        --loop_depth_;
+        // A loop's bounds are integers: a load they derive from reads integers
+        // (paged attention's `for i in range(0, tl.load(context_lens + b))`).
+        if (auto *c = dyn_cast<Call>(f->iter.get()))
+          for (const ExprPtr &bound : c->args)
+            for (const std::string &r : loaded_from(*bound)) integer_pointers_.insert(r);
+        walk_loop_body(f->body);
       } else if (auto *w = dyn_cast<While>(s.get())) {
         visit_calls(*w->cond);
-        ++loop_depth_;
-        walk(w->body);
-        --loop_depth_;
+        walk_loop_body(w->body);
       }
     }
+  }
+
+  // A loop's body, twice: the second time its start sees what the first
+  // iteration left (a name assigned late in the body and read early). After
+  // the loop a name holds what it held before it or after any iteration.
+  void walk_loop_body(const StmtList &body) {
+    ++loop_depth_;
+    const FlowState before = flow_;
+    walk(body);
+    flow_.join(before);
+    walk(body);
+    flow_.join(before);
+    --loop_depth_;
   }
 
   // Names read by the branches a specialization keeps (all, without known values).
@@ -416,9 +443,27 @@ class RoleFinder {
   std::set<const Function *> &visiting_;
   const sema::ParamTypes *known_;  // tl.constexpr parameters with values (one specialization), or null
   std::map<std::string, unsigned> accesses_;             // parameter -> PointerAccess bits
-  std::map<std::string, std::set<std::string>> roots_;   // name -> parameters its address derives from
-  std::map<std::string, std::set<std::string>> loaded_;  // name -> pointers whose loaded values it derives from
-  std::map<std::string, std::set<std::string>> direct_loads_;  // name -> the pointers it is exactly a load through
+  // What each name holds at the point the walk has reached. An assignment
+  // replaces it (`ptr = s_ptr + o` ... `ptr = z_ptr + o` are two pointers;
+  // `bias = tl.load(bias + o)` makes `bias` a loaded value from then on); an
+  // if's branches and a loop's iterations are joined, so that a name keeps
+  // every value it may hold there.
+  struct FlowState {
+    std::map<std::string, std::set<std::string>> roots;         // name -> parameters its address derives from
+    std::map<std::string, std::set<std::string>> loaded;        // name -> pointers whose loaded values it derives from
+    std::map<std::string, std::set<std::string>> direct_loads;  // name -> the pointers it is exactly a load through
+
+    void join(const FlowState &other) {
+      auto join_map = [](std::map<std::string, std::set<std::string>> &into,
+                         const std::map<std::string, std::set<std::string>> &from) {
+        for (const auto &[name, set] : from) into[name].insert(set.begin(), set.end());
+      };
+      join_map(roots, other.roots);
+      join_map(loaded, other.loaded);
+      join_map(direct_loads, other.direct_loads);
+    }
+  };
+  FlowState flow_;
   std::set<std::string> int_literals_;  // names given an integer literal outside loops
   int loop_depth_ = 0;
   std::set<std::string> pointers_, integer_pointers_;

@@ -973,9 +973,35 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
     return Specializer(module, sources, request, d, *fn, std::move(flags)).run();
   };
   std::optional<Backward> out;
-  if (names == first_found) {
+  // Past the cap, the flags only a helper tests are left out first: where
+  // that helper's result carries no gradient (fla's gated activations pass
+  // six flags to helpers whose ifs touch nothing differentiated), no value is
+  // needed, and where it does, differentiating the helper without the value
+  // stops with a located error, reported as the cap's error below.
+  auto combinations_of = [&](const std::vector<std::string> &flag_names) {
+    size_t n = 1;
+    for (const std::string &f : flag_names) n *= std::max<size_t>(1, flag_values(module, *fn, f).values.size());
+    return n;
+  };
+  if (combinations_of(names) > kMaxSpecializations) {
+    sema::ParamTypes given_flags;
+    for (size_t k = 0; k < fn->params.size(); ++k)
+      if (auto it = request.param_types.find(fn->params[k].name); fn->is_constexpr_param(k) && it != request.param_types.end())
+        given_flags.insert(*it);
+    const std::vector<std::string> helper_flags = flags_tested_in_helpers(module, *fn, given_flags);
+    std::vector<std::string> without_helpers;
+    for (const std::string &n : names)
+      if (std::find(helper_flags.begin(), helper_flags.end(), n) == helper_flags.end()) without_helpers.push_back(n);
+    if (without_helpers.size() < names.size() && combinations_of(without_helpers) <= kMaxSpecializations) {
+      DiagEngine quiet(sources);
+      out = attempt(without_helpers, quiet);
+      if (out)
+        for (const Diagnostic &d : quiet.diagnostics()) diags.report(d);
+    }
+  }
+  if (!out && names == first_found) {
     out = attempt(names, diags);
-  } else {
+  } else if (!out) {
     // The flags the values revealed, else (where a revealed flag leaves an
     // input of --wrt unloaded in a specialization, which the generic typing
     // cannot type) the flags found first; the first attempt's errors where

@@ -147,11 +147,16 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       return std::nullopt;
     }
   // The first forward run also counts each loop's iterations: the bound a taped loop's backward needs.
+  // And which elements it loads: a gradient buffer the protocol lets start
+  // as anything ("any") must be written at those, the others having gradient zero.
   std::map<std::pair<int, int>, int64_t> loop_trips;
+  std::map<size_t, std::set<int64_t>> loaded;
   run.loop_trips = &loop_trips;
+  run.loaded = &loaded;
   interp::Memory after_forward = memory;
   if (!interp::run_kernel(module, launch, after_forward, run, diags)) return std::nullopt;
   run.loop_trips = nullptr;
+  run.loaded = nullptr;
 
   // L = sum over the forward's outputs of sum(buffer * w). The outputs are
   // what the interpreter saw the original kernel write (every float buffer
@@ -212,7 +217,9 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     // elsewhere they are poisoned, so that an element it fails to write shows.
     const bool zeros = std::find(bwd->zero_initialized.begin(), bwd->zero_initialized.end(), param) !=
                        bwd->zero_initialized.end();
-    for (double &x : g.f) x = k < bwd->input_gradients && !zeros ? std::nan("") : 0.0;
+    const std::set<int64_t> &read = loaded[buffer_of(param)];
+    for (size_t e = 0; e < g.f.size(); ++e)
+      g.f[e] = k < bwd->input_gradients && !zeros && read.count(static_cast<int64_t>(e)) ? std::nan("") : 0.0;
     for (int64_t &x : g.i) x = 0;
     const bool in_place = std::find(bwd->in_place.begin(), bwd->in_place.end(), param) != bwd->in_place.end();
     if (k >= bwd->input_gradients || in_place) g.f = weights.at(buffer_of(param));

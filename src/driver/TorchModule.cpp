@@ -330,8 +330,22 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (p.value("in_place", false)) in_place.insert(p["of"].get<std::string>());
   }
   const std::vector<ad::ParamRole> roles = ad::param_roles(module, *fn);
+  // The launch options the op takes besides the kernel's arguments. A kernel
+  // parameter of that name (the Triton tutorial's softmax has `num_stages:
+  // tl.constexpr`) is both, as in Triton, where the launch's `num_stages=`
+  // binds the parameter and sets the option: the op then takes it once, as
+  // the parameter.
+  std::vector<std::string> own_options;
+  for (const char *option : {"num_warps", "num_stages"})
+    if (std::none_of(fn->params.begin(), fn->params.end(), [&](const Param &p) { return p.name == option; }))
+      own_options.push_back(option);
+  auto is_own = [&](const char *option) {
+    return std::find(own_options.begin(), own_options.end(), option) != own_options.end();
+  };
+  const std::string options_call = std::string("**_tgrad_options(") + (is_own("num_warps") ? "num_warps" : "None") +
+                                   ", " + (is_own("num_stages") ? "num_stages" : "None") + ")";
   for (const Param &fp : fn->params) {
-    if (fp.name == kGrid || fp.name == "num_warps" || fp.name == "num_stages") {
+    if (fp.name == kGrid) {
       error = "--emit torch: the kernel's parameter '" + fp.name + "' has the name of the op's own argument; rename it";
       return std::nullopt;
     }
@@ -419,7 +433,21 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   auto name_of = [](const Parameter *p) { return p->name; };
   // The kernel's arguments; as a caller passes them (constexprs by keyword,
   // and so every argument after the first keyword, as Python requires).
-  const std::string arg_list = join_each(params, [](const Parameter &p) { return p.name; });
+  // A kernel's arguments, positional up to a parameter named like a launch
+  // option: that one and those after it by keyword, which is how Triton sets
+  // the option as well as the parameter.
+  auto launch_arguments = [&](const std::vector<std::string> &names) {
+    std::vector<std::string> out;
+    bool by_keyword = false;
+    for (const std::string &n : names) {
+      by_keyword |= (n == "num_warps" && !is_own("num_warps")) || (n == "num_stages" && !is_own("num_stages"));
+      out.push_back(by_keyword ? n + "=" + n : n);
+    }
+    return out;
+  };
+  std::vector<std::string> param_name_list;
+  for (const Parameter &p : params) param_name_list.push_back(p.name);
+  const std::string arg_list = join(launch_arguments(param_name_list));
   bool by_keyword = false;
   const std::string call_list = join_each(params, [&by_keyword](const Parameter &p) {
     by_keyword |= p.constexpr_param;
@@ -453,7 +481,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::string s = std::string(kGrid) + ": typing.List[int]";
     for (const Parameter &p : params) s += ", " + p.name + ": " + p.annotation;
     for (const std::string &t : extra_tensors) s += ", " + t + ": torch.Tensor";
-    return s + ", num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None";
+    for (const std::string &option : own_options) s += ", " + option + ": typing.Optional[int] = None";
+    return s;
   };
   auto returns = [](size_t n) {
     return n == 1 ? std::string("torch.Tensor") : "typing.Tuple[" + join(std::vector<std::string>(n, "torch.Tensor")) + "]";
@@ -476,7 +505,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
                          : "")
        << "\n";
   py << "    " << launch_prefix << name << ".jit" << launch_suffix << "[tuple(" << kGrid << ")](" << arg_list
-     << ", **_tgrad_options(num_warps, num_stages))\n"
+     << ", " << options_call << ")\n"
      << "    return " << output_list << "\n";
 
   // ---- the backward op: the forward's arguments, then the upstream gradients
@@ -540,9 +569,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     py << "    " << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
     std::vector<std::string> args;
     if (k.contains("call")) {
-      for (const json &a : k["call"]["positional"]) args.push_back(a.get<std::string>());
+      args = launch_arguments(k["call"]["positional"].get<std::vector<std::string>>());
       for (const json &a : k["call"]["keyword"]) args.push_back(a.get<std::string>() + "=" + a.get<std::string>());
-      args.push_back("**_tgrad_options(num_warps, num_stages)");
+      args.push_back(options_call);
     } else {
       for (const auto &[a, v] : k["arguments"].items())
         args.push_back(a + "=" + (v.is_object() && v.contains("buffer") ? v["buffer"].get<std::string>() : expr(v)));
@@ -601,11 +630,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       non_differentiable.push_back(output_ref(k));
   std::vector<std::string> input_names = {kGrid};
   for (const Parameter &p : params) input_names.push_back(p.name);
-  input_names.push_back("num_warps");
-  input_names.push_back("num_stages");
+  input_names.insert(input_names.end(), own_options.begin(), own_options.end());
   scalars.insert(scalars.begin(), kGrid);
-  scalars.push_back("num_warps");
-  scalars.push_back("num_stages");
+  scalars.insert(scalars.end(), own_options.begin(), own_options.end());
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
      << "    " << join(input_names) << " = inputs\n"
      << "    ctx.save_for_backward(" << join(saved) << ")\n"
@@ -622,14 +649,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   for (const Parameter &p : params) call.push_back(p.name);
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
-  call.push_back("num_warps");
-  call.push_back("num_stages");
+  call.insert(call.end(), own_options.begin(), own_options.end());
   py << "    " << gradients << " = " << backward_op << "("
      << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
   for (const Parameter &p : params) result.push_back(p.gradient.empty() ? "None" : p.gradient);
-  result.push_back("None");
-  result.push_back("None");
+  for (size_t k = 0; k < own_options.size(); ++k) result.push_back("None");
   py << "    return " << join(result) << "\n\n\n"
      << forward_op << ".register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)\n";
 

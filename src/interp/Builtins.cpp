@@ -453,6 +453,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
                        " of " + std::to_string(p->size()) + ", program (" + std::to_string(pid_[0]) + ", " +
                        std::to_string(pid_[1]) + ", " + std::to_string(pid_[2]) + "); mask the access");
       }
+      if (options_.loaded) (*options_.loaded)[where->first].insert(where->second);
       double v = memory_.buffers()[where->first].get(where->second);
       if (out->is_float()) out->f[k] = round_float(elem.dtype, v, f64);
       else out->i[k] = memory_.buffers()[where->first].i[where->second];

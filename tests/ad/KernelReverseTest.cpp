@@ -573,6 +573,24 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[2,4,16]", "Y=fp32[2,16]:zeros", "n=4", "mode=1"}, {"BLOCK=16"}, {"X"}, {}},
         KernelCase{"recurrence", "branch_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,4,16]", "Y=fp32[2,16]:zeros", "n=4", "mode=-1"}, {"BLOCK=16"}, {"X"}, {}},
+        // Names that hold different things at different points (tests/kernels/name_reuse.py): a pointer parameter
+        // rebound to what it loads under a flag (both values), one name for two pointers, hinted and reshaped pointers.
+        KernelCase{"name_reuse", "biased_scale_kernel", {4, 1, 1},
+                   {"X=fp32[1000]", "bias=fp32[1000]", "Y=fp32[1000]:zeros", "n=1000"}, {"HAS_BIAS=True", "BLOCK=256"},
+                   {"X", "bias"}, {}},
+        KernelCase{"name_reuse", "biased_scale_kernel", {4, 1, 1},
+                   {"X=fp32[1000]", "bias=fp32[1000]", "Y=fp32[1000]:zeros", "n=1000"}, {"HAS_BIAS=False", "BLOCK=256"},
+                   {"X", "bias"}, {}},
+        KernelCase{"name_reuse", "dequant_scale_kernel", {4, 1, 1},
+                   {"S=fp32[1000]", "Z=int32[1000]:uniform(0,4096)", "Y=fp32[1000]:zeros", "n=1000"}, {"BLOCK=256"},
+                   {"S"}, {}},
+        KernelCase{"name_reuse", "hinted_rows_kernel", {5, 1, 1},
+                   {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "n_cols=100"}, {"BLOCK=128"}, {"X", "W"},
+                   {}},
+        // A grid-stride loop (3 programs over 7 rows): each row's gradient is a plain store by its program.
+        KernelCase{"launch_options", "staged_rows_kernel", {3, 1, 1},
+                   {"X=fp32[7,100]", "Y=fp32[7,100]:zeros", "n_rows=7", "n_cols=100"}, {"BLOCK=128", "num_stages=2"},
+                   {"X"}, {"load through 'X' is a plain store: offset = the grid-stride loop's variable"}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},

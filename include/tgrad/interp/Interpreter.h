@@ -13,6 +13,7 @@
 
 #include <array>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ struct RunOptions {
   // by the loop's (line, column): what a taped loop's backward must be
   // given as its bound on the trip count (ad::Backward::Tape).
   std::map<std::pair<int, int>, int64_t> *loop_trips = nullptr;
+  // Where set, each element a tl.load reads (its lanes the mask keeps), by
+  // buffer index: which elements a backward's gradient must cover.
+  std::map<size_t, std::set<int64_t>> *loaded = nullptr;
 };
 
 // A kernel argument: a buffer (by index in Memory), a runtime scalar, or,

@@ -129,6 +129,12 @@ void Engine::propagate_activity(const StmtList &block, const std::set<std::strin
     }
     if (operand.empty()) continue;
     if (!carries_gradient(type_of_name(t))) {
+      // A value nothing reads carries nothing back: the merge of an if's
+      // branches where a name becomes another value in one of them and is
+      // dead after the if (`if HAS_BIAS: bias = tl.load(bias + o) ...`,
+      // where the pointer parameter and the loaded tile share a name).
+      if (!kernel_reads_) block_reads(anf_.fn->body, kernel_reads_.emplace());
+      if (!kernel_reads_->count(t)) continue;
       check_dependence_kept(t, *a->value, operand);
       continue;
     }

@@ -107,10 +107,16 @@ void Engine::consume_upstream(const MemoryOp &op) {
     comment = "Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here";
     taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), kws());
   } else {
-    comment = "Taken, and 0.0 left for the values this store overwrote";
-    std::vector<Keyword> load_kws = kws();
-    if (!op.mask.empty()) load_kws.push_back({"other", {}, zero()});
-    taken = call("tl.load", list(dual(op.pointer)), std::move(load_kws));
+    // One exchange, not a load and a store of 0.0: Triton may give the store
+    // of a constant another layout than the load (measured on the H100: the
+    // zero of one thread landed before another thread's load of that
+    // address, and the gradient there was lost), so each element's read and
+    // write must be one operation of one thread. Relaxed: only this
+    // program's later accesses read it, after the barrier below.
+    comment = "Taken (an exchange leaves 0.0 for the values this store overwrote)";
+    std::vector<Keyword> xchg_kws = kws();
+    xchg_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+    taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), std::move(xchg_kws));
   }
   // The buffer is a float32 copy of the upstream gradient; the adjoint
   // takes the stored value's type where the backward is typed.
@@ -123,15 +129,17 @@ void Engine::consume_upstream(const MemoryOp &op) {
     StmtPtr st = assign(g, std::move(taken));
     st->leading_comment = comment;
     emit_stmt(std::move(st));
-  } else if (atomically) {  // (a plain load of nothing is not emitted: only the zeros below)
+  } else if (atomically) {  // (nothing taken: only the zeros, below)
     StmtPtr st = std::make_unique<ExprStmt>(std::move(taken));
     st->leading_comment = comment;
     emit_stmt(std::move(st));
   }
   if (!atomically) {
-    StmtPtr clear = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), zero()), kws()));
-    if (!takes) clear->leading_comment = "0.0 left for the values this store overwrote";
-    emit_stmt(std::move(clear));
+    if (!takes) {
+      StmtPtr clear = std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), zero()), kws()));
+      clear->leading_comment = "0.0 left for the values this store overwrote";
+      emit_stmt(std::move(clear));
+    }
     // Another thread of this program may read these addresses next.
     emit_stmt(std::make_unique<ExprStmt>(call("tl.debug_barrier", {})));
   }

@@ -59,9 +59,8 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         bx_in_memory_stored = bx_in_memory_stored_to.to(x_in_memory_stored.dtype)
 
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
-        # Taken, and 0.0 left for the values this store overwrote
-        bx_in_memory_stored_2 = tl.load(dX_plus_offsets_2, mask=inside, other=0.0)
-        tl.store(dX_plus_offsets_2, 0.0, mask=inside)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bx_in_memory_stored_2 = tl.atomic_xchg(dX_plus_offsets_2, 0.0, mask=inside, sem="relaxed")
         tl.debug_barrier()
         bx_in_memory_stored += bx_in_memory_stored_2
 

@@ -45,9 +45,8 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     b = tl.load(first_plus_HALF, mask=mask, other=0.0)
 
     # Grad of: tl.store(first + HALF, b * cos + a * sin, mask=mask)
-    # Taken, and 0.0 left for the values this store overwrote
-    bb_times_cos_plus_a_times_sin = tl.load(dfirst_plus_HALF, mask=mask, other=0.0)
-    tl.store(dfirst_plus_HALF, 0.0, mask=mask)
+    # Taken (an exchange leaves 0.0 for the values this store overwrote)
+    bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dfirst_plus_HALF, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     ba = bb_times_cos_plus_a_times_sin * sin
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
@@ -57,9 +56,8 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     tl.static_assert(bcos.shape == cos.shape)
 
     # Grad of: tl.store(first, a * cos - b * sin, mask=mask)
-    # Taken, and 0.0 left for the values this store overwrote
-    ba_times_cos_minus_b_times_sin = tl.load(dfirst, mask=mask, other=0.0)
-    tl.store(dfirst, 0.0, mask=mask)
+    # Taken (an exchange leaves 0.0 for the values this store overwrote)
+    ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dfirst, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
     bb += bb_times_sin * sin

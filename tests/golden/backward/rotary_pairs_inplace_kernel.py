@@ -44,9 +44,8 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         dx_row_plus_d_times_two_4_2 = dx_row_plus_d_times_two_4 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
-        # Taken, and 0.0 left for the values this store overwrote
-        bx0_times_sin_plus_x1_times_cos = tl.load(dx_row_plus_d_times_two_4_2, mask=mask, other=0.0)
-        tl.store(dx_row_plus_d_times_two_4_2, 0.0, mask=mask)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_2, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bx1 = bx0_times_sin_plus_x1_times_cos * cos
         bcos = bx0_times_sin_plus_x1_times_cos * x1
@@ -54,9 +53,8 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         bsin = bx0_times_sin_plus_x1_times_cos * x0
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
-        # Taken, and 0.0 left for the values this store overwrote
-        bx0_times_cos_minus_x1_times_sin = tl.load(dx_row_plus_d_times_two_3, mask=mask, other=0.0)
-        tl.store(dx_row_plus_d_times_two_3, 0.0, mask=mask)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bx0_times_cos_minus_x1_times_sin = tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
         bx1 += bx1_times_sin * sin

@@ -19,9 +19,8 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
     inside_and_t = inside & t
 
     # Grad of: tl.store(X + offsets, x * x, mask=inside & (x > 0))
-    # Taken, and 0.0 left for the values this store overwrote
-    bx_times_x = tl.load(dX_plus_offsets, mask=inside_and_t, other=0.0)
-    tl.store(dX_plus_offsets, 0.0, mask=inside_and_t)
+    # Taken (an exchange leaves 0.0 for the values this store overwrote)
+    bx_times_x = tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside_and_t, sem="relaxed")
     tl.debug_barrier()
     bx = bx_times_x * x
     bx += bx_times_x * x

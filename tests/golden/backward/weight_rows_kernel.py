@@ -77,6 +77,10 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         row_times_stride_3 = row * stride
         dDX_plus_row_times_stride_3 = dDX + row_times_stride_3
         dDX_plus_row_times_stride = dDX_plus_row_times_stride_3 + cols
+
+        # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
+        # (Loaded early: nothing in the backward writes this memory.)
+        bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0)
         dy_times_w = dy * w
         pid_times_stride_2 = pid * stride
         ddw_row = dDW + pid_times_stride_2
@@ -96,9 +100,8 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         bpartial_in_memory_stored = bpartial_in_memory_stored_to.to(partial_in_memory_stored.dtype)
 
         # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
-        # Taken, and 0.0 left for the values this store overwrote
-        bpartial_in_memory_stored_2 = tl.load(ddw_row_plus_cols, mask=col_mask, other=0.0)
-        tl.store(ddw_row_plus_cols, 0.0, mask=col_mask)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
         tl.debug_barrier()
         bpartial_in_memory_stored += bpartial_in_memory_stored_2
 
@@ -113,8 +116,6 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         bpartial_in_memory_2 += bpartial_in_memory_stored
 
         # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
-        # Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here
-        bdy_times_w_times_rstd = tl.atomic_xchg(dDX_plus_row_times_stride, 0.0, mask=col_mask)
         bdy_times_w = bdy_times_w_times_rstd * rstd
         _brstd = tl.sum(bdy_times_w_times_rstd * dy_times_w)
         tl.static_assert(_brstd.shape == rstd.shape)
@@ -123,16 +124,15 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         bw += bdy_times_w * dy
 
         # Grad of: rstd = tl.load(RSTD + row)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dRSTD_plus_row, brstd, sem="relaxed")
+        tl.store(dRSTD_plus_row, brstd)
 
         # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDY_plus_row_times_stride, bdy, mask=col_mask, sem="relaxed")
+        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+        tl.store(dDY_plus_row_times_stride, bdy, mask=col_mask)
 
         # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dX_plus_row_times_stride_2, bx, mask=col_mask, sem="relaxed")
+        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+        tl.store(dX_plus_row_times_stride_2, bx, mask=col_mask)
     tl.debug_barrier()
 
     # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)

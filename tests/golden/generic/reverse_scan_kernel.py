@@ -60,9 +60,8 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: tl.store(H + offs, h)
-        # Taken, and 0.0 left for the values this store overwrote
-        bh_3_2 = tl.load(dH_plus_offs)
-        tl.store(dH_plus_offs, 0.0)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bh_3_2 = tl.atomic_xchg(dH_plus_offs, 0.0, sem="relaxed")
         tl.debug_barrier()
         bh_3 += bh_3_2
 

@@ -46,9 +46,8 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     dOUT_plus_offsets_2_plus_HALF = dOUT_plus_offsets + HALF
 
     # Grad of: tl.store(OUT + offsets + HALF, b * cos + a * sin, mask=mask)
-    # Taken, and 0.0 left for the values this store overwrote
-    bb_times_cos_plus_a_times_sin = tl.load(dOUT_plus_offsets_2_plus_HALF, mask=mask, other=0.0)
-    tl.store(dOUT_plus_offsets_2_plus_HALF, 0.0, mask=mask)
+    # Taken (an exchange leaves 0.0 for the values this store overwrote)
+    bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dOUT_plus_offsets_2_plus_HALF, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     ba = bb_times_cos_plus_a_times_sin * sin
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
@@ -58,9 +57,8 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     tl.static_assert(bcos.shape == cos.shape)
 
     # Grad of: tl.store(OUT + offsets, a * cos - b * sin, mask=mask)
-    # Taken, and 0.0 left for the values this store overwrote
-    ba_times_cos_minus_b_times_sin = tl.load(dOUT_plus_offsets, mask=mask, other=0.0)
-    tl.store(dOUT_plus_offsets, 0.0, mask=mask)
+    # Taken (an exchange leaves 0.0 for the values this store overwrote)
+    ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dOUT_plus_offsets, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
     bb += bb_times_sin * sin

@@ -76,9 +76,8 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         bstate_2 = tl.zeros_like(bstate_2)
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
-        # Taken, and 0.0 left for the values this store overwrote
-        bstate_3_2 = tl.load(dY_plus_c_times_dim_2_plus_offs, mask=mask, other=0.0)
-        tl.store(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bstate_3_2 = tl.atomic_xchg(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bstate_3 += bstate_3_2
 

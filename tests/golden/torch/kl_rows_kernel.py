@@ -178,7 +178,8 @@ class TgradKernel:
     element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
     zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
-    `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
+    `num_warps` and `num_stages` go to the forward and to the backward's main kernel (a kernel parameter
+    of either name is both the parameter and the option, as in Triton).
 
     Under @triton.autotune, the config is the autotuner's choice for the arguments' key (tuned on
     first use of a key, in eager mode: under torch.compile, call the kernel once eagerly first for
@@ -208,11 +209,15 @@ class TgradKernel:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
         self.jit = kernel  # the kernel the op launches, every constexpr given
+        # The launch options the op takes after the kernel's arguments (not those that are parameters).
+        self._own_options = tuple(o for o in ("num_warps", "num_stages") if o not in params)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
 
-    def run(self, grid, *args, num_warps=None, num_stages=None, **kwargs):
+    def run(self, grid, *args, **kwargs):
+        num_warps = kwargs.pop("num_warps", None) if "num_warps" in self._own_options else None
+        num_stages = kwargs.pop("num_stages", None) if "num_stages" in self._own_options else None
         if len(args) > len(self._params):
             raise TypeError(f"{self.__name__}() takes {len(self._params)} arguments, {len(args)} given")
         bound = dict(self._defaults)
@@ -239,7 +244,8 @@ class TgradKernel:
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
-        result = self._op([int(g) for g in grid], *arguments, num_warps, num_stages)
+        options = {"num_warps": num_warps, "num_stages": num_stages}
+        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):

@@ -58,14 +58,12 @@ def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dM
             t_3 = cols < n_cols
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-            # Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here
-            bx_times_x = tl.atomic_xchg(dY_plus_row_times_n_cols, 0.0, mask=t_3)
+            bx_times_x = tl.load(dY_plus_row_times_n_cols, mask=t_3, other=0.0).to(tl.float32)
             bx = bx_times_x * x
             bx += bx_times_x * x
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            # atomic: the offset has no program id: every program reads these addresses
-            tl.atomic_add(dX_plus_row_times_n_cols_2, bx, mask=t_2, sem="relaxed")
+            tl.store(dX_plus_row_times_n_cols_2, bx, mask=t_2)
 
 
 
@@ -139,7 +137,8 @@ class TgradKernel:
     element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
     zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
-    `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
+    `num_warps` and `num_stages` go to the forward and to the backward's main kernel (a kernel parameter
+    of either name is both the parameter and the option, as in Triton).
 
     Under @triton.autotune, the config is the autotuner's choice for the arguments' key (tuned on
     first use of a key, in eager mode: under torch.compile, call the kernel once eagerly first for
@@ -169,11 +168,15 @@ class TgradKernel:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
         self.jit = kernel  # the kernel the op launches, every constexpr given
+        # The launch options the op takes after the kernel's arguments (not those that are parameters).
+        self._own_options = tuple(o for o in ("num_warps", "num_stages") if o not in params)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
 
-    def run(self, grid, *args, num_warps=None, num_stages=None, **kwargs):
+    def run(self, grid, *args, **kwargs):
+        num_warps = kwargs.pop("num_warps", None) if "num_warps" in self._own_options else None
+        num_stages = kwargs.pop("num_stages", None) if "num_stages" in self._own_options else None
         if len(args) > len(self._params):
             raise TypeError(f"{self.__name__}() takes {len(self._params)} arguments, {len(args)} given")
         bound = dict(self._defaults)
@@ -200,7 +203,8 @@ class TgradKernel:
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
-        result = self._op([int(g) for g in grid], *arguments, num_warps, num_stages)
+        options = {"num_warps": num_warps, "num_stages": num_stages}
+        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -234,8 +238,6 @@ def skip_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MAS
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dMASK = _tgrad_zeros_like(MASK)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
-    dY = _tgrad_consumed_upstream(dY, Y)
     wrap_triton(skip_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, MASK, Y, n_rows, n_cols, BLOCK, dX=dX, dMASK=dMASK, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX, dMASK
 

@@ -113,6 +113,10 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         row_times_stride_3 = row * stride
         dDX_plus_row_times_stride_3 = dDX + row_times_stride_3
         dDX_plus_row_times_stride = dDX_plus_row_times_stride_3 + cols
+
+        # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
+        # (Loaded early: nothing in the backward writes this memory.)
+        bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
         dy_times_w = dy * w
         pid_times_stride_2 = pid * stride
         ddw_row = dDW + pid_times_stride_2
@@ -132,9 +136,8 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         bpartial_in_memory_stored = bpartial_in_memory_stored_to.to(partial_in_memory_stored.dtype)
 
         # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
-        # Taken, and 0.0 left for the values this store overwrote
-        bpartial_in_memory_stored_2 = tl.load(ddw_row_plus_cols, mask=col_mask, other=0.0)
-        tl.store(ddw_row_plus_cols, 0.0, mask=col_mask)
+        # Taken (an exchange leaves 0.0 for the values this store overwrote)
+        bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
         tl.debug_barrier()
         bpartial_in_memory_stored += bpartial_in_memory_stored_2
 
@@ -149,8 +152,6 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         bpartial_in_memory_2 += bpartial_in_memory_stored
 
         # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
-        # Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here
-        bdy_times_w_times_rstd = tl.atomic_xchg(dDX_plus_row_times_stride, 0.0, mask=col_mask)
         bdy_times_w = bdy_times_w_times_rstd * rstd
         _brstd = tl.sum(bdy_times_w_times_rstd * dy_times_w)
         tl.static_assert(_brstd.shape == rstd.shape)
@@ -159,16 +160,15 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         bw += bdy_times_w * dy
 
         # Grad of: rstd = tl.load(RSTD + row)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dRSTD_plus_row, brstd, sem="relaxed")
+        tl.store(dRSTD_plus_row, brstd)
 
         # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDY_plus_row_times_stride, bdy, mask=col_mask, sem="relaxed")
+        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+        tl.store(dDY_plus_row_times_stride, bdy, mask=col_mask)
 
         # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dX_plus_row_times_stride_2, bx, mask=col_mask, sem="relaxed")
+        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+        tl.store(dX_plus_row_times_stride_2, bx, mask=col_mask)
     tl.debug_barrier()
 
     # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
@@ -199,19 +199,17 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
         dDX_plus_row_times_stride = dDX_plus_row_times_stride_3 + cols
 
         # Grad of: tl.store(DX + row * stride + cols, dy * rstd, mask=col_mask)
-        # Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here
-        bdy_times_rstd = tl.atomic_xchg(dDX_plus_row_times_stride, 0.0, mask=col_mask)
+        bdy_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
         bdy = bdy_times_rstd * rstd
         brstd = tl.sum(bdy_times_rstd * dy)
         tl.static_assert(brstd.shape == rstd.shape)
 
         # Grad of: rstd = tl.load(RSTD + row)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dRSTD_plus_row, brstd, sem="relaxed")
+        tl.store(dRSTD_plus_row, brstd)
 
         # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDY_plus_row_times_stride, bdy, mask=col_mask, sem="relaxed")
+        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+        tl.store(dDY_plus_row_times_stride, bdy, mask=col_mask)
 
 
 @triton.jit
@@ -295,7 +293,8 @@ class TgradKernel:
     element the kernel does not store is unset, as torch.empty leaves it). Input gradients start at
     zero: an element the forward does not load (a grid that does not cover the tensor) gets zero.
     `grid` is a tuple or a function of the arguments (a dict, constexprs included), as for Triton;
-    `num_warps` and `num_stages` go to the forward and to the backward's main kernel.
+    `num_warps` and `num_stages` go to the forward and to the backward's main kernel (a kernel parameter
+    of either name is both the parameter and the option, as in Triton).
 
     Under @triton.autotune, the config is the autotuner's choice for the arguments' key (tuned on
     first use of a key, in eager mode: under torch.compile, call the kernel once eagerly first for
@@ -325,11 +324,15 @@ class TgradKernel:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
         self.jit = kernel  # the kernel the op launches, every constexpr given
+        # The launch options the op takes after the kernel's arguments (not those that are parameters).
+        self._own_options = tuple(o for o in ("num_warps", "num_stages") if o not in params)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
 
-    def run(self, grid, *args, num_warps=None, num_stages=None, **kwargs):
+    def run(self, grid, *args, **kwargs):
+        num_warps = kwargs.pop("num_warps", None) if "num_warps" in self._own_options else None
+        num_stages = kwargs.pop("num_stages", None) if "num_stages" in self._own_options else None
         if len(args) > len(self._params):
             raise TypeError(f"{self.__name__}() takes {len(self._params)} arguments, {len(args)} given")
         bound = dict(self._defaults)
@@ -356,7 +359,8 @@ class TgradKernel:
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
-        result = self._op([int(g) for g in grid], *arguments, num_warps, num_stages)
+        options = {"num_warps": num_warps, "num_stages": num_stages}
+        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -392,11 +396,9 @@ def weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY
 def weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: torch.Tensor, dDW: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dDY = _tgrad_zeros_like(DY)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dDY = _tgrad_zeros_like(DY)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dRSTD = _tgrad_zeros_like(RSTD)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    # The backward overwrites this upstream gradient: the forward may write an address of DX more than once.
-    dDX = _tgrad_consumed_upstream(dDX, DX)
+    dRSTD = _tgrad_zeros_like(RSTD)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the forward may write an address of DW more than once.
     dDW = _tgrad_consumed_upstream(dDW, DW)
     # the value of 'partial_in_memory' entering each iteration of the loop at line 20 (range(pid, n_rows, num_progs)), per program: the backward runs that loop in reverse
