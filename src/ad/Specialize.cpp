@@ -1,7 +1,9 @@
 #include "src/ad/Specialize.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -356,6 +358,25 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     without[name] = SType::of_bool(false);
     if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
   }
+  // A flag choosing a dtype (`dtype = tl.float8e5 if FP8_OUTPUT else tl.float16`,
+  // the Triton tutorial's attention): what is computed in that dtype, and its
+  // casts, differ with each value.
+  visit_exprs(fn.body, [&](const Expr &e) {
+    auto *i = dyn_cast<IfExp>(&e);
+    auto is_dtype = [](const Expr &x) {
+      auto *a = dyn_cast<Attribute>(&x);
+      auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
+      return base && base->id == "tl" && sema::parse_dtype(a->attr).has_value() ? true
+             : base && base->id == "tl" && a->attr.rfind("float8", 0) == 0;
+    };
+    if (!i || !is_dtype(*i->then_value) || !is_dtype(*i->else_value)) return;
+    std::set<std::string> read;
+    reads(*i->cond, read);
+    for (size_t k = 0; k < fn.params.size(); ++k)
+      if (fn.is_constexpr_param(k) && read.count(fn.params[k].name) && !given.count(fn.params[k].name) &&
+          std::find(flags.begin(), flags.end(), fn.params[k].name) == flags.end())
+        flags.push_back(fn.params[k].name);
+  });
   // Flags a helper tests (its ifs need them: a helper is a tile function).
   for (const std::string &name : flags_tested_in_helpers(module, fn, given))
     if (std::find(flags.begin(), flags.end(), name) == flags.end()) flags.push_back(name);
@@ -927,12 +948,14 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
   // Helpers that access memory are inlined first (src/lower/InlineCalls.h:
   // a helper may make and return a block pointer), then block pointers
   // become pointer arithmetic (src/lower/BlockPointers.h).
-  std::unique_ptr<Module> inlined = lower::inline_memory_helpers(user_module, request.function, diags), lowered;
+  std::unique_ptr<Module> inlined = lower::inline_memory_helpers(user_module, request.function, diags, request.param_types), lowered;
   if (diags.has_errors()) return std::nullopt;
   const Module *lowered_or_inlined =
       lower::with_block_pointers_lowered(inlined ? *inlined : user_module, request.function, diags, lowered);
   if (!lowered_or_inlined) return std::nullopt;
   const Module &module = *lowered_or_inlined;
+  // TGRAD_DEBUG_LOWERED: the kernel as differentiated, helpers inlined and block pointers lowered.
+  if (std::getenv("TGRAD_DEBUG_LOWERED") && &module != &user_module) std::cerr << emit::print_module(module);
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
   std::vector<std::string> names = flags_needing_values(module, *fn, request);

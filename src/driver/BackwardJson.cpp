@@ -113,6 +113,9 @@ class ExprTranslator {
         return i ? std::optional<int64_t>(i->value) : std::nullopt;
       };
       if (callee == "tl.program_id" && axis()) return json{{"program_id", *axis()}};
+      // Compiler hints return their first operand (`lo = tl.multiple_of(lo, BLOCK_M)`).
+      if ((callee == "tl.multiple_of" || callee == "tl.max_contiguous" || callee == "tl.max_constancy") && !c->args.empty())
+        return translate(*c->args[0], depth + 1);
       if (callee == "tl.num_programs" && axis()) return json{{"grid", *axis()}};
       const char *name = callee == "tl.cdiv" || callee == "triton.cdiv"                 ? "cdiv"
                          : callee == "min" || callee == "tl.minimum"                       ? "min"

@@ -3,6 +3,7 @@
 #include "tgrad/interp/Interpreter.h"
 
 #include "src/lower/BlockPointers.h"
+#include "src/lower/InlineCalls.h"
 
 #include "src/interp/Evaluator.h"
 
@@ -141,9 +142,25 @@ const ast::Function *find(const ast::Module &m, const std::string &name, DiagEng
 
 bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &memory, const RunOptions &options,
                 DiagEngine &diags) {
-  // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h).
-  std::unique_ptr<ast::Module> lowered;
-  const ast::Module *lowered_or_user = lower::with_block_pointers_lowered(user_module, launch.kernel, diags, lowered);
+  // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h), helpers that
+  // make them inlined first with the launch's constexpr values, as reverse mode reads the kernel
+  // (src/lower/InlineCalls.h: a helper may return a tensor descriptor).
+  std::unique_ptr<ast::Module> inlined, lowered;
+  if (lower::uses_block_pointers(user_module)) {
+    sema::ParamTypes known;
+    for (const auto &[name, arg] : launch.args) {
+      if (arg.kind != KernelArg::Kind::Constexpr) continue;
+      const Value &v = arg.constexpr_value;
+      if (v.kind == Value::Kind::Bool) known[name] = sema::SType::of_bool(v.b);
+      else if (v.kind == Value::Kind::Int) known[name] = sema::SType::of_int(v.n);
+      else if (v.kind == Value::Kind::Str) known[name] = sema::SType::of_str(v.s);
+      else if (v.kind == Value::Kind::None) known[name] = sema::SType::none();
+    }
+    inlined = lower::inline_memory_helpers(user_module, launch.kernel, diags, known);
+    if (diags.has_errors()) return false;
+  }
+  const ast::Module *lowered_or_user =
+      lower::with_block_pointers_lowered(inlined ? *inlined : user_module, launch.kernel, diags, lowered);
   if (!lowered_or_user) return false;
   const ast::Module &module = *lowered_or_user;
   const ast::Function *fn = find(module, launch.kernel, diags);

@@ -103,6 +103,115 @@ std::string fresh_prefix(const std::string &var, const std::set<std::string> &ta
   return prefix;
 }
 
+// `X = tl.make_tensor_descriptor(X, ...)`: a name rebound from the pointer
+// it holds to a descriptor (or block pointer) made from it (the Triton
+// tutorial's `desc_q = _maybe_make_tensor_desc(desc_q, ...)`, once inlined).
+// Such a name holds two kinds of value, which the lowering keeps apart by
+// giving the descriptor a name of its own from there on. Also where both
+// branches of an if rebind it so. Left as written (and refused later) where a
+// later statement assigns the name again.
+class RebindRenamer {
+ public:
+  RebindRenamer(const Module &module, std::set<std::string> &taken, std::map<std::string, std::string> &original)
+      : module_(module), taken_(taken), original_(original) {}
+
+  void run(StmtList &block) {
+    for (size_t k = 0; k < block.size(); ++k) {
+      std::string x;
+      if (auto *a = dyn_cast<Assign>(block[k].get())) {
+        x = rebound(*a);
+      } else if (auto *i = dyn_cast<If>(block[k].get())) {
+        // Both branches first (one name for the descriptor either makes), then other rebinds inside them.
+        const std::string a = branch_rebinds(i->body), b = branch_rebinds(i->orelse);
+        if (!a.empty() && a == b) x = a;
+        if (x.empty() || assigned_after(block, k + 1, x)) {
+          run(i->body);
+          run(i->orelse);
+          continue;
+        }
+      } else if (auto *f = dyn_cast<For>(block[k].get())) {
+        run(f->body);
+      }
+      if (x.empty() || assigned_after(block, k + 1, x)) continue;
+      std::string fresh = x + "_desc";
+      for (int n = 2; taken_.count(fresh); ++n) fresh = x + "_desc" + std::to_string(n);
+      taken_.insert(fresh);
+      original_[fresh] = x;
+      auto rename = [&](ExprPtr &e) {
+        if (auto *n = dyn_cast<Name>(e.get()); n && n->id == x) n->id = fresh;
+      };
+      if (auto *a = dyn_cast<Assign>(block[k].get())) {
+        cast<Name>(a->targets[0].get())->id = fresh;
+      } else {
+        auto *i = cast<If>(block[k].get());
+        retarget_branch(i->body, x, fresh);
+        retarget_branch(i->orelse, x, fresh);
+        run(i->body);
+        run(i->orelse);
+      }
+      StmtList rest;
+      for (size_t j = k + 1; j < block.size(); ++j) rest.push_back(std::move(block[j]));
+      rewrite_block(rest, rename);
+      for (size_t j = k + 1; j < block.size(); ++j) block[j] = std::move(rest[j - k - 1]);
+    }
+  }
+
+ private:
+  // The name `a` rebinds to a descriptor or block pointer made from its own value, or "".
+  std::string rebound(const Assign &a) const {
+    if (a.targets.size() != 1) return "";
+    auto *n = dyn_cast<Name>(a.targets[0].get());
+    if (!n || !(is_tl_call(module_, a.value.get(), "make_tensor_descriptor") ||
+                is_tl_call(module_, a.value.get(), "make_block_ptr")))
+      return "";
+    std::set<std::string> read;
+    collect_names(*a.value, read);
+    return read.count(n->id) ? n->id : "";
+  }
+
+  // The one name a branch rebinds at its top level (and assigns nowhere else), or "".
+  std::string branch_rebinds(const StmtList &branch) const {
+    std::string found;
+    for (size_t k = 0; k < branch.size(); ++k)
+      if (auto *a = dyn_cast<Assign>(branch[k].get()); a && !rebound(*a).empty()) {
+        if (!found.empty()) return "";
+        found = rebound(*a);
+        if (assigned_after(branch, k + 1, found)) return "";
+      }
+    return found;
+  }
+
+  // The branch's rebinding of x renamed to `fresh`, and its later reads of x.
+  void retarget_branch(StmtList &branch, const std::string &x, const std::string &fresh) const {
+    bool after = false;
+    for (StmtPtr &st : branch) {
+      if (after) {
+        StmtList one;
+        one.push_back(std::move(st));
+        rewrite_block(one, [&](ExprPtr &e) {
+          if (auto *n = dyn_cast<Name>(e.get()); n && n->id == x) n->id = fresh;
+        });
+        st = std::move(one[0]);
+        continue;
+      }
+      if (auto *a = dyn_cast<Assign>(st.get()); a && rebound(*a) == x) {
+        cast<Name>(a->targets[0].get())->id = fresh;
+        after = true;
+      }
+    }
+  }
+
+  static bool assigned_after(const StmtList &block, size_t from, const std::string &x) {
+    std::map<std::string, int> assigned;
+    for (size_t j = from; j < block.size(); ++j) stmt_assignments(*block[j], assigned);
+    return assigned.count(x) > 0;
+  }
+
+  const Module &module_;
+  std::set<std::string> &taken_;
+  std::map<std::string, std::string> &original_;  // a fresh name -> the user's
+};
+
 // What the module-level pass needs to know of the helpers' block-pointer
 // parameters: per function, per parameter name, its rank.
 using ParamBlocks = std::map<std::string, std::map<std::string, size_t>>;
@@ -116,6 +225,8 @@ class FunctionLowering {
     collect_names(fn.body, taken);
     for (const Param &p : fn.params) taken.insert(p.name);
     taken_ = taken;
+    body_ = clone(fn.body);
+    RebindRenamer(module, taken_, original_).run(body_);
   }
 
   std::unique_ptr<Function> run() {
@@ -136,9 +247,9 @@ class FunctionLowering {
       }
       pointers_[p.name] = bp;
     }
-    find_block_pointers(fn_.body);
-    find_block_pointers(fn_.body);  // names copied from ones assigned later in a loop
-    out->body = lower_block(fn_.body);
+    find_block_pointers(body_);
+    find_block_pointers(body_);  // names copied from ones assigned later in a loop
+    out->body = lower_block(body_);
     return out;
   }
 
@@ -204,6 +315,21 @@ class FunctionLowering {
                               std::to_string(bp->rank) + " dimensions; tgrad needs one rank per name");
       if (it->second.descriptor != bp->descriptor)
         fail(target.span, "'" + n->id + "' holds a block pointer and a tensor descriptor; tgrad needs one kind per name");
+      // Each access's tile takes the name's block shape: two shapes under one
+      // name (the Triton tutorial's desc_v, [BLOCK_N, HEAD_DIM] or, with
+      // FP8_OUTPUT, [HEAD_DIM, BLOCK_N]) would load one of them with the
+      // other's shape.
+      for (size_t d = 0; d < bp->rank; ++d)
+        if (emit::print_expr(*it->second.block_shape[d]) != emit::print_expr(*bp->block_shape[d])) {
+          std::string where;
+          if (!conditions_.empty())
+            where = " (this one where `" + emit::print_expr(*conditions_.back()) + "` is " +
+                    (branch_is_else_.back() ? "false" : "true") + ")";
+          fail(target.span, "'" + user_name(n->id) + "' is given block pointers of block shapes " + shape_text(it->second) +
+                                " and " + shape_text(*bp) + where +
+                                "; tgrad lowers one block shape per name: give the tl.constexpr values that choose "
+                                "between them with -D, or use a name for each");
+        }
       return;
     }
     bp->prefix = fresh_prefix(n->id, taken_);
@@ -225,12 +351,23 @@ class FunctionLowering {
         }
       }
       if (auto *i = dyn_cast<If>(s.get())) {
+        conditions_.push_back(i->cond.get());
+        branch_is_else_.push_back(false);
         find_block_pointers(i->body);
+        branch_is_else_.back() = true;
         find_block_pointers(i->orelse);
+        conditions_.pop_back();
+        branch_is_else_.pop_back();
       }
       if (auto *f = dyn_cast<For>(s.get())) find_block_pointers(f->body);
       if (auto *w = dyn_cast<While>(s.get())) find_block_pointers(w->body);
     }
+  }
+
+  static std::string shape_text(const BlockPointer &bp) {
+    std::string out = "[";
+    for (size_t d = 0; d < bp.rank; ++d) out += (d ? ", " : "") + emit::print_expr(*bp.block_shape[d]);
+    return out + "]";
   }
 
   // ------------------------------------------------------------ statements
@@ -676,6 +813,14 @@ class FunctionLowering {
   const std::map<std::string, size_t> &params_;
   ParamBlocks &needs_;
   std::set<std::string> taken_;
+  StmtList body_;  // fn_'s body, rebound descriptors renamed (RebindRenamer)
+  std::map<std::string, std::string> original_;  // those renamed: the user's names, for messages
+  std::string user_name(const std::string &n) const {
+    auto it = original_.find(n);
+    return it == original_.end() ? n : it->second;
+  }
+  std::vector<const Expr *> conditions_;  // the ifs around the statement find_block_pointers is at
+  std::vector<bool> branch_is_else_;
   std::map<std::string, BlockPointer> pointers_;
   std::vector<std::unique_ptr<BlockPointer>> hoisted_;
   StmtList pending_;

@@ -28,6 +28,7 @@
 
 #include "tgrad/ast/Ast.h"
 #include "tgrad/diag/Diagnostics.h"
+#include "tgrad/sema/Sema.h"
 
 namespace tgrad::lower {
 
@@ -35,7 +36,17 @@ namespace tgrad::lower {
 // that accesses memory inlined (repeatedly: helpers of helpers). Null when
 // the kernel calls none (use the module as it is), or, with located errors in
 // `diags`, when a call cannot be inlined.
+//
+// In the inlined bodies, and in the kernel where it inlines anything, ifs and
+// conditional expressions whose condition Triton decides when it compiles
+// are reduced to the branch taken: conditions on literals (an inlined
+// `if 2 == 2:`), on the tl.constexpr values in `known` (given with -D), on
+// dtypes (`dtype == tl.float8e5`, with `dtype = tl.float16` assigned once),
+// and `isinstance(x, tl.tensor_descriptor)` (false for a kernel parameter:
+// tgrad differentiates the pointer path of such helpers). So one name is not
+// given two block pointers of different block shapes by branches Triton
+// never both compiles.
 std::unique_ptr<ast::Module> inline_memory_helpers(const ast::Module &module, const std::string &kernel,
-                                                   DiagEngine &diags);
+                                                   DiagEngine &diags, const sema::ParamTypes &known = {});
 
 }  // namespace tgrad::lower

@@ -557,6 +557,21 @@ class Checker {
           if (n->ops.size() > 1 && (left.is_tensor() || right.is_tensor()))
             fail(e.span, "chained comparisons are not supported by Triton on tensors; combine two comparisons with '&'");
           r = compare(n->ops[k], left, right, e.span);
+          // `dtype == tl.float8e5` with dtype a dtype tgrad types (the Triton
+          // tutorial's attention): fp8 dtypes are not typed yet, but no typed
+          // dtype is one of them, so the comparison is decided.
+          const CompareOpKind op = n->ops[k];
+          if ((op == CompareOpKind::Eq || op == CompareOpKind::NotEq) && n->ops.size() == 1) {
+            auto is_fp8 = [](const Expr &x) {
+              auto *a = dyn_cast<Attribute>(&x);
+              auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
+              return base && base->id == "tl" && a->attr.rfind("float8", 0) == 0;
+            };
+            const bool typed_left = left.kind == SType::Kind::DType && left.known;
+            const bool typed_right = right.kind == SType::Kind::DType && right.known;
+            if ((typed_left && is_fp8(*n->comparators[0])) || (typed_right && is_fp8(*n->left)))
+              r = SType::of_bool(op == CompareOpKind::NotEq);
+          }
           left = right;
         }
         return r;

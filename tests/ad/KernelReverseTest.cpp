@@ -591,6 +591,12 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"launch_options", "staged_rows_kernel", {3, 1, 1},
                    {"X=fp32[7,100]", "Y=fp32[7,100]:zeros", "n_rows=7", "n_cols=100"}, {"BLOCK=128", "num_stages=2"},
                    {"X"}, {"load through 'X' is a plain store: offset = the grid-stride loop's variable"}},
+        // Tensor descriptors made by a helper that keeps one it is given; K loaded transposed (x.T once lost its
+        // gradient silently).
+        KernelCase{"descriptor_attention", "descriptor_attention_kernel", {2, 2, 1},
+                   {"sm_scale=0.5", "M=fp32[2,32]:zeros", "Z=1", "H=2", "desc_q=fp16[1,2,32,16]", "desc_k=fp16[1,2,32,16]",
+                    "desc_v=fp16[1,2,32,16]", "desc_o=fp16[1,2,32,16]:zeros"},
+                   {"N_CTX=32", "HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "FP8=False"}, {"desc_q", "desc_k", "desc_v"}, {}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},

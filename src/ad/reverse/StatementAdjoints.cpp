@@ -283,6 +283,18 @@ Engine::Op Engine::classify(const Expr &v) {
       if (full.rfind("tl.", 0) == 0) operands_by_keyword(op);
       return op;
     }
+    case NodeKind::Attribute: {
+      // `x.T`: Triton's tl.trans(x). (Other attributes, x.dtype and x.shape,
+      // hold no data: their key stays the node's kind.)
+      auto *a = cast<Attribute>(&v);
+      if (a->attr == "T") {
+        op.key = "trans";
+        op.args = {a->value.get()};
+        return op;
+      }
+      op.key = kind_name(v.kind);
+      return op;
+    }
     default: op.key = kind_name(v.kind); return op;
   }
 }

@@ -119,12 +119,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         cols = start_n + offs_n
         cols_row = cols[None, :]
         t_5 = cols_row < N_CTX
-        qk_3 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_3_one)
+        qk_2 = tl.where(t_5, qk, float("-inf"))
+        tl_max_qk_2_one = tl.max(qk_2, 1)
+        m_ij = tl.maximum(m_i_2_2, tl_max_qk_2_one)
         m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
+        qk_2_minus_m_ij_col = qk_2 - m_ij_col
+        p = tl.math.exp2(qk_2_minus_m_ij_col)
         m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
         alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
         l_i_2_2_times_alpha = l_i_2_2 * alpha
@@ -163,10 +163,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         K_ptrs_offset1_3 = K_ptrs_offset1_4
         V_ptrs_offset0_3 = V_ptrs_offset0_4
         V_ptrs_offset1_3 = V_ptrs_offset1_4
-    acc_4 = acc_2_2
-    l_i_4 = l_i_2_2
-    l_i_4_col = l_i_4[:, None]
-    acc_5 = acc_4 / l_i_4_col
+    acc_3 = acc_2_2
+    l_i_3 = l_i_2_2
+    l_i_3_col = l_i_3[:, None]
+    acc_4 = acc_3 / l_i_3_col
     off_hz_times_N_CTX = off_hz * N_CTX
     dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
     dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
@@ -174,33 +174,33 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_5_times_c = tl.load(dM_plus_off_hz_times_N_CT, mask=t_8, other=0.0)
+    bm_i_4_times_c = tl.load(dM_plus_off_hz_times_N_CT, mask=t_8, other=0.0)
     O_block_index0_col_times = Q_block_index0_col * O_block_stride0
     dO_block_base_plus_O_bloc = dO_block_base + O_block_index0_col_times
     O_block_index1_row_times = Q_block_index1_row * O_block_stride1
     dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + O_block_index1_row_times
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_5_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0)
-    bacc_5 = bacc_5_to_Out_type_element_ty.to(acc_5.dtype)
+    bacc_4_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0)
+    bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_5 = bm_i_5_times_c * 0.6931471805599453
+    bm_i_4 = bm_i_4_times_c * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_4 = tl.where(t_and_t_2, bacc_5 / l_i_4_col, 0.0)
-    bl_i_4_col = tl.sum(tl.where(t_and_t_2, -bacc_5 * acc_5 / l_i_4_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_4_col.shape == l_i_4_col.shape)
-    bl_i_4 = tl.reshape(bl_i_4_col, l_i_4.shape)
+    bacc_3 = tl.where(t_and_t_2, bacc_4 / l_i_3_col, 0.0)
+    bl_i_3_col = tl.sum(tl.where(t_and_t_2, -bacc_4 * acc_4 / l_i_3_col, 0.0), 1, keep_dims=True)
+    tl.static_assert(bl_i_3_col.shape == l_i_3_col.shape)
+    bl_i_3 = tl.reshape(bl_i_3_col, l_i_3.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_4 += tl.where(t_8, bm_i_5 / (l_i_4 * 0.6931471805599453), 0.0)
+    bl_i_3 += tl.where(t_8, bm_i_4 / (l_i_3 * 0.6931471805599453), 0.0)
 
     # Grad of: for start_n in range(lo, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bl_i_2_2 = bl_i_4
-    bacc_2_2 = bacc_4
-    bm_i_2_2 = bm_i_5
+    bl_i_2_2 = bl_i_3
+    bacc_2_2 = bacc_3
+    bm_i_2_2 = bm_i_4
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -239,12 +239,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         cols = start_n + offs_n
         cols_row = cols[None, :]
         t_5 = cols_row < N_CTX
-        qk_3 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_3_one)
+        qk_2 = tl.where(t_5, qk, float("-inf"))
+        tl_max_qk_2_one = tl.max(qk_2, 1)
+        m_ij = tl.maximum(m_i_2_2, tl_max_qk_2_one)
         m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
+        qk_2_minus_m_ij_col = qk_2 - m_ij_col
+        p = tl.math.exp2(qk_2_minus_m_ij_col)
         m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
         alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
         tl_sum_p_one = tl.sum(p, 1)
@@ -308,19 +308,19 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         bm_ij = bm_i_2_3 + -bm_i_2_2_minus_m_ij
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_3_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_3_minus_m_ij_col, 1, keep_dims=True)
+        bqk_2_minus_m_ij_col = bp * p * 0.6931471805599453
+        bm_ij_col = tl.sum(-bqk_2_minus_m_ij_col, 1, keep_dims=True)
         tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
         bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
 
         # Grad of: m_ij = tl.maximum(m_i_2, tl.max(qk, 1))
-        bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_3_one, bm_ij, tl.where(m_i_2_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_3_one = tl.where(tl_max_qk_3_one > m_i_2_2, bm_ij, tl.where(m_i_2_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        hit = qk_3 == tl.expand_dims(tl_max_qk_3_one, 1)
-        bqk_3 = bqk_3_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_3_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
+        bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_2_one, bm_ij, tl.where(m_i_2_2 == tl_max_qk_2_one, bm_ij * 0.5, 0.0))
+        btl_max_qk_2_one = tl.where(tl_max_qk_2_one > m_i_2_2, bm_ij, tl.where(m_i_2_2 == tl_max_qk_2_one, bm_ij * 0.5, 0.0))
+        hit = qk_2 == tl.expand_dims(tl_max_qk_2_one, 1)
+        bqk_2 = bqk_2_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_2_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
 
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = tl.where(t_5, bqk_3, 0.0)
+        bqk = tl.where(t_5, bqk_2, 0.0)
 
         # Grad of: qk = tl.dot(q, k) * qk_scale
         btl_dot_q_k = bqk * qk_scale
