@@ -427,6 +427,13 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
   }
   for (const Keyword *k : op.kws)
     if (auto *n = as_name(*k->value)) any_active_operand |= active.count(n->id) > 0;
+  // A value that reads a differentiated name through an expression the
+  // classification gives no operands (x.T did, before it was tl.trans(x)):
+  // its gradient would be dropped without a word.
+  if (!any_active_operand && !zero_gradient(op.key) && !first_active(value, active).empty())
+    fail(value.span, "tgrad has no adjoint rule for this " + op.key + " expression, through which '" +
+                         first_active(value, active) + "' reaches the outputs; write it with the tl operations "
+                         "tgrad differentiates");
   if (!any_active_operand || zero_gradient(op.key)) return;
   // No gradient reached the target (its only uses have a zero gradient,
   // like floor's): nothing flows back.
