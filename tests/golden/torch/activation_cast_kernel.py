@@ -173,8 +173,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -232,7 +234,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -255,8 +258,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_forward", mutates_args=())
-def activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
@@ -264,13 +266,18 @@ def activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor
     return Y
 
 
-@torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_backward", mutates_args=())
-def activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+activation_cast_kernel_forward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_forward", mutates_args=())(_activation_cast_kernel_forward)
+
+
+def _activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     activation_cast_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_elements, OUT_DTYPE, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
+
+
+activation_cast_kernel_backward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_backward", mutates_args=())(_activation_cast_kernel_backward)
 
 
 @activation_cast_kernel_forward.register_fake
@@ -289,15 +296,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_elements, OUT_DTYPE, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, Y = ctx.saved_tensors
     tgrad_grid, n_elements, OUT_DTYPE, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = activation_cast_kernel_backward(tgrad_grid, X, Y, n_elements, OUT_DTYPE, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, Y, n_elements, OUT_DTYPE, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(activation_cast_kernel_backward, ctx, _grad_Y)
 
 
 activation_cast_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _activation_cast_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _activation_cast_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_activation_cast_kernel_backward, ctx, _grad_Y)
+
 # activation_cast_kernel[grid](...): the kernel as a PyTorch op (the jit function is activation_cast_kernel.jit).
 activation_cast_kernel = TgradKernel(activation_cast_kernel, activation_cast_kernel_forward, ("X", "Y", "n_elements", "OUT_DTYPE", "BLOCK"), {},
-                  collections.namedtuple("activation_cast_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("activation_cast_kernel_outputs", ("Y",), rename=True), _activation_cast_kernel_eager)

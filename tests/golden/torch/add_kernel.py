@@ -130,8 +130,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -189,7 +191,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -212,21 +215,25 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_forward", mutates_args=())
-def add_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _add_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     out_ptr = _tgrad_new_like(out_ptr)
     add_kernel.jit[tuple(tgrad_grid)](x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return out_ptr
 
 
-@torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_backward", mutates_args=())
-def add_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+add_kernel_forward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_forward", mutates_args=())(_add_kernel_forward)
+
+
+def _add_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dx_ptr = _tgrad_zeros_like(x_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dy_ptr = _tgrad_zeros_like(y_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     add_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, dx_ptr=dx_ptr, dy_ptr=dy_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
     return dx_ptr, dy_ptr
+
+
+add_kernel_backward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_backward", mutates_args=())(_add_kernel_backward)
 
 
 @add_kernel_forward.register_fake
@@ -245,15 +252,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK_SIZE, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_out_ptr):
+def _tgrad_backward_with(backward, ctx, _grad_out_ptr):
     x_ptr, y_ptr, out_ptr = ctx.saved_tensors
     tgrad_grid, n_elements, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
-    dx_ptr, dy_ptr = add_kernel_backward(tgrad_grid, x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, _tgrad_upstream(_grad_out_ptr, out_ptr), num_warps, num_stages)
+    dx_ptr, dy_ptr = backward(tgrad_grid, x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, _tgrad_upstream(_grad_out_ptr, out_ptr), num_warps, num_stages)
     return None, dx_ptr, dy_ptr, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_out_ptr):
+    return _tgrad_backward_with(add_kernel_backward, ctx, _grad_out_ptr)
 
 
 add_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _add_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _add_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_out_ptr):
+        return _tgrad_backward_with(_add_kernel_backward, ctx, _grad_out_ptr)
+
 # add_kernel[grid](...): the kernel as a PyTorch op (the jit function is add_kernel.jit).
 add_kernel = TgradKernel(add_kernel, add_kernel_forward, ("x_ptr", "y_ptr", "out_ptr", "n_elements", "BLOCK_SIZE"), {},
-                  collections.namedtuple("add_kernel_outputs", ("out_ptr",), rename=True))
+                  collections.namedtuple("add_kernel_outputs", ("out_ptr",), rename=True), _add_kernel_eager)

@@ -191,8 +191,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -250,7 +252,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -273,20 +276,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_forward", mutates_args=())
-def approx_gelu_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _approx_gelu_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     approx_gelu_kernel.jit[tuple(tgrad_grid)](X, Y, n_elements, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-@torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_backward", mutates_args=())
-def approx_gelu_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+approx_gelu_kernel_forward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_forward", mutates_args=())(_approx_gelu_kernel_forward)
+
+
+def _approx_gelu_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     approx_gelu_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_elements, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
+
+
+approx_gelu_kernel_backward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_backward", mutates_args=())(_approx_gelu_kernel_backward)
 
 
 @approx_gelu_kernel_forward.register_fake
@@ -305,15 +312,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, Y = ctx.saved_tensors
     tgrad_grid, n_elements, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = approx_gelu_kernel_backward(tgrad_grid, X, Y, n_elements, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, Y, n_elements, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(approx_gelu_kernel_backward, ctx, _grad_Y)
 
 
 approx_gelu_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _approx_gelu_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _approx_gelu_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_approx_gelu_kernel_backward, ctx, _grad_Y)
+
 # approx_gelu_kernel[grid](...): the kernel as a PyTorch op (the jit function is approx_gelu_kernel.jit).
 approx_gelu_kernel = TgradKernel(approx_gelu_kernel, approx_gelu_kernel_forward, ("X", "Y", "n_elements", "BLOCK"), {},
-                  collections.namedtuple("approx_gelu_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("approx_gelu_kernel_outputs", ("Y",), rename=True), _approx_gelu_kernel_eager)

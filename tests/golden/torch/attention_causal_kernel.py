@@ -449,8 +449,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -508,7 +510,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -531,8 +534,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_attention_causal_kernel::attn_fwd_kernel_forward", mutates_args=())
-def attn_fwd_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], IS_CAUSAL: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _attn_fwd_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], IS_CAUSAL: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     Out = _tgrad_new_like(Out)
@@ -540,8 +542,10 @@ def attn_fwd_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: to
     return M, Out
 
 
-@torch.library.custom_op("tgrad_torch_attention_causal_kernel::attn_fwd_kernel_backward", mutates_args=())
-def attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], IS_CAUSAL: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+attn_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_attention_causal_kernel::attn_fwd_kernel_forward", mutates_args=())(_attn_fwd_kernel_forward)
+
+
+def _attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], IS_CAUSAL: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -552,6 +556,9 @@ def attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: t
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,))
     attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, m_i_tape=m_i_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return dQ, dK, dV
+
+
+attn_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_attention_causal_kernel::attn_fwd_kernel_backward", mutates_args=())(_attn_fwd_kernel_backward)
 
 
 @attn_fwd_kernel_forward.register_fake
@@ -570,15 +577,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_M, _grad_Out):
+def _tgrad_backward_with(backward, ctx, _grad_M, _grad_Out):
     Q, K, V, M, Out = ctx.saved_tensors
     tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, num_warps, num_stages = ctx.tgrad_arguments
-    dQ, dK, dV = attn_fwd_kernel_backward(tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
+    dQ, dK, dV = backward(tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
     return None, dQ, dK, dV, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_M, _grad_Out):
+    return _tgrad_backward_with(attn_fwd_kernel_backward, ctx, _grad_M, _grad_Out)
 
 
 attn_fwd_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _attn_fwd_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _attn_fwd_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_M, _grad_Out):
+        return _tgrad_backward_with(_attn_fwd_kernel_backward, ctx, _grad_M, _grad_Out)
+
 # attn_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is attn_fwd_kernel.jit).
 attn_fwd_kernel = TgradKernel(attn_fwd_kernel, attn_fwd_kernel_forward, ("Q", "K", "V", "sm_scale", "M", "Out", "stride_qz", "stride_qh", "stride_qm", "stride_qk", "stride_kz", "stride_kh", "stride_kn", "stride_kk", "stride_vz", "stride_vh", "stride_vn", "stride_vk", "stride_oz", "stride_oh", "stride_om", "stride_ok", "H", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "IS_CAUSAL"), {},
-                  collections.namedtuple("attn_fwd_kernel_outputs", ("M", "Out"), rename=True))
+                  collections.namedtuple("attn_fwd_kernel_outputs", ("M", "Out"), rename=True), _attn_fwd_kernel_eager)

@@ -309,8 +309,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -368,7 +370,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -389,8 +392,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward", mutates_args={})
-def centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Mean = _tgrad_new_like(Mean)
@@ -398,13 +400,18 @@ def centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return Y, Mean
 
 
-@triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward", mutates_args={})
-def centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+centered_rows_kernel_forward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward", mutates_args={})(_centered_rows_kernel_forward)
+
+
+def _centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
     wrap_triton(centered_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, W, Y, Mean, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, dX=dX, dW=dW, dY=dY, dMean=dMean, **_tgrad_options(num_warps, num_stages))
     return dX, dW
+
+
+centered_rows_kernel_backward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward", mutates_args={})(_centered_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -413,15 +420,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_Mean):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Mean):
     X, W, Y, Mean = ctx.saved_tensors
     tgrad_grid, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dW = centered_rows_kernel_backward(tgrad_grid, X, W, Y, Mean, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Mean, Mean), num_warps, num_stages)
+    dX, dW = backward(tgrad_grid, X, W, Y, Mean, n_cols, IS_CENTERED, HAS_WEIGHT, BLOCK, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Mean, Mean), num_warps, num_stages)
     return None, dX, dW, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_Mean):
+    return _tgrad_backward_with(centered_rows_kernel_backward, ctx, _grad_Y, _grad_Mean)
 
 
 centered_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _centered_rows_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _centered_rows_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_Mean):
+        return _tgrad_backward_with(_centered_rows_kernel_backward, ctx, _grad_Y, _grad_Mean)
+
 # centered_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is centered_rows_kernel.jit).
 centered_rows_kernel = TgradKernel(centered_rows_kernel, centered_rows_kernel_forward, ("X", "W", "Y", "Mean", "n_cols", "IS_CENTERED", "HAS_WEIGHT", "BLOCK"), {},
-                  collections.namedtuple("centered_rows_kernel_outputs", ("Y", "Mean"), rename=True))
+                  collections.namedtuple("centered_rows_kernel_outputs", ("Y", "Mean"), rename=True), _centered_rows_kernel_eager)

@@ -181,8 +181,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -240,7 +242,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -263,21 +266,25 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_forward", mutates_args=())
-def decay_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _decay_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     H = _tgrad_new_like(H)
     decay_scan_kernel.jit[tuple(tgrad_grid)](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, **_tgrad_options(num_warps, num_stages))
     return H
 
 
-@torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward", mutates_args=())
-def decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+decay_scan_kernel_forward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_forward", mutates_args=())(_decay_scan_kernel_forward)
+
+
+def _decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
     decay_scan_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, dX=dX, dG=dG, dH=dH, **_tgrad_options(num_warps, num_stages))
     return dX, dG
+
+
+decay_scan_kernel_backward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward", mutates_args=())(_decay_scan_kernel_backward)
 
 
 @decay_scan_kernel_forward.register_fake
@@ -296,15 +303,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_H):
+def _tgrad_backward_with(backward, ctx, _grad_H):
     X, G, H = ctx.saved_tensors
     tgrad_grid, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dG = decay_scan_kernel_backward(tgrad_grid, X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, _tgrad_upstream(_grad_H, H), num_warps, num_stages)
+    dX, dG = backward(tgrad_grid, X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, _tgrad_upstream(_grad_H, H), num_warps, num_stages)
     return None, dX, dG, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_H):
+    return _tgrad_backward_with(decay_scan_kernel_backward, ctx, _grad_H)
 
 
 decay_scan_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _decay_scan_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _decay_scan_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_H):
+        return _tgrad_backward_with(_decay_scan_kernel_backward, ctx, _grad_H)
+
 # decay_scan_kernel[grid](...): the kernel as a PyTorch op (the jit function is decay_scan_kernel.jit).
 decay_scan_kernel = TgradKernel(decay_scan_kernel, decay_scan_kernel_forward, ("X", "G", "H", "n_rows", "T", "BLOCK_ROWS", "BLOCK_T", "REVERSE"), {},
-                  collections.namedtuple("decay_scan_kernel_outputs", ("H",), rename=True))
+                  collections.namedtuple("decay_scan_kernel_outputs", ("H",), rename=True), _decay_scan_kernel_eager)

@@ -481,8 +481,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -540,7 +542,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -563,8 +566,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_forward", mutates_args=())
-def descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     desc_o = _tgrad_new_like(desc_o)
@@ -572,8 +574,10 @@ def descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale: 
     return M, desc_o
 
 
-@torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_backward", mutates_args=())
-def descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: torch.Tensor, ddesc_o: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_forward", mutates_args=())(_descriptor_attention_kernel_forward)
+
+
+def _descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: torch.Tensor, ddesc_o: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     ddesc_q = _tgrad_zeros_like(desc_q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     ddesc_k = _tgrad_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -584,6 +588,9 @@ def descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale:
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((N_CTX - 0), BLOCK_N)), tgrad_grid, ())
     descriptor_attention_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q=ddesc_q, ddesc_k=ddesc_k, ddesc_v=ddesc_v, dM=dM, ddesc_o=ddesc_o, m_i_2_tape=m_i_2_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return ddesc_q, ddesc_k, ddesc_v
+
+
+descriptor_attention_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_backward", mutates_args=())(_descriptor_attention_kernel_backward)
 
 
 @descriptor_attention_kernel_forward.register_fake
@@ -602,15 +609,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_M, _grad_desc_o):
+def _tgrad_backward_with(backward, ctx, _grad_M, _grad_desc_o):
     M, desc_q, desc_k, desc_v, desc_o = ctx.saved_tensors
     tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = ctx.tgrad_arguments
-    ddesc_q, ddesc_k, ddesc_v = descriptor_attention_kernel_backward(tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_desc_o, desc_o), num_warps, num_stages)
+    ddesc_q, ddesc_k, ddesc_v = backward(tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_desc_o, desc_o), num_warps, num_stages)
     return None, None, None, None, None, ddesc_q, ddesc_k, ddesc_v, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_M, _grad_desc_o):
+    return _tgrad_backward_with(descriptor_attention_kernel_backward, ctx, _grad_M, _grad_desc_o)
 
 
 descriptor_attention_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _descriptor_attention_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _descriptor_attention_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_M, _grad_desc_o):
+        return _tgrad_backward_with(_descriptor_attention_kernel_backward, ctx, _grad_M, _grad_desc_o)
+
 # descriptor_attention_kernel[grid](...): the kernel as a PyTorch op (the jit function is descriptor_attention_kernel.jit).
 descriptor_attention_kernel = TgradKernel(descriptor_attention_kernel, descriptor_attention_kernel_forward, ("sm_scale", "M", "Z", "H", "desc_q", "desc_k", "desc_v", "desc_o", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "FP8"), {},
-                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True))
+                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True), _descriptor_attention_kernel_eager)

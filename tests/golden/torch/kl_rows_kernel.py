@@ -186,8 +186,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -245,7 +247,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -268,21 +271,25 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_forward", mutates_args=())
-def kl_rows_kernel_forward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _kl_rows_kernel_forward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Loss = _tgrad_new_like(Loss)
     kl_rows_kernel.jit[tuple(tgrad_grid)](P, Q, Loss, stride, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Loss
 
 
-@torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_backward", mutates_args=())
-def kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+kl_rows_kernel_forward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_forward", mutates_args=())(_kl_rows_kernel_forward)
+
+
+def _kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dP = _tgrad_zeros_like(P)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dQ = _tgrad_zeros_like(Q)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     kl_rows_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](P, Q, Loss, stride, n_cols, BLOCK, dP=dP, dQ=dQ, dLoss=dLoss, **_tgrad_options(num_warps, num_stages))
     return dP, dQ
+
+
+kl_rows_kernel_backward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_backward", mutates_args=())(_kl_rows_kernel_backward)
 
 
 @kl_rows_kernel_forward.register_fake
@@ -301,15 +308,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, stride, n_cols, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Loss):
+def _tgrad_backward_with(backward, ctx, _grad_Loss):
     P, Q, Loss = ctx.saved_tensors
     tgrad_grid, stride, n_cols, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dP, dQ = kl_rows_kernel_backward(tgrad_grid, P, Q, Loss, stride, n_cols, BLOCK, _tgrad_upstream(_grad_Loss, Loss), num_warps, num_stages)
+    dP, dQ = backward(tgrad_grid, P, Q, Loss, stride, n_cols, BLOCK, _tgrad_upstream(_grad_Loss, Loss), num_warps, num_stages)
     return None, dP, dQ, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Loss):
+    return _tgrad_backward_with(kl_rows_kernel_backward, ctx, _grad_Loss)
 
 
 kl_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _kl_rows_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _kl_rows_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Loss):
+        return _tgrad_backward_with(_kl_rows_kernel_backward, ctx, _grad_Loss)
+
 # kl_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is kl_rows_kernel.jit).
 kl_rows_kernel = TgradKernel(kl_rows_kernel, kl_rows_kernel_forward, ("P", "Q", "Loss", "stride", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("kl_rows_kernel_outputs", ("Loss",), rename=True))
+                  collections.namedtuple("kl_rows_kernel_outputs", ("Loss",), rename=True), _kl_rows_kernel_eager)

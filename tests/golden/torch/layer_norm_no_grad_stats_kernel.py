@@ -441,8 +441,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -500,7 +502,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -523,8 +526,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_layer_norm_no_grad_stats_kernel::layer_norm_fwd_kernel_forward", mutates_args=())
-def layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Mean = _tgrad_new_like(Mean)
@@ -533,8 +535,10 @@ def layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return Y, Mean, Rstd
 
 
-@torch.library.custom_op("tgrad_torch_layer_norm_no_grad_stats_kernel::layer_norm_fwd_kernel_backward", mutates_args=())
-def layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_no_grad_stats_kernel::layer_norm_fwd_kernel_forward", mutates_args=())(_layer_norm_fwd_kernel_forward)
+
+
+def _layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -559,6 +563,9 @@ def layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor
     return dX, dW, dB
 
 
+layer_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_layer_norm_no_grad_stats_kernel::layer_norm_fwd_kernel_backward", mutates_args=())(_layer_norm_fwd_kernel_backward)
+
+
 @layer_norm_fwd_kernel_forward.register_fake
 def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_new_like(Y), _tgrad_new_like(Mean), _tgrad_new_like(Rstd)
@@ -576,15 +583,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(output[1], output[2])
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd):
     X, Y, W, B, Mean, Rstd = ctx.saved_tensors
     tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dW, dB = layer_norm_fwd_kernel_backward(tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX, dW, dB = backward(tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, None, dW, dB, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
+    return _tgrad_backward_with(layer_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd)
 
 
 layer_norm_fwd_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _layer_norm_fwd_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _layer_norm_fwd_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
+        return _tgrad_backward_with(_layer_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd)
+
 # layer_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is layer_norm_fwd_kernel.jit).
 layer_norm_fwd_kernel = TgradKernel(layer_norm_fwd_kernel, layer_norm_fwd_kernel_forward, ("X", "Y", "W", "B", "Mean", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
-                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True))
+                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _layer_norm_fwd_kernel_eager)

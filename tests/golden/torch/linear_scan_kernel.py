@@ -173,8 +173,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -232,7 +234,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -253,16 +256,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_forward", mutates_args={})
-def linear_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _linear_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     H = _tgrad_new_like(H)
     wrap_triton(linear_scan_kernel.jit)[tuple(tgrad_grid)](X, A, H, n_steps, BLOCK, **_tgrad_options(num_warps, num_stages))
     return H
 
 
-@triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})
-def linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+linear_scan_kernel_forward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_forward", mutates_args={})(_linear_scan_kernel_forward)
+
+
+def _linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -274,21 +278,42 @@ def linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, A
     return dX, dA
 
 
+linear_scan_kernel_backward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})(_linear_scan_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, A, H, n_steps, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, A, output)
     ctx.tgrad_arguments = (tgrad_grid, n_steps, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_H):
+def _tgrad_backward_with(backward, ctx, _grad_H):
     X, A, H = ctx.saved_tensors
     tgrad_grid, n_steps, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dA = linear_scan_kernel_backward(tgrad_grid, X, A, H, n_steps, BLOCK, _tgrad_upstream(_grad_H, H), num_warps, num_stages)
+    dX, dA = backward(tgrad_grid, X, A, H, n_steps, BLOCK, _tgrad_upstream(_grad_H, H), num_warps, num_stages)
     return None, dX, dA, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_H):
+    return _tgrad_backward_with(linear_scan_kernel_backward, ctx, _grad_H)
 
 
 linear_scan_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _linear_scan_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _linear_scan_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_H):
+        return _tgrad_backward_with(_linear_scan_kernel_backward, ctx, _grad_H)
+
 # linear_scan_kernel[grid](...): the kernel as a PyTorch op (the jit function is linear_scan_kernel.jit).
 linear_scan_kernel = TgradKernel(linear_scan_kernel, linear_scan_kernel_forward, ("X", "A", "H", "n_steps", "BLOCK"), {},
-                  collections.namedtuple("linear_scan_kernel_outputs", ("H",), rename=True))
+                  collections.namedtuple("linear_scan_kernel_outputs", ("H",), rename=True), _linear_scan_kernel_eager)

@@ -195,8 +195,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -254,7 +256,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -275,16 +278,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_forward", mutates_args={})
-def log_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _log_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Out = _tgrad_new_like(Out)
     wrap_triton(log_rows_kernel.jit)[tuple(tgrad_grid)](X, W, Out, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Out
 
 
-@triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_backward", mutates_args={})
-def log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+log_rows_kernel_forward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_forward", mutates_args={})(_log_rows_kernel_forward)
+
+
+def _log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -302,21 +306,42 @@ def log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: t
     return dX, dW
 
 
+log_rows_kernel_backward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_backward", mutates_args={})(_log_rows_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, W, Out, n_cols, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, W, output)
     ctx.tgrad_arguments = (tgrad_grid, n_cols, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Out):
+def _tgrad_backward_with(backward, ctx, _grad_Out):
     X, W, Out = ctx.saved_tensors
     tgrad_grid, n_cols, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dW = log_rows_kernel_backward(tgrad_grid, X, W, Out, n_cols, BLOCK, _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
+    dX, dW = backward(tgrad_grid, X, W, Out, n_cols, BLOCK, _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
     return None, dX, dW, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Out):
+    return _tgrad_backward_with(log_rows_kernel_backward, ctx, _grad_Out)
 
 
 log_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _log_rows_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _log_rows_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Out):
+        return _tgrad_backward_with(_log_rows_kernel_backward, ctx, _grad_Out)
+
 # log_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is log_rows_kernel.jit).
 log_rows_kernel = TgradKernel(log_rows_kernel, log_rows_kernel_forward, ("X", "W", "Out", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("log_rows_kernel_outputs", ("Out",), rename=True))
+                  collections.namedtuple("log_rows_kernel_outputs", ("Out",), rename=True), _log_rows_kernel_eager)

@@ -145,8 +145,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -204,7 +206,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -227,20 +230,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_log_softmax_kernel::log_softmax_kernel_forward", mutates_args=())
-def log_softmax_kernel_forward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _log_softmax_kernel_forward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     out_ptr = _tgrad_new_like(out_ptr)
     log_softmax_kernel.jit[tuple(tgrad_grid)](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return out_ptr
 
 
-@torch.library.custom_op("tgrad_torch_log_softmax_kernel::log_softmax_kernel_backward", mutates_args=())
-def log_softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+log_softmax_kernel_forward = torch.library.custom_op("tgrad_torch_log_softmax_kernel::log_softmax_kernel_forward", mutates_args=())(_log_softmax_kernel_forward)
+
+
+def _log_softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     din_ptr = _tgrad_zeros_like(in_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     log_softmax_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, din_ptr=din_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
     return din_ptr
+
+
+log_softmax_kernel_backward = torch.library.custom_op("tgrad_torch_log_softmax_kernel::log_softmax_kernel_backward", mutates_args=())(_log_softmax_kernel_backward)
 
 
 @log_softmax_kernel_forward.register_fake
@@ -259,15 +266,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_out_ptr):
+def _tgrad_backward_with(backward, ctx, _grad_out_ptr):
     out_ptr, in_ptr = ctx.saved_tensors
     tgrad_grid, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
-    din_ptr = log_softmax_kernel_backward(tgrad_grid, out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, _tgrad_upstream(_grad_out_ptr, out_ptr), num_warps, num_stages)
+    din_ptr = backward(tgrad_grid, out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, _tgrad_upstream(_grad_out_ptr, out_ptr), num_warps, num_stages)
     return None, None, din_ptr, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_out_ptr):
+    return _tgrad_backward_with(log_softmax_kernel_backward, ctx, _grad_out_ptr)
 
 
 log_softmax_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _log_softmax_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _log_softmax_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_out_ptr):
+        return _tgrad_backward_with(_log_softmax_kernel_backward, ctx, _grad_out_ptr)
+
 # log_softmax_kernel[grid](...): the kernel as a PyTorch op (the jit function is log_softmax_kernel.jit).
 log_softmax_kernel = TgradKernel(log_softmax_kernel, log_softmax_kernel_forward, ("out_ptr", "in_ptr", "in_row_stride", "out_row_stride", "n_cols", "BLOCK_SIZE"), {},
-                  collections.namedtuple("log_softmax_kernel_outputs", ("out_ptr",), rename=True))
+                  collections.namedtuple("log_softmax_kernel_outputs", ("out_ptr",), rename=True), _log_softmax_kernel_eager)

@@ -250,8 +250,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -309,7 +311,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -330,21 +333,25 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_matmul_kernel_no_activation::matmul_kernel_forward", mutates_args={})
-def matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     c_ptr = _tgrad_new_like(c_ptr)
     wrap_triton(matmul_kernel.jit)[tuple(tgrad_grid)](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, **_tgrad_options(num_warps, num_stages))
     return c_ptr
 
 
-@triton_op("tgrad_torch_matmul_kernel_no_activation::matmul_kernel_backward", mutates_args={})
-def matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+matmul_kernel_forward = triton_op("tgrad_torch_matmul_kernel_no_activation::matmul_kernel_forward", mutates_args={})(_matmul_kernel_forward)
+
+
+def _matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     wrap_triton(matmul_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
     return da_ptr, db_ptr
+
+
+matmul_kernel_backward = triton_op("tgrad_torch_matmul_kernel_no_activation::matmul_kernel_backward", mutates_args={})(_matmul_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -353,15 +360,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_c_ptr):
+def _tgrad_backward_with(backward, ctx, _grad_c_ptr):
     a_ptr, b_ptr, c_ptr = ctx.saved_tensors
     tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, num_warps, num_stages = ctx.tgrad_arguments
-    da_ptr, db_ptr = matmul_kernel_backward(tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, _tgrad_upstream(_grad_c_ptr, c_ptr), num_warps, num_stages)
+    da_ptr, db_ptr = backward(tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, _tgrad_upstream(_grad_c_ptr, c_ptr), num_warps, num_stages)
     return None, da_ptr, db_ptr, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_c_ptr):
+    return _tgrad_backward_with(matmul_kernel_backward, ctx, _grad_c_ptr)
 
 
 matmul_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _matmul_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _matmul_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_c_ptr):
+        return _tgrad_backward_with(_matmul_kernel_backward, ctx, _grad_c_ptr)
+
 # matmul_kernel[grid](...): the kernel as a PyTorch op (the jit function is matmul_kernel.jit).
 matmul_kernel = TgradKernel(matmul_kernel, matmul_kernel_forward, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "ACTIVATION"), {},
-                  collections.namedtuple("matmul_kernel_outputs", ("c_ptr",), rename=True))
+                  collections.namedtuple("matmul_kernel_outputs", ("c_ptr",), rename=True), _matmul_kernel_eager)

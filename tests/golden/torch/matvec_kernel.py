@@ -216,8 +216,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -275,7 +277,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -298,8 +301,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_forward", mutates_args=())
-def matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Z = _tgrad_new_like(Z)
@@ -307,8 +309,10 @@ def matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torc
     return Y, Z
 
 
-@torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())
-def matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_forward", mutates_args=())(_matvec_kernel_forward)
+
+
+def _matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -327,6 +331,9 @@ def matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: tor
     return dA, dX, dW
 
 
+matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_matvec_kernel_backward)
+
+
 @matvec_kernel_forward.register_fake
 def _(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_new_like(Y), _tgrad_new_like(Z)
@@ -343,15 +350,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_rows, K, BM, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_Z):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Z):
     A, X, W, Y, Z = ctx.saved_tensors
     tgrad_grid, n_rows, K, BM, num_warps, num_stages = ctx.tgrad_arguments
-    dA, dX, dW = matvec_kernel_backward(tgrad_grid, A, X, W, Y, Z, n_rows, K, BM, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Z, Z), num_warps, num_stages)
+    dA, dX, dW = backward(tgrad_grid, A, X, W, Y, Z, n_rows, K, BM, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Z, Z), num_warps, num_stages)
     return None, dA, dX, dW, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_Z):
+    return _tgrad_backward_with(matvec_kernel_backward, ctx, _grad_Y, _grad_Z)
 
 
 matvec_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _matvec_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _matvec_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_Z):
+        return _tgrad_backward_with(_matvec_kernel_backward, ctx, _grad_Y, _grad_Z)
+
 # matvec_kernel[grid](...): the kernel as a PyTorch op (the jit function is matvec_kernel.jit).
 matvec_kernel = TgradKernel(matvec_kernel, matvec_kernel_forward, ("A", "X", "W", "Y", "Z", "n_rows", "K", "BM"), {},
-                  collections.namedtuple("matvec_kernel_outputs", ("Y", "Z"), rename=True))
+                  collections.namedtuple("matvec_kernel_outputs", ("Y", "Z"), rename=True), _matvec_kernel_eager)

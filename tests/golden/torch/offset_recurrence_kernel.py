@@ -185,8 +185,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -244,7 +246,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -265,16 +268,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_forward", mutates_args={})
-def offset_recurrence_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _offset_recurrence_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(offset_recurrence_kernel.jit)[tuple(tgrad_grid)](X, Y, n_cols, SKIP, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-@triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_backward", mutates_args={})
-def offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+offset_recurrence_kernel_forward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_forward", mutates_args={})(_offset_recurrence_kernel_forward)
+
+
+def _offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'h' entering each iteration of the loop at line 110 (range(SKIP + 1, n_cols - 1, SKIP - 1)), per program: the backward runs that loop in reverse
@@ -285,21 +289,42 @@ def offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Ten
     return dX
 
 
+offset_recurrence_kernel_backward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_backward", mutates_args={})(_offset_recurrence_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, Y, n_cols, SKIP, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, output)
     ctx.tgrad_arguments = (tgrad_grid, n_cols, SKIP, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, Y = ctx.saved_tensors
     tgrad_grid, n_cols, SKIP, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = offset_recurrence_kernel_backward(tgrad_grid, X, Y, n_cols, SKIP, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, Y, n_cols, SKIP, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(offset_recurrence_kernel_backward, ctx, _grad_Y)
 
 
 offset_recurrence_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _offset_recurrence_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _offset_recurrence_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_offset_recurrence_kernel_backward, ctx, _grad_Y)
+
 # offset_recurrence_kernel[grid](...): the kernel as a PyTorch op (the jit function is offset_recurrence_kernel.jit).
 offset_recurrence_kernel = TgradKernel(offset_recurrence_kernel, offset_recurrence_kernel_forward, ("X", "Y", "n_cols", "SKIP", "BLOCK"), {},
-                  collections.namedtuple("offset_recurrence_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("offset_recurrence_kernel_outputs", ("Y",), rename=True), _offset_recurrence_kernel_eager)

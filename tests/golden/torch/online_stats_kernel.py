@@ -266,8 +266,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -325,7 +327,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -346,8 +349,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_forward", mutates_args={})
-def online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     MEAN = _tgrad_new_like(MEAN)
     LSE = _tgrad_new_like(LSE)
@@ -356,8 +358,10 @@ def online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, M
     return MEAN, LSE, ARGMAX
 
 
-@triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_backward", mutates_args={})
-def online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: torch.Tensor, dLSE: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+online_stats_kernel_forward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_forward", mutates_args={})(_online_stats_kernel_forward)
+
+
+def _online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: torch.Tensor, dLSE: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the value of 'count' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
@@ -370,6 +374,9 @@ def online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX
 
 
+online_stats_kernel_backward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_backward", mutates_args={})(_online_stats_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, MEAN, LSE, ARGMAX, n_cols, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, output[0], output[1], output[2])
@@ -377,15 +384,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(output[2])
 
 
-def _tgrad_backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
+def _tgrad_backward_with(backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
     X, MEAN, LSE, ARGMAX = ctx.saved_tensors
     tgrad_grid, n_cols, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = online_stats_kernel_backward(tgrad_grid, X, MEAN, LSE, ARGMAX, n_cols, BLOCK, _tgrad_upstream(_grad_MEAN, MEAN), _tgrad_upstream(_grad_LSE, LSE), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, MEAN, LSE, ARGMAX, n_cols, BLOCK, _tgrad_upstream(_grad_MEAN, MEAN), _tgrad_upstream(_grad_LSE, LSE), num_warps, num_stages)
     return None, dX, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
+    return _tgrad_backward_with(online_stats_kernel_backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX)
 
 
 online_stats_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _online_stats_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _online_stats_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
+        return _tgrad_backward_with(_online_stats_kernel_backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX)
+
 # online_stats_kernel[grid](...): the kernel as a PyTorch op (the jit function is online_stats_kernel.jit).
 online_stats_kernel = TgradKernel(online_stats_kernel, online_stats_kernel_forward, ("X", "MEAN", "LSE", "ARGMAX", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("online_stats_kernel_outputs", ("MEAN", "LSE", "ARGMAX"), rename=True))
+                  collections.namedtuple("online_stats_kernel_outputs", ("MEAN", "LSE", "ARGMAX"), rename=True), _online_stats_kernel_eager)

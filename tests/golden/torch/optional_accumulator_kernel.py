@@ -266,8 +266,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -325,7 +327,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -346,8 +349,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_forward", mutates_args={})
-def optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Z = _tgrad_new_like(Z)
@@ -355,8 +357,10 @@ def optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.T
     return Y, Z
 
 
-@triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_backward", mutates_args={})
-def optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+optional_accumulator_kernel_forward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_forward", mutates_args={})(_optional_accumulator_kernel_forward)
+
+
+def _optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -374,21 +378,42 @@ def optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch.
     return dX, dW
 
 
+optional_accumulator_kernel_backward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_backward", mutates_args={})(_optional_accumulator_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, W, Y, Z, n_chunks, HAS_Z, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, W, output[0], output[1])
     ctx.tgrad_arguments = (tgrad_grid, n_chunks, HAS_Z, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_Z):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Z):
     X, W, Y, Z = ctx.saved_tensors
     tgrad_grid, n_chunks, HAS_Z, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dW = optional_accumulator_kernel_backward(tgrad_grid, X, W, Y, Z, n_chunks, HAS_Z, BLOCK, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Z, Z), num_warps, num_stages)
+    dX, dW = backward(tgrad_grid, X, W, Y, Z, n_chunks, HAS_Z, BLOCK, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Z, Z), num_warps, num_stages)
     return None, dX, dW, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_Z):
+    return _tgrad_backward_with(optional_accumulator_kernel_backward, ctx, _grad_Y, _grad_Z)
 
 
 optional_accumulator_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _optional_accumulator_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _optional_accumulator_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_Z):
+        return _tgrad_backward_with(_optional_accumulator_kernel_backward, ctx, _grad_Y, _grad_Z)
+
 # optional_accumulator_kernel[grid](...): the kernel as a PyTorch op (the jit function is optional_accumulator_kernel.jit).
 optional_accumulator_kernel = TgradKernel(optional_accumulator_kernel, optional_accumulator_kernel_forward, ("X", "W", "Y", "Z", "n_chunks", "HAS_Z", "BLOCK"), {},
-                  collections.namedtuple("optional_accumulator_kernel_outputs", ("Y", "Z"), rename=True))
+                  collections.namedtuple("optional_accumulator_kernel_outputs", ("Y", "Z"), rename=True), _optional_accumulator_kernel_eager)

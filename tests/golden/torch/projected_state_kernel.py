@@ -368,8 +368,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -427,7 +429,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -448,8 +451,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_forward", mutates_args={})
-def projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     GS = _tgrad_new_like(GS)
@@ -457,8 +459,10 @@ def projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor
     return Y, GS
 
 
-@triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})
-def projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: torch.Tensor, dGS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+projected_state_kernel_forward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_forward", mutates_args={})(_projected_state_kernel_forward)
+
+
+def _projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: torch.Tensor, dGS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dP = _tgrad_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -471,21 +475,42 @@ def projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tenso
     return dX, dP, dG
 
 
+projected_state_kernel_backward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})(_projected_state_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, num_warps, num_stages = inputs
     ctx.save_for_backward(X, P, G, output[0], output[1])
     ctx.tgrad_arguments = (tgrad_grid, n_steps, K, BT, BK, USE_GATE, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_GS):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_GS):
     X, P, G, Y, GS = ctx.saved_tensors
     tgrad_grid, n_steps, K, BT, BK, USE_GATE, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dP, dG = projected_state_kernel_backward(tgrad_grid, X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_GS, GS), num_warps, num_stages)
+    dX, dP, dG = backward(tgrad_grid, X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_GS, GS), num_warps, num_stages)
     return None, dX, dP, dG, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_GS):
+    return _tgrad_backward_with(projected_state_kernel_backward, ctx, _grad_Y, _grad_GS)
 
 
 projected_state_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _projected_state_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _projected_state_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_GS):
+        return _tgrad_backward_with(_projected_state_kernel_backward, ctx, _grad_Y, _grad_GS)
+
 # projected_state_kernel[grid](...): the kernel as a PyTorch op (the jit function is projected_state_kernel.jit).
 projected_state_kernel = TgradKernel(projected_state_kernel, projected_state_kernel_forward, ("X", "P", "G", "Y", "GS", "n_steps", "K", "BT", "BK", "USE_GATE"), {},
-                  collections.namedtuple("projected_state_kernel_outputs", ("Y", "GS"), rename=True))
+                  collections.namedtuple("projected_state_kernel_outputs", ("Y", "GS"), rename=True), _projected_state_kernel_eager)

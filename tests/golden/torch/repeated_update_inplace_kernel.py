@@ -180,8 +180,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -239,7 +241,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -262,16 +265,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_forward", mutates_args=())
-def repeated_update_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _repeated_update_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     X = X.clone()  # the kernel reads it too: it starts as the caller's
     repeated_update_inplace_kernel.jit[tuple(tgrad_grid)](X, n, n_steps, BLOCK, **_tgrad_options(num_warps, num_stages))
     return X
 
 
-@torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_backward", mutates_args=())
-def repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+repeated_update_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_forward", mutates_args=())(_repeated_update_inplace_kernel_forward)
+
+
+def _repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
@@ -281,6 +285,9 @@ def repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: tor
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ())
     repeated_update_inplace_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, n, n_steps, BLOCK, dX=dX, x_in_memory_tape=x_in_memory_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return dX.to(X.dtype)
+
+
+repeated_update_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_backward", mutates_args=())(_repeated_update_inplace_kernel_backward)
 
 
 @repeated_update_inplace_kernel_forward.register_fake
@@ -299,15 +306,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n, n_steps, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_X):
+def _tgrad_backward_with(backward, ctx, _grad_X):
     X, = ctx.saved_tensors
     tgrad_grid, n, n_steps, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = repeated_update_inplace_kernel_backward(tgrad_grid, X, n, n_steps, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, n, n_steps, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
     return None, dX, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_X):
+    return _tgrad_backward_with(repeated_update_inplace_kernel_backward, ctx, _grad_X)
 
 
 repeated_update_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _repeated_update_inplace_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _repeated_update_inplace_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_X):
+        return _tgrad_backward_with(_repeated_update_inplace_kernel_backward, ctx, _grad_X)
+
 # repeated_update_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is repeated_update_inplace_kernel.jit).
 repeated_update_inplace_kernel = TgradKernel(repeated_update_inplace_kernel, repeated_update_inplace_kernel_forward, ("X", "n", "n_steps", "BLOCK"), {},
-                  collections.namedtuple("repeated_update_inplace_kernel_outputs", ("X",), rename=True))
+                  collections.namedtuple("repeated_update_inplace_kernel_outputs", ("X",), rename=True), _repeated_update_inplace_kernel_eager)

@@ -178,8 +178,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -237,7 +239,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -260,16 +263,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_forward", mutates_args=())
-def reshaped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _reshaped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Out = _tgrad_new_like(Out)
     reshaped_scale_kernel.jit[tuple(tgrad_grid)](X, S, Out, n, B, **_tgrad_options(num_warps, num_stages))
     return Out
 
 
-@torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_backward", mutates_args=())
-def reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+reshaped_scale_kernel_forward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_forward", mutates_args=())(_reshaped_scale_kernel_forward)
+
+
+def _reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -295,6 +299,9 @@ def reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor
     return dX, dS
 
 
+reshaped_scale_kernel_backward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_backward", mutates_args=())(_reshaped_scale_kernel_backward)
+
+
 @reshaped_scale_kernel_forward.register_fake
 def _(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_new_like(Out)
@@ -311,15 +318,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n, B, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Out):
+def _tgrad_backward_with(backward, ctx, _grad_Out):
     X, S, Out = ctx.saved_tensors
     tgrad_grid, n, B, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dS = reshaped_scale_kernel_backward(tgrad_grid, X, S, Out, n, B, _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
+    dX, dS = backward(tgrad_grid, X, S, Out, n, B, _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
     return None, dX, dS, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Out):
+    return _tgrad_backward_with(reshaped_scale_kernel_backward, ctx, _grad_Out)
 
 
 reshaped_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _reshaped_scale_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _reshaped_scale_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Out):
+        return _tgrad_backward_with(_reshaped_scale_kernel_backward, ctx, _grad_Out)
+
 # reshaped_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is reshaped_scale_kernel.jit).
 reshaped_scale_kernel = TgradKernel(reshaped_scale_kernel, reshaped_scale_kernel_forward, ("X", "S", "Out", "n", "B"), {},
-                  collections.namedtuple("reshaped_scale_kernel_outputs", ("Out",), rename=True))
+                  collections.namedtuple("reshaped_scale_kernel_outputs", ("Out",), rename=True), _reshaped_scale_kernel_eager)

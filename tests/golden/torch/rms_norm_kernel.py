@@ -208,8 +208,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -267,7 +269,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -290,8 +293,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward", mutates_args=())
-def rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Rstd = _tgrad_new_like(Rstd)
@@ -299,8 +301,10 @@ def rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W
     return Y, Rstd
 
 
-@torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward", mutates_args=())
-def rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+rms_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward", mutates_args=())(_rms_norm_fwd_kernel_forward)
+
+
+def _rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -316,6 +320,9 @@ def rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     # sums the G rows of dW_partial into dW
     rms_norm_fwd_kernel_bwd_reduce[(triton.cdiv(W.numel(), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=W.numel(), partial=dW_partial, rows=_value_G)
     return dX, dW
+
+
+rms_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward", mutates_args=())(_rms_norm_fwd_kernel_backward)
 
 
 @rms_norm_fwd_kernel_forward.register_fake
@@ -334,15 +341,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_Rstd):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Rstd):
     X, W, Y, Rstd = ctx.saved_tensors
     tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dW = rms_norm_fwd_kernel_backward(tgrad_grid, X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Rstd, Rstd), num_warps, num_stages)
+    dX, dW = backward(tgrad_grid, X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Rstd, Rstd), num_warps, num_stages)
     return None, dX, dW, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_Rstd):
+    return _tgrad_backward_with(rms_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Rstd)
 
 
 rms_norm_fwd_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _rms_norm_fwd_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _rms_norm_fwd_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_Rstd):
+        return _tgrad_backward_with(_rms_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Rstd)
+
 # rms_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is rms_norm_fwd_kernel.jit).
 rms_norm_fwd_kernel = TgradKernel(rms_norm_fwd_kernel, rms_norm_fwd_kernel_forward, ("X", "W", "Y", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
-                  collections.namedtuple("rms_norm_fwd_kernel_outputs", ("Y", "Rstd"), rename=True))
+                  collections.namedtuple("rms_norm_fwd_kernel_outputs", ("Y", "Rstd"), rename=True), _rms_norm_fwd_kernel_eager)

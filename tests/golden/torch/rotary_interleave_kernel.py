@@ -182,8 +182,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -241,7 +243,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -262,8 +265,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward", mutates_args={})
-def rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     S = _tgrad_new_like(S)
@@ -271,8 +273,10 @@ def rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tens
     return Y, S
 
 
-@triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})
-def rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward", mutates_args={})(_rotary_interleave_kernel_forward)
+
+
+def _rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -281,21 +285,42 @@ def rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Ten
     return dX, dCOS, dSIN
 
 
+rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_rotary_interleave_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, COS, SIN, Y, S, HALF, num_warps, num_stages = inputs
     ctx.save_for_backward(X, COS, SIN, output[0], output[1])
     ctx.tgrad_arguments = (tgrad_grid, HALF, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y, _grad_S):
+def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_S):
     X, COS, SIN, Y, S = ctx.saved_tensors
     tgrad_grid, HALF, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dCOS, dSIN = rotary_interleave_kernel_backward(tgrad_grid, X, COS, SIN, Y, S, HALF, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_S, S), num_warps, num_stages)
+    dX, dCOS, dSIN = backward(tgrad_grid, X, COS, SIN, Y, S, HALF, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_S, S), num_warps, num_stages)
     return None, dX, dCOS, dSIN, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y, _grad_S):
+    return _tgrad_backward_with(rotary_interleave_kernel_backward, ctx, _grad_Y, _grad_S)
 
 
 rotary_interleave_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _rotary_interleave_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _rotary_interleave_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y, _grad_S):
+        return _tgrad_backward_with(_rotary_interleave_kernel_backward, ctx, _grad_Y, _grad_S)
+
 # rotary_interleave_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_interleave_kernel.jit).
 rotary_interleave_kernel = TgradKernel(rotary_interleave_kernel, rotary_interleave_kernel_forward, ("X", "COS", "SIN", "Y", "S", "HALF"), {},
-                  collections.namedtuple("rotary_interleave_kernel_outputs", ("Y", "S"), rename=True))
+                  collections.namedtuple("rotary_interleave_kernel_outputs", ("Y", "S"), rename=True), _rotary_interleave_kernel_eager)

@@ -193,8 +193,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -252,7 +254,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -273,16 +276,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forward", mutates_args={})
-def rotary_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _rotary_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     OUT = _tgrad_new_like(OUT)
     wrap_triton(rotary_kernel.jit)[tuple(tgrad_grid)](Q, COS, SIN, OUT, n_heads, HEADS, HALF, **_tgrad_options(num_warps, num_stages))
     return OUT
 
 
-@triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})
-def rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+rotary_kernel_forward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forward", mutates_args={})(_rotary_kernel_forward)
+
+
+def _rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -293,21 +297,42 @@ def rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: t
     return dQ, dCOS, dSIN
 
 
+rotary_kernel_backward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})(_rotary_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, Q, COS, SIN, OUT, n_heads, HEADS, HALF, num_warps, num_stages = inputs
     ctx.save_for_backward(Q, COS, SIN, output)
     ctx.tgrad_arguments = (tgrad_grid, n_heads, HEADS, HALF, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_OUT):
+def _tgrad_backward_with(backward, ctx, _grad_OUT):
     Q, COS, SIN, OUT = ctx.saved_tensors
     tgrad_grid, n_heads, HEADS, HALF, num_warps, num_stages = ctx.tgrad_arguments
-    dQ, dCOS, dSIN = rotary_kernel_backward(tgrad_grid, Q, COS, SIN, OUT, n_heads, HEADS, HALF, _tgrad_upstream(_grad_OUT, OUT), num_warps, num_stages)
+    dQ, dCOS, dSIN = backward(tgrad_grid, Q, COS, SIN, OUT, n_heads, HEADS, HALF, _tgrad_upstream(_grad_OUT, OUT), num_warps, num_stages)
     return None, dQ, dCOS, dSIN, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_OUT):
+    return _tgrad_backward_with(rotary_kernel_backward, ctx, _grad_OUT)
 
 
 rotary_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _rotary_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _rotary_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_OUT):
+        return _tgrad_backward_with(_rotary_kernel_backward, ctx, _grad_OUT)
+
 # rotary_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_kernel.jit).
 rotary_kernel = TgradKernel(rotary_kernel, rotary_kernel_forward, ("Q", "COS", "SIN", "OUT", "n_heads", "HEADS", "HALF"), {},
-                  collections.namedtuple("rotary_kernel_outputs", ("OUT",), rename=True))
+                  collections.namedtuple("rotary_kernel_outputs", ("OUT",), rename=True), _rotary_kernel_eager)

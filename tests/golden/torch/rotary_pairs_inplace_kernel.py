@@ -184,8 +184,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -243,7 +245,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -264,16 +267,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_rotary_pairs_inplace_kernel::rotary_pairs_inplace_kernel_forward", mutates_args={})
-def rotary_pairs_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, row_stride: int, HALF: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _rotary_pairs_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, row_stride: int, HALF: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     X = X.clone()  # the kernel reads it too: it starts as the caller's
     wrap_triton(rotary_pairs_inplace_kernel.jit)[tuple(tgrad_grid)](X, COS, SIN, row_stride, HALF, BLOCK, **_tgrad_options(num_warps, num_stages))
     return X
 
 
-@triton_op("tgrad_torch_rotary_pairs_inplace_kernel::rotary_pairs_inplace_kernel_backward", mutates_args={})
-def rotary_pairs_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, row_stride: int, HALF: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+rotary_pairs_inplace_kernel_forward = triton_op("tgrad_torch_rotary_pairs_inplace_kernel::rotary_pairs_inplace_kernel_forward", mutates_args={})(_rotary_pairs_inplace_kernel_forward)
+
+
+def _rotary_pairs_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, row_stride: int, HALF: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -283,21 +287,42 @@ def rotary_pairs_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.
     return dX.to(X.dtype), dCOS, dSIN
 
 
+rotary_pairs_inplace_kernel_backward = triton_op("tgrad_torch_rotary_pairs_inplace_kernel::rotary_pairs_inplace_kernel_backward", mutates_args={})(_rotary_pairs_inplace_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, COS, SIN, row_stride, HALF, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, COS, SIN)
     ctx.tgrad_arguments = (tgrad_grid, row_stride, HALF, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_X):
+def _tgrad_backward_with(backward, ctx, _grad_X):
     X, COS, SIN = ctx.saved_tensors
     tgrad_grid, row_stride, HALF, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dCOS, dSIN = rotary_pairs_inplace_kernel_backward(tgrad_grid, X, COS, SIN, row_stride, HALF, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
+    dX, dCOS, dSIN = backward(tgrad_grid, X, COS, SIN, row_stride, HALF, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
     return None, dX, dCOS, dSIN, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_X):
+    return _tgrad_backward_with(rotary_pairs_inplace_kernel_backward, ctx, _grad_X)
 
 
 rotary_pairs_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _rotary_pairs_inplace_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _rotary_pairs_inplace_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_X):
+        return _tgrad_backward_with(_rotary_pairs_inplace_kernel_backward, ctx, _grad_X)
+
 # rotary_pairs_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_pairs_inplace_kernel.jit).
 rotary_pairs_inplace_kernel = TgradKernel(rotary_pairs_inplace_kernel, rotary_pairs_inplace_kernel_forward, ("X", "COS", "SIN", "row_stride", "HALF", "BLOCK"), {},
-                  collections.namedtuple("rotary_pairs_inplace_kernel_outputs", ("X",), rename=True))
+                  collections.namedtuple("rotary_pairs_inplace_kernel_outputs", ("X",), rename=True), _rotary_pairs_inplace_kernel_eager)

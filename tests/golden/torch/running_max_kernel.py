@@ -170,8 +170,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -229,7 +231,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -250,16 +253,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_running_max_kernel::running_max_kernel_forward", mutates_args={})
-def running_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _running_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(running_max_kernel.jit)[tuple(tgrad_grid)](X, Y, n_chunks, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-@triton_op("tgrad_torch_running_max_kernel::running_max_kernel_backward", mutates_args={})
-def running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+running_max_kernel_forward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_forward", mutates_args={})(_running_max_kernel_forward)
+
+
+def _running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'm' entering each iteration of the loop at line 14 (range(0, n_chunks)), per program: the backward runs that loop in reverse
@@ -270,21 +274,42 @@ def running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y
     return dX
 
 
+running_max_kernel_backward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_backward", mutates_args={})(_running_max_kernel_backward)
+
+
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, Y, n_chunks, BLOCK, num_warps, num_stages = inputs
     ctx.save_for_backward(X, output)
     ctx.tgrad_arguments = (tgrad_grid, n_chunks, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, Y = ctx.saved_tensors
     tgrad_grid, n_chunks, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = running_max_kernel_backward(tgrad_grid, X, Y, n_chunks, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, Y, n_chunks, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(running_max_kernel_backward, ctx, _grad_Y)
 
 
 running_max_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _running_max_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _running_max_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_running_max_kernel_backward, ctx, _grad_Y)
+
 # running_max_kernel[grid](...): the kernel as a PyTorch op (the jit function is running_max_kernel.jit).
 running_max_kernel = TgradKernel(running_max_kernel, running_max_kernel_forward, ("X", "Y", "n_chunks", "BLOCK"), {},
-                  collections.namedtuple("running_max_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("running_max_kernel_outputs", ("Y",), rename=True), _running_max_kernel_eager)

@@ -130,8 +130,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -189,7 +191,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -212,21 +215,25 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_forward", mutates_args=())
-def square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     X = X.clone()  # the kernel reads it too: it starts as the caller's
     square_positive_inplace_kernel.jit[tuple(tgrad_grid)](X, n, BLOCK, **_tgrad_options(num_warps, num_stages))
     return X
 
 
-@torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_backward", mutates_args=())
-def square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+square_positive_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_forward", mutates_args=())(_square_positive_inplace_kernel_forward)
+
+
+def _square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
     square_positive_inplace_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, n, BLOCK, dX=dX, **_tgrad_options(num_warps, num_stages))
     return dX.to(X.dtype)
+
+
+square_positive_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_backward", mutates_args=())(_square_positive_inplace_kernel_backward)
 
 
 @square_positive_inplace_kernel_forward.register_fake
@@ -245,15 +252,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n, BLOCK, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_X):
+def _tgrad_backward_with(backward, ctx, _grad_X):
     X, = ctx.saved_tensors
     tgrad_grid, n, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    dX = square_positive_inplace_kernel_backward(tgrad_grid, X, n, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
+    dX = backward(tgrad_grid, X, n, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
     return None, dX, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_X):
+    return _tgrad_backward_with(square_positive_inplace_kernel_backward, ctx, _grad_X)
 
 
 square_positive_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _square_positive_inplace_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _square_positive_inplace_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_X):
+        return _tgrad_backward_with(_square_positive_inplace_kernel_backward, ctx, _grad_X)
+
 # square_positive_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is square_positive_inplace_kernel.jit).
 square_positive_inplace_kernel = TgradKernel(square_positive_inplace_kernel, square_positive_inplace_kernel_forward, ("X", "n", "BLOCK"), {"BLOCK": 1024},
-                  collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True))
+                  collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True), _square_positive_inplace_kernel_eager)

@@ -154,8 +154,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -213,7 +215,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -234,20 +237,24 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_staged_rows_kernel::staged_rows_kernel_forward", mutates_args={})
-def staged_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_stages: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None) -> torch.Tensor:
+def _staged_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_stages: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(staged_rows_kernel.jit)[tuple(tgrad_grid)](X, Y, n_rows, n_cols, BLOCK, num_stages=num_stages, **_tgrad_options(num_warps, None))
     return Y
 
 
-@triton_op("tgrad_torch_staged_rows_kernel::staged_rows_kernel_backward", mutates_args={})
-def staged_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_stages: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None) -> torch.Tensor:
+staged_rows_kernel_forward = triton_op("tgrad_torch_staged_rows_kernel::staged_rows_kernel_forward", mutates_args={})(_staged_rows_kernel_forward)
+
+
+def _staged_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_stages: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(staged_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_rows, n_cols, BLOCK, num_stages=num_stages, dX=dX, dY=dY, **_tgrad_options(num_warps, None))
     return dX
+
+
+staged_rows_kernel_backward = triton_op("tgrad_torch_staged_rows_kernel::staged_rows_kernel_backward", mutates_args={})(_staged_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -256,15 +263,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, BLOCK, num_stages, num_warps)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, Y = ctx.saved_tensors
     tgrad_grid, n_rows, n_cols, BLOCK, num_stages, num_warps = ctx.tgrad_arguments
-    dX = staged_rows_kernel_backward(tgrad_grid, X, Y, n_rows, n_cols, BLOCK, num_stages, _tgrad_upstream(_grad_Y, Y), num_warps)
+    dX = backward(tgrad_grid, X, Y, n_rows, n_cols, BLOCK, num_stages, _tgrad_upstream(_grad_Y, Y), num_warps)
     return None, dX, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(staged_rows_kernel_backward, ctx, _grad_Y)
 
 
 staged_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _staged_rows_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _staged_rows_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_staged_rows_kernel_backward, ctx, _grad_Y)
+
 # staged_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is staged_rows_kernel.jit).
 staged_rows_kernel = TgradKernel(staged_rows_kernel, staged_rows_kernel_forward, ("X", "Y", "n_rows", "n_cols", "BLOCK", "num_stages"), {},
-                  collections.namedtuple("staged_rows_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("staged_rows_kernel_outputs", ("Y",), rename=True), _staged_rows_kernel_eager)

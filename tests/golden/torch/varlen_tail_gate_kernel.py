@@ -263,8 +263,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -322,7 +324,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -343,21 +346,25 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-@triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_forward", mutates_args={})
-def varlen_tail_gate_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _varlen_tail_gate_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(varlen_tail_gate_kernel.jit)[tuple(tgrad_grid)](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-@triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_backward", mutates_args={})
-def varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+varlen_tail_gate_kernel_forward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_forward", mutates_args={})(_varlen_tail_gate_kernel_forward)
+
+
+def _varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
     wrap_triton(varlen_tail_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX=dX, dG=dG, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX, dG
+
+
+varlen_tail_gate_kernel_backward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_backward", mutates_args={})(_varlen_tail_gate_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -366,15 +373,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, T, D, IS_VARLEN, USE_G, BT, BD, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_Y):
+def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, G, Y, cu_seqlens = ctx.saved_tensors
     tgrad_grid, T, D, IS_VARLEN, USE_G, BT, BD, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dG = varlen_tail_gate_kernel_backward(tgrad_grid, X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    dX, dG = backward(tgrad_grid, X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, dX, dG, None, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_Y):
+    return _tgrad_backward_with(varlen_tail_gate_kernel_backward, ctx, _grad_Y)
 
 
 varlen_tail_gate_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _varlen_tail_gate_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _varlen_tail_gate_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_Y):
+        return _tgrad_backward_with(_varlen_tail_gate_kernel_backward, ctx, _grad_Y)
+
 # varlen_tail_gate_kernel[grid](...): the kernel as a PyTorch op (the jit function is varlen_tail_gate_kernel.jit).
 varlen_tail_gate_kernel = TgradKernel(varlen_tail_gate_kernel, varlen_tail_gate_kernel_forward, ("X", "G", "Y", "cu_seqlens", "T", "D", "IS_VARLEN", "USE_G", "BT", "BD"), {},
-                  collections.namedtuple("varlen_tail_gate_kernel_outputs", ("Y",), rename=True))
+                  collections.namedtuple("varlen_tail_gate_kernel_outputs", ("Y",), rename=True), _varlen_tail_gate_kernel_eager)

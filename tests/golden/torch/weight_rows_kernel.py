@@ -301,8 +301,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
         self._op = op
+        # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
+        self._eager = eager.apply if eager is not None else op
         self._params = params
         self._defaults = defaults
         self._outputs = outputs
@@ -360,7 +362,8 @@ class TgradKernel:
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
         options = {"num_warps": num_warps, "num_stages": num_stages}
-        result = self._op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        op = self._op if torch.compiler.is_compiling() else self._eager
+        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
         return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
 
     def _config(self, grid, bound):
@@ -383,8 +386,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-@torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_forward", mutates_args=())
-def weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     DX = _tgrad_new_like(DX)
     DW = DW.clone()  # the kernel reads it too: it starts as the caller's
@@ -392,8 +394,10 @@ def weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY
     return DX, DW
 
 
-@torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_backward", mutates_args=())
-def weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: torch.Tensor, dDW: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+weight_rows_kernel_forward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_forward", mutates_args=())(_weight_rows_kernel_forward)
+
+
+def _weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: torch.Tensor, dDW: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dDY = _tgrad_zeros_like(DY)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -407,6 +411,9 @@ def weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, D
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - _pid[0]), tgrad_grid[0])), tgrad_grid, (0,))
     weight_rows_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, dX=dX, dDY=dDY, dW=dW, dRSTD=dRSTD, dDX=dDX, dDW=dDW, partial_in_memory_tape=partial_in_memory_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return dX, dDY, dW, dRSTD
+
+
+weight_rows_kernel_backward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_backward", mutates_args=())(_weight_rows_kernel_backward)
 
 
 @weight_rows_kernel_forward.register_fake
@@ -425,15 +432,33 @@ def _tgrad_setup_context(ctx, inputs, output):
     ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, num_warps, num_stages)
 
 
-def _tgrad_backward(ctx, _grad_DX, _grad_DW):
+def _tgrad_backward_with(backward, ctx, _grad_DX, _grad_DW):
     X, DY, W, RSTD, DX, DW = ctx.saved_tensors
     tgrad_grid, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dDY, dW, dRSTD = weight_rows_kernel_backward(tgrad_grid, X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, _tgrad_upstream(_grad_DX, DX), _tgrad_upstream(_grad_DW, DW), num_warps, num_stages)
+    dX, dDY, dW, dRSTD = backward(tgrad_grid, X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, _tgrad_upstream(_grad_DX, DX), _tgrad_upstream(_grad_DW, DW), num_warps, num_stages)
     return None, dX, dDY, dW, dRSTD, None, None, None, None, None, None, None, None, None
+
+
+def _tgrad_backward(ctx, _grad_DX, _grad_DW):
+    return _tgrad_backward_with(weight_rows_kernel_backward, ctx, _grad_DX, _grad_DW)
 
 
 weight_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
+
+class _weight_rows_kernel_eager(torch.autograd.Function):
+    """The ops' functions under autograd, for launches outside torch.compile."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _weight_rows_kernel_forward(*inputs)
+        _tgrad_setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, _grad_DX, _grad_DW):
+        return _tgrad_backward_with(_weight_rows_kernel_backward, ctx, _grad_DX, _grad_DW)
+
 # weight_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is weight_rows_kernel.jit).
 weight_rows_kernel = TgradKernel(weight_rows_kernel, weight_rows_kernel_forward, ("X", "DY", "W", "RSTD", "DX", "DW", "n_rows", "n_cols", "stride", "BLOCK", "HAS_WEIGHT"), {},
-                  collections.namedtuple("weight_rows_kernel_outputs", ("DX", "DW"), rename=True))
+                  collections.namedtuple("weight_rows_kernel_outputs", ("DX", "DW"), rename=True), _weight_rows_kernel_eager)
