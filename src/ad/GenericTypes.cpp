@@ -12,6 +12,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/Specialize.h"
+#include "src/lower/InlineCalls.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/sema/Names.h"
@@ -904,11 +905,18 @@ sema::ParamTypes uniform_representative(const Module &module, const Function &fn
   return representative_of(fn, param_roles(module, fn, given), given, float_type);
 }
 
-std::optional<Backward> differentiate_generic(const Module &module, const SourceManager &sources,
+std::optional<Backward> differentiate_generic(const Module &user_module, const SourceManager &sources,
                                               const BackwardRequest &request, DiagEngine &diags) {
+  // Conditional expressions the flags' values decide (one specialization's)
+  // reduced first: A-normal form would name their branches as locals, and
+  // Triton needs some of them as constexprs (a block shape chosen by a flag).
+  std::unique_ptr<Module> folded = lower::fold_decided_conditionals(user_module, request.function, request.param_types);
+  const Module &module = folded ? *folded : user_module;
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_typed(module, sources, request, diags);
-  return GenericDifferentiation(module, sources, request, diags, *fn).run();
+  std::optional<Backward> out = GenericDifferentiation(module, sources, request, diags, *fn).run();
+  if (out && folded && !out->forward) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
+  return out;
 }
 
 }  // namespace tgrad::ad

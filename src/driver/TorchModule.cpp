@@ -487,20 +487,20 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   auto returns = [](size_t n) {
     return n == 1 ? std::string("torch.Tensor") : "typing.Tuple[" + join(std::vector<std::string>(n, "torch.Tensor")) + "]";
   };
-  // Each op is its Python function (`_NAME`, which the eager path below
-  // calls directly) made an op: `NAME = custom_op(...)(_NAME)`.
+  // Each op is its Python function (`_tgrad_NAME`, which the eager path
+  // below calls directly) made an op: `NAME = custom_op(...)(_tgrad_NAME)`.
   auto make_op = [&](const std::string &op) {
     return op + " = " +
            (float_scalars ? "torch.library.custom_op(\"" + op_namespace + "::" + op + "\", mutates_args=())"
                           : "triton_op(\"" + op_namespace + "::" + op + "\", mutates_args={})") +
-           "(_" + op + ")\n";
+           "(_tgrad_" + op + ")\n";
   };
   py << "\n\n# ---------------------------------------------------------------- the op\n";
   if (float_scalars)
     py << "# A custom_op, not a triton_op: torch.compile would compile the kernels of a triton_op with the\n"
        << "# kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.\n";
   py << "\n\n"
-     << "def _" << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
+     << "def _tgrad_" << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
      << dtypes_back << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
     py << "    " << p->name << " = " << (p->reread ? p->name + ".clone()" : "_tgrad_new_like(" + p->name + ")")
@@ -522,7 +522,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       upstream_of[p["of"].get<std::string>()] = p["name"].get<std::string>();
     }
   PythonExpr expr(device_tensor);
-  py << "\n\ndef _" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
+  py << "\n\ndef _tgrad_" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
      << dtypes_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
   for (const json &p : protocol["parameters"])
@@ -667,17 +667,19 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   // Eager launches skip the ops' dispatch (on the H100, a small softmax's
   // forward and backward took 387 us through the ops, 204 us so); under
   // torch.compile the launcher uses the ops, which it traces.
-  const std::string eager = "_" + name + "_eager";
+  // (Not `__NAME`: Python would mangle a name that starts with two underscores inside a class body, and
+  // kernels' names often start with one.)
+  const std::string eager = "_tgrad_eager_" + name;
   py << "\n\nclass " << eager << "(torch.autograd.Function):\n"
      << "    \"\"\"The ops' functions under autograd, for launches outside torch.compile.\"\"\"\n\n"
      << "    @staticmethod\n"
      << "    def forward(ctx, *inputs):\n"
-     << "        output = _" << forward_op << "(*inputs)\n"
+     << "        output = _tgrad_" << forward_op << "(*inputs)\n"
      << "        _tgrad_setup_context(ctx, inputs, output)\n"
      << "        return output\n\n"
      << "    @staticmethod\n"
      << "    def backward(ctx, " << join(grad_params) << "):\n"
-     << "        return _tgrad_backward_with(_" << backward_op << ", ctx, " << join(grad_params) << ")\n";
+     << "        return _tgrad_backward_with(_tgrad_" << backward_op << ", ctx, " << join(grad_params) << ")\n";
 
   // ---- the launcher, under the kernel's name
   std::vector<std::string> defaults, param_names, output_names;

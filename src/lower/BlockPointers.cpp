@@ -1,5 +1,6 @@
 #include "src/lower/BlockPointers.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -75,6 +76,12 @@ struct BlockPointer {
   // each access names the block's corner, and checks every dimension.
   bool descriptor = false;
   std::string padding = "zero";  // what a descriptor's load reads out of bounds
+  // Where it was first made: the innermost if around it (null: none) and which branch.
+  const Expr *made_under = nullptr;
+  bool made_in_else = false;
+  // Made in both branches of that if with different block shapes: block_shape
+  // holds `A if cond else B` where they differ.
+  bool chosen_by_condition = false;
   std::string base() const { return prefix + "_base"; }
   std::string shape(size_t d) const { return prefix + "_shape" + std::to_string(d); }
   std::string stride(size_t d) const { return prefix + "_stride" + std::to_string(d); }
@@ -315,22 +322,40 @@ class FunctionLowering {
                               std::to_string(bp->rank) + " dimensions; tgrad needs one rank per name");
       if (it->second.descriptor != bp->descriptor)
         fail(target.span, "'" + n->id + "' holds a block pointer and a tensor descriptor; tgrad needs one kind per name");
-      // Each access's tile takes the name's block shape: two shapes under one
-      // name (the Triton tutorial's desc_v, [BLOCK_N, HEAD_DIM] or, with
-      // FP8_OUTPUT, [HEAD_DIM, BLOCK_N]) would load one of them with the
-      // other's shape.
+      // Each access's tile takes the name's block shape. Two shapes under one
+      // name, one in each branch of an if (the Triton tutorial's desc_v,
+      // [BLOCK_N, HEAD_DIM] or, with FP8_OUTPUT, [HEAD_DIM, BLOCK_N]; fla's
+      // [BK, BV] or, with STATE_V_FIRST, [BV, BK]): the tiles take
+      // `BLOCK_N if not FP8_OUTPUT else HEAD_DIM`, which Triton decides when it
+      // compiles (the condition is on tl.constexpr values: each specialization
+      // keeps one). Anything else would load one with the other's shape.
+      BlockPointer &held = it->second;
+      bool differ = false;
       for (size_t d = 0; d < bp->rank; ++d)
-        if (emit::print_expr(*it->second.block_shape[d]) != emit::print_expr(*bp->block_shape[d])) {
-          std::string where;
-          if (!conditions_.empty())
-            where = " (this one where `" + emit::print_expr(*conditions_.back()) + "` is " +
-                    (branch_is_else_.back() ? "false" : "true") + ")";
-          fail(target.span, "'" + user_name(n->id) + "' is given block pointers of block shapes " + shape_text(it->second) +
-                                " and " + shape_text(*bp) + where +
-                                "; tgrad lowers one block shape per name: give the tl.constexpr values that choose "
-                                "between them with -D, or use a name for each");
-        }
+        differ |= emit::print_expr(*held.block_shape[d]) != emit::print_expr(*bp->block_shape[d]);
+      if (!differ || held.chosen_by_condition) return;
+      const Expr *cond = conditions_.empty() ? nullptr : conditions_.back();
+      if (!cond || cond != held.made_under || branch_is_else_.back() == held.made_in_else) {
+        std::string where;
+        if (cond) where = " (this one where `" + emit::print_expr(*cond) + "` is " + (branch_is_else_.back() ? "false" : "true") + ")";
+        fail(target.span, "'" + user_name(n->id) + "' is given block pointers of block shapes " + shape_text(held) +
+                              " and " + shape_text(*bp) + where +
+                              "; tgrad lowers one block shape per name, or two chosen by the branches of one if: give "
+                              "the tl.constexpr values that choose between them with -D, or use a name for each");
+      }
+      for (size_t d = 0; d < bp->rank; ++d) {
+        const bool held_in_then = !held.made_in_else;
+        std::shared_ptr<const Expr> then_shape = held_in_then ? held.block_shape[d] : bp->block_shape[d];
+        std::shared_ptr<const Expr> else_shape = held_in_then ? bp->block_shape[d] : held.block_shape[d];
+        if (emit::print_expr(*then_shape) == emit::print_expr(*else_shape)) continue;
+        held.block_shape[d] = std::make_shared<IfExp>(clone(*cond), clone(*then_shape), clone(*else_shape), cond->span);
+      }
+      held.chosen_by_condition = true;
       return;
+    }
+    if (!conditions_.empty()) {
+      bp->made_under = conditions_.back();
+      bp->made_in_else = branch_is_else_.back();
     }
     bp->prefix = fresh_prefix(n->id, taken_);
     for (const char *part : {"_base", "_shape0", "_stride0", "_offset0", "_block0", "_index0"}) taken_.insert(bp->prefix + part);
@@ -359,8 +384,21 @@ class FunctionLowering {
         conditions_.pop_back();
         branch_is_else_.pop_back();
       }
-      if (auto *f = dyn_cast<For>(s.get())) find_block_pointers(f->body);
-      if (auto *w = dyn_cast<While>(s.get())) find_block_pointers(w->body);
+      // (A null condition marks a loop body: there the block shape must not vary.)
+      if (auto *f = dyn_cast<For>(s.get())) {
+        conditions_.push_back(nullptr);
+        branch_is_else_.push_back(false);
+        find_block_pointers(f->body);
+        conditions_.pop_back();
+        branch_is_else_.pop_back();
+      }
+      if (auto *w = dyn_cast<While>(s.get())) {
+        conditions_.push_back(nullptr);
+        branch_is_else_.push_back(false);
+        find_block_pointers(w->body);
+        conditions_.pop_back();
+        branch_is_else_.pop_back();
+      }
     }
   }
 

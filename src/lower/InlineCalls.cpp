@@ -84,6 +84,23 @@ class Inliner {
     }
   }
 
+  // The kernel's conditional expressions that the known values decide, in
+  // every statement (`tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`).
+  bool fold_kernel_conditionals() {
+    bool any = false;
+    rewrite_block(kernel_.body, [&](ExprPtr &x) {
+      auto *i = dyn_cast<IfExp>(x.get());
+      if (!i) return;
+      std::optional<CompileTimeValue> c = value_of(*i->cond);
+      if (!c || c->kind == CompileTimeValue::Kind::Str) return;
+      const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
+      ExprPtr chosen = std::move(taken ? i->then_value : i->else_value);
+      x = std::move(chosen);
+      any = true;
+    });
+    return any;
+  }
+
   // The kernel's own decided ifs reduced (after inlining, when anything was).
   void fold_kernel() {
     note_dtype_locals(kernel_.body);
@@ -493,6 +510,19 @@ class Inliner {
 };
 
 }  // namespace
+
+std::unique_ptr<Module> fold_decided_conditionals(const Module &module, const std::string &kernel,
+                                                  const sema::ParamTypes &known) {
+  const Function *fn = module.find_function(kernel);
+  if (!fn || known.empty()) return nullptr;
+  std::unique_ptr<Function> copy = clone(*fn);
+  Inliner folder(module, *copy, known);
+  if (!folder.fold_kernel_conditionals()) return nullptr;
+  std::unique_ptr<Module> out = clone(module);
+  for (size_t k = 0; k < module.functions.size(); ++k)
+    if (module.functions[k].get() == fn) out->functions[k] = std::move(copy);
+  return out;
+}
 
 std::unique_ptr<Module> inline_memory_helpers(const Module &module, const std::string &kernel, DiagEngine &diags,
                                               const sema::ParamTypes &known) {

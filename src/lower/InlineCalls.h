@@ -49,4 +49,12 @@ namespace tgrad::lower {
 std::unique_ptr<ast::Module> inline_memory_helpers(const ast::Module &module, const std::string &kernel,
                                                    DiagEngine &diags, const sema::ParamTypes &known = {});
 
+// A copy of the module whose function `kernel` has each conditional
+// expression whose condition the tl.constexpr values in `known` decide
+// replaced by the branch taken (a block pointer's shape chosen by a flag,
+// `tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`: Triton needs the
+// constexpr there, not a local the branch assigns); null when none is.
+std::unique_ptr<ast::Module> fold_decided_conditionals(const ast::Module &module, const std::string &kernel,
+                                                       const sema::ParamTypes &known);
+
 }  // namespace tgrad::lower

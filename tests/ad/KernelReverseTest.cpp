@@ -588,7 +588,7 @@ INSTANTIATE_TEST_SUITE_P(
                    {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "n_cols=100"}, {"BLOCK=128"}, {"X", "W"},
                    {}},
         // A grid-stride loop (3 programs over 7 rows): each row's gradient is a plain store by its program.
-        KernelCase{"launch_options", "staged_rows_kernel", {3, 1, 1},
+        KernelCase{"launch_options", "_staged_rows_kernel", {3, 1, 1},
                    {"X=fp32[7,100]", "Y=fp32[7,100]:zeros", "n_rows=7", "n_cols=100"}, {"BLOCK=128", "num_stages=2"},
                    {"X"}, {"load through 'X' is a plain store: offset = the grid-stride loop's variable"}},
         // Tensor descriptors made by a helper that keeps one it is given; K loaded transposed (x.T once lost its

@@ -1,13 +1,14 @@
 # A kernel parameter named like a launch option, as in the Triton tutorial's
 # fused softmax: `num_stages` is a tl.constexpr the kernel's software-pipelined
 # loop reads, and Triton's launch `num_stages=...` sets it and the compiler's
-# option alike. The torch module (--emit torch) takes it once, as the parameter.
+# option alike. The torch module (--emit torch) takes it once, as the parameter. (Its name starts with
+# an underscore, as many kernels' do: the module must not let Python mangle it.)
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def staged_rows_kernel(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stages: tl.constexpr):
+def _staged_rows_kernel(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stages: tl.constexpr):
     row_start = tl.program_id(0)
     row_step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK)

@@ -3,7 +3,7 @@ import triton.language as tl
 
 
 @triton.jit
-def staged_rows_kernel(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stages: tl.constexpr):
+def _staged_rows_kernel(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stages: tl.constexpr):
     row_start = tl.program_id(0)
     row_step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK)

@@ -258,7 +258,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
@@ -266,10 +266,10 @@ def _activation_cast_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tenso
     return Y
 
 
-activation_cast_kernel_forward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_forward", mutates_args=())(_activation_cast_kernel_forward)
+activation_cast_kernel_forward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_forward", mutates_args=())(_tgrad_activation_cast_kernel_forward)
 
 
-def _activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], OUT_DTYPE: str, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     OUT_DTYPE = triton.language.dtype(OUT_DTYPE)  # passed by name through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -277,7 +277,7 @@ def _activation_cast_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tens
     return dX
 
 
-activation_cast_kernel_backward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_backward", mutates_args=())(_activation_cast_kernel_backward)
+activation_cast_kernel_backward = torch.library.custom_op("tgrad_torch_activation_cast_kernel::activation_cast_kernel_backward", mutates_args=())(_tgrad_activation_cast_kernel_backward)
 
 
 @activation_cast_kernel_forward.register_fake
@@ -310,19 +310,19 @@ def _tgrad_backward(ctx, _grad_Y):
 activation_cast_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _activation_cast_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_activation_cast_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _activation_cast_kernel_forward(*inputs)
+        output = _tgrad_activation_cast_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_activation_cast_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_activation_cast_kernel_backward, ctx, _grad_Y)
 
 # activation_cast_kernel[grid](...): the kernel as a PyTorch op (the jit function is activation_cast_kernel.jit).
 activation_cast_kernel = TgradKernel(activation_cast_kernel, activation_cast_kernel_forward, ("X", "Y", "n_elements", "OUT_DTYPE", "BLOCK"), {},
-                  collections.namedtuple("activation_cast_kernel_outputs", ("Y",), rename=True), _activation_cast_kernel_eager)
+                  collections.namedtuple("activation_cast_kernel_outputs", ("Y",), rename=True), _tgrad_eager_activation_cast_kernel)

@@ -215,17 +215,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _add_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_add_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     out_ptr = _tgrad_new_like(out_ptr)
     add_kernel.jit[tuple(tgrad_grid)](x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return out_ptr
 
 
-add_kernel_forward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_forward", mutates_args=())(_add_kernel_forward)
+add_kernel_forward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_forward", mutates_args=())(_tgrad_add_kernel_forward)
 
 
-def _add_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_add_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dx_ptr = _tgrad_zeros_like(x_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dy_ptr = _tgrad_zeros_like(y_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -233,7 +233,7 @@ def _add_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, y_pt
     return dx_ptr, dy_ptr
 
 
-add_kernel_backward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_backward", mutates_args=())(_add_kernel_backward)
+add_kernel_backward = torch.library.custom_op("tgrad_torch_add_kernel::add_kernel_backward", mutates_args=())(_tgrad_add_kernel_backward)
 
 
 @add_kernel_forward.register_fake
@@ -266,19 +266,19 @@ def _tgrad_backward(ctx, _grad_out_ptr):
 add_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _add_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_add_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _add_kernel_forward(*inputs)
+        output = _tgrad_add_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_out_ptr):
-        return _tgrad_backward_with(_add_kernel_backward, ctx, _grad_out_ptr)
+        return _tgrad_backward_with(_tgrad_add_kernel_backward, ctx, _grad_out_ptr)
 
 # add_kernel[grid](...): the kernel as a PyTorch op (the jit function is add_kernel.jit).
 add_kernel = TgradKernel(add_kernel, add_kernel_forward, ("x_ptr", "y_ptr", "out_ptr", "n_elements", "BLOCK_SIZE"), {},
-                  collections.namedtuple("add_kernel_outputs", ("out_ptr",), rename=True), _add_kernel_eager)
+                  collections.namedtuple("add_kernel_outputs", ("out_ptr",), rename=True), _tgrad_eager_add_kernel)

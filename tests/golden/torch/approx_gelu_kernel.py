@@ -276,24 +276,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _approx_gelu_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_approx_gelu_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     approx_gelu_kernel.jit[tuple(tgrad_grid)](X, Y, n_elements, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-approx_gelu_kernel_forward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_forward", mutates_args=())(_approx_gelu_kernel_forward)
+approx_gelu_kernel_forward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_forward", mutates_args=())(_tgrad_approx_gelu_kernel_forward)
 
 
-def _approx_gelu_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_approx_gelu_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     approx_gelu_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_elements, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-approx_gelu_kernel_backward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_backward", mutates_args=())(_approx_gelu_kernel_backward)
+approx_gelu_kernel_backward = torch.library.custom_op("tgrad_torch_approx_gelu_kernel::approx_gelu_kernel_backward", mutates_args=())(_tgrad_approx_gelu_kernel_backward)
 
 
 @approx_gelu_kernel_forward.register_fake
@@ -326,19 +326,19 @@ def _tgrad_backward(ctx, _grad_Y):
 approx_gelu_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _approx_gelu_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_approx_gelu_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _approx_gelu_kernel_forward(*inputs)
+        output = _tgrad_approx_gelu_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_approx_gelu_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_approx_gelu_kernel_backward, ctx, _grad_Y)
 
 # approx_gelu_kernel[grid](...): the kernel as a PyTorch op (the jit function is approx_gelu_kernel.jit).
 approx_gelu_kernel = TgradKernel(approx_gelu_kernel, approx_gelu_kernel_forward, ("X", "Y", "n_elements", "BLOCK"), {},
-                  collections.namedtuple("approx_gelu_kernel_outputs", ("Y",), rename=True), _approx_gelu_kernel_eager)
+                  collections.namedtuple("approx_gelu_kernel_outputs", ("Y",), rename=True), _tgrad_eager_approx_gelu_kernel)

@@ -1174,7 +1174,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     Out = _tgrad_new_like(Out)
@@ -1182,10 +1182,10 @@ def _attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Te
     return M, Out
 
 
-attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_forward", mutates_args=())(_attn_fwd_block_ptr_kernel_forward)
+attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_forward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_forward)
 
 
-def _attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -1202,7 +1202,7 @@ def _attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: torch.T
     return dQ, dK, dV
 
 
-attn_fwd_block_ptr_kernel_backward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_backward", mutates_args=())(_attn_fwd_block_ptr_kernel_backward)
+attn_fwd_block_ptr_kernel_backward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_backward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_backward)
 
 
 @attn_fwd_block_ptr_kernel_forward.register_fake
@@ -1235,19 +1235,19 @@ def _tgrad_backward(ctx, _grad_M, _grad_Out):
 attn_fwd_block_ptr_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _attn_fwd_block_ptr_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_attn_fwd_block_ptr_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _attn_fwd_block_ptr_kernel_forward(*inputs)
+        output = _tgrad_attn_fwd_block_ptr_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_M, _grad_Out):
-        return _tgrad_backward_with(_attn_fwd_block_ptr_kernel_backward, ctx, _grad_M, _grad_Out)
+        return _tgrad_backward_with(_tgrad_attn_fwd_block_ptr_kernel_backward, ctx, _grad_M, _grad_Out)
 
 # attn_fwd_block_ptr_kernel[grid](...): the kernel as a PyTorch op (the jit function is attn_fwd_block_ptr_kernel.jit).
 attn_fwd_block_ptr_kernel = TgradKernel(attn_fwd_block_ptr_kernel, attn_fwd_block_ptr_kernel_forward, ("Q", "K", "V", "sm_scale", "M", "Out", "stride_qz", "stride_qh", "stride_qm", "stride_qk", "stride_kz", "stride_kh", "stride_kn", "stride_kk", "stride_vz", "stride_vh", "stride_vn", "stride_vk", "stride_oz", "stride_oh", "stride_om", "stride_ok", "H", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGE"), {},
-                  collections.namedtuple("attn_fwd_block_ptr_kernel_outputs", ("M", "Out"), rename=True), _attn_fwd_block_ptr_kernel_eager)
+                  collections.namedtuple("attn_fwd_block_ptr_kernel_outputs", ("M", "Out"), rename=True), _tgrad_eager_attn_fwd_block_ptr_kernel)

@@ -254,17 +254,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _bias_act_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_bias_act_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     bias_act_kernel.jit[tuple(tgrad_grid)](X, B, Y, N, HAS_BIAS, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-bias_act_kernel_forward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_forward", mutates_args=())(_bias_act_kernel_forward)
+bias_act_kernel_forward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_forward", mutates_args=())(_tgrad_bias_act_kernel_forward)
 
 
-def _bias_act_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_bias_act_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dB = _tgrad_zeros_like(B)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -272,7 +272,7 @@ def _bias_act_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, B: 
     return dX, dB
 
 
-bias_act_kernel_backward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_backward", mutates_args=())(_bias_act_kernel_backward)
+bias_act_kernel_backward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_backward", mutates_args=())(_tgrad_bias_act_kernel_backward)
 
 
 @bias_act_kernel_forward.register_fake
@@ -305,19 +305,19 @@ def _tgrad_backward(ctx, _grad_Y):
 bias_act_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _bias_act_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_bias_act_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _bias_act_kernel_forward(*inputs)
+        output = _tgrad_bias_act_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_bias_act_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_bias_act_kernel_backward, ctx, _grad_Y)
 
 # bias_act_kernel[grid](...): the kernel as a PyTorch op (the jit function is bias_act_kernel.jit).
 bias_act_kernel = TgradKernel(bias_act_kernel, bias_act_kernel_forward, ("X", "B", "Y", "N", "HAS_BIAS", "BLOCK"), {},
-                  collections.namedtuple("bias_act_kernel_outputs", ("Y",), rename=True), _bias_act_kernel_eager)
+                  collections.namedtuple("bias_act_kernel_outputs", ("Y",), rename=True), _tgrad_eager_bias_act_kernel)

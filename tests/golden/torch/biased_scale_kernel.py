@@ -245,17 +245,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _biased_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, bias: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_biased_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, bias: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     biased_scale_kernel.jit[tuple(tgrad_grid)](X, bias, Y, n, HAS_BIAS, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-biased_scale_kernel_forward = torch.library.custom_op("tgrad_torch_biased_scale_kernel::biased_scale_kernel_forward", mutates_args=())(_biased_scale_kernel_forward)
+biased_scale_kernel_forward = torch.library.custom_op("tgrad_torch_biased_scale_kernel::biased_scale_kernel_forward", mutates_args=())(_tgrad_biased_scale_kernel_forward)
 
 
-def _biased_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, bias: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_biased_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, bias: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dbias = _tgrad_zeros_like(bias)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -263,7 +263,7 @@ def _biased_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dbias
 
 
-biased_scale_kernel_backward = torch.library.custom_op("tgrad_torch_biased_scale_kernel::biased_scale_kernel_backward", mutates_args=())(_biased_scale_kernel_backward)
+biased_scale_kernel_backward = torch.library.custom_op("tgrad_torch_biased_scale_kernel::biased_scale_kernel_backward", mutates_args=())(_tgrad_biased_scale_kernel_backward)
 
 
 @biased_scale_kernel_forward.register_fake
@@ -296,19 +296,19 @@ def _tgrad_backward(ctx, _grad_Y):
 biased_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _biased_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_biased_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _biased_scale_kernel_forward(*inputs)
+        output = _tgrad_biased_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_biased_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_biased_scale_kernel_backward, ctx, _grad_Y)
 
 # biased_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is biased_scale_kernel.jit).
 biased_scale_kernel = TgradKernel(biased_scale_kernel, biased_scale_kernel_forward, ("X", "bias", "Y", "n", "HAS_BIAS", "BLOCK"), {},
-                  collections.namedtuple("biased_scale_kernel_outputs", ("Y",), rename=True), _biased_scale_kernel_eager)
+                  collections.namedtuple("biased_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_biased_scale_kernel)

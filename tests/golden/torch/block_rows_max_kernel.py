@@ -277,17 +277,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _block_rows_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_block_rows_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(block_rows_max_kernel.jit)[tuple(tgrad_grid)](X, Y, n_rows, n_cols, BR, BC, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-block_rows_max_kernel_forward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_forward", mutates_args={})(_block_rows_max_kernel_forward)
+block_rows_max_kernel_forward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_forward", mutates_args={})(_tgrad_block_rows_max_kernel_forward)
 
 
-def _block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'running' entering each iteration of the loop at line 51 (range(pid * BR, n_rows, tl.num_programs(0) * BR)), per program: the backward runs that loop in reverse
@@ -298,7 +298,7 @@ def _block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tenso
     return dX
 
 
-block_rows_max_kernel_backward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_backward", mutates_args={})(_block_rows_max_kernel_backward)
+block_rows_max_kernel_backward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_backward", mutates_args={})(_tgrad_block_rows_max_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -321,19 +321,19 @@ def _tgrad_backward(ctx, _grad_Y):
 block_rows_max_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _block_rows_max_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_block_rows_max_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _block_rows_max_kernel_forward(*inputs)
+        output = _tgrad_block_rows_max_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_block_rows_max_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_block_rows_max_kernel_backward, ctx, _grad_Y)
 
 # block_rows_max_kernel[grid](...): the kernel as a PyTorch op (the jit function is block_rows_max_kernel.jit).
 block_rows_max_kernel = TgradKernel(block_rows_max_kernel, block_rows_max_kernel_forward, ("X", "Y", "n_rows", "n_cols", "BR", "BC"), {},
-                  collections.namedtuple("block_rows_max_kernel_outputs", ("Y",), rename=True), _block_rows_max_kernel_eager)
+                  collections.namedtuple("block_rows_max_kernel_outputs", ("Y",), rename=True), _tgrad_eager_block_rows_max_kernel)

@@ -239,17 +239,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _causal_taps_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, T: typing.Union[int, float, bool], NTAPS: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_causal_taps_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, T: typing.Union[int, float, bool], NTAPS: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     causal_taps_kernel.jit[tuple(tgrad_grid)](X, W, Y, T, NTAPS, BT, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-causal_taps_kernel_forward = torch.library.custom_op("tgrad_torch_causal_taps_kernel::causal_taps_kernel_forward", mutates_args=())(_causal_taps_kernel_forward)
+causal_taps_kernel_forward = torch.library.custom_op("tgrad_torch_causal_taps_kernel::causal_taps_kernel_forward", mutates_args=())(_tgrad_causal_taps_kernel_forward)
 
 
-def _causal_taps_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, T: typing.Union[int, float, bool], NTAPS: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_causal_taps_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, T: typing.Union[int, float, bool], NTAPS: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -257,7 +257,7 @@ def _causal_taps_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dW
 
 
-causal_taps_kernel_backward = torch.library.custom_op("tgrad_torch_causal_taps_kernel::causal_taps_kernel_backward", mutates_args=())(_causal_taps_kernel_backward)
+causal_taps_kernel_backward = torch.library.custom_op("tgrad_torch_causal_taps_kernel::causal_taps_kernel_backward", mutates_args=())(_tgrad_causal_taps_kernel_backward)
 
 
 @causal_taps_kernel_forward.register_fake
@@ -290,19 +290,19 @@ def _tgrad_backward(ctx, _grad_Y):
 causal_taps_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _causal_taps_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_causal_taps_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _causal_taps_kernel_forward(*inputs)
+        output = _tgrad_causal_taps_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_causal_taps_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_causal_taps_kernel_backward, ctx, _grad_Y)
 
 # causal_taps_kernel[grid](...): the kernel as a PyTorch op (the jit function is causal_taps_kernel.jit).
 causal_taps_kernel = TgradKernel(causal_taps_kernel, causal_taps_kernel_forward, ("X", "W", "Y", "T", "NTAPS", "BT"), {},
-                  collections.namedtuple("causal_taps_kernel_outputs", ("Y",), rename=True), _causal_taps_kernel_eager)
+                  collections.namedtuple("causal_taps_kernel_outputs", ("Y",), rename=True), _tgrad_eager_causal_taps_kernel)

@@ -271,17 +271,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _centered_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, L: torch.Tensor, S: torch.Tensor, n_cols: int, SPLIT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_centered_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, L: torch.Tensor, S: torch.Tensor, n_cols: int, SPLIT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(centered_kernel.jit)[tuple(tgrad_grid)](X, Y, L, S, n_cols, SPLIT, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-centered_kernel_forward = triton_op("tgrad_torch_centered_kernel::centered_kernel_forward", mutates_args={})(_centered_kernel_forward)
+centered_kernel_forward = triton_op("tgrad_torch_centered_kernel::centered_kernel_forward", mutates_args={})(_tgrad_centered_kernel_forward)
 
 
-def _centered_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, L: torch.Tensor, S: torch.Tensor, n_cols: int, SPLIT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_centered_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, L: torch.Tensor, S: torch.Tensor, n_cols: int, SPLIT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dL = _tgrad_zeros_like(L)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -289,7 +289,7 @@ def _centered_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: 
     return dX, dL
 
 
-centered_kernel_backward = triton_op("tgrad_torch_centered_kernel::centered_kernel_backward", mutates_args={})(_centered_kernel_backward)
+centered_kernel_backward = triton_op("tgrad_torch_centered_kernel::centered_kernel_backward", mutates_args={})(_tgrad_centered_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -312,19 +312,19 @@ def _tgrad_backward(ctx, _grad_Y):
 centered_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _centered_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_centered_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _centered_kernel_forward(*inputs)
+        output = _tgrad_centered_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_centered_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_centered_kernel_backward, ctx, _grad_Y)
 
 # centered_kernel[grid](...): the kernel as a PyTorch op (the jit function is centered_kernel.jit).
 centered_kernel = TgradKernel(centered_kernel, centered_kernel_forward, ("X", "Y", "L", "S", "n_cols", "SPLIT", "BLOCK"), {},
-                  collections.namedtuple("centered_kernel_outputs", ("Y",), rename=True), _centered_kernel_eager)
+                  collections.namedtuple("centered_kernel_outputs", ("Y",), rename=True), _tgrad_eager_centered_kernel)

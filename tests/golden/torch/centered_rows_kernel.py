@@ -392,7 +392,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Mean = _tgrad_new_like(Mean)
@@ -400,10 +400,10 @@ def _centered_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return Y, Mean
 
 
-centered_rows_kernel_forward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward", mutates_args={})(_centered_rows_kernel_forward)
+centered_rows_kernel_forward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_forward", mutates_args={})(_tgrad_centered_rows_kernel_forward)
 
 
-def _centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Mean: torch.Tensor, n_cols: int, IS_CENTERED: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -411,7 +411,7 @@ def _centered_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor
     return dX, dW
 
 
-centered_rows_kernel_backward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward", mutates_args={})(_centered_rows_kernel_backward)
+centered_rows_kernel_backward = triton_op("tgrad_torch_centered_rows_kernel::centered_rows_kernel_backward", mutates_args={})(_tgrad_centered_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -434,19 +434,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_Mean):
 centered_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _centered_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_centered_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _centered_rows_kernel_forward(*inputs)
+        output = _tgrad_centered_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_Mean):
-        return _tgrad_backward_with(_centered_rows_kernel_backward, ctx, _grad_Y, _grad_Mean)
+        return _tgrad_backward_with(_tgrad_centered_rows_kernel_backward, ctx, _grad_Y, _grad_Mean)
 
 # centered_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is centered_rows_kernel.jit).
 centered_rows_kernel = TgradKernel(centered_rows_kernel, centered_rows_kernel_forward, ("X", "W", "Y", "Mean", "n_cols", "IS_CENTERED", "HAS_WEIGHT", "BLOCK"), {},
-                  collections.namedtuple("centered_rows_kernel_outputs", ("Y", "Mean"), rename=True), _centered_rows_kernel_eager)
+                  collections.namedtuple("centered_rows_kernel_outputs", ("Y", "Mean"), rename=True), _tgrad_eager_centered_rows_kernel)

@@ -232,24 +232,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _chunk_tail_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, NC: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_chunk_tail_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, NC: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     chunk_tail_kernel.jit[tuple(tgrad_grid)](X, Y, n_rows, n_cols, NC, BC, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-chunk_tail_kernel_forward = torch.library.custom_op("tgrad_torch_chunk_tail_kernel::chunk_tail_kernel_forward", mutates_args=())(_chunk_tail_kernel_forward)
+chunk_tail_kernel_forward = torch.library.custom_op("tgrad_torch_chunk_tail_kernel::chunk_tail_kernel_forward", mutates_args=())(_tgrad_chunk_tail_kernel_forward)
 
 
-def _chunk_tail_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, NC: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_chunk_tail_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, NC: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     chunk_tail_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_rows, n_cols, NC, BC, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-chunk_tail_kernel_backward = torch.library.custom_op("tgrad_torch_chunk_tail_kernel::chunk_tail_kernel_backward", mutates_args=())(_chunk_tail_kernel_backward)
+chunk_tail_kernel_backward = torch.library.custom_op("tgrad_torch_chunk_tail_kernel::chunk_tail_kernel_backward", mutates_args=())(_tgrad_chunk_tail_kernel_backward)
 
 
 @chunk_tail_kernel_forward.register_fake
@@ -282,19 +282,19 @@ def _tgrad_backward(ctx, _grad_Y):
 chunk_tail_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _chunk_tail_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_chunk_tail_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _chunk_tail_kernel_forward(*inputs)
+        output = _tgrad_chunk_tail_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_chunk_tail_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_chunk_tail_kernel_backward, ctx, _grad_Y)
 
 # chunk_tail_kernel[grid](...): the kernel as a PyTorch op (the jit function is chunk_tail_kernel.jit).
 chunk_tail_kernel = TgradKernel(chunk_tail_kernel, chunk_tail_kernel_forward, ("X", "Y", "n_rows", "n_cols", "NC", "BC"), {},
-                  collections.namedtuple("chunk_tail_kernel_outputs", ("Y",), rename=True), _chunk_tail_kernel_eager)
+                  collections.namedtuple("chunk_tail_kernel_outputs", ("Y",), rename=True), _tgrad_eager_chunk_tail_kernel)

@@ -243,24 +243,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     loss_ptr = _tgrad_new_like(loss_ptr)
     cross_entropy_kernel.jit[tuple(tgrad_grid)](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return loss_ptr
 
 
-cross_entropy_kernel_forward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_forward", mutates_args=())(_cross_entropy_kernel_forward)
+cross_entropy_kernel_forward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_forward", mutates_args=())(_tgrad_cross_entropy_kernel_forward)
 
 
-def _cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dlogits_ptr = _tgrad_zeros_like(logits_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     cross_entropy_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, dlogits_ptr=dlogits_ptr, dloss_ptr=dloss_ptr, **_tgrad_options(num_warps, num_stages))
     return dlogits_ptr
 
 
-cross_entropy_kernel_backward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward", mutates_args=())(_cross_entropy_kernel_backward)
+cross_entropy_kernel_backward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward", mutates_args=())(_tgrad_cross_entropy_kernel_backward)
 
 
 @cross_entropy_kernel_forward.register_fake
@@ -293,19 +293,19 @@ def _tgrad_backward(ctx, _grad_loss_ptr):
 cross_entropy_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _cross_entropy_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_cross_entropy_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _cross_entropy_kernel_forward(*inputs)
+        output = _tgrad_cross_entropy_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_loss_ptr):
-        return _tgrad_backward_with(_cross_entropy_kernel_backward, ctx, _grad_loss_ptr)
+        return _tgrad_backward_with(_tgrad_cross_entropy_kernel_backward, ctx, _grad_loss_ptr)
 
 # cross_entropy_kernel[grid](...): the kernel as a PyTorch op (the jit function is cross_entropy_kernel.jit).
 cross_entropy_kernel = TgradKernel(cross_entropy_kernel, cross_entropy_kernel_forward, ("logits_ptr", "targets_ptr", "loss_ptr", "stride", "n_cols", "BLOCK_SIZE"), {},
-                  collections.namedtuple("cross_entropy_kernel_outputs", ("loss_ptr",), rename=True), _cross_entropy_kernel_eager)
+                  collections.namedtuple("cross_entropy_kernel_outputs", ("loss_ptr",), rename=True), _tgrad_eager_cross_entropy_kernel)

@@ -266,17 +266,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _decay_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_decay_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     H = _tgrad_new_like(H)
     decay_scan_kernel.jit[tuple(tgrad_grid)](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, **_tgrad_options(num_warps, num_stages))
     return H
 
 
-decay_scan_kernel_forward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_forward", mutates_args=())(_decay_scan_kernel_forward)
+decay_scan_kernel_forward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_forward", mutates_args=())(_tgrad_decay_scan_kernel_forward)
 
 
-def _decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, H: torch.Tensor, n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -284,7 +284,7 @@ def _decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G
     return dX, dG
 
 
-decay_scan_kernel_backward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward", mutates_args=())(_decay_scan_kernel_backward)
+decay_scan_kernel_backward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward", mutates_args=())(_tgrad_decay_scan_kernel_backward)
 
 
 @decay_scan_kernel_forward.register_fake
@@ -317,19 +317,19 @@ def _tgrad_backward(ctx, _grad_H):
 decay_scan_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _decay_scan_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_decay_scan_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _decay_scan_kernel_forward(*inputs)
+        output = _tgrad_decay_scan_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_H):
-        return _tgrad_backward_with(_decay_scan_kernel_backward, ctx, _grad_H)
+        return _tgrad_backward_with(_tgrad_decay_scan_kernel_backward, ctx, _grad_H)
 
 # decay_scan_kernel[grid](...): the kernel as a PyTorch op (the jit function is decay_scan_kernel.jit).
 decay_scan_kernel = TgradKernel(decay_scan_kernel, decay_scan_kernel_forward, ("X", "G", "H", "n_rows", "T", "BLOCK_ROWS", "BLOCK_T", "REVERSE"), {},
-                  collections.namedtuple("decay_scan_kernel_outputs", ("H",), rename=True), _decay_scan_kernel_eager)
+                  collections.namedtuple("decay_scan_kernel_outputs", ("H",), rename=True), _tgrad_eager_decay_scan_kernel)

@@ -226,24 +226,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _dequant_scale_kernel_forward(tgrad_grid: typing.List[int], S: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_dequant_scale_kernel_forward(tgrad_grid: typing.List[int], S: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     dequant_scale_kernel.jit[tuple(tgrad_grid)](S, Z, Y, n, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-dequant_scale_kernel_forward = torch.library.custom_op("tgrad_torch_dequant_scale_kernel::dequant_scale_kernel_forward", mutates_args=())(_dequant_scale_kernel_forward)
+dequant_scale_kernel_forward = torch.library.custom_op("tgrad_torch_dequant_scale_kernel::dequant_scale_kernel_forward", mutates_args=())(_tgrad_dequant_scale_kernel_forward)
 
 
-def _dequant_scale_kernel_backward(tgrad_grid: typing.List[int], S: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_dequant_scale_kernel_backward(tgrad_grid: typing.List[int], S: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dequant_scale_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, Z, Y, n, BLOCK, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dS
 
 
-dequant_scale_kernel_backward = torch.library.custom_op("tgrad_torch_dequant_scale_kernel::dequant_scale_kernel_backward", mutates_args=())(_dequant_scale_kernel_backward)
+dequant_scale_kernel_backward = torch.library.custom_op("tgrad_torch_dequant_scale_kernel::dequant_scale_kernel_backward", mutates_args=())(_tgrad_dequant_scale_kernel_backward)
 
 
 @dequant_scale_kernel_forward.register_fake
@@ -276,19 +276,19 @@ def _tgrad_backward(ctx, _grad_Y):
 dequant_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _dequant_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_dequant_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _dequant_scale_kernel_forward(*inputs)
+        output = _tgrad_dequant_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_dequant_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_dequant_scale_kernel_backward, ctx, _grad_Y)
 
 # dequant_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is dequant_scale_kernel.jit).
 dequant_scale_kernel = TgradKernel(dequant_scale_kernel, dequant_scale_kernel_forward, ("S", "Z", "Y", "n", "BLOCK"), {},
-                  collections.namedtuple("dequant_scale_kernel_outputs", ("Y",), rename=True), _dequant_scale_kernel_eager)
+                  collections.namedtuple("dequant_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_dequant_scale_kernel)

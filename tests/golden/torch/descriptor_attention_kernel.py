@@ -566,7 +566,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     desc_o = _tgrad_new_like(desc_o)
@@ -574,10 +574,10 @@ def _descriptor_attention_kernel_forward(tgrad_grid: typing.List[int], sm_scale:
     return M, desc_o
 
 
-descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_forward", mutates_args=())(_descriptor_attention_kernel_forward)
+descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_forward", mutates_args=())(_tgrad_descriptor_attention_kernel_forward)
 
 
-def _descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: torch.Tensor, ddesc_o: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: torch.Tensor, desc_k: torch.Tensor, desc_v: torch.Tensor, desc_o: torch.Tensor, N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: torch.Tensor, ddesc_o: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     ddesc_q = _tgrad_zeros_like(desc_q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     ddesc_k = _tgrad_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -590,7 +590,7 @@ def _descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale
     return ddesc_q, ddesc_k, ddesc_v
 
 
-descriptor_attention_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_backward", mutates_args=())(_descriptor_attention_kernel_backward)
+descriptor_attention_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_backward", mutates_args=())(_tgrad_descriptor_attention_kernel_backward)
 
 
 @descriptor_attention_kernel_forward.register_fake
@@ -623,19 +623,19 @@ def _tgrad_backward(ctx, _grad_M, _grad_desc_o):
 descriptor_attention_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _descriptor_attention_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_descriptor_attention_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _descriptor_attention_kernel_forward(*inputs)
+        output = _tgrad_descriptor_attention_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_M, _grad_desc_o):
-        return _tgrad_backward_with(_descriptor_attention_kernel_backward, ctx, _grad_M, _grad_desc_o)
+        return _tgrad_backward_with(_tgrad_descriptor_attention_kernel_backward, ctx, _grad_M, _grad_desc_o)
 
 # descriptor_attention_kernel[grid](...): the kernel as a PyTorch op (the jit function is descriptor_attention_kernel.jit).
 descriptor_attention_kernel = TgradKernel(descriptor_attention_kernel, descriptor_attention_kernel_forward, ("sm_scale", "M", "Z", "H", "desc_q", "desc_k", "desc_v", "desc_o", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "FP8"), {},
-                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True), _descriptor_attention_kernel_eager)
+                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True), _tgrad_eager_descriptor_attention_kernel)

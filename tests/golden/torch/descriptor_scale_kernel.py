@@ -298,17 +298,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _descriptor_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, M: typing.Union[int, float, bool], N: int, BM: typing.Union[int, float, bool], BN: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_descriptor_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, M: typing.Union[int, float, bool], N: int, BM: typing.Union[int, float, bool], BN: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     descriptor_scale_kernel.jit[tuple(tgrad_grid)](X, W, Y, M, N, BM, BN, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-descriptor_scale_kernel_forward = torch.library.custom_op("tgrad_torch_descriptor_scale_kernel::descriptor_scale_kernel_forward", mutates_args=())(_descriptor_scale_kernel_forward)
+descriptor_scale_kernel_forward = torch.library.custom_op("tgrad_torch_descriptor_scale_kernel::descriptor_scale_kernel_forward", mutates_args=())(_tgrad_descriptor_scale_kernel_forward)
 
 
-def _descriptor_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, M: typing.Union[int, float, bool], N: int, BM: typing.Union[int, float, bool], BN: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_descriptor_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, M: typing.Union[int, float, bool], N: int, BM: typing.Union[int, float, bool], BN: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -326,7 +326,7 @@ def _descriptor_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Ten
     return dX, dW
 
 
-descriptor_scale_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_scale_kernel::descriptor_scale_kernel_backward", mutates_args=())(_descriptor_scale_kernel_backward)
+descriptor_scale_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_scale_kernel::descriptor_scale_kernel_backward", mutates_args=())(_tgrad_descriptor_scale_kernel_backward)
 
 
 @descriptor_scale_kernel_forward.register_fake
@@ -359,19 +359,19 @@ def _tgrad_backward(ctx, _grad_Y):
 descriptor_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _descriptor_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_descriptor_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _descriptor_scale_kernel_forward(*inputs)
+        output = _tgrad_descriptor_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_descriptor_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_descriptor_scale_kernel_backward, ctx, _grad_Y)
 
 # descriptor_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is descriptor_scale_kernel.jit).
 descriptor_scale_kernel = TgradKernel(descriptor_scale_kernel, descriptor_scale_kernel_forward, ("X", "W", "Y", "M", "N", "BM", "BN"), {},
-                  collections.namedtuple("descriptor_scale_kernel_outputs", ("Y",), rename=True), _descriptor_scale_kernel_eager)
+                  collections.namedtuple("descriptor_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_descriptor_scale_kernel)

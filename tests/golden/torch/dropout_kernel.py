@@ -216,24 +216,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _dropout_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], p: typing.Union[int, float, bool], seed: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_dropout_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], p: typing.Union[int, float, bool], seed: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     dropout_kernel.jit[tuple(tgrad_grid)](X, Y, n_elements, p, seed, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-dropout_kernel_forward = torch.library.custom_op("tgrad_torch_dropout_kernel::dropout_kernel_forward", mutates_args=())(_dropout_kernel_forward)
+dropout_kernel_forward = torch.library.custom_op("tgrad_torch_dropout_kernel::dropout_kernel_forward", mutates_args=())(_tgrad_dropout_kernel_forward)
 
 
-def _dropout_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], p: typing.Union[int, float, bool], seed: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_dropout_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_elements: typing.Union[int, float, bool], p: typing.Union[int, float, bool], seed: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dropout_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_elements, p, seed, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-dropout_kernel_backward = torch.library.custom_op("tgrad_torch_dropout_kernel::dropout_kernel_backward", mutates_args=())(_dropout_kernel_backward)
+dropout_kernel_backward = torch.library.custom_op("tgrad_torch_dropout_kernel::dropout_kernel_backward", mutates_args=())(_tgrad_dropout_kernel_backward)
 
 
 @dropout_kernel_forward.register_fake
@@ -266,19 +266,19 @@ def _tgrad_backward(ctx, _grad_Y):
 dropout_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _dropout_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_dropout_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _dropout_kernel_forward(*inputs)
+        output = _tgrad_dropout_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_dropout_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_dropout_kernel_backward, ctx, _grad_Y)
 
 # dropout_kernel[grid](...): the kernel as a PyTorch op (the jit function is dropout_kernel.jit).
 dropout_kernel = TgradKernel(dropout_kernel, dropout_kernel_forward, ("X", "Y", "n_elements", "p", "seed", "BLOCK"), {},
-                  collections.namedtuple("dropout_kernel_outputs", ("Y",), rename=True), _dropout_kernel_eager)
+                  collections.namedtuple("dropout_kernel_outputs", ("Y",), rename=True), _tgrad_eager_dropout_kernel)

@@ -235,17 +235,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _erf_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_erf_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     erf_kernel.jit[tuple(tgrad_grid)](X, Y, G, N, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-erf_kernel_forward = torch.library.custom_op("tgrad_torch_erf_kernel::erf_kernel_forward", mutates_args=())(_erf_kernel_forward)
+erf_kernel_forward = torch.library.custom_op("tgrad_torch_erf_kernel::erf_kernel_forward", mutates_args=())(_tgrad_erf_kernel_forward)
 
 
-def _erf_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_erf_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dG = _tgrad_zeros_like(G)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -253,7 +253,7 @@ def _erf_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch
     return dX, dG
 
 
-erf_kernel_backward = torch.library.custom_op("tgrad_torch_erf_kernel::erf_kernel_backward", mutates_args=())(_erf_kernel_backward)
+erf_kernel_backward = torch.library.custom_op("tgrad_torch_erf_kernel::erf_kernel_backward", mutates_args=())(_tgrad_erf_kernel_backward)
 
 
 @erf_kernel_forward.register_fake
@@ -286,19 +286,19 @@ def _tgrad_backward(ctx, _grad_Y):
 erf_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _erf_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_erf_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _erf_kernel_forward(*inputs)
+        output = _tgrad_erf_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_erf_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_erf_kernel_backward, ctx, _grad_Y)
 
 # erf_kernel[grid](...): the kernel as a PyTorch op (the jit function is erf_kernel.jit).
 erf_kernel = TgradKernel(erf_kernel, erf_kernel_forward, ("X", "Y", "G", "N", "BLOCK"), {},
-                  collections.namedtuple("erf_kernel_outputs", ("Y",), rename=True), _erf_kernel_eager)
+                  collections.namedtuple("erf_kernel_outputs", ("Y",), rename=True), _tgrad_eager_erf_kernel)

@@ -482,17 +482,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _gated_affine_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, n_cols: int, HAS_WEIGHT: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_gated_affine_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, n_cols: int, HAS_WEIGHT: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(gated_affine_kernel.jit)[tuple(tgrad_grid)](X, W, B, Y, n_cols, HAS_WEIGHT, HAS_BIAS, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-gated_affine_kernel_forward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_forward", mutates_args={})(_gated_affine_kernel_forward)
+gated_affine_kernel_forward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_forward", mutates_args={})(_tgrad_gated_affine_kernel_forward)
 
 
-def _gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, n_cols: int, HAS_WEIGHT: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, n_cols: int, HAS_WEIGHT: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -517,7 +517,7 @@ def _gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dW, dB
 
 
-gated_affine_kernel_backward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_backward", mutates_args={})(_gated_affine_kernel_backward)
+gated_affine_kernel_backward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_backward", mutates_args={})(_tgrad_gated_affine_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -540,19 +540,19 @@ def _tgrad_backward(ctx, _grad_Y):
 gated_affine_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _gated_affine_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_gated_affine_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _gated_affine_kernel_forward(*inputs)
+        output = _tgrad_gated_affine_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_gated_affine_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_gated_affine_kernel_backward, ctx, _grad_Y)
 
 # gated_affine_kernel[grid](...): the kernel as a PyTorch op (the jit function is gated_affine_kernel.jit).
 gated_affine_kernel = TgradKernel(gated_affine_kernel, gated_affine_kernel_forward, ("X", "W", "B", "Y", "n_cols", "HAS_WEIGHT", "HAS_BIAS", "BLOCK"), {},
-                  collections.namedtuple("gated_affine_kernel_outputs", ("Y",), rename=True), _gated_affine_kernel_eager)
+                  collections.namedtuple("gated_affine_kernel_outputs", ("Y",), rename=True), _tgrad_eager_gated_affine_kernel)

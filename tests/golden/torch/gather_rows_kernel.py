@@ -288,17 +288,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _gather_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, T: torch.Tensor, IDX: torch.Tensor, PERM: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_gather_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, T: torch.Tensor, IDX: torch.Tensor, PERM: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     gather_rows_kernel.jit[tuple(tgrad_grid)](X, T, IDX, PERM, Y, n_rows, C, BLOCK_ROWS, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_kernel::gather_rows_kernel_forward", mutates_args=())(_gather_rows_kernel_forward)
+gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_kernel::gather_rows_kernel_forward", mutates_args=())(_tgrad_gather_rows_kernel_forward)
 
 
-def _gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, T: torch.Tensor, IDX: torch.Tensor, PERM: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, T: torch.Tensor, IDX: torch.Tensor, PERM: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dT = _tgrad_zeros_like(T)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -316,7 +316,7 @@ def _gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dT
 
 
-gather_rows_kernel_backward = torch.library.custom_op("tgrad_torch_gather_rows_kernel::gather_rows_kernel_backward", mutates_args=())(_gather_rows_kernel_backward)
+gather_rows_kernel_backward = torch.library.custom_op("tgrad_torch_gather_rows_kernel::gather_rows_kernel_backward", mutates_args=())(_tgrad_gather_rows_kernel_backward)
 
 
 @gather_rows_kernel_forward.register_fake
@@ -349,19 +349,19 @@ def _tgrad_backward(ctx, _grad_Y):
 gather_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _gather_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_gather_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _gather_rows_kernel_forward(*inputs)
+        output = _tgrad_gather_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_gather_rows_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_gather_rows_kernel_backward, ctx, _grad_Y)
 
 # gather_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is gather_rows_kernel.jit).
 gather_rows_kernel = TgradKernel(gather_rows_kernel, gather_rows_kernel_forward, ("X", "T", "IDX", "PERM", "Y", "n_rows", "C", "BLOCK_ROWS"), {},
-                  collections.namedtuple("gather_rows_kernel_outputs", ("Y",), rename=True), _gather_rows_kernel_eager)
+                  collections.namedtuple("gather_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_gather_rows_kernel)

@@ -313,17 +313,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _grouped_matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: typing.Union[int, float, bool], N: typing.Union[int, float, bool], K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_grouped_matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: typing.Union[int, float, bool], N: typing.Union[int, float, bool], K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     c_ptr = _tgrad_new_like(c_ptr)
     grouped_matmul_kernel.jit[tuple(tgrad_grid)](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, **_tgrad_options(num_warps, num_stages))
     return c_ptr
 
 
-grouped_matmul_kernel_forward = torch.library.custom_op("tgrad_torch_grouped_matmul_kernel::grouped_matmul_kernel_forward", mutates_args=())(_grouped_matmul_kernel_forward)
+grouped_matmul_kernel_forward = torch.library.custom_op("tgrad_torch_grouped_matmul_kernel::grouped_matmul_kernel_forward", mutates_args=())(_tgrad_grouped_matmul_kernel_forward)
 
 
-def _grouped_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: typing.Union[int, float, bool], N: typing.Union[int, float, bool], K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_grouped_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: typing.Union[int, float, bool], N: typing.Union[int, float, bool], K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -331,7 +331,7 @@ def _grouped_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.T
     return da_ptr, db_ptr
 
 
-grouped_matmul_kernel_backward = torch.library.custom_op("tgrad_torch_grouped_matmul_kernel::grouped_matmul_kernel_backward", mutates_args=())(_grouped_matmul_kernel_backward)
+grouped_matmul_kernel_backward = torch.library.custom_op("tgrad_torch_grouped_matmul_kernel::grouped_matmul_kernel_backward", mutates_args=())(_tgrad_grouped_matmul_kernel_backward)
 
 
 @grouped_matmul_kernel_forward.register_fake
@@ -364,19 +364,19 @@ def _tgrad_backward(ctx, _grad_c_ptr):
 grouped_matmul_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _grouped_matmul_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_grouped_matmul_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _grouped_matmul_kernel_forward(*inputs)
+        output = _tgrad_grouped_matmul_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_c_ptr):
-        return _tgrad_backward_with(_grouped_matmul_kernel_backward, ctx, _grad_c_ptr)
+        return _tgrad_backward_with(_tgrad_grouped_matmul_kernel_backward, ctx, _grad_c_ptr)
 
 # grouped_matmul_kernel[grid](...): the kernel as a PyTorch op (the jit function is grouped_matmul_kernel.jit).
 grouped_matmul_kernel = TgradKernel(grouped_matmul_kernel, grouped_matmul_kernel_forward, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_M"), {},
-                  collections.namedtuple("grouped_matmul_kernel_outputs", ("c_ptr",), rename=True), _grouped_matmul_kernel_eager)
+                  collections.namedtuple("grouped_matmul_kernel_outputs", ("c_ptr",), rename=True), _tgrad_eager_grouped_matmul_kernel)

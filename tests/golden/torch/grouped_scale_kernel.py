@@ -252,24 +252,24 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _grouped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, M: int, N: int, BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_grouped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, M: int, N: int, BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(grouped_scale_kernel.jit)[tuple(tgrad_grid)](X, Y, M, N, BLOCK_M, BLOCK_N, GROUP_M, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-grouped_scale_kernel_forward = triton_op("tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_forward", mutates_args={})(_grouped_scale_kernel_forward)
+grouped_scale_kernel_forward = triton_op("tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_forward", mutates_args={})(_tgrad_grouped_scale_kernel_forward)
 
 
-def _grouped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, M: int, N: int, BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_grouped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, M: int, N: int, BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     wrap_triton(grouped_scale_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, M, N, BLOCK_M, BLOCK_N, GROUP_M, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-grouped_scale_kernel_backward = triton_op("tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_backward", mutates_args={})(_grouped_scale_kernel_backward)
+grouped_scale_kernel_backward = triton_op("tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_backward", mutates_args={})(_tgrad_grouped_scale_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -292,19 +292,19 @@ def _tgrad_backward(ctx, _grad_Y):
 grouped_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _grouped_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_grouped_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _grouped_scale_kernel_forward(*inputs)
+        output = _tgrad_grouped_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_grouped_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_grouped_scale_kernel_backward, ctx, _grad_Y)
 
 # grouped_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is grouped_scale_kernel.jit).
 grouped_scale_kernel = TgradKernel(grouped_scale_kernel, grouped_scale_kernel_forward, ("X", "Y", "M", "N", "BLOCK_M", "BLOCK_N", "GROUP_M"), {},
-                  collections.namedtuple("grouped_scale_kernel_outputs", ("Y",), rename=True), _grouped_scale_kernel_eager)
+                  collections.namedtuple("grouped_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_grouped_scale_kernel)

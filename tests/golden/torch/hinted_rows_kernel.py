@@ -239,17 +239,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _hinted_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_hinted_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(hinted_rows_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-hinted_rows_kernel_forward = triton_op("tgrad_torch_hinted_rows_kernel::hinted_rows_kernel_forward", mutates_args={})(_hinted_rows_kernel_forward)
+hinted_rows_kernel_forward = triton_op("tgrad_torch_hinted_rows_kernel::hinted_rows_kernel_forward", mutates_args={})(_tgrad_hinted_rows_kernel_forward)
 
 
-def _hinted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_hinted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -257,7 +257,7 @@ def _hinted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dW
 
 
-hinted_rows_kernel_backward = triton_op("tgrad_torch_hinted_rows_kernel::hinted_rows_kernel_backward", mutates_args={})(_hinted_rows_kernel_backward)
+hinted_rows_kernel_backward = triton_op("tgrad_torch_hinted_rows_kernel::hinted_rows_kernel_backward", mutates_args={})(_tgrad_hinted_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -280,19 +280,19 @@ def _tgrad_backward(ctx, _grad_Y):
 hinted_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _hinted_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_hinted_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _hinted_rows_kernel_forward(*inputs)
+        output = _tgrad_hinted_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_hinted_rows_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_hinted_rows_kernel_backward, ctx, _grad_Y)
 
 # hinted_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is hinted_rows_kernel.jit).
 hinted_rows_kernel = TgradKernel(hinted_rows_kernel, hinted_rows_kernel_forward, ("X", "W", "Y", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("hinted_rows_kernel_outputs", ("Y",), rename=True), _hinted_rows_kernel_eager)
+                  collections.namedtuple("hinted_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_hinted_rows_kernel)

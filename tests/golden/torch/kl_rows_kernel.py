@@ -271,17 +271,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _kl_rows_kernel_forward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_kl_rows_kernel_forward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Loss = _tgrad_new_like(Loss)
     kl_rows_kernel.jit[tuple(tgrad_grid)](P, Q, Loss, stride, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Loss
 
 
-kl_rows_kernel_forward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_forward", mutates_args=())(_kl_rows_kernel_forward)
+kl_rows_kernel_forward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_forward", mutates_args=())(_tgrad_kl_rows_kernel_forward)
 
 
-def _kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: torch.Tensor, Loss: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dP = _tgrad_zeros_like(P)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dQ = _tgrad_zeros_like(Q)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -289,7 +289,7 @@ def _kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: torch.Tensor, Q: t
     return dP, dQ
 
 
-kl_rows_kernel_backward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_backward", mutates_args=())(_kl_rows_kernel_backward)
+kl_rows_kernel_backward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl_rows_kernel_backward", mutates_args=())(_tgrad_kl_rows_kernel_backward)
 
 
 @kl_rows_kernel_forward.register_fake
@@ -322,19 +322,19 @@ def _tgrad_backward(ctx, _grad_Loss):
 kl_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _kl_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_kl_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _kl_rows_kernel_forward(*inputs)
+        output = _tgrad_kl_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Loss):
-        return _tgrad_backward_with(_kl_rows_kernel_backward, ctx, _grad_Loss)
+        return _tgrad_backward_with(_tgrad_kl_rows_kernel_backward, ctx, _grad_Loss)
 
 # kl_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is kl_rows_kernel.jit).
 kl_rows_kernel = TgradKernel(kl_rows_kernel, kl_rows_kernel_forward, ("P", "Q", "Loss", "stride", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("kl_rows_kernel_outputs", ("Loss",), rename=True), _kl_rows_kernel_eager)
+                  collections.namedtuple("kl_rows_kernel_outputs", ("Loss",), rename=True), _tgrad_eager_kl_rows_kernel)

@@ -556,7 +556,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Mean = _tgrad_new_like(Mean)
@@ -565,10 +565,10 @@ def _layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor
     return Y, Mean, Rstd
 
 
-layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_forward", mutates_args=())(_layer_norm_fwd_kernel_forward)
+layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_forward", mutates_args=())(_tgrad_layer_norm_fwd_kernel_forward)
 
 
-def _layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -593,7 +593,7 @@ def _layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tenso
     return dX, dW, dB
 
 
-layer_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_backward", mutates_args=())(_layer_norm_fwd_kernel_backward)
+layer_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_backward", mutates_args=())(_tgrad_layer_norm_fwd_kernel_backward)
 
 
 @layer_norm_fwd_kernel_forward.register_fake
@@ -626,19 +626,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
 layer_norm_fwd_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _layer_norm_fwd_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_layer_norm_fwd_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _layer_norm_fwd_kernel_forward(*inputs)
+        output = _tgrad_layer_norm_fwd_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
-        return _tgrad_backward_with(_layer_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd)
+        return _tgrad_backward_with(_tgrad_layer_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd)
 
 # layer_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is layer_norm_fwd_kernel.jit).
 layer_norm_fwd_kernel = TgradKernel(layer_norm_fwd_kernel, layer_norm_fwd_kernel_forward, ("X", "Y", "W", "B", "Mean", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
-                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _layer_norm_fwd_kernel_eager)
+                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _tgrad_eager_layer_norm_fwd_kernel)

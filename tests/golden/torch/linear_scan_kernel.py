@@ -256,17 +256,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _linear_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_linear_scan_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     H = _tgrad_new_like(H)
     wrap_triton(linear_scan_kernel.jit)[tuple(tgrad_grid)](X, A, H, n_steps, BLOCK, **_tgrad_options(num_warps, num_stages))
     return H
 
 
-linear_scan_kernel_forward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_forward", mutates_args={})(_linear_scan_kernel_forward)
+linear_scan_kernel_forward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_forward", mutates_args={})(_tgrad_linear_scan_kernel_forward)
 
 
-def _linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, A: torch.Tensor, H: torch.Tensor, n_steps: int, BLOCK: typing.Union[int, float, bool], dH: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -278,7 +278,7 @@ def _linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dA
 
 
-linear_scan_kernel_backward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})(_linear_scan_kernel_backward)
+linear_scan_kernel_backward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})(_tgrad_linear_scan_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -301,19 +301,19 @@ def _tgrad_backward(ctx, _grad_H):
 linear_scan_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _linear_scan_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_linear_scan_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _linear_scan_kernel_forward(*inputs)
+        output = _tgrad_linear_scan_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_H):
-        return _tgrad_backward_with(_linear_scan_kernel_backward, ctx, _grad_H)
+        return _tgrad_backward_with(_tgrad_linear_scan_kernel_backward, ctx, _grad_H)
 
 # linear_scan_kernel[grid](...): the kernel as a PyTorch op (the jit function is linear_scan_kernel.jit).
 linear_scan_kernel = TgradKernel(linear_scan_kernel, linear_scan_kernel_forward, ("X", "A", "H", "n_steps", "BLOCK"), {},
-                  collections.namedtuple("linear_scan_kernel_outputs", ("H",), rename=True), _linear_scan_kernel_eager)
+                  collections.namedtuple("linear_scan_kernel_outputs", ("H",), rename=True), _tgrad_eager_linear_scan_kernel)

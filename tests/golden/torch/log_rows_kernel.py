@@ -278,17 +278,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _log_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_log_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Out = _tgrad_new_like(Out)
     wrap_triton(log_rows_kernel.jit)[tuple(tgrad_grid)](X, W, Out, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Out
 
 
-log_rows_kernel_forward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_forward", mutates_args={})(_log_rows_kernel_forward)
+log_rows_kernel_forward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_forward", mutates_args={})(_tgrad_log_rows_kernel_forward)
 
 
-def _log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Out: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -306,7 +306,7 @@ def _log_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: 
     return dX, dW
 
 
-log_rows_kernel_backward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_backward", mutates_args={})(_log_rows_kernel_backward)
+log_rows_kernel_backward = triton_op("tgrad_torch_log_rows_kernel::log_rows_kernel_backward", mutates_args={})(_tgrad_log_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -329,19 +329,19 @@ def _tgrad_backward(ctx, _grad_Out):
 log_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _log_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_log_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _log_rows_kernel_forward(*inputs)
+        output = _tgrad_log_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Out):
-        return _tgrad_backward_with(_log_rows_kernel_backward, ctx, _grad_Out)
+        return _tgrad_backward_with(_tgrad_log_rows_kernel_backward, ctx, _grad_Out)
 
 # log_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is log_rows_kernel.jit).
 log_rows_kernel = TgradKernel(log_rows_kernel, log_rows_kernel_forward, ("X", "W", "Out", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("log_rows_kernel_outputs", ("Out",), rename=True), _log_rows_kernel_eager)
+                  collections.namedtuple("log_rows_kernel_outputs", ("Out",), rename=True), _tgrad_eager_log_rows_kernel)

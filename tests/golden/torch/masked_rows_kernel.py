@@ -235,24 +235,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _masked_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, T: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, ignore_index: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_masked_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, T: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, ignore_index: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     masked_rows_kernel.jit[tuple(tgrad_grid)](X, Y, T, n_rows, n_cols, ignore_index, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-masked_rows_kernel_forward = torch.library.custom_op("tgrad_torch_masked_rows_kernel::masked_rows_kernel_forward", mutates_args=())(_masked_rows_kernel_forward)
+masked_rows_kernel_forward = torch.library.custom_op("tgrad_torch_masked_rows_kernel::masked_rows_kernel_forward", mutates_args=())(_tgrad_masked_rows_kernel_forward)
 
 
-def _masked_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, T: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, ignore_index: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_masked_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, T: torch.Tensor, n_rows: typing.Union[int, float, bool], n_cols: int, ignore_index: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     masked_rows_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, T, n_rows, n_cols, ignore_index, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-masked_rows_kernel_backward = torch.library.custom_op("tgrad_torch_masked_rows_kernel::masked_rows_kernel_backward", mutates_args=())(_masked_rows_kernel_backward)
+masked_rows_kernel_backward = torch.library.custom_op("tgrad_torch_masked_rows_kernel::masked_rows_kernel_backward", mutates_args=())(_tgrad_masked_rows_kernel_backward)
 
 
 @masked_rows_kernel_forward.register_fake
@@ -285,19 +285,19 @@ def _tgrad_backward(ctx, _grad_Y):
 masked_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _masked_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_masked_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _masked_rows_kernel_forward(*inputs)
+        output = _tgrad_masked_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_masked_rows_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_masked_rows_kernel_backward, ctx, _grad_Y)
 
 # masked_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is masked_rows_kernel.jit).
 masked_rows_kernel = TgradKernel(masked_rows_kernel, masked_rows_kernel_forward, ("X", "Y", "T", "n_rows", "n_cols", "ignore_index", "BLOCK"), {},
-                  collections.namedtuple("masked_rows_kernel_outputs", ("Y",), rename=True), _masked_rows_kernel_eager)
+                  collections.namedtuple("masked_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_masked_rows_kernel)

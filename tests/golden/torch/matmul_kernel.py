@@ -333,17 +333,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     c_ptr = _tgrad_new_like(c_ptr)
     wrap_triton(matmul_kernel.jit)[tuple(tgrad_grid)](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, **_tgrad_options(num_warps, num_stages))
     return c_ptr
 
 
-matmul_kernel_forward = triton_op("tgrad_torch_matmul_kernel::matmul_kernel_forward", mutates_args={})(_matmul_kernel_forward)
+matmul_kernel_forward = triton_op("tgrad_torch_matmul_kernel::matmul_kernel_forward", mutates_args={})(_tgrad_matmul_kernel_forward)
 
 
-def _matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], ACTIVATION: str, dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -351,7 +351,7 @@ def _matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b
     return da_ptr, db_ptr
 
 
-matmul_kernel_backward = triton_op("tgrad_torch_matmul_kernel::matmul_kernel_backward", mutates_args={})(_matmul_kernel_backward)
+matmul_kernel_backward = triton_op("tgrad_torch_matmul_kernel::matmul_kernel_backward", mutates_args={})(_tgrad_matmul_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -374,19 +374,19 @@ def _tgrad_backward(ctx, _grad_c_ptr):
 matmul_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _matmul_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_matmul_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _matmul_kernel_forward(*inputs)
+        output = _tgrad_matmul_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_c_ptr):
-        return _tgrad_backward_with(_matmul_kernel_backward, ctx, _grad_c_ptr)
+        return _tgrad_backward_with(_tgrad_matmul_kernel_backward, ctx, _grad_c_ptr)
 
 # matmul_kernel[grid](...): the kernel as a PyTorch op (the jit function is matmul_kernel.jit).
 matmul_kernel = TgradKernel(matmul_kernel, matmul_kernel_forward, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "ACTIVATION"), {},
-                  collections.namedtuple("matmul_kernel_outputs", ("c_ptr",), rename=True), _matmul_kernel_eager)
+                  collections.namedtuple("matmul_kernel_outputs", ("c_ptr",), rename=True), _tgrad_eager_matmul_kernel)

@@ -301,7 +301,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Z = _tgrad_new_like(Z)
@@ -309,10 +309,10 @@ def _matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: tor
     return Y, Z
 
 
-matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_forward", mutates_args=())(_matvec_kernel_forward)
+matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_forward", mutates_args=())(_tgrad_matvec_kernel_forward)
 
 
-def _matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -331,7 +331,7 @@ def _matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: to
     return dA, dX, dW
 
 
-matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_matvec_kernel_backward)
+matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_tgrad_matvec_kernel_backward)
 
 
 @matvec_kernel_forward.register_fake
@@ -364,19 +364,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_Z):
 matvec_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _matvec_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_matvec_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _matvec_kernel_forward(*inputs)
+        output = _tgrad_matvec_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_Z):
-        return _tgrad_backward_with(_matvec_kernel_backward, ctx, _grad_Y, _grad_Z)
+        return _tgrad_backward_with(_tgrad_matvec_kernel_backward, ctx, _grad_Y, _grad_Z)
 
 # matvec_kernel[grid](...): the kernel as a PyTorch op (the jit function is matvec_kernel.jit).
 matvec_kernel = TgradKernel(matvec_kernel, matvec_kernel_forward, ("A", "X", "W", "Y", "Z", "n_rows", "K", "BM"), {},
-                  collections.namedtuple("matvec_kernel_outputs", ("Y", "Z"), rename=True), _matvec_kernel_eager)
+                  collections.namedtuple("matvec_kernel_outputs", ("Y", "Z"), rename=True), _tgrad_eager_matvec_kernel)

@@ -268,17 +268,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _offset_recurrence_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_offset_recurrence_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(offset_recurrence_kernel.jit)[tuple(tgrad_grid)](X, Y, n_cols, SKIP, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-offset_recurrence_kernel_forward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_forward", mutates_args={})(_offset_recurrence_kernel_forward)
+offset_recurrence_kernel_forward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_forward", mutates_args={})(_tgrad_offset_recurrence_kernel_forward)
 
 
-def _offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, SKIP: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'h' entering each iteration of the loop at line 110 (range(SKIP + 1, n_cols - 1, SKIP - 1)), per program: the backward runs that loop in reverse
@@ -289,7 +289,7 @@ def _offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: torch.Te
     return dX
 
 
-offset_recurrence_kernel_backward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_backward", mutates_args={})(_offset_recurrence_kernel_backward)
+offset_recurrence_kernel_backward = triton_op("tgrad_torch_offset_recurrence_kernel::offset_recurrence_kernel_backward", mutates_args={})(_tgrad_offset_recurrence_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -312,19 +312,19 @@ def _tgrad_backward(ctx, _grad_Y):
 offset_recurrence_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _offset_recurrence_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_offset_recurrence_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _offset_recurrence_kernel_forward(*inputs)
+        output = _tgrad_offset_recurrence_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_offset_recurrence_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_offset_recurrence_kernel_backward, ctx, _grad_Y)
 
 # offset_recurrence_kernel[grid](...): the kernel as a PyTorch op (the jit function is offset_recurrence_kernel.jit).
 offset_recurrence_kernel = TgradKernel(offset_recurrence_kernel, offset_recurrence_kernel_forward, ("X", "Y", "n_cols", "SKIP", "BLOCK"), {},
-                  collections.namedtuple("offset_recurrence_kernel_outputs", ("Y",), rename=True), _offset_recurrence_kernel_eager)
+                  collections.namedtuple("offset_recurrence_kernel_outputs", ("Y",), rename=True), _tgrad_eager_offset_recurrence_kernel)

@@ -349,7 +349,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     MEAN = _tgrad_new_like(MEAN)
     LSE = _tgrad_new_like(LSE)
@@ -358,10 +358,10 @@ def _online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return MEAN, LSE, ARGMAX
 
 
-online_stats_kernel_forward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_forward", mutates_args={})(_online_stats_kernel_forward)
+online_stats_kernel_forward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_forward", mutates_args={})(_tgrad_online_stats_kernel_forward)
 
 
-def _online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: torch.Tensor, dLSE: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: torch.Tensor, dLSE: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the value of 'count' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
@@ -374,7 +374,7 @@ def _online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX
 
 
-online_stats_kernel_backward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_backward", mutates_args={})(_online_stats_kernel_backward)
+online_stats_kernel_backward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_backward", mutates_args={})(_tgrad_online_stats_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -398,19 +398,19 @@ def _tgrad_backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
 online_stats_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _online_stats_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_online_stats_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _online_stats_kernel_forward(*inputs)
+        output = _tgrad_online_stats_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
-        return _tgrad_backward_with(_online_stats_kernel_backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX)
+        return _tgrad_backward_with(_tgrad_online_stats_kernel_backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX)
 
 # online_stats_kernel[grid](...): the kernel as a PyTorch op (the jit function is online_stats_kernel.jit).
 online_stats_kernel = TgradKernel(online_stats_kernel, online_stats_kernel_forward, ("X", "MEAN", "LSE", "ARGMAX", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("online_stats_kernel_outputs", ("MEAN", "LSE", "ARGMAX"), rename=True), _online_stats_kernel_eager)
+                  collections.namedtuple("online_stats_kernel_outputs", ("MEAN", "LSE", "ARGMAX"), rename=True), _tgrad_eager_online_stats_kernel)

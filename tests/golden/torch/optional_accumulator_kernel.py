@@ -349,7 +349,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Z = _tgrad_new_like(Z)
@@ -357,10 +357,10 @@ def _optional_accumulator_kernel_forward(tgrad_grid: typing.List[int], X: torch.
     return Y, Z
 
 
-optional_accumulator_kernel_forward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_forward", mutates_args={})(_optional_accumulator_kernel_forward)
+optional_accumulator_kernel_forward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_forward", mutates_args={})(_tgrad_optional_accumulator_kernel_forward)
 
 
-def _optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -378,7 +378,7 @@ def _optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: torch
     return dX, dW
 
 
-optional_accumulator_kernel_backward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_backward", mutates_args={})(_optional_accumulator_kernel_backward)
+optional_accumulator_kernel_backward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_backward", mutates_args={})(_tgrad_optional_accumulator_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -401,19 +401,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_Z):
 optional_accumulator_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _optional_accumulator_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_optional_accumulator_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _optional_accumulator_kernel_forward(*inputs)
+        output = _tgrad_optional_accumulator_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_Z):
-        return _tgrad_backward_with(_optional_accumulator_kernel_backward, ctx, _grad_Y, _grad_Z)
+        return _tgrad_backward_with(_tgrad_optional_accumulator_kernel_backward, ctx, _grad_Y, _grad_Z)
 
 # optional_accumulator_kernel[grid](...): the kernel as a PyTorch op (the jit function is optional_accumulator_kernel.jit).
 optional_accumulator_kernel = TgradKernel(optional_accumulator_kernel, optional_accumulator_kernel_forward, ("X", "W", "Y", "Z", "n_chunks", "HAS_Z", "BLOCK"), {},
-                  collections.namedtuple("optional_accumulator_kernel_outputs", ("Y", "Z"), rename=True), _optional_accumulator_kernel_eager)
+                  collections.namedtuple("optional_accumulator_kernel_outputs", ("Y", "Z"), rename=True), _tgrad_eager_optional_accumulator_kernel)

@@ -251,17 +251,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _padded_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_padded_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(padded_scale_kernel.jit)[tuple(tgrad_grid)](X, S, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-padded_scale_kernel_forward = triton_op("tgrad_torch_padded_scale_kernel::padded_scale_kernel_forward", mutates_args={})(_padded_scale_kernel_forward)
+padded_scale_kernel_forward = triton_op("tgrad_torch_padded_scale_kernel::padded_scale_kernel_forward", mutates_args={})(_tgrad_padded_scale_kernel_forward)
 
 
-def _padded_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_padded_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -279,7 +279,7 @@ def _padded_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dS
 
 
-padded_scale_kernel_backward = triton_op("tgrad_torch_padded_scale_kernel::padded_scale_kernel_backward", mutates_args={})(_padded_scale_kernel_backward)
+padded_scale_kernel_backward = triton_op("tgrad_torch_padded_scale_kernel::padded_scale_kernel_backward", mutates_args={})(_tgrad_padded_scale_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -302,19 +302,19 @@ def _tgrad_backward(ctx, _grad_Y):
 padded_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _padded_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_padded_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _padded_scale_kernel_forward(*inputs)
+        output = _tgrad_padded_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_padded_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_padded_scale_kernel_backward, ctx, _grad_Y)
 
 # padded_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is padded_scale_kernel.jit).
 padded_scale_kernel = TgradKernel(padded_scale_kernel, padded_scale_kernel_forward, ("X", "S", "Y", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("padded_scale_kernel_outputs", ("Y",), rename=True), _padded_scale_kernel_eager)
+                  collections.namedtuple("padded_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_padded_scale_kernel)

@@ -239,17 +239,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _pow_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_pow_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     pow_kernel.jit[tuple(tgrad_grid)](X, Y, G, N, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-pow_kernel_forward = torch.library.custom_op("tgrad_torch_pow_kernel::pow_kernel_forward", mutates_args=())(_pow_kernel_forward)
+pow_kernel_forward = torch.library.custom_op("tgrad_torch_pow_kernel::pow_kernel_forward", mutates_args=())(_tgrad_pow_kernel_forward)
 
 
-def _pow_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_pow_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dG = _tgrad_zeros_like(G)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -257,7 +257,7 @@ def _pow_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch
     return dX, dG
 
 
-pow_kernel_backward = torch.library.custom_op("tgrad_torch_pow_kernel::pow_kernel_backward", mutates_args=())(_pow_kernel_backward)
+pow_kernel_backward = torch.library.custom_op("tgrad_torch_pow_kernel::pow_kernel_backward", mutates_args=())(_tgrad_pow_kernel_backward)
 
 
 @pow_kernel_forward.register_fake
@@ -290,19 +290,19 @@ def _tgrad_backward(ctx, _grad_Y):
 pow_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _pow_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_pow_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _pow_kernel_forward(*inputs)
+        output = _tgrad_pow_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_pow_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_pow_kernel_backward, ctx, _grad_Y)
 
 # pow_kernel[grid](...): the kernel as a PyTorch op (the jit function is pow_kernel.jit).
 pow_kernel = TgradKernel(pow_kernel, pow_kernel_forward, ("X", "Y", "G", "N", "BLOCK"), {},
-                  collections.namedtuple("pow_kernel_outputs", ("Y",), rename=True), _pow_kernel_eager)
+                  collections.namedtuple("pow_kernel_outputs", ("Y",), rename=True), _tgrad_eager_pow_kernel)

@@ -451,7 +451,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     GS = _tgrad_new_like(GS)
@@ -459,10 +459,10 @@ def _projected_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tenso
     return Y, GS
 
 
-projected_state_kernel_forward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_forward", mutates_args={})(_projected_state_kernel_forward)
+projected_state_kernel_forward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_forward", mutates_args={})(_tgrad_projected_state_kernel_forward)
 
 
-def _projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: torch.Tensor, dGS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, P: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, GS: torch.Tensor, n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: torch.Tensor, dGS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dP = _tgrad_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -475,7 +475,7 @@ def _projected_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tens
     return dX, dP, dG
 
 
-projected_state_kernel_backward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})(_projected_state_kernel_backward)
+projected_state_kernel_backward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})(_tgrad_projected_state_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -498,19 +498,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_GS):
 projected_state_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _projected_state_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_projected_state_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _projected_state_kernel_forward(*inputs)
+        output = _tgrad_projected_state_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_GS):
-        return _tgrad_backward_with(_projected_state_kernel_backward, ctx, _grad_Y, _grad_GS)
+        return _tgrad_backward_with(_tgrad_projected_state_kernel_backward, ctx, _grad_Y, _grad_GS)
 
 # projected_state_kernel[grid](...): the kernel as a PyTorch op (the jit function is projected_state_kernel.jit).
 projected_state_kernel = TgradKernel(projected_state_kernel, projected_state_kernel_forward, ("X", "P", "G", "Y", "GS", "n_steps", "K", "BT", "BK", "USE_GATE"), {},
-                  collections.namedtuple("projected_state_kernel_outputs", ("Y", "GS"), rename=True), _projected_state_kernel_eager)
+                  collections.namedtuple("projected_state_kernel_outputs", ("Y", "GS"), rename=True), _tgrad_eager_projected_state_kernel)

@@ -265,17 +265,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _repeated_update_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_repeated_update_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     X = X.clone()  # the kernel reads it too: it starts as the caller's
     repeated_update_inplace_kernel.jit[tuple(tgrad_grid)](X, n, n_steps, BLOCK, **_tgrad_options(num_warps, num_stages))
     return X
 
 
-repeated_update_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_forward", mutates_args=())(_repeated_update_inplace_kernel_forward)
+repeated_update_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_forward", mutates_args=())(_tgrad_repeated_update_inplace_kernel_forward)
 
 
-def _repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], n_steps: int, BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
@@ -287,7 +287,7 @@ def _repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int], X: to
     return dX.to(X.dtype)
 
 
-repeated_update_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_backward", mutates_args=())(_repeated_update_inplace_kernel_backward)
+repeated_update_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_repeated_update_inplace_kernel::repeated_update_inplace_kernel_backward", mutates_args=())(_tgrad_repeated_update_inplace_kernel_backward)
 
 
 @repeated_update_inplace_kernel_forward.register_fake
@@ -320,19 +320,19 @@ def _tgrad_backward(ctx, _grad_X):
 repeated_update_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _repeated_update_inplace_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_repeated_update_inplace_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _repeated_update_inplace_kernel_forward(*inputs)
+        output = _tgrad_repeated_update_inplace_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_X):
-        return _tgrad_backward_with(_repeated_update_inplace_kernel_backward, ctx, _grad_X)
+        return _tgrad_backward_with(_tgrad_repeated_update_inplace_kernel_backward, ctx, _grad_X)
 
 # repeated_update_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is repeated_update_inplace_kernel.jit).
 repeated_update_inplace_kernel = TgradKernel(repeated_update_inplace_kernel, repeated_update_inplace_kernel_forward, ("X", "n", "n_steps", "BLOCK"), {},
-                  collections.namedtuple("repeated_update_inplace_kernel_outputs", ("X",), rename=True), _repeated_update_inplace_kernel_eager)
+                  collections.namedtuple("repeated_update_inplace_kernel_outputs", ("X",), rename=True), _tgrad_eager_repeated_update_inplace_kernel)

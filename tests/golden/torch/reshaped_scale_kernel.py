@@ -263,17 +263,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _reshaped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_reshaped_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Out = _tgrad_new_like(Out)
     reshaped_scale_kernel.jit[tuple(tgrad_grid)](X, S, Out, n, B, **_tgrad_options(num_warps, num_stages))
     return Out
 
 
-reshaped_scale_kernel_forward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_forward", mutates_args=())(_reshaped_scale_kernel_forward)
+reshaped_scale_kernel_forward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_forward", mutates_args=())(_tgrad_reshaped_scale_kernel_forward)
 
 
-def _reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Out: torch.Tensor, n: typing.Union[int, float, bool], B: typing.Union[int, float, bool], dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -299,7 +299,7 @@ def _reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tenso
     return dX, dS
 
 
-reshaped_scale_kernel_backward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_backward", mutates_args=())(_reshaped_scale_kernel_backward)
+reshaped_scale_kernel_backward = torch.library.custom_op("tgrad_torch_reshaped_scale_kernel::reshaped_scale_kernel_backward", mutates_args=())(_tgrad_reshaped_scale_kernel_backward)
 
 
 @reshaped_scale_kernel_forward.register_fake
@@ -332,19 +332,19 @@ def _tgrad_backward(ctx, _grad_Out):
 reshaped_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _reshaped_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_reshaped_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _reshaped_scale_kernel_forward(*inputs)
+        output = _tgrad_reshaped_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Out):
-        return _tgrad_backward_with(_reshaped_scale_kernel_backward, ctx, _grad_Out)
+        return _tgrad_backward_with(_tgrad_reshaped_scale_kernel_backward, ctx, _grad_Out)
 
 # reshaped_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is reshaped_scale_kernel.jit).
 reshaped_scale_kernel = TgradKernel(reshaped_scale_kernel, reshaped_scale_kernel_forward, ("X", "S", "Out", "n", "B"), {},
-                  collections.namedtuple("reshaped_scale_kernel_outputs", ("Out",), rename=True), _reshaped_scale_kernel_eager)
+                  collections.namedtuple("reshaped_scale_kernel_outputs", ("Out",), rename=True), _tgrad_eager_reshaped_scale_kernel)

@@ -293,7 +293,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Rstd = _tgrad_new_like(Rstd)
@@ -301,10 +301,10 @@ def _rms_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return Y, Rstd
 
 
-rms_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward", mutates_args=())(_rms_norm_fwd_kernel_forward)
+rms_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_forward", mutates_args=())(_tgrad_rms_norm_fwd_kernel_forward)
 
 
-def _rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: typing.Union[int, float, bool], eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -322,7 +322,7 @@ def _rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dW
 
 
-rms_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward", mutates_args=())(_rms_norm_fwd_kernel_backward)
+rms_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_rms_norm_kernel::rms_norm_fwd_kernel_backward", mutates_args=())(_tgrad_rms_norm_fwd_kernel_backward)
 
 
 @rms_norm_fwd_kernel_forward.register_fake
@@ -355,19 +355,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_Rstd):
 rms_norm_fwd_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _rms_norm_fwd_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_rms_norm_fwd_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _rms_norm_fwd_kernel_forward(*inputs)
+        output = _tgrad_rms_norm_fwd_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_Rstd):
-        return _tgrad_backward_with(_rms_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Rstd)
+        return _tgrad_backward_with(_tgrad_rms_norm_fwd_kernel_backward, ctx, _grad_Y, _grad_Rstd)
 
 # rms_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is rms_norm_fwd_kernel.jit).
 rms_norm_fwd_kernel = TgradKernel(rms_norm_fwd_kernel, rms_norm_fwd_kernel_forward, ("X", "W", "Y", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
-                  collections.namedtuple("rms_norm_fwd_kernel_outputs", ("Y", "Rstd"), rename=True), _rms_norm_fwd_kernel_eager)
+                  collections.namedtuple("rms_norm_fwd_kernel_outputs", ("Y", "Rstd"), rename=True), _tgrad_eager_rms_norm_fwd_kernel)

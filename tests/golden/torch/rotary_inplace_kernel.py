@@ -276,17 +276,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _rotary_inplace_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_rotary_inplace_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Q = Q.clone()  # the kernel reads it too: it starts as the caller's
     wrap_triton(rotary_inplace_kernel.jit)[tuple(tgrad_grid)](Q, COS, SIN, n_heads, HEADS, HALF, **_tgrad_options(num_warps, num_stages))
     return Q
 
 
-rotary_inplace_kernel_forward = triton_op("tgrad_torch_rotary_inplace_kernel::rotary_inplace_kernel_forward", mutates_args={})(_rotary_inplace_kernel_forward)
+rotary_inplace_kernel_forward = triton_op("tgrad_torch_rotary_inplace_kernel::rotary_inplace_kernel_forward", mutates_args={})(_tgrad_rotary_inplace_kernel_forward)
 
 
-def _rotary_inplace_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dQ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_inplace_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dQ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -296,7 +296,7 @@ def _rotary_inplace_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tenso
     return dQ.to(Q.dtype), dCOS, dSIN
 
 
-rotary_inplace_kernel_backward = triton_op("tgrad_torch_rotary_inplace_kernel::rotary_inplace_kernel_backward", mutates_args={})(_rotary_inplace_kernel_backward)
+rotary_inplace_kernel_backward = triton_op("tgrad_torch_rotary_inplace_kernel::rotary_inplace_kernel_backward", mutates_args={})(_tgrad_rotary_inplace_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -319,19 +319,19 @@ def _tgrad_backward(ctx, _grad_Q):
 rotary_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _rotary_inplace_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_rotary_inplace_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _rotary_inplace_kernel_forward(*inputs)
+        output = _tgrad_rotary_inplace_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Q):
-        return _tgrad_backward_with(_rotary_inplace_kernel_backward, ctx, _grad_Q)
+        return _tgrad_backward_with(_tgrad_rotary_inplace_kernel_backward, ctx, _grad_Q)
 
 # rotary_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_inplace_kernel.jit).
 rotary_inplace_kernel = TgradKernel(rotary_inplace_kernel, rotary_inplace_kernel_forward, ("Q", "COS", "SIN", "n_heads", "HEADS", "HALF"), {},
-                  collections.namedtuple("rotary_inplace_kernel_outputs", ("Q",), rename=True), _rotary_inplace_kernel_eager)
+                  collections.namedtuple("rotary_inplace_kernel_outputs", ("Q",), rename=True), _tgrad_eager_rotary_inplace_kernel)

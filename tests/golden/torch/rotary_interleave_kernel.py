@@ -265,7 +265,7 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     S = _tgrad_new_like(S)
@@ -273,10 +273,10 @@ def _rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Ten
     return Y, S
 
 
-rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward", mutates_args={})(_rotary_interleave_kernel_forward)
+rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward", mutates_args={})(_tgrad_rotary_interleave_kernel_forward)
 
 
-def _rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -285,7 +285,7 @@ def _rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Te
     return dX, dCOS, dSIN
 
 
-rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_rotary_interleave_kernel_backward)
+rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_tgrad_rotary_interleave_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -308,19 +308,19 @@ def _tgrad_backward(ctx, _grad_Y, _grad_S):
 rotary_interleave_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _rotary_interleave_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_rotary_interleave_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _rotary_interleave_kernel_forward(*inputs)
+        output = _tgrad_rotary_interleave_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y, _grad_S):
-        return _tgrad_backward_with(_rotary_interleave_kernel_backward, ctx, _grad_Y, _grad_S)
+        return _tgrad_backward_with(_tgrad_rotary_interleave_kernel_backward, ctx, _grad_Y, _grad_S)
 
 # rotary_interleave_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_interleave_kernel.jit).
 rotary_interleave_kernel = TgradKernel(rotary_interleave_kernel, rotary_interleave_kernel_forward, ("X", "COS", "SIN", "Y", "S", "HALF"), {},
-                  collections.namedtuple("rotary_interleave_kernel_outputs", ("Y", "S"), rename=True), _rotary_interleave_kernel_eager)
+                  collections.namedtuple("rotary_interleave_kernel_outputs", ("Y", "S"), rename=True), _tgrad_eager_rotary_interleave_kernel)

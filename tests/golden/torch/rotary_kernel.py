@@ -276,17 +276,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _rotary_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_rotary_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     OUT = _tgrad_new_like(OUT)
     wrap_triton(rotary_kernel.jit)[tuple(tgrad_grid)](Q, COS, SIN, OUT, n_heads, HEADS, HALF, **_tgrad_options(num_warps, num_stages))
     return OUT
 
 
-rotary_kernel_forward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forward", mutates_args={})(_rotary_kernel_forward)
+rotary_kernel_forward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forward", mutates_args={})(_tgrad_rotary_kernel_forward)
 
 
-def _rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, OUT: torch.Tensor, n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -297,7 +297,7 @@ def _rotary_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, COS: 
     return dQ, dCOS, dSIN
 
 
-rotary_kernel_backward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})(_rotary_kernel_backward)
+rotary_kernel_backward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})(_tgrad_rotary_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -320,19 +320,19 @@ def _tgrad_backward(ctx, _grad_OUT):
 rotary_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _rotary_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_rotary_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _rotary_kernel_forward(*inputs)
+        output = _tgrad_rotary_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_OUT):
-        return _tgrad_backward_with(_rotary_kernel_backward, ctx, _grad_OUT)
+        return _tgrad_backward_with(_tgrad_rotary_kernel_backward, ctx, _grad_OUT)
 
 # rotary_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_kernel.jit).
 rotary_kernel = TgradKernel(rotary_kernel, rotary_kernel_forward, ("Q", "COS", "SIN", "OUT", "n_heads", "HEADS", "HALF"), {},
-                  collections.namedtuple("rotary_kernel_outputs", ("OUT",), rename=True), _rotary_kernel_eager)
+                  collections.namedtuple("rotary_kernel_outputs", ("OUT",), rename=True), _tgrad_eager_rotary_kernel)

@@ -275,17 +275,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _rotary_pairs_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_rotary_pairs_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     rotary_pairs_kernel.jit[tuple(tgrad_grid)](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-rotary_pairs_kernel_forward = torch.library.custom_op("tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_forward", mutates_args=())(_rotary_pairs_kernel_forward)
+rotary_pairs_kernel_forward = torch.library.custom_op("tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_forward", mutates_args=())(_tgrad_rotary_pairs_kernel_forward)
 
 
-def _rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dCOS = _tgrad_zeros_like(COS)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -294,7 +294,7 @@ def _rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dCOS, dSIN
 
 
-rotary_pairs_kernel_backward = torch.library.custom_op("tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_backward", mutates_args=())(_rotary_pairs_kernel_backward)
+rotary_pairs_kernel_backward = torch.library.custom_op("tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_backward", mutates_args=())(_tgrad_rotary_pairs_kernel_backward)
 
 
 @rotary_pairs_kernel_forward.register_fake
@@ -327,19 +327,19 @@ def _tgrad_backward(ctx, _grad_Y):
 rotary_pairs_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _rotary_pairs_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_rotary_pairs_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _rotary_pairs_kernel_forward(*inputs)
+        output = _tgrad_rotary_pairs_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_rotary_pairs_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_rotary_pairs_kernel_backward, ctx, _grad_Y)
 
 # rotary_pairs_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_pairs_kernel.jit).
 rotary_pairs_kernel = TgradKernel(rotary_pairs_kernel, rotary_pairs_kernel_forward, ("X", "COS", "SIN", "Y", "n_rows", "HALF", "BLOCK_ROWS"), {},
-                  collections.namedtuple("rotary_pairs_kernel_outputs", ("Y",), rename=True), _rotary_pairs_kernel_eager)
+                  collections.namedtuple("rotary_pairs_kernel_outputs", ("Y",), rename=True), _tgrad_eager_rotary_pairs_kernel)

@@ -270,17 +270,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _row_dropout_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, SEEDS: torch.Tensor, Y: torch.Tensor, n_cols: int, p: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_row_dropout_scale_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, SEEDS: torch.Tensor, Y: torch.Tensor, n_cols: int, p: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     row_dropout_scale_kernel.jit[tuple(tgrad_grid)](X, W, SEEDS, Y, n_cols, p, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-row_dropout_scale_kernel_forward = torch.library.custom_op("tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_forward", mutates_args=())(_row_dropout_scale_kernel_forward)
+row_dropout_scale_kernel_forward = torch.library.custom_op("tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_forward", mutates_args=())(_tgrad_row_dropout_scale_kernel_forward)
 
 
-def _row_dropout_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, SEEDS: torch.Tensor, Y: torch.Tensor, n_cols: int, p: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_row_dropout_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, SEEDS: torch.Tensor, Y: torch.Tensor, n_cols: int, p: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -298,7 +298,7 @@ def _row_dropout_scale_kernel_backward(tgrad_grid: typing.List[int], X: torch.Te
     return dX, dW
 
 
-row_dropout_scale_kernel_backward = torch.library.custom_op("tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_backward", mutates_args=())(_row_dropout_scale_kernel_backward)
+row_dropout_scale_kernel_backward = torch.library.custom_op("tgrad_torch_row_dropout_scale_kernel::row_dropout_scale_kernel_backward", mutates_args=())(_tgrad_row_dropout_scale_kernel_backward)
 
 
 @row_dropout_scale_kernel_forward.register_fake
@@ -331,19 +331,19 @@ def _tgrad_backward(ctx, _grad_Y):
 row_dropout_scale_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _row_dropout_scale_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_row_dropout_scale_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _row_dropout_scale_kernel_forward(*inputs)
+        output = _tgrad_row_dropout_scale_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_row_dropout_scale_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_row_dropout_scale_kernel_backward, ctx, _grad_Y)
 
 # row_dropout_scale_kernel[grid](...): the kernel as a PyTorch op (the jit function is row_dropout_scale_kernel.jit).
 row_dropout_scale_kernel = TgradKernel(row_dropout_scale_kernel, row_dropout_scale_kernel_forward, ("X", "W", "SEEDS", "Y", "n_cols", "p", "BLOCK"), {},
-                  collections.namedtuple("row_dropout_scale_kernel_outputs", ("Y",), rename=True), _row_dropout_scale_kernel_eager)
+                  collections.namedtuple("row_dropout_scale_kernel_outputs", ("Y",), rename=True), _tgrad_eager_row_dropout_scale_kernel)

@@ -220,24 +220,24 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _row_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_row_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(row_sum_kernel.jit)[tuple(tgrad_grid)](X, Y, n_cols, n_chunks, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-row_sum_kernel_forward = triton_op("tgrad_torch_row_sum_kernel::row_sum_kernel_forward", mutates_args={})(_row_sum_kernel_forward)
+row_sum_kernel_forward = triton_op("tgrad_torch_row_sum_kernel::row_sum_kernel_forward", mutates_args={})(_tgrad_row_sum_kernel_forward)
 
 
-def _row_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_row_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_cols: int, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(row_sum_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_cols, n_chunks, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-row_sum_kernel_backward = triton_op("tgrad_torch_row_sum_kernel::row_sum_kernel_backward", mutates_args={})(_row_sum_kernel_backward)
+row_sum_kernel_backward = triton_op("tgrad_torch_row_sum_kernel::row_sum_kernel_backward", mutates_args={})(_tgrad_row_sum_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -260,19 +260,19 @@ def _tgrad_backward(ctx, _grad_Y):
 row_sum_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _row_sum_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_row_sum_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _row_sum_kernel_forward(*inputs)
+        output = _tgrad_row_sum_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_row_sum_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_row_sum_kernel_backward, ctx, _grad_Y)
 
 # row_sum_kernel[grid](...): the kernel as a PyTorch op (the jit function is row_sum_kernel.jit).
 row_sum_kernel = TgradKernel(row_sum_kernel, row_sum_kernel_forward, ("X", "Y", "n_cols", "n_chunks", "BLOCK"), {},
-                  collections.namedtuple("row_sum_kernel_outputs", ("Y",), rename=True), _row_sum_kernel_eager)
+                  collections.namedtuple("row_sum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_row_sum_kernel)

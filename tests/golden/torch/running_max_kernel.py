@@ -253,17 +253,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _running_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_max_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(running_max_kernel.jit)[tuple(tgrad_grid)](X, Y, n_chunks, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-running_max_kernel_forward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_forward", mutates_args={})(_running_max_kernel_forward)
+running_max_kernel_forward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_forward", mutates_args={})(_tgrad_running_max_kernel_forward)
 
 
-def _running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'm' entering each iteration of the loop at line 14 (range(0, n_chunks)), per program: the backward runs that loop in reverse
@@ -274,7 +274,7 @@ def _running_max_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX
 
 
-running_max_kernel_backward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_backward", mutates_args={})(_running_max_kernel_backward)
+running_max_kernel_backward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_backward", mutates_args={})(_tgrad_running_max_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -297,19 +297,19 @@ def _tgrad_backward(ctx, _grad_Y):
 running_max_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _running_max_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_running_max_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _running_max_kernel_forward(*inputs)
+        output = _tgrad_running_max_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_running_max_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_running_max_kernel_backward, ctx, _grad_Y)
 
 # running_max_kernel[grid](...): the kernel as a PyTorch op (the jit function is running_max_kernel.jit).
 running_max_kernel = TgradKernel(running_max_kernel, running_max_kernel_forward, ("X", "Y", "n_chunks", "BLOCK"), {},
-                  collections.namedtuple("running_max_kernel_outputs", ("Y",), rename=True), _running_max_kernel_eager)
+                  collections.namedtuple("running_max_kernel_outputs", ("Y",), rename=True), _tgrad_eager_running_max_kernel)

@@ -478,17 +478,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _running_norm_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_steps: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], BY_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_norm_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_steps: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], BY_ROWS: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(running_norm_kernel.jit)[tuple(tgrad_grid)](X, Y, n_steps, BR, BC, BY_ROWS, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-running_norm_kernel_forward = triton_op("tgrad_torch_running_norm_kernel::running_norm_kernel_forward", mutates_args={})(_running_norm_kernel_forward)
+running_norm_kernel_forward = triton_op("tgrad_torch_running_norm_kernel::running_norm_kernel_forward", mutates_args={})(_tgrad_running_norm_kernel_forward)
 
 
-def _running_norm_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_steps: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], BY_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_norm_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n_steps: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], BY_ROWS: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'm' entering each iteration of the loop at line 74 (range(n_steps)), per program: the backward runs that loop in reverse
@@ -499,7 +499,7 @@ def _running_norm_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX
 
 
-running_norm_kernel_backward = triton_op("tgrad_torch_running_norm_kernel::running_norm_kernel_backward", mutates_args={})(_running_norm_kernel_backward)
+running_norm_kernel_backward = triton_op("tgrad_torch_running_norm_kernel::running_norm_kernel_backward", mutates_args={})(_tgrad_running_norm_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -522,19 +522,19 @@ def _tgrad_backward(ctx, _grad_Y):
 running_norm_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _running_norm_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_running_norm_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _running_norm_kernel_forward(*inputs)
+        output = _tgrad_running_norm_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_running_norm_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_running_norm_kernel_backward, ctx, _grad_Y)
 
 # running_norm_kernel[grid](...): the kernel as a PyTorch op (the jit function is running_norm_kernel.jit).
 running_norm_kernel = TgradKernel(running_norm_kernel, running_norm_kernel_forward, ("X", "Y", "n_steps", "BR", "BC", "BY_ROWS"), {},
-                  collections.namedtuple("running_norm_kernel_outputs", ("Y",), rename=True), _running_norm_kernel_eager)
+                  collections.namedtuple("running_norm_kernel_outputs", ("Y",), rename=True), _tgrad_eager_running_norm_kernel)

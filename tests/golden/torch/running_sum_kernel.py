@@ -261,17 +261,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _running_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(running_sum_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-running_sum_kernel_forward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_forward", mutates_args={})(_running_sum_kernel_forward)
+running_sum_kernel_forward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_forward", mutates_args={})(_tgrad_running_sum_kernel_forward)
 
 
-def _running_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_running_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -289,7 +289,7 @@ def _running_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dW
 
 
-running_sum_kernel_backward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_backward", mutates_args={})(_running_sum_kernel_backward)
+running_sum_kernel_backward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_backward", mutates_args={})(_tgrad_running_sum_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -312,19 +312,19 @@ def _tgrad_backward(ctx, _grad_Y):
 running_sum_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _running_sum_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_running_sum_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _running_sum_kernel_forward(*inputs)
+        output = _tgrad_running_sum_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_running_sum_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_running_sum_kernel_backward, ctx, _grad_Y)
 
 # running_sum_kernel[grid](...): the kernel as a PyTorch op (the jit function is running_sum_kernel.jit).
 running_sum_kernel = TgradKernel(running_sum_kernel, running_sum_kernel_forward, ("X", "W", "Y", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("running_sum_kernel_outputs", ("Y",), rename=True), _running_sum_kernel_eager)
+                  collections.namedtuple("running_sum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_running_sum_kernel)

@@ -245,24 +245,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _scaled_act_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], mode: typing.Union[int, float, bool], scale: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_scaled_act_kernel_forward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], mode: typing.Union[int, float, bool], scale: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     out_ptr = _tgrad_new_like(out_ptr)
     scaled_act_kernel.jit[tuple(tgrad_grid)](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return out_ptr
 
 
-scaled_act_kernel_forward = torch.library.custom_op("tgrad_torch_scaled_act_kernel::scaled_act_kernel_forward", mutates_args=())(_scaled_act_kernel_forward)
+scaled_act_kernel_forward = torch.library.custom_op("tgrad_torch_scaled_act_kernel::scaled_act_kernel_forward", mutates_args=())(_tgrad_scaled_act_kernel_forward)
 
 
-def _scaled_act_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], mode: typing.Union[int, float, bool], scale: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_scaled_act_kernel_backward(tgrad_grid: typing.List[int], x_ptr: torch.Tensor, out_ptr: torch.Tensor, n_elements: typing.Union[int, float, bool], mode: typing.Union[int, float, bool], scale: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dx_ptr = _tgrad_zeros_like(x_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     scaled_act_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE, dx_ptr=dx_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
     return dx_ptr
 
 
-scaled_act_kernel_backward = torch.library.custom_op("tgrad_torch_scaled_act_kernel::scaled_act_kernel_backward", mutates_args=())(_scaled_act_kernel_backward)
+scaled_act_kernel_backward = torch.library.custom_op("tgrad_torch_scaled_act_kernel::scaled_act_kernel_backward", mutates_args=())(_tgrad_scaled_act_kernel_backward)
 
 
 @scaled_act_kernel_forward.register_fake
@@ -295,19 +295,19 @@ def _tgrad_backward(ctx, _grad_out_ptr):
 scaled_act_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _scaled_act_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_scaled_act_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _scaled_act_kernel_forward(*inputs)
+        output = _tgrad_scaled_act_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_out_ptr):
-        return _tgrad_backward_with(_scaled_act_kernel_backward, ctx, _grad_out_ptr)
+        return _tgrad_backward_with(_tgrad_scaled_act_kernel_backward, ctx, _grad_out_ptr)
 
 # scaled_act_kernel[grid](...): the kernel as a PyTorch op (the jit function is scaled_act_kernel.jit).
 scaled_act_kernel = TgradKernel(scaled_act_kernel, scaled_act_kernel_forward, ("x_ptr", "out_ptr", "n_elements", "mode", "scale", "BLOCK_SIZE"), {},
-                  collections.namedtuple("scaled_act_kernel_outputs", ("out_ptr",), rename=True), _scaled_act_kernel_eager)
+                  collections.namedtuple("scaled_act_kernel_outputs", ("out_ptr",), rename=True), _tgrad_eager_scaled_act_kernel)

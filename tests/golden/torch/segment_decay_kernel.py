@@ -291,17 +291,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _segment_decay_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DECAY: torch.Tensor, SEQ: torch.Tensor, Y: torch.Tensor, n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_segment_decay_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DECAY: torch.Tensor, SEQ: torch.Tensor, Y: torch.Tensor, n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(segment_decay_kernel.jit)[tuple(tgrad_grid)](X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-segment_decay_kernel_forward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_forward", mutates_args={})(_segment_decay_kernel_forward)
+segment_decay_kernel_forward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_forward", mutates_args={})(_tgrad_segment_decay_kernel_forward)
 
 
-def _segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DECAY: torch.Tensor, SEQ: torch.Tensor, Y: torch.Tensor, n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DECAY: torch.Tensor, SEQ: torch.Tensor, Y: torch.Tensor, n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dDECAY = _tgrad_zeros_like(DECAY)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -317,7 +317,7 @@ def _segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor
     return dX, dDECAY
 
 
-segment_decay_kernel_backward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_backward", mutates_args={})(_segment_decay_kernel_backward)
+segment_decay_kernel_backward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_backward", mutates_args={})(_tgrad_segment_decay_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -340,19 +340,19 @@ def _tgrad_backward(ctx, _grad_Y):
 segment_decay_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _segment_decay_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_segment_decay_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _segment_decay_kernel_forward(*inputs)
+        output = _tgrad_segment_decay_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_segment_decay_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_segment_decay_kernel_backward, ctx, _grad_Y)
 
 # segment_decay_kernel[grid](...): the kernel as a PyTorch op (the jit function is segment_decay_kernel.jit).
 segment_decay_kernel = TgradKernel(segment_decay_kernel, segment_decay_kernel_forward, ("X", "DECAY", "SEQ", "Y", "n_chunks", "dim", "BLOCK"), {},
-                  collections.namedtuple("segment_decay_kernel_outputs", ("Y",), rename=True), _segment_decay_kernel_eager)
+                  collections.namedtuple("segment_decay_kernel_outputs", ("Y",), rename=True), _tgrad_eager_segment_decay_kernel)

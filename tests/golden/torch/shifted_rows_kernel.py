@@ -297,17 +297,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _shifted_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, TABLE: torch.Tensor, Y: torch.Tensor, offsets: torch.Tensor, n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_shifted_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, TABLE: torch.Tensor, Y: torch.Tensor, offsets: torch.Tensor, n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     shifted_rows_kernel.jit[tuple(tgrad_grid)](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-shifted_rows_kernel_forward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_forward", mutates_args=())(_shifted_rows_kernel_forward)
+shifted_rows_kernel_forward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_forward", mutates_args=())(_tgrad_shifted_rows_kernel_forward)
 
 
-def _shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, TABLE: torch.Tensor, Y: torch.Tensor, offsets: torch.Tensor, n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, TABLE: torch.Tensor, Y: torch.Tensor, offsets: torch.Tensor, n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dTABLE = _tgrad_zeros_like(TABLE)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -315,7 +315,7 @@ def _shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor,
     return dX, dTABLE
 
 
-shifted_rows_kernel_backward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_backward", mutates_args=())(_shifted_rows_kernel_backward)
+shifted_rows_kernel_backward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_backward", mutates_args=())(_tgrad_shifted_rows_kernel_backward)
 
 
 @shifted_rows_kernel_forward.register_fake
@@ -348,19 +348,19 @@ def _tgrad_backward(ctx, _grad_Y):
 shifted_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _shifted_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_shifted_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _shifted_rows_kernel_forward(*inputs)
+        output = _tgrad_shifted_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_shifted_rows_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_shifted_rows_kernel_backward, ctx, _grad_Y)
 
 # shifted_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is shifted_rows_kernel.jit).
 shifted_rows_kernel = TgradKernel(shifted_rows_kernel, shifted_rows_kernel_forward, ("X", "TABLE", "Y", "offsets", "n_rows", "D", "BR", "OFFSETS_TENSOR"), {},
-                  collections.namedtuple("shifted_rows_kernel_outputs", ("Y",), rename=True), _shifted_rows_kernel_eager)
+                  collections.namedtuple("shifted_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_shifted_rows_kernel)

@@ -228,17 +228,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _skip_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MASK: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_skip_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MASK: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(skip_rows_kernel.jit)[tuple(tgrad_grid)](X, MASK, Y, n_rows, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-skip_rows_kernel_forward = triton_op("tgrad_torch_skip_rows_kernel::skip_rows_kernel_forward", mutates_args={})(_skip_rows_kernel_forward)
+skip_rows_kernel_forward = triton_op("tgrad_torch_skip_rows_kernel::skip_rows_kernel_forward", mutates_args={})(_tgrad_skip_rows_kernel_forward)
 
 
-def _skip_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MASK: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_skip_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MASK: torch.Tensor, Y: torch.Tensor, n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dMASK = _tgrad_zeros_like(MASK)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -246,7 +246,7 @@ def _skip_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MA
     return dX, dMASK
 
 
-skip_rows_kernel_backward = triton_op("tgrad_torch_skip_rows_kernel::skip_rows_kernel_backward", mutates_args={})(_skip_rows_kernel_backward)
+skip_rows_kernel_backward = triton_op("tgrad_torch_skip_rows_kernel::skip_rows_kernel_backward", mutates_args={})(_tgrad_skip_rows_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -269,19 +269,19 @@ def _tgrad_backward(ctx, _grad_Y):
 skip_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _skip_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_skip_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _skip_rows_kernel_forward(*inputs)
+        output = _tgrad_skip_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_skip_rows_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_skip_rows_kernel_backward, ctx, _grad_Y)
 
 # skip_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is skip_rows_kernel.jit).
 skip_rows_kernel = TgradKernel(skip_rows_kernel, skip_rows_kernel_forward, ("X", "MASK", "Y", "n_rows", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("skip_rows_kernel_outputs", ("Y",), rename=True), _skip_rows_kernel_eager)
+                  collections.namedtuple("skip_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_skip_rows_kernel)

@@ -240,24 +240,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _softmax_kernel_forward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_softmax_kernel_forward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     out_ptr = _tgrad_new_like(out_ptr)
     softmax_kernel.jit[tuple(tgrad_grid)](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
     return out_ptr
 
 
-softmax_kernel_forward = torch.library.custom_op("tgrad_torch_softmax_kernel::softmax_kernel_forward", mutates_args=())(_softmax_kernel_forward)
+softmax_kernel_forward = torch.library.custom_op("tgrad_torch_softmax_kernel::softmax_kernel_forward", mutates_args=())(_tgrad_softmax_kernel_forward)
 
 
-def _softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: torch.Tensor, in_ptr: torch.Tensor, in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     din_ptr = _tgrad_zeros_like(in_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     softmax_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, din_ptr=din_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
     return din_ptr
 
 
-softmax_kernel_backward = torch.library.custom_op("tgrad_torch_softmax_kernel::softmax_kernel_backward", mutates_args=())(_softmax_kernel_backward)
+softmax_kernel_backward = torch.library.custom_op("tgrad_torch_softmax_kernel::softmax_kernel_backward", mutates_args=())(_tgrad_softmax_kernel_backward)
 
 
 @softmax_kernel_forward.register_fake
@@ -290,19 +290,19 @@ def _tgrad_backward(ctx, _grad_out_ptr):
 softmax_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _softmax_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_softmax_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _softmax_kernel_forward(*inputs)
+        output = _tgrad_softmax_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_out_ptr):
-        return _tgrad_backward_with(_softmax_kernel_backward, ctx, _grad_out_ptr)
+        return _tgrad_backward_with(_tgrad_softmax_kernel_backward, ctx, _grad_out_ptr)
 
 # softmax_kernel[grid](...): the kernel as a PyTorch op (the jit function is softmax_kernel.jit).
 softmax_kernel = TgradKernel(softmax_kernel, softmax_kernel_forward, ("out_ptr", "in_ptr", "in_row_stride", "out_row_stride", "n_cols", "BLOCK_SIZE"), {},
-                  collections.namedtuple("softmax_kernel_outputs", ("out_ptr",), rename=True), _softmax_kernel_eager)
+                  collections.namedtuple("softmax_kernel_outputs", ("out_ptr",), rename=True), _tgrad_eager_softmax_kernel)

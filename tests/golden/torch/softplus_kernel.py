@@ -219,24 +219,24 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _softplus_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_softplus_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     softplus_kernel.jit[tuple(tgrad_grid)](X, Y, n, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-softplus_kernel_forward = torch.library.custom_op("tgrad_torch_softplus_kernel::softplus_kernel_forward", mutates_args=())(_softplus_kernel_forward)
+softplus_kernel_forward = torch.library.custom_op("tgrad_torch_softplus_kernel::softplus_kernel_forward", mutates_args=())(_tgrad_softplus_kernel_forward)
 
 
-def _softplus_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_softplus_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     softplus_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
     return dX
 
 
-softplus_kernel_backward = torch.library.custom_op("tgrad_torch_softplus_kernel::softplus_kernel_backward", mutates_args=())(_softplus_kernel_backward)
+softplus_kernel_backward = torch.library.custom_op("tgrad_torch_softplus_kernel::softplus_kernel_backward", mutates_args=())(_tgrad_softplus_kernel_backward)
 
 
 @softplus_kernel_forward.register_fake
@@ -269,19 +269,19 @@ def _tgrad_backward(ctx, _grad_Y):
 softplus_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _softplus_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_softplus_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _softplus_kernel_forward(*inputs)
+        output = _tgrad_softplus_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_softplus_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_softplus_kernel_backward, ctx, _grad_Y)
 
 # softplus_kernel[grid](...): the kernel as a PyTorch op (the jit function is softplus_kernel.jit).
 softplus_kernel = TgradKernel(softplus_kernel, softplus_kernel_forward, ("X", "Y", "n", "BLOCK"), {},
-                  collections.namedtuple("softplus_kernel_outputs", ("Y",), rename=True), _softplus_kernel_eager)
+                  collections.namedtuple("softplus_kernel_outputs", ("Y",), rename=True), _tgrad_eager_softplus_kernel)

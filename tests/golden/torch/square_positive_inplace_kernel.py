@@ -215,17 +215,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     X = X.clone()  # the kernel reads it too: it starts as the caller's
     square_positive_inplace_kernel.jit[tuple(tgrad_grid)](X, n, BLOCK, **_tgrad_options(num_warps, num_stages))
     return X
 
 
-square_positive_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_forward", mutates_args=())(_square_positive_inplace_kernel_forward)
+square_positive_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_forward", mutates_args=())(_tgrad_square_positive_inplace_kernel_forward)
 
 
-def _square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
@@ -233,7 +233,7 @@ def _square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: to
     return dX.to(X.dtype)
 
 
-square_positive_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_backward", mutates_args=())(_square_positive_inplace_kernel_backward)
+square_positive_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_backward", mutates_args=())(_tgrad_square_positive_inplace_kernel_backward)
 
 
 @square_positive_inplace_kernel_forward.register_fake
@@ -266,19 +266,19 @@ def _tgrad_backward(ctx, _grad_X):
 square_positive_inplace_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _square_positive_inplace_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_square_positive_inplace_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _square_positive_inplace_kernel_forward(*inputs)
+        output = _tgrad_square_positive_inplace_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_X):
-        return _tgrad_backward_with(_square_positive_inplace_kernel_backward, ctx, _grad_X)
+        return _tgrad_backward_with(_tgrad_square_positive_inplace_kernel_backward, ctx, _grad_X)
 
 # square_positive_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is square_positive_inplace_kernel.jit).
 square_positive_inplace_kernel = TgradKernel(square_positive_inplace_kernel, square_positive_inplace_kernel_forward, ("X", "n", "BLOCK"), {"BLOCK": 1024},
-                  collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True), _square_positive_inplace_kernel_eager)
+                  collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True), _tgrad_eager_square_positive_inplace_kernel)

@@ -246,17 +246,17 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tl_math_names_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_tl_math_names_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     tl_math_names_kernel.jit[tuple(tgrad_grid)](X, Y, G, N, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-tl_math_names_kernel_forward = torch.library.custom_op("tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_forward", mutates_args=())(_tl_math_names_kernel_forward)
+tl_math_names_kernel_forward = torch.library.custom_op("tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_forward", mutates_args=())(_tgrad_tl_math_names_kernel_forward)
 
 
-def _tl_math_names_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_tl_math_names_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, G: torch.Tensor, N: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dG = _tgrad_zeros_like(G)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -264,7 +264,7 @@ def _tl_math_names_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor
     return dX, dG
 
 
-tl_math_names_kernel_backward = torch.library.custom_op("tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_backward", mutates_args=())(_tl_math_names_kernel_backward)
+tl_math_names_kernel_backward = torch.library.custom_op("tgrad_torch_tl_math_names_kernel::tl_math_names_kernel_backward", mutates_args=())(_tgrad_tl_math_names_kernel_backward)
 
 
 @tl_math_names_kernel_forward.register_fake
@@ -297,19 +297,19 @@ def _tgrad_backward(ctx, _grad_Y):
 tl_math_names_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _tl_math_names_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_tl_math_names_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _tl_math_names_kernel_forward(*inputs)
+        output = _tgrad_tl_math_names_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_tl_math_names_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_tl_math_names_kernel_backward, ctx, _grad_Y)
 
 # tl_math_names_kernel[grid](...): the kernel as a PyTorch op (the jit function is tl_math_names_kernel.jit).
 tl_math_names_kernel = TgradKernel(tl_math_names_kernel, tl_math_names_kernel_forward, ("X", "Y", "G", "N", "BLOCK"), {},
-                  collections.namedtuple("tl_math_names_kernel_outputs", ("Y",), rename=True), _tl_math_names_kernel_eager)
+                  collections.namedtuple("tl_math_names_kernel_outputs", ("Y",), rename=True), _tgrad_eager_tl_math_names_kernel)

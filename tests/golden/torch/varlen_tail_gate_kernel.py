@@ -346,17 +346,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _varlen_tail_gate_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_varlen_tail_gate_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(varlen_tail_gate_kernel.jit)[tuple(tgrad_grid)](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-varlen_tail_gate_kernel_forward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_forward", mutates_args={})(_varlen_tail_gate_kernel_forward)
+varlen_tail_gate_kernel_forward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_forward", mutates_args={})(_tgrad_varlen_tail_gate_kernel_forward)
 
 
-def _varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, G: torch.Tensor, Y: torch.Tensor, cu_seqlens: torch.Tensor, T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -364,7 +364,7 @@ def _varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: torch.Ten
     return dX, dG
 
 
-varlen_tail_gate_kernel_backward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_backward", mutates_args={})(_varlen_tail_gate_kernel_backward)
+varlen_tail_gate_kernel_backward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_backward", mutates_args={})(_tgrad_varlen_tail_gate_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -387,19 +387,19 @@ def _tgrad_backward(ctx, _grad_Y):
 varlen_tail_gate_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _varlen_tail_gate_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_varlen_tail_gate_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _varlen_tail_gate_kernel_forward(*inputs)
+        output = _tgrad_varlen_tail_gate_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_varlen_tail_gate_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_varlen_tail_gate_kernel_backward, ctx, _grad_Y)
 
 # varlen_tail_gate_kernel[grid](...): the kernel as a PyTorch op (the jit function is varlen_tail_gate_kernel.jit).
 varlen_tail_gate_kernel = TgradKernel(varlen_tail_gate_kernel, varlen_tail_gate_kernel_forward, ("X", "G", "Y", "cu_seqlens", "T", "D", "IS_VARLEN", "USE_G", "BT", "BD"), {},
-                  collections.namedtuple("varlen_tail_gate_kernel_outputs", ("Y",), rename=True), _varlen_tail_gate_kernel_eager)
+                  collections.namedtuple("varlen_tail_gate_kernel_outputs", ("Y",), rename=True), _tgrad_eager_varlen_tail_gate_kernel)

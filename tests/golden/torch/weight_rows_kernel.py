@@ -386,7 +386,7 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     DX = _tgrad_new_like(DX)
     DW = DW.clone()  # the kernel reads it too: it starts as the caller's
@@ -394,10 +394,10 @@ def _weight_rows_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, D
     return DX, DW
 
 
-weight_rows_kernel_forward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_forward", mutates_args=())(_weight_rows_kernel_forward)
+weight_rows_kernel_forward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_forward", mutates_args=())(_tgrad_weight_rows_kernel_forward)
 
 
-def _weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: torch.Tensor, dDW: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, DY: torch.Tensor, W: torch.Tensor, RSTD: torch.Tensor, DX: torch.Tensor, DW: torch.Tensor, n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: torch.Tensor, dDW: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dDY = _tgrad_zeros_like(DY)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -413,7 +413,7 @@ def _weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, 
     return dX, dDY, dW, dRSTD
 
 
-weight_rows_kernel_backward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_backward", mutates_args=())(_weight_rows_kernel_backward)
+weight_rows_kernel_backward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_backward", mutates_args=())(_tgrad_weight_rows_kernel_backward)
 
 
 @weight_rows_kernel_forward.register_fake
@@ -446,19 +446,19 @@ def _tgrad_backward(ctx, _grad_DX, _grad_DW):
 weight_rows_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _weight_rows_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_weight_rows_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _weight_rows_kernel_forward(*inputs)
+        output = _tgrad_weight_rows_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_DX, _grad_DW):
-        return _tgrad_backward_with(_weight_rows_kernel_backward, ctx, _grad_DX, _grad_DW)
+        return _tgrad_backward_with(_tgrad_weight_rows_kernel_backward, ctx, _grad_DX, _grad_DW)
 
 # weight_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is weight_rows_kernel.jit).
 weight_rows_kernel = TgradKernel(weight_rows_kernel, weight_rows_kernel_forward, ("X", "DY", "W", "RSTD", "DX", "DW", "n_rows", "n_cols", "stride", "BLOCK", "HAS_WEIGHT"), {},
-                  collections.namedtuple("weight_rows_kernel_outputs", ("DX", "DW"), rename=True), _weight_rows_kernel_eager)
+                  collections.namedtuple("weight_rows_kernel_outputs", ("DX", "DW"), rename=True), _tgrad_eager_weight_rows_kernel)

@@ -258,17 +258,17 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _weighted_colsum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_weighted_colsum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = Y.clone()  # the kernel adds to it: it starts as the caller's
     wrap_triton(weighted_colsum_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return Y
 
 
-weighted_colsum_kernel_forward = triton_op("tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_forward", mutates_args={})(_weighted_colsum_kernel_forward)
+weighted_colsum_kernel_forward = triton_op("tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_forward", mutates_args={})(_tgrad_weighted_colsum_kernel_forward)
 
 
-def _weighted_colsum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_weighted_colsum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
@@ -286,7 +286,7 @@ def _weighted_colsum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tens
     return dX, dW
 
 
-weighted_colsum_kernel_backward = triton_op("tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_backward", mutates_args={})(_weighted_colsum_kernel_backward)
+weighted_colsum_kernel_backward = triton_op("tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_backward", mutates_args={})(_tgrad_weighted_colsum_kernel_backward)
 
 
 def _tgrad_setup_context(ctx, inputs, output):
@@ -309,19 +309,19 @@ def _tgrad_backward(ctx, _grad_Y):
 weighted_colsum_kernel_forward.register_autograd(_tgrad_backward, setup_context=_tgrad_setup_context)
 
 
-class _weighted_colsum_kernel_eager(torch.autograd.Function):
+class _tgrad_eager_weighted_colsum_kernel(torch.autograd.Function):
     """The ops' functions under autograd, for launches outside torch.compile."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        output = _weighted_colsum_kernel_forward(*inputs)
+        output = _tgrad_weighted_colsum_kernel_forward(*inputs)
         _tgrad_setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx, _grad_Y):
-        return _tgrad_backward_with(_weighted_colsum_kernel_backward, ctx, _grad_Y)
+        return _tgrad_backward_with(_tgrad_weighted_colsum_kernel_backward, ctx, _grad_Y)
 
 # weighted_colsum_kernel[grid](...): the kernel as a PyTorch op (the jit function is weighted_colsum_kernel.jit).
 weighted_colsum_kernel = TgradKernel(weighted_colsum_kernel, weighted_colsum_kernel_forward, ("X", "W", "Y", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("weighted_colsum_kernel_outputs", ("Y",), rename=True), _weighted_colsum_kernel_eager)
+                  collections.namedtuple("weighted_colsum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_weighted_colsum_kernel)
