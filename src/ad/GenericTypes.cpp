@@ -655,7 +655,19 @@ class GenericDifferentiation {
     for (Trial &t : uniform)
       if (t.backward && !base_) base_ = &t;
     if (!base_) {
-      explain_assumptions(uniform.front());
+      // The errors of the first representative with which the forward itself
+      // types (stay_attention's `tl.dot(q.to(tl.float16), k.T)` is refused
+      // with fp32 pointers, as Triton would refuse it: the fp16 trial's error
+      // is the one that says what tgrad cannot do yet).
+      const Trial *shown = &uniform.front();
+      for (const Trial &t : uniform) {
+        DiagEngine quiet(sources_);
+        if (sema::analyze(module_, fn_, t.types, quiet)) {
+          shown = &t;
+          break;
+        }
+      }
+      explain_assumptions(*shown);
       return std::nullopt;
     }
     for (size_t k : integer_pointers_) record(pname(k), base_->types.at(pname(k)).str());
