@@ -603,6 +603,15 @@ class Checker {
           return a;
         }
         if (a.kind != b.kind) return SType::unknown();
+        // Two constexpr numbers a tl.constexpr condition without a value
+        // chooses between (a block shape, `BV if STATE_V_FIRST else BK`):
+        // what they size differs with the condition's value, so the flags it
+        // reads are specialized, as for tensors of different types.
+        const bool same_number = a.known == b.known && (a.known ? a.n == b.n && a.x == b.x && a.b == b.b : a.sym == b.sym);
+        if (a.is_constexpr_number() && !same_number && !c.is_tensor()) {
+          auto &seen = info_.divergent_conditions;
+          if (std::find(seen.begin(), seen.end(), n->cond.get()) == seen.end()) seen.push_back(n->cond.get());
+        }
         SType m = a;
         m.known = false;
         m.sym.clear();

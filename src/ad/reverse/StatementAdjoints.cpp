@@ -1,6 +1,8 @@
 // What the adjoint of one statement is: the rule of its operation
 // instantiated, calls of jit functions, scans, and the accumulation of
 // contributions with unbroadcast.
+#include <functional>
+
 #include "src/ad/Rules.h"
 #include "src/ad/ScanCombine.h"
 #include "src/ad/reverse/Engine.h"
@@ -427,13 +429,23 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
   }
   for (const Keyword *k : op.kws)
     if (auto *n = as_name(*k->value)) any_active_operand |= active.count(n->id) > 0;
-  // A value that reads a differentiated name through an expression the
-  // classification gives no operands (x.T did, before it was tl.trans(x)):
-  // its gradient would be dropped without a word.
-  if (!any_active_operand && !zero_gradient(op.key) && !first_active(value, active).empty())
-    fail(value.span, "tgrad has no adjoint rule for this " + op.key + " expression, through which '" +
-                         first_active(value, active) + "' reaches the outputs; write it with the tl operations "
-                         "tgrad differentiates");
+  // A value that reads a differentiated name's data through an expression
+  // the classification gives no operands (x.T did, before it was
+  // tl.trans(x)): its gradient would be dropped without a word. (x.dtype,
+  // x.shape: no data.)
+  if (!any_active_operand && !zero_gradient(op.key)) {
+    std::string reached;
+    std::function<void(const Expr &)> data_reads = [&](const Expr &e) {
+      if (auto *a = dyn_cast<Attribute>(&e); a && a->attr != "T") return;
+      if (auto *n = dyn_cast<Name>(&e); n && active.count(n->id) && reached.empty()) reached = n->id;
+      // (for_each_child takes a mutable node; this walk only reads.)
+      for_each_child(const_cast<Expr &>(e), [&](ExprPtr &c) { data_reads(*c); });
+    };
+    data_reads(value);
+    if (!reached.empty())
+      fail(value.span, "tgrad has no adjoint rule for this " + op.key + " expression, through which '" + reached +
+                           "' reaches the outputs; write it with the tl operations tgrad differentiates");
+  }
   if (!any_active_operand || zero_gradient(op.key)) return;
   // No gradient reached the target (its only uses have a zero gradient,
   // like floor's): nothing flows back.
