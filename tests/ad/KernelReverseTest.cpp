@@ -584,6 +584,10 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"name_reuse", "dequant_scale_kernel", {4, 1, 1},
                    {"S=fp32[1000]", "Z=int32[1000]:uniform(0,4096)", "Y=fp32[1000]:zeros", "n=1000"}, {"BLOCK=256"},
                    {"S"}, {}},
+        // A load's `other` loaded from a differentiated pointer: its lanes' gradient goes there.
+        KernelCase{"name_reuse", "shifted_with_state_kernel", {5, 1, 1},
+                   {"X=fp32[5,20]", "S=fp32[5,3]", "Y=fp32[5,20]:zeros", "n_cols=20"}, {"SHIFT=3", "BLOCK=32"}, {"X", "S"},
+                   {}},
         KernelCase{"name_reuse", "hinted_rows_kernel", {5, 1, 1},
                    {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "n_cols=100"}, {"BLOCK=128"}, {"X", "W"},
                    {}},

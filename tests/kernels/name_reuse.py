@@ -46,3 +46,16 @@ def hinted_rows_kernel(X, W, Y, n_cols, BLOCK: tl.constexpr):
     w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)
     y = x[None, :] * w
     tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
+
+
+@triton.jit
+def shifted_with_state_kernel(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    # Each row shifted right by SHIFT, the lanes it leaves taken from that row's state: the loaded state is
+    # the load's `other`, so its gradient is what those lanes receive (mamba's causal conv1d with
+    # initial_states; once given no gradient at all).
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
+    src = cols - SHIFT
+    x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
+    tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)

@@ -156,7 +156,15 @@ void Engine::propagate_usefulness(const StmtList &block, bool &changed) {
       continue;
     }
     auto *a = dyn_cast<Assign>(s);
-    if (!a || !useful_.count(assigned_name(*a)) || memory_op(s)) continue;
+    if (!a || !useful_.count(assigned_name(*a))) continue;
+    if (const MemoryOp *load = memory_op(s)) {
+      // A load's masked-off lanes take `other`: a useful load makes its
+      // `other` useful (mamba's causal conv loads x with
+      // other=initial_states, which its gradient reaches only so).
+      if (!load->store && !load->other.empty() && active_.count(load->other) && useful_.insert(load->other).second)
+        changed = true;
+      continue;
+    }
     std::set<std::string> in;
     reads(*a->value, in);
     for (const std::string &n : in)

@@ -38,3 +38,13 @@ def hinted_rows_kernel(X, W, Y, n_cols, BLOCK: tl.constexpr):
     w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)
     y = x[None, :] * w
     tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
+
+
+@triton.jit
+def shifted_with_state_kernel(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
+    src = cols - SHIFT
+    x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
+    tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
