@@ -234,6 +234,32 @@ std::set<std::string> python_identifiers(const std::string &text) {
   return out;
 }
 
+// The module's imports less those of the user's file that nothing in it
+// reads: Liger's kernel files import their launchers' host helpers
+// (`from liger_kernel.ops.utils import ensure_contiguous`), which the
+// generated module would otherwise need installed to import. The module's
+// own imports (torch, triton, typing, ...) stay, as do an if's or a try's
+// alternatives and `NAME = a.b` bindings.
+void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
+  std::vector<Import> imports = std::move(kernels.imports);
+  kernels.imports.clear();
+  std::set<std::string> read = python_identifiers(emit::print_module(kernels) + host_definitions + kTorchRuntime);
+  static const std::set<std::string> own = {"collections", "itertools", "typing", "torch", "triton", "torch.library"};
+  auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
+    if (!n.second.empty()) return n.second;
+    return i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
+  };
+  // A kept `NAME = libdevice.exp` binding reads the import of libdevice.
+  for (const Import &i : imports)
+    if (i.assignment || i.conditional)
+      for (const auto &n : i.names) read.insert(n.first.substr(0, n.first.find('.')));
+  for (Import &i : imports) {
+    bool keep = i.conditional || i.assignment || own.count(i.is_from ? i.module : i.names.front().first);
+    for (const auto &n : i.names) keep |= read.count(bound(i, n)) > 0;
+    if (keep) kernels.imports.push_back(std::move(i));
+  }
+}
+
 // The user's host definitions the kernels' decorators read (attorch's
 // `configs=[linear_forward_config(32, 32, 32, ...)]`, a heuristic function
 // of the same file), with those they read in turn, in the file's order.
@@ -465,6 +491,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "# Eager and torch.compile(fullgraph=True). The ops are " << op_namespace << "::" << forward_op << " and "
      << op_namespace << "::" << backward_op << ".\n";
   std::unique_ptr<Module> kernels = kernels_module(module, *fn, *bwd.module);
+  drop_unread_imports(*kernels, host_definitions_read(module, *kernels));
   std::string kernels_source = emit::print_module(*kernels);
   // The host code the decorators read goes after the imports, before the
   // kernels that the decorators wrap.

@@ -15,7 +15,6 @@ import typing
 import torch
 import triton
 from torch.library import triton_op, wrap_triton
-import math
 import triton.language as tl
 
 

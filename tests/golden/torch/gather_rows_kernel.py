@@ -15,7 +15,6 @@ import typing
 import torch
 import triton
 from torch.library import triton_op, wrap_triton
-import os
 import triton.language as tl
 try:
     gather = tl.gather

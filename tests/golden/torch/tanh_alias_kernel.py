@@ -16,13 +16,7 @@ import torch
 import triton
 from torch.library import triton_op, wrap_triton
 import triton.language as tl
-from triton.language.extra.libdevice import tanh, rsqrt, erf, pow, exp2
 from triton.language.extra.libdevice import tanh as ld_tanh, rsqrt as ld_rsqrt, erf as ld_erf
-from triton.language.extra.libdevice import pow as ld_pow, exp2 as ld_exp2
-from triton.language.extra.cuda import libdevice as cuda_libdevice
-import triton.language.extra.libdevice as libdevice_module
-from triton.language.math import rsqrt as math_rsqrt, erf as math_erf
-from triton.language.math import exp2 as math_exp2
 from triton.language.extra.libdevice import tanh as ld_tanh
 
 
