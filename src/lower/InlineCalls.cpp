@@ -88,9 +88,24 @@ class Inliner {
   // every statement (`tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`).
   bool fold_kernel_conditionals() {
     bool any = false;
+    // Only between values Triton knows when it compiles (literals, tl.constexpr
+    // parameters, dtypes and arithmetic on them): a runtime branch (fla's
+    // `0 if not REVERSE else NT - 1`) stays, with the types its merge gives.
+    std::function<bool(const Expr &)> is_static = [&](const Expr &e) -> bool {
+      if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<StrLit>(&e) || isa<NoneLit>(&e)) return true;
+      if (auto *n = dyn_cast<Name>(&e)) {
+        for (size_t k = 0; k < kernel_.params.size(); ++k)
+          if (kernel_.params[k].name == n->id) return kernel_.is_constexpr_param(k);
+        return false;
+      }
+      if (auto *a = dyn_cast<Attribute>(&e)) return isa<Name>(a->value.get()) && cast<Name>(a->value.get())->id == "tl";
+      if (auto *b = dyn_cast<BinOp>(&e)) return is_static(*b->lhs) && is_static(*b->rhs);
+      if (auto *u = dyn_cast<UnaryOp>(&e)) return is_static(*u->operand);
+      return false;
+    };
     rewrite_block(kernel_.body, [&](ExprPtr &x) {
       auto *i = dyn_cast<IfExp>(x.get());
-      if (!i) return;
+      if (!i || !is_static(*i->then_value) || !is_static(*i->else_value)) return;
       std::optional<CompileTimeValue> c = value_of(*i->cond);
       if (!c || c->kind == CompileTimeValue::Kind::Str) return;
       const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;

@@ -608,7 +608,12 @@ class Checker {
         // what they size differs with the condition's value, so the flags it
         // reads are specialized, as for tensors of different types.
         const bool same_number = a.known == b.known && (a.known ? a.n == b.n && a.x == b.x && a.b == b.b : a.sym == b.sym);
-        if (a.is_constexpr_number() && !same_number && !c.is_tensor()) {
+        // Only for a flag (`FLAG`, `not FLAG`): mamba's `BLOCK_SIZE_DSTATE if BLOCK_SIZE_DSTATE <= 128 else
+        // BLOCK_SIZE_K` picks a size by a size, which the generic backward keeps symbolic.
+        const Expr *flag = n->cond.get();
+        if (auto *u = dyn_cast<UnaryOp>(flag); u && u->op == UnaryOpKind::Not) flag = u->operand.get();
+        // And only between sizes (symbols): `1 if not REVERSE else -1` (a step) stays one generic value.
+        if (a.is_constexpr_number() && !same_number && !c.is_tensor() && isa<Name>(flag) && !a.known && !b.known) {
           auto &seen = info_.divergent_conditions;
           if (std::find(seen.begin(), seen.end(), n->cond.get()) == seen.end()) seen.push_back(n->cond.get());
         }

@@ -22,8 +22,9 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     lse = tl.load(L_plus_row)
     S_plus_row = S + row
     s = tl.load(S_plus_row)
+    choice = lse
     x_times_x = x * x
-    y = x_times_x - lse
+    y = x_times_x - choice
     t = s > 0
     if t:
         tl_where_mask_y_zero = tl.where(mask, y, 0.0)
@@ -56,14 +57,14 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         btl_where_mask_y = tl.where(hit, tl.expand_dims(bz_3 / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
         by += tl.where(mask, btl_where_mask_y, 0.0)
 
-    # Grad of: y = x * x - lse
-    blse = tl.sum(-by)
-    tl.static_assert(blse.shape == lse.shape)
+    # Grad of: y = x * x - choice
+    bchoice = tl.sum(-by)
+    tl.static_assert(bchoice.shape == choice.shape)
     bx = by * x
     bx += by * x
 
     # Grad of: lse = tl.load(L + row)
-    tl.store(dL_plus_row, blse)
+    tl.store(dL_plus_row, bchoice)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
