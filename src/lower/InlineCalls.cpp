@@ -457,11 +457,13 @@ class Inliner {
         n->id = r->second;
       }
     });
-    fold_descriptor_tests(body);
     // Returns in tail position (the last statement, or the last of each
-    // branch of a final if) become assignments to the call's target.
+    // branch of a final if) become assignments to the call's target; then
+    // the branches Triton decides are kept alone (not before: `if CONTIG:
+    // return a` reduced first would leave two returns).
     const bool returns = tail_returns_to(body, target, f, call.span);
     check_no_return(body, f);
+    fold_descriptor_tests(body);
     if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
       body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";

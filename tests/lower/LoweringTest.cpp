@@ -58,6 +58,30 @@ def k(X, Y, N, B: tl.constexpr):
 )", "k");
 }
 
+TEST(InlineCalls, AHelperReturningEarlyUnderALiteralFlagKeepsTheTakenReturn) {
+  auto p = parse_text(std::string(kHeader) + R"(
+@triton.jit
+def _rows(base, T, CONTIG: tl.constexpr):
+    if CONTIG:
+        return tl.make_block_ptr(base, (T,), (1,), (0,), (16,), (0,))
+    return tl.make_block_ptr(base, (T,), (2,), (0,), (16,), (0,))
+
+@triton.jit
+def k(X, Y, T):
+    p = _rows(X, T, True)
+    tl.store(Y + tl.arange(0, 16), tl.load(p, boundary_check=(0,)))
+)");
+  ASSERT_TRUE(p->ok()) << p->all_messages();
+  auto inlined = lower::inline_memory_helpers(*p->module, "k", *p->diags);
+  ASSERT_TRUE(inlined) << p->all_messages();
+  expect_function(*inlined, R"(
+@triton.jit
+def k(X, Y, T):
+    p = tl.make_block_ptr(X, (T,), (1,), (0,), (16,), (0,))
+    tl.store(Y + tl.arange(0, 16), tl.load(p, boundary_check=(0,)))
+)", "k");
+}
+
 TEST(InlineCalls, KnownFlagsDecideConditionalExpressions) {
   auto p = parse_text(std::string(kHeader) + R"(
 @triton.jit
