@@ -408,8 +408,6 @@ class Inliner {
     body = std::move(out);
   }
 
-  // An inlined body's decided branches (the helper's `if isinstance(...): return x`).
-  void fold_descriptor_tests(StmtList &body) const { fold_decided(body); }
 
   // The helper's body in place of `call`; its result assigned to `target` (null: dropped).
   void expand(const Call &call, const Function &f, const Expr *target, StmtList &out) {
@@ -463,7 +461,7 @@ class Inliner {
     // return a` reduced first would leave two returns).
     const bool returns = tail_returns_to(body, target, f, call.span);
     check_no_return(body, f);
-    fold_descriptor_tests(body);
+    fold_decided(body);  // (the helper's `if isinstance(x, tl.tensor_descriptor): ...`, a flag passed as a literal)
     if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
       body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";
