@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "src/lower/CompileTimeConditions.h"
 #include "src/lower/Walk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -47,79 +48,22 @@ std::vector<std::string> callees(const StmtList &block) {
   return out;
 }
 
-// A value Triton knows when it compiles: an integer (bools as 0 and 1), a
-// string, None, or a dtype (by its name, "tl.float16").
-struct CompileTimeValue {
-  enum class Kind { Int, Str, None, DType } kind = Kind::Int;
-  long long n = 0;
-  std::string s;
-  bool operator==(const CompileTimeValue &o) const {
-    if (kind != o.kind) return false;
-    return kind == Kind::Int ? n == o.n : kind == Kind::None ? true : s == o.s;
-  }
-};
-
-bool is_dtype_name(const std::string &attr) {
-  static const std::set<std::string> names = {
-      "float16", "bfloat16", "float32", "float64", "int1", "int8", "int16", "int32", "int64", "uint8", "uint16",
-      "uint32", "uint64", "float8e5", "float8e4nv", "float8e4b15", "float8e5b16", "float8e4b8", "fp16", "bf16", "fp32"};
-  return names.count(attr) > 0;
-}
-
 class Inliner {
  public:
   Inliner(const Module &module, Function &kernel, const sema::ParamTypes &known)
-      : module_(module), kernel_(kernel) {
+      : module_(module), kernel_(kernel), decided_(kernel, known) {
     collect_names(kernel.body, taken_);
     for (const Param &p : kernel.params) taken_.insert(p.name);
-    for (size_t k = 0; k < kernel.params.size(); ++k) {
-      auto it = known.find(kernel.params[k].name);
-      if (!kernel.is_constexpr_param(k) || it == known.end()) continue;
-      if (!it->second.known && it->second.kind != sema::SType::Kind::None) continue;
-      const sema::SType &t = it->second;
-      if (t.kind == sema::SType::Kind::None) values_[it->first] = {CompileTimeValue::Kind::None, 0, ""};
-      else if (t.kind == sema::SType::Kind::Bool) values_[it->first] = {CompileTimeValue::Kind::Int, t.b ? 1 : 0, ""};
-      else if (t.kind == sema::SType::Kind::Int) values_[it->first] = {CompileTimeValue::Kind::Int, t.n, ""};
-      else if (t.kind == sema::SType::Kind::Str) values_[it->first] = {CompileTimeValue::Kind::Str, 0, t.s};
-    }
   }
 
-  // The kernel's conditional expressions that the known values decide, in
-  // every statement (`tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`).
-  bool fold_kernel_conditionals() {
-    bool any = false;
-    // Only between values Triton knows when it compiles (literals, tl.constexpr
-    // parameters, dtypes and arithmetic on them): a runtime branch (fla's
-    // `0 if not REVERSE else NT - 1`) stays, with the types its merge gives.
-    std::function<bool(const Expr &)> is_static = [&](const Expr &e) -> bool {
-      if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<StrLit>(&e) || isa<NoneLit>(&e)) return true;
-      if (auto *n = dyn_cast<Name>(&e)) {
-        for (size_t k = 0; k < kernel_.params.size(); ++k)
-          if (kernel_.params[k].name == n->id) return kernel_.is_constexpr_param(k);
-        return false;
-      }
-      if (auto *a = dyn_cast<Attribute>(&e)) return isa<Name>(a->value.get()) && cast<Name>(a->value.get())->id == "tl";
-      if (auto *b = dyn_cast<BinOp>(&e)) return is_static(*b->lhs) && is_static(*b->rhs);
-      if (auto *u = dyn_cast<UnaryOp>(&e)) return is_static(*u->operand);
-      return false;
-    };
-    rewrite_block(kernel_.body, [&](ExprPtr &x) {
-      auto *i = dyn_cast<IfExp>(x.get());
-      if (!i || !is_static(*i->then_value) || !is_static(*i->else_value)) return;
-      std::optional<CompileTimeValue> c = value_of(*i->cond);
-      if (!c || c->kind == CompileTimeValue::Kind::Str) return;
-      const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-      ExprPtr chosen = std::move(taken ? i->then_value : i->else_value);
-      x = std::move(chosen);
-      any = true;
-    });
-    return any;
-  }
+  // The kernel's conditional expressions between compile-time values that
+  // the known values decide (`tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`).
+  bool fold_kernel_conditionals() { return decided_.fold_static_conditionals(kernel_.body); }
 
   // The kernel's own decided ifs reduced (after inlining, when anything was).
   void fold_kernel() {
-    note_dtype_locals(kernel_.body);
-    fold_decided(kernel_.body);
+    decided_.note_dtype_locals(kernel_.body);
+    decided_.fold_decided(kernel_.body);
   }
 
   // One round: inlines the calls in the kernel's body; whether any was.
@@ -249,164 +193,10 @@ class Inliner {
     return false;
   }
 
-  // `isinstance(x, tl.tensor_descriptor)` (the Triton tutorial's
-  // _maybe_make_tensor_desc): what Triton decides when it compiles. A kernel
-  // parameter is a pointer to tgrad (a host TensorDescriptor argument is not
-  // differentiated); a name the kernel assigns a tl.make_tensor_descriptor
-  // is a descriptor. Anything else stays as written (sema refuses it).
-  std::optional<bool> descriptor_test(const Expr &e) const {
-    auto *c = dyn_cast<Call>(&e);
-    if (!c || c->args.size() != 2 || emit::print_expr(*c->func) != "isinstance") return std::nullopt;
-    const std::string type = emit::print_expr(*c->args[1]);
-    if (type != "tl.tensor_descriptor" && type != "triton.language.tensor_descriptor") return std::nullopt;
-    auto *n = dyn_cast<Name>(c->args[0].get());
-    if (!n) return std::nullopt;
-    std::function<bool(const StmtList &)> assigns_descriptor = [&](const StmtList &block) {
-      for (const StmtPtr &st : block) {
-        if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
-                                                   cast<Name>(a->targets[0].get())->id == n->id)
-          if (auto *value = dyn_cast<Call>(a->value.get())) {
-            const std::string callee = emit::print_expr(*value->func);
-            if (callee == "tl.make_tensor_descriptor" || callee == "triton.language.make_tensor_descriptor") return true;
-          }
-        if (auto *i = dyn_cast<If>(st.get()); i && (assigns_descriptor(i->body) || assigns_descriptor(i->orelse)))
-          return true;
-        if (auto *f = dyn_cast<For>(st.get()); f && assigns_descriptor(f->body)) return true;
-      }
-      return false;
-    };
-    if (assigns_descriptor(kernel_.body)) return true;
-    for (const Param &p : kernel_.params)
-      if (p.name == n->id) return false;
-    return std::nullopt;
-  }
 
-  // The value of an expression Triton computes when it compiles, or none.
-  std::optional<CompileTimeValue> value_of(const Expr &e) const {
-    using K = CompileTimeValue::Kind;
-    if (auto *i = dyn_cast<IntLit>(&e)) return CompileTimeValue{K::Int, static_cast<long long>(i->value), ""};
-    if (auto *b = dyn_cast<BoolLit>(&e)) return CompileTimeValue{K::Int, b->value ? 1 : 0, ""};
-    if (auto *t = dyn_cast<StrLit>(&e)) return CompileTimeValue{K::Str, 0, t->value};
-    if (isa<NoneLit>(&e)) return CompileTimeValue{K::None, 0, ""};
-    if (auto *n = dyn_cast<Name>(&e)) {
-      auto it = values_.find(n->id);
-      if (it != values_.end()) return it->second;
-      return std::nullopt;
-    }
-    if (auto *a = dyn_cast<Attribute>(&e)) {
-      auto *base = dyn_cast<Name>(a->value.get());
-      if (base && (base->id == "tl") && is_dtype_name(a->attr)) return CompileTimeValue{K::DType, 0, "tl." + a->attr};
-      return std::nullopt;
-    }
-    if (std::optional<bool> d = descriptor_test(e)) return CompileTimeValue{K::Int, *d ? 1 : 0, ""};
-    if (auto *u = dyn_cast<UnaryOp>(&e)) {
-      std::optional<CompileTimeValue> v = value_of(*u->operand);
-      if (!v || v->kind != K::Int) {
-        if (v && u->op == UnaryOpKind::Not && v->kind == K::None) return CompileTimeValue{K::Int, 1, ""};
-        return std::nullopt;
-      }
-      if (u->op == UnaryOpKind::Not) return CompileTimeValue{K::Int, v->n == 0 ? 1 : 0, ""};
-      if (u->op == UnaryOpKind::Neg) return CompileTimeValue{K::Int, -v->n, ""};
-      return std::nullopt;
-    }
-    if (auto *b = dyn_cast<BinOp>(&e)) {
-      std::optional<CompileTimeValue> l = value_of(*b->lhs), r = value_of(*b->rhs);
-      if (!l || !r || l->kind != K::Int || r->kind != K::Int) return std::nullopt;
-      long long x = l->n, y = r->n;
-      switch (b->op) {
-        case BinaryOpKind::Add: return CompileTimeValue{K::Int, x + y, ""};
-        case BinaryOpKind::Sub: return CompileTimeValue{K::Int, x - y, ""};
-        case BinaryOpKind::Mul: return CompileTimeValue{K::Int, x * y, ""};
-        case BinaryOpKind::BitAnd: return CompileTimeValue{K::Int, x & y, ""};
-        case BinaryOpKind::BitOr: return CompileTimeValue{K::Int, x | y, ""};
-        default: return std::nullopt;
-      }
-    }
-    if (auto *b = dyn_cast<BoolOp>(&e)) {
-      const bool is_and = b->op == BoolOpKind::And;
-      for (const ExprPtr &v : b->values) {
-        std::optional<CompileTimeValue> x = value_of(*v);
-        if (!x || x->kind != K::Int) return std::nullopt;
-        if ((x->n != 0) != is_and) return CompileTimeValue{K::Int, is_and ? 0 : 1, ""};
-      }
-      return CompileTimeValue{K::Int, is_and ? 1 : 0, ""};
-    }
-    if (auto *c = dyn_cast<Compare>(&e); c && c->ops.size() == 1) {
-      std::optional<CompileTimeValue> l = value_of(*c->left), r = value_of(*c->comparators[0]);
-      if (!l || !r) return std::nullopt;
-      const CompareOpKind op = c->ops[0];
-      if (op == CompareOpKind::Eq || op == CompareOpKind::Is || op == CompareOpKind::NotEq || op == CompareOpKind::IsNot) {
-        const bool same = l->kind == r->kind && (*l == *r);
-        if (l->kind != r->kind && !(l->kind == K::None || r->kind == K::None)) return std::nullopt;
-        const bool eq = op == CompareOpKind::Eq || op == CompareOpKind::Is;
-        return CompileTimeValue{K::Int, same == eq ? 1 : 0, ""};
-      }
-      if (l->kind != K::Int || r->kind != K::Int) return std::nullopt;
-      switch (op) {
-        case CompareOpKind::Lt: return CompileTimeValue{K::Int, l->n < r->n ? 1 : 0, ""};
-        case CompareOpKind::LtE: return CompileTimeValue{K::Int, l->n <= r->n ? 1 : 0, ""};
-        case CompareOpKind::Gt: return CompileTimeValue{K::Int, l->n > r->n ? 1 : 0, ""};
-        case CompareOpKind::GtE: return CompileTimeValue{K::Int, l->n >= r->n ? 1 : 0, ""};
-        default: return std::nullopt;
-      }
-    }
-    return std::nullopt;
-  }
 
-  // `dtype = tl.float16` (or a conditional expression the values decide),
-  // assigned once in the kernel: a dtype the conditions may compare.
-  void note_dtype_locals(StmtList &body) {
-    std::map<std::string, int> assigned;
-    count_assignments(kernel_.body, assigned);
-    for (StmtPtr &st : body) {
-      auto *a = dyn_cast<Assign>(st.get());
-      if (!a || a->targets.size() != 1 || !isa<Name>(a->targets[0].get())) continue;
-      fold_expressions(a->value);
-      const std::string &n = cast<Name>(a->targets[0].get())->id;
-      std::optional<CompileTimeValue> v = value_of(*a->value);
-      if (v && v->kind == CompileTimeValue::Kind::DType && assigned[n] == 1) values_[n] = *v;
-    }
-  }
 
-  // Conditional expressions with a decided condition replaced by the branch taken.
-  void fold_expressions(ExprPtr &e) const {
-    rewrite_expr(e, [&](ExprPtr &x) {
-      auto *i = dyn_cast<IfExp>(x.get());
-      if (!i) return;
-      std::optional<CompileTimeValue> c = value_of(*i->cond);
-      if (!c || c->kind == CompileTimeValue::Kind::Str) return;
-      const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-      ExprPtr chosen = std::move(taken ? i->then_value : i->else_value);
-      x = std::move(chosen);
-    });
-  }
 
-  // Ifs whose condition is decided reduced to the branch taken, at any depth.
-  void fold_decided(StmtList &body) const {
-    StmtList out;
-    for (StmtPtr &st : body) {
-      if (auto *i = dyn_cast<If>(st.get())) {
-        std::optional<CompileTimeValue> c = value_of(*i->cond);
-        if (c && c->kind != CompileTimeValue::Kind::Str) {
-          const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-          StmtList &branch = taken ? i->body : i->orelse;
-          fold_decided(branch);
-          for (StmtPtr &x : branch) out.push_back(std::move(x));
-          continue;
-        }
-        fold_decided(i->body);
-        fold_decided(i->orelse);
-      } else if (auto *f = dyn_cast<For>(st.get())) {
-        fold_decided(f->body);
-      } else if (auto *w = dyn_cast<While>(st.get())) {
-        fold_decided(w->body);
-      } else if (auto *a = dyn_cast<Assign>(st.get())) {
-        fold_expressions(a->value);
-      }
-      out.push_back(std::move(st));
-    }
-    body = std::move(out);
-  }
 
 
   // The helper's body in place of `call`; its result assigned to `target` (null: dropped).
@@ -461,7 +251,7 @@ class Inliner {
     // return a` reduced first would leave two returns).
     const bool returns = tail_returns_to(body, target, f, call.span);
     check_no_return(body, f);
-    fold_decided(body);  // (the helper's `if isinstance(x, tl.tensor_descriptor): ...`, a flag passed as a literal)
+    decided_.fold_decided(body);  // (the helper's `if isinstance(x, tl.tensor_descriptor): ...`, a flag passed as a literal)
     if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
       body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";
@@ -518,7 +308,7 @@ class Inliner {
 
   const Module &module_;
   Function &kernel_;
-  std::map<std::string, CompileTimeValue> values_;  // tl.constexpr values given, dtypes assigned once
+  CompileTimeConditions decided_;  // what Triton decides when it compiles
   std::set<std::string> taken_;
   std::map<const Function *, bool> memo_;
   bool inlined_ = false;
