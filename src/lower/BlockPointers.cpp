@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/lower/RebindDescriptors.h"
 #include "src/lower/Walk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -24,17 +25,6 @@ struct LowerError {
 };
 
 [[noreturn]] void fail(const SourceSpan &span, const std::string &message) { throw LowerError{span, message}; }
-
-// `tl.NAME(...)` (or triton.language.NAME, or a name the module's imports bind
-// to it: `from triton.language import make_tensor_descriptor`, or fla's
-// `make_tensor_descriptor = triton.language.make_tensor_descriptor`).
-bool is_tl_call(const Module &module, const Expr *e, const char *name) {
-  auto *c = dyn_cast<Call>(e);
-  if (!c) return false;
-  const std::string callee = emit::print_expr(*c->func);
-  if (callee == std::string("tl.") + name || callee == std::string("triton.language.") + name) return true;
-  return isa<Name>(c->func.get()) && sema::tl_function_bound_to(module, callee) == std::string("tl.") + name;
-}
 
 const Expr *argument(const Call &c, size_t position, const char *keyword) {
   if (position < c.args.size()) return c.args[position].get();
@@ -110,115 +100,6 @@ std::string fresh_prefix(const std::string &var, const std::set<std::string> &ta
   return prefix;
 }
 
-// `X = tl.make_tensor_descriptor(X, ...)`: a name rebound from the pointer
-// it holds to a descriptor (or block pointer) made from it (the Triton
-// tutorial's `desc_q = _maybe_make_tensor_desc(desc_q, ...)`, once inlined).
-// Such a name holds two kinds of value, which the lowering keeps apart by
-// giving the descriptor a name of its own from there on. Also where both
-// branches of an if rebind it so. Left as written (and refused later) where a
-// later statement assigns the name again.
-class RebindRenamer {
- public:
-  RebindRenamer(const Module &module, std::set<std::string> &taken, std::map<std::string, std::string> &original)
-      : module_(module), taken_(taken), original_(original) {}
-
-  void run(StmtList &block) {
-    for (size_t k = 0; k < block.size(); ++k) {
-      std::string x;
-      if (auto *a = dyn_cast<Assign>(block[k].get())) {
-        x = rebound(*a);
-      } else if (auto *i = dyn_cast<If>(block[k].get())) {
-        // Both branches first (one name for the descriptor either makes), then other rebinds inside them.
-        const std::string a = branch_rebinds(i->body), b = branch_rebinds(i->orelse);
-        if (!a.empty() && a == b) x = a;
-        if (x.empty() || assigned_after(block, k + 1, x)) {
-          run(i->body);
-          run(i->orelse);
-          continue;
-        }
-      } else if (auto *f = dyn_cast<For>(block[k].get())) {
-        run(f->body);
-      }
-      if (x.empty() || assigned_after(block, k + 1, x)) continue;
-      std::string fresh = x + "_desc";
-      for (int n = 2; taken_.count(fresh); ++n) fresh = x + "_desc" + std::to_string(n);
-      taken_.insert(fresh);
-      original_[fresh] = x;
-      auto rename = [&](ExprPtr &e) {
-        if (auto *n = dyn_cast<Name>(e.get()); n && n->id == x) n->id = fresh;
-      };
-      if (auto *a = dyn_cast<Assign>(block[k].get())) {
-        cast<Name>(a->targets[0].get())->id = fresh;
-      } else {
-        auto *i = cast<If>(block[k].get());
-        retarget_branch(i->body, x, fresh);
-        retarget_branch(i->orelse, x, fresh);
-        run(i->body);
-        run(i->orelse);
-      }
-      StmtList rest;
-      for (size_t j = k + 1; j < block.size(); ++j) rest.push_back(std::move(block[j]));
-      rewrite_block(rest, rename);
-      for (size_t j = k + 1; j < block.size(); ++j) block[j] = std::move(rest[j - k - 1]);
-    }
-  }
-
- private:
-  // The name `a` rebinds to a descriptor or block pointer made from its own value, or "".
-  std::string rebound(const Assign &a) const {
-    if (a.targets.size() != 1) return "";
-    auto *n = dyn_cast<Name>(a.targets[0].get());
-    if (!n || !(is_tl_call(module_, a.value.get(), "make_tensor_descriptor") ||
-                is_tl_call(module_, a.value.get(), "make_block_ptr")))
-      return "";
-    std::set<std::string> read;
-    collect_names(*a.value, read);
-    return read.count(n->id) ? n->id : "";
-  }
-
-  // The one name a branch rebinds at its top level (and assigns nowhere else), or "".
-  std::string branch_rebinds(const StmtList &branch) const {
-    std::string found;
-    for (size_t k = 0; k < branch.size(); ++k)
-      if (auto *a = dyn_cast<Assign>(branch[k].get()); a && !rebound(*a).empty()) {
-        if (!found.empty()) return "";
-        found = rebound(*a);
-        if (assigned_after(branch, k + 1, found)) return "";
-      }
-    return found;
-  }
-
-  // The branch's rebinding of x renamed to `fresh`, and its later reads of x.
-  void retarget_branch(StmtList &branch, const std::string &x, const std::string &fresh) const {
-    bool after = false;
-    for (StmtPtr &st : branch) {
-      if (after) {
-        StmtList one;
-        one.push_back(std::move(st));
-        rewrite_block(one, [&](ExprPtr &e) {
-          if (auto *n = dyn_cast<Name>(e.get()); n && n->id == x) n->id = fresh;
-        });
-        st = std::move(one[0]);
-        continue;
-      }
-      if (auto *a = dyn_cast<Assign>(st.get()); a && rebound(*a) == x) {
-        cast<Name>(a->targets[0].get())->id = fresh;
-        after = true;
-      }
-    }
-  }
-
-  static bool assigned_after(const StmtList &block, size_t from, const std::string &x) {
-    std::map<std::string, int> assigned;
-    for (size_t j = from; j < block.size(); ++j) stmt_assignments(*block[j], assigned);
-    return assigned.count(x) > 0;
-  }
-
-  const Module &module_;
-  std::set<std::string> &taken_;
-  std::map<std::string, std::string> &original_;  // a fresh name -> the user's
-};
-
 // What the module-level pass needs to know of the helpers' block-pointer
 // parameters: per function, per parameter name, its rank.
 using ParamBlocks = std::map<std::string, std::map<std::string, size_t>>;
@@ -233,7 +114,7 @@ class FunctionLowering {
     for (const Param &p : fn.params) taken.insert(p.name);
     taken_ = taken;
     body_ = clone(fn.body);
-    RebindRenamer(module, taken_, original_).run(body_);
+    rename_rebound_descriptors(module, body_, taken_, original_);
   }
 
   std::unique_ptr<Function> run() {

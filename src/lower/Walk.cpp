@@ -1,6 +1,8 @@
 #include "src/lower/Walk.h"
 
 #include "tgrad/ast/Walk.h"
+#include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::lower {
 
@@ -75,5 +77,14 @@ void collect_names(const StmtList &block, std::set<std::string> &out) {
     if (auto *n = dyn_cast<Name>(&x)) out.insert(n->id);
   });
 }
+
+bool is_tl_call(const Module &module, const Expr *e, const char *name) {
+  auto *c = dyn_cast<Call>(e);
+  if (!c) return false;
+  const std::string callee = emit::print_expr(*c->func);
+  if (callee == std::string("tl.") + name || callee == std::string("triton.language.") + name) return true;
+  return isa<Name>(c->func.get()) && sema::tl_function_bound_to(module, callee) == std::string("tl.") + name;
+}
+
 
 }  // namespace tgrad::lower
