@@ -9,6 +9,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::ad {
 
@@ -86,8 +87,7 @@ std::optional<int> program_id_axis(const Call &c) {
 const Name *hinted_value(const Expr &e) {
   auto *c = dyn_cast<Call>(&e);
   if (!c || c->args.empty()) return nullptr;
-  const std::string f = builtin_of(*c->func);
-  if (f != "tl.multiple_of" && f != "tl.max_contiguous" && f != "tl.max_constancy") return nullptr;
+  if (!sema::is_compiler_hint(builtin_of(*c->func))) return nullptr;
   return dyn_cast<Name>(c->args[0].get());
 }
 

@@ -34,8 +34,7 @@ bool is_access_call(const std::string &callee) {
 // Calls whose result is (an advanced or annotated copy of) their first
 // argument's pointer.
 bool passes_pointer_through(const std::string &callee) {
-  return callee == "tl.multiple_of" || callee == "tl.max_contiguous" || callee == "tl.max_constancy" ||
-         callee == "tl.make_block_ptr" || callee == "tl.advance" || callee == "tl.make_tensor_descriptor" ||
+  return sema::is_compiler_hint(callee) || callee == "tl.make_block_ptr" || callee == "tl.advance" || callee == "tl.make_tensor_descriptor" ||
          callee == "tl.broadcast_to" || callee == "tl.reshape" || callee == "tl.expand_dims";
 }
 

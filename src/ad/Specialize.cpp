@@ -366,8 +366,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     auto is_dtype = [](const Expr &x) {
       auto *a = dyn_cast<Attribute>(&x);
       auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-      return base && base->id == "tl" && sema::parse_dtype(a->attr).has_value() ? true
-             : base && base->id == "tl" && a->attr.rfind("float8", 0) == 0;
+      return base && base->id == "tl" && sema::is_dtype_name(a->attr);
     };
     if (!i || !is_dtype(*i->then_value) || !is_dtype(*i->else_value)) return;
     std::set<std::string> read;
@@ -898,7 +897,7 @@ ExprPtr literal_of_value(const sema::SType &t) {
 // launch when it compiles it. (The specializer's own values need no
 // assertion: its dispatcher calls each specialization under its value.)
 void assert_given_constexprs(const Function &forward, const BackwardRequest &request, Backward &out) {
-  StmtList checks;
+  std::vector<std::pair<std::string, StmtPtr>> checks;  // (the parameter, its assertion)
   for (size_t k = 0; k < forward.params.size(); ++k) {
     const std::string &p = forward.params[k].name;
     auto it = request.param_types.find(p);
@@ -913,9 +912,9 @@ void assert_given_constexprs(const Function &forward, const BackwardRequest &req
                                              std::move(compared)));
     args.push_back(std::make_unique<StrLit>("tgrad: this backward was generated for " + text +
                                                 " (-D); regenerate it for the value you launch with", ""));
-    checks.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
-        std::make_unique<Attribute>(std::make_unique<Name>("tl"), "static_assert"), std::move(args),
-        std::vector<Keyword>{})));
+    checks.push_back({p, std::make_unique<ExprStmt>(std::make_unique<Call>(
+                             std::make_unique<Attribute>(std::make_unique<Name>("tl"), "static_assert"), std::move(args),
+                             std::vector<Keyword>{}))});
   }
   if (checks.empty() || !out.module) return;
   std::set<std::string> kernels = {out.backward_name, out.prologue_kernel};
@@ -925,12 +924,9 @@ void assert_given_constexprs(const Function &forward, const BackwardRequest &req
   for (auto &f : out.module->functions) {
     if (!kernels.count(f->name)) continue;
     StmtList mine;
-    for (const StmtPtr &c : checks) {
-      const auto *compare = cast<Compare>(cast<Call>(cast<ExprStmt>(c.get())->value.get())->args[0].get());
-      const std::string &p = cast<Name>(compare->left.get())->id;
+    for (const auto &[p, check] : checks)
       for (size_t k = 0; k < f->params.size(); ++k)
-        if (f->params[k].name == p && f->is_constexpr_param(k)) mine.push_back(clone(*c));
-    }
+        if (f->params[k].name == p && f->is_constexpr_param(k)) mine.push_back(clone(*check));
     if (mine.empty()) continue;
     f->body.insert(f->body.begin(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
     changed = true;

@@ -10,6 +10,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/GenericTypes.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 #include "tgrad/tgrad.h"
 
 namespace tgrad::driver {
@@ -114,7 +115,7 @@ class ExprTranslator {
       };
       if (callee == "tl.program_id" && axis()) return json{{"program_id", *axis()}};
       // Compiler hints return their first operand (`lo = tl.multiple_of(lo, BLOCK_M)`).
-      if ((callee == "tl.multiple_of" || callee == "tl.max_contiguous" || callee == "tl.max_constancy") && !c->args.empty())
+      if (sema::is_compiler_hint(callee) && !c->args.empty())
         return translate(*c->args[0], depth + 1);
       if (callee == "tl.num_programs" && axis()) return json{{"grid", *axis()}};
       const char *name = callee == "tl.cdiv" || callee == "triton.cdiv"                 ? "cdiv"

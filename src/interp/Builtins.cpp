@@ -357,7 +357,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     std::cerr << '\n';
     return Value::none();
   }
-  if (name == "tl.multiple_of" || name == "tl.max_contiguous" || name == "tl.max_constancy") {
+  if (sema::is_compiler_hint(name)) {
     Bound b(*this, name, {"input", "values"}, args, kwargs, span);
     return b.get("input");  // compiler hints: no effect on values
   }

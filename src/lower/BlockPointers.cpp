@@ -256,30 +256,20 @@ class FunctionLowering {
           }
         }
       }
+      // Each block under the if (or loop: a null condition, where the block shape must not vary) around it.
+      auto under = [&](const Expr *cond, bool in_else, const StmtList &body) {
+        conditions_.push_back(cond);
+        branch_is_else_.push_back(in_else);
+        find_block_pointers(body);
+        conditions_.pop_back();
+        branch_is_else_.pop_back();
+      };
       if (auto *i = dyn_cast<If>(s.get())) {
-        conditions_.push_back(i->cond.get());
-        branch_is_else_.push_back(false);
-        find_block_pointers(i->body);
-        branch_is_else_.back() = true;
-        find_block_pointers(i->orelse);
-        conditions_.pop_back();
-        branch_is_else_.pop_back();
+        under(i->cond.get(), false, i->body);
+        under(i->cond.get(), true, i->orelse);
       }
-      // (A null condition marks a loop body: there the block shape must not vary.)
-      if (auto *f = dyn_cast<For>(s.get())) {
-        conditions_.push_back(nullptr);
-        branch_is_else_.push_back(false);
-        find_block_pointers(f->body);
-        conditions_.pop_back();
-        branch_is_else_.pop_back();
-      }
-      if (auto *w = dyn_cast<While>(s.get())) {
-        conditions_.push_back(nullptr);
-        branch_is_else_.push_back(false);
-        find_block_pointers(w->body);
-        conditions_.pop_back();
-        branch_is_else_.pop_back();
-      }
+      if (auto *f = dyn_cast<For>(s.get())) under(nullptr, false, f->body);
+      if (auto *w = dyn_cast<While>(s.get())) under(nullptr, false, w->body);
     }
   }
 

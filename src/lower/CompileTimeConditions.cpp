@@ -4,23 +4,13 @@
 #include <set>
 
 #include "src/lower/Walk.h"
+#include "tgrad/sema/DType.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::lower {
 
 using namespace ast;
-
-namespace {
-
-bool is_dtype_name(const std::string &attr) {
-  static const std::set<std::string> names = {
-      "float16", "bfloat16", "float32", "float64", "int1", "int8", "int16", "int32", "int64", "uint8", "uint16",
-      "uint32", "uint64", "float8e5", "float8e4nv", "float8e4b15", "float8e5b16", "float8e4b8", "fp16", "bf16", "fp32"};
-  return names.count(attr) > 0;
-}
-
-}  // namespace
 
 CompileTimeConditions::CompileTimeConditions(const Function &kernel, const sema::ParamTypes &known) : kernel_(kernel) {
   for (size_t k = 0; k < kernel.params.size(); ++k) {
@@ -81,7 +71,7 @@ std::optional<CompileTimeValue> CompileTimeConditions::value_of(const Expr &e) c
   }
   if (auto *a = dyn_cast<Attribute>(&e)) {
     auto *base = dyn_cast<Name>(a->value.get());
-    if (base && (base->id == "tl") && is_dtype_name(a->attr)) return CompileTimeValue{K::DType, 0, "tl." + a->attr};
+    if (base && (base->id == "tl") && sema::is_dtype_name(a->attr)) return CompileTimeValue{K::DType, 0, "tl." + a->attr};
     return std::nullopt;
   }
   if (std::optional<bool> d = descriptor_test(e)) return CompileTimeValue{K::Int, *d ? 1 : 0, ""};
@@ -154,17 +144,40 @@ void CompileTimeConditions::note_dtype_locals(StmtList &body) {
   }
 }
 
-// Conditional expressions with a decided condition replaced by the branch taken.
+// The branch of an if or conditional expression whose condition is decided: true for the first.
+std::optional<bool> CompileTimeConditions::taken(const Expr &cond) const {
+  std::optional<CompileTimeValue> c = value_of(cond);
+  if (!c || c->kind == CompileTimeValue::Kind::Str) return std::nullopt;
+  return c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
+}
+
+// A value Triton knows when it compiles: a literal, a tl.constexpr parameter,
+// a tl attribute (a dtype), arithmetic on them.
+bool CompileTimeConditions::is_static(const Expr &e) const {
+  if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<StrLit>(&e) || isa<NoneLit>(&e)) return true;
+  if (auto *n = dyn_cast<Name>(&e)) {
+    for (size_t k = 0; k < kernel_.params.size(); ++k)
+      if (kernel_.params[k].name == n->id) return kernel_.is_constexpr_param(k);
+    return false;
+  }
+  if (auto *a = dyn_cast<Attribute>(&e)) return isa<Name>(a->value.get()) && cast<Name>(a->value.get())->id == "tl";
+  if (auto *b = dyn_cast<BinOp>(&e)) return is_static(*b->lhs) && is_static(*b->rhs);
+  if (auto *u = dyn_cast<UnaryOp>(&e)) return is_static(*u->operand);
+  return false;
+}
+
+bool CompileTimeConditions::choose_branch(ExprPtr &x, bool static_only) const {
+  auto *i = dyn_cast<IfExp>(x.get());
+  if (!i || (static_only && (!is_static(*i->then_value) || !is_static(*i->else_value)))) return false;
+  std::optional<bool> then = taken(*i->cond);
+  if (!then) return false;
+  ExprPtr chosen = std::move(*then ? i->then_value : i->else_value);
+  x = std::move(chosen);
+  return true;
+}
+
 void CompileTimeConditions::fold_expressions(ExprPtr &e) const {
-  rewrite_expr(e, [&](ExprPtr &x) {
-    auto *i = dyn_cast<IfExp>(x.get());
-    if (!i) return;
-    std::optional<CompileTimeValue> c = value_of(*i->cond);
-    if (!c || c->kind == CompileTimeValue::Kind::Str) return;
-    const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-    ExprPtr chosen = std::move(taken ? i->then_value : i->else_value);
-    x = std::move(chosen);
-  });
+  rewrite_expr(e, [&](ExprPtr &x) { choose_branch(x, false); });
 }
 
 // Ifs whose condition is decided reduced to the branch taken, at any depth.
@@ -172,10 +185,8 @@ void CompileTimeConditions::fold_decided(StmtList &body) const {
   StmtList out;
   for (StmtPtr &st : body) {
     if (auto *i = dyn_cast<If>(st.get())) {
-      std::optional<CompileTimeValue> c = value_of(*i->cond);
-      if (c && c->kind != CompileTimeValue::Kind::Str) {
-        const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-        StmtList &branch = taken ? i->body : i->orelse;
+      if (std::optional<bool> then = taken(*i->cond)) {
+        StmtList &branch = *then ? i->body : i->orelse;
         fold_decided(branch);
         for (StmtPtr &x : branch) out.push_back(std::move(x));
         continue;
@@ -194,35 +205,11 @@ void CompileTimeConditions::fold_decided(StmtList &body) const {
   body = std::move(out);
 }
 
-// The kernel's conditional expressions that the known values decide, in
-// every statement (`tl.arange(0, HEAD_DIM if FP8_OUTPUT else BLOCK_N)`).
+// Only between values Triton knows when it compiles: a runtime branch (fla's
+// `0 if not REVERSE else NT - 1`) stays, with the types its merge gives.
 bool CompileTimeConditions::fold_static_conditionals(StmtList &body) const {
   bool any = false;
-  // Only between values Triton knows when it compiles (literals, tl.constexpr
-  // parameters, dtypes and arithmetic on them): a runtime branch (fla's
-  // `0 if not REVERSE else NT - 1`) stays, with the types its merge gives.
-  std::function<bool(const Expr &)> is_static = [&](const Expr &e) -> bool {
-    if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<StrLit>(&e) || isa<NoneLit>(&e)) return true;
-    if (auto *n = dyn_cast<Name>(&e)) {
-      for (size_t k = 0; k < kernel_.params.size(); ++k)
-        if (kernel_.params[k].name == n->id) return kernel_.is_constexpr_param(k);
-      return false;
-    }
-    if (auto *a = dyn_cast<Attribute>(&e)) return isa<Name>(a->value.get()) && cast<Name>(a->value.get())->id == "tl";
-    if (auto *b = dyn_cast<BinOp>(&e)) return is_static(*b->lhs) && is_static(*b->rhs);
-    if (auto *u = dyn_cast<UnaryOp>(&e)) return is_static(*u->operand);
-    return false;
-  };
-  rewrite_block(body, [&](ExprPtr &x) {
-    auto *i = dyn_cast<IfExp>(x.get());
-    if (!i || !is_static(*i->then_value) || !is_static(*i->else_value)) return;
-    std::optional<CompileTimeValue> c = value_of(*i->cond);
-    if (!c || c->kind == CompileTimeValue::Kind::Str) return;
-    const bool taken = c->kind == CompileTimeValue::Kind::Int ? c->n != 0 : c->kind != CompileTimeValue::Kind::None;
-    ExprPtr chosen = std::move(taken ? i->then_value : i->else_value);
-    x = std::move(chosen);
-    any = true;
-  });
+  rewrite_block(body, [&](ExprPtr &x) { any |= choose_branch(x, true); });
   return any;
 }
 

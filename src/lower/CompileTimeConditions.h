@@ -56,6 +56,14 @@ class CompileTimeConditions {
   bool fold_static_conditionals(ast::StmtList &body) const;
 
  private:
+  // Which branch a decided condition takes (true: the first); none where undecided.
+  std::optional<bool> taken(const ast::Expr &cond) const;
+  bool is_static(const ast::Expr &e) const;
+  // `x` a conditional expression whose condition is decided (and, with
+  // static_only, whose branches are compile-time values): replaced by the
+  // branch taken; whether it was.
+  bool choose_branch(ast::ExprPtr &x, bool static_only) const;
+
   const ast::Function &kernel_;
   std::map<std::string, CompileTimeValue> values_;  // tl.constexpr values given, dtypes assigned once
 };

@@ -94,6 +94,9 @@ std::optional<DType> parse_dtype(const std::string &raw) {
   return std::nullopt;
 }
 
+bool is_fp8_dtype_name(const std::string &attr) { return attr.rfind("float8", 0) == 0; }
+bool is_dtype_name(const std::string &attr) { return parse_dtype(attr).has_value() || is_fp8_dtype_name(attr); }
+
 std::string ElemType::str() const { return std::string(is_pointer ? "*" : "") + short_name(dtype); }
 
 DType python_int_dtype(long long v) {

@@ -49,6 +49,10 @@ bool is_random_draw(const std::string &qualified_name) {
   static const std::set<std::string> draws = {"tl.rand", "tl.randn", "tl.randint", "tl.randint4x", "tl.philox"};
   return draws.count(qualified_name) > 0;
 }
+bool is_compiler_hint(const std::string &qualified_name) {
+  return qualified_name == "tl.multiple_of" || qualified_name == "tl.max_contiguous" ||
+         qualified_name == "tl.max_constancy";
+}
 bool is_math_classification(const std::string &name) {
   return name == "isnan" || name == "isinf" || name == "signbit";
 }

@@ -565,7 +565,7 @@ class Checker {
             auto is_fp8 = [](const Expr &x) {
               auto *a = dyn_cast<Attribute>(&x);
               auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-              return base && base->id == "tl" && a->attr.rfind("float8", 0) == 0;
+              return base && base->id == "tl" && is_fp8_dtype_name(a->attr);
             };
             const bool typed_left = left.kind == SType::Kind::DType && left.known;
             const bool typed_right = right.kind == SType::Kind::DType && right.known;
@@ -607,13 +607,12 @@ class Checker {
         // chooses between (a block shape, `BV if STATE_V_FIRST else BK`):
         // what they size differs with the condition's value, so the flags it
         // reads are specialized, as for tensors of different types.
-        const bool same_number = a.known == b.known && (a.known ? a.n == b.n && a.x == b.x && a.b == b.b : a.sym == b.sym);
         // Only for a flag (`FLAG`, `not FLAG`): mamba's `BLOCK_SIZE_DSTATE if BLOCK_SIZE_DSTATE <= 128 else
         // BLOCK_SIZE_K` picks a size by a size, which the generic backward keeps symbolic.
         const Expr *flag = n->cond.get();
         if (auto *u = dyn_cast<UnaryOp>(flag); u && u->op == UnaryOpKind::Not) flag = u->operand.get();
         // And only between sizes (symbols): `1 if not REVERSE else -1` (a step) stays one generic value.
-        if (a.is_constexpr_number() && !same_number && !c.is_tensor() && isa<Name>(flag) && !a.known && !b.known) {
+        if (a.is_constexpr_number() && !a.known && !b.known && a.sym != b.sym && !c.is_tensor() && isa<Name>(flag)) {
           auto &seen = info_.divergent_conditions;
           if (std::find(seen.begin(), seen.end(), n->cond.get()) == seen.end()) seen.push_back(n->cond.get());
         }
@@ -1348,7 +1347,7 @@ class Checker {
     if (name == "tl.device_assert" || name == "tl.static_print" || name == "tl.device_print" ||
         name == "tl.debug_barrier" || name == "tl.assume")
       return SType::none();
-    if (name == "tl.multiple_of" || name == "tl.max_contiguous" || name == "tl.max_constancy") {
+    if (is_compiler_hint(name)) {
       Args a = bind(name, {"input", "values"}, args, kwargs, span);
       return a.get("input");
     }

@@ -44,6 +44,10 @@ const char *short_name(DType t);
 const char *tl_name(DType t);
 // Accepts both spellings ("fp32" or "float32"), with or without "tl.".
 std::optional<DType> parse_dtype(const std::string &name);
+// `tl.float8e5`, `tl.float8e4nv`, ...: fp8 dtypes, which tgrad does not type yet.
+bool is_fp8_dtype_name(const std::string &attr);
+// A dtype `tl.<attr>` names: one tgrad types, or an fp8 one.
+bool is_dtype_name(const std::string &attr);
 
 // The element type of a value: a dtype, or a pointer to one.
 struct ElemType {

@@ -80,6 +80,9 @@ bool is_math_classification(const std::string &name);
 // Triton's random draws from a seed and counters (Philox): "tl.rand",
 // "tl.randn", "tl.randint", "tl.randint4x", "tl.philox".
 bool is_random_draw(const std::string &qualified_name);
+// tl.multiple_of, tl.max_contiguous, tl.max_constancy: hints to Triton's
+// compiler about their first operand's values, which they return unchanged.
+bool is_compiler_hint(const std::string &qualified_name);
 // A Triton builtin tgrad reads but does not type yet ("make_block_ptr"): its
 // calls have an unknown type.
 bool is_untyped_tl_builtin(const std::string &name);
