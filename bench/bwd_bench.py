@@ -577,10 +577,12 @@ def bench_matmul(gen, M, N, K, tmp):
 OWNER_CONFIG = {"da": (128, 64, 128, 4, 3), "db": (64, 128, 128, 4, 3)}
 
 
-def bench_matmul_owner(gen, M, N, K, dtype, tmp):
+def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):
     """C = A B without an epilogue: tgrad's dA and dB from owner-computes kernels (one addition per element, no
-    contention) against the hand-written two matmuls."""
-    bwd = load("tests/golden/backward/matmul_kernel_no_activation.py", tmp)
+    contention) against the hand-written two matmuls. `tutorial_order`: the forward is the tutorial's 1-D grid in
+    grouped order (tutorial_order_matmul_kernel), whose owners run on the 2-D grid that order enumerates."""
+    golden = "tutorial_order_matmul_kernel" if tutorial_order else "matmul_kernel_no_activation"
+    bwd = load(f"tests/golden/backward/{golden}.py", tmp)
     a = torch.randn(M, K, generator=gen, device="cuda").to(dtype)
     b = torch.randn(K, N, generator=gen, device="cuda").to(dtype)
     c = torch.empty(M, N, device="cuda", dtype=dtype)
@@ -590,6 +592,16 @@ def bench_matmul_owner(gen, M, N, K, dtype, tmp):
 
     def gen_fn():
         da.zero_(); db.zero_()
+        if tutorial_order:
+            bm, bn, bk, warps, stages = OWNER_CONFIG["da"]
+            bwd.tutorial_order_matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
+                a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
+                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages)
+            bm, bn, bk, warps, stages = OWNER_CONFIG["db"]
+            bwd.tutorial_order_matmul_kernel_bwd_db_ptr[(triton.cdiv(K, bk), triton.cdiv(N, bn))](
+                a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
+                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages)
+            return
         bm, bn, bk, warps, stages = OWNER_CONFIG["da"]
         bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="",
@@ -619,7 +631,7 @@ def bench_matmul_owner(gen, M, N, K, dtype, tmp):
               (db.float() - hdb.float()).norm().item() / hdb.float().norm().item())
     flops = 4 * M * N * K
     name = {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
-    case = f"matmul {M}x{N}x{K} {name} (no epilogue)"
+    case = f"matmul {M}x{N}x{K} {name} (no epilogue{', tutorial 1-D grouped grid' if tutorial_order else ''})"
     tgrad = "tgrad owner-computes" + ("" if deterministic else " (NOT bitwise deterministic)")
     return [(case, label, do_bench(fn, quantiles=[0.5]), -flops, err if label.startswith("tgrad") else None)
             for label, fn in ((tgrad, gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
@@ -693,6 +705,7 @@ def main():
             for size in (2048, 4096):
                 for dtype in (torch.float16, torch.bfloat16):
                     rows += bench_matmul_owner(gen, size, size, size, dtype, tmp)
+                    rows += bench_matmul_owner(gen, size, size, size, dtype, tmp, tutorial_order=True)
         if "attention" in only:
             for causal in (False, True):
                 rows += bench_attention(gen, 4, 16, 2048, 64, causal, tmp)

@@ -462,6 +462,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   // Owner-computes kernels: the forward's grid size along the axis each loops over.
   std::set<std::string> programs_params;
   for (const auto &o : bwd.owner_kernels) {
+    if (o.programs_param.empty()) continue;  // the kernel computes what it loops over
     owner_params.insert(o.programs_param);
     if (!programs_params.insert(o.programs_param).second) continue;
     params.push_back({{"name", o.programs_param}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
@@ -507,14 +508,25 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
           why_not = translate.why();
         }
         json grid = json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}});
+        // A grid of its own (a grouped ordering read as 2-D): its sizes over launch values.
+        std::string grid_why;
+        for (size_t a = 0; forward && a < o.grid_sizes.size(); ++a) {
+          if (!o.grid_sizes[a]) continue;
+          ExprTranslator translate(*forward);
+          std::optional<json> size = translate.translate(*o.grid_sizes[a]);
+          grid[a] = size ? *size : json(nullptr);
+          if (!size) grid_why = "tgrad cannot express its grid size along axis " + std::to_string(a) + " (" +
+                                translate.why() + ")";
+        }
         grid[o.summed_axis] = trips ? *trips : json(nullptr);
         json owner_call = call;
-        owner_call["keyword"].push_back(o.programs_param);
+        if (!o.programs_param.empty()) owner_call["keyword"].push_back(o.programs_param);
         for (const std::string &t : o.saved_tiles) owner_call["keyword"].push_back(t);
         json entry = {{"name", o.name}, {"grid", grid}, {"call", owner_call}, {"why", o.why}};
         if (!trips)
           entry["why"] = o.why + "; tgrad cannot express the loop's trip count (" + why_not +
                          "): launch it over at least the most iterations any program of the forward runs";
+        if (!grid_why.empty()) entry["why"] = entry["why"].get<std::string>() + "; " + grid_why;
         kernels.push_back(entry);
       }
     } else {

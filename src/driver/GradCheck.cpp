@@ -6,6 +6,7 @@
 #include <set>
 
 #include "src/interp/TensorOps.h"
+#include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::driver {
 
@@ -45,6 +46,45 @@ void give_backward_the_forward_defaults(const ast::Module &module, const std::st
       for (ast::Param &p : g->params)
         for (const ast::Param &q : f->params)
           if (p.name == q.name && !p.default_value && q.default_value) p.default_value = ast::clone(*q.default_value);
+}
+
+// The value of an integer expression over a launch's arguments (an owner
+// kernel's grid size: `tl.cdiv(M, BLOCK_SIZE_M)`), or nullopt where it reads
+// something else.
+std::optional<int64_t> launch_value(const ast::Expr &e, const interp::Launch &launch) {
+  using namespace ast;
+  if (auto *i = dyn_cast<IntLit>(&e)) return static_cast<int64_t>(i->value);
+  if (auto *n = dyn_cast<Name>(&e)) {
+    auto it = launch.args.find(n->id);
+    if (it == launch.args.end()) return std::nullopt;
+    const interp::KernelArg &a = it->second;
+    if (a.kind == interp::KernelArg::Kind::Int) return a.n;
+    if (a.kind == interp::KernelArg::Kind::Constexpr && a.constexpr_value.kind == Value::Kind::Int)
+      return a.constexpr_value.n;
+    return std::nullopt;
+  }
+  auto floor_div = [](int64_t x, int64_t y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+  if (auto *b = dyn_cast<BinOp>(&e)) {
+    auto x = launch_value(*b->lhs, launch), y = launch_value(*b->rhs, launch);
+    if (!x || !y) return std::nullopt;
+    switch (b->op) {
+      case BinaryOpKind::Add: return *x + *y;
+      case BinaryOpKind::Sub: return *x - *y;
+      case BinaryOpKind::Mul: return *x * *y;
+      case BinaryOpKind::FloorDiv: return *y == 0 ? std::nullopt : std::optional<int64_t>(floor_div(*x, *y));
+      case BinaryOpKind::Mod: return *y == 0 ? std::nullopt : std::optional<int64_t>(*x - floor_div(*x, *y) * *y);
+      default: return std::nullopt;
+    }
+  }
+  if (auto *c = dyn_cast<Call>(&e); c && c->args.size() == 2 && c->keywords.empty()) {
+    const std::string f = emit::print_expr(*c->func);
+    auto x = launch_value(*c->args[0], launch), y = launch_value(*c->args[1], launch);
+    if (!x || !y) return std::nullopt;
+    if ((f == "tl.cdiv" || f == "triton.cdiv") && *y > 0) return floor_div(*x + *y - 1, *y);
+    if (f == "min" || f == "tl.minimum") return std::min(*x, *y);
+    if (f == "max" || f == "tl.maximum") return std::max(*x, *y);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -322,8 +362,19 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     owner.kernel = o.name;
     for (const std::string &param : o.saved_tiles) owner.args[param] = saved.at(param);
     auto most = loop_trips.find({o.loop_line, o.loop_column});
+    for (size_t a = 0; a < o.grid_sizes.size(); ++a) {
+      if (!o.grid_sizes[a]) continue;
+      std::optional<int64_t> size = launch_value(*o.grid_sizes[a], launch);
+      if (!size) {
+        diags.error({}, o.name + "'s grid size along axis " + std::to_string(a) + " (" +
+                            emit::print_expr(*o.grid_sizes[a]) + ") is not computed from this launch's values");
+        return std::nullopt;
+      }
+      owner.grid[a] = *size;
+    }
     owner.grid[static_cast<size_t>(o.summed_axis)] = most == loop_trips.end() ? 0 : most->second;
-    owner.args[o.programs_param] = int_arg(launch.grid[static_cast<size_t>(o.summed_axis)]);
+    if (!o.programs_param.empty())
+      owner.args[o.programs_param] = int_arg(launch.grid[static_cast<size_t>(o.summed_axis)]);
     if (!interp::run_kernel(*bwd->module, owner, m, run, diags)) return std::nullopt;
   }
   for (size_t k = 0; k < bwd->partial_sums.size(); ++k) {

@@ -129,6 +129,14 @@ INSTANTIATE_TEST_SUITE_P(
                    {"a_ptr=fp16[70,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[70,30]:zeros", "M=70", "N=30", "K=50",
                     "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
                    {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "GROUP_M=2"}, {"a_ptr", "b_ptr"}, {}},
+        // One id in the tutorial's grouped order over 5 x 2 tiles, groups of 2 rows (the last has one): owners
+        // on the 2-D grid it enumerates.
+        KernelCase{"matmul", "tutorial_order_matmul_kernel", {10, 1, 1},
+                   {"a_ptr=fp16[70,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[70,30]:zeros", "M=70", "N=30", "K=50",
+                    "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
+                   {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "GROUP_SIZE_M=2"}, {"a_ptr", "b_ptr"},
+                   {"is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_da_ptr'",
+                    "the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once"}},
         KernelCase{"cross_entropy", "log_softmax_kernel", {7, 1, 1},
                    {"out_ptr=fp32[7,100]:zeros", "in_ptr=fp32[7,100]", "in_row_stride=100", "out_row_stride=100", "n_cols=100"},
                    {"BLOCK_SIZE=128"}, {"in_ptr"}, {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols"}},

@@ -741,6 +741,39 @@ TEST_P(KernelReference, GroupedMatmul) {
   }
 }
 
+// tutorial_order_matmul_kernel: C = A @ B in fp16 on a 1-D grid whose one id
+// each program turns into its tile's row and column in grouped order. Every
+// element is compared, so a tile the ordering missed would show; 5 x 3
+// tiles in groups of 2 rows leave a last group of one row.
+TEST_P(KernelReference, TutorialOrderMatmul) {
+  const Parsed &file = kernel_file("matmul");
+  const int64_t M = 77, N = 43, K = 40, block = 16;
+  for (int64_t group : {1, 2, 3, 8}) {
+    SCOPED_TRACE("GROUP_SIZE_M=" + std::to_string(group));
+    Inputs in(950 + group);
+    std::vector<double> a = in.uniform(M * K, -1, 1, DType::FP16), b = in.uniform(K * N, -1, 1, DType::FP16);
+    Host h;
+    size_t A = h.input("a", DType::FP16, a), B = h.input("b", DType::FP16, b);
+    size_t C = h.output("c", DType::FP16, M * N);
+    ASSERT_TRUE(run(file,
+                    make_launch("tutorial_order_matmul_kernel", {cdiv(M, block) * cdiv(N, block), 1, 1},
+                                {{"a_ptr", Buf(A)}, {"b_ptr", Buf(B)}, {"c_ptr", Buf(C)}, {"M", Int(M)}, {"N", Int(N)},
+                                 {"K", Int(K)}, {"stride_am", Int(K)}, {"stride_ak", Int(1)}, {"stride_bk", Int(N)},
+                                 {"stride_bn", Int(1)}, {"stride_cm", Int(N)}, {"stride_cn", Int(1)},
+                                 {"BLOCK_SIZE_M", CInt(block)}, {"BLOCK_SIZE_N", CInt(block)},
+                                 {"BLOCK_SIZE_K", CInt(block)}, {"GROUP_SIZE_M", CInt(group)}}),
+                    h, mode()));
+    std::vector<double> ref(M * N);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a[m * K + k] * b[k * N + n];
+        ref[m * N + n] = narrow_fp16(s);
+      }
+    expect_close_narrow(DType::FP16, "tutorial_order_matmul_kernel C", "77x43x40", h.data(C), ref, mode());
+  }
+}
+
 // ========================================================== attention.py
 
 // Reference attention for one launch. q: [Z][H][N][D], k, v: [Z][H][N][D]
@@ -1285,7 +1318,7 @@ TEST(KernelReferenceCoverage, EveryJitFunctionIsTested) {
       {"fn1", {"fn1", "fn2", "fn1_kernel", "fn2_kernel"}},
       {"helper_call", {"_gelu", "_tanh", "_gelu_tanh", "_gelu_and_grad", "bias_gelu_kernel"}},
       {"layer_norm", {"layer_norm_fwd_kernel"}},
-      {"matmul", {"matmul_kernel", "grouped_matmul_kernel"}},
+      {"matmul", {"matmul_kernel", "grouped_matmul_kernel", "tutorial_order_matmul_kernel"}},
       {"misc_ops", {"misc_ops_kernel", "mode_select_kernel"}},
       {"mixed_module",
        {"_plain", "_fast_exp", "_silu_scale_fwd_kernel", "_silu_scale_bwd_kernel", "_l2_normalize_kernel"}},

@@ -132,7 +132,14 @@ struct Backward {
     std::string gradient;        // the gradient buffer it writes ("da_ptr")
     std::string input;           // the forward's pointer whose gradient that is ("a_ptr")
     int summed_axis = 0;         // the forward's grid axis each program loops over
-    std::string programs_param;  // its parameter for the forward's grid size along that axis
+    std::string programs_param;  // its parameter for the forward's grid size along that axis ("": none, below)
+    // Where the forward's 1-D grid enumerates a 2-D one in grouped order
+    // (src/ad/reverse/GroupedOrder.h), the owner's grid is that 2-D grid's,
+    // not the forward's: per axis, its size over launch values
+    // (`tl.cdiv(M, BLOCK_SIZE_M)`), null for the summed axis, which the
+    // loop's iterations replace. The kernel computes the count it loops over
+    // itself, so `programs_param` is "". Empty: the forward's grid.
+    std::vector<std::shared_ptr<const ast::Expr>> grid_sizes;
     int loop_line = 0, loop_column = 0;  // the forward's loop whose iterations the grid enumerates
     std::string loop_range;      // "range(0, tl.cdiv(K, BLOCK_SIZE_K))"
     bool plain_store = false;    // writes with tl.store (else one tl.atomic_add per element and owner)

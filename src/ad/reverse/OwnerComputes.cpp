@@ -10,6 +10,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/AstHelpers.h"
 #include "src/ad/reverse/DeadCode.h"
+#include "src/ad/reverse/GroupedOrder.h"
 #include "tgrad/diag/Diagnostics.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -498,11 +499,15 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     StmtList work;
     for (const StmtPtr &s : body) work.push_back(clone(*s));
     const bool unswizzled = unswizzle(work);
+    // A 1-D grid in grouped order: its row and column ids as a 2-D grid's.
+    const std::optional<GroupedOrder> grouped =
+        unswizzled ? std::nullopt : read_grouped_order_as_2d(work, loop_at);
+    const std::set<int> gradient_axes = grouped ? std::set<int>{0, 1} : axes;
     For &wloop = *cast<For>(work[loop_at].get());
 
     // 3. Which program axes the tile's addresses and mask depend on.
     std::vector<int> summed;
-    for (int a : axes) {
+    for (int a : gradient_axes) {
       const auto seed = [a](const Expr &e) { return axis_of(e) == a; };
       std::set<std::string> t = dependents(work, {}, seed);
       if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) summed.push_back(a);
@@ -557,7 +562,12 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     }
 
     // 5. The owner's statements: what comes before the loop, then the loop's body at iteration `it`.
-    const std::string programs = names.fresh("num_programs_" + std::to_string(axis));
+    // How many programs the owner loops over: the forward's grid size along
+    // the axis (a parameter), or the grouped ordering's count of rows or
+    // columns, which the kernel computes.
+    const std::string programs = !grouped ? names.fresh("num_programs_" + std::to_string(axis))
+                                 : axis == 0 ? grouped->rows_name
+                                             : grouped->columns_name;
     std::string program;  // the forward's program id along the axis, which the owner loops over
     StmtList seq;
     std::set<const Stmt *> from_prefix;  // the statements before the reverse loop (the per-program prefix)
@@ -650,7 +660,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     owner->decorators = bwd.decorators;
     for (const Param &p : bwd.params)
       owner->params.push_back({p.name, p.span, p.annotation ? clone(*p.annotation) : nullptr, nullptr});
-    owner->params.push_back({programs, {}, nullptr, nullptr});
+    if (!grouped) owner->params.push_back({programs, {}, nullptr, nullptr});
     for (StmtPtr &s : head) owner->body.push_back(std::move(s));
     auto inner = std::make_unique<For>(name(program),
                                        call("range", list(int_lit(0), name(programs))), StmtList{}, loop.span);
@@ -682,6 +692,10 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // 7. What the owner still needs that it cannot have.
     std::set<std::string> read;
     block_reads(owner->body, read);
+    if (read.count(kGroupedProgramId)) {
+      decline("because it reads the forward's program id other than through the grouped ordering of its programs");
+      continue;
+    }
     if (read.count(kNotAffine)) {
       std::string which;
       for (const std::string &x : carried)
@@ -702,6 +716,11 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       decline("because what it adds needs a value of the forward's loop (a replay): each owner would replay that "
               "loop once per program it sums over (--deterministic saves it per program in a prologue kernel "
               "instead)");
+      continue;
+    }
+    if (replays() && grouped) {
+      decline("because what it adds needs a value of the forward's loop (a replay), and saving it per program is "
+              "not built for a grid in grouped order");
       continue;
     }
     if (replays()) {
@@ -770,7 +789,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       for (const std::string &scratch : reads_saved) owner->params.push_back({scratch, {}, nullptr, nullptr});
     }
     sema::ParamTypes owner_types = types;
-    owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
+    if (!grouped) owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
     for (const auto *saved : {&out.saved, &new_saved})
       for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
@@ -786,7 +805,8 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     launch.gradient = gradient;
     launch.input = input;
     launch.summed_axis = axis;
-    launch.programs_param = programs;
+    launch.programs_param = grouped ? "" : programs;
+    if (grouped) launch.grid_sizes = {axis == 0 ? nullptr : grouped->rows, axis == 1 ? nullptr : grouped->columns};
     launch.loop_line = loop.span.begin.line;
     launch.loop_column = loop.span.begin.column;
     launch.loop_range = emit::print_expr(*loop.iter);
@@ -794,6 +814,12 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                  "iteration of the loop and program along the other axes, loops over the forward's programs along " +
                  "axis " + std::to_string(axis) + " (its addresses do not depend on tl.program_id(" +
                  std::to_string(axis) + ")" + (unswizzled ? "; tl.swizzle2d only permutes the programs" : "") +
+                 (grouped ? "; the 1-D grid's grouped ordering enumerates each (" + grouped->row + ", " +
+                                grouped->column + ") once, so axis 0 stands for " + grouped->row + " over " +
+                                grouped->rows_name + " programs and axis 1 for " + grouped->column + " over " +
+                                grouped->columns_name + ", valid where the forward runs " + grouped->rows_name +
+                                " * " + grouped->columns_name + " programs as that ordering requires"
+                          : "") +
                  "), sums their contributions in registers and adds the tile once, instead of an atomic addition " +
                  "from every program in every iteration" +
                  (reads_saved.empty() ? std::string()
