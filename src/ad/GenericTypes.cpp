@@ -131,8 +131,32 @@ class RoleFinder {
         if (!first) first = call_argument(*c, 0, "pointer");
         if (first) return address_roots(*first);
       }
+      // A jit helper that returns an address made from its arguments
+      // (`base = _row_base(X, row, N)`, `p = _block_ptr(base, ...)`): the
+      // roots of the arguments its returns derive from.
+      if (const Function *g = module_.find_function(callee)) {
+        std::set<std::string> r;
+        const std::set<std::string> &through = returned_roots(*g);
+        for (size_t k = 0; k < g->params.size(); ++k)
+          if (through.count(g->params[k].name))
+            if (const Expr *a = call_argument(*c, k, g->params[k].name))
+              for (const std::string &x : address_roots(*a)) r.insert(x);
+        return r;
+      }
     }
     return {};
+  }
+
+  // The parameters of jit function `g` that an address it returns derives from.
+  const std::set<std::string> &returned_roots(const Function &g) const {
+    static const std::set<std::string> none;
+    if (auto it = returns_cache_.find(&g); it != returns_cache_.end()) return it->second;
+    if (visiting_.count(&g)) return none;  // recursion: Triton rejects it anyway
+    visiting_.insert(&g);
+    RoleFinder finder(module_, visiting_);
+    finder.run(g);
+    visiting_.erase(&g);
+    return returns_cache_[&g] = finder.returned_;
   }
 
   // The pointer parameters whose loaded values `e` derives from.
@@ -310,7 +334,10 @@ class RoleFinder {
       } else if (auto *e = dyn_cast<ExprStmt>(s.get())) {
         visit_calls(*e->value);
       } else if (auto *r = dyn_cast<Return>(s.get())) {
-        if (r->value) visit_calls(*r->value);
+        if (r->value) {
+          visit_calls(*r->value);
+          for (const std::string &x : address_roots(*r->value)) returned_.insert(x);
+        }
       } else if (auto *i = dyn_cast<If>(s.get())) {
         visit_calls(*i->cond);
         // A flag with a value (one specialization) keeps one branch, as Triton does.
@@ -467,6 +494,8 @@ class RoleFinder {
   std::set<std::string> int_literals_;  // names given an integer literal outside loops
   int loop_depth_ = 0;
   std::set<std::string> pointers_, integer_pointers_;
+  std::set<std::string> returned_;  // the roots of the addresses the function returns
+  mutable std::map<const Function *, std::set<std::string>> returns_cache_;
 };
 
 // ------------------------------------------------------------ trials

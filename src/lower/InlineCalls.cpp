@@ -11,6 +11,7 @@
 #include "src/lower/Walk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
+#include "tgrad/sema/Names.h"
 
 namespace tgrad::lower {
 
@@ -53,7 +54,15 @@ class Inliner {
   Inliner(const Module &module, Function &kernel, const sema::ParamTypes &known)
       : module_(module), kernel_(kernel), decided_(kernel, known) {
     collect_names(kernel.body, taken_);
-    for (const Param &p : kernel.params) taken_.insert(p.name);
+    // A parameter of no known type may be a pointer: a helper that returns an
+    // address made from it is inlined (inlining a pure helper changes no
+    // gradient, only the output's shape).
+    for (size_t k = 0; k < kernel.params.size(); ++k) {
+      const Param &p = kernel.params[k];
+      taken_.insert(p.name);
+      auto t = known.find(p.name);
+      if (t != known.end() ? t->second.elem.is_pointer : !kernel.is_constexpr_param(k)) pointers_.insert(p.name);
+    }
   }
 
   // The kernel's conditional expressions between compile-time values that
@@ -91,7 +100,75 @@ class Inliner {
     auto *n = c ? dyn_cast<Name>(c->func.get()) : nullptr;
     if (!n) return nullptr;
     const Function *f = module_.find_function(n->id);
-    return f && f != &kernel_ && accesses_memory(*f) ? f : nullptr;
+    if (!f || f == &kernel_) return nullptr;
+    return accesses_memory(*f) || returns_pointer_argument(*f, *c) ? f : nullptr;
+  }
+
+  // The name an address expression starts from (`X` of `X + row * N`,
+  // `tl.multiple_of(p, 16)`, `p.to(...)`), or "".
+  static std::string address_root(const Expr &e) {
+    if (auto *n = dyn_cast<Name>(&e)) return n->id;
+    if (auto *b = dyn_cast<BinOp>(&e)) {
+      if (b->op == BinaryOpKind::Sub) return address_root(*b->lhs);
+      if (b->op != BinaryOpKind::Add) return "";
+      std::string r = address_root(*b->lhs);
+      return r.empty() ? address_root(*b->rhs) : r;
+    }
+    if (auto *s = dyn_cast<Subscript>(&e)) return address_root(*s->value);
+    if (auto *c = dyn_cast<Call>(&e)) {
+      if (auto *a = dyn_cast<Attribute>(c->func.get()); a && a->attr == "to") return address_root(*a->value);
+      const std::string callee = emit::print_expr(*c->func);
+      if ((sema::is_compiler_hint(callee) || callee == "tl.advance") && !c->args.empty())
+        return address_root(*c->args[0]);
+    }
+    return "";
+  }
+
+  bool is_pointer(const Expr &e) const {
+    auto *b = dyn_cast<BinOp>(&e);
+    if (b && b->op == BinaryOpKind::Add) {
+      // Either side may be the pointer (`offs + X`); address_root takes the left one first.
+      for (const Expr *side : {b->lhs.get(), b->rhs.get()})
+        if (is_pointer(*side)) return true;
+      return false;
+    }
+    const std::string r = address_root(e);
+    return !r.empty() && pointers_.count(r);
+  }
+
+  // Whether a return of `f` is an address made from an argument this call
+  // gives a pointer (`return base + row * N`): inlined, so that the access
+  // analysis and the gradient's addresses see the arithmetic.
+  bool returns_pointer_argument(const Function &f, const Call &c) const {
+    std::set<std::string> roots;
+    std::function<void(const StmtList &)> walk = [&](const StmtList &b) {
+      for (const StmtPtr &s : b) {
+        if (auto *r = dyn_cast<Return>(s.get()); r && r->value) roots.insert(address_root(*r->value));
+        if (auto *i = dyn_cast<If>(s.get())) {
+          walk(i->body);
+          walk(i->orelse);
+        }
+      }
+    };
+    walk(f.body);
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      if (!roots.count(f.params[k].name)) continue;
+      const Expr *arg = k < c.args.size() ? c.args[k].get() : nullptr;
+      for (const Keyword &kw : c.keywords)
+        if (kw.name == f.params[k].name) arg = kw.value.get();
+      if (arg && is_pointer(*arg)) return true;
+    }
+    return false;
+  }
+
+  // Keeps pointers_ up to date with an assignment of the kernel.
+  void note_assignment(const Stmt &s) {
+    auto *a = dyn_cast<Assign>(&s);
+    if (!a || a->targets.size() != 1) return;
+    auto *n = dyn_cast<Name>(a->targets[0].get());
+    if (!n) return;
+    if (is_pointer(*a->value)) pointers_.insert(n->id);
+    else pointers_.erase(n->id);
   }
 
   std::string fresh(const std::string &base) {
@@ -115,9 +192,14 @@ class Inliner {
     const Expr *value = a && a->targets.size() == 1 ? a->value.get() : x ? x->value.get() : nullptr;
     if (const Function *f = value ? memory_helper(*value) : nullptr) {
       ExprPtr call = clone(*value);
+      const bool pointer = returns_pointer_argument(*f, *cast<Call>(call.get()));
       for (ExprPtr &arg : cast<Call>(call.get())->args) hoist(arg, out);
       for (Keyword &k : cast<Call>(call.get())->keywords) hoist(k.value, out);
       expand(*cast<Call>(call.get()), *f, a ? a->targets[0].get() : nullptr, out);
+      if (auto *n = a ? dyn_cast<Name>(a->targets[0].get()) : nullptr) {
+        if (pointer) pointers_.insert(n->id);
+        else pointers_.erase(n->id);
+      }
       return;
     }
     StmtPtr copy = clone(s);
@@ -154,6 +236,7 @@ class Inliner {
       default: break;
     }
     for (StmtPtr &p : pending) out.push_back(std::move(p));
+    note_assignment(*copy);
     out.push_back(std::move(copy));
   }
 
@@ -254,7 +337,8 @@ class Inliner {
     decided_.fold_decided(body);  // (the helper's `if isinstance(x, tl.tensor_descriptor): ...`, a flag passed as a literal)
     if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
-      body.front()->leading_comment = "Inlined: " + f.name + "(...) (it loads or stores memory).";
+      body.front()->leading_comment =
+          "Inlined: " + f.name + "(...) (" + (accesses_memory(f) ? "it loads or stores memory" : "it returns an address") + ").";
     for (StmtPtr &s : body) out.push_back(std::move(s));
   }
 
@@ -311,6 +395,7 @@ class Inliner {
   CompileTimeConditions decided_;  // what Triton decides when it compiles
   std::set<std::string> taken_;
   std::map<const Function *, bool> memo_;
+  std::set<std::string> pointers_;  // the kernel's names that hold pointers, as far as the statements so far say
   bool inlined_ = false;
 };
 
