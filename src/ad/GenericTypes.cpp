@@ -532,6 +532,10 @@ std::string first_difference(const Backward &a, const Backward &b) {
   }
 }
 
+// Representative types for the parameters `given` leaves open, by role (defined below).
+sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+                                   const sema::ParamTypes &given, DType float_type);
+
 class GenericDifferentiation {
  public:
   GenericDifferentiation(const Module &module, const SourceManager &sources, const BackwardRequest &request,
@@ -539,7 +543,15 @@ class GenericDifferentiation {
       : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
 
   std::optional<Backward> run() {
-    std::vector<ParamRole> roles = param_roles(module_, fn_, request_.param_types);
+    std::vector<ParamRole> &roles = roles_ = param_roles(module_, fn_, request_.param_types);
+    // A --wrt pointer this specialization does not load (`if HAS_WEIGHT:
+    // b_x = tl.load(x + ...)` with HAS_WEIGHT false) is still the pointer the
+    // other specializations load through: its gradient here is zero, not an
+    // error about a scalar.
+    for (size_t k = 0; k < fn_.params.size(); ++k)
+      if ((roles[k] == ParamRole::Scalar || roles[k] == ParamRole::Unused) &&
+          request_.pointers_in_some_specialization.count(pname(k)))
+        roles[k] = ParamRole::FloatPointer;
     for (size_t k = 0; k < fn_.params.size(); ++k) {
       const Param &p = fn_.params[k];
       if (request_.param_types.count(p.name)) continue;
@@ -672,7 +684,7 @@ class GenericDifferentiation {
     return b.source.substr(0, at) + generic_types_line(b.generic_types) + b.source.substr(at);
   }
 
-  sema::ParamTypes with_uniform(DType d) const { return uniform_representative(module_, fn_, request_.param_types, d); }
+  sema::ParamTypes with_uniform(DType d) const { return representative_of(fn_, roles_, request_.param_types, d); }
 
   std::optional<Backward> run_kernel() {
     const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
@@ -835,6 +847,7 @@ class GenericDifferentiation {
   const BackwardRequest &request_;
   DiagEngine &diags_;
   const Function &fn_;
+  std::vector<ParamRole> roles_;  // each parameter's role, as run() decided it
   std::vector<size_t> float_pointers_, integer_pointers_, scalars_, tiles_, dtype_params_;
   Trial *base_ = nullptr;
   std::vector<int> base_ranks_;

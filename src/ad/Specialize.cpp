@@ -939,11 +939,33 @@ void assert_given_constexprs(const Function &forward, const BackwardRequest &req
 
 }  // namespace
 
+static std::optional<Backward> differentiate_lowered(const Module &user_module, const SourceManager &sources,
+                                                     const BackwardRequest &request, DiagEngine &diags);
+
 std::optional<Backward> differentiate(const Module &user_module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
-  // Helpers that access memory are inlined first (src/lower/InlineCalls.h:
-  // a helper may make and return a block pointer), then block pointers
-  // become pointer arithmetic (src/lower/BlockPointers.h).
+  // Which --wrt parameters some specialization loads through, on the kernel
+  // as written (inlining folds the branches -D values decide).
+  BackwardRequest with_pointers = request;
+  if (const Function *written = user_module.find_function(request.function)) {
+    sema::ParamTypes runtime_only = request.param_types;
+    for (size_t k = 0; k < written->params.size(); ++k)
+      if (written->is_constexpr_param(k)) runtime_only.erase(written->params[k].name);
+    const std::vector<ParamRole> roles = param_roles(user_module, *written, runtime_only);
+    for (size_t k = 0; k < written->params.size(); ++k)
+      if (roles[k] == ParamRole::FloatPointer &&
+          std::find(request.wrt.begin(), request.wrt.end(), written->params[k].name) != request.wrt.end())
+        with_pointers.pointers_in_some_specialization.insert(written->params[k].name);
+  }
+  return differentiate_lowered(user_module, sources, with_pointers, diags);
+}
+
+// differentiate() once the kernel's pointers are known. Helpers that access
+// memory are inlined first (src/lower/InlineCalls.h: a helper may make and
+// return a block pointer), then block pointers become pointer arithmetic
+// (src/lower/BlockPointers.h).
+static std::optional<Backward> differentiate_lowered(const Module &user_module, const SourceManager &sources,
+                                                     const BackwardRequest &request, DiagEngine &diags) {
   std::unique_ptr<Module> inlined = lower::inline_memory_helpers(user_module, request.function, diags, request.param_types), lowered;
   if (diags.has_errors()) return std::nullopt;
   const Module *lowered_or_inlined =

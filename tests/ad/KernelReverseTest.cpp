@@ -118,6 +118,26 @@ INSTANTIATE_TEST_SUITE_P(
                    "    if MODE == MODE_SCALE:\n        w = tl.load(W + o)\n    if MODE == MODE_SHIFT:\n"
                    "        w = tl.load(W + o) * 2.0\n    y = x * x\n    if MODE == MODE_SCALE:\n        y = y * w\n"
                    "    if MODE == MODE_SHIFT:\n        y = y + w\n    tl.store(Y + o, y)\n"},
+        // A --wrt pointer only the other specialization loads (fla's causal conv1d: x under HAS_WEIGHT): here its
+        // gradient is zero (was "'x' is a runtime scalar"). Its base address comes from a helper, inlined.
+        KernelCase{"", "k", {3, 1, 1}, {"x=fp32[3,10]", "w=fp32[10]", "y=fp32[3,10]:zeros", "N=10"},
+                   {"HAS_WEIGHT=False", "BLOCK=16"}, {"x", "w"}, {},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef _row(p, row, N):\n"
+                   "    return p + row * N\n@triton.jit\n"
+                   "def k(x, w, y, N, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):\n"
+                   "    row = tl.program_id(0)\n    o = tl.arange(0, BLOCK)\n    p_x = _row(x, row, N)\n"
+                   "    acc = tl.load(w + o, mask=o < N, other=0.0)\n    if HAS_WEIGHT:\n"
+                   "        acc = acc * tl.load(p_x + o, mask=o < N, other=0.0)\n"
+                   "    tl.store(_row(y, row, N) + o, acc, mask=o < N)\n"},
+        KernelCase{"", "k", {3, 1, 1}, {"x=fp32[3,10]", "w=fp32[10]", "y=fp32[3,10]:zeros", "N=10"},
+                   {"HAS_WEIGHT=True", "BLOCK=16"}, {"x", "w"}, {},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef _row(p, row, N):\n"
+                   "    return p + row * N\n@triton.jit\n"
+                   "def k(x, w, y, N, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):\n"
+                   "    row = tl.program_id(0)\n    o = tl.arange(0, BLOCK)\n    p_x = _row(x, row, N)\n"
+                   "    acc = tl.load(w + o, mask=o < N, other=0.0)\n    if HAS_WEIGHT:\n"
+                   "        acc = acc * tl.load(p_x + o, mask=o < N, other=0.0)\n"
+                   "    tl.store(_row(y, row, N) + o, acc, mask=o < N)\n"},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",

@@ -613,6 +613,31 @@ expect_grep dtype_branch_named "$TMP/dtype_branch.err" "dtype_branch.py:6:7: err
 run dtype_branch_given "$TMP/dtype_branch.py" --wrt X --arg 'X=*fp16'
 expect_rc dtype_branch_given_exit_0 0 dtype_branch_given
 
+# A --wrt pointer loaded only under a flag (fla's causal conv1d: x under HAS_WEIGHT), its base address made by a
+# helper: with the flag false its gradient is zero (a warning), not "'x' is a runtime scalar".
+cat >"$TMP/flag_only_load.py" <<'EOF'
+import triton
+import triton.language as tl
+@triton.jit
+def _row(p, row, N):
+    return p + row * N
+@triton.jit
+def k(x, w, y, N, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    o = tl.arange(0, BLOCK)
+    p_x = _row(x, row, N)
+    acc = tl.load(w + o, mask=o < N, other=0.0)
+    if HAS_WEIGHT:
+        acc = acc * tl.load(p_x + o, mask=o < N, other=0.0)
+    tl.store(_row(y, row, N) + o, acc, mask=o < N)
+EOF
+run flag_only_load "$TMP/flag_only_load.py" --wrt x,w -D HAS_WEIGHT=False --emit json
+expect_rc flag_only_load_exit_0 0 flag_only_load
+expect_grep flag_only_load_warns "$TMP/flag_only_load.err" "warning: no store of 'k' depends on what it loads through 'x': its gradient is zero"
+expect_grep flag_only_load_zero_buffer "$TMP/flag_only_load.out" '"contents": "zeros"'
+run flag_only_load_generic "$TMP/flag_only_load.py" --wrt x,w
+expect_rc flag_only_load_generic_exit_0 0 flag_only_load_generic
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'

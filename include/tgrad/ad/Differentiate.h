@@ -50,6 +50,12 @@ struct BackwardRequest {
   // representative: no cast dropped because a dtype happened to match, half
   // precision adjoints accumulated in float32 whatever the input's dtype.
   std::set<std::string> generic_params = {};
+  // --wrt parameters the kernel loads through in some specialization of its
+  // constexprs (found on the kernel as written, before -D values fold its
+  // branches): where this specialization does not load through one, it is
+  // still a pointer, with gradient zero. Set by differentiate(); callers
+  // leave it empty.
+  std::set<std::string> pointers_in_some_specialization = {};
   // Tile parameters among them, whose shapes are unknown too: every
   // unbroadcast is left to the emitted helper _tgrad_unbroadcast, resolved
   // when Triton compiles the backward for its operands' shapes.
