@@ -138,6 +138,17 @@ INSTANTIATE_TEST_SUITE_P(
                    "    acc = tl.load(w + o, mask=o < N, other=0.0)\n    if HAS_WEIGHT:\n"
                    "        acc = acc * tl.load(p_x + o, mask=o < N, other=0.0)\n"
                    "    tl.store(_row(y, row, N) + o, acc, mask=o < N)\n"},
+        // A helper's `if b_lamb is not None:` (fla's mesa_net) is decided by the argument's kind: a tile at one
+        // call (the term's gradient flows to L), None at the other (no term); one backward helper per call.
+        KernelCase{"", "k", {1, 1, 1}, {"P=fp32[8,8]", "V=fp32[8,8]", "L=fp32[8]", "O=fp32[8,8]:zeros"}, {"B=8"},
+                   {"P", "V", "L"}, {},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef _update(b_p, b_v, b_lamb):\n"
+                   "    b_o = b_p * b_v\n    if b_lamb is not None:\n        b_o += b_lamb[None, :] * b_p\n"
+                   "    return b_o\n@triton.jit\ndef k(P, V, L, O, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+                   "    b_p = tl.load(P + o[:, None] * B + o[None, :])\n"
+                   "    b_v = tl.load(V + o[:, None] * B + o[None, :])\n    b_lamb = tl.load(L + o)\n"
+                   "    b_o = _update(b_p, b_v, b_lamb) + _update(b_v, b_p * b_p, None)\n"
+                   "    tl.store(O + o[:, None] * B + o[None, :], b_o)\n"},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
