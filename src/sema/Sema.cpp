@@ -763,6 +763,12 @@ class Checker {
       return base.elems[k < 0 ? k + n : k];
     }
     if (!base.is_tensor()) fail(s.value->span, base.str() + " cannot be indexed");
+    // `stride_q[0]`, `res[i]` on a parameter: Triton passes tuples to kernels; tgrad types its parameters as
+    // pointers, numbers and constexprs only.
+    if (base.shape.empty() && idx.size() == 1 && (idx[0].kind == SType::Kind::Int || idx[0].is_tensor()))
+      if (auto *n = dyn_cast<Name>(s.value.get()))
+        fail(s.span, "'" + n->id + "' is indexed like a tuple, and tgrad reads it as " + base.str() +
+                         ": tuple parameters are not supported yet; pass its elements as separate parameters");
     SymShape shape;
     size_t axis = 0;
     for (size_t k = 0; k < idx.size(); ++k) {

@@ -638,6 +638,20 @@ expect_grep flag_only_load_zero_buffer "$TMP/flag_only_load.out" '"contents": "z
 run flag_only_load_generic "$TMP/flag_only_load.py" --wrt x,w
 expect_rc flag_only_load_generic_exit_0 0 flag_only_load_generic
 
+# A tuple parameter (mamba3's stride_q[0]): a located error that names it, not one about tensor indexing.
+cat >"$TMP/tuple_param.py" <<'EOF'
+import triton
+import triton.language as tl
+@triton.jit
+def k(Q, O, stride_q, B: tl.constexpr):
+    o = tl.arange(0, B)
+    q = tl.load(Q + tl.program_id(0) * stride_q[0] + o)
+    tl.store(O + o, q * q)
+EOF
+run tuple_param "$TMP/tuple_param.py" --wrt Q
+expect_rc tuple_param_exit_1 1 tuple_param
+expect_grep tuple_param_named "$TMP/tuple_param.err" "tuple_param.py:6:40: error: 'stride_q' is indexed like a tuple, .*tuple parameters are not supported yet"
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'
