@@ -295,6 +295,9 @@ class Engine {
   // Moves the gradients the reverse loop scatters with atomics to
   // owner-computes kernels where that is valid (src/ad/reverse/OwnerComputes.h).
   void gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result);
+  // The emitted functions with their single-use temporaries folded into
+  // their uses (src/ad/Readability.h), the user's names kept.
+  void make_readable(Module &out, const Backward &result) const;
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);
 

@@ -2,6 +2,7 @@
 // header comment and the final check by semantic analysis.
 #include <sstream>
 
+#include "src/ad/Readability.h"
 #include "src/ad/reverse/Engine.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/sema/Names.h"
@@ -47,8 +48,28 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
     if (!have && read.count(c.name)) out->constants.push_back({c.name, c.span, clone(*c.stmt)});
   }
   add_imports(*out, read);
+  make_readable(*out, result);
   result.source = header() + emit::print_module(*out);
   result.module = std::move(out);
+}
+
+void Engine::make_readable(Module &out, const Backward &result) const {
+  // The names a reader knows: the user's (in any function of the kernel's
+  // module), their adjoints, and those the launch protocol explains.
+  std::set<std::string> keep;
+  std::map<std::string, int> user;
+  for (const auto &f : module_.functions) {
+    count_assignments(f->body, user);
+    for (const Param &p : f->params) user[p.name];
+  }
+  for (const auto &kv : user) {
+    keep.insert(kv.first);
+    keep.insert("b" + kv.first);
+  }
+  for (const Backward::Tape &t : result.tapes) keep.insert(t.value);
+  for (const Backward::SavedTile &t : result.saved_tiles) keep.insert(t.value);
+  for (auto &f : out.functions)
+    if (!module_.find_function(f->name)) fold_single_use_temporaries(*f, keep);
 }
 
 std::unique_ptr<Module> Engine::checking_module() const {

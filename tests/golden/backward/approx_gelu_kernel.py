@@ -23,62 +23,45 @@ def tanh_fast_bwd(x, bout):
 
 @triton.jit
 def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets
+    x = tl.load(X + offsets, mask=mask, other=0.0)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
-    x_times_c_times_x_times_x = x_times_c_times_x * x
-    x_plus_x_times_c_times_x_times_x = x + x_times_c_times_x_times_x
-    inner = 0.7978845608 * x_plus_x_times_c_times_x_times_x
+    inner = 0.7978845608 * (x + x_times_c_times_x * x)
     x_times_half = 0.5 * x
     tanh_fast_inner = tanh_fast(inner)
     tanh_fast_inner_plus_one = 1.0 + tanh_fast_inner
     gelu = x_times_half * tanh_fast_inner_plus_one
-    x_times_two = 2.0 * x
-    dY_plus_offsets = dY + offsets
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bgelu_times_exp_fn_neg_ha_2 = tl.load(dY_plus_offsets, mask=mask, other=0.0)
+    bgelu_times_exp_fn_neg_ha_2 = tl.load(dY + offsets, mask=mask, other=0.0)
     neg_half_times_x = -0.5 * x
-    neg_half_times_x_times_x = neg_half_times_x * x
-    exp_fn_neg_half_times_x_times_x = exp_fn(neg_half_times_x_times_x)
+    exp_fn_neg_half_times_x_times_x = exp_fn(neg_half_times_x * x)
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
     bwave = bgelu_times_exp_fn_neg_ha_2 * 0.25
     bgelu = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * exp_fn_neg_half_times_x_times_x, 0.0)
     bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * gelu, 0.0)
     bneg_half_times_x_times_x = tl.where(mask, bexp_fn_neg_half_times_x_times_x * exp_fn_neg_half_times_x_times_x, 0.0)
-    bneg_half_times_x = bneg_half_times_x_times_x * x
     bx = bneg_half_times_x_times_x * neg_half_times_x
-    bx += bneg_half_times_x * -0.5
+    bx += bneg_half_times_x_times_x * x * -0.5
 
     # Grad of: wave = tl.inline_asm_elementwise("sin.approx.f32 $0, $1;", "=f,f", [2.0 * x], dtype=tl.float32, is_pure=True, pack=1)
-    bx_times_two = bwave * tl.cos(x_times_two)
-    bx += bx_times_two * 2.0
+    bx += bwave * tl.cos(2.0 * x) * 2.0
 
     # Grad of: gelu = 0.5 * x * (1.0 + tanh_fast(inner))
-    bx_times_half = tl.where(mask, bgelu * tanh_fast_inner_plus_one, 0.0)
-    btanh_fast_inner_plus_one = bgelu * x_times_half
-    binner = tl.where(mask, tanh_fast_bwd(inner, btanh_fast_inner_plus_one), 0.0)
-    bx += bx_times_half * 0.5
+    binner = tl.where(mask, tanh_fast_bwd(inner, bgelu * x_times_half), 0.0)
+    bx += tl.where(mask, bgelu * tanh_fast_inner_plus_one, 0.0) * 0.5
 
     # Grad of: inner = 0.7978845608 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608
     bx += bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
-    bx_times_c = bx_times_c_times_x * x
     bx += bx_times_c_times_x * x_times_c
-    bx += bx_times_c * 0.044715
+    bx += bx_times_c_times_x * x * 0.044715
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offsets = bx
-    tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)

@@ -13,70 +13,53 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_z = off_hz // H
     off_h = off_hz % H
     off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_z_to_tl_int64_times = off_z_to_tl_int64 * stride_qz
     off_h_to_tl_int64 = off_h.to(tl.int64)
-    off_h_to_tl_int64_times = off_h_to_tl_int64 * stride_qh
-    q_offset = off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    off_z_to_tl_int64_2_time = off_z_to_tl_int64 * stride_kz
-    off_h_to_tl_int64_2_time = off_h_to_tl_int64 * stride_kh
-    kv_offset = off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    off_z_to_tl_int64_3_time = off_z_to_tl_int64 * stride_vz
-    off_h_to_tl_int64_3_time = off_h_to_tl_int64 * stride_vh
-    v_offset = off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    off_z_to_tl_int64_4_time = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_4_time = off_h_to_tl_int64 * stride_oh
-    o_offset = off_z_to_tl_int64_4_time + off_h_to_tl_int64_4_time
+    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     Q_block_base = Q + q_offset
-    dQ_block_base = dQ + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
     Q_block_stride1 = stride_qk
     Q_block_offset0 = start_m * BLOCK_M
     Q_block_offset1 = 0
     K_block_base = K + kv_offset
-    dK_block_base = dK + kv_offset
+    dK_ptrs_base = dK + kv_offset
     K_block_stride0 = stride_kk
     K_block_stride1 = stride_kn
     V_block_base = V + v_offset
-    dV_block_base = dV + v_offset
+    dV_ptrs_base = dV + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
-    dO_block_base = dOut + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
+    offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
     m_i = tl_zeros - float("inf")
     l_i = tl_zeros + 1.0
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
-    tl_arange_zero_HEAD_DIM = tl.arange(0, HEAD_DIM)
-    Q_block_index1 = Q_block_offset1 + tl_arange_zero_HEAD_DIM
+    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
     Q_block_index0_col_times = Q_block_index0_col * Q_block_stride0
-    Q_block_base_plus_Q_bloc = Q_block_base + Q_block_index0_col_times
-    dQ_block_base_plus_Q_bloc = dQ_block_base + Q_block_index0_col_times
+    dQ_block_base_plus_Q_bloc = dQ + q_offset + Q_block_index0_col_times
     Q_block_index1_row = Q_block_index1[None, :]
     Q_block_index1_row_times = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_bloc_2 = Q_block_base_plus_Q_bloc + Q_block_index1_row_times
+    Q_block_base_plus_Q_bloc_2 = Q_block_base + Q_block_index0_col_times + Q_block_index1_row_times
     dQ_block_base_plus_Q_bloc_2 = dQ_block_base_plus_Q_bloc + Q_block_index1_row_times
-    t = Q_block_index0_col >= 0
-    t_2 = Q_block_index0_col < Q_block_shape0
-    t_and_t_2 = t & t_2
+    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_bloc_2, mask=t_and_t_2, other=0.0)
     acc_2 = acc
     l_i_2 = l_i
     m_i_2 = m_i
     K_ptrs_base = K_block_base
-    dK_ptrs_base = dK_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
     K_ptrs_stride1 = K_block_stride1
     K_ptrs_offset0 = Q_block_offset1
     V_ptrs_base = V_block_base
-    dV_ptrs_base = dV_block_base
     V_ptrs_stride0 = V_block_stride0
     V_ptrs_stride1 = V_block_stride1
     hi = Q_block_offset0
@@ -128,9 +111,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         p = tl.math.exp2(qk_3_minus_m_ij_col)
         m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
         alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        l_i_2_2_times_alpha = l_i_2_2 * alpha
         tl_sum_p_one = tl.sum(p, 1)
-        l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
+        l_i_2_3 = l_i_2_2 * alpha + tl_sum_p_one
         tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
         V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
@@ -148,31 +130,20 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         t_6_and_t_7 = t_6 & t_7
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
-        acc_2_2_times_alpha_col = acc_2_2 * alpha_col
         p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
         tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-        acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
-        m_i_2_3 = m_ij
-        K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
-        K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
-        V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
-        V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
+        acc_2_3 = acc_2_2 * alpha_col + tl_dot_p_to_v_dtype_v
+        m_i_2_2 = m_ij
+        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
         l_i_2_2 = l_i_2_3
         acc_2_2 = acc_2_3
-        m_i_2_2 = m_i_2_3
-        K_ptrs_offset0_3 = K_ptrs_offset0_4
-        K_ptrs_offset1_3 = K_ptrs_offset1_4
-        V_ptrs_offset0_3 = V_ptrs_offset0_4
-        V_ptrs_offset1_3 = V_ptrs_offset1_4
-    acc_4 = acc_2_2
-    l_i_4 = l_i_2_2
-    m_i_4 = m_i_2_2
-    acc_3 = acc_4
-    l_i_3 = l_i_4
-    m_i_3 = m_i_4
-    start_m_plus_one = start_m + 1
-    start_m_plus_one_times_BLOCK_M = start_m_plus_one * BLOCK_M
-    hi_2 = start_m_plus_one_times_BLOCK_M
+    acc_3 = acc_2_2
+    l_i_3 = l_i_2_2
+    m_i_3 = m_i_2_2
+    hi_2 = (start_m + 1) * BLOCK_M
     K_ptrs_2_offset1_2 = K_ptrs_offset0 + hi
     l_i_3_2 = l_i_3
     acc_3_2 = acc_3
@@ -224,9 +195,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
         m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
         alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-        l_i_3_2_times_alpha_2 = l_i_3_2 * alpha_2
         tl_sum_p_2_one = tl.sum(p_2, 1)
-        l_i_3_3 = l_i_3_2_times_alpha_2 + tl_sum_p_2_one
+        l_i_3_3 = l_i_3_2 * alpha_2 + tl_sum_p_2_one
         tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
         V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
         tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
@@ -244,38 +214,26 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         t_12_and_t_13 = t_12 & t_13
         v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_12_and_t_13, other=0.0)
         alpha_2_col = alpha_2[:, None]
-        acc_3_2_times_alpha_2_col = acc_3_2 * alpha_2_col
         p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
         tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
-        acc_3_3 = acc_3_2_times_alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
-        m_i_3_3 = m_ij_2
-        K_ptrs_2_offset0_4 = K_ptrs_2_offset0_3 + 0
-        K_ptrs_2_offset1_4 = K_ptrs_2_offset1_3 + BLOCK_N
-        V_ptrs_2_offset0_4 = V_ptrs_2_offset0_3 + BLOCK_N
-        V_ptrs_2_offset1_4 = V_ptrs_2_offset1_3 + 0
+        acc_3_3 = acc_3_2 * alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
+        m_i_3_2 = m_ij_2
+        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
+        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
+        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
+        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
         l_i_3_2 = l_i_3_3
         acc_3_2 = acc_3_3
-        m_i_3_2 = m_i_3_3
-        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_4
-        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
-        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
-        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
-    acc_5 = acc_3_2
     l_i_5 = l_i_3_2
     l_i_5_col = l_i_5[:, None]
-    acc_6 = acc_5 / l_i_5_col
-    off_hz_times_N_CTX = off_hz * N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
+    acc_6 = acc_3_2 / l_i_5_col
     t_14 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_6_times_c = tl.load(dM_plus_off_hz_times_N_CT, mask=t_14, other=0.0)
-    O_block_index0_col_times = Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_bloc = dO_block_base + O_block_index0_col_times
-    O_block_index1_row_times = Q_block_index1_row * O_block_stride1
-    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + O_block_index1_row_times
+    bm_i_6_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0)
+    dO_block_base_plus_O_bloc = dOut + o_offset + Q_block_index0_col * O_block_stride0
+    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
     bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0)
@@ -285,7 +243,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bm_i_6 = bm_i_6_times_c * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_5 = tl.where(t_and_t_2, bacc_6 / l_i_5_col, 0.0)
+    bacc_3_2 = tl.where(t_and_t_2, bacc_6 / l_i_5_col, 0.0)
     bl_i_5_col = tl.sum(tl.where(t_and_t_2, -bacc_6 * acc_6 / l_i_5_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_5_col.shape == l_i_5_col.shape)
     bl_i_5 = tl.reshape(bl_i_5_col, l_i_5.shape)
@@ -296,7 +254,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
     bl_i_3_2 = bl_i_5
-    bacc_3_2 = bacc_5
     bm_i_3_2 = bm_i_6
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.

@@ -8,23 +8,17 @@ import triton.language as tl
 @triton.jit
 def bias_act_kernel_bwd(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dB, dY):
     tl.static_assert(HAS_BIAS == True, "tgrad: this backward was generated for HAS_BIAS=True (-D); regenerate it for the value you launch with")
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    dX_plus_offs = dX + offs
-    dB_plus_offs = dB + offs
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y, mask=mask)
-    by_2 = tl.load(dY_plus_offs, mask=mask, other=0.0)
+    by_2 = tl.load(dY + offs, mask=mask, other=0.0)
 
     # Grad of: y = x * 2.0
     bx = by_2 * 2.0
 
     # Grad of: b = tl.load(B + offs, mask=mask, other=0.0)
-    tl.store(dB_plus_offs, by_2, mask=mask)
+    tl.store(dB + offs, by_2, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX_plus_offs, bx, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

@@ -8,36 +8,22 @@ import triton.language as tl
 @triton.jit
 def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dbias, dY):
     tl.static_assert(HAS_BIAS == True, "tgrad: this backward was generated for HAS_BIAS=True (-D); regenerate it for the value you launch with")
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
-    x = tl_load_X_plus_offs
-    bias_plus_offs = bias + offs
-    dbias_plus_offs = dbias + offs
-    tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)
-    bias_2 = tl_load_bias_plus_offs
-    x_times_bias_2 = x * bias_2
-    x_2 = x_times_bias_2 + bias_2
-    dY_plus_offs = dY + offs
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    bias_2 = tl.load(bias + offs, mask=mask, other=0.0)
+    x_2 = x * bias_2 + bias_2
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_2_times_x_2 = tl.load(dY_plus_offs, mask=mask, other=0.0)
+    bx_2_times_x_2 = tl.load(dY + offs, mask=mask, other=0.0)
     bx_2 = bx_2_times_x_2 * x_2
     bx_2 += bx_2_times_x_2 * x_2
 
     # Grad of: x = x * bias + bias
     bx = bx_2 * bias_2
-    bbias_2 = bx_2 + bx_2 * x
 
     # Grad of: bias = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_bias_plus_offs = bbias_2
-    tl.store(dbias_plus_offs, btl_load_bias_plus_offs, mask=mask)
+    tl.store(dbias + offs, bx_2 + bx_2 * x, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx
-    tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

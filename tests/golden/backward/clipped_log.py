@@ -10,6 +10,5 @@ def _clipped_log_bwd(x, bout):
     t = x > 0
 
     # Grad of: return tl.where(x > 0, tl.log(x), 0.0)
-    btl_log_x = tl.where(t, bout, 0.0)
-    bx = tl.where(t, btl_log_x / x, 0.0)
+    bx = tl.where(t, tl.where(t, bout, 0.0) / x, 0.0)
     return bx

@@ -14,31 +14,18 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 
 @triton.jit
 def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times = tl_program_id_zero * BLOCK_ROWS
-    tl_arange_zero_BLOCK_ROWS = tl.arange(0, BLOCK_ROWS)
-    rows = tl_program_id_zero_times + tl_arange_zero_BLOCK_ROWS
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
     rows_col = rows[:, None]
-    t = rows_col < n_rows
     steps_row = steps[None, :]
-    t_2 = steps_row < T
-    mask = t & t_2
-    rows_col_2_times_T = rows_col * T
-    offsets = rows_col_2_times_T + steps_row
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets
-    G_plus_offsets = G + offsets
-    dG_plus_offsets = dG + offsets
-    tl_load_G_plus_offsets = tl.load(G_plus_offsets, mask=mask, other=0.0)
-    g = tl_load_G_plus_offsets
+    mask = (rows_col < n_rows) & (steps_row < T)
+    offsets = rows_col * T + steps_row
+    x = tl.load(X + offsets, mask=mask, other=0.0)
+    g = tl.load(G + offsets, mask=mask, other=0.0)
     decay = tl.sigmoid(g)
-    dH_plus_offsets = dH + offsets
 
     # Grad of: tl.store(H + offsets, h + 0.5 * suffix, mask=mask)
-    bh_plus_suffix_times_half = tl.load(dH_plus_offsets, mask=mask, other=0.0)
+    bh_plus_suffix_times_half = tl.load(dH + offsets, mask=mask, other=0.0)
     bsuffix = bh_plus_suffix_times_half * 0.5
 
     # Grad of: suffix = tl.cumsum(x, 1, reverse=True)
@@ -58,13 +45,9 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     bg = bdecay * decay * (1.0 - decay)
 
     # Grad of: g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
-    btl_load_G_plus_offsets = bg
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
+    tl.atomic_add(dG + offsets, bg, mask=mask, sem="relaxed")
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offsets = bx
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask, sem="relaxed")
+    tl.atomic_add(dX + offsets, bx, mask=mask, sem="relaxed")

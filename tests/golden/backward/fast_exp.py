@@ -7,8 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def _fast_exp_bwd(x, bout):
-    out = tl.exp(x)
 
     # Grad of: return tl.exp(x)
-    bx = bout * out
+    bx = bout * tl.exp(x)
     return bx

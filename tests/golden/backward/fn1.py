@@ -29,8 +29,7 @@ def fn1_bwd(x, y, bout):
     bb += _bb
 
     # Grad of: b = tl.log(tl.expand_dims(y, 1))
-    btl_expand_dims_y_one = bb / tl_expand_dims_y_one
-    by = tl.reshape(btl_expand_dims_y_one, y.shape)
+    by = tl.reshape(bb / tl_expand_dims_y_one, y.shape)
 
     # Grad of: a = tl.exp(x)
     bx = ba * a

@@ -11,10 +11,9 @@ def fn2_bwd(x, y, bout):
     y_row = y[None, :]
     outer = x_col * y_row
     s = tl.sigmoid(outer)
-    s_times_outer = s * outer
 
     # Grad of: return tl.sum(s * outer, axis=1)
-    bs_times_outer = tl.broadcast_to(tl.expand_dims(bout, 1), s_times_outer.shape)
+    bs_times_outer = tl.broadcast_to(tl.expand_dims(bout, 1), (s * outer).shape)
     bs = bs_times_outer * outer
     bouter = bs_times_outer * s
 

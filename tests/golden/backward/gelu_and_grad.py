@@ -8,12 +8,9 @@ import triton.language as tl
 @triton.jit
 def _gelu_and_grad_bwd(x, by, bdy):
     x_times_c = x * 0.7071067811865476
-    tl_math_erf_x_times_c = tl.math.erf(x_times_c)
-    tl_math_erf_x_times_c_plus_one = 1.0 + tl_math_erf_x_times_c
-    cdf = 0.5 * tl_math_erf_x_times_c_plus_one
+    cdf = 0.5 * (1.0 + tl.math.erf(x_times_c))
     neg_half_times_x = -0.5 * x
-    neg_half_times_x_times_x = neg_half_times_x * x
-    tl_exp_neg_half_times_x_times_x = tl.exp(neg_half_times_x_times_x)
+    tl_exp_neg_half_times_x_times_x = tl.exp(neg_half_times_x * x)
     pdf = tl_exp_neg_half_times_x_times_x * 0.3989422804014327
 
     # Grad of: dy = cdf + x * pdf
@@ -25,14 +22,10 @@ def _gelu_and_grad_bwd(x, by, bdy):
     bcdf = bdy + by * x
 
     # Grad of: pdf = tl.exp(-0.5 * x * x) * 0.3989422804014327
-    btl_exp_neg_half_times_x_times_x = bpdf * 0.3989422804014327
-    bneg_half_times_x_times_x = btl_exp_neg_half_times_x_times_x * tl_exp_neg_half_times_x_times_x
-    bneg_half_times_x = bneg_half_times_x_times_x * x
+    bneg_half_times_x_times_x = bpdf * 0.3989422804014327 * tl_exp_neg_half_times_x_times_x
     bx += bneg_half_times_x_times_x * neg_half_times_x
-    bx += bneg_half_times_x * -0.5
+    bx += bneg_half_times_x_times_x * x * -0.5
 
     # Grad of: cdf = 0.5 * (1.0 + tl.math.erf(x * 0.7071067811865476))
-    btl_math_erf_x_times_c_plus_one = bcdf * 0.5
-    bx_times_c = btl_math_erf_x_times_c_plus_one * 1.1283791670955126 * tl.exp(-x_times_c * x_times_c)
-    bx += bx_times_c * 0.7071067811865476
+    bx += bcdf * 0.5 * 1.1283791670955126 * tl.exp(-x_times_c * x_times_c) * 0.7071067811865476
     return bx

@@ -12,13 +12,10 @@ def _tanh(x):
 
 @triton.jit
 def _tanh_bwd(x, bout):
-    x_times_two = 2.0 * x
-    tl_sigmoid_x_times_two = tl.sigmoid(x_times_two)
+    tl_sigmoid_x_times_two = tl.sigmoid(2.0 * x)
 
     # Grad of: return 2.0 * tl.sigmoid(2.0 * x) - 1.0
-    btl_sigmoid_x_times_two = bout * 2.0
-    bx_times_two = btl_sigmoid_x_times_two * tl_sigmoid_x_times_two * (1.0 - tl_sigmoid_x_times_two)
-    bx = bx_times_two * 2.0
+    bx = bout * 2.0 * tl_sigmoid_x_times_two * (1.0 - tl_sigmoid_x_times_two) * 2.0
     return bx
 
 
@@ -26,25 +23,18 @@ def _tanh_bwd(x, bout):
 def _gelu_tanh_bwd(x, bout):
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
-    x_times_c_times_x_times_x = x_times_c_times_x * x
-    x_plus_x_times_c_times_x_times_x = x + x_times_c_times_x_times_x
-    inner = 0.7978845608028654 * x_plus_x_times_c_times_x_times_x
-    x_times_half = 0.5 * x
+    inner = 0.7978845608028654 * (x + x_times_c_times_x * x)
     _tanh_inner = _tanh(inner)
-    _tanh_inner_plus_one = 1.0 + _tanh_inner
 
     # Grad of: return 0.5 * x * (1.0 + _tanh(inner))
-    bx_times_half = bout * _tanh_inner_plus_one
-    b_tanh_inner_plus_one = bout * x_times_half
-    binner = _tanh_bwd(inner, b_tanh_inner_plus_one)
-    bx = bx_times_half * 0.5
+    binner = _tanh_bwd(inner, bout * (0.5 * x))
+    bx = bout * (1.0 + _tanh_inner) * 0.5
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
     bx += bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
-    bx_times_c = bx_times_c_times_x * x
     bx += bx_times_c_times_x * x_times_c
-    bx += bx_times_c * 0.044715
+    bx += bx_times_c_times_x * x * 0.044715
     return bx

@@ -22,22 +22,16 @@ def _gate_bwd_ACT_square_TWICE_true(x, KIND: tl.constexpr, DOUBLE: tl.constexpr,
 def helper_flag_kernel_bwd_ACT_square_TWICE_true(X, Y, n, ACT: tl.constexpr, TWICE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
 
     # The backward with ACT='square', TWICE=True.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    dY_plus_offsets = dY + offsets
+    x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY_plus_offsets, mask=mask, other=0.0)
+    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
     bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_true(x, ACT, TWICE, b_gate_x_ACT), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX_plus_offsets, bx, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)
 
 
 @triton.jit
@@ -56,22 +50,16 @@ def _gate_bwd_ACT_exp_TWICE_true(x, KIND: tl.constexpr, DOUBLE: tl.constexpr, by
 def helper_flag_kernel_bwd_ACT_exp_TWICE_true(X, Y, n, ACT: tl.constexpr, TWICE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
 
     # The backward with ACT='exp', TWICE=True.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    dY_plus_offsets = dY + offsets
+    x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY_plus_offsets, mask=mask, other=0.0)
+    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
     bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_true(x, ACT, TWICE, b_gate_x_ACT), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX_plus_offsets, bx, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)
 
 
 @triton.jit
@@ -87,22 +75,16 @@ def _gate_bwd_ACT_square_TWICE_false(x, KIND: tl.constexpr, DOUBLE: tl.constexpr
 def helper_flag_kernel_bwd_ACT_square_TWICE_false(X, Y, n, ACT: tl.constexpr, TWICE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
 
     # The backward with ACT='square', TWICE=False.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    dY_plus_offsets = dY + offsets
+    x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY_plus_offsets, mask=mask, other=0.0)
+    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
     bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_false(x, ACT, TWICE, b_gate_x_ACT), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX_plus_offsets, bx, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)
 
 
 @triton.jit
@@ -118,22 +100,16 @@ def _gate_bwd_ACT_exp_TWICE_false(x, KIND: tl.constexpr, DOUBLE: tl.constexpr, b
 def helper_flag_kernel_bwd_ACT_exp_TWICE_false(X, Y, n, ACT: tl.constexpr, TWICE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
 
     # The backward with ACT='exp', TWICE=False.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    dY_plus_offsets = dY + offsets
+    x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY_plus_offsets, mask=mask, other=0.0)
+    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
     bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_false(x, ACT, TWICE, b_gate_x_ACT), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX_plus_offsets, bx, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)
 
 
 @triton.jit

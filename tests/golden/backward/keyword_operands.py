@@ -8,22 +8,18 @@ import triton.language as tl
 @triton.jit
 def _keyword_operands_bwd(x, y, bout):
     t = x > 0
-    x_times_y = x * y
-    tl_sin = tl.sin(x=y)
-    a = tl.where(condition=t, x=x_times_y, y=tl_sin)
-    tl_sum = tl.sum(input=a, axis=0)
+    a = tl.where(condition=t, x=x * y, y=tl.sin(x=y))
 
     # Grad of: return tl.sum(input=a, axis=0) + tl.maximum(x=x, y=y)
     btl_sum = tl.sum(bout)
-    tl.static_assert(btl_sum.shape == tl_sum.shape)
+    tl.static_assert(btl_sum.shape == tl.sum(input=a, axis=0).shape)
     bx = tl.where(x > y, bout, tl.where(x == y, bout * 0.5, 0.0))
     by = tl.where(y > x, bout, tl.where(x == y, bout * 0.5, 0.0))
     ba = tl.broadcast_to(tl.expand_dims(btl_sum, 0), a.shape)
 
     # Grad of: a = tl.where(condition=x > 0, x=x * y, y=tl.sin(x=y))
     bx_times_y = tl.where(t, ba, 0.0)
-    btl_sin = tl.where(t, 0.0, ba)
-    by += btl_sin * tl.cos(y)
+    by += tl.where(t, 0.0, ba) * tl.cos(y)
     bx += bx_times_y * y
     by += bx_times_y * x
     return bx, by

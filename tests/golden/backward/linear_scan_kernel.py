@@ -26,17 +26,11 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        tl_load_A_plus_offs_times_h_2 = tl_load_A_plus_offs * h_2
-        X_plus_offs = X + offs
-        tl_load_X_plus_offs = tl.load(X_plus_offs)
-        h_3 = tl_load_A_plus_offs_times_h_2 + tl_load_X_plus_offs
-        h_2 = h_3
-    row_times_BLOCK = row * BLOCK
-    dH_plus_row_times_BLOCK = dH + row_times_BLOCK
-    dH_plus_row_times_BLOCK_p = dH_plus_row_times_BLOCK + lanes
+        tl_load_X_plus_offs = tl.load(X + offs)
+        h_2 = tl_load_A_plus_offs * h_2 + tl_load_X_plus_offs
 
     # Grad of: tl.store(H + row * BLOCK + lanes, h)
-    bh_2 = tl.load(dH_plus_row_times_BLOCK_p)
+    bh_2 = tl.load(dH + row * BLOCK + lanes)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -51,9 +45,7 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
-        dA_plus_offs = dA + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        dX_plus_offs = dX + offs
 
         # Grad of: for t in range(0, n_steps):
         bh_3 = bh_2
@@ -61,10 +53,9 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_offs, bh_3, sem="relaxed")
-        btl_load_A_plus_offs = bh_3 * h_2
+        tl.atomic_add(dX + offs, bh_3, sem="relaxed")
         bh_2 += bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs, sem="relaxed")
+        tl.atomic_add(dA + offs, bh_3 * h_2, sem="relaxed")
     tl.debug_barrier()

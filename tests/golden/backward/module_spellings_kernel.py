@@ -9,28 +9,17 @@ from triton.language.extra import libdevice
 
 @triton.jit
 def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
-    x = tl_load_X_plus_offs
-    G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=mask, other=0.0)
-    g = tl_load_G_plus_offs
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    g = tl.load(G + offs, mask=mask, other=0.0)
     cuda_libdevice_tanh_x = cuda_libdevice.tanh(x)
     x_times_g = x * g
-    x_times_x = x * x
-    x_times_x_plus_one = x_times_x + 1.0
+    x_times_x_plus_one = x * x + 1.0
     tl_extra_cuda_libdevice_pow = tl.extra.cuda.libdevice.pow(x_times_x_plus_one, g)
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y, mask=mask)
-    by = tl.load(dY_plus_offs, mask=mask, other=0.0)
+    by = tl.load(dY + offs, mask=mask, other=0.0)
 
     # Grad of: y = cuda_libdevice.tanh(x) * g + libdevice_module.erf(x * g) + tl.extra.cuda.libdevice.pow(x * x + 1.0, g)
     bx_times_x_plus_one = tl.where(mask, by * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
@@ -40,14 +29,11 @@ def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     bx_times_g = by * 1.1283791670955126 * tl.exp(-x_times_g * x_times_g)
     bx += bx_times_g * g
     bg += bx_times_g * x
-    bcuda_libdevice_tanh_x = by * g
     bg += by * cuda_libdevice_tanh_x
-    bx += bcuda_libdevice_tanh_x * (1.0 - cuda_libdevice_tanh_x * cuda_libdevice_tanh_x)
+    bx += by * g * (1.0 - cuda_libdevice_tanh_x * cuda_libdevice_tanh_x)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg
-    tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=mask)
+    tl.store(dG + offs, bg, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx
-    tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

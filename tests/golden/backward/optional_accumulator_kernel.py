@@ -50,22 +50,16 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             W_plus_c_times_BLOCK = W + c_times_BLOCK
             W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
             w = tl.load(W_plus_c_times_BLOCK_plus_cols)
-            x_times_w = x * w
-            acc_z_3 = acc_z_2 + x_times_w
-            acc_z_2 = acc_z_3
+            acc_z_2 = acc_z_2 + x * w
         row_times_BLOCK = row * BLOCK
-        dY_plus_row_times_BLOCK = dY + row_times_BLOCK
-        dY_plus_row_times_BLOCK_plus_cols = dY_plus_row_times_BLOCK + cols
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         # (Loaded early: nothing in the backward writes this memory.)
-        bacc_2 = tl.load(dY_plus_row_times_BLOCK_plus_cols)
-        dZ_plus_row_times_BLOCK_2 = dZ + row_times_BLOCK
-        dZ_plus_row_times_BLOCK_2_2 = dZ_plus_row_times_BLOCK_2 + cols
+        bacc_2 = tl.load(dY + row_times_BLOCK + cols)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_acc_z_2 = tl.load(dZ_plus_row_times_BLOCK_2_2)
+        btl_sigmoid_acc_z_2 = tl.load(dZ + row_times_BLOCK + cols)
         tl_sigmoid_acc_z_2 = tl.sigmoid(acc_z_2)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
@@ -77,15 +71,12 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             row_times_n_chunks_plus_c = row_times_n_chunks + c
             row_times_n_chunks_plus = row_times_n_chunks_plus_c * BLOCK
             X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            dX_plus_row_times_n_chunks_plus = dX + row_times_n_chunks_plus
             X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + cols
-            dX_plus_row_times_n_chunk = dX_plus_row_times_n_chunks_plus + cols
             x = tl.load(X_plus_row_times_n_chunk)
             c_times_BLOCK = c * BLOCK
             W_plus_c_times_BLOCK = W + c_times_BLOCK
-            dW_plus_c_times_BLOCK = dW_row + c_times_BLOCK
             W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
-            dW_plus_c_times_BLOCK_plus_cols = dW_plus_c_times_BLOCK + cols
+            dW_plus_c_times_BLOCK_plus_cols = dW_row + c_times_BLOCK + cols
             w = tl.load(W_plus_c_times_BLOCK_plus_cols)
 
             # Grad of: acc_z += x * w
@@ -103,7 +94,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n_chunk, bx, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_plus + cols, bx, sem="relaxed")
 
 
 @triton.jit
@@ -122,21 +113,12 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
-        row_times_BLOCK = row * BLOCK
-        dY_plus_row_times_BLOCK = dY + row_times_BLOCK
-        dY_plus_row_times_BLOCK_plus_cols = dY_plus_row_times_BLOCK + cols
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
-        bacc_2 = tl.load(dY_plus_row_times_BLOCK_plus_cols)
+        bacc_2 = tl.load(dY + row * BLOCK + cols)
         for c in range(n_chunks):
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_plus = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            dX_plus_row_times_n_chunks_plus = dX + row_times_n_chunks_plus
-            X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + cols
-            dX_plus_row_times_n_chunk = dX_plus_row_times_n_chunks_plus + cols
-            x = tl.load(X_plus_row_times_n_chunk)
+            row_times_n_chunks_plus = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus + cols)
 
             # Grad of: acc += x * x
             bx = bacc_2 * x
@@ -144,7 +126,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n_chunk, bx, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_plus + cols, bx, sem="relaxed")
 
 
 @triton.jit

@@ -40,16 +40,10 @@ def padded_scale_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY, dS
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=float('-inf'))
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=float('-inf'))
 
         # Grad of: tl.store(Y + row * n_cols + cols, x * s, mask=mask)
-        bx_times_s = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0)
+        bx_times_s = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
         bx = bx_times_s * s
         bs = tl.sum(tl.where(mask, bx_times_s * x, 0.0))
         tl.static_assert(bs.shape == s.shape)
@@ -59,7 +53,7 @@ def padded_scale_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY, dS
         dS_sum += tl.cast(bs, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -11,6 +11,5 @@ def _plain_bwd(x, bout):
 
     # Grad of: return x * tl.sigmoid(x)
     bx = bout * tl_sigmoid_x
-    btl_sigmoid_x = bout * x
-    bx += btl_sigmoid_x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
+    bx += bout * x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
     return bx

@@ -7,14 +7,10 @@ import triton.language as tl
 
 @triton.jit
 def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x_in_memory_tape, tape_trips):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n
-    X_plus_offsets = X + offsets
     dX_plus_offsets = dX + offsets
-    x_in_memory = tl.load(X_plus_offsets, mask=inside, other=0.0)
+    x_in_memory = tl.load(X + offsets, mask=inside, other=0.0)
     x_in_memory_2 = x_in_memory
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -29,9 +25,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         x_times_x = x * x
         x_times_x_times_c = x_times_x * 0.25
         x_in_memory_stored = x + x_times_x_times_c
-        x_in_memory_stored_to = x_in_memory_stored.to(x_in_memory_2.dtype)
-        x_in_memory_3 = tl.where(inside, x_in_memory_stored_to, x_in_memory_2)
-        x_in_memory_2 = x_in_memory_3
+        x_in_memory_2 = tl.where(inside, x_in_memory_stored.to(x_in_memory_2.dtype), x_in_memory_2)
 
     # Grad of: for step in range(0, n_steps):
     bx_in_memory_2 = tl.zeros_like(x_in_memory_2)
@@ -47,20 +41,18 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         x_times_x = x * x
         x_times_x_times_c = x_times_x * 0.25
         x_in_memory_stored = x + x_times_x_times_c
-        dX_plus_offsets_2 = dX + offsets
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
         bx_in_memory_2 = tl.zeros_like(bx_in_memory_2)
 
         # Grad of: x_in_memory = tl.where(inside, x_in_memory_stored.to(x_in_memory.dtype), x_in_memory)
-        bx_in_memory_stored_to = tl.where(inside, bx_in_memory_3, 0.0)
         bx_in_memory_2 += tl.where(inside, 0.0, bx_in_memory_3)
-        bx_in_memory_stored = bx_in_memory_stored_to.to(x_in_memory_stored.dtype)
+        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0).to(x_in_memory_stored.dtype)
 
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx_in_memory_stored_2 = tl.atomic_xchg(dX_plus_offsets_2, 0.0, mask=inside, sem="relaxed")
+        bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
         tl.debug_barrier()
         bx_in_memory_stored += bx_in_memory_stored_2
 

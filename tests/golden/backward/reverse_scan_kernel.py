@@ -27,11 +27,8 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        tl_load_A_plus_offs_times_h_2 = tl_load_A_plus_offs * h_2
-        X_plus_offs = X + offs
-        tl_load_X_plus_offs = tl.load(X_plus_offs)
-        h_3 = tl_load_A_plus_offs_times_h_2 + tl_load_X_plus_offs
-        h_2 = h_3
+        tl_load_X_plus_offs = tl.load(X + offs)
+        h_2 = tl_load_A_plus_offs * h_2 + tl_load_X_plus_offs
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
     bh_2 = tl.zeros_like(h_2)
@@ -49,10 +46,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
-        dA_plus_offs = dA + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        dX_plus_offs = dX + offs
-        dH_plus_offs = dH + offs
 
         # Grad of: for t in range(n_steps - 1, -1, -1):
         bh_3 = bh_2
@@ -60,16 +54,15 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
 
         # Grad of: tl.store(H + offs, h)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bh_3_2 = tl.atomic_xchg(dH_plus_offs, 0.0, sem="relaxed")
+        bh_3_2 = tl.atomic_xchg(dH + offs, 0.0, sem="relaxed")
         tl.debug_barrier()
         bh_3 += bh_3_2
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_offs, bh_3, sem="relaxed")
-        btl_load_A_plus_offs = bh_3 * h_2
+        tl.atomic_add(dX + offs, bh_3, sem="relaxed")
         bh_2 += bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs, sem="relaxed")
+        tl.atomic_add(dA + offs, bh_3 * h_2, sem="relaxed")
     tl.debug_barrier()

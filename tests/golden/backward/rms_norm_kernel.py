@@ -34,39 +34,28 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    W_plus_cols = W + cols
     dW_plus_cols = dW_row + cols
-    tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.)
-    w = tl_load_W_plus_cols
+    w = tl.load(W + cols, mask=mask, other=0.)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_stride_x_row = row * stride_x_row
-        X_plus_row_times_stride_x_row = X + row_times_stride_x_row
-        dX_plus_row_times_stride_x_row = dX + row_times_stride_x_row
-        X_plus_row_times_stride = X_plus_row_times_stride_x_row + cols
-        dX_plus_row_times_stride = dX_plus_row_times_stride_x_row + cols
+        X_plus_row_times_stride = X + row_times_stride_x_row + cols
         tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
         x = tl_load_X_plus_row_times_stride.to(tl.float32)
-        x_times_x = x * x
-        Rstd_plus_row = Rstd + row
-        dRstd_plus_row = dRstd + row
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
-        brstd_2 = tl.load(dRstd_plus_row)
+        brstd_2 = tl.load(dRstd + row)
 
         # Saved by the forward: read, not computed again.
-        rstd = tl.load(Rstd_plus_row)
+        rstd = tl.load(Rstd + row)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
-        row_times_stride_y_row = row * stride_y_row
-        dY_plus_row_times_stride_y_row = dY + row_times_stride_y_row
-        dY_plus_row_times_stride = dY_plus_row_times_stride_y_row + cols
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0)
+        by_to_Y_dtype_element_ty = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0)
         by = by_to_Y_dtype_element_ty.to(y.dtype)
 
         # Grad of: y = x * rstd * w
@@ -83,18 +72,16 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         brstd += brstd_2
 
         # Grad of: rstd = tl.math.rsqrt(mean_sq + eps)
-        bmean_sq_plus_eps = -0.5 * brstd * rstd * rstd * rstd
-
         # Grad of: mean_sq = tl.sum(x * x, axis=0) / N
-        btl_sum_x_times_x = bmean_sq_plus_eps / N
-        bx_times_x = tl.broadcast_to(tl.expand_dims(btl_sum_x_times_x, 0), x_times_x.shape)
+        btl_sum_x_times_x = -0.5 * brstd * rstd * rstd * rstd / N
+        bx_times_x = tl.broadcast_to(tl.expand_dims(btl_sum_x_times_x, 0), (x * x).shape)
         bx += bx_times_x * x
         bx += bx_times_x * x
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
         btl_load_X_plus_row_times_stride = bx.to(X_plus_row_times_stride.dtype.element_ty)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX_plus_row_times_stride, btl_load_X_plus_row_times_stride, mask=mask)
+        tl.store(dX + row_times_stride_x_row + cols, btl_load_X_plus_row_times_stride, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -12,36 +12,18 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
     x_row = X + row_times_row_stride
     dx_row = dX + row_times_row_stride
     for start in range(0, HALF, BLOCK):
-        tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-        d = start + tl_arange_zero_BLOCK
+        d = start + tl.arange(0, BLOCK)
         mask = d < HALF
         row_times_HALF = row * HALF
-        COS_plus_row_times_HALF = COS + row_times_HALF
-        dCOS_plus_row_times_HALF = dCOS + row_times_HALF
-        COS_plus_row_times_HALF_plus_d = COS_plus_row_times_HALF + d
-        dCOS_plus_row_times_HALF_plus_d = dCOS_plus_row_times_HALF + d
-        cos = tl.load(COS_plus_row_times_HALF_plus_d, mask=mask, other=1.0)
+        cos = tl.load(COS + row_times_HALF + d, mask=mask, other=1.0)
         row_times_HALF_2 = row * HALF
-        SIN_plus_row_times_HALF_2 = SIN + row_times_HALF_2
-        dSIN_plus_row_times_HALF_2 = dSIN + row_times_HALF_2
-        SIN_plus_row_times_HALF_2_plus_d = SIN_plus_row_times_HALF_2 + d
-        dSIN_plus_row_times_HALF_2_plus_d = dSIN_plus_row_times_HALF_2 + d
-        sin = tl.load(SIN_plus_row_times_HALF_2_plus_d, mask=mask, other=0.0)
+        sin = tl.load(SIN + row_times_HALF_2 + d, mask=mask, other=0.0)
         d_times_two = d * 2
-        x_row_plus_d_times_two = x_row + d_times_two
-        dx_row_plus_d_times_two = dx_row + d_times_two
-        x0 = tl.load(x_row_plus_d_times_two, mask=mask, other=0.0)
+        x0 = tl.load(x_row + d_times_two, mask=mask, other=0.0)
         d_times_two_2 = d * 2
-        x_row_plus_d_times_two_2 = x_row + d_times_two_2
-        dx_row_plus_d_times_two_2 = dx_row + d_times_two_2
-        x_row_plus_d_times_two_2_2 = x_row_plus_d_times_two_2 + 1
-        dx_row_plus_d_times_two_2_2 = dx_row_plus_d_times_two_2 + 1
-        x1 = tl.load(x_row_plus_d_times_two_2_2, mask=mask, other=0.0)
-        d_times_two_3 = d * 2
-        dx_row_plus_d_times_two_3 = dx_row + d_times_two_3
-        d_times_two_4 = d * 2
-        dx_row_plus_d_times_two_4 = dx_row + d_times_two_4
-        dx_row_plus_d_times_two_4_2 = dx_row_plus_d_times_two_4 + 1
+        x1 = tl.load(x_row + d_times_two_2 + 1, mask=mask, other=0.0)
+        dx_row_plus_d_times_two_3 = dx_row + d * 2
+        dx_row_plus_d_times_two_4_2 = dx_row + d * 2 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -64,14 +46,14 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row_plus_d_times_two_2_2, bx1, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d_times_two_2 + 1, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row_plus_d_times_two, bx0, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d_times_two, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
-        tl.store(dSIN_plus_row_times_HALF_2_plus_d, bsin, mask=mask)
+        tl.store(dSIN + row_times_HALF_2 + d, bsin, mask=mask)
 
         # Grad of: cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
-        tl.store(dCOS_plus_row_times_HALF_plus_d, bcos, mask=mask)
+        tl.store(dCOS + row_times_HALF + d, bcos, mask=mask)

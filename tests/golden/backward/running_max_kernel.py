@@ -9,8 +9,7 @@ import triton.language as tl
 def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, tape_trips):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
-    tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
-    m = tl_zeros - float("inf")
+    m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
     m_2 = m
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -27,14 +26,10 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
         X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
         x = tl.load(X_plus_row_times_n_chunk)
-        m_3 = tl.maximum(m_2, x)
-        m_2 = m_3
-    row_times_BLOCK = row * BLOCK
-    dY_plus_row_times_BLOCK = dY + row_times_BLOCK
-    dY_plus_row_times_BLOCK_p = dY_plus_row_times_BLOCK + lanes
+        m_2 = tl.maximum(m_2, x)
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, m)
-    bm_2 = tl.load(dY_plus_row_times_BLOCK_p)
+    bm_2 = tl.load(dY + row * BLOCK + lanes)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -48,9 +43,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         row_times_n_chunks_plus_i = row_times_n_chunks + i
         row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
         X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-        dX_plus_row_times_n_chunks_plus = dX + row_times_n_chunks_plus
         X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-        dX_plus_row_times_n_chunk = dX_plus_row_times_n_chunks_plus + lanes
         x = tl.load(X_plus_row_times_n_chunk)
 
         # Grad of: for i in range(0, n_chunks):
@@ -63,5 +56,5 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_row_times_n_chunk, bx, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_chunks_plus + lanes, bx, sem="relaxed")
     tl.debug_barrier()

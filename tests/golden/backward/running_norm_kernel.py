@@ -11,9 +11,7 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps = pid * n_steps
-    pid_times_n_steps_times_BR = pid_times_n_steps * BR
-    pid_times_n_steps_times = pid_times_n_steps_times_BR * BC
+    pid_times_n_steps_times = pid * n_steps * BR * BC
     base = X + pid_times_n_steps_times
     dbase = dX + pid_times_n_steps_times
     m = tl.full([BR], float("-inf"), tl.float32)
@@ -43,26 +41,16 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
         m_2_minus_m_new = m_2 - m_new
         tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
         tl_exp_m_2_minus_m_new_col = tl_exp_m_2_minus_m_new[:, None]
-        acc_2_times_tl_exp_m_2_m = acc_2 * tl_exp_m_2_minus_m_new_col
         m_new_col = m_new[:, None]
         x_minus_m_new_col = x - m_new_col
         tl_exp_x_minus_m_new_col = tl.exp(x_minus_m_new_col)
         x_times_tl_exp_x_minus_m_new_col = x * tl_exp_x_minus_m_new_col
-        acc_3 = acc_2_times_tl_exp_m_2_m + x_times_tl_exp_x_minus_m_new_col
-        m_3 = m_new
+        acc_3 = acc_2 * tl_exp_m_2_minus_m_new_col + x_times_tl_exp_x_minus_m_new_col
+        m_2 = m_new
         acc_2 = acc_3
-        m_2 = m_3
-    pid_times_BR = pid * BR
-    pid_times_BR_times_BC = pid_times_BR * BC
-    dY_plus_pid_times_BR_times_BC = dY + pid_times_BR_times_BC
-    r_col_2 = r[:, None]
-    r_col_2_times_BC = r_col_2 * BC
-    dY_plus_pid_times_BR_time = dY_plus_pid_times_BR_times_BC + r_col_2_times_BC
-    c_row_2 = c[None, :]
-    dY_plus_pid_times_BR_time_2 = dY_plus_pid_times_BR_time + c_row_2
 
     # Grad of: tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)
-    bacc_2 = tl.load(dY_plus_pid_times_BR_time_2)
+    bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :])
 
     # Grad of: for t in range(n_steps):
     bm_2 = tl.zeros_like(m_2)
@@ -79,14 +67,11 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
         t_times_BR = t * BR
         t_times_BR_times_BC = t_times_BR * BC
         base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
-        dbase_plus_t_times_BR_times_BC = dbase + t_times_BR_times_BC
         r_col = r[:, None]
         r_col_times_BC = r_col * BC
         base_plus_t_times_BR_tim = base_plus_t_times_BR_times_BC + r_col_times_BC
-        dbase_plus_t_times_BR_tim = dbase_plus_t_times_BR_times_BC + r_col_times_BC
         c_row = c[None, :]
         base_plus_t_times_BR_tim_2 = base_plus_t_times_BR_tim + c_row
-        dbase_plus_t_times_BR_tim_2 = dbase_plus_t_times_BR_tim + c_row
         x = tl.load(base_plus_t_times_BR_tim_2)
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
@@ -110,8 +95,7 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
 
         # Grad of: acc = acc * tl.exp(m - m_new)[:, None] + x * tl.exp(x - m_new[:, None])
         bx = bacc_3 * tl_exp_x_minus_m_new_col
-        btl_exp_x_minus_m_new_col = bacc_3 * x
-        bx_minus_m_new_col = btl_exp_x_minus_m_new_col * tl_exp_x_minus_m_new_col
+        bx_minus_m_new_col = bacc_3 * x * tl_exp_x_minus_m_new_col
         bx += bx_minus_m_new_col
         bm_new_col = tl.sum(-bx_minus_m_new_col, 1, keep_dims=True)
         tl.static_assert(bm_new_col.shape == m_new_col.shape)
@@ -132,5 +116,5 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase_plus_t_times_BR_tim_2, bx, sem="relaxed")
+        tl.atomic_add(dbase + t_times_BR_times_BC + r_col_times_BC + c_row, bx, sem="relaxed")
     tl.debug_barrier()

@@ -8,26 +8,18 @@ import triton.language as tl
 @triton.jit
 def scale_kernel_bwd(X, Y, S, n, BLOCK: tl.constexpr, dX, dS, dY):
     row = tl.program_id(0)
-    row_times_BLOCK = row * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = row_times_BLOCK + tl_arange_zero_BLOCK
+    offs = row * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0)
-    S_plus_row = S + row
-    dS_plus_row = dS + row
-    s = tl.load(S_plus_row)
-    t = s > 0
-    dY_plus_offs = dY + offs
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    s = tl.load(S + row)
 
     # Grad of: tl.store(Y + offs, y, mask=mask)
-    by_3 = tl.load(dY_plus_offs, mask=mask, other=0.0)
+    by_3 = tl.load(dY + offs, mask=mask, other=0.0)
 
     # Grad of: if s > 0:
     bs = tl.zeros_like(s)
     bx = tl.zeros_like(x)
-    if t:
+    if s > 0:
 
         # Grad of: y = x * s
         bx += by_3 * s
@@ -41,7 +33,7 @@ def scale_kernel_bwd(X, Y, S, n, BLOCK: tl.constexpr, dX, dS, dY):
         bx += by_3 * x
 
     # Grad of: s = tl.load(S + row)
-    tl.store(dS_plus_row, bs)
+    tl.store(dS + row, bs)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX_plus_offs, bx, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

@@ -10,26 +10,16 @@ def scatter_rows_kernel_bwd(X, IDX, Y, n_cols, BLOCK: tl.constexpr, dX, dY):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    IDX_plus_row = IDX + row
-    bucket = tl.load(IDX_plus_row)
+    bucket = tl.load(IDX + row)
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-    bucket_times_n_cols = bucket * n_cols
-    dY_plus_bucket_times_n_cols = dY + bucket_times_n_cols
-    dY_plus_bucket_times_n_co = dY_plus_bucket_times_n_cols + cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
 
     # Grad of: tl.atomic_add(Y + bucket * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_exp_x_times_half = tl.load(dY_plus_bucket_times_n_co, mask=mask, other=0.0)
-    tl_exp_x = tl.exp(x)
+    btl_exp_x_times_half = tl.load(dY + bucket * n_cols + cols, mask=mask, other=0.0)
 
     # Grad of: tl.atomic_add(Y + bucket * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
-    btl_exp_x = btl_exp_x_times_half * 0.5
-    bx = btl_exp_x * tl_exp_x
+    bx = btl_exp_x_times_half * 0.5 * tl.exp(x)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)

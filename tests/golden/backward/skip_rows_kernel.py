@@ -7,35 +7,22 @@ import triton.language as tl
 
 @triton.jit
 def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_num_programs_zero = tl.num_programs(0)
-    for row in tl.range(tl_program_id_zero, n_rows, tl_num_programs_zero):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         process = 1
         if MASK is not None:
-            MASK_plus_row = MASK + row
-            process_2 = tl.load(MASK_plus_row)
-            process_3 = process_2
+            process_3 = tl.load(MASK + row)
         else:
             process_3 = process
-        t = process_3 != 0
-        if t:
+        if process_3 != 0:
             cols = tl.arange(0, BLOCK)
             row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            dX_plus_row_times_n_cols = dX + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
             t_2 = cols < n_cols
-            x = tl.load(X_plus_row_times_n_cols_2, mask=t_2, other=0.0)
-            row_times_n_cols_2 = row * n_cols
-            dY_plus_row_times_n_cols_2 = dY + row_times_n_cols_2
-            dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
-            t_3 = cols < n_cols
+            x = tl.load(X + row_times_n_cols + cols, mask=t_2, other=0.0)
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-            bx_times_x = tl.load(dY_plus_row_times_n_cols, mask=t_3, other=0.0)
+            bx_times_x = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0)
             bx = bx_times_x * x
             bx += bx_times_x * x
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX_plus_row_times_n_cols_2, bx, mask=t_2)
+            tl.store(dX + row_times_n_cols + cols, bx, mask=t_2)

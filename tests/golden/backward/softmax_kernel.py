@@ -10,25 +10,17 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     row = tl.program_id(0)
     row_times_in_row_stride = row * in_row_stride
     row_in = in_ptr + row_times_in_row_stride
-    drow_in = din_ptr + row_times_in_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    row_in_plus_cols = row_in + cols
-    drow_in_plus_cols = drow_in + cols
-    tl_load_row_in_plus_cols = tl.load(row_in_plus_cols, mask=mask, other=-float('inf'))
-    x = tl_load_row_in_plus_cols
+    x = tl.load(row_in + cols, mask=mask, other=-float('inf'))
     x_max = tl.max(x, axis=0)
     shifted = x - x_max
     num = tl.exp(shifted)
     denom = tl.sum(num, axis=0)
     y = num / denom
-    row_times_out_row_stride = row * out_row_stride
-    drow_out = dout_ptr + row_times_out_row_stride
-    drow_out_plus_cols = drow_out + cols
 
     # Grad of: tl.store(row_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-    by_to_out_ptr_dtype_element_ty = tl.load(drow_out_plus_cols, mask=mask, other=0.0)
-    by = by_to_out_ptr_dtype_element_ty
+    by = tl.load(dout_ptr + row * out_row_stride + cols, mask=mask, other=0.0)
 
     # Grad of: y = num / denom
     bnum = by / denom
@@ -42,6 +34,5 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     bshifted = bnum * num
 
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
-    btl_load_row_in_plus_cols = bshifted
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(drow_in_plus_cols, btl_load_row_in_plus_cols, mask=mask)
+    tl.store(din_ptr + row_times_in_row_stride + cols, bshifted, mask=mask)

@@ -7,27 +7,18 @@ import triton.language as tl
 
 @triton.jit
 def softplus_kernel_bwd(X, Y, n, BLOCK: tl.constexpr, dX, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0)
+    x = tl.load(X + offs, mask=mask, other=0.0)
     t = x > 20.0
     tl_exp_x = tl.exp(x)
-    tl_exp_x_plus_one = 1.0 + tl_exp_x
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y, mask=mask)
-    by = tl.load(dY_plus_offs, mask=mask, other=0.0)
+    by = tl.load(dY + offs, mask=mask, other=0.0)
 
     # Grad of: y = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))
     bx = tl.where(t, by, 0.0)
-    btl_log_tl_exp_x_plus_one = tl.where(t, 0.0, by)
-    btl_exp_x_plus_one = tl.where(t, 0.0, btl_log_tl_exp_x_plus_one / tl_exp_x_plus_one)
-    bx += tl.where(t, 0.0, btl_exp_x_plus_one * tl_exp_x)
+    bx += tl.where(t, 0.0, tl.where(t, 0.0, tl.where(t, 0.0, by) / (1.0 + tl_exp_x)) * tl_exp_x)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX_plus_offs, bx, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

@@ -10,27 +10,15 @@ from triton.language.math import exp2 as math_exp2
 
 @triton.jit
 def tl_math_names_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
-    x = tl_load_X_plus_offs
-    G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=mask, other=0.0)
-    g = tl_load_G_plus_offs
-    dY_plus_offs = dY + offs
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    g = tl.load(G + offs, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offs, math_rsqrt(x * x + 1.0) * g + math_erf(x) * math_exp2(g), mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bmath_rsqrt_x_times_x_plu_2 = tl.load(dY_plus_offs, mask=mask, other=0.0)
-    x_times_x = x * x
-    x_times_x_plus_one = x_times_x + 1.0
-    math_rsqrt_x_times_x_plus_one = math_rsqrt(x_times_x_plus_one)
+    bmath_rsqrt_x_times_x_plu_2 = tl.load(dY + offs, mask=mask, other=0.0)
+    math_rsqrt_x_times_x_plus_one = math_rsqrt(x * x + 1.0)
     math_erf_x = math_erf(x)
     math_exp2_g = math_exp2(g)
 
@@ -46,9 +34,7 @@ def tl_math_names_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg
-    tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=mask)
+    tl.store(dG + offs, bg, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx
-    tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=mask)
+    tl.store(dX + offs, bx, mask=mask)

@@ -12,59 +12,34 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     k = tl.program_id(1)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
     pid_m = tl.program_id(0)
-    pid_m_times_BLOCK_SIZE_M = pid_m * BLOCK_SIZE_M
-    tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
-    offs_cm = pid_m_times_BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_am = offs_cm % M
     tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_am_col = offs_am[:, None]
-    offs_am_col_times_stride_am = offs_am_col * stride_am
-    offs_k_row = offs_k[None, :]
-    offs_k_row_times_stride_ak = offs_k_row * stride_ak
-    offs_am_col_times_stride = offs_am_col_times_stride_am + offs_k_row_times_stride_ak
-    da_ptrs = da_ptr + offs_am_col_times_stride
-    offs_k_col = offs_k[:, None]
-    offs_k_col_times_stride_bk = offs_k_col * stride_bk
+    da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    offs_k_col_times_stride_bk = offs_k[:, None] * stride_bk
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
-    dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm_times_offs_cm_col
+    dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm * offs_cm_col
     t_3 = offs_cm_col < M
-    da_ptrs_2 = da_ptrs
-    offs_k_row_2 = offs_k[None, :]
-    offs_k_col_2 = offs_k[:, None]
-    BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
     BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-    da_ptrs_2 = da_ptrs_2 + k * BLOCK_SIZE_K_times_stride_ak
-    k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-    K_minus_k_times_BLOCK_SIZE_K = K - k_times_BLOCK_SIZE_K
-    t = offs_k_row_2 < K_minus_k_times_BLOCK_SIZE_K
-    k_times_BLOCK_SIZE_K_2 = k * BLOCK_SIZE_K
-    K_minus_k_times_BLOCK_SIZE_K_2 = K - k_times_BLOCK_SIZE_K_2
-    t_2 = offs_k_col_2 < K_minus_k_times_BLOCK_SIZE_K_2
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
+    t = offs_k[None, :] < K - k * BLOCK_SIZE_K
+    t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
     # Its gradient tile, summed over the forward's programs along axis 1 (the programs that read it) in registers
     da_ptr_tile = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_K), dtype=tl.float32)
     for pid_n in range(0, num_pid_n):
-        pid_n_times_BLOCK_SIZE_N = pid_n * BLOCK_SIZE_N
-        offs_cn = pid_n_times_BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+        offs_cn = pid_n * BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
         offs_bn = offs_cn % N
-        offs_bn_row = offs_bn[None, :]
-        offs_bn_row_times_stride_bn = offs_bn_row * stride_bn
-        offs_k_col_times_stride = offs_k_col_times_stride_bk + offs_bn_row_times_stride_bn
-        b_ptrs = b_ptr + offs_k_col_times_stride
+        b_ptrs = b_ptr + (offs_k_col_times_stride_bk + offs_bn[None, :] * stride_bn)
         offs_cn_row = offs_cn[None, :]
-        stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
-        dc_ptrs = dc_ptr_plus_stride_cm_tim + stride_cn_times_offs_cn_row
-        t_4 = offs_cn_row < N
-        c_mask = t_3 & t_4
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        baccumulator_2 = bc.to(accumulator.dtype)
+        c_mask = t_3 & (offs_cn_row < N)
+        bc = tl.load(dc_ptr_plus_stride_cm_tim + stride_cn * offs_cn_row, mask=c_mask, other=0.0)
         b_ptrs_2 = b_ptrs
         b_ptrs_2 = b_ptrs_2 + k * BLOCK_SIZE_K_times_stride_bk
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
+        ba = tl.dot(bc.to(accumulator.dtype).to(b_ptrs_2.dtype.element_ty), tl.trans(b))
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
@@ -82,58 +57,34 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     pid_n = tl.program_id(1)
     tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
-    pid_n_times_BLOCK_SIZE_N = pid_n * BLOCK_SIZE_N
-    tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
-    offs_cn = pid_n_times_BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_k_row = offs_k[None, :]
-    offs_k_row_times_stride_ak = offs_k_row * stride_ak
-    offs_k_col = offs_k[:, None]
-    offs_k_col_times_stride_bk = offs_k_col * stride_bk
-    offs_bn_row = offs_bn[None, :]
-    offs_bn_row_times_stride_bn = offs_bn_row * stride_bn
-    offs_k_col_times_stride = offs_k_col_times_stride_bk + offs_bn_row_times_stride_bn
-    db_ptrs = db_ptr + offs_k_col_times_stride
+    offs_k_row_times_stride_ak = offs_k[None, :] * stride_ak
+    db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cn_row = offs_cn[None, :]
     stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
     t_4 = offs_cn_row < N
-    db_ptrs_2 = db_ptrs
-    offs_k_row_2 = offs_k[None, :]
-    offs_k_col_2 = offs_k[:, None]
     BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-    BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-    db_ptrs_2 = db_ptrs_2 + k * BLOCK_SIZE_K_times_stride_bk
-    k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-    K_minus_k_times_BLOCK_SIZE_K = K - k_times_BLOCK_SIZE_K
-    t = offs_k_row_2 < K_minus_k_times_BLOCK_SIZE_K
-    k_times_BLOCK_SIZE_K_2 = k * BLOCK_SIZE_K
-    K_minus_k_times_BLOCK_SIZE_K_2 = K - k_times_BLOCK_SIZE_K_2
-    t_2 = offs_k_col_2 < K_minus_k_times_BLOCK_SIZE_K_2
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
+    t = offs_k[None, :] < K - k * BLOCK_SIZE_K
+    t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
     # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
     db_ptr_tile = tl.zeros((BLOCK_SIZE_K, BLOCK_SIZE_N), dtype=tl.float32)
     for pid_m in range(0, num_pid_m):
-        pid_m_times_BLOCK_SIZE_M = pid_m * BLOCK_SIZE_M
-        offs_cm = pid_m_times_BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
+        offs_cm = pid_m * BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
         offs_am = offs_cm % M
-        offs_am_col = offs_am[:, None]
-        offs_am_col_times_stride_am = offs_am_col * stride_am
-        offs_am_col_times_stride = offs_am_col_times_stride_am + offs_k_row_times_stride_ak
-        a_ptrs = a_ptr + offs_am_col_times_stride
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k_row_times_stride_ak)
         offs_cm_col = offs_cm[:, None]
-        stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
-        dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm_times_offs_cm_col
-        dc_ptrs = dc_ptr_plus_stride_cm_tim + stride_cn_times_offs_cn_row
-        t_3 = offs_cm_col < M
-        c_mask = t_3 & t_4
+        dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn_times_offs_cn_row
+        c_mask = (offs_cm_col < M) & t_4
         bc = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        baccumulator_2 = bc.to(accumulator.dtype)
         a_ptrs_2 = a_ptrs
         a_ptrs_2 = a_ptrs_2 + k * BLOCK_SIZE_K_times_stride_ak
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptrs_2.dtype.element_ty))
+        bb = tl.dot(tl.trans(a), bc.to(accumulator.dtype).to(a_ptrs_2.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed

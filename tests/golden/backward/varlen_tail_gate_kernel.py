@@ -10,11 +10,8 @@ import triton.language as tl
 def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
 
     # The backward with IS_VARLEN=False, USE_G=True.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_one = tl.program_id(1)
-    tl_program_id_one_to_tl_int64 = tl_program_id_one.to(tl.int64)
-    i_t = tl_program_id_zero
-    i_n = tl_program_id_one_to_tl_int64
+    i_t = tl.program_id(0)
+    i_n = tl.program_id(1).to(tl.int64)
     bos = i_n * T
     i_t_times_BT = i_t * BT
     tl_arange_zero_BT = tl.arange(0, BT)
@@ -23,41 +20,25 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     o_t_col = o_t[:, None]
     t = o_t_col < T
     o_d_row = o_d[None, :]
-    t_2 = o_d_row < D
-    m = t & t_2
-    bos_plus_o_t_col_2 = bos + o_t_col
-    bos_plus_o_t_col_2_times_D = bos_plus_o_t_col_2 * D
-    offs = bos_plus_o_t_col_2_times_D + o_d_row
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs
-    i_t_times_BT_2_plus_BT = i_t_times_BT + BT
-    t_3 = i_t_times_BT_2_plus_BT <= T
-    if t_3:
+    m = t & (o_d_row < D)
+    offs = (bos + o_t_col) * D + o_d_row
+    x = tl.load(X + offs, mask=m, other=0.0)
+    if i_t_times_BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
-        T_mod_BT = T % BT
-        i_last_2 = T_mod_BT - 1
-        i_last_3 = i_last_2
-    G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
-    g = tl_load_G_plus_offs
+        i_last_3 = T % BT - 1
+    g = tl.load(G + offs, mask=m, other=0.0)
     y = x * x
-    t_4 = tl_arange_zero_BT == i_last_3
-    t_4_col = t_4[:, None]
+    t_4_col = (tl_arange_zero_BT == i_last_3)[:, None]
     tl_where_t_4_col_g_zero = tl.where(t_4_col, g, 0.0)
     g_last = tl.sum(tl_where_t_4_col_g_zero, 0)
     tl_sigmoid_g_last = tl.sigmoid(g_last)
     tl_sigmoid_g_last_row = tl_sigmoid_g_last[None, :]
     y_2 = y * tl_sigmoid_g_last_row
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by_2_to_Y_dtype_element_ty = tl.load(dY_plus_offs, mask=m, other=0.0)
-    by_2 = by_2_to_Y_dtype_element_ty
+    by_2 = tl.load(dY + offs, mask=m, other=0.0)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
     by = by_2 * tl_sigmoid_g_last_row
@@ -75,60 +56,41 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     bx += by * x
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, bg, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
 
 
 @triton.jit
 def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
 
     # The backward with IS_VARLEN=False, USE_G=False.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_one = tl.program_id(1)
-    tl_program_id_one_to_tl_int64 = tl_program_id_one.to(tl.int64)
-    i_t = tl_program_id_zero
-    i_n = tl_program_id_one_to_tl_int64
+    i_t = tl.program_id(0)
+    i_n = tl.program_id(1).to(tl.int64)
     bos = i_n * T
-    i_t_times_BT = i_t * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = i_t_times_BT + tl_arange_zero_BT
+    o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
     o_t_col = o_t[:, None]
     t = o_t_col < T
     o_d_row = o_d[None, :]
-    t_2 = o_d_row < D
-    m = t & t_2
-    bos_plus_o_t_col_2 = bos + o_t_col
-    bos_plus_o_t_col_2_times_D = bos_plus_o_t_col_2 * D
-    offs = bos_plus_o_t_col_2_times_D + o_d_row
-    X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs
+    m = t & (o_d_row < D)
+    offs = (bos + o_t_col) * D + o_d_row
+    x = tl.load(X + offs, mask=m, other=0.0)
     y = x * x
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by_to_Y_dtype_element_ty = tl.load(dY_plus_offs, mask=m, other=0.0)
-    by = by_to_Y_dtype_element_ty
+    by = tl.load(dY + offs, mask=m, other=0.0)
 
     # Grad of: y = x * x
     bx = by * x
     bx += by * x
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
 
 
 @triton.jit

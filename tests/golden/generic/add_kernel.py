@@ -10,18 +10,14 @@ import triton.language as tl
 def add_kernel_bwd(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, dx_ptr, dy_ptr, dout_ptr):
     pid = tl.program_id(axis=0)
     block_start = pid * BLOCK_SIZE
-    tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-    offsets = block_start + tl_arange_zero_BLOCK_SIZE
+    offsets = block_start + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
-    dx_ptr_plus_offsets = dx_ptr + offsets
-    dy_ptr_plus_offsets = dy_ptr + offsets
-    dout_ptr_plus_offsets = dout_ptr + offsets
 
     # Grad of: tl.store(out_ptr + offsets, out, mask=mask)
-    bout = tl.load(dout_ptr_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    bout = tl.load(dout_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(dy_ptr_plus_offsets, bout, mask=mask)
+    tl.store(dy_ptr + offsets, bout, mask=mask)
 
     # Grad of: x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(dx_ptr_plus_offsets, bout, mask=mask)
+    tl.store(dx_ptr + offsets, bout, mask=mask)

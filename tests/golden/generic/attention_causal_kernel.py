@@ -14,31 +14,20 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_h = off_hz % H
     off_z_to_tl_int64 = off_z.to(tl.int64)
     off_z_to_tl_int64_times = off_z_to_tl_int64 * stride_qz
-    Q_plus_off_z_to_tl_int64_times = Q + off_z_to_tl_int64_times
-    dQ_plus_off_z_to_tl_int64_times = dQ + off_z_to_tl_int64_times
     off_h_to_tl_int64 = off_h.to(tl.int64)
     off_h_to_tl_int64_times = off_h_to_tl_int64 * stride_qh
-    q_base = Q_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    dq_base = dQ_plus_off_z_to_tl_int64_times + off_h_to_tl_int64_times
+    q_base = Q + off_z_to_tl_int64_times + off_h_to_tl_int64_times
+    dq_base = dQ + off_z_to_tl_int64_times + off_h_to_tl_int64_times
     off_z_to_tl_int64_2_time = off_z_to_tl_int64 * stride_kz
-    K_plus_off_z_to_tl_int64_2_time = K + off_z_to_tl_int64_2_time
-    dK_plus_off_z_to_tl_int64_2_time = dK + off_z_to_tl_int64_2_time
     off_h_to_tl_int64_2_time = off_h_to_tl_int64 * stride_kh
-    k_base = K_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    dk_base = dK_plus_off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
+    k_base = K + off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
+    dk_base = dK + off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
     off_z_to_tl_int64_3_time = off_z_to_tl_int64 * stride_vz
-    V_plus_off_z_to_tl_int64_3_time = V + off_z_to_tl_int64_3_time
-    dV_plus_off_z_to_tl_int64_3_time = dV + off_z_to_tl_int64_3_time
     off_h_to_tl_int64_3_time = off_h_to_tl_int64 * stride_vh
-    v_base = V_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    dv_base = dV_plus_off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    off_z_to_tl_int64_4_time = off_z_to_tl_int64 * stride_oz
-    dOut_plus_off_z_to_tl_int = dOut + off_z_to_tl_int64_4_time
-    off_h_to_tl_int64_4_time = off_h_to_tl_int64 * stride_oh
-    do_base = dOut_plus_off_z_to_tl_int + off_h_to_tl_int64_4_time
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    v_base = V + off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
+    dv_base = dV + off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
+    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     m_i = l_i - float("inf")
@@ -46,21 +35,17 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     qk_scale = sm_scale * 1.44269504
     offs_m_col = offs_m[:, None]
     offs_m_col_times_stride_qm = offs_m_col * stride_qm
-    q_base_plus_offs_m_col_t = q_base + offs_m_col_times_stride_qm
-    dq_base_plus_offs_m_col_t = dq_base + offs_m_col_times_stride_qm
     offs_d_row = offs_d[None, :]
     offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    q_ptrs = q_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
-    dq_ptrs = dq_base_plus_offs_m_col_t + offs_d_row_times_stride_qk
+    q_ptrs = q_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
+    dq_ptrs = dq_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
     t = offs_m_col < N_CTX
     q = tl.load(q_ptrs, mask=t, other=0.0)
     if IS_CAUSAL:
-        start_m_plus_one = start_m + 1
-        hi = start_m_plus_one * BLOCK_M
+        hi = (start_m + 1) * BLOCK_M
         hi_3 = hi
     else:
-        hi_2 = N_CTX
-        hi_3 = hi_2
+        hi_3 = N_CTX
     l_i_2 = l_i
     acc_2 = acc
     m_i_2 = m_i
@@ -109,9 +94,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         p = tl.math.exp2(qk_5_minus_m_ij_col)
         m_i_2_minus_m_ij = m_i_2 - m_ij
         alpha = tl.math.exp2(m_i_2_minus_m_ij)
-        l_i_2_times_alpha = l_i_2 * alpha
         tl_sum_p_one = tl.sum(p, 1)
-        l_i_3 = l_i_2_times_alpha + tl_sum_p_one
+        l_i_3 = l_i_2 * alpha + tl_sum_p_one
         offs_n_col_3 = offs_n[:, None]
         offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
         v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
@@ -122,28 +106,20 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         t_6 = offs_n_col_4 < N_CTX
         v = tl.load(v_ptrs, mask=t_6, other=0.0)
         alpha_col = alpha[:, None]
-        acc_2_times_alpha_col = acc_2 * alpha_col
         p_to_tl_float16 = p.to(tl.float16)
         tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
-        acc_3 = acc_2_times_alpha_col + tl_dot_p_to_tl_float16_v
-        m_i_3 = m_ij
+        acc_3 = acc_2 * alpha_col + tl_dot_p_to_tl_float16_v
+        m_i_2 = m_ij
         l_i_2 = l_i_3
         acc_2 = acc_3
-        m_i_2 = m_i_3
     l_i_2_col = l_i_2[:, None]
     acc_4 = acc_2 / l_i_2_col
-    off_hz_times_N_CTX = off_hz * N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM_plus_off_hz_times_N_CT, mask=t_7, other=0.0).to(tl.float32)
-    offs_m_col_4_times_stride_om = offs_m_col * stride_om
-    do_base_plus_offs_m_col_4 = do_base + offs_m_col_4_times_stride_om
-    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
-    do_ptrs = do_base_plus_offs_m_col_4 + offs_d_row_4_times_stride_ok
+    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    do_ptrs = do_base + offs_m_col * stride_om + offs_d_row * stride_ok
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
@@ -178,11 +154,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         offs_n_col = offs_n[:, None]
         offs_n_col_times_stride_kn = offs_n_col * stride_kn
         k_base_plus_offs_n_col_t = k_base + offs_n_col_times_stride_kn
-        dk_base_plus_offs_n_col_t = dk_base + offs_n_col_times_stride_kn
         offs_d_row_2 = offs_d[None, :]
         offs_d_row_2_times_stride_kk = offs_d_row_2 * stride_kk
         k_ptrs = k_base_plus_offs_n_col_t + offs_d_row_2_times_stride_kk
-        dk_ptrs = dk_base_plus_offs_n_col_t + offs_d_row_2_times_stride_kk
+        dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
         offs_n_col_2 = offs_n[:, None]
         t_2 = offs_n_col_2 < N_CTX
         k = tl.load(k_ptrs, mask=t_2, other=0.0)
@@ -214,11 +189,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         offs_n_col_3 = offs_n[:, None]
         offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
         v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
-        dv_base_plus_offs_n_col_3 = dv_base + offs_n_col_3_times_stride_vn
         offs_d_row_3 = offs_d[None, :]
         offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
         v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        dv_ptrs = dv_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
+        dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
         offs_n_col_4 = offs_n[:, None]
         t_6 = offs_n_col_4 < N_CTX
         v = tl.load(v_ptrs, mask=t_6, other=0.0)
@@ -241,9 +215,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         bl_i_2 = tl.zeros_like(bl_i_2)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp_to_tl_float16 = tl.dot(bacc_3.to(v_ptrs.dtype.element_ty), tl.trans(v))
         bv = tl.dot(tl.trans(p_to_tl_float16), bacc_3.to(p_to_tl_float16.dtype))
-        bp = bp_to_tl_float16.to(p.dtype)
+        bp = tl.dot(bacc_3.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
         bacc_2 += bacc_3 * alpha_col
         balpha_col = tl.sum(bacc_3 * acc_2, 1, keep_dims=True)
         tl.static_assert(balpha_col.shape == alpha_col.shape)
@@ -299,8 +272,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
-        btl_trans_k = tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty))
-        bk = tl.trans(btl_trans_k)
+        bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes

@@ -12,24 +12,14 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-    L_plus_row = L + row
-    dL_plus_row = dL + row
-    lse = tl.load(L_plus_row)
-    S_plus_row = S + row
-    s = tl.load(S_plus_row)
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    lse = tl.load(L + row)
+    s = tl.load(S + row)
     if not SPLIT:
-        choice = lse
-        choice_3 = choice
+        choice_3 = lse
     else:
-        choice_2 = 0.0
-        choice_3 = choice_2
-    x_times_x = x * x
-    y = x_times_x - choice_3
+        choice_3 = 0.0
+    y = x * x - choice_3
     t = s > 0
     if t:
         tl_where_mask_y_zero = tl.where(mask, y, 0.0)
@@ -39,11 +29,9 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         tl_where_mask_y = tl.where(mask, y, -float("inf"))
         z_2 = tl.max(tl_where_mask_y, axis=0)
         z_3 = z_2
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y * z, mask=mask)
-    by_times_z_3 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+    by_times_z_3 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
     by = by_times_z_3 * z_3
     bz_3 = tl.sum(by_times_z_3 * y)
     tl.static_assert(bz_3.shape == z_3.shape)
@@ -78,7 +66,7 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         blse += bchoice_3
 
     # Grad of: lse = tl.load(L + row)
-    tl.store(dL_plus_row, blse)
+    tl.store(dL + row, blse)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)

@@ -15,30 +15,18 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-    tl_sum_x = tl.sum(x, axis=0)
-    mean = tl_sum_x / n_cols
-    x_minus_mean = x - mean
-    x_2 = tl.where(mask, x_minus_mean, 0.0)
-    W_plus_row = W + row
-    dW_plus_row = dW + row
-    w = tl.load(W_plus_row)
-    y = x_2 * 2.0
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n_cols
+    w = tl.load(W + row)
+    y = tl.where(mask, x - mean, 0.0) * 2.0
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    by_2 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-    dMean_plus_row = dMean + row
+    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Mean + row, mean * mean)
     # (Loaded early: nothing in the backward writes this memory.)
-    bmean_times_mean = tl.load(dMean_plus_row).to(tl.float32)
+    bmean_times_mean = tl.load(dMean + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean_times_mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
@@ -53,23 +41,20 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
     tl.static_assert(bw.shape == w.shape)
 
     # Grad of: y = x * 2.0
-    bx_2 = by * 2.0
-
     # Grad of: w = tl.load(W + row)
-    tl.store(dW_plus_row, bw)
+    tl.store(dW + row, bw)
 
     # Grad of: x = tl.where(mask, x - mean, 0.0)
-    bx_minus_mean = tl.where(mask, bx_2, 0.0)
+    bx_minus_mean = tl.where(mask, by * 2.0, 0.0)
     _bmean_2 = tl.sum(-bx_minus_mean)
     tl.static_assert(_bmean_2.shape == mean.shape)
     bmean += _bmean_2
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
-    btl_sum_x = bmean / n_cols
-    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(btl_sum_x, 0), x.shape)
+    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / n_cols, 0), x.shape)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit
@@ -80,20 +65,12 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_true(X, W, Y, Mean, n_
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-    W_plus_row = W + row
-    dW_plus_row = dW + row
-    w = tl.load(W_plus_row)
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    w = tl.load(W + row)
     y = x * 2.0
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    by_2 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = y * w
     by = by_2 * w
@@ -104,10 +81,10 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_true(X, W, Y, Mean, n_
     bx = by * 2.0
 
     # Grad of: w = tl.load(W + row)
-    tl.store(dW_plus_row, bw)
+    tl.store(dW + row, bw)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit
@@ -118,24 +95,16 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-    tl_sum_x = tl.sum(x, axis=0)
-    mean = tl_sum_x / n_cols
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n_cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    by = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-    dMean_plus_row = dMean + row
+    by = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Mean + row, mean * mean)
     # (Loaded early: nothing in the backward writes this memory.)
-    bmean_times_mean = tl.load(dMean_plus_row).to(tl.float32)
+    bmean_times_mean = tl.load(dMean + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean_times_mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
@@ -145,20 +114,17 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
     bmean += bmean_times_mean * mean
 
     # Grad of: y = x * 2.0
-    bx_2 = by * 2.0
-
     # Grad of: x = tl.where(mask, x - mean, 0.0)
-    bx_minus_mean = tl.where(mask, bx_2, 0.0)
+    bx_minus_mean = tl.where(mask, by * 2.0, 0.0)
     _bmean_2 = tl.sum(-bx_minus_mean)
     tl.static_assert(_bmean_2.shape == mean.shape)
     bmean += _bmean_2
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
-    btl_sum_x = bmean / n_cols
-    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(btl_sum_x, 0), x.shape)
+    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / n_cols, 0), x.shape)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit
@@ -169,19 +135,15 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_false(X, W, Y, Mean, n
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    by = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+    by = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = x * 2.0
     bx = by * 2.0
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit

@@ -9,34 +9,21 @@ import triton.language as tl
 @triton.jit
 def chunk_tail_kernel_bwd(X, Y, n_rows, n_cols, NC: tl.constexpr, BC: tl.constexpr, dX, dY):
     row = tl.program_id(0)
-    t = row >= n_rows
-    if t:
+    if row >= n_rows:
         pass
     else:
-        tl_cdiv_n_cols_BC = tl.cdiv(n_cols, BC)
-        NC_2 = min(NC, tl_cdiv_n_cols_BC)
-        row_times_BC = row * BC
-        dY_plus_row_times_BC = dY + row_times_BC
-        tl_arange_zero_BC_2 = tl.arange(0, BC)
-        dY_plus_row_times_BC_plus = dY_plus_row_times_BC + tl_arange_zero_BC_2
 
         # Grad of: tl.store(Y + row * BC + tl.arange(0, BC), acc)
-        bacc_2 = tl.load(dY_plus_row_times_BC_plus).to(tl.float32)
-        for c in range(0, NC_2):
-            c_times_BC = c * BC
-            tl_arange_zero_BC = tl.arange(0, BC)
-            cols = c_times_BC + tl_arange_zero_BC
+        bacc_2 = tl.load(dY + row * BC + tl.arange(0, BC)).to(tl.float32)
+        for c in range(0, min(NC, tl.cdiv(n_cols, BC))):
+            cols = c * BC + tl.arange(0, BC)
             row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            dX_plus_row_times_n_cols = dX + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
             t_2 = cols < n_cols
-            x = tl.load(X_plus_row_times_n_cols_2, mask=t_2, other=0.0)
+            x = tl.load(X + row_times_n_cols + cols, mask=t_2, other=0.0)
 
             # Grad of: acc += x * x
             bx = bacc_2 * x
             bx += bacc_2 * x
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX_plus_row_times_n_cols_2, bx, mask=t_2)
+            tl.store(dX + row_times_n_cols + cols, bx, mask=t_2)

@@ -8,25 +8,16 @@ import triton.language as tl
 
 @triton.jit
 def dequant_scale_kernel_bwd(S, Z, Y, n, BLOCK: tl.constexpr, dS, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     ptr = S + offs
-    dptr = dS + offs
     s = tl.load(ptr, mask=mask, other=0.0)
-    ptr_2 = Z + offs
-    z = tl.load(ptr_2, mask=mask, other=0)
-    z_shr_4 = z >> 4
-    z_2 = z_shr_4 & 0xF
-    z_2_plus_one = z_2 + 1
-    z_2_plus_one_to_tl_float32 = z_2_plus_one.to(tl.float32)
+    z = tl.load(Z + offs, mask=mask, other=0)
+    z_2_plus_one_to_tl_float32 = ((z >> 4 & 0xF) + 1).to(tl.float32)
     y = z_2_plus_one_to_tl_float32 * s
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, y * s, mask=mask)
-    by_times_s = tl.load(dY_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    by_times_s = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
     by = by_times_s * s
     bs = by_times_s * y
 
@@ -34,4 +25,4 @@ def dequant_scale_kernel_bwd(S, Z, Y, n, BLOCK: tl.constexpr, dS, dY):
     bs += by * z_2_plus_one_to_tl_float32
 
     # Grad of: s = tl.load(ptr, mask=mask, other=0.0)
-    tl.store(dptr, bs, mask=mask)
+    tl.store(dS + offs, bs, mask=mask)

@@ -46,28 +46,22 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     x_desc_index1_row_times = x_desc_index1_row * x_desc_stride1
     t_3 = x_desc_index1_row >= 0
     t_4 = x_desc_index1_row < x_desc_shape1
-    W_plus_tl_arange_zero_BN_2 = W + tl_arange_zero_BN
     dW_plus_tl_arange_zero_BN_2 = dW_row + tl_arange_zero_BN
     t_5 = tl_arange_zero_BN < N
-    tl_load_2 = tl.load(W_plus_tl_arange_zero_BN_2, mask=t_5, other=0.0)
+    tl_load_2 = tl.load(W + tl_arange_zero_BN, mask=t_5, other=0.0)
     w = tl_load_2.to(tl.float32)
     w_row = w[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         pid = forward_pid
-        pid_times_BM = pid * BM
-        x_desc_index0 = pid_times_BM + tl_arange_zero_BM
+        x_desc_index0 = pid * BM + tl_arange_zero_BM
         x_desc_index0_col = x_desc_index0[:, None]
         x_desc_index0_col_times = x_desc_index0_col * x_desc_shape1
-        x_desc_base_plus_x_desc = x_desc_base + x_desc_index0_col_times
         dx_desc_base_plus_x_desc = dx_desc_base + x_desc_index0_col_times
-        x_desc_base_plus_x_desc_2 = x_desc_base_plus_x_desc + x_desc_index1_row_times
+        x_desc_base_plus_x_desc_2 = x_desc_base + x_desc_index0_col_times + x_desc_index1_row_times
         dx_desc_base_plus_x_desc_2 = dx_desc_base_plus_x_desc + x_desc_index1_row_times
-        t = x_desc_index0_col >= 0
-        t_2 = x_desc_index0_col < x_desc_shape0
-        t_and_t_2 = t & t_2
-        t_and_t_2_and_t_3 = t_and_t_2 & t_3
+        t_and_t_2_and_t_3 = (x_desc_index0_col >= 0) & (x_desc_index0_col < x_desc_shape0) & t_3
         t_and_t_2_and_t_3_and_t_4 = t_and_t_2_and_t_3 & t_4
         tl_load = tl.load(x_desc_base_plus_x_desc_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         x = tl_load.to(tl.float32)
@@ -79,13 +73,11 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
         # (Loaded early: nothing in the backward writes this memory.)
         by_times_tl_sigmoid_y_to = tl.load(dy_desc_base_plus_y_desc_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
         tl_sigmoid_y = tl.sigmoid(y)
-        y_times_tl_sigmoid_y = y * tl_sigmoid_y
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
-        by_times_tl_sigmoid_y = by_times_tl_sigmoid_y_to.to(y_times_tl_sigmoid_y.dtype)
+        by_times_tl_sigmoid_y = by_times_tl_sigmoid_y_to.to((y * tl_sigmoid_y).dtype)
         by = by_times_tl_sigmoid_y * tl_sigmoid_y
-        btl_sigmoid_y = by_times_tl_sigmoid_y * y
-        by += btl_sigmoid_y * tl_sigmoid_y * (1.0 - tl_sigmoid_y)
+        by += by_times_tl_sigmoid_y * y * tl_sigmoid_y * (1.0 - tl_sigmoid_y)
 
         # Grad of: y = x * w[None, :]
         bx = by * w_row

@@ -8,23 +8,16 @@ import triton.language as tl
 
 @triton.jit
 def dropout_kernel_bwd(X, Y, n_elements, p, seed, BLOCK: tl.constexpr, dX, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
-    dX_plus_offsets = dX + offsets
     tl_rand_seed_offsets = tl.rand(seed, offsets)
     keep = tl_rand_seed_offsets > p
-    one_minus_p = 1 - p
-    dY_plus_offsets = dY + offsets
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
-    by = tl.load(dY_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = tl.where(keep, x / (1 - p), 0.0)
-    bx_div_one_minus_p = tl.where(keep, by, 0.0)
-    bx = bx_div_one_minus_p / one_minus_p
+    bx = tl.where(keep, by, 0.0) / (1 - p)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX_plus_offsets, bx, mask=mask)
+    tl.store(dX + offsets, bx, mask=mask)

@@ -41,33 +41,24 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    W_plus_cols = W + cols
     dW_plus_cols = dW_row + cols
-    w = tl.load(W_plus_cols, mask=mask, other=0.0)
-    B_plus_cols = B + cols
+    w = tl.load(W + cols, mask=mask, other=0.0)
     dB_plus_cols = dB_row + cols
-    b = tl.load(B_plus_cols, mask=mask, other=0.0)
+    b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
-        y_2 = y * w
-        y_3 = y_2 + b
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+        y_3 = y * w + b
+        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
         btl_sigmoid_y_3_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        y_3_to_tl_float32 = y_3.to(tl.float32)
-        tl_sigmoid_y_3_to_tl_float32 = tl.sigmoid(y_3_to_tl_float32)
+        tl_sigmoid_y_3_to_tl_float32 = tl.sigmoid(y_3.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_3_to_tl_float32 = btl_sigmoid_y_3_to_tl_float32 * tl_sigmoid_y_3_to_tl_float32 * (1.0 - tl_sigmoid_y_3_to_tl_float32)
@@ -90,7 +81,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
@@ -116,29 +107,22 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    B_plus_cols = B + cols
     dB_plus_cols = dB_row + cols
-    b = tl.load(B_plus_cols, mask=mask, other=0.0)
+    b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y + b
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
         btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        y_2_to_tl_float32 = y_2.to(tl.float32)
-        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2_to_tl_float32)
+        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
@@ -153,7 +137,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
@@ -178,29 +162,22 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    W_plus_cols = W + cols
     dW_plus_cols = dW_row + cols
-    w = tl.load(W_plus_cols, mask=mask, other=0.0)
+    w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y * w
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
         btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        y_2_to_tl_float32 = y_2.to(tl.float32)
-        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2_to_tl_float32)
+        tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
@@ -219,7 +196,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
@@ -248,20 +225,14 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
+        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
         btl_sigmoid_y_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        y_to_tl_float32 = y.to(tl.float32)
-        tl_sigmoid_y_to_tl_float32 = tl.sigmoid(y_to_tl_float32)
+        tl_sigmoid_y_to_tl_float32 = tl.sigmoid(y.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_to_tl_float32 = btl_sigmoid_y_to_tl_float32 * tl_sigmoid_y_to_tl_float32 * (1.0 - tl_sigmoid_y_to_tl_float32)
@@ -272,7 +243,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
         bx += by * x
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit

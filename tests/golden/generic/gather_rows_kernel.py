@@ -37,38 +37,25 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     tl_arange_zero_BLOCK_ROWS = tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, C)
     cols_row = cols[None, :]
-    T_plus_cols = T + cols
     dT_plus_cols = dT_row + cols
-    t = tl.load(T_plus_cols)
+    t = tl.load(T + cols)
     t_times_t = t * t
-    PERM_plus_cols = PERM + cols
-    tl_load_PERM_plus_cols = tl.load(PERM_plus_cols)
+    tl_load_PERM_plus_cols = tl.load(PERM + cols)
     scale = tl.gather(t_times_t, tl_load_PERM_plus_cols, 0)
     scale_row = scale[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        tl_program_id_zero = forward_pid
-        tl_program_id_zero_times = tl_program_id_zero * BLOCK_ROWS
-        rows = tl_program_id_zero_times + tl_arange_zero_BLOCK_ROWS
+        rows = forward_pid * BLOCK_ROWS + tl_arange_zero_BLOCK_ROWS
         mask = rows < n_rows
-        rows_col = rows[:, None]
-        rows_col_times_C = rows_col * C
-        X_plus_rows_col_times_C = X + rows_col_times_C
-        dX_plus_rows_col_times_C = dX + rows_col_times_C
-        X_plus_rows_col_times_C_2 = X_plus_rows_col_times_C + cols_row
-        dX_plus_rows_col_times_C_2 = dX_plus_rows_col_times_C + cols_row
+        rows_col_times_C = rows[:, None] * C
         mask_col = mask[:, None]
-        x = tl.load(X_plus_rows_col_times_C_2, mask=mask_col, other=0.0)
-        IDX_plus_rows_col_2_times_C = IDX + rows_col_times_C
-        IDX_plus_rows_col_2_time = IDX_plus_rows_col_2_times_C + cols_row
-        idx = tl.load(IDX_plus_rows_col_2_time, mask=mask_col, other=0)
+        x = tl.load(X + rows_col_times_C + cols_row, mask=mask_col, other=0.0)
+        idx = tl.load(IDX + rows_col_times_C + cols_row, mask=mask_col, other=0)
         gather_x_idx = gather(x, idx, axis=1)
-        dY_plus_rows_col_3_times_C = dY + rows_col_times_C
-        dY_plus_rows_col_3_times = dY_plus_rows_col_3_times_C + cols_row
 
         # Grad of: tl.store(Y + rows[:, None] * C + cols[None, :], y, mask=mask[:, None])
-        by = tl.load(dY_plus_rows_col_3_times, mask=mask_col, other=0.0).to(tl.float32)
+        by = tl.load(dY + rows_col_times_C + cols_row, mask=mask_col, other=0.0).to(tl.float32)
 
         # Grad of: y = gather(x, idx, axis=1) * scale[None, :]
         bgather_x_idx = by * scale_row
@@ -88,7 +75,7 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_rows_col_times_C_2, bx, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dX + rows_col_times_C + cols_row, bx, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -26,8 +26,7 @@ def _gelu_and_grad_bwd(x, by, bdy):
     tl_math_erf_x_times_c_plus_one = 1.0 + tl_math_erf_x_times_c
     cdf = 0.5 * tl_math_erf_x_times_c_plus_one
     neg_half_times_x = -0.5 * x
-    neg_half_times_x_times_x = neg_half_times_x * x
-    tl_exp_neg_half_times_x_times_x = tl.exp(neg_half_times_x_times_x)
+    tl_exp_neg_half_times_x_times_x = tl.exp(neg_half_times_x * x)
     pdf = tl_exp_neg_half_times_x_times_x * 0.3989422804014327
     x_times_pdf = x * pdf
 

@@ -26,13 +26,10 @@ def _tgrad_unbroadcast(g, x):
 
 @triton.jit
 def _tanh_bwd(x, bout):
-    x_times_two = 2.0 * x
-    tl_sigmoid_x_times_two = tl.sigmoid(x_times_two)
+    tl_sigmoid_x_times_two = tl.sigmoid(2.0 * x)
 
     # Grad of: return 2.0 * tl.sigmoid(2.0 * x) - 1.0
-    btl_sigmoid_x_times_two = bout * 2.0
-    bx_times_two = btl_sigmoid_x_times_two * tl_sigmoid_x_times_two * (1.0 - tl_sigmoid_x_times_two)
-    bx = bx_times_two * 2.0
+    bx = bout * 2.0 * tl_sigmoid_x_times_two * (1.0 - tl_sigmoid_x_times_two) * 2.0
     return bx.to(x.dtype)
 
 

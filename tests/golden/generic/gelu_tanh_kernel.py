@@ -9,45 +9,34 @@ from triton.language.extra.libdevice import tanh
 
 @triton.jit
 def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
     X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
     tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
     x = tl_load_X_plus_offsets.to(tl.float32)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
-    x_times_c_times_x_times_x = x_times_c_times_x * x
-    x_plus_x_times_c_times_x_times_x = x + x_times_c_times_x_times_x
-    inner = 0.7978845608028654 * x_plus_x_times_c_times_x_times_x
+    inner = 0.7978845608028654 * (x + x_times_c_times_x * x)
     x_times_half = 0.5 * x
     tanh_inner = tanh(inner)
     tanh_inner_plus_one = 1.0 + tanh_inner
     y = x_times_half * tanh_inner_plus_one
-    dY_plus_offsets = dY + offsets
 
     # Grad of: tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=mask)
-    by_to_Y_dtype_element_ty = tl.load(dY_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    by_to_Y_dtype_element_ty = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
     by = by_to_Y_dtype_element_ty.to(y.dtype)
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
-    bx_times_half = by * tanh_inner_plus_one
-    btanh_inner_plus_one = by * x_times_half
-    binner = btanh_inner_plus_one * (1.0 - tanh_inner * tanh_inner)
-    bx = bx_times_half * 0.5
+    binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)
+    bx = by * tanh_inner_plus_one * 0.5
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
     bx += bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
-    bx_times_c = bx_times_c_times_x * x
     bx += bx_times_c_times_x * x_times_c
-    bx += bx_times_c * 0.044715
+    bx += bx_times_c_times_x * x * 0.044715
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offsets = bx.to(X_plus_offsets.dtype.element_ty)
-    tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    tl.store(dX + offsets, bx.to(X_plus_offsets.dtype.element_ty), mask=mask)

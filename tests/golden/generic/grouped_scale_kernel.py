@@ -14,41 +14,25 @@ def grouped_scale_kernel_bwd(X, Y, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
     num_pid_in_group = GROUP_M * num_pid_n
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_M
-    num_pid_m_minus_first_pid_m = num_pid_m - first_pid_m
-    group_size_m = min(num_pid_m_minus_first_pid_m, GROUP_M)
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
     pid_mod_num_pid_in_group = pid % num_pid_in_group
-    pid_mod_num_pid_in_group_2 = pid_mod_num_pid_in_group % group_size_m
-    pid_m = first_pid_m + pid_mod_num_pid_in_group_2
+    pid_m = first_pid_m + pid_mod_num_pid_in_group % group_size_m
     pid_n = pid_mod_num_pid_in_group // group_size_m
-    pid_m_times_BLOCK_M = pid_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    rm = pid_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-    pid_n_times_BLOCK_N = pid_n * BLOCK_N
-    tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-    rn = pid_n_times_BLOCK_N + tl_arange_zero_BLOCK_N
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rm_col = rm[:, None]
-    t = rm_col < M
     rn_row = rn[None, :]
-    t_2 = rn_row < N
-    mask = t & t_2
+    mask = (rm_col < M) & (rn_row < N)
     rm_col_2_times_N = rm_col * N
-    X_plus_rm_col_2_times_N = X + rm_col_2_times_N
-    dX_plus_rm_col_2_times_N = dX + rm_col_2_times_N
-    X_plus_rm_col_2_times_N_2 = X_plus_rm_col_2_times_N + rn_row
-    dX_plus_rm_col_2_times_N_2 = dX_plus_rm_col_2_times_N + rn_row
-    x = tl.load(X_plus_rm_col_2_times_N_2, mask=mask, other=0.0)
+    x = tl.load(X + rm_col_2_times_N + rn_row, mask=mask, other=0.0)
     x_times_half = x * 0.5
-    max_x_x_times_half = max(x, x_times_half)
-    min_x_one = min(x, 1.0)
-    dY_plus_rm_col_3_times_N = dY + rm_col_2_times_N
-    dY_plus_rm_col_3_times_N_2 = dY_plus_rm_col_3_times_N + rn_row
 
     # Grad of: tl.store(Y + rm[:, None] * N + rn[None, :], y, mask=mask)
-    by = tl.load(dY_plus_rm_col_3_times_N_2, mask=mask, other=0.0).to(tl.float32)
+    by = tl.load(dY + rm_col_2_times_N + rn_row, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = max(x, x * 0.5) * min(x, 1.0)
-    bmax_x_x_times_half = by * min_x_one
-    bmin_x_one = by * max_x_x_times_half
+    bmax_x_x_times_half = by * min(x, 1.0)
+    bmin_x_one = by * max(x, x_times_half)
     bx = tl.where(x < 1.0, bmin_x_one, tl.where(x == 1.0, bmin_x_one * 0.5, 0.0))
     bx += tl.where(x > x_times_half, bmax_x_x_times_half, tl.where(x == x_times_half, bmax_x_x_times_half * 0.5, 0.0))
     bx_times_half = tl.where(x_times_half > x, bmax_x_x_times_half, tl.where(x == x_times_half, bmax_x_x_times_half * 0.5, 0.0))
@@ -56,4 +40,4 @@ def grouped_scale_kernel_bwd(X, Y, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
 
     # Grad of: x = tl.load(X + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_rm_col_2_times_N_2, bx, mask=mask, sem="relaxed")
+    tl.atomic_add(dX + rm_col_2_times_N + rn_row, bx, mask=mask, sem="relaxed")

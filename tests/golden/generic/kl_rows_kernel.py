@@ -12,37 +12,24 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_stride = row * stride
-    P_plus_row_times_stride = P + row_times_stride
-    dP_plus_row_times_stride = dP + row_times_stride
-    P_plus_row_times_stride_2 = P_plus_row_times_stride + cols
-    dP_plus_row_times_stride_2 = dP_plus_row_times_stride + cols
-    p = tl.load(P_plus_row_times_stride_2, mask=mask, other=float('-inf'))
-    Q_plus_row_times_stride_2 = Q + row_times_stride
-    dQ_plus_row_times_stride_2 = dQ + row_times_stride
-    Q_plus_row_times_stride = Q_plus_row_times_stride_2 + cols
-    dQ_plus_row_times_stride = dQ_plus_row_times_stride_2 + cols
-    q = tl.load(Q_plus_row_times_stride, mask=mask, other=float('-inf'))
-    tl_max_p_zero = tl.max(p, 0)
-    p_log = p - tl_max_p_zero
+    p = tl.load(P + row_times_stride + cols, mask=mask, other=float('-inf'))
+    q = tl.load(Q + row_times_stride + cols, mask=mask, other=float('-inf'))
+    p_log = p - tl.max(p, 0)
     tl_exp_p_log = tl.exp(p_log)
     tl_sum_tl_exp_p_log_zero = tl.sum(tl_exp_p_log, 0)
     tl_log_tl_sum_tl_exp_p_log_zero = tl.log(tl_sum_tl_exp_p_log_zero)
     p_log_2 = p_log - tl_log_tl_sum_tl_exp_p_log_zero
-    tl_max_q_zero = tl.max(q, 0)
-    q_log = q - tl_max_q_zero
+    q_log = q - tl.max(q, 0)
     tl_exp_q_log = tl.exp(q_log)
     tl_sum_tl_exp_q_log_zero = tl.sum(tl_exp_q_log, 0)
     tl_log_tl_sum_tl_exp_q_log_zero = tl.log(tl_sum_tl_exp_q_log_zero)
-    q_log_2 = q_log - tl_log_tl_sum_tl_exp_q_log_zero
     tl_exp_p_log_2 = tl.exp(p_log_2)
-    p_log_2_minus_q_log_2 = p_log_2 - q_log_2
-    tl_exp_p_log_2_times_p_l = tl_exp_p_log_2 * p_log_2_minus_q_log_2
-    kl = tl.where(mask, tl_exp_p_log_2_times_p_l, 0.0)
-    dLoss_plus_row = dLoss + row
+    p_log_2_minus_q_log_2 = p_log_2 - (q_log - tl_log_tl_sum_tl_exp_q_log_zero)
+    kl = tl.where(mask, tl_exp_p_log_2 * p_log_2_minus_q_log_2, 0.0)
 
     # Grad of: tl.store(Loss + row, tl.sum(kl, 0))
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_sum_kl_zero = tl.load(dLoss_plus_row).to(tl.float32)
+    btl_sum_kl_zero = tl.load(dLoss + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(Loss.dtype.element_ty == tl.float32, "tgrad: the backward reads 'tl_sum_kl_zero' back from Loss, which must be a float32 buffer (or give --arg Loss=*DTYPE)")
@@ -73,8 +60,8 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
 
     # Grad of: q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dQ_plus_row_times_stride, bq_log, mask=mask)
+    tl.store(dQ + row_times_stride + cols, bq_log, mask=mask)
 
     # Grad of: p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dP_plus_row_times_stride_2, bp_log, mask=mask)
+    tl.store(dP + row_times_stride + cols, bp_log, mask=mask)

@@ -10,29 +10,17 @@ import triton.language as tl
 def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    pid_m_times_BLOCK_SIZE_M = pid_m * BLOCK_SIZE_M
-    tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
-    offs_cm = pid_m_times_BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_am = offs_cm % M
-    pid_n_times_BLOCK_SIZE_N = pid_n * BLOCK_SIZE_N
-    tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
-    offs_cn = pid_n_times_BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_am_col = offs_am[:, None]
-    offs_am_col_times_stride_am = offs_am_col * stride_am
-    offs_k_row = offs_k[None, :]
-    offs_k_row_times_stride_ak = offs_k_row * stride_ak
-    offs_am_col_times_stride = offs_am_col_times_stride_am + offs_k_row_times_stride_ak
+    offs_am_col_times_stride = offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     a_ptrs = a_ptr + offs_am_col_times_stride
-    da_ptrs = da_ptr + offs_am_col_times_stride
-    offs_k_col = offs_k[:, None]
-    offs_k_col_times_stride_bk = offs_k_col * stride_bk
-    offs_bn_row = offs_bn[None, :]
-    offs_bn_row_times_stride_bn = offs_bn_row * stride_bn
-    offs_k_col_times_stride = offs_k_col_times_stride_bk + offs_bn_row_times_stride_bn
+    da_ptrs_2 = da_ptr + offs_am_col_times_stride
+    offs_k_col_times_stride = offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     b_ptrs = b_ptr + offs_k_col_times_stride
-    db_ptrs = db_ptr + offs_k_col_times_stride
+    db_ptrs_2 = db_ptr + offs_k_col_times_stride
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     tl_cdiv_K_BLOCK_SIZE_K = tl.cdiv(K, BLOCK_SIZE_K)
     accumulator_2 = accumulator
@@ -47,28 +35,21 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         offs_k_col_2 = offs_k[:, None]
         t_2 = offs_k_col_2 < k_remaining
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        accumulator_3 = tl.dot(a, b, accumulator_2)
+        accumulator_2 = tl.dot(a, b, accumulator_2)
         BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
         a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
         BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
         b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
-        accumulator_2 = accumulator_3
         a_ptrs_2 = a_ptrs_3
         b_ptrs_2 = b_ptrs_3
     if ACTIVATION == "relu":
-        accumulator_4 = tl.maximum(accumulator_2, 0.0)
-        accumulator_5 = accumulator_4
+        accumulator_5 = tl.maximum(accumulator_2, 0.0)
     else:
         accumulator_5 = accumulator_2
     offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
-    dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm_times_offs_cm_col
     offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
-    dc_ptrs = dc_ptr_plus_stride_cm_tim + stride_cn_times_offs_cn_row
-    t_3 = offs_cm_col < M
-    t_4 = offs_cn_row < N
-    c_mask = t_3 & t_4
+    dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn_row
+    c_mask = (offs_cm_col < M) & (offs_cn_row < N)
 
     # Grad of: tl.store(c_ptrs, c, mask=c_mask)
     bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
@@ -87,9 +68,7 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         # Grad of: if ACTIVATION == "relu":
         baccumulator_2 += baccumulator_5
     a_ptrs_2 = a_ptrs
-    da_ptrs_2 = da_ptrs
     b_ptrs_2 = b_ptrs
-    db_ptrs_2 = db_ptrs
     for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
         k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
         k_remaining = K - k_times_BLOCK_SIZE_K
@@ -101,10 +80,8 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
         BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
         a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        da_ptrs_3 = da_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
         BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
         b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
-        db_ptrs_3 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
@@ -118,6 +95,6 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         tl.atomic_add(da_ptrs_2, ba, mask=t, sem="relaxed")
         a_ptrs_2 = a_ptrs_3
-        da_ptrs_2 = da_ptrs_3
+        da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
         b_ptrs_2 = b_ptrs_3
-        db_ptrs_2 = db_ptrs_3
+        db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk

@@ -36,16 +36,12 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     tl_arange_zero_BM = tl.arange(0, BM)
     rk = tl.arange(0, K)
     rk_row = rk[None, :]
-    X_plus_rk = X + rk
     dX_plus_rk = dX_row + rk
-    x = tl.load(X_plus_rk)
+    x = tl.load(X + rk)
     tl_reshape_x = tl.reshape(x, [K, 1])
-    rk_col = rk[:, None]
-    rk_col_times_K = rk_col * K
-    W_plus_rk_col_times_K = W + rk_col_times_K
-    dW_plus_rk_col_times_K = dW + rk_col_times_K
-    W_plus_rk_col_times_K_pl = W_plus_rk_col_times_K + rk_row
-    dW_plus_rk_col_times_K_pl = dW_plus_rk_col_times_K + rk_row
+    rk_col_times_K = rk[:, None] * K
+    W_plus_rk_col_times_K_pl = W + rk_col_times_K + rk_row
+    dW_plus_rk_col_times_K_pl = dW + rk_col_times_K + rk_row
     w = tl.load(W_plus_rk_col_times_K_pl)
     x_times_x = x * x
     tl_reshape_x_times_x = tl.reshape(x_times_x, [1, K])
@@ -54,29 +50,20 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         tl_program_id_zero = forward_pid
-        tl_program_id_zero_times_BM = tl_program_id_zero * BM
-        rm = tl_program_id_zero_times_BM + tl_arange_zero_BM
+        rm = tl_program_id_zero * BM + tl_arange_zero_BM
         mask = rm < n_rows
-        rm_col = rm[:, None]
-        rm_col_times_K = rm_col * K
-        A_plus_rm_col_times_K = A + rm_col_times_K
-        dA_plus_rm_col_times_K = dA + rm_col_times_K
-        A_plus_rm_col_times_K_pl = A_plus_rm_col_times_K + rk_row
-        dA_plus_rm_col_times_K_pl = dA_plus_rm_col_times_K + rk_row
+        rm_col_times_K = rm[:, None] * K
+        A_plus_rm_col_times_K_pl = A + rm_col_times_K + rk_row
         mask_col = mask[:, None]
         a = tl.load(A_plus_rm_col_times_K_pl, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
-        dY_plus_rm = dY + rm
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_reshape_y = tl.load(dY_plus_rm, mask=mask, other=0.0).to(tl.float32)
-        tl_program_id_zero_2_times_K = tl_program_id_zero * K
-        dZ_plus_tl_program_id_zer = dZ + tl_program_id_zero_2_times_K
-        dZ_plus_tl_program_id_zer_plus_rk = dZ_plus_tl_program_id_zer + rk
+        btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
-        btl_reshape_row = tl.load(dZ_plus_tl_program_id_zer_plus_rk).to(tl.float32)
+        btl_reshape_row = tl.load(dZ + tl_program_id_zero * K + rk).to(tl.float32)
         brow = tl.reshape(btl_reshape_row, row.shape)
 
         # Grad of: row = tl.dot(tl.reshape(x * x, [1, K]), w, input_precision="ieee")
@@ -104,7 +91,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA_plus_rm_col_times_K_pl, ba, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dA + rm_col_times_K + rk_row, ba, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -48,8 +48,7 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         x = tl.load(X_plus_offs, mask=mask, other=float('-inf'))
         x_reshape_B = x.reshape(B)
-        x_reshape_B_times_s = x_reshape_B * s
-        z = tl.where(mask, x_reshape_B_times_s, 0.0)
+        z = tl.where(mask, x_reshape_B * s, 0.0)
 
         # Grad of: tl.store(Out, tl.sum(z, 0))
         # Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here
@@ -58,10 +57,9 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
 
         # Grad of: z = tl.where(mask, x.reshape(B) * s, 0.0)
         bx_reshape_B_times_s = tl.where(mask, bz, 0.0)
-        bx_reshape_B = bx_reshape_B_times_s * s
         bs = tl.sum(tl.where(mask, bx_reshape_B_times_s * x_reshape_B, 0.0))
         tl.static_assert(bs.shape == s.shape)
-        bx = tl.reshape(bx_reshape_B, x.shape)
+        bx = tl.reshape(bx_reshape_B_times_s * s, x.shape)
 
         # Grad of: s = tl.load(S)
         # partial sum in registers: every program loads these addresses of 'S'

@@ -12,38 +12,20 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
     h_col = h[:, None]
-    t = h_col < n_heads
     d_row = d[None, :]
-    t_2 = d_row < HALF
-    mask = t & t_2
-    row_times_n_heads = row * n_heads
-    row_times_n_heads_times_two = row_times_n_heads * 2
-    row_times_n_heads_times = row_times_n_heads_times_two * HALF
-    Q_plus_row_times_n_heads_times = Q + row_times_n_heads_times
-    dQ_plus_row_times_n_heads_times = dQ + row_times_n_heads_times
-    h_col_2_times_two = h_col * 2
-    h_col_2_times_two_times_HALF = h_col_2_times_two * HALF
-    Q_plus_row_times_n_heads = Q_plus_row_times_n_heads_times + h_col_2_times_two_times_HALF
-    dQ_plus_row_times_n_heads = dQ_plus_row_times_n_heads_times + h_col_2_times_two_times_HALF
-    first = Q_plus_row_times_n_heads + d_row
-    dfirst = dQ_plus_row_times_n_heads + d_row
+    mask = (h_col < n_heads) & (d_row < HALF)
+    row_times_n_heads_times = row * n_heads * 2 * HALF
+    h_col_2_times_two_times_HALF = h_col * 2 * HALF
+    first = Q + row_times_n_heads_times + h_col_2_times_two_times_HALF + d_row
+    dfirst = dQ + row_times_n_heads_times + h_col_2_times_two_times_HALF + d_row
     row_times_HALF = row * HALF
-    COS_plus_row_times_HALF = COS + row_times_HALF
-    dCOS_plus_row_times_HALF = dCOS + row_times_HALF
-    COS_plus_row_times_HALF_plus_d = COS_plus_row_times_HALF + d
-    dCOS_plus_row_times_HALF_plus_d = dCOS_plus_row_times_HALF + d
-    tl_load = tl.load(COS_plus_row_times_HALF_plus_d)
+    tl_load = tl.load(COS + row_times_HALF + d)
     cos = tl_load[None, :]
-    SIN_plus_row_times_HALF_2 = SIN + row_times_HALF
-    dSIN_plus_row_times_HALF_2 = dSIN + row_times_HALF
-    SIN_plus_row_times_HALF_2_plus_d = SIN_plus_row_times_HALF_2 + d
-    dSIN_plus_row_times_HALF_2_plus_d = dSIN_plus_row_times_HALF_2 + d
-    tl_load_2 = tl.load(SIN_plus_row_times_HALF_2_plus_d)
+    tl_load_2 = tl.load(SIN + row_times_HALF + d)
     sin = tl_load_2[None, :]
     a = tl.load(first, mask=mask, other=0.0)
-    first_plus_HALF = first + HALF
     dfirst_plus_HALF = dfirst + HALF
-    b = tl.load(first_plus_HALF, mask=mask, other=0.0)
+    b = tl.load(first + HALF, mask=mask, other=0.0)
 
     # Grad of: tl.store(first + HALF, b * cos + a * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -79,9 +61,7 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
-    btl_load_2 = tl.reshape(bsin, tl_load_2.shape)
-    tl.store(dSIN_plus_row_times_HALF_2_plus_d, btl_load_2)
+    tl.store(dSIN + row_times_HALF + d, tl.reshape(bsin, tl_load_2.shape))
 
     # Grad of: cos = tl.load(COS + row * HALF + d)[None, :]
-    btl_load = tl.reshape(bcos, tl_load.shape)
-    tl.store(dCOS_plus_row_times_HALF_plus_d, btl_load)
+    tl.store(dCOS + row_times_HALF + d, tl.reshape(bcos, tl_load.shape))

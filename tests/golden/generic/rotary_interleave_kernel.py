@@ -9,47 +9,25 @@ import triton.language as tl
 @triton.jit
 def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS, dSIN, dY, dS):
     row = tl.program_id(0)
-    row_times_two = row * 2
-    row_times_two_times_HALF = row_times_two * HALF
-    X_plus_row_times_two_times_HALF = X + row_times_two_times_HALF
-    dX_plus_row_times_two_times_HALF = dX + row_times_two_times_HALF
+    row_times_two_times_HALF = row * 2 * HALF
     tl_arange_zero = tl.arange(0, 2 * HALF)
-    X_plus_row_times_two_tim = X_plus_row_times_two_times_HALF + tl_arange_zero
-    dX_plus_row_times_two_tim = dX_plus_row_times_two_times_HALF + tl_arange_zero
-    x = tl.load(X_plus_row_times_two_tim)
+    x = tl.load(X + row_times_two_times_HALF + tl_arange_zero)
     row_times_HALF = row * HALF
-    COS_plus_row_times_HALF = COS + row_times_HALF
-    dCOS_plus_row_times_HALF = dCOS + row_times_HALF
     tl_arange_zero_HALF = tl.arange(0, HALF)
-    COS_plus_row_times_HALF_2 = COS_plus_row_times_HALF + tl_arange_zero_HALF
-    dCOS_plus_row_times_HALF_2 = dCOS_plus_row_times_HALF + tl_arange_zero_HALF
-    cos = tl.load(COS_plus_row_times_HALF_2)
-    SIN_plus_row_times_HALF_2 = SIN + row_times_HALF
-    dSIN_plus_row_times_HALF_2 = dSIN + row_times_HALF
-    SIN_plus_row_times_HALF = SIN_plus_row_times_HALF_2 + tl_arange_zero_HALF
-    dSIN_plus_row_times_HALF = dSIN_plus_row_times_HALF_2 + tl_arange_zero_HALF
-    sin = tl.load(SIN_plus_row_times_HALF)
-    tl_reshape_x = tl.reshape(x, [HALF, 2])
-    tl_split_tl_reshape_x = tl.split(tl_reshape_x)
+    cos = tl.load(COS + row_times_HALF + tl_arange_zero_HALF)
+    sin = tl.load(SIN + row_times_HALF + tl_arange_zero_HALF)
+    tl_split_tl_reshape_x = tl.split(tl.reshape(x, [HALF, 2]))
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
-    dY_plus_row_times_two_2_t = dY + row_times_two_times_HALF
-    dY_plus_row_times_two_2_t_2 = dY_plus_row_times_two_2_t + tl_arange_zero
 
     # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_interleave = tl.load(dY_plus_row_times_two_2_t_2).to(tl.float32)
-    x0_times_cos = x0 * cos
-    x1_times_sin = x1 * sin
-    x0_times_cos_minus_x1_times_sin = x0_times_cos - x1_times_sin
-    x0_times_sin = x0 * sin
-    x1_times_cos = x1 * cos
-    x0_times_sin_plus_x1_times_cos = x0_times_sin + x1_times_cos
-    dS_plus_row_times_HALF_3 = dS + row_times_HALF
-    dS_plus_row_times_HALF_3_2 = dS_plus_row_times_HALF_3 + tl_arange_zero_HALF
+    btl_interleave = tl.load(dY + row_times_two_times_HALF + tl_arange_zero).to(tl.float32)
+    x0_times_cos_minus_x1_times_sin = x0 * cos - x1 * sin
+    x0_times_sin_plus_x1_times_cos = x0 * sin + x1 * cos
 
     # Grad of: tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
-    bx0_plus_x1 = tl.load(dS_plus_row_times_HALF_3_2).to(tl.float32)
+    bx0_plus_x1 = tl.load(dS + row_times_HALF + tl_arange_zero_HALF).to(tl.float32)
 
     # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     halves = tl.split(tl.reshape(btl_interleave, tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos).shape))
@@ -66,15 +44,14 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     bcos += bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
-    btl_reshape_x = tl.join(bx0, bx1.to(bx0.dtype))
-    bx = tl.reshape(btl_reshape_x, x.shape)
+    bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)
 
     # Grad of: sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
-    tl.store(dSIN_plus_row_times_HALF, bsin)
+    tl.store(dSIN + row_times_HALF + tl_arange_zero_HALF, bsin)
 
     # Grad of: cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
-    tl.store(dCOS_plus_row_times_HALF_2, bcos)
+    tl.store(dCOS + row_times_HALF + tl_arange_zero_HALF, bcos)
 
     # Grad of: x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_row_times_two_tim, bx, sem="relaxed")
+    tl.atomic_add(dX + row_times_two_times_HALF + tl_arange_zero, bx, sem="relaxed")

@@ -8,47 +8,26 @@ import triton.language as tl
 
 @triton.jit
 def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times = tl_program_id_zero * BLOCK_ROWS
-    tl_arange_zero_BLOCK_ROWS = tl.arange(0, BLOCK_ROWS)
-    rows = tl_program_id_zero_times + tl_arange_zero_BLOCK_ROWS
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
     half_cols = tl.arange(0, HALF)
     rows_col = rows[:, None]
     rows_col_times_t = rows_col * (2 * HALF)
-    X_plus_rows_col_times_t = X + rows_col_times_t
-    dX_plus_rows_col_times_t = dX + rows_col_times_t
     cols_row = cols[None, :]
-    X_plus_rows_col_times_t_2 = X_plus_rows_col_times_t + cols_row
-    dX_plus_rows_col_times_t_2 = dX_plus_rows_col_times_t + cols_row
     row_mask_col = row_mask[:, None]
-    x = tl.load(X_plus_rows_col_times_t_2, mask=row_mask_col, other=0.0)
+    x = tl.load(X + rows_col_times_t + cols_row, mask=row_mask_col, other=0.0)
     rows_col_2_times_HALF = rows_col * HALF
-    COS_plus_rows_col_2_times_HALF = COS + rows_col_2_times_HALF
-    dCOS_plus_rows_col_2_times_HALF = dCOS + rows_col_2_times_HALF
     half_cols_row = half_cols[None, :]
-    COS_plus_rows_col_2_time = COS_plus_rows_col_2_times_HALF + half_cols_row
-    dCOS_plus_rows_col_2_time = dCOS_plus_rows_col_2_times_HALF + half_cols_row
-    cos = tl.load(COS_plus_rows_col_2_time, mask=row_mask_col, other=1.0)
-    SIN_plus_rows_col_3_times_HALF = SIN + rows_col_2_times_HALF
-    dSIN_plus_rows_col_3_times_HALF = dSIN + rows_col_2_times_HALF
-    SIN_plus_rows_col_3_time = SIN_plus_rows_col_3_times_HALF + half_cols_row
-    dSIN_plus_rows_col_3_time = dSIN_plus_rows_col_3_times_HALF + half_cols_row
-    sin = tl.load(SIN_plus_rows_col_3_time, mask=row_mask_col, other=0.0)
-    tl_reshape_x = tl.reshape(x, [BLOCK_ROWS, HALF, 2])
-    tl_split_tl_reshape_x = tl.split(tl_reshape_x)
+    dCOS_plus_rows_col_2_time = dCOS + rows_col_2_times_HALF + half_cols_row
+    cos = tl.load(COS + rows_col_2_times_HALF + half_cols_row, mask=row_mask_col, other=1.0)
+    dSIN_plus_rows_col_3_time = dSIN + rows_col_2_times_HALF + half_cols_row
+    sin = tl.load(SIN + rows_col_2_times_HALF + half_cols_row, mask=row_mask_col, other=0.0)
+    tl_split_tl_reshape_x = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
-    x0_times_cos = x0 * cos
-    x1_times_sin = x1 * sin
-    x0_times_cos_minus_x1_times_sin = x0_times_cos - x1_times_sin
-    x0_times_sin = x0 * sin
-    x1_times_cos = x1 * cos
-    x0_times_sin_plus_x1_times_cos = x0_times_sin + x1_times_cos
-    y = tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos)
-    dY_plus_rows_col_4_times_t = dY + rows_col_times_t
-    dY_plus_rows_col_4_times = dY_plus_rows_col_4_times_t + cols_row
+    y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
+    dY_plus_rows_col_4_times = dY + rows_col_times_t + cols_row
 
     # Grad of: tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
     btl_reshape_y = tl.load(dY_plus_rows_col_4_times, mask=row_mask_col, other=0.0).to(tl.float32)
@@ -69,8 +48,7 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     bcos += bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
-    btl_reshape_x = tl.join(bx0, bx1.to(bx0.dtype))
-    bx = tl.reshape(btl_reshape_x, x.shape)
+    bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)
 
     # Grad of: sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -82,4 +60,4 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_rows_col_times_t_2, bx, mask=row_mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows_col_times_t + cols_row, bx, mask=row_mask_col, sem="relaxed")

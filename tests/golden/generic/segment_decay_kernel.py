@@ -8,10 +8,7 @@ import triton.language as tl
 
 @triton.jit
 def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr, dX, dDECAY, dY, seq_tape, state_tape, tape_trips):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
     seq = 0
@@ -28,9 +25,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq_2, mask=iteration < tape_trips)
         tl.store(state_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), state_2, mask=iteration < tape_trips)
         c_times_dim = c * dim
-        X_plus_c_times_dim = X + c_times_dim
-        X_plus_c_times_dim_plus_offs = X_plus_c_times_dim + offs
-        x = tl.load(X_plus_c_times_dim_plus_offs, mask=mask, other=0.0)
+        x = tl.load(X + c_times_dim + offs, mask=mask, other=0.0)
         DECAY_plus_c = DECAY + c
         tl_load_DECAY_plus_c = tl.load(DECAY_plus_c)
         scale = tl.exp(tl_load_DECAY_plus_c)
@@ -38,11 +33,8 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         seq_new = tl.load(SEQ_plus_c)
         t = seq_new == seq_2
         scale_2 = tl.where(t, scale, 0.0)
-        seq_3 = seq_new
-        scale_2_times_state_2 = scale_2 * state_2
-        state_3 = scale_2_times_state_2 + x
-        seq_2 = seq_3
-        state_2 = state_3
+        seq_2 = seq_new
+        state_2 = scale_2 * state_2 + x
 
     # Grad of: for c in range(n_chunks):
     bstate_2 = tl.zeros(state.shape, dtype=tl.float32)
@@ -57,19 +49,13 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         seq_2 = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         c_times_dim = c * dim
-        dX_plus_c_times_dim = dX + c_times_dim
-        dX_plus_c_times_dim_plus_offs = dX_plus_c_times_dim + offs
         DECAY_plus_c = DECAY + c
-        dDECAY_plus_c = dDECAY + c
         tl_load_DECAY_plus_c = tl.load(DECAY_plus_c)
         scale = tl.exp(tl_load_DECAY_plus_c)
         SEQ_plus_c = SEQ + c
         seq_new = tl.load(SEQ_plus_c)
         t = seq_new == seq_2
         scale_2 = tl.where(t, scale, 0.0)
-        c_times_dim_2 = c * dim
-        dY_plus_c_times_dim_2 = dY + c_times_dim_2
-        dY_plus_c_times_dim_2_plus_offs = dY_plus_c_times_dim_2 + offs
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2
@@ -77,7 +63,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bstate_3_2 = tl.atomic_xchg(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask, sem="relaxed")
+        bstate_3_2 = tl.atomic_xchg(dY + c * dim + offs, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bstate_3 += bstate_3_2
 
@@ -90,12 +76,10 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         bscale = tl.where(t, bscale_2, 0.0)
 
         # Grad of: scale = tl.exp(tl.load(DECAY + c))
-        btl_load_DECAY_plus_c = bscale * scale
-
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDECAY_plus_c, btl_load_DECAY_plus_c, sem="relaxed")
+        tl.atomic_add(dDECAY + c, bscale * scale, sem="relaxed")
 
         # Grad of: x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX_plus_c_times_dim_plus_offs, bstate_3, mask=mask, sem="relaxed")
+        tl.atomic_add(dX + c_times_dim + offs, bstate_3, mask=mask, sem="relaxed")
     tl.debug_barrier()

@@ -8,20 +8,14 @@ import triton.language as tl
 
 @triton.jit
 def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n
-    X_plus_offsets = X + offsets
     dX_plus_offsets = dX + offsets
-    x = tl.load(X_plus_offsets, mask=inside, other=0.0)
-    t = x > 0
-    inside_and_t = inside & t
+    x = tl.load(X + offsets, mask=inside, other=0.0)
 
     # Grad of: tl.store(X + offsets, x * x, mask=inside & (x > 0))
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bx_times_x = tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside_and_t, sem="relaxed")
+    bx_times_x = tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside & (x > 0), sem="relaxed")
     tl.debug_barrier()
     bx = bx_times_x * x
     bx += bx_times_x * x

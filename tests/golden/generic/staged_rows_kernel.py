@@ -14,24 +14,14 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
     mask = cols < n_cols
     for row in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-        tl_where_mask_x = tl.where(mask, x, float("-inf"))
-        tl_max_tl_where_mask_x = tl.max(tl_where_mask_x, axis=0)
-        x_minus_tl_max_tl_where_mask_x = x - tl_max_tl_where_mask_x
-        e = tl.exp(x_minus_tl_max_tl_where_mask_x)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
         tl_where_mask_e_zero = tl.where(mask, e, 0.0)
         tl_sum_tl_where_mask_e_zero = tl.sum(tl_where_mask_e_zero, axis=0)
         y = e / tl_sum_tl_where_mask_e_zero
-        row_times_n_cols_2 = row * n_cols
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols_2
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, y * x, mask=mask)
-        by_times_x = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        by_times_x = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         by = by_times_x * x
         bx = by_times_x * y
 
@@ -43,8 +33,7 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
         be += tl.where(mask, btl_where_mask_e_zero, 0.0)
 
         # Grad of: e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
-        bx_minus_tl_max_tl_where_mask_x = be * e
-        bx += bx_minus_tl_max_tl_where_mask_x
+        bx += be * e
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)

@@ -21,8 +21,7 @@ def _tgrad_unbroadcast(g, x):
 
 @triton.jit
 def _tanh_bwd(x, bout):
-    x_times_two = 2.0 * x
-    tl_sigmoid_x_times_two = tl.sigmoid(x_times_two)
+    tl_sigmoid_x_times_two = tl.sigmoid(2.0 * x)
     tl_sigmoid_x_times_two_times_two = 2.0 * tl_sigmoid_x_times_two
 
     # Grad of: return 2.0 * tl.sigmoid(2.0 * x) - 1.0

@@ -34,9 +34,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
     # The same for every forward program: computed once.
     lanes = tl.arange(0, BLOCK)
-    W_plus_lanes = W + lanes
     dW_plus_lanes = dW_row + lanes
-    tl_load_W_plus_lanes = tl.load(W_plus_lanes)
+    tl_load_W_plus_lanes = tl.load(W + lanes)
     w = tl_load_W_plus_lanes.to(tl.float32)
     tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
     trips = (n_chunks - 0 + 1 - 1) // 1
@@ -62,14 +61,10 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
             x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
             x_times_w = x * w
-            m_3 = tl.maximum(m_2, x_times_w)
-            m_2 = m_3
-        row_times_BLOCK = row * BLOCK
-        dY_plus_row_times_BLOCK = dY + row_times_BLOCK
-        dY_plus_row_times_BLOCK_p = dY_plus_row_times_BLOCK + lanes
+            m_2 = tl.maximum(m_2, x_times_w)
 
         # Grad of: tl.store(Y + row * BLOCK + lanes, m)
-        bm_2 = tl.load(dY_plus_row_times_BLOCK_p).to(tl.float32)
+        bm_2 = tl.load(dY + row * BLOCK + lanes).to(tl.float32)
 
         # Grad of: for i in range(0, n_chunks):
         bw = tl.zeros(w.shape, dtype=tl.float32)
@@ -86,9 +81,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             row_times_n_chunks_plus_i = row_times_n_chunks + i
             row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
             X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            dX_plus_row_times_n_chunks_plus = dX + row_times_n_chunks_plus
             X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-            dX_plus_row_times_n_chunk = dX_plus_row_times_n_chunks_plus + lanes
+            dX_plus_row_times_n_chunk = dX + row_times_n_chunks_plus + lanes
             tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
             x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
             x_times_w = x * w

@@ -46,8 +46,7 @@ def _log1p_exp_bwd(x, bout):
     tl_exp_x = tl.exp(x)
 
     # Grad of: return libdevice.log1p(tl.exp(x))
-    btl_exp_x = bout / (1.0 + tl_exp_x)
-    bx = btl_exp_x * tl_exp_x
+    bx = bout / (1.0 + tl_exp_x) * tl_exp_x
     return bx.to(x.dtype)
 
 
@@ -57,38 +56,29 @@ def activation_bwd(x, bout):
 
     # Grad of: return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
     bx = tl.where(t, bout, 0.0)
-    b_log1p_exp_x = tl.where(t, 0.0, bout)
-    bx += tl.where(t, 0.0, _log1p_exp_bwd(x, b_log1p_exp_x))
+    bx += tl.where(t, 0.0, _log1p_exp_bwd(x, tl.where(t, 0.0, bout)))
     return bx.to(x.dtype)
 
 
 @triton.jit
 def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offsets = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
     X_plus_offsets = X + offsets
-    dX_plus_offsets = dX + offsets
     tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
     x = tl_load_X_plus_offsets.to(tl.float32)
     activation_x = activation(x)
-    activation_x_times_x = activation_x * x
-    dY_plus_offsets = dY + offsets
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
-    by = tl.load(dY_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = (activation(x) * x).to(OUT_DTYPE)
-    bactivation_x_times_x = by.to(activation_x_times_x.dtype)
-    bactivation_x = bactivation_x_times_x * x
+    bactivation_x_times_x = by.to((activation_x * x).dtype)
     bx = tl.where(mask, bactivation_x_times_x * activation_x, 0.0)
-    bx += activation_bwd(x, bactivation_x)
+    bx += activation_bwd(x, bactivation_x_times_x * x)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offsets = bx.to(X_plus_offsets.dtype.element_ty)
-    tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    tl.store(dX + offsets, bx.to(X_plus_offsets.dtype.element_ty), mask=mask)
 
 
 

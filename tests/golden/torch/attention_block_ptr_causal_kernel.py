@@ -86,21 +86,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_z = off_hz // H
     off_h = off_hz % H
     off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_z_to_tl_int64_times = off_z_to_tl_int64 * stride_qz
     off_h_to_tl_int64 = off_h.to(tl.int64)
-    off_h_to_tl_int64_times = off_h_to_tl_int64 * stride_qh
-    q_offset = off_z_to_tl_int64_times + off_h_to_tl_int64_times
-    off_z_to_tl_int64_2_time = off_z_to_tl_int64 * stride_kz
-    off_h_to_tl_int64_2_time = off_h_to_tl_int64 * stride_kh
-    kv_offset = off_z_to_tl_int64_2_time + off_h_to_tl_int64_2_time
-    off_z_to_tl_int64_3_time = off_z_to_tl_int64 * stride_vz
-    off_h_to_tl_int64_3_time = off_h_to_tl_int64 * stride_vh
-    v_offset = off_z_to_tl_int64_3_time + off_h_to_tl_int64_3_time
-    off_z_to_tl_int64_4_time = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_4_time = off_h_to_tl_int64 * stride_oh
-    o_offset = off_z_to_tl_int64_4_time + off_h_to_tl_int64_4_time
+    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     Q_block_base = Q + q_offset
-    dQ_block_base = dQ + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
     Q_block_stride1 = stride_qk
@@ -114,30 +105,24 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     dV_block_base = dV + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
-    dO_block_base = dOut + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
+    offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
     m_i = tl_zeros - float("inf")
     l_i = tl_zeros + 1.0
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
-    tl_arange_zero_HEAD_DIM = tl.arange(0, HEAD_DIM)
-    Q_block_index1 = Q_block_offset1 + tl_arange_zero_HEAD_DIM
+    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
     Q_block_index0_col_times = Q_block_index0_col * Q_block_stride0
-    Q_block_base_plus_Q_bloc = Q_block_base + Q_block_index0_col_times
-    dQ_block_base_plus_Q_bloc = dQ_block_base + Q_block_index0_col_times
+    dQ_block_base_plus_Q_bloc = dQ + q_offset + Q_block_index0_col_times
     Q_block_index1_row = Q_block_index1[None, :]
     Q_block_index1_row_times = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_bloc_2 = Q_block_base_plus_Q_bloc + Q_block_index1_row_times
+    Q_block_base_plus_Q_bloc_2 = Q_block_base + Q_block_index0_col_times + Q_block_index1_row_times
     dQ_block_base_plus_Q_bloc_2 = dQ_block_base_plus_Q_bloc + Q_block_index1_row_times
-    t = Q_block_index0_col >= 0
-    t_2 = Q_block_index0_col < Q_block_shape0
-    t_and_t_2 = t & t_2
+    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_bloc_2, mask=t_and_t_2, other=0.0)
     if STAGE & 1:
         acc_2 = acc
@@ -273,12 +258,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             K_ptrs_offset1_3 = K_ptrs_offset1_4
             V_ptrs_offset0_3 = V_ptrs_offset0_4
             V_ptrs_offset1_3 = V_ptrs_offset1_4
-        acc_4 = acc_2_2
-        l_i_4 = l_i_2_2
-        m_i_4 = m_i_2_2
-        acc_5 = acc_4
-        l_i_5 = l_i_4
-        m_i_5 = m_i_4
+        acc_5 = acc_2_2
+        l_i_5 = l_i_2_2
+        m_i_5 = m_i_2_2
     else:
         acc_5 = acc
         l_i_5 = l_i
@@ -393,27 +375,20 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
             V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
             V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
-        acc_6 = acc_3_2
-        l_i_6 = l_i_3_2
-        acc_7 = acc_6
-        l_i_7 = l_i_6
+        acc_7 = acc_3_2
+        l_i_7 = l_i_3_2
     else:
         acc_7 = acc_5
         l_i_7 = l_i_5
     l_i_7_col = l_i_7[:, None]
     acc_8 = acc_7 / l_i_7_col
-    off_hz_times_N_CTX = off_hz * N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
     t_16 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_8_times_c = tl.load(dM_plus_off_hz_times_N_CT, mask=t_16, other=0.0).to(tl.float32)
-    O_block_index0_col_times = Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_bloc = dO_block_base + O_block_index0_col_times
-    O_block_index1_row_times = Q_block_index1_row * O_block_stride1
-    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + O_block_index1_row_times
+    bm_i_8_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_16, other=0.0).to(tl.float32)
+    dO_block_base_plus_O_bloc = dOut + o_offset + Q_block_index0_col * O_block_stride0
+    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
     bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0).to(tl.float32)

@@ -31,28 +31,21 @@ def biased_scale_kernel(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.constex
 
 @triton.jit
 def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dbias, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
     tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
     x = tl_load_X_plus_offs.to(tl.float32)
     if HAS_BIAS:
         bias_plus_offs = bias + offs
         tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)
         bias_2 = tl_load_bias_plus_offs.to(tl.float32)
-        x_times_bias_2 = x * bias_2
-        x_2 = x_times_bias_2 + bias_2
-        x_3 = x_2
+        x_3 = x * bias_2 + bias_2
     else:
         x_3 = x
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_3_times_x_3 = tl.load(dY_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    bx_3_times_x_3 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
     bx_3 = bx_3_times_x_3 * x_3
     bx_3 += bx_3_times_x_3 * x_3
 
@@ -60,25 +53,21 @@ def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.con
     bx = tl.zeros(x.shape, dtype=tl.float32)
     if HAS_BIAS:
         bias_plus_offs = bias + offs
-        dbias_plus_offs = dbias + offs
         tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)
         bias_2 = tl_load_bias_plus_offs.to(tl.float32)
 
         # Grad of: x = x * bias + bias
         bx += bx_3 * bias_2
-        bbias_2 = bx_3 + bx_3 * x
 
         # Grad of: bias = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
-        btl_load_bias_plus_offs = bbias_2.to(bias_plus_offs.dtype.element_ty)
-        tl.store(dbias_plus_offs, btl_load_bias_plus_offs, mask=mask)
+        tl.store(dbias + offs, (bx_3 + bx_3 * x).to(bias_plus_offs.dtype.element_ty), mask=mask)
     else:
 
         # Grad of: if HAS_BIAS:
         bx += bx_3
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx.to(X_plus_offs.dtype.element_ty)
-    tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=mask)
+    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
 
 
 

@@ -37,8 +37,7 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
     cols = tl.arange(0, BC)
     running = tl.full([BC], -1.0e30, dtype=tl.float32)
     pid_times_BR = pid * BR
-    tl_num_programs_zero = tl.num_programs(0)
-    tl_num_programs_zero_times_BR = tl_num_programs_zero * BR
+    tl_num_programs_zero_times_BR = tl.num_programs(0) * BR
     running_2 = running
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -64,15 +63,10 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         X_plus_rows_col_2_times = X_plus_rows_col_2_times_n_cols + cols_row_2
         x = tl.load(X_plus_rows_col_2_times, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
-        running_3 = tl.maximum(running_2, tl_max_x_zero)
-        running_2 = running_3
-    pid_times_n_cols = pid * n_cols
-    dY_plus_pid_times_n_cols = dY + pid_times_n_cols
-    dY_plus_pid_times_n_cols_2 = dY_plus_pid_times_n_cols + cols
-    t_3 = cols < n_cols
+        running_2 = tl.maximum(running_2, tl_max_x_zero)
 
     # Grad of: tl.store(Y + pid * n_cols + cols, running, mask=cols < n_cols)
-    brunning_2 = tl.load(dY_plus_pid_times_n_cols_2, mask=t_3, other=0.0).to(tl.float32)
+    brunning_2 = tl.load(dY + pid * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -92,10 +86,8 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         rows_col_2 = rows[:, None]
         rows_col_2_times_n_cols = rows_col_2 * n_cols
         X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
-        dX_plus_rows_col_2_times_n_cols = dX + rows_col_2_times_n_cols
         cols_row_2 = cols[None, :]
         X_plus_rows_col_2_times = X_plus_rows_col_2_times_n_cols + cols_row_2
-        dX_plus_rows_col_2_times = dX_plus_rows_col_2_times_n_cols + cols_row_2
         x = tl.load(X_plus_rows_col_2_times, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
 
@@ -111,7 +103,7 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
 
         # Grad of: x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dX_plus_rows_col_2_times, bx, mask=mask, sem="relaxed")
+        tl.atomic_add(dX + rows_col_2_times_n_cols + cols_row_2, bx, mask=mask, sem="relaxed")
     tl.debug_barrier()
 
 

@@ -32,28 +32,20 @@ def causal_taps_kernel(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr):
 
 @triton.jit
 def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX, dW, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BT = tl_program_id_zero * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = tl_program_id_zero_times_BT + tl_arange_zero_BT
+    o_t = tl.program_id(0) * BT + tl.arange(0, BT)
     acc = tl.zeros([BT], dtype=tl.float32)
-    dY_plus_o_t = dY + o_t
-    t_3 = o_t < T
 
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
-    bacc_2_to_Y_dtype_element_ty = tl.load(dY_plus_o_t, mask=t_3, other=0.0).to(tl.float32)
+    bacc_2_to_Y_dtype_element_ty = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32)
     bacc_2 = bacc_2_to_Y_dtype_element_ty.to(acc.dtype)
     for i in tl.static_range(NTAPS):
         W_plus_i = W + i
-        dW_plus_i = dW + i
         tl_load_W_plus_i = tl.load(W_plus_i)
         w = tl_load_W_plus_i.to(tl.float32)
         src = o_t - i
         X_plus_src = X + src
-        dX_plus_src = dX + src
         t = src >= 0
-        t_2 = src < T
-        t_and_t_2 = t & t_2
+        t_and_t_2 = t & (src < T)
         tl_load_X_plus_src = tl.load(X_plus_src, mask=t_and_t_2, other=0.0)
         x = tl_load_X_plus_src.to(tl.float32)
 
@@ -63,16 +55,12 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
         bx = bacc_2 * w
 
         # Grad of: x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0).to(tl.float32)
-        btl_load_X_plus_src = bx.to(X_plus_src.dtype.element_ty)
-
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_src, btl_load_X_plus_src, mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dX + src, bx.to(X_plus_src.dtype.element_ty), mask=t_and_t_2, sem="relaxed")
 
         # Grad of: w = tl.load(W + i).to(tl.float32)
-        btl_load_W_plus_i = bw.to(W_plus_i.dtype.element_ty)
-
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW_plus_i, btl_load_W_plus_i, sem="relaxed")
+        tl.atomic_add(dW + i, bw.to(W_plus_i.dtype.element_ty), sem="relaxed")
 
 
 

@@ -37,25 +37,18 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     row_times_stride = row * stride
-    logits_ptr_plus_row_times_stride = logits_ptr + row_times_stride
-    dlogits_ptr_plus_row_times_stride = dlogits_ptr + row_times_stride
-    logits_ptr_plus_row_time = logits_ptr_plus_row_times_stride + cols
-    dlogits_ptr_plus_row_time = dlogits_ptr_plus_row_times_stride + cols
+    logits_ptr_plus_row_time = logits_ptr + row_times_stride + cols
     tl_load_logits_ptr_plus_row_time = tl.load(logits_ptr_plus_row_time, mask=mask, other=-float("inf"))
     logits = tl_load_logits_ptr_plus_row_time.to(tl.float32)
-    targets_ptr_plus_row = targets_ptr + row
-    target = tl.load(targets_ptr_plus_row)
+    target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
-    logits_minus_m = logits - m
-    tl_exp_logits_minus_m = tl.exp(logits_minus_m)
-    tl_sum_tl_exp_logits_minus_m = tl.sum(tl_exp_logits_minus_m, axis=0)
+    tl_exp_logits_minus_m = tl.exp(logits - m)
     t = cols == target
     tl_where_t_logits_zero = tl.where(t, logits, 0.0)
-    dloss_ptr_plus_row = dloss_ptr + row
 
     # Grad of: tl.store(loss_ptr + row, lse - target_logit)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse_minus_target_logit = tl.load(dloss_ptr_plus_row).to(tl.float32)
+    blse_minus_target_logit = tl.load(dloss_ptr + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(loss_ptr.dtype.element_ty == tl.float32, "tgrad: the backward reads 'lse_minus_target_logit' back from loss_ptr, which must be a float32 buffer (or give --arg loss_ptr=*DTYPE)")
@@ -68,15 +61,14 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     blogits = tl.where(t, btl_where_t_logits_zero, 0.0)
 
     # Grad of: lse = m + tl.log(tl.sum(tl.exp(logits - m), axis=0))
-    btl_sum_tl_exp_logits_minus_m = blse_minus_target_logit / tl_sum_tl_exp_logits_minus_m
+    btl_sum_tl_exp_logits_minus_m = blse_minus_target_logit / tl.sum(tl_exp_logits_minus_m, axis=0)
     btl_exp_logits_minus_m = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_logits_minus_m, 0), tl_exp_logits_minus_m.shape)
-    blogits_minus_m = btl_exp_logits_minus_m * tl_exp_logits_minus_m
-    blogits += blogits_minus_m
+    blogits += btl_exp_logits_minus_m * tl_exp_logits_minus_m
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     btl_load_logits_ptr_plus_row_time = blogits.to(logits_ptr_plus_row_time.dtype.element_ty)
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dlogits_ptr_plus_row_time, btl_load_logits_ptr_plus_row_time, mask=mask)
+    tl.store(dlogits_ptr + row_times_stride + cols, btl_load_logits_ptr_plus_row_time, mask=mask)
 
 
 

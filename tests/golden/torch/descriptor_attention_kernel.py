@@ -83,10 +83,8 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     dtype = tl.float16
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
-    Z_times_H = Z * H
-    rows = Z_times_H * N_CTX
+    rows = Z * H * N_CTX
     desc_q_desc_base = desc_q
-    ddesc_q_desc_base = ddesc_q
     desc_q_desc_shape0 = rows
     desc_q_desc_shape1 = HEAD_DIM
     desc_q_desc_stride1 = 1
@@ -94,7 +92,6 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     ddesc_k_desc_base = ddesc_k
     desc_v_desc_base = desc_v
     ddesc_v_desc_base = ddesc_v
-    ddesc_o_desc_base = ddesc_o
     row0 = off_hz * N_CTX
     start_m_times_BLOCK_M = start_m * BLOCK_M
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
@@ -104,25 +101,18 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     l_i = tl_zeros + 1.0
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
-    row0_plus_start_m_times = row0 + start_m_times_BLOCK_M
-    desc_q_desc_index0 = row0_plus_start_m_times + tl_arange_zero_BLOCK_M
-    tl_arange_zero_HEAD_DIM = tl.arange(0, HEAD_DIM)
-    desc_q_desc_index1 = 0 + tl_arange_zero_HEAD_DIM
+    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
     desc_q_desc_index0_col_t = desc_q_desc_index0_col * desc_q_desc_shape1
     desc_q_desc_base_plus_de = desc_q_desc_base + desc_q_desc_index0_col_t
-    ddesc_q_desc_base_plus_de = ddesc_q_desc_base + desc_q_desc_index0_col_t
     desc_q_desc_index1_row = desc_q_desc_index1[None, :]
     desc_q_desc_index1_row_t = desc_q_desc_index1_row * desc_q_desc_stride1
     desc_q_desc_base_plus_de_2 = desc_q_desc_base_plus_de + desc_q_desc_index1_row_t
-    ddesc_q_desc_base_plus_de_2 = ddesc_q_desc_base_plus_de + desc_q_desc_index1_row_t
-    t = desc_q_desc_index0_col >= 0
-    t_2 = desc_q_desc_index0_col < desc_q_desc_shape0
-    t_and_t_2 = t & t_2
-    t_3 = desc_q_desc_index1_row >= 0
-    t_and_t_2_and_t_3 = t_and_t_2 & t_3
+    ddesc_q_desc_base_plus_de_2 = ddesc_q + desc_q_desc_index0_col_t + desc_q_desc_index1_row_t
+    t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
     t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2_and_t_3 & t_4
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
     q = tl.load(desc_q_desc_base_plus_de_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     acc_2 = acc
     l_i_2 = l_i
@@ -178,7 +168,6 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
         l_ij = tl.sum(p, 1)
         alpha_col = alpha[:, None]
-        acc_2_3 = acc_2_2 * alpha_col
         tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
         desc_v_desc_index0 = offset_v_2 + tl_arange_zero_BLOCK_N_2
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
@@ -202,36 +191,28 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10_and_t_11 & t_12
         v = tl.load(desc_v_desc_base_plus_de_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
         p_to_dtype = p.to(dtype)
-        acc_2_4 = tl.dot(p_to_dtype, v, acc_2_3)
-        l_i_2_2_times_alpha = l_i_2_2 * alpha
-        l_i_2_3 = l_i_2_2_times_alpha + l_ij
-        m_i_2_3 = m_ij
-        offset_k_3 = offset_k_2 + BLOCK_N
-        offset_v_3 = offset_v_2 + BLOCK_N
+        acc_2_4 = tl.dot(p_to_dtype, v, acc_2_2 * alpha_col)
+        l_i_2_3 = l_i_2_2 * alpha + l_ij
+        m_i_2_2 = m_ij
+        offset_k_2 = offset_k_2 + BLOCK_N
+        offset_v_2 = offset_v_2 + BLOCK_N
         acc_2_2 = acc_2_4
         l_i_2_2 = l_i_2_3
-        m_i_2_2 = m_i_2_3
-        offset_k_2 = offset_k_3
-        offset_v_2 = offset_v_3
-    acc_3 = acc_2_2
     l_i_3 = l_i_2_2
     l_i_3_col = l_i_3[:, None]
-    acc_4 = acc_3 / l_i_3_col
-    dM_plus_off_hz_times_N_CTX = dM + row0
-    dM_plus_off_hz_times_N_CT = dM_plus_off_hz_times_N_CTX + offs_m
+    acc_4 = acc_2_2 / l_i_3_col
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4 = tl.load(dM_plus_off_hz_times_N_CT).to(tl.float32)
-    ddesc_o_desc_base_plus_de = ddesc_o_desc_base + desc_q_desc_index0_col_t
-    ddesc_o_desc_base_plus_de_2 = ddesc_o_desc_base_plus_de + desc_q_desc_index1_row_t
+    bm_i_4 = tl.load(dM + row0 + offs_m).to(tl.float32)
+    ddesc_o_desc_base_plus_de_2 = ddesc_o + desc_q_desc_index0_col_t + desc_q_desc_index1_row_t
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     bacc_4_to_dtype = tl.load(ddesc_o_desc_base_plus_de_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
     bacc_4 = bacc_4_to_dtype.to(acc_4.dtype)
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_3 = tl.where(t_and_t_2_and_t_3_and_t_4, bacc_4 / l_i_3_col, 0.0)
+    bacc_2_2 = tl.where(t_and_t_2_and_t_3_and_t_4, bacc_4 / l_i_3_col, 0.0)
     bl_i_3_col = tl.sum(tl.where(t_and_t_2_and_t_3_and_t_4, -bacc_4 * acc_4 / l_i_3_col, 0.0), 1, keep_dims=True)
     tl.static_assert(bl_i_3_col.shape == l_i_3_col.shape)
     bl_i_3 = tl.reshape(bl_i_3_col, l_i_3.shape)
@@ -241,7 +222,6 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
     # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bacc_2_2 = bacc_3
     bl_i_2_2 = bl_i_3
     bm_i_2_2 = bm_i_4
 

@@ -31,38 +31,29 @@ def exp2_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 
 @triton.jit
 def exp2_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BLOCK = tl_program_id_zero * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    offs = tl_program_id_zero_times_BLOCK + tl_arange_zero_BLOCK
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
     X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
     tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
     x = tl_load_X_plus_offs.to(tl.float32)
     G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
     tl_load_G_plus_offs = tl.load(G_plus_offs, mask=mask, other=0.0)
     g = tl_load_G_plus_offs.to(tl.float32)
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, exp2(x) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bexp2_x_times_g = tl.load(dY_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    bexp2_x_times_g = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
     exp2_x = exp2(x)
 
     # Grad of: tl.store(Y + offs, exp2(x) * g, mask=mask)
-    bexp2_x = bexp2_x_times_g * g
     bg = bexp2_x_times_g * exp2_x
-    bx = bexp2_x * exp2_x * 0.6931471805599453
+    bx = bexp2_x_times_g * g * exp2_x * 0.6931471805599453
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg.to(G_plus_offs.dtype.element_ty)
-    tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=mask)
+    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx.to(X_plus_offs.dtype.element_ty)
-    tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=mask)
+    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
 
 
 

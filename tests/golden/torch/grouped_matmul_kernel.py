@@ -43,12 +43,8 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     tl_swizzle2d = tl.swizzle2d(tl_program_id_zero, tl_program_id_one, tl_num_programs_zero, tl_num_programs_one, GROUP_M)
     pid_m = tl_swizzle2d[0]
     pid_n = tl_swizzle2d[1]
-    pid_m_times_BLOCK_SIZE_M = pid_m * BLOCK_SIZE_M
-    tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
-    offs_m = pid_m_times_BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
-    pid_n_times_BLOCK_SIZE_N = pid_n * BLOCK_SIZE_N
-    tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
-    offs_n = pid_n_times_BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     accumulator_2 = accumulator
@@ -81,22 +77,14 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         t_4 = offs_n_row_2 < N
         t_3_and_t_4 = t_3 & t_4
         b = tl.load(b_ptr_plus_k_plus_offs_k_2, mask=t_3_and_t_4, other=0.0)
-        accumulator_3 = tl.dot(a, b, accumulator_2)
-        accumulator_2 = accumulator_3
-    accumulator_2_times_c = accumulator_2 * 0.1
-    tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2_times_c)
+        accumulator_2 = tl.dot(a, b, accumulator_2)
+    tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2 * 0.1)
     offs_m_col_3 = offs_m[:, None]
-    stride_cm_times_offs_m_col_3 = stride_cm * offs_m_col_3
-    dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm_times_offs_m_col_3
     offs_n_row_3 = offs_n[None, :]
-    stride_cn_times_offs_n_row_3 = stride_cn * offs_n_row_3
-    dc_ptrs = dc_ptr_plus_stride_cm_tim + stride_cn_times_offs_n_row_3
-    t_5 = offs_m_col_3 < M
-    t_6 = offs_n_row_3 < N
-    t_5_and_t_6 = t_5 & t_6
+    dc_ptrs = dc_ptr + stride_cm * offs_m_col_3 + stride_cn * offs_n_row_3
 
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-    bc = tl.load(dc_ptrs, mask=t_5_and_t_6, other=0.0).to(tl.float32)
+    bc = tl.load(dc_ptrs, mask=(offs_m_col_3 < M) & (offs_n_row_3 < N), other=0.0).to(tl.float32)
 
     # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
     btl_sigmoid_accumulator_2_times_c = bc.to(tl_sigmoid_accumulator_2_times_c.dtype)
@@ -106,12 +94,11 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         offs_m_col = offs_m[:, None]
         offs_m_col_times_stride_am = offs_m_col * stride_am
         a_ptr_plus_offs_m_col_ti = a_ptr + offs_m_col_times_stride_am
-        da_ptr_plus_offs_m_col_ti = da_ptr + offs_m_col_times_stride_am
         k_plus_offs_k = k + offs_k
         k_plus_offs_k_row = k_plus_offs_k[None, :]
         k_plus_offs_k_row_times = k_plus_offs_k_row * stride_ak
         a_ptr_plus_offs_m_col_ti_2 = a_ptr_plus_offs_m_col_ti + k_plus_offs_k_row_times
-        da_ptr_plus_offs_m_col_ti_2 = da_ptr_plus_offs_m_col_ti + k_plus_offs_k_row_times
+        da_ptr_plus_offs_m_col_ti_2 = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times
         offs_m_col_2 = offs_m[:, None]
         t = offs_m_col_2 < M
         k_plus_offs_k_2 = k + offs_k
@@ -123,11 +110,10 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         k_plus_offs_k_3_col = k_plus_offs_k_3[:, None]
         k_plus_offs_k_3_col_time = k_plus_offs_k_3_col * stride_bk
         b_ptr_plus_k_plus_offs_k = b_ptr + k_plus_offs_k_3_col_time
-        db_ptr_plus_k_plus_offs_k = db_ptr + k_plus_offs_k_3_col_time
         offs_n_row = offs_n[None, :]
         offs_n_row_times_stride_bn = offs_n_row * stride_bn
         b_ptr_plus_k_plus_offs_k_2 = b_ptr_plus_k_plus_offs_k + offs_n_row_times_stride_bn
-        db_ptr_plus_k_plus_offs_k_2 = db_ptr_plus_k_plus_offs_k + offs_n_row_times_stride_bn
+        db_ptr_plus_k_plus_offs_k_2 = db_ptr + k_plus_offs_k_3_col_time + offs_n_row_times_stride_bn
         k_plus_offs_k_4 = k + offs_k
         k_plus_offs_k_4_col = k_plus_offs_k_4[:, None]
         t_3 = k_plus_offs_k_4_col < K

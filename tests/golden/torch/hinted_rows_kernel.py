@@ -38,26 +38,16 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-    tl_multiple_of = tl.multiple_of(X_plus_row_times_n_cols_2, BLOCK)
-    dtl_multiple_of = tl.multiple_of(dX_plus_row_times_n_cols_2, BLOCK)
-    x_ptrs = tl.max_contiguous(tl_multiple_of, BLOCK)
-    dx_ptrs = tl.max_contiguous(dtl_multiple_of, BLOCK)
+    x_ptrs = tl.max_contiguous(tl.multiple_of(X + row_times_n_cols + cols, BLOCK), BLOCK)
+    dx_ptrs = tl.max_contiguous(tl.multiple_of(dX + row_times_n_cols + cols, BLOCK), BLOCK)
     w_row = W + cols
-    dw_row = dW + cols
     w_ptrs = w_row[None, :]
-    dw_ptrs = dw_row[None, :]
     x = tl.load(x_ptrs, mask=mask, other=0.0)
     mask_row = mask[None, :]
     w = tl.load(w_ptrs, mask=mask_row, other=0.0)
     x_row = x[None, :]
     y = x_row * w
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    cols_row = cols[None, :]
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols_row
+    dY_plus_row_times_n_cols = dY + row_times_n_cols + cols[None, :]
 
     # Grad of: tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
     by_times_y = tl.load(dY_plus_row_times_n_cols, mask=mask_row, other=0.0).to(tl.float32)
@@ -65,13 +55,12 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     by += by_times_y * y
 
     # Grad of: y = x[None, :] * w
-    bx_row = by * w
     bw = by * x_row
-    bx = tl.reshape(bx_row, x.shape)
+    bx = tl.reshape(by * w, x.shape)
 
     # Grad of: w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)
     # atomic: the pointer is not a base plus offsets
-    tl.atomic_add(dw_ptrs, bw, mask=mask_row, sem="relaxed")
+    tl.atomic_add((dW + cols)[None, :], bw, mask=mask_row, sem="relaxed")
 
     # Grad of: x = tl.load(x_ptrs, mask=mask, other=0.0)
     tl.store(dx_ptrs, bx, mask=mask)

@@ -87,8 +87,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         row_times_stride_x_row = row * stride_x_row
         X_2 = X + row_times_stride_x_row
         dX_2 = dX + row_times_stride_x_row
-        row_times_stride_y_row = row * stride_y_row
-        dY_2 = dY + row_times_stride_y_row
+        dY_2 = dY + row * stride_y_row
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
@@ -97,18 +96,15 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             t = cols < N
             tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
             x = tl_load_X_2_plus_cols.to(tl.float32)
-            sum_acc_3 = sum_acc_2 + x
-            sum_acc_2 = sum_acc_3
-        Mean_plus_row = Mean + row
-        dMean_plus_row = dMean + row
+            sum_acc_2 = sum_acc_2 + x
 
         # Grad of: tl.store(Mean + row, mean)
         # (Loaded early: nothing in the backward writes this memory.)
-        bmean_2 = tl.load(dMean_plus_row).to(tl.float32)
+        bmean_2 = tl.load(dMean + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
-        mean = tl.load(Mean_plus_row).to(tl.float32)
+        mean = tl.load(Mean + row).to(tl.float32)
         var_acc_2 = sum_acc
         for start_2 in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
@@ -120,26 +116,21 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             t_3 = cols_2 < N
             x_2_minus_mean = x_2 - mean
             centered = tl.where(t_3, x_2_minus_mean, 0.)
-            centered_times_centered = centered * centered
-            var_acc_3 = var_acc_2 + centered_times_centered
-            var_acc_2 = var_acc_3
-        Rstd_plus_row = Rstd + row
-        dRstd_plus_row = dRstd + row
+            var_acc_2 = var_acc_2 + centered * centered
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
-        brstd_2 = tl.load(dRstd_plus_row).to(tl.float32)
+        brstd_2 = tl.load(dRstd + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Rstd.dtype.element_ty == tl.float32, "tgrad: the backward reads 'rstd' back from Rstd, which must be a float32 buffer (or give --arg Rstd=*DTYPE)")
-        rstd = tl.load(Rstd_plus_row).to(tl.float32)
+        rstd = tl.load(Rstd + row).to(tl.float32)
 
         # Grad of: for start in range(0, N, BLOCK_SIZE):
         bmean = tl.zeros(mean.shape, dtype=tl.float32)
         brstd = tl.zeros(rstd.shape, dtype=tl.float32)
         for start_3 in range(0, N, BLOCK_SIZE):
-            tl_arange_zero_BLOCK_SIZE_3 = tl.arange(0, BLOCK_SIZE)
-            cols_3 = start_3 + tl_arange_zero_BLOCK_SIZE_3
+            cols_3 = start_3 + tl.arange(0, BLOCK_SIZE)
             mask = cols_3 < N
             W_plus_cols_3 = W + cols_3
             dW_plus_cols_3 = dW_row + cols_3
@@ -150,17 +141,13 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
             b = tl_load_B_plus_cols_3.to(tl.float32)
             X_2_plus_cols_3 = X_2 + cols_3
-            dX_2_plus_cols_3 = dX_2 + cols_3
             tl_load_X_2_plus_cols_3 = tl.load(X_2_plus_cols_3, mask=mask, other=0.)
-            x_3 = tl_load_X_2_plus_cols_3.to(tl.float32)
-            x_3_minus_mean = x_3 - mean
+            x_3_minus_mean = tl_load_X_2_plus_cols_3.to(tl.float32) - mean
             x_3_minus_mean_times_rstd = x_3_minus_mean * rstd
-            x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
-            y = x_3_minus_mean_times_rst + b
-            dY_2_plus_cols_3 = dY_2 + cols_3
+            y = x_3_minus_mean_times_rstd * w + b
 
             # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-            by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0).to(tl.float32)
+            by_to_Y_2_dtype_element_ty = tl.load(dY_2 + cols_3, mask=mask, other=0.0).to(tl.float32)
             by = by_to_Y_2_dtype_element_ty.to(y.dtype)
 
             # Grad of: y = (x - mean) * rstd * w + b
@@ -175,9 +162,8 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             bmean += _bmean
 
             # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols_3 = bx_3_minus_mean.to(X_2_plus_cols_3.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-            tl.store(dX_2_plus_cols_3, btl_load_X_2_plus_cols_3, mask=mask)
+            tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X_2_plus_cols_3.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
             btl_load_B_plus_cols_3 = by.to(B_plus_cols_3.dtype.element_ty)
@@ -200,10 +186,8 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         bmean += bmean_2
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
-        bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd
-
         # Grad of: var = tl.sum(var_acc, axis=0) / N
-        btl_sum_var_acc_2 = bvar_plus_eps / N
+        btl_sum_var_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
         bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
         for start_2 in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
@@ -236,8 +220,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl.store(dX_2_plus_cols_2, tl.load(dX_2_plus_cols_2, mask=t_2, other=0.0) + btl_load_X_2_plus_cols_2, mask=t_2)
 
         # Grad of: mean = tl.sum(sum_acc, axis=0) / N
-        btl_sum_sum_acc_2 = bmean / N
-        bsum_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_sum_acc_2, 0), sum_acc_2.shape)
+        bsum_acc_2 = tl.broadcast_to(tl.expand_dims(bmean / N, 0), sum_acc_2.shape)
         for start in range(0, N, BLOCK_SIZE):
             tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
             cols = start + tl_arange_zero_BLOCK_SIZE
@@ -273,59 +256,44 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
     # The same for every forward program: computed once.
     sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     start = 0
-    tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-    cols = start + tl_arange_zero_BLOCK_SIZE
+    cols = start + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    W_plus_cols_3 = W + cols
     dW_plus_cols_3 = dW_row + cols
-    tl_load_W_plus_cols_3 = tl.load(W_plus_cols_3, mask=mask, other=0.)
+    tl_load_W_plus_cols_3 = tl.load(W + cols, mask=mask, other=0.)
     w = tl_load_W_plus_cols_3.to(tl.float32)
-    B_plus_cols_3 = B + cols
     dB_plus_cols_3 = dB_row + cols
-    tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
+    tl_load_B_plus_cols_3 = tl.load(B + cols, mask=mask, other=0.)
     b = tl_load_B_plus_cols_3.to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_stride_x_row = row * stride_x_row
-        X_2 = X + row_times_stride_x_row
-        dX_2 = dX + row_times_stride_x_row
-        row_times_stride_y_row = row * stride_y_row
-        dY_2 = dY + row_times_stride_y_row
-        X_2_plus_cols = X_2 + cols
-        dX_2_plus_cols = dX_2 + cols
+        X_2_plus_cols = X + row_times_stride_x_row + cols
         tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=mask, other=0.)
         x = tl_load_X_2_plus_cols.to(tl.float32)
-        sum_acc_2 = sum_acc + x
-        Mean_plus_row = Mean + row
-        dMean_plus_row = dMean + row
 
         # Grad of: tl.store(Mean + row, mean)
         # (Loaded early: nothing in the backward writes this memory.)
-        bmean = tl.load(dMean_plus_row).to(tl.float32)
+        bmean = tl.load(dMean + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
-        mean = tl.load(Mean_plus_row).to(tl.float32)
+        mean = tl.load(Mean + row).to(tl.float32)
         x_2_minus_mean = x - mean
         centered = tl.where(mask, x_2_minus_mean, 0.)
-        centered_times_centered = centered * centered
-        var_acc_2 = sum_acc + centered_times_centered
-        Rstd_plus_row = Rstd + row
-        dRstd_plus_row = dRstd + row
+        var_acc_2 = sum_acc + centered * centered
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
-        brstd_2 = tl.load(dRstd_plus_row).to(tl.float32)
+        brstd_2 = tl.load(dRstd + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Rstd.dtype.element_ty == tl.float32, "tgrad: the backward reads 'rstd' back from Rstd, which must be a float32 buffer (or give --arg Rstd=*DTYPE)")
-        rstd = tl.load(Rstd_plus_row).to(tl.float32)
+        rstd = tl.load(Rstd + row).to(tl.float32)
         x_3_minus_mean_times_rstd = x_2_minus_mean * rstd
-        x_3_minus_mean_times_rst = x_3_minus_mean_times_rstd * w
-        y = x_3_minus_mean_times_rst + b
-        dY_2_plus_cols_3 = dY_2 + cols
+        y = x_3_minus_mean_times_rstd * w + b
+        dY_2_plus_cols_3 = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
         by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0).to(tl.float32)
@@ -348,10 +316,8 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         brstd += brstd_2
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
-        bvar_plus_eps = -0.5 * brstd * rstd * rstd * rstd
-
         # Grad of: var = tl.sum(var_acc, axis=0) / N
-        btl_sum_var_acc_2 = bvar_plus_eps / N
+        btl_sum_var_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
         bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
 
         # Grad of: var_acc += centered * centered
@@ -365,16 +331,13 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         bmean += _bmean
 
         # Grad of: mean = tl.sum(sum_acc, axis=0) / N
-        btl_sum_sum_acc_2 = bmean / N
-        bsum_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_sum_acc_2, 0), sum_acc_2.shape)
-
         # Grad of: sum_acc += x
-        bx = bx_2_minus_mean + bsum_acc_2
+        bx = bx_2_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / N, 0), (sum_acc + x).shape)
 
         # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
         btl_load_X_2_plus_cols = bx.to(X_2_plus_cols.dtype.element_ty)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX_2_plus_cols, btl_load_X_2_plus_cols, mask=mask)
+        tl.store(dX + row_times_stride_x_row + cols, btl_load_X_2_plus_cols, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -77,19 +77,14 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         x_times_w = x * w
         _log_of_x_times_w = _log_of(x_times_w)
         y = tl.where(mask, _log_of_x_times_w, 0.0)
-        dOut_plus_row = dOut + row
 
         # Grad of: tl.store(Out + row, tl.sum(y, 0))
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sum_y_zero = tl.load(dOut_plus_row).to(tl.float32)
+        btl_sum_y_zero = tl.load(dOut + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Out.dtype.element_ty == tl.float32, "tgrad: the backward reads 'tl_sum_y_zero' back from Out, which must be a float32 buffer (or give --arg Out=*DTYPE)")
@@ -98,8 +93,7 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
         by = tl.broadcast_to(tl.expand_dims(btl_sum_y_zero, 0), y.shape)
 
         # Grad of: y = tl.where(mask, _log_of(x * w), 0.0)
-        b_log_of_x_times_w = tl.where(mask, by, 0.0)
-        bx_times_w = tl.where(mask, _log_of_bwd(x_times_w, b_log_of_x_times_w), 0.0)
+        bx_times_w = tl.where(mask, _log_of_bwd(x_times_w, tl.where(mask, by, 0.0)), 0.0)
         bx = bx_times_w * w
         bw = tl.sum(bx_times_w * x)
         tl.static_assert(bw.shape == w.shape)
@@ -109,7 +103,7 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
         dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

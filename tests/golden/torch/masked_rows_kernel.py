@@ -36,39 +36,28 @@ def masked_rows_kernel(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.constexp
 @triton.jit
 def masked_rows_kernel_bwd(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.constexpr, dX, dY):
     row = tl.program_id(0)
-    t = row >= n_rows
-    if t:
+    if row >= n_rows:
         pass
     else:
-        T_plus_row = T + row
-        target = tl.load(T_plus_row)
+        target = tl.load(T + row)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-        t_2 = target == ignore_index
-        if t_2:
+        if target == ignore_index:
             pass
         else:
             row_times_n_cols_2 = row * n_cols
-            X_plus_row_times_n_cols_2 = X + row_times_n_cols_2
-            dX_plus_row_times_n_cols_2 = dX + row_times_n_cols_2
-            X_plus_row_times_n_cols = X_plus_row_times_n_cols_2 + cols
-            dX_plus_row_times_n_cols = dX_plus_row_times_n_cols_2 + cols
-            x = tl.load(X_plus_row_times_n_cols, mask=mask, other=0.0)
-            row_times_n_cols_3 = row * n_cols
-            dY_plus_row_times_n_cols_3 = dY + row_times_n_cols_3
-            dY_plus_row_times_n_cols_4 = dY_plus_row_times_n_cols_3 + cols
+            x = tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            dY_plus_row_times_n_cols_4 = dY + row * n_cols + cols
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
             # (Loaded early: nothing in the backward writes this memory.)
             btl_exp_x_times_half = tl.load(dY_plus_row_times_n_cols_4, mask=mask, other=0.0).to(tl.float32)
-            tl_exp_x = tl.exp(x)
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
-            btl_exp_x = btl_exp_x_times_half * 0.5
-            bx = btl_exp_x * tl_exp_x
+            bx = btl_exp_x_times_half * 0.5 * tl.exp(x)
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dX_plus_row_times_n_cols, bx, mask=mask)
+            tl.store(dX + row_times_n_cols_2 + cols, bx, mask=mask)
 
 
 

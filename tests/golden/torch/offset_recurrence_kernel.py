@@ -34,12 +34,8 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + lanes
-    dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + lanes
     t = lanes < n_cols
-    h = tl.load(X_plus_row_times_n_cols_2, mask=t, other=0.0)
+    h = tl.load(X + row_times_n_cols + lanes, mask=t, other=0.0)
     n_cols_minus_one = n_cols - 1
     h_2 = h
 
@@ -57,15 +53,10 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         X_plus_row_times_n_cols_3 = X_plus_row_times_n_cols_2_2 + i
         x = tl.load(X_plus_row_times_n_cols_3)
         tl_sin_h_2 = tl.sin(h_2)
-        tl_sin_h_2_times_x = tl_sin_h_2 * x
-        h_3 = tl_sin_h_2_times_x + x
-        h_2 = h_3
-    row_times_BLOCK = row * BLOCK
-    dY_plus_row_times_BLOCK = dY + row_times_BLOCK
-    dY_plus_row_times_BLOCK_p = dY_plus_row_times_BLOCK + lanes
+        h_2 = tl_sin_h_2 * x + x
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, h)
-    bh_2 = tl.load(dY_plus_row_times_BLOCK_p).to(tl.float32)
+    bh_2 = tl.load(dY + row * BLOCK + lanes).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -77,9 +68,7 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         row_times_n_cols_2 = row * n_cols
         X_plus_row_times_n_cols_2_2 = X + row_times_n_cols_2
-        dX_plus_row_times_n_cols_2_2 = dX + row_times_n_cols_2
         X_plus_row_times_n_cols_3 = X_plus_row_times_n_cols_2_2 + i
-        dX_plus_row_times_n_cols_3 = dX_plus_row_times_n_cols_2_2 + i
         x = tl.load(X_plus_row_times_n_cols_3)
         tl_sin_h_2 = tl.sin(h_2)
 
@@ -90,20 +79,19 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         # Grad of: h = tl.sin(h) * x + x
         bx = tl.sum(bh_3)
         tl.static_assert(bx.shape == x.shape)
-        btl_sin_h_2 = bh_3 * x
         _bx = tl.sum(bh_3 * tl_sin_h_2)
         tl.static_assert(_bx.shape == x.shape)
         bx += _bx
-        bh_2 += btl_sin_h_2 * tl.cos(h_2)
+        bh_2 += bh_3 * x * tl.cos(h_2)
 
         # Grad of: x = tl.load(X + row * n_cols + i)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX_plus_row_times_n_cols_3, bx, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_cols_2 + i, bx, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
     # atomic: another load through 'X' may share addresses with other programs
-    tl.atomic_add(dX_plus_row_times_n_cols_2, bh_2, mask=t, sem="relaxed")
+    tl.atomic_add(dX + row_times_n_cols + lanes, bh_2, mask=t, sem="relaxed")
 
 
 

@@ -80,25 +80,21 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         m_new = tl.maximum(m_2, block_max)
         m_2_minus_m_new = m_2 - m_new
         tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
-        d_2_times_tl_exp_m_2_minus_m_new = d_2 * tl_exp_m_2_minus_m_new
         xm_minus_m_new = xm - m_new
         tl_exp_xm_minus_m_new = tl.exp(xm_minus_m_new)
         tl_sum_tl_exp_xm_minus_m_new = tl.sum(tl_exp_xm_minus_m_new)
-        d_3 = d_2_times_tl_exp_m_2_minus_m_new + tl_sum_tl_exp_xm_minus_m_new
-        m_3 = m_new
+        d_3 = d_2 * tl_exp_m_2_minus_m_new + tl_sum_tl_exp_xm_minus_m_new
+        m_2 = m_new
         count_2 = count_3
         d_2 = d_3
-        m_2 = m_3
-    dMEAN_plus_row = dMEAN + row
 
     # Grad of: tl.store(MEAN + row, mean)
     # (Loaded early: nothing in the backward writes this memory.)
-    bmean_2 = tl.load(dMEAN_plus_row).to(tl.float32)
-    dLSE_plus_row = dLSE + row
+    bmean_2 = tl.load(dMEAN + row).to(tl.float32)
 
     # Grad of: tl.store(LSE + row, m + tl.log(d))
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_2_plus_tl_log_d_2 = tl.load(dLSE_plus_row).to(tl.float32)
+    bm_2_plus_tl_log_d_2 = tl.load(dLSE + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(LSE.dtype.element_ty == tl.float32, "tgrad: the backward reads 'm_2_plus_tl_log_d_2' back from LSE, which must be a float32 buffer (or give --arg LSE=*DTYPE)")
@@ -124,9 +120,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         mask = cols < n_cols
         row_times_n_cols = row * n_cols
         X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
         X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
         x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
         mask_to_tl_int32 = mask.to(tl.int32)
         n = tl.sum(mask_to_tl_int32)
@@ -153,14 +147,12 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         bmean_2 = tl.zeros_like(bmean_2)
 
         # Grad of: d = d * tl.exp(m - m_new) + tl.sum(tl.exp(xm - m_new))
-        btl_exp_xm_minus_m_new = tl.broadcast_to(bd_3, tl_exp_xm_minus_m_new.shape)
-        bxm_minus_m_new = btl_exp_xm_minus_m_new * tl_exp_xm_minus_m_new
+        bxm_minus_m_new = tl.broadcast_to(bd_3, tl_exp_xm_minus_m_new.shape) * tl_exp_xm_minus_m_new
         _bm_new = tl.sum(-bxm_minus_m_new)
         tl.static_assert(_bm_new.shape == m_new.shape)
         bm_new = bm_3 + _bm_new
         bd_2 += bd_3 * tl_exp_m_2_minus_m_new
-        btl_exp_m_2_minus_m_new = bd_3 * d_2
-        bm_2_minus_m_new = btl_exp_m_2_minus_m_new * tl_exp_m_2_minus_m_new
+        bm_2_minus_m_new = bd_3 * d_2 * tl_exp_m_2_minus_m_new
         bm_2 += bm_2_minus_m_new
         bm_new += -bm_2_minus_m_new
 
@@ -178,12 +170,11 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         # Grad of: mean += (tl.sum(x) - n * mean) / count
         bmean_2 += bmean_3
         btl_sum_x_minus_n_times_mean_2 = bmean_3 / count_3
-        bn_times_mean_2 = -btl_sum_x_minus_n_times_mean_2
-        bmean_2 += bn_times_mean_2 * n
+        bmean_2 += -btl_sum_x_minus_n_times_mean_2 * n
         bx += tl.broadcast_to(btl_sum_x_minus_n_times_mean_2, x.shape)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
     tl.debug_barrier()
 
 

@@ -33,29 +33,23 @@ def pick_kernel(X, Y, mode, BLOCK: tl.constexpr):
 def pick_kernel_bwd(X, Y, mode, BLOCK: tl.constexpr, dX, dY):
     row = tl.program_id(0)
     row_times_BLOCK = row * BLOCK
-    X_plus_row_times_BLOCK = X + row_times_BLOCK
-    dX_plus_row_times_BLOCK = dX + row_times_BLOCK
     tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    X_plus_row_times_BLOCK_p = X_plus_row_times_BLOCK + tl_arange_zero_BLOCK
-    dX_plus_row_times_BLOCK_p = dX_plus_row_times_BLOCK + tl_arange_zero_BLOCK
-    x = tl.load(X_plus_row_times_BLOCK_p)
-    t = mode > 0
-    dY_plus_row = dY + row
+    x = tl.load(X + row_times_BLOCK + tl_arange_zero_BLOCK)
 
     # Grad of: tl.store(Y + row, s)
-    bs_3 = tl.load(dY_plus_row).to(tl.float32)
+    bs_3 = tl.load(dY + row).to(tl.float32)
 
     # Grad of: if mode > 0:
     bx = tl.zeros(x.shape, dtype=tl.float32)
 
     # Grad of: if mode > 0:
-    if t:
+    if mode > 0:
 
         # Grad of: s = tl.sum(x, axis=0)
         bx += tl.broadcast_to(tl.expand_dims(bs_3, 0), x.shape)
 
     # Grad of: x = tl.load(X + row * BLOCK + tl.arange(0, BLOCK))
-    tl.store(dX_plus_row_times_BLOCK_p, bx)
+    tl.store(dX + row_times_BLOCK + tl_arange_zero_BLOCK, bx)
 
 
 

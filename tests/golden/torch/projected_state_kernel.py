@@ -45,8 +45,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
     row = tl.program_id(0)
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
-    tl_zeros = tl.zeros([BT, K], dtype=tl.float32)
-    state = tl_zeros + 1.0
+    state = tl.zeros([BT, K], dtype=tl.float32) + 1.0
     state_2 = state
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -82,21 +81,13 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         state_3 = state_2_minus_tl_dot_sta + x
         state_2 = state_3
     row_times_BT = row * BT
-    o_t_col_2 = o_t[:, None]
-    row_times_BT_plus_o_t_col_2 = row_times_BT + o_t_col_2
-    row_times_BT_plus_o_t_co = row_times_BT_plus_o_t_col_2 * BK
-    dY_plus_row_times_BT_plus_o_t_co = dY + row_times_BT_plus_o_t_co
-    o_k_row_3 = o_k[None, :]
-    dY_plus_row_times_BT_plus = dY_plus_row_times_BT_plus_o_t_co + o_k_row_3
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
     # (Loaded early: nothing in the backward writes this memory.)
-    bstate_2 = tl.load(dY_plus_row_times_BT_plus).to(tl.float32)
-    dGS_plus_row_times_BT_2 = dGS + row_times_BT
-    dGS_plus_row_times_BT_2_plus_o_t = dGS_plus_row_times_BT_2 + o_t
+    bstate_2 = tl.load(dY + (row_times_BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
 
     # Grad of: tl.store(GS + row * BT + o_t, gate)
-    bgate_2 = tl.load(dGS_plus_row_times_BT_2_plus_o_t).to(tl.float32)
+    bgate_2 = tl.load(dGS + row_times_BT + o_t).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -109,14 +100,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         s_times_BK = s * BK
         s_times_BK_times_BK = s_times_BK * BK
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        dP_plus_s_times_BK_times_BK = dP + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
         P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        dP_plus_s_times_BK_times = dP_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
         P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        dP_plus_s_times_BK_times_2 = dP_plus_s_times_BK_times + o_k_row
         p = tl.load(P_plus_s_times_BK_times_2)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
@@ -125,52 +113,41 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
         row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
         X_plus_row_times_n_steps = X + row_times_n_steps_plus_s_4
-        dX_plus_row_times_n_steps = dX + row_times_n_steps_plus_s_4
         o_k_row_2 = o_k[None, :]
         X_plus_row_times_n_steps_2 = X_plus_row_times_n_steps + o_k_row_2
-        dX_plus_row_times_n_steps_2 = dX_plus_row_times_n_steps + o_k_row_2
         x = tl.load(X_plus_row_times_n_steps_2)
         tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
         tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
         state_2_minus_tl_dot_sta = state_2 - tl_dot_state_2_p_times_c
         state_3 = state_2_minus_tl_dot_sta + x
-        row_times_n_steps_2 = row * n_steps
-        row_times_n_steps_2_plus_s = row_times_n_steps_2 + s
-        row_times_n_steps_2_plus = row_times_n_steps_2_plus_s * BT
-        G_plus_row_times_n_steps_2_plus = G + row_times_n_steps_2_plus
-        dG_plus_row_times_n_steps_2_plus = dG + row_times_n_steps_2_plus
-        G_plus_row_times_n_steps = G_plus_row_times_n_steps_2_plus + o_t
-        dG_plus_row_times_n_steps = dG_plus_row_times_n_steps_2_plus + o_t
-        g = tl.load(G_plus_row_times_n_steps)
-        tl_sum_state_3 = tl.sum(state_3, axis=1)
+        row_times_n_steps_2_plus = (row * n_steps + s) * BT
+        g = tl.load(G + row_times_n_steps_2_plus + o_t)
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
         bstate_2 = tl.zeros_like(bstate_2)
 
         # Grad of: gate += tl.sum(state, axis=1) * g
-        btl_sum_state_3 = bgate_2 * g
-        bg = bgate_2 * tl_sum_state_3
-        bstate_3 += tl.broadcast_to(tl.expand_dims(btl_sum_state_3, 1), state_3.shape)
+        bg = bgate_2 * tl.sum(state_3, axis=1)
+        bstate_3 += tl.broadcast_to(tl.expand_dims(bgate_2 * g, 1), state_3.shape)
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG_plus_row_times_n_steps, bg, sem="relaxed")
+        tl.atomic_add(dG + row_times_n_steps_2_plus + o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 += bstate_3
-        btl_dot_state_2_p_times_c = -bstate_3
-        btl_dot_state_2_p = btl_dot_state_2_p_times_c * 0.1
+        btl_dot_state_2_p = -bstate_3 * 0.1
         bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_row_times_n_steps_2, bstate_3, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_steps_plus_s_4 + o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP_plus_s_times_BK_times_2, bp, sem="relaxed")
+        tl.atomic_add(dP + s_times_BK_times_BK + o_k_col_times_BK + o_k_row, bp, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -181,8 +158,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
     row = tl.program_id(0)
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
-    tl_zeros = tl.zeros([BT, K], dtype=tl.float32)
-    state = tl_zeros + 1.0
+    state = tl.zeros([BT, K], dtype=tl.float32) + 1.0
     state_2 = state
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -208,25 +184,12 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         o_t_col = o_t[:, None]
         row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
         row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        X_plus_row_times_n_steps = X + row_times_n_steps_plus_s_4
         o_k_row_2 = o_k[None, :]
-        X_plus_row_times_n_steps_2 = X_plus_row_times_n_steps + o_k_row_2
-        x = tl.load(X_plus_row_times_n_steps_2)
-        tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
-        tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
-        state_2_minus_tl_dot_sta = state_2 - tl_dot_state_2_p_times_c
-        state_3 = state_2_minus_tl_dot_sta + x
-        state_2 = state_3
-    row_times_BT = row * BT
-    o_t_col_2 = o_t[:, None]
-    row_times_BT_plus_o_t_col_2 = row_times_BT + o_t_col_2
-    row_times_BT_plus_o_t_co = row_times_BT_plus_o_t_col_2 * BK
-    dY_plus_row_times_BT_plus_o_t_co = dY + row_times_BT_plus_o_t_co
-    o_k_row_3 = o_k[None, :]
-    dY_plus_row_times_BT_plus = dY_plus_row_times_BT_plus_o_t_co + o_k_row_3
+        x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
+        state_2 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
-    bstate_2 = tl.load(dY_plus_row_times_BT_plus).to(tl.float32)
+    bstate_2 = tl.load(dY + (row * BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -239,14 +202,11 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         s_times_BK = s * BK
         s_times_BK_times_BK = s_times_BK * BK
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        dP_plus_s_times_BK_times_BK = dP + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
         P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        dP_plus_s_times_BK_times = dP_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
         P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        dP_plus_s_times_BK_times_2 = dP_plus_s_times_BK_times + o_k_row
         p = tl.load(P_plus_s_times_BK_times_2)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
@@ -254,9 +214,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         o_t_col = o_t[:, None]
         row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
         row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        dX_plus_row_times_n_steps = dX + row_times_n_steps_plus_s_4
         o_k_row_2 = o_k[None, :]
-        dX_plus_row_times_n_steps_2 = dX_plus_row_times_n_steps + o_k_row_2
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -264,18 +222,17 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 += bstate_3
-        btl_dot_state_2_p_times_c = -bstate_3
-        btl_dot_state_2_p = btl_dot_state_2_p_times_c * 0.1
+        btl_dot_state_2_p = -bstate_3 * 0.1
         bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_row_times_n_steps_2, bstate_3, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_steps_plus_s_4 + o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP_plus_s_times_BK_times_2, bp, sem="relaxed")
+        tl.atomic_add(dP + s_times_BK_times_BK + o_k_col_times_BK + o_k_row, bp, sem="relaxed")
     tl.debug_barrier()
 
 

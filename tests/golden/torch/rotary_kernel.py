@@ -39,36 +39,18 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
     h_col = h[:, None]
-    t = h_col < n_heads
     d_row = d[None, :]
-    t_2 = d_row < HALF
-    mask = t & t_2
-    row_times_n_heads = row * n_heads
-    row_times_n_heads_times_two = row_times_n_heads * 2
-    row_times_n_heads_times = row_times_n_heads_times_two * HALF
-    h_col_2_times_two = h_col * 2
-    h_col_2_times_two_times_HALF = h_col_2_times_two * HALF
-    row_times_n_heads_times_2 = row_times_n_heads_times + h_col_2_times_two_times_HALF
-    offsets = row_times_n_heads_times_2 + d_row
+    mask = (h_col < n_heads) & (d_row < HALF)
+    offsets = row * n_heads * 2 * HALF + h_col * 2 * HALF + d_row
     row_times_HALF = row * HALF
-    COS_plus_row_times_HALF = COS + row_times_HALF
-    dCOS_plus_row_times_HALF = dCOS + row_times_HALF
-    COS_plus_row_times_HALF_plus_d = COS_plus_row_times_HALF + d
-    dCOS_plus_row_times_HALF_plus_d = dCOS_plus_row_times_HALF + d
-    tl_load = tl.load(COS_plus_row_times_HALF_plus_d)
+    tl_load = tl.load(COS + row_times_HALF + d)
     cos = tl_load[None, :]
-    SIN_plus_row_times_HALF_2 = SIN + row_times_HALF
-    dSIN_plus_row_times_HALF_2 = dSIN + row_times_HALF
-    SIN_plus_row_times_HALF_2_plus_d = SIN_plus_row_times_HALF_2 + d
-    dSIN_plus_row_times_HALF_2_plus_d = dSIN_plus_row_times_HALF_2 + d
-    tl_load_2 = tl.load(SIN_plus_row_times_HALF_2_plus_d)
+    tl_load_2 = tl.load(SIN + row_times_HALF + d)
     sin = tl_load_2[None, :]
     Q_plus_offsets = Q + offsets
     dQ_plus_offsets = dQ + offsets
     a = tl.load(Q_plus_offsets, mask=mask, other=0.0)
-    Q_plus_offsets_2_plus_HALF = Q_plus_offsets + HALF
-    dQ_plus_offsets_2_plus_HALF = dQ_plus_offsets + HALF
-    b = tl.load(Q_plus_offsets_2_plus_HALF, mask=mask, other=0.0)
+    b = tl.load(Q_plus_offsets + HALF, mask=mask, other=0.0)
     dOUT_plus_offsets = dOUT + offsets
     dOUT_plus_offsets_2_plus_HALF = dOUT_plus_offsets + HALF
 
@@ -99,19 +81,17 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
 
     # Grad of: b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_plus_offsets_2_plus_HALF, bb, mask=mask, sem="relaxed")
+    tl.atomic_add(dQ_plus_offsets + HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(Q + offsets, mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
-    btl_load_2 = tl.reshape(bsin, tl_load_2.shape)
-    tl.store(dSIN_plus_row_times_HALF_2_plus_d, btl_load_2)
+    tl.store(dSIN + row_times_HALF + d, tl.reshape(bsin, tl_load_2.shape))
 
     # Grad of: cos = tl.load(COS + row * HALF + d)[None, :]
-    btl_load = tl.reshape(bcos, tl_load.shape)
-    tl.store(dCOS_plus_row_times_HALF_plus_d, btl_load)
+    tl.store(dCOS + row_times_HALF + d, tl.reshape(bcos, tl_load.shape))
 
 
 

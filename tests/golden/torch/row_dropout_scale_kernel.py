@@ -60,9 +60,8 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    W_plus_cols = W + cols
     dW_plus_cols = dW_row + cols
-    tl_load_W_plus_cols = tl.load(W_plus_cols, mask=mask, other=0.0)
+    tl_load_W_plus_cols = tl.load(W + cols, mask=mask, other=0.0)
     w = tl_load_W_plus_cols.to(tl.float32)
     one_minus_p = 1.0 - p
 
@@ -70,36 +69,26 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
+        X_plus_row_times_n_cols_2 = X + row_times_n_cols + cols
         tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
         x = tl_load.to(tl.float32)
-        SEEDS_plus_row = SEEDS + row
-        seed = tl.load(SEEDS_plus_row)
+        seed = tl.load(SEEDS + row)
         tl_rand_seed_cols = tl.rand(seed, cols, n_rounds=7)
         keep = tl_rand_seed_cols > p
-        x_div_one_minus_p = x / one_minus_p
-        x_2 = tl.where(keep, x_div_one_minus_p, 0.0)
-        dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-        dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, x * w, mask=mask)
-        bx_2_times_w = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
-        bx_2 = bx_2_times_w * w
-        bw = bx_2_times_w * x_2
+        bx_2_times_w = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        bw = bx_2_times_w * tl.where(keep, x / one_minus_p, 0.0)
 
         # Grad of: x = tl.where(keep, x / (1.0 - p), 0.0)
-        bx_div_one_minus_p = tl.where(keep, bx_2, 0.0)
-        bx = bx_div_one_minus_p / one_minus_p
+        bx = tl.where(keep, bx_2_times_w * w, 0.0) / one_minus_p
 
         # partial sum in registers: every program loads these addresses of 'W'
         dW_sum += bw
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         btl_load = bx.to(X_plus_row_times_n_cols_2.dtype.element_ty)
-        tl.store(dX_plus_row_times_n_cols_2, btl_load, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, btl_load, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -32,30 +32,22 @@ def row_sum_kernel(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr):
 @triton.jit
 def row_sum_kernel_bwd(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr, dX, dY):
     row = tl.program_id(0)
-    dY_plus_row = dY + row
 
     # Grad of: tl.store(Y + row, d)
-    bd_2 = tl.load(dY_plus_row).to(tl.float32)
+    bd_2 = tl.load(dY + row).to(tl.float32)
     for i in range(0, n_chunks):
-        i_times_BLOCK = i * BLOCK
-        tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-        cols = i_times_BLOCK + tl_arange_zero_BLOCK
+        cols = i * BLOCK + tl.arange(0, BLOCK)
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
         t = cols < n_cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=t, other=0.0)
-        x_times_x = x * x
+        x = tl.load(X + row_times_n_cols + cols, mask=t, other=0.0)
 
         # Grad of: d += tl.sum(x * x, axis=0)
-        bx_times_x = tl.broadcast_to(tl.expand_dims(bd_2, 0), x_times_x.shape)
+        bx_times_x = tl.broadcast_to(tl.expand_dims(bd_2, 0), (x * x).shape)
         bx = bx_times_x * x
         bx += bx_times_x * x
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=t)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=t)
 
 
 

@@ -36,49 +36,37 @@ def scaled_act_kernel(x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE: tl.co
 @triton.jit
 def scaled_act_kernel_bwd(x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE: tl.constexpr, dx_ptr, dout_ptr):
     pid = tl.program_id(0)
-    pid_times_BLOCK_SIZE = pid * BLOCK_SIZE
-    tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-    offsets = pid_times_BLOCK_SIZE + tl_arange_zero_BLOCK_SIZE
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
-    x_ptr_plus_offsets = x_ptr + offsets
-    dx_ptr_plus_offsets = dx_ptr + offsets
-    x = tl.load(x_ptr_plus_offsets, mask=mask, other=0.0)
-    t = mode > 0
-    dout_ptr_plus_offsets = dout_ptr + offsets
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(out_ptr + offsets, y, mask=mask)
-    by_5 = tl.load(dout_ptr_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    by_5 = tl.load(dout_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: if mode > 0:
     bx = tl.zeros(x.shape, dtype=tl.float32)
-    if t:
-        x_times_two = 2.0 * x
-        tl_exp_x_times_two = tl.exp(x_times_two)
+    if mode > 0:
+        tl_exp_x_times_two = tl.exp(2.0 * x)
         tl_exp_x_times_two_plus_one = tl_exp_x_times_two + 1.0
         two_div_tl_exp_x_times_t = 2.0 / tl_exp_x_times_two_plus_one
 
         # Grad of: y = scale * (1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0))
-        bone_minus_two_div_tl_exp = by_5 * scale
-        btwo_div_tl_exp_x_times_t = -bone_minus_two_div_tl_exp
+        btwo_div_tl_exp_x_times_t = -(by_5 * scale)
         btl_exp_x_times_two_plus_one = -btwo_div_tl_exp_x_times_t * two_div_tl_exp_x_times_t / tl_exp_x_times_two_plus_one
-        bx_times_two = btl_exp_x_times_two_plus_one * tl_exp_x_times_two
-        bx += bx_times_two * 2.0
+        bx += btl_exp_x_times_two_plus_one * tl_exp_x_times_two * 2.0
+    elif mode < 0:
+        tl_sigmoid_x = tl.sigmoid(x)
+
+        # Grad of: y = x * tl.sigmoid(x)
+        bx += by_5 * tl_sigmoid_x
+        bx += by_5 * x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
     else:
-        t_2 = mode < 0
-        if t_2:
-            tl_sigmoid_x = tl.sigmoid(x)
 
-            # Grad of: y = x * tl.sigmoid(x)
-            bx += by_5 * tl_sigmoid_x
-            btl_sigmoid_x = by_5 * x
-            bx += btl_sigmoid_x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
-        else:
-
-            # Grad of: y = x * scale
-            bx += by_5 * scale
+        # Grad of: y = x * scale
+        bx += by_5 * scale
 
     # Grad of: x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    tl.store(dx_ptr_plus_offsets, bx, mask=mask)
+    tl.store(dx_ptr + offsets, bx, mask=mask)
 
 
 

@@ -38,89 +38,59 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
 
     # The backward with OFFSETS_TENSOR=True.
     tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BR = tl_program_id_zero * BR
-    tl_arange_zero_BR = tl.arange(0, BR)
-    rows = tl_program_id_zero_times_BR + tl_arange_zero_BR
-    offsets_plus_tl_program = offsets + tl_program_id_zero
-    tl_load_offsets_plus_tl_program = tl.load(offsets_plus_tl_program)
+    rows = tl_program_id_zero * BR + tl.arange(0, BR)
+    tl_load_offsets_plus_tl_program = tl.load(offsets + tl_program_id_zero)
     src = rows + tl_load_offsets_plus_tl_program
     cols = tl.arange(0, D)
     mask = rows < n_rows
-    rows_col = rows[:, None]
-    rows_col_times_D = rows_col * D
-    X_plus_rows_col_times_D = X + rows_col_times_D
-    dX_plus_rows_col_times_D = dX + rows_col_times_D
+    rows_col_times_D = rows[:, None] * D
     cols_row = cols[None, :]
-    X_plus_rows_col_times_D_2 = X_plus_rows_col_times_D + cols_row
-    dX_plus_rows_col_times_D_2 = dX_plus_rows_col_times_D + cols_row
     mask_col = mask[:, None]
-    x = tl.load(X_plus_rows_col_times_D_2, mask=mask_col, other=0.0)
-    src_col = src[:, None]
-    src_col_times_D = src_col * D
-    TABLE_plus_src_col_times_D = TABLE + src_col_times_D
-    dTABLE_plus_src_col_times_D = dTABLE + src_col_times_D
-    TABLE_plus_src_col_times = TABLE_plus_src_col_times_D + cols_row
-    dTABLE_plus_src_col_times = dTABLE_plus_src_col_times_D + cols_row
-    t = tl.load(TABLE_plus_src_col_times, mask=mask_col, other=0.0)
-    dY_plus_rows_col_2_times_D = dY + rows_col_times_D
-    dY_plus_rows_col_2_times = dY_plus_rows_col_2_times_D + cols_row
+    x = tl.load(X + rows_col_times_D + cols_row, mask=mask_col, other=0.0)
+    src_col_times_D = src[:, None] * D
+    t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
-    bx_times_t = tl.load(dY_plus_rows_col_2_times, mask=mask_col, other=0.0).to(tl.float32)
+    bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
     bx = bx_times_t * t
     bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE_plus_src_col_times, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_rows_col_times_D_2, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
 def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
 
     # The backward with OFFSETS_TENSOR=False.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_zero_times_BR = tl_program_id_zero * BR
-    tl_arange_zero_BR = tl.arange(0, BR)
-    rows = tl_program_id_zero_times_BR + tl_arange_zero_BR
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
     src = rows + offsets
     cols = tl.arange(0, D)
     mask = rows < n_rows
-    rows_col = rows[:, None]
-    rows_col_times_D = rows_col * D
-    X_plus_rows_col_times_D = X + rows_col_times_D
-    dX_plus_rows_col_times_D = dX + rows_col_times_D
+    rows_col_times_D = rows[:, None] * D
     cols_row = cols[None, :]
-    X_plus_rows_col_times_D_2 = X_plus_rows_col_times_D + cols_row
-    dX_plus_rows_col_times_D_2 = dX_plus_rows_col_times_D + cols_row
     mask_col = mask[:, None]
-    x = tl.load(X_plus_rows_col_times_D_2, mask=mask_col, other=0.0)
-    src_col = src[:, None]
-    src_col_times_D = src_col * D
-    TABLE_plus_src_col_times_D = TABLE + src_col_times_D
-    dTABLE_plus_src_col_times_D = dTABLE + src_col_times_D
-    TABLE_plus_src_col_times = TABLE_plus_src_col_times_D + cols_row
-    dTABLE_plus_src_col_times = dTABLE_plus_src_col_times_D + cols_row
-    t = tl.load(TABLE_plus_src_col_times, mask=mask_col, other=0.0)
-    dY_plus_rows_col_2_times_D = dY + rows_col_times_D
-    dY_plus_rows_col_2_times = dY_plus_rows_col_2_times_D + cols_row
+    x = tl.load(X + rows_col_times_D + cols_row, mask=mask_col, other=0.0)
+    src_col_times_D = src[:, None] * D
+    t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
-    bx_times_t = tl.load(dY_plus_rows_col_2_times, mask=mask_col, other=0.0).to(tl.float32)
+    bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
     bx = bx_times_t * t
     bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE_plus_src_col_times, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_rows_col_times_D_2, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit

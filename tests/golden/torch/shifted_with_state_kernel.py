@@ -33,28 +33,15 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     row_times_SHIFT = row * SHIFT
-    S_plus_row_times_SHIFT = S + row_times_SHIFT
-    dS_plus_row_times_SHIFT = dS + row_times_SHIFT
-    S_plus_row_times_SHIFT_plus_cols = S_plus_row_times_SHIFT + cols
-    dS_plus_row_times_SHIFT_plus_cols = dS_plus_row_times_SHIFT + cols
     t = cols < SHIFT
-    state = tl.load(S_plus_row_times_SHIFT_plus_cols, mask=t, other=0.0)
+    state = tl.load(S + row_times_SHIFT + cols, mask=t, other=0.0)
     src = cols - SHIFT
     row_times_n_cols = row * n_cols
-    X_plus_row_times_n_cols = X + row_times_n_cols
-    dX_plus_row_times_n_cols = dX + row_times_n_cols
-    X_plus_row_times_n_cols_plus_src = X_plus_row_times_n_cols + src
-    dX_plus_row_times_n_cols_plus_src = dX_plus_row_times_n_cols + src
-    t_2 = src >= 0
-    t_3 = src < n_cols
-    t_2_and_t_3 = t_2 & t_3
-    x = tl.load(X_plus_row_times_n_cols_plus_src, mask=t_2_and_t_3, other=state)
-    dY_plus_row_times_n_cols_2 = dY + row_times_n_cols
-    dY_plus_row_times_n_cols = dY_plus_row_times_n_cols_2 + cols
-    t_4 = cols < n_cols
+    t_2_and_t_3 = (src >= 0) & (src < n_cols)
+    x = tl.load(X + row_times_n_cols + src, mask=t_2_and_t_3, other=state)
 
     # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-    bx_times_x = tl.load(dY_plus_row_times_n_cols, mask=t_4, other=0.0).to(tl.float32)
+    bx_times_x = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
     bx = bx_times_x * x
     bx += bx_times_x * x
 
@@ -62,10 +49,10 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     bstate = tl.where(t_2_and_t_3, 0.0, bx)
 
     # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
-    tl.atomic_add(dX_plus_row_times_n_cols_plus_src, bx, mask=t_2_and_t_3, sem="relaxed")
+    tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
-    tl.store(dS_plus_row_times_SHIFT_plus_cols, bstate, mask=t)
+    tl.store(dS + row_times_SHIFT + cols, bstate, mask=t)
 
 
 

@@ -40,122 +40,84 @@ def varlen_gate_kernel(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: t
 def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
 
     # The backward with IS_VARLEN=True.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_one = tl.program_id(1)
-    tl_program_id_one_to_tl_int64 = tl_program_id_one.to(tl.int64)
-    i_t = tl_program_id_zero
-    i_n = tl_program_id_one_to_tl_int64
+    i_t = tl.program_id(0)
+    i_n = tl.program_id(1).to(tl.int64)
     cu_seqlens_plus_i_n = cu_seqlens + i_n
     tl_load_cu_seqlens_plus_i_n = tl.load(cu_seqlens_plus_i_n)
-    tl_load_cu_seqlens_plus_i_n_to = tl_load_cu_seqlens_plus_i_n.to(tl.int64)
-    cu_seqlens_plus_i_n_2_plus_one = cu_seqlens_plus_i_n + 1
-    tl_load = tl.load(cu_seqlens_plus_i_n_2_plus_one)
-    tl_load_to_tl_int64 = tl_load.to(tl.int64)
-    bos = tl_load_cu_seqlens_plus_i_n_to
-    eos = tl_load_to_tl_int64
-    T_2 = eos - bos
-    i_t_times_BT = i_t * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = i_t_times_BT + tl_arange_zero_BT
+    bos = tl_load_cu_seqlens_plus_i_n.to(tl.int64)
+    tl_load = tl.load(cu_seqlens_plus_i_n + 1)
+    eos = tl_load.to(tl.int64)
+    o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
     o_t_col = o_t[:, None]
-    t = o_t_col < T_2
+    t = o_t_col < eos - bos
     o_d_row = o_d[None, :]
-    t_2 = o_d_row < D
-    m = t & t_2
-    bos_plus_o_t_col_2 = bos + o_t_col
-    bos_plus_o_t_col_2_times_D = bos_plus_o_t_col_2 * D
-    offs = bos_plus_o_t_col_2_times_D + o_d_row
+    m = t & (o_d_row < D)
+    offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
     tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
     x = tl_load_X_plus_offs.to(tl.float32)
     G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
     tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
     g = tl_load_G_plus_offs.to(tl.float32)
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
-    bx_times_tl_sigmoid_g_to = tl.load(dY_plus_offs, mask=m, other=0.0).to(tl.float32)
+    bx_times_tl_sigmoid_g_to = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32)
     tl_sigmoid_g = tl.sigmoid(g)
-    x_times_tl_sigmoid_g = x * tl_sigmoid_g
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
-    bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to(x_times_tl_sigmoid_g.dtype)
+    bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to((x * tl_sigmoid_g).dtype)
     bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
-    btl_sigmoid_g = bx_times_tl_sigmoid_g * x
-    bg = btl_sigmoid_g * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
+    bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg.to(G_plus_offs.dtype.element_ty)
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx.to(X_plus_offs.dtype.element_ty)
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit
 def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
 
     # The backward with IS_VARLEN=False.
-    tl_program_id_zero = tl.program_id(0)
-    tl_program_id_one = tl.program_id(1)
-    tl_program_id_one_to_tl_int64 = tl_program_id_one.to(tl.int64)
-    i_t = tl_program_id_zero
-    i_n = tl_program_id_one_to_tl_int64
+    i_t = tl.program_id(0)
+    i_n = tl.program_id(1).to(tl.int64)
     bos = i_n * T
-    i_t_times_BT = i_t * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = i_t_times_BT + tl_arange_zero_BT
+    o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
     o_t_col = o_t[:, None]
     t = o_t_col < T
     o_d_row = o_d[None, :]
-    t_2 = o_d_row < D
-    m = t & t_2
-    bos_plus_o_t_col_2 = bos + o_t_col
-    bos_plus_o_t_col_2_times_D = bos_plus_o_t_col_2 * D
-    offs = bos_plus_o_t_col_2_times_D + o_d_row
+    m = t & (o_d_row < D)
+    offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    dX_plus_offs = dX + offs
     tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
     x = tl_load_X_plus_offs.to(tl.float32)
     G_plus_offs = G + offs
-    dG_plus_offs = dG + offs
     tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
     g = tl_load_G_plus_offs.to(tl.float32)
-    dY_plus_offs = dY + offs
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
-    bx_times_tl_sigmoid_g_to = tl.load(dY_plus_offs, mask=m, other=0.0).to(tl.float32)
+    bx_times_tl_sigmoid_g_to = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32)
     tl_sigmoid_g = tl.sigmoid(g)
-    x_times_tl_sigmoid_g = x * tl_sigmoid_g
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
-    bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to(x_times_tl_sigmoid_g.dtype)
+    bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to((x * tl_sigmoid_g).dtype)
     bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
-    btl_sigmoid_g = bx_times_tl_sigmoid_g * x
-    bg = btl_sigmoid_g * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
+    bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_G_plus_offs = bg.to(G_plus_offs.dtype.element_ty)
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    btl_load_X_plus_offs = bx.to(X_plus_offs.dtype.element_ty)
-
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit

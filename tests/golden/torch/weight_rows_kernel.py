@@ -48,13 +48,8 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
     num_progs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK)
     col_mask = cols < n_cols
-    W_plus_cols = W + cols
-    dW_plus_cols = dW + cols
-    w = tl.load(W_plus_cols, mask=col_mask, other=0.0)
-    pid_times_stride = pid * stride
-    dw_row_outside = DW + pid_times_stride
-    dw_row_outside_plus_cols = dw_row_outside + cols
-    partial_in_memory = tl.load(dw_row_outside_plus_cols, mask=col_mask, other=0.0)
+    w = tl.load(W + cols, mask=col_mask, other=0.0)
+    partial_in_memory = tl.load(DW + pid * stride + cols, mask=col_mask, other=0.0)
     partial_in_memory_2 = partial_in_memory
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -80,8 +75,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         dy_times_x_times_rstd = dy_times_x * rstd
         partial_in_memory_stored = partial + dy_times_x_times_rstd
         partial_in_memory_stored_to = partial_in_memory_stored.to(partial_in_memory_2.dtype)
-        partial_in_memory_3 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
-        partial_in_memory_2 = partial_in_memory_3
+        partial_in_memory_2 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
 
     # Grad of: for row in range(pid, n_rows, num_progs):
     bw = tl.zeros(w.shape, dtype=tl.float32)
@@ -97,34 +91,24 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         row_times_stride = row * stride
         X_plus_row_times_stride = X + row_times_stride
-        dX_plus_row_times_stride = dX + row_times_stride
         X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
-        dX_plus_row_times_stride_2 = dX_plus_row_times_stride + cols
         x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
         row_times_stride_2 = row * stride
         DY_plus_row_times_stride_2 = DY + row_times_stride_2
-        dDY_plus_row_times_stride_2 = dDY + row_times_stride_2
         DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-        dDY_plus_row_times_stride = dDY_plus_row_times_stride_2 + cols
         dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
         RSTD_plus_row = RSTD + row
-        dRSTD_plus_row = dRSTD + row
         rstd = tl.load(RSTD_plus_row)
-        row_times_stride_3 = row * stride
-        dDX_plus_row_times_stride_3 = dDX + row_times_stride_3
-        dDX_plus_row_times_stride = dDX_plus_row_times_stride_3 + cols
+        dDX_plus_row_times_stride = dDX + row * stride + cols
 
         # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
         # (Loaded early: nothing in the backward writes this memory.)
         bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
-        dy_times_w = dy * w
-        pid_times_stride_2 = pid * stride
-        ddw_row = dDW + pid_times_stride_2
         partial = partial_in_memory_2
         dy_times_x = dy * x
         dy_times_x_times_rstd = dy_times_x * rstd
         partial_in_memory_stored = partial + dy_times_x_times_rstd
-        ddw_row_plus_cols = ddw_row + cols
+        ddw_row_plus_cols = dDW + pid * stride + cols
 
         # Grad of: for row in range(pid, n_rows, num_progs):
         bpartial_in_memory_3 = bpartial_in_memory_2
@@ -153,27 +137,27 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
         # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
         bdy_times_w = bdy_times_w_times_rstd * rstd
-        _brstd = tl.sum(bdy_times_w_times_rstd * dy_times_w)
+        _brstd = tl.sum(bdy_times_w_times_rstd * (dy * w))
         tl.static_assert(_brstd.shape == rstd.shape)
         brstd += _brstd
         bdy += bdy_times_w * w
         bw += bdy_times_w * dy
 
         # Grad of: rstd = tl.load(RSTD + row)
-        tl.store(dRSTD_plus_row, brstd)
+        tl.store(dRSTD + row, brstd)
 
         # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
         tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-        tl.store(dDY_plus_row_times_stride, bdy, mask=col_mask)
+        tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
 
         # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
         tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-        tl.store(dX_plus_row_times_stride_2, bx, mask=col_mask)
+        tl.store(dX + row_times_stride + cols, bx, mask=col_mask)
     tl.debug_barrier()
 
     # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
     # atomic: the offset has no program id: every program reads these addresses (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)
-    tl.atomic_add(dW_plus_cols, bw, mask=col_mask, sem="relaxed")
+    tl.atomic_add(dW + cols, bw, mask=col_mask, sem="relaxed")
 
 
 @triton.jit
@@ -186,30 +170,21 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
     col_mask = cols < n_cols
     for row in range(pid, n_rows, num_progs):
         row_times_stride_2 = row * stride
-        DY_plus_row_times_stride_2 = DY + row_times_stride_2
-        dDY_plus_row_times_stride_2 = dDY + row_times_stride_2
-        DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-        dDY_plus_row_times_stride = dDY_plus_row_times_stride_2 + cols
-        dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
-        RSTD_plus_row = RSTD + row
-        dRSTD_plus_row = dRSTD + row
-        rstd = tl.load(RSTD_plus_row)
-        row_times_stride_3 = row * stride
-        dDX_plus_row_times_stride_3 = dDX + row_times_stride_3
-        dDX_plus_row_times_stride = dDX_plus_row_times_stride_3 + cols
+        dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
+        rstd = tl.load(RSTD + row)
 
         # Grad of: tl.store(DX + row * stride + cols, dy * rstd, mask=col_mask)
-        bdy_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
+        bdy_times_rstd = tl.load(dDX + row * stride + cols, mask=col_mask, other=0.0).to(tl.float32)
         bdy = bdy_times_rstd * rstd
         brstd = tl.sum(bdy_times_rstd * dy)
         tl.static_assert(brstd.shape == rstd.shape)
 
         # Grad of: rstd = tl.load(RSTD + row)
-        tl.store(dRSTD_plus_row, brstd)
+        tl.store(dRSTD + row, brstd)
 
         # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
         tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-        tl.store(dDY_plus_row_times_stride, bdy, mask=col_mask)
+        tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
 
 
 @triton.jit

@@ -58,9 +58,8 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    W_plus_cols = W + cols
     dW_plus_cols = dW_row + cols
-    w = tl.load(W_plus_cols, mask=mask, other=0.0)
+    w = tl.load(W + cols, mask=mask, other=0.0)
     dY_plus_cols = dY + cols
 
     # Grad of: tl.atomic_add(Y + cols, x * w, mask=mask)
@@ -74,11 +73,7 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        dX_plus_row_times_n_cols = dX + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        dX_plus_row_times_n_cols_2 = dX_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         bx = bx_times_x * x
         bx += bx_times_x * x
         bx += bx_times_w * w
@@ -89,7 +84,7 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
         dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX_plus_row_times_n_cols_2, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

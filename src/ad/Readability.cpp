@@ -1,0 +1,234 @@
+#include "src/ad/Readability.h"
+
+#include <map>
+#include <vector>
+
+#include "tgrad/ast/Walk.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+namespace {
+
+using namespace ast;
+
+// Builtins that read or write memory, synchronize, print, check or draw
+// random numbers: a value computed by one stays where it is.
+bool impure_builtin(const std::string &callee) {
+  static const std::set<std::string> names = {
+      "tl.load",        "tl.store",         "tl.debug_barrier",      "tl.device_print", "tl.static_print",
+      "tl.device_assert", "tl.static_assert", "tl.inline_asm_elementwise", "tl.rand",   "tl.randn",
+      "tl.randint",     "tl.randint4x",     "tl.make_block_ptr",     "tl.advance",      "tl.make_tensor_descriptor"};
+  return names.count(callee) || callee.rfind("tl.atomic_", 0) == 0;
+}
+
+// Methods of a tensor that compute a value (`x.to(...)`, `x.reshape(...)`).
+bool pure_method(const std::string &name) {
+  static const std::set<std::string> names = {"to", "reshape", "trans", "broadcast_to", "expand_dims", "permute",
+                                              "view", "sum", "max", "min"};
+  return names.count(name) > 0;
+}
+
+bool is_pure(const Expr &e) {
+  bool pure = true;
+  visit_expr(e, [&](const Expr &x) {
+    auto *c = dyn_cast<Call>(&x);
+    if (!c) return;
+    if (auto *a = dyn_cast<Attribute>(c->func.get())) {
+      const std::string callee = emit::print_expr(*c->func);
+      const bool library = callee.rfind("tl.", 0) == 0 || callee.rfind("libdevice.", 0) == 0 ||
+                           callee.rfind("triton.language.", 0) == 0;
+      if (library ? impure_builtin(callee) : !pure_method(a->attr)) pure = false;
+      return;
+    }
+    auto *n = dyn_cast<Name>(c->func.get());
+    if (!n || (n->id != "min" && n->id != "max" && n->id != "float" && n->id != "int")) pure = false;
+  });
+  return pure;
+}
+
+// The expressions a statement evaluates itself (not those of the blocks it holds).
+std::vector<ExprPtr *> own_expressions(Stmt &s) {
+  switch (s.kind) {
+    case NodeKind::Assign: return {&cast<Assign>(&s)->value};
+    case NodeKind::AugAssign: return {&cast<AugAssign>(&s)->value};
+    case NodeKind::AnnAssign:
+      if (cast<AnnAssign>(&s)->value) return {&cast<AnnAssign>(&s)->value};
+      return {};
+    case NodeKind::ExprStmt: return {&cast<ExprStmt>(&s)->value};
+    case NodeKind::Return:
+      if (cast<Return>(&s)->value) return {&cast<Return>(&s)->value};
+      return {};
+    case NodeKind::If: return {&cast<If>(&s)->cond};
+    case NodeKind::For: return {&cast<For>(&s)->iter};
+    default: return {};  // a while's condition runs every iteration: nothing moves into it
+  }
+}
+
+std::vector<StmtList *> nested_blocks(Stmt &s) {
+  if (auto *i = dyn_cast<If>(&s)) return {&i->body, &i->orelse};
+  if (auto *f = dyn_cast<For>(&s)) return {&f->body};
+  if (auto *w = dyn_cast<While>(&s)) return {&w->body};
+  return {};
+}
+
+// How many times each name is read in a block, at any depth.
+void count_name_reads(const StmtList &block, std::map<std::string, int> &out) {
+  auto expr = [&](const Expr &e) {
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) ++out[n->id];
+    });
+  };
+  for (const StmtPtr &s : block) {
+    for (ExprPtr *e : own_expressions(*s)) expr(**e);
+    if (auto *a = dyn_cast<AugAssign>(s.get())) expr(*a->target);
+    if (auto *w = dyn_cast<While>(s.get())) expr(*w->cond);
+    for (StmtList *b : nested_blocks(*s)) count_name_reads(*b, out);
+  }
+}
+
+size_t occurrences(const Expr &e, const std::string &name) {
+  size_t n = 0;
+  visit_expr(e, [&](const Expr &x) {
+    if (auto *v = dyn_cast<Name>(&x); v && v->id == name) ++n;
+  });
+  return n;
+}
+
+// The first line of a statement as printed, without its indentation.
+size_t printed_width(const Stmt &s) {
+  switch (s.kind) {
+    case NodeKind::Assign: {
+      auto *a = cast<Assign>(&s);
+      size_t w = emit::print_expr(*a->value).size();
+      for (const ExprPtr &t : a->targets) w += emit::print_expr(*t).size() + 3;
+      return w;
+    }
+    case NodeKind::AugAssign: {
+      auto *a = cast<AugAssign>(&s);
+      return emit::print_expr(*a->target).size() + 4 + emit::print_expr(*a->value).size();
+    }
+    case NodeKind::ExprStmt: return emit::print_expr(*cast<ExprStmt>(&s)->value).size();
+    case NodeKind::Return: {
+      auto *r = cast<Return>(&s);
+      return 7 + (r->value ? emit::print_expr(*r->value).size() : 0);
+    }
+    case NodeKind::If: return 4 + emit::print_expr(*cast<If>(&s)->cond).size();
+    case NodeKind::For: {
+      auto *f = cast<For>(&s);
+      return 9 + emit::print_expr(*f->target).size() + emit::print_expr(*f->iter).size();
+    }
+    default: return 0;
+  }
+}
+
+class Folder {
+ public:
+  Folder(Function &fn, const std::set<std::string> &keep) : keep_(keep) {
+    for (const Param &p : fn.params) keep_.insert(p.name);
+    count_assignments(fn.body, assigned_);
+    count_name_reads(fn.body, reads_);
+  }
+
+  void block(StmtList &b, int depth) {
+    for (StmtPtr &s : b)
+      for (StmtList *nested : nested_blocks(*s)) block(*nested, depth + 1);
+    for (size_t j = 0; j < b.size();) {
+      if (rename(b, j)) continue;
+      ++j;
+    }
+    for (size_t i = 0; i < b.size();) {
+      if (fold(b, i, depth)) continue;  // b[i] is gone: the next statement is at i now
+      ++i;
+    }
+  }
+
+ private:
+  // `x = t` at b[j], with `t = e` earlier in `b` and t used only here: the
+  // earlier statement becomes `x = e` (a load's value named as the user
+  // named it), where nothing in between reads or assigns x. Whether it did.
+  bool rename(StmtList &b, size_t j) {
+    auto *copy = dyn_cast<Assign>(b[j].get());
+    if (!copy || copy->targets.size() != 1) return false;
+    auto *x = dyn_cast<Name>(copy->targets[0].get());
+    auto *t = dyn_cast<Name>(copy->value.get());
+    if (!x || !t || keep_.count(t->id) || assigned_[t->id] != 1 || reads_[t->id] != 1) return false;
+    for (size_t i = j; i-- > 0;) {
+      auto *def = dyn_cast<Assign>(b[i].get());
+      auto *n = def && def->targets.size() == 1 ? dyn_cast<Name>(def->targets[0].get()) : nullptr;
+      if (n && n->id == t->id) {
+        n->id = x->id;
+        if (!b[j]->leading_comment.empty() && j + 1 < b.size()) {
+          std::string &next = b[j + 1]->leading_comment;
+          next = next.empty() ? b[j]->leading_comment : b[j]->leading_comment + "\n" + next;
+        }
+        reads_.erase(t->id);
+        b.erase(b.begin() + static_cast<std::ptrdiff_t>(j));
+        return true;
+      }
+      // In between: x must be neither read nor assigned.
+      std::map<std::string, int> names;
+      stmt_assignments(*b[i], names);
+      StmtList one;
+      one.push_back(clone(*b[i]));
+      count_name_reads(one, names);
+      if (names.count(x->id)) return false;
+    }
+    return false;
+  }
+
+  // Moves `t = e` at b[i] into its one use in a later statement of `b`; whether it did.
+  bool fold(StmtList &b, size_t i, int depth) {
+    auto *a = dyn_cast<Assign>(b[i].get());
+    if (!a || a->targets.size() != 1) return false;
+    auto *target = dyn_cast<Name>(a->targets[0].get());
+    if (!target) return false;
+    const std::string &t = target->id;
+    if (keep_.count(t) || assigned_[t] != 1 || reads_[t] != 1 || !is_pure(*a->value)) return false;
+    std::set<std::string> operands;
+    visit_expr(*a->value, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) operands.insert(n->id);
+    });
+    for (size_t j = i + 1; j < b.size(); ++j) {
+      std::vector<ExprPtr *> own = own_expressions(*b[j]);
+      size_t here = 0;
+      for (ExprPtr *e : own) here += occurrences(**e, t);
+      if (here == 0) {
+        // A statement in between that assigns an operand: the value would change.
+        std::map<std::string, int> changed;
+        stmt_assignments(*b[j], changed);
+        for (const auto &kv : changed)
+          if (operands.count(kv.first)) return false;
+        continue;
+      }
+      // The use: substitute, unless the line grows too long.
+      StmtPtr candidate = clone(*b[j]);
+      for (ExprPtr *e : own_expressions(*candidate))
+        rewrite_expr(*e, [&](ExprPtr &x) {
+          if (auto *n = dyn_cast<Name>(x.get()); n && n->id == t) x = clone(*a->value);
+        });
+      if (static_cast<size_t>(4 * depth) + printed_width(*candidate) > kMaxLineColumns) return false;
+      candidate->leading_comment = b[j]->leading_comment;
+      b[j] = std::move(candidate);
+      // The folded statement's comment goes to the statement after it.
+      if (!b[i]->leading_comment.empty()) {
+        std::string &next = b[i + 1]->leading_comment;
+        next = next.empty() ? b[i]->leading_comment : b[i]->leading_comment + "\n" + next;
+      }
+      b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
+      reads_.erase(t);
+      return true;
+    }
+    return false;  // read in a nested block: it stays
+  }
+
+  std::set<std::string> keep_;
+  std::map<std::string, int> assigned_, reads_;
+};
+
+}  // namespace
+
+void fold_single_use_temporaries(Function &fn, const std::set<std::string> &keep) {
+  Folder(fn, keep).block(fn.body, 1);
+}
+
+}  // namespace tgrad::ad

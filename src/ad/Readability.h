@@ -1,0 +1,35 @@
+// The backward as a person would write it: A-normal form undone where it
+// only adds names.
+//
+// Reverse mode works on A-normal form (one operation per statement), and its
+// output keeps it: `row_times_stride = row * stride`, `X_plus_row = X +
+// row_times_stride`, `t = tl.load(X_plus_row + cols, ...)`, `x = t.to(...)`,
+// each a name used once. This pass folds such a temporary back into its one
+// use (`x = tl.load(X + row * stride + cols, ...).to(...)`), keeping a name
+// where the user had one (and the adjoint b<name> of it), where a value is
+// used more than once, or where the line it would join would grow past
+// kMaxLineColumns.
+//
+// What moves is pure: arithmetic, Triton's math and shape builtins, casts.
+// Loads, stores, atomics and calls of other functions stay where they are,
+// and a temporary moves only within its block, into the expressions of a
+// later statement of that block (not into a nested loop, where it would be
+// computed once per iteration), past no statement that assigns a name it
+// reads.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "tgrad/ast/Ast.h"
+
+namespace tgrad::ad {
+
+inline constexpr size_t kMaxLineColumns = 100;
+
+// Folds the single-use temporaries of `fn` into their uses. `keep`: names
+// that stay (the user's names, their adjoints, names the launch protocol or
+// the explanations refer to); parameters always stay.
+void fold_single_use_temporaries(ast::Function &fn, const std::set<std::string> &keep);
+
+}  // namespace tgrad::ad
