@@ -62,6 +62,8 @@ def _tgrad_jit_source_impl(ctx):
     args.add("--emit", "source")
     if ctx.attr.fn:
         args.add("--fn", ctx.attr.fn)
+    if not ctx.attr.warnings:
+        args.add("-w")
     args.add("-o", out)
     ctx.actions.run(
         executable = ctx.executable._tgrad,
@@ -79,6 +81,11 @@ tgrad_jit_source = rule(
     attrs = {
         "src": attr.label(allow_single_file = [".py"], mandatory = True, doc = "The kernel file."),
         "fn": attr.string(doc = "Only this jit function (tgrad --fn)."),
+        "warnings": attr.bool(
+            default = True,
+            doc = "False: tgrad -w, no warnings printed (errors still fail the build), for kernels whose " +
+                  "warnings are known and expected, such as test inputs.",
+        ),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),
             executable = True,
@@ -104,6 +111,8 @@ def _differentiate(ctx, function_flag, function, emit, out):
         args.add("-D", d)
     if getattr(ctx.attr, "deterministic", False):
         args.add("--deterministic")
+    if not ctx.attr.warnings:
+        args.add("-w")
     args.add("-o", out)
     ctx.actions.run(
         executable = ctx.executable._tgrad,
@@ -140,6 +149,11 @@ tgrad_backward = rule(
             doc = "python: the backward's source (NAME.py); json: its launch protocol (NAME.json, " +
                   "include/tgrad/launch_protocol.schema.json); torch: the kernel as a PyTorch op with " +
                   "autograd (NAME.py, ops in the namespace tgrad_NAME).",
+        ),
+        "warnings": attr.bool(
+            default = True,
+            doc = "False: tgrad -w, no warnings printed (errors still fail the build), for kernels whose " +
+                  "warnings are known and expected, such as test inputs.",
         ),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),
@@ -186,6 +200,11 @@ tgrad_gradient = rule(
             allow_files = [".py"],
             doc = "The modules the kernel file imports that tgrad reads (helpers in sibling files), at their " +
                   "paths relative to it.",
+        ),
+        "warnings": attr.bool(
+            default = True,
+            doc = "False: tgrad -w, no warnings printed (errors still fail the build), for kernels whose " +
+                  "warnings are known and expected, such as test inputs.",
         ),
         "_tgrad": attr.label(
             default = Label("//tools/cli:tgrad"),

@@ -77,6 +77,18 @@ bool write_output(const std::string &path, const std::string &text) {
   return true;
 }
 
+// -w: warnings (and the notes that explain them) are not printed, as with a
+// C compiler's -w; for build rules over kernels whose warnings are known.
+bool show_warnings = true;
+
+void print_diagnostics(const std::vector<tgrad::StoredDiagnostic> &diagnostics) {
+  bool after_hidden_warning = false;
+  for (const tgrad::StoredDiagnostic &d : diagnostics) {
+    if (d.severity != tgrad::Severity::Note) after_hidden_warning = !show_warnings && d.severity == tgrad::Severity::Warning;
+    if (!after_hidden_warning) std::cerr << d.rendered;
+  }
+}
+
 int usage_error(const std::string &message) {
   std::cerr << "tgrad: error: " << message << "\n(run 'tgrad --help' for usage)\n";
   return kExitUsageError;
@@ -87,7 +99,7 @@ int usage_error(const std::string &message) {
 // step's diagnostics, as a compiler run prints everything it found.
 int failed(const tgrad::Error &error, const tgrad::KernelFile &file) {
   if (error.kind == tgrad::Error::Kind::Request) return usage_error(error.message);
-  std::cerr << file.rendered_diagnostics();
+  print_diagnostics(file.diagnostics());
   if (!error.message.empty()) std::cerr << "tgrad: error: " << error.message << '\n';
   return kExitInputError;
 }
@@ -102,10 +114,11 @@ std::optional<tgrad::KernelFile> load(const std::string &input, const std::vecto
     return tgrad::KernelFile::read_text(std::move(text), "<stdin>", options);
   }();
   if (!file) {
-    std::cerr << file.error().render();
+    print_diagnostics(file.error().diagnostics);
+    if (!file.error().message.empty()) std::cerr << "tgrad: error: " << file.error().message << '\n';
     return std::nullopt;
   }
-  std::cerr << file->rendered_diagnostics();
+  print_diagnostics(file->diagnostics());
   return std::move(*file);
 }
 
@@ -126,7 +139,7 @@ int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::strin
   request.command_line = opts.command_line;
   tgrad::Result<tgrad::Gradient> grad = tgrad::differentiate(file, request);
   if (!grad) return failed(grad.error(), file);
-  std::cerr << file.rendered_diagnostics();
+  print_diagnostics(file.diagnostics());
   if (opts.emit == "json") return write_output(opts.output, grad->launch_protocol()) ? 0 : kExitInputError;
   if (opts.emit == "torch") {
     tgrad::Result<std::string> module = grad->torch_module(op_namespace(opts));
@@ -233,7 +246,7 @@ int run_interpreter(const RunOptions &o) {
   if (!o.out_dir.empty() && !ensure_dir(o.out_dir, error)) return usage_error(error);
   tgrad::Result<tgrad::RunResult> ran = tgrad::run(*file, o.launch);
   if (!ran) return failed(ran.error(), *file);
-  std::cerr << file->rendered_diagnostics();
+  print_diagnostics(file->diagnostics());
   std::ostringstream report;
   auto save = [&](const tgrad::Tensor &t) {
     if (o.out_dir.empty()) return true;
@@ -279,7 +292,7 @@ int run_check(const RunOptions &o) {
   request.deterministic = o.deterministic;
   tgrad::Result<tgrad::GradientCheck> checked = tgrad::check_gradient(*file, request);
   if (!checked) return failed(checked.error(), *file);
-  std::cerr << file->rendered_diagnostics();
+  print_diagnostics(file->diagnostics());
   const bool kernel = !o.launch.kernel.empty();
   const std::string name = file->find_function(kernel ? o.launch.kernel : o.launch.function)->name;
   return print_check(*checked,
@@ -326,6 +339,8 @@ int main(int argc, char **argv) {
                "With --wrt: prefer backwards whose gradients are bitwise identical run to run (a prologue kernel "
                "saves what owner-computes kernels would otherwise leave to atomics); may be slower");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+  bool no_warnings = false;
+  app.add_flag("-w,--no-warnings", no_warnings, "Print no warnings (errors still), as a C compiler's -w");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
   app.add_option("--no-grad", opts.no_grad,
                  "With --wrt, kernels: outputs that carry no upstream gradient (saved statistics): no d<ptr> for them")
@@ -356,7 +371,8 @@ int main(int argc, char **argv) {
 
   {
     // The command recorded in generated files: without -o PATH, which says
-    // where the output went, not what it is.
+    // where the output went, not what it is, nor -w, which says what is
+    // printed beside it.
     std::string cmd = "tgrad";
     for (int k = 1; k < argc; ++k) {
       std::string a = argv[k];
@@ -366,6 +382,7 @@ int main(int argc, char **argv) {
       }
       if (a.rfind("-o", 0) == 0 && a.size() > 2 && a[2] != '-') continue;
       if (a.rfind("--output=", 0) == 0) continue;
+      if (a == "-w" || a == "--no-warnings") continue;
       bool plain = a.find_first_of(" '\"[]()*$") == std::string::npos;
       cmd += " " + (plain ? a : "'" + a + "'");
     }
@@ -378,6 +395,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return usage_error(e.what());
   }
+  show_warnings = !no_warnings;
   if (run->parsed()) return run_interpreter(run_opts);
   if (check->parsed()) return run_check(check_opts);
   if (opts.input.empty()) return usage_error("no input file");
