@@ -19,6 +19,10 @@
 // a caret. Nothing throws across the API. A KernelFile also keeps the log of
 // every diagnostic its calls reported, warnings of successful calls included.
 //
+// Requests are plain structs whose every field has a default (`= {}`), so
+// that `differentiate(file, {"scale_fwd", {"X"}})` may leave the rest out,
+// also under -Wmissing-field-initializers.
+//
 // examples/cpp/ is a complete program: it differentiates a kernel and prints
 // the backward and its launch protocol.
 //

@@ -10,6 +10,7 @@
 //
 // Exit status: 0 on success, 1 for errors in the input (including errors the
 // kernel hits while it runs), 2 for misuse of the command line.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>

@@ -20,9 +20,9 @@ struct CheckRequest {
   // The function or kernel and every argument: the --wrt parameters need
   // floating-point buffers (tiles for a function). Always run in float64:
   // `launch.float64` and `launch.max_iterations` do not apply.
-  LaunchRequest launch;
-  std::vector<std::string> wrt;      // as GradientRequest::wrt
-  std::vector<std::string> no_grad;  // as GradientRequest::no_grad
+  LaunchRequest launch = {};
+  std::vector<std::string> wrt = {};      // as GradientRequest::wrt
+  std::vector<std::string> no_grad = {};  // as GradientRequest::no_grad
   double rtol = 1e-6;                // the largest relative error that passes
   // Check the generic backward (differentiated with the defines only, as
   // without types), run with the launch's buffers.

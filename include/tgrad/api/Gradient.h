@@ -35,26 +35,26 @@ struct GradientState;
 // ... [--arg ...] [-D ...] [--no-grad ...] [--deterministic]`, as a value.
 struct GradientRequest {
   // The tile function or kernel; "" for the file's one kernel (choose_kernel).
-  std::string function;
+  std::string function = {};
   // The parameters to differentiate with respect to, by name or index, in the
   // order the adjoints are returned. An entry may list several, separated by
   // commas ("X,B"), as --wrt takes them.
-  std::vector<std::string> wrt;
+  std::vector<std::string> wrt = {};
   // Parameter types, NAME=TYPE (TypeRequest::types); leave out for the
   // generic backward.
-  std::vector<std::string> types;
+  std::vector<std::string> types = {};
   // tl.constexpr values, NAME=VALUE (TypeRequest::defines); leave out for a
   // backward that serves every value.
-  std::vector<std::string> defines;
+  std::vector<std::string> defines = {};
   // Kernels: output pointers that carry no upstream gradient (statistics
   // saved for the backward): they get no gradient buffer.
-  std::vector<std::string> no_grad;
+  std::vector<std::string> no_grad = {};
   // Prefer schedules whose gradients are bitwise identical run to run
   // (ad::BackwardRequest::deterministic).
   bool deterministic = false;
   // The command recorded in the header of the emitted source, after
   // "Regenerate it with": "" for none.
-  std::string command_line;
+  std::string command_line = {};
 };
 
 // A backward: its source and the facts a launcher needs. Copies share it.

@@ -25,15 +25,15 @@ namespace tgrad {
 // `function`; every parameter without a default needs a value in `defines`
 // (tl.constexpr parameters) or `args` (the others).
 struct LaunchRequest {
-  std::string kernel;    // a kernel, launched over `grid`
-  std::string function;  // or a tile function, called once
-  std::string grid;      // kernels: "X[,Y[,Z]]"
+  std::string kernel = {};    // a kernel, launched over `grid`
+  std::string function = {};  // or a tile function, called once
+  std::string grid = {};      // kernels: "X[,Y[,Z]]"
   // tl.constexpr values, NAME=VALUE: 128, 0.5, True, None, tl.float16, 'relu'.
-  std::vector<std::string> defines;
+  std::vector<std::string> defines = {};
   // NAME=SPEC: a runtime scalar (1000 an int32, 0.5 an fp32) or a buffer (a
   // tile for a function) DTYPE[d0,d1,...], filled with seeded uniform values
   // in [-1, 1), or with a fill: `:uniform(A,B)`, `:zeros`, `:ones`.
-  std::vector<std::string> args;
+  std::vector<std::string> args = {};
   uint64_t seed = 0;      // each argument draws from its own stream of it
   bool float64 = false;   // compute every floating value in double (dtype rules still checked)
   int64_t max_iterations = 100'000'000;  // loop iterations one program may run

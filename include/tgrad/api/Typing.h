@@ -20,14 +20,14 @@ struct TypeRequest {
   // The function to type with the types below; "" types every jit function
   // of the file with no parameter types (then `types` and `defines` must be
   // empty).
-  std::string function;
+  std::string function = {};
   // Parameter types in Triton's signature notation, NAME=TYPE: `X=*fp32` a
   // pointer, `n=i32` a scalar, `x=fp32[16, N]` a tile (a dimension may be a
   // name). `tgrad --arg`.
-  std::vector<std::string> types;
+  std::vector<std::string> types = {};
   // tl.constexpr values, NAME=VALUE: 128, 0.5, True, None, tl.float16,
   // 'relu'. `tgrad -D`.
-  std::vector<std::string> defines;
+  std::vector<std::string> defines = {};
 };
 
 // The type of each expression analysed, as tgrad prints it ("fp32[N, 1]").
