@@ -53,6 +53,10 @@ kernel file and its `deps`; it names files by their paths relative to the
 workspace root, so its outputs are byte-identical across builds and across
 checkouts at different paths (tools/hermeticity_check builds the examples in
 two checkouts and compares them), and it can run under remote execution.
+
+Each rule takes `warnings = False` to pass tgrad -w: tgrad's warnings are not
+printed (its errors still fail the build), for kernels whose warnings are
+known and expected, as the test kernels' (tests/BUILD).
 """
 
 def _tgrad_jit_source_impl(ctx):
