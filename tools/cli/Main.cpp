@@ -1,20 +1,17 @@
-// The `tgrad` command line (CLI11).
+// The `tgrad` command line (CLI11): a client of the public API
+// (include/tgrad/tgrad.h). It reads the flags, calls the API, and prints
+// what comes back; every stage of the pipeline is behind the API.
 //
 //   tgrad FILE --dump-ast            the AST of the file's jit code, with locations
 //   tgrad FILE --emit source         the jit code printed back as Python
+//   tgrad FILE --wrt ...             the backward (--emit python|json|torch)
 //   tgrad run FILE ...               run a kernel (or a tile function) in the interpreter
-//   tgrad check FILE ... --wrt ...   the gradient check (arguments validated; the check
-//                                    itself arrives with reverse mode)
+//   tgrad check FILE ... --wrt ...   the gradient check against finite differences
 //
 // Exit status: 0 on success, 1 for errors in the input (including errors the
 // kernel hits while it runs), 2 for misuse of the command line.
-#include <sys/stat.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
+#include <algorithm>
 #include <cerrno>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,23 +19,13 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <unordered_map>
-#include <set>
-#include <algorithm>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "src/driver/BackwardJson.h"
-#include "src/driver/GradCheck.h"
-#include "src/driver/LaunchSpec.h"
-#include "src/driver/TorchModule.h"
-#include "src/interp/TensorOps.h"
-#include "src/ad/AnfWalk.h"
-#include "tgrad/ad/Differentiate.h"
-#include "tgrad/interp/Interpreter.h"
-#include "src/parse/FollowImports.h"
-#include "tgrad/sema/Names.h"
 #include "tgrad/tgrad.h"
 
 namespace {
@@ -62,44 +49,18 @@ struct Options {
   std::vector<std::string> include_dirs;  // -I: where imported modules of the user's are looked for
 };
 
+// `tgrad run` and `tgrad check`.
 struct RunOptions {
   std::string input;
-  std::string kernel;
-  std::string function;
-  std::string grid;
-  std::vector<std::string> defines;
-  std::vector<std::string> args;
-  uint64_t seed = 0;
-  std::string out_dir;
-  bool float64 = false;
-  int64_t max_iterations = 100'000'000;
-  std::string wrt;  // check only
+  tgrad::LaunchRequest launch;
+  std::string out_dir;               // run only
+  std::string wrt;                   // check only
   std::vector<std::string> no_grad;  // check only
   std::vector<std::string> include_dirs;
-  double rtol = 1e-6;
-  bool generic = false;  // check only: differentiate as if no --arg had been given
-  bool deterministic = false;  // check only: BackwardRequest::deterministic
+  double rtol = 1e-6;                // check only
+  bool generic = false;              // check only: differentiate as if no --arg had been given
+  bool deterministic = false;        // check only: GradientRequest::deterministic
 };
-
-bool read_input(const std::string &path, std::string &text, std::string &error) {
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    error = "cannot read '" + path + "'";
-    return false;
-  }
-  text = buffer.str();
-  return true;
-}
 
 bool write_output(const std::string &path, const std::string &text) {
   if (path == "-") {
@@ -117,33 +78,16 @@ bool write_output(const std::string &path, const std::string &text) {
   return true;
 }
 
-std::string function_names(const tgrad::ast::Module &m) {
-  std::string names;
-  for (const auto &f : m.functions) names += (names.empty() ? "" : ", ") + f->name;
-  return names.empty() ? "none" : names;
-}
+// -w: warnings (and the notes that explain them) are not printed, as with a
+// C compiler's -w; for build rules over kernels whose warnings are known.
+bool show_warnings = true;
 
-std::string function_names(const tgrad::ast::Module &m, const std::vector<const tgrad::ast::Function *> &only) {
-  std::string names;
-  for (const auto *f : only) names += (names.empty() ? "" : ", ") + f->name;
-  return names.empty() ? function_names(m) : names;
-}
-
-// The file's own jit functions that no other jit function calls (reads by
-// name): a kernel with its helpers has one.
-std::vector<const tgrad::ast::Function *> uncalled_functions(const tgrad::ast::Module &m) {
-  std::set<std::string> read;
-  for (const auto &f : m.functions) {
-    std::set<std::string> in_f;
-    tgrad::ad::block_reads(f->body, in_f);
-    in_f.erase(f->name);  // (recursion is not a caller)
-    read.insert(in_f.begin(), in_f.end());
+void print_diagnostics(const std::vector<tgrad::StoredDiagnostic> &diagnostics) {
+  bool after_hidden_warning = false;
+  for (const tgrad::StoredDiagnostic &d : diagnostics) {
+    if (d.severity != tgrad::Severity::Note) after_hidden_warning = !show_warnings && d.severity == tgrad::Severity::Warning;
+    if (!after_hidden_warning) std::cerr << d.rendered;
   }
-  std::vector<const tgrad::ast::Function *> roots;
-  for (const auto &f : m.functions)
-    if (f->imported_from.empty() && !read.count(f->name) && (f->jit_alias.empty() || !read.count(f->jit_alias)))
-      roots.push_back(f.get());
-  return roots;
 }
 
 int usage_error(const std::string &message) {
@@ -151,110 +95,76 @@ int usage_error(const std::string &message) {
   return kExitUsageError;
 }
 
-// --wrt 0,y: indices or names of `fn`'s parameters, as names. Returns false
-// (after printing a usage error) on a bad list.
-bool resolve_wrt(const std::string &wrt, const tgrad::ast::Function &fn, std::vector<std::string> &names, int &code) {
-  std::stringstream list(wrt);
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    std::string name = item;
-    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
-      size_t index = std::stoul(item);
-      if (index >= fn.params.size()) {
-        code = usage_error("--wrt " + wrt + ": '" + fn.name + "' has " + std::to_string(fn.params.size()) +
-                           " parameters; index " + item + " is out of range");
-        return false;
-      }
-      name = fn.params[index].name;
-    }
-    size_t k = 0;
-    while (k < fn.params.size() && fn.params[k].name != name) ++k;
-    if (k == fn.params.size()) {
-      code = usage_error("--wrt " + wrt + ": '" + fn.name + "' has no parameter '" + name + "'");
-      return false;
-    }
-    if (fn.is_constexpr_param(k)) {
-      code = usage_error("--wrt " + wrt + ": '" + name + "' is tl.constexpr and carries no gradient");
-      return false;
-    }
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      code = usage_error("--wrt " + wrt + ": '" + name + "' is listed twice");
-      return false;
-    }
-    names.push_back(name);
-  }
-  if (names.empty()) {
-    code = usage_error("--wrt needs at least one parameter");
-    return false;
-  }
-  return true;
+// The exit status of a failed call, after printing why. Errors in the input
+// print the file's whole log: the warnings of earlier steps again with this
+// step's diagnostics, as a compiler run prints everything it found.
+int failed(const tgrad::Error &error, const tgrad::KernelFile &file) {
+  if (error.kind == tgrad::Error::Kind::Request) return usage_error(error.message);
+  print_diagnostics(file.diagnostics());
+  if (!error.message.empty()) std::cerr << "tgrad: error: " << error.message << '\n';
+  return kExitInputError;
 }
 
-// A parsed input file; diagnostics already printed. Null on input errors.
-struct Loaded {
-  tgrad::SourceManager sources;
-  std::unique_ptr<tgrad::DiagEngine> diags;
-  std::unique_ptr<tgrad::ast::Module> module;
-  int file_id = -1;
-};
-
-std::unique_ptr<Loaded> load(const std::string &input, const std::vector<std::string> &include_dirs) {
-  auto l = std::make_unique<Loaded>();
-  std::string text, error;
-  if (!read_input(input, text, error)) {
-    std::cerr << "tgrad: error: " << error << '\n';
-    return nullptr;
+// The input file read and its warnings printed; nullopt (errors printed) if
+// it cannot be read.
+std::optional<tgrad::KernelFile> load(const std::string &input, const std::vector<std::string> &include_dirs) {
+  tgrad::ReadOptions options{include_dirs};
+  tgrad::Result<tgrad::KernelFile> file = [&] {
+    if (input != "-") return tgrad::KernelFile::read(input, options);
+    std::string text(std::istreambuf_iterator<char>(std::cin), {});
+    return tgrad::KernelFile::read_text(std::move(text), "<stdin>", options);
+  }();
+  if (!file) {
+    print_diagnostics(file.error().diagnostics);
+    if (!file.error().message.empty()) std::cerr << "tgrad: error: " << file.error().message << '\n';
+    return std::nullopt;
   }
-  l->file_id = l->sources.add_file(input == "-" ? "<stdin>" : input, std::move(text));
-  l->diags = std::make_unique<tgrad::DiagEngine>(l->sources);
-  l->module = tgrad::parse::parse_module(l->sources, l->file_id, *l->diags);
-  if (!l->diags->has_errors())
-    tgrad::parse::follow_imports(*l->module, input == "-" ? "" : input, include_dirs, l->sources, *l->diags);
-  tgrad::sema::supersede_fallback_functions(*l->module);
-  l->diags->print_all(std::cerr);
-  if (l->diags->has_errors()) return nullptr;
-  return l;
+  print_diagnostics(file->diagnostics());
+  return std::move(*file);
 }
 
-// The namespace of the --emit torch ops: tgrad_<stem of the module written>
-// (-o layer_norm_ops.py: torch.ops.tgrad_layer_norm_ops.*), else of the input
-// file, so that two modules made from kernels of one name do not collide.
+// The namespace of the --emit torch ops: from the module written (-o
+// layer_norm_ops.py: torch.ops.tgrad_layer_norm_ops.*), else the input file.
 std::string op_namespace(const Options &opts) {
-  const std::string &file = !opts.output.empty() && opts.output != "-" ? opts.output : opts.input;
-  std::string stem = file == "-" ? "stdin" : std::filesystem::path(file).stem().string();
-  for (char &c : stem)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return "tgrad_" + stem;
+  return tgrad::op_namespace_for(!opts.output.empty() && opts.output != "-" ? opts.output : opts.input);
 }
 
-// Whether a function's name says it is a backward kernel: "bwd" or
-// "backward" as a word of it (layer_norm_bwd, _attn_bwd_dkdv,
-// softmax_backward_kernel, BackwardKernel).
-bool named_as_backward(const std::string &name) {
-  std::vector<std::string> words(1);
-  for (size_t k = 0; k < name.size(); ++k) {
-    const char c = name[k];
-    const bool upper = std::isupper(static_cast<unsigned char>(c));
-    if (c == '_' || (upper && k > 0 && std::islower(static_cast<unsigned char>(name[k - 1])))) {
-      if (!words.back().empty()) words.emplace_back();
-      if (c == '_') continue;
+int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::string &function) {
+  tgrad::GradientRequest request;
+  request.function = function;
+  request.wrt = {opts.wrt};
+  request.types = opts.arg_types;
+  request.defines = opts.defines;
+  request.no_grad = opts.no_grad;
+  request.deterministic = opts.deterministic;
+  request.command_line = opts.command_line;
+  tgrad::Result<tgrad::Gradient> grad = tgrad::differentiate(file, request);
+  if (!grad) return failed(grad.error(), file);
+  print_diagnostics(file.diagnostics());
+  if (opts.emit == "json") return write_output(opts.output, grad->launch_protocol()) ? 0 : kExitInputError;
+  if (opts.emit == "torch") {
+    tgrad::Result<std::string> module = grad->torch_module(op_namespace(opts));
+    if (!module) {
+      std::cerr << module.error().render();
+      return kExitInputError;
     }
-    words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return write_output(opts.output, *module) ? 0 : kExitInputError;
   }
-  for (const std::string &w : words)
-    if (w == "bwd" || w == "backward") return true;
-  return false;
+  if (opts.explain) {
+    if (grad->explanations().empty()) std::cerr << "tgrad: explain: no memory adjoints (a tile function)\n";
+    for (const std::string &e : grad->explanations()) std::cerr << "tgrad: explain: " << e << '\n';
+  }
+  return write_output(opts.output, grad->source()) ? 0 : kExitInputError;
 }
 
 int run_front_end(const Options &opts) {
-  std::unique_ptr<Loaded> l = load(opts.input, opts.include_dirs);
-  if (!l) return kExitInputError;
+  std::optional<tgrad::KernelFile> file = load(opts.input, opts.include_dirs);
+  if (!file) return kExitInputError;
   const tgrad::ast::Function *selected = nullptr;
   if (!opts.function.empty()) {
-    selected = l->module->find_function(opts.function);
-    if (!selected)
-      return usage_error("--fn " + opts.function + ": no @triton.jit function of that name in '" +
-                         l->sources.name(l->file_id) + "' (it has: " + function_names(*l->module) + ")");
+    tgrad::Result<const tgrad::ast::Function *> found = file->function(opts.function);
+    if (!found) return usage_error(found.error().message);
+    selected = *found;
   }
   if (!opts.wrt.empty() && opts.emit == "source")
     return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
@@ -262,112 +172,33 @@ int run_front_end(const Options &opts) {
   if (opts.wrt.empty() && (opts.emit == "python" || opts.emit == "json" || opts.emit == "torch"))
     return usage_error("--emit " + opts.emit + " describes a backward: add --wrt");
   if (!opts.wrt.empty() && !selected) {
-    // The one jit function no other calls: a kernel and its helpers need no --fn.
-    std::vector<const tgrad::ast::Function *> roots = uncalled_functions(*l->module);
-    // Real kernel files hold a forward and its hand-written backward
-    // (layer_norm_fwd / layer_norm_bwd): the one not named as a backward is
-    // the kernel to differentiate, and a note says so.
-    std::vector<const tgrad::ast::Function *> forwards;
-    for (const tgrad::ast::Function *f : roots)
-      if (!named_as_backward(f->name)) forwards.push_back(f);
-    if (roots.size() > 1 && forwards.size() == 1) {
-      std::vector<const tgrad::ast::Function *> others;
-      for (const tgrad::ast::Function *f : roots)
-        if (f != forwards[0]) others.push_back(f);
-      std::cerr << "tgrad: note: differentiating '" << forwards[0]->name
-                << "', the file's one kernel not named as a backward (the others: "
-                << function_names(*l->module, others) << "); pick another with --kernel NAME\n";
-      roots = forwards;
-    }
-    if (roots.size() != 1)
-      return usage_error("--wrt: the file has several jit functions that none of the others calls (" +
-                         function_names(*l->module, roots) + "): pick one with --kernel NAME");
-    selected = roots[0];
+    // A kernel and its helpers need no --fn.
+    tgrad::Result<tgrad::KernelChoice> choice = tgrad::choose_kernel(*file);
+    if (!choice) return usage_error(choice.error().message);
+    if (!choice->note.empty()) std::cerr << "tgrad: note: " << choice->note << '\n';
+    selected = file->find_function(choice->name);
   }
   if ((!opts.defines.empty() || !opts.arg_types.empty()) && !selected)
     return usage_error("-D and --arg type the parameters of one function: add --fn NAME");
-  if (!opts.wrt.empty()) {
-    tgrad::ad::BackwardRequest request;
-    request.function = selected->name;
-    request.command_line = opts.command_line;
-    request.no_grad = opts.no_grad;
-    request.deterministic = opts.deterministic;
-    int code = 0;
-    if (!resolve_wrt(opts.wrt, *selected, request.wrt, code)) return code;
-    std::string error;
-    for (const std::string &d : opts.defines) {
-      auto parsed = tgrad::driver::parse_define(d, error);
-      if (!parsed) return usage_error(error);
-      request.param_types[parsed->first] = tgrad::driver::stype_of(parsed->second);
-    }
-    for (const std::string &a : opts.arg_types) {
-      auto parsed = tgrad::driver::parse_param_type(a, error);
-      if (!parsed) return usage_error(error);
-      request.param_types[parsed->first] = parsed->second;
-    }
-    std::optional<tgrad::ad::Backward> bwd = tgrad::ad::differentiate(*l->module, l->sources, request, *l->diags);
-    l->diags->print_all(std::cerr);
-    if (!bwd) return kExitInputError;
-    if (opts.emit == "json") return write_output(opts.output, tgrad::driver::backward_json(*l->module, request, *bwd)) ? 0 : kExitInputError;
-    if (opts.emit == "torch") {
-      std::string error;
-      std::optional<std::string> module = tgrad::driver::torch_module(*l->module, request, *bwd, op_namespace(opts), error);
-      if (!module) {
-        std::cerr << "tgrad: error: " << error << '\n';
-        return kExitInputError;
-      }
-      return write_output(opts.output, *module) ? 0 : kExitInputError;
-    }
-    if (opts.explain) {
-      if (bwd->explanations.empty()) std::cerr << "tgrad: explain: no memory adjoints (a tile function)\n";
-      for (const std::string &e : bwd->explanations) std::cerr << "tgrad: explain: " << e << '\n';
-    }
-    return write_output(opts.output, bwd->source) ? 0 : kExitInputError;
-  }
+  if (!opts.wrt.empty()) return emit_backward(opts, *file, selected->name);
   std::string out;
   if (opts.dump_ast) {
     // Semantic analysis: the types shown after each expression.
-    tgrad::sema::ParamTypes params;
-    std::string error;
-    for (const std::string &d : opts.defines) {
-      auto parsed = tgrad::driver::parse_define(d, error);
-      if (!parsed) return usage_error(error);
-      params[parsed->first] = tgrad::driver::stype_of(parsed->second);
-    }
-    for (const std::string &a : opts.arg_types) {
-      auto parsed = tgrad::driver::parse_param_type(a, error);
-      if (!parsed) return usage_error(error);
-      params[parsed->first] = parsed->second;
-    }
-    std::unordered_map<const tgrad::ast::Expr *, std::string> types;
-    for (const auto &f : l->module->functions) {
-      if (selected && f.get() != selected) continue;
-      std::optional<tgrad::sema::TypeInfo> info =
-          tgrad::sema::analyze(*l->module, *f, selected ? params : tgrad::sema::ParamTypes{}, *l->diags);
-      if (!info) {
-        l->diags->print_all(std::cerr);
-        return kExitInputError;
-      }
-      for (const auto &kv : info->types)
-        if (kv.second.kind != tgrad::sema::SType::Kind::Unknown) types[kv.first] = kv.second.str();
-    }
-    tgrad::emit::ExprAnnotator annotate = [&types](const tgrad::ast::Expr &e) {
-      auto it = types.find(&e);
-      return it == types.end() ? std::string() : it->second;
-    };
-    out = selected ? tgrad::emit::dump_ast(*selected, annotate) : tgrad::emit::dump_ast(*l->module, l->sources, annotate);
+    tgrad::TypeRequest request{selected ? selected->name : "", opts.arg_types, opts.defines};
+    tgrad::Result<tgrad::Types> types = tgrad::type(*file, request);
+    if (!types) return failed(types.error(), *file);
+    out = selected ? tgrad::dump_ast(*selected, &*types) : tgrad::dump_ast(*file, &*types);
   } else
-    out = selected ? tgrad::emit::print_function(*selected) : tgrad::emit::print_module(*l->module);
+    out = selected ? tgrad::print_source(*selected) : tgrad::print_source(*file);
   return write_output(opts.output, out) ? 0 : kExitInputError;
 }
 
 // ----------------------------------------------------------------- run
 
-std::string summary(const std::string &name, tgrad::sema::DType dtype, const tgrad::interp::Shape &shape,
-                    const std::vector<double> &values) {
+std::string summary(const tgrad::Tensor &t) {
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t nans = 0, infs = 0, finite = 0;
-  for (double v : values) {
+  for (double v : t.values) {
     if (std::isnan(v)) ++nans;
     else if (std::isinf(v)) ++infs;
     else {
@@ -378,318 +209,118 @@ std::string summary(const std::string &name, tgrad::sema::DType dtype, const tgr
     }
   }
   char buf[256];
-  std::string type = std::string(tgrad::sema::short_name(dtype)) + tgrad::interp::shape_str(shape);
+  std::string type = t.type();
   if (finite == 0)
-    std::snprintf(buf, sizeof buf, "%-12s %-16s no finite values", name.c_str(), type.c_str());
+    std::snprintf(buf, sizeof buf, "%-12s %-16s no finite values", t.name.c_str(), type.c_str());
   else
-    std::snprintf(buf, sizeof buf, "%-12s %-16s min=%-12.6g max=%-12.6g mean=%-12.6g sum=%.9g", name.c_str(),
+    std::snprintf(buf, sizeof buf, "%-12s %-16s min=%-12.6g max=%-12.6g mean=%-12.6g sum=%.9g", t.name.c_str(),
                   type.c_str(), lo, hi, sum / static_cast<double>(finite), sum);
   std::string s = buf;
   if (nans || infs) s += "  nan=" + std::to_string(nans) + " inf=" + std::to_string(infs);
   return s + "\n";
 }
 
+// --out DIR: created where missing, with mode 0755 less the umask.
 bool ensure_dir(const std::string &dir, std::string &error) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return true;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) return true;
     error = "--out " + dir + ": exists and is not a directory";
     return false;
   }
-  if (mkdir(dir.c_str(), 0755) != 0) {
-    error = "--out " + dir + ": cannot create: " + std::strerror(errno);
+  fs::create_directory(dir, ec);
+  if (ec) {
+    error = "--out " + dir + ": cannot create: " + ec.message();
     return false;
   }
+  fs::permissions(dir, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove, ec);
   return true;
 }
 
-// Validated launch pieces, shared by run and check.
-struct Prepared {
-  std::vector<std::pair<std::string, tgrad::interp::Value>> defines;
-  std::vector<std::pair<std::string, tgrad::driver::ArgSpec>> args;
-  std::array<int64_t, 3> grid{1, 1, 1};
-};
-
-// Returns an exit code, or -1 when everything is valid.
-int prepare(const RunOptions &o, const tgrad::ast::Module &m, Prepared &p, const tgrad::ast::Function *&fn) {
-  if (o.kernel.empty() == o.function.empty()) return usage_error("give either --kernel NAME (with --grid) or --fn NAME");
-  if (!o.kernel.empty() && o.grid.empty()) return usage_error("--kernel " + o.kernel + " needs --grid X[,Y[,Z]]");
-  if (!o.function.empty() && !o.grid.empty()) return usage_error("--grid applies to --kernel, not to --fn");
-  const std::string &name = o.kernel.empty() ? o.function : o.kernel;
-  fn = m.find_function(name);
-  if (!fn)
-    return usage_error((o.kernel.empty() ? "--fn " : "--kernel ") + name +
-                       ": no @triton.jit function of that name (the file has: " + function_names(m) + ")");
-  std::string error;
-  if (!o.grid.empty()) {
-    auto g = tgrad::driver::parse_grid(o.grid, error);
-    if (!g) return usage_error(error);
-    p.grid = *g;
-  }
-  auto has_param = [&](const std::string &n) {
-    for (const auto &param : fn->params)
-      if (param.name == n) return true;
-    return false;
-  };
-  std::set<std::string> seen;
-  for (const std::string &d : o.defines) {
-    auto parsed = tgrad::driver::parse_define(d, error);
-    if (!parsed) return usage_error(error);
-    if (!has_param(parsed->first)) return usage_error("-D " + d + ": '" + fn->name + "' has no parameter '" + parsed->first + "'");
-    if (!seen.insert(parsed->first).second) return usage_error("'" + parsed->first + "' is given more than once");
-    p.defines.push_back(*parsed);
-  }
-  for (const std::string &a : o.args) {
-    auto parsed = tgrad::driver::parse_arg(a, error);
-    if (!parsed) return usage_error(error);
-    if (!has_param(parsed->first)) return usage_error("--arg " + a + ": '" + fn->name + "' has no parameter '" + parsed->first + "'");
-    if (!seen.insert(parsed->first).second) return usage_error("'" + parsed->first + "' is given more than once");
-    p.args.push_back(*parsed);
-  }
-  for (size_t k = 0; k < fn->params.size(); ++k) {
-    const auto &param = fn->params[k];
-    if (seen.count(param.name) || param.default_value) continue;
-    return usage_error(fn->is_constexpr_param(k) ? "tl.constexpr parameter '" + param.name + "' of '" + fn->name +
-                                                       "' needs a value: -D " + param.name + "=..."
-                                                 : "parameter '" + param.name + "' of '" + fn->name +
-                                                       "' needs a value: --arg " + param.name + "=...");
-  }
-  return -1;
-}
-
-// A kernel launch from validated specs: buffers filled from the seed
-// (rounded to their dtype unless float64), scalars, constexprs.
-void build_launch(const RunOptions &o, const Prepared &p, tgrad::interp::Launch &launch, tgrad::interp::Memory &memory) {
-  launch.kernel = o.kernel;
-  launch.grid = p.grid;
-  uint64_t stream = 0;
-  for (auto &[name, value] : p.defines) {
-    tgrad::interp::KernelArg a;
-    a.kind = tgrad::interp::KernelArg::Kind::Constexpr;
-    a.constexpr_value = value;
-    launch.args[name] = a;
-  }
-  for (auto &[name, spec] : p.args) {
-    tgrad::interp::KernelArg a;
-    if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
-      tgrad::interp::Buffer b;
-      b.name = name;
-      b.dtype = spec.buffer.dtype;
-      b.shape = spec.buffer.shape;
-      std::vector<double> values = tgrad::driver::fill_values(spec.buffer, o.seed, stream++);
-      for (double v : values) {
-        if (tgrad::sema::is_float(b.dtype)) b.f.push_back(tgrad::interp::round_float(b.dtype, v, o.float64));
-        else b.i.push_back(static_cast<int64_t>(v));
-      }
-      a.kind = tgrad::interp::KernelArg::Kind::Buffer;
-      a.buffer = memory.buffers().size();
-      memory.add(std::move(b));
-    } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
-      a.kind = tgrad::interp::KernelArg::Kind::Int;
-      a.n = spec.n;
-    } else {
-      a.kind = tgrad::interp::KernelArg::Kind::Float;
-      a.x = spec.x;
-    }
-    launch.args[name] = a;
-  }
-}
-
 int run_interpreter(const RunOptions &o) {
-  std::unique_ptr<Loaded> l = load(o.input, o.include_dirs);
-  if (!l) return kExitInputError;
-  Prepared p;
-  const tgrad::ast::Function *fn = nullptr;
-  if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
+  std::optional<tgrad::KernelFile> file = load(o.input, o.include_dirs);
+  if (!file) return kExitInputError;
+  if (tgrad::Status valid = tgrad::validate_launch(*file, o.launch); !valid) return usage_error(valid.error().message);
   std::string error;
   if (!o.out_dir.empty() && !ensure_dir(o.out_dir, error)) return usage_error(error);
-
-  tgrad::interp::RunOptions ro;
-  ro.float64 = o.float64;
-  ro.max_loop_iterations = o.max_iterations;
-  tgrad::interp::Memory memory;
+  tgrad::Result<tgrad::RunResult> ran = tgrad::run(*file, o.launch);
+  if (!ran) return failed(ran.error(), *file);
+  print_diagnostics(file->diagnostics());
   std::ostringstream report;
-  uint64_t stream = 0;
-
-  if (!o.kernel.empty()) {
-    tgrad::interp::Launch launch;
-    build_launch(o, p, launch, memory);
-    bool ok = tgrad::interp::run_kernel(*l->module, launch, memory, ro, *l->diags);
-    l->diags->print_all(std::cerr);
-    if (!ok) return kExitInputError;
-    for (const tgrad::interp::Buffer &b : memory.buffers()) {
-      std::vector<double> values;
-      for (int64_t k = 0; k < b.size(); ++k) values.push_back(b.get(k));
-      report << summary(b.name, b.dtype, b.shape, values);
-      if (!o.out_dir.empty() && !tgrad::driver::write_npy(o.out_dir + "/" + b.name + ".npy", b.dtype, b.shape, values, error)) {
-        std::cerr << "tgrad: error: " << error << '\n';
-        return kExitInputError;
-      }
+  auto save = [&](const tgrad::Tensor &t) {
+    if (o.out_dir.empty()) return true;
+    tgrad::Status written = tgrad::write_npy(o.out_dir + "/" + t.name + ".npy", t);
+    if (!written) std::cerr << written.error().render();
+    return written.ok();
+  };
+  for (const tgrad::Tensor &b : ran->buffers) {
+    report << summary(b);
+    if (!save(b)) return kExitInputError;
+  }
+  for (const tgrad::RunResult::Value &v : ran->results) {
+    if (!v.tensor) {
+      report << v.name << "  " << v.description << '\n';
+      continue;
     }
-  } else {
-    std::map<std::string, tgrad::interp::Value> args;
-    for (auto &[name, value] : p.defines) args[name] = value;
-    for (auto &[name, spec] : p.args) {
-      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer)
-        args[name] = tgrad::interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
-                                                tgrad::driver::fill_values(spec.buffer, o.seed, stream++), o.float64);
-      else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int)
-        args[name] = tgrad::interp::Value::of_int(spec.n);
-      else
-        args[name] = tgrad::interp::Value::of_float(spec.x);
-    }
-    auto results = tgrad::interp::run_function(*l->module, o.function, args, memory, ro, *l->diags);
-    l->diags->print_all(std::cerr);
-    if (!results) return kExitInputError;
-    for (size_t k = 0; k < results->size(); ++k) {
-      const tgrad::interp::Value &v = (*results)[k];
-      std::string label = results->size() == 1 ? "result" : "result" + std::to_string(k);
-      if (v.kind != tgrad::interp::Value::Kind::Tensor) {
-        report << label << "  " << v.describe() << '\n';
-        continue;
-      }
-      std::vector<double> values;
-      for (int64_t i = 0; i < v.t->size(); ++i) values.push_back(v.t->as_double(i));
-      report << summary(label, v.t->type.dtype, v.t->shape, values);
-      if (!o.out_dir.empty() &&
-          !tgrad::driver::write_npy(o.out_dir + "/" + label + ".npy", v.t->type.dtype, v.t->shape, values, error)) {
-        std::cerr << "tgrad: error: " << error << '\n';
-        return kExitInputError;
-      }
-    }
+    report << summary(*v.tensor);
+    if (!save(*v.tensor)) return kExitInputError;
   }
   std::cout << report.str();
   return 0;
 }
 
 // The per-argument table of a gradient check; the exit status it implies.
-int print_check(const tgrad::driver::GradCheckResult &result, const std::string &what, double rtol) {
+int print_check(const tgrad::GradientCheck &result, const std::string &what, double rtol) {
   std::printf("gradient check of %s, rtol %.0e)\n", what.c_str(), rtol);
-  for (const auto &a : result.args)
+  for (const auto &a : result.arguments)
     std::printf("  %-10s %-16s rel_err=%-10.3e max_abs_err=%-10.3e %s\n", a.name.c_str(), a.type.c_str(),
                 a.relative_error, a.max_abs_error, a.pass ? "PASS" : "FAIL");
   std::printf("%s\n", result.pass ? "PASS" : "FAIL");
   return result.pass ? 0 : kExitInputError;
 }
 
-// `tgrad check --generic`: the backward is differentiated with the -D values
-// only, as `tgrad FILE --wrt ...` without --arg does; the --arg specs still
-// make the buffers it runs with.
-void forget_argument_types(tgrad::ad::BackwardRequest &request, const Prepared &p) {
-  for (const auto &arg : p.args) request.param_types.erase(arg.first);
-}
-
 int run_check(const RunOptions &o) {
-  std::unique_ptr<Loaded> l = load(o.input, o.include_dirs);
-  if (!l) return kExitInputError;
-  Prepared p;
-  const tgrad::ast::Function *fn = nullptr;
-  if (int code = prepare(o, *l->module, p, fn); code >= 0) return code;
-  tgrad::ad::BackwardRequest request;
-  request.function = fn->name;
+  std::optional<tgrad::KernelFile> file = load(o.input, o.include_dirs);
+  if (!file) return kExitInputError;
+  tgrad::CheckRequest request;
+  request.launch = o.launch;
+  request.wrt = {o.wrt};
   request.no_grad = o.no_grad;
+  request.rtol = o.rtol;
+  request.generic = o.generic;
   request.deterministic = o.deterministic;
-  int code = 0;
-  if (!resolve_wrt(o.wrt, *fn, request.wrt, code)) return code;
-  for (const std::string &w : request.wrt)
-    for (const auto &a : p.args)
-      if (a.first == w && (a.second.kind != tgrad::driver::ArgSpec::Kind::Buffer || !tgrad::sema::is_float(a.second.buffer.dtype)))
-        return usage_error("--wrt " + o.wrt + ": '" + w + "' is not a floating-point tile and carries no gradient");
-  if (!o.kernel.empty()) {
-    for (const std::string &w : request.wrt) {
-      bool buffer = false;
-      for (const auto &a : p.args) buffer |= a.first == w && a.second.kind == tgrad::driver::ArgSpec::Kind::Buffer;
-      if (!buffer) return usage_error("--wrt " + o.wrt + ": '" + w + "' must be a pointer given a buffer (--arg " + w + "=fp32[...])");
-    }
-    for (auto &[name, value] : p.defines) request.param_types[name] = tgrad::driver::stype_of(value);
-    for (auto &[name, spec] : p.args) {
-      if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer)
-        request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{spec.buffer.dtype, true}, {});
-      else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int)
-        request.param_types[name] = tgrad::sema::SType::tensor(
-            tgrad::sema::ElemType{spec.n >= INT32_MIN && spec.n <= INT32_MAX ? tgrad::sema::DType::Int32 : tgrad::sema::DType::Int64, false}, {});
-      else
-        request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{tgrad::sema::DType::FP32, false}, {});
-    }
-    if (o.generic) forget_argument_types(request, p);
-    RunOptions f64 = o;
-    f64.float64 = true;
-    tgrad::interp::Launch launch;
-    tgrad::interp::Memory memory;
-    build_launch(f64, p, launch, memory);
-    tgrad::driver::GradCheckOptions options;
-    options.seed = o.seed;
-    options.rtol = o.rtol;
-    auto result = tgrad::driver::grad_check_kernel(*l->module, l->sources, request, launch, memory, options, *l->diags);
-    l->diags->print_all(std::cerr);
-    if (!result) return kExitInputError;
-    return print_check(*result, "kernel '" + fn->name + "' (float64, central differences on up to 256 elements per buffer",
-                       options.rtol);
-  }
-  // Parameter types and values: tiles from the --arg specs, constexprs from -D.
-  std::map<std::string, tgrad::interp::Value> inputs;
-  uint64_t stream = 0;
-  for (auto &[name, value] : p.defines) {
-    request.param_types[name] = tgrad::driver::stype_of(value);
-    inputs[name] = value;
-  }
-  for (auto &[name, spec] : p.args) {
-    if (spec.kind == tgrad::driver::ArgSpec::Kind::Buffer) {
-      tgrad::sema::SymShape shape;
-      for (int64_t d : spec.buffer.shape) shape.push_back(tgrad::sema::Dim::known(d));
-      request.param_types[name] = tgrad::sema::SType::tensor(tgrad::sema::ElemType{spec.buffer.dtype, false}, shape);
-      inputs[name] = tgrad::interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
-                                                tgrad::driver::fill_values(spec.buffer, o.seed, stream++), true);
-    } else if (spec.kind == tgrad::driver::ArgSpec::Kind::Int) {
-      request.param_types[name] = tgrad::sema::SType::of_int(spec.n);
-      inputs[name] = tgrad::interp::Value::of_int(spec.n);
-    } else {
-      request.param_types[name] = tgrad::sema::SType::of_float(spec.x);
-      inputs[name] = tgrad::interp::Value::of_float(spec.x);
-    }
-  }
-  if (o.generic) forget_argument_types(request, p);
-  tgrad::driver::GradCheckOptions options;
-  options.seed = o.seed;
-  options.rtol = o.rtol;
-  auto result = tgrad::driver::grad_check(*l->module, l->sources, request, inputs, options, *l->diags);
-  l->diags->print_all(std::cerr);
-  if (!result) return kExitInputError;
-  return print_check(*result, "'" + fn->name + "' (float64, central differences", options.rtol);
+  tgrad::Result<tgrad::GradientCheck> checked = tgrad::check_gradient(*file, request);
+  if (!checked) return failed(checked.error(), *file);
+  print_diagnostics(file->diagnostics());
+  const bool kernel = !o.launch.kernel.empty();
+  const std::string name = file->find_function(kernel ? o.launch.kernel : o.launch.function)->name;
+  return print_check(*checked,
+                     kernel ? "kernel '" + name + "' (float64, central differences on up to 256 elements per buffer"
+                            : "'" + name + "' (float64, central differences",
+                     request.rtol);
 }
 
 void add_launch_options(CLI::App *cmd, RunOptions &o) {
   cmd->add_option("FILE", o.input, "Python file with @triton.jit functions ('-' for standard input)")->required();
-  cmd->add_option("--kernel", o.kernel, "The kernel to launch over --grid");
-  cmd->add_option("--fn", o.function, "A tile function to call once with the --arg values");
-  cmd->add_option("--grid", o.grid, "Launch grid X[,Y[,Z]]");
-  cmd->add_option("-D", o.defines, "A tl.constexpr parameter: NAME=VALUE (128, 0.5, True, tl.float16, 'relu')");
+  cmd->add_option("--kernel", o.launch.kernel, "The kernel to launch over --grid");
+  cmd->add_option("--fn", o.launch.function, "A tile function to call once with the --arg values");
+  cmd->add_option("--grid", o.launch.grid, "Launch grid X[,Y[,Z]]");
+  cmd->add_option("-D", o.launch.defines, "A tl.constexpr parameter: NAME=VALUE (128, 0.5, True, tl.float16, 'relu')");
   cmd->add_option("-I", o.include_dirs, "A directory where imported modules (from mypkg.ops import f) are looked for");
-  cmd->add_option("--arg", o.args,
+  cmd->add_option("--arg", o.launch.args,
                   "An argument: NAME=SPEC, a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an optional "
                   "fill :uniform(A,B) (default uniform(-1,1)), :zeros or :ones");
-  cmd->add_option("--seed", o.seed, "Seed of the random buffer contents (default 0)");
-  cmd->add_flag("--float64", o.float64, "Compute every floating value in double (for gradient checks)");
-  cmd->add_option("--max-iterations", o.max_iterations, "Stop a program after this many loop iterations (default 1e8)");
+  cmd->add_option("--seed", o.launch.seed, "Seed of the random buffer contents (default 0)");
+  cmd->add_flag("--float64", o.launch.float64, "Compute every floating value in double (for gradient checks)");
+  cmd->add_option("--max-iterations", o.launch.max_iterations, "Stop a program after this many loop iterations (default 1e8)");
 }
 
 }  // namespace
 
-// tgrad builds and frees millions of small AST and type nodes (an 8000-line
-// function: 56000 lines of backward). glibc's fast bins make each large
-// free walk and merge them (malloc_consolidate was 10-15 % of the run);
-// without fast bins, and with the heap kept instead of trimmed and regrown,
-// the same run takes about 8 % less. Memory use is unchanged in practice.
-static void tune_allocator() {
-#if defined(__GLIBC__)
-  mallopt(M_MXFAST, 0);
-  mallopt(M_TOP_PAD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-#endif
-}
-
 int main(int argc, char **argv) {
-  tune_allocator();
+  tgrad::tune_allocator();
   CLI::App app{"tgrad: reverse-mode differentiation of Triton kernels.\n"
                "Reads the @triton.jit functions of a Python file."};
   app.set_version_flag("--version", std::string("tgrad ") + tgrad::kVersion);
@@ -709,6 +340,8 @@ int main(int argc, char **argv) {
                "With --wrt: prefer backwards whose gradients are bitwise identical run to run (a prologue kernel "
                "saves what owner-computes kernels would otherwise leave to atomics); may be slower");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+  bool no_warnings = false;
+  app.add_flag("-w,--no-warnings", no_warnings, "Print no warnings (errors still), as a C compiler's -w");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
   app.add_option("--no-grad", opts.no_grad,
                  "With --wrt, kernels: outputs that carry no upstream gradient (saved statistics): no d<ptr> for them")
@@ -739,7 +372,8 @@ int main(int argc, char **argv) {
 
   {
     // The command recorded in generated files: without -o PATH, which says
-    // where the output went, not what it is.
+    // where the output went, not what it is, nor -w, which says what is
+    // printed beside it.
     std::string cmd = "tgrad";
     for (int k = 1; k < argc; ++k) {
       std::string a = argv[k];
@@ -749,6 +383,7 @@ int main(int argc, char **argv) {
       }
       if (a.rfind("-o", 0) == 0 && a.size() > 2 && a[2] != '-') continue;
       if (a.rfind("--output=", 0) == 0) continue;
+      if (a == "-w" || a == "--no-warnings") continue;
       bool plain = a.find_first_of(" '\"[]()*$") == std::string::npos;
       cmd += " " + (plain ? a : "'" + a + "'");
     }
@@ -761,6 +396,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return usage_error(e.what());
   }
+  show_warnings = !no_warnings;
   if (run->parsed()) return run_interpreter(run_opts);
   if (check->parsed()) return run_check(check_opts);
   if (opts.input.empty()) return usage_error("no input file");

@@ -1,0 +1,75 @@
+// Differentiation through the API: the request read into the
+// differentiator's, the backward and what it is emitted as.
+#include "tgrad/api/Gradient.h"
+
+#include <cctype>
+#include <filesystem>
+
+#include "src/api/Requests.h"
+#include "src/api/State.h"
+#include "src/driver/BackwardJson.h"
+#include "src/driver/TorchModule.h"
+
+namespace tgrad {
+
+using api_internal::Access;
+using api_internal::FileState;
+using api_internal::GradientState;
+
+const std::string &Gradient::function() const { return state_->request.function; }
+const std::string &Gradient::backward_name() const { return state_->backward.backward_name; }
+const std::string &Gradient::source() const { return state_->backward.source; }
+const std::vector<std::string> &Gradient::explanations() const { return state_->backward.explanations; }
+const ad::Backward &Gradient::backward() const { return state_->backward; }
+
+std::string Gradient::launch_protocol() const {
+  return driver::backward_json(*state_->file->module, state_->request, state_->backward);
+}
+
+Result<std::string> Gradient::torch_module(const std::string &op_namespace) const {
+  std::string error;
+  std::optional<std::string> module =
+      driver::torch_module(*state_->file->module, state_->request, state_->backward, op_namespace, error);
+  if (!module) {
+    Error e;
+    e.message = error;
+    return e;
+  }
+  return *module;
+}
+
+Result<Gradient> differentiate(KernelFile &file, const GradientRequest &request) {
+  FileState &state = Access::state(file);
+  std::string name = request.function;
+  if (name.empty()) {
+    Result<KernelChoice> choice = choose_kernel(file);
+    if (!choice) return choice.error();
+    name = choice->name;
+  }
+  Result<const ast::Function *> found = file.function(name);
+  if (!found) return found.error();
+  const ast::Function *fn = *found;
+  auto result = std::make_shared<GradientState>();
+  result->file = Access::shared_state(file);
+  ad::BackwardRequest &r = result->request;
+  r.function = fn->name;
+  r.command_line = request.command_line;
+  r.no_grad = request.no_grad;
+  r.deterministic = request.deterministic;
+  if (Status s = api_internal::resolve_wrt(request.wrt, *fn, r.wrt); !s) return s.error();
+  if (Status s = api_internal::add_param_types(request.defines, request.types, r.param_types); !s) return s.error();
+  const size_t from = state.diags.diagnostics().size();
+  std::optional<ad::Backward> backward = ad::differentiate(*state.module, state.sources, r, state.diags);
+  if (!backward) return api_internal::input_error(state, from);
+  result->backward = std::move(*backward);
+  return Access::make_gradient(std::move(result));
+}
+
+std::string op_namespace_for(const std::string &path) {
+  std::string stem = path == "-" ? "stdin" : std::filesystem::path(path).stem().string();
+  for (char &c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return "tgrad_" + stem;
+}
+
+}  // namespace tgrad

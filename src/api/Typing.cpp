@@ -1,0 +1,60 @@
+// Typing (semantic analysis) through the API, and the AST dump annotated
+// with its types.
+#include "tgrad/api/Typing.h"
+
+#include "src/api/Requests.h"
+#include "src/api/State.h"
+#include "tgrad/emit/AstDump.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad {
+namespace {
+
+using api_internal::Access;
+using api_internal::FileState;
+
+emit::ExprAnnotator annotator(const Types *types) {
+  if (!types) return nullptr;
+  return [types](const ast::Expr &e) { return types->of(e); };
+}
+
+}  // namespace
+
+std::string Types::of(const ast::Expr &e) const {
+  auto it = types_.find(&e);
+  return it == types_.end() ? std::string() : it->second;
+}
+
+Result<Types> type(KernelFile &file, const TypeRequest &request) {
+  FileState &state = Access::state(file);
+  const ast::Function *selected = nullptr;
+  if (!request.function.empty()) {
+    Result<const ast::Function *> found = file.function(request.function);
+    if (!found) return found.error();
+    selected = *found;
+  } else if (!request.defines.empty() || !request.types.empty()) {
+    return api_internal::request_error("-D and --arg type the parameters of one function: add --fn NAME");
+  }
+  sema::ParamTypes params;
+  if (Status s = api_internal::add_param_types(request.defines, request.types, params); !s) return s.error();
+  const size_t from = state.diags.diagnostics().size();
+  Types types;
+  for (const auto &f : state.module->functions) {
+    if (selected && f.get() != selected) continue;
+    std::optional<sema::TypeInfo> info = sema::analyze(*state.module, *f, params, state.diags);
+    if (!info) return api_internal::input_error(state, from);
+    for (const auto &kv : info->types)
+      if (kv.second.kind != sema::SType::Kind::Unknown) Access::types(types)[kv.first] = kv.second.str();
+  }
+  return types;
+}
+
+std::string dump_ast(const KernelFile &file, const Types *types) {
+  return emit::dump_ast(file.module(), Access::state(file).sources, annotator(types));
+}
+
+std::string dump_ast(const ast::Function &function, const Types *types) {
+  return emit::dump_ast(function, annotator(types));
+}
+
+}  // namespace tgrad
