@@ -181,6 +181,8 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         }
         if (c->args.size() == 2)
           if (auto *start = dyn_cast<IntLit>(c->args[0].get()); !start || start->value != 0) return bad;
+        // tl.arange(0, 1) is the offset 0 (a descriptor's block [1, BLOCK] at [row, 0] lowers to it).
+        if (t.extent == 1) return none;
         a.lanes.push_back(t);
         return a;
       }
@@ -219,6 +221,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         const Affine &varying = lu ? r : l;
         const Expr &factor = lu ? *b->lhs : *b->rhs;
         std::optional<std::string> k = scalar_text(factor);
+        if (k) k = resolve_copy(*k);
         if (!k || (lu == ru)) return bad;
         Affine out = varying;
         for (auto &kv : out.pid) {
@@ -500,13 +503,25 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   // Rows: program_id * stride + cols, masked by cols < n. Injective when
   // stride >= n (rows do not overlap); the kernel's launcher guarantees it for
   // contiguous rows, and tl.device_assert checks it in debug runs.
-  if (!mask.empty()) {
-    auto m = defs_.find(mask);
-    auto *cmp = m == defs_.end() ? nullptr : dyn_cast<Compare>(m->second);
-    if (cmp && cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt) {
+  // The mask's conjuncts (`(i0 >= 0) & (i0 < n0) & (i1 < n1)`, as a lowered
+  // block pointer or descriptor masks): each only removes lanes, so one that
+  // bounds the offset's lanes is enough.
+  std::vector<const Compare *> conjuncts;
+  std::function<void(const std::string &, int)> gather = [&](const std::string &n, int depth) {
+    auto m = defs_.find(n);
+    if (depth > 16 || m == defs_.end() || redefined_.count(n)) return;
+    if (auto *c = dyn_cast<Compare>(m->second)) conjuncts.push_back(c);
+    if (auto *b = dyn_cast<BinOp>(m->second); b && b->op == BinaryOpKind::BitAnd)
+      for (const Expr *side : {b->lhs.get(), b->rhs.get()})
+        if (auto *x = dyn_cast<Name>(side)) gather(x->id, depth + 1);
+  };
+  if (!mask.empty()) gather(mask, 0);
+  for (const Compare *cmp : conjuncts) {
+    if (cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt) {
       auto *lhs = dyn_cast<Name>(cmp->left.get());
       Affine lanes = lhs ? affine(lhs->id) : Affine();
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
+      if (bound) bound = resolve_copy(*bound);
       // The mask must bound the very lanes of the offset (the same tl.arange, the same loop variable).
       if (lanes.valid && merge_loop_blocks(lanes) && lanes.pid.empty() && lanes.lanes.size() == 1 &&
           lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && !lanes.shifted && bound) {
@@ -563,6 +578,21 @@ bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();
   return true;
+}
+
+// A local that only copies another name or a literal (a lowered descriptor's
+// `x_desc_stride1 = 1`, `x_desc_shape1 = n_cols`) is what it copies.
+std::string AccessAnalysis::resolve_copy(const std::string &text) const {
+  std::string at = text;
+  for (int depth = 0; depth < 16 && !redefined_.count(at); ++depth) {
+    auto d = defs_.find(at);
+    if (d == defs_.end()) break;
+    if (auto *literal = dyn_cast<IntLit>(d->second)) return std::to_string(literal->value);
+    auto *n = dyn_cast<Name>(d->second);
+    if (!n) break;
+    at = n->id;
+  }
+  return at;
 }
 
 // A constexpr with a known value (given with -D) compares by its value.

@@ -113,6 +113,7 @@ class AccessAnalysis {
   std::string key(const Affine &a) const;
   // A coefficient's text, or its value where it names a constexpr with a known value.
   std::string value_of(const std::string &text) const;
+  std::string resolve_copy(const std::string &text) const;
   bool merge_loop_blocks(Affine &a) const;
 
   const ast::Function &fn_;

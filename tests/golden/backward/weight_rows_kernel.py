@@ -6,118 +6,151 @@ import triton.language as tl
 
 
 @triton.jit
-def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK: tl.constexpr, HAS_WEIGHT: tl.constexpr, dX, dDY, dW, dRSTD, dDX, dDW, partial_in_memory_tape, tape_trips):
+def weight_rows_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+
+    # Writes the sum of the rows of a [rows, numel] float32 partial-sum buffer to a gradient buffer.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < numel
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for first in range(0, rows, ROWS):
+        r = first + tl.arange(0, ROWS)
+        tile_mask = (r[:, None] < rows) & mask[None, :]
+        tile = tl.load(partial + r[:, None] * numel + offsets[None, :], mask=tile_mask, other=0.0)
+        total += tl.sum(tile, axis=0)
+    tl.store(gradient + offsets, total.to(gradient.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK: tl.constexpr, HAS_WEIGHT: tl.constexpr, dX, dDY, dW, dRSTD, dDX, dDW, dW_partial, W_numel, num_programs, partial_in_memory_tape, tape_trips):
     tl.static_assert(HAS_WEIGHT == True, "tgrad: this backward was generated for HAS_WEIGHT=True (-D); regenerate it for the value you launch with")
-    pid = tl.program_id(0)
-    num_progs = tl.num_programs(0)
+
+    # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
+    dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start in range(0, W_numel, 1024):
+        zero_offsets = zero_start + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < W_numel)
+    tl.debug_barrier()
+    dW_sum = tl.zeros([BLOCK], dtype=tl.float32)
+
+    # The same for every forward program: computed once.
+    num_progs = num_programs
     cols = tl.arange(0, BLOCK)
     col_mask = cols < n_cols
+    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=col_mask, other=0.0)
-    partial_in_memory = tl.load(DW + pid * stride + cols, mask=col_mask, other=0.0)
-    partial_in_memory_2 = partial_in_memory
 
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_rows - pid + num_progs - 1) // num_progs
-    for row in range(pid, n_rows, num_progs):
+    # Each program of the backward's grid takes every G-th program of the forward's.
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        pid = forward_pid
+        partial_in_memory = tl.load(DW + pid * stride + cols, mask=col_mask, other=0.0)
+        partial_in_memory_2 = partial_in_memory
 
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (row - pid) // num_progs
-        tl.store(partial_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), partial_in_memory_2, mask=iteration < tape_trips)
-        row_times_stride = row * stride
-        X_plus_row_times_stride = X + row_times_stride
-        X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
-        x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
-        row_times_stride_2 = row * stride
-        DY_plus_row_times_stride_2 = DY + row_times_stride_2
-        DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-        dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
-        RSTD_plus_row = RSTD + row
-        rstd = tl.load(RSTD_plus_row)
-        partial = partial_in_memory_2
-        dy_times_x = dy * x
-        dy_times_x_times_rstd = dy_times_x * rstd
-        partial_in_memory_stored = partial + dy_times_x_times_rstd
-        partial_in_memory_stored_to = partial_in_memory_stored.to(partial_in_memory_2.dtype)
-        partial_in_memory_2 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
+        # This program's row of the tapes of the loop below, and its trip count.
+        tape_row = forward_pid.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        trips = (n_rows - pid + num_progs - 1) // num_progs
+        for row in range(pid, n_rows, num_progs):
 
-    # Grad of: for row in range(pid, n_rows, num_progs):
-    bw = tl.zeros_like(w)
-    bpartial_in_memory_2 = tl.zeros_like(partial_in_memory_2)
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        row = pid + iteration_2 * num_progs
-        partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
-        row_times_stride = row * stride
-        X_plus_row_times_stride = X + row_times_stride
-        X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
-        x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
-        row_times_stride_2 = row * stride
-        DY_plus_row_times_stride_2 = DY + row_times_stride_2
-        DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-        dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
-        RSTD_plus_row = RSTD + row
-        rstd = tl.load(RSTD_plus_row)
-
-        # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
-        # (Loaded early: nothing in the backward writes this memory.)
-        bdy_times_w_times_rstd = tl.load(dDX + row * stride + cols, mask=col_mask, other=0.0)
-        partial = partial_in_memory_2
-        dy_times_x = dy * x
-        dy_times_x_times_rstd = dy_times_x * rstd
-        partial_in_memory_stored = partial + dy_times_x_times_rstd
-        ddw_row_plus_cols = dDW + pid * stride + cols
+            # The iteration's incoming values, for the reversed loop.
+            iteration = (row - pid) // num_progs
+            tl.store(partial_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), partial_in_memory_2, mask=iteration < tape_trips)
+            row_times_stride = row * stride
+            X_plus_row_times_stride = X + row_times_stride
+            X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
+            x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
+            row_times_stride_2 = row * stride
+            DY_plus_row_times_stride_2 = DY + row_times_stride_2
+            DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
+            dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
+            RSTD_plus_row = RSTD + row
+            rstd = tl.load(RSTD_plus_row)
+            partial = partial_in_memory_2
+            dy_times_x = dy * x
+            dy_times_x_times_rstd = dy_times_x * rstd
+            partial_in_memory_stored = partial + dy_times_x_times_rstd
+            partial_in_memory_stored_to = partial_in_memory_stored.to(partial_in_memory_2.dtype)
+            partial_in_memory_2 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
 
         # Grad of: for row in range(pid, n_rows, num_progs):
-        bpartial_in_memory_3 = bpartial_in_memory_2
-        bpartial_in_memory_2 = tl.zeros_like(bpartial_in_memory_2)
+        bw = tl.zeros_like(w)
+        bpartial_in_memory_2 = tl.zeros_like(partial_in_memory_2)
 
-        # Grad of: partial_in_memory = tl.where(col_mask, partial_in_memory_stored.to(partial_in_memory.dtype), partial_in_memory)
-        bpartial_in_memory_stored_to = tl.where(col_mask, bpartial_in_memory_3, 0.0)
-        bpartial_in_memory_2 += tl.where(col_mask, 0.0, bpartial_in_memory_3)
-        bpartial_in_memory_stored = bpartial_in_memory_stored_to.to(partial_in_memory_stored.dtype)
-
-        # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
+        # The forward replay above wrote this program's tapes; the reversed loop reads them.
         tl.debug_barrier()
-        bpartial_in_memory_stored += bpartial_in_memory_stored_2
+        for reversed in range(0, trips):
 
-        # Grad of: partial_in_memory_stored = partial + dy * x * rstd
-        bdy_times_x = bpartial_in_memory_stored * rstd
-        brstd = tl.sum(bpartial_in_memory_stored * dy_times_x)
-        tl.static_assert(brstd.shape == rstd.shape)
-        bdy = bdy_times_x * x
-        bx = bdy_times_x * dy
+            # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
+            iteration_2 = trips - 1 - reversed
+            row = pid + iteration_2 * num_progs
+            partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+            row_times_stride = row * stride
+            X_plus_row_times_stride = X + row_times_stride
+            X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
+            x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
+            row_times_stride_2 = row * stride
+            DY_plus_row_times_stride_2 = DY + row_times_stride_2
+            DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
+            dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
+            RSTD_plus_row = RSTD + row
+            rstd = tl.load(RSTD_plus_row)
 
-        # Grad of: partial = partial_in_memory
-        bpartial_in_memory_2 += bpartial_in_memory_stored
+            # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
+            # (Loaded early: nothing in the backward writes this memory.)
+            bdy_times_w_times_rstd = tl.load(dDX + row * stride + cols, mask=col_mask, other=0.0)
+            partial = partial_in_memory_2
+            dy_times_x = dy * x
+            dy_times_x_times_rstd = dy_times_x * rstd
+            partial_in_memory_stored = partial + dy_times_x_times_rstd
+            ddw_row_plus_cols = dDW + pid * stride + cols
 
-        # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
-        bdy_times_w = bdy_times_w_times_rstd * rstd
-        _brstd = tl.sum(bdy_times_w_times_rstd * (dy * w))
-        tl.static_assert(_brstd.shape == rstd.shape)
-        brstd += _brstd
-        bdy += bdy_times_w * w
-        bw += bdy_times_w * dy
+            # Grad of: for row in range(pid, n_rows, num_progs):
+            bpartial_in_memory_3 = bpartial_in_memory_2
+            bpartial_in_memory_2 = tl.zeros_like(bpartial_in_memory_2)
 
-        # Grad of: rstd = tl.load(RSTD + row)
-        tl.store(dRSTD + row, brstd)
+            # Grad of: partial_in_memory = tl.where(col_mask, partial_in_memory_stored.to(partial_in_memory.dtype), partial_in_memory)
+            bpartial_in_memory_stored_to = tl.where(col_mask, bpartial_in_memory_3, 0.0)
+            bpartial_in_memory_2 += tl.where(col_mask, 0.0, bpartial_in_memory_3)
+            bpartial_in_memory_stored = bpartial_in_memory_stored_to.to(partial_in_memory_stored.dtype)
 
-        # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-        tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
+            # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
+            # Taken (an exchange leaves 0.0 for the values this store overwrote)
+            bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
+            tl.debug_barrier()
+            bpartial_in_memory_stored += bpartial_in_memory_stored_2
 
-        # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-        tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-        tl.store(dX + row_times_stride + cols, bx, mask=col_mask)
-    tl.debug_barrier()
+            # Grad of: partial_in_memory_stored = partial + dy * x * rstd
+            bdy_times_x = bpartial_in_memory_stored * rstd
+            brstd = tl.sum(bpartial_in_memory_stored * dy_times_x)
+            tl.static_assert(brstd.shape == rstd.shape)
+            bdy = bdy_times_x * x
+            bx = bdy_times_x * dy
 
-    # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
-    # atomic: the offset has no program id: every program reads these addresses (and the programs differ by more than tl.program_id(0), so the backward cannot loop over them)
-    tl.atomic_add(dW + cols, bw, mask=col_mask, sem="relaxed")
+            # Grad of: partial = partial_in_memory
+            bpartial_in_memory_2 += bpartial_in_memory_stored
+
+            # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
+            bdy_times_w = bdy_times_w_times_rstd * rstd
+            _brstd = tl.sum(bdy_times_w_times_rstd * (dy * w))
+            tl.static_assert(_brstd.shape == rstd.shape)
+            brstd += _brstd
+            bdy += bdy_times_w * w
+            bw += bdy_times_w * dy
+
+            # Grad of: rstd = tl.load(RSTD + row)
+            tl.store(dRSTD + row, brstd)
+
+            # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
+
+            # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.store(dX + row_times_stride + cols, bx, mask=col_mask)
+        tl.debug_barrier()
+
+        # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
+        # partial sum in registers: every program loads these addresses of 'W'
+        dW_sum += tl.cast(bw, tl.float32)
+
+        # This program's last iteration: its partial sums go to its rows.
+        if forward_pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_plus_cols, dW_sum, mask=col_mask)
