@@ -123,7 +123,7 @@ size_t printed_width(const Stmt &s) {
 
 class Folder {
  public:
-  Folder(Function &fn, const std::set<std::string> &keep) : keep_(keep) {
+  Folder(Function &fn, const std::set<std::string> &keep) : keep_(keep), root_(fn.body) {
     for (const Param &p : fn.params) keep_.insert(p.name);
     count_assignments(fn.body, assigned_);
     count_name_reads(fn.body, reads_);
@@ -136,13 +136,77 @@ class Folder {
       if (rename(b, j)) continue;
       ++j;
     }
+    fold_all(b, depth);
+    // What is still named twice for one value (the replay's names next to
+    // the adjoint's) is merged after the folding, which writes a value used
+    // once in place, as a person would, rather than naming it.
+    if (merge_duplicates(b)) fold_all(b, depth);
+  }
+
+ private:
+  void fold_all(StmtList &b, int depth) {
     for (size_t i = 0; i < b.size();) {
       if (fold(b, i, depth)) continue;  // b[i] is gone: the next statement is at i now
       ++i;
     }
   }
 
- private:
+  // `y = e` after `x = e` in the same block, both assigned once and e's
+  // operands too (so both hold one value wherever y is read): y's reads
+  // become x and its statement goes (the replay's `offs_k[None, :]` named
+  // twice). A name of the user's stays.
+  bool merge_duplicates(StmtList &b) {
+    bool merged = false;
+    std::map<std::string, std::string> first;  // printed value -> the name that holds it
+    for (size_t k = 0; k < b.size();) {
+      auto *a = dyn_cast<Assign>(b[k].get());
+      auto *y = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+      if (!y || assigned_[y->id] != 1 || !is_pure(*a->value) || isa<Name>(a->value.get())) {
+        ++k;
+        continue;
+      }
+      bool fixed = true;
+      visit_expr(*a->value, [&](const Expr &x) {
+        if (auto *n = dyn_cast<Name>(&x); n && assigned_[n->id] > 1) fixed = false;
+      });
+      const std::string text = emit::print_expr(*a->value);
+      auto it = fixed ? first.find(text) : first.end();
+      if (it == first.end() || keep_.count(y->id)) {
+        if (fixed) first.emplace(text, y->id);
+        ++k;
+        continue;
+      }
+      reads_[it->second] += reads_[y->id];
+      reads_.erase(y->id);
+      if (!b[k]->leading_comment.empty() && k + 1 < b.size()) {
+        std::string &next = b[k + 1]->leading_comment;
+        next = next.empty() ? b[k]->leading_comment : b[k]->leading_comment + "\n" + next;
+      }
+      const std::string from = y->id;
+      b.erase(b.begin() + static_cast<std::ptrdiff_t>(k));
+      rename_reads(root_, from, it->second);  // the whole function: a loop's value is read after it too
+      merged = true;
+    }
+    return merged;
+  }
+
+  // Every read of `from` in the statements of `b` (at any depth) becomes `to`.
+  static void rename_reads(StmtList &b, const std::string &from, const std::string &to) {
+    for (StmtPtr &s : b) {
+      for (ExprPtr *e : own_expressions(*s))
+        rewrite_expr(*e, [&](ExprPtr &x) {
+          if (auto *n = dyn_cast<Name>(x.get()); n && n->id == from) n->id = to;
+        });
+      if (auto *a = dyn_cast<AugAssign>(s.get()))
+        if (auto *n = dyn_cast<Name>(a->target.get()); n && n->id == from) n->id = to;
+      if (auto *w = dyn_cast<While>(s.get()))
+        rewrite_expr(w->cond, [&](ExprPtr &x) {
+          if (auto *n = dyn_cast<Name>(x.get()); n && n->id == from) n->id = to;
+        });
+      for (StmtList *nested : nested_blocks(*s)) rename_reads(*nested, from, to);
+    }
+  }
+
   // `x = t` at b[j], with `t = e` earlier in `b` and t used only here: the
   // earlier statement becomes `x = e` (a load's value named as the user
   // named it), where nothing in between reads or assigns x. Whether it did.
@@ -223,6 +287,7 @@ class Folder {
 
   std::set<std::string> keep_;
   std::map<std::string, int> assigned_, reads_;
+  StmtList &root_;                              // the function's body
 };
 
 }  // namespace

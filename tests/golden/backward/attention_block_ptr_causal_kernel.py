@@ -154,14 +154,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     V_ptrs_2_offset1_3 = K_ptrs_offset0_2
 
     # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     trips = (hi_2 - hi + BLOCK_N - 1) // BLOCK_N
     tl.static_assert(BLOCK_N > 0)
     for start_n_2 in range(hi, hi_2, BLOCK_N):
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (start_n_2 - hi) // BLOCK_N
-        tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
+        tl.store(m_i_3_tape + (tape_row_2 * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
         tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
         K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
         tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
@@ -263,7 +262,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         start_n_2 = hi + iteration_2 * BLOCK_N
-        m_i_3_2 = tl.load(m_i_3_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
+        m_i_3_2 = tl.load(m_i_3_tape + (tape_row_2 * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
         K_ptrs_2_offset0_3 = K_ptrs_offset0_2 + iteration_2 * 0
         K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
         V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
