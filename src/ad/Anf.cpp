@@ -37,6 +37,30 @@ const char *op_word(BinaryOpKind op) {
   return "op";
 }
 
+// The leading '_'-separated words of `name` that fit in `limit` characters,
+// without a trailing operator word (`dc_ptr_plus_stride_cm`, not
+// `dc_ptr_plus_stride_cm_tim`): a shorter description, never a cut word.
+std::string whole_words(const std::string &name, size_t limit) {
+  static const std::set<std::string> operators = {"plus", "minus", "times", "div", "floordiv", "mod", "pow",
+                                                  "matmul", "shl", "shr", "and", "or", "xor", "to", "neg", "not"};
+  std::vector<std::string> words;
+  size_t length = 0;
+  for (size_t start = 0; start <= name.size();) {
+    size_t end = name.find('_', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string word = name.substr(start, end - start);
+    const size_t grown = length + (words.empty() ? 0 : 1) + word.size();
+    if (!words.empty() && grown > limit) break;
+    words.push_back(word);
+    length = grown;
+    start = end + 1;
+  }
+  while (words.size() > 1 && (operators.count(words.back()) || words.back().empty())) words.pop_back();
+  std::string out;
+  for (const std::string &w : words) out += (out.empty() ? "" : "_") + w;
+  return out;
+}
+
 // An identifier piece for an operand: a name, a dotted path, a literal.
 std::string piece(const Expr &e) {
   switch (e.kind) {
@@ -113,7 +137,7 @@ std::string name_for(const Expr &e) {
   // Long names stop helping the reader: keep the operation and drop operands.
   if (name.size() > 32) {
     if (auto *c = dyn_cast<Call>(&e)) name = piece(*c->func);
-    if (name.size() > 32 || name.empty()) name = name.substr(0, 24);
+    if (name.size() > 32 || name.empty()) name = whole_words(name, 24);
   }
   while (!name.empty() && name.back() == '_') name.pop_back();
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "t_" + name;

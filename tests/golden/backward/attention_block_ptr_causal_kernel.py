@@ -43,14 +43,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_times = Q_block_index0_col * Q_block_stride0
-    dQ_block_base_plus_Q_bloc = dQ + q_offset + Q_block_index0_col_times
+    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
     Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_times = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_bloc_2 = Q_block_base + Q_block_index0_col_times + Q_block_index1_row_times
-    dQ_block_base_plus_Q_bloc_2 = dQ_block_base_plus_Q_bloc + Q_block_index1_row_times
+    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
+    dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
     t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    q = tl.load(Q_block_base_plus_Q_bloc_2, mask=t_and_t_2, other=0.0)
+    q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
     acc_2 = acc
     l_i_2 = l_i
     m_i_2 = m_i
@@ -87,15 +86,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_2 >= 0
+        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
+        t_3 = K_ptrs_index1_row_3 >= 0
+        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
+        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
@@ -118,15 +117,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_2 >= 0
+        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
+        t_6 = V_ptrs_index0_col_3 >= 0
+        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
+        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
@@ -166,17 +165,17 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
         K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
         K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-        K_ptrs_2_index0_col_time = K_ptrs_2_index0_col * K_ptrs_stride0
-        K_ptrs_2_base_plus_K_ptr = K_ptrs_base + K_ptrs_2_index0_col_time
+        K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_stride0
+        K_ptrs_2_base_plus_K = K_ptrs_base + K_ptrs_2_index0_col_2
         K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-        K_ptrs_2_index1_row_time = K_ptrs_2_index1_row * K_ptrs_stride1
-        K_ptrs_2_base_plus_K_ptr_2 = K_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
-        K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :]
-        t_8 = K_ptrs_2_index1_row_2 >= 0
+        K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_stride1
+        K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
         K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-        t_9 = K_ptrs_2_index1_row_3 < K_ptrs_shape1
+        t_8 = K_ptrs_2_index1_row_3 >= 0
+        K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
+        t_9 = K_ptrs_2_index1_row_4 < K_ptrs_shape1
         t_8_and_t_9 = t_8 & t_9
-        k_2 = tl.load(K_ptrs_2_base_plus_K_ptr_2, mask=t_8_and_t_9, other=0.0)
+        k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_8_and_t_9, other=0.0)
         tl_dot_q_k_2 = tl.dot(q, k_2)
         qk_2 = tl_dot_q_k_2 * qk_scale
         cols_2 = start_n_2 + offs_n
@@ -201,19 +200,19 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
         V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
         V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-        V_ptrs_2_index0_col_time = V_ptrs_2_index0_col * V_ptrs_stride0
-        V_ptrs_2_base_plus_V_ptr = V_ptrs_base + V_ptrs_2_index0_col_time
+        V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_stride0
+        V_ptrs_2_base_plus_V = V_ptrs_base + V_ptrs_2_index0_col_2
         V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-        V_ptrs_2_index1_row_time = V_ptrs_2_index1_row * V_ptrs_stride1
-        V_ptrs_2_base_plus_V_ptr_2 = V_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
-        V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None]
-        t_12 = V_ptrs_2_index0_col_2 >= 0
+        V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_stride1
+        V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
         V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-        t_13 = V_ptrs_2_index0_col_3 < K_ptrs_shape1
+        t_12 = V_ptrs_2_index0_col_3 >= 0
+        V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
+        t_13 = V_ptrs_2_index0_col_4 < K_ptrs_shape1
         t_12_and_t_13 = t_12 & t_13
-        v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_12_and_t_13, other=0.0)
+        v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_12_and_t_13, other=0.0)
         alpha_2_col = alpha_2[:, None]
-        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
+        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
         tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
         acc_3_3 = acc_3_2 * alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
         m_i_3_2 = m_ij_2
@@ -231,11 +230,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_6_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0)
-    dO_block_base_plus_O_bloc = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + Q_block_index1_row * O_block_stride1
+    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
+    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0)
+    bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0)
     bacc_6 = bacc_6_to_Out_type_element_ty.to(acc_6.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
@@ -274,19 +273,18 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
         K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
         K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-        K_ptrs_2_index0_col_time = K_ptrs_2_index0_col * K_ptrs_stride0
-        K_ptrs_2_base_plus_K_ptr = K_ptrs_base + K_ptrs_2_index0_col_time
-        dK_ptrs_2_base_plus_K_ptr = dK_ptrs_base + K_ptrs_2_index0_col_time
+        K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_stride0
+        K_ptrs_2_base_plus_K = K_ptrs_base + K_ptrs_2_index0_col_2
         K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-        K_ptrs_2_index1_row_time = K_ptrs_2_index1_row * K_ptrs_stride1
-        K_ptrs_2_base_plus_K_ptr_2 = K_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
-        dK_ptrs_2_base_plus_K_ptr_2 = dK_ptrs_2_base_plus_K_ptr + K_ptrs_2_index1_row_time
-        K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :]
-        t_8 = K_ptrs_2_index1_row_2 >= 0
+        K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_stride1
+        K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
+        dK_ptrs_2_base_plus_K_2 = dK_ptrs_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
         K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-        t_9 = K_ptrs_2_index1_row_3 < K_ptrs_shape1
+        t_8 = K_ptrs_2_index1_row_3 >= 0
+        K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
+        t_9 = K_ptrs_2_index1_row_4 < K_ptrs_shape1
         t_8_and_t_9 = t_8 & t_9
-        k_2 = tl.load(K_ptrs_2_base_plus_K_ptr_2, mask=t_8_and_t_9, other=0.0)
+        k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_8_and_t_9, other=0.0)
         tl_dot_q_k_2 = tl.dot(q, k_2)
         qk_2 = tl_dot_q_k_2 * qk_scale
         cols_2 = start_n_2 + offs_n
@@ -310,21 +308,20 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
         V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
         V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-        V_ptrs_2_index0_col_time = V_ptrs_2_index0_col * V_ptrs_stride0
-        V_ptrs_2_base_plus_V_ptr = V_ptrs_base + V_ptrs_2_index0_col_time
-        dV_ptrs_2_base_plus_V_ptr = dV_ptrs_base + V_ptrs_2_index0_col_time
+        V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_stride0
+        V_ptrs_2_base_plus_V = V_ptrs_base + V_ptrs_2_index0_col_2
         V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-        V_ptrs_2_index1_row_time = V_ptrs_2_index1_row * V_ptrs_stride1
-        V_ptrs_2_base_plus_V_ptr_2 = V_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
-        dV_ptrs_2_base_plus_V_ptr_2 = dV_ptrs_2_base_plus_V_ptr + V_ptrs_2_index1_row_time
-        V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None]
-        t_12 = V_ptrs_2_index0_col_2 >= 0
+        V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_stride1
+        V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
+        dV_ptrs_2_base_plus_V_2 = dV_ptrs_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
         V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-        t_13 = V_ptrs_2_index0_col_3 < K_ptrs_shape1
+        t_12 = V_ptrs_2_index0_col_3 >= 0
+        V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
+        t_13 = V_ptrs_2_index0_col_4 < K_ptrs_shape1
         t_12_and_t_13 = t_12 & t_13
-        v_2 = tl.load(V_ptrs_2_base_plus_V_ptr_2, mask=t_12_and_t_13, other=0.0)
+        v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_12_and_t_13, other=0.0)
         alpha_2_col = alpha_2[:, None]
-        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty)
+        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
         tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
@@ -342,7 +339,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         bl_i_3_2 = tl.zeros_like(bl_i_3_2)
 
         # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-        bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_ptrs_2_base_plus_V_ptr_2.dtype.element_ty), tl.trans(v_2))
+        bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_ptrs_2_base_plus_V_2.dtype.element_ty), tl.trans(v_2))
         bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_3_3.to(p_2_to_v_2_dtype.dtype))
         bp_2 = bp_2_to_v_2_dtype.to(p_2.dtype)
         bacc_3_2 += bacc_3_3 * alpha_2_col
@@ -352,7 +349,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
         # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dV_ptrs_2_base_plus_V_ptr_2, bv_2, mask=t_12_and_t_13, sem="relaxed")
+        tl.atomic_add(dV_ptrs_2_base_plus_V_2, bv_2, mask=t_12_and_t_13, sem="relaxed")
 
         # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
         bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_3_3, 1), p_2.shape)
@@ -381,12 +378,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
         # Grad of: qk_2 = tl.dot(q, k_2) * qk_scale
         btl_dot_q_k_2 = bqk_2 * qk_scale
-        bq += tl.dot(btl_dot_q_k_2.to(K_ptrs_2_base_plus_K_ptr_2.dtype.element_ty), tl.trans(k_2))
-        bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
+        bq += tl.dot(btl_dot_q_k_2.to(K_ptrs_2_base_plus_K_2.dtype.element_ty), tl.trans(k_2))
+        bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q_block_base_plus_Q_2.dtype.element_ty))
 
         # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dK_ptrs_2_base_plus_K_ptr_2, bk_2, mask=t_8_and_t_9, sem="relaxed")
+        tl.atomic_add(dK_ptrs_2_base_plus_K_2, bk_2, mask=t_8_and_t_9, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: for start_n in range(lo, hi, BLOCK_N):
@@ -413,17 +410,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
-        dK_ptrs_base_plus_K_ptrs = dK_ptrs_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_2 >= 0
+        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
+        t_3 = K_ptrs_index1_row_3 >= 0
+        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
+        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
@@ -445,17 +441,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
-        dV_ptrs_base_plus_V_ptrs = dV_ptrs_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_2 >= 0
+        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
+        t_6 = V_ptrs_index0_col_3 >= 0
+        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
+        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
@@ -517,7 +512,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: qk = tl.dot(q, k) * qk_scale
         btl_dot_q_k = bqk * qk_scale
         bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
-        bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
+        bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_2.dtype.element_ty))
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -526,4 +521,4 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_plus_Q_bloc_2, bq, mask=t_and_t_2, sem="relaxed")
+    tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")

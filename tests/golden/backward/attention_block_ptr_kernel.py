@@ -43,14 +43,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_times = Q_block_index0_col * Q_block_stride0
-    dQ_block_base_plus_Q_bloc = dQ + q_offset + Q_block_index0_col_times
+    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
     Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_times = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_bloc_2 = Q_block_base + Q_block_index0_col_times + Q_block_index1_row_times
-    dQ_block_base_plus_Q_bloc_2 = dQ_block_base_plus_Q_bloc + Q_block_index1_row_times
+    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
+    dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
     t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    q = tl.load(Q_block_base_plus_Q_bloc_2, mask=t_and_t_2, other=0.0)
+    q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
     acc_2 = acc
     l_i_2 = l_i
     m_i_2 = m_i
@@ -86,15 +85,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_2 >= 0
+        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
+        t_3 = K_ptrs_index1_row_3 >= 0
+        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
+        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
@@ -117,15 +116,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_2 >= 0
+        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
+        t_6 = V_ptrs_index0_col_3 >= 0
+        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
+        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
@@ -147,11 +146,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_4_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0)
-    dO_block_base_plus_O_bloc = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_bloc_2 = dO_block_base_plus_O_bloc + Q_block_index1_row * O_block_stride1
+    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
+    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_4_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_bloc_2, mask=t_and_t_2, other=0.0)
+    bacc_4_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0)
     bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
@@ -190,17 +189,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
         K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_times = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_times
-        dK_ptrs_base_plus_K_ptrs = dK_ptrs_base + K_ptrs_index0_col_times
+        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
         K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_times = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_times
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_2 >= 0
+        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
         K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_3 < K_ptrs_shape1
+        t_3 = K_ptrs_index1_row_3 >= 0
+        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
+        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
         t_3_and_t_4 = t_3 & t_4
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
         tl_dot_q_k = tl.dot(q, k)
@@ -222,17 +220,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
         V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_times = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_times
-        dV_ptrs_base_plus_V_ptrs = dV_ptrs_base + V_ptrs_index0_col_times
+        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
         V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_times = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_times
-        V_ptrs_index0_col_2 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_2 >= 0
+        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
         V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_3 < K_ptrs_shape1
+        t_6 = V_ptrs_index0_col_3 >= 0
+        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
+        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
         t_6_and_t_7 = t_6 & t_7
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
         alpha_col = alpha[:, None]
@@ -294,7 +291,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: qk = tl.dot(q, k) * qk_scale
         btl_dot_q_k = bqk * qk_scale
         bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
-        bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_bloc_2.dtype.element_ty))
+        bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_2.dtype.element_ty))
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -303,4 +300,4 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_plus_Q_bloc_2, bq, mask=t_and_t_2, sem="relaxed")
+    tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")

@@ -34,8 +34,8 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         rows_col_2_times_n_cols = rows_col_2 * n_cols
         X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
         cols_row_2 = cols[None, :]
-        X_plus_rows_col_2_times = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2_times, mask=mask, other=-1.0e30)
+        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
+        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
         running_2 = tl.maximum(running_2, tl_max_x_zero)
 
@@ -61,8 +61,8 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         rows_col_2_times_n_cols = rows_col_2 * n_cols
         X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
         cols_row_2 = cols[None, :]
-        X_plus_rows_col_2_times = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2_times, mask=mask, other=-1.0e30)
+        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
+        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
 
         # Grad of: for start in range(pid * BR, n_rows, tl.num_programs(0) * BR):

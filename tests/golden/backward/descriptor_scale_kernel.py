@@ -42,7 +42,7 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     tl_arange_zero_BN = tl.arange(0, BN)
     x_desc_index1 = 0 + tl_arange_zero_BN
     x_desc_index1_row = x_desc_index1[None, :]
-    x_desc_index1_row_times = x_desc_index1_row * x_desc_stride1
+    x_desc_index1_row_2 = x_desc_index1_row * x_desc_stride1
     t_3 = x_desc_index1_row >= 0
     t_4 = x_desc_index1_row < x_desc_shape1
     dW_plus_tl_arange_zero_BN_2 = dW_row + tl_arange_zero_BN
@@ -55,17 +55,15 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
         pid = forward_pid
         x_desc_index0 = pid * BM + tl_arange_zero_BM
         x_desc_index0_col = x_desc_index0[:, None]
-        x_desc_index0_col_times = x_desc_index0_col * x_desc_shape1
-        dx_desc_base_plus_x_desc = dx_desc_base + x_desc_index0_col_times
-        x_desc_base_plus_x_desc_2 = x_desc_base + x_desc_index0_col_times + x_desc_index1_row_times
-        dx_desc_base_plus_x_desc_2 = dx_desc_base_plus_x_desc + x_desc_index1_row_times
+        x_desc_index0_col_2 = x_desc_index0_col * x_desc_shape1
+        x_desc_base_plus_x_desc_2 = x_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
+        dx_desc_base_plus_x_desc_2 = dx_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
         t_and_t_2_and_t_3 = (x_desc_index0_col >= 0) & (x_desc_index0_col < x_desc_shape0) & t_3
         t_and_t_2_and_t_3_and_t_4 = t_and_t_2_and_t_3 & t_4
         tl_load = tl.load(x_desc_base_plus_x_desc_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         x = tl_load.to(tl.float32)
         y = x * w_row
-        dy_desc_base_plus_y_desc = dy_desc_base + x_desc_index0_col_times
-        dy_desc_base_plus_y_desc_2 = dy_desc_base_plus_y_desc + x_desc_index1_row_times
+        dy_desc_base_plus_y_desc_2 = dy_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
         # (Loaded early: nothing in the backward writes this memory.)

@@ -39,9 +39,9 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     x = tl.load(X + rk)
     tl_reshape_x = tl.reshape(x, [K, 1])
     rk_col_times_K = rk[:, None] * K
-    W_plus_rk_col_times_K_pl = W + rk_col_times_K + rk_row
-    dW_plus_rk_col_times_K_pl = dW + rk_col_times_K + rk_row
-    w = tl.load(W_plus_rk_col_times_K_pl)
+    W_plus_rk_col_times_K_2 = W + rk_col_times_K + rk_row
+    dW_plus_rk_col_times_K_2 = dW + rk_col_times_K + rk_row
+    w = tl.load(W_plus_rk_col_times_K_2)
     x_times_x = x * x
     tl_reshape_x_times_x = tl.reshape(x_times_x, [1, K])
     row = tl.dot(tl_reshape_x_times_x, w, input_precision="ieee")
@@ -52,9 +52,9 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         rm = tl_program_id_zero * BM + tl_arange_zero_BM
         mask = rm < n_rows
         rm_col_times_K = rm[:, None] * K
-        A_plus_rm_col_times_K_pl = A + rm_col_times_K + rk_row
+        A_plus_rm_col_times_K_2 = A + rm_col_times_K + rk_row
         mask_col = mask[:, None]
-        a = tl.load(A_plus_rm_col_times_K_pl, mask=mask_col, other=0.0)
+        a = tl.load(A_plus_rm_col_times_K_2, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
@@ -66,7 +66,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         brow = tl.reshape(btl_reshape_row, row.shape)
 
         # Grad of: row = tl.dot(tl.reshape(x * x, [1, K]), w, input_precision="ieee")
-        btl_reshape_x_times_x = tl.dot(brow.to(W_plus_rk_col_times_K_pl.dtype.element_ty), tl.trans(w), input_precision="ieee")
+        btl_reshape_x_times_x = tl.dot(brow.to(W_plus_rk_col_times_K_2.dtype.element_ty), tl.trans(w), input_precision="ieee")
         bw = tl.sum(tl.expand_dims(tl_reshape_x_times_x.to(tl.float32), -1) * tl.expand_dims(brow.to(tl.float32), -2), axis=-3)
         bx_times_x = tl.reshape(btl_reshape_x_times_x, x_times_x.shape)
         bx = bx_times_x * x
@@ -74,14 +74,14 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW_plus_rk_col_times_K_pl, bw, sem="relaxed")
+        tl.atomic_add(dW_plus_rk_col_times_K_2, bw, sem="relaxed")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
         by = tl.reshape(btl_reshape_y, y.shape)
 
         # Grad of: y = tl.dot(a, tl.reshape(x, [K, 1]), input_precision="ieee")
         ba = tl.sum(tl.expand_dims(by.to(tl.float32), -2) * tl.expand_dims(tl_reshape_x.to(tl.float32), -3), axis=-1)
-        btl_reshape_x = tl.dot(tl.trans(a), by.to(A_plus_rm_col_times_K_pl.dtype.element_ty), input_precision="ieee")
+        btl_reshape_x = tl.dot(tl.trans(a), by.to(A_plus_rm_col_times_K_2.dtype.element_ty), input_precision="ieee")
         bx += tl.reshape(btl_reshape_x, x.shape)
 
         # Grad of: x = tl.load(X + rk)

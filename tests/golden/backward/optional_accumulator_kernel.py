@@ -42,10 +42,10 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
         for c in range(n_chunks):
             row_times_n_chunks = row * n_chunks
             row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_plus = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + cols
-            x = tl.load(X_plus_row_times_n_chunk)
+            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
+            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
+            x = tl.load(X_plus_row_times_n)
             c_times_BLOCK = c * BLOCK
             W_plus_c_times_BLOCK = W + c_times_BLOCK
             W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
@@ -69,10 +69,10 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
         for c in range(n_chunks):
             row_times_n_chunks = row * n_chunks
             row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_plus = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + cols
-            x = tl.load(X_plus_row_times_n_chunk)
+            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
+            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
+            x = tl.load(X_plus_row_times_n)
             c_times_BLOCK = c * BLOCK
             W_plus_c_times_BLOCK = W + c_times_BLOCK
             W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
@@ -94,7 +94,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
 
 
 @triton.jit
@@ -117,8 +117,8 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols)
         for c in range(n_chunks):
-            row_times_n_chunks_plus = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_plus + cols)
+            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_2 + cols)
 
             # Grad of: acc += x * x
             bx = bacc_2 * x
@@ -126,7 +126,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
 
 
 @triton.jit

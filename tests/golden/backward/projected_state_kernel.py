@@ -29,10 +29,10 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
+        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        p = tl.load(P_plus_s_times_BK_times_2)
+        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
+        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
         row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
@@ -45,8 +45,8 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         x = tl.load(X_plus_row_times_n_steps_2)
         tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
         tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
-        state_2_minus_tl_dot_sta = state_2 - tl_dot_state_2_p_times_c
-        state_3 = state_2_minus_tl_dot_sta + x
+        state_2_minus_tl_dot = state_2 - tl_dot_state_2_p_times_c
+        state_3 = state_2_minus_tl_dot + x
         state_2 = state_3
     row_times_BT = row * BT
 
@@ -70,10 +70,10 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
+        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        p = tl.load(P_plus_s_times_BK_times_2)
+        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
+        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
         row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
@@ -86,10 +86,10 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         x = tl.load(X_plus_row_times_n_steps_2)
         tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
         tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
-        state_2_minus_tl_dot_sta = state_2 - tl_dot_state_2_p_times_c
-        state_3 = state_2_minus_tl_dot_sta + x
-        row_times_n_steps_2_plus = (row * n_steps + s) * BT
-        g = tl.load(G + row_times_n_steps_2_plus + o_t)
+        state_2_minus_tl_dot = state_2 - tl_dot_state_2_p_times_c
+        state_3 = state_2_minus_tl_dot + x
+        row_times_n_steps_2_2 = (row * n_steps + s) * BT
+        g = tl.load(G + row_times_n_steps_2_2 + o_t)
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -101,12 +101,12 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + row_times_n_steps_2_plus + o_t, bg, sem="relaxed")
+        tl.atomic_add(dG + row_times_n_steps_2_2 + o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 += bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_plus_o_k_row.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
@@ -142,10 +142,10 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
+        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        p = tl.load(P_plus_s_times_BK_times_2)
+        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
+        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
         row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
@@ -172,10 +172,10 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
         o_k_col = o_k[:, None]
         o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK_times = P_plus_s_times_BK_times_BK + o_k_col_times_BK
+        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        P_plus_s_times_BK_times_2 = P_plus_s_times_BK_times + o_k_row
-        p = tl.load(P_plus_s_times_BK_times_2)
+        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
+        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
         row_times_n_steps = row * n_steps
         row_times_n_steps_plus_s = row_times_n_steps + s
         row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
@@ -191,7 +191,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 += bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_times_2.dtype.element_ty), tl.trans(p), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_plus_o_k_row.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])

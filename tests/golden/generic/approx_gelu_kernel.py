@@ -39,14 +39,14 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bgelu_times_exp_fn_neg_ha_2 = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
+    bgelu_times_exp_fn_2 = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
     neg_half_times_x = -0.5 * x
     exp_fn_neg_half_times_x_times_x = exp_fn(neg_half_times_x * x)
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
-    bwave = bgelu_times_exp_fn_neg_ha_2 * 0.25
-    bgelu = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * exp_fn_neg_half_times_x_times_x, 0.0)
-    bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_times_exp_fn_neg_ha_2 * gelu, 0.0)
+    bwave = bgelu_times_exp_fn_2 * 0.25
+    bgelu = tl.where(mask, bgelu_times_exp_fn_2 * exp_fn_neg_half_times_x_times_x, 0.0)
+    bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_times_exp_fn_2 * gelu, 0.0)
     bneg_half_times_x_times_x = tl.where(mask, bexp_fn_neg_half_times_x_times_x * exp_fn_neg_half_times_x_times_x, 0.0)
     bx = bneg_half_times_x_times_x * neg_half_times_x
     bx += bneg_half_times_x_times_x * x * -0.5

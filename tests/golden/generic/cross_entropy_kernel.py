@@ -12,9 +12,9 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     row_times_stride = row * stride
-    logits_ptr_plus_row_time = logits_ptr + row_times_stride + cols
-    tl_load_logits_ptr_plus_row_time = tl.load(logits_ptr_plus_row_time, mask=mask, other=-float("inf"))
-    logits = tl_load_logits_ptr_plus_row_time.to(tl.float32)
+    logits_ptr_plus_row = logits_ptr + row_times_stride + cols
+    tl_load_logits_ptr_plus_row = tl.load(logits_ptr_plus_row, mask=mask, other=-float("inf"))
+    logits = tl_load_logits_ptr_plus_row.to(tl.float32)
     target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
     tl_exp_logits_minus_m = tl.exp(logits - m)
@@ -41,6 +41,6 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     blogits += btl_exp_logits_minus_m * tl_exp_logits_minus_m
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    btl_load_logits_ptr_plus_row_time = blogits.to(logits_ptr_plus_row_time.dtype.element_ty)
+    btl_load_logits_ptr_plus_row = blogits.to(logits_ptr_plus_row.dtype.element_ty)
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dlogits_ptr + row_times_stride + cols, btl_load_logits_ptr_plus_row_time, mask=mask)
+    tl.store(dlogits_ptr + row_times_stride + cols, btl_load_logits_ptr_plus_row, mask=mask)

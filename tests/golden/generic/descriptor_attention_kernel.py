@@ -35,16 +35,15 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-    desc_q_desc_index0_col_t = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_base_plus_de = desc_q_desc_base + desc_q_desc_index0_col_t
+    desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
     desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_t = desc_q_desc_index1_row * desc_q_desc_stride1
-    desc_q_desc_base_plus_de_2 = desc_q_desc_base_plus_de + desc_q_desc_index1_row_t
-    ddesc_q_desc_base_plus_de_2 = ddesc_q + desc_q_desc_index0_col_t + desc_q_desc_index1_row_t
+    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    desc_q_desc_base_2_2 = desc_q_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    ddesc_q_desc_base_2_2 = ddesc_q + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
     t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
     t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
-    q = tl.load(desc_q_desc_base_plus_de_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+    q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     acc_2 = acc
     l_i_2 = l_i
     m_i_2 = m_i
@@ -69,24 +68,24 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
         desc_k_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_2
         desc_k_desc_index0_col = desc_k_desc_index0[:, None]
-        desc_k_desc_index0_col_t = desc_k_desc_index0_col * desc_q_desc_shape1
-        desc_k_desc_base_plus_de = desc_k_desc_base + desc_k_desc_index0_col_t
+        desc_k_desc_index0_col_2 = desc_k_desc_index0_col * desc_q_desc_shape1
+        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
         desc_k_desc_index1_row = desc_k_desc_index1[None, :]
-        desc_k_desc_index1_row_t = desc_k_desc_index1_row * desc_q_desc_stride1
-        desc_k_desc_base_plus_de_2 = desc_k_desc_base_plus_de + desc_k_desc_index1_row_t
-        desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None]
-        t_5 = desc_k_desc_index0_col_2 >= 0
+        desc_k_desc_index1_row_2 = desc_k_desc_index1_row * desc_q_desc_stride1
+        desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
         desc_k_desc_index0_col_3 = desc_k_desc_index0[:, None]
-        t_6 = desc_k_desc_index0_col_3 < desc_q_desc_shape0
+        t_5 = desc_k_desc_index0_col_3 >= 0
+        desc_k_desc_index0_col_4 = desc_k_desc_index0[:, None]
+        t_6 = desc_k_desc_index0_col_4 < desc_q_desc_shape0
         t_5_and_t_6 = t_5 & t_6
-        desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :]
-        t_7 = desc_k_desc_index1_row_2 >= 0
-        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
         desc_k_desc_index1_row_3 = desc_k_desc_index1[None, :]
-        t_8 = desc_k_desc_index1_row_3 < desc_q_desc_shape1
+        t_7 = desc_k_desc_index1_row_3 >= 0
+        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
+        desc_k_desc_index1_row_4 = desc_k_desc_index1[None, :]
+        t_8 = desc_k_desc_index1_row_4 < desc_q_desc_shape1
         t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6_and_t_7 & t_8
-        tl_load = tl.load(desc_k_desc_base_plus_de_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
-        k = tl_load.T
+        tl_load_desc_k_desc_base_2_2 = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
+        k = tl_load_desc_k_desc_base_2_2.T
         qk = tl.dot(q, k)
         tl_max_qk_one = tl.max(qk, 1)
         tl_max_qk_one_times_qk_scale = tl_max_qk_one * qk_scale
@@ -104,23 +103,23 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         desc_v_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_3
         desc_v_desc_index0_col = desc_v_desc_index0[:, None]
-        desc_v_desc_index0_col_t = desc_v_desc_index0_col * desc_q_desc_shape1
-        desc_v_desc_base_plus_de = desc_v_desc_base + desc_v_desc_index0_col_t
+        desc_v_desc_index0_col_2 = desc_v_desc_index0_col * desc_q_desc_shape1
+        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
         desc_v_desc_index1_row = desc_v_desc_index1[None, :]
-        desc_v_desc_index1_row_t = desc_v_desc_index1_row * desc_q_desc_stride1
-        desc_v_desc_base_plus_de_2 = desc_v_desc_base_plus_de + desc_v_desc_index1_row_t
-        desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None]
-        t_9 = desc_v_desc_index0_col_2 >= 0
+        desc_v_desc_index1_row_2 = desc_v_desc_index1_row * desc_q_desc_stride1
+        desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
         desc_v_desc_index0_col_3 = desc_v_desc_index0[:, None]
-        t_10 = desc_v_desc_index0_col_3 < desc_q_desc_shape0
+        t_9 = desc_v_desc_index0_col_3 >= 0
+        desc_v_desc_index0_col_4 = desc_v_desc_index0[:, None]
+        t_10 = desc_v_desc_index0_col_4 < desc_q_desc_shape0
         t_9_and_t_10 = t_9 & t_10
-        desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :]
-        t_11 = desc_v_desc_index1_row_2 >= 0
-        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
         desc_v_desc_index1_row_3 = desc_v_desc_index1[None, :]
-        t_12 = desc_v_desc_index1_row_3 < desc_q_desc_shape1
+        t_11 = desc_v_desc_index1_row_3 >= 0
+        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
+        desc_v_desc_index1_row_4 = desc_v_desc_index1[None, :]
+        t_12 = desc_v_desc_index1_row_4 < desc_q_desc_shape1
         t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10_and_t_11 & t_12
-        v = tl.load(desc_v_desc_base_plus_de_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+        v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
         p_to_dtype = p.to(dtype)
         acc_2_4 = tl.dot(p_to_dtype, v, acc_2_2 * alpha_col)
         l_i_2_3 = l_i_2_2 * alpha + l_ij
@@ -136,10 +135,10 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_4 = tl.load(dM + row0 + offs_m).to(tl.float32)
-    ddesc_o_desc_base_plus_de_2 = ddesc_o + desc_q_desc_index0_col_t + desc_q_desc_index1_row_t
+    ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
-    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_plus_de_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
     bacc_4 = bacc_4_to_dtype.to(acc_4.dtype)
 
     # Grad of: acc = acc / l_i[:, None]
@@ -172,26 +171,26 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
         desc_k_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_2
         desc_k_desc_index0_col = desc_k_desc_index0[:, None]
-        desc_k_desc_index0_col_t = desc_k_desc_index0_col * desc_q_desc_shape1
-        desc_k_desc_base_plus_de = desc_k_desc_base + desc_k_desc_index0_col_t
-        ddesc_k_desc_base_plus_de = ddesc_k_desc_base + desc_k_desc_index0_col_t
+        desc_k_desc_index0_col_2 = desc_k_desc_index0_col * desc_q_desc_shape1
+        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
+        ddesc_k_desc_base_2 = ddesc_k_desc_base + desc_k_desc_index0_col_2
         desc_k_desc_index1_row = desc_k_desc_index1[None, :]
-        desc_k_desc_index1_row_t = desc_k_desc_index1_row * desc_q_desc_stride1
-        desc_k_desc_base_plus_de_2 = desc_k_desc_base_plus_de + desc_k_desc_index1_row_t
-        ddesc_k_desc_base_plus_de_2 = ddesc_k_desc_base_plus_de + desc_k_desc_index1_row_t
-        desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None]
-        t_5 = desc_k_desc_index0_col_2 >= 0
+        desc_k_desc_index1_row_2 = desc_k_desc_index1_row * desc_q_desc_stride1
+        desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
+        ddesc_k_desc_base_2_2 = ddesc_k_desc_base_2 + desc_k_desc_index1_row_2
         desc_k_desc_index0_col_3 = desc_k_desc_index0[:, None]
-        t_6 = desc_k_desc_index0_col_3 < desc_q_desc_shape0
+        t_5 = desc_k_desc_index0_col_3 >= 0
+        desc_k_desc_index0_col_4 = desc_k_desc_index0[:, None]
+        t_6 = desc_k_desc_index0_col_4 < desc_q_desc_shape0
         t_5_and_t_6 = t_5 & t_6
-        desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :]
-        t_7 = desc_k_desc_index1_row_2 >= 0
-        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
         desc_k_desc_index1_row_3 = desc_k_desc_index1[None, :]
-        t_8 = desc_k_desc_index1_row_3 < desc_q_desc_shape1
+        t_7 = desc_k_desc_index1_row_3 >= 0
+        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
+        desc_k_desc_index1_row_4 = desc_k_desc_index1[None, :]
+        t_8 = desc_k_desc_index1_row_4 < desc_q_desc_shape1
         t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6_and_t_7 & t_8
-        tl_load = tl.load(desc_k_desc_base_plus_de_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
-        k = tl_load.T
+        tl_load_desc_k_desc_base_2_2 = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
+        k = tl_load_desc_k_desc_base_2_2.T
         qk = tl.dot(q, k)
         tl_max_qk_one = tl.max(qk, 1)
         tl_max_qk_one_times_qk_scale = tl_max_qk_one * qk_scale
@@ -209,25 +208,25 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
         desc_v_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_3
         desc_v_desc_index0_col = desc_v_desc_index0[:, None]
-        desc_v_desc_index0_col_t = desc_v_desc_index0_col * desc_q_desc_shape1
-        desc_v_desc_base_plus_de = desc_v_desc_base + desc_v_desc_index0_col_t
-        ddesc_v_desc_base_plus_de = ddesc_v_desc_base + desc_v_desc_index0_col_t
+        desc_v_desc_index0_col_2 = desc_v_desc_index0_col * desc_q_desc_shape1
+        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
+        ddesc_v_desc_base_2 = ddesc_v_desc_base + desc_v_desc_index0_col_2
         desc_v_desc_index1_row = desc_v_desc_index1[None, :]
-        desc_v_desc_index1_row_t = desc_v_desc_index1_row * desc_q_desc_stride1
-        desc_v_desc_base_plus_de_2 = desc_v_desc_base_plus_de + desc_v_desc_index1_row_t
-        ddesc_v_desc_base_plus_de_2 = ddesc_v_desc_base_plus_de + desc_v_desc_index1_row_t
-        desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None]
-        t_9 = desc_v_desc_index0_col_2 >= 0
+        desc_v_desc_index1_row_2 = desc_v_desc_index1_row * desc_q_desc_stride1
+        desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
+        ddesc_v_desc_base_2_2 = ddesc_v_desc_base_2 + desc_v_desc_index1_row_2
         desc_v_desc_index0_col_3 = desc_v_desc_index0[:, None]
-        t_10 = desc_v_desc_index0_col_3 < desc_q_desc_shape0
+        t_9 = desc_v_desc_index0_col_3 >= 0
+        desc_v_desc_index0_col_4 = desc_v_desc_index0[:, None]
+        t_10 = desc_v_desc_index0_col_4 < desc_q_desc_shape0
         t_9_and_t_10 = t_9 & t_10
-        desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :]
-        t_11 = desc_v_desc_index1_row_2 >= 0
-        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
         desc_v_desc_index1_row_3 = desc_v_desc_index1[None, :]
-        t_12 = desc_v_desc_index1_row_3 < desc_q_desc_shape1
+        t_11 = desc_v_desc_index1_row_3 >= 0
+        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
+        desc_v_desc_index1_row_4 = desc_v_desc_index1[None, :]
+        t_12 = desc_v_desc_index1_row_4 < desc_q_desc_shape1
         t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10_and_t_11 & t_12
-        v = tl.load(desc_v_desc_base_plus_de_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+        v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
         p_to_dtype = p.to(dtype)
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
@@ -249,13 +248,12 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         balpha = bl_i_2_3 * l_i_2_2
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
-        bp_to_dtype = tl.dot(bacc_2_4.to(desc_v_desc_base_plus_de_2.dtype.element_ty), tl.trans(v))
         bv = tl.dot(tl.trans(p_to_dtype), bacc_2_4.to(p_to_dtype.dtype))
-        bp = bp_to_dtype.to(p.dtype)
+        bp = tl.dot(bacc_2_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_v_desc_base_plus_de_2, bv, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
+        tl.atomic_add(ddesc_v_desc_base_2_2, bv, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
 
         # Grad of: acc_2 = acc_2 * alpha[:, None]
         bacc_2_2 += bacc_2_4 * alpha_col
@@ -289,18 +287,18 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
         # Grad of: qk = tl.dot(q, k)
         bq += tl.dot(bqk.to(k.dtype), tl.trans(k))
-        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_plus_de_2.dtype.element_ty))
+        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
 
         # Grad of: k = tl.load(desc_k_desc_base + desc_k_desc_index0[:, None] * desc_k_desc_stride0 + desc_k_desc_index1[None, :] * desc_k_desc_stride1, mask=(desc_k_desc_index0[:, None] >= 0) & (desc_k_desc_index0[:, None] < desc_k_desc_shape0) & (desc_k_desc_index1[None, :] >= 0) & (desc_k_desc_index1[None, :] < desc_k_desc_shape1), other=0.0).T
-        btl_load = tl.trans(bk)
+        btl_load_desc_k_desc_base_2_2 = tl.trans(bk)
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_k_desc_base_plus_de_2, btl_load, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
+        tl.atomic_add(ddesc_k_desc_base_2_2, btl_load_desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_plus_de_2, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    tl.atomic_add(ddesc_q_desc_base_2_2, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit

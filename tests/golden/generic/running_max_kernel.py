@@ -23,10 +23,10 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
         row_times_n_chunks = row * n_chunks
         row_times_n_chunks_plus_i = row_times_n_chunks + i
-        row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
-        X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-        X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-        x = tl.load(X_plus_row_times_n_chunk)
+        row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
+        X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+        X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
+        x = tl.load(X_plus_row_times_n)
         m_2 = tl.maximum(m_2, x)
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, m)
@@ -42,10 +42,10 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         row_times_n_chunks = row * n_chunks
         row_times_n_chunks_plus_i = row_times_n_chunks + i
-        row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
-        X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-        X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-        x = tl.load(X_plus_row_times_n_chunk)
+        row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
+        X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+        X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
+        x = tl.load(X_plus_row_times_n)
 
         # Grad of: for i in range(0, n_chunks):
         bm_3 = bm_2
@@ -57,5 +57,5 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_chunks_plus + lanes, bx, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_chunks_2 + lanes, bx, sem="relaxed")
     tl.debug_barrier()

@@ -14,9 +14,9 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps_times = pid * n_steps * BR * BC
-    base = X + pid_times_n_steps_times
-    dbase = dX + pid_times_n_steps_times
+    pid_times_n_steps_2 = pid * n_steps * BR * BC
+    base = X + pid_times_n_steps_2
+    dbase = dX + pid_times_n_steps_2
     m = tl.full([BR], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
     acc_2 = acc
@@ -35,10 +35,10 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
         r_col = r[:, None]
         r_col_times_BC = r_col * BC
-        base_plus_t_times_BR_tim = base_plus_t_times_BR_times_BC + r_col_times_BC
+        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
         c_row = c[None, :]
-        base_plus_t_times_BR_tim_2 = base_plus_t_times_BR_tim + c_row
-        x = tl.load(base_plus_t_times_BR_tim_2)
+        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
+        x = tl.load(base_plus_t_times_BR_plus_c_row)
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
         m_2_minus_m_new = m_2 - m_new
@@ -72,10 +72,10 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
         r_col = r[:, None]
         r_col_times_BC = r_col * BC
-        base_plus_t_times_BR_tim = base_plus_t_times_BR_times_BC + r_col_times_BC
+        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
         c_row = c[None, :]
-        base_plus_t_times_BR_tim_2 = base_plus_t_times_BR_tim + c_row
-        x = tl.load(base_plus_t_times_BR_tim_2)
+        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
+        x = tl.load(base_plus_t_times_BR_plus_c_row)
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
         m_2_minus_m_new = m_2 - m_new
@@ -130,9 +130,9 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps_times = pid * n_steps * BR * BC
-    base = X + pid_times_n_steps_times
-    dbase = dX + pid_times_n_steps_times
+    pid_times_n_steps_2 = pid * n_steps * BR * BC
+    base = X + pid_times_n_steps_2
+    dbase = dX + pid_times_n_steps_2
     m = tl.full([BC], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
     acc_2 = acc
@@ -151,10 +151,10 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
         r_col = r[:, None]
         r_col_times_BC = r_col * BC
-        base_plus_t_times_BR_tim = base_plus_t_times_BR_times_BC + r_col_times_BC
+        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
         c_row = c[None, :]
-        base_plus_t_times_BR_tim_2 = base_plus_t_times_BR_tim + c_row
-        x = tl.load(base_plus_t_times_BR_tim_2)
+        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
+        x = tl.load(base_plus_t_times_BR_plus_c_row)
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
         m_2_minus_m_new = m_2 - m_new
@@ -188,10 +188,10 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
         r_col = r[:, None]
         r_col_times_BC = r_col * BC
-        base_plus_t_times_BR_tim = base_plus_t_times_BR_times_BC + r_col_times_BC
+        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
         c_row = c[None, :]
-        base_plus_t_times_BR_tim_2 = base_plus_t_times_BR_tim + c_row
-        x = tl.load(base_plus_t_times_BR_tim_2)
+        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
+        x = tl.load(base_plus_t_times_BR_plus_c_row)
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
         m_2_minus_m_new = m_2 - m_new

@@ -21,7 +21,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_k_col_times_stride_bk = offs_k[:, None] * stride_bk
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cm_col = offs_cm[:, None]
-    dc_ptr_plus_stride_cm_tim = dc_ptr + stride_cm * offs_cm_col
+    dc_ptr_plus_stride_cm = dc_ptr + stride_cm * offs_cm_col
     t_3 = offs_cm_col < M
     BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
     da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
@@ -35,7 +35,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k_col_times_stride_bk + offs_bn[None, :] * stride_bn)
         offs_cn_row = offs_cn[None, :]
-        dc_ptrs = dc_ptr_plus_stride_cm_tim + stride_cn * offs_cn_row
+        dc_ptrs = dc_ptr_plus_stride_cm + stride_cn * offs_cn_row
         c_mask = t_3 & (offs_cn_row < N)
         bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         b_ptrs_2 = b_ptrs

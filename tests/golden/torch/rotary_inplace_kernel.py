@@ -41,10 +41,10 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     h_col = h[:, None]
     d_row = d[None, :]
     mask = (h_col < n_heads) & (d_row < HALF)
-    row_times_n_heads_times = row * n_heads * 2 * HALF
+    row_times_n_heads_2 = row * n_heads * 2 * HALF
     h_col_2_times_two_times_HALF = h_col * 2 * HALF
-    first = Q + row_times_n_heads_times + h_col_2_times_two_times_HALF + d_row
-    dfirst = dQ + row_times_n_heads_times + h_col_2_times_two_times_HALF + d_row
+    first = Q + row_times_n_heads_2 + h_col_2_times_two_times_HALF + d_row
+    dfirst = dQ + row_times_n_heads_2 + h_col_2_times_two_times_HALF + d_row
     row_times_HALF = row * HALF
     tl_load = tl.load(COS + row_times_HALF + d)
     cos = tl_load[None, :]

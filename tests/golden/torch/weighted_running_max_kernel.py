@@ -79,11 +79,11 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
             row_times_n_chunks = row * n_chunks
             row_times_n_chunks_plus_i = row_times_n_chunks + i
-            row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
-            X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-            tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
-            x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
+            row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
+            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
+            tl_load_X_plus_row_times_n = tl.load(X_plus_row_times_n)
+            x = tl_load_X_plus_row_times_n.to(tl.float32)
             x_times_w = x * w
             m_2 = tl.maximum(m_2, x_times_w)
 
@@ -103,12 +103,12 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
             row_times_n_chunks = row * n_chunks
             row_times_n_chunks_plus_i = row_times_n_chunks + i
-            row_times_n_chunks_plus = row_times_n_chunks_plus_i * BLOCK
-            X_plus_row_times_n_chunks_plus = X + row_times_n_chunks_plus
-            X_plus_row_times_n_chunk = X_plus_row_times_n_chunks_plus + lanes
-            dX_plus_row_times_n_chunk = dX + row_times_n_chunks_plus + lanes
-            tl_load_X_plus_row_times_n_chunk = tl.load(X_plus_row_times_n_chunk)
-            x = tl_load_X_plus_row_times_n_chunk.to(tl.float32)
+            row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
+            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
+            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
+            dX_plus_row_times_n = dX + row_times_n_chunks_2 + lanes
+            tl_load_X_plus_row_times_n = tl.load(X_plus_row_times_n)
+            x = tl_load_X_plus_row_times_n.to(tl.float32)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):
@@ -122,10 +122,10 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             bw += bx_times_w * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
-            btl_load_X_plus_row_times_n_chunk = bx.to(X_plus_row_times_n_chunk.dtype.element_ty)
+            btl_load_X_plus_row_times_n = bx.to(X_plus_row_times_n.dtype.element_ty)
 
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n_chunk, btl_load_X_plus_row_times_n_chunk, sem="relaxed")
+            tl.atomic_add(dX_plus_row_times_n, btl_load_X_plus_row_times_n, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'
