@@ -31,6 +31,46 @@ struct Checker {
   DiagEngine *diags;  // null: collect the conditions only
   bool reported = false;
   std::vector<const Expr *> conditions;
+  const Function *fn = nullptr;  // for the message: which parameters a condition on locals reads
+
+  // The tl.constexpr parameters a condition reads, through the locals it
+  // reads (`n_sub == 2` with `n_sub = BT // BC`: BT and BC).
+  std::vector<std::string> constexpr_params_of(const Expr &cond) const {
+    std::vector<std::string> out;
+    if (!fn) return out;
+    std::map<std::string, const Expr *> defs;
+    std::map<std::string, int> counts;
+    count_assignments(fn->body, counts);
+    for (const StmtPtr &s : fn->body)
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
+        if (auto *n = dyn_cast<Name>(a->targets[0].get()); n && counts[n->id] == 1) defs[n->id] = a->value.get();
+    std::set<std::string> seen;
+    std::function<void(const Expr &, int)> walk = [&](const Expr &e, int depth) {
+      visit_expr(e, [&](const Expr &x) {
+        auto *n = dyn_cast<Name>(&x);
+        if (!n || !seen.insert(n->id).second) return;
+        for (size_t k = 0; k < fn->params.size(); ++k)
+          if (fn->params[k].name == n->id && fn->is_constexpr_param(k)) out.push_back(n->id);
+        if (auto d = defs.find(n->id); d != defs.end() && depth < 16) walk(*d->second, depth + 1);
+      });
+    };
+    walk(cond, 0);
+    return out;
+  }
+
+  std::string what_to_give(const Expr &cond) const {
+    const std::vector<std::string> params = constexpr_params_of(cond);
+    bool reads_a_param_directly = false;
+    visit_expr(cond, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x))
+        for (const std::string &p : params) reads_a_param_directly |= p == n->id;
+    });
+    if (params.empty() || reads_a_param_directly) return "give it with -D (one backward per value)";
+    std::string list;
+    for (size_t k = 0; k < params.size(); ++k)
+      list += (k ? (k + 1 == params.size() ? " and " : ", ") : "") + params[k];
+    return "give " + list + ", which it is computed from, with -D";
+  }
 
   // `before`: names assigned before this block; `after`: names live after it
   // (a later statement may read their values before assigning them again:
@@ -62,7 +102,7 @@ struct Checker {
                                              emit::print_expr(*i->cond) + "' is " +
                                              (one == &then_names ? "true" : "false") +
                                              " and is used after this if; its backward depends on the condition's "
-                                             "value: give it with -D (one backward per value)");
+                                             "value: " + what_to_give(*i->cond));
             }
         // A name whose type differs between the branches (and is read after
         // the if) has no one type without the condition's value.
@@ -107,7 +147,7 @@ std::vector<const Expr *> constexpr_guarded_conditions(const Function &fn, const
 }
 
 bool report_constexpr_guarded_definitions(const Function &fn, const sema::TypeInfo &types, DiagEngine &diags) {
-  Checker c{types, &diags, false, {}};
+  Checker c{types, &diags, false, {}, &fn};
   std::set<std::string> params;
   for (const Param &p : fn.params) params.insert(p.name);
   c.block(fn.body, params, {});

@@ -652,6 +652,26 @@ run tuple_param "$TMP/tuple_param.py" --wrt Q
 expect_rc tuple_param_exit_1 1 tuple_param
 expect_grep tuple_param_named "$TMP/tuple_param.err" "tuple_param.py:6:40: error: 'stride_q' is indexed like a tuple, .*tuple parameters are not supported yet"
 
+# A definition guarded by a condition on a local computed from constexprs (fla's `n_sub = BT // BC`): the error
+# names the parameters to give.
+cat >"$TMP/derived_flag.py" <<'EOF'
+import triton
+import triton.language as tl
+@triton.jit
+def k(X, Y, BT: tl.constexpr, BC: tl.constexpr):
+    n_sub = BT // BC
+    o = tl.arange(0, BC)
+    x = tl.load(X + o)
+    if n_sub == 2:
+        w = x * 2.0
+    tl.store(Y + o, w * x)
+EOF
+run derived_flag "$TMP/derived_flag.py" --wrt X
+expect_rc derived_flag_exit_1 1 derived_flag
+expect_grep derived_flag_names_params "$TMP/derived_flag.err" "derived_flag.py:8:8: error: 'w' is assigned only when the tl.constexpr condition 'n_sub == 2' is true .*give BT and BC, which it is computed from, with -D"
+run derived_flag_given "$TMP/derived_flag.py" --wrt X -D BT=64 -D BC=32
+expect_rc derived_flag_given_exit_0 0 derived_flag_given
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'
