@@ -334,7 +334,17 @@ struct Parameter {
   bool differentiable = false;  // has an upstream gradient
   bool saved_output = false;    // the backward reads what the forward stored there
   std::string gradient;         // its gradient buffer, for a differentiated input
+  std::vector<std::string> float_dtypes;  // a float pointer: the torch dtypes its backward serves ("float32", ...)
 };
+
+// The torch dtype of a float pointer type of the protocol ("*bf16": "bfloat16"), or "".
+std::string torch_float_dtype(const std::string &type) {
+  static const std::map<std::string, std::string> names = {
+      {"*fp32", "float32"}, {"*fp16", "float16"}, {"*bf16", "bfloat16"}, {"*fp64", "float64"},
+      {"*fp8e4nv", "float8_e4m3fn"}, {"*fp8e5", "float8_e5m2"}};
+  auto it = names.find(type);
+  return it == names.end() ? "" : it->second;
+}
 
 }  // namespace
 
@@ -391,6 +401,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
     if (q.pointer) {
       q.annotation = "torch.Tensor";
+      for (const std::string &t : types)
+        if (std::string d = torch_float_dtype(t); !d.empty()) q.float_dtypes.push_back(d);
     } else if (q.constexpr_param) {
       q.dtype = roles[params.size()] == ad::ParamRole::DTypeConstexpr;
       auto given = request.param_types.find(fp.name);
@@ -712,13 +724,20 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   std::vector<std::string> defaults, param_names, output_names;
   for (const Param &p : fn->params)
     if (p.default_value) defaults.push_back(emit::quote_string(p.name) + ": " + emit::print_expr(*p.default_value));
-  for (const Parameter &p : params) param_names.push_back(emit::quote_string(p.name));
+  std::vector<std::string> served;  // the float dtypes each pointer's backward serves
+  for (const Parameter &p : params) {
+    param_names.push_back(emit::quote_string(p.name));
+    std::vector<std::string> quoted;
+    for (const std::string &d : p.float_dtypes) quoted.push_back(emit::quote_string(d));
+    if (!quoted.empty()) served.push_back(emit::quote_string(p.name) + ": " + tuple_of(quoted));
+  }
   for (const Parameter *p : outputs) output_names.push_back(emit::quote_string(p->name));
   py << "\n# " << name << "[grid](...): the kernel as a PyTorch op (the jit function is " << name << ".jit).\n"
      << name << " = TgradKernel(" << name << ", " << forward_op << ", " << tuple_of(param_names) << ", {"
      << join(defaults) << "},\n"
      << "                  collections.namedtuple(\"" << name << "_outputs\", " << tuple_of(output_names)
-     << ", rename=True), " << eager << ")\n";
+     << ", rename=True), " << eager << ",\n"
+     << "                  dtypes={" << join(served) << "})\n";
   return py.str();
 }
 

@@ -1059,8 +1059,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -1113,6 +1115,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -1220,4 +1228,5 @@ class _tgrad_eager_attn_fwd_block_ptr_kernel(torch.autograd.Function):
 
 # attn_fwd_block_ptr_kernel[grid](...): the kernel as a PyTorch op (the jit function is attn_fwd_block_ptr_kernel.jit).
 attn_fwd_block_ptr_kernel = TgradKernel(attn_fwd_block_ptr_kernel, attn_fwd_block_ptr_kernel_forward, ("Q", "K", "V", "sm_scale", "M", "Out", "stride_qz", "stride_qh", "stride_qm", "stride_qk", "stride_kz", "stride_kh", "stride_kn", "stride_kk", "stride_vz", "stride_vh", "stride_vn", "stride_vk", "stride_oz", "stride_oh", "stride_om", "stride_ok", "H", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGE"), {},
-                  collections.namedtuple("attn_fwd_block_ptr_kernel_outputs", ("M", "Out"), rename=True), _tgrad_eager_attn_fwd_block_ptr_kernel)
+                  collections.namedtuple("attn_fwd_block_ptr_kernel_outputs", ("M", "Out"), rename=True), _tgrad_eager_attn_fwd_block_ptr_kernel,
+                  dtypes={"Q": ("float32", "float16", "bfloat16"), "K": ("float32", "float16", "bfloat16"), "V": ("float32", "float16", "bfloat16"), "M": ("float32", "float16", "bfloat16"), "Out": ("float32", "float16", "bfloat16")})

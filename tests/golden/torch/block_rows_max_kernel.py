@@ -186,8 +186,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -240,6 +242,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -328,4 +336,5 @@ class _tgrad_eager_block_rows_max_kernel(torch.autograd.Function):
 
 # block_rows_max_kernel[grid](...): the kernel as a PyTorch op (the jit function is block_rows_max_kernel.jit).
 block_rows_max_kernel = TgradKernel(block_rows_max_kernel, block_rows_max_kernel_forward, ("X", "Y", "n_rows", "n_cols", "BR", "BC"), {},
-                  collections.namedtuple("block_rows_max_kernel_outputs", ("Y",), rename=True), _tgrad_eager_block_rows_max_kernel)
+                  collections.namedtuple("block_rows_max_kernel_outputs", ("Y",), rename=True), _tgrad_eager_block_rows_max_kernel,
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")})

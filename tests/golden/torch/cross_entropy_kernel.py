@@ -150,8 +150,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -204,6 +206,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -300,4 +308,5 @@ class _tgrad_eager_cross_entropy_kernel(torch.autograd.Function):
 
 # cross_entropy_kernel[grid](...): the kernel as a PyTorch op (the jit function is cross_entropy_kernel.jit).
 cross_entropy_kernel = TgradKernel(cross_entropy_kernel, cross_entropy_kernel_forward, ("logits_ptr", "targets_ptr", "loss_ptr", "stride", "n_cols", "BLOCK_SIZE"), {},
-                  collections.namedtuple("cross_entropy_kernel_outputs", ("loss_ptr",), rename=True), _tgrad_eager_cross_entropy_kernel)
+                  collections.namedtuple("cross_entropy_kernel_outputs", ("loss_ptr",), rename=True), _tgrad_eager_cross_entropy_kernel,
+                  dtypes={"logits_ptr": ("float32", "float16", "bfloat16"), "targets_ptr": ("float32", "float16", "bfloat16"), "loss_ptr": ("float32",)})

@@ -459,8 +459,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -513,6 +515,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -616,4 +624,5 @@ class _tgrad_eager_descriptor_attention_kernel(torch.autograd.Function):
 
 # descriptor_attention_kernel[grid](...): the kernel as a PyTorch op (the jit function is descriptor_attention_kernel.jit).
 descriptor_attention_kernel = TgradKernel(descriptor_attention_kernel, descriptor_attention_kernel_forward, ("sm_scale", "M", "Z", "H", "desc_q", "desc_k", "desc_v", "desc_o", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "FP8"), {},
-                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True), _tgrad_eager_descriptor_attention_kernel)
+                  collections.namedtuple("descriptor_attention_kernel_outputs", ("M", "desc_o"), rename=True), _tgrad_eager_descriptor_attention_kernel,
+                  dtypes={"M": ("float16", "float32", "bfloat16"), "desc_q": ("float16",), "desc_k": ("float16",), "desc_v": ("float16",), "desc_o": ("float16", "float32", "bfloat16")})

@@ -214,8 +214,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -268,6 +270,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -365,4 +373,5 @@ class _tgrad_eager_grouped_matmul_kernel(torch.autograd.Function):
 
 # grouped_matmul_kernel[grid](...): the kernel as a PyTorch op (the jit function is grouped_matmul_kernel.jit).
 grouped_matmul_kernel = TgradKernel(grouped_matmul_kernel, grouped_matmul_kernel_forward, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_M"), {},
-                  collections.namedtuple("grouped_matmul_kernel_outputs", ("c_ptr",), rename=True), _tgrad_eager_grouped_matmul_kernel)
+                  collections.namedtuple("grouped_matmul_kernel_outputs", ("c_ptr",), rename=True), _tgrad_eager_grouped_matmul_kernel,
+                  dtypes={"a_ptr": ("float32", "float16", "bfloat16"), "b_ptr": ("float32", "float16", "bfloat16"), "c_ptr": ("float32", "float16", "bfloat16")})

@@ -434,8 +434,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -488,6 +490,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -604,4 +612,5 @@ class _tgrad_eager_layer_norm_fwd_kernel(torch.autograd.Function):
 
 # layer_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is layer_norm_fwd_kernel.jit).
 layer_norm_fwd_kernel = TgradKernel(layer_norm_fwd_kernel, layer_norm_fwd_kernel_forward, ("X", "Y", "W", "B", "Mean", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
-                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _tgrad_eager_layer_norm_fwd_kernel)
+                  collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _tgrad_eager_layer_norm_fwd_kernel,
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "B": ("float32", "float16", "bfloat16"), "Mean": ("float32",), "Rstd": ("float32",)})

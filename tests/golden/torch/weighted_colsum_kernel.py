@@ -170,8 +170,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
         self._op = op
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -224,6 +226,12 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        for name, served in self._dtypes.items():
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
+                                f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
+                                f"with --arg {name}=TYPE for this dtype")
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -319,4 +327,5 @@ class _tgrad_eager_weighted_colsum_kernel(torch.autograd.Function):
 
 # weighted_colsum_kernel[grid](...): the kernel as a PyTorch op (the jit function is weighted_colsum_kernel.jit).
 weighted_colsum_kernel = TgradKernel(weighted_colsum_kernel, weighted_colsum_kernel_forward, ("X", "W", "Y", "n_cols", "BLOCK"), {},
-                  collections.namedtuple("weighted_colsum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_weighted_colsum_kernel)
+                  collections.namedtuple("weighted_colsum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_weighted_colsum_kernel,
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")})
