@@ -1,5 +1,6 @@
 #include "src/ad/Readability.h"
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -28,11 +29,14 @@ bool pure_method(const std::string &name) {
   return names.count(name) > 0;
 }
 
-bool is_pure(const Expr &e) {
+// Whether `e` computes a value only, or (`loads`) also reads memory with
+// tl.load: such a value moves only past statements that write no memory.
+bool is_pure(const Expr &e, bool loads = false) {
   bool pure = true;
   visit_expr(e, [&](const Expr &x) {
     auto *c = dyn_cast<Call>(&x);
     if (!c) return;
+    if (loads && emit::print_expr(*c->func) == "tl.load") return;
     if (auto *a = dyn_cast<Attribute>(c->func.get())) {
       const std::string callee = emit::print_expr(*c->func);
       const bool library = callee.rfind("tl.", 0) == 0 || callee.rfind("libdevice.", 0) == 0 ||
@@ -44,6 +48,38 @@ bool is_pure(const Expr &e) {
     if (!n || (n->id != "min" && n->id != "max" && n->id != "float" && n->id != "int")) pure = false;
   });
   return pure;
+}
+
+std::vector<ExprPtr *> own_expressions(Stmt &s);
+std::vector<StmtList *> nested_blocks(Stmt &s);
+
+bool reads_memory(const Expr &e) {
+  bool found = false;
+  visit_expr(e, [&](const Expr &x) {
+    if (auto *c = dyn_cast<Call>(&x)) found |= emit::print_expr(*c->func) == "tl.load";
+  });
+  return found;
+}
+
+// Whether a statement (at any depth) may write memory or waits at a barrier:
+// a store, an atomic, a barrier, a print or check, a method other than a
+// known pure one (`desc.store(...)`), or a call of a function of the module.
+bool writes_memory(Stmt &s) {
+  bool found = false;
+  auto check = [&](const Expr &e) {
+    visit_expr(e, [&](const Expr &x) {
+      auto *c = dyn_cast<Call>(&x);
+      if (!c) return;
+      const std::string f = emit::print_expr(*c->func);
+      if (f == "tl.load") return;
+      if (!is_pure(x, true)) found = true;
+    });
+  };
+  for (ExprPtr *e : own_expressions(s)) check(**e);
+  if (auto *w = dyn_cast<While>(&s)) check(*w->cond);
+  for (StmtList *nested : nested_blocks(s))
+    for (StmtPtr &st : *nested) found |= writes_memory(*st);
+  return found;
 }
 
 // The expressions a statement evaluates itself (not those of the blocks it holds).
@@ -247,7 +283,8 @@ class Folder {
     auto *target = dyn_cast<Name>(a->targets[0].get());
     if (!target) return false;
     const std::string &t = target->id;
-    if (keep_.count(t) || assigned_[t] != 1 || reads_[t] != 1 || !is_pure(*a->value)) return false;
+    if (keep_.count(t) || assigned_[t] != 1 || reads_[t] != 1 || !is_pure(*a->value, true)) return false;
+    const bool loads = reads_memory(*a->value);
     std::set<std::string> operands;
     visit_expr(*a->value, [&](const Expr &x) {
       if (auto *n = dyn_cast<Name>(&x)) operands.insert(n->id);
@@ -257,11 +294,13 @@ class Folder {
       size_t here = 0;
       for (ExprPtr *e : own) here += occurrences(**e, t);
       if (here == 0) {
-        // A statement in between that assigns an operand: the value would change.
+        // A statement in between that assigns an operand: the value would change;
+        // one that writes memory, for a value that loads: what it loads would.
         std::map<std::string, int> changed;
         stmt_assignments(*b[j], changed);
         for (const auto &kv : changed)
           if (operands.count(kv.first)) return false;
+        if (loads && writes_memory(*b[j])) return false;
         continue;
       }
       // The use: substitute, unless the line grows too long.

@@ -229,16 +229,14 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_6_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0)
     dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
     dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0)
-    bacc_6 = bacc_6_to_Out_type_element_ty.to(acc_6.dtype)
+    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(acc_6.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_6 = bm_i_6_times_c * 0.6931471805599453
+    bm_i_6 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
     bacc_3_2 = tl.where(t_and_t_2, bacc_6 / l_i_5_col, 0.0)

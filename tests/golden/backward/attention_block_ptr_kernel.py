@@ -145,16 +145,14 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0)
     dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
     dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_4_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
+    bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(acc_4.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_4 = bm_i_4_times_c * 0.6931471805599453
+    bm_i_4 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
     bacc_2_2 = tl.where(t_and_t_2, bacc_4 / l_i_3_col, 0.0)

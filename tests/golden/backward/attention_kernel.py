@@ -107,8 +107,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     do_ptrs = do_base + offs_m_col * stride_om + offs_d_row * stride_ok
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(acc_4.dtype)
+    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(acc_4.dtype)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bm_i_2_plus_tl_math_log2_l_i_2 = blse * 0.6931471805599453

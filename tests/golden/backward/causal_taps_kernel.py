@@ -14,14 +14,12 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0)
     for i in tl.static_range(NTAPS):
         W_plus_i = W + i
-        tl_load_W_plus_i = tl.load(W_plus_i)
-        w = tl_load_W_plus_i.to(tl.float32)
+        w = tl.load(W_plus_i).to(tl.float32)
         src = o_t - i
         X_plus_src = X + src
         t = src >= 0
         t_and_t_2 = t & (src < T)
-        tl_load_X_plus_src = tl.load(X_plus_src, mask=t_and_t_2, other=0.0)
-        x = tl_load_X_plus_src.to(tl.float32)
+        x = tl.load(X_plus_src, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # Grad of: acc += w * x
         bw = tl.sum(bacc_2 * x)

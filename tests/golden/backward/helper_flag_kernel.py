@@ -27,8 +27,7 @@ def helper_flag_kernel_bwd_ACT_square_TWICE_true(X, Y, n, ACT: tl.constexpr, TWI
     x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
-    bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_true(x, ACT, TWICE, b_gate_x_ACT), 0.0)
+    bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_true(x, ACT, TWICE, tl.load(dY + offsets, mask=mask, other=0.0)), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
     tl.store(dX + offsets, bx, mask=mask)
@@ -55,8 +54,7 @@ def helper_flag_kernel_bwd_ACT_exp_TWICE_true(X, Y, n, ACT: tl.constexpr, TWICE:
     x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
-    bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_true(x, ACT, TWICE, b_gate_x_ACT), 0.0)
+    bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_true(x, ACT, TWICE, tl.load(dY + offsets, mask=mask, other=0.0)), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
     tl.store(dX + offsets, bx, mask=mask)
@@ -80,8 +78,7 @@ def helper_flag_kernel_bwd_ACT_square_TWICE_false(X, Y, n, ACT: tl.constexpr, TW
     x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
-    bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_false(x, ACT, TWICE, b_gate_x_ACT), 0.0)
+    bx = tl.where(mask, _gate_bwd_ACT_square_TWICE_false(x, ACT, TWICE, tl.load(dY + offsets, mask=mask, other=0.0)), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
     tl.store(dX + offsets, bx, mask=mask)
@@ -105,8 +102,7 @@ def helper_flag_kernel_bwd_ACT_exp_TWICE_false(X, Y, n, ACT: tl.constexpr, TWICE
     x = tl.load(X + offsets, mask=mask, other=0.0)
 
     # Grad of: tl.store(Y + offsets, _gate(x, ACT, DOUBLE=TWICE), mask=mask)
-    b_gate_x_ACT = tl.load(dY + offsets, mask=mask, other=0.0)
-    bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_false(x, ACT, TWICE, b_gate_x_ACT), 0.0)
+    bx = tl.where(mask, _gate_bwd_ACT_exp_TWICE_false(x, ACT, TWICE, tl.load(dY + offsets, mask=mask, other=0.0)), 0.0)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
     tl.store(dX + offsets, bx, mask=mask)

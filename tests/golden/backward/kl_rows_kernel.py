@@ -27,8 +27,7 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     kl = tl.where(mask, tl_exp_p_log_2 * p_log_2_minus_q_log_2, 0.0)
 
     # Grad of: tl.store(Loss + row, tl.sum(kl, 0))
-    btl_sum_kl_zero = tl.load(dLoss + row)
-    bkl = tl.broadcast_to(tl.expand_dims(btl_sum_kl_zero, 0), kl.shape)
+    bkl = tl.broadcast_to(tl.expand_dims(tl.load(dLoss + row), 0), kl.shape)
 
     # Grad of: kl = tl.where(mask, tl.exp(p_log) * (p_log - q_log), 0.0)
     btl_exp_p_log_2_times_p = tl.where(mask, bkl, 0.0)

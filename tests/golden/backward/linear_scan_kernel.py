@@ -26,8 +26,7 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        tl_load_X_plus_offs = tl.load(X + offs)
-        h_2 = tl_load_A_plus_offs * h_2 + tl_load_X_plus_offs
+        h_2 = tl_load_A_plus_offs * h_2 + tl.load(X + offs)
 
     # Grad of: tl.store(H + row * BLOCK + lanes, h)
     bh_2 = tl.load(dH + row * BLOCK + lanes)

@@ -59,8 +59,7 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
         y = tl.where(mask, _log_of_x_times_w, 0.0)
 
         # Grad of: tl.store(Out + row, tl.sum(y, 0))
-        btl_sum_y_zero = tl.load(dOut + row)
-        by = tl.broadcast_to(tl.expand_dims(btl_sum_y_zero, 0), y.shape)
+        by = tl.broadcast_to(tl.expand_dims(tl.load(dOut + row), 0), y.shape)
 
         # Grad of: y = tl.where(mask, _log_of(x * w), 0.0)
         bx_times_w = tl.where(mask, _log_of_bwd(x_times_w, tl.where(mask, by, 0.0)), 0.0)

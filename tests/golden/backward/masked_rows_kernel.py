@@ -22,10 +22,8 @@ def masked_rows_kernel_bwd(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.cons
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
             # (Loaded early: nothing in the backward writes this memory.)
-            btl_exp_x_times_half = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
-
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
-            bx = btl_exp_x_times_half * 0.5 * tl.exp(x)
+            bx = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0) * 0.5 * tl.exp(x)
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
             tl.store(dX + row_times_n_cols_2 + cols, bx, mask=mask)

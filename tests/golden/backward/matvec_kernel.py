@@ -62,8 +62,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0)
 
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
-        btl_reshape_row = tl.load(dZ + tl_program_id_zero * K + rk)
-        brow = tl.reshape(btl_reshape_row, row.shape)
+        brow = tl.reshape(tl.load(dZ + tl_program_id_zero * K + rk), row.shape)
 
         # Grad of: row = tl.dot(tl.reshape(x * x, [1, K]), w, input_precision="ieee")
         btl_reshape_x_times_x = tl.dot(brow.to(W_plus_rk_col_times_K_2.dtype.element_ty), tl.trans(w), input_precision="ieee")

@@ -42,8 +42,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         row = forward_pid
         row_times_stride_x_row = row * stride_x_row
         X_plus_row_times_stride = X + row_times_stride_x_row + cols
-        tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
-        x = tl_load_X_plus_row_times_stride.to(tl.float32)
+        x = tl.load(X_plus_row_times_stride, mask=mask, other=0.).to(tl.float32)
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -55,8 +54,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         y = x_times_rstd * w
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_dtype_element_ty = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0)
-        by = by_to_Y_dtype_element_ty.to(y.dtype)
+        by = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0).to(y.dtype)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w

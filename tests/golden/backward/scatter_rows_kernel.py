@@ -16,10 +16,8 @@ def scatter_rows_kernel_bwd(X, IDX, Y, n_cols, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.atomic_add(Y + bucket * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_exp_x_times_half = tl.load(dY + bucket * n_cols + cols, mask=mask, other=0.0)
-
     # Grad of: tl.atomic_add(Y + bucket * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
-    bx = btl_exp_x_times_half * 0.5 * tl.exp(x)
+    bx = tl.load(dY + bucket * n_cols + cols, mask=mask, other=0.0) * 0.5 * tl.exp(x)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     tl.store(dX + row_times_n_cols + cols, bx, mask=mask)

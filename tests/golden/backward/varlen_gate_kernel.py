@@ -11,10 +11,8 @@ def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, B
     i_t = tl.program_id(0)
     i_n = tl.program_id(1).to(tl.int64)
     cu_seqlens_plus_i_n = cu_seqlens + i_n
-    tl_load_cu_seqlens_plus_i_n = tl.load(cu_seqlens_plus_i_n)
-    bos = tl_load_cu_seqlens_plus_i_n.to(tl.int64)
-    tl_load = tl.load(cu_seqlens_plus_i_n + 1)
-    eos = tl_load.to(tl.int64)
+    bos = tl.load(cu_seqlens_plus_i_n).to(tl.int64)
+    eos = tl.load(cu_seqlens_plus_i_n + 1).to(tl.int64)
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
     o_t_col = o_t[:, None]

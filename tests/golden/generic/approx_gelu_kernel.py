@@ -27,8 +27,7 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
     X_plus_offsets = X + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets.to(tl.float32)
+    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
     inner = 0.7978845608 * (x + x_times_c_times_x * x)

@@ -11,8 +11,7 @@ def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.con
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         bias_plus_offs = bias + offs
         tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)

@@ -12,18 +12,15 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     acc = tl.zeros([BT], dtype=tl.float32)
 
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
-    bacc_2_to_Y_dtype_element_ty = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32)
-    bacc_2 = bacc_2_to_Y_dtype_element_ty.to(acc.dtype)
+    bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32).to(acc.dtype)
     for i in tl.static_range(NTAPS):
         W_plus_i = W + i
-        tl_load_W_plus_i = tl.load(W_plus_i)
-        w = tl_load_W_plus_i.to(tl.float32)
+        w = tl.load(W_plus_i).to(tl.float32)
         src = o_t - i
         X_plus_src = X + src
         t = src >= 0
         t_and_t_2 = t & (src < T)
-        tl_load_X_plus_src = tl.load(X_plus_src, mask=t_and_t_2, other=0.0)
-        x = tl_load_X_plus_src.to(tl.float32)
+        x = tl.load(X_plus_src, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # Grad of: acc += w * x
         bw = tl.sum(bacc_2 * x)

@@ -12,11 +12,9 @@ def exp2_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=mask, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
     G_plus_offs = G + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=mask, other=0.0)
-    g = tl_load_G_plus_offs.to(tl.float32)
+    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, ld_exp2(x) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)

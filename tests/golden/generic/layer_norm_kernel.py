@@ -51,8 +51,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             cols = start + tl_arange_zero_BLOCK_SIZE
             X_2_plus_cols = X_2 + cols
             t = cols < N
-            tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=t, other=0.)
-            x = tl_load_X_2_plus_cols.to(tl.float32)
+            x = tl.load(X_2_plus_cols, mask=t, other=0.).to(tl.float32)
             sum_acc_2 = sum_acc_2 + x
 
         # Grad of: tl.store(Mean + row, mean)
@@ -91,21 +90,17 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             mask = cols_3 < N
             W_plus_cols_3 = W + cols_3
             dW_plus_cols_3 = dW_row + cols_3
-            tl_load_W_plus_cols_3 = tl.load(W_plus_cols_3, mask=mask, other=0.)
-            w = tl_load_W_plus_cols_3.to(tl.float32)
+            w = tl.load(W_plus_cols_3, mask=mask, other=0.).to(tl.float32)
             B_plus_cols_3 = B + cols_3
             dB_plus_cols_3 = dB_row + cols_3
-            tl_load_B_plus_cols_3 = tl.load(B_plus_cols_3, mask=mask, other=0.)
-            b = tl_load_B_plus_cols_3.to(tl.float32)
+            b = tl.load(B_plus_cols_3, mask=mask, other=0.).to(tl.float32)
             X_2_plus_cols_3 = X_2 + cols_3
-            tl_load_X_2_plus_cols_3 = tl.load(X_2_plus_cols_3, mask=mask, other=0.)
-            x_3_minus_mean = tl_load_X_2_plus_cols_3.to(tl.float32) - mean
+            x_3_minus_mean = tl.load(X_2_plus_cols_3, mask=mask, other=0.).to(tl.float32) - mean
             x_3_minus_mean_times_rstd = x_3_minus_mean * rstd
             y = x_3_minus_mean_times_rstd * w + b
 
             # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-            by_to_Y_2_dtype_element_ty = tl.load(dY_2 + cols_3, mask=mask, other=0.0).to(tl.float32)
-            by = by_to_Y_2_dtype_element_ty.to(y.dtype)
+            by = tl.load(dY_2 + cols_3, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
             # Grad of: y = (x - mean) * rstd * w + b
             bx_3_minus_mean_times_rstd = by * w
@@ -216,19 +211,16 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
     cols = start + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     dW_plus_cols_3 = dW_row + cols
-    tl_load_W_plus_cols_3 = tl.load(W + cols, mask=mask, other=0.)
-    w = tl_load_W_plus_cols_3.to(tl.float32)
+    w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
     dB_plus_cols_3 = dB_row + cols
-    tl_load_B_plus_cols_3 = tl.load(B + cols, mask=mask, other=0.)
-    b = tl_load_B_plus_cols_3.to(tl.float32)
+    b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_stride_x_row = row * stride_x_row
         X_2_plus_cols = X + row_times_stride_x_row + cols
-        tl_load_X_2_plus_cols = tl.load(X_2_plus_cols, mask=mask, other=0.)
-        x = tl_load_X_2_plus_cols.to(tl.float32)
+        x = tl.load(X_2_plus_cols, mask=mask, other=0.).to(tl.float32)
 
         # Grad of: tl.store(Mean + row, mean)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -253,8 +245,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         dY_2_plus_cols_3 = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_2_dtype_element_ty = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0).to(tl.float32)
-        by = by_to_Y_2_dtype_element_ty.to(y.dtype)
+        by = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
         # Grad of: y = (x - mean) * rstd * w + b
         bx_3_minus_mean_times_rstd = by * w

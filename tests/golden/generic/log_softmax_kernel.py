@@ -13,8 +13,7 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     mask = cols < n_cols
     row_times_in_row_stride = row * in_row_stride
     in_ptr_plus_row_times_in_2 = in_ptr + row_times_in_row_stride + cols
-    tl_load = tl.load(in_ptr_plus_row_times_in_2, mask=mask, other=-float("inf"))
-    x = tl_load.to(tl.float32)
+    x = tl.load(in_ptr_plus_row_times_in_2, mask=mask, other=-float("inf")).to(tl.float32)
     shifted = x - tl.max(x, axis=0)
     tl_exp_shifted = tl.exp(shifted)
     tl_sum_tl_exp_shifted = tl.sum(tl_exp_shifted, axis=0)

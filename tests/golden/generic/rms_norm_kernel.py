@@ -36,16 +36,14 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
     dW_plus_cols = dW_row + cols
-    tl_load_W_plus_cols = tl.load(W + cols, mask=mask, other=0.)
-    w = tl_load_W_plus_cols.to(tl.float32)
+    w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
         row_times_stride_x_row = row * stride_x_row
         X_plus_row_times_stride = X + row_times_stride_x_row + cols
-        tl_load_X_plus_row_times_stride = tl.load(X_plus_row_times_stride, mask=mask, other=0.)
-        x = tl_load_X_plus_row_times_stride.to(tl.float32)
+        x = tl.load(X_plus_row_times_stride, mask=mask, other=0.).to(tl.float32)
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -59,8 +57,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         dY_plus_row_times_stride = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0).to(tl.float32)
-        by = by_to_Y_dtype_element_ty.to(y.dtype)
+        by = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w

@@ -36,8 +36,7 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     dW_plus_cols = dW_row + cols
-    tl_load_W_plus_cols = tl.load(W + cols, mask=mask, other=0.0)
-    w = tl_load_W_plus_cols.to(tl.float32)
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
     one_minus_p = 1.0 - p
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -45,8 +44,7 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
         row = forward_pid
         row_times_n_cols = row * n_cols
         X_plus_row_times_n_cols_2 = X + row_times_n_cols + cols
-        tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-        x = tl_load.to(tl.float32)
+        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0).to(tl.float32)
         seed = tl.load(SEEDS + row)
         tl_rand_seed_cols = tl.rand(seed, cols, n_rounds=7)
         keep = tl_rand_seed_cols > p

@@ -14,10 +14,8 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
     i_t = tl.program_id(0)
     i_n = tl.program_id(1).to(tl.int64)
     cu_seqlens_plus_i_n = cu_seqlens + i_n
-    tl_load_cu_seqlens_plus_i_n = tl.load(cu_seqlens_plus_i_n)
-    bos = tl_load_cu_seqlens_plus_i_n.to(tl.int64)
-    tl_load = tl.load(cu_seqlens_plus_i_n + 1)
-    eos = tl_load.to(tl.int64)
+    bos = tl.load(cu_seqlens_plus_i_n).to(tl.int64)
+    eos = tl.load(cu_seqlens_plus_i_n + 1).to(tl.int64)
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
     o_t_col = o_t[:, None]
@@ -26,11 +24,9 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
     m = t & (o_d_row < D)
     offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
     G_plus_offs = G + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
-    g = tl_load_G_plus_offs.to(tl.float32)
+    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -66,11 +62,9 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     m = t & (o_d_row < D)
     offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
     G_plus_offs = G + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
-    g = tl_load_G_plus_offs.to(tl.float32)
+    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)

@@ -65,8 +65,7 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
     X_plus_offsets = X + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets.to(tl.float32)
+    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
     activation_x = activation(x)
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)

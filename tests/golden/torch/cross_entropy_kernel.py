@@ -38,8 +38,7 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     mask = cols < n_cols
     row_times_stride = row * stride
     logits_ptr_plus_row = logits_ptr + row_times_stride + cols
-    tl_load_logits_ptr_plus_row = tl.load(logits_ptr_plus_row, mask=mask, other=-float("inf"))
-    logits = tl_load_logits_ptr_plus_row.to(tl.float32)
+    logits = tl.load(logits_ptr_plus_row, mask=mask, other=-float("inf")).to(tl.float32)
     target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
     tl_exp_logits_minus_m = tl.exp(logits - m)

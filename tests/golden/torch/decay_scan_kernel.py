@@ -53,11 +53,9 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     mask = (rows_col < n_rows) & (steps_row < T)
     offsets = rows_col * T + steps_row
     X_plus_offsets = X + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets.to(tl.float32)
+    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
     G_plus_offsets = G + offsets
-    tl_load_G_plus_offsets = tl.load(G_plus_offsets, mask=mask, other=0.0)
-    g = tl_load_G_plus_offsets.to(tl.float32)
+    g = tl.load(G_plus_offsets, mask=mask, other=0.0).to(tl.float32)
     decay = tl.sigmoid(g)
 
     # Grad of: tl.store(H + offsets, h + 0.5 * suffix, mask=mask)

@@ -72,8 +72,7 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     t_4 = x_desc_index1_row < x_desc_shape1
     dW_plus_tl_arange_zero_BN_2 = dW_row + tl_arange_zero_BN
     t_5 = tl_arange_zero_BN < N
-    tl_load_2 = tl.load(W + tl_arange_zero_BN, mask=t_5, other=0.0)
-    w = tl_load_2.to(tl.float32)
+    w = tl.load(W + tl_arange_zero_BN, mask=t_5, other=0.0).to(tl.float32)
     w_row = w[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.

@@ -40,8 +40,7 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
     X_plus_offsets = X + offsets
-    tl_load_X_plus_offsets = tl.load(X_plus_offsets, mask=mask, other=0.0)
-    x = tl_load_X_plus_offsets.to(tl.float32)
+    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
     inner = 0.7978845608028654 * (x + x_times_c_times_x * x)
@@ -51,8 +50,7 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     y = x_times_half * tanh_inner_plus_one
 
     # Grad of: tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=mask)
-    by_to_Y_dtype_element_ty = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
-    by = by_to_Y_dtype_element_ty.to(y.dtype)
+    by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
     binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)

@@ -51,8 +51,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         offs = row_times_n_steps_plus_t_2 + lanes
         A_plus_offs = A + offs
         tl_load_A_plus_offs = tl.load(A_plus_offs)
-        tl_load_X_plus_offs = tl.load(X + offs)
-        h_2 = tl_load_A_plus_offs * h_2 + tl_load_X_plus_offs
+        h_2 = tl_load_A_plus_offs * h_2 + tl.load(X + offs)
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
     bh_2 = tl.zeros(h.shape, dtype=tl.float32)

@@ -39,8 +39,7 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
     # The backward with OFFSETS_TENSOR=True.
     tl_program_id_zero = tl.program_id(0)
     rows = tl_program_id_zero * BR + tl.arange(0, BR)
-    tl_load_offsets_plus_tl_program = tl.load(offsets + tl_program_id_zero)
-    src = rows + tl_load_offsets_plus_tl_program
+    src = rows + tl.load(offsets + tl_program_id_zero)
     cols = tl.arange(0, D)
     mask = rows < n_rows
     rows_col_times_D = rows[:, None] * D

@@ -42,8 +42,7 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     row_in_plus_cols = row_in + cols
-    tl_load_row_in_plus_cols = tl.load(row_in_plus_cols, mask=mask, other=-float('inf'))
-    x = tl_load_row_in_plus_cols.to(tl.float32)
+    x = tl.load(row_in_plus_cols, mask=mask, other=-float('inf')).to(tl.float32)
     x_max = tl.max(x, axis=0)
     shifted = x - x_max
     num = tl.exp(shifted)
@@ -52,8 +51,7 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     drow_out_plus_cols = dout_ptr + row * out_row_stride + cols
 
     # Grad of: tl.store(row_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-    by_to_out_ptr_dtype_element_ty = tl.load(drow_out_plus_cols, mask=mask, other=0.0).to(tl.float32)
-    by = by_to_out_ptr_dtype_element_ty.to(y.dtype)
+    by = tl.load(drow_out_plus_cols, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
     # Grad of: y = num / denom
     bnum = by / denom

@@ -61,16 +61,14 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     m = t & (o_d_row < D)
     offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
     if i_t_times_BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
     G_plus_offs = G + offs
-    tl_load_G_plus_offs = tl.load(G_plus_offs, mask=m, other=0.0)
-    g = tl_load_G_plus_offs.to(tl.float32)
+    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
     t_4_col = (tl_arange_zero_BT == i_last_3)[:, None]
     tl_where_t_4_col_g_zero = tl.where(t_4_col, g, 0.0)
@@ -121,13 +119,11 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     m = t & (o_d_row < D)
     offs = (bos + o_t_col) * D + o_d_row
     X_plus_offs = X + offs
-    tl_load_X_plus_offs = tl.load(X_plus_offs, mask=m, other=0.0)
-    x = tl_load_X_plus_offs.to(tl.float32)
+    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by_to_Y_dtype_element_ty = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32)
-    by = by_to_Y_dtype_element_ty.to(y.dtype)
+    by = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype)
 
     # Grad of: y = x * x
     bx = by * x

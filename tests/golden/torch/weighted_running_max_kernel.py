@@ -59,8 +59,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
     # The same for every forward program: computed once.
     lanes = tl.arange(0, BLOCK)
     dW_plus_lanes = dW_row + lanes
-    tl_load_W_plus_lanes = tl.load(W + lanes)
-    w = tl_load_W_plus_lanes.to(tl.float32)
+    w = tl.load(W + lanes).to(tl.float32)
     tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
     trips = (n_chunks - 0 + 1 - 1) // 1
 
