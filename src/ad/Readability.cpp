@@ -107,27 +107,21 @@ std::vector<StmtList *> nested_blocks(Stmt &s) {
   return {};
 }
 
-// How many times each name is read in a block, at any depth.
-void count_name_reads(const StmtList &block, std::map<std::string, int> &out) {
+// How many times each name is read in a statement / a block, at any depth.
+void count_name_reads(const StmtList &block, std::map<std::string, int> &out);
+void count_stmt_reads(Stmt &s, std::map<std::string, int> &out) {
   auto expr = [&](const Expr &e) {
     visit_expr(e, [&](const Expr &x) {
       if (auto *n = dyn_cast<Name>(&x)) ++out[n->id];
     });
   };
-  for (const StmtPtr &s : block) {
-    for (ExprPtr *e : own_expressions(*s)) expr(**e);
-    if (auto *a = dyn_cast<AugAssign>(s.get())) expr(*a->target);
-    if (auto *w = dyn_cast<While>(s.get())) expr(*w->cond);
-    for (StmtList *b : nested_blocks(*s)) count_name_reads(*b, out);
-  }
+  for (ExprPtr *e : own_expressions(s)) expr(**e);
+  if (auto *a = dyn_cast<AugAssign>(&s)) expr(*a->target);
+  if (auto *w = dyn_cast<While>(&s)) expr(*w->cond);
+  for (StmtList *b : nested_blocks(s)) count_name_reads(*b, out);
 }
-
-size_t occurrences(const Expr &e, const std::string &name) {
-  size_t n = 0;
-  visit_expr(e, [&](const Expr &x) {
-    if (auto *v = dyn_cast<Name>(&x); v && v->id == name) ++n;
-  });
-  return n;
+void count_name_reads(const StmtList &block, std::map<std::string, int> &out) {
+  for (const StmtPtr &s : block) count_stmt_reads(*s, out);
 }
 
 // The first line of a statement as printed, without its indentation.
@@ -180,11 +174,42 @@ class Folder {
   }
 
  private:
+  // Folds the block's temporaries front to back. Which statement reads each
+  // name (in its own expressions) and how many statements before each write
+  // memory are found once: a folded statement leaves a hole until the end,
+  // so that positions hold, and its reads move with its value.
   void fold_all(StmtList &b, int depth) {
-    for (size_t i = 0; i < b.size();) {
-      if (fold(b, i, depth)) continue;  // b[i] is gone: the next statement is at i now
-      ++i;
+    std::map<std::string, size_t> use_at;
+    std::vector<size_t> writes_before(b.size() + 1, 0);
+    for (size_t k = 0; k < b.size(); ++k) {
+      for (ExprPtr *e : own_expressions(*b[k]))
+        visit_expr(**e, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x)) use_at.emplace(n->id, k);
+        });
+      writes_before[k + 1] = writes_before[k] + (writes_memory(*b[k]) ? 1 : 0);
     }
+    bool folded = false;
+    std::vector<std::string> hole_comments(b.size());
+    for (size_t i = 0; i < b.size(); ++i)
+      folded |= fold(b, i, depth, use_at, writes_before, hole_comments[i]);
+    if (!folded) return;
+    // Comments of folded statements go to the next statement that stays.
+    StmtList kept;
+    std::string pending;
+    for (size_t k = 0; k < b.size(); ++k) {
+      StmtPtr &st = b[k];
+      if (!st) {
+        const std::string &c = hole_comments[k];
+        if (!c.empty()) pending = pending.empty() ? c : pending + "\n" + c;
+        continue;
+      }
+      if (!pending.empty()) {
+        st->leading_comment = st->leading_comment.empty() ? pending : pending + "\n" + st->leading_comment;
+        pending.clear();
+      }
+      kept.push_back(std::move(st));
+    }
+    b = std::move(kept);
   }
 
   // `y = e` after `x = e` in the same block, both assigned once and e's
@@ -268,60 +293,57 @@ class Folder {
       // In between: x must be neither read nor assigned.
       std::map<std::string, int> names;
       stmt_assignments(*b[i], names);
-      StmtList one;
-      one.push_back(clone(*b[i]));
-      count_name_reads(one, names);
+      count_stmt_reads(*b[i], names);
       if (names.count(x->id)) return false;
     }
     return false;
   }
 
   // Moves `t = e` at b[i] into its one use in a later statement of `b`; whether it did.
-  bool fold(StmtList &b, size_t i, int depth) {
+  bool fold(StmtList &b, size_t i, int depth, std::map<std::string, size_t> &use_at,
+            const std::vector<size_t> &writes_before, std::string &hole_comment) {
     auto *a = dyn_cast<Assign>(b[i].get());
     if (!a || a->targets.size() != 1) return false;
     auto *target = dyn_cast<Name>(a->targets[0].get());
     if (!target) return false;
-    const std::string &t = target->id;
+    const std::string t = target->id;
     if (keep_.count(t) || assigned_[t] != 1 || reads_[t] != 1 || !is_pure(*a->value, true)) return false;
-    const bool loads = reads_memory(*a->value);
+    auto use = use_at.find(t);
+    if (use == use_at.end() || use->second <= i) return false;  // read in a nested block: it stays
+    const size_t j = use->second;
+    // A value that loads moves past no statement that writes memory.
+    if (reads_memory(*a->value) && writes_before[j] != writes_before[i + 1]) return false;
+    // Nor past one that assigns an operand: only a name assigned more than
+    // once (its one assignment precedes this statement) can be.
     std::set<std::string> operands;
     visit_expr(*a->value, [&](const Expr &x) {
       if (auto *n = dyn_cast<Name>(&x)) operands.insert(n->id);
     });
-    for (size_t j = i + 1; j < b.size(); ++j) {
-      std::vector<ExprPtr *> own = own_expressions(*b[j]);
-      size_t here = 0;
-      for (ExprPtr *e : own) here += occurrences(**e, t);
-      if (here == 0) {
-        // A statement in between that assigns an operand: the value would change;
-        // one that writes memory, for a value that loads: what it loads would.
+    for (const std::string &op : operands) {
+      if (assigned_[op] <= 1) continue;
+      for (size_t k = i + 1; k < j; ++k) {
         std::map<std::string, int> changed;
-        stmt_assignments(*b[j], changed);
-        for (const auto &kv : changed)
-          if (operands.count(kv.first)) return false;
-        if (loads && writes_memory(*b[j])) return false;
-        continue;
+        stmt_assignments(*b[k], changed);
+        if (changed.count(op)) return false;
       }
-      // The use: substitute, unless the line grows too long.
-      StmtPtr candidate = clone(*b[j]);
-      for (ExprPtr *e : own_expressions(*candidate))
-        rewrite_expr(*e, [&](ExprPtr &x) {
-          if (auto *n = dyn_cast<Name>(x.get()); n && n->id == t) x = clone(*a->value);
-        });
-      if (static_cast<size_t>(4 * depth) + printed_width(*candidate) > kMaxLineColumns) return false;
-      candidate->leading_comment = b[j]->leading_comment;
-      b[j] = std::move(candidate);
-      // The folded statement's comment goes to the statement after it.
-      if (!b[i]->leading_comment.empty()) {
-        std::string &next = b[i + 1]->leading_comment;
-        next = next.empty() ? b[i]->leading_comment : b[i]->leading_comment + "\n" + next;
-      }
-      b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
-      reads_.erase(t);
-      return true;
     }
-    return false;  // read in a nested block: it stays
+    // The use: substitute, unless the line grows too long.
+    StmtPtr candidate = clone(*b[j]);
+    for (ExprPtr *e : own_expressions(*candidate))
+      rewrite_expr(*e, [&](ExprPtr &x) {
+        if (auto *n = dyn_cast<Name>(x.get()); n && n->id == t) x = clone(*a->value);
+      });
+    if (static_cast<size_t>(4 * depth) + printed_width(*candidate) > kMaxLineColumns) return false;
+    candidate->leading_comment = b[j]->leading_comment;
+    b[j] = std::move(candidate);
+    // What the folded value reads is now read at j.
+    for (const std::string &op : operands)
+      if (auto u = use_at.find(op); u != use_at.end() && u->second == i) u->second = j;
+    // A hole until fold_all closes it; its comment goes to the next statement.
+    hole_comment = b[i]->leading_comment;
+    b[i].reset();
+    reads_.erase(t);
+    return true;
   }
 
   std::set<std::string> keep_;
