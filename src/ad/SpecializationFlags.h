@@ -1,0 +1,70 @@
+// Which tl.constexpr flags a backward depends on, and the values to
+// differentiate it with (src/ad/Specialize.h differentiates once per
+// combination and dispatches on them).
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tgrad/ad/Differentiate.h"
+#include "tgrad/ast/Ast.h"
+#include "tgrad/sema/Sema.h"
+
+namespace tgrad::ad {
+
+// Past kQuietSpecializations the output is long enough to deserve a warning
+// naming the flags; past kMaxSpecializations (the time to differentiate
+// grows with the count: 32 take 5 to 10 s for fla's gated layer norms) -D is
+// required.
+inline constexpr size_t kQuietSpecializations = 8;
+inline constexpr size_t kMaxSpecializations = 32;
+
+inline std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// A value a flag takes in one specialization: how -D gives it, how the
+// dispatcher tests for it, and the suffix of that specialization's names.
+struct FlagValue {
+  sema::SType type;           // for BackwardRequest::param_types
+  std::string text;     // for messages: True, 'relu'
+  std::string suffix;   // true, relu
+  ast::ExprPtr literal;      // compared with, or null for the truth test
+  bool truth = false;   // tested as `if FLAG:` (true) / else (false)
+};
+
+struct Flag {
+  std::string name;
+  std::vector<FlagValue> values;
+};
+
+// A literal, a negated integer, or a module constant bound to one
+// (`_MODE_LLAMA: tl.constexpr = tl.constexpr(0)`): the literal; else null.
+ast::ExprPtr literal_of(const ast::Expr &e, const ast::Module &module, int depth = 0);
+
+// The values to differentiate `flag` with: each literal the function compares
+// it with (==, !=) and one equal to none; else True and False.
+Flag flag_values(const ast::Module &module, const ast::Function &fn, const std::string &flag);
+
+// The forward typed with the first uniform representative it accepts
+// (fp32, fp16, bf16 for the parameters given no type), else as given;
+// nullopt where none types: Triton would not compile it.
+std::optional<sema::TypeInfo> analyze_some_representative(const ast::Module &module, const ast::Function &fn,
+                                                          const sema::ParamTypes &given,
+                                                          bool *by_representative = nullptr);
+
+// The constexpr parameters of `fn` without a value in `given` that a jit
+// helper it calls tests in an if: a helper is differentiated as a tile
+// function, where an if on a constexpr needs the value.
+std::vector<std::string> flags_tested_in_helpers(const ast::Module &module, const ast::Function &fn,
+                                                 const sema::ParamTypes &given);
+
+// The constexpr flags of `fn` whose values the backward depends on and the
+// request does not give.
+std::vector<std::string> flags_needing_values(const ast::Module &module, const ast::Function &fn,
+                                              const BackwardRequest &request);
+
+}  // namespace tgrad::ad
