@@ -481,6 +481,16 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
       return d;
     }
   }
+  // A 2-D grid of row programs and column blocks (`row * stride + pid1 * BLOCK
+  // + tl.arange(0, BLOCK)`): the column programs and the lanes together are
+  // one unbounded tile of columns, and the rows are as in a 1-D grid.
+  int column_axis = -1;
+  if (offset.pid.size() == 2 && offset.lanes.size() == 1) {
+    std::vector<int> axes;
+    for (const auto &kv : offset.pid) axes.push_back(kv.first);
+    for (int axis : axes)
+      if (column_axis < 0 && merge_program_blocks(offset, axis)) column_axis = axis;
+  }
   if (offset.pid.size() != 1 || offset.lanes.size() != 1) {
     d.reason = "offsets over several program axes or several tl.arange tiles are not analysed yet";
     return d;
@@ -494,7 +504,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
   // A grid-stride loop's variable in the program term: each iteration has rows of its own too.
   d.walks_loop = lane.walks_loop || offset.grid_stride;
-  if (!extent.empty() && !lane.walks_loop && value_of(coefficient) == value_of(extent)) {
+  if (!extent.empty() && !lane.walks_loop && !lane.walks_programs && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = " + program_term + " * " + coefficient + " + tl.arange(0, " + extent +
                "): each address belongs to one program and lane";
@@ -520,6 +530,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
     if (cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt) {
       auto *lhs = dyn_cast<Name>(cmp->left.get());
       Affine lanes = lhs ? affine(lhs->id) : Affine();
+      if (column_axis >= 0 && lanes.valid && !merge_program_blocks(lanes, column_axis)) lanes.valid = false;
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
       if (bound) bound = resolve_copy(*bound);
       // The mask must bound the very lanes of the offset (the same tl.arange, the same loop variable).
@@ -577,6 +588,23 @@ bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   a.lanes[0].walks_loop = true;
   a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();
+  return true;
+}
+
+// `pid * B + tl.arange(0, B)` with pid the program id along `axis`: the
+// programs along it and the lanes walk disjoint blocks of B, one unbounded
+// tile of lanes. False (and `a` unchanged) where the form is not that.
+bool AccessAnalysis::merge_program_blocks(Affine &a, int axis) const {
+  auto p = a.pid.find(axis);
+  if (p == a.pid.end() || a.lanes.size() != 1 || a.lanes[0].coefficient != "1" || a.lanes[0].walks_loop ||
+      a.lanes[0].walks_programs)
+    return false;
+  Term &lane = a.lanes[0];
+  const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
+  if (extent.empty() || value_of(p->second) != value_of(extent)) return false;
+  lane.walks_programs = true;
+  lane.source += " + program_id(" + std::to_string(axis) + ")";
+  a.pid.erase(p);
   return true;
 }
 

@@ -73,6 +73,7 @@ class AccessAnalysis {
     std::string extent_symbol; // lanes: symbolic extent
     bool walks_loop = false;   // merged with a loop variable stepping by the extent: unbounded
     std::string source;        // which values: "tl.arange(0, 128)", "+ start" once merged with a loop variable
+    bool walks_programs = false;  // merged with a program id stepping by the extent (a 2-D grid's column blocks)
   };
   struct LoopTerm {
     std::string var;          // the loop variable of `for var in range(lo, hi, step)`
@@ -114,6 +115,7 @@ class AccessAnalysis {
   // A coefficient's text, or its value where it names a constexpr with a known value.
   std::string value_of(const std::string &text) const;
   std::string resolve_copy(const std::string &text) const;
+  bool merge_program_blocks(Affine &a, int axis) const;
   bool merge_loop_blocks(Affine &a) const;
 
   const ast::Function &fn_;

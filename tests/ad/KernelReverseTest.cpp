@@ -149,6 +149,25 @@ INSTANTIATE_TEST_SUITE_P(
                    "    b_v = tl.load(V + o[:, None] * B + o[None, :])\n    b_lamb = tl.load(L + o)\n"
                    "    b_o = _update(b_p, b_v, b_lamb) + _update(b_v, b_p * b_p, None)\n"
                    "    tl.store(O + o[:, None] * B + o[None, :], b_o)\n"},
+        // A 2-D grid of rows and column blocks (examples/gelu_bias.py's shape): each (row, block, lane) owns its
+        // element when rows do not overlap, so dX is a plain store under that assumption; 3 rows x 3 blocks of 8
+        // over 20 columns, the last block ragged.
+        KernelCase{"", "k", {3, 3, 1}, {"X=fp32[3,20]", "Y=fp32[3,20]:zeros", "n_cols=20", "stride=20"}, {"B=8"}, {"X"},
+                   {"the gradient of the load through 'X' is a plain store, assuming stride >= n_cols"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, n_cols, stride, B: tl.constexpr):\n    row = tl.program_id(0)\n"
+                   "    cols = tl.program_id(1) * B + tl.arange(0, B)\n    mask = cols < n_cols\n"
+                   "    x = tl.load(X + row * stride + cols, mask=mask, other=0.0)\n"
+                   "    tl.store(Y + row * stride + cols, x * x, mask=mask)\n"},
+        // Column blocks that overlap (a step of B // 2 for tiles of B): two programs load the same element, so dX
+        // stays with atomics.
+        KernelCase{"", "k", {3, 5, 1}, {"X=fp32[3,24]", "Y=fp32[3,24]:zeros", "n_cols=20", "stride=24"}, {"B=8"}, {"X"},
+                   {"the gradient of the load through 'X' is a tl.atomic_add"},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, n_cols, stride, B: tl.constexpr):\n    row = tl.program_id(0)\n"
+                   "    cols = tl.program_id(1) * (B // 2) + tl.arange(0, B)\n    mask = cols < n_cols\n"
+                   "    x = tl.load(X + row * stride + cols, mask=mask, other=0.0)\n"
+                   "    tl.atomic_add(Y + row * stride + cols, x * x, mask=mask)\n"},
         // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
