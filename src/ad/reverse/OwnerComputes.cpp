@@ -513,7 +513,9 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) summed.push_back(a);
     }
     if (summed.empty()) {
-      decline("because its addresses depend on every program id: each program owns its tile already");
+      decline("because its addresses or mask depend on every program axis the kernel reads (directly, or through "
+              "the loop around them, as a grid-stride loop's do), so there is no axis of programs an owner could sum "
+              "over");
       continue;
     }
     if (summed.size() > 1) {
