@@ -1,4 +1,4 @@
-// tgrad's public C++ API: one header, one Bazel target (//src:tgrad).
+// tgrad's public C++ API: one header, one Bazel target (//:tgrad, an alias of //src:tgrad).
 //
 // Every stage of the `tgrad` command line is a call here; the command line
 // (tools/cli/Main.cpp) is a client of this header and nothing else:
