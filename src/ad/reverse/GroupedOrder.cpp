@@ -12,20 +12,10 @@ namespace {
 
 std::string callee(const Call &c) { return emit::print_expr(*c.func); }
 
-// The literal axis of `tl.program_id(...)` / `tl.num_programs(...)` (`fn`),
-// -1 for a non-literal one, -2 for another expression.
-int axis_of(const Expr &e, const char *fn) {
-  auto *c = dyn_cast<Call>(&e);
-  if (!c || callee(*c) != fn) return -2;
-  const Expr *a = call_argument(*c, 0, "axis");
-  auto *i = a ? dyn_cast<IntLit>(a) : nullptr;
-  return i ? static_cast<int>(i->value) : -1;
-}
-
 bool mentions_programs(const Expr &e) {
   bool found = false;
   visit_expr(e, [&](const Expr &x) {
-    found |= axis_of(x, "tl.program_id") != -2 || axis_of(x, "tl.num_programs") != -2;
+    found |= program_axis_of(x, "tl.program_id") != -2 || program_axis_of(x, "tl.num_programs") != -2;
   });
   return found;
 }
@@ -108,7 +98,7 @@ std::optional<Parts> match_column(const Expr &e) {
   Parts p;
   const BinOp *div = binary(&e, BinaryOpKind::FloorDiv);
   const BinOp *rem = div ? binary(div->lhs.get(), BinaryOpKind::Mod) : nullptr;
-  if (!rem || axis_of(*rem->lhs, "tl.program_id") != 0) return std::nullopt;
+  if (!rem || program_axis_of(*rem->lhs, "tl.program_id") != 0) return std::nullopt;
   p.pid = rem->lhs.get();
   p.in_group = rem->rhs.get();
   p.group_size = div->rhs.get();
@@ -153,12 +143,20 @@ bool matches_row(const Expr &e, const Parts &p) {
 
 }  // namespace
 
+int program_axis_of(const Expr &e, const char *fn) {
+  auto *c = dyn_cast<Call>(&e);
+  if (!c || callee(*c) != fn) return -2;
+  const Expr *a = call_argument(*c, 0, "axis");
+  auto *i = a ? dyn_cast<IntLit>(a) : nullptr;
+  return i ? static_cast<int>(i->value) : -1;
+}
+
 std::optional<GroupedOrder> read_grouped_order_as_2d(StmtList &block, size_t end) {
   // Only a kernel on a 1-D grid: its other axes' ids would collide with the ones made here.
   bool other_axes = false;
   visit_exprs(block, [&](const Expr &e) {
     for (const char *fn : {"tl.program_id", "tl.num_programs"}) {
-      const int a = axis_of(e, fn);
+      const int a = program_axis_of(e, fn);
       if (a == -1 || a > 0) other_axes = true;
     }
   });
@@ -196,7 +194,7 @@ std::optional<GroupedOrder> read_grouped_order_as_2d(StmtList &block, size_t end
   order.columns = std::shared_ptr<const Expr>(std::move(columns));
 
   rewrite_exprs(block, [](ExprPtr &e) {
-    if (axis_of(*e, "tl.program_id") == 0 || axis_of(*e, "tl.num_programs") == 0) e = name(kGroupedProgramId);
+    if (program_axis_of(*e, "tl.program_id") == 0 || program_axis_of(*e, "tl.num_programs") == 0) e = name(kGroupedProgramId);
   });
   for (StmtPtr &s : block) {
     const std::string n = assigned_name(*s);

@@ -35,6 +35,11 @@ namespace tgrad::ad::reverse {
 // removal, the kernel uses its program id other than through the ordering.
 inline constexpr const char *kGroupedProgramId = "__tgrad_grouped_program_id__";
 
+// The literal axis of `tl.program_id(AXIS)` (or of `fn`, such as
+// "tl.num_programs"), -1 for an axis not written as a literal, -2 for any
+// other expression.
+int program_axis_of(const ast::Expr &e, const char *fn = "tl.program_id");
+
 struct GroupedOrder {
   std::string row, column;                 // the names of the two ids ("pid_m", "pid_n")
   std::string rows_name, columns_name;     // names of the block that hold the counts ("num_pid_m", "num_pid_n")

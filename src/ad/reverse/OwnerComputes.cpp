@@ -24,16 +24,6 @@ const char *const kNotAffine = "__tgrad_carried_not_affine__";
 
 std::string callee(const Call &c) { return emit::print_expr(*c.func); }
 
-// The axis of `tl.program_id(AXIS)` (or of `fn`), -2 for another call, -1 for
-// a non-literal axis.
-int axis_of(const Expr &e, const char *fn = "tl.program_id") {
-  auto *c = dyn_cast<Call>(&e);
-  if (!c || callee(*c) != fn) return -2;
-  const Expr *a = call_argument(*c, 0, "axis");
-  auto *i = a ? dyn_cast<IntLit>(a) : nullptr;
-  return i ? static_cast<int>(i->value) : -1;
-}
-
 const Call *memory_write(const Stmt &s) {
   auto *es = dyn_cast<ExprStmt>(&s);
   auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
@@ -271,8 +261,8 @@ bool unswizzle(StmtList &block) {
     const std::string n = assigned_name(*s);
     if (n.empty() || assigned[n] != 1) continue;
     const Expr &v = *cast<Assign>(s.get())->value;
-    if (int a = axis_of(v); a >= 0) pid_axis[n] = a;
-    if (int a = axis_of(v, "tl.num_programs"); a >= 0) programs_axis[n] = a;
+    if (int a = program_axis_of(v); a >= 0) pid_axis[n] = a;
+    if (int a = program_axis_of(v, "tl.num_programs"); a >= 0) programs_axis[n] = a;
   }
   auto axis_in = [](const Expr *e, const std::map<std::string, int> &names, const char *fn) {
     if (!e) return -1;
@@ -280,7 +270,7 @@ bool unswizzle(StmtList &block) {
       auto it = names.find(n->id);
       return it == names.end() ? -1 : it->second;
     }
-    return std::max(-1, axis_of(*e, fn));
+    return std::max(-1, program_axis_of(*e, fn));
   };
   bool changed = false;
   for (const StmtPtr &s : block) {
@@ -445,7 +435,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
   std::set<int> axes;
   bool axis_unknown = false;
   visit_exprs(body, [&](const Expr &e) {
-    const int a = axis_of(e);
+    const int a = program_axis_of(e);
     if (a >= 0) axes.insert(a);
     if (a == -1) axis_unknown = true;
   });
@@ -508,7 +498,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // 3. Which program axes the tile's addresses and mask depend on.
     std::vector<int> summed;
     for (int a : gradient_axes) {
-      const auto seed = [a](const Expr &e) { return axis_of(e) == a; };
+      const auto seed = [a](const Expr &e) { return program_axis_of(e) == a; };
       std::set<std::string> t = dependents(work, {}, seed);
       if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) summed.push_back(a);
     }
@@ -575,7 +565,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     std::set<const Stmt *> from_prefix;  // the statements before the reverse loop (the per-program prefix)
     for (size_t k = 0; k < loop_at; ++k) {
       const std::string n = assigned_name(*work[k]);
-      if (program.empty() && !n.empty() && axis_of(*cast<Assign>(work[k].get())->value) == axis) {
+      if (program.empty() && !n.empty() && program_axis_of(*cast<Assign>(work[k].get())->value) == axis) {
         std::map<std::string, int> count;
         count_assignments(work, count);
         if (count[n] == 1) {
@@ -636,8 +626,8 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     drop_memory_writes(seq);
     // The forward's program id along the axis becomes the owner's loop variable, its grid size a parameter.
     rewrite_exprs(seq, [&](ExprPtr &e) {
-      if (axis_of(*e) == axis) e = name(program);
-      else if (axis_of(*e, "tl.num_programs") == axis) e = name(programs);
+      if (program_axis_of(*e) == axis) e = name(program);
+      else if (program_axis_of(*e, "tl.num_programs") == axis) e = name(programs);
     });
 
     // 6. Split: what depends on the program looped over goes in the loop.
