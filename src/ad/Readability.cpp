@@ -124,6 +124,13 @@ void count_name_reads(const StmtList &block, std::map<std::string, int> &out) {
   for (const StmtPtr &s : block) count_stmt_reads(*s, out);
 }
 
+// Two comments as one, the first above the second (a statement that goes
+// leaves its comment to the one after it).
+std::string comment_lines(const std::string &first, const std::string &second) {
+  if (first.empty()) return second;
+  return second.empty() ? first : first + "\n" + second;
+}
+
 // The first line of a statement as printed, without its indentation.
 size_t printed_width(const Stmt &s) {
   switch (s.kind) {
@@ -199,14 +206,11 @@ class Folder {
     for (size_t k = 0; k < b.size(); ++k) {
       StmtPtr &st = b[k];
       if (!st) {
-        const std::string &c = hole_comments[k];
-        if (!c.empty()) pending = pending.empty() ? c : pending + "\n" + c;
+        pending = comment_lines(pending, hole_comments[k]);
         continue;
       }
-      if (!pending.empty()) {
-        st->leading_comment = st->leading_comment.empty() ? pending : pending + "\n" + st->leading_comment;
-        pending.clear();
-      }
+      st->leading_comment = comment_lines(pending, st->leading_comment);
+      pending.clear();
       kept.push_back(std::move(st));
     }
     b = std::move(kept);
@@ -239,10 +243,7 @@ class Folder {
       }
       reads_[it->second] += reads_[y->id];
       reads_.erase(y->id);
-      if (!b[k]->leading_comment.empty() && k + 1 < b.size()) {
-        std::string &next = b[k + 1]->leading_comment;
-        next = next.empty() ? b[k]->leading_comment : b[k]->leading_comment + "\n" + next;
-      }
+      if (k + 1 < b.size()) b[k + 1]->leading_comment = comment_lines(b[k]->leading_comment, b[k + 1]->leading_comment);
       const std::string from = y->id;
       b.erase(b.begin() + static_cast<std::ptrdiff_t>(k));
       rename_reads(root_, from, it->second);  // the whole function: a loop's value is read after it too
@@ -282,10 +283,7 @@ class Folder {
       auto *n = def && def->targets.size() == 1 ? dyn_cast<Name>(def->targets[0].get()) : nullptr;
       if (n && n->id == t->id) {
         n->id = x->id;
-        if (!b[j]->leading_comment.empty() && j + 1 < b.size()) {
-          std::string &next = b[j + 1]->leading_comment;
-          next = next.empty() ? b[j]->leading_comment : b[j]->leading_comment + "\n" + next;
-        }
+        if (j + 1 < b.size()) b[j + 1]->leading_comment = comment_lines(b[j]->leading_comment, b[j + 1]->leading_comment);
         reads_.erase(t->id);
         b.erase(b.begin() + static_cast<std::ptrdiff_t>(j));
         return true;
