@@ -283,7 +283,8 @@ class Folder {
       auto *n = def && def->targets.size() == 1 ? dyn_cast<Name>(def->targets[0].get()) : nullptr;
       if (n && n->id == t->id) {
         n->id = x->id;
-        if (j + 1 < b.size()) b[j + 1]->leading_comment = comment_lines(b[j]->leading_comment, b[j + 1]->leading_comment);
+        if (j + 1 < b.size())
+          b[j + 1]->leading_comment = comment_lines(b[j]->leading_comment, b[j + 1]->leading_comment);
         reads_.erase(t->id);
         b.erase(b.begin() + static_cast<std::ptrdiff_t>(j));
         return true;

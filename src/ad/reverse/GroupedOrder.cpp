@@ -194,7 +194,8 @@ std::optional<GroupedOrder> read_grouped_order_as_2d(StmtList &block, size_t end
   order.columns = std::shared_ptr<const Expr>(std::move(columns));
 
   rewrite_exprs(block, [](ExprPtr &e) {
-    if (program_axis_of(*e, "tl.program_id") == 0 || program_axis_of(*e, "tl.num_programs") == 0) e = name(kGroupedProgramId);
+    if (program_axis_of(*e, "tl.program_id") == 0 || program_axis_of(*e, "tl.num_programs") == 0)
+      e = name(kGroupedProgramId);
   });
   for (StmtPtr &s : block) {
     const std::string n = assigned_name(*s);
