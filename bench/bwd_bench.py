@@ -649,17 +649,23 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     grid = (triton.cdiv(N, bm), Z * H)
     strides = [s for t in (q, k, v, out) for s in t.stride()]
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    trips = triton.cdiv(N, bn)
-    programs = grid[0] * grid[1]
-    # `tgrad --emit json`: the tape of the running max m_i, [programs, trips, BLOCK_M] (l_i and acc are recovered
-    # by inverting their updates); dQ, dK, dV start at zero (atomics).
-    tapes = {"m_i_tape": torch.empty(programs * trips * bm, device="cuda")}
+    # `tgrad --emit json`: the backward kernel on the forward's grid (dQ), and where tgrad derived them the
+    # owner-computes kernels of dK and dV, one program per key block and (batch, head), each looping over the
+    # forward's query blocks (num_programs_0). The logsumexp M and the output are read back: no tape. dQ, dK, dV
+    # start at zero (one addition per element).
+    owners = [getattr(bwd, f"attn_fwd_kernel_bwd_{g}", None) for g in ("dK", "dV")]
+    owner_grid = (triton.cdiv(N, bn), Z * H)
 
     def gen_fn():
         dq.zero_(); dk.zero_(); dv.zero_()
-        bwd.attn_fwd_kernel_bwd[grid](q, k, v, sm_scale, lse, out, *strides, H, N, HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn,
-                                      IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do, **tapes, tape_trips=trips,
-                                      num_warps=4)
+        args = (q, k, v, sm_scale, lse, out, *strides, H, N)
+        kw = dict(HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do,
+                  num_warps=4)
+        bwd.attn_fwd_kernel_bwd[grid](*args, **kw)
+        for kernel in owners:
+            if kernel is not None:
+                programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
+                kernel[owner_grid](*args, **kw, **{programs: grid[0]})
 
     hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(Z, H, N, device="cuda")

@@ -3,12 +3,15 @@
 // or the kernel's (src/ad/reverse/KernelPlan.cpp), and differentiate_typed,
 // which adds a kernel's one-pass version. The engine's other parts, one
 // file per responsibility, are listed in src/ad/reverse/Engine.h.
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/EarlyReturn.h"
 #include "src/ad/Redundancy.h"
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad {
 namespace reverse {
@@ -55,7 +58,9 @@ std::optional<Backward> Engine::run() {
   }
   anf_types_ = std::move(*anf_types);
   record_name_types();
-  if (kernel_ && find_saved_values()) {
+  bool rewritten = kernel_ && find_saved_values();
+  if (kernel_ && read_back_softmax_statistics()) rewritten = true;
+  if (rewritten) {
     // Statements moved or rewritten: the types again.
     std::optional<sema::TypeInfo> again = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
     if (!again) {
@@ -65,6 +70,7 @@ std::optional<Backward> Engine::run() {
     anf_types_ = std::move(*again);
     record_name_types();
   }
+  if (std::getenv("TGRAD_DEBUG_ANF")) std::cerr << tgrad::emit::print_function(*anf_.fn);
   names_.reserve_all(module_, *anf_.fn);
   for (const auto &kv : name_types_) names_.reserve(kv.first);
 

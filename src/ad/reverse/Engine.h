@@ -24,6 +24,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/MemoryAccumulators.h"
 #include "src/ad/SinglePass.h"
+#include "src/ad/SoftmaxStatistics.h"
 #include "src/ad/reverse/AstHelpers.h"
 #include "src/ad/reverse/DeadCode.h"
 #include "tgrad/ad/Differentiate.h"
@@ -250,6 +251,9 @@ class Engine {
   // the value itself, so that nothing before it is computed again. Returns
   // true if the ANF changed.
   bool find_saved_values();
+  // An online softmax differentiated from the statistic the forward stores
+  // (src/ad/SoftmaxStatistics.h): rewrites the A-normal form; true if it did.
+  bool read_back_softmax_statistics();
 
   // The pointer parameters of the forward kernel and of the backward
   // (gradient buffers, scratch): the request's pointer types and `more`.
@@ -611,7 +615,12 @@ class Engine {
   const Function *fn_ = nullptr;
   sema::ParamTypes bwd_types_;  // the backward kernel's parameter types, once built
   std::map<std::string, std::string> saved_;  // a value the forward stores -> the pointer it is stored through
-  std::map<std::string, std::string> saved_dtype_;  // such a value, its pointer generic -> the dtype the backward asserts
+  std::map<std::string, std::string> saved_dtype_;
+  // Values the backward's replay defines by loading what the forward stored
+  // (read_back_softmax_statistics), and why.
+  std::vector<SoftmaxStatistics::ReadBack> read_back_;
+  std::string read_back_explanation_;
+  std::map<std::string, std::string> read_back_witnesses_;  // such a value, its pointer generic -> the dtype the backward asserts
   std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through
   AnfFunction anf_;
   sema::TypeInfo anf_types_;

@@ -494,6 +494,7 @@ std::optional<Backward> Engine::build_kernel() {
                                   "'" + m + "' = tl.max(...) only stabilizes: what the kernel stores does not change "
                                   "when it moves, so its gradient is zero and is not computed");
   }
+  if (!read_back_explanation_.empty()) result.explanations.push_back(read_back_explanation_);
   out_ = &sweep_;
   sweep_block(body, access, result.explanations);
   if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
@@ -507,6 +508,15 @@ std::optional<Backward> Engine::build_kernel() {
     if (needs_zeros_.count(w) && !in_place_.count(w))  // (an in-place buffer holds the upstream gradient)
       result.zero_initialized.push_back(w);
   read_types_from_loop_inputs(bwd->body);
+  if (!read_back_witnesses_.empty()) {
+    // `x.shape` / `x.dtype` of a value the read-back made unnecessary: its placeholder's.
+    rewrite_exprs(bwd->body, [&](ExprPtr &e) {
+      auto *a = dyn_cast<Attribute>(e.get());
+      auto *n = a && (a->attr == "shape" || a->attr == "dtype") ? dyn_cast<Name>(a->value.get()) : nullptr;
+      if (auto it = n ? read_back_witnesses_.find(n->id) : read_back_witnesses_.end(); it != read_back_witnesses_.end())
+        a->value = name(it->second);
+    });
+  }
   remove_dead_code(bwd->body);
   drop_unread_tapes(*bwd, result);
   issue_early(bwd->body, upstream_loads_);
@@ -569,6 +579,27 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
     owner_functions_.push_back(std::move(owners.prologue));  // emitted before the owners, as it runs
   }
   for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
+}
+
+bool Engine::read_back_softmax_statistics() {
+  SoftmaxStatisticsContext context;
+  context.builtin = [this](const Call &c) -> std::string {
+    const SType *t = anf_types_.type_of(c.func.get());
+    return t && t->kind == SType::Kind::Builtin ? t->s : "";
+  };
+  context.type_of = [this](const std::string &n) { return type_of_name(n); };
+  context.generic = [this](const std::string &p) { return request_.generic_params.count(p) > 0; };
+  NameAllocator names;
+  names.reserve_all(module_, *anf_.fn);
+  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names);
+  if (!r) return false;
+  for (SoftmaxStatistics::ReadBack &b : r->read_back) {
+    saved_base_[b.value] = b.base;  // the caller passes the buffer as the forward left it
+    read_back_.push_back(std::move(b));
+  }
+  read_back_explanation_ = r->explanation;
+  read_back_witnesses_ = r->witnesses;
+  return true;
 }
 
 bool Engine::find_saved_values() {
@@ -742,7 +773,11 @@ void Engine::dispatch_by_row_length(Backward &result, std::optional<Backward> on
   // The dispatcher is checked like every backward (a failure is tgrad's bug).
   DiagEngine check(sources_);
   std::unique_ptr<Module> context = checking_module();
-  for (const auto &f : out->functions) context->functions.push_back(clone(*f));
+  for (const auto &f : out->functions) {
+    context->functions.push_back(clone(*f));
+    // (The dispatcher calls them: their dtype requirements are Triton's to check, as without_dtype_requirements says.)
+    remove_dtype_requirements(*context->functions.back());
+  }
   if (!sema::analyze(*context, *dispatcher, types, check)) {
     std::ostringstream msg;
     check.print_all(msg);

@@ -183,6 +183,22 @@ void Engine::replay_stmt(const Stmt &s, StmtList &dst) {
     dst.push_back(std::move(node));
     return;
   }
+  for (const SoftmaxStatistics::ReadBack &b : read_back_) {
+    if (b.value != assigned_name(s)) continue;
+    // Read back from what the forward stored (read_back_softmax_statistics).
+    if (b.exact && request_.generic_params.count(b.base)) {
+      ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(b.base), "dtype"), "element_ty"),
+                            dotted_name("tl.float32"));
+      const std::string why = kDtypeRequirement + b.base +
+                              ", which must be a float32 buffer (or give --arg " + b.base + "=*DTYPE)";
+      dst.push_back(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, "")))));
+    }
+    StmtPtr load = assign(b.value, clone(*b.load), s.span);
+    load->leading_comment = b.exact ? "Stored by the forward: read back, not computed again."
+                                    : "Stored by the forward (rounded to its dtype): read back, not computed again.";
+    dst.push_back(std::move(load));
+    return;
+  }
   if (auto it = saved_.find(assigned_name(s)); it != saved_.end()) {
     // Saved by the forward (find_saved_values): loaded, not computed again.
     StmtPtr load = assign(it->first, call("tl.load", list(name(it->second))), s.span);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <iostream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -453,7 +455,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
   bool analysed = false;
   auto type_of_name = [&](const std::string &n) -> const SType * {
     if (!analysed) {
-      info = sema::analyze(context, bwd, types, quiet);
+      info = without_dtype_requirements(bwd, [&] { return sema::analyze(context, bwd, types, quiet); });
       analysed = true;
     }
     auto d = defs.find(n);
@@ -590,10 +592,11 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                              " this program owns the gradient tile of, and its fixed program ids";
       head.push_back(std::move(own));
       if (!counts_from_zero) {
+        // After the prefix, which may compute the loop's start (a block pointer's offset).
         ExprPtr at = name(iteration);
         if (step) at = std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(at), clone(*step));
         if (lo) at = std::make_unique<BinOp>(BinaryOpKind::Add, clone(*lo), std::move(at));
-        head.push_back(assign(loop_var->id, std::move(at)));
+        seq.push_back(assign(loop_var->id, std::move(at)));
       }
     }
     // Body statements the loop does not change first, then the carried values at the iteration.
@@ -785,7 +788,13 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     for (const auto *saved : {&out.saved, &new_saved})
       for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
-    if (!sema::analyze(context, *owner, owner_types, check) || check.has_errors()) {
+    const bool types = without_dtype_requirements(
+        *owner, [&] { return sema::analyze(context, *owner, owner_types, check).has_value(); });
+    if (!types || check.has_errors()) {
+      if (std::getenv("TGRAD_DEBUG_OWNERS")) {
+        check.print_all(std::cerr);
+        std::cerr << emit::print_function(*owner);
+      }
       decline("because the kernel tgrad built for it does not type (please report)");
       continue;
     }

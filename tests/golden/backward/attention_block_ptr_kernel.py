@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_2_tape, tape_trips):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -25,21 +25,16 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     Q_block_offset0 = start_m * BLOCK_M
     Q_block_offset1 = 0
     K_block_base = K + kv_offset
-    dK_ptrs_base = dK + kv_offset
     K_block_stride0 = stride_kk
     K_block_stride1 = stride_kn
     V_block_base = V + v_offset
-    dV_ptrs_base = dV + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
+    O_block_base = Out + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
     offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = tl_zeros - float("inf")
-    l_i = tl_zeros + 1.0
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
@@ -50,9 +45,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
     t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
-    acc_2 = acc
-    l_i_2 = l_i
-    m_i_2 = m_i
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
@@ -63,239 +55,301 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    l_i_2_2 = l_i_2
-    acc_2_2 = acc_2
-    m_i_2_2 = m_i_2
-    K_ptrs_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_offset1_3 = K_ptrs_offset1_2
-    V_ptrs_offset0_3 = K_ptrs_offset1_2
-    V_ptrs_offset1_3 = K_ptrs_offset0_2
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (Q_block_shape0 - Q_block_offset1 + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n in range(Q_block_offset1, Q_block_shape0, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (start_n - Q_block_offset1) // BLOCK_N
-        tl.store(m_i_2_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration < tape_trips)
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-        K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-        K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-        K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_3 >= 0
-        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-        t_3_and_t_4 = t_3 & t_4
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-        tl_dot_q_k = tl.dot(q, k)
-        qk = tl_dot_q_k * qk_scale
-        cols = start_n + offs_n
-        cols_row = cols[None, :]
-        t_5 = cols_row < N_CTX
-        qk_2 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_2_one = tl.max(qk_2, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_2_one)
-        m_ij_col = m_ij[:, None]
-        qk_2_minus_m_ij_col = qk_2 - m_ij_col
-        p = tl.math.exp2(qk_2_minus_m_ij_col)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        l_i_2_3 = l_i_2_2 * alpha + tl_sum_p_one
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-        V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-        V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-        V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_3 >= 0
-        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
-        t_6_and_t_7 = t_6 & t_7
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-        acc_2_3 = acc_2_2 * alpha_col + tl_dot_p_to_v_dtype_v
-        m_i_2_2 = m_ij
-        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
-        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
-        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
-        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
-        l_i_2_2 = l_i_2_3
-        acc_2_2 = acc_2_3
-    l_i_3 = l_i_2_2
-    l_i_3_col = l_i_3[:, None]
-    acc_4 = acc_2_2 / l_i_3_col
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
     t_8 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
+    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
+    O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
+    dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(acc_4.dtype)
+    # (Loaded early: nothing in the backward writes this memory.)
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    row_stat_col = row_stat[:, None]
+
+    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_4 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
+    bm_i_4 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_2_2 = tl.where(t_and_t_2, bacc_4 / l_i_3_col, 0.0)
-    bl_i_3_col = tl.sum(tl.where(t_and_t_2, -bacc_4 * acc_4 / l_i_3_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_3_col.shape == l_i_3_col.shape)
-    bl_i_3 = tl.reshape(bl_i_3_col, l_i_3.shape)
+    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3 += tl.where(t_8, bm_i_4 / (l_i_3 * 0.6931471805599453), 0.0)
+    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
 
     # Grad of: for start_n in range(lo, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bl_i_2_2 = bl_i_3
-    bm_i_2_2 = bm_i_4
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        start_n = Q_block_offset1 + iteration_2 * BLOCK_N
-        m_i_2_2 = tl.load(m_i_2_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        K_ptrs_offset0_3 = K_ptrs_offset0_2 + iteration_2 * 0
-        K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_2 * BLOCK_N
-        V_ptrs_offset0_3 = K_ptrs_offset1_2 + iteration_2 * BLOCK_N
-        V_ptrs_offset1_3 = K_ptrs_offset0_2 + iteration_2 * 0
-        acc_2_3 = acc_2_2
-        l_i_2_3 = l_i_2_2
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-        K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-        K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
+    K_ptrs_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_offset1_3 = K_ptrs_offset1_2
+    V_ptrs_offset0_3 = K_ptrs_offset1_2
+    V_ptrs_offset1_3 = K_ptrs_offset0_2
+    for start_n in range(Q_block_offset1, Q_block_shape0, BLOCK_N):
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
         K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-        dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
-        K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_3 >= 0
-        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-        t_3_and_t_4 = t_3 & t_4
+        t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-        tl_dot_q_k = tl.dot(q, k)
-        qk = tl_dot_q_k * qk_scale
+        qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
-        cols_row = cols[None, :]
-        t_5 = cols_row < N_CTX
-        qk_2 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_2_one = tl.max(qk_2, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_2_one)
-        m_ij_col = m_ij[:, None]
-        qk_2_minus_m_ij_col = qk_2 - m_ij_col
-        p = tl.math.exp2(qk_2_minus_m_ij_col)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-        V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-        V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
+        t_5 = cols[None, :] < N_CTX
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
         V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-        dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
-        V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_3 >= 0
-        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
-        t_6_and_t_7 = t_6 & t_7
+        t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_2_quotient = (acc_2_3 - tl_dot_p_to_v_dtype_v) / alpha_col
-        acc_2_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_2_quotient) < float("inf")), acc_2_quotient, 0.0)
-        l_i_2_quotient = (l_i_2_3 - tl_sum_p_one) / alpha
-        l_i_2_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_2_quotient) < float("inf")), l_i_2_quotient, 0.0)
-
-        # Grad of: for start_n in range(lo, hi, BLOCK_N):
-        bm_i_2_3 = bm_i_2_2
-        bm_i_2_2 = tl.zeros_like(bm_i_2_2)
-        bacc_2_3 = bacc_2_2
-        bacc_2_2 = tl.zeros_like(bacc_2_2)
-        bl_i_2_3 = bl_i_2_2
-        bl_i_2_2 = tl.zeros_like(bl_i_2_2)
+        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp_to_v_dtype = tl.dot(bacc_2_3.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_2_3.to(p_to_v_dtype.dtype))
-        bp = bp_to_v_dtype.to(p.dtype)
-        bacc_2_2 += bacc_2_3 * alpha_col
-        balpha_col = tl.sum(bacc_2_3 * acc_2_2, 1, keep_dims=True)
-        tl.static_assert(balpha_col.shape == alpha_col.shape)
-        balpha = tl.reshape(balpha_col, alpha.shape)
-
-        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_6_and_t_7, sem="relaxed")
+        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
-        bl_i_2_2 += bl_i_2_3 * alpha
-        balpha += bl_i_2_3 * l_i_2_2
-
-        # Grad of: alpha = tl.math.exp2(m_i_2 - m_ij)
-        bm_i_2_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-        bm_i_2_2 += bm_i_2_2_minus_m_ij
-        bm_ij = bm_i_2_3 + -bm_i_2_2_minus_m_ij
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_2_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_2_minus_m_ij_col, 1, keep_dims=True)
-        tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-        bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
-
-        # Grad of: m_ij = tl.maximum(m_i_2, tl.max(qk, 1))
-        bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_2_one, bm_ij, tl.where(m_i_2_2 == tl_max_qk_2_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_2_one = tl.where(tl_max_qk_2_one > m_i_2_2, bm_ij, tl.where(m_i_2_2 == tl_max_qk_2_one, bm_ij * 0.5, 0.0))
-        hit = qk_2 == tl.expand_dims(tl_max_qk_2_one, 1)
-        bqk_2 = bqk_2_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_2_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
-
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = tl.where(t_5, bqk_2, 0.0)
+        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
 
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        btl_dot_q_k = bqk * qk_scale
-        bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
-        bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_2.dtype.element_ty))
-
-        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
-    tl.debug_barrier()
+        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")
+
+
+@triton.jit
+def attn_fwd_block_ptr_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+    tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
+    start_n_iteration = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    Q_block_base = Q + q_offset
+    Q_block_shape0 = N_CTX
+    Q_block_stride0 = stride_qm
+    Q_block_stride1 = stride_qk
+    Q_block_offset1 = 0
+    K_block_base = K + kv_offset
+    K_block_stride0 = stride_kk
+    K_block_stride1 = stride_kn
+    V_block_base = V + v_offset
+    V_block_stride0 = stride_vn
+    V_block_stride1 = stride_vk
+    O_block_base = Out + o_offset
+    dO_block_base = dOut + o_offset
+    O_block_stride0 = stride_om
+    O_block_stride1 = stride_ok
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    qk_scale = sm_scale * 1.44269504
+    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
+    Q_block_index1_row = Q_block_index1[None, :]
+    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    K_ptrs_base = K_block_base
+    K_ptrs_shape1 = Q_block_shape0
+    K_ptrs_stride0 = K_block_stride0
+    K_ptrs_stride1 = K_block_stride1
+    K_ptrs_offset0 = Q_block_offset1
+    V_ptrs_base = V_block_base
+    V_ptrs_stride0 = V_block_stride0
+    V_ptrs_stride1 = V_block_stride1
+    K_ptrs_offset0_2 = K_ptrs_offset0 + 0
+    K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
+    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
+    K_ptrs_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_offset1_3 = K_ptrs_offset1_2
+    V_ptrs_offset0_3 = K_ptrs_offset1_2
+    V_ptrs_offset1_3 = K_ptrs_offset0_2
+    start_n = Q_block_offset1 + start_n_iteration * BLOCK_N
+    K_ptrs_offset0_3 = K_ptrs_offset0_3 + start_n_iteration * 0
+    K_ptrs_offset1_3 = K_ptrs_offset1_3 + start_n_iteration * BLOCK_N
+    V_ptrs_offset0_3 = V_ptrs_offset0_3 + start_n_iteration * BLOCK_N
+    V_ptrs_offset1_3 = V_ptrs_offset1_3 + start_n_iteration * 0
+    K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+    K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+    K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
+    K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
+    K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+    dK_ptrs_base_plus_K_ptrs_2 = dK + kv_offset + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+    t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+    k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+    cols = start_n + offs_n
+    t_5 = cols[None, :] < N_CTX
+    V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+    V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+    V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1[None, :] * V_ptrs_stride1
+    t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
+    v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    dK_tile = tl.zeros((HEAD_DIM, BLOCK_N), dtype=tl.float32)
+    for start_m in range(0, num_programs_0):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
+        Q_block_index0_col = offs_m[:, None]
+        Q_block_base_plus_Q = Q_block_base + Q_block_index0_col * Q_block_stride0
+        Q_block_base_plus_Q_2 = Q_block_base_plus_Q + Q_block_index1_row_2
+        t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+        q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        t_8 = offs_m < N_CTX
+        bm_i_4_times_c = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0)
+        O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+        O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
+        dO_block_base_plus_O_2 = dO_block_base + O_block_index0_col_2 + O_block_index1_row_2
+        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
+        stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+        row_stat_col = row_stat[:, None]
+        bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
+        bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+        tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
+        bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+        bl_i_3_minus_one += bm_i_4_times_c * 0.6931471805599453 * 1.4426950408889634
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
+        bk = tl.dot(tl.trans(q), (bqk * qk_scale).to(Q_block_base_plus_Q_2.dtype.element_ty))
+
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        dK_tile = dK_tile + bk
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, dK_tile, mask=t_3_and_t_4, sem="relaxed")
+
+
+@triton.jit
+def attn_fwd_block_ptr_kernel_bwd_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0_2):
+    tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
+    start_n_iteration_2 = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    Q_block_base = Q + q_offset
+    Q_block_shape0 = N_CTX
+    Q_block_stride0 = stride_qm
+    Q_block_stride1 = stride_qk
+    Q_block_offset1 = 0
+    K_block_base = K + kv_offset
+    K_block_stride0 = stride_kk
+    K_block_stride1 = stride_kn
+    V_block_base = V + v_offset
+    V_block_stride0 = stride_vn
+    V_block_stride1 = stride_vk
+    O_block_base = Out + o_offset
+    dO_block_base = dOut + o_offset
+    O_block_stride0 = stride_om
+    O_block_stride1 = stride_ok
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    qk_scale = sm_scale * 1.44269504
+    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
+    Q_block_index1_row = Q_block_index1[None, :]
+    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    K_ptrs_base = K_block_base
+    K_ptrs_shape1 = Q_block_shape0
+    K_ptrs_stride0 = K_block_stride0
+    K_ptrs_stride1 = K_block_stride1
+    K_ptrs_offset0 = Q_block_offset1
+    V_ptrs_base = V_block_base
+    V_ptrs_stride0 = V_block_stride0
+    V_ptrs_stride1 = V_block_stride1
+    K_ptrs_offset0_2 = K_ptrs_offset0 + 0
+    K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
+    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
+    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
+    K_ptrs_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_offset1_3 = K_ptrs_offset1_2
+    V_ptrs_offset0_3 = K_ptrs_offset1_2
+    V_ptrs_offset1_3 = K_ptrs_offset0_2
+    start_n = Q_block_offset1 + start_n_iteration_2 * BLOCK_N
+    K_ptrs_offset0_3 = K_ptrs_offset0_3 + start_n_iteration_2 * 0
+    K_ptrs_offset1_3 = K_ptrs_offset1_3 + start_n_iteration_2 * BLOCK_N
+    V_ptrs_offset0_3 = V_ptrs_offset0_3 + start_n_iteration_2 * BLOCK_N
+    V_ptrs_offset1_3 = V_ptrs_offset1_3 + start_n_iteration_2 * 0
+    K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+    K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+    K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+    K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1[None, :] * K_ptrs_stride1
+    t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+    k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+    cols = start_n + offs_n
+    t_5 = cols[None, :] < N_CTX
+    V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+    V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
+    V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
+    V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+    dV_ptrs_base_plus_V_ptrs_2 = dV + v_offset + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+    t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
+
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    for start_m in range(0, num_programs_0_2):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
+        Q_block_index0_col = offs_m[:, None]
+        Q_block_base_plus_Q = Q_block_base + Q_block_index0_col * Q_block_stride0
+        t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+        q = tl.load(Q_block_base_plus_Q + Q_block_index1_row_2, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        t_8 = offs_m < N_CTX
+        O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+        O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
+        dO_block_base_plus_O_2 = dO_block_base + O_block_index0_col_2 + O_block_index1_row_2
+        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
+        stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+        bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
+        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
+
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        dV_tile = dV_tile + bv
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, dV_tile, mask=t_6_and_t_7, sem="relaxed")

@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_tape, tape_trips):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut):
     tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -18,20 +18,14 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_h_to_tl_int64_2 = off_h_to_tl_int64 * stride_qh
     q_base = Q + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
     dq_base = dQ + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
-    off_z_to_tl_int64_3_2 = off_z_to_tl_int64 * stride_kz
-    off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
-    k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    off_z_to_tl_int64_4_2 = off_z_to_tl_int64 * stride_vz
-    off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
-    v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
+    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = l_i - float("inf")
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     offs_m_col = offs_m[:, None]
     offs_m_col_times_stride_qm = offs_m_col * stride_qm
@@ -42,198 +36,205 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     t = offs_m_col < N_CTX
     q = tl.load(q_ptrs, mask=t, other=0.0)
     hi = N_CTX
-    l_i_2 = l_i
-    acc_2 = acc
-    m_i_2 = m_i
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (hi - 0 + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n in range(0, hi, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (start_n - 0) // BLOCK_N
-        tl.store(m_i_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2, mask=iteration < tape_trips)
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        offs_n = start_n + tl_arange_zero_BLOCK_N
-        offs_n_col = offs_n[:, None]
-        offs_n_col_times_stride_kn = offs_n_col * stride_kn
-        k_base_plus_offs_n_col = k_base + offs_n_col_times_stride_kn
-        offs_d_row_2 = offs_d[None, :]
-        offs_d_row_2_times_stride_kk = offs_d_row_2 * stride_kk
-        k_ptrs = k_base_plus_offs_n_col + offs_d_row_2_times_stride_kk
-        offs_n_col_2 = offs_n[:, None]
-        t_2 = offs_n_col_2 < N_CTX
-        k = tl.load(k_ptrs, mask=t_2, other=0.0)
-        tl_trans_k = tl.trans(k)
-        qk = tl.dot(q, tl_trans_k)
-        qk_2 = qk * qk_scale
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_n_row < N_CTX
-        qk_3 = tl.where(t_3, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_minus_m_ij = m_i_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        l_i_3 = l_i_2 * alpha + tl_sum_p_one
-        offs_n_col_3 = offs_n[:, None]
-        offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
-        v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
-        offs_d_row_3 = offs_d[None, :]
-        offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
-        v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        offs_n_col_4 = offs_n[:, None]
-        t_4 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_4, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_tl_float16 = p.to(tl.float16)
-        tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
-        acc_3 = acc_2 * alpha_col + tl_dot_p_to_tl_float16_v
-        m_i_2 = m_ij
-        l_i_2 = l_i_3
-        acc_2 = acc_3
-    l_i_2_col = l_i_2[:, None]
-    acc_4 = acc_2 / l_i_2_col
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
     t_5 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_5, other=0.0)
-    do_ptrs = do_base + offs_m_col * stride_om + offs_d_row * stride_ok
+    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_5, other=0.0)
+    offs_m_col_3_times_stride_om = offs_m_col * stride_om
+    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
+    o_ptrs = o_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
+    do_ptrs = do_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(acc_4.dtype)
+    # (Loaded early: nothing in the backward writes this memory.)
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+    row_stat_col = row_stat[:, None]
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-    bm_i_2_plus_tl_math_log2_l_i_2 = blse * 0.6931471805599453
-    bl_i_2 = tl.where(t_5, bm_i_2_plus_tl_math_log2_l_i_2 / (l_i_2 * 0.6931471805599453), 0.0)
+    bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_2 = tl.where(t, bacc_4 / l_i_2_col, 0.0)
-    bl_i_2_col = tl.sum(tl.where(t, -bacc_4 * acc_4 / l_i_2_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_2_col.shape == l_i_2_col.shape)
-    bl_i_2 += tl.reshape(bl_i_2_col, l_i.shape)
+    bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
+    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bm_i_2 = bm_i_2_plus_tl_math_log2_l_i_2
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        start_n = 0 + iteration_2 * BLOCK_N
-        m_i_2 = tl.load(m_i_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        acc_3 = acc_2
-        l_i_3 = l_i_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        offs_n = start_n + tl_arange_zero_BLOCK_N
-        offs_n_col = offs_n[:, None]
-        offs_n_col_times_stride_kn = offs_n_col * stride_kn
-        k_base_plus_offs_n_col = k_base + offs_n_col_times_stride_kn
-        offs_d_row_2 = offs_d[None, :]
-        offs_d_row_2_times_stride_kk = offs_d_row_2 * stride_kk
-        k_ptrs = k_base_plus_offs_n_col + offs_d_row_2_times_stride_kk
-        dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
-        offs_n_col_2 = offs_n[:, None]
-        t_2 = offs_n_col_2 < N_CTX
-        k = tl.load(k_ptrs, mask=t_2, other=0.0)
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+        k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
-        qk_2 = qk * qk_scale
-        offs_n_row = offs_n[None, :]
-        t_3 = offs_n_row < N_CTX
-        qk_3 = tl.where(t_3, qk_2, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_minus_m_ij = m_i_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        offs_n_col_3 = offs_n[:, None]
-        offs_n_col_3_times_stride_vn = offs_n_col_3 * stride_vn
-        v_base_plus_offs_n_col_3 = v_base + offs_n_col_3_times_stride_vn
-        offs_d_row_3 = offs_d[None, :]
-        offs_d_row_3_times_stride_vk = offs_d_row_3 * stride_vk
-        v_ptrs = v_base_plus_offs_n_col_3 + offs_d_row_3_times_stride_vk
-        dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
-        offs_n_col_4 = offs_n[:, None]
-        t_4 = offs_n_col_4 < N_CTX
-        v = tl.load(v_ptrs, mask=t_4, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_tl_float16 = p.to(tl.float16)
-        tl_dot_p_to_tl_float16_v = tl.dot(p_to_tl_float16, v)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_quotient = (acc_3 - tl_dot_p_to_tl_float16_v) / alpha_col
-        acc_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
-        l_i_quotient = (l_i_3 - tl_sum_p_one) / alpha
-        l_i_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_quotient) < float("inf")), l_i_quotient, 0.0)
-
-        # Grad of: for start_n in range(0, hi, BLOCK_N):
-        bm_i_3 = bm_i_2
-        bm_i_2 = tl.zeros_like(bm_i_2)
-        bacc_3 = bacc_2
-        bacc_2 = tl.zeros_like(bacc_2)
-        bl_i_3 = bl_i_2
-        bl_i_2 = tl.zeros_like(bl_i_2)
+        t_3 = offs_n[None, :] < N_CTX
+        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat_col)
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_3.to(p_to_tl_float16.dtype))
-        bp = tl.dot(bacc_3.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
-        bacc_2 += bacc_3 * alpha_col
-        balpha_col = tl.sum(bacc_3 * acc_2, 1, keep_dims=True)
-        tl.static_assert(balpha_col.shape == alpha_col.shape)
-        balpha = tl.reshape(balpha_col, alpha.shape)
-
-        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dv_ptrs, bv, mask=t_4, sem="relaxed")
+        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_3, 1), p.shape)
-        bl_i_2 += bl_i_3 * alpha
-        balpha += bl_i_3 * l_i_2
-
-        # Grad of: alpha = tl.math.exp2(m_i - m_ij)
-        bm_i_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-        bm_i_2 += bm_i_2_minus_m_ij
-        bm_ij = bm_i_3 + -bm_i_2_minus_m_ij
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_3_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_3_minus_m_ij_col, 1, keep_dims=True)
-        tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-        bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
-
-        # Grad of: m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        bm_i_2 += tl.where(m_i_2 > tl_max_qk_3_one, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_3_one = tl.where(tl_max_qk_3_one > m_i_2, bm_ij, tl.where(m_i_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        hit = qk_3 == tl.expand_dims(tl_max_qk_3_one, 1)
-        bqk_3 = bqk_3_minus_m_ij_col + tl.where(hit, tl.expand_dims(btl_max_qk_3_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
-
         # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = qk * qk_scale
-        bqk = tl.where(t_3, bqk_3, 0.0) * qk_scale
+        bqk = tl.where(t_3, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
-        bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
-
-        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dk_ptrs, bk, mask=t_2, sem="relaxed")
-    tl.debug_barrier()
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
+
+
+@triton.jit
+def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+    tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    off_z_to_tl_int64_3_2 = off_z_to_tl_int64 * stride_kz
+    off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
+    k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
+    dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
+    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
+    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    qk_scale = sm_scale * 1.44269504
+    offs_d_row = offs_d[None, :]
+    offs_d_row_times_stride_qk = offs_d_row * stride_qk
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
+    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
+    start_n = 0 + tl.program_id(0) * BLOCK_N
+    offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
+    k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    t_2 = offs_n[:, None] < N_CTX
+    k = tl.load(k_ptrs, mask=t_2, other=0.0)
+    tl_trans_k = tl.trans(k)
+    t_3 = offs_n[None, :] < N_CTX
+    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+    v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    for start_m in range(0, num_programs_0):
+        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
+        offs_m_col = offs_m[:, None]
+        q_ptrs = q_base + offs_m_col * stride_qm + offs_d_row_times_stride_qk
+        t = offs_m_col < N_CTX
+        q = tl.load(q_ptrs, mask=t, other=0.0)
+        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        t_5 = offs_m < N_CTX
+        blse = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_5, other=0.0)
+        offs_m_col_3_times_stride_om = offs_m_col * stride_om
+        o_ptrs = o_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
+        do_ptrs = do_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")).to(tl.float32) * 1.4426950408889634
+        stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+        row_stat_col = row_stat[:, None]
+        bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+        bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
+        bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+        tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
+        bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+        qk = tl.dot(q, tl_trans_k)
+        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat_col)
+        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bqk = tl.where(t_3, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        dK_tile = dK_tile + bk
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+
+
+@triton.jit
+def attn_fwd_kernel_bwd_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0_2):
+    tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    dv_base = dV + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
+    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    qk_scale = sm_scale * 1.44269504
+    offs_d_row = offs_d[None, :]
+    offs_d_row_times_stride_qk = offs_d_row * stride_qk
+    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
+    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
+    start_n = 0 + tl.program_id(0) * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+    k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    tl_trans_k = tl.trans(k)
+    t_3 = offs_n[None, :] < N_CTX
+    dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    for start_m in range(0, num_programs_0_2):
+        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
+        offs_m_col = offs_m[:, None]
+        q_ptrs = q_base + offs_m_col * stride_qm + offs_d_row_times_stride_qk
+        t = offs_m_col < N_CTX
+        q = tl.load(q_ptrs, mask=t, other=0.0)
+        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        t_5 = offs_m < N_CTX
+        offs_m_col_3_times_stride_om = offs_m_col * stride_om
+        o_ptrs = o_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
+        do_ptrs = do_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")).to(tl.float32) * 1.4426950408889634
+        stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+        bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+        qk = tl.dot(q, tl_trans_k)
+        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat[:, None])
+        p_to_tl_float16 = p.to(tl.float16)
+        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
+
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        dV_tile = dV_tile + bv
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(dv_ptrs, dV_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")

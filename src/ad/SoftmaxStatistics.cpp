@@ -1,0 +1,694 @@
+#include "src/ad/SoftmaxStatistics.h"
+
+#include <cmath>
+#include <set>
+
+#include "src/ad/AnfWalk.h"
+#include "src/ad/LoopInversion.h"
+#include "src/ad/reverse/AstHelpers.h"
+#include "tgrad/ast/Equal.h"
+
+namespace tgrad::ad {
+namespace {
+
+using namespace ast;
+using reverse::assign;
+using reverse::call;
+using reverse::cast_to;
+using reverse::dotted_name;
+using reverse::list;
+using reverse::name;
+
+constexpr double kLn2 = 0.6931471805599453;
+
+const Name *as_name(const Expr *e) { return e ? dyn_cast<Name>(e) : nullptr; }
+
+bool is_name(const Expr *e, const std::string &id) {
+  const Name *n = as_name(e);
+  return n && n->id == id;
+}
+
+// `x[:, None]`: the name x, or "".
+std::string column_of(const Expr &e) {
+  auto *s = dyn_cast<Subscript>(&e);
+  if (!s || s->indices.size() != 2 || !isa<NoneLit>(s->indices[1].get())) return "";
+  auto *all = dyn_cast<Slice>(s->indices[0].get());
+  if (!all || all->lower || all->upper || all->step) return "";
+  const Name *n = as_name(s->value.get());
+  return n ? n->id : "";
+}
+
+ExprPtr column(const std::string &x) {
+  ExprList idx;
+  idx.push_back(std::make_unique<Slice>(nullptr, nullptr, nullptr));
+  idx.push_back(std::make_unique<NoneLit>());
+  return std::make_unique<Subscript>(name(x), std::move(idx));
+}
+
+ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) { return std::make_unique<BinOp>(op, std::move(a), std::move(b)); }
+ExprPtr number(double v) { return std::make_unique<FloatLit>(v, ""); }
+
+// 2 for an exp2 or log2, 1 for exp or log (natural), 0 otherwise.
+int exp_base(const std::string &f) {
+  if (f == "tl.exp2" || f == "math.exp2") return 2;
+  if (f == "tl.exp" || f == "math.exp") return 1;
+  return 0;
+}
+int log_base(const std::string &f) {
+  if (f == "tl.log2" || f == "math.log2") return 2;
+  if (f == "tl.log" || f == "math.log") return 1;
+  return 0;
+}
+
+std::optional<double> literal(const Expr *e) {
+  if (auto *f = e ? dyn_cast<FloatLit>(e) : nullptr) return f->value;
+  if (auto *i = e ? dyn_cast<IntLit>(e) : nullptr) return static_cast<double>(i->value);
+  return std::nullopt;
+}
+
+// `float("inf")`, `float("-inf")` (sign -1), `-float("inf")`, a float literal's infinity: its sign, or 0.
+int infinity_sign(const Expr &e) {
+  if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) return -infinity_sign(*u->operand);
+  if (auto *f = dyn_cast<FloatLit>(&e)) return std::isinf(f->value) ? (f->value > 0 ? 1 : -1) : 0;
+  auto *c = dyn_cast<Call>(&e);
+  auto *fn = c ? dyn_cast<Name>(c->func.get()) : nullptr;
+  auto *text = c && c->args.size() == 1 ? dyn_cast<StrLit>(c->args[0].get()) : nullptr;
+  if (!fn || fn->id != "float" || !text) return 0;
+  if (text->value == "inf" || text->value == "+inf") return 1;
+  if (text->value == "-inf") return -1;
+  return 0;
+}
+
+class Rewriter {
+ public:
+  Rewriter(AnfFunction &anf, const SoftmaxStatisticsContext &context, NameAllocator &names)
+      : anf_(anf), context_(context), names_(names) {
+    index(anf_.fn->body);
+  }
+
+  std::optional<SoftmaxStatistics> run() {
+    StmtList &body = anf_.fn->body;
+    for (size_t k = 0; k < body.size(); ++k) {
+      auto *f = dyn_cast<For>(body[k].get());
+      if (!f || !anf_.carried.count(f)) continue;
+      if (std::optional<SoftmaxStatistics> r = try_loop(k, *f)) return r;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  AnfFunction &anf_;
+  const SoftmaxStatisticsContext &context_;
+  NameAllocator &names_;
+  std::map<std::string, int> assignments_;
+  std::map<std::string, Assign *> definition_;
+
+  void index(StmtList &block) {
+    for (StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get())) {
+        const std::string &n = cast<Name>(a->targets[0].get())->id;
+        ++assignments_[n];
+        definition_[n] = a;
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        if (auto *v = dyn_cast<Name>(f->target.get())) assignments_[v->id] += 2;  // the loop variable
+      } else if (!isa<If>(s.get()) && !isa<While>(s.get())) {
+        std::map<std::string, int> n;
+        stmt_assignments(*s, n);
+        for (const auto &kv : n) assignments_[kv.first] += 2;  // assigned by something other than one `x = ...`
+      }
+      if (auto *f = dyn_cast<For>(s.get())) index(f->body);
+      if (auto *i = dyn_cast<If>(s.get())) {
+        index(i->body);
+        index(i->orelse);
+      }
+      if (auto *w = dyn_cast<While>(s.get())) index(w->body);
+    }
+  }
+
+  // The one assignment of `n` in the function, or null.
+  Assign *def(const std::string &n) const {
+    auto it = assignments_.find(n);
+    return it != assignments_.end() && it->second == 1 ? definition_.at(n) : nullptr;
+  }
+  std::string builtin(const Expr *e) const {
+    auto *c = e ? dyn_cast<Call>(e) : nullptr;
+    return c ? context_.builtin(*c) : "";
+  }
+  // The name `n` is defined as `f(x)` with f one of the builtins `ok`: x, or "".
+  std::string unary_call_arg(const std::string &n, const std::function<bool(const std::string &)> &ok) const {
+    Assign *a = def(n);
+    auto *c = a ? dyn_cast<Call>(a->value.get()) : nullptr;
+    if (!c || !ok(context_.builtin(*c)) || c->args.size() != 1 || !c->keywords.empty()) return "";
+    const Name *x = as_name(c->args[0].get());
+    return x ? x->id : "";
+  }
+
+  // Whether `n` (through copies) is a tile of -inf: `tl.zeros(...) - float("inf")`,
+  // `tl.zeros(...) + float("-inf")`, `tl.full(shape, float("-inf"), dtype)`.
+  bool minus_infinity(std::string n) const {
+    for (int hops = 0; hops < 16; ++hops) {
+      Assign *a = def(n);
+      if (!a) return false;
+      if (const Name *copy = as_name(a->value.get())) {
+        n = copy->id;
+        continue;
+      }
+      if (auto *c = dyn_cast<Call>(a->value.get()); c && context_.builtin(*c) == "tl.full") {
+        const Expr *v = call_argument(*c, 1, "value");
+        return v && infinity_sign(*v) < 0;
+      }
+      auto *b = dyn_cast<BinOp>(a->value.get());
+      if (!b || (b->op != BinaryOpKind::Sub && b->op != BinaryOpKind::Add)) return false;
+      const int sign = infinity_sign(*b->rhs) * (b->op == BinaryOpKind::Sub ? -1 : 1);
+      const Name *z = as_name(b->lhs.get());
+      Assign *zd = z ? def(z->id) : nullptr;
+      auto *zeros = zd ? dyn_cast<Call>(zd->value.get()) : nullptr;
+      return sign < 0 && zeros && context_.builtin(*zeros) == "tl.zeros";
+    }
+    return false;
+  }
+
+  // The top-level statement of `block` that assigns `n`, as an index, or npos.
+  static size_t position(const StmtList &block, const std::string &n) {
+    for (size_t k = 0; k < block.size(); ++k)
+      if (assigned_name(*block[k]) == n) return k;
+    return std::string::npos;
+  }
+
+  // Reads of each name by the statements block[from..].
+  static std::map<std::string, int> reads_from(const StmtList &block, size_t from) {
+    std::map<std::string, int> out;
+    for (size_t k = from; k < block.size(); ++k) {
+      std::set<std::string> r;
+      deep_reads(*block[k], r);
+      for (const std::string &n : r) ++out[n];
+    }
+    return out;
+  }
+
+  // The pointer parameter an address is an offset of, or "".
+  std::string base_pointer(std::string n) const {
+    for (int hops = 0; hops < 64; ++hops) {
+      const sema::SType *t = context_.type_of(n);
+      if (!t || !t->is_tensor() || !t->elem.is_pointer) return "";
+      Assign *a = def(n);
+      if (!a) return assignments_.count(n) ? "" : n;  // never assigned: a parameter
+      auto *b = dyn_cast<BinOp>(a->value.get());
+      if (auto *copy = as_name(a->value.get())) {
+        n = copy->id;
+        continue;
+      }
+      if (!b || (b->op != BinaryOpKind::Add && b->op != BinaryOpKind::Sub)) return "";
+      const Name *l = as_name(b->lhs.get()), *r = as_name(b->rhs.get());
+      const sema::SType *lt = l ? context_.type_of(l->id) : nullptr;
+      if (l && lt && lt->is_tensor() && lt->elem.is_pointer) n = l->id;
+      else if (r && b->op == BinaryOpKind::Add) n = r->id;
+      else return "";
+    }
+    return "";
+  }
+
+  // The name a chain of copies `x = y` starts from.
+  std::string resolve_copy(std::string n) const {
+    for (int hops = 0; hops < 16; ++hops) {
+      Assign *a = def(n);
+      const Name *src = a ? as_name(a->value.get()) : nullptr;
+      if (!src) break;
+      n = src->id;
+    }
+    return n;
+  }
+
+  // Whether `out_mask` true implies `row_mask` true in the same row
+  // (`offs[:, None] < n` and `offs < n`, or `row_mask[:, None]`, possibly
+  // among the conjuncts of an `&`).
+  bool implies_row(const std::string &out_mask, const std::string &row_mask, int depth = 0) const {
+    if (depth > 8) return false;
+    Assign *a = def(out_mask);
+    if (!a) return false;
+    if (auto *b = dyn_cast<BinOp>(a->value.get()); b && b->op == BinaryOpKind::BitAnd) {
+      const Name *l = as_name(b->lhs.get()), *r = as_name(b->rhs.get());
+      return (l && implies_row(l->id, row_mask, depth + 1)) || (r && implies_row(r->id, row_mask, depth + 1));
+    }
+    if (column_of(*a->value) == row_mask) return true;
+    auto *co = dyn_cast<Compare>(a->value.get());
+    Assign *rd = def(row_mask);
+    auto *cr = rd ? dyn_cast<Compare>(rd->value.get()) : nullptr;
+    if (!co || !cr || co->ops.size() != 1 || cr->ops.size() != 1 || co->ops[0] != cr->ops[0]) return false;
+    const Name *bo = as_name(co->comparators[0].get()), *br = as_name(cr->comparators[0].get());
+    if (bo && br ? resolve_copy(bo->id) != resolve_copy(br->id) : !ast::equal(*co->comparators[0], *cr->comparators[0]))
+      return false;
+    const Name *lo = as_name(co->left.get()), *lr = as_name(cr->left.get());
+    if (!lo || !lr) return false;
+    Assign *col = def(lo->id);
+    return col && column_of(*col->value) == lr->id;
+  }
+
+  // Moves the top-level definitions after the loop (at `loop`) that the
+  // names `needed` depend on to just before it; false (nothing moved) if one
+  // cannot move: it loads, is assigned more than once, or reads what the
+  // loop assigns.
+  bool hoist_before(size_t &loop, const std::vector<std::string> &needed, const std::set<std::string> &loop_assigns) {
+    StmtList &body = anf_.fn->body;
+    std::set<size_t> move;
+    std::vector<std::string> work = needed;
+    while (!work.empty()) {
+      std::string n = work.back();
+      work.pop_back();
+      size_t at = position(body, n);
+      if (at == std::string::npos || at < loop) continue;  // before the loop, or a parameter
+      if (move.count(at)) continue;
+      Assign *a = def(n);
+      if (!a || a != body[at].get()) return false;
+      bool loads = false;
+      visit_expr(*a->value, [&](const Expr &e) {
+        if (auto *c = dyn_cast<Call>(&e); c && context_.builtin(*c).rfind("tl.load", 0) == 0) loads = true;
+      });
+      if (loads) return false;
+      std::set<std::string> r;
+      stmt_reads(*a, r);
+      for (const std::string &x : r) {
+        if (loop_assigns.count(x)) return false;
+        work.push_back(x);
+      }
+      move.insert(at);
+    }
+    std::vector<StmtPtr> moved;
+    for (auto it = move.rbegin(); it != move.rend(); ++it) {
+      moved.insert(moved.begin(), std::move(body[*it]));
+      body.erase(body.begin() + static_cast<std::ptrdiff_t>(*it));
+    }
+    for (StmtPtr &s : moved) {
+      body.insert(body.begin() + static_cast<std::ptrdiff_t>(loop), std::move(s));
+      ++loop;
+    }
+    return true;
+  }
+
+  void erase_top_level(StmtList &block, const std::set<std::string> &names) {
+    for (size_t k = block.size(); k-- > 0;) {
+      if (!names.count(assigned_name(*block[k]))) continue;
+      anf_.origin.erase(block[k].get());
+      reverse::erase_keeping_comment(block, k);
+    }
+  }
+
+  std::optional<SoftmaxStatistics> try_loop(size_t loop_at, For &f) {
+    StmtList &body = anf_.fn->body;
+    std::vector<LoopCarried> &carried = anf_.carried.at(&f);
+    std::map<std::string, int> in_loop;
+    count_reads(f.body, in_loop);
+    auto read_in_loop = [&](const std::string &n) { return in_loop.count(n) ? in_loop.at(n) : 0; };
+
+    // The running max m: carried, its outgoing value m_ij = tl.maximum(m, tl.max(S, 1)).
+    for (const LoopCarried &m : carried) {
+      const Assign *copy = top_level_assignment(f.body, m.name);
+      std::vector<std::string> chain;  // the end-of-body copies from m_ij to m
+      const Name *next = copy ? as_name(copy->value.get()) : nullptr;
+      std::string mij;
+      while (next) {
+        chain.push_back(next->id);
+        const Assign *d = top_level_assignment(f.body, next->id);
+        if (!d) break;
+        if (const Name *n = as_name(d->value.get())) {
+          next = n;
+          continue;
+        }
+        mij = next->id;
+        break;
+      }
+      if (mij.empty() || read_in_loop(m.name) != 2) continue;
+      Assign *mij_def = def(mij);
+      auto *maximum = mij_def ? dyn_cast<Call>(mij_def->value.get()) : nullptr;
+      if (!maximum || context_.builtin(*maximum) != "tl.maximum" || maximum->args.size() != 2) continue;
+      const Expr *other = is_name(maximum->args[0].get(), m.name)   ? maximum->args[1].get()
+                          : is_name(maximum->args[1].get(), m.name) ? maximum->args[0].get()
+                                                                    : nullptr;
+      const Name *row_max = as_name(other);
+      Assign *row_max_def = row_max ? def(row_max->id) : nullptr;
+      auto *max_call = row_max_def ? dyn_cast<Call>(row_max_def->value.get()) : nullptr;
+      if (!max_call || context_.builtin(*max_call) != "tl.max") continue;
+      const Name *scores = as_name(call_argument(*max_call, 0, "input"));
+      const std::optional<double> axis = literal(call_argument(*max_call, 1, "axis"));
+      const sema::SType *scores_type = scores ? context_.type_of(scores->id) : nullptr;
+      if (!scores || !axis || *axis != 1 || !scores_type || scores_type->shape.size() != 2 || max_call->args.size() +
+          max_call->keywords.size() != 2)
+        continue;
+
+      // In the body: d = S - m_ij[:, None]; p = EXP(d); dm = m - m_ij; alpha = EXP(dm).
+      std::string mcol, d, p, dm, alpha;
+      int base = 0;
+      bool clean = true;
+      for (const StmtPtr &s : f.body) {
+        auto *a = dyn_cast<Assign>(s.get());
+        if (!a) continue;
+        const std::string n = assigned_name(*a);
+        if (n.empty()) continue;
+        if (column_of(*a->value) == mij) mcol = n;
+        if (auto *b = dyn_cast<BinOp>(a->value.get()); b && b->op == BinaryOpKind::Sub) {
+          if (is_name(b->lhs.get(), m.name) && is_name(b->rhs.get(), mij)) dm = n;
+          if (!mcol.empty() && is_name(b->lhs.get(), scores->id) && is_name(b->rhs.get(), mcol)) d = n;
+        }
+        auto is_exp = [&](const std::string &fn) { return exp_base(fn) != 0; };
+        const std::string x = unary_call_arg(n, is_exp);
+        if (x.empty()) continue;
+        const int b = exp_base(builtin(a->value.get()));
+        if (base && b != base) clean = false;
+        base = b;
+        if (!d.empty() && x == d) p = n;
+        if (!dm.empty() && x == dm) alpha = n;
+      }
+      if (!clean || p.empty() || alpha.empty()) continue;
+
+      // The rescaled sums: l (term tl.sum(p, 1)) and acc (term tl.dot(p or p.to(...), v)), scaled by alpha.
+      InversionContext ic;
+      ic.definition = [this](const std::string &n) -> const Assign * { return def(n); };
+      ic.builtin = context_.builtin;
+      ic.type_of = context_.type_of;
+      ic.active = [](const std::string &) { return true; };
+      std::map<std::string, InvertibleUpdate> updates = find_invertible_updates(f, carried, ic);
+      const InvertibleUpdate *l = nullptr, *acc = nullptr;
+      std::string alpha_col, p_cast;
+      for (const auto &[carried_name, u] : updates) {
+        if (u.exponential != alpha || u.subtracted || !u.term) continue;
+        const Name *term = as_name(u.term.get());
+        if (term && u.scale == alpha) {
+          Assign *t = def(term->id);
+          auto *sum = t ? dyn_cast<Call>(t->value.get()) : nullptr;
+          const std::optional<double> sum_axis = sum ? literal(call_argument(*sum, 1, "axis")) : std::nullopt;
+          if (sum && context_.builtin(*sum) == "tl.sum" && is_name(call_argument(*sum, 0, "input"), p) && sum_axis &&
+              *sum_axis == 1 && sum->args.size() + sum->keywords.size() == 2 && read_in_loop(term->id) == 1)
+            l = &u;
+          continue;
+        }
+        // acc: scale alpha[:, None]; term tl.dot(P, v), P = p or p.to(dtype).
+        Assign *scale = def(u.scale);
+        if (!scale || column_of(*scale->value) != alpha || read_in_loop(u.scale) != 1) continue;
+        const Expr *dot = u.term.get();
+        if (const Name *t = as_name(dot)) {
+          Assign *td = def(t->id);
+          if (!td || read_in_loop(t->id) != 1) continue;
+          dot = td->value.get();
+        }
+        auto *dc = dyn_cast<Call>(dot);
+        if (!dc || context_.builtin(*dc) != "tl.dot") continue;
+        const Name *lhs = as_name(call_argument(*dc, 0, "input"));
+        if (!lhs) continue;
+        std::string cast;
+        if (lhs->id != p) {
+          Assign *c = def(lhs->id);
+          auto *to = c ? dyn_cast<Call>(c->value.get()) : nullptr;
+          auto *attr = to ? dyn_cast<Attribute>(to->func.get()) : nullptr;
+          if (!attr || attr->attr != "to" || !is_name(attr->value.get(), p) || read_in_loop(lhs->id) != 1) continue;
+          cast = lhs->id;
+        }
+        acc = &u;
+        alpha_col = u.scale;
+        p_cast = cast;
+      }
+      // The running max starts at -inf, so the forward's first rescaling (alpha = 0) drops the
+      // sums' initial values: the rewritten loop starts them at 0.
+      if (!l || !minus_infinity(m.init)) continue;
+      // Every intermediate is read only where the pattern reads it.
+      const int alpha_reads = 1 + (acc ? 1 : 0);
+      if (read_in_loop(mij) != 1 + (mcol.empty() ? 0 : 1) + 1 || read_in_loop(row_max->id) != 1 ||
+          read_in_loop(mcol) != 1 || read_in_loop(d) != 1 || read_in_loop(dm) != 1 || read_in_loop(alpha) != alpha_reads ||
+          read_in_loop(p) != 1 + (acc ? 1 : 0) || read_in_loop(scores->id) != 2)
+        continue;
+      for (size_t k = 0; k + 1 < chain.size(); ++k)  // the copies between m_ij and m, each read by the next
+        if (read_in_loop(chain[k]) != 1) clean = false;
+      if (!clean) continue;
+
+      // After the loop: lg = LOG(l); ml = m + lg; [lse = ml * K]; tl.store(PM, lse, mask=LM);
+      // lcol = l[:, None]; out = acc / lcol; [oc = out.to(...)]; tl.store(PO, oc, mask=OM).
+      // (Through copies `l_i_3 = l_i` a helper's return leaves after the loop.)
+      std::map<std::string, std::string> alias;  // a copy after the loop -> the carried value it copies
+      std::map<std::string, std::vector<std::string>> copies;  // a carried value -> its copies
+      for (size_t k = loop_at + 1; k < body.size(); ++k) {
+        auto *a = dyn_cast<Assign>(body[k].get());
+        const std::string n = a ? assigned_name(*a) : "";
+        const Name *src = a ? as_name(a->value.get()) : nullptr;
+        if (n.empty() || !src || !def(n)) continue;
+        const std::string root = alias.count(src->id) ? alias.at(src->id) : src->id;
+        if (root != m.name && root != l->carried && !(acc && root == acc->carried)) continue;
+        alias[n] = root;
+        copies[root].push_back(n);
+      }
+      auto is_class = [&](const Expr *e, const std::string &root) {
+        const Name *x = as_name(e);
+        return x && (x->id == root || (alias.count(x->id) && alias.at(x->id) == root));
+      };
+      std::map<std::string, int> after = reads_from(body, loop_at + 1);
+      auto read_after = [&](const std::string &n) { return after.count(n) ? after.at(n) : 0; };
+      // Reads of a carried value and its copies, less the copies' own.
+      auto read_class_after = [&](const std::string &root) {
+        int r = read_after(root);
+        for (const std::string &c : copies[root]) r += read_after(c) - 1;
+        return r;
+      };
+      std::string lg, ml, lse, lcol, out, out_cast;
+      double scale_k = 1.0;
+      for (size_t k = loop_at + 1; k < body.size(); ++k) {
+        auto *a = dyn_cast<Assign>(body[k].get());
+        const std::string n = a ? assigned_name(*a) : "";
+        if (n.empty()) continue;
+        const std::string lf = builtin(a->value.get());
+        if (log_base(lf) == base && !unary_call_arg(n, [](const std::string &) { return true; }).empty() &&
+            is_class(cast<Call>(a->value.get())->args[0].get(), l->carried))
+          lg = n;
+        if (auto *b = dyn_cast<BinOp>(a->value.get())) {
+          if (b->op == BinaryOpKind::Add && !lg.empty() &&
+              ((is_class(b->lhs.get(), m.name) && is_name(b->rhs.get(), lg)) ||
+               (is_name(b->lhs.get(), lg) && is_class(b->rhs.get(), m.name))))
+            ml = n;
+          if (b->op == BinaryOpKind::Mul && !ml.empty()) {
+            const std::optional<double> kl = literal(b->lhs.get()), kr = literal(b->rhs.get());
+            if ((is_name(b->lhs.get(), ml) && kr) || (is_name(b->rhs.get(), ml) && kl)) {
+              lse = n;
+              scale_k = kr ? *kr : *kl;
+            }
+          }
+          if (acc && b->op == BinaryOpKind::Div && is_class(b->lhs.get(), acc->carried) && !lcol.empty() &&
+              is_name(b->rhs.get(), lcol))
+            out = n;
+        }
+        if (acc && !column_of(*a->value).empty() && is_class(cast<Subscript>(a->value.get())->value.get(), l->carried))
+          lcol = n;
+        if (!out.empty()) {
+          auto *to = dyn_cast<Call>(a->value.get());
+          auto *attr = to ? dyn_cast<Attribute>(to->func.get()) : nullptr;
+          if (attr && attr->attr == "to" && is_name(attr->value.get(), out)) out_cast = n;
+        }
+      }
+      if (lse.empty()) lse = ml;
+      if (ml.empty() || scale_k == 0.0 || (acc && out.empty())) continue;
+      // The stores of lse and of the output.
+      auto find_store = [&](const std::string &value, size_t &at) -> Call * {
+        for (size_t k = loop_at + 1; k < body.size(); ++k) {
+          auto *es = dyn_cast<ExprStmt>(body[k].get());
+          auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
+          if (c && context_.builtin(*c) == "tl.store" && is_name(call_argument(*c, 1, "value"), value)) {
+            at = k;
+            return c;
+          }
+        }
+        return nullptr;
+      };
+      size_t lse_store_at = 0, out_store_at = 0;
+      Call *lse_store = find_store(lse, lse_store_at);
+      const std::string out_stored = out_cast.empty() ? out : out_cast;
+      Call *out_store = acc ? find_store(out_stored, out_store_at) : nullptr;
+      if (!lse_store || (acc && !out_store)) continue;
+      const int l_reads_after = 1 + (acc ? 1 : 0);
+      if (read_class_after(m.name) != 1 || read_class_after(l->carried) != l_reads_after || read_after(lg) != 1 ||
+          read_after(ml) != 1 || read_after(lse) != 1)
+        continue;
+      if (acc && (read_class_after(acc->carried) != 1 || read_after(lcol) != 1 || read_after(out) != 1 ||
+                  (!out_cast.empty() && read_after(out_cast) != 1)))
+        continue;
+      const Name *pm = as_name(call_argument(*lse_store, 0, "pointer"));
+      const Expr *lm_expr = call_argument(*lse_store, 2, "mask");
+      const Name *lm = as_name(lm_expr);
+      const Name *po = out_store ? as_name(call_argument(*out_store, 0, "pointer")) : nullptr;
+      const Expr *om_expr = out_store ? call_argument(*out_store, 2, "mask") : nullptr;
+      const Name *om = as_name(om_expr);
+      if (!pm || (lm_expr && !lm) || (acc && (!po || (om_expr && !om)))) continue;
+      // Every row whose output is stored has its statistic stored.
+      if (acc && lm && !(om && implies_row(om->id, lm->id))) continue;
+      const std::string stat_base = base_pointer(pm->id);
+      const std::string out_base = po ? base_pointer(po->id) : "";
+      const sema::SType *stat_ptr = stat_base.empty() ? nullptr : context_.type_of(stat_base);
+      if (stat_base.empty() || (acc && out_base.empty()) || !stat_ptr) continue;
+      // The statistic is read back exactly only from a float32 buffer (a generic one is asserted to be).
+      if (stat_ptr->elem.dtype != sema::DType::FP32 && !context_.generic(stat_base)) continue;
+      const sema::SType *init_l = context_.type_of(l->carried);
+      if (!init_l || init_l->shape.size() != 1) continue;
+
+      // The addresses and masks, computed before the loop.
+      std::set<std::string> loop_assigns;
+      {
+        std::map<std::string, int> a;
+        stmt_assignments(f, a);
+        for (const auto &kv : a) loop_assigns.insert(kv.first);
+        for (const LoopCarried &c : carried) loop_assigns.insert(c.name);
+      }
+      std::vector<std::string> needed = {pm->id};
+      if (lm) needed.push_back(lm->id);
+      if (po) needed.push_back(po->id);
+      if (om) needed.push_back(om->id);
+      // Names copied so the loads stay valid whatever the rewrite removes.
+      const std::string pm_id = pm->id, lm_id = lm ? lm->id : "", po_id = po ? po->id : "", om_id = om ? om->id : "";
+      const std::string l_name = l->carried, l_init = [&] {
+        for (const LoopCarried &c : carried)
+          if (c.name == l->carried) return c.init;
+        return std::string();
+      }();
+      std::string acc_name, acc_init, acc_updated, acc_scaled;
+      ExprPtr acc_term;
+      if (acc) {
+        acc_name = acc->carried;
+        acc_updated = acc->updated;
+        acc_scaled = acc->scaled;
+        for (const LoopCarried &c : carried)
+          if (c.name == acc->carried) acc_init = c.init;
+      }
+      const std::string l_updated = l->updated, l_scaled = l->scaled;
+      ExprPtr l_term = clone(*l->term);
+      if (acc) acc_term = clone(*acc->term);
+      if (l_init.empty() || (acc && acc_init.empty())) continue;
+      if (!hoist_before(loop_at, needed, loop_assigns)) continue;
+
+      // ---- The rewrite (nothing can fail from here on).
+      SoftmaxStatistics result;
+      const std::string stat = names_.fresh("row_stat"), stat_col = names_.fresh("row_stat_col");
+      std::vector<StmtPtr> before;
+      // Placeholders of the right types, defined by the read-backs in the backward.
+      before.push_back(assign(stat, binary(BinaryOpKind::Mul, name(l_init), number(0.0))));
+      before.back()->leading_comment =
+          "The softmax's row statistic and output, read back from what the forward stored (tgrad, "
+          "src/ad/SoftmaxStatistics.h).";
+      std::string saved_out;
+      if (acc) {
+        saved_out = names_.fresh("stored_out");
+        before.push_back(assign(saved_out, binary(BinaryOpKind::Mul, name(acc_init), number(0.0))));
+      }
+      before.push_back(assign(stat_col, column(stat)));
+      for (StmtPtr &s : before) {
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(loop_at), std::move(s));
+        ++loop_at;
+      }
+      {
+        std::vector<Keyword> kws;
+        if (lm) kws.push_back(Keyword{"mask", {}, name(lm_id)});
+        ExprList inf_arg;
+        inf_arg.push_back(std::make_unique<StrLit>("inf", ""));
+        // Rows the forward did not store get +inf: their probabilities are 0, never inf.
+        kws.push_back(Keyword{"other", {}, std::make_unique<Call>(name("float"), std::move(inf_arg), std::vector<Keyword>{})});
+        ExprPtr load = cast_to(call("tl.load", list(name(pm_id)), std::move(kws)), dotted_name("tl.float32"));
+        if (scale_k != 1.0) load = binary(BinaryOpKind::Mul, std::move(load), number(1.0 / scale_k));
+        result.read_back.push_back({stat, std::move(load), stat_base, true});
+      }
+      if (acc) {
+        std::vector<Keyword> kws;
+        if (om) kws.push_back(Keyword{"mask", {}, name(om_id)});
+        kws.push_back(Keyword{"other", {}, number(0.0)});
+        ExprPtr load = cast_to(call("tl.load", list(name(po_id)), std::move(kws)), dotted_name("tl.float32"));
+        result.read_back.push_back({saved_out, std::move(load), out_base, false});
+      }
+
+      // The sums enter the loop at 0 (see the check of m's -inf above).
+      for (const std::string &c : {l_name, acc_name}) {
+        if (c.empty()) continue;
+        for (size_t k = loop_at; k-- > 0;)
+          if (assigned_name(*body[k]) == c) {
+            auto *entry = cast<Assign>(body[k].get());
+            entry->value = binary(BinaryOpKind::Mul, std::move(entry->value), number(0.0));
+            break;
+          }
+      }
+      // The loop: p against the statistic; the sums without rescaling; no running max.
+      Assign *d_def = def(d);
+      d_def->value = binary(BinaryOpKind::Sub, name(scores->id), name(stat_col));
+      def(l_updated)->value = binary(BinaryOpKind::Add, name(l_name), std::move(l_term));
+      if (acc) {
+        Assign *u = def(acc_updated);
+        if (auto *dc = dyn_cast<Call>(u->value.get()); dc && context_.builtin(*dc) == "tl.dot") {
+          for (size_t k = 0; k < dc->args.size(); ++k)
+            if (k == 2) dc->args[k] = name(acc_name);
+          for (Keyword &kw : dc->keywords)
+            if (kw.name == "acc") kw.value = name(acc_name);
+        } else {
+          u->value = binary(BinaryOpKind::Add, name(acc_name), std::move(acc_term));
+        }
+      }
+      std::set<std::string> gone = {row_max->id, mij, mcol, dm, alpha};
+      for (const std::string &c : chain) gone.insert(c);
+      gone.insert(m.name);
+      if (l_scaled != l_updated) gone.insert(l_scaled);
+      if (acc) {
+        gone.insert(alpha_col);
+        if (acc_scaled != acc_updated) gone.insert(acc_scaled);
+      }
+      erase_top_level(f.body, gone);
+      const std::string m_name = m.name;
+      for (size_t k = 0; k < carried.size(); ++k)
+        if (carried[k].name == m_name) {
+          carried.erase(carried.begin() + static_cast<std::ptrdiff_t>(k));
+          break;
+        }
+
+      // After the loop: out = acc - stored_out * (l - 1)[:, None]; lg = (l - 1) / ln b; ml = c + lg.
+      const std::string l_last = copies[l_name].empty() ? l_name : copies[l_name].back();
+      const std::string l_minus_1 = names_.fresh(l_last + "_minus_one");
+      // (After the loop, or after l's last copy; positions moved with the hoisting and the placeholders.)
+      const size_t l_ready = copies[l_name].empty() ? loop_at : position(body, l_last);
+      body.insert(body.begin() + static_cast<std::ptrdiff_t>(l_ready + 1),
+                  assign(l_minus_1, binary(BinaryOpKind::Sub, name(l_last), number(1.0))));
+      def(lg)->value = base == 2 ? binary(BinaryOpKind::Mul, name(l_minus_1), number(1.0 / kLn2)) : name(l_minus_1);
+      {
+        auto *b = cast<BinOp>(def(ml)->value.get());
+        if (is_class(b->lhs.get(), m_name)) b->lhs = name(stat);
+        else b->rhs = name(stat);
+      }
+      if (acc) {
+        const std::string col = names_.fresh(l_minus_1 + "_col"), correction = names_.fresh("out_correction");
+        const size_t at = position(body, out);
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(at),
+                    assign(correction, binary(BinaryOpKind::Mul, name(saved_out), name(col))));
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(at), assign(col, column(l_minus_1)));
+        auto *division = cast<BinOp>(def(out)->value.get());
+        division->op = BinaryOpKind::Sub;
+        division->rhs = name(correction);
+        result.witnesses[col] = stat_col;
+        result.witnesses[correction] = saved_out;
+      }
+      for (const std::string &n : {l_name, l_minus_1, lg, ml, lse}) result.witnesses[n] = stat;
+      for (const std::string &n : copies[l_name]) result.witnesses[n] = stat;
+      if (acc) {
+        result.witnesses[lcol] = stat_col;
+        for (const std::string &n : {acc_name, out}) result.witnesses[n] = saved_out;
+        for (const std::string &n : copies[acc_name]) result.witnesses[n] = saved_out;
+      }
+      const int line = f.span.begin.line;
+      result.explanation =
+          "line " + std::to_string(line) + ": the loop's online softmax is differentiated from its row statistic, read back from what the forward "
+          "stores through '" + stat_base + "'" +
+          (acc ? " (and its output, read back from '" + out_base +
+                     "' as stored, rounded to its dtype, as a hand-written FA2 backward reads it)"
+               : std::string()) +
+          ": its running max needs no tape, the loop is not replayed, and its iterations are independent";
+      return result;
+    }
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
+                                                         NameAllocator &names) {
+  Rewriter r(anf, context, names);
+  return r.run();
+}
+
+}  // namespace tgrad::ad
