@@ -653,7 +653,7 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     # owner-computes kernels of dK and dV, one program per key block and (batch, head), each looping over the
     # forward's query blocks (num_programs_0). The logsumexp M and the output are read back: no tape. dQ, dK, dV
     # start at zero (one addition per element).
-    owners = [getattr(bwd, f"attn_fwd_kernel_bwd_{g}", None) for g in ("dK", "dV")]
+    owners = [getattr(bwd, n) for n in dir(bwd) if n.startswith("attn_fwd_kernel_bwd_d")]
     owner_grid = (triton.cdiv(N, bn), Z * H)
 
     def gen_fn():
@@ -663,9 +663,8 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
                   num_warps=4)
         bwd.attn_fwd_kernel_bwd[grid](*args, **kw)
         for kernel in owners:
-            if kernel is not None:
-                programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
-                kernel[owner_grid](*args, **kw, **{programs: grid[0]})
+            programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
+            kernel[owner_grid](*args, **kw, **{programs: grid[0]})
 
     hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(Z, H, N, device="cuda")

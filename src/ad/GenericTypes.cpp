@@ -694,6 +694,25 @@ class GenericDifferentiation {
     std::vector<Trial> uniform = attempt_all(uniform_types);
     for (Trial &t : uniform)
       if (t.backward && !base_) base_ = &t;
+    // Where no uniform type serves, one pointer of another float type may:
+    // fp16 data with a float32 statistic that the backward reads back
+    // exactly (attention's logsumexp M), which asserts its dtype.
+    std::vector<Trial> mixed;
+    if (!base_ && float_pointers_.size() > 1) {
+      std::vector<sema::ParamTypes> mixed_types;
+      // (A float32 pointer among fp16, then bf16, data first: the statistic's case.)
+      for (DType e : floats)
+        for (DType d : floats)
+          for (size_t k : float_pointers_) {
+            if (e == d) continue;
+            sema::ParamTypes types = with_uniform(d);
+            types[pname(k)] = pointer_to(e);
+            mixed_types.push_back(std::move(types));
+          }
+      mixed = attempt_all(mixed_types);
+      for (Trial &t : mixed)
+        if (t.backward && !base_) base_ = &t;
+    }
     if (!base_) {
       // The errors of the first representative with which the forward itself
       // types (stay_attention's `tl.dot(q.to(tl.float16), k.T)` is refused

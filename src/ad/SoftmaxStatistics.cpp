@@ -519,7 +519,9 @@ class Rewriter {
       const std::string out_base = po ? base_pointer(po->id) : "";
       const sema::SType *stat_ptr = stat_base.empty() ? nullptr : context_.type_of(stat_base);
       if (stat_base.empty() || (acc && out_base.empty()) || !stat_ptr) continue;
-      // The statistic is read back exactly only from a float32 buffer (a generic one is asserted to be).
+      // The statistic is read back exactly only from a float32 buffer (the backward asserts it where the
+      // type is generic: its other representatives then give no backward, and the torch module serves
+      // float32 statistics only, as for a norm's saved Mean).
       if (stat_ptr->elem.dtype != sema::DType::FP32 && !context_.generic(stat_base)) continue;
       const sema::SType *init_l = context_.type_of(l->carried);
       if (!init_l || init_l->shape.size() != 1) continue;

@@ -46,7 +46,8 @@
 // nowhere else; after the loop the three are read only by `out` and `lse`,
 // each stored once at the top level, with addresses and masks computable
 // before the loop; every row whose output is stored has its statistic
-// stored (the output's mask implies the statistic's). Elsewhere the kernel
+// stored (the output's mask implies the statistic's); the statistic's buffer
+// is typed float32 (--arg M=*fp32: read back exactly). Elsewhere the kernel
 // is left as it is.
 #pragma once
 
@@ -87,8 +88,7 @@ struct SoftmaxStatisticsContext {
   std::function<std::string(const ast::Call &)> builtin;
   // A name's type, or null.
   std::function<const sema::SType *(const std::string &)> type_of;
-  // Whether a pointer parameter's type is a representative of several (the
-  // backward then asserts the dtype it relies on).
+  // Whether a pointer parameter's type is a representative of several.
   std::function<bool(const std::string &)> generic;
 };
 

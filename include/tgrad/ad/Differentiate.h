@@ -135,8 +135,11 @@ struct Backward {
   // backward kernel (when `backward_kernel_writes`), in order.
   struct OwnerKernel {
     std::string name;            // "matmul_kernel_bwd_da_ptr"
-    std::string gradient;        // the gradient buffer it writes ("da_ptr")
-    std::string input;           // the forward's pointer whose gradient that is ("a_ptr")
+    // The gradient buffers it writes ("da_ptr"; several where they share the
+    // loop and the axis, as attention's dK and dV do) and the forward's
+    // pointers whose gradients those are ("a_ptr"), in the same order.
+    std::vector<std::string> gradients;
+    std::vector<std::string> inputs;
     int summed_axis = 0;         // the forward's grid axis each program loops over
     std::string programs_param;  // its parameter for the forward's grid size along that axis ("": none, below)
     // Where the forward's 1-D grid enumerates a 2-D one in grouped order

@@ -2,9 +2,7 @@
 // `x = value`), and the error it throws to stop at a located message.
 #pragma once
 
-#include <functional>
 #include <set>
-#include <vector>
 #include <string>
 
 #include "tgrad/ast/Ast.h"
@@ -98,68 +96,6 @@ inline void erase_keeping_comment(StmtList &block, size_t k) {
   if (!s.leading_comment.empty() && k + 1 < block.size() && block[k + 1]->leading_comment.empty())
     block[k + 1]->leading_comment = s.leading_comment;
   block.erase(block.begin() + static_cast<long>(k));
-}
-
-// The static assertion with which a backward requires a buffer's dtype
-// where tgrad reads back a value it relies on being exact (the softmax's row
-// statistic: float32). With the buffer's type generic, the requirement holds
-// for some representative types only: Triton checks it when it compiles the
-// backward; tgrad's own checks of the generated kernels set it aside
-// (without_dtype_requirements).
-inline constexpr const char *kDtypeRequirement = "tgrad: the backward reads the softmax's row statistic back from ";
-
-inline bool is_dtype_requirement(const Stmt &s) {
-  auto *e = dyn_cast<ExprStmt>(&s);
-  auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
-  auto *msg = c && c->args.size() == 2 ? dyn_cast<StrLit>(c->args[1].get()) : nullptr;
-  return msg && msg->value.rfind(kDtypeRequirement, 0) == 0;
-}
-
-// Removes them (from a copy made for checking).
-inline void remove_dtype_requirements(StmtList &block) {
-  for (size_t k = block.size(); k-- > 0;) {
-    Stmt &s = *block[k];
-    if (auto *f = dyn_cast<For>(&s)) remove_dtype_requirements(f->body);
-    if (auto *w = dyn_cast<While>(&s)) remove_dtype_requirements(w->body);
-    if (auto *i = dyn_cast<If>(&s)) {
-      remove_dtype_requirements(i->body);
-      remove_dtype_requirements(i->orelse);
-    }
-    if (is_dtype_requirement(s)) block.erase(block.begin() + static_cast<long>(k));
-  }
-}
-inline void remove_dtype_requirements(Function &fn) { remove_dtype_requirements(fn.body); }
-
-// Runs `check()` with `fn`'s dtype requirements (at any depth) taken out,
-// then puts them back where they were; returns what check returned.
-template <class Check>
-auto without_dtype_requirements(Function &fn, Check check) {
-  struct Held {
-    StmtList *block;
-    size_t at;
-    StmtPtr stmt;
-  };
-  std::vector<Held> held;  // in removal order: back to front within each block
-  std::function<void(StmtList &)> take = [&](StmtList &block) {
-    for (size_t k = block.size(); k-- > 0;) {
-      Stmt &s = *block[k];
-      if (auto *f = dyn_cast<For>(&s)) take(f->body);
-      if (auto *w = dyn_cast<While>(&s)) take(w->body);
-      if (auto *i = dyn_cast<If>(&s)) {
-        take(i->body);
-        take(i->orelse);
-      }
-      if (is_dtype_requirement(s)) {
-        held.push_back({&block, k, std::move(block[k])});
-        block.erase(block.begin() + static_cast<long>(k));
-      }
-    }
-  };
-  take(fn.body);
-  auto result = check();
-  for (auto it = held.rbegin(); it != held.rend(); ++it)
-    it->block->insert(it->block->begin() + static_cast<long>(it->at), std::move(it->stmt));
-  return result;
 }
 
 }  // namespace tgrad::ad::reverse

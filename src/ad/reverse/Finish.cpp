@@ -14,8 +14,7 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
                     Backward &result) {
   DiagEngine check(sources_);
   std::unique_ptr<Module> context = checking_module();
-  std::optional<sema::TypeInfo> bwd_info =
-      without_dtype_requirements(*bwd, [&] { return sema::analyze(*context, *bwd, bwd_types, check); });
+  std::optional<sema::TypeInfo> bwd_info = sema::analyze(*context, *bwd, bwd_types, check);
   if (!bwd_info) {
     std::ostringstream msg;
     check.print_all(msg);

@@ -552,7 +552,9 @@ std::optional<Backward> Engine::build_kernel() {
   // What owner-computes kernels took over is added once per element and owner.
   for (const Backward::AtomicGradient &a : atomic_gradients_)
     if (std::none_of(result.owner_kernels.begin(), result.owner_kernels.end(),
-                     [&](const Backward::OwnerKernel &k) { return k.input == a.input; }))
+                     [&](const Backward::OwnerKernel &k) {
+                       return std::find(k.inputs.begin(), k.inputs.end(), a.input) != k.inputs.end();
+                     }))
       result.atomic_gradients.push_back(a);
   finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
   return result;
@@ -773,11 +775,7 @@ void Engine::dispatch_by_row_length(Backward &result, std::optional<Backward> on
   // The dispatcher is checked like every backward (a failure is tgrad's bug).
   DiagEngine check(sources_);
   std::unique_ptr<Module> context = checking_module();
-  for (const auto &f : out->functions) {
-    context->functions.push_back(clone(*f));
-    // (The dispatcher calls them: their dtype requirements are Triton's to check, as without_dtype_requirements says.)
-    remove_dtype_requirements(*context->functions.back());
-  }
+  for (const auto &f : out->functions) context->functions.push_back(clone(*f));
   if (!sema::analyze(*context, *dispatcher, types, check)) {
     std::ostringstream msg;
     check.print_all(msg);

@@ -189,8 +189,9 @@ void Engine::replay_stmt(const Stmt &s, StmtList &dst) {
     if (b.exact && request_.generic_params.count(b.base)) {
       ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(b.base), "dtype"), "element_ty"),
                             dotted_name("tl.float32"));
-      const std::string why = kDtypeRequirement + b.base +
-                              ", which must be a float32 buffer (or give --arg " + b.base + "=*DTYPE)";
+      const std::string why = "tgrad: the backward reads the softmax's row statistic back from " + b.base +
+                              ", which must be a float32 buffer (with --arg " + b.base +
+                              "=*fp16 or *bf16 tgrad writes a backward that does not read it)";
       dst.push_back(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, "")))));
     }
     StmtPtr load = assign(b.value, clone(*b.load), s.span);

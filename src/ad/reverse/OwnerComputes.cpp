@@ -455,28 +455,49 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
   bool analysed = false;
   auto type_of_name = [&](const std::string &n) -> const SType * {
     if (!analysed) {
-      info = without_dtype_requirements(bwd, [&] { return sema::analyze(context, bwd, types, quiet); });
+      info = sema::analyze(context, bwd, types, quiet);
       analysed = true;
     }
     auto d = defs.find(n);
     return info && d != defs.end() ? info->type_of(d->second) : nullptr;
   };
 
-  for (const auto &[gradient, adds] : atomics) {
-    const std::string &input = input_of[gradient];
-    const std::string what = "the gradient of '" + input + "' (" + gradient + ")";
+  // The gradients one owner kernel gathers: first all of them together
+  // (attention's dK and dV need the same recomputed scores: one kernel
+  // computes them once), then, where that declines, each on its own.
+  std::vector<std::vector<std::string>> groups;
+  if (atomics.size() > 1) {
+    groups.emplace_back();
+    for (const auto &kv : atomics) groups.back().push_back(kv.first);
+  }
+  for (const auto &kv : atomics) groups.push_back({kv.first});
+  std::set<std::string> gathered;
+  for (const std::vector<std::string> &group : groups) {
+    if (std::any_of(group.begin(), group.end(), [&](const std::string &g) { return gathered.count(g) > 0; })) continue;
+    const bool together = group.size() > 1;
+    std::string gradient, inputs_text;
+    for (const std::string &g : group) {
+      gradient += (gradient.empty() ? "" : "_") + g;
+      inputs_text += (inputs_text.empty() ? "'" : ", '") + input_of[g] + "'";
+    }
+    const std::string what = together ? "the gradients of " + inputs_text + " (" + gradient + ")"
+                                      : "the gradient of " + inputs_text + " (" + gradient + ")";
+    // (Where gathering them together declines, each is tried alone, which explains itself.)
     auto decline = [&](const std::string &why) {
-      out.explanations.push_back(where + what + " stays with atomics from every program: no owner-computes kernel, " +
-                                 why);
+      if (!together)
+        out.explanations.push_back(where + what + " stays with atomics from every program: no owner-computes kernel, " +
+                                   why);
     };
-    if (atomics_elsewhere.count(gradient)) {
+    if (std::any_of(group.begin(), group.end(), [&](const std::string &g) { return atomics_elsewhere.count(g) > 0; })) {
       decline("because it is also written outside the top level of the loop's body");
       continue;
     }
-    if (adds.size() != 1) {
+    if (std::any_of(group.begin(), group.end(), [&](const std::string &g) { return atomics.at(g).size() != 1; })) {
       decline("because the loop adds to it at several places");
       continue;
     }
+    std::vector<const Atomic *> group_atomics;
+    for (const std::string &g : group) group_atomics.push_back(&atomics.at(g)[0]);
     if (axis_unknown) {
       decline("because the kernel reads a program id of an axis tgrad cannot tell");
       continue;
@@ -485,7 +506,6 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       decline("because the loop is not `for v in range(...)`");
       continue;
     }
-    const Atomic &atomic = adds[0];
 
     // 2. The statements as the owners see them: swizzled program ids as the ids themselves.
     StmtList work;
@@ -497,12 +517,46 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     const std::set<int> gradient_axes = grouped ? std::set<int>{0, 1} : axes;
     For &wloop = *cast<For>(work[loop_at].get());
 
-    // 3. Which program axes the tile's addresses and mask depend on.
+    // 3. Which program axes the tiles' addresses and masks depend on (the same for every gradient gathered).
+    // A loop whose end the forward's programs differ in (causal attention's `hi = (start_m + 1) * BLOCK_M`)
+    // counts as independent of that axis where its start and step are: the owners enumerate the iterations
+    // of the program with the most, and a program's contribution counts only where its loop runs that
+    // iteration (a guard, below).
+    std::map<int, bool> guarded_axis;  // axis -> only the loop's end depends on it
     std::vector<int> summed;
-    for (int a : gradient_axes) {
-      const auto seed = [a](const Expr &e) { return program_axis_of(e) == a; };
-      std::set<std::string> t = dependents(work, {}, seed);
-      if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) summed.push_back(a);
+    bool same_axes = true;
+    for (size_t g = 0; g < group_atomics.size(); ++g) {
+      const Atomic &atomic = *group_atomics[g];
+      std::vector<int> mine;
+      for (int a : gradient_axes) {
+        const auto seed = [a](const Expr &e) { return program_axis_of(e) == a; };
+        std::set<std::string> t = dependents(work, {}, seed);
+        auto on_axis = [&](const Expr *e) {
+          if (!e) return false;
+          std::set<std::string> r;
+          reads(*e, r);
+          bool d = std::any_of(r.begin(), r.end(), [&](const std::string &n) { return t.count(n) > 0; });
+          visit_expr(*e, [&](const Expr &x) { d |= seed(x); });
+          return d;
+        };
+        if (simple_range && range->args.size() >= 2 && on_axis(range->args[1].get()) && !on_axis(range->args[0].get()) &&
+            (range->args.size() < 3 || (!on_axis(range->args[2].get()) && (isa<IntLit>(range->args[2].get()) ||
+                                                                            isa<Name>(range->args[2].get()))))) {
+          // (The dependences again, with the loop's end a name nothing taints.)
+          ExprPtr end = std::move(cast<Call>(wloop.iter.get())->args[1]);
+          cast<Call>(wloop.iter.get())->args[1] = name(kNotAffine);
+          t = dependents(work, {}, seed);
+          cast<Call>(wloop.iter.get())->args[1] = std::move(end);
+          guarded_axis[a] = true;
+        }
+        if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) mine.push_back(a);
+      }
+      if (g == 0) summed = mine;
+      same_axes &= mine == summed;
+    }
+    if (!same_axes) {
+      decline("because their addresses depend on different program axes");
+      continue;
     }
     if (summed.empty()) {
       decline("because its addresses or mask depend on every program axis the kernel reads (directly, or through "
@@ -528,7 +582,9 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     std::set<std::string> seeds = carried;
     seeds.insert(loop_var->id);
     const std::set<std::string> varying = dependents(wloop.body, seeds, [](const Expr &) { return false; });
-    if (!varying.count(atomic.pointer) && (atomic.mask.empty() || !varying.count(atomic.mask))) {
+    if (std::any_of(group_atomics.begin(), group_atomics.end(), [&](const Atomic *a) {
+          return !varying.count(a->pointer) && (a->mask.empty() || !varying.count(a->mask));
+        })) {
       decline("because its addresses do not move with the loop");
       continue;
     }
@@ -614,16 +670,21 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       seq.push_back(assign(x, std::make_unique<BinOp>(st->second.subtract ? BinaryOpKind::Sub : BinaryOpKind::Add,
                                                       name(x), std::move(times))));
     }
-    const std::string acc = names.fresh("d" + input + "_tile");
+    std::vector<std::string> accs;  // each gradient's tile, summed in registers
+    for (const std::string &g : group) accs.push_back(names.fresh("d" + input_of[g] + "_tile"));
     for (size_t k = 0; k < wloop.body.size(); ++k) {
       const Stmt &s = *wloop.body[k];
       if (carried_copies.count(dyn_cast<Assign>(&s))) continue;
-      if (k == atomic.index) {
-        StmtPtr add = assign(acc, std::make_unique<BinOp>(BinaryOpKind::Add, name(acc), clone(*atomic.value)));
+      bool added = false;
+      for (size_t g = 0; g < group_atomics.size(); ++g) {
+        if (k != group_atomics[g]->index) continue;
+        StmtPtr add =
+            assign(accs[g], std::make_unique<BinOp>(BinaryOpKind::Add, name(accs[g]), clone(*group_atomics[g]->value)));
         add->leading_comment = s.leading_comment;
         seq.push_back(std::move(add));
-        continue;
+        added = true;
       }
+      if (added) continue;
       if (touches(s, varying) && !memory_write(s)) seq.push_back(clone(s));
     }
     drop_memory_writes(seq);
@@ -635,20 +696,25 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
 
     // 6. Split: what depends on the program looped over goes in the loop.
     const std::set<std::string> per_program = dependents(seq, {program}, [](const Expr &) { return false; });
-    if (per_program.count(atomic.pointer) || (!atomic.mask.empty() && per_program.count(atomic.mask))) {
+    if (std::any_of(group_atomics.begin(), group_atomics.end(), [&](const Atomic *a) {
+          return per_program.count(a->pointer) || (!a->mask.empty() && per_program.count(a->mask));
+        })) {
       decline("because its addresses depend on the program id along axis " + std::to_string(axis) +
               " after all (through a value computed in the loop)");
       continue;
     }
-    const SType *pointer_type = type_of_name(atomic.pointer);
-    std::optional<std::vector<std::string>> tile_dims;
-    if (pointer_type && pointer_type->is_tensor()) tile_dims = dimension_texts(*pointer_type);
-    if (!tile_dims || tile_dims->empty()) {
+    std::vector<std::vector<std::string>> tiles_dims;
+    for (const Atomic *a : group_atomics) {
+      const SType *pointer_type = type_of_name(a->pointer);
+      std::optional<std::vector<std::string>> tile_dims;
+      if (pointer_type && pointer_type->is_tensor()) tile_dims = dimension_texts(*pointer_type);
+      if (!tile_dims || tile_dims->empty()) break;
+      tiles_dims.push_back(*tile_dims);
+    }
+    if (tiles_dims.size() != group_atomics.size()) {
       decline("because tgrad cannot write the shape of its tile");
       continue;
     }
-    ExprList dims;
-    for (const std::string &d : *tile_dims) dims.push_back(factor_expr(d));
     auto owner = std::make_unique<Function>();
     owner->name = function_names.fresh(bwd.name + "_" + gradient);
     owner->span = bwd.span;
@@ -661,27 +727,71 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                                        call("range", list(int_lit(0), name(programs))), StmtList{}, loop.span);
     for (StmtPtr &s : seq) {
       const bool in_loop = touches(*s, per_program) ||
-                           assigned_name(*s) == acc;
+                           std::find(accs.begin(), accs.end(), assigned_name(*s)) != accs.end();
       (in_loop ? inner->body : owner->body).push_back(std::move(s));
     }
-    std::vector<Keyword> fp32;
-    fp32.push_back({"dtype", {}, dotted_name("tl.float32")});
-    StmtPtr zero = assign(acc, call("tl.zeros", list(std::make_unique<Tuple>(std::move(dims))), std::move(fp32)));
-    zero->leading_comment = "Its gradient tile, summed over the forward's programs along axis " +
-                            std::to_string(axis) + " (the programs that read it) in registers";
-    owner->body.push_back(std::move(zero));
+    for (size_t g = 0; g < group_atomics.size(); ++g) {
+      ExprList dims;
+      for (const std::string &d : tiles_dims[g]) dims.push_back(factor_expr(d));
+      std::vector<Keyword> fp32;
+      fp32.push_back({"dtype", {}, dotted_name("tl.float32")});
+      StmtPtr zero = assign(accs[g], call("tl.zeros", list(std::make_unique<Tuple>(std::move(dims))), std::move(fp32)));
+      if (g == 0)
+        zero->leading_comment = std::string(together ? "Its gradient tiles" : "Its gradient tile") +
+                                ", summed over the forward's programs along axis " + std::to_string(axis) +
+                                " (the programs that read it) in registers";
+      owner->body.push_back(std::move(zero));
+    }
+    if (guarded_axis.count(axis)) {
+      // Each forward program's loop ends where it does: its contribution counts only for iterations it runs.
+      ExprPtr end = clone(*range->args[1]);
+      rewrite_expr(end, [&](ExprPtr &e) {
+        if (program_axis_of(*e) == axis) e = name(program);
+        else if (program_axis_of(*e, "tl.num_programs") == axis) e = name(programs);
+      });
+      std::set<std::string> need;
+      reads(*end, need);
+      StmtList before, rest;
+      std::vector<bool> keep(inner->body.size(), false);
+      for (size_t k = inner->body.size(); k-- > 0;) {
+        std::set<std::string> assigned;
+        assigned_names(*inner->body[k], assigned);
+        if (std::none_of(assigned.begin(), assigned.end(), [&](const std::string &n) { return need.count(n) > 0; }))
+          continue;
+        keep[k] = true;
+        deep_reads(*inner->body[k], need);
+      }
+      for (size_t k = 0; k < inner->body.size(); ++k) (keep[k] ? before : rest).push_back(std::move(inner->body[k]));
+      ExprPtr runs = std::make_unique<Compare>(name(loop_var->id), std::vector<CompareOpKind>{CompareOpKind::Lt},
+                                               list(std::move(end)));
+      auto guard = std::make_unique<If>(std::move(runs), std::move(rest), StmtList{}, loop.span);
+      guard->leading_comment = "Only where that program's loop runs this iteration (its end depends on the program)";
+      before.push_back(std::move(guard));
+      if (range->args.size() == 3 && isa<Name>(range->args[2].get())) {
+        auto positive = std::make_unique<ExprStmt>(call(
+            "tl.static_assert", list(std::make_unique<Compare>(clone(*range->args[2]),
+                                                               std::vector<CompareOpKind>{CompareOpKind::Gt},
+                                                               list(int_lit(0))))));
+        owner->body.push_back(std::move(positive));
+      }
+      inner->body = std::move(before);
+    }
     For &program_loop = *inner;
     owner->body.push_back(std::move(inner));
-    std::vector<Keyword> kws;
-    if (!atomic.mask.empty()) kws.push_back({"mask", {}, name(atomic.mask)});
-    kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "\"relaxed\"")});
-    ExprList flush_args;
-    flush_args.push_back(name(atomic.pointer));
-    flush_args.push_back(name(acc));
-    auto flush = std::make_unique<ExprStmt>(call("tl.atomic_add", std::move(flush_args), std::move(kws)));
-    flush->leading_comment = "One addition per element and owner: programs along axis " + std::to_string(axis) +
-                             " no longer add to it one by one";
-    owner->body.push_back(std::move(flush));
+    for (size_t g = 0; g < group_atomics.size(); ++g) {
+      const Atomic &atomic = *group_atomics[g];
+      std::vector<Keyword> kws;
+      if (!atomic.mask.empty()) kws.push_back({"mask", {}, name(atomic.mask)});
+      kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "\"relaxed\"")});
+      ExprList flush_args;
+      flush_args.push_back(name(atomic.pointer));
+      flush_args.push_back(name(accs[g]));
+      auto flush = std::make_unique<ExprStmt>(call("tl.atomic_add", std::move(flush_args), std::move(kws)));
+      if (g == 0)
+        flush->leading_comment = "One addition per element and owner: programs along axis " + std::to_string(axis) +
+                                 " no longer add to it one by one";
+      owner->body.push_back(std::move(flush));
+    }
     remove_dead_code(owner->body);
 
     // 7. What the owner still needs that it cannot have.
@@ -788,9 +898,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     for (const auto *saved : {&out.saved, &new_saved})
       for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
-    const bool types = without_dtype_requirements(
-        *owner, [&] { return sema::analyze(context, *owner, owner_types, check).has_value(); });
-    if (!types || check.has_errors()) {
+    if (!sema::analyze(context, *owner, owner_types, check) || check.has_errors()) {
       if (std::getenv("TGRAD_DEBUG_OWNERS")) {
         check.print_all(std::cerr);
         std::cerr << emit::print_function(*owner);
@@ -803,15 +911,17 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     Backward::OwnerKernel launch;
     launch.name = owner->name;
     launch.saved_tiles = reads_saved;
-    launch.gradient = gradient;
-    launch.input = input;
+    launch.gradients = group;
+    for (const std::string &g : group) launch.inputs.push_back(input_of[g]);
     launch.summed_axis = axis;
     launch.programs_param = grouped ? "" : programs;
     if (grouped) launch.grid_sizes = {axis == 0 ? nullptr : grouped->rows, axis == 1 ? nullptr : grouped->columns};
     launch.loop_line = loop.span.begin.line;
     launch.loop_column = loop.span.begin.column;
     launch.loop_range = emit::print_expr(*loop.iter);
-    launch.why = where + what + " is gathered by its owners: '" + owner->name + "' runs one program per " +
+    launch.why = where + what + (together ? " are gathered by their owners: '" : " is gathered by its owners: '") +
+                 owner->name +
+                 "' runs one program per " +
                  "iteration of the loop and program along the other axes, loops over the forward's programs along " +
                  "axis " + std::to_string(axis) + " (its addresses do not depend on tl.program_id(" +
                  std::to_string(axis) + ")" + (unswizzled ? "; tl.swizzle2d only permutes the programs" : "") +
@@ -829,12 +939,18 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     out.explanations.push_back(launch.why);
     out.launches.push_back(launch);
     out.kernels.push_back(std::move(owner));
-    // The backward kernel no longer adds it.
+    // The backward kernel no longer adds them.
     auto &lbody = cast<For>(body[loop_at].get())->body;
-    erase_keeping_comment(lbody, atomic.index);
-    for (auto &[g, l] : atomics)
-      for (Atomic &a : l)
-        if (a.index > atomic.index) --a.index;
+    std::vector<size_t> erased;
+    for (const Atomic *a : group_atomics) erased.push_back(a->index);
+    std::sort(erased.rbegin(), erased.rend());
+    for (size_t index : erased) {
+      erase_keeping_comment(lbody, index);
+      for (auto &[g, l] : atomics)
+        for (Atomic &a : l)
+          if (a.index > index) --a.index;
+    }
+    gathered.insert(group.begin(), group.end());
   }
   if (!out.saved.empty()) out.prologue = build_prologue(bwd, loop_at, out.saved, function_names);
   if (!out.kernels.empty()) {

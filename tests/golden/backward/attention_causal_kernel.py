@@ -18,14 +18,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_h_to_tl_int64_2 = off_h_to_tl_int64 * stride_qh
     q_base = Q + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
     dq_base = dQ + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
-    off_z_to_tl_int64_3_2 = off_z_to_tl_int64 * stride_kz
-    off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
-    k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    off_z_to_tl_int64_4_2 = off_z_to_tl_int64 * stride_vz
-    off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
-    v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
+    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
     off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
     off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
     o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
@@ -78,30 +72,17 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bq = tl.zeros(q.shape, dtype=tl.float32)
     for start_n in range(0, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
-        offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
-        k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
-        dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
-        t_2 = offs_n[:, None] < N_CTX
-        k = tl.load(k_ptrs, mask=t_2, other=0.0)
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+        k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
         visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
         p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat_col)
-        offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
-        offs_d_row_3_times_stride_vk = offs_d[None, :] * stride_vk
-        v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
-        dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
-        v = tl.load(v_ptrs, mask=t_2, other=0.0)
-        p_to_tl_float16 = p.to(tl.float16)
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
         bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
-
-        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dv_ptrs, bv, mask=t_2, sem="relaxed")
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -113,12 +94,107 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
-        bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
-
-        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dk_ptrs, bk, mask=t_2, sem="relaxed")
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
+
+
+@triton.jit
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+    tl.static_assert(IS_CAUSAL == True, "tgrad: this backward was generated for IS_CAUSAL=True (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    off_z_to_tl_int64_3_2 = off_z_to_tl_int64 * stride_kz
+    off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
+    k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
+    dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
+    off_z_to_tl_int64_4_2 = off_z_to_tl_int64 * stride_vz
+    off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
+    v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
+    dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
+    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
+    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    qk_scale = sm_scale * 1.44269504
+    offs_d_row = offs_d[None, :]
+    offs_d_row_times_stride_qk = offs_d_row * stride_qk
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
+    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
+    start_n = 0 + tl.program_id(0) * BLOCK_N
+    offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
+    offs_d_row_3_times_stride_vk = offs_d[None, :] * stride_vk
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
+    k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    t_2 = offs_n[:, None] < N_CTX
+    k = tl.load(k_ptrs, mask=t_2, other=0.0)
+    tl_trans_k = tl.trans(k)
+    offs_n_row = offs_n[None, :]
+    t_4 = offs_n[None, :] < N_CTX
+    offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
+    v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    v = tl.load(v_ptrs, mask=t_2, other=0.0)
+
+    # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    tl.static_assert(BLOCK_N > 0)
+    for start_m in range(0, num_programs_0):
+        hi = (start_m + 1) * BLOCK_M
+
+        # Only where that program's loop runs this iteration (its end depends on the program)
+        if start_n < hi:
+            offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
+            offs_m_col = offs_m[:, None]
+            q_ptrs = q_base + offs_m_col * stride_qm + offs_d_row_times_stride_qk
+            t = offs_m_col < N_CTX
+            q = tl.load(q_ptrs, mask=t, other=0.0)
+            M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+            t_6 = offs_m < N_CTX
+            blse = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_6, other=0.0)
+            offs_m_col_4_times_stride_om = offs_m_col * stride_om
+            o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+            do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+            row_stat = tl.load(M_plus_off_hz_times_N, mask=t_6, other=float("inf")).to(tl.float32) * 1.4426950408889634
+            stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+            row_stat_col = row_stat[:, None]
+            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+            bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
+            bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+            tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
+            bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+            qk = tl.dot(q, tl_trans_k)
+            visible = (offs_m[:, None] >= offs_n_row) & t_4
+            p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat_col)
+            p_to_tl_float16 = p.to(tl.float16)
+            bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
+            bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+            # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+            # atomic: the offset is not affine in the program ids and tl.arange lanes
+            dV_tile = dV_tile + bv
+            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+            bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+            bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
+
+            # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+            # atomic: the offset is not affine in the program ids and tl.arange lanes
+            dK_tile = dK_tile + bk
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")

@@ -101,7 +101,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
     tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
@@ -115,7 +115,10 @@ def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stri
     off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
     k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
     dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    off_z_to_tl_int64_4_2 = off_z_to_tl_int64 * stride_vz
+    off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
+    v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
+    dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
     off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
     off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
     o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
@@ -131,6 +134,7 @@ def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stri
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
+    offs_d_row_3_times_stride_vk = offs_d[None, :] * stride_vk
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
     k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
@@ -139,11 +143,14 @@ def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stri
     k = tl.load(k_ptrs, mask=t_2, other=0.0)
     tl_trans_k = tl.trans(k)
     t_3 = offs_n[None, :] < N_CTX
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
-    v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
+    v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    v = tl.load(v_ptrs, mask=t_2, other=0.0)
 
-    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     for start_m in range(0, num_programs_0):
         offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
         offs_m_col = offs_m[:, None]
@@ -166,7 +173,13 @@ def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stri
         bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
         qk = tl.dot(q, tl_trans_k)
         p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat_col)
+        p_to_tl_float16 = p.to(tl.float16)
+        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
         bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
         bqk = tl.where(t_3, bp * p * 0.6931471805599453, 0.0) * qk_scale
         bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
@@ -177,64 +190,4 @@ def attn_fwd_kernel_bwd_dK(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stri
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
-
-
-@triton.jit
-def attn_fwd_kernel_bwd_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0_2):
-    tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
-
-    # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
-    off_hz = tl.program_id(1)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    dv_base = dV + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
-    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    qk_scale = sm_scale * 1.44269504
-    offs_d_row = offs_d[None, :]
-    offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
-    start_n = 0 + tl.program_id(0) * BLOCK_N
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
-    k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-    tl_trans_k = tl.trans(k)
-    t_3 = offs_n[None, :] < N_CTX
-    dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
-
-    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
-    dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
-    for start_m in range(0, num_programs_0_2):
-        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
-        offs_m_col = offs_m[:, None]
-        q_ptrs = q_base + offs_m_col * stride_qm + offs_d_row_times_stride_qk
-        t = offs_m_col < N_CTX
-        q = tl.load(q_ptrs, mask=t, other=0.0)
-        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
-        t_5 = offs_m < N_CTX
-        offs_m_col_3_times_stride_om = offs_m_col * stride_om
-        o_ptrs = o_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
-        do_ptrs = do_base + offs_m_col_3_times_stride_om + offs_d_row_4_times_stride_ok
-        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")).to(tl.float32) * 1.4426950408889634
-        stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-        bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
-        qk = tl.dot(q, tl_trans_k)
-        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat[:, None])
-        p_to_tl_float16 = p.to(tl.float16)
-        bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
-
-        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        dV_tile = dV_tile + bv
-
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dv_ptrs, dV_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
+    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")
