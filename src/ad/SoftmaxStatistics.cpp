@@ -317,26 +317,13 @@ class Rewriter {
         mij = next->id;
         break;
       }
-      if (mij.empty() || read_in_loop(m.name) != 2) continue;
+      // m_ij is the reference the iteration's exponentials subtract: tl.maximum(m, tl.max(S, 1)) in an FA2
+      // forward, tl.maximum(m, tl.max(qk, 1) * qk_scale) in the Triton tutorial's. How it is chosen matters
+      // only for overflow: the sums telescope to exp(S_j - m_final) whatever it is.
       Assign *mij_def = def(mij);
-      auto *maximum = mij_def ? dyn_cast<Call>(mij_def->value.get()) : nullptr;
-      if (!maximum || context_.builtin(*maximum) != "tl.maximum" || maximum->args.size() != 2) continue;
-      const Expr *other = is_name(maximum->args[0].get(), m.name)   ? maximum->args[1].get()
-                          : is_name(maximum->args[1].get(), m.name) ? maximum->args[0].get()
-                                                                    : nullptr;
-      const Name *row_max = as_name(other);
-      Assign *row_max_def = row_max ? def(row_max->id) : nullptr;
-      auto *max_call = row_max_def ? dyn_cast<Call>(row_max_def->value.get()) : nullptr;
-      if (!max_call || context_.builtin(*max_call) != "tl.max") continue;
-      const Name *scores = as_name(call_argument(*max_call, 0, "input"));
-      const std::optional<double> axis = literal(call_argument(*max_call, 1, "axis"));
-      const sema::SType *scores_type = scores ? context_.type_of(scores->id) : nullptr;
-      if (!scores || !axis || *axis != 1 || !scores_type || scores_type->shape.size() != 2 || max_call->args.size() +
-          max_call->keywords.size() != 2)
-        continue;
-
+      if (mij.empty() || !mij_def || top_level_assignment(f.body, mij) != mij_def) continue;
       // In the body: d = S - m_ij[:, None]; p = EXP(d); dm = m - m_ij; alpha = EXP(dm).
-      std::string mcol, d, p, dm, alpha;
+      std::string mcol, d, p, dm, alpha, scores;
       int base = 0;
       bool clean = true;
       for (const StmtPtr &s : f.body) {
@@ -347,7 +334,10 @@ class Rewriter {
         if (column_of(*a->value) == mij) mcol = n;
         if (auto *b = dyn_cast<BinOp>(a->value.get()); b && b->op == BinaryOpKind::Sub) {
           if (is_name(b->lhs.get(), m.name) && is_name(b->rhs.get(), mij)) dm = n;
-          if (!mcol.empty() && is_name(b->lhs.get(), scores->id) && is_name(b->rhs.get(), mcol)) d = n;
+          if (!mcol.empty() && as_name(b->lhs.get()) && is_name(b->rhs.get(), mcol)) {
+            d = n;
+            scores = as_name(b->lhs.get())->id;
+          }
         }
         auto is_exp = [&](const std::string &fn) { return exp_base(fn) != 0; };
         const std::string x = unary_call_arg(n, is_exp);
@@ -384,11 +374,15 @@ class Rewriter {
         // acc: scale alpha[:, None]; term tl.dot(P, v), P = p or p.to(dtype).
         Assign *scale = def(u.scale);
         if (!scale || column_of(*scale->value) != alpha || read_in_loop(u.scale) != 1) continue;
+        // (A term that is a call is the update's own `tl.dot(p, v, acc)` without its accumulator: a copy,
+        // which has no types; the update's call has.)
         const Expr *dot = u.term.get();
         if (const Name *t = as_name(dot)) {
           Assign *td = def(t->id);
           if (!td || read_in_loop(t->id) != 1) continue;
           dot = td->value.get();
+        } else if (Assign *update = def(u.updated)) {
+          dot = update->value.get();
         }
         auto *dc = dyn_cast<Call>(dot);
         if (!dc || context_.builtin(*dc) != "tl.dot") continue;
@@ -411,10 +405,14 @@ class Rewriter {
       if (!l || !minus_infinity(m.init)) continue;
       // Every intermediate is read only where the pattern reads it.
       const int alpha_reads = 1 + (acc ? 1 : 0);
-      if (read_in_loop(mij) != 1 + (mcol.empty() ? 0 : 1) + 1 || read_in_loop(row_max->id) != 1 ||
+      std::set<std::string> mij_reads;
+      stmt_reads(*mij_def, mij_reads);
+      if (read_in_loop(m.name) != 1 + static_cast<int>(mij_reads.count(m.name)) || read_in_loop(mij) != 3 ||
           read_in_loop(mcol) != 1 || read_in_loop(d) != 1 || read_in_loop(dm) != 1 || read_in_loop(alpha) != alpha_reads ||
-          read_in_loop(p) != 1 + (acc ? 1 : 0) || read_in_loop(scores->id) != 2)
+          read_in_loop(p) != 1 + (acc ? 1 : 0))
         continue;
+      const sema::SType *scores_type = context_.type_of(scores);
+      if (!scores_type || scores_type->shape.size() != 2) continue;
       for (size_t k = 0; k + 1 < chain.size(); ++k)  // the copies between m_ij and m, each read by the next
         if (read_in_loop(chain[k]) != 1) clean = false;
       if (!clean) continue;
@@ -581,19 +579,25 @@ class Rewriter {
       }
       {
         std::vector<Keyword> kws;
-        if (lm) kws.push_back(Keyword{"mask", {}, name(lm_id)});
-        ExprList inf_arg;
-        inf_arg.push_back(std::make_unique<StrLit>("inf", ""));
-        // Rows the forward did not store get +inf: their probabilities are 0, never inf.
-        kws.push_back(Keyword{"other", {}, std::make_unique<Call>(name("float"), std::move(inf_arg), std::vector<Keyword>{})});
+        if (lm) {
+          kws.push_back(Keyword{"mask", {}, name(lm_id)});
+          ExprList inf_arg;
+          inf_arg.push_back(std::make_unique<StrLit>("inf", ""));
+          // Rows the forward did not store get +inf: their probabilities are 0, never inf. (Triton takes
+          // `other` only with a mask.)
+          kws.push_back(
+              Keyword{"other", {}, std::make_unique<Call>(name("float"), std::move(inf_arg), std::vector<Keyword>{})});
+        }
         ExprPtr load = cast_to(call("tl.load", list(name(pm_id)), std::move(kws)), dotted_name("tl.float32"));
         if (scale_k != 1.0) load = binary(BinaryOpKind::Mul, std::move(load), number(1.0 / scale_k));
         result.read_back.push_back({stat, std::move(load), stat_base, true});
       }
       if (acc) {
         std::vector<Keyword> kws;
-        if (om) kws.push_back(Keyword{"mask", {}, name(om_id)});
-        kws.push_back(Keyword{"other", {}, number(0.0)});
+        if (om) {
+          kws.push_back(Keyword{"mask", {}, name(om_id)});
+          kws.push_back(Keyword{"other", {}, number(0.0)});
+        }
         ExprPtr load = cast_to(call("tl.load", list(name(po_id)), std::move(kws)), dotted_name("tl.float32"));
         result.read_back.push_back({saved_out, std::move(load), out_base, false});
       }
@@ -610,7 +614,7 @@ class Rewriter {
       }
       // The loop: p against the statistic; the sums without rescaling; no running max.
       Assign *d_def = def(d);
-      d_def->value = binary(BinaryOpKind::Sub, name(scores->id), name(stat_col));
+      d_def->value = binary(BinaryOpKind::Sub, name(scores), name(stat_col));
       def(l_updated)->value = binary(BinaryOpKind::Add, name(l_name), std::move(l_term));
       if (acc) {
         Assign *u = def(acc_updated);
@@ -623,7 +627,7 @@ class Rewriter {
           u->value = binary(BinaryOpKind::Add, name(acc_name), std::move(acc_term));
         }
       }
-      std::set<std::string> gone = {row_max->id, mij, mcol, dm, alpha};
+      std::set<std::string> gone = {mij, mcol, dm, alpha};  // (the row max, if any, is dead: dead-code removal)
       for (const std::string &c : chain) gone.insert(c);
       gone.insert(m.name);
       if (l_scaled != l_updated) gone.insert(l_scaled);
@@ -631,7 +635,23 @@ class Rewriter {
         gone.insert(alpha_col);
         if (acc_scaled != acc_updated) gone.insert(acc_scaled);
       }
+      // What only m_ij read (the row max and its scaling) goes too.
+      std::set<std::string> m_inputs;
+      stmt_reads(*mij_def, m_inputs);
       erase_top_level(f.body, gone);
+      for (bool removed = true; removed;) {
+        removed = false;
+        std::map<std::string, int> reads_now;
+        count_reads(body, reads_now);
+        for (const std::string &n : std::set<std::string>(m_inputs)) {
+          Assign *a = def(n);
+          if (!a || reads_now.count(n) || top_level_assignment(f.body, n) != a) continue;
+          stmt_reads(*a, m_inputs);
+          m_inputs.erase(n);
+          erase_top_level(f.body, {n});
+          removed = true;
+        }
+      }
       const std::string m_name = m.name;
       for (size_t k = 0; k < carried.size(); ++k)
         if (carried[k].name == m_name) {

@@ -1417,7 +1417,10 @@ class Checker {
         SymShape m = broadcast_shapes(shape, shape_of(a.get("mask")), span);
         if (m.size() != shape.size()) fail(span, "the mask " + shape_str(shape_of(a.get("mask"))) + " has more dimensions than the pointer " + shape_str(shape));
       }
-      if (a.has("other")) broadcast_shapes(shape, shape_of(a.get("other")), span);
+      const bool has_other = a.has("other") && a.get("other").kind != SType::Kind::None;
+      if (has_other && (!a.has("mask") || a.get("mask").kind == SType::Kind::None))
+        fail(span, "tl.load: `other` cannot be provided without `mask` (Triton rejects it); give the mask, or drop `other`");
+      if (has_other) broadcast_shapes(shape, shape_of(a.get("other")), span);
       return SType::tensor(ElemType{p.elem.dtype, false}, shape);
     }
     if (name == "tl.store" || name.rfind("tl.atomic_", 0) == 0) {

@@ -6,9 +6,8 @@ import triton.language as tl
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, m_i_2_tape, tape_trips):
+def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
-    dtype = tl.float16
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     rows = Z * H * N_CTX
@@ -17,17 +16,12 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     desc_q_desc_shape1 = HEAD_DIM
     desc_q_desc_stride1 = 1
     desc_k_desc_base = desc_k
-    ddesc_k_desc_base = ddesc_k
     desc_v_desc_base = desc_v
-    ddesc_v_desc_base = ddesc_v
+    desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
     start_m_times_BLOCK_M = start_m * BLOCK_M
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-    tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = tl_zeros - float("inf")
-    l_i = tl_zeros + 1.0
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
@@ -41,258 +35,183 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
     t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
     q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-    acc_2 = acc
-    l_i_2 = l_i
-    m_i_2 = m_i
     offset_k = row0
-    acc_2_2 = acc_2
-    l_i_2_2 = l_i_2
-    m_i_2_2 = m_i_2
-    offset_k_2 = offset_k
-    offset_v_2 = offset_k
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (N_CTX - 0 + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n in tl.range(0, N_CTX, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (start_n - 0) // BLOCK_N
-        tl.store(m_i_2_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration < tape_trips)
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        desc_k_desc_index0 = offset_k_2 + tl_arange_zero_BLOCK_N
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        desc_k_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_2
-        desc_k_desc_index0_col = desc_k_desc_index0[:, None]
-        desc_k_desc_index0_col_2 = desc_k_desc_index0_col * desc_q_desc_shape1
-        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
-        desc_k_desc_index1_row = desc_k_desc_index1[None, :]
-        desc_k_desc_index1_row_2 = desc_k_desc_index1_row * desc_q_desc_stride1
-        desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
-        desc_k_desc_index0_col_3 = desc_k_desc_index0[:, None]
-        t_5 = desc_k_desc_index0_col_3 >= 0
-        desc_k_desc_index0_col_4 = desc_k_desc_index0[:, None]
-        t_6 = desc_k_desc_index0_col_4 < desc_q_desc_shape0
-        t_5_and_t_6 = t_5 & t_6
-        desc_k_desc_index1_row_3 = desc_k_desc_index1[None, :]
-        t_7 = desc_k_desc_index1_row_3 >= 0
-        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
-        desc_k_desc_index1_row_4 = desc_k_desc_index1[None, :]
-        t_8 = desc_k_desc_index1_row_4 < desc_q_desc_shape1
-        t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6_and_t_7 & t_8
-        tl_load_desc_k_desc_base_2_2 = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
-        k = tl_load_desc_k_desc_base_2_2.T
-        qk = tl.dot(q, k)
-        tl_max_qk_one = tl.max(qk, 1)
-        tl_max_qk_one_times_qk_scale = tl_max_qk_one * qk_scale
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_one_times_qk_scale)
-        qk_times_qk_scale = qk * qk_scale
-        m_ij_col = m_ij[:, None]
-        qk_2 = qk_times_qk_scale - m_ij_col
-        p = tl.math.exp2(qk_2)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        l_ij = tl.sum(p, 1)
-        alpha_col = alpha[:, None]
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        desc_v_desc_index0 = offset_v_2 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        desc_v_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_3
-        desc_v_desc_index0_col = desc_v_desc_index0[:, None]
-        desc_v_desc_index0_col_2 = desc_v_desc_index0_col * desc_q_desc_shape1
-        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
-        desc_v_desc_index1_row = desc_v_desc_index1[None, :]
-        desc_v_desc_index1_row_2 = desc_v_desc_index1_row * desc_q_desc_stride1
-        desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
-        desc_v_desc_index0_col_3 = desc_v_desc_index0[:, None]
-        t_9 = desc_v_desc_index0_col_3 >= 0
-        desc_v_desc_index0_col_4 = desc_v_desc_index0[:, None]
-        t_10 = desc_v_desc_index0_col_4 < desc_q_desc_shape0
-        t_9_and_t_10 = t_9 & t_10
-        desc_v_desc_index1_row_3 = desc_v_desc_index1[None, :]
-        t_11 = desc_v_desc_index1_row_3 >= 0
-        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
-        desc_v_desc_index1_row_4 = desc_v_desc_index1[None, :]
-        t_12 = desc_v_desc_index1_row_4 < desc_q_desc_shape1
-        t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10_and_t_11 & t_12
-        v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
-        p_to_dtype = p.to(dtype)
-        acc_2_4 = tl.dot(p_to_dtype, v, acc_2_2 * alpha_col)
-        l_i_2_3 = l_i_2_2 * alpha + l_ij
-        m_i_2_2 = m_ij
-        offset_k_2 = offset_k_2 + BLOCK_N
-        offset_v_2 = offset_v_2 + BLOCK_N
-        acc_2_2 = acc_2_4
-        l_i_2_2 = l_i_2_3
-    l_i_3 = l_i_2_2
-    l_i_3_col = l_i_3[:, None]
-    acc_4 = acc_2_2 / l_i_3_col
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_4 = tl.load(dM + row0 + offs_m)
+    desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
+    # (Loaded early: nothing in the backward writes this memory.)
     bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-    bacc_4 = bacc_4_to_dtype.to(acc_4.dtype)
+
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M + row0 + offs_m)
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+    row_stat_col = row_stat[:, None]
+
+    # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
+    bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_2_2 = tl.where(t_and_t_2_and_t_3_and_t_4, bacc_4 / l_i_3_col, 0.0)
-    bl_i_3_col = tl.sum(tl.where(t_and_t_2_and_t_3_and_t_4, -bacc_4 * acc_4 / l_i_3_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_3_col.shape == l_i_3_col.shape)
-    bl_i_3 = tl.reshape(bl_i_3_col, l_i_3.shape)
+    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3 += bm_i_4 / (l_i_3 * 0.6931471805599453)
+    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
 
     # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bl_i_2_2 = bl_i_3
-    bm_i_2_2 = bm_i_4
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        m_i_2_2 = tl.load(m_i_2_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        offset_k_2 = offset_k + iteration_2 * BLOCK_N
-        offset_v_2 = offset_k + iteration_2 * BLOCK_N
-        acc_2_4 = acc_2_2
-        l_i_2_3 = l_i_2_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        desc_k_desc_index0 = offset_k_2 + tl_arange_zero_BLOCK_N
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        desc_k_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_2
-        desc_k_desc_index0_col = desc_k_desc_index0[:, None]
-        desc_k_desc_index0_col_2 = desc_k_desc_index0_col * desc_q_desc_shape1
-        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
-        ddesc_k_desc_base_2 = ddesc_k_desc_base + desc_k_desc_index0_col_2
-        desc_k_desc_index1_row = desc_k_desc_index1[None, :]
-        desc_k_desc_index1_row_2 = desc_k_desc_index1_row * desc_q_desc_stride1
+    offset_k_2 = offset_k
+    offset_v_2 = offset_k
+    for start_n in tl.range(0, N_CTX, BLOCK_N):
+        desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
+        desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0[:, None] * desc_q_desc_shape1
+        desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
         desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
-        ddesc_k_desc_base_2_2 = ddesc_k_desc_base_2 + desc_k_desc_index1_row_2
-        desc_k_desc_index0_col_3 = desc_k_desc_index0[:, None]
-        t_5 = desc_k_desc_index0_col_3 >= 0
-        desc_k_desc_index0_col_4 = desc_k_desc_index0[:, None]
-        t_6 = desc_k_desc_index0_col_4 < desc_q_desc_shape0
-        t_5_and_t_6 = t_5 & t_6
-        desc_k_desc_index1_row_3 = desc_k_desc_index1[None, :]
-        t_7 = desc_k_desc_index1_row_3 >= 0
-        t_5_and_t_6_and_t_7 = t_5_and_t_6 & t_7
-        desc_k_desc_index1_row_4 = desc_k_desc_index1[None, :]
-        t_8 = desc_k_desc_index1_row_4 < desc_q_desc_shape1
-        t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6_and_t_7 & t_8
-        tl_load_desc_k_desc_base_2_2 = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0)
-        k = tl_load_desc_k_desc_base_2_2.T
+        t_6 = desc_k_desc_index0[:, None] < desc_q_desc_shape0
+        t_7 = desc_k_desc_index1[None, :] >= 0
+        t_8 = desc_k_desc_index1[None, :] < desc_q_desc_shape1
+        t_5_and_t_6_and_t_7_and_t_8 = (desc_k_desc_index0[:, None] >= 0) & t_6 & t_7 & t_8
+        k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
         qk = tl.dot(q, k)
-        tl_max_qk_one = tl.max(qk, 1)
-        tl_max_qk_one_times_qk_scale = tl_max_qk_one * qk_scale
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_one_times_qk_scale)
-        qk_times_qk_scale = qk * qk_scale
-        m_ij_col = m_ij[:, None]
-        qk_2 = qk_times_qk_scale - m_ij_col
-        p = tl.math.exp2(qk_2)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        l_ij = tl.sum(p, 1)
-        alpha_col = alpha[:, None]
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        desc_v_desc_index0 = offset_v_2 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        desc_v_desc_index1 = 0 + tl_arange_zero_HEAD_DIM_3
-        desc_v_desc_index0_col = desc_v_desc_index0[:, None]
-        desc_v_desc_index0_col_2 = desc_v_desc_index0_col * desc_q_desc_shape1
-        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
-        ddesc_v_desc_base_2 = ddesc_v_desc_base + desc_v_desc_index0_col_2
-        desc_v_desc_index1_row = desc_v_desc_index1[None, :]
-        desc_v_desc_index1_row_2 = desc_v_desc_index1_row * desc_q_desc_stride1
+        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
+        desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0[:, None] * desc_q_desc_shape1
+        desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
         desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
-        ddesc_v_desc_base_2_2 = ddesc_v_desc_base_2 + desc_v_desc_index1_row_2
-        desc_v_desc_index0_col_3 = desc_v_desc_index0[:, None]
-        t_9 = desc_v_desc_index0_col_3 >= 0
-        desc_v_desc_index0_col_4 = desc_v_desc_index0[:, None]
-        t_10 = desc_v_desc_index0_col_4 < desc_q_desc_shape0
-        t_9_and_t_10 = t_9 & t_10
-        desc_v_desc_index1_row_3 = desc_v_desc_index1[None, :]
-        t_11 = desc_v_desc_index1_row_3 >= 0
-        t_9_and_t_10_and_t_11 = t_9_and_t_10 & t_11
-        desc_v_desc_index1_row_4 = desc_v_desc_index1[None, :]
-        t_12 = desc_v_desc_index1_row_4 < desc_q_desc_shape1
-        t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10_and_t_11 & t_12
+        t_10 = desc_v_desc_index0[:, None] < desc_q_desc_shape0
+        t_11 = desc_v_desc_index1[None, :] >= 0
+        t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
+        t_9_and_t_10_and_t_11_and_t_12 = (desc_v_desc_index0[:, None] >= 0) & t_10 & t_11 & t_12
         v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
-        p_to_dtype = p.to(dtype)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_2_quotient = (acc_2_4 - tl.dot(p_to_dtype, v)) / alpha_col
-        acc_2_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_2_quotient) < float("inf")), acc_2_quotient, 0.0)
-        l_i_2_quotient = (l_i_2_3 - l_ij) / alpha
-        l_i_2_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_2_quotient) < float("inf")), l_i_2_quotient, 0.0)
-
-        # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
-        bm_i_2_3 = bm_i_2_2
-        bm_i_2_2 = tl.zeros_like(bm_i_2_2)
-        bl_i_2_3 = bl_i_2_2
-        bl_i_2_2 = tl.zeros_like(bl_i_2_2)
-        bacc_2_4 = bacc_2_2
-        bacc_2_2 = tl.zeros_like(bacc_2_2)
-
-        # Grad of: l_i_2 = l_i_2 * alpha + l_ij
-        bl_i_2_2 += bl_i_2_3 * alpha
-        balpha = bl_i_2_3 * l_i_2_2
+        offset_k_2 = offset_k_2 + BLOCK_N
+        offset_v_2 = offset_v_2 + BLOCK_N
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
-        bv = tl.dot(tl.trans(p_to_dtype), bacc_2_4.to(p_to_dtype.dtype))
-        bp = tl.dot(bacc_2_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
-
-        # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_v_desc_base_2_2, bv, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
-
-        # Grad of: acc_2 = acc_2 * alpha[:, None]
-        bacc_2_2 += bacc_2_4 * alpha_col
-        balpha_col = tl.sum(bacc_2_4 * acc_2_2, 1, keep_dims=True)
-        tl.static_assert(balpha_col.shape == alpha_col.shape)
-        balpha += tl.reshape(balpha_col, alpha.shape)
+        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_ij = tl.sum(p, 1)
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
-
-        # Grad of: alpha = tl.math.exp2(m_i_2 - m_ij)
-        bm_i_2_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-        bm_i_2_2 += bm_i_2_2_minus_m_ij
-        bm_ij = bm_i_2_3 + -bm_i_2_2_minus_m_ij
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk)
-        bqk_2 = bp * p * 0.6931471805599453
-
         # Grad of: qk = qk * qk_scale - m_ij[:, None]
-        bm_ij_col = tl.sum(-bqk_2, 1, keep_dims=True)
-        tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-        bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
-        bqk = bqk_2 * qk_scale
-
-        # Grad of: m_ij = tl.maximum(m_i_2, tl.max(qk, 1) * qk_scale)
-        bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_one_times_qk_scale, bm_ij, tl.where(m_i_2_2 == tl_max_qk_one_times_qk_scale, bm_ij * 0.5, 0.0))
-        btl_max_qk_one_times_qk_scale = tl.where(tl_max_qk_one_times_qk_scale > m_i_2_2, bm_ij, tl.where(m_i_2_2 == tl_max_qk_one_times_qk_scale, bm_ij * 0.5, 0.0))
-        btl_max_qk_one = btl_max_qk_one_times_qk_scale * qk_scale
-        hit = qk == tl.expand_dims(tl_max_qk_one, 1)
-        bqk += tl.where(hit, tl.expand_dims(btl_max_qk_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
+        bqk = bp * p * 0.6931471805599453 * qk_scale
 
         # Grad of: qk = tl.dot(q, k)
         bq += tl.dot(bqk.to(k.dtype), tl.trans(k))
-        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
-
-        # Grad of: k = tl.load(desc_k_desc_base + desc_k_desc_index0[:, None] * desc_k_desc_stride0 + desc_k_desc_index1[None, :] * desc_k_desc_stride1, mask=(desc_k_desc_index0[:, None] >= 0) & (desc_k_desc_index0[:, None] < desc_k_desc_shape0) & (desc_k_desc_index1[None, :] >= 0) & (desc_k_desc_index1[None, :] < desc_k_desc_shape1), other=0.0).T
-        btl_load_desc_k_desc_base_2_2 = tl.trans(bk)
-
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_k_desc_base_2_2, btl_load_desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
-    tl.debug_barrier()
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(ddesc_q_desc_base_2_2, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+
+
+@triton.jit
+def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, num_programs_0):
+    tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
+
+    # The iteration of the loop at line 24 this program owns the gradient tile of, and its fixed program ids
+    start_n_iteration = tl.program_id(0)
+    dtype = tl.float16
+    off_hz = tl.program_id(1)
+    rows = Z * H * N_CTX
+    desc_q_desc_base = desc_q
+    desc_q_desc_shape0 = rows
+    desc_q_desc_shape1 = HEAD_DIM
+    desc_q_desc_stride1 = 1
+    desc_k_desc_base = desc_k
+    desc_v_desc_base = desc_v
+    desc_o_desc_base = desc_o
+    ddesc_o_desc_base = ddesc_o
+    row0 = off_hz * N_CTX
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    qk_scale = sm_scale * 1.44269504
+    desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
+    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    t_3 = desc_q_desc_index1_row >= 0
+    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
+    offset_k = row0
+    M_plus_off_hz_times_N_CTX = M + row0
+    dM_plus_off_hz_times_N_CTX = dM + row0
+    offset_k_2 = offset_k
+    offset_v_2 = offset_k
+    desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+    desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
+    t_8 = desc_k_desc_index1[None, :] < desc_q_desc_shape1
+    desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+    desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
+    t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
+    offset_k_2 = offset_k_2 + start_n_iteration * BLOCK_N
+    offset_v_2 = offset_v_2 + start_n_iteration * BLOCK_N
+    desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
+    desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None] * desc_q_desc_shape1
+    desc_k_desc_base_2_2 = desc_k_desc_base + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
+    ddesc_k_desc_base_2_2 = ddesc_k + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
+    t_6 = desc_k_desc_index0[:, None] < desc_q_desc_shape0
+    t_5_and_t_6 = (desc_k_desc_index0[:, None] >= 0) & t_6
+    t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6 & (desc_k_desc_index1[None, :] >= 0) & t_8
+    k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
+    desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
+    desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None] * desc_q_desc_shape1
+    desc_v_desc_base_2_2 = desc_v_desc_base + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
+    ddesc_v_desc_base_2_2 = ddesc_v + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
+    t_10 = desc_v_desc_index0[:, None] < desc_q_desc_shape0
+    t_9_and_t_10 = (desc_v_desc_index0[:, None] >= 0) & t_10
+    t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10 & (desc_v_desc_index1[None, :] >= 0) & t_12
+    v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+
+    # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    ddesc_k_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    ddesc_v_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    for start_m in range(0, num_programs_0):
+        start_m_times_BLOCK_M = start_m * BLOCK_M
+        offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+        desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+        desc_q_desc_index0_col = desc_q_desc_index0[:, None]
+        desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
+        desc_q_desc_base_2 = desc_q_desc_base + desc_q_desc_index0_col_2
+        desc_q_desc_base_2_2 = desc_q_desc_base_2 + desc_q_desc_index1_row_2
+        t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
+        t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & t_3 & t_4
+        q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+        bm_i_4 = tl.load(dM_plus_off_hz_times_N_CTX + offs_m)
+        desc_o_desc_base_2 = desc_o_desc_base + desc_q_desc_index0_col_2
+        ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col_2
+        desc_o_desc_base_2_2 = desc_o_desc_base_2 + desc_q_desc_index1_row_2
+        ddesc_o_desc_base_2_2 = ddesc_o_desc_base_2 + desc_q_desc_index1_row_2
+        bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX + offs_m).to(tl.float32)
+        stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+        row_stat_col = row_stat[:, None]
+        bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
+        bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+        tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
+        bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+        bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+        qk = tl.dot(q, k)
+        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        p_to_dtype = p.to(dtype)
+        bv = tl.dot(tl.trans(p_to_dtype), bacc_4.to(p_to_dtype.dtype))
+        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        ddesc_v_tile = ddesc_v_tile + bv
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+        bqk = bp * p * 0.6931471805599453 * qk_scale
+        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
+
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        ddesc_k_tile = ddesc_k_tile + tl.trans(bk)
+
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(ddesc_k_desc_base_2_2, ddesc_k_tile, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
+    tl.atomic_add(ddesc_v_desc_base_2_2, ddesc_v_tile, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
