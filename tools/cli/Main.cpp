@@ -7,6 +7,7 @@
 //   tgrad FILE --wrt ...             the backward (--emit python|json|torch)
 //   tgrad run FILE ...               run a kernel (or a tile function) in the interpreter
 //   tgrad check FILE ... --wrt ...   the gradient check against finite differences
+//   tgrad compile FILE --kernel ...  PTX (or LLVM IR) and its JSON sidecar
 //
 // Exit status: 0 on success, 1 for errors in the input (including errors the
 // kernel hits while it runs), 2 for misuse of the command line.
@@ -302,6 +303,34 @@ int run_check(const RunOptions &o) {
                      request.rtol);
 }
 
+// `tgrad compile`.
+struct CompileOptions {
+  std::string input;
+  tgrad::CompileRequest request;
+  std::string output = "-";
+  std::string json;  // the sidecar; by default beside -o
+  std::vector<std::string> include_dirs;
+};
+
+// OUT with its extension replaced by .json (out.ptx -> out.json).
+std::string sidecar_path(const std::string &output) {
+  namespace fs = std::filesystem;
+  return fs::path(output).replace_extension(".json").string();
+}
+
+int run_compile(const CompileOptions &o) {
+  std::optional<tgrad::KernelFile> file = load(o.input, o.include_dirs);
+  if (!file) return kExitInputError;
+  tgrad::Result<tgrad::CompiledKernel> compiled = tgrad::compile(*file, o.request);
+  if (!compiled) return failed(compiled.error(), *file);
+  print_diagnostics(file->diagnostics());
+  if (!write_output(o.output, compiled->text)) return kExitInputError;
+  std::string json = o.json;
+  if (json.empty() && o.output != "-") json = sidecar_path(o.output);
+  if (!json.empty() && !write_output(json, compiled->metadata_json)) return kExitInputError;
+  return 0;
+}
+
 void add_launch_options(CLI::App *cmd, RunOptions &o) {
   cmd->add_option("FILE", o.input, "Python file with @triton.jit functions ('-' for standard input)")->required();
   cmd->add_option("--kernel", o.launch.kernel, "The kernel to launch over --grid");
@@ -370,6 +399,23 @@ int main(int argc, char **argv) {
                   "Check the backward `tgrad FILE --wrt ... --deterministic` prints");
   check->add_option("--no-grad", check_opts.no_grad, "Kernels: outputs that carry no upstream gradient")->delimiter(',');
 
+  CompileOptions compile_opts;
+  CLI::App *compile = app.add_subcommand("compile", "Compile a kernel to PTX (or LLVM IR) with tgrad's NVPTX backend");
+  compile->add_option("FILE", compile_opts.input, "Python file with @triton.jit functions ('-' for standard input)")
+      ->required();
+  compile->add_option("--kernel", compile_opts.request.kernel, "The kernel to compile")->required();
+  compile->add_option("-D", compile_opts.request.defines, "A tl.constexpr value NAME=VALUE (every one without a default)");
+  compile->add_option("--arg", compile_opts.request.types,
+                      "A parameter's type NAME=TYPE (*fp32 a pointer, i32, i64 or fp32 a scalar): every runtime parameter");
+  compile->add_option("--num-warps", compile_opts.request.num_warps, "Warps per program (default 4)");
+  compile->add_option("--emit", compile_opts.request.emit, "'ptx' (the default) or 'llvm' (the optimized LLVM IR)")
+      ->check(CLI::IsMember({"ptx", "llvm"}));
+  compile->add_option("-o,--output", compile_opts.output, "Write the PTX to this file ('-' for standard output)");
+  compile->add_option("--json", compile_opts.json,
+                      "Write the sidecar (kernel, parameters, num_warps, shared memory) here (default: -o's path with "
+                      "the extension .json)");
+  compile->add_option("-I", compile_opts.include_dirs, "A directory where imported modules are looked for");
+
   {
     // The command recorded in generated files: without -o PATH, which says
     // where the output went, not what it is, nor -w, which says what is
@@ -399,6 +445,7 @@ int main(int argc, char **argv) {
   show_warnings = !no_warnings;
   if (run->parsed()) return run_interpreter(run_opts);
   if (check->parsed()) return run_check(check_opts);
+  if (compile->parsed()) return run_compile(compile_opts);
   if (opts.input.empty()) return usage_error("no input file");
   if (!opts.dump_ast && opts.emit.empty() && opts.wrt.empty())
     return usage_error("nothing to do: give --wrt (the backward), --dump-ast or --emit source, or use 'tgrad run'");
