@@ -322,18 +322,16 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     return e_.reshape(r, shape_of(result, span));
   }
   if (name == "tl.reshape" || name == "tl.view" || name == "tl.expand_dims") {
-    Bound a = bind_args(c, {"input"}, 0, self);
-    const ast::Expr *in = a.get("input") ? a.get("input") : (c.args.empty() ? nullptr : c.args[0].get());
-    if (!in) unsupported(span, "'" + name + "' without an input");
-    if (name != "tl.expand_dims" && (a.get("can_reorder") && known_int(type(*a.get("can_reorder")), span, "can_reorder")))
-      unsupported(span, "can_reorder=True");
-    Tile x = eval(*in);
-    return e_.reshape(x, shape_of(result, span));
+    // The new shape is sema's (reshape's may be variadic: x.reshape(M, N)); the order stays row-major.
+    const ast::Expr *input = self ? self : c.args.empty() ? c.keyword("input") : c.args[0].get();
+    if (!input) unsupported(span, "'" + name + "' without an input");
+    if (const ast::Expr *r = c.keyword("can_reorder"); r && known_int(type(*r), r->span, "can_reorder"))
+      unsupported(r->span, "can_reorder=True");
+    return e_.reshape(eval(*input), shape_of(result, span));
   }
   if (name == "tl.broadcast_to") {
-    Bound a = bind_args(c, {"input"}, 0, self);
-    const ast::Expr *in = a.get("input") ? a.get("input") : c.args[0].get();
-    return e_.broadcast(e_.cast(eval(*in), result.elem), shape_of(result, span));
+    Bound a = bind_args(c, {"input", "shape"}, 0, self);
+    return e_.broadcast(e_.cast(eval(*a.get("input")), result.elem), shape_of(result, span));
   }
   if (sema::is_compiler_hint(name)) {
     Bound a = bind_args(c, {"input", "values"});
