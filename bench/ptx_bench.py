@@ -5,10 +5,11 @@
       `tgrad compile` (timed: the median of 5 runs of the whole command) into DIR,
       with the backward source `tgrad --wrt` writes; DIR/manifest.json.
   python3 bench/ptx_bench.py run DIR RUNNER     (GPU machine) times each PTX with
-      tools/runner (--bench: CUDA events, median of 100 launches after 3 warm-ups)
-      and Triton's compilation of the same source with the same grid, num_warps and
-      constexprs (CUDA events, median of 100), and Triton's compile time (first
-      launch with an empty cache, less a warm launch); prints a markdown table.
+      tools/runner and Triton's compilation of the same source with the same grid,
+      num_warps and constexprs, the same way: CUDA events around 20 launches back
+      to back (so that neither host's launch cost shows), the median of 50 such
+      samples after 3 warm-up launches; and Triton's compile time (its first launch
+      with an empty cache, less a warm launch); prints a markdown table.
 
 Cases: softmax, rms norm and layer norm, forward and the backward tgrad writes
 (with respect to the input rows), at 4096x4096 in fp32 and fp16, BLOCK_SIZE=4096
@@ -115,7 +116,7 @@ def run(out_dir, runner):
         d = os.path.join(out_dir, case["dir"])
         args = [f"--arg={k}={v}" for k, v in case["args"].items()]
         r = subprocess.run([runner, os.path.join(d, case["ptx"]), "--grid", ",".join(map(str, case["grid"])),
-                            "--bench", "100"] + args, capture_output=True, text=True)
+                            "--bench", "50", "--batch", "20"] + args, capture_output=True, text=True)
         if r.returncode != 0:
             print(f"| {case['name']} | {case['which']} | runner failed: {r.stderr.strip()} |")
             continue
@@ -151,13 +152,14 @@ def run(out_dir, runner):
         for _ in range(3):
             launch()
         times = []
-        for _ in range(100):
+        for _ in range(50):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            launch()
+            for _ in range(20):
+                launch()
             e.record()
             e.synchronize()
-            times.append(s.elapsed_time(e))
+            times.append(s.elapsed_time(e) / 20)
         triton_ms = statistics.median(times)
         elem = 4 if case["dtype"] == "fp32" else 2
         gbytes = case["rows_moved"] * M * N * elem / 1e9

@@ -4,6 +4,8 @@
 // each value is computed, never what type it has.
 #include <map>
 
+#include "llvm/IR/IntrinsicsNVPTX.h"
+
 #include "src/codegen/Lower.h"
 #include "tgrad/sema/Names.h"
 
@@ -149,6 +151,14 @@ Tile Lowering::math(const std::string &fn, const std::vector<const ast::Expr *> 
   const bool classification = sema::is_math_classification(fn);
   llvm::Type *ret = classification ? b_.getInt32Ty() : e_.type_of(compute);
   Tile out{classification ? ElemType{DType::Int32, false} : compute, shape, {}, Pattern::Unknown};
+  if (!f64 && fn == "exp") {
+    // Triton's fp32 exp: ex2.approx of x * log2(e) (its ElementwiseOpToLLVM), not libdevice's exact expf.
+    Tile e = e_.map(operands[0], compute, [&](llvm::Value *v) {
+      llvm::Value *scaled = b_.CreateFMul(v, llvm::ConstantFP::get(v->getType(), 1.4426950408889634));
+      return e_.intrinsic(llvm::Intrinsic::nvvm_ex2_approx_f, {}, {scaled});
+    });
+    return e_.cast(e, result.elem);
+  }
   for (size_t r = 0; r < operands[0].regs.size(); ++r) {
     std::vector<llvm::Value *> values;
     for (const Tile &o : operands) values.push_back(o.regs[r]);

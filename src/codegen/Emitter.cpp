@@ -229,6 +229,7 @@ llvm::Value *Emitter::convert(llvm::Value *v, ElemType from, ElemType to) {
 }
 
 Tile Emitter::cast(const Tile &t, ElemType to, bool bitcast) {
+  if (t.elem == to && !bitcast) return t;  // keeps what is known of the values
   Tile out{to, t.shape, {}, Pattern::Unknown};
   llvm::Type *tt = type_of(to);
   for (llvm::Value *v : t.regs) out.regs.push_back(bitcast ? b_.CreateBitCast(v, tt) : convert(v, t.elem, to));

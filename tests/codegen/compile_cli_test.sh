@@ -38,4 +38,17 @@ grep -q "error: 'tl.dot' is not supported by the PTX backend yet" "$dir/out.txt"
 "$tgrad" compile tests/kernels/vector_add.py --kernel add_kernel --num-warps 5 > "$dir/out.txt" 2>&1
 status=$?
 [[ $status == 2 ]] || fail "--num-warps 5: exit status $status (want 2)"
+# A backward's kernels: the partial sums of dW and the kernel that adds them up, each with its sidecar.
+"$tgrad" tests/kernels/rms_norm.py --kernel rms_norm_fwd_kernel --wrt X,W --no-grad Rstd -D BLOCK_SIZE=1024 \
+  --arg X=*fp16 --arg W=*fp16 --arg Y=*fp16 --arg Rstd=*fp32 --arg stride_x_row=i32 --arg stride_y_row=i32 \
+  --arg N=i32 --arg eps=fp32 --emit ptx -o "$dir/rms_bwd" || fail "--wrt --emit ptx exited $?"
+for k in rms_norm_fwd_kernel_bwd rms_norm_fwd_kernel_bwd_reduce; do
+  /usr/local/cuda/bin/ptxas -arch=sm_90 "$dir/rms_bwd/$k.ptx" -o "$dir/$k.cubin" || fail "ptxas rejected $k"
+done
+grep -q '"name": "dW_partial"' "$dir/rms_bwd/rms_norm_fwd_kernel_bwd.json" || fail "no scratch buffer in the sidecar"
+grep -q '"type": "\*fp16"' "$dir/rms_bwd/rms_norm_fwd_kernel_bwd_reduce.json" || fail "the gradient's type did not reach"
+
+"$tgrad" tests/kernels/rms_norm.py --kernel rms_norm_fwd_kernel --wrt X --emit ptx > "$dir/out.txt" 2>&1
+status=$?
+[[ $status == 2 ]] || fail "--emit ptx without -o DIR: exit status $status (want 2)"
 echo PASS

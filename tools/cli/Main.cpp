@@ -48,6 +48,7 @@ struct Options {
   bool explain = false;
   bool deterministic = false;
   std::vector<std::string> include_dirs;  // -I: where imported modules of the user's are looked for
+  int num_warps = 4;                      // --emit ptx|llvm
 };
 
 // `tgrad run` and `tgrad check`.
@@ -130,6 +131,8 @@ std::string op_namespace(const Options &opts) {
   return tgrad::op_namespace_for(!opts.output.empty() && opts.output != "-" ? opts.output : opts.input);
 }
 
+bool ensure_dir(const std::string &dir, std::string &error);
+
 int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::string &function) {
   tgrad::GradientRequest request;
   request.function = function;
@@ -143,6 +146,30 @@ int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::strin
   if (!grad) return failed(grad.error(), file);
   print_diagnostics(file.diagnostics());
   if (opts.emit == "json") return write_output(opts.output, grad->launch_protocol()) ? 0 : kExitInputError;
+  if (opts.emit == "ptx" || opts.emit == "llvm") {
+    // Every backward kernel, compiled: DIR/KERNEL.ptx (or .ll) and DIR/KERNEL.json.
+    if (opts.output == "-") return usage_error("--emit " + opts.emit + " with --wrt writes one file per kernel: give -o DIR");
+    std::string error;
+    if (!ensure_dir(opts.output, error)) return usage_error(error);
+    tgrad::CompileRequest compile_request;
+    compile_request.types = opts.arg_types;
+    compile_request.defines = opts.defines;
+    compile_request.num_warps = opts.num_warps;
+    compile_request.emit = opts.emit;
+    tgrad::Result<std::vector<tgrad::CompiledKernel>> kernels = tgrad::compile_backward(*grad, compile_request);
+    if (!kernels) {
+      if (kernels.error().kind == tgrad::Error::Kind::Request) return usage_error(kernels.error().message);
+      std::cerr << kernels.error().render();
+      return kExitInputError;
+    }
+    for (const tgrad::CompiledKernel &k : *kernels) {
+      const std::string stem = opts.output + "/" + k.name;
+      if (!write_output(stem + (opts.emit == "ptx" ? ".ptx" : ".ll"), k.text) ||
+          !write_output(stem + ".json", k.metadata_json))
+        return kExitInputError;
+    }
+    return 0;
+  }
   if (opts.emit == "torch") {
     tgrad::Result<std::string> module = grad->torch_module(op_namespace(opts));
     if (!module) {
@@ -167,6 +194,8 @@ int run_front_end(const Options &opts) {
     if (!found) return usage_error(found.error().message);
     selected = *found;
   }
+  if (opts.wrt.empty() && (opts.emit == "ptx" || opts.emit == "llvm"))
+    return usage_error("--emit " + opts.emit + " compiles a backward: add --wrt (a forward kernel: tgrad compile)");
   if (!opts.wrt.empty() && opts.emit == "source")
     return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
   if (opts.wrt.empty() && !opts.no_grad.empty()) return usage_error("--no-grad names outputs of a backward: add --wrt");
@@ -360,8 +389,8 @@ int main(int argc, char **argv) {
   app.add_option("--emit", opts.emit,
                  "What to print: 'source' (the jit code printed back as Python); with --wrt, 'python' (the backward, the "
                  "default), 'json' (its launch protocol) or 'torch' (a Python module: the kernel as a PyTorch op with "
-                 "autograd)")
-      ->check(CLI::IsMember({"source", "python", "json", "torch"}))
+                 "autograd), 'ptx' or 'llvm' (every backward kernel compiled: -o DIR gets KERNEL.ptx and KERNEL.json)")
+      ->check(CLI::IsMember({"source", "python", "json", "torch", "ptx", "llvm"}))
       ->excludes(dump);
   app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
@@ -369,6 +398,7 @@ int main(int argc, char **argv) {
                "With --wrt: prefer backwards whose gradients are bitwise identical run to run (a prologue kernel "
                "saves what owner-computes kernels would otherwise leave to atomics); may be slower");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+  app.add_option("--num-warps", opts.num_warps, "With --wrt --emit ptx: warps per program of the backward (default 4)");
   bool no_warnings = false;
   app.add_flag("-w,--no-warnings", no_warnings, "Print no warnings (errors still), as a C compiler's -w");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");

@@ -9,8 +9,10 @@
 // come from .npy files (float32 files fill fp16 and bf16 buffers, rounded)
 // or are DTYPE[d0,...] filled with zeros, ones or seeded uniform draws;
 // scalars are numbers. --out writes every buffer after the run as NAME.npy
-// (bf16 as float32, which NumPy reads). --bench N times N more launches with
-// CUDA events and prints the median and the minimum.
+// (bf16 as float32, which NumPy reads). --bench N takes N samples with CUDA
+// events, each of --batch B launches back to back (default 1; a batch keeps
+// the GPU busy while the host launches the next), and prints the median and
+// the minimum time of one launch.
 //
 // Built on the build machine against the toolkit's stub libcuda.so; the
 // GPU machine's driver provides the real one (libcuda.so.1).
@@ -205,7 +207,7 @@ int main(int argc, char **argv) {
   std::string ptx_path, json_path, grid_text = "1", out_dir;
   std::vector<std::string> args;
   uint64_t seed = 0;
-  int bench = 0, warmup = 3;
+  int bench = 0, warmup = 3, batch = 1;
   app.add_option("PTX", ptx_path, "The PTX file")->required();
   app.add_option("--json", json_path, "The sidecar (default: the PTX's path with .json)");
   app.add_option("--grid", grid_text, "Launch grid X[,Y[,Z]]");
@@ -214,6 +216,7 @@ int main(int argc, char **argv) {
   app.add_option("--out", out_dir, "Write every buffer after the first launch as NAME.npy here");
   app.add_option("--bench", bench, "Time this many launches more (CUDA events): median and minimum");
   app.add_option("--warmup", warmup, "Untimed launches before --bench ones (default 3)");
+  app.add_option("--batch", batch, "Launches per timed sample of --bench (default 1)");
   CLI11_PARSE(app, argc, argv);
   if (json_path.empty()) json_path = ptx_path.substr(0, ptx_path.rfind('.')) + ".json";
 
@@ -299,12 +302,12 @@ int main(int argc, char **argv) {
     std::vector<float> ms;
     for (int k = 0; k < bench; ++k) {
       check(cuEventRecord(start, nullptr), "cuEventRecord");
-      launch();
+      for (int b = 0; b < batch; ++b) launch();
       check(cuEventRecord(stop, nullptr), "cuEventRecord");
       check(cuEventSynchronize(stop), "the kernel");
       float t = 0;
       check(cuEventElapsedTime(&t, start, stop), "cuEventElapsedTime");
-      ms.push_back(t);
+      ms.push_back(t / static_cast<float>(std::max(batch, 1)));
     }
     std::sort(ms.begin(), ms.end());
     std::printf("{\"kernel\": \"%s\", \"launches\": %d, \"median_ms\": %.6f, \"min_ms\": %.6f}\n", kernel.c_str(), bench,

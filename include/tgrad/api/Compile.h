@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tgrad/api/Gradient.h"
 #include "tgrad/api/KernelFile.h"
 #include "tgrad/api/Result.h"
 
@@ -44,5 +45,13 @@ struct CompiledKernel {
 // a type or value: kind Input, located, in the file's log. A malformed
 // request (num_warps, emit, a -D that does not read): kind Request.
 Result<CompiledKernel> compile(KernelFile &file, const CompileRequest &request);
+
+// Every kernel of a backward (`tgrad FILE --wrt ... --emit ptx`), in its
+// launch protocol's order, specialized by the forward's request: `types` and
+// `defines` are the forward's (request.kernel is not read). A gradient takes
+// its parameter's type; scratch buffers and sizes take the protocol's; a
+// reduction kernel's constexprs are the protocol's values. A parameter no
+// type reaches: kind Request, naming it.
+Result<std::vector<CompiledKernel>> compile_backward(const Gradient &gradient, const CompileRequest &request);
 
 }  // namespace tgrad
