@@ -311,6 +311,21 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     if (args.empty()) unsupported(span, "'" + name + "' without arguments");
     return math(fn, args, result, span);
   }
+  if (name == "tl.argmax" || name == "tl.argmin") {
+    Bound a = bind_args(c, {"input", "axis", "tie_break_left", "keep_dims"}, 0, self);
+    if (const ast::Expr *t = a.get("tie_break_left"); t && !known_int(type(*t), t->span, "tie_break_left"))
+      unsupported(t->span, "tie_break_left=False");
+    Tile x = eval(*a.get("input"));
+    std::optional<int> axis;
+    if (const ast::Expr *ax = a.get("axis"); ax && type(*ax).kind != SType::Kind::None) {
+      int64_t v = known_int(type(*ax), ax->span, "an axis");
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      if (v < 0) v += rank;
+      if (rank > 0 && (v < 0 || v >= rank)) unsupported(ax->span, "an axis outside the tile");
+      axis = static_cast<int>(v);
+    }
+    return e_.reshape(e_.cast(e_.arg_reduce(x, axis, name == "tl.argmax"), result.elem), shape_of(result, span));
+  }
   if (name == "tl.sum" || name == "tl.max" || name == "tl.min") {
     std::vector<std::string> sig = {"input", "axis"};
     if (name == "tl.sum") sig.insert(sig.end(), {"keep_dims", "dtype"});

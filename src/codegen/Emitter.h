@@ -108,6 +108,9 @@ class Emitter {
 
   // A reduction over `axis` (none: every element) in dtype `out`.
   Tile reduce(const Tile &x, std::optional<int> axis, ReduceOp op, sema::DType out);
+  // tl.argmax / tl.argmin over `axis` (none: every element): the int32
+  // index of the first largest (smallest) element, as Triton's tie_break_left.
+  Tile arg_reduce(const Tile &x, std::optional<int> axis, bool max);
   // The combination of two values of dtype d.
   llvm::Value *combine(ReduceOp op, llvm::Value *a, llvm::Value *b, sema::DType d);
 

@@ -50,7 +50,66 @@ Lowering::Lowering(Emitter &emitter, const ast::Module &module, const sema::Type
 
 void Lowering::bind(const std::string &name, const Tile &value) { store_var(name, value, SourceSpan{}); }
 
+void Lowering::note_scalar_types(const ast::StmtList &body) {
+  for (const auto &st : body) {
+    const ast::Expr *target = nullptr;
+    if (const auto *a = ast::dyn_cast<ast::Assign>(st.get()); a && a->targets.size() == 1) target = a->targets[0].get();
+    if (const auto *a = ast::dyn_cast<ast::AugAssign>(st.get())) target = a->target.get();
+    if (const auto *n = ast::dyn_cast<ast::Name>(target)) {
+      const SType *t = types_.type_of(n);
+      if (t && t->is_tensor() && t->shape.empty() && !t->elem.is_pointer) scalar_types_.emplace(n->id, *t);
+    }
+    if (const auto *i = ast::dyn_cast<ast::If>(st.get())) {
+      note_scalar_types(i->body);
+      note_scalar_types(i->orelse);
+    } else if (const auto *f = ast::dyn_cast<ast::For>(st.get())) {
+      note_scalar_types(f->body);
+    } else if (const auto *w = ast::dyn_cast<ast::While>(st.get())) {
+      note_scalar_types(w->body);
+    }
+  }
+}
+
+std::optional<double> Lowering::constexpr_value(const ast::Expr &e, bool &is_int) const {
+  if (const SType *t = types_.type_of(&e); t && t->known) {
+    if (t->kind == SType::Kind::Int) {
+      is_int = true;
+      return static_cast<double>(t->n);
+    }
+    if (t->kind == SType::Kind::Float) {
+      is_int = false;
+      return t->x;
+    }
+  }
+  if (const auto *n = ast::dyn_cast<ast::Name>(&e)) {
+    auto it = unrolled_.find(n->id);
+    if (it == unrolled_.end()) return std::nullopt;
+    is_int = true;
+    return static_cast<double>(it->second);
+  }
+  if (const auto *u = ast::dyn_cast<ast::UnaryOp>(&e); u && u->op == ast::UnaryOpKind::Neg) {
+    std::optional<double> v = constexpr_value(*u->operand, is_int);
+    if (v) return -*v;
+    return std::nullopt;
+  }
+  const auto *b = ast::dyn_cast<ast::BinOp>(&e);
+  if (!b) return std::nullopt;
+  bool li = false, ri = false;
+  std::optional<double> l = constexpr_value(*b->lhs, li), r = constexpr_value(*b->rhs, ri);
+  if (!l || !r) return std::nullopt;
+  is_int = li && ri;
+  switch (b->op) {
+    case BinaryOpKind::Add: return *l + *r;
+    case BinaryOpKind::Sub: return *l - *r;
+    case BinaryOpKind::Mul: return *l * *r;
+    case BinaryOpKind::Div: is_int = false; return *r == 0 ? std::nullopt : std::optional<double>(*l / *r);
+    case BinaryOpKind::FloorDiv: return *r == 0 ? std::nullopt : std::optional<double>(std::floor(*l / *r));
+    default: return std::nullopt;
+  }
+}
+
 void Lowering::lower_kernel(const ast::Function &fn) {
+  note_scalar_types(fn.body);
   exit_ = llvm::BasicBlock::Create(e_.context(), "exit", e_.kernel());
   lower_block(fn.body);
   b_.CreateBr(exit_);
@@ -124,7 +183,15 @@ void Lowering::assign(const ast::Expr &target, const ast::Expr &value) {
   if (const auto *name = ast::dyn_cast<ast::Name>(&target)) {
     const SType &t = type(target);
     if (!t.is_tensor()) {
-      // A constexpr, a dtype, None, a tuple of them: sema knows the value at every use.
+      // A Python number the kernel later holds as a scalar tensor (`count = 0` before `count += n`): stored
+      // in that tensor's type. Any other constexpr, dtype, None or tuple: sema knows it at every use.
+      auto scalar = scalar_types_.find(name->id);
+      if (scalar != scalar_types_.end() && (t.kind == SType::Kind::Int || t.kind == SType::Kind::Float ||
+                                            t.kind == SType::Kind::Bool)) {
+        store_var(name->id, e_.splat(scalar->second.elem, {}, materialize(operand(value), scalar->second.elem.dtype).regs[0]),
+                  target.span);
+        return;
+      }
       const SType &v = type(value);
       if (v.kind == SType::Kind::Unknown) unsupported(value.span, "a value of unknown type");
       return;
@@ -231,6 +298,25 @@ void Lowering::lower_for(const ast::For &s) {
   std::vector<const ast::Expr *> args;
   for (const auto &a : iter->args) args.push_back(a.get());
   if (args.empty() || args.size() > 3) unsupported(iter->span, "range() with these arguments");
+  if (callee->s == "tl.static_range") {
+    // Unrolled, as Triton does: the variable is a constant in each copy of the body.
+    std::vector<long long> bounds;
+    for (const ast::Expr *a : args) {
+      bool is_int = false;
+      std::optional<double> v = constexpr_value(*a, is_int);
+      if (!v || !is_int) unsupported(a->span, "a tl.static_range bound that is not a known integer");
+      bounds.push_back(static_cast<long long>(*v));
+    }
+    const long long lo = bounds.size() == 1 ? 0 : bounds[0], hi = bounds.size() == 1 ? bounds[0] : bounds[1];
+    const long long st = bounds.size() == 3 ? bounds[2] : 1;
+    if (st == 0) unsupported(iter->span, "a tl.static_range with step 0");
+    for (long long k = lo; st > 0 ? k < hi : k > hi; k += st) {
+      unrolled_[target->id] = k;
+      lower_block(s.body);
+    }
+    unrolled_.erase(target->id);
+    return;
+  }
   // The loop variable's type: int32, or int64 where a bound is.
   DType d = DType::Int32;
   std::vector<Operand> ops;
@@ -311,6 +397,13 @@ Tile Lowering::python_tile(const SType &t, SourceSpan span) {
   unsupported(span, "a value of type '" + t.str() + "' where a tensor is needed");
 }
 
+Tile Lowering::python_value(const ast::Expr &e) {
+  const SType &t = type(e);
+  if (t.known || (t.kind != SType::Kind::Int && t.kind != SType::Kind::Float)) return python_tile(t, e.span);
+  Operand o = operand(e);
+  return materialize(o, o.dtype);
+}
+
 Tile Lowering::eval_as(const ast::Expr &e, ElemType elem, const std::vector<int64_t> &shape) {
   const SType &t = type(e);
   if (!t.is_tensor()) {
@@ -333,7 +426,7 @@ Tile Lowering::read_var(const ast::Name &n) {
 
 Tile Lowering::eval(const ast::Expr &e) {
   const SType &t = type(e);
-  if (!t.is_tensor()) return python_tile(t, e.span);
+  if (!t.is_tensor()) return python_value(e);
   using ast::NodeKind;
   Tile out;
   switch (e.kind) {
@@ -410,6 +503,10 @@ Lowering::Operand Lowering::operand(const ast::Expr &e) {
     o.n = t.b;
     o.x = t.b;
     o.dtype = DType::Int1;
+  } else if (bool is_int = false; std::optional<double> v = constexpr_value(e, is_int)) {
+    o.x = *v;
+    o.n = static_cast<long long>(*v);
+    o.dtype = is_int ? sema::python_int_dtype(o.n) : sema::python_float_dtype(o.x);
   } else {
     unsupported(e.span, "a value of type '" + t.str() + "' in arithmetic");
   }

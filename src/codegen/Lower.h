@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +57,13 @@ class Lowering {
   void lower_for(const ast::For &s);
   void lower_while(const ast::While &s);
 
+  // Names a Python number is assigned to that the kernel later holds as a
+  // scalar tensor (`count = 0` before `count += n`): that tensor's type.
+  void note_scalar_types(const ast::StmtList &body);
+  // The value of an expression Triton knows when it compiles but sema typed
+  // without one: arithmetic on the variable of an unrolled tl.static_range.
+  std::optional<double> constexpr_value(const ast::Expr &e, bool &is_int) const;
+
   // Expressions.
   const sema::SType &type(const ast::Expr &e) const;
   std::vector<int64_t> shape_of(const sema::SType &t, SourceSpan span) const;
@@ -63,6 +71,8 @@ class Lowering {
   std::vector<Tile> eval_multi(const ast::Expr &e);
   Tile eval_as(const ast::Expr &e, sema::ElemType elem, const std::vector<int64_t> &shape);
   Tile python_tile(const sema::SType &t, SourceSpan span);
+  // A Python number as a scalar tile: known to sema, or computed by constexpr_value.
+  Tile python_value(const ast::Expr &e);
   Tile read_var(const ast::Name &n);
   Operand operand(const ast::Expr &e);
   Tile materialize(const Operand &o, sema::DType d);
@@ -91,6 +101,8 @@ class Lowering {
   llvm::BasicBlock *exit_ = nullptr;          // where `return` goes
   std::vector<Tile> *returned_ = nullptr;     // an inlined helper's return values
   std::map<const ast::Function *, std::string> helper_signatures_;
+  std::map<std::string, sema::SType> scalar_types_;
+  std::map<std::string, long long> unrolled_;  // tl.static_range variables and their current values
 };
 
 // NumPy broadcasting of two shapes.

@@ -147,4 +147,102 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
   return result;
 }
 
+Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
+  // Values compare in their own dtype, floats narrower than 32 bits in fp32 (exact).
+  const DType vd = sema::is_float(input.elem.dtype) && sema::bits(input.elem.dtype) < 32 ? DType::FP32 : input.elem.dtype;
+  const Tile x = cast(input, ElemType{vd, false});
+  const Layout l = layout(x.shape);
+  llvm::Type *vt = type_of(vd), *it = b_.getInt32Ty();
+  const int64_t vbytes = static_cast<int64_t>(module_.getDataLayout().getTypeAllocSize(vt));
+  const bool fp = sema::is_float(vd), sign = sema::is_signed(vd) && vd != DType::Int1;
+  // (b, ib) replaces (a, ia) where b is better, or as good at a smaller index.
+  auto better = [&](llvm::Value *a, llvm::Value *ia, llvm::Value *bv, llvm::Value *ib) {
+    using P = llvm::CmpInst::Predicate;
+    llvm::Value *gt = b_.CreateCmp(fp ? (max ? P::FCMP_OGT : P::FCMP_OLT)
+                                      : max ? (sign ? P::ICMP_SGT : P::ICMP_UGT) : (sign ? P::ICMP_SLT : P::ICMP_ULT),
+                                   bv, a);
+    llvm::Value *eq = fp ? b_.CreateFCmpOEQ(bv, a) : b_.CreateICmpEQ(bv, a);
+    return b_.CreateOr(gt, b_.CreateAnd(eq, b_.CreateICmpULT(ib, ia)));
+  };
+  auto step = [&](llvm::Value *&a, llvm::Value *&ia, llvm::Value *bv, llvm::Value *ib) {
+    llvm::Value *take = better(a, ia, bv, ib);
+    a = b_.CreateSelect(take, bv, a);
+    ia = b_.CreateSelect(take, ib, ia);
+  };
+  const ReduceOp worst_op = max ? ReduceOp::Max : ReduceOp::Min;
+  if (!axis || x.shape.size() <= 1) {
+    llvm::Value *acc = identity(worst_op, vd), *idx = b_.getInt32(0x7fffffff);
+    for (int64_t r = 0; r < l.regs(); ++r) {
+      llvm::Value *v = x.regs[r], *i = element_index(l, r);
+      if (llvm::Value *own = owns(l, r)) i = b_.CreateSelect(own, i, b_.getInt32(0x7fffffff));
+      if (llvm::Value *own = owns(l, r)) v = b_.CreateSelect(own, v, identity(worst_op, vd));
+      step(acc, idx, v, i);
+    }
+    for (int m = 16; m >= 1; m /= 2) step(acc, idx, shuffle_xor(acc, m, vd), shuffle_xor(idx, m, DType::Int32));
+    const int warps = static_cast<int>(threads_ / 32);
+    if (warps > 1) {
+      const int64_t bytes = warps * (vbytes + 4);
+      barrier();
+      llvm::Value *lane = b_.CreateAnd(thread_id(), b_.getInt32(31));
+      llvm::Value *warp = b_.CreateLShr(thread_id(), b_.getInt32(5));
+      llvm::Value *a = acc, *ia = idx;
+      guarded(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] {
+        b_.CreateStore(a, shared(b_.CreateMul(warp, b_.getInt32(static_cast<uint32_t>(vbytes))), bytes));
+        b_.CreateStore(ia, shared(b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(warps * vbytes)),
+                                               b_.CreateMul(warp, b_.getInt32(4))), bytes));
+      });
+      barrier();
+      for (int w = 0; w < warps; ++w) {
+        llvm::Value *v = b_.CreateLoad(vt, shared(b_.getInt32(static_cast<uint32_t>(w * vbytes)), bytes));
+        llvm::Value *i = b_.CreateLoad(it, shared(b_.getInt32(static_cast<uint32_t>(warps * vbytes + w * 4)), bytes));
+        if (w == 0) {
+          acc = v;
+          idx = i;
+        } else {
+          step(acc, idx, v, i);
+        }
+      }
+    }
+    return Tile{ElemType{DType::Int32, false}, {}, {idx}, Pattern::ChunkUniform};
+  }
+  // Along one axis, through shared memory.
+  const int a = *axis;
+  barrier();
+  for (int64_t r = 0; r < l.regs(); ++r)
+    b_.CreateStore(x.regs[r], shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(vbytes))),
+                                     l.numel * vbytes));
+  barrier();
+  std::vector<int64_t> shape;
+  int64_t inner = 1;
+  for (size_t k = 0; k < x.shape.size(); ++k) {
+    if (static_cast<int>(k) != a) shape.push_back(x.shape[k]);
+    if (static_cast<int>(k) > a) inner *= x.shape[k];
+  }
+  const int64_t extent = x.shape[static_cast<size_t>(a)];
+  const Layout lr = layout(shape);
+  Tile result{ElemType{DType::Int32, false}, shape, {}, Pattern::Unknown};
+  for (int64_t r = 0; r < lr.regs(); ++r) {
+    llvm::Value *e = element_index(lr, r);
+    llvm::Value *first =
+        b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(e, b_.getInt32(static_cast<uint32_t>(inner))),
+                                  b_.getInt32(static_cast<uint32_t>(extent * inner))),
+                     b_.CreateURem(e, b_.getInt32(static_cast<uint32_t>(inner))));
+    // Unrolled: LLVM keeps what it can in registers; the extent is a block size.
+    llvm::Value *acc = nullptr, *idx = nullptr;
+    for (int64_t k = 0; k < extent; ++k) {
+      llvm::Value *off = b_.CreateAdd(first, b_.getInt32(static_cast<uint32_t>(k * inner)));
+      llvm::Value *v = b_.CreateLoad(vt, shared(b_.CreateMul(off, b_.getInt32(static_cast<uint32_t>(vbytes))),
+                                                l.numel * vbytes));
+      if (k == 0) {
+        acc = v;
+        idx = b_.getInt32(0);
+      } else {
+        step(acc, idx, v, b_.getInt32(static_cast<uint32_t>(k)));
+      }
+    }
+    result.regs.push_back(idx);
+  }
+  return result;
+}
+
 }  // namespace tgrad::codegen

@@ -159,6 +159,21 @@ TEST(Codegen, ReductionAlongOneAxisOfATwoDimensionalTile) {
   EXPECT_TRUE(has(ptx, "cvt.rn.f16.f32")) << ptx;
 }
 
+TEST(Codegen, ArgmaxAndArgmin) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def arg(X, I, n, BM: tl.constexpr, BN: tl.constexpr):\n"
+                          "    offs = tl.arange(0, BN)\n"
+                          "    x = tl.load(X + offs, mask=offs < n, other=0.0)\n"
+                          "    tl.store(I, tl.argmax(x, axis=0))\n"
+                          "    tl.store(I + 1, tl.argmin(x, 0))\n"
+                          "    r = tl.arange(0, BM)\n"
+                          "    t = tl.load(X + r[:, None] * BN + offs[None, :])\n"
+                          "    tl.store(I + 2 + r, tl.argmax(t, axis=1))\n";
+  const std::string ptx = ptx_of("arg", src, {"arg", {"BM=4", "BN=256"}, {"X=*fp16", "I=*i32", "n=i32"}});
+  EXPECT_TRUE(has(ptx, "shfl.sync.bfly.b32")) << ptx;
+}
+
 TEST(Codegen, CastsBetweenFloatsAndIntegers) {
   const std::string src = std::string(kHeader) +
                           "@triton.jit\n"
@@ -304,7 +319,7 @@ TEST(CodegenErrors, UnsupportedConstructsAreLocated) {
   const std::vector<Case> cases = {
       {"    tl.atomic_max(X + offs, x)\n", "'tl.atomic_max' is not supported by the PTX backend yet"},
       {"    tl.store(X + offs, tl.cumsum(x, 0))\n", "'tl.cumsum' is not supported by the PTX backend yet"},
-      {"    tl.store(X, tl.argmax(x, 0))\n", "'tl.argmax' is not supported by the PTX backend yet"},
+      {"    tl.store(X + offs, tl.cumsum(x, 0) + tl.flip(x, 0))\n", "is not supported by the PTX backend yet"},
       {"    tl.store(X + offs, tl.trans(x[:, None]).reshape(16))\n", "'tl.trans' is not supported by the PTX backend yet"},
   };
   for (const Case &c : cases) {

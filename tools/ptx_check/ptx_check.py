@@ -50,19 +50,35 @@ def cases():
                         args={"X": f"{dt}[{rows},{cols}]", "W": f"{dt}[{cols}]", "Y": f"{dt}[{rows},{cols}]:zeros",
                               "Rstd": f"fp32[{rows}]:zeros", "stride_x_row": cols, "stride_y_row": cols, "N": cols,
                               "eps": 1e-6},
-                        wrt="X", no_grad="Rstd"))
+                        wrt="X,W", no_grad="Rstd"))
         n = 3000
         out.append(dict(name=f"layer_norm_{dt}", file="tests/kernels/layer_norm.py", kernel="layer_norm_fwd_kernel",
                         grid=[5], warps=4, defines={"BLOCK_SIZE": 1024},
                         args={"X": f"{dt}[5,{n}]", "Y": f"{dt}[5,{n}]:zeros", "W": f"{dt}[{n}]", "B": f"{dt}[{n}]",
                               "Mean": "fp32[5]:zeros", "Rstd": "fp32[5]:zeros", "stride_x_row": n,
                               "stride_y_row": n, "N": n, "eps": 1e-5},
-                        wrt="X", no_grad="Mean,Rstd"))
+                        wrt="X,W,B", no_grad="Mean,Rstd"))
         out.append(dict(name=f"vector_add_{dt}", file="tests/kernels/vector_add.py", kernel="add_kernel", grid=[4],
                         warps=4, defines={"BLOCK_SIZE": 256},
                         args={"x_ptr": f"{dt}[1000]", "y_ptr": f"{dt}[1000]", "out_ptr": f"{dt}[1000]:zeros",
                               "n_elements": 1000},
                         wrt="x_ptr,y_ptr"))
+    for dt in ("fp32", "fp16"):
+        out.append(dict(name=f"argmax_{dt}", file="tools/ptx_check/argmax_kernel.py", kernel="row_argmax_kernel",
+                        grid=[8], warps=4, defines={"BLOCK": 1024, "ROWS": 8},
+                        args={"X": f"{dt}[8,700]", "I": "int32[16]:zeros", "J": "int32[64]:zeros", "n_cols": 700}))
+    out.append(dict(name="misc_ops_fp32", file="tests/kernels/misc_ops.py", kernel="misc_ops_kernel", grid=[3, 2],
+                    warps=4, defines={"BLOCK": 128, "CLAMP": True, "OUT_FP16": False},
+                    args={"X": "fp32[2,1000]", "Y": "fp32[2,1000]:zeros", "Partial": "fp32[6]:zeros",
+                          "n_elements": 1000, "stride_xb": 1000, "stride_yb": 1000, "scale": 1.5, "clip": 0.75}))
+    out.append(dict(name="online_stats_fp32", file="tests/kernels/online_stats.py", kernel="online_stats_kernel",
+                    grid=[5], warps=4, defines={"BLOCK": 256},
+                    args={"X": "fp32[5,700]", "MEAN": "fp32[5]:zeros", "LSE": "fp32[5]:zeros",
+                          "ARGMAX": "int32[5]:zeros", "n_cols": 700}))
+    out.append(dict(name="atomics_fp32", file="tests/kernels/atomics.py", kernel="weighted_colsum_kernel", grid=[6],
+                    warps=4, defines={"BLOCK": 512},
+                    args={"X": "fp32[6,300]", "W": "fp32[300]", "Y": "fp32[300]:zeros", "n_cols": 300},
+                    wrt="X,W"))
     out.append(dict(name="cross_entropy_fp32", file="tests/kernels/cross_entropy.py", kernel="cross_entropy_kernel",
                     grid=[7], warps=4, defines={"BLOCK_SIZE": 1024},
                     args={"logits_ptr": "fp32[7,781]", "targets_ptr": "int64[7]:uniform(0,781)",
@@ -97,12 +113,89 @@ def run(cmd, **kw):
     return r
 
 
-def compile_case(src, kernel, case, args, path):
-    cmd = [TGRAD, "compile", src, "--kernel", kernel, "--num-warps", str(case["warps"]), "-o", path]
-    cmd += [f"-D{k}={v}" for k, v in case["defines"].items()]
-    cmd += [f"--arg={k}={arg_type(v)}" for k, v in args.items()]
+def compile_step(src, step, types, path):
+    cmd = [TGRAD, "compile", src, "--kernel", step["kernel"], "--num-warps", str(step["warps"]), "-o", path]
+    cmd += [f"-D{k}={v}" for k, v in step["defines"].items()]
+    cmd += [f"--arg={k}={t}" for k, t in types.items()]
     run(cmd)
     run([PTXAS, "-arch=sm_90", path, "-o", "/dev/null"])
+
+
+def numel(spec):
+    n = 1
+    for d in re.match(r"\w+\[([\d,]+)\]", spec).group(1).split(","):
+        n *= int(d)
+    return n
+
+
+def backward_steps(case, protocol):
+    """The backward's buffers and kernel launches, from its launch protocol: G (the backward's programs) is the
+    forward's grid; scratch starts at zero; gradients of loads start at zero, gradients of stores are seeded."""
+    buffers = {k: v.split(":")[0] for k, v in case["args"].items() if isinstance(v, str)}
+    scalars = {k: v for k, v in case["args"].items() if not isinstance(v, str)}
+    G = case["grid"][0]
+    outputs = []
+    for p in protocol["parameters"]:
+        if "gradient" in p:
+            spec = case["args"][p["name"]].split(":")[0]
+            is_output = p["role"] == "output"
+            buffers[p["gradient"]] = spec + ("" if is_output else ":zeros")
+            if not is_output:
+                outputs.append(p["gradient"])
+    for sb in protocol.get("scratch_buffers", []):
+        shape = [G if d.get("value") == "G" else numel(case["args"][d["numel"]]) for d in sb["shape"]]
+        buffers[sb["name"]] = "fp32[" + ",".join(map(str, shape)) + "]:zeros"
+
+    def value(v):
+        if isinstance(v, int):
+            return v
+        if "numel" in v:
+            return numel(case["args"][v["numel"]])
+        if v.get("value") == "G":
+            return G
+        if "grid" in v:
+            return case["grid"][v["grid"]] if v["grid"] < len(case["grid"]) else 1
+        if "cdiv" in v:
+            x, y = (value(t) for t in v["cdiv"])
+            return -(-x // y)
+        raise SystemExit(f"ptx_check: launch value {v} not understood")
+
+    steps = []
+    for k in protocol["kernels"]:
+        step = dict(kernel=k["name"], warps=case["warps"], args={}, defines={})
+        if "call" in k:
+            step["defines"] = dict(case["defines"])
+            for name in k["call"]["positional"] + k["call"]["keyword"]:
+                if name in case["defines"]:
+                    continue
+                if name in buffers:
+                    step["args"][name] = ["buffer", name]
+                elif name in scalars:
+                    step["args"][name] = scalars[name]
+                elif name == "num_programs":
+                    step["args"][name] = case["grid"][0]
+                elif name.endswith("_numel"):
+                    step["args"][name] = numel(case["args"][name[:-len("_numel")]])
+                else:
+                    raise SystemExit(f"ptx_check: no value for {name}")
+        else:
+            for name, v in k["arguments"].items():
+                if isinstance(v, int):
+                    step["defines"][name] = v
+                elif "buffer" in v:
+                    step["args"][name] = ["buffer", v["buffer"]]
+                else:
+                    step["args"][name] = value(v)
+        step["grid"] = [value(g) for g in k["grid"]]
+        steps.append(step)
+    return buffers, steps, outputs
+
+
+def step_types(step, buffers):
+    types = {}
+    for name, v in step["args"].items():
+        types[name] = arg_type(buffers[v[1]]) if isinstance(v, list) else arg_type(v)
+    return types
 
 
 def prepare(out_dir):
@@ -111,45 +204,44 @@ def prepare(out_dir):
         d = os.path.join(out_dir, case["name"])
         os.makedirs(d, exist_ok=True)
         src = os.path.join(ROOT, case["file"])
-        compile_case(src, case["kernel"], case, case["args"], os.path.join(d, "kernel.ptx"))
+        buffers = {k: v for k, v in case["args"].items() if isinstance(v, str)}
+        step = dict(kernel=case["kernel"], warps=case["warps"], grid=case["grid"], defines=case["defines"],
+                    args={k: (["buffer", k] if isinstance(v, str) else v) for k, v in case["args"].items()},
+                    ptx="k0.ptx")
+        compile_step(src, step, step_types(step, buffers), os.path.join(d, "k0.ptx"))
         cmd = [TGRAD, "run", src, "--kernel", case["kernel"], "--grid", ",".join(map(str, case["grid"])),
                "--out", os.path.join(d, "interp")]
         cmd += [f"-D{k}={v}" for k, v in case["defines"].items()]
         cmd += [f"--arg={k}={v}" for k, v in case["args"].items()]
         run(cmd)
-        manifest.append(dict(case, dir=case["name"], ptx="kernel.ptx", source=case["file"], interp=True))
+        manifest.append(dict(name=case["name"], dir=case["name"], source=case["file"], interp=True, buffers=buffers,
+                             steps=[step], outputs=[k for k, v in buffers.items() if v.endswith(":zeros")]))
+        if "wrt" not in case:
+            print("prepared", case["name"])
+            continue
         # The backward: written by tgrad, compiled by tgrad, checked against Triton running the same source.
-        bwd = dict(case, name=case["name"] + "_bwd")
-        bd = os.path.join(out_dir, bwd["name"])
+        name = case["name"] + "_bwd"
+        bd = os.path.join(out_dir, name)
         os.makedirs(bd, exist_ok=True)
         cmd = [TGRAD, src, "--kernel", case["kernel"], "--wrt", case["wrt"]]
         if "no_grad" in case:
             cmd += ["--no-grad", case["no_grad"]]
         run(cmd + ["-o", os.path.join(bd, "bwd.py")])
         protocol = json.loads(run(cmd + ["--emit", "json"]).stdout)
-        kernel = protocol["kernels"][0]
-        bargs = dict(case["args"])
-        for g in kernel["call"]["keyword"]:
-            forward = next(p for p in protocol["parameters"] if p.get("gradient") == g)
-            spec = case["args"][forward["name"]]
-            dtype_shape = spec.split(":")[0]
-            # Gradients of loads are written (zeros first); gradients of stores are read (seeded).
-            bargs[g] = dtype_shape + (":zeros" if forward["role"] != "output" else "")
-        for k, v in bargs.items():
-            # Outputs of the forward are inputs of the backward only through their gradients.
-            if isinstance(v, str) and v.endswith(":zeros") and k in case["args"]:
-                bargs[k] = v.split(":")[0]
-        compile_case(os.path.join(bd, "bwd.py"), kernel["name"], case, bargs, os.path.join(bd, "kernel.ptx"))
-        manifest.append(dict(bwd, kernel=kernel["name"], args=bargs, dir=bwd["name"], ptx="kernel.ptx",
-                             source=os.path.join(bwd["name"], "bwd.py"), local_source=True, interp=False,
-                             order=list(case["args"]) + kernel["call"]["keyword"]))
-        print("prepared", case["name"], "and its backward")
+        bbuffers, steps, outputs = backward_steps(case, protocol)
+        for k, st in enumerate(steps):
+            st["ptx"] = f"k{k}.ptx"
+            compile_step(os.path.join(bd, "bwd.py"), st, step_types(st, bbuffers), os.path.join(bd, st["ptx"]))
+        manifest.append(dict(name=name, dir=name, source=os.path.join(name, "bwd.py"), local_source=True,
+                             interp=False, buffers=bbuffers, steps=steps, outputs=outputs))
+        print("prepared", case["name"], "and its backward,", len(steps), "kernel(s)")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
 
 def check(out_dir, runner):
     import importlib.util
+    import shutil
 
     import numpy as np
     import torch
@@ -161,55 +253,57 @@ def check(out_dir, runner):
     failures = 0
     for case in manifest:
         d = os.path.join(out_dir, case["dir"])
-        gpu_dir = os.path.join(d, "gpu")
-        os.makedirs(gpu_dir, exist_ok=True)
+        state = os.path.join(d, "state")
+        os.makedirs(state, exist_ok=True)
         gen = torch.Generator().manual_seed(0)
-        inputs, runner_args = {}, []
-        for name, spec in case["args"].items():
-            if not isinstance(spec, str):
-                runner_args.append(f"--arg={name}={spec}")
-                continue
+        inputs = {}
+        for name, spec in case["buffers"].items():
             dtype, shape = re.match(r"(\w+)\[([\d,]+)\]", spec).groups()
-            shape = [int(s) for s in shape.split(",")]
+            shape = [int(x) for x in shape.split(",")]
             if spec.endswith(":zeros"):
-                inputs[name] = np.zeros(shape, dtype=np.float32)
+                a = np.zeros(shape, dtype=np.float32)
             elif case["interp"]:
-                inputs[name] = np.load(os.path.join(d, "interp", name + ".npy"))
+                a = np.load(os.path.join(d, "interp", name + ".npy"))
             elif dtype.startswith("int"):
-                inputs[name] = torch.randint(0, 781, shape, generator=gen).numpy().astype(np.int64)
+                a = torch.randint(0, 781, shape, generator=gen).numpy()
             else:
-                inputs[name] = (torch.rand(shape, generator=gen) * 2 - 1).numpy()
-            path = os.path.join(d, "in_" + name + ".npy")
-            np.save(path, inputs[name].astype(np.int64) if dtype == "int64" else inputs[name].astype(np.float32))
-            runner_args.append(f"--arg={name}={path}")
-        r = subprocess.run([runner, os.path.join(d, case["ptx"]), "--grid", ",".join(map(str, case["grid"])),
-                            "--out", gpu_dir] + runner_args, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f"FAIL {case['name']}: the runner: {r.stderr.strip()}")
+                a = (torch.rand(shape, generator=gen) * 2 - 1).numpy()
+            inputs[name] = a.astype(np.int64) if dtype == "int64" else a.astype(np.float32)
+            np.save(os.path.join(state, name + ".npy"), inputs[name])
+        # tgrad's PTX, kernel after kernel, buffers kept in `state` between them.
+        error = None
+        for k, step in enumerate(case["steps"]):
+            out = os.path.join(d, f"gpu{k}")
+            os.makedirs(out, exist_ok=True)
+            args = [f"--arg={p}=" + (os.path.join(state, v[1] + ".npy") if isinstance(v, list) else str(v))
+                    for p, v in step["args"].items()]
+            r = subprocess.run([runner, os.path.join(d, step["ptx"]), "--grid", ",".join(map(str, step["grid"])),
+                                "--out", out] + args, capture_output=True, text=True)
+            if r.returncode != 0:
+                error = r.stderr.strip()
+                break
+            for p, v in step["args"].items():
+                if isinstance(v, list):
+                    shutil.copy(os.path.join(out, p + ".npy"), os.path.join(state, v[1] + ".npy"))
+        if error:
+            print(f"FAIL {case['name']}: the runner: {error}")
             failures += 1
             continue
-        # Triton on the same inputs.
+        # Triton on the same inputs, the same launches.
         source = os.path.join(out_dir if case.get("local_source") else ROOT, case["source"])
         spec_ = importlib.util.spec_from_file_location("k_" + case["dir"], source)
         mod = importlib.util.module_from_spec(spec_)
         spec_.loader.exec_module(mod)
-        tensors, call_args = {}, {}
-        for name, spec in case["args"].items():
-            if isinstance(spec, str):
-                dtype = spec.split("[")[0]
-                tensors[name] = torch.from_numpy(np.ascontiguousarray(inputs[name])).to("cuda").to(torch_dtype[dtype])
-                call_args[name] = tensors[name]
-            else:
-                call_args[name] = spec
-        # Every argument by keyword: a generated backward takes its gradients after the constexprs.
-        getattr(mod, case["kernel"])[tuple(case["grid"])](**call_args, **case["defines"], num_warps=case["warps"])
+        tensors = {name: torch.from_numpy(inputs[name]).to("cuda").to(torch_dtype[spec.split("[")[0]])
+                   for name, spec in case["buffers"].items()}
+        for step in case["steps"]:
+            call = {p: (tensors[v[1]] if isinstance(v, list) else v) for p, v in step["args"].items()}
+            getattr(mod, step["kernel"])[tuple(step["grid"])](**call, **step["defines"], num_warps=step["warps"])
         torch.cuda.synchronize()
         worst = []
-        for name, spec in case["args"].items():
-            if not (isinstance(spec, str) and (spec.endswith(":zeros"))):
-                continue
-            dtype = spec.split("[")[0]
-            got = np.load(os.path.join(gpu_dir, name + ".npy")).astype(np.float64)
+        for name in case["outputs"]:
+            dtype = case["buffers"][name].split("[")[0]
+            got = np.load(os.path.join(state, name + ".npy")).astype(np.float64)
             refs = {"triton": tensors[name].float().cpu().numpy().astype(np.float64)}
             if case["interp"]:
                 refs["interp"] = np.load(os.path.join(d, "interp", name + ".npy")).astype(np.float64)
@@ -219,7 +313,8 @@ def check(out_dir, runner):
                 ok = bool(np.all(err <= atol + rtol * np.abs(ref)))
                 worst.append(f"{name} vs {ref_name}: max_abs_err={err.max():.3g}{'' if ok else ' MISMATCH'}")
                 failures += 0 if ok else 1
-        print(("ok   " if all("MISMATCH" not in w for w in worst) else "FAIL ") + case["name"] + ": " + "; ".join(worst))
+        print(("ok   " if all("MISMATCH" not in w for w in worst) else "FAIL ") + case["name"] +
+              f" ({len(case['steps'])} kernel(s)): " + "; ".join(worst))
     print(f"{len(manifest)} cases, {failures} mismatches")
     return 1 if failures else 0
 
