@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 
 namespace tgrad::codegen {
@@ -258,6 +259,13 @@ Tile Emitter::zip(const Tile &a, const Tile &b, ElemType out,
 llvm::Value *Emitter::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Type *> types,
                                 std::vector<llvm::Value *> args) {
   return b_.CreateIntrinsic(id, types, args);
+}
+
+llvm::Value *Emitter::divide_full(llvm::Value *a, llvm::Value *b) {
+  llvm::Type *f = b_.getFloatTy();
+  llvm::InlineAsm *div = llvm::InlineAsm::get(llvm::FunctionType::get(f, {f, f}, false), "div.full.f32 $0, $1, $2;",
+                                              "=f,f,f", /*hasSideEffects=*/false);
+  return b_.CreateCall(div, {a, b});
 }
 
 llvm::Value *Emitter::call_libdevice(const std::string &name, llvm::Type *type, std::vector<llvm::Value *> args) {

@@ -116,6 +116,8 @@ class Emitter {
 
   // A libdevice function applied (`__nv_expf`, declared on first use).
   llvm::Value *call_libdevice(const std::string &name, llvm::Type *type, std::vector<llvm::Value *> args);
+  // fp32 a / b as Triton divides: div.full.f32 (within 2 ulp; its ElementwiseOpToLLVM's FDivOpConversion).
+  llvm::Value *divide_full(llvm::Value *a, llvm::Value *b);
   llvm::Value *intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Type *> types, std::vector<llvm::Value *> args);
 
  private:

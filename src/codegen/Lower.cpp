@@ -560,7 +560,7 @@ Tile Lowering::binop(BinaryOpKind op, const Operand &l, const Operand &r, const 
       case BinaryOpKind::Add: return fp ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y);
       case BinaryOpKind::Sub: return fp ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
       case BinaryOpKind::Mul: return fp ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
-      case BinaryOpKind::Div: return b_.CreateFDiv(x, y);
+      case BinaryOpKind::Div: return c == DType::FP32 ? e_.divide_full(x, y) : b_.CreateFDiv(x, y);
       case BinaryOpKind::FloorDiv:
         if (fp) unsupported(span, "'//' on floating-point values");
         return sign ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
