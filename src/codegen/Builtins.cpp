@@ -74,6 +74,20 @@ const std::map<std::string, LibdeviceName> &libdevice_names() {
   return names;
 }
 
+// The argument `name` of a call, which the builtin cannot do without.
+const ast::Expr &need(const Bound &b, const std::string &name, const ast::Call &c) {
+  const ast::Expr *e = b.get(name);
+  if (!e) throw Unsupported{c.span, "a call without its argument '" + name + "'"};
+  return *e;
+}
+
+// How many arguments a math function takes.
+size_t math_arity(const std::string &fn) {
+  if (fn == "fma") return 3;
+  if (fn == "atan2" || fn == "pow" || fn == "div_rn" || fn == "fdiv") return 2;
+  return 1;
+}
+
 int64_t known_int(const SType &t, SourceSpan span, const char *what) {
   if (t.kind == SType::Kind::Int && t.known) return t.n;
   if (t.kind == SType::Kind::Bool && t.known) return t.b;
@@ -140,6 +154,9 @@ Tile Lowering::math(const std::string &fn, const std::vector<const ast::Expr *> 
                     SourceSpan span) {
   auto it = libdevice_names().find(fn);
   if (it == libdevice_names().end()) unsupported(span, "the math function '" + fn + "'");
+  if (args.size() != math_arity(fn))
+    unsupported(span, "'" + fn + "' with " + std::to_string(args.size()) + " arguments (it takes " +
+                          std::to_string(math_arity(fn)) + ")");
   const std::vector<int64_t> shape = shape_of(result, span);
   const bool f64 = result.elem.dtype == DType::FP64 ||
                    std::any_of(args.begin(), args.end(), [&](const ast::Expr *a) {
@@ -187,14 +204,14 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
 
   if (name == "tl.program_id" || name == "tl.num_programs") {
     Bound a = bind_args(c, {"axis"});
-    const int64_t axis = a.get("axis") ? known_int(type(*a.get("axis")), span, "an axis") : 0;
+    const int64_t axis = a.get("axis") ? known_int(type(need(a, "axis", c)), span, "an axis") : 0;
     if (axis < 0 || axis > 2) unsupported(span, "a program axis outside 0..2");
     llvm::Value *v = name == "tl.program_id" ? e_.program_id(static_cast<int>(axis)) : e_.num_programs(static_cast<int>(axis));
     return e_.splat({DType::Int32, false}, {}, v);
   }
   if (name == "tl.arange") {
     Bound a = bind_args(c, {"start", "end"});
-    return e_.arange(known_int(type(*a.get("start")), span, "a start"), known_int(type(*a.get("end")), span, "an end"));
+    return e_.arange(known_int(type(need(a, "start", c)), span, "a start"), known_int(type(need(a, "end", c)), span, "an end"));
   }
   if (name == "tl.zeros" || name == "tl.zeros_like") {
     const std::vector<int64_t> shape = shape_of(result, span);
@@ -202,7 +219,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   }
   if (name == "tl.full") {
     Bound a = bind_args(c, {"shape", "value", "dtype"});
-    return eval_as(*a.get("value"), result.elem, shape_of(result, span));
+    return eval_as(need(a, "value", c), result.elem, shape_of(result, span));
   }
   if (name == "tl.cast" || name == "tensor.to") {
     Bound a = bind_args(c, {"input", "dtype", "fp_downcast_rounding", "bitcast"}, 0, self);
@@ -210,14 +227,14 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     if (const ast::Expr *bc = a.get("bitcast")) bitcast = known_int(type(*bc), span, "bitcast=") != 0;
     if (const ast::Expr *r = a.get("fp_downcast_rounding"); r && type(*r).kind != SType::Kind::None)
       unsupported(r->span, "fp_downcast_rounding");
-    Tile x = eval(*a.get("input"));
+    Tile x = eval(need(a, "input", c));
     return bitcast ? e_.cast(x, result.elem, true) : e_.cast(x, result.elem);
   }
   if (name == "tl.load") {
     Bound a = bind_args(c, {"pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier",
                        "eviction_policy", "volatile"});
     const std::vector<int64_t> shape = shape_of(result, span);
-    Tile p = eval(*a.get("pointer"));
+    Tile p = eval(need(a, "pointer", c));
     if (!p.elem.is_pointer) unsupported(a.get("pointer")->span, "loading through a value that is not a pointer");
     p = e_.broadcast(p, shape);
     std::optional<Tile> mask, other;
@@ -261,8 +278,8 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   if (name == "tl.where") {
     Bound a = bind_args(c, {"condition", "x", "y"});
     const std::vector<int64_t> shape = shape_of(result, span);
-    Tile cond = eval_as(*a.get("condition"), {DType::Int1, false}, shape);
-    Tile x = eval_as(*a.get("x"), result.elem, shape), y = eval_as(*a.get("y"), result.elem, shape);
+    Tile cond = eval_as(need(a, "condition", c), {DType::Int1, false}, shape);
+    Tile x = eval_as(need(a, "x", c), result.elem, shape), y = eval_as(need(a, "y", c), result.elem, shape);
     Tile out{result.elem, shape, {}, Pattern::Unknown};
     for (size_t r = 0; r < x.regs.size(); ++r) out.regs.push_back(b_.CreateSelect(cond.regs[r], x.regs[r], y.regs[r]));
     if (cond.pattern == Pattern::ChunkUniform && x.pattern == Pattern::ChunkUniform && y.pattern == Pattern::ChunkUniform)
@@ -272,7 +289,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   if (name == "tl.maximum" || name == "tl.minimum") {
     Bound a = bind_args(c, {"x", "y", "propagate_nan"});
     const std::vector<int64_t> shape = shape_of(result, span);
-    Tile x = eval_as(*a.get("x"), result.elem, shape), y = eval_as(*a.get("y"), result.elem, shape);
+    Tile x = eval_as(need(a, "x", c), result.elem, shape), y = eval_as(need(a, "y", c), result.elem, shape);
     const ReduceOp op = name == "tl.maximum" ? ReduceOp::Max : ReduceOp::Min;
     if (const ast::Expr *nan = a.get("propagate_nan"); nan && type(*nan).kind != SType::Kind::None) {
       const SType &n = type(*nan);
@@ -282,7 +299,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   }
   if (name == "tl.abs") {
     Bound a = bind_args(c, {"x"}, 0, self);
-    Tile x = eval_as(*a.get("x"), result.elem, shape_of(result, span));
+    Tile x = eval_as(need(a, "x", c), result.elem, shape_of(result, span));
     if (sema::is_float(result.elem.dtype))
       return e_.map(x, result.elem, [&](llvm::Value *v) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v); });
     if (!sema::is_signed(result.elem.dtype)) return x;
@@ -294,7 +311,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     Bound a = bind_args(c, {"x"}, 0, self);
     const std::vector<int64_t> shape = shape_of(result, span);
     const ElemType f{result.elem.dtype == DType::FP64 ? DType::FP64 : DType::FP32, false};
-    Tile x = eval_as(*a.get("x"), f, shape);
+    Tile x = eval_as(need(a, "x", c), f, shape);
     const char *exp = f.dtype == DType::FP64 ? "__nv_exp" : "__nv_expf";
     Tile s = e_.map(x, f, [&](llvm::Value *v) {
       llvm::Value *one = llvm::ConstantFP::get(v->getType(), 1.0);
@@ -315,7 +332,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     Bound a = bind_args(c, {"input", "axis", "tie_break_left", "keep_dims"}, 0, self);
     if (const ast::Expr *t = a.get("tie_break_left"); t && !known_int(type(*t), t->span, "tie_break_left"))
       unsupported(t->span, "tie_break_left=False");
-    Tile x = eval(*a.get("input"));
+    Tile x = eval(need(a, "input", c));
     std::optional<int> axis;
     if (const ast::Expr *ax = a.get("axis"); ax && type(*ax).kind != SType::Kind::None) {
       int64_t v = known_int(type(*ax), ax->span, "an axis");
@@ -333,7 +350,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     Bound a = bind_args(c, sig, 0, self);
     if (const ast::Expr *ri = a.get("return_indices"); ri && known_int(type(*ri), ri->span, "return_indices"))
       unsupported(ri->span, "return_indices");
-    Tile x = eval(*a.get("input"));
+    Tile x = eval(need(a, "input", c));
     std::optional<int> axis;
     if (const ast::Expr *ax = a.get("axis"); ax && type(*ax).kind != SType::Kind::None) {
       int64_t v = known_int(type(*ax), ax->span, "an axis");
@@ -356,11 +373,11 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   }
   if (name == "tl.broadcast_to") {
     Bound a = bind_args(c, {"input", "shape"}, 0, self);
-    return e_.broadcast(e_.cast(eval(*a.get("input")), result.elem), shape_of(result, span));
+    return e_.broadcast(e_.cast(eval(need(a, "input", c)), result.elem), shape_of(result, span));
   }
   if (sema::is_compiler_hint(name)) {
     Bound a = bind_args(c, {"input", "values"});
-    return eval(*a.get("input"));
+    return eval(need(a, "input", c));
   }
   if (name == "tl.debug_barrier") {
     e_.barrier();
@@ -371,7 +388,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     return void_result();  // checked when Triton compiles, or only in its debug mode
   if (name == "triton.cdiv" || name == "tl.cdiv") {
     Bound a = bind_args(c, {"x", "div"});
-    Operand x = operand(*a.get("x")), d = operand(*a.get("div"));
+    Operand x = operand(need(a, "x", c)), d = operand(need(a, "div", c));
     const DType t = result.elem.dtype;
     Tile xt = materialize(x, t), dt = materialize(d, t);
     return e_.zip(xt, dt, result.elem, [&](llvm::Value *p, llvm::Value *q) {

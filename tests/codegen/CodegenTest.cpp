@@ -336,6 +336,42 @@ TEST(CodegenErrors, UnsupportedConstructsAreLocated) {
   }
 }
 
+TEST(CodegenErrors, CallsWithoutTheirArgumentsAreErrorsNotCrashes) {
+  for (const char *body : {"    tl.store(X + offs, tl.where(x > 0, x))\n", "    tl.store(X + offs, tl.maximum(x))\n",
+                           "    tl.store(X + offs, tl.full([16], dtype=tl.float32))\n"}) {
+    const std::string src = std::string(kHeader) +
+                            "@triton.jit\n"
+                            "def k(X):\n"
+                            "    offs = tl.arange(0, 16)\n"
+                            "    x = tl.load(X + offs)\n" +
+                            body;
+    Outcome o = compile_text(src, {"k", {}, {"X=*fp32"}});
+    EXPECT_FALSE(o.ok) << body;
+    EXPECT_TRUE(has(o.errors, "kernel.py:9:")) << o.errors;
+  }
+}
+
+TEST(Codegen, StaticRangeUnrollsAndPythonNumbersBecomeScalars) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def poly(X, Y, C, n, BLOCK: tl.constexpr, K: tl.constexpr):\n"
+                          "    offs = tl.arange(0, BLOCK)\n"
+                          "    x = tl.load(X + offs, mask=offs < n, other=0.0)\n"
+                          "    p = tl.zeros([BLOCK], dtype=tl.float32)\n"
+                          "    for i in tl.static_range(K):\n"
+                          "        p = p * x + 1.0 / (K - i)\n"
+                          "    count = 0\n"
+                          "    for start in range(0, n, BLOCK):\n"
+                          "        count += tl.sum((offs + start < n).to(tl.int32))\n"
+                          "    tl.store(Y + offs, p, mask=offs < n)\n"
+                          "    tl.store(C, count)\n";
+  Outcome o = compile_text(src, {"poly", {"BLOCK=128", "K=4"}, {"X=*fp32", "Y=*fp32", "C=*i32", "n=i32"}});
+  ASSERT_TRUE(o.ok) << o.errors;
+  expect_ptxas_accepts(o.kernel.text, "poly");
+  // 1/4, 1/3, 1/2 and 1/1 folded into the unrolled body.
+  EXPECT_TRUE(has(o.kernel.text, "0f3EAAAAAB")) << o.kernel.text;
+}
+
 TEST(CodegenErrors, ParametersWithoutTypesOrValuesAreNamed) {
   const std::string src = std::string(kHeader) +
                           "@triton.jit\n"
