@@ -176,6 +176,7 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, con
       for (const auto &[name, p] : lowering.weakened()) pinned[name] = p;
       continue;
     }
+    emitter.finish_shared();
     out.shared_bytes = emitter.shared_bytes();
     if (!link_and_optimize(m, *machine, error)) {
       diags.error(fn->name_span, error);

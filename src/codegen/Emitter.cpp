@@ -116,15 +116,34 @@ Tile Emitter::reshape(const Tile &t, const std::vector<int64_t> &shape) {
   return r;
 }
 
-llvm::Value *Emitter::shared(llvm::Value *offset, int64_t bytes) {
+void Emitter::open_shared_region() {
   if (!smem_) {
     llvm::Type *array = llvm::ArrayType::get(b_.getInt8Ty(), 0);
     smem_ = new llvm::GlobalVariable(module_, array, false, llvm::GlobalValue::ExternalLinkage, nullptr, "tgrad_smem",
                                      nullptr, llvm::GlobalValue::NotThreadLocal, 3);
     smem_->setAlignment(llvm::Align(16));
+    region_size_ = new llvm::GlobalVariable(module_, b_.getInt32Ty(), false, llvm::GlobalValue::InternalLinkage,
+                                            b_.getInt32(0), "tgrad_region_size");
+    region_phase_ = entry_alloca(b_.getInt32Ty(), "region_phase");
+    llvm::IRBuilder<> at(region_phase_->getParent(), std::next(region_phase_->getIterator()));
+    at.CreateStore(at.getInt32(0), region_phase_);
   }
-  smem_bytes_ = std::max(smem_bytes_, bytes);
-  return b_.CreateGEP(b_.getInt8Ty(), smem_, offset);
+  llvm::Value *phase = b_.CreateLoad(b_.getInt32Ty(), region_phase_);
+  region_base_ = b_.CreateMul(phase, b_.CreateLoad(b_.getInt32Ty(), region_size_));
+  b_.CreateStore(b_.CreateXor(phase, b_.getInt32(1)), region_phase_);
+}
+
+llvm::Value *Emitter::shared(llvm::Value *offset, int64_t bytes) {
+  region_bytes_ = std::max(region_bytes_, bytes);
+  return b_.CreateGEP(b_.getInt8Ty(), smem_, b_.CreateAdd(region_base_, offset));
+}
+
+void Emitter::finish_shared() {
+  if (!region_size_) return;
+  const int64_t region = (region_bytes_ + 15) / 16 * 16;
+  region_size_->setInitializer(b_.getInt32(static_cast<uint32_t>(region)));
+  region_size_->setConstant(true);
+  smem_bytes_ = 2 * region;
 }
 
 namespace {
@@ -158,7 +177,7 @@ Tile Emitter::broadcast(const Tile &t, const std::vector<int64_t> &shape) {
   const Layout ls = layout(t.shape), ld = layout(shape);
   llvm::Type *vt = type_of(t.elem), *mt = memory_type(vt, context());
   const int64_t bytes = static_cast<int64_t>(module_.getDataLayout().getTypeAllocSize(mt));
-  barrier();
+  open_shared_region();
   for (int64_t r = 0; r < ls.regs(); ++r) {
     llvm::Value *v = vt == mt ? t.regs[r] : b_.CreateZExt(t.regs[r], mt);
     llvm::Value *off = b_.CreateMul(element_index(ls, r), b_.getInt32(static_cast<uint32_t>(bytes)));

@@ -56,7 +56,10 @@ class Emitter {
   llvm::Module &module() { return module_; }
   llvm::Function *kernel() { return kernel_; }
   int64_t threads() const { return threads_; }
+  // The dynamic shared memory the kernel needs; after finish_shared().
   int64_t shared_bytes() const { return smem_bytes_; }
+  // Sizes the two shared-memory regions once every use is emitted.
+  void finish_shared();
 
   llvm::Type *type_of(sema::ElemType e);
   llvm::Type *type_of(sema::DType d) { return type_of(sema::ElemType{d, false}); }
@@ -121,8 +124,14 @@ class Emitter {
   llvm::Value *intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Type *> types, std::vector<llvm::Value *> args);
 
  private:
-  // Byte address `offset` of the kernel's dynamic shared memory, reserving
-  // `bytes` of it for the current use.
+  // Every use of shared memory (a broadcast, a reduction) writes, waits at
+  // a barrier, and reads. Uses alternate between two regions: then no
+  // barrier is needed before a write, since the last reader of the same
+  // region has passed the barrier of the use between (control flow is
+  // uniform: every thread makes the same uses in the same order). Opens the
+  // next use's region.
+  void open_shared_region();
+  // Byte address `offset` of the current region, reserving `bytes` of it.
   llvm::Value *shared(llvm::Value *offset, int64_t bytes);
   llvm::Value *identity(ReduceOp op, sema::DType d);
   llvm::Value *shuffle_xor(llvm::Value *v, int lane_mask, sema::DType d);
@@ -136,7 +145,11 @@ class Emitter {
   int64_t threads_;
   int64_t max_spt_;
   int64_t smem_bytes_ = 0;
+  int64_t region_bytes_ = 0;
   llvm::GlobalVariable *smem_ = nullptr;
+  llvm::GlobalVariable *region_size_ = nullptr;  // set by finish_shared()
+  llvm::AllocaInst *region_phase_ = nullptr;     // 0 or 1: the region of the next use
+  llvm::Value *region_base_ = nullptr;
   llvm::Value *tid_ = nullptr;
 };
 

@@ -80,7 +80,7 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
     }
     for (int m = 16; m >= 1; m /= 2) acc = combine(op, acc, shuffle_xor(acc, m, out), out);
     if (warps > 1) {
-      barrier();
+      open_shared_region();
       llvm::Value *lane = b_.CreateAnd(thread_id(), b_.getInt32(31));
       llvm::Value *warp = b_.CreateLShr(thread_id(), b_.getInt32(5));
       llvm::Value *value = acc;
@@ -100,7 +100,7 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
 
   // Along one axis: the tile in shared memory, row-major.
   const int a = *axis;
-  barrier();
+  open_shared_region();
   for (int64_t r = 0; r < l.regs(); ++r) {
     llvm::Value *v = t == mt ? x.regs[r] : b_.CreateZExt(x.regs[r], mt);
     b_.CreateStore(v, shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(bytes))),
@@ -182,7 +182,7 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
     const int warps = static_cast<int>(threads_ / 32);
     if (warps > 1) {
       const int64_t bytes = warps * (vbytes + 4);
-      barrier();
+      open_shared_region();
       llvm::Value *lane = b_.CreateAnd(thread_id(), b_.getInt32(31));
       llvm::Value *warp = b_.CreateLShr(thread_id(), b_.getInt32(5));
       llvm::Value *a = acc, *ia = idx;
@@ -207,7 +207,7 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
   }
   // Along one axis, through shared memory.
   const int a = *axis;
-  barrier();
+  open_shared_region();
   for (int64_t r = 0; r < l.regs(); ++r)
     b_.CreateStore(x.regs[r], shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(vbytes))),
                                      l.numel * vbytes));

@@ -143,7 +143,12 @@ TEST(Codegen, ReductionsUseWarpShufflesAndSharedMemory) {
   EXPECT_TRUE(has(o.kernel.text, "shfl.sync.bfly.b32")) << o.kernel.text;
   EXPECT_TRUE(has(o.kernel.text, "max.f32")) << o.kernel.text;
   EXPECT_TRUE(has(o.kernel.text, "min.f32")) << o.kernel.text;
-  EXPECT_EQ(o.kernel.shared_bytes, 8 * 4);  // one value per warp
+  EXPECT_EQ(o.kernel.shared_bytes, 2 * 8 * 4);  // one value per warp, in each of two regions (Emitter.h)
+  // Three reductions, one barrier each: writes go to the region the previous reduction did not read.
+  size_t barriers = 0;
+  for (size_t at = o.kernel.text.find("bar.sync"); at != std::string::npos; at = o.kernel.text.find("bar.sync", at + 1))
+    ++barriers;
+  EXPECT_EQ(barriers, 3u) << o.kernel.text;
 }
 
 TEST(Codegen, ReductionAlongOneAxisOfATwoDimensionalTile) {
