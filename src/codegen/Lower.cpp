@@ -50,22 +50,30 @@ Lowering::Lowering(Emitter &emitter, const ast::Module &module, const sema::Type
 
 void Lowering::bind(const std::string &name, const Tile &value) { store_var(name, value, SourceSpan{}); }
 
-void Lowering::note_scalar_types(const ast::StmtList &body) {
+void Lowering::note_scalar_types(const ast::StmtList &body, bool in_loop) {
   for (const auto &st : body) {
     const ast::Expr *target = nullptr;
     if (const auto *a = ast::dyn_cast<ast::Assign>(st.get()); a && a->targets.size() == 1) target = a->targets[0].get();
     if (const auto *a = ast::dyn_cast<ast::AugAssign>(st.get())) target = a->target.get();
     if (const auto *n = ast::dyn_cast<ast::Name>(target)) {
       const SType *t = types_.type_of(n);
-      if (t && t->is_tensor() && t->shape.empty() && !t->elem.is_pointer) scalar_types_.emplace(n->id, *t);
+      if (t && t->is_tensor() && t->shape.empty() && !t->elem.is_pointer) scalar_types_[n->id] = *t;
+      // A number a runtime loop assigns is loop-carried: a runtime scalar to Triton, whatever value sema
+      // gave it after one pass over the body (`i = 0` ... `while i < n: i += 1`).
+      if (t && in_loop && (t->kind == SType::Kind::Int || t->kind == SType::Kind::Float)) {
+        loop_numbers_.insert(n->id);
+        scalar_types_.emplace(n->id, SType::tensor({t->kind == SType::Kind::Int ? DType::Int32 : DType::FP32, false}, {}));
+      }
     }
     if (const auto *i = ast::dyn_cast<ast::If>(st.get())) {
-      note_scalar_types(i->body);
-      note_scalar_types(i->orelse);
+      note_scalar_types(i->body, in_loop);
+      note_scalar_types(i->orelse, in_loop);
     } else if (const auto *f = ast::dyn_cast<ast::For>(st.get())) {
-      note_scalar_types(f->body);
+      const auto *call = ast::dyn_cast<ast::Call>(f->iter.get());
+      const SType *callee = call ? types_.type_of(call->func.get()) : nullptr;
+      note_scalar_types(f->body, in_loop || !(callee && callee->s == "tl.static_range"));
     } else if (const auto *w = ast::dyn_cast<ast::While>(st.get())) {
-      note_scalar_types(w->body);
+      note_scalar_types(w->body, true);
     }
   }
 }
@@ -108,8 +116,59 @@ std::optional<double> Lowering::constexpr_value(const ast::Expr &e, bool &is_int
   }
 }
 
+bool Lowering::reads_loop_number(const ast::Expr &e) const {
+  if (loop_numbers_.empty()) return false;
+  if (const auto *n = ast::dyn_cast<ast::Name>(&e)) return loop_numbers_.count(n->id) > 0;
+  if (const auto *b = ast::dyn_cast<ast::BinOp>(&e)) return reads_loop_number(*b->lhs) || reads_loop_number(*b->rhs);
+  if (const auto *u = ast::dyn_cast<ast::UnaryOp>(&e)) return reads_loop_number(*u->operand);
+  if (const auto *c = ast::dyn_cast<ast::Compare>(&e)) {
+    bool any = reads_loop_number(*c->left);
+    for (const auto &x : c->comparators) any |= reads_loop_number(*x);
+    return any;
+  }
+  if (const auto *b = ast::dyn_cast<ast::BoolOp>(&e)) {
+    bool any = false;
+    for (const auto &x : b->values) any |= reads_loop_number(*x);
+    return any;
+  }
+  if (const auto *i = ast::dyn_cast<ast::IfExp>(&e))
+    return reads_loop_number(*i->cond) || reads_loop_number(*i->then_value) || reads_loop_number(*i->else_value);
+  if (const auto *c = ast::dyn_cast<ast::Call>(&e)) {
+    bool any = false;
+    for (const auto &x : c->args) any |= reads_loop_number(*x);
+    for (const auto &k : c->keywords) any |= reads_loop_number(*k.value);
+    return any;
+  }
+  return false;
+}
+
+Tile Lowering::runtime_number(const ast::Expr &e) {
+  if (const auto *n = ast::dyn_cast<ast::Name>(&e)) {
+    if (vars_.count(n->id)) return read_var(*n);
+    return python_tile(type(e), e.span);
+  }
+  if (!reads_loop_number(e)) return eval(e);
+  if (const auto *b = ast::dyn_cast<ast::BinOp>(&e)) {
+    Operand l = operand(*b->lhs), r = operand(*b->rhs);
+    std::string error;
+    const bool div = b->op == BinaryOpKind::Div || b->op == BinaryOpKind::Mod;
+    std::optional<DType> c = sema::computation_type(l.dtype, l.python, r.dtype, r.python, div, error);
+    if (!c) throw Unsupported{e.span, error};
+    const DType d = b->op == BinaryOpKind::Div && !sema::is_float(*c) ? DType::FP32 : *c;
+    return binop(b->op, l, r, SType::tensor({d, false}, {}), e.span);
+  }
+  if (const auto *c = ast::dyn_cast<ast::Compare>(&e); c && c->ops.size() == 1)
+    return compare(c->ops[0], operand(*c->left), operand(*c->comparators[0]), {}, e.span);
+  if (const auto *u = ast::dyn_cast<ast::UnaryOp>(&e); u && u->op == ast::UnaryOpKind::Neg) {
+    Tile x = runtime_number(*u->operand);
+    const bool fp = sema::is_float(x.elem.dtype);
+    return e_.map(x, x.elem, [&](llvm::Value *v) { return fp ? b_.CreateFNeg(v) : b_.CreateNeg(v); });
+  }
+  unsupported(e.span, "this expression on a number a loop changes");
+}
+
 void Lowering::lower_kernel(const ast::Function &fn) {
-  note_scalar_types(fn.body);
+  note_scalar_types(fn.body, false);
   exit_ = llvm::BasicBlock::Create(e_.context(), "exit", e_.kernel());
   lower_block(fn.body);
   b_.CreateBr(exit_);
@@ -148,8 +207,15 @@ void Lowering::lower_stmt(const ast::Stmt &s) {
       const auto *a = ast::cast<ast::AugAssign>(&s);
       const auto *name = ast::dyn_cast<ast::Name>(a->target.get());
       if (!name) unsupported(a->target->span, "an augmented assignment to anything but a name");
-      const SType &result = type(*a->target);
-      if (!result.is_tensor()) return;  // a constexpr, known from sema
+      SType result = type(*a->target);
+      if (!result.is_tensor() || loop_numbers_.count(name->id)) {
+        auto scalar = scalar_types_.find(name->id);
+        if (scalar == scalar_types_.end() || !vars_.count(name->id)) {
+          if (!result.is_tensor()) return;  // a constexpr, known from sema
+        } else if (!result.is_tensor()) {
+          result = scalar->second;
+        }
+      }
       Operand l;
       l.tile = read_var(*name);
       l.dtype = l.tile.elem.dtype;
@@ -258,14 +324,14 @@ void Lowering::store_var(const std::string &name, Tile value, SourceSpan span) {
 
 llvm::Value *Lowering::scalar_condition(const ast::Expr &cond) {
   const SType &t = type(cond);
-  if (!t.is_tensor()) unsupported(cond.span, "a condition of unknown value");
-  Tile c = eval(cond);
+  if (!t.is_tensor() && !reads_loop_number(cond)) unsupported(cond.span, "a condition of unknown value");
+  Tile c = t.is_tensor() ? eval(cond) : runtime_number(cond);
   if (c.numel() != 1) unsupported(cond.span, "a condition on a tile of several elements");
   return e_.truth(c.regs[0], c.elem);
 }
 
 void Lowering::lower_if(const ast::If &s) {
-  if (std::optional<bool> known = sema::known_truth(type(*s.cond))) {
+  if (std::optional<bool> known = sema::known_truth(type(*s.cond)); known && !reads_loop_number(*s.cond)) {
     lower_block(*known ? s.body : s.orelse);
     return;
   }
@@ -357,7 +423,9 @@ void Lowering::lower_while(const ast::While &s) {
   llvm::BasicBlock *done = llvm::BasicBlock::Create(e_.context(), "while_end", f);
   b_.CreateBr(head);
   b_.SetInsertPoint(head);
-  if (std::optional<bool> known = sema::known_truth(type(*s.cond)); known && !*known) {
+  std::optional<bool> known = sema::known_truth(type(*s.cond));
+  if (reads_loop_number(*s.cond)) known.reset();
+  if (known && !*known) {
     b_.CreateBr(done);
   } else {
     b_.CreateCondBr(known ? b_.getTrue() : scalar_condition(*s.cond), body, done);
@@ -399,9 +467,10 @@ Tile Lowering::python_tile(const SType &t, SourceSpan span) {
 
 Tile Lowering::python_value(const ast::Expr &e) {
   const SType &t = type(e);
+  if (reads_loop_number(e)) return runtime_number(e);
   if (t.known || (t.kind != SType::Kind::Int && t.kind != SType::Kind::Float)) return python_tile(t, e.span);
   Operand o = operand(e);
-  return materialize(o, o.dtype);
+  return o.python ? materialize(o, o.dtype) : o.tile;
 }
 
 Tile Lowering::eval_as(const ast::Expr &e, ElemType elem, const std::vector<int64_t> &shape) {
@@ -486,8 +555,8 @@ std::vector<Tile> Lowering::eval_multi(const ast::Expr &e) {
 Lowering::Operand Lowering::operand(const ast::Expr &e) {
   const SType &t = type(e);
   Operand o;
-  if (t.is_tensor()) {
-    o.tile = eval(e);
+  if (t.is_tensor() || reads_loop_number(e)) {
+    o.tile = t.is_tensor() ? eval(e) : runtime_number(e);
     o.dtype = o.tile.elem.dtype;
     return o;
   }
@@ -644,7 +713,7 @@ Tile Lowering::unary(const ast::UnaryOp &u) {
 Tile Lowering::if_exp(const ast::IfExp &x) {
   const SType &t = type(x);
   const std::vector<int64_t> shape = shape_of(t, x.span);
-  if (std::optional<bool> known = sema::known_truth(type(*x.cond)))
+  if (std::optional<bool> known = sema::known_truth(type(*x.cond)); known && !reads_loop_number(*x.cond))
     return eval_as(*known ? *x.then_value : *x.else_value, t.elem, shape);
   // A runtime condition: only the branch taken runs (it may load).
   llvm::Value *c = scalar_condition(*x.cond);

@@ -59,10 +59,16 @@ class Lowering {
 
   // Names a Python number is assigned to that the kernel later holds as a
   // scalar tensor (`count = 0` before `count += n`): that tensor's type.
-  void note_scalar_types(const ast::StmtList &body);
+  void note_scalar_types(const ast::StmtList &body, bool in_loop);
   // The value of an expression Triton knows when it compiles but sema typed
   // without one: arithmetic on the variable of an unrolled tl.static_range.
   std::optional<double> constexpr_value(const ast::Expr &e, bool &is_int) const;
+
+  // Whether an expression reads a number a runtime loop assigns (sema's
+  // value for it, one pass's, is not the value at run time); and such an
+  // expression computed as a scalar tile.
+  bool reads_loop_number(const ast::Expr &e) const;
+  Tile runtime_number(const ast::Expr &e);
 
   // Expressions.
   const sema::SType &type(const ast::Expr &e) const;
@@ -102,6 +108,7 @@ class Lowering {
   std::vector<Tile> *returned_ = nullptr;     // an inlined helper's return values
   std::map<const ast::Function *, std::string> helper_signatures_;
   std::map<std::string, sema::SType> scalar_types_;
+  std::set<std::string> loop_numbers_;  // numbers runtime loops assign: read from their variable, never from sema
   std::map<std::string, long long> unrolled_;  // tl.static_range variables and their current values
 };
 
