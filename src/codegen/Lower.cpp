@@ -58,7 +58,7 @@ void Lowering::note_scalar_types(const ast::StmtList &body, bool in_loop) {
     if (const auto *n = ast::dyn_cast<ast::Name>(target)) {
       const SType *t = types_.type_of(n);
       if (t && t->is_tensor() && t->shape.empty() && !t->elem.is_pointer) scalar_types_[n->id] = *t;
-      // A number a runtime loop assigns is loop-carried: a runtime scalar to Triton, whatever value sema
+      // A number a runtime loop (or a runtime if) assigns is a runtime scalar to Triton, whatever value sema
       // gave it after one pass over the body (`i = 0` ... `while i < n: i += 1`).
       if (t && in_loop && (t->kind == SType::Kind::Int || t->kind == SType::Kind::Float)) {
         loop_numbers_.insert(n->id);
@@ -66,8 +66,11 @@ void Lowering::note_scalar_types(const ast::StmtList &body, bool in_loop) {
       }
     }
     if (const auto *i = ast::dyn_cast<ast::If>(st.get())) {
-      note_scalar_types(i->body, in_loop);
-      note_scalar_types(i->orelse, in_loop);
+      // A number a runtime if assigns differs by path, as one a loop assigns differs by iteration.
+      const SType *c = types_.type_of(i->cond.get());
+      const bool runtime = !(c && (sema::known_truth(*c) || c->kind == SType::Kind::None));
+      note_scalar_types(i->body, in_loop || runtime);
+      note_scalar_types(i->orelse, in_loop || runtime);
     } else if (const auto *f = ast::dyn_cast<ast::For>(st.get())) {
       const auto *call = ast::dyn_cast<ast::Call>(f->iter.get());
       const SType *callee = call ? types_.type_of(call->func.get()) : nullptr;

@@ -108,7 +108,7 @@ class Lowering {
   std::vector<Tile> *returned_ = nullptr;     // an inlined helper's return values
   std::map<const ast::Function *, std::string> helper_signatures_;
   std::map<std::string, sema::SType> scalar_types_;
-  std::set<std::string> loop_numbers_;  // numbers runtime loops assign: read from their variable, never from sema
+  std::set<std::string> loop_numbers_;  // numbers runtime loops and ifs assign: read from their variable, never sema
   std::map<std::string, long long> unrolled_;  // tl.static_range variables and their current values
 };
 

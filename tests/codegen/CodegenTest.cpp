@@ -241,6 +241,21 @@ TEST(Codegen, LoopsAndRuntimeConditions) {
   EXPECT_TRUE(has(ptx, "bra")) << ptx;
 }
 
+TEST(Codegen, NumbersARuntimeIfAssignsAreRuntimeValues) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def k(Y, mode):\n"
+                          "    scale = 1.0\n"
+                          "    if mode > 0:\n"
+                          "        scale = 2.0\n"
+                          "    tl.store(Y, tl.load(Y) * scale)\n";
+  tgrad::CompileRequest request{"k", {}, {"Y=*fp32", "mode=i32"}};
+  request.emit = "llvm";
+  Outcome o = compile_text(src, request);
+  ASSERT_TRUE(o.ok) << o.errors;
+  EXPECT_TRUE(has(o.kernel.text, "float 2.000000e+00, float 1.000000e+00")) << o.kernel.text;
+}
+
 TEST(Codegen, AtomicsHelpersAndBarriers) {
   const std::string src = std::string(kHeader) +
                           "@triton.jit\n"
