@@ -27,7 +27,7 @@ struct Bound {
 };
 
 Bound bind_args(const ast::Call &c, const std::vector<std::string> &signature, size_t skip_positional = 0,
-           const ast::Expr *self = nullptr) {
+                const ast::Expr *self = nullptr) {
   Bound b;
   size_t k = 0;
   if (self) b.args[signature[k++]] = self;
@@ -47,28 +47,48 @@ struct LibdeviceName {
 
 const std::map<std::string, LibdeviceName> &libdevice_names() {
   static const std::map<std::string, LibdeviceName> names = {
-      {"exp", {"__nv_expf", "__nv_exp"}},         {"exp2", {"__nv_exp2f", "__nv_exp2"}},
-      {"exp10", {"__nv_exp10f", "__nv_exp10"}},   {"log", {"__nv_logf", "__nv_log"}},
-      {"log2", {"__nv_log2f", "__nv_log2"}},      {"log10", {"__nv_log10f", "__nv_log10"}},
-      {"log1p", {"__nv_log1pf", "__nv_log1p"}},   {"expm1", {"__nv_expm1f", "__nv_expm1"}},
-      {"sqrt", {"__nv_sqrtf", "__nv_sqrt"}},      {"sqrt_rn", {"__nv_fsqrt_rn", "__nv_dsqrt_rn"}},
-      {"rsqrt", {"__nv_rsqrtf", "__nv_rsqrt"}},   {"cbrt", {"__nv_cbrtf", "__nv_cbrt"}},
-      {"sin", {"__nv_sinf", "__nv_sin"}},         {"cos", {"__nv_cosf", "__nv_cos"}},
-      {"tan", {"__nv_tanf", "__nv_tan"}},         {"asin", {"__nv_asinf", "__nv_asin"}},
-      {"acos", {"__nv_acosf", "__nv_acos"}},      {"atan", {"__nv_atanf", "__nv_atan"}},
-      {"atan2", {"__nv_atan2f", "__nv_atan2"}},   {"sinh", {"__nv_sinhf", "__nv_sinh"}},
-      {"cosh", {"__nv_coshf", "__nv_cosh"}},      {"tanh", {"__nv_tanhf", "__nv_tanh"}},
-      {"asinh", {"__nv_asinhf", "__nv_asinh"}},   {"acosh", {"__nv_acoshf", "__nv_acosh"}},
-      {"atanh", {"__nv_atanhf", "__nv_atanh"}},   {"erf", {"__nv_erff", "__nv_erf"}},
-      {"erfc", {"__nv_erfcf", "__nv_erfc"}},      {"abs", {"__nv_fabsf", "__nv_fabs"}},
-      {"floor", {"__nv_floorf", "__nv_floor"}},   {"ceil", {"__nv_ceilf", "__nv_ceil"}},
-      {"trunc", {"__nv_truncf", "__nv_trunc"}},   {"rint", {"__nv_rintf", "__nv_rint"}},
+      {"exp", {"__nv_expf", "__nv_exp"}},
+      {"exp2", {"__nv_exp2f", "__nv_exp2"}},
+      {"exp10", {"__nv_exp10f", "__nv_exp10"}},
+      {"log", {"__nv_logf", "__nv_log"}},
+      {"log2", {"__nv_log2f", "__nv_log2"}},
+      {"log10", {"__nv_log10f", "__nv_log10"}},
+      {"log1p", {"__nv_log1pf", "__nv_log1p"}},
+      {"expm1", {"__nv_expm1f", "__nv_expm1"}},
+      {"sqrt", {"__nv_sqrtf", "__nv_sqrt"}},
+      {"sqrt_rn", {"__nv_fsqrt_rn", "__nv_dsqrt_rn"}},
+      {"rsqrt", {"__nv_rsqrtf", "__nv_rsqrt"}},
+      {"cbrt", {"__nv_cbrtf", "__nv_cbrt"}},
+      {"sin", {"__nv_sinf", "__nv_sin"}},
+      {"cos", {"__nv_cosf", "__nv_cos"}},
+      {"tan", {"__nv_tanf", "__nv_tan"}},
+      {"asin", {"__nv_asinf", "__nv_asin"}},
+      {"acos", {"__nv_acosf", "__nv_acos"}},
+      {"atan", {"__nv_atanf", "__nv_atan"}},
+      {"atan2", {"__nv_atan2f", "__nv_atan2"}},
+      {"sinh", {"__nv_sinhf", "__nv_sinh"}},
+      {"cosh", {"__nv_coshf", "__nv_cosh"}},
+      {"tanh", {"__nv_tanhf", "__nv_tanh"}},
+      {"asinh", {"__nv_asinhf", "__nv_asinh"}},
+      {"acosh", {"__nv_acoshf", "__nv_acosh"}},
+      {"atanh", {"__nv_atanhf", "__nv_atanh"}},
+      {"erf", {"__nv_erff", "__nv_erf"}},
+      {"erfc", {"__nv_erfcf", "__nv_erfc"}},
+      {"abs", {"__nv_fabsf", "__nv_fabs"}},
+      {"floor", {"__nv_floorf", "__nv_floor"}},
+      {"ceil", {"__nv_ceilf", "__nv_ceil"}},
+      {"trunc", {"__nv_truncf", "__nv_trunc"}},
+      {"rint", {"__nv_rintf", "__nv_rint"}},
       {"nearbyint", {"__nv_nearbyintf", "__nv_nearbyint"}},
-      {"round", {"__nv_roundf", "__nv_round"}},   {"fma", {"__nv_fmaf", "__nv_fma"}},
-      {"div_rn", {"__nv_fdiv_rn", "__nv_ddiv_rn"}}, {"fdiv", {"__nv_fast_fdividef", "__nv_ddiv_rn"}},
-      {"pow", {"__nv_powf", "__nv_pow"}},         {"fast_expf", {"__nv_fast_expf", "__nv_exp"}},
+      {"round", {"__nv_roundf", "__nv_round"}},
+      {"fma", {"__nv_fmaf", "__nv_fma"}},
+      {"div_rn", {"__nv_fdiv_rn", "__nv_ddiv_rn"}},
+      {"fdiv", {"__nv_fast_fdividef", "__nv_ddiv_rn"}},
+      {"pow", {"__nv_powf", "__nv_pow"}},
+      {"fast_expf", {"__nv_fast_expf", "__nv_exp"}},
       {"fast_logf", {"__nv_fast_logf", "__nv_log"}},
-      {"isnan", {"__nv_isnanf", "__nv_isnand"}},  {"isinf", {"__nv_isinff", "__nv_isinfd"}},
+      {"isnan", {"__nv_isnanf", "__nv_isnand"}},
+      {"isinf", {"__nv_isinff", "__nv_isinfd"}},
       {"signbit", {"__nv_signbitf", "__nv_signbitd"}},
   };
   return names;
@@ -143,7 +163,7 @@ std::vector<Tile> Lowering::call_helper(const ast::Call &c, const ast::Function 
   saved.swap(vars_);
   std::vector<Tile> results, *saved_returned = returned_;
   returned_ = &results;
-  for (auto &[name, value] : params) store_var(name, value, c.span);
+  for (auto &[name, value] : params) store_var(name, value);
   lower_block(fn.body);
   returned_ = saved_returned;
   vars_.swap(saved);
@@ -158,8 +178,7 @@ Tile Lowering::math(const std::string &fn, const std::vector<const ast::Expr *> 
     unsupported(span, "'" + fn + "' with " + std::to_string(args.size()) + " arguments (it takes " +
                           std::to_string(math_arity(fn)) + ")");
   const std::vector<int64_t> shape = shape_of(result, span);
-  const bool f64 = result.elem.dtype == DType::FP64 ||
-                   std::any_of(args.begin(), args.end(), [&](const ast::Expr *a) {
+  const bool f64 = result.elem.dtype == DType::FP64 || std::any_of(args.begin(), args.end(), [&](const ast::Expr *a) {
                      return type(*a).is_tensor() && type(*a).elem.dtype == DType::FP64;
                    });
   const ElemType compute{f64 ? DType::FP64 : DType::FP32, false};
@@ -206,12 +225,14 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     Bound a = bind_args(c, {"axis"});
     const int64_t axis = a.get("axis") ? known_int(type(need(a, "axis", c)), span, "an axis") : 0;
     if (axis < 0 || axis > 2) unsupported(span, "a program axis outside 0..2");
-    llvm::Value *v = name == "tl.program_id" ? e_.program_id(static_cast<int>(axis)) : e_.num_programs(static_cast<int>(axis));
+    llvm::Value *v =
+        name == "tl.program_id" ? e_.program_id(static_cast<int>(axis)) : e_.num_programs(static_cast<int>(axis));
     return e_.splat({DType::Int32, false}, {}, v);
   }
   if (name == "tl.arange") {
     Bound a = bind_args(c, {"start", "end"});
-    return e_.arange(known_int(type(need(a, "start", c)), span, "a start"), known_int(type(need(a, "end", c)), span, "an end"));
+    return e_.arange(known_int(type(need(a, "start", c)), span, "a start"),
+                     known_int(type(need(a, "end", c)), span, "an end"));
   }
   if (name == "tl.zeros" || name == "tl.zeros_like") {
     const std::vector<int64_t> shape = shape_of(result, span);
@@ -232,7 +253,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   }
   if (name == "tl.load") {
     Bound a = bind_args(c, {"pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier",
-                       "eviction_policy", "volatile"});
+                            "eviction_policy", "volatile"});
     const std::vector<int64_t> shape = shape_of(result, span);
     Tile p = eval(need(a, "pointer", c));
     if (!p.elem.is_pointer) unsupported(a.get("pointer")->span, "loading through a value that is not a pointer");
@@ -282,7 +303,8 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     Tile x = eval_as(need(a, "x", c), result.elem, shape), y = eval_as(need(a, "y", c), result.elem, shape);
     Tile out{result.elem, shape, {}, Pattern::Unknown};
     for (size_t r = 0; r < x.regs.size(); ++r) out.regs.push_back(b_.CreateSelect(cond.regs[r], x.regs[r], y.regs[r]));
-    if (cond.pattern == Pattern::ChunkUniform && x.pattern == Pattern::ChunkUniform && y.pattern == Pattern::ChunkUniform)
+    if (cond.pattern == Pattern::ChunkUniform && x.pattern == Pattern::ChunkUniform &&
+        y.pattern == Pattern::ChunkUniform)
       out.pattern = Pattern::ChunkUniform;
     return out;
   }
@@ -295,7 +317,8 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
       const SType &n = type(*nan);
       if (!(n.kind == SType::Kind::Int && n.known && n.n == 0)) unsupported(nan->span, "propagate_nan");
     }
-    return e_.zip(x, y, result.elem, [&](llvm::Value *p, llvm::Value *q) { return e_.combine(op, p, q, result.elem.dtype); });
+    return e_.zip(x, y, result.elem,
+                  [&](llvm::Value *p, llvm::Value *q) { return e_.combine(op, p, q, result.elem.dtype); });
   }
   if (name == "tl.abs") {
     Bound a = bind_args(c, {"x"}, 0, self);
@@ -303,9 +326,8 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
     if (sema::is_float(result.elem.dtype))
       return e_.map(x, result.elem, [&](llvm::Value *v) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v); });
     if (!sema::is_signed(result.elem.dtype)) return x;
-    return e_.map(x, result.elem, [&](llvm::Value *v) {
-      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, v, b_.getFalse());
-    });
+    return e_.map(x, result.elem,
+                  [&](llvm::Value *v) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, v, b_.getFalse()); });
   }
   if (name == "tl.sigmoid") {
     Bound a = bind_args(c, {"x"}, 0, self);
@@ -345,8 +367,10 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
   }
   if (name == "tl.sum" || name == "tl.max" || name == "tl.min") {
     std::vector<std::string> sig = {"input", "axis"};
-    if (name == "tl.sum") sig.insert(sig.end(), {"keep_dims", "dtype"});
-    else sig.insert(sig.end(), {"return_indices", "return_indices_tie_break_left", "keep_dims"});
+    if (name == "tl.sum")
+      sig.insert(sig.end(), {"keep_dims", "dtype"});
+    else
+      sig.insert(sig.end(), {"return_indices", "return_indices_tie_break_left", "keep_dims"});
     Bound a = bind_args(c, sig, 0, self);
     if (const ast::Expr *ri = a.get("return_indices"); ri && known_int(type(*ri), ri->span, "return_indices"))
       unsupported(ri->span, "return_indices");

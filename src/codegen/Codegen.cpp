@@ -43,8 +43,7 @@ std::string signature_type(const sema::ElemType &e) {
 
 // The kernel's parameters checked against the types given: the runtime
 // ones, in order, with their types; false after reporting what is missing.
-bool runtime_params(const ast::Function &fn, const CompileOptions &o, std::vector<size_t> &runtime,
-                    DiagEngine &diags) {
+bool runtime_params(const ast::Function &fn, const CompileOptions &o, std::vector<size_t> &runtime, DiagEngine &diags) {
   bool ok = true;
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const ast::Param &p = fn.params[k];
@@ -72,7 +71,8 @@ bool runtime_params(const ast::Function &fn, const CompileOptions &o, std::vecto
   }
   for (const auto &given : o.params) {
     const std::string &name = given.first;
-    const bool known = std::any_of(fn.params.begin(), fn.params.end(), [&](const ast::Param &p) { return p.name == name; });
+    const bool known =
+        std::any_of(fn.params.begin(), fn.params.end(), [&](const ast::Param &p) { return p.name == name; });
     if (!known) {
       diags.error(fn.name_span, "'" + fn.name + "' has no parameter '" + name + "'");
       ok = false;
@@ -114,7 +114,8 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, con
   // The kernel as the interpreter runs it: memory helpers inlined, block pointers lowered.
   std::unique_ptr<ast::Module> inlined = lower::inline_memory_helpers(user_module, o.kernel, diags, o.params), lowered;
   if (diags.error_count() > errors) return std::nullopt;
-  const ast::Module *module = lower::with_block_pointers_lowered(inlined ? *inlined : user_module, o.kernel, diags, lowered);
+  const ast::Module *module =
+      lower::with_block_pointers_lowered(inlined ? *inlined : user_module, o.kernel, diags, lowered);
   if (!module) return std::nullopt;
   const ast::Function *fn = module->find_function(o.kernel);
   if (!fn) {
@@ -136,7 +137,8 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, con
   out.name = fn->name;
   out.num_warps = o.num_warps;
   out.arch = o.arch;
-  for (size_t k : runtime) out.params.push_back({fn->params[k].name, signature_type(o.params.at(fn->params[k].name).elem)});
+  for (size_t k : runtime)
+    out.params.push_back({fn->params[k].name, signature_type(o.params.at(fn->params[k].name).elem)});
 
   std::map<std::string, Pattern> pinned;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -152,9 +154,11 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, con
     f->setCallingConv(llvm::CallingConv::PTX_Kernel);
     // .maxntid: the launch's block size, which lets ptxas budget registers for it.
     llvm::NamedMDNode *annotations = m.getOrInsertNamedMetadata("nvvm.annotations");
-    auto i32 = [&](int v) { return llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(context), v)); };
-    annotations->addOperand(llvm::MDNode::get(
-        context, {llvm::ValueAsMetadata::get(f), llvm::MDString::get(context, "kernel"), i32(1)}));
+    auto i32 = [&](int v) {
+      return llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(context), v));
+    };
+    annotations->addOperand(
+        llvm::MDNode::get(context, {llvm::ValueAsMetadata::get(f), llvm::MDString::get(context, "kernel"), i32(1)}));
     annotations->addOperand(llvm::MDNode::get(
         context, {llvm::ValueAsMetadata::get(f), llvm::MDString::get(context, "maxntidx"), i32(o.num_warps * 32)}));
 
@@ -190,7 +194,8 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, con
     }
     return out;
   }
-  diags.error(fn->name_span, "the backend could not settle the layout facts of this kernel's variables (a bug in tgrad)");
+  diags.error(fn->name_span,
+              "the backend could not settle the layout facts of this kernel's variables (a bug in tgrad)");
   return std::nullopt;
 }
 

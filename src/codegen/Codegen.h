@@ -40,7 +40,7 @@ struct CompiledKernel {
   int num_warps = 4;
   int64_t shared_bytes = 0;  // dynamic shared memory the launch must give
   std::string arch;
-  std::string text;          // PTX or LLVM IR
+  std::string text;  // PTX or LLVM IR
   // The sidecar: {"kernel", "params": [{"name", "type"}], "num_warps",
   // "threads_per_cta", "shared_bytes", "arch"}.
   std::string metadata_json() const;

@@ -13,8 +13,7 @@ using sema::DType;
 using sema::ElemType;
 
 Emitter::Emitter(llvm::Module &module, llvm::Function *kernel, int num_warps, int64_t max_spt)
-    : module_(module), kernel_(kernel), b_(module.getContext()), threads_(int64_t{num_warps} * 32),
-      max_spt_(max_spt) {}
+    : module_(module), kernel_(kernel), b_(module.getContext()), threads_(int64_t{num_warps} * 32), max_spt_(max_spt) {}
 
 llvm::Type *Emitter::type_of(ElemType e) {
   llvm::LLVMContext &c = context();

@@ -28,8 +28,8 @@ enum class Pattern { Unknown, ChunkUniform, Contiguous };
 
 struct Tile {
   sema::ElemType elem;
-  std::vector<int64_t> shape;         // empty for a scalar
-  std::vector<llvm::Value *> regs;    // Layout::regs() values, in register order
+  std::vector<int64_t> shape;       // empty for a scalar
+  std::vector<llvm::Value *> regs;  // Layout::regs() values, in register order
   Pattern pattern = Pattern::Unknown;
   int64_t numel() const {
     int64_t n = 1;
@@ -134,7 +134,8 @@ class Emitter {
   // Byte address `offset` of the current region, reserving `bytes` of it.
   llvm::Value *shared(llvm::Value *offset, int64_t bytes);
   llvm::Value *identity(ReduceOp op, sema::DType d);
-  llvm::Value *shuffle_xor(llvm::Value *v, int lane_mask, sema::DType d);
+  // The value of lane (this lane ^ lane_mask), any type of up to 64 bits.
+  llvm::Value *shuffle_xor(llvm::Value *v, int lane_mask);
   // Runs `then` where cond holds: the value it makes, else `otherwise`.
   llvm::Value *guarded(llvm::Value *cond, const std::function<llvm::Value *()> &then, llvm::Value *otherwise);
   void guarded(llvm::Value *cond, const std::function<void()> &then);

@@ -48,7 +48,7 @@ Lowering::Lowering(Emitter &emitter, const ast::Module &module, const sema::Type
 
 // ------------------------------------------------------------- statements
 
-void Lowering::bind(const std::string &name, const Tile &value) { store_var(name, value, SourceSpan{}); }
+void Lowering::bind(const std::string &name, const Tile &value) { store_var(name, value); }
 
 void Lowering::note_scalar_types(const ast::StmtList &body, bool in_loop) {
   for (const auto &st : body) {
@@ -62,7 +62,8 @@ void Lowering::note_scalar_types(const ast::StmtList &body, bool in_loop) {
       // gave it after one pass over the body (`i = 0` ... `while i < n: i += 1`).
       if (t && in_loop && (t->kind == SType::Kind::Int || t->kind == SType::Kind::Float)) {
         loop_numbers_.insert(n->id);
-        scalar_types_.emplace(n->id, SType::tensor({t->kind == SType::Kind::Int ? DType::Int32 : DType::FP32, false}, {}));
+        scalar_types_.emplace(n->id,
+                              SType::tensor({t->kind == SType::Kind::Int ? DType::Int32 : DType::FP32, false}, {}));
       }
     }
     if (const auto *i = ast::dyn_cast<ast::If>(st.get())) {
@@ -223,7 +224,7 @@ void Lowering::lower_stmt(const ast::Stmt &s) {
       l.tile = read_var(*name);
       l.dtype = l.tile.elem.dtype;
       Tile v = binop(a->op, l, operand(*a->value), result, a->span);
-      store_var(name->id, v, a->span);
+      store_var(name->id, v);
       return;
     }
     case NodeKind::If: lower_if(*ast::cast<ast::If>(&s)); return;
@@ -255,10 +256,10 @@ void Lowering::assign(const ast::Expr &target, const ast::Expr &value) {
       // A Python number the kernel later holds as a scalar tensor (`count = 0` before `count += n`): stored
       // in that tensor's type. Any other constexpr, dtype, None or tuple: sema knows it at every use.
       auto scalar = scalar_types_.find(name->id);
-      if (scalar != scalar_types_.end() && (t.kind == SType::Kind::Int || t.kind == SType::Kind::Float ||
-                                            t.kind == SType::Kind::Bool)) {
-        store_var(name->id, e_.splat(scalar->second.elem, {}, materialize(operand(value), scalar->second.elem.dtype).regs[0]),
-                  target.span);
+      if (scalar != scalar_types_.end() &&
+          (t.kind == SType::Kind::Int || t.kind == SType::Kind::Float || t.kind == SType::Kind::Bool)) {
+        store_var(name->id,
+                  e_.splat(scalar->second.elem, {}, materialize(operand(value), scalar->second.elem.dtype).regs[0]));
         return;
       }
       const SType &v = type(value);
@@ -266,7 +267,7 @@ void Lowering::assign(const ast::Expr &target, const ast::Expr &value) {
       return;
     }
     Tile v = eval_as(value, t.elem, shape_of(t, target.span));
-    store_var(name->id, v, target.span);
+    store_var(name->id, v);
     return;
   }
   if (const auto *tuple = ast::dyn_cast<ast::Tuple>(&target)) {
@@ -283,7 +284,7 @@ void Lowering::assign(const ast::Expr &target, const ast::Expr &value) {
       for (auto &[t, v] : pending) {
         const auto *n = ast::dyn_cast<ast::Name>(t);
         if (!n) unsupported(t->span, "assigning to anything but a name");
-        store_var(n->id, v, t->span);
+        store_var(n->id, v);
       }
       return;
     }
@@ -295,15 +296,14 @@ void Lowering::assign(const ast::Expr &target, const ast::Expr &value) {
       const SType &t = type(*n);
       if (!t.is_tensor()) continue;
       Tile v = e_.broadcast(e_.cast(values[k], t.elem), shape_of(t, n->span));
-      store_var(n->id, v, n->span);
+      store_var(n->id, v);
     }
     return;
   }
   unsupported(target.span, "assigning to a subscript or an attribute");
 }
 
-void Lowering::store_var(const std::string &name, Tile value, SourceSpan span) {
-  (void)span;
+void Lowering::store_var(const std::string &name, Tile value) {
   auto it = vars_.find(name);
   if (it == vars_.end() || it->second.elem != value.elem || it->second.shape != value.shape) {
     Var v;
@@ -412,7 +412,7 @@ void Lowering::lower_for(const ast::For &s) {
   llvm::Value *going = b_.CreateSelect(b_.CreateICmpSGT(step, e_.constant(d, 0, 0)), up, down);
   b_.CreateCondBr(going, body, done);
   b_.SetInsertPoint(body);
-  store_var(target->id, e_.splat(et, {}, i), target->span);
+  store_var(target->id, e_.splat(et, {}, i));
   lower_block(s.body);
   b_.CreateStore(b_.CreateAdd(b_.CreateLoad(e_.type_of(et), iv), step), iv);
   b_.CreateBr(head);
@@ -450,7 +450,8 @@ const SType &Lowering::type(const ast::Expr &e) const {
 std::vector<int64_t> Lowering::shape_of(const SType &t, SourceSpan span) const {
   std::vector<int64_t> shape;
   for (const sema::Dim &d : t.shape) {
-    if (!d.value) throw Unsupported{span, "a tile whose shape '" + sema::shape_str(t.shape) + "' is not known: give -D"};
+    if (!d.value)
+      throw Unsupported{span, "a tile whose shape '" + sema::shape_str(t.shape) + "' is not known: give -D"};
     shape.push_back(*d.value);
   }
   return shape;
@@ -611,8 +612,8 @@ Tile Lowering::binop(BinaryOpKind op, const Operand &l, const Operand &r, const 
       llvm::Value *o = op == BinaryOpKind::Sub ? b_.CreateNeg(off.regs[k]) : off.regs[k];
       out.regs.push_back(b_.CreateGEP(elem, p.regs[k], o));
     }
-    if (p.pattern == Pattern::ChunkUniform && (off.pattern == Pattern::ChunkUniform ||
-                                               (off.pattern == Pattern::Contiguous && op == BinaryOpKind::Add)))
+    if (p.pattern == Pattern::ChunkUniform &&
+        (off.pattern == Pattern::ChunkUniform || (off.pattern == Pattern::Contiguous && op == BinaryOpKind::Add)))
       out.pattern = off.pattern;
     else if (p.pattern == Pattern::Contiguous && off.pattern == Pattern::ChunkUniform)
       out.pattern = Pattern::Contiguous;
@@ -685,8 +686,7 @@ Tile Lowering::compare(CompareOpKind op, const Operand &l, const Operand &r, con
     case CompareOpKind::NotEq: pred = fp ? P::FCMP_UNE : P::ICMP_NE; break;
     default: unsupported(span, std::string("the comparison '") + ast::spelling(op) + "' on tensors");
   }
-  return e_.zip(a, bt, {DType::Int1, false},
-                [&](llvm::Value *x, llvm::Value *y) { return b_.CreateCmp(pred, x, y); });
+  return e_.zip(a, bt, {DType::Int1, false}, [&](llvm::Value *x, llvm::Value *y) { return b_.CreateCmp(pred, x, y); });
 }
 
 Tile Lowering::unary(const ast::UnaryOp &u) {

@@ -52,7 +52,7 @@ class Lowering {
   void lower_block(const ast::StmtList &body);
   void lower_stmt(const ast::Stmt &s);
   void assign(const ast::Expr &target, const ast::Expr &value);
-  void store_var(const std::string &name, Tile value, SourceSpan span);
+  void store_var(const std::string &name, Tile value);
   void lower_if(const ast::If &s);
   void lower_for(const ast::For &s);
   void lower_while(const ast::While &s);
@@ -104,8 +104,8 @@ class Lowering {
   const std::map<std::string, Pattern> &pinned_;
   std::map<std::string, Pattern> weakened_;
   std::map<std::string, Var> vars_;
-  llvm::BasicBlock *exit_ = nullptr;          // where `return` goes
-  std::vector<Tile> *returned_ = nullptr;     // an inlined helper's return values
+  llvm::BasicBlock *exit_ = nullptr;       // where `return` goes
+  std::vector<Tile> *returned_ = nullptr;  // an inlined helper's return values
   std::map<const ast::Function *, std::string> helper_signatures_;
   std::map<std::string, sema::SType> scalar_types_;
   std::set<std::string> loop_numbers_;  // numbers runtime loops and ifs assign: read from their variable, never sema

@@ -47,9 +47,9 @@ Tile Emitter::load(const Tile &ptr, const Tile *mask, const Tile *other) {
       out.regs[r0] = scalar(r0);
       continue;
     }
-    llvm::Value *ok = b_.CreateICmpEQ(
-        b_.CreateAnd(b_.CreatePtrToInt(ptr.regs[r0], b_.getInt64Ty()), b_.getInt64(static_cast<uint64_t>(vw * bytes - 1))),
-        b_.getInt64(0));
+    llvm::Value *ok = b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(ptr.regs[r0], b_.getInt64Ty()),
+                                                   b_.getInt64(static_cast<uint64_t>(vw * bytes - 1))),
+                                      b_.getInt64(0));
     if (mask)
       for (int64_t j = 0; j < vw; ++j) ok = b_.CreateAnd(ok, mask->regs[r0 + j]);
     llvm::BasicBlock *fast = llvm::BasicBlock::Create(context(), "vload", kernel_);
@@ -105,9 +105,9 @@ void Emitter::store(const Tile &ptr, const Tile &value, const Tile *mask) {
       scalar(r0);
       continue;
     }
-    llvm::Value *ok = b_.CreateICmpEQ(
-        b_.CreateAnd(b_.CreatePtrToInt(ptr.regs[r0], b_.getInt64Ty()), b_.getInt64(static_cast<uint64_t>(vw * bytes - 1))),
-        b_.getInt64(0));
+    llvm::Value *ok = b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(ptr.regs[r0], b_.getInt64Ty()),
+                                                   b_.getInt64(static_cast<uint64_t>(vw * bytes - 1))),
+                                      b_.getInt64(0));
     // A chunk is owned whole or not at all (Layout.h: numel is a multiple of spt).
     if (llvm::Value *own = owns(l, r0)) ok = b_.CreateAnd(ok, own);
     if (mask)
@@ -134,14 +134,12 @@ Tile Emitter::atomic_add(const Tile &ptr, const Tile &value, const Tile *mask) {
   llvm::Type *vt = type_of(ve);
   const Layout l = layout(ptr.shape);
   Tile out{ve, ptr.shape, {}, Pattern::Unknown};
-  const llvm::AtomicRMWInst::BinOp op =
-      sema::is_float(ve.dtype) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
+  const llvm::AtomicRMWInst::BinOp op = sema::is_float(ve.dtype) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
   for (int64_t r = 0; r < l.regs(); ++r) {
     llvm::Value *cond = owns(l, r);
     if (mask) cond = cond ? b_.CreateAnd(cond, mask->regs[r]) : mask->regs[r];
     auto add = [&]() -> llvm::Value * {
-      return b_.CreateAtomicRMW(op, ptr.regs[r], value.regs[r], llvm::MaybeAlign(),
-                                llvm::AtomicOrdering::Monotonic);
+      return b_.CreateAtomicRMW(op, ptr.regs[r], value.regs[r], llvm::MaybeAlign(), llvm::AtomicOrdering::Monotonic);
     };
     out.regs.push_back(cond ? guarded(cond, add, llvm::Constant::getNullValue(vt)) : add());
   }

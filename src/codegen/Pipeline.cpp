@@ -40,8 +40,7 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string &arch
 
 bool link_and_optimize(llvm::Module &module, llvm::TargetMachine &machine, std::string &error) {
   bool calls_libdevice = false;
-  for (const llvm::Function &f : module)
-    calls_libdevice |= f.isDeclaration() && f.getName().starts_with("__nv_");
+  for (const llvm::Function &f : module) calls_libdevice |= f.isDeclaration() && f.getName().starts_with("__nv_");
   if (calls_libdevice) {
     const std::string path = libdevice_path();
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(path);

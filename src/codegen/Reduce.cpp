@@ -40,13 +40,13 @@ llvm::Value *Emitter::combine(ReduceOp op, llvm::Value *a, llvm::Value *b, DType
   return b_.CreateSelect(pick_a, a, b);
 }
 
-llvm::Value *Emitter::shuffle_xor(llvm::Value *v, int lane_mask, DType d) {
+llvm::Value *Emitter::shuffle_xor(llvm::Value *v, int lane_mask) {
   llvm::Type *t = v->getType();
   const unsigned bits = static_cast<unsigned>(module_.getDataLayout().getTypeSizeInBits(t));
   auto shfl = [&](llvm::Value *x32) {
-    return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
-                              {b_.getInt32(0xffffffffu), x32, b_.getInt32(static_cast<uint32_t>(lane_mask)),
-                               b_.getInt32(0x1f)});
+    return b_.CreateIntrinsic(
+        llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+        {b_.getInt32(0xffffffffu), x32, b_.getInt32(static_cast<uint32_t>(lane_mask)), b_.getInt32(0x1f)});
   };
   llvm::Type *int_t = b_.getIntNTy(bits);
   llvm::Value *as_int = t->isIntegerTy() ? v : b_.CreateBitCast(v, int_t);
@@ -58,7 +58,6 @@ llvm::Value *Emitter::shuffle_xor(llvm::Value *v, int lane_mask, DType d) {
   } else {
     result = b_.CreateTrunc(shfl(b_.CreateZExt(as_int, b_.getInt32Ty())), int_t);
   }
-  (void)d;
   return t->isIntegerTy() ? result : b_.CreateBitCast(result, t);
 }
 
@@ -78,7 +77,7 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
       if (llvm::Value *own = owns(l, r)) v = b_.CreateSelect(own, v, identity(op, out));
       acc = r == 0 ? v : combine(op, acc, v, out);
     }
-    for (int m = 16; m >= 1; m /= 2) acc = combine(op, acc, shuffle_xor(acc, m, out), out);
+    for (int m = 16; m >= 1; m /= 2) acc = combine(op, acc, shuffle_xor(acc, m), out);
     if (warps > 1) {
       open_shared_region();
       llvm::Value *lane = b_.CreateAnd(thread_id(), b_.getInt32(31));
@@ -103,8 +102,8 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
   open_shared_region();
   for (int64_t r = 0; r < l.regs(); ++r) {
     llvm::Value *v = t == mt ? x.regs[r] : b_.CreateZExt(x.regs[r], mt);
-    b_.CreateStore(v, shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(bytes))),
-                             l.numel * bytes));
+    b_.CreateStore(
+        v, shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(bytes))), l.numel * bytes));
   }
   barrier();
   std::vector<int64_t> shape;
@@ -121,7 +120,8 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
     llvm::Value *e = element_index(lr, r);
     llvm::Value *outer_i = b_.CreateUDiv(e, b_.getInt32(static_cast<uint32_t>(inner)));
     llvm::Value *inner_i = b_.CreateURem(e, b_.getInt32(static_cast<uint32_t>(inner)));
-    llvm::Value *first = b_.CreateAdd(b_.CreateMul(outer_i, b_.getInt32(static_cast<uint32_t>(extent * inner))), inner_i);
+    llvm::Value *first =
+        b_.CreateAdd(b_.CreateMul(outer_i, b_.getInt32(static_cast<uint32_t>(extent * inner))), inner_i);
     // A loop over the axis (not unrolled here: LLVM decides).
     llvm::BasicBlock *pre = b_.GetInsertBlock();
     llvm::BasicBlock *body = llvm::BasicBlock::Create(context(), "reduce", kernel_);
@@ -133,8 +133,8 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
     k->addIncoming(b_.getInt32(0), pre);
     acc->addIncoming(identity(op, out), pre);
     llvm::Value *idx = b_.CreateAdd(first, b_.CreateMul(k, b_.getInt32(static_cast<uint32_t>(inner))));
-    llvm::Value *v = b_.CreateLoad(mt, shared(b_.CreateMul(idx, b_.getInt32(static_cast<uint32_t>(bytes))),
-                                              l.numel * bytes));
+    llvm::Value *v =
+        b_.CreateLoad(mt, shared(b_.CreateMul(idx, b_.getInt32(static_cast<uint32_t>(bytes))), l.numel * bytes));
     if (t != mt) v = b_.CreateTrunc(v, t);
     llvm::Value *next_acc = combine(op, acc, v, out);
     llvm::Value *next_k = b_.CreateAdd(k, b_.getInt32(1));
@@ -149,7 +149,8 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
 
 Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
   // Values compare in their own dtype, floats narrower than 32 bits in fp32 (exact).
-  const DType vd = sema::is_float(input.elem.dtype) && sema::bits(input.elem.dtype) < 32 ? DType::FP32 : input.elem.dtype;
+  const DType vd =
+      sema::is_float(input.elem.dtype) && sema::bits(input.elem.dtype) < 32 ? DType::FP32 : input.elem.dtype;
   const Tile x = cast(input, ElemType{vd, false});
   const Layout l = layout(x.shape);
   llvm::Type *vt = type_of(vd), *it = b_.getInt32Ty();
@@ -158,8 +159,9 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
   // (b, ib) replaces (a, ia) where b is better, or as good at a smaller index.
   auto better = [&](llvm::Value *a, llvm::Value *ia, llvm::Value *bv, llvm::Value *ib) {
     using P = llvm::CmpInst::Predicate;
-    llvm::Value *gt = b_.CreateCmp(fp ? (max ? P::FCMP_OGT : P::FCMP_OLT)
-                                      : max ? (sign ? P::ICMP_SGT : P::ICMP_UGT) : (sign ? P::ICMP_SLT : P::ICMP_ULT),
+    llvm::Value *gt = b_.CreateCmp(fp    ? (max ? P::FCMP_OGT : P::FCMP_OLT)
+                                   : max ? (sign ? P::ICMP_SGT : P::ICMP_UGT)
+                                         : (sign ? P::ICMP_SLT : P::ICMP_ULT),
                                    bv, a);
     llvm::Value *eq = fp ? b_.CreateFCmpOEQ(bv, a) : b_.CreateICmpEQ(bv, a);
     return b_.CreateOr(gt, b_.CreateAnd(eq, b_.CreateICmpULT(ib, ia)));
@@ -178,7 +180,7 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
       if (llvm::Value *own = owns(l, r)) v = b_.CreateSelect(own, v, identity(worst_op, vd));
       step(acc, idx, v, i);
     }
-    for (int m = 16; m >= 1; m /= 2) step(acc, idx, shuffle_xor(acc, m, vd), shuffle_xor(idx, m, DType::Int32));
+    for (int m = 16; m >= 1; m /= 2) step(acc, idx, shuffle_xor(acc, m), shuffle_xor(idx, m));
     const int warps = static_cast<int>(threads_ / 32);
     if (warps > 1) {
       const int64_t bytes = warps * (vbytes + 4);
@@ -189,7 +191,8 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
       guarded(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] {
         b_.CreateStore(a, shared(b_.CreateMul(warp, b_.getInt32(static_cast<uint32_t>(vbytes))), bytes));
         b_.CreateStore(ia, shared(b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(warps * vbytes)),
-                                               b_.CreateMul(warp, b_.getInt32(4))), bytes));
+                                               b_.CreateMul(warp, b_.getInt32(4))),
+                                  bytes));
       });
       barrier();
       for (int w = 0; w < warps; ++w) {
@@ -223,16 +226,15 @@ Tile Emitter::arg_reduce(const Tile &input, std::optional<int> axis, bool max) {
   Tile result{ElemType{DType::Int32, false}, shape, {}, Pattern::Unknown};
   for (int64_t r = 0; r < lr.regs(); ++r) {
     llvm::Value *e = element_index(lr, r);
-    llvm::Value *first =
-        b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(e, b_.getInt32(static_cast<uint32_t>(inner))),
-                                  b_.getInt32(static_cast<uint32_t>(extent * inner))),
-                     b_.CreateURem(e, b_.getInt32(static_cast<uint32_t>(inner))));
+    llvm::Value *first = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(e, b_.getInt32(static_cast<uint32_t>(inner))),
+                                                   b_.getInt32(static_cast<uint32_t>(extent * inner))),
+                                      b_.CreateURem(e, b_.getInt32(static_cast<uint32_t>(inner))));
     // Unrolled: LLVM keeps what it can in registers; the extent is a block size.
     llvm::Value *acc = nullptr, *idx = nullptr;
     for (int64_t k = 0; k < extent; ++k) {
       llvm::Value *off = b_.CreateAdd(first, b_.getInt32(static_cast<uint32_t>(k * inner)));
-      llvm::Value *v = b_.CreateLoad(vt, shared(b_.CreateMul(off, b_.getInt32(static_cast<uint32_t>(vbytes))),
-                                                l.numel * vbytes));
+      llvm::Value *v =
+          b_.CreateLoad(vt, shared(b_.CreateMul(off, b_.getInt32(static_cast<uint32_t>(vbytes))), l.numel * vbytes));
       if (k == 0) {
         acc = v;
         idx = b_.getInt32(0);

@@ -76,7 +76,8 @@ TEST(Codegen, VectorAddLoadsAndStoresVectorsOfSixteenBytes) {
                           "    x = tl.load(x_ptr + offs, mask=mask)\n"
                           "    y = tl.load(y_ptr + offs, mask=mask)\n"
                           "    tl.store(out_ptr + offs, x + y, mask=mask)\n";
-  const std::string ptx = ptx_of("add", src, {"add", {"BLOCK=1024"}, {"x_ptr=*fp32", "y_ptr=*fp32", "out_ptr=*fp32", "n=i32"}});
+  const std::string ptx =
+      ptx_of("add", src, {"add", {"BLOCK=1024"}, {"x_ptr=*fp32", "y_ptr=*fp32", "out_ptr=*fp32", "n=i32"}});
   EXPECT_TRUE(has(ptx, ".entry add(")) << ptx;
   EXPECT_TRUE(has(ptx, ".maxntid 128, 1, 1")) << ptx;
   EXPECT_TRUE(has(ptx, "ld.global.v4.f32")) << ptx;
@@ -292,17 +293,30 @@ TEST(Codegen, EveryInScopeTestKernelCompiles) {
     std::vector<std::string> defines, types;
   };
   const std::vector<Case> cases = {
-      {"tests/kernels/vector_add.py", "add_kernel", {"BLOCK_SIZE=1024"}, {"x_ptr=*fp16", "y_ptr=*fp16", "out_ptr=*fp16", "n_elements=i32"}},
-      {"tests/kernels/softmax.py", "softmax_kernel", {"BLOCK_SIZE=1024"},
+      {"tests/kernels/vector_add.py",
+       "add_kernel",
+       {"BLOCK_SIZE=1024"},
+       {"x_ptr=*fp16", "y_ptr=*fp16", "out_ptr=*fp16", "n_elements=i32"}},
+      {"tests/kernels/softmax.py",
+       "softmax_kernel",
+       {"BLOCK_SIZE=1024"},
        {"out_ptr=*bf16", "in_ptr=*bf16", "in_row_stride=i32", "out_row_stride=i32", "n_cols=i32"}},
-      {"tests/kernels/cross_entropy.py", "cross_entropy_kernel", {"BLOCK_SIZE=1024"},
+      {"tests/kernels/cross_entropy.py",
+       "cross_entropy_kernel",
+       {"BLOCK_SIZE=1024"},
        {"logits_ptr=*fp32", "targets_ptr=*i64", "loss_ptr=*fp32", "stride=i32", "n_cols=i32"}},
-      {"tests/kernels/rms_norm.py", "rms_norm_fwd_kernel", {"BLOCK_SIZE=4096"},
+      {"tests/kernels/rms_norm.py",
+       "rms_norm_fwd_kernel",
+       {"BLOCK_SIZE=4096"},
        {"X=*fp16", "W=*fp16", "Y=*fp16", "Rstd=*fp32", "stride_x_row=i32", "stride_y_row=i32", "N=i32", "eps=fp32"}},
-      {"tests/kernels/layer_norm.py", "layer_norm_fwd_kernel", {"BLOCK_SIZE=1024"},
+      {"tests/kernels/layer_norm.py",
+       "layer_norm_fwd_kernel",
+       {"BLOCK_SIZE=1024"},
        {"X=*fp32", "Y=*fp32", "W=*fp32", "B=*fp32", "Mean=*fp32", "Rstd=*fp32", "stride_x_row=i32", "stride_y_row=i32",
         "N=i32", "eps=fp32"}},
-      {"tests/kernels/runtime_if.py", "scaled_act_kernel", {"BLOCK_SIZE=256"},
+      {"tests/kernels/runtime_if.py",
+       "scaled_act_kernel",
+       {"BLOCK_SIZE=256"},
        {"x_ptr=*fp32", "out_ptr=*fp32", "n_elements=i32", "mode=i32", "scale=fp32"}},
   };
   for (const Case &c : cases) {
@@ -340,7 +354,8 @@ TEST(CodegenErrors, UnsupportedConstructsAreLocated) {
       {"    tl.atomic_max(X + offs, x)\n", "'tl.atomic_max' is not supported by the PTX backend yet"},
       {"    tl.store(X + offs, tl.cumsum(x, 0))\n", "'tl.cumsum' is not supported by the PTX backend yet"},
       {"    tl.store(X + offs, tl.cumsum(x, 0) + tl.flip(x, 0))\n", "is not supported by the PTX backend yet"},
-      {"    tl.store(X + offs, tl.trans(x[:, None]).reshape(16))\n", "'tl.trans' is not supported by the PTX backend yet"},
+      {"    tl.store(X + offs, tl.trans(x[:, None]).reshape(16))\n",
+       "'tl.trans' is not supported by the PTX backend yet"},
   };
   for (const Case &c : cases) {
     const std::string src = std::string(kHeader) +
@@ -400,7 +415,8 @@ TEST(CodegenErrors, ParametersWithoutTypesOrValuesAreNamed) {
   Outcome o = compile_text(src, {"k", {}, {"X=*fp32"}});
   ASSERT_FALSE(o.ok);
   EXPECT_TRUE(has(o.errors, "kernel.py:6:10: error: parameter 'n' needs a type to compile: --arg n=TYPE")) << o.errors;
-  EXPECT_TRUE(has(o.errors, "kernel.py:6:13: error: tl.constexpr parameter 'BLOCK' needs a value to compile: -D BLOCK="))
+  EXPECT_TRUE(
+      has(o.errors, "kernel.py:6:13: error: tl.constexpr parameter 'BLOCK' needs a value to compile: -D BLOCK="))
       << o.errors;
 }
 

@@ -19,10 +19,10 @@ TEST(RunnerBuffers, SeededFillsAreTheInterpretersInputs) {
       "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef nop(A, B, C, D, E):\n    pass\n", "nop.py");
   ASSERT_TRUE(file) << file.error().render();
   const std::vector<std::pair<std::string, std::string>> specs = {{"fp32", "fp32[3,50]"},
-                                                                   {"fp16", "fp16[100]:uniform(-4,4)"},
-                                                                   {"bf16", "bf16[7,9]"},
-                                                                   {"i64", "int64[64]:uniform(0,781)"},
-                                                                   {"fp32", "fp32[5]:ones"}};
+                                                                  {"fp16", "fp16[100]:uniform(-4,4)"},
+                                                                  {"bf16", "bf16[7,9]"},
+                                                                  {"i64", "int64[64]:uniform(0,781)"},
+                                                                  {"fp32", "fp32[5]:ones"}};
   tgrad::LaunchRequest request;
   request.kernel = "nop";
   request.grid = "1";
@@ -44,7 +44,8 @@ TEST(RunnerBuffers, SeededFillsAreTheInterpretersInputs) {
 TEST(RunnerBuffers, NpyRoundTrip) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   for (const char *type : {"fp32", "fp16", "bf16", "i32"}) {
-    tgrad::runner::Buffer b = tgrad::runner::make_buffer("X", type, std::string(type == std::string("i32") ? "int32" : type) + "[4,6]:uniform(-3,3)", 1, 0);
+    tgrad::runner::Buffer b = tgrad::runner::make_buffer(
+        "X", type, std::string(type == std::string("i32") ? "int32" : type) + "[4,6]:uniform(-3,3)", 1, 0);
     tgrad::runner::save(b, dir);
     tgrad::runner::Buffer back = tgrad::runner::make_buffer("X", type, dir + "/X.npy", 0, 0);
     ASSERT_EQ(back.shape, b.shape) << type;

@@ -63,10 +63,9 @@ struct ElemInfo {
 };
 ElemInfo elem_info(const std::string &t) {
   static const std::map<std::string, ElemInfo> info = {
-      {"fp32", {4, "<f4"}}, {"fp16", {2, "<f2"}}, {"bf16", {2, "<f4"}}, {"fp64", {8, "<f8"}},
-      {"i32", {4, "<i4"}},  {"i64", {8, "<i8"}},  {"i16", {2, "<i2"}},  {"i8", {1, "|i1"}},
-      {"u8", {1, "|u1"}},   {"u16", {2, "<u2"}},  {"u32", {4, "<u4"}},  {"u64", {8, "<u8"}},
-      {"i1", {1, "|b1"}}};
+      {"fp32", {4, "<f4"}}, {"fp16", {2, "<f2"}}, {"bf16", {2, "<f4"}}, {"fp64", {8, "<f8"}}, {"i32", {4, "<i4"}},
+      {"i64", {8, "<i8"}},  {"i16", {2, "<i2"}},  {"i8", {1, "|i1"}},   {"u8", {1, "|u1"}},   {"u16", {2, "<u2"}},
+      {"u32", {4, "<u4"}},  {"u64", {8, "<u8"}},  {"i1", {1, "|b1"}}};
   auto it = info.find(t);
   if (it == info.end()) die("buffers of type '" + t + "' are not supported by the runner");
   return it->second;
@@ -76,24 +75,36 @@ ElemInfo elem_info(const std::string &t) {
 void put(std::vector<unsigned char> &data, int64_t k, const std::string &t, double v) {
   unsigned char *p = data.data() + k * elem_info(t).bytes;
   auto store = [&](auto x) { std::memcpy(p, &x, sizeof x); };
-  if (t == "fp32") store(static_cast<float>(v));
-  else if (t == "fp64") store(v);
-  else if (t == "fp16") store(to_fp16(static_cast<float>(v)));
-  else if (t == "bf16") store(to_bf16(static_cast<float>(v)));
-  else if (t == "i32") store(static_cast<int32_t>(v));
-  else if (t == "i64") store(static_cast<int64_t>(v));
-  else if (t == "i16") store(static_cast<int16_t>(v));
-  else if (t == "i8") store(static_cast<int8_t>(v));
-  else if (t == "u8" || t == "i1") store(static_cast<uint8_t>(v));
-  else if (t == "u16") store(static_cast<uint16_t>(v));
-  else if (t == "u32") store(static_cast<uint32_t>(v));
-  else store(static_cast<uint64_t>(v));
+  if (t == "fp32")
+    store(static_cast<float>(v));
+  else if (t == "fp64")
+    store(v);
+  else if (t == "fp16")
+    store(to_fp16(static_cast<float>(v)));
+  else if (t == "bf16")
+    store(to_bf16(static_cast<float>(v)));
+  else if (t == "i32")
+    store(static_cast<int32_t>(v));
+  else if (t == "i64")
+    store(static_cast<int64_t>(v));
+  else if (t == "i16")
+    store(static_cast<int16_t>(v));
+  else if (t == "i8")
+    store(static_cast<int8_t>(v));
+  else if (t == "u8" || t == "i1")
+    store(static_cast<uint8_t>(v));
+  else if (t == "u16")
+    store(static_cast<uint16_t>(v));
+  else if (t == "u32")
+    store(static_cast<uint32_t>(v));
+  else
+    store(static_cast<uint64_t>(v));
 }
 
 // `tgrad run`'s dtype names ("int32") as the sidecar's ("i32").
 std::string sidecar_dtype(const std::string &d) {
-  static const std::map<std::string, std::string> names = {{"int1", "i1"},   {"int8", "i8"},   {"int16", "i16"},
-                                                           {"int32", "i32"}, {"int64", "i64"}, {"uint8", "u8"},
+  static const std::map<std::string, std::string> names = {{"int1", "i1"},    {"int8", "i8"},    {"int16", "i16"},
+                                                           {"int32", "i32"},  {"int64", "i64"},  {"uint8", "u8"},
                                                            {"uint16", "u16"}, {"uint32", "u32"}, {"uint64", "u64"}};
   auto it = names.find(d);
   return it == names.end() ? d : it->second;
@@ -132,7 +143,8 @@ Buffer make_buffer(const std::string &name, const std::string &type, const std::
     return b;
   }
   const size_t open = spec.find('['), close = spec.find(']');
-  if (open == std::string::npos || close == std::string::npos) die(name + ": '" + spec + "' is neither a .npy file nor DTYPE[shape]");
+  if (open == std::string::npos || close == std::string::npos)
+    die(name + ": '" + spec + "' is neither a .npy file nor DTYPE[shape]");
   if (sidecar_dtype(spec.substr(0, open)) != type)
     die(name + ": the kernel takes *" + type + ", not " + spec.substr(0, open));
   std::stringstream dims(spec.substr(open + 1, close - open - 1));
@@ -144,9 +156,12 @@ Buffer make_buffer(const std::string &name, const std::string &type, const std::
   }
   std::string fill = close + 1 < spec.size() ? spec.substr(close + 2) : "uniform(-1,1)";
   double lo = -1, hi = 1;
-  if (fill == "zeros") lo = hi = 0;
-  else if (fill == "ones") lo = hi = 1;
-  else if (std::sscanf(fill.c_str(), "uniform(%lf,%lf)", &lo, &hi) != 2) die(name + ": unknown fill '" + fill + "'");
+  if (fill == "zeros")
+    lo = hi = 0;
+  else if (fill == "ones")
+    lo = hi = 1;
+  else if (std::sscanf(fill.c_str(), "uniform(%lf,%lf)", &lo, &hi) != 2)
+    die(name + ": unknown fill '" + fill + "'");
   b.host.resize(static_cast<size_t>(n * elem_info(type).bytes));
   if (lo == hi) {
     for (int64_t k = 0; k < n; ++k) put(b.host, k, type, lo);

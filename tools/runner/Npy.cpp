@@ -22,9 +22,7 @@ std::string field(const std::string &header, const std::string &key) {
   return header.substr(k, end - k);
 }
 
-int64_t item_size(const std::string &descr) {
-  return descr.size() >= 3 ? std::stoll(descr.substr(2)) : 0;
-}
+int64_t item_size(const std::string &descr) { return descr.size() >= 3 ? std::stoll(descr.substr(2)) : 0; }
 
 }  // namespace
 

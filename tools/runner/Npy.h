@@ -9,7 +9,7 @@
 namespace tgrad::runner {
 
 struct NpyArray {
-  std::string descr;             // "<f4", "<f2", "<i4", "<i8", "|b1", "<f8", ...
+  std::string descr;  // "<f4", "<f2", "<i4", "<i8", "|b1", "<f8", ...
   std::vector<int64_t> shape;
   std::vector<unsigned char> data;
   int64_t numel() const {

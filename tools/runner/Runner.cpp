@@ -131,11 +131,20 @@ int main(int argc, char **argv) {
     } else {
       std::vector<unsigned char> bytes(8);
       const std::string &v = it->second;
-      if (type == "i32") { int32_t x = static_cast<int32_t>(std::stoll(v)); std::memcpy(bytes.data(), &x, 4); }
-      else if (type == "i64") { int64_t x = std::stoll(v); std::memcpy(bytes.data(), &x, 8); }
-      else if (type == "fp32") { float x = std::stof(v); std::memcpy(bytes.data(), &x, 4); }
-      else if (type == "fp64") { double x = std::stod(v); std::memcpy(bytes.data(), &x, 8); }
-      else die("scalars of type '" + type + "' are not supported by the runner");
+      if (type == "i32") {
+        int32_t x = static_cast<int32_t>(std::stoll(v));
+        std::memcpy(bytes.data(), &x, 4);
+      } else if (type == "i64") {
+        int64_t x = std::stoll(v);
+        std::memcpy(bytes.data(), &x, 8);
+      } else if (type == "fp32") {
+        float x = std::stof(v);
+        std::memcpy(bytes.data(), &x, 4);
+      } else if (type == "fp64") {
+        double x = std::stod(v);
+        std::memcpy(bytes.data(), &x, 8);
+      } else
+        die("scalars of type '" + type + "' are not supported by the runner");
       scalars.push_back(bytes);
       params.push_back(scalars.back().data());
     }
@@ -169,8 +178,8 @@ int main(int argc, char **argv) {
       ms.push_back(t / static_cast<float>(std::max(batch, 1)));
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("{\"kernel\": \"%s\", \"launches\": %d, \"median_ms\": %.6f, \"min_ms\": %.6f}\n", kernel.c_str(), bench,
-                ms[ms.size() / 2], ms[0]);
+    std::printf("{\"kernel\": \"%s\", \"launches\": %d, \"median_ms\": %.6f, \"min_ms\": %.6f}\n", kernel.c_str(),
+                bench, ms[ms.size() / 2], ms[0]);
   }
   for (Buffer &b : buffers) cuMemFree(b.device);
   cuModuleUnload(module);

@@ -26,15 +26,15 @@ struct CompileRequest {
   // Every other parameter's type, NAME=TYPE in Triton's signature notation
   // (`--arg`): `*fp32` a pointer, `i32` / `i64` / `fp32` a scalar.
   std::vector<std::string> types = {};
-  int num_warps = 4;             // a power of two, 1 to 32: the CTA has num_warps*32 threads
-  std::string emit = "ptx";      // "ptx" or "llvm" (the optimized LLVM IR)
+  int num_warps = 4;         // a power of two, 1 to 32: the CTA has num_warps*32 threads
+  std::string emit = "ptx";  // "ptx" or "llvm" (the optimized LLVM IR)
   std::string arch = "sm_90";
 };
 
 struct CompiledKernel {
   std::string name;
-  std::string text;           // PTX or LLVM IR
-  int64_t shared_bytes = 0;   // dynamic shared memory a launch gives
+  std::string text;          // PTX or LLVM IR
+  int64_t shared_bytes = 0;  // dynamic shared memory a launch gives
   // {"kernel", "params": [{"name", "type"}...] (the entry's parameters, in
   // order: tl.constexpr ones are compiled in), "num_warps",
   // "threads_per_cta", "shared_bytes", "arch"}.
