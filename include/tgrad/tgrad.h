@@ -11,6 +11,7 @@
 //              torch_module(op_namespace)
 //   run        run(file, LaunchRequest), write_npy(...)     tgrad/api/Run.h
 //   check      check_gradient(file, CheckRequest)           tgrad/api/Check.h
+//   compile    compile(file, CompileRequest): PTX + sidecar  tgrad/api/Compile.h
 //
 // Errors are values (tgrad/api/Result.h): each call returns a Result<T> or a
 // Status, whose Error is either a request that does not fit (kind Request)
@@ -33,6 +34,7 @@
 
 #include "tgrad/api/Allocator.h"
 #include "tgrad/api/Check.h"
+#include "tgrad/api/Compile.h"
 #include "tgrad/api/Gradient.h"
 #include "tgrad/api/KernelFile.h"
 #include "tgrad/api/Result.h"

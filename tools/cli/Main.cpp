@@ -7,6 +7,7 @@
 //   tgrad FILE --wrt ...             the backward (--emit python|json|torch)
 //   tgrad run FILE ...               run a kernel (or a tile function) in the interpreter
 //   tgrad check FILE ... --wrt ...   the gradient check against finite differences
+//   tgrad compile FILE --kernel ...  PTX (or LLVM IR) and its JSON sidecar
 //
 // Exit status: 0 on success, 1 for errors in the input (including errors the
 // kernel hits while it runs), 2 for misuse of the command line.
@@ -47,6 +48,7 @@ struct Options {
   bool explain = false;
   bool deterministic = false;
   std::vector<std::string> include_dirs;  // -I: where imported modules of the user's are looked for
+  int num_warps = 4;                      // --emit ptx|llvm
 };
 
 // `tgrad run` and `tgrad check`.
@@ -129,6 +131,8 @@ std::string op_namespace(const Options &opts) {
   return tgrad::op_namespace_for(!opts.output.empty() && opts.output != "-" ? opts.output : opts.input);
 }
 
+bool ensure_dir(const std::string &dir, std::string &error);
+
 int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::string &function) {
   tgrad::GradientRequest request;
   request.function = function;
@@ -142,6 +146,30 @@ int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::strin
   if (!grad) return failed(grad.error(), file);
   print_diagnostics(file.diagnostics());
   if (opts.emit == "json") return write_output(opts.output, grad->launch_protocol()) ? 0 : kExitInputError;
+  if (opts.emit == "ptx" || opts.emit == "llvm") {
+    // Every backward kernel, compiled: DIR/KERNEL.ptx (or .ll) and DIR/KERNEL.json.
+    if (opts.output == "-") return usage_error("--emit " + opts.emit + " with --wrt writes one file per kernel: give -o DIR");
+    std::string error;
+    if (!ensure_dir(opts.output, error)) return usage_error(error);
+    tgrad::CompileRequest compile_request;
+    compile_request.types = opts.arg_types;
+    compile_request.defines = opts.defines;
+    compile_request.num_warps = opts.num_warps;
+    compile_request.emit = opts.emit;
+    tgrad::Result<std::vector<tgrad::CompiledKernel>> kernels = tgrad::compile_backward(*grad, compile_request);
+    if (!kernels) {
+      if (kernels.error().kind == tgrad::Error::Kind::Request) return usage_error(kernels.error().message);
+      std::cerr << kernels.error().render();
+      return kExitInputError;
+    }
+    for (const tgrad::CompiledKernel &k : *kernels) {
+      const std::string stem = opts.output + "/" + k.name;
+      if (!write_output(stem + (opts.emit == "ptx" ? ".ptx" : ".ll"), k.text) ||
+          !write_output(stem + ".json", k.metadata_json))
+        return kExitInputError;
+    }
+    return 0;
+  }
   if (opts.emit == "torch") {
     tgrad::Result<std::string> module = grad->torch_module(op_namespace(opts));
     if (!module) {
@@ -166,6 +194,8 @@ int run_front_end(const Options &opts) {
     if (!found) return usage_error(found.error().message);
     selected = *found;
   }
+  if (opts.wrt.empty() && (opts.emit == "ptx" || opts.emit == "llvm"))
+    return usage_error("--emit " + opts.emit + " compiles a backward: add --wrt (a forward kernel: tgrad compile)");
   if (!opts.wrt.empty() && opts.emit == "source")
     return usage_error("--emit source prints the forward's jit code; with --wrt use --emit python or --emit json");
   if (opts.wrt.empty() && !opts.no_grad.empty()) return usage_error("--no-grad names outputs of a backward: add --wrt");
@@ -302,6 +332,34 @@ int run_check(const RunOptions &o) {
                      request.rtol);
 }
 
+// `tgrad compile`.
+struct CompileOptions {
+  std::string input;
+  tgrad::CompileRequest request;
+  std::string output = "-";
+  std::string json;  // the sidecar; by default beside -o
+  std::vector<std::string> include_dirs;
+};
+
+// OUT with its extension replaced by .json (out.ptx -> out.json).
+std::string sidecar_path(const std::string &output) {
+  namespace fs = std::filesystem;
+  return fs::path(output).replace_extension(".json").string();
+}
+
+int run_compile(const CompileOptions &o) {
+  std::optional<tgrad::KernelFile> file = load(o.input, o.include_dirs);
+  if (!file) return kExitInputError;
+  tgrad::Result<tgrad::CompiledKernel> compiled = tgrad::compile(*file, o.request);
+  if (!compiled) return failed(compiled.error(), *file);
+  print_diagnostics(file->diagnostics());
+  if (!write_output(o.output, compiled->text)) return kExitInputError;
+  std::string json = o.json;
+  if (json.empty() && o.output != "-") json = sidecar_path(o.output);
+  if (!json.empty() && !write_output(json, compiled->metadata_json)) return kExitInputError;
+  return 0;
+}
+
 void add_launch_options(CLI::App *cmd, RunOptions &o) {
   cmd->add_option("FILE", o.input, "Python file with @triton.jit functions ('-' for standard input)")->required();
   cmd->add_option("--kernel", o.launch.kernel, "The kernel to launch over --grid");
@@ -331,8 +389,8 @@ int main(int argc, char **argv) {
   app.add_option("--emit", opts.emit,
                  "What to print: 'source' (the jit code printed back as Python); with --wrt, 'python' (the backward, the "
                  "default), 'json' (its launch protocol) or 'torch' (a Python module: the kernel as a PyTorch op with "
-                 "autograd)")
-      ->check(CLI::IsMember({"source", "python", "json", "torch"}))
+                 "autograd), 'ptx' or 'llvm' (every backward kernel compiled: -o DIR gets KERNEL.ptx and KERNEL.json)")
+      ->check(CLI::IsMember({"source", "python", "json", "torch", "ptx", "llvm"}))
       ->excludes(dump);
   app.add_option("--fn,--kernel", opts.function, "Only this jit function (a tile function or a kernel)");
   app.add_flag("--explain", opts.explain, "With --wrt: say how each load's gradient is written (store or atomic) and why");
@@ -340,6 +398,7 @@ int main(int argc, char **argv) {
                "With --wrt: prefer backwards whose gradients are bitwise identical run to run (a prologue kernel "
                "saves what owner-computes kernels would otherwise leave to atomics); may be slower");
   app.add_option("-o,--output", opts.output, "Write the output to this file ('-' for standard output)");
+  app.add_option("--num-warps", opts.num_warps, "With --wrt --emit ptx: warps per program of the backward (default 4)");
   bool no_warnings = false;
   app.add_flag("-w,--no-warnings", no_warnings, "Print no warnings (errors still), as a C compiler's -w");
   app.add_option("--wrt", opts.wrt, "Print the backward of --fn with respect to these parameters (indices or names)");
@@ -370,6 +429,23 @@ int main(int argc, char **argv) {
                   "Check the backward `tgrad FILE --wrt ... --deterministic` prints");
   check->add_option("--no-grad", check_opts.no_grad, "Kernels: outputs that carry no upstream gradient")->delimiter(',');
 
+  CompileOptions compile_opts;
+  CLI::App *compile = app.add_subcommand("compile", "Compile a kernel to PTX (or LLVM IR) with tgrad's NVPTX backend");
+  compile->add_option("FILE", compile_opts.input, "Python file with @triton.jit functions ('-' for standard input)")
+      ->required();
+  compile->add_option("--kernel", compile_opts.request.kernel, "The kernel to compile")->required();
+  compile->add_option("-D", compile_opts.request.defines, "A tl.constexpr value NAME=VALUE (every one without a default)");
+  compile->add_option("--arg", compile_opts.request.types,
+                      "A parameter's type NAME=TYPE (*fp32 a pointer, i32, i64 or fp32 a scalar): every runtime parameter");
+  compile->add_option("--num-warps", compile_opts.request.num_warps, "Warps per program (default 4)");
+  compile->add_option("--emit", compile_opts.request.emit, "'ptx' (the default) or 'llvm' (the optimized LLVM IR)")
+      ->check(CLI::IsMember({"ptx", "llvm"}));
+  compile->add_option("-o,--output", compile_opts.output, "Write the PTX to this file ('-' for standard output)");
+  compile->add_option("--json", compile_opts.json,
+                      "Write the sidecar (kernel, parameters, num_warps, shared memory) here (default: -o's path with "
+                      "the extension .json)");
+  compile->add_option("-I", compile_opts.include_dirs, "A directory where imported modules are looked for");
+
   {
     // The command recorded in generated files: without -o PATH, which says
     // where the output went, not what it is, nor -w, which says what is
@@ -399,6 +475,7 @@ int main(int argc, char **argv) {
   show_warnings = !no_warnings;
   if (run->parsed()) return run_interpreter(run_opts);
   if (check->parsed()) return run_check(check_opts);
+  if (compile->parsed()) return run_compile(compile_opts);
   if (opts.input.empty()) return usage_error("no input file");
   if (!opts.dump_ast && opts.emit.empty() && opts.wrt.empty())
     return usage_error("nothing to do: give --wrt (the backward), --dump-ast or --emit source, or use 'tgrad run'");

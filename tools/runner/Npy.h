@@ -1,0 +1,26 @@
+// NumPy .npy files (format 1.0/2.0, little-endian, C order) for the runner:
+// the element bytes and what they are, no conversion.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tgrad::runner {
+
+struct NpyArray {
+  std::string descr;  // "<f4", "<f2", "<i4", "<i8", "|b1", "<f8", ...
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> data;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// False with `error` set where the file cannot be read or is not a C-order array.
+bool read_npy(const std::string &path, NpyArray &out, std::string &error);
+bool write_npy(const std::string &path, const NpyArray &array, std::string &error);
+
+}  // namespace tgrad::runner
