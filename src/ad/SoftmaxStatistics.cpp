@@ -1,5 +1,6 @@
 #include "src/ad/SoftmaxStatistics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -78,6 +79,20 @@ int infinity_sign(const Expr &e) {
   if (text->value == "-inf") return -1;
   return 0;
 }
+
+// One loop's online softmax: the names of its parts in A-normal form (SoftmaxStatistics.h).
+struct LoopMatch {
+  For *loop = nullptr;
+  std::string m_name, m_init, mij, mcol, d, dm, alpha, scores, alpha_col;
+  Assign *mij_def = nullptr;
+  std::vector<std::string> chain;  // the end-of-body copies from m_ij to m
+  int base = 0;                    // 2: exp2 and log2; 1: exp and log
+  std::string l_name, l_init, l_updated, l_scaled;
+  ExprPtr l_term;
+  bool has_acc = false;
+  std::string acc_name, acc_init, acc_updated, acc_scaled;
+  ExprPtr acc_term;
+};
 
 class Rewriter {
  public:
@@ -293,15 +308,12 @@ class Rewriter {
     }
   }
 
-  std::optional<SoftmaxStatistics> try_loop(size_t loop_at, For &f) {
-    StmtList &body = anf_.fn->body;
+  // One loop's online softmax, its running max `m` (see the header): the names of its parts.
+  std::optional<LoopMatch> match_loop(For &f, const LoopCarried &m) {
     std::vector<LoopCarried> &carried = anf_.carried.at(&f);
     std::map<std::string, int> in_loop;
     count_reads(f.body, in_loop);
     auto read_in_loop = [&](const std::string &n) { return in_loop.count(n) ? in_loop.at(n) : 0; };
-
-    // The running max m: carried, its outgoing value m_ij = tl.maximum(m, tl.max(S, 1)).
-    for (const LoopCarried &m : carried) {
       const Assign *copy = top_level_assignment(f.body, m.name);
       std::vector<std::string> chain;  // the end-of-body copies from m_ij to m
       const Name *next = copy ? as_name(copy->value.get()) : nullptr;
@@ -321,7 +333,7 @@ class Rewriter {
       // forward, tl.maximum(m, tl.max(qk, 1) * qk_scale) in the Triton tutorial's. How it is chosen matters
       // only for overflow: the sums telescope to exp(S_j - m_final) whatever it is.
       Assign *mij_def = def(mij);
-      if (mij.empty() || !mij_def || top_level_assignment(f.body, mij) != mij_def) continue;
+      if (mij.empty() || !mij_def || top_level_assignment(f.body, mij) != mij_def) return std::nullopt;
       // In the body: d = S - m_ij[:, None]; p = EXP(d); dm = m - m_ij; alpha = EXP(dm).
       std::string mcol, d, p, dm, alpha, scores;
       int base = 0;
@@ -348,7 +360,7 @@ class Rewriter {
         if (!d.empty() && x == d) p = n;
         if (!dm.empty() && x == dm) alpha = n;
       }
-      if (!clean || p.empty() || alpha.empty()) continue;
+      if (!clean || p.empty() || alpha.empty()) return std::nullopt;
 
       // The rescaled sums: l (term tl.sum(p, 1)) and acc (term tl.dot(p or p.to(...), v)), scaled by alpha.
       InversionContext ic;
@@ -400,9 +412,7 @@ class Rewriter {
         alpha_col = u.scale;
         p_cast = cast;
       }
-      // The running max starts at -inf, so the forward's first rescaling (alpha = 0) drops the
-      // sums' initial values: the rewritten loop starts them at 0.
-      if (!l || !minus_infinity(m.init)) continue;
+      if (!l) return std::nullopt;
       // Every intermediate is read only where the pattern reads it.
       const int alpha_reads = 1 + (acc ? 1 : 0);
       std::set<std::string> mij_reads;
@@ -410,25 +420,177 @@ class Rewriter {
       if (read_in_loop(m.name) != 1 + static_cast<int>(mij_reads.count(m.name)) || read_in_loop(mij) != 3 ||
           read_in_loop(mcol) != 1 || read_in_loop(d) != 1 || read_in_loop(dm) != 1 || read_in_loop(alpha) != alpha_reads ||
           read_in_loop(p) != 1 + (acc ? 1 : 0))
-        continue;
+        return std::nullopt;
       const sema::SType *scores_type = context_.type_of(scores);
-      if (!scores_type || scores_type->shape.size() != 2) continue;
+      if (!scores_type || scores_type->shape.size() != 2) return std::nullopt;
       for (size_t k = 0; k + 1 < chain.size(); ++k)  // the copies between m_ij and m, each read by the next
         if (read_in_loop(chain[k]) != 1) clean = false;
-      if (!clean) continue;
+      if (!clean) return std::nullopt;
+
+
+    LoopMatch r;
+    r.loop = &f;
+    r.m_name = m.name;
+    r.m_init = m.init;
+    r.mij = mij;
+    r.mij_def = mij_def;
+    r.chain = chain;
+    r.mcol = mcol;
+    r.d = d;
+    r.dm = dm;
+    r.alpha = alpha;
+    r.scores = scores;
+    r.base = base;
+    r.l_name = l->carried;
+    r.l_updated = l->updated;
+    r.l_scaled = l->scaled;
+    r.l_term = clone(*l->term);
+    for (const LoopCarried &c : carried) {
+      if (c.name == l->carried) r.l_init = c.init;
+      if (acc && c.name == acc->carried) r.acc_init = c.init;
+    }
+    if (acc) {
+      r.has_acc = true;
+      r.acc_name = acc->carried;
+      r.acc_updated = acc->updated;
+      r.acc_scaled = acc->scaled;
+      r.acc_term = clone(*acc->term);
+      r.alpha_col = alpha_col;
+    }
+    if (r.l_init.empty() || (acc && r.acc_init.empty())) return std::nullopt;
+    return r;
+  }
+
+  // Names a copy chain `y = x` among body[from, to) carries `x` into, x included; nullopt where some other
+  // statement after body[from - 1] reads one of them (the value goes elsewhere than the next loop's entry).
+  std::optional<std::set<std::string>> copies_between(const std::string &x, size_t from, size_t to) const {
+    const StmtList &body = anf_.fn->body;
+    std::set<std::string> names = {x};
+    for (size_t k = from; k < to; ++k) {
+      auto *a = dyn_cast<Assign>(body[k].get());
+      const Name *src = a ? as_name(a->value.get()) : nullptr;
+      const std::string y = a ? assigned_name(*a) : "";
+      if (src && names.count(src->id) && !y.empty() && def(y) == a) names.insert(y);
+    }
+    for (size_t k = from; k < body.size(); ++k) {
+      std::set<std::string> r;
+      deep_reads(*body[k], r);
+      if (std::none_of(r.begin(), r.end(), [&](const std::string &n) { return names.count(n) > 0; })) continue;
+      auto *a = dyn_cast<Assign>(body[k].get());
+      if (k >= to || !a || !as_name(a->value.get())) return std::nullopt;
+    }
+    return names;
+  }
+
+  static size_t index_of(const StmtList &block, const Stmt *s) {
+    for (size_t k = 0; k < block.size(); ++k)
+      if (block[k].get() == s) return k;
+    return std::string::npos;
+  }
+
+  // Rewrites one loop of the chain: p against the statistic, the sums without rescaling, no running max.
+  void rewrite_loop(LoopMatch &L, const std::string &stat_col) {
+    For &f = *L.loop;
+    def(L.d)->value = binary(BinaryOpKind::Sub, name(L.scores), name(stat_col));
+    def(L.l_updated)->value = binary(BinaryOpKind::Add, name(L.l_name), std::move(L.l_term));
+    if (L.has_acc) {
+      Assign *u = def(L.acc_updated);
+      if (auto *dc = dyn_cast<Call>(u->value.get()); dc && context_.builtin(*dc) == "tl.dot") {
+        for (size_t k = 0; k < dc->args.size(); ++k)
+          if (k == 2) dc->args[k] = name(L.acc_name);
+        for (Keyword &kw : dc->keywords)
+          if (kw.name == "acc") kw.value = name(L.acc_name);
+      } else {
+        u->value = binary(BinaryOpKind::Add, name(L.acc_name), std::move(L.acc_term));
+      }
+    }
+    std::set<std::string> gone = {L.mij, L.mcol, L.dm, L.alpha};
+    for (const std::string &c : L.chain) gone.insert(c);
+    gone.insert(L.m_name);
+    if (L.l_scaled != L.l_updated) gone.insert(L.l_scaled);
+    if (L.has_acc) {
+      gone.insert(L.alpha_col);
+      if (L.acc_scaled != L.acc_updated) gone.insert(L.acc_scaled);
+    }
+    // What only m_ij read (the row max and its scaling) goes too.
+    std::set<std::string> m_inputs;
+    stmt_reads(*L.mij_def, m_inputs);
+    erase_top_level(f.body, gone);
+    for (bool removed = true; removed;) {
+      removed = false;
+      std::map<std::string, int> reads_now;
+      count_reads(anf_.fn->body, reads_now);
+      for (const std::string &n : std::set<std::string>(m_inputs)) {
+        Assign *a = def(n);
+        if (!a || reads_now.count(n) || top_level_assignment(f.body, n) != a) continue;
+        stmt_reads(*a, m_inputs);
+        m_inputs.erase(n);
+        erase_top_level(f.body, {n});
+        removed = true;
+      }
+    }
+    std::vector<LoopCarried> &carried = anf_.carried.at(&f);
+    for (size_t k = 0; k < carried.size(); ++k)
+      if (carried[k].name == L.m_name) {
+        carried.erase(carried.begin() + static_cast<std::ptrdiff_t>(k));
+        break;
+      }
+  }
+
+  std::optional<SoftmaxStatistics> try_loop(size_t last_at, For &f) {
+    StmtList &body = anf_.fn->body;
+    for (const LoopCarried &m : anf_.carried.at(&f)) {
+      std::optional<LoopMatch> last = match_loop(f, m);
+      if (!last) continue;
+      // The loops the running max goes through (the Triton tutorial's causal forward: the blocks left of the
+      // diagonal, then the diagonal block), the first starting it at -inf: each later one enters with the
+      // values the one before left, by copies read nowhere else.
+      std::vector<LoopMatch> loops;
+      loops.push_back(std::move(*last));
+      std::pair<std::set<std::string>, std::set<std::string>> between_names;  // the copies between them: l's, acc's
+      bool chained = true;
+      while (chained && !minus_infinity(loops.front().m_init)) {
+        chained = false;
+        const size_t next_at = index_of(body, loops.front().loop);
+        size_t prev_at = next_at;
+        while (prev_at-- > 0 && !isa<For>(body[prev_at].get())) {
+        }
+        if (prev_at == std::string::npos || loops.size() == 4) break;
+        auto *prev = cast<For>(body[prev_at].get());
+        if (!anf_.carried.count(prev)) break;
+        const LoopMatch &next = loops.front();
+        auto into = [&](const std::string &from, const std::string &init) {
+          std::optional<std::set<std::string>> c = copies_between(from, prev_at + 1, next_at);
+          return c && c->count(init) ? c : std::nullopt;
+        };
+        for (const LoopCarried &pm : anf_.carried.at(prev)) {
+          std::optional<LoopMatch> before = match_loop(*prev, pm);
+          if (!before || before->has_acc != next.has_acc) continue;
+          auto ms = into(before->m_name, next.m_init), ls = into(before->l_name, next.l_init);
+          auto as = next.has_acc ? into(before->acc_name, next.acc_init) : std::optional<std::set<std::string>>(std::set<std::string>{});
+          if (!ms || !ls || !as) continue;
+          between_names.first.insert(ls->begin(), ls->end());
+          between_names.second.insert(as->begin(), as->end());
+          loops.insert(loops.begin(), std::move(*before));
+          chained = true;
+          break;
+        }
+      }
+      if (!chained && !minus_infinity(loops.front().m_init)) continue;
+      const LoopMatch &L = loops.back();
 
       // After the loop: lg = LOG(l); ml = m + lg; [lse = ml * K]; tl.store(PM, lse, mask=LM);
       // lcol = l[:, None]; out = acc / lcol; [oc = out.to(...)]; tl.store(PO, oc, mask=OM).
       // (Through copies `l_i_3 = l_i` a helper's return leaves after the loop.)
       std::map<std::string, std::string> alias;  // a copy after the loop -> the carried value it copies
       std::map<std::string, std::vector<std::string>> copies;  // a carried value -> its copies
-      for (size_t k = loop_at + 1; k < body.size(); ++k) {
+      for (size_t k = last_at + 1; k < body.size(); ++k) {
         auto *a = dyn_cast<Assign>(body[k].get());
         const std::string n = a ? assigned_name(*a) : "";
         const Name *src = a ? as_name(a->value.get()) : nullptr;
         if (n.empty() || !src || !def(n)) continue;
         const std::string root = alias.count(src->id) ? alias.at(src->id) : src->id;
-        if (root != m.name && root != l->carried && !(acc && root == acc->carried)) continue;
+        if (root != L.m_name && root != L.l_name && !(L.has_acc && root == L.acc_name)) continue;
         alias[n] = root;
         copies[root].push_back(n);
       }
@@ -436,7 +598,7 @@ class Rewriter {
         const Name *x = as_name(e);
         return x && (x->id == root || (alias.count(x->id) && alias.at(x->id) == root));
       };
-      std::map<std::string, int> after = reads_from(body, loop_at + 1);
+      std::map<std::string, int> after = reads_from(body, last_at + 1);
       auto read_after = [&](const std::string &n) { return after.count(n) ? after.at(n) : 0; };
       // Reads of a carried value and its copies, less the copies' own.
       auto read_class_after = [&](const std::string &root) {
@@ -446,18 +608,18 @@ class Rewriter {
       };
       std::string lg, ml, lse, lcol, out, out_cast;
       double scale_k = 1.0;
-      for (size_t k = loop_at + 1; k < body.size(); ++k) {
+      for (size_t k = last_at + 1; k < body.size(); ++k) {
         auto *a = dyn_cast<Assign>(body[k].get());
         const std::string n = a ? assigned_name(*a) : "";
         if (n.empty()) continue;
         const std::string lf = builtin(a->value.get());
-        if (log_base(lf) == base && !unary_call_arg(n, [](const std::string &) { return true; }).empty() &&
-            is_class(cast<Call>(a->value.get())->args[0].get(), l->carried))
+        if (log_base(lf) == L.base && !unary_call_arg(n, [](const std::string &) { return true; }).empty() &&
+            is_class(cast<Call>(a->value.get())->args[0].get(), L.l_name))
           lg = n;
         if (auto *b = dyn_cast<BinOp>(a->value.get())) {
           if (b->op == BinaryOpKind::Add && !lg.empty() &&
-              ((is_class(b->lhs.get(), m.name) && is_name(b->rhs.get(), lg)) ||
-               (is_name(b->lhs.get(), lg) && is_class(b->rhs.get(), m.name))))
+              ((is_class(b->lhs.get(), L.m_name) && is_name(b->rhs.get(), lg)) ||
+               (is_name(b->lhs.get(), lg) && is_class(b->rhs.get(), L.m_name))))
             ml = n;
           if (b->op == BinaryOpKind::Mul && !ml.empty()) {
             const std::optional<double> kl = literal(b->lhs.get()), kr = literal(b->rhs.get());
@@ -466,11 +628,11 @@ class Rewriter {
               scale_k = kr ? *kr : *kl;
             }
           }
-          if (acc && b->op == BinaryOpKind::Div && is_class(b->lhs.get(), acc->carried) && !lcol.empty() &&
+          if (L.has_acc && b->op == BinaryOpKind::Div && is_class(b->lhs.get(), L.acc_name) && !lcol.empty() &&
               is_name(b->rhs.get(), lcol))
             out = n;
         }
-        if (acc && !column_of(*a->value).empty() && is_class(cast<Subscript>(a->value.get())->value.get(), l->carried))
+        if (L.has_acc && !column_of(*a->value).empty() && is_class(cast<Subscript>(a->value.get())->value.get(), L.l_name))
           lcol = n;
         if (!out.empty()) {
           auto *to = dyn_cast<Call>(a->value.get());
@@ -479,10 +641,10 @@ class Rewriter {
         }
       }
       if (lse.empty()) lse = ml;
-      if (ml.empty() || scale_k == 0.0 || (acc && out.empty())) continue;
+      if (ml.empty() || scale_k == 0.0 || (L.has_acc && out.empty())) continue;
       // The stores of lse and of the output.
       auto find_store = [&](const std::string &value, size_t &at) -> Call * {
-        for (size_t k = loop_at + 1; k < body.size(); ++k) {
+        for (size_t k = last_at + 1; k < body.size(); ++k) {
           auto *es = dyn_cast<ExprStmt>(body[k].get());
           auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
           if (c && context_.builtin(*c) == "tl.store" && is_name(call_argument(*c, 1, "value"), value)) {
@@ -495,13 +657,13 @@ class Rewriter {
       size_t lse_store_at = 0, out_store_at = 0;
       Call *lse_store = find_store(lse, lse_store_at);
       const std::string out_stored = out_cast.empty() ? out : out_cast;
-      Call *out_store = acc ? find_store(out_stored, out_store_at) : nullptr;
-      if (!lse_store || (acc && !out_store)) continue;
-      const int l_reads_after = 1 + (acc ? 1 : 0);
-      if (read_class_after(m.name) != 1 || read_class_after(l->carried) != l_reads_after || read_after(lg) != 1 ||
+      Call *out_store = L.has_acc ? find_store(out_stored, out_store_at) : nullptr;
+      if (!lse_store || (L.has_acc && !out_store)) continue;
+      const int l_reads_after = 1 + (L.has_acc ? 1 : 0);
+      if (read_class_after(L.m_name) != 1 || read_class_after(L.l_name) != l_reads_after || read_after(lg) != 1 ||
           read_after(ml) != 1 || read_after(lse) != 1)
         continue;
-      if (acc && (read_class_after(acc->carried) != 1 || read_after(lcol) != 1 || read_after(out) != 1 ||
+      if (L.has_acc && (read_class_after(L.acc_name) != 1 || read_after(lcol) != 1 || read_after(out) != 1 ||
                   (!out_cast.empty() && read_after(out_cast) != 1)))
         continue;
       const Name *pm = as_name(call_argument(*lse_store, 0, "pointer"));
@@ -510,27 +672,31 @@ class Rewriter {
       const Name *po = out_store ? as_name(call_argument(*out_store, 0, "pointer")) : nullptr;
       const Expr *om_expr = out_store ? call_argument(*out_store, 2, "mask") : nullptr;
       const Name *om = as_name(om_expr);
-      if (!pm || (lm_expr && !lm) || (acc && (!po || (om_expr && !om)))) continue;
+      if (!pm || (lm_expr && !lm) || (L.has_acc && (!po || (om_expr && !om)))) continue;
       // Every row whose output is stored has its statistic stored.
-      if (acc && lm && !(om && implies_row(om->id, lm->id))) continue;
+      if (L.has_acc && lm && !(om && implies_row(om->id, lm->id))) continue;
       const std::string stat_base = base_pointer(pm->id);
       const std::string out_base = po ? base_pointer(po->id) : "";
       const sema::SType *stat_ptr = stat_base.empty() ? nullptr : context_.type_of(stat_base);
-      if (stat_base.empty() || (acc && out_base.empty()) || !stat_ptr) continue;
+      if (stat_base.empty() || (L.has_acc && out_base.empty()) || !stat_ptr) continue;
       // The statistic is read back exactly only from a float32 buffer (the backward asserts it where the
       // type is generic: its other representatives then give no backward, and the torch module serves
       // float32 statistics only, as for a norm's saved Mean).
       if (stat_ptr->elem.dtype != sema::DType::FP32 && !context_.generic(stat_base)) continue;
-      const sema::SType *init_l = context_.type_of(l->carried);
+      const sema::SType *init_l = context_.type_of(L.l_name);
       if (!init_l || init_l->shape.size() != 1) continue;
 
       // The addresses and masks, computed before the loop.
-      std::set<std::string> loop_assigns;
+      std::set<std::string> loop_assigns;  // what the loops, and the copies between them, assign
       {
-        std::map<std::string, int> a;
-        stmt_assignments(f, a);
-        for (const auto &kv : a) loop_assigns.insert(kv.first);
-        for (const LoopCarried &c : carried) loop_assigns.insert(c.name);
+        const size_t first = index_of(body, loops.front().loop);
+        for (size_t k = first; k <= last_at; ++k) {
+          std::map<std::string, int> a;
+          stmt_assignments(*body[k], a);
+          for (const auto &kv : a) loop_assigns.insert(kv.first);
+        }
+        for (const LoopMatch &M : loops)
+          for (const LoopCarried &c : anf_.carried.at(M.loop)) loop_assigns.insert(c.name);
       }
       std::vector<std::string> needed = {pm->id};
       if (lm) needed.push_back(lm->id);
@@ -538,44 +704,26 @@ class Rewriter {
       if (om) needed.push_back(om->id);
       // Names copied so the loads stay valid whatever the rewrite removes.
       const std::string pm_id = pm->id, lm_id = lm ? lm->id : "", po_id = po ? po->id : "", om_id = om ? om->id : "";
-      const std::string l_name = l->carried, l_init = [&] {
-        for (const LoopCarried &c : carried)
-          if (c.name == l->carried) return c.init;
-        return std::string();
-      }();
-      std::string acc_name, acc_init, acc_updated, acc_scaled;
-      ExprPtr acc_term;
-      if (acc) {
-        acc_name = acc->carried;
-        acc_updated = acc->updated;
-        acc_scaled = acc->scaled;
-        for (const LoopCarried &c : carried)
-          if (c.name == acc->carried) acc_init = c.init;
-      }
-      const std::string l_updated = l->updated, l_scaled = l->scaled;
-      ExprPtr l_term = clone(*l->term);
-      if (acc) acc_term = clone(*acc->term);
-      if (l_init.empty() || (acc && acc_init.empty())) continue;
-      if (!hoist_before(loop_at, needed, loop_assigns)) continue;
-
+      size_t first_at = index_of(body, loops.front().loop);
+      if (!hoist_before(first_at, needed, loop_assigns)) continue;
       // ---- The rewrite (nothing can fail from here on).
       SoftmaxStatistics result;
       const std::string stat = names_.fresh("row_stat"), stat_col = names_.fresh("row_stat_col");
       std::vector<StmtPtr> before;
       // Placeholders of the right types, defined by the read-backs in the backward.
-      before.push_back(assign(stat, binary(BinaryOpKind::Mul, name(l_init), number(0.0))));
+      before.push_back(assign(stat, binary(BinaryOpKind::Mul, name(loops.front().l_init), number(0.0))));
       before.back()->leading_comment =
           "The softmax's row statistic and output, read back from what the forward stored (tgrad, "
           "src/ad/SoftmaxStatistics.h).";
       std::string saved_out;
-      if (acc) {
+      if (L.has_acc) {
         saved_out = names_.fresh("stored_out");
-        before.push_back(assign(saved_out, binary(BinaryOpKind::Mul, name(acc_init), number(0.0))));
+        before.push_back(assign(saved_out, binary(BinaryOpKind::Mul, name(loops.front().acc_init), number(0.0))));
       }
       before.push_back(assign(stat_col, column(stat)));
       for (StmtPtr &s : before) {
-        body.insert(body.begin() + static_cast<std::ptrdiff_t>(loop_at), std::move(s));
-        ++loop_at;
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(first_at), std::move(s));
+        ++first_at;
       }
       {
         std::vector<Keyword> kws;
@@ -592,7 +740,7 @@ class Rewriter {
         if (scale_k != 1.0) load = binary(BinaryOpKind::Mul, std::move(load), number(1.0 / scale_k));
         result.read_back.push_back({stat, std::move(load), stat_base, true});
       }
-      if (acc) {
+      if (L.has_acc) {
         std::vector<Keyword> kws;
         if (om) {
           kws.push_back(Keyword{"mask", {}, name(om_id)});
@@ -602,62 +750,22 @@ class Rewriter {
         result.read_back.push_back({saved_out, std::move(load), out_base, false});
       }
 
-      // The sums enter the loop at 0 (see the check of m's -inf above).
-      for (const std::string &c : {l_name, acc_name}) {
+      // The sums enter the first loop at 0 (its running max starts at -inf: the forward's first rescaling
+      // drops their initial values); a later loop of the chain takes the sums the one before left.
+      for (const std::string &c : {loops.front().l_name, loops.front().acc_name}) {
         if (c.empty()) continue;
-        for (size_t k = loop_at; k-- > 0;)
+        for (size_t k = first_at; k-- > 0;)
           if (assigned_name(*body[k]) == c) {
             auto *entry = cast<Assign>(body[k].get());
             entry->value = binary(BinaryOpKind::Mul, std::move(entry->value), number(0.0));
             break;
           }
       }
-      // The loop: p against the statistic; the sums without rescaling; no running max.
-      Assign *d_def = def(d);
-      d_def->value = binary(BinaryOpKind::Sub, name(scores), name(stat_col));
-      def(l_updated)->value = binary(BinaryOpKind::Add, name(l_name), std::move(l_term));
-      if (acc) {
-        Assign *u = def(acc_updated);
-        if (auto *dc = dyn_cast<Call>(u->value.get()); dc && context_.builtin(*dc) == "tl.dot") {
-          for (size_t k = 0; k < dc->args.size(); ++k)
-            if (k == 2) dc->args[k] = name(acc_name);
-          for (Keyword &kw : dc->keywords)
-            if (kw.name == "acc") kw.value = name(acc_name);
-        } else {
-          u->value = binary(BinaryOpKind::Add, name(acc_name), std::move(acc_term));
-        }
-      }
-      std::set<std::string> gone = {mij, mcol, dm, alpha};  // (the row max, if any, is dead: dead-code removal)
-      for (const std::string &c : chain) gone.insert(c);
-      gone.insert(m.name);
-      if (l_scaled != l_updated) gone.insert(l_scaled);
-      if (acc) {
-        gone.insert(alpha_col);
-        if (acc_scaled != acc_updated) gone.insert(acc_scaled);
-      }
-      // What only m_ij read (the row max and its scaling) goes too.
-      std::set<std::string> m_inputs;
-      stmt_reads(*mij_def, m_inputs);
-      erase_top_level(f.body, gone);
-      for (bool removed = true; removed;) {
-        removed = false;
-        std::map<std::string, int> reads_now;
-        count_reads(body, reads_now);
-        for (const std::string &n : std::set<std::string>(m_inputs)) {
-          Assign *a = def(n);
-          if (!a || reads_now.count(n) || top_level_assignment(f.body, n) != a) continue;
-          stmt_reads(*a, m_inputs);
-          m_inputs.erase(n);
-          erase_top_level(f.body, {n});
-          removed = true;
-        }
-      }
-      const std::string m_name = m.name;
-      for (size_t k = 0; k < carried.size(); ++k)
-        if (carried[k].name == m_name) {
-          carried.erase(carried.begin() + static_cast<std::ptrdiff_t>(k));
-          break;
-        }
+      for (LoopMatch &M : loops) rewrite_loop(M, stat_col);
+      const std::string m_name = L.m_name, l_name = L.l_name, acc_name = L.acc_name;
+      const int base = L.base;
+      const bool acc = L.has_acc;
+      const size_t loop_at = index_of(body, L.loop);
 
       // After the loop: out = acc - stored_out * (l - 1)[:, None]; lg = (l - 1) / ln b; ml = c + lg.
       const std::string l_last = copies[l_name].empty() ? l_name : copies[l_name].back();
@@ -691,9 +799,21 @@ class Rewriter {
         for (const std::string &n : {acc_name, out}) result.witnesses[n] = saved_out;
         for (const std::string &n : copies[acc_name]) result.witnesses[n] = saved_out;
       }
-      const int line = f.span.begin.line;
+      for (const std::string &n : between_names.first) result.witnesses[n] = stat;
+      for (const std::string &n : between_names.second) result.witnesses[n] = saved_out;
+      std::vector<int> at_lines;  // (a helper's loop inlined twice is one line)
+      for (const LoopMatch &M : loops)
+        if (std::find(at_lines.begin(), at_lines.end(), M.loop->span.begin.line) == at_lines.end())
+          at_lines.push_back(M.loop->span.begin.line);
+      std::string lines;
+      for (size_t k = 0; k < at_lines.size(); ++k)
+        lines += (k == 0 ? "" : k + 1 == at_lines.size() ? " and " : ", ") + std::to_string(at_lines[k]);
       result.explanation =
-          "line " + std::to_string(line) + ": the loop's online softmax is differentiated from its row statistic, read back from what the forward "
+          std::string(at_lines.size() > 1 ? "lines " + lines + ": " : "line " + lines + ": ") +
+          (loops.size() > 1 ? "the " + std::to_string(loops.size()) +
+                                  " loops' online softmax (one running max through them, in order) is"
+                            : std::string("the loop's online softmax is")) +
+          " differentiated from its row statistic, read back from what the forward "
           "stores through '" + stat_base + "'" +
           (acc ? " (and its output, read back from '" + out_base +
                      "' as stored, rounded to its dtype, as a hand-written FA2 backward reads it)"

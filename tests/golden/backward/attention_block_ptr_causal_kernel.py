@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, m_i_3_tape, m_i_2_tape, tape_trips, tape_trips_2):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
     tl.static_assert(STAGE == 3, "tgrad: this backward was generated for STAGE=3 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -32,14 +32,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     dV_ptrs_base = dV + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
+    O_block_base = Out + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
     offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    tl_zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
-    m_i = tl_zeros - float("inf")
-    l_i = tl_zeros + 1.0
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index0_col = offs_m[:, None]
@@ -50,9 +47,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
     t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
-    acc_2 = acc
-    l_i_2 = l_i
-    m_i_2 = m_i
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
@@ -64,315 +58,90 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     hi = Q_block_offset0
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    l_i_2_2 = l_i_2
-    acc_2_2 = acc_2
-    m_i_2_2 = m_i_2
-    K_ptrs_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_offset1_3 = K_ptrs_offset1_2
-    V_ptrs_offset0_3 = K_ptrs_offset1_2
-    V_ptrs_offset1_3 = K_ptrs_offset0_2
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    tape_row_2 = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips_2 = (hi - Q_block_offset1 + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n in range(Q_block_offset1, hi, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration_3 = (start_n - Q_block_offset1) // BLOCK_N
-        tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-        K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-        K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-        K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_3 >= 0
-        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-        t_3_and_t_4 = t_3 & t_4
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-        tl_dot_q_k = tl.dot(q, k)
-        qk = tl_dot_q_k * qk_scale
-        cols = start_n + offs_n
-        cols_row = cols[None, :]
-        t_5 = cols_row < N_CTX
-        qk_3 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        l_i_2_3 = l_i_2_2 * alpha + tl_sum_p_one
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-        V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-        V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-        V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_3 >= 0
-        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
-        t_6_and_t_7 = t_6 & t_7
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
-        alpha_col = alpha[:, None]
-        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-        acc_2_3 = acc_2_2 * alpha_col + tl_dot_p_to_v_dtype_v
-        m_i_2_2 = m_ij
-        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
-        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
-        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
-        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
-        l_i_2_2 = l_i_2_3
-        acc_2_2 = acc_2_3
-    acc_3 = acc_2_2
-    l_i_3 = l_i_2_2
-    m_i_3 = m_i_2_2
-    hi_2 = (start_m + 1) * BLOCK_M
-    K_ptrs_2_offset1_2 = K_ptrs_offset0 + hi
-    l_i_3_2 = l_i_3
-    acc_3_2 = acc_3
-    m_i_3_2 = m_i_3
-    K_ptrs_2_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
-    V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2
-    V_ptrs_2_offset1_3 = K_ptrs_offset0_2
-
-    # This program's row of the tapes of the loop below, and its trip count.
-    trips = (hi_2 - hi + BLOCK_N - 1) // BLOCK_N
-    tl.static_assert(BLOCK_N > 0)
-    for start_n_2 in range(hi, hi_2, BLOCK_N):
-
-        # The iteration's incoming values, for the reversed loop.
-        iteration = (start_n_2 - hi) // BLOCK_N
-        tl.store(m_i_3_tape + (tape_row_2 * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
-        tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-        K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
-        tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-        K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
-        K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-        K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_stride0
-        K_ptrs_2_base_plus_K = K_ptrs_base + K_ptrs_2_index0_col_2
-        K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-        K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_stride1
-        K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
-        K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-        t_8 = K_ptrs_2_index1_row_3 >= 0
-        K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
-        t_9 = K_ptrs_2_index1_row_4 < K_ptrs_shape1
-        t_8_and_t_9 = t_8 & t_9
-        k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_8_and_t_9, other=0.0)
-        tl_dot_q_k_2 = tl.dot(q, k_2)
-        qk_2 = tl_dot_q_k_2 * qk_scale
-        cols_2 = start_n_2 + offs_n
-        offs_m_col = offs_m[:, None]
-        cols_2_row = cols_2[None, :]
-        t_10 = offs_m_col >= cols_2_row
-        cols_2_row_2 = cols_2[None, :]
-        t_11 = cols_2_row_2 < N_CTX
-        t_10_and_t_11 = t_10 & t_11
-        qk_2_2 = tl.where(t_10_and_t_11, qk_2, float("-inf"))
-        tl_max_qk_2_2_one = tl.max(qk_2_2, 1)
-        m_ij_2 = tl.maximum(m_i_3_2, tl_max_qk_2_2_one)
-        m_ij_2_col = m_ij_2[:, None]
-        qk_2_2_minus_m_ij_2_col = qk_2_2 - m_ij_2_col
-        p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
-        m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
-        alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-        tl_sum_p_2_one = tl.sum(p_2, 1)
-        l_i_3_3 = l_i_3_2 * alpha_2 + tl_sum_p_2_one
-        tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-        V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
-        tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-        V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
-        V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-        V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_stride0
-        V_ptrs_2_base_plus_V = V_ptrs_base + V_ptrs_2_index0_col_2
-        V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-        V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_stride1
-        V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
-        V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-        t_12 = V_ptrs_2_index0_col_3 >= 0
-        V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
-        t_13 = V_ptrs_2_index0_col_4 < K_ptrs_shape1
-        t_12_and_t_13 = t_12 & t_13
-        v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_12_and_t_13, other=0.0)
-        alpha_2_col = alpha_2[:, None]
-        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
-        tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
-        acc_3_3 = acc_3_2 * alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
-        m_i_3_2 = m_ij_2
-        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
-        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
-        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
-        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
-        l_i_3_2 = l_i_3_3
-        acc_3_2 = acc_3_3
-    l_i_5 = l_i_3_2
-    l_i_5_col = l_i_5[:, None]
-    acc_6 = acc_3_2 / l_i_5_col
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
     t_14 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
+    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
+    O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
+    dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(acc_6.dtype)
+    # (Loaded early: nothing in the backward writes this memory.)
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_14, other=float("inf")) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    row_stat_col = row_stat[:, None]
+    hi_2 = (start_m + 1) * BLOCK_M
+    K_ptrs_2_offset1_2 = K_ptrs_offset0 + hi
+
+    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_6 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
+    bm_i_6 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bacc_3_2 = tl.where(t_and_t_2, bacc_6 / l_i_5_col, 0.0)
-    bl_i_5_col = tl.sum(tl.where(t_and_t_2, -bacc_6 * acc_6 / l_i_5_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_5_col.shape == l_i_5_col.shape)
-    bl_i_5 = tl.reshape(bl_i_5_col, l_i_5.shape)
+    bl_i_5_minus_one_col = tl.sum(-bacc_6 * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_5_minus_one_col.shape == row_stat_col.shape)
+    bl_i_5_minus_one = tl.reshape(bl_i_5_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_5 += tl.where(t_14, bm_i_6 / (l_i_5 * 0.6931471805599453), 0.0)
+    bl_i_5_minus_one += bm_i_6 * 1.4426950408889634
 
     # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    bl_i_3_2 = bl_i_5
-    bm_i_3_2 = bm_i_6
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed in range(0, trips):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-        iteration_2 = trips - 1 - reversed
-        start_n_2 = hi + iteration_2 * BLOCK_N
-        m_i_3_2 = tl.load(m_i_3_tape + (tape_row_2 * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
-        K_ptrs_2_offset0_3 = K_ptrs_offset0_2 + iteration_2 * 0
-        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
-        V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
-        V_ptrs_2_offset1_3 = K_ptrs_offset0_2 + iteration_2 * 0
-        acc_3_3 = acc_3_2
-        l_i_3_3 = l_i_3_2
-        tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-        K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
-        tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-        K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
-        K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-        K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_stride0
-        K_ptrs_2_base_plus_K = K_ptrs_base + K_ptrs_2_index0_col_2
-        K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-        K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_stride1
-        K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
+    K_ptrs_2_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
+    V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2
+    V_ptrs_2_offset1_3 = K_ptrs_offset0_2
+    for start_n_2 in range(hi, hi_2, BLOCK_N):
+        K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_stride0
+        K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :] * K_ptrs_stride1
+        K_ptrs_2_base_plus_K_2 = K_ptrs_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
         dK_ptrs_2_base_plus_K_2 = dK_ptrs_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
-        K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-        t_8 = K_ptrs_2_index1_row_3 >= 0
-        K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
-        t_9 = K_ptrs_2_index1_row_4 < K_ptrs_shape1
-        t_8_and_t_9 = t_8 & t_9
+        t_8_and_t_9 = (K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_shape1)
         k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_8_and_t_9, other=0.0)
-        tl_dot_q_k_2 = tl.dot(q, k_2)
-        qk_2 = tl_dot_q_k_2 * qk_scale
+        qk_2 = tl.dot(q, k_2) * qk_scale
         cols_2 = start_n_2 + offs_n
-        offs_m_col = offs_m[:, None]
-        cols_2_row = cols_2[None, :]
-        t_10 = offs_m_col >= cols_2_row
-        cols_2_row_2 = cols_2[None, :]
-        t_11 = cols_2_row_2 < N_CTX
-        t_10_and_t_11 = t_10 & t_11
-        qk_2_2 = tl.where(t_10_and_t_11, qk_2, float("-inf"))
-        tl_max_qk_2_2_one = tl.max(qk_2_2, 1)
-        m_ij_2 = tl.maximum(m_i_3_2, tl_max_qk_2_2_one)
-        m_ij_2_col = m_ij_2[:, None]
-        qk_2_2_minus_m_ij_2_col = qk_2_2 - m_ij_2_col
-        p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
-        m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
-        alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-        tl_sum_p_2_one = tl.sum(p_2, 1)
-        tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-        V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
-        tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-        V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
-        V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-        V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_stride0
-        V_ptrs_2_base_plus_V = V_ptrs_base + V_ptrs_2_index0_col_2
-        V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-        V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_stride1
-        V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
+        t_10_and_t_11 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
+        p_2 = tl.math.exp2(tl.where(t_10_and_t_11, qk_2, float("-inf")) - row_stat_col)
+        V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None] * V_ptrs_stride0
+        V_ptrs_2_index1_row_2 = V_ptrs_2_index1[None, :] * V_ptrs_stride1
+        V_ptrs_2_base_plus_V_2 = V_ptrs_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
         dV_ptrs_2_base_plus_V_2 = dV_ptrs_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
-        V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-        t_12 = V_ptrs_2_index0_col_3 >= 0
-        V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
-        t_13 = V_ptrs_2_index0_col_4 < K_ptrs_shape1
-        t_12_and_t_13 = t_12 & t_13
+        t_12_and_t_13 = (V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < K_ptrs_shape1)
         v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_12_and_t_13, other=0.0)
-        alpha_2_col = alpha_2[:, None]
         p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
-        tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_3_quotient = (acc_3_3 - tl_dot_p_2_to_v_2_dtype_v_2) / alpha_2_col
-        acc_3_2 = tl.where((alpha_2_col >= 1.1754943508222875e-38) & (tl.abs(acc_3_quotient) < float("inf")), acc_3_quotient, 0.0)
-        l_i_3_quotient = (l_i_3_3 - tl_sum_p_2_one) / alpha_2
-        l_i_3_2 = tl.where((alpha_2 >= 1.1754943508222875e-38) & (tl.abs(l_i_3_quotient) < float("inf")), l_i_3_quotient, 0.0)
-
-        # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
-        bm_i_3_3 = bm_i_3_2
-        bm_i_3_2 = tl.zeros_like(bm_i_3_2)
-        bacc_3_3 = bacc_3_2
-        bacc_3_2 = tl.zeros_like(bacc_3_2)
-        bl_i_3_3 = bl_i_3_2
-        bl_i_3_2 = tl.zeros_like(bl_i_3_2)
+        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
+        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
+        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
+        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
 
         # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-        bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_ptrs_2_base_plus_V_2.dtype.element_ty), tl.trans(v_2))
-        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_3_3.to(p_2_to_v_2_dtype.dtype))
+        bp_2_to_v_2_dtype = tl.dot(bacc_6.to(V_ptrs_2_base_plus_V_2.dtype.element_ty), tl.trans(v_2))
+        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6.to(p_2_to_v_2_dtype.dtype))
         bp_2 = bp_2_to_v_2_dtype.to(p_2.dtype)
-        bacc_3_2 += bacc_3_3 * alpha_2_col
-        balpha_2_col = tl.sum(bacc_3_3 * acc_3_2, 1, keep_dims=True)
-        tl.static_assert(balpha_2_col.shape == alpha_2_col.shape)
-        balpha_2 = tl.reshape(balpha_2_col, alpha_2.shape)
 
         # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dV_ptrs_2_base_plus_V_2, bv_2, mask=t_12_and_t_13, sem="relaxed")
 
         # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
-        bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_3_3, 1), p_2.shape)
-        bl_i_3_2 += bl_i_3_3 * alpha_2
-        balpha_2 += bl_i_3_3 * l_i_3_2
-
-        # Grad of: alpha_2 = tl.math.exp2(m_i_3 - m_ij_2)
-        bm_i_3_2_minus_m_ij_2 = balpha_2 * alpha_2 * 0.6931471805599453
-        bm_i_3_2 += bm_i_3_2_minus_m_ij_2
-        bm_ij_2 = bm_i_3_3 + -bm_i_3_2_minus_m_ij_2
+        bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p_2.shape)
 
         # Grad of: p_2 = tl.math.exp2(qk_2 - m_ij_2[:, None])
-        bqk_2_2_minus_m_ij_2_col = bp_2 * p_2 * 0.6931471805599453
-        bm_ij_2_col = tl.sum(-bqk_2_2_minus_m_ij_2_col, 1, keep_dims=True)
-        tl.static_assert(bm_ij_2_col.shape == m_ij_2_col.shape)
-        bm_ij_2 += tl.reshape(bm_ij_2_col, m_ij_2.shape)
-
-        # Grad of: m_ij_2 = tl.maximum(m_i_3, tl.max(qk_2, 1))
-        bm_i_3_2 += tl.where(m_i_3_2 > tl_max_qk_2_2_one, bm_ij_2, tl.where(m_i_3_2 == tl_max_qk_2_2_one, bm_ij_2 * 0.5, 0.0))
-        btl_max_qk_2_2_one = tl.where(tl_max_qk_2_2_one > m_i_3_2, bm_ij_2, tl.where(m_i_3_2 == tl_max_qk_2_2_one, bm_ij_2 * 0.5, 0.0))
-        hit = qk_2_2 == tl.expand_dims(tl_max_qk_2_2_one, 1)
-        bqk_2_2 = bqk_2_2_minus_m_ij_2_col + tl.where(hit, tl.expand_dims(btl_max_qk_2_2_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
-
         # Grad of: qk_2 = tl.where((offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX), qk_2, float("-inf"))
-        bqk_2 = tl.where(t_10_and_t_11, bqk_2_2, 0.0)
+        bqk_2 = tl.where(t_10_and_t_11, bp_2 * p_2 * 0.6931471805599453, 0.0)
 
         # Grad of: qk_2 = tl.dot(q, k_2) * qk_scale
         btl_dot_q_k_2 = bqk_2 * qk_scale
@@ -382,130 +151,51 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dK_ptrs_2_base_plus_K_2, bk_2, mask=t_8_and_t_9, sem="relaxed")
-    tl.debug_barrier()
-
-    # Grad of: for start_n in range(lo, hi, BLOCK_N):
-    bl_i_2_2 = bl_i_3_2
-    bacc_2_2 = bacc_3_2
-    bm_i_2_2 = bm_i_3_2
-
-    # The forward replay above wrote this program's tapes; the reversed loop reads them.
-    tl.debug_barrier()
-    for reversed_2 in range(0, trips_2):
-
-        # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips_2).
-        iteration_4 = trips_2 - 1 - reversed_2
-        start_n = Q_block_offset1 + iteration_4 * BLOCK_N
-        m_i_2_2 = tl.load(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_4) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_4 < tape_trips_2, other=float('nan'))
-        K_ptrs_offset0_3 = K_ptrs_offset0_2 + iteration_4 * 0
-        K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_4 * BLOCK_N
-        V_ptrs_offset0_3 = K_ptrs_offset1_2 + iteration_4 * BLOCK_N
-        V_ptrs_offset1_3 = K_ptrs_offset0_2 + iteration_4 * 0
-        acc_2_3 = acc_2_2
-        l_i_2_3 = l_i_2_2
-        tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-        K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-        tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-        K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-        K_ptrs_index0_col = K_ptrs_index0[:, None]
-        K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-        K_ptrs_index1_row = K_ptrs_index1[None, :]
-        K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+    K_ptrs_offset0_3 = K_ptrs_offset0_2
+    K_ptrs_offset1_3 = K_ptrs_offset1_2
+    V_ptrs_offset0_3 = K_ptrs_offset1_2
+    V_ptrs_offset1_3 = K_ptrs_offset0_2
+    for start_n in range(Q_block_offset1, hi, BLOCK_N):
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
         dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
-        K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-        t_3 = K_ptrs_index1_row_3 >= 0
-        K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-        t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-        t_3_and_t_4 = t_3 & t_4
+        t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
         k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-        tl_dot_q_k = tl.dot(q, k)
-        qk = tl_dot_q_k * qk_scale
+        qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
-        cols_row = cols[None, :]
-        t_5 = cols_row < N_CTX
-        qk_3 = tl.where(t_5, qk, float("-inf"))
-        tl_max_qk_3_one = tl.max(qk_3, 1)
-        m_ij = tl.maximum(m_i_2_2, tl_max_qk_3_one)
-        m_ij_col = m_ij[:, None]
-        qk_3_minus_m_ij_col = qk_3 - m_ij_col
-        p = tl.math.exp2(qk_3_minus_m_ij_col)
-        m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-        alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-        tl_sum_p_one = tl.sum(p, 1)
-        tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-        V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-        tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-        V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-        V_ptrs_index0_col = V_ptrs_index0[:, None]
-        V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-        V_ptrs_index1_row = V_ptrs_index1[None, :]
-        V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        t_5 = cols[None, :] < N_CTX
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
         dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
-        V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-        t_6 = V_ptrs_index0_col_3 >= 0
-        V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-        t_7 = V_ptrs_index0_col_4 < K_ptrs_shape1
-        t_6_and_t_7 = t_6 & t_7
+        t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
         v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
-        alpha_col = alpha[:, None]
         p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-
-        # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_2_quotient = (acc_2_3 - tl_dot_p_to_v_dtype_v) / alpha_col
-        acc_2_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_2_quotient) < float("inf")), acc_2_quotient, 0.0)
-        l_i_2_quotient = (l_i_2_3 - tl_sum_p_one) / alpha
-        l_i_2_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_2_quotient) < float("inf")), l_i_2_quotient, 0.0)
-
-        # Grad of: for start_n in range(lo, hi, BLOCK_N):
-        bm_i_2_3 = bm_i_2_2
-        bm_i_2_2 = tl.zeros_like(bm_i_2_2)
-        bacc_2_3 = bacc_2_2
-        bacc_2_2 = tl.zeros_like(bacc_2_2)
-        bl_i_2_3 = bl_i_2_2
-        bl_i_2_2 = tl.zeros_like(bl_i_2_2)
+        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp_to_v_dtype = tl.dot(bacc_2_3.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_2_3.to(p_to_v_dtype.dtype))
-        bp = bp_to_v_dtype.to(p.dtype)
-        bacc_2_2 += bacc_2_3 * alpha_col
-        balpha_col = tl.sum(bacc_2_3 * acc_2_2, 1, keep_dims=True)
-        tl.static_assert(balpha_col.shape == alpha_col.shape)
-        balpha = tl.reshape(balpha_col, alpha.shape)
+        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        bp = tl.dot(bacc_6.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_6_and_t_7, sem="relaxed")
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
-        bl_i_2_2 += bl_i_2_3 * alpha
-        balpha += bl_i_2_3 * l_i_2_2
-
-        # Grad of: alpha = tl.math.exp2(m_i_2 - m_ij)
-        bm_i_2_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-        bm_i_2_2 += bm_i_2_2_minus_m_ij
-        bm_ij = bm_i_2_3 + -bm_i_2_2_minus_m_ij
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
-        bqk_3_minus_m_ij_col = bp * p * 0.6931471805599453
-        bm_ij_col = tl.sum(-bqk_3_minus_m_ij_col, 1, keep_dims=True)
-        tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-        bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
-
-        # Grad of: m_ij = tl.maximum(m_i_2, tl.max(qk, 1))
-        bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_3_one, bm_ij, tl.where(m_i_2_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        btl_max_qk_3_one = tl.where(tl_max_qk_3_one > m_i_2_2, bm_ij, tl.where(m_i_2_2 == tl_max_qk_3_one, bm_ij * 0.5, 0.0))
-        hit_2 = qk_3 == tl.expand_dims(tl_max_qk_3_one, 1)
-        bqk_3 = bqk_3_minus_m_ij_col + tl.where(hit_2, tl.expand_dims(btl_max_qk_3_one / tl.sum(hit_2.to(tl.float32), 1), 1), 0.0)
-
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = tl.where(t_5, bqk_3, 0.0)
+        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
 
         # Grad of: qk = tl.dot(q, k) * qk_scale
         btl_dot_q_k = bqk * qk_scale
@@ -515,7 +205,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
-    tl.debug_barrier()
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
