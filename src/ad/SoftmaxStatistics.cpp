@@ -319,6 +319,8 @@ class Rewriter {
       const Name *next = copy ? as_name(copy->value.get()) : nullptr;
       std::string mij;
       while (next) {
+        // (Copies may go round: `a = b` ... `b = a` swaps two carried values. Such a chain is no running max.)
+        if (std::find(chain.begin(), chain.end(), next->id) != chain.end() || chain.size() > 32) return std::nullopt;
         chain.push_back(next->id);
         const Assign *d = top_level_assignment(f.body, next->id);
         if (!d) break;

@@ -569,6 +569,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "    g = tl.zeros([B], dtype=tl.float32)\n"
                    "    for i in range(0, N):\n        x = tl.load(X + i * 2 * B + o)\n"
                    "        h = h * decay + x * x\n        g = 0.5 * g - x\n    tl.store(Y + o, h * g)\n"},
+        // A sum carried by an outer loop through an inner one: in A-normal form its copies go round
+        // (`c_3 = c_2` before the inner loop, `c_2 = c_3` after it), which the search for an online
+        // softmax's running max once followed forever (Liger's group norm backward ran out of memory).
+        KernelCase{"", "k", {1, 1, 1}, {"X=fp32[8]", "Y=fp32[8]:zeros", "n=3"}, {"B=8"}, {"X"}, {},
+                   "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, n, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+                   "    c = tl.zeros([B], dtype=tl.float32)\n    for j in range(0, n):\n"
+                   "        for i in range(0, n):\n            c += tl.load(X + o) * 1.5\n"
+                   "    tl.store(Y + o, c)\n"},
         // The tutorial's flash attention: acc = acc * alpha[:, None], then acc = tl.dot(p, v, acc). The
         // accumulator is inverted through the dot: acc = (acc' - tl.dot(p, v)) / alpha[:, None].
         KernelCase{"", "k", {2, 1, 1}, {"Q=fp16[32,16]", "K=fp16[40,16]", "V=fp16[40,16]", "O=fp16[32,16]:zeros", "N=40"},
