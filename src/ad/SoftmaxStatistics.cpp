@@ -101,6 +101,9 @@ class Rewriter {
     index(anf_.fn->body);
   }
 
+  // Why an online softmax that was found keeps its taped backward ("" where none was found).
+  const std::string &declined() const { return declined_; }
+
   std::optional<SoftmaxStatistics> run() {
     StmtList &body = anf_.fn->body;
     for (size_t k = 0; k < body.size(); ++k) {
@@ -117,6 +120,7 @@ class Rewriter {
   NameAllocator &names_;
   std::map<std::string, int> assignments_;
   std::map<std::string, Assign *> definition_;
+  std::string declined_;
 
   void index(StmtList &block) {
     for (StmtPtr &s : block) {
@@ -643,7 +647,14 @@ class Rewriter {
         }
       }
       if (lse.empty()) lse = ml;
-      if (ml.empty() || scale_k == 0.0 || (L.has_acc && out.empty())) continue;
+      const std::string here = "line " + std::to_string(f.span.begin.line) + ": the loop's online softmax keeps its taped backward: ";
+      if (ml.empty() || scale_k == 0.0 || (L.has_acc && out.empty())) {
+        declined_ = here + (ml.empty() ? std::string("the kernel does not store its row statistic (m + log2(l)), "
+                                                     "which the backward would read instead of a tape (store it, as "
+                                                     "FA2 forwards store M)")
+                                       : std::string("after the loop its accumulator is not divided by the sum"));
+        continue;
+      }
       // The stores of lse and of the output.
       auto find_store = [&](const std::string &value, size_t &at) -> Call * {
         for (size_t k = last_at + 1; k < body.size(); ++k) {
@@ -660,7 +671,13 @@ class Rewriter {
       Call *lse_store = find_store(lse, lse_store_at);
       const std::string out_stored = out_cast.empty() ? out : out_cast;
       Call *out_store = L.has_acc ? find_store(out_stored, out_store_at) : nullptr;
-      if (!lse_store || (L.has_acc && !out_store)) continue;
+      if (!lse_store || (L.has_acc && !out_store)) {
+        declined_ = here + (!lse_store ? std::string("the kernel does not store its row statistic (m + log2(l)), which "
+                                                     "the backward would read instead of a tape (store it, as FA2 "
+                                                     "forwards store M)")
+                                       : std::string("the kernel does not store its normalized output"));
+        continue;
+      }
       const int l_reads_after = 1 + (L.has_acc ? 1 : 0);
       if (read_class_after(L.m_name) != 1 || read_class_after(L.l_name) != l_reads_after || read_after(lg) != 1 ||
           read_after(ml) != 1 || read_after(lse) != 1)
@@ -676,7 +693,11 @@ class Rewriter {
       const Name *om = as_name(om_expr);
       if (!pm || (lm_expr && !lm) || (L.has_acc && (!po || (om_expr && !om)))) continue;
       // Every row whose output is stored has its statistic stored.
-      if (L.has_acc && lm && !(om && implies_row(om->id, lm->id))) continue;
+      if (L.has_acc && lm && !(om && implies_row(om->id, lm->id))) {
+        declined_ = here + "tgrad cannot tell that every row whose output is stored has its statistic stored (their "
+                           "masks differ)";
+        continue;
+      }
       const std::string stat_base = base_pointer(pm->id);
       const std::string out_base = po ? base_pointer(po->id) : "";
       const sema::SType *stat_ptr = stat_base.empty() ? nullptr : context_.type_of(stat_base);
@@ -684,7 +705,11 @@ class Rewriter {
       // The statistic is read back exactly only from a float32 buffer (the backward asserts it where the
       // type is generic: its other representatives then give no backward, and the torch module serves
       // float32 statistics only, as for a norm's saved Mean).
-      if (stat_ptr->elem.dtype != sema::DType::FP32 && !context_.generic(stat_base)) continue;
+      if (stat_ptr->elem.dtype != sema::DType::FP32 && !context_.generic(stat_base)) {
+        declined_ = here + "its row statistic goes to '" + stat_base + "', typed " + stat_ptr->str() +
+                    ": read back, a rounded statistic would make the gradient inexact (--arg " + stat_base + "=*fp32)";
+        continue;
+      }
       const sema::SType *init_l = context_.type_of(L.l_name);
       if (!init_l || init_l->shape.size() != 1) continue;
 
@@ -830,9 +855,11 @@ class Rewriter {
 }  // namespace
 
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
-                                                         NameAllocator &names) {
+                                                         NameAllocator &names, std::string *declined) {
   Rewriter r(anf, context, names);
-  return r.run();
+  std::optional<SoftmaxStatistics> result = r.run();
+  if (declined && !result) *declined = r.declined();
+  return result;
 }
 
 }  // namespace tgrad::ad

@@ -94,8 +94,10 @@ struct SoftmaxStatisticsContext {
 
 // Rewrites the first top-level loop of `anf` that runs an online softmax
 // whose statistic the kernel stores, as above; nullopt (and `anf`
-// unchanged) where there is none. New names come from `names`.
+// unchanged) where there is none. New names come from `names`. Where a loop
+// runs an online softmax that cannot be rewritten, `declined` (if given)
+// gets why, for --explain.
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
-                                                         NameAllocator &names);
+                                                         NameAllocator &names, std::string *declined = nullptr);
 
 }  // namespace tgrad::ad

@@ -593,8 +593,12 @@ bool Engine::read_back_softmax_statistics() {
   context.generic = [this](const std::string &p) { return request_.generic_params.count(p) > 0; };
   NameAllocator names;
   names.reserve_all(module_, *anf_.fn);
-  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names);
-  if (!r) return false;
+  std::string declined;
+  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names, &declined);
+  if (!r) {
+    read_back_explanation_ = declined;  // (for --explain: why the taped backward stays)
+    return false;
+  }
   for (SoftmaxStatistics::ReadBack &b : r->read_back) {
     saved_base_[b.value] = b.base;  // the caller passes the buffer as the forward left it
     read_back_.push_back(std::move(b));
