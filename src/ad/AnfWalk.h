@@ -46,6 +46,13 @@ using ast::rewrite_expr;
 // The same over every expression a block's statements read, at any depth.
 void rewrite_exprs(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
 
+// `e` as a name, or null (also for a null `e`); whether it is the name `id`.
+inline const ast::Name *as_name(const ast::Expr *e) { return e ? ast::dyn_cast<ast::Name>(e) : nullptr; }
+inline bool is_name(const ast::Expr *e, const std::string &id) {
+  const ast::Name *n = as_name(e);
+  return n && n->id == id;
+}
+
 // The one name an assignment `x = ...` assigns, or "" (another statement,
 // or several targets).
 std::string assigned_name(const ast::Stmt &s);

@@ -9,13 +9,6 @@ using namespace ast;
 
 namespace {
 
-const Name *as_name(const Expr *e) { return e ? dyn_cast<Name>(e) : nullptr; }
-
-bool is_name(const Expr *e, const std::string &id) {
-  const Name *n = as_name(e);
-  return n && n->id == id;
-}
-
 // A subscript that only inserts axes or keeps them whole: `x[:, None]`.
 bool is_axis_view(const Subscript &s) {
   for (const ExprPtr &i : s.indices) {

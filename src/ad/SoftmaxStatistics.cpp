@@ -14,6 +14,7 @@ namespace {
 
 using namespace ast;
 using reverse::assign;
+using reverse::binary;
 using reverse::call;
 using reverse::cast_to;
 using reverse::dotted_name;
@@ -21,13 +22,6 @@ using reverse::list;
 using reverse::name;
 
 constexpr double kLn2 = 0.6931471805599453;
-
-const Name *as_name(const Expr *e) { return e ? dyn_cast<Name>(e) : nullptr; }
-
-bool is_name(const Expr *e, const std::string &id) {
-  const Name *n = as_name(e);
-  return n && n->id == id;
-}
 
 // `x[:, None]`: the name x, or "".
 std::string column_of(const Expr &e) {
@@ -46,7 +40,6 @@ ExprPtr column(const std::string &x) {
   return std::make_unique<Subscript>(name(x), std::move(idx));
 }
 
-ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) { return std::make_unique<BinOp>(op, std::move(a), std::move(b)); }
 ExprPtr number(double v) { return std::make_unique<FloatLit>(v, ""); }
 
 // 2 for an exp2 or log2, 1 for exp or log (natural), 0 otherwise.
@@ -656,21 +649,17 @@ class Rewriter {
         continue;
       }
       // The stores of lse and of the output.
-      auto find_store = [&](const std::string &value, size_t &at) -> Call * {
+      auto find_store = [&](const std::string &value) -> Call * {
         for (size_t k = last_at + 1; k < body.size(); ++k) {
           auto *es = dyn_cast<ExprStmt>(body[k].get());
           auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
-          if (c && context_.builtin(*c) == "tl.store" && is_name(call_argument(*c, 1, "value"), value)) {
-            at = k;
-            return c;
-          }
+          if (c && context_.builtin(*c) == "tl.store" && is_name(call_argument(*c, 1, "value"), value)) return c;
         }
         return nullptr;
       };
-      size_t lse_store_at = 0, out_store_at = 0;
-      Call *lse_store = find_store(lse, lse_store_at);
+      Call *lse_store = find_store(lse);
       const std::string out_stored = out_cast.empty() ? out : out_cast;
-      Call *out_store = L.has_acc ? find_store(out_stored, out_store_at) : nullptr;
+      Call *out_store = L.has_acc ? find_store(out_stored) : nullptr;
       if (!lse_store || (L.has_acc && !out_store)) {
         declined_ = here + (!lse_store ? std::string("the kernel does not store its row statistic (m + log2(l)), which "
                                                      "the backward would read instead of a tape (store it, as FA2 "

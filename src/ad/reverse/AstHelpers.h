@@ -78,6 +78,19 @@ inline ExprPtr equals(ExprPtr a, ExprPtr b) {
   return std::make_unique<Compare>(std::move(a), std::vector<CompareOpKind>{CompareOpKind::Eq}, list(std::move(b)));
 }
 
+// `a <op> b`
+inline ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) {
+  return std::make_unique<BinOp>(op, std::move(a), std::move(b));
+}
+
+// `tl.static_assert(pointer.dtype.element_ty == tl.<dtype>, why)`: the backward
+// relies on reading a value back exactly from a buffer whose type is generic.
+inline StmtPtr buffer_dtype_assertion(const std::string &pointer, const std::string &dtype, const std::string &why) {
+  ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(pointer), "dtype"), "element_ty"),
+                        dotted_name("tl." + dtype));
+  return std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, ""))));
+}
+
 inline bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }
 
 // A value that can carry a gradient: a float tensor, or a tuple holding one

@@ -186,14 +186,11 @@ void Engine::replay_stmt(const Stmt &s, StmtList &dst) {
   for (const SoftmaxStatistics::ReadBack &b : read_back_) {
     if (b.value != assigned_name(s)) continue;
     // Read back from what the forward stored (read_back_softmax_statistics).
-    if (b.exact && request_.generic_params.count(b.base)) {
-      ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(b.base), "dtype"), "element_ty"),
-                            dotted_name("tl.float32"));
-      const std::string why = "tgrad: the backward reads the softmax's row statistic back from " + b.base +
-                              ", which must be a float32 buffer (with --arg " + b.base +
-                              "=*fp16 or *bf16 tgrad writes a backward that does not read it)";
-      dst.push_back(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, "")))));
-    }
+    if (b.exact && request_.generic_params.count(b.base))
+      dst.push_back(buffer_dtype_assertion(b.base, "float32",
+                                           "tgrad: the backward reads the softmax's row statistic back from " + b.base +
+                                               ", which must be a float32 buffer (with --arg " + b.base +
+                                               "=*fp16 or *bf16 tgrad writes a backward that does not read it)"));
     StmtPtr load = assign(b.value, clone(*b.load), s.span);
     load->leading_comment = b.exact ? "Stored by the forward: read back, not computed again."
                                     : "Stored by the forward (rounded to its dtype): read back, not computed again.";
@@ -211,12 +208,10 @@ void Engine::replay_stmt(const Stmt &s, StmtList &dst) {
       a->value = cast_to(std::move(a->value), dotted_name(std::string("tl.") + d->second));
       // The value is read back exactly only from a buffer of its own dtype.
       const std::string base = saved_base_.at(it->first);
-      ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(base), "dtype"), "element_ty"),
-                            dotted_name(std::string("tl.") + d->second));
-      std::string why = "tgrad: the backward reads '" + it->first + "' back from " + base + ", which must be a " +
-                        d->second + " buffer (or give --arg " + base + "=*DTYPE)";
-      StmtPtr check = std::make_unique<ExprStmt>(
-          call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, ""))));
+      StmtPtr check = buffer_dtype_assertion(base, d->second,
+                                             "tgrad: the backward reads '" + it->first + "' back from " + base +
+                                                 ", which must be a " + d->second + " buffer (or give --arg " + base +
+                                                 "=*DTYPE)");
       check->leading_comment = load->leading_comment;
       load->leading_comment.clear();
       dst.push_back(std::move(check));

@@ -67,8 +67,6 @@ void assigned_names(const Stmt &s, std::set<std::string> &out) {
   for (const auto &kv : n) out.insert(kv.first);
 }
 
-ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) { return std::make_unique<BinOp>(op, std::move(a), std::move(b)); }
-
 // A dimension or factor as tgrad writes it: digits are a literal, anything else a (constexpr) name.
 ExprPtr factor_expr(const std::string &text) {
   return std::all_of(text.begin(), text.end(), ::isdigit) ? int_lit(std::stoll(text)) : name(text);
@@ -522,33 +520,38 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // counts as independent of that axis where its start and step are: the owners enumerate the iterations
     // of the program with the most, and a program's contribution counts only where its loop runs that
     // iteration (a guard, below).
-    std::map<int, bool> guarded_axis;  // axis -> only the loop's end depends on it
+    std::map<int, bool> guarded_axis;                // axis -> only the loop's end depends on it
+    std::map<int, std::set<std::string>> on_axis_names;  // axis -> the names that depend on it (once per axis)
+    for (int a : gradient_axes) {
+      const auto seed = [a](const Expr &e) { return program_axis_of(e) == a; };
+      std::set<std::string> t = dependents(work, {}, seed);
+      auto on_axis = [&](const Expr *e) {
+        if (!e) return false;
+        std::set<std::string> r;
+        reads(*e, r);
+        bool d = std::any_of(r.begin(), r.end(), [&](const std::string &n) { return t.count(n) > 0; });
+        visit_expr(*e, [&](const Expr &x) { d |= seed(x); });
+        return d;
+      };
+      if (simple_range && range->args.size() >= 2 && on_axis(range->args[1].get()) && !on_axis(range->args[0].get()) &&
+          (range->args.size() < 3 || (!on_axis(range->args[2].get()) && (isa<IntLit>(range->args[2].get()) ||
+                                                                          isa<Name>(range->args[2].get()))))) {
+        // (The dependences again, with the loop's end a name nothing taints.)
+        ExprPtr end = std::move(cast<Call>(wloop.iter.get())->args[1]);
+        cast<Call>(wloop.iter.get())->args[1] = name(kNotAffine);
+        t = dependents(work, {}, seed);
+        cast<Call>(wloop.iter.get())->args[1] = std::move(end);
+        guarded_axis[a] = true;
+      }
+      on_axis_names[a] = std::move(t);
+    }
     std::vector<int> summed;
     bool same_axes = true;
     for (size_t g = 0; g < group_atomics.size(); ++g) {
       const Atomic &atomic = *group_atomics[g];
       std::vector<int> mine;
       for (int a : gradient_axes) {
-        const auto seed = [a](const Expr &e) { return program_axis_of(e) == a; };
-        std::set<std::string> t = dependents(work, {}, seed);
-        auto on_axis = [&](const Expr *e) {
-          if (!e) return false;
-          std::set<std::string> r;
-          reads(*e, r);
-          bool d = std::any_of(r.begin(), r.end(), [&](const std::string &n) { return t.count(n) > 0; });
-          visit_expr(*e, [&](const Expr &x) { d |= seed(x); });
-          return d;
-        };
-        if (simple_range && range->args.size() >= 2 && on_axis(range->args[1].get()) && !on_axis(range->args[0].get()) &&
-            (range->args.size() < 3 || (!on_axis(range->args[2].get()) && (isa<IntLit>(range->args[2].get()) ||
-                                                                            isa<Name>(range->args[2].get()))))) {
-          // (The dependences again, with the loop's end a name nothing taints.)
-          ExprPtr end = std::move(cast<Call>(wloop.iter.get())->args[1]);
-          cast<Call>(wloop.iter.get())->args[1] = name(kNotAffine);
-          t = dependents(work, {}, seed);
-          cast<Call>(wloop.iter.get())->args[1] = std::move(end);
-          guarded_axis[a] = true;
-        }
+        const std::set<std::string> &t = on_axis_names[a];
         if (!t.count(atomic.pointer) && (atomic.mask.empty() || !t.count(atomic.mask))) mine.push_back(a);
       }
       if (g == 0) summed = mine;
