@@ -732,6 +732,24 @@ class GenericDifferentiation {
     for (size_t k : integer_pointers_) record(pname(k), base_->types.at(pname(k)).str());
     for (size_t k : scalars_) record(pname(k), base_->types.at(pname(k)).str());
     for (size_t k : float_pointers_) record(pname(k), base_->types.at(pname(k)).str());
+    // A uniform type the forward accepts but whose backward tgrad could not write (a softmax statistic read
+    // back must be float32): that type for the data with one pointer float32 serves, where it gives the same
+    // backward (fp16 attention with its float32 logsumexp).
+    std::vector<sema::ParamTypes> statistic_types;
+    for (const Trial &t : uniform) {
+      if (t.backward) continue;
+      DiagEngine quiet(sources_);
+      if (!sema::analyze(module_, fn_, t.types, quiet)) continue;  // the forward rejects it: so would Triton
+      for (size_t k : float_pointers_) {
+        if (t.types.at(pname(k)).elem.dtype == DType::FP32) continue;
+        sema::ParamTypes types = t.types;
+        types[pname(k)] = pointer_to(DType::FP32);
+        statistic_types.push_back(std::move(types));
+      }
+    }
+    for (const Trial &t : attempt_all(statistic_types))
+      if (t.backward && same_backward(*base_->backward, *t.backward))
+        for (size_t k : float_pointers_) record(pname(k), t.types.at(pname(k)).str());
     bool ok = true;
     // Every accepted uniform type, then each pointer alone with each other
     // float type, then each dtype given as a tl.constexpr (the uniform one,
