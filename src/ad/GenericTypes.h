@@ -10,7 +10,10 @@
 // protocol):
 //   - pointers to floating-point data: *fp32, *fp16, *bf16, all alike first,
 //     then each pointer alone with the other two (fp16 data with fp32
-//     statistics);
+//     statistics); a type all alike that the forward accepts but whose
+//     backward tgrad cannot write (a softmax statistic read back must be
+//     float32) is tried with one pointer *fp32, and where no type all alike
+//     serves, each with one pointer of another type is the representative;
 //   - pointers whose loaded values become addresses or indices: *i32;
 //   - runtime scalars: i32 and fp32 (fp32 first where the default is a float);
 //   - tiles: ranks 0 to 2 (each dimension a symbol), then fp32, fp16, bf16.
