@@ -655,16 +655,23 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     # start at zero (one addition per element).
     owners = [getattr(bwd, n) for n in dir(bwd) if n.startswith("attn_fwd_kernel_bwd_d")]
     owner_grid = (triton.cdiv(N, bn), Z * H)
+    # Where the owners read per-program row statistics (rowsum(dO * O)), the prologue kernel computes them on the
+    # forward's grid into float32 scratch rows of BLOCK_M (the launch protocol's saved_tiles).
+    prologue = getattr(bwd, "attn_fwd_kernel_bwd_prologue", None)
+    saved = {p: torch.empty(grid[0] * grid[1] * bm, device="cuda") for p in (prologue.arg_names if prologue else [])
+             if p.endswith("_saved")}
 
     def gen_fn():
         dq.zero_(); dk.zero_(); dv.zero_()
         args = (q, k, v, sm_scale, lse, out, *strides, H, N)
         kw = dict(HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do,
                   num_warps=4)
+        if prologue:
+            prologue[grid](*args, **kw, **saved)
         bwd.attn_fwd_kernel_bwd[grid](*args, **kw)
         for kernel in owners:
             programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
-            kernel[owner_grid](*args, **kw, **{programs: grid[0]})
+            kernel[owner_grid](*args, **kw, **{programs: grid[0]}, **{p: t for p, t in saved.items() if p in kernel.arg_names})
 
     hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(Z, H, N, device="cuda")

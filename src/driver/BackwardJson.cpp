@@ -448,8 +448,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   for (const auto &t : bwd.saved_tiles) {
     const json shape = json::array({programs, elements_of(t.tile_shape)});
     const std::string why = "the value of '" + t.value + "' in each program of the forward, which " +
-                            bwd.prologue_kernel + " computes once (replaying the forward's loop) for the " +
-                            "owner-computes kernels to read";
+                            bwd.prologue_kernel + " computes once per program for the owner-computes kernels to " +
+                            "read";
     const bool integer = sema::is_integer(t.dtype);
     const std::string type = std::string("*") + (integer ? "i" : "fp") + std::to_string(sema::bits(t.dtype));
     const std::string dtype = sema::tl_name(t.dtype);

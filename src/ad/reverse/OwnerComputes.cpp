@@ -13,6 +13,7 @@
 #include "src/ad/reverse/AstHelpers.h"
 #include "src/ad/reverse/DeadCode.h"
 #include "src/ad/reverse/GroupedOrder.h"
+#include "src/ad/reverse/TileOrientation.h"
 #include "tgrad/diag/Diagnostics.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -317,6 +318,100 @@ struct Atomic {
   std::string load_comment;
 };
 
+
+// Statements of `block` in order, with those of the ifs in it (the guard of a causal owner).
+void flatten(const StmtList &block, std::vector<const Stmt *> &out) {
+  for (const StmtPtr &s : block) {
+    out.push_back(s.get());
+    if (auto *i = dyn_cast<If>(s.get())) {
+      flatten(i->body, out);
+      flatten(i->orelse, out);
+    }
+  }
+}
+
+// The names an owner's loop body computes in the forward program's prefix (`prefix`: the statements of the
+// backward kernel before its reverse loop) that the rest of the body reads, that are vectors of floats, and
+// whose computation reduces a tile (tl.sum, tl.max, tl.min): per-program row statistics worth saving.
+std::vector<std::string> row_statistics(const StmtList &loop_body, const std::set<const Stmt *> &prefix,
+                                        const std::function<const SType *(const std::string &)> &type_of_name) {
+  std::vector<const Stmt *> all;
+  flatten(loop_body, all);
+  std::map<std::string, std::vector<const Stmt *>> prefix_defs;
+  std::set<std::string> assigned_elsewhere, read_elsewhere;
+  for (const Stmt *s : all) {
+    if (isa<If>(s)) continue;
+    std::map<std::string, int> assigned;
+    stmt_assignments(*s, assigned);
+    for (const auto &kv : assigned) {
+      if (prefix.count(s)) prefix_defs[kv.first].push_back(s);
+      else assigned_elsewhere.insert(kv.first);
+    }
+    if (!prefix.count(s)) stmt_reads(*s, read_elsewhere);
+  }
+  std::vector<std::string> out;
+  for (const auto &[v, defs] : prefix_defs) {
+    if (assigned_elsewhere.count(v) || !read_elsewhere.count(v)) continue;
+    const SType *t = type_of_name(v);
+    if (!is_float_tensor(t) || t->shape.size() != 1 || !dimension_texts(*t)) continue;
+    // The prefix statements v depends on: does one of them reduce?
+    std::set<std::string> need{v}, seen;
+    bool reduces = false;
+    while (!need.empty() && !reduces) {
+      const std::string n = *need.begin();
+      need.erase(need.begin());
+      if (!seen.insert(n).second) continue;
+      auto d = prefix_defs.find(n);
+      if (d == prefix_defs.end()) continue;
+      for (const Stmt *s : d->second) {
+        std::set<std::string> r;
+        stmt_reads(*s, r);
+        need.insert(r.begin(), r.end());
+        const Expr *value = isa<Assign>(s)      ? cast<Assign>(s)->value.get()
+                            : isa<AugAssign>(s) ? cast<AugAssign>(s)->value.get()
+                                                : nullptr;
+        if (value) visit_expr(*value, [&](const Expr &e) {
+          auto *c = dyn_cast<Call>(&e);
+          const std::string f = c ? callee(*c) : "";
+          reduces |= f == "tl.sum" || f == "tl.max" || f == "tl.min";
+        });
+      }
+    }
+    if (reduces) out.push_back(v);
+  }
+  return out;
+}
+
+// Replaces the statements of `block` (and of its ifs) in `prefix` that assign `v` by `load`, at the first.
+bool replace_definitions(StmtList &block, const std::string &v, const std::set<const Stmt *> &prefix, StmtPtr &&load) {
+  bool placed = false;
+  std::function<void(StmtList &)> walk = [&](StmtList &b) {
+    for (size_t k = 0; k < b.size();) {
+      if (auto *i = dyn_cast<If>(b[k].get())) {
+        walk(i->body);
+        walk(i->orelse);
+        ++k;
+        continue;
+      }
+      std::map<std::string, int> assigned;
+      stmt_assignments(*b[k], assigned);
+      if (!prefix.count(b[k].get()) || !assigned.count(v)) {
+        ++k;
+        continue;
+      }
+      if (!placed) {
+        b[k] = std::move(load);
+        placed = true;
+        ++k;
+      } else {
+        erase_keeping_comment(b, k);
+      }
+    }
+  };
+  walk(block);
+  return placed;
+}
+
 }  // namespace
 
 // The prologue: the backward's statements before its reverse loop, run once
@@ -348,8 +443,8 @@ static std::unique_ptr<Function> build_prologue(const Function &bwd, size_t loop
     auto store = std::make_unique<ExprStmt>(
         call("tl.store", list(saved_address(t.scratch, std::move(flat), t.tile_shape), name(t.value))));
     if (k == 0)
-      store->leading_comment = "Saved for the owner-computes kernels, at this program's row: they read these "
-                               "instead of replaying the forward's loop once per owner and program";
+      store->leading_comment = "Saved for the owner-computes kernels, at this program's row: each owner reads "
+                               "them instead of computing them again for every program it sums over";
     prologue->body.push_back(std::move(store));
   }
   remove_dead_code(prologue->body);
@@ -896,18 +991,67 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       }
       for (const std::string &scratch : reads_saved) owner->params.push_back({scratch, {}, nullptr, nullptr});
     }
+    // Row statistics of the forward's program (FA2's rowsum(dO * O): a reduction over tiles the program
+    // loads) that every owner would recompute in every iteration: the prologue computes them once per
+    // program and the owners load them.
+    bool saved_statistics = false;
+    if (reads_saved.empty() && !grouped) {
+      for (const std::string &v : row_statistics(program_loop.body, from_prefix, type_of_name)) {
+        const SType *t = type_of_name(v);
+        const std::vector<std::string> dims = *dimension_texts(*t);
+        auto same = [&](const Backward::SavedTile &x) { return x.value == v; };
+        std::string scratch;
+        if (auto old = std::find_if(out.saved.begin(), out.saved.end(), same); old != out.saved.end()) {
+          scratch = old->scratch;
+        } else if (auto fresh = std::find_if(new_saved.begin(), new_saved.end(), same); fresh != new_saved.end()) {
+          scratch = fresh->scratch;
+        } else {
+          scratch = names.fresh(v + "_saved");
+          new_saved.push_back({scratch, v, dims, t->elem.dtype});
+        }
+        reads_saved.push_back(scratch);
+        ExprPtr flat = flat_program(
+            [&](int a) { return a == axis ? name(program) : call("tl.program_id", list(int_lit(a))); },
+            [&](int a) { return a == axis ? name(programs) : call("tl.num_programs", list(int_lit(a))); });
+        StmtPtr load = assign(v, call("tl.load", list(saved_address(scratch, std::move(flat), dims))));
+        load->leading_comment = "'" + v + "' of the forward's program, a reduction the prologue computed once per "
+                                "program: not recomputed by every owner";
+        replace_definitions(program_loop.body, v, from_prefix, std::move(load));
+        saved_statistics = true;
+      }
+      if (saved_statistics) {
+        remove_dead_code(owner->body);
+        for (const std::string &scratch : reads_saved) owner->params.push_back({scratch, {}, nullptr, nullptr});
+      }
+    }
     sema::ParamTypes owner_types = types;
     if (!grouped) owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
     for (const auto *saved : {&out.saved, &new_saved})
       for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
-    if (!sema::analyze(context, *owner, owner_types, check) || check.has_errors()) {
+    std::optional<sema::TypeInfo> owner_info = sema::analyze(context, *owner, owner_types, check);
+    if (!owner_info || check.has_errors()) {
       if (std::getenv("TGRAD_DEBUG_OWNERS")) {
         check.print_all(std::cerr);
         std::cerr << emit::print_function(*owner);
       }
       decline("because the kernel tgrad built for it does not type (please report)");
       continue;
+    }
+    // The owner's tiles the way round its own tile is (src/ad/reverse/TileOrientation.h), where that types.
+    std::string oriented;
+    {
+      StmtList before = clone(program_loop.body);
+      oriented = orient_loop_tiles(*owner, program_loop, *owner_info);
+      DiagEngine recheck(sources);
+      if (!oriented.empty() && (!sema::analyze(context, *owner, owner_types, recheck) || recheck.has_errors())) {
+        if (std::getenv("TGRAD_DEBUG_OWNERS")) {
+          recheck.print_all(std::cerr);
+          std::cerr << emit::print_function(*owner);
+        }
+        program_loop.body = std::move(before);
+        oriented.clear();
+      }
     }
 
     out.saved.insert(out.saved.end(), new_saved.begin(), new_saved.end());
@@ -937,8 +1081,15 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                  "), sums their contributions in registers and adds the tile once, instead of an atomic addition " +
                  "from every program in every iteration" +
                  (reads_saved.empty() ? std::string()
-                                      : "; what they add needs the forward's loop, which the prologue kernel replays "
-                                        "once per forward program, saving the values the owners read");
+                  : saved_statistics
+                      ? "; the row statistics it reads of each forward program (a reduction over tiles that program "
+                        "loads) come from the prologue kernel, which computes them once per program"
+                      : "; what they add needs the forward's loop, which the prologue kernel replays "
+                        "once per forward program, saving the values the owners read") +
+                 (oriented.empty() ? std::string()
+                                   : "; it holds the loop's " + oriented +
+                                         ", its own tile's axis first, so that no computed tile is transposed in "
+                                         "registers (each rewrite an identity of the transpose)");
     out.explanations.push_back(launch.why);
     out.launches.push_back(launch);
     out.kernels.push_back(std::move(owner));

@@ -138,7 +138,62 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_3_minus_one_saved):
+    tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    Q_block_shape0 = N_CTX
+    Q_block_offset0 = start_m * BLOCK_M
+    Q_block_offset1 = 0
+    O_block_base = Out + o_offset
+    O_block_stride0 = stride_om
+    O_block_stride1 = stride_ok
+    offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
+    Q_block_index0_col = offs_m[:, None]
+    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t_8 = offs_m < N_CTX
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+    O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
+    O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
+    dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
+
+    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    # (Loaded early: nothing in the backward writes this memory.)
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+
+    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
+    bm_i_4 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
+
+    # Grad of: acc = acc / l_i[:, None]
+    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+
+    # Grad of: m_i += tl.math.log2(l_i)
+    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+
+    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
+    tl.store(bl_i_3_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_3_minus_one)
+
+
+@triton.jit
+def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
@@ -183,9 +238,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
     O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
     K_ptrs_offset0_3 = K_ptrs_offset0_2
     K_ptrs_offset1_3 = K_ptrs_offset1_2
@@ -228,20 +281,17 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
         M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
         t_8 = offs_m < N_CTX
-        bm_i_4_times_c = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0)
         O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
         O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
         dO_block_base_plus_O_2 = dO_block_base + O_block_index0_col_2 + O_block_index1_row_2
         row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
         stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
-        row_stat_col = row_stat[:, None]
         bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
-        bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-        tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-        bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
-        bl_i_3_minus_one += bm_i_4_times_c * 0.6931471805599453 * 1.4426950408889634
+
+        # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
-        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
         bv = tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
         bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)

@@ -101,7 +101,56 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_2_minus_one_saved):
+    tl.static_assert(IS_CAUSAL == True, "tgrad: this backward was generated for IS_CAUSAL=True (-D); regenerate it for the value you launch with")
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64_5_2 = off_z.to(tl.int64) * stride_oz
+    off_h_to_tl_int64_5_2 = off_h.to(tl.int64) * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m_col = offs_m[:, None]
+    t = offs_m_col < N_CTX
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t_6 = offs_m < N_CTX
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_6, other=0.0)
+    offs_m_col_4_times_stride_om = offs_m_col * stride_om
+    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_6, other=float("inf")).to(tl.float32) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
+
+    # Grad of: acc = acc / l_i[:, None]
+    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
+    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+
+    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
+    tl.store(bl_i_2_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_2_minus_one)
+
+
+@triton.jit
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_2_minus_one_saved):
     tl.static_assert(IS_CAUSAL == True, "tgrad: this backward was generated for IS_CAUSAL=True (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
@@ -128,9 +177,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
     offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
@@ -165,7 +212,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             q = tl.load(q_ptrs, mask=t, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_6 = offs_m < N_CTX
-            blse = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_6, other=0.0)
             offs_m_col_4_times_stride_om = offs_m_col * stride_om
             o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
             do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
@@ -173,23 +219,22 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
             row_stat_col = row_stat[:, None]
             bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
-            bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
-            bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-            tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
-            bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
-            qk = tl.dot(q, tl_trans_k)
-            visible = (offs_m[:, None] >= offs_n_row) & t_4
-            p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat_col)
+
+            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+            qk = tl.dot(k, tl.trans(q))
+            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
+            p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
             p_to_tl_float16 = p.to(tl.float16)
-            bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
-            bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bv = tl.dot(p_to_tl_float16, bacc_4.to(p_to_tl_float16.dtype))
+            bp = tl.dot(v, tl.trans(bacc_4).to(v_ptrs.dtype.element_ty)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
             dV_tile = dV_tile + bv
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
             bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
-            bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
+            bk = tl.dot(bqk.to(q_ptrs.dtype.element_ty), q)
 
             # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes

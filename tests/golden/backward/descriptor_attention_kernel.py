@@ -114,7 +114,61 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, num_programs_0):
+def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, bl_i_3_minus_one_saved):
+    tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    rows = Z * H * N_CTX
+    desc_q_desc_shape0 = rows
+    desc_q_desc_shape1 = HEAD_DIM
+    desc_q_desc_stride1 = 1
+    desc_o_desc_base = desc_o
+    row0 = off_hz * N_CTX
+    start_m_times_BLOCK_M = start_m * BLOCK_M
+    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
+    desc_q_desc_index0_col = desc_q_desc_index0[:, None]
+    desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
+    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
+    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
+    # (Loaded early: nothing in the backward writes this memory.)
+    bm_i_4 = tl.load(dM + row0 + offs_m)
+    desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+
+    # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
+    # (Loaded early: nothing in the backward writes this memory.)
+    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M + row0 + offs_m).to(tl.float32)
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+
+    # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
+    # Grad of: acc = acc / l_i[:, None]
+    bout_correction = -bacc_4_to_dtype.to(stored_out.dtype)
+    bl_i_3_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+
+    # Grad of: m_i += tl.math.log2(l_i)
+    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+
+    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
+    tl.store(bl_i_3_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_3_minus_one)
+
+
+@triton.jit
+def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, num_programs_0, bl_i_3_minus_one_saved):
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 24 this program owns the gradient tile of, and its fixed program ids
@@ -140,7 +194,6 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
     offset_k = row0
     M_plus_off_hz_times_N_CTX = M + row0
-    dM_plus_off_hz_times_N_CTX = dM + row0
     offset_k_2 = offset_k
     offset_v_2 = offset_k
     desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
@@ -182,7 +235,6 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
         t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & t_3 & t_4
         q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        bm_i_4 = tl.load(dM_plus_off_hz_times_N_CTX + offs_m)
         desc_o_desc_base_2 = desc_o_desc_base + desc_q_desc_index0_col_2
         ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col_2
         desc_o_desc_base_2_2 = desc_o_desc_base_2 + desc_q_desc_index1_row_2
@@ -192,25 +244,23 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
         row_stat_col = row_stat[:, None]
         bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
-        bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-        tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-        bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
-        bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
-        qk = tl.dot(q, k)
-        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+
+        # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(tl.trans(k), tl.trans(q))
+        p = tl.math.exp2(qk * qk_scale - row_stat[None, :])
         p_to_dtype = p.to(dtype)
-        bv = tl.dot(tl.trans(p_to_dtype), bacc_4.to(p_to_dtype.dtype))
-        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bv = tl.dot(p_to_dtype, bacc_4.to(p_to_dtype.dtype))
+        bp = tl.dot(v, tl.trans(bacc_4).to(desc_v_desc_base_2_2.dtype.element_ty)).to(p.dtype)
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         ddesc_v_tile = ddesc_v_tile + bv
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 0), p.shape)
         bqk = bp * p * 0.6931471805599453 * qk_scale
-        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        ddesc_k_tile = ddesc_k_tile + tl.trans(bk)
+        ddesc_k_tile = ddesc_k_tile + tl.dot(bqk.to(desc_q_desc_base_2_2.dtype.element_ty), q)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(ddesc_k_desc_base_2_2, ddesc_k_tile, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")

@@ -197,7 +197,58 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0):
+def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_2_minus_one_saved):
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    off_z_to_tl_int64_5_2 = off_z.to(tl.int64) * stride_oz
+    off_h_to_tl_int64_5_2 = off_h.to(tl.int64) * stride_oh
+    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m_col = offs_m[:, None]
+    t = offs_m_col < N_CTX
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t_7 = offs_m < N_CTX
+
+    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    offs_m_col_4_times_stride_om = offs_m_col * stride_om
+    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
+    tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
+
+    # Stored by the forward: read back, not computed again.
+    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
+
+    # Grad of: acc = acc / l_i[:, None]
+    bout_correction = -bacc_4_to_Out_type_element_ty.to(stored_out.dtype)
+    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
+    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+
+    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
+    tl.store(bl_i_2_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_2_minus_one)
+
+
+@triton.jit
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_2_minus_one_saved):
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
     off_hz = tl.program_id(1)
@@ -223,9 +274,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
     offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N_CTX = M + off_hz_times_N_CTX
-    dM_plus_off_hz_times_N_CTX = dM + off_hz_times_N_CTX
+    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
@@ -263,18 +312,15 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             q = tl.load(q_ptrs, mask=t, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_7 = offs_m < N_CTX
-            blse = tl.load(dM_plus_off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
             offs_m_col_4_times_stride_om = offs_m_col * stride_om
             o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
             do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
             row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
             stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-            row_stat_col = row_stat[:, None]
             bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(stored_out.dtype)
-            bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
-            bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-            tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
-            bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+
+            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
             qk = tl.dot(q, tl_trans_k)
             qk_2 = qk * qk_scale
             if IS_CAUSAL:
@@ -289,7 +335,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
                 offs_n_row_3 = offs_n[None, :]
                 t_5 = offs_n_row_3 < N_CTX
                 qk_5 = tl.where(t_5, qk_2, float("-inf"))
-            p = tl.math.exp2(qk_5 - row_stat_col)
+            p = tl.math.exp2(qk_5 - row_stat[:, None])
             p_to_tl_float16 = p.to(tl.float16)
             bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
             bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
@@ -516,11 +562,15 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tenso
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dV = _tgrad_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    # the value of 'bl_i_2_minus_one' in each program of the forward, which attn_fwd_kernel_bwd_prologue computes once per program for the owner-computes kernels to read
+    bl_i_2_minus_one_saved = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), BLOCK_M), dtype=torch.float32, device=Q.device)
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
+    # replays the forward's loop once per program of the forward's grid and saves what the owner-computes kernels need of it
+    attn_fwd_kernel_bwd_prologue[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_options(num_warps, num_stages))
     attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_options(num_warps, num_stages))
-    # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, **_tgrad_options(num_warps, num_stages))
+    # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program
+    attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_options(num_warps, num_stages))
     return dQ, dK, dV
 
 
