@@ -489,7 +489,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         kernels.push_back({{"name", bwd.prologue_kernel},
                            {"grid", json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}})},
                            {"call", prologue_call},
-                           {"why", "replays the forward's loop once per program of the forward's grid and saves what "
+                           {"why", "runs the backward's per-program prefix once per program of the forward's grid "
+                                   "(with a replay of the forward's loop where the owners need one) and saves what "
                                    "the owner-computes kernels need of it"}});
       }
       if (bwd.backward_kernel_writes)
@@ -505,6 +506,11 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         if (loops.size() == 1) {
           ExprTranslator translate(*forward);
           trips = translate.trips(*loops[0]);
+          why_not = translate.why();
+        } else if (loops.size() > 1 && o.loop_context && !o.loop_context->body.empty()) {
+          // Several loops at that position (one helper inlined twice): the loop as the backward kernel had it.
+          ExprTranslator translate(*o.loop_context);
+          trips = translate.trips(*cast<For>(o.loop_context->body.back().get()));
           why_not = translate.why();
         }
         json grid = json::array({json{{"grid", 0}}, json{{"grid", 1}}, json{{"grid", 2}}});

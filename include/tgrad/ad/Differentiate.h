@@ -151,6 +151,11 @@ struct Backward {
     std::vector<std::shared_ptr<const ast::Expr>> grid_sizes;
     int loop_line = 0, loop_column = 0;  // the forward's loop whose iterations the grid enumerates
     std::string loop_range;      // "range(0, tl.cdiv(K, BLOCK_SIZE_K))"
+    // The backward kernel as the owner was cut from it, up to and with that
+    // loop (its body emptied): where the launch protocol reads the trip
+    // count when the forward has several loops at the loop's position (one
+    // helper inlined twice: the two stages of a causal attention).
+    std::shared_ptr<const ast::Function> loop_context;
     bool plain_store = false;    // writes with tl.store (else one tl.atomic_add per element and owner)
     std::vector<std::string> saved_tiles;  // the SavedTile scratch parameters it reads (after programs_param)
     std::string why;             // for --explain and the protocol

@@ -569,18 +569,26 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
     if (f) function_names.reserve(f->name);
   function_names.reserve(bwd.name);
   std::unique_ptr<Module> context = checking_module();
-  OwnerComputesResult owners =
-      gather_gradients_by_owner(bwd, result.gradient_buffers, *context, bwd_types, sources_, names_, function_names,
-                                request_.deterministic);
-  result.explanations.insert(result.explanations.end(), owners.explanations.begin(), owners.explanations.end());
-  result.owner_kernels = owners.launches;
-  result.backward_kernel_writes = owners.backward_kernel_writes;
-  if (owners.prologue) {
-    result.prologue_kernel = owners.prologue->name;
-    result.saved_tiles = owners.saved;
-    owner_functions_.push_back(std::move(owners.prologue));  // emitted before the owners, as it runs
+  // One loop's atomics per call, the last loop's first; again while a call gathers something and atomics
+  // remain (the two stages of a causal forward each add to dK and dV).
+  while (true) {
+    OwnerComputesResult owners =
+        gather_gradients_by_owner(bwd, result.gradient_buffers, *context, bwd_types, sources_, names_, function_names,
+                                  request_.deterministic, result.saved_tiles);
+    for (const std::string &e : owners.explanations)
+      if (std::find(result.explanations.begin(), result.explanations.end(), e) == result.explanations.end())
+        result.explanations.push_back(e);
+    result.owner_kernels.insert(result.owner_kernels.end(), owners.launches.begin(), owners.launches.end());
+    result.backward_kernel_writes = owners.backward_kernel_writes;
+    if (owners.prologue) {
+      result.prologue_kernel = owners.prologue->name;
+      result.saved_tiles = owners.saved;
+      owner_functions_.push_back(std::move(owners.prologue));  // emitted before the owners, as it runs
+    }
+    const bool gathered = !owners.kernels.empty();
+    for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
+    if (!gathered || names_accessed_by(bwd.body, "tl.atomic_add").empty()) break;
   }
-  for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
 }
 
 bool Engine::read_back_softmax_statistics() {

@@ -352,6 +352,9 @@ std::vector<std::string> row_statistics(const StmtList &loop_body, const std::se
   std::vector<std::string> out;
   for (const auto &[v, defs] : prefix_defs) {
     if (assigned_elsewhere.count(v) || !read_elsewhere.count(v)) continue;
+    // Assigned by plain assignments only (a loop of the prefix that assigns it is not a row statistic's formula).
+    if (std::any_of(defs.begin(), defs.end(), [](const Stmt *d) { return !isa<Assign>(d) && !isa<AugAssign>(d); }))
+      continue;
     const SType *t = type_of_name(v);
     if (!is_float_tensor(t) || t->shape.size() != 1 || !dimension_texts(*t)) continue;
     // The prefix statements v depends on: does one of them reduce?
@@ -455,7 +458,8 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                                               const std::vector<std::pair<std::string, std::string>> &gradients,
                                               const Module &context, const sema::ParamTypes &types,
                                               const SourceManager &sources, NameAllocator &names,
-                                              NameAllocator &function_names, bool allow_prologue) {
+                                              NameAllocator &function_names, bool allow_prologue,
+                                              const std::vector<Backward::SavedTile> &prior) {
   OwnerComputesResult out;
   StmtList &body = bwd.body;
   std::set<std::string> gradient_params;
@@ -486,6 +490,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
   // Each gradient's atomics: all of them in that loop's body, at its top level.
   std::map<std::string, std::vector<Atomic>> atomics;
   std::map<std::string, int> atomics_elsewhere;
+  const StmtList *other_loop_body = nullptr;  // while counting the body of another top-level loop
   std::function<void(const StmtList &, bool)> count_atomics = [&](const StmtList &block, bool top_of_loop) {
     for (size_t k = 0; k < block.size(); ++k) {
       const Stmt &s = *block[k];
@@ -499,7 +504,10 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           continue;
         }
         if (!top_of_loop) {
-          ++atomics_elsewhere[g];
+          // Atomics at the top level of another top-level loop (the other stage of a two-stage causal forward)
+          // only add to the same buffer: gathering this loop's commutes with them (a later pass may gather them
+          // too).
+          if (&block != other_loop_body) ++atomics_elsewhere[g];
           continue;
         }
         const Keyword *mask = nullptr;
@@ -516,7 +524,12 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         atomics[g].push_back(a);
         continue;
       }
-      if (auto *f = dyn_cast<For>(&s)) count_atomics(f->body, &s == body[loop_at].get());
+      if (auto *f = dyn_cast<For>(&s)) {
+        const StmtList *outer = other_loop_body;
+        if (&block == &body && &s != body[loop_at].get()) other_loop_body = &f->body;
+        count_atomics(f->body, &s == body[loop_at].get());
+        other_loop_body = outer;
+      }
       if (auto *i = dyn_cast<If>(&s)) {
         count_atomics(i->body, false);
         count_atomics(i->orelse, false);
@@ -915,6 +928,11 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // rest reads of it come from the prologue instead, saved per program.
     std::vector<std::string> reads_saved;
     std::vector<Backward::SavedTile> new_saved;  // kept once the owner is accepted
+    if (replays() && !prior.empty()) {
+      decline("because what it adds needs a value of the forward's loop (a replay), and the prologue of another "
+              "loop's owners does not save it");
+      continue;
+    }
     if (replays() && !allow_prologue) {
       decline("because what it adds needs a value of the forward's loop (a replay): each owner would replay that "
               "loop once per program it sums over (--deterministic saves it per program in a prologue kernel "
@@ -996,12 +1014,20 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // program and the owners load them.
     bool saved_statistics = false;
     if (reads_saved.empty() && !grouped) {
+      // (What the statements from this loop on assign: a value an earlier call's prologue saved after them
+      // is this loop's only where they leave it alone.)
+      std::set<std::string> assigned_from_loop;
+      for (size_t k = loop_at; k < body.size(); ++k) assigned_names(*body[k], assigned_from_loop);
       for (const std::string &v : row_statistics(program_loop.body, from_prefix, type_of_name)) {
         const SType *t = type_of_name(v);
         const std::vector<std::string> dims = *dimension_texts(*t);
         auto same = [&](const Backward::SavedTile &x) { return x.value == v; };
         std::string scratch;
-        if (auto old = std::find_if(out.saved.begin(), out.saved.end(), same); old != out.saved.end()) {
+        if (!prior.empty()) {
+          auto earlier = std::find_if(prior.begin(), prior.end(), same);
+          if (earlier == prior.end() || assigned_from_loop.count(v)) continue;  // recomputed by the owner
+          scratch = earlier->scratch;
+        } else if (auto old = std::find_if(out.saved.begin(), out.saved.end(), same); old != out.saved.end()) {
           scratch = old->scratch;
         } else if (auto fresh = std::find_if(new_saved.begin(), new_saved.end(), same); fresh != new_saved.end()) {
           scratch = fresh->scratch;
@@ -1066,6 +1092,12 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     launch.loop_line = loop.span.begin.line;
     launch.loop_column = loop.span.begin.column;
     launch.loop_range = emit::print_expr(*loop.iter);
+    {
+      std::unique_ptr<Function> context_fn = clone_signature(bwd);
+      for (size_t k = 0; k < loop_at; ++k) context_fn->body.push_back(clone(*body[k]));
+      context_fn->body.push_back(std::make_unique<For>(clone(*loop.target), clone(*loop.iter), StmtList{}, loop.span));
+      launch.loop_context = std::move(context_fn);
+    }
     launch.why = where + what + (together ? " are gathered by their owners: '" : " is gathered by its owners: '") +
                  owner->name +
                  "' runs one program per " +

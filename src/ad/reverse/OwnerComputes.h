@@ -64,10 +64,17 @@ struct OwnerComputesResult {
 // (kernels: `function_names`). `allow_prologue`: owners that need a replay
 // of the forward's loop read what a prologue saved (BackwardRequest::
 // deterministic); else such gradients stay with their atomics.
+//
+// One call gathers the atomics of one loop (the last top-level loop that
+// adds to a gradient). A kernel with several (the two stages of a causal
+// forward) is gathered by calling again while a call gathers something;
+// `prior` is what earlier calls' prologue saves: a later call reads those
+// values from it and builds no prologue of its own.
 OwnerComputesResult gather_gradients_by_owner(ast::Function &backward,
                                               const std::vector<std::pair<std::string, std::string>> &gradients,
                                               const ast::Module &context, const sema::ParamTypes &types,
                                               const SourceManager &sources, NameAllocator &names,
-                                              NameAllocator &function_names, bool allow_prologue);
+                                              NameAllocator &function_names, bool allow_prologue,
+                                              const std::vector<Backward::SavedTile> &prior = {});
 
 }  // namespace tgrad::ad::reverse
