@@ -96,6 +96,8 @@ class Rewriter {
 
   // Why an online softmax that was found keeps its taped backward ("" where none was found).
   const std::string &declined() const { return declined_; }
+  // Where declined() is about tl.constexpr values not given: the loop (else a default span).
+  const SourceSpan &flags_at() const { return flags_at_; }
 
   std::optional<SoftmaxStatistics> run() {
     StmtList &body = anf_.fn->body;
@@ -104,6 +106,7 @@ class Rewriter {
       if (!f || !anf_.carried.count(f)) continue;
       if (std::optional<SoftmaxStatistics> r = try_loop(k, *f)) return r;
     }
+    if (declined_.empty()) declined_ = running_max_under_flags();
     return std::nullopt;
   }
 
@@ -114,6 +117,7 @@ class Rewriter {
   std::map<std::string, int> assignments_;
   std::map<std::string, Assign *> definition_;
   std::string declined_;
+  SourceSpan flags_at_;
 
   void index(StmtList &block) {
     for (StmtPtr &s : block) {
@@ -536,6 +540,74 @@ class Rewriter {
       }
   }
 
+  // The parameters `e` reads, through the definitions of the names it reads.
+  void parameters_read(const Expr &e, std::set<std::string> &out, int depth = 0) const {
+    std::set<std::string> names;
+    reads(e, names);
+    for (const std::string &n : names) {
+      if (std::any_of(anf_.fn->params.begin(), anf_.fn->params.end(), [&](const Param &p) { return p.name == n; })) {
+        out.insert(n);
+      } else if (auto d = definition_.find(n); d != definition_.end() && depth < 16) {
+        parameters_read(*d->second->value, out, depth + 1);
+      }
+    }
+  }
+
+  bool compile_time(const If &i) const {
+    const sema::SType *t = nullptr;
+    if (auto *n = as_name(i.cond.get())) t = context_.type_of(n->id);
+    return t ? !t->is_tensor() : !isa<Name>(i.cond.get());
+  }
+
+  // Where a loop with a running max (`m = tl.maximum(...)`) sits under, or holds, ifs whose conditions Triton
+  // decides when it compiles (tl.constexpr parameters without values: the Triton tutorial's `if STAGE & 1:`
+  // around its loop and `if STAGE == 2:` inside it), the matcher above, which reads top-level loops as
+  // straight-line code, cannot see it; with the values given the ifs fold away. Says so, naming the
+  // parameters, or "".
+  std::string running_max_under_flags() {
+    std::set<std::string> flags;
+    int line = 0;
+    std::function<void(const StmtList &, std::set<std::string>)> walk = [&](const StmtList &block,
+                                                                            std::set<std::string> around) {
+      for (const StmtPtr &s : block) {
+        if (auto *i = dyn_cast<If>(s.get())) {
+          std::set<std::string> inner = around;
+          if (compile_time(*i)) parameters_read(*i->cond, inner);
+          walk(i->body, inner);
+          walk(i->orelse, inner);
+        } else if (auto *f = dyn_cast<For>(s.get())) {
+          std::set<std::string> in_loop = around;
+          bool maximum = false;
+          std::function<void(const StmtList &)> scan = [&](const StmtList &b) {
+            for (const StmtPtr &x : b) {
+              if (auto *i = dyn_cast<If>(x.get())) {
+                if (compile_time(*i)) parameters_read(*i->cond, in_loop);
+                scan(i->body);
+                scan(i->orelse);
+              } else if (auto *a = dyn_cast<Assign>(x.get()); a && builtin(a->value.get()) == "tl.maximum") {
+                maximum = true;
+              }
+            }
+          };
+          scan(f->body);
+          if (maximum && !in_loop.empty() && line == 0) {
+            flags = in_loop;
+            line = f->span.begin.line;
+            flags_at_ = f->span;
+          }
+        }
+      }
+    };
+    walk(anf_.fn->body, {});
+    if (line == 0) return "";
+    std::string list;
+    for (const std::string &n : flags) list += (list.empty() ? "" : ", ") + n;
+    return "line " + std::to_string(line) + ": the loop's online softmax keeps its taped backward: the loop, or its "
+           "running max, is under ifs on tl.constexpr values tgrad was not given (" + list + "); give them with -D, "
+           "as the launch uses them, and tgrad differentiates it from the stored row statistic instead (no tape, "
+           "no replay of the loop)";
+  }
+
   std::optional<SoftmaxStatistics> try_loop(size_t last_at, For &f) {
     StmtList &body = anf_.fn->body;
     for (const LoopCarried &m : anf_.carried.at(&f)) {
@@ -844,10 +916,12 @@ class Rewriter {
 }  // namespace
 
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
-                                                         NameAllocator &names, std::string *declined) {
+                                                         NameAllocator &names, std::string *declined,
+                                                         SourceSpan *flags_at) {
   Rewriter r(anf, context, names);
   std::optional<SoftmaxStatistics> result = r.run();
   if (declined && !result) *declined = r.declined();
+  if (flags_at && !result) *flags_at = r.flags_at();
   return result;
 }
 

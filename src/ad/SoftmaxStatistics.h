@@ -97,7 +97,10 @@ struct SoftmaxStatisticsContext {
 // unchanged) where there is none. New names come from `names`. Where a loop
 // runs an online softmax that cannot be rewritten, `declined` (if given)
 // gets why, for --explain.
+// `flags_at` (if given) gets the loop's position where the reason is tl.constexpr
+// values not given (-D would let tgrad read the statistic): worth a note.
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
-                                                         NameAllocator &names, std::string *declined = nullptr);
+                                                         NameAllocator &names, std::string *declined = nullptr,
+                                                         SourceSpan *flags_at = nullptr);
 
 }  // namespace tgrad::ad

@@ -464,6 +464,11 @@ class Specializer {
       if (std::vector<std::string> all = served_by_all(name); !all.empty()) served = all;
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
+      for (const auto &n : s.backward.notes)
+        if (std::none_of(out.notes.begin(), out.notes.end(), [&](const auto &o) {
+              return o.second == n.second && o.first.begin == n.first.begin;
+            }))
+          out.notes.push_back(n);
       // A consumed upstream gradient is a float32 copy for every
       // specialization: one launch protocol passes one buffer.
       out.add_buffer_needs(s.backward);
@@ -697,6 +702,8 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   }
   if (out) assert_given_constexprs(*fn, request, *out);
   if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
+  if (out)
+    for (const auto &[at, note] : out->notes) diags.note(at, note);
   if (out && request.deterministic)
     for (const Backward::AtomicGradient &a : out->atomic_gradients)
       diags.warning(a.load, "--deterministic: the gradient of '" + a.input +

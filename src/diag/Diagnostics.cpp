@@ -53,6 +53,12 @@ void DiagEngine::note(const SourceSpan &span, std::string message) {
 }
 
 void DiagEngine::report(Diagnostic d) {
+  // A note or warning said once is enough (a stage that runs once per specialization would repeat it).
+  if (d.severity != Severity::Error)
+    for (const Diagnostic &o : diags_)
+      if (o.severity == d.severity && o.message == d.message && o.span.begin.line == d.span.begin.line &&
+          o.span.begin.column == d.span.begin.column && o.span.file_id == d.span.file_id)
+        return;
   if (d.severity == Severity::Error) ++error_count_;
   diags_.push_back(std::move(d));
 }

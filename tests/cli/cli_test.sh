@@ -672,6 +672,15 @@ expect_grep derived_flag_names_params "$TMP/derived_flag.err" "derived_flag.py:8
 run derived_flag_given "$TMP/derived_flag.py" --wrt X -D BT=64 -D BC=32
 expect_rc derived_flag_given_exit_0 0 derived_flag_given
 
+# An online softmax under ifs on tl.constexpr values not given keeps its taped backward, and a note (printed
+# without --explain) names the values that would let tgrad read its backward from the stored statistic.
+run softmax_flags tests/kernels/attention_block_ptr.py --fn attn_fwd_block_ptr_kernel --wrt Q,K,V
+expect_rc softmax_flags_exit_0 0 softmax_flags
+expect_grep softmax_flags_note "$TMP/softmax_flags.err" "attention_block_ptr.py:21:5: note: the loop's online softmax keeps its taped backward: .*tl.constexpr values tgrad was not given \\(STAGE\\); give them with -D"
+run softmax_flags_given tests/kernels/attention_block_ptr.py --fn attn_fwd_block_ptr_kernel --wrt Q,K,V -D STAGE=1
+expect_rc softmax_flags_given_exit_0 0 softmax_flags_given
+expect_no_grep softmax_flags_given_no_note "$TMP/softmax_flags_given.err" "note: the loop's online softmax"
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'

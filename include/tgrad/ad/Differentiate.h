@@ -99,6 +99,9 @@ struct Backward {
   std::vector<std::pair<std::string, std::string>> gradient_buffers;
   size_t input_gradients = 0;               // how many of them are inputs
   std::vector<std::string> explanations;    // --explain: each memory adjoint's decision and reason
+  // Worth saying without --explain (a faster backward that -D values would
+  // give): where, and what. differentiate() reports them as notes.
+  std::vector<std::pair<SourceSpan, std::string>> notes;
   // Inputs whose gradient buffers must start at zero (atomics, or adds in
   // place before any plain store); the others' buffers may hold anything.
   std::vector<std::string> zero_initialized;

@@ -620,6 +620,7 @@ class Engine {
   // (read_back_softmax_statistics), and why.
   std::vector<SoftmaxStatistics::ReadBack> read_back_;
   std::string read_back_explanation_;
+  std::vector<std::pair<SourceSpan, std::string>> notes_;  // Backward::notes
   std::map<std::string, std::string> read_back_witnesses_;  // such a value, its pointer generic -> the dtype the backward asserts
   std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through
   AnfFunction anf_;

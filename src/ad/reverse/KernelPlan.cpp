@@ -495,6 +495,7 @@ std::optional<Backward> Engine::build_kernel() {
                                   "when it moves, so its gradient is zero and is not computed");
   }
   if (!read_back_explanation_.empty()) result.explanations.push_back(read_back_explanation_);
+  result.notes = notes_;
   out_ = &sweep_;
   sweep_block(body, access, result.explanations);
   if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
@@ -602,9 +603,15 @@ bool Engine::read_back_softmax_statistics() {
   NameAllocator names;
   names.reserve_all(module_, *anf_.fn);
   std::string declined;
-  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names, &declined);
+  SourceSpan flags_at;
+  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names, &declined, &flags_at);
   if (!r) {
     read_back_explanation_ = declined;  // (for --explain: why the taped backward stays)
+    // Worth saying without --explain: the user has the values, and the difference is a tape and a replay.
+    if (flags_at.begin.line > 0) {
+      const size_t colon = declined.find(": ");
+      notes_.push_back({flags_at, colon == std::string::npos ? declined : declined.substr(colon + 2)});
+    }
     return false;
   }
   for (SoftmaxStatistics::ReadBack &b : r->read_back) {
