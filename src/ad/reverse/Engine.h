@@ -301,6 +301,9 @@ class Engine {
   void gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result);
   // The emitted functions with their single-use temporaries folded into
   // their uses (src/ad/Readability.h), the user's names kept.
+  // Splits the generated kernels' loops so that iterations whose masks hold in every lane run without them
+  // (src/ad/reverse/MaskPeeling.h), after the readability pass: each copy of a loop's body reads as written.
+  void peel_masks(Module &out, Backward &result);
   void make_readable(Module &out, const Backward &result) const;
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);

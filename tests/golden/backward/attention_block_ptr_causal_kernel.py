@@ -100,7 +100,66 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
     V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2
     V_ptrs_2_offset1_3 = K_ptrs_offset0_2
-    for start_n_2 in range(hi, hi_2, BLOCK_N):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_n_2_count = (max(hi_2 - hi, 0) + BLOCK_N - 1) // BLOCK_N
+    start_n_2_last_unmasked = min(min(start_n_2_count, max(Q_block_offset0 + 1 - hi, 0) // BLOCK_N), max(N_CTX - hi, 0) // BLOCK_N)
+
+    # Unmasked: every lane within the bounds
+    for start_n_2 in range(hi, hi + start_n_2_last_unmasked * BLOCK_N, BLOCK_N):
+        K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_stride0
+        K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :] * K_ptrs_stride1
+        K_ptrs_2_base_plus_K_2 = K_ptrs_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
+        dK_ptrs_2_base_plus_K_2 = dK_ptrs_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
+        t_8_and_t_9 = (K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_shape1)
+        k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_8_and_t_9, other=0.0)
+        qk_2 = tl.dot(q, k_2) * qk_scale
+        cols_2 = start_n_2 + offs_n
+        t_10_and_t_11 = True
+        p_2 = tl.math.exp2(tl.where(t_10_and_t_11, qk_2, float("-inf")) - row_stat_col)
+        V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None] * V_ptrs_stride0
+        V_ptrs_2_index1_row_2 = V_ptrs_2_index1[None, :] * V_ptrs_stride1
+        V_ptrs_2_base_plus_V_2 = V_ptrs_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
+        dV_ptrs_2_base_plus_V_2 = dV_ptrs_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
+        t_12_and_t_13 = (V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < K_ptrs_shape1)
+        v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_12_and_t_13, other=0.0)
+        p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
+        K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
+        K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
+        V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
+        V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
+
+        # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
+        bp_2_to_v_2_dtype = tl.dot(bacc_6.to(V_ptrs_2_base_plus_V_2.dtype.element_ty), tl.trans(v_2))
+        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6.to(p_2_to_v_2_dtype.dtype))
+        bp_2 = bp_2_to_v_2_dtype.to(p_2.dtype)
+
+        # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        tl.atomic_add(dV_ptrs_2_base_plus_V_2, bv_2, mask=t_12_and_t_13, sem="relaxed")
+
+        # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
+        bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p_2.shape)
+
+        # Grad of: p_2 = tl.math.exp2(qk_2 - m_ij_2[:, None])
+        # Grad of: qk_2 = tl.where((offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX), qk_2, float("-inf"))
+        bqk_2 = tl.where(t_10_and_t_11, bp_2 * p_2 * 0.6931471805599453, 0.0)
+
+        # Grad of: qk_2 = tl.dot(q, k_2) * qk_scale
+        btl_dot_q_k_2 = bqk_2 * qk_scale
+        bq += tl.dot(btl_dot_q_k_2.to(K_ptrs_2_base_plus_K_2.dtype.element_ty), tl.trans(k_2))
+        bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q_block_base_plus_Q_2.dtype.element_ty))
+
+        # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        tl.atomic_add(dK_ptrs_2_base_plus_K_2, bk_2, mask=t_8_and_t_9, sem="relaxed")
+
+    # Masked: the iterations after the run
+    for start_n_2 in range(hi + start_n_2_last_unmasked * BLOCK_N, hi_2, BLOCK_N):
         K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_stride0
@@ -155,7 +214,50 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     K_ptrs_offset1_3 = K_ptrs_offset1_2
     V_ptrs_offset0_3 = K_ptrs_offset1_2
     V_ptrs_offset1_3 = K_ptrs_offset0_2
-    for start_n in range(Q_block_offset1, hi, BLOCK_N):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_n_count = (max(hi - Q_block_offset1, 0) + BLOCK_N - 1) // BLOCK_N
+    start_n_last_unmasked = min(start_n_count, max(N_CTX - Q_block_offset1, 0) // BLOCK_N)
+
+    # Unmasked: every lane within the bounds
+    for start_n in range(Q_block_offset1, Q_block_offset1 + start_n_last_unmasked * BLOCK_N, BLOCK_N):
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        qk = tl.dot(q, k) * qk_scale
+        cols = start_n + offs_n
+        p = tl.math.exp2(qk - row_stat_col)
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
+        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
+
+        # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        bp = tl.dot(bacc_6.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
+
+        # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
+        # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
+        bqk = bp * p * 0.6931471805599453
+
+        # Grad of: qk = tl.dot(q, k) * qk_scale
+        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+
+    # Masked: the iterations after the run
+    for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, hi, BLOCK_N):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0

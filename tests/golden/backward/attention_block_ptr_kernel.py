@@ -95,7 +95,50 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     K_ptrs_offset1_3 = K_ptrs_offset1_2
     V_ptrs_offset0_3 = K_ptrs_offset1_2
     V_ptrs_offset1_3 = K_ptrs_offset0_2
-    for start_n in range(Q_block_offset1, Q_block_shape0, BLOCK_N):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_n_count = (max(Q_block_shape0 - Q_block_offset1, 0) + BLOCK_N - 1) // BLOCK_N
+    start_n_last_unmasked = min(start_n_count, max(N_CTX - Q_block_offset1, 0) // BLOCK_N)
+
+    # Unmasked: every lane within the bounds
+    for start_n in range(Q_block_offset1, Q_block_offset1 + start_n_last_unmasked * BLOCK_N, BLOCK_N):
+        K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+        K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
+        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        qk = tl.dot(q, k) * qk_scale
+        cols = start_n + offs_n
+        p = tl.math.exp2(qk - row_stat_col)
+        V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+        V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
+        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
+        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+        K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+        V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+        V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
+
+        # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+
+        # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
+        # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
+        bqk = bp * p * 0.6931471805599453
+
+        # Grad of: qk = tl.dot(q, k) * qk_scale
+        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+
+    # Masked: the iterations after the run
+    for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, Q_block_shape0, BLOCK_N):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0

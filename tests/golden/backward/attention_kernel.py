@@ -70,7 +70,38 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    for start_n in range(0, hi, BLOCK_N):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_n_count = (max(hi, 0) + BLOCK_N - 1) // BLOCK_N
+    start_n_last_unmasked = min(start_n_count, max(N_CTX, 0) // BLOCK_N)
+
+    # Unmasked: every lane within the bounds
+    for start_n in range(0, start_n_last_unmasked * BLOCK_N, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+        k = tl.load(k_ptrs)
+        tl_trans_k = tl.trans(k)
+        qk = tl.dot(q, tl_trans_k)
+        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        v = tl.load(v_ptrs)
+
+        # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+
+        # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
+        # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+        # Grad of: qk = qk * qk_scale
+        bqk = bp * p * 0.6931471805599453 * qk_scale
+
+        # Grad of: qk = tl.dot(q, tl.trans(k))
+        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+
+    # Masked: the iterations after the run
+    for start_n in range(start_n_last_unmasked * BLOCK_N, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
         k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)

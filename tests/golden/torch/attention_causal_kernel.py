@@ -134,7 +134,71 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
-    for start_n in range(0, hi_3, BLOCK_N):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_n_count = (max(hi_3, 0) + BLOCK_N - 1) // BLOCK_N
+    start_n_last_unmasked = min(start_n_count, max(N_CTX, 0) // BLOCK_N)
+
+    # Unmasked: every lane within the bounds
+    for start_n in range(0, start_n_last_unmasked * BLOCK_N, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+        k = tl.load(k_ptrs)
+        tl_trans_k = tl.trans(k)
+        qk = tl.dot(q, tl_trans_k)
+        qk_2 = qk * qk_scale
+        if IS_CAUSAL:
+            offs_m_col_3 = offs_m[:, None]
+            offs_n_row = offs_n[None, :]
+            t_3 = offs_m_col_3 >= offs_n_row
+            offs_n_row_2 = offs_n[None, :]
+            t_4 = offs_n_row_2 < N_CTX
+            visible = t_3 & t_4
+            qk_5 = tl.where(visible, qk_2, float("-inf"))
+        else:
+            offs_n_row_3 = offs_n[None, :]
+            t_5 = offs_n_row_3 < N_CTX
+            qk_5 = tl.where(t_5, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat_col)
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+        v = tl.load(v_ptrs)
+
+        # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+
+        # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+
+        # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
+        bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
+
+        # Grad of: if IS_CAUSAL:
+        bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
+        if IS_CAUSAL:
+            offs_m_col_3 = offs_m[:, None]
+            offs_n_row = offs_n[None, :]
+            t_3 = offs_m_col_3 >= offs_n_row
+            offs_n_row_2 = offs_n[None, :]
+            t_4 = offs_n_row_2 < N_CTX
+            visible = t_3 & t_4
+
+            # Grad of: qk = tl.where(visible, qk, float("-inf"))
+            bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
+        else:
+            offs_n_row_3 = offs_n[None, :]
+            t_5 = offs_n_row_3 < N_CTX
+
+            # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+            bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
+
+        # Grad of: qk = qk * qk_scale
+        bqk = bqk_2 * qk_scale
+
+        # Grad of: qk = tl.dot(q, tl.trans(k))
+        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+
+    # Masked: the iterations after the run
+    for start_n in range(start_n_last_unmasked * BLOCK_N, hi_3, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
         k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
