@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "tools/runner/Npy.h"
+#include "src/driver/Npy.h"
 
 namespace tgrad::runner {
 
@@ -110,9 +110,9 @@ Buffer make_buffer(const std::string &name, const std::string &type, const std::
                    uint64_t stream) {
   Buffer b{name, type, {}, {}, 0};
   if (spec.size() > 4 && spec.substr(spec.size() - 4) == ".npy") {
-    NpyArray a;
+    driver::NpyArray a;
     std::string error;
-    if (!tgrad::runner::read_npy(spec, a, error)) die(error);
+    if (!driver::read_npy(spec, a, error)) die(error);
     b.shape = a.shape;
     const int64_t n = a.numel();
     const ElemInfo e = elem_info(type);
@@ -178,7 +178,7 @@ Buffer make_buffer(const std::string &name, const std::string &type, const std::
 }
 
 void save(const Buffer &b, const std::string &dir) {
-  NpyArray a;
+  driver::NpyArray a;
   a.shape = b.shape;
   a.descr = elem_info(b.type).descr;
   if (b.type == "bf16") {
@@ -194,7 +194,7 @@ void save(const Buffer &b, const std::string &dir) {
     a.data = b.host;
   }
   std::string error;
-  if (!tgrad::runner::write_npy(dir + "/" + b.name + ".npy", a, error)) die(error);
+  if (!driver::write_npy(dir + "/" + b.name + ".npy", a, error)) die(error);
 }
 
 double element(const Buffer &b, int64_t k) {
