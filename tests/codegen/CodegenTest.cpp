@@ -372,6 +372,23 @@ TEST(Codegen, EveryInScopeTestKernelCompiles) {
        "scaled_act_kernel",
        {"BLOCK_SIZE=256"},
        {"x_ptr=*fp32", "out_ptr=*fp32", "n_elements=i32", "mode=i32", "scale=fp32"}},
+      {"tests/kernels/gelu_conditional_import.py",
+       "gelu_tanh_kernel",
+       {"BLOCK=256"},
+       {"X=*bf16", "Y=*bf16", "n_elements=i32"}},
+      {"tests/kernels/helper_call.py",
+       "bias_gelu_kernel",
+       {"APPROX=False", "STORE_GRAD=True", "BLOCK_M=16", "BLOCK_N=128"},
+       {"X=*fp16", "Bias=*fp16", "Y=*fp16", "G=*fp32", "M=i32", "N=i32", "stride_xm=i32", "stride_ym=i32",
+        "stride_gm=i32"}},
+      {"tests/kernels/libdevice_imports.py",
+       "module_spellings_kernel",
+       {"BLOCK=512"},
+       {"X=*fp32", "Y=*fp32", "G=*fp32", "N=i32"}},
+      {"tests/kernels/masked_lanes.py",
+       "kl_rows_kernel",
+       {"BLOCK=1024"},
+       {"P=*fp32", "Q=*fp32", "Loss=*fp32", "stride=i32", "n_cols=i32"}},
   };
   for (const Case &c : cases) {
     tgrad::Result<tgrad::KernelFile> file = tgrad::KernelFile::read(c.file);
