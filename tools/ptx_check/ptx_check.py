@@ -100,6 +100,19 @@ def cases():
                     args={"logits_ptr": "fp32[7,781]", "targets_ptr": "int64[7]:uniform(0,781)",
                           "loss_ptr": "fp32[7]:zeros", "stride": 781, "n_cols": 781},
                     wrt="logits_ptr"))
+    # libdevice's tanh, erf and pow under three spellings; the where that discards exp(x) = inf past 20; KL
+    # divergence of two rows whose padding lanes are -inf.
+    out.append(dict(name="libdevice_spellings_fp32", file="tests/kernels/libdevice_imports.py",
+                    kernel="module_spellings_kernel", grid=[4], warps=4, defines={"BLOCK": 256},
+                    args={"X": "fp32[1000]", "Y": "fp32[1000]:zeros", "G": "fp32[1000]", "N": 1000}, wrt="X,G"))
+    out.append(dict(name="softplus_fp32", file="tests/kernels/masked_lanes.py", kernel="softplus_kernel", grid=[4],
+                    warps=4, defines={"BLOCK": 256},
+                    args={"X": "fp32[1000]:uniform(-30,30)", "Y": "fp32[1000]:zeros", "n": 1000}, wrt="X"))
+    out.append(dict(name="kl_rows_fp32", file="tests/kernels/masked_lanes.py", kernel="kl_rows_kernel", grid=[7],
+                    warps=4, defines={"BLOCK": 1024},
+                    args={"P": "fp32[7,781]", "Q": "fp32[7,781]", "Loss": "fp32[7]:zeros", "stride": 781,
+                          "n_cols": 781},
+                    wrt="P,Q"))
     for mode in (1, -1, 0):
         out.append(dict(name=f"runtime_if_mode{mode}".replace("-", "m"), file="tests/kernels/runtime_if.py",
                         kernel="scaled_act_kernel", grid=[4], warps=4, defines={"BLOCK_SIZE": 256},
@@ -251,8 +264,9 @@ def prepare_case(out_dir, name, src, source, local_source, buffers, steps, outpu
     for b, spec in buffers.items():
         if b not in inputs and not spec.endswith(":zeros"):
             raise SystemExit(f"ptx_check: {name}: buffer {b} is neither zeros nor given to a launch")
-    return dict(name=name, dir=name, source=source, local_source=local_source, buffers=buffers, inputs=inputs,
-                steps=steps, outputs=outputs, interp={b: latest[b] for b in outputs})
+    return dict(name=name, dir=name, source=source, local_source=local_source,
+                buffers={b: base_spec(spec) for b, spec in buffers.items()}, inputs=inputs, steps=steps,
+                outputs=outputs, interp={b: latest[b] for b in outputs})
 
 
 def prepare(out_dir):
