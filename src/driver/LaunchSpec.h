@@ -24,7 +24,7 @@ struct BufferSpec {
   interp::Shape shape;
   enum class Fill { Uniform, Zeros, Ones, Npy } fill = Fill::Uniform;
   double low = -1.0, high = 1.0;
-  std::vector<double> values;  // Fill::Npy: the file's elements, read with the spec
+  std::vector<double> values = {};  // Fill::Npy: the file's elements, read with the spec
 };
 
 struct ArgSpec {
