@@ -6,7 +6,8 @@
       with the backward source `tgrad --wrt` writes; DIR/manifest.json.
   python3 bench/ptx_bench.py run DIR RUNNER     (GPU machine) times each PTX with
       tools/runner and Triton's compilation of the same source with the same grid,
-      num_warps and constexprs, the same way: CUDA events around 20 launches back
+      num_warps and constexprs, on the same inputs (drawn on the GPU, given to the
+      runner as .npy files), the same way: CUDA events around 20 launches back
       to back (so that neither host's launch cost shows), the median of 50 such
       samples after 3 warm-up launches; and Triton's compile time (its first launch
       with an empty cache, less a warm launch); prints a markdown table.
@@ -105,6 +106,7 @@ def run(out_dir, runner):
     import re
     import tempfile
 
+    import numpy
     import torch
 
     dtypes = {"fp32": torch.float32, "fp16": torch.float16, "int32": torch.int32}
@@ -112,9 +114,29 @@ def run(out_dir, runner):
     print("| kernel | pass | tgrad median ms | Triton median ms | tgrad GB/s | Triton GB/s | tgrad / Triton time "
           "| tgrad compile ms | Triton compile ms |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    inputs = tempfile.mkdtemp()
     for case in manifest:
         d = os.path.join(out_dir, case["dir"])
-        args = [f"--arg={k}={v}" for k, v in case["args"].items()]
+        # The inputs: drawn here on the GPU and given to both, the runner through .npy files (its own seeded
+        # draws of four 4096x4096 buffers take seconds on the host).
+        call = {}
+        args = []
+        for name, v in case["args"].items():
+            if isinstance(v, str):
+                dt, shape = re.match(r"(\w+)\[([\d,]+)\]", v).groups()
+                shape = [int(s) for s in shape.split(",")]
+                t = torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1
+                if v.endswith(":ones"):
+                    t = torch.ones(shape, device="cuda")
+                elif v.endswith(":zeros"):
+                    t = torch.zeros(shape, device="cuda")
+                call[name] = t.to(dtypes[dt])
+                path = os.path.join(inputs, name + ".npy")
+                numpy.save(path, call[name].float().cpu().numpy())
+                args.append(f"--arg={name}={path}")
+            else:
+                call[name] = v
+                args.append(f"--arg={name}={v}")
         r = subprocess.run([runner, os.path.join(d, case["ptx"]), "--grid", ",".join(map(str, case["grid"])),
                             "--bench", "50", "--batch", "20"] + args, capture_output=True, text=True)
         if r.returncode != 0:
@@ -127,17 +149,6 @@ def run(out_dir, runner):
         spec = importlib.util.spec_from_file_location(f"m{id(case)}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        call = {}
-        for name, v in case["args"].items():
-            if isinstance(v, str):
-                dt, shape = re.match(r"(\w+)\[([\d,]+)\]", v).groups()
-                shape = [int(s) for s in shape.split(",")]
-                t = torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1
-                if v.endswith(":ones"):
-                    t = torch.ones(shape, device="cuda")
-                call[name] = t.to(dtypes[dt])
-            else:
-                call[name] = v
         kernel = getattr(mod, case["kernel"])
         launch = lambda: kernel[tuple(case["grid"])](**call, **case["defines"], num_warps=case["warps"])
         torch.cuda.synchronize()

@@ -215,8 +215,9 @@ Tile Emitter::broadcast(const Tile &t, const std::vector<int64_t> &shape) {
     const int64_t slast = t.shape.empty() ? 1 : t.shape.back();
     if (slast == 1 && rank >= 1)
       out.pattern = Pattern::ChunkUniform;
-    else if (slast == last && ls.spt % ld.spt == 0 && t.pattern != Pattern::Unknown)
-      out.pattern = t.pattern;
+    else if (slast == last && ls.spt % ld.spt == 0 &&
+             (t.pattern == Pattern::ChunkUniform || t.pattern == Pattern::Contiguous))
+      out.pattern = t.pattern;  // (a prefix's counts stayed with the threads that held them)
   }
   return out;
 }
@@ -272,6 +273,53 @@ Tile Emitter::zip(const Tile &a, const Tile &b, ElemType out,
   Tile t{out, a.shape, {}, uniform ? Pattern::ChunkUniform : Pattern::Unknown};
   for (size_t r = 0; r < a.regs.size(); ++r) t.regs.push_back(f(a.regs[r], b.regs[r]));
   return t;
+}
+
+void Emitter::mark_prefix(Tile &mask, const Tile &low, const Tile &high, bool inclusive) {
+  const Layout l = layout(mask.shape);
+  const bool wide = low.regs[0]->getType()->isIntegerTy(64);
+  mask.limits.clear();
+  for (int64_t c = 0; c < l.reps; ++c) {
+    // Lane j is on where low + j < high (<=): j < high - low (+ 1), saturated
+    // so that no difference of two int32 wraps; int64 clamped into [0, spt].
+    const size_t r0 = static_cast<size_t>(c * l.spt);
+    llvm::Value *d;
+    if (wide) {
+      d = b_.CreateBinaryIntrinsic(llvm::Intrinsic::ssub_sat, high.regs[r0], low.regs[r0]);
+      if (inclusive) d = b_.CreateBinaryIntrinsic(llvm::Intrinsic::sadd_sat, d, b_.getInt64(1));
+      d = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, d, b_.getInt64(0));
+      d = b_.CreateTrunc(b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, d, b_.getInt64(static_cast<uint64_t>(l.spt))),
+                         b_.getInt32Ty());
+    } else {
+      d = saturating_i32("sub", high.regs[r0], low.regs[r0]);
+      if (inclusive) d = saturating_i32("add", d, b_.getInt32(1));
+    }
+    mask.limits.push_back(d);
+  }
+  mask.pattern = Pattern::Prefix;
+}
+
+llvm::Value *Emitter::saturating_i32(const std::string &op, llvm::Value *a, llvm::Value *b) {
+  // PTX's one instruction (LLVM expands its llvm.ssub.sat into six).
+  return ptx(op + ".sat.s32 $0, $1, $2;", "=r,r,r", b_.getInt32Ty(), {a, b}, Memory::None);
+}
+
+void Emitter::and_prefix(Tile &result, const Tile &a, const Tile &b) {
+  const Layout l = layout(result.shape);
+  const bool ap = a.pattern == Pattern::Prefix, bp = b.pattern == Pattern::Prefix;
+  if (!(ap && (bp || b.pattern == Pattern::ChunkUniform)) && !(bp && a.pattern == Pattern::ChunkUniform)) return;
+  result.limits.clear();
+  for (int64_t c = 0; c < l.reps; ++c) {
+    const size_t r0 = static_cast<size_t>(c * l.spt);
+    llvm::Value *v;
+    if (ap && bp)
+      v = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a.limits[static_cast<size_t>(c)],
+                                   b.limits[static_cast<size_t>(c)]);
+    else  // a prefix and a whole chunk on or off
+      v = b_.CreateSelect(ap ? b.regs[r0] : a.regs[r0], (ap ? a : b).limits[static_cast<size_t>(c)], b_.getInt32(0));
+    result.limits.push_back(v);
+  }
+  result.pattern = Pattern::Prefix;
 }
 
 llvm::Value *Emitter::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Type *> types,

@@ -21,16 +21,22 @@ namespace tgrad::codegen {
 
 // What the code generator knows of a tile's values within each chunk of a
 // thread (Layout.h), so that accesses through a tile of pointers can be one
-// vector access per chunk: equal values (a row's base pointer), or values
-// that step by one (`base + tl.arange(0, N)`). Proven as tiles are built,
-// never guessed.
-enum class Pattern { Unknown, ChunkUniform, Contiguous };
+// vector access per chunk: equal values (a row's base pointer), values that
+// step by one (`base + tl.arange(0, N)`), or, for masks, lanes that are on
+// from the chunk's first up to a count and off after it (`cols < N`, the
+// mask of a ragged row: Tile::limits). Proven as tiles are built, never
+// guessed.
+enum class Pattern { Unknown, ChunkUniform, Contiguous, Prefix };
 
 struct Tile {
   sema::ElemType elem;
   std::vector<int64_t> shape;       // empty for a scalar
   std::vector<llvm::Value *> regs;  // Layout::regs() values, in register order
   Pattern pattern = Pattern::Unknown;
+  // Pattern::Prefix: one i32 per chunk of the thread (Layout::reps of them);
+  // lane j of chunk c is on exactly when j < limits[c]. A masked access then
+  // tests one number per chunk instead of holding a predicate per lane.
+  std::vector<llvm::Value *> limits = {};
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -97,6 +103,22 @@ class Emitter {
   // Truth of a value (!= 0), i1.
   llvm::Value *truth(llvm::Value *v, sema::ElemType from);
 
+  // `low < high` (`low <= high` where `inclusive`) over integer tiles of one
+  // shape, `low` stepping by one and `high` equal within each chunk: the
+  // comparison as a Pattern::Prefix mask (its lanes are `mask`'s).
+  void mark_prefix(Tile &mask, const Tile &low, const Tile &high, bool inclusive);
+  // Inline PTX `text` over `args` (constraints as LLVM's), returning
+  // `result`: reading no memory, reading memory (a load: in order after
+  // writes, removed where unused), or writing it (kept, in order).
+  enum class Memory { None, Reads, Writes };
+  llvm::Value *ptx(const std::string &text, const std::string &constraints, llvm::Type *result,
+                   const std::vector<llvm::Value *> &args, Memory memory);
+  // a + b or a - b (op "add", "sub") of i32 values, saturated to the i32 range.
+  llvm::Value *saturating_i32(const std::string &op, llvm::Value *a, llvm::Value *b);
+  // `a & b` over masks of one shape: its limits where a and b are prefixes,
+  // or one is and the other is equal within each chunk.
+  void and_prefix(Tile &result, const Tile &a, const Tile &b);
+
   // Register by register, over tiles of one shape.
   Tile map(const Tile &a, sema::ElemType out, const std::function<llvm::Value *(llvm::Value *)> &f);
   Tile zip(const Tile &a, const Tile &b, sema::ElemType out,
@@ -134,6 +156,27 @@ class Emitter {
   // Byte address `offset` of the current region, reserving `bytes` of it.
   llvm::Value *shared(llvm::Value *offset, int64_t bytes);
   llvm::Value *identity(ReduceOp op, sema::DType d);
+  // Whether `ptr` is a multiple of `bytes` (a power of two).
+  llvm::Value *aligned(llvm::Value *ptr, int64_t bytes);
+  // Which lanes of a chunk an access touches: each lane's predicate, or
+  // the count of a prefix (lanes j < limit); neither: every lane.
+  struct ChunkMask {
+    std::vector<llvm::Value *> lanes;
+    llvm::Value *limit = nullptr;
+  };
+  // Whether the vector of `vw` elements of `bytes` at `ptr` may be taken:
+  // aligned, and every lane on.
+  llvm::Value *vector_ok(llvm::Value *ptr, int64_t vw, int64_t bytes, const ChunkMask &mask);
+  // The PTX that gives each lane of a chunk its predicate (on in `mask`,
+  // and where `vector` is given, not taken by the vector access), its
+  // operands (numbered from `first`) added to args and constraints;
+  // `guards` gets each lane's guard ("@p ", or "" for a lane always on).
+  std::string lane_predicates(int64_t vw, const ChunkMask &mask, llvm::Value *vector, int first,
+                              std::vector<llvm::Value *> &args, std::string &constraints,
+                              std::vector<std::string> &guards);
+  // A prefix mask's count for the `vw` lanes from register r0 (Tile::limits),
+  // null where the mask is not a prefix.
+  llvm::Value *chunk_limit(const Tile *mask, const Layout &l, int64_t r0);
   // The value of lane (this lane ^ lane_mask), any type of up to 64 bits.
   llvm::Value *shuffle_xor(llvm::Value *v, int lane_mask);
   // Runs `then` where cond holds: the value it makes, else `otherwise`.

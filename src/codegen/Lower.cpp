@@ -311,6 +311,7 @@ void Lowering::store_var(const std::string &name, Tile value) {
     v.shape = value.shape;
     llvm::Type *t = e_.type_of(value.elem);
     for (size_t r = 0; r < value.regs.size(); ++r) v.slots.push_back(e_.entry_alloca(t, name));
+    for (size_t c = 0; c < value.limits.size(); ++c) v.limit_slots.push_back(e_.entry_alloca(b_.getInt32Ty(), name));
     auto pin = pinned_.find(name);
     v.pattern = pin == pinned_.end() ? value.pattern : meet(pin->second, value.pattern);
     it = vars_.insert_or_assign(name, std::move(v)).first;
@@ -323,6 +324,8 @@ void Lowering::store_var(const std::string &name, Tile value) {
     v.pattern = p;
   }
   for (size_t r = 0; r < value.regs.size(); ++r) b_.CreateStore(value.regs[r], v.slots[r]);
+  if (v.pattern == Pattern::Prefix)
+    for (size_t c = 0; c < v.limit_slots.size(); ++c) b_.CreateStore(value.limits[c], v.limit_slots[c]);
 }
 
 llvm::Value *Lowering::scalar_condition(const ast::Expr &cond) {
@@ -494,6 +497,8 @@ Tile Lowering::read_var(const ast::Name &n) {
   Tile t{v.elem, v.shape, {}, v.pattern};
   llvm::Type *ty = e_.type_of(v.elem);
   for (llvm::AllocaInst *slot : v.slots) t.regs.push_back(b_.CreateLoad(ty, slot, n.id));
+  if (v.pattern == Pattern::Prefix)
+    for (llvm::AllocaInst *slot : v.limit_slots) t.limits.push_back(b_.CreateLoad(b_.getInt32Ty(), slot, n.id));
   return t;
 }
 
@@ -650,6 +655,7 @@ Tile Lowering::binop(BinaryOpKind op, const Operand &l, const Operand &r, const 
              op == BinaryOpKind::BitOr || op == BinaryOpKind::BitXor))
     unsupported(span, "bitwise operations on floating-point values");
   Tile out = e_.zip(a, bt, {c, false}, f);
+  if (op == BinaryOpKind::BitAnd && c == DType::Int1) e_.and_prefix(out, a, bt);
   if (op == BinaryOpKind::Add || op == BinaryOpKind::Sub) {
     const bool sub = op == BinaryOpKind::Sub;
     if (a.pattern == Pattern::Contiguous && bt.pattern == Pattern::ChunkUniform) out.pattern = Pattern::Contiguous;
@@ -686,7 +692,17 @@ Tile Lowering::compare(CompareOpKind op, const Operand &l, const Operand &r, con
     case CompareOpKind::NotEq: pred = fp ? P::FCMP_UNE : P::ICMP_NE; break;
     default: unsupported(span, std::string("the comparison '") + ast::spelling(op) + "' on tensors");
   }
-  return e_.zip(a, bt, {DType::Int1, false}, [&](llvm::Value *x, llvm::Value *y) { return b_.CreateCmp(pred, x, y); });
+  Tile out =
+      e_.zip(a, bt, {DType::Int1, false}, [&](llvm::Value *x, llvm::Value *y) { return b_.CreateCmp(pred, x, y); });
+  // A ragged row's mask (`cols < N`): lanes on up to a count in each chunk.
+  const bool less = op == CompareOpKind::Lt || op == CompareOpKind::LtE;
+  const bool greater = op == CompareOpKind::Gt || op == CompareOpKind::GtE;
+  if ((c == DType::Int32 || c == DType::Int64) && (less || greater)) {
+    const Tile &low = less ? a : bt, &high = less ? bt : a;
+    if (low.pattern == Pattern::Contiguous && high.pattern == Pattern::ChunkUniform)
+      e_.mark_prefix(out, low, high, op == CompareOpKind::LtE || op == CompareOpKind::GtE);
+  }
+  return out;
 }
 
 Tile Lowering::unary(const ast::UnaryOp &u) {

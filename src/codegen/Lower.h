@@ -35,6 +35,7 @@ class Lowering {
     sema::ElemType elem;
     std::vector<int64_t> shape;
     std::vector<llvm::AllocaInst *> slots;
+    std::vector<llvm::AllocaInst *> limit_slots;  // Tile::limits, where first stored a prefix
     Pattern pattern = Pattern::Unknown;
     bool read = false;
   };

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
+
+#include "src/driver/Npy.h"
 
 namespace tgrad::driver {
 
@@ -139,8 +140,17 @@ std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text
     if (comma == std::string::npos || !parse_double(trim(inner.substr(0, comma)), spec.buffer.low) ||
         !parse_double(trim(inner.substr(comma + 1)), spec.buffer.high) || !(spec.buffer.low < spec.buffer.high))
       return fail("uniform(A,B) needs two numbers with A < B");
+  } else if (fill.rfind("npy(", 0) == 0 && fill.back() == ')') {
+    const std::string path = fill.substr(4, fill.size() - 5);
+    NpyArray a;
+    std::string why;
+    if (!read_npy(path, a, why) || !npy_values(a, spec.buffer.values, why)) return fail(why);
+    if (a.shape != spec.buffer.shape) return fail("'" + path + "' holds an array of another shape");
+    if (sema::is_float(spec.buffer.dtype) != (a.descr.size() > 1 && a.descr[1] == 'f'))
+      return fail("'" + path + "' holds " + a.descr + " elements, not " + dtype + " ones");
+    spec.buffer.fill = BufferSpec::Fill::Npy;
   } else {
-    return fail("unknown fill '" + fill + "' (use uniform(A,B), zeros or ones)");
+    return fail("unknown fill '" + fill + "' (use uniform(A,B), zeros, ones or npy(PATH))");
   }
   return std::make_pair(name, spec);
 }
@@ -207,6 +217,7 @@ std::optional<std::pair<std::string, sema::SType>> parse_param_type(const std::s
 }
 
 std::vector<double> fill_values(const BufferSpec &spec, uint64_t seed, uint64_t stream) {
+  if (spec.fill == BufferSpec::Fill::Npy) return spec.values;
   const int64_t n = interp::numel(spec.shape);
   std::vector<double> out(n);
   if (spec.fill == BufferSpec::Fill::Zeros || spec.fill == BufferSpec::Fill::Ones) {
@@ -248,22 +259,10 @@ bool write_npy(const std::string &path, DType dtype, const interp::Shape &shape,
     case DType::Int64: descr = "<i8"; width = 8; break;
     case DType::UInt64: descr = "<u8"; width = 8; break;
   }
-  std::string dims;
-  for (size_t k = 0; k < shape.size(); ++k) dims += std::to_string(shape[k]) + (shape.size() == 1 || k + 1 < shape.size() ? "," : "");
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
-  // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
-  size_t total = 10 + header.size() + 1;
-  header += std::string((64 - total % 64) % 64, ' ') + "\n";
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  out.write("\x93NUMPY\x01\x00", 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  char len_bytes[2] = {static_cast<char>(len & 0xFF), static_cast<char>(len >> 8)};
-  out.write(len_bytes, 2);
-  out << header;
+  NpyArray a;
+  a.descr = descr;
+  a.shape.assign(shape.begin(), shape.end());
+  a.data.reserve(values.size() * width);
   for (double v : values) {
     unsigned char bytes[8] = {0};
     if (dtype == DType::FP16) {
@@ -290,13 +289,9 @@ bool write_npy(const std::string &path, DType dtype, const interp::Shape &shape,
       int64_t i = static_cast<int64_t>(v);
       std::memcpy(bytes, &i, 8);  // little-endian host: low bytes first
     }
-    out.write(reinterpret_cast<const char *>(bytes), static_cast<std::streamsize>(width));
+    a.data.insert(a.data.end(), bytes, bytes + width);
   }
-  if (!out) {
-    error = "cannot write '" + path + "'";
-    return false;
-  }
-  return true;
+  return driver::write_npy(path, a, error);
 }
 
 sema::SType stype_of(const interp::Value &v) {

@@ -2,7 +2,8 @@
 //   -D NAME=VALUE     a tl.constexpr value: 128, 0.5, True, None, tl.float16, 'relu'
 //   --arg NAME=SPEC   a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an
 //                     optional fill: ':uniform(A,B)' (default uniform(-1,1)),
-//                     ':zeros', ':ones'
+//                     ':zeros', ':ones', ':npy(PATH)' (a .npy file's elements,
+//                     of that shape, rounded to DTYPE)
 //   --grid X[,Y[,Z]]
 // Every malformed piece is an error that names the argument it is about.
 #pragma once
@@ -21,8 +22,9 @@ namespace tgrad::driver {
 struct BufferSpec {
   sema::DType dtype = sema::DType::FP32;
   interp::Shape shape;
-  enum class Fill { Uniform, Zeros, Ones } fill = Fill::Uniform;
+  enum class Fill { Uniform, Zeros, Ones, Npy } fill = Fill::Uniform;
   double low = -1.0, high = 1.0;
+  std::vector<double> values = {};  // Fill::Npy: the file's elements, read with the spec
 };
 
 struct ArgSpec {
@@ -47,7 +49,8 @@ std::optional<std::array<int64_t, 3>> parse_grid(const std::string &text, std::s
 // `--arg NAME=TYPE` on the analysis command line.
 std::optional<std::pair<std::string, sema::SType>> parse_param_type(const std::string &text, std::string &error);
 
-// Values of a buffer: seeded uniform draws (rounded to the dtype), or constants.
+// Values of a buffer: seeded uniform draws (rounded to the dtype), constants,
+// or a file's elements.
 // `stream` separates the draws of different arguments under one seed.
 std::vector<double> fill_values(const BufferSpec &spec, uint64_t seed, uint64_t stream);
 

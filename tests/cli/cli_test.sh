@@ -333,6 +333,17 @@ expect_grep run_summary "$TMP/run_ok.out" '^out_ptr +fp32\[1000\] +min='
 CHECKS=$((CHECKS + 1))
 [ -f "$TMP/npy/out_ptr.npy" ] && head -c 6 "$TMP/npy/out_ptr.npy" | grep -q NUMPY || fail run_writes_npy "no $TMP/npy/out_ptr.npy"
 
+# Inputs from the .npy files a run wrote (`:npy(PATH)`): the same inputs, the same results.
+run run_from_npy run $VADD --kernel add_kernel --grid 4 -D BLOCK_SIZE=256 --arg n_elements=1000 \
+  --arg "x_ptr=fp32[1000]:npy($TMP/npy/x_ptr.npy)" --arg "y_ptr=fp32[1000]:npy($TMP/npy/y_ptr.npy)" \
+  --arg "out_ptr=fp32[1000]:zeros"
+expect_rc run_from_npy_exit_0 0 run_from_npy
+CHECKS=$((CHECKS + 1))
+cmp -s "$TMP/run_ok.out" "$TMP/run_from_npy.out" || fail run_reads_npy "inputs read back from .npy gave other results"
+run run_npy_shape run $VADD $VADD_ARGS --arg n_elements=1000 --arg "x_ptr=fp32[10,100]:npy($TMP/npy/x_ptr.npy)"
+expect_rc run_npy_other_shape_exit_2 2 run_npy_shape
+expect_grep run_npy_other_shape_named "$TMP/run_npy_shape.err" "holds an array of another shape"
+
 run run_same_seed run $VADD $VADD_ARGS --arg n_elements=1000
 CHECKS=$((CHECKS + 1))
 cmp -s "$TMP/run_ok.out" "$TMP/run_same_seed.out" || fail run_is_deterministic "two runs with seed 0 differ"

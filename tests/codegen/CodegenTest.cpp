@@ -80,9 +80,63 @@ TEST(Codegen, VectorAddLoadsAndStoresVectorsOfSixteenBytes) {
       ptx_of("add", src, {"add", {"BLOCK=1024"}, {"x_ptr=*fp32", "y_ptr=*fp32", "out_ptr=*fp32", "n=i32"}});
   EXPECT_TRUE(has(ptx, ".entry add(")) << ptx;
   EXPECT_TRUE(has(ptx, ".maxntid 128, 1, 1")) << ptx;
-  EXPECT_TRUE(has(ptx, "ld.global.v4.f32")) << ptx;
-  EXPECT_TRUE(has(ptx, "st.global.v4.f32")) << ptx;
+  // Each chunk one vector under its predicate (aligned, every lane on) ...
+  EXPECT_TRUE(has(ptx, "ld.global.v4.b32 {")) << ptx;
+  EXPECT_TRUE(has(ptx, "st.global.v4.b32 [")) << ptx;
+  // ... else lane by lane, each lane's predicate from the chunk's count (`offs < n` is a prefix).
+  EXPECT_TRUE(has(ptx, "setp.gt.and.s32 s3, ")) << ptx;
+  EXPECT_TRUE(has(ptx, "@s3 ld.global.b32 ")) << ptx;
+  EXPECT_TRUE(has(ptx, "@s3 st.global.b32 [")) << ptx;
   EXPECT_TRUE(has(ptx, "%ctaid.x")) << ptx;
+}
+
+TEST(Codegen, MaskedAccessesOfEachElementSize) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def kinds(A, B, C, D, E, F, G, n, BLOCK: tl.constexpr):\n"
+                          "    offs = tl.arange(0, BLOCK)\n"
+                          "    m = offs < n\n"
+                          "    a = tl.load(A + offs, mask=m)\n"
+                          "    b = tl.load(B + offs, mask=m)\n"
+                          "    c = tl.load(C + offs, mask=m)\n"
+                          "    d = tl.load(D + offs, mask=m)\n"
+                          "    tl.store(E + offs, a.to(tl.float32) + b.to(tl.float32) + c.to(tl.float32), mask=m)\n"
+                          "    tl.store(F + offs, d + 1, mask=m)\n"
+                          "    tl.store(G + offs, a > 0, mask=m)\n";
+  const std::string ptx = ptx_of(
+      "kinds", src,
+      {"kinds", {"BLOCK=1024"}, {"A=*fp16", "B=*bf16", "C=*i8", "D=*i64", "E=*fp32", "F=*i64", "G=*i1", "n=i32"}});
+  // 16-bit elements land paired in 32-bit words; their lanes go through 16-bit registers.
+  EXPECT_TRUE(has(ptx, "ld.global.v4.b32 {")) << ptx;
+  EXPECT_TRUE(has(ptx, "ld.global.b16 t7, ")) << ptx;
+  // Bytes (int8, and bools in memory) four at a time; 8-byte elements two.
+  EXPECT_TRUE(has(ptx, "ld.global.v4.u8 {")) << ptx;
+  EXPECT_TRUE(has(ptx, "st.global.v4.u8 [")) << ptx;
+  EXPECT_TRUE(has(ptx, "ld.global.v2.b64 {")) << ptx;
+  EXPECT_TRUE(has(ptx, "st.global.v2.b64 [")) << ptx;
+}
+
+TEST(Codegen, LoadsNobodyReadsGoAndLoadsStayAfterBarriers) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def order(X, B, Y, n, BLOCK: tl.constexpr):\n"
+                          "    offs = tl.arange(0, BLOCK)\n"
+                          "    m = offs < n\n"
+                          "    b = tl.load(B + offs, mask=m)\n"
+                          "    tl.store(Y + offs, tl.load(X + offs, mask=m), mask=m)\n"
+                          "    tl.debug_barrier()\n"
+                          "    y = tl.load(Y + offs, mask=m)\n"
+                          "    tl.store(X + offs, y * 2, mask=m & (offs % 3 == 0))\n";
+  const std::string ptx = ptx_of("order", src, {"order", {"BLOCK=1024"}, {"X=*fp32", "B=*fp32", "Y=*fp32", "n=i32"}});
+  // B's load is dead: its pointer is never even read.
+  EXPECT_FALSE(has(ptx, "[order_param_1]")) << ptx;
+  // The load of Y stays after the barrier that orders it after the store.
+  const size_t barrier = ptx.find("bar.sync");
+  ASSERT_NE(barrier, std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("ld.global.v4.b32", barrier), std::string::npos) << ptx;
+  // A mask that is no prefix (offs % 3 == 0) gives each lane its own predicate, not a count.
+  ASSERT_NE(ptx.rfind("st.global.v4.b32"), std::string::npos) << ptx;
+  EXPECT_EQ(ptx.find("setp.gt.and.s32", ptx.rfind("st.global.v4.b32")), std::string::npos) << ptx;
 }
 
 TEST(Codegen, SidecarListsRuntimeParametersInOrder) {
@@ -202,7 +256,7 @@ TEST(Codegen, MaskedLoadsWithOtherAndWhere) {
                           "    x = tl.load(X + offs, mask=offs < n, other=-1.0)\n"
                           "    tl.store(Y + offs, tl.where(x > 0, x, 0.0), mask=offs < n)\n";
   const std::string ptx = ptx_of("relu", src, {"relu", {"BLOCK=512"}, {"X=*fp32", "Y=*fp32", "n=i32"}});
-  EXPECT_TRUE(has(ptx, "0fBF800000")) << ptx;  // other=-1.0
+  EXPECT_TRUE(has(ptx, "-1082130432")) << ptx;  // other=-1.0 (0xBF800000), where a lane loads nothing
   EXPECT_TRUE(has(ptx, "selp.f32") || has(ptx, "max.f32")) << ptx;
 }
 
@@ -318,6 +372,23 @@ TEST(Codegen, EveryInScopeTestKernelCompiles) {
        "scaled_act_kernel",
        {"BLOCK_SIZE=256"},
        {"x_ptr=*fp32", "out_ptr=*fp32", "n_elements=i32", "mode=i32", "scale=fp32"}},
+      {"tests/kernels/gelu_conditional_import.py",
+       "gelu_tanh_kernel",
+       {"BLOCK=256"},
+       {"X=*bf16", "Y=*bf16", "n_elements=i32"}},
+      {"tests/kernels/helper_call.py",
+       "bias_gelu_kernel",
+       {"APPROX=False", "STORE_GRAD=True", "BLOCK_M=16", "BLOCK_N=128"},
+       {"X=*fp16", "Bias=*fp16", "Y=*fp16", "G=*fp32", "M=i32", "N=i32", "stride_xm=i32", "stride_ym=i32",
+        "stride_gm=i32"}},
+      {"tests/kernels/libdevice_imports.py",
+       "module_spellings_kernel",
+       {"BLOCK=512"},
+       {"X=*fp32", "Y=*fp32", "G=*fp32", "N=i32"}},
+      {"tests/kernels/masked_lanes.py",
+       "kl_rows_kernel",
+       {"BLOCK=1024"},
+       {"P=*fp32", "Q=*fp32", "Loss=*fp32", "stride=i32", "n_cols=i32"}},
   };
   for (const Case &c : cases) {
     tgrad::Result<tgrad::KernelFile> file = tgrad::KernelFile::read(c.file);

@@ -6,18 +6,21 @@ GPU machine has no LLVM:
 
   tools/ptx_check/ptx_check.py prepare DIR   (here) for every case: the kernel
       (or its backward, written by `tgrad --wrt`) compiled by `tgrad compile`
-      to DIR/CASE/kernel.ptx + .json, checked by ptxas -arch=sm_90; for
-      forward kernels the interpreter's run (`tgrad run --out`) on seeded
-      inputs; DIR/manifest.json says how to launch each.
-  tools/ptx_check/ptx_check.py check DIR RUNNER   (on the GPU machine) runs each
-      PTX with RUNNER (tools/runner) on the interpreter's inputs (or on seeded
-      inputs for backwards), and compares every buffer it writes with the
-      interpreter's results and with Triton's compilation of the same kernel
-      source (same grid, warps and constexprs) on the same inputs. Exit 1 on
-      any mismatch.
+      to DIR/CASE/k*.ptx + .json, checked by ptxas -arch=sm_90; the
+      interpreter's run of it (`tgrad run --out`) on seeded inputs: a
+      backward's kernels one after another as its launch protocol says, each
+      on the buffers the last one left (`--arg NAME=DTYPE[..]:npy(PATH)`);
+      DIR/manifest.json says how to launch each and where its inputs and the
+      interpreter's results are.
+  tools/ptx_check/ptx_check.py check DIR RUNNER [NAME...]   (on the GPU
+      machine) runs each PTX with RUNNER (tools/runner) on the interpreter's
+      inputs, and compares every buffer it writes with the interpreter's
+      results and with Triton's compilation of the same kernel source (same
+      grid, warps and constexprs) on the same inputs. Exit 1 on any mismatch.
 
 Sizes are ragged (rows of 781 and 3000 elements under blocks of 1024, 1000
-elements under blocks of 256), in fp32, fp16 and bf16.
+elements under blocks of 256, 37x300 under 16x128 tiles), in fp32, fp16 and
+bf16.
 """
 import json
 import os
@@ -63,6 +66,19 @@ def cases():
                         args={"x_ptr": f"{dt}[1000]", "y_ptr": f"{dt}[1000]", "out_ptr": f"{dt}[1000]:zeros",
                               "n_elements": 1000},
                         wrt="x_ptr,y_ptr"))
+        # GELU, tanh from libdevice (imported under a try/except, as activation libraries do).
+        out.append(dict(name=f"gelu_tanh_{dt}", file="tests/kernels/gelu_conditional_import.py",
+                        kernel="gelu_tanh_kernel", grid=[4], warps=4, defines={"BLOCK": 256},
+                        args={"X": f"{dt}[1000]:uniform(-4,4)", "Y": f"{dt}[1000]:zeros", "n_elements": 1000},
+                        wrt="X"))
+        # Exact GELU (libdevice erf) through jit helpers, on a 2-D tile with a bias row; and its derivative stored.
+        out.append(dict(name=f"bias_gelu_{dt}", file="tests/kernels/helper_call.py", kernel="bias_gelu_kernel",
+                        grid=[3, 3], warps=4,
+                        defines={"APPROX": False, "STORE_GRAD": True, "BLOCK_M": 16, "BLOCK_N": 128},
+                        args={"X": f"{dt}[37,300]:uniform(-3,3)", "Bias": f"{dt}[300]", "Y": f"{dt}[37,300]:zeros",
+                              "G": "fp32[37,300]:zeros", "M": 37, "N": 300, "stride_xm": 300, "stride_ym": 300,
+                              "stride_gm": 300},
+                        wrt="X,Bias", no_grad="G"))
     for dt in ("fp32", "fp16"):
         out.append(dict(name=f"argmax_{dt}", file="tools/ptx_check/argmax_kernel.py", kernel="row_argmax_kernel",
                         grid=[8], warps=4, defines={"BLOCK": 1024, "ROWS": 8},
@@ -84,6 +100,19 @@ def cases():
                     args={"logits_ptr": "fp32[7,781]", "targets_ptr": "int64[7]:uniform(0,781)",
                           "loss_ptr": "fp32[7]:zeros", "stride": 781, "n_cols": 781},
                     wrt="logits_ptr"))
+    # libdevice's tanh, erf and pow under three spellings; the where that discards exp(x) = inf past 20; KL
+    # divergence of two rows whose padding lanes are -inf.
+    out.append(dict(name="libdevice_spellings_fp32", file="tests/kernels/libdevice_imports.py",
+                    kernel="module_spellings_kernel", grid=[4], warps=4, defines={"BLOCK": 256},
+                    args={"X": "fp32[1000]", "Y": "fp32[1000]:zeros", "G": "fp32[1000]", "N": 1000}, wrt="X,G"))
+    out.append(dict(name="softplus_fp32", file="tests/kernels/masked_lanes.py", kernel="softplus_kernel", grid=[4],
+                    warps=4, defines={"BLOCK": 256},
+                    args={"X": "fp32[1000]:uniform(-30,30)", "Y": "fp32[1000]:zeros", "n": 1000}, wrt="X"))
+    out.append(dict(name="kl_rows_fp32", file="tests/kernels/masked_lanes.py", kernel="kl_rows_kernel", grid=[7],
+                    warps=4, defines={"BLOCK": 1024},
+                    args={"P": "fp32[7,781]", "Q": "fp32[7,781]", "Loss": "fp32[7]:zeros", "stride": 781,
+                          "n_cols": 781},
+                    wrt="P,Q"))
     for mode in (1, -1, 0):
         out.append(dict(name=f"runtime_if_mode{mode}".replace("-", "m"), file="tests/kernels/runtime_if.py",
                         kernel="scaled_act_kernel", grid=[4], warps=4, defines={"BLOCK_SIZE": 256},
@@ -198,28 +227,62 @@ def step_types(step, buffers):
     return types
 
 
+def base_spec(spec):
+    """DTYPE[shape] of a buffer spec, without its fill."""
+    return spec.split(":")[0]
+
+
+def interpret(src, step, specs, out_dir):
+    """One launch in the interpreter (`tgrad run`): each buffer parameter from specs (by buffer name), every buffer
+    it was given written to out_dir as PARAM.npy."""
+    cmd = [TGRAD, "run", src, "--kernel", step["kernel"], "--grid", ",".join(map(str, step["grid"])), "--out", out_dir]
+    cmd += [f"-D{k}={v}" for k, v in step["defines"].items()]
+    cmd += [f"--arg={p}=" + (specs[v[1]] if isinstance(v, list) else str(v)) for p, v in step["args"].items()]
+    run(cmd)
+
+
+def prepare_case(out_dir, name, src, source, local_source, buffers, steps, outputs):
+    """Compiles every launch of a case and runs them in the interpreter, one after another, each on the buffers the
+    last one left. The inputs are the interpreter's seeded draws (what the first launch was given; zeros where the
+    spec says so); the references are the buffers after the last launch."""
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    latest = {}  # buffer -> the .npy file holding its contents after the launches so far (relative to d)
+    inputs = {}
+    for k, step in enumerate(steps):
+        step["ptx"] = f"k{k}.ptx"
+        compile_step(src, step, step_types(step, buffers), os.path.join(d, step["ptx"]))
+        specs = {b: (base_spec(spec) + f":npy({os.path.join(d, latest[b])})" if b in latest else spec)
+                 for b, spec in buffers.items()}
+        interpret(src, step, specs, os.path.join(d, f"interp{k}"))
+        for p, v in step["args"].items():
+            if not isinstance(v, list):
+                continue
+            if v[1] not in latest and not buffers[v[1]].endswith(":zeros"):
+                inputs[v[1]] = os.path.join(f"interp{k}", p + ".npy")  # read only: as drawn
+            latest[v[1]] = os.path.join(f"interp{k}", p + ".npy")
+    for b, spec in buffers.items():
+        if b not in inputs and not spec.endswith(":zeros"):
+            raise SystemExit(f"ptx_check: {name}: buffer {b} is neither zeros nor given to a launch")
+    return dict(name=name, dir=name, source=source, local_source=local_source,
+                buffers={b: base_spec(spec) for b, spec in buffers.items()}, inputs=inputs, steps=steps,
+                outputs=outputs, interp={b: latest[b] for b in outputs})
+
+
 def prepare(out_dir):
     manifest = []
     for case in cases():
-        d = os.path.join(out_dir, case["name"])
-        os.makedirs(d, exist_ok=True)
         src = os.path.join(ROOT, case["file"])
         buffers = {k: v for k, v in case["args"].items() if isinstance(v, str)}
         step = dict(kernel=case["kernel"], warps=case["warps"], grid=case["grid"], defines=case["defines"],
-                    args={k: (["buffer", k] if isinstance(v, str) else v) for k, v in case["args"].items()},
-                    ptx="k0.ptx")
-        compile_step(src, step, step_types(step, buffers), os.path.join(d, "k0.ptx"))
-        cmd = [TGRAD, "run", src, "--kernel", case["kernel"], "--grid", ",".join(map(str, case["grid"])),
-               "--out", os.path.join(d, "interp")]
-        cmd += [f"-D{k}={v}" for k, v in case["defines"].items()]
-        cmd += [f"--arg={k}={v}" for k, v in case["args"].items()]
-        run(cmd)
-        manifest.append(dict(name=case["name"], dir=case["name"], source=case["file"], interp=True, buffers=buffers,
-                             steps=[step], outputs=[k for k, v in buffers.items() if v.endswith(":zeros")]))
+                    args={k: (["buffer", k] if isinstance(v, str) else v) for k, v in case["args"].items()})
+        forward = prepare_case(out_dir, case["name"], src, case["file"], False, buffers, [step],
+                               [k for k, v in buffers.items() if v.endswith(":zeros")])
+        manifest.append(forward)
         if "wrt" not in case:
             print("prepared", case["name"])
             continue
-        # The backward: written by tgrad, compiled by tgrad, checked against Triton running the same source.
+        # The backward: written by tgrad, compiled by tgrad, run by the interpreter.
         name = case["name"] + "_bwd"
         bd = os.path.join(out_dir, name)
         os.makedirs(bd, exist_ok=True)
@@ -229,17 +292,18 @@ def prepare(out_dir):
         run(cmd + ["-o", os.path.join(bd, "bwd.py")])
         protocol = json.loads(run(cmd + ["--emit", "json"]).stdout)
         bbuffers, steps, outputs = backward_steps(case, protocol)
-        for k, st in enumerate(steps):
-            st["ptx"] = f"k{k}.ptx"
-            compile_step(os.path.join(bd, "bwd.py"), st, step_types(st, bbuffers), os.path.join(bd, st["ptx"]))
-        manifest.append(dict(name=name, dir=name, source=os.path.join(name, "bwd.py"), local_source=True,
-                             interp=False, buffers=bbuffers, steps=steps, outputs=outputs))
+        # What the forward wrote (its outputs, the statistics it saves) as the forward left it: a layer norm's
+        # backward reads back Mean and Rstd.
+        for b, path in forward["interp"].items():
+            bbuffers[b] = base_spec(bbuffers[b]) + f":npy({os.path.join(out_dir, case['name'], path)})"
+        manifest.append(prepare_case(out_dir, name, os.path.join(bd, "bwd.py"), os.path.join(name, "bwd.py"), True,
+                                     bbuffers, steps, outputs))
         print("prepared", case["name"], "and its backward,", len(steps), "kernel(s)")
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
 
-def check(out_dir, runner):
+def check(out_dir, runner, only=()):
     import importlib.util
     import shutil
 
@@ -249,25 +313,17 @@ def check(out_dir, runner):
     torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int64": torch.int64,
                    "int32": torch.int32}
     tol = {"fp32": (1e-4, 1e-5), "fp16": (1e-2, 2e-3), "bf16": (2e-2, 2e-2), "int64": (0, 0), "int32": (0, 0)}
-    manifest = json.load(open(os.path.join(out_dir, "manifest.json")))
+    manifest = [c for c in json.load(open(os.path.join(out_dir, "manifest.json"))) if not only or c["name"] in only]
     failures = 0
     for case in manifest:
         d = os.path.join(out_dir, case["dir"])
         state = os.path.join(d, "state")
         os.makedirs(state, exist_ok=True)
-        gen = torch.Generator().manual_seed(0)
         inputs = {}
         for name, spec in case["buffers"].items():
             dtype, shape = re.match(r"(\w+)\[([\d,]+)\]", spec).groups()
             shape = [int(x) for x in shape.split(",")]
-            if spec.endswith(":zeros"):
-                a = np.zeros(shape, dtype=np.float32)
-            elif case["interp"]:
-                a = np.load(os.path.join(d, "interp", name + ".npy"))
-            elif dtype.startswith("int"):
-                a = torch.randint(0, 781, shape, generator=gen).numpy()
-            else:
-                a = (torch.rand(shape, generator=gen) * 2 - 1).numpy()
+            a = np.load(os.path.join(d, case["inputs"][name])) if name in case["inputs"] else np.zeros(shape)
             inputs[name] = a.astype(np.int64) if dtype == "int64" else a.astype(np.float32)
             np.save(os.path.join(state, name + ".npy"), inputs[name])
         # tgrad's PTX, kernel after kernel, buffers kept in `state` between them.
@@ -304,9 +360,8 @@ def check(out_dir, runner):
         for name in case["outputs"]:
             dtype = case["buffers"][name].split("[")[0]
             got = np.load(os.path.join(state, name + ".npy")).astype(np.float64)
-            refs = {"triton": tensors[name].float().cpu().numpy().astype(np.float64)}
-            if case["interp"]:
-                refs["interp"] = np.load(os.path.join(d, "interp", name + ".npy")).astype(np.float64)
+            refs = {"triton": tensors[name].float().cpu().numpy().astype(np.float64),
+                    "interp": np.load(os.path.join(d, case["interp"][name])).astype(np.float64)}
             rtol, atol = tol[dtype]
             for ref_name, ref in refs.items():
                 err = np.abs(got - ref)
@@ -314,7 +369,7 @@ def check(out_dir, runner):
                 worst.append(f"{name} vs {ref_name}: max_abs_err={err.max():.3g}{'' if ok else ' MISMATCH'}")
                 failures += 0 if ok else 1
         print(("ok   " if all("MISMATCH" not in w for w in worst) else "FAIL ") + case["name"] +
-              f" ({len(case['steps'])} kernel(s)): " + "; ".join(worst))
+              f" ({len(case['steps'])} kernel(s)): " + "; ".join(worst), flush=True)
     print(f"{len(manifest)} cases, {failures} mismatches")
     return 1 if failures else 0
 
@@ -323,6 +378,6 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "prepare":
         prepare(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "check":
-        sys.exit(check(sys.argv[2], sys.argv[3]))
+        sys.exit(check(sys.argv[2], sys.argv[3], set(sys.argv[4:])))
     else:
         sys.exit(__doc__)

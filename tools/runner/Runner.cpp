@@ -37,13 +37,11 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/runner/Buffers.h"
-#include "tools/runner/Npy.h"
 
 namespace {
 
 using tgrad::runner::Buffer;
 using tgrad::runner::make_buffer;
-using tgrad::runner::NpyArray;
 using tgrad::runner::save;
 
 [[noreturn]] void die(const std::string &message) {

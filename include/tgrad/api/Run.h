@@ -32,7 +32,7 @@ struct LaunchRequest {
   std::vector<std::string> defines = {};
   // NAME=SPEC: a runtime scalar (1000 an int32, 0.5 an fp32) or a buffer (a
   // tile for a function) DTYPE[d0,d1,...], filled with seeded uniform values
-  // in [-1, 1), or with a fill: `:uniform(A,B)`, `:zeros`, `:ones`.
+  // in [-1, 1), or with a fill: `:uniform(A,B)`, `:zeros`, `:ones`, `:npy(PATH)`.
   std::vector<std::string> args = {};
   uint64_t seed = 0;      // each argument draws from its own stream of it
   bool float64 = false;   // compute every floating value in double (dtype rules still checked)

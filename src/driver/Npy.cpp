@@ -1,10 +1,12 @@
 // .npy reading and writing (https://numpy.org/neps/nep-0001-npy-format.html).
-#include "tools/runner/Npy.h"
+#include "src/driver/Npy.h"
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
-namespace tgrad::runner {
+namespace tgrad::driver {
 
 namespace {
 
@@ -93,4 +95,42 @@ bool write_npy(const std::string &path, const NpyArray &array, std::string &erro
   return true;
 }
 
-}  // namespace tgrad::runner
+bool npy_values(const NpyArray &array, std::vector<double> &out, std::string &error) {
+  const std::string &d = array.descr;
+  const int64_t n = array.numel(), width = item_size(d);
+  const char kind = d.size() >= 3 ? d[1] : '?';
+  if (!((kind == 'f' && (width == 2 || width == 4 || width == 8)) ||
+        ((kind == 'i' || kind == 'u') && (width == 1 || width == 2 || width == 4 || width == 8)) ||
+        (kind == 'b' && width == 1))) {
+    error = "elements of type '" + d + "' cannot be read";
+    return false;
+  }
+  out.resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const unsigned char *p = array.data.data() + k * width;
+    auto get = [&](auto x) {
+      std::memcpy(&x, p, sizeof x);
+      return static_cast<double>(x);
+    };
+    double v;
+    if (kind == 'f' && width == 2) {  // IEEE half
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+      const double sign = (h & 0x8000) ? -1 : 1;
+      v = exp == 0 ? sign * std::ldexp(mant, -24)
+          : exp == 31 ? (mant ? NAN : sign * INFINITY)
+                      : sign * std::ldexp(mant + 1024, exp - 25);
+    } else if (kind == 'f') {
+      v = width == 4 ? get(float{}) : get(double{});
+    } else if (kind == 'i') {
+      v = width == 1 ? get(int8_t{}) : width == 2 ? get(int16_t{}) : width == 4 ? get(int32_t{}) : get(int64_t{});
+    } else {  // unsigned, bool
+      v = width == 1 ? get(uint8_t{}) : width == 2 ? get(uint16_t{}) : width == 4 ? get(uint32_t{}) : get(uint64_t{});
+    }
+    out[static_cast<size_t>(k)] = v;
+  }
+  return true;
+}
+
+}  // namespace tgrad::driver
