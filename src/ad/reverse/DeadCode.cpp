@@ -1,6 +1,7 @@
 #include "src/ad/reverse/DeadCode.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -185,6 +186,45 @@ void read_types_from_loop_inputs(StmtList &body) {
       for (const auto &kv : assigns[j]) entry.erase(kv.first);  // another value from here on
     }
   }
+}
+
+int read_types_from_casts(StmtList &body) {
+  std::map<std::string, int> count;
+  count_assignments(body, count);
+  std::map<std::string, const Expr *> cast_to;  // name -> the dtype it is cast to (`tl.float32`)
+  std::function<void(const StmtList &)> collect = [&](const StmtList &block) {
+    for (const StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1) {
+        auto *n = dyn_cast<Name>(a->targets[0].get());
+        auto *c = dyn_cast<Call>(a->value.get());
+        auto *m = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+        auto *dt = c && c->args.size() == 1 && c->keywords.empty() ? dyn_cast<Attribute>(c->args[0].get()) : nullptr;
+        auto *tl = dt ? dyn_cast<Name>(dt->value.get()) : nullptr;
+        if (n && m && m->attr == "to" && tl && tl->id == "tl" && sema::is_dtype_name(dt->attr) && count[n->id] == 1)
+          cast_to[n->id] = dt;
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        collect(i->body);
+        collect(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        collect(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        collect(w->body);
+      }
+    }
+  };
+  collect(body);
+  int replaced = 0;
+  rewrite_exprs(body, [&](ExprPtr &e) {
+    auto *a = dyn_cast<Attribute>(e.get());
+    auto *n = a && a->attr == "dtype" ? dyn_cast<Name>(a->value.get()) : nullptr;
+    if (!n) return;
+    auto it = cast_to.find(n->id);
+    if (it == cast_to.end()) return;
+    e = clone(*it->second);
+    ++replaced;
+  });
+  return replaced;
 }
 
 }  // namespace tgrad::ad::reverse

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "src/ad/Readability.h"
+#include "src/ad/reverse/DeadCode.h"
 #include "src/ad/reverse/MaskPeeling.h"
 #include "src/ad/reverse/Engine.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -51,6 +52,9 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
     if (!have && read.count(c.name)) out->constants.push_back({c.name, c.span, clone(*c.stmt)});
   }
   add_imports(*out, read);
+  // A value kept only for the dtype it was cast to (`stored_out.dtype`) is not computed for it.
+  for (auto &f : out->functions)
+    if (!module_.find_function(f->name) && read_types_from_casts(f->body) > 0) remove_dead_code(f->body);
   make_readable(*out, result);
   peel_masks(*out, result);
   result.source = header() + emit::print_module(*out);

@@ -81,7 +81,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     K_ptrs_2_offset1_2 = K_ptrs_offset0 + hi
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
+    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     bm_i_6 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
@@ -337,13 +337,12 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
     stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
-
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     bm_i_6 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_5_minus_one_col = tl.sum(-bacc_6 * stored_out, 1, keep_dims=True)
+    bout_correction = -tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    bl_i_5_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     tl.static_assert(bl_i_5_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_5_minus_one = tl.reshape(bl_i_5_minus_one_col, row_stat.shape)
 
@@ -380,7 +379,6 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_block_base = V + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
-    O_block_base = Out + o_offset
     dO_block_base = dOut + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
@@ -448,12 +446,10 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
             q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_14 = offs_m < N_CTX
-            O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
-            O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
-            dO_block_base_plus_O_2 = dO_block_base + O_block_index0_col_2 + O_block_index1_row_2
+            dO_block_base_plus_O = dO_block_base + Q_block_index0_col * O_block_stride0
+            dO_block_base_plus_O_2 = dO_block_base_plus_O + O_block_index1_row_2
             row_stat = tl.load(M_plus_off_hz_times_N, mask=t_14, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
-            bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(stored_out.dtype)
+            bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
 
             # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))

@@ -58,7 +58,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
@@ -172,7 +172,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
@@ -200,10 +200,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
     v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
     dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
-    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
@@ -220,9 +217,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
     t_2 = offs_n[:, None] < N_CTX
     k = tl.load(k_ptrs, mask=t_2, other=0.0)
-    tl_trans_k = tl.trans(k)
-    offs_n_row = offs_n[None, :]
-    t_4 = offs_n[None, :] < N_CTX
     offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
     v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
     dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
@@ -244,21 +238,17 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             q = tl.load(q_ptrs, mask=t, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_6 = offs_m < N_CTX
-            offs_m_col_4_times_stride_om = offs_m_col * stride_om
-            o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-            do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+            do_ptrs = do_base + offs_m_col * stride_om + offs_d_row_4_times_stride_ok
             row_stat = tl.load(M_plus_off_hz_times_N, mask=t_6, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-            row_stat_col = row_stat[:, None]
-            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(stored_out.dtype)
+            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
             qk = tl.dot(k, tl.trans(q))
             visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
-            p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
-            p_to_tl_float16 = p.to(tl.float16)
-            bv = tl.dot(p_to_tl_float16, bacc_4.to(p_to_tl_float16.dtype))
+            qk_3 = tl.where(visible, qk * qk_scale, float("-inf"))
+            p = tl.math.exp2(qk_3 - row_stat[None, :])
+            bv = tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
             bp = tl.dot(v, tl.trans(bacc_4).to(v_ptrs.dtype.element_ty)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)

@@ -55,7 +55,7 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
-    bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
+    bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
     # Grad of: acc = acc / l_i[:, None]
     bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
@@ -155,8 +155,7 @@ def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, 
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -bacc_4_to_dtype.to(stored_out.dtype)
-    bl_i_3_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    bl_i_3_minus_one_col = tl.sum(-bacc_4_to_dtype.to(tl.float32) * stored_out, 1, keep_dims=True)
     tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
@@ -182,7 +181,6 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     desc_q_desc_stride1 = 1
     desc_k_desc_base = desc_k
     desc_v_desc_base = desc_v
-    desc_o_desc_base = desc_o
     ddesc_o_desc_base = ddesc_o
     row0 = off_hz * N_CTX
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
@@ -235,15 +233,11 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
         t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & t_3 & t_4
         q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        desc_o_desc_base_2 = desc_o_desc_base + desc_q_desc_index0_col_2
         ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col_2
-        desc_o_desc_base_2_2 = desc_o_desc_base_2 + desc_q_desc_index1_row_2
         ddesc_o_desc_base_2_2 = ddesc_o_desc_base_2 + desc_q_desc_index1_row_2
         bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX + offs_m).to(tl.float32)
-        stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
-        row_stat_col = row_stat[:, None]
-        bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
+        bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))

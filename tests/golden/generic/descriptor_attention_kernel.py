@@ -62,7 +62,7 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
-    bacc_4 = bacc_4_to_dtype.to(stored_out.dtype)
+    bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
     # Grad of: acc = acc / l_i[:, None]
     bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)

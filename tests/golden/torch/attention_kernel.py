@@ -122,7 +122,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(stored_out.dtype)
+    bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
@@ -302,7 +302,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -bacc_4_to_Out_type_element_ty.to(stored_out.dtype)
+    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
@@ -329,10 +329,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
     v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
     dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
-    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
@@ -376,12 +373,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             q = tl.load(q_ptrs, mask=t, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_7 = offs_m < N_CTX
-            offs_m_col_4_times_stride_om = offs_m_col * stride_om
-            o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-            do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+            do_ptrs = do_base + offs_m_col * stride_om + offs_d_row_4_times_stride_ok
             row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(stored_out.dtype)
+            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
@@ -400,8 +394,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
                 t_5 = offs_n_row_3 < N_CTX
                 qk_5 = tl.where(t_5, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            p_to_tl_float16 = p.to(tl.float16)
-            bv = tl.dot(tl.trans(p_to_tl_float16), bacc_4.to(p_to_tl_float16.dtype))
+            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
             bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
