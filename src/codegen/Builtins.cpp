@@ -267,7 +267,7 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
       unsupported(bc->span, "boundary_check");
     return e_.cast(e_.load(p, mask ? &*mask : nullptr, other ? &*other : nullptr), result.elem);
   }
-  if (name == "tl.store" || name == "tl.atomic_add") {
+  if (name == "tl.store" || name == "tl.atomic_add" || name == "tl.atomic_xchg") {
     const bool store = name == "tl.store";
     Bound a = store ? bind_args(c, {"pointer", "value", "mask", "boundary_check", "cache_modifier", "eviction_policy"})
                     : bind_args(c, {"pointer", "val", "mask", "sem", "scope"});
@@ -292,7 +292,8 @@ Tile Lowering::call_builtin(const ast::Call &c, std::string name) {
       if (s.kind != SType::Kind::Str || (s.s != "relaxed" && s.s != "acq_rel"))
         unsupported(sem->span, "this memory ordering of an atomic");
     }
-    Tile old = e_.atomic_add(p, v, mask ? &*mask : nullptr);
+    Tile old = name == "tl.atomic_add" ? e_.atomic_add(p, v, mask ? &*mask : nullptr)
+                                       : e_.atomic_xchg(p, v, mask ? &*mask : nullptr);
     return result.is_tensor() ? e_.cast(old, result.elem) : old;
   }
   if (name.rfind("tl.atomic_", 0) == 0) unsupported(span, "'" + name + "'");

@@ -130,6 +130,10 @@ class Emitter {
   void store(const Tile &ptr, const Tile &value, const Tile *mask);
   // atom.global.add (fadd / add), the old values.
   Tile atomic_add(const Tile &ptr, const Tile &value, const Tile *mask);
+  // tl.atomic_xchg: every copy of an element gets the value its owner exchanged.
+  Tile atomic_xchg(const Tile &ptr, const Tile &value, const Tile *mask);
+  // One read-modify-write per owned element (relaxed, as Triton's sem="relaxed"); copies read 0.
+  Tile atomic(llvm::AtomicRMWInst::BinOp op, const Tile &ptr, const Tile &value, const Tile *mask);
 
   // A reduction over `axis` (none: every element) in dtype `out`.
   Tile reduce(const Tile &x, std::optional<int> axis, ReduceOp op, sema::DType out);

@@ -1,4 +1,4 @@
-// Global memory: tl.load, tl.store and tl.atomic_add over tiles of pointers.
+// Global memory: tl.load, tl.store, tl.atomic_add and tl.atomic_xchg over tiles of pointers.
 //
 // A chunk of a thread whose pointers are known to step by one element
 // (Pattern::Contiguous) is one vector access of up to 16 bytes, taken when
@@ -391,18 +391,48 @@ void Emitter::store(const Tile &ptr, const Tile &value, const Tile *mask) {
 }
 
 Tile Emitter::atomic_add(const Tile &ptr, const Tile &value, const Tile *mask) {
+  const bool fp = sema::is_float(ptr.elem.dtype);
+  return atomic(fp ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, ptr, value, mask);
+}
+
+Tile Emitter::atomic_xchg(const Tile &ptr, const Tile &value, const Tile *mask) {
+  Tile old = atomic(llvm::AtomicRMWInst::Xchg, ptr, value, mask);
+  // Only the owner of an element exchanges it; the threads that hold a copy of the element (a tile smaller than
+  // the CTA, a scalar) take the old value from the owner through shared memory. (A generated backward reads an
+  // upstream gradient and zeroes it with one exchange, and every copy uses what it read.)
+  const Layout l = layout(ptr.shape);
+  if (l.exact()) return old;
+  llvm::Type *vt = type_of(old.elem), *mt = memory_type(vt, context());
+  const int64_t bytes = static_cast<int64_t>(module_.getDataLayout().getTypeAllocSize(mt));
+  open_shared_region();
+  for (int64_t r = 0; r < l.regs(); ++r) {
+    llvm::Value *slot = shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(bytes))),
+                               l.numel * bytes);
+    llvm::Value *v = vt == mt ? old.regs[r] : b_.CreateZExt(old.regs[r], mt);
+    guarded(owns(l, r), [&] { b_.CreateStore(v, slot); });
+  }
+  barrier();
+  for (int64_t r = 0; r < l.regs(); ++r) {
+    llvm::Value *slot = shared(b_.CreateMul(element_index(l, r), b_.getInt32(static_cast<uint32_t>(bytes))),
+                               l.numel * bytes);
+    llvm::Value *v = b_.CreateLoad(mt, slot);
+    old.regs[r] = vt == mt ? v : b_.CreateTrunc(v, vt);
+  }
+  return old;
+}
+
+Tile Emitter::atomic(llvm::AtomicRMWInst::BinOp op, const Tile &ptr, const Tile &value, const Tile *mask) {
   const ElemType ve{ptr.elem.dtype, false};
   llvm::Type *vt = type_of(ve);
   const Layout l = layout(ptr.shape);
   Tile out{ve, ptr.shape, {}, Pattern::Unknown};
-  const llvm::AtomicRMWInst::BinOp op = sema::is_float(ve.dtype) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
   for (int64_t r = 0; r < l.regs(); ++r) {
     llvm::Value *cond = owns(l, r);
     if (mask) cond = cond ? b_.CreateAnd(cond, mask->regs[r]) : mask->regs[r];
-    auto add = [&]() -> llvm::Value * {
+    auto rmw = [&]() -> llvm::Value * {
       return b_.CreateAtomicRMW(op, ptr.regs[r], value.regs[r], llvm::MaybeAlign(), llvm::AtomicOrdering::Monotonic);
     };
-    out.regs.push_back(cond ? guarded(cond, add, llvm::Constant::getNullValue(vt)) : add());
+    out.regs.push_back(cond ? guarded(cond, rmw, llvm::Constant::getNullValue(vt)) : rmw());
   }
   return out;
 }

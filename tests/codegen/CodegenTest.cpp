@@ -328,6 +328,23 @@ TEST(Codegen, AtomicsHelpersAndBarriers) {
   EXPECT_TRUE(has(ptx, "bar.sync")) << ptx;
 }
 
+// A generated backward reads an upstream gradient and zeroes it with one tl.atomic_xchg, often through a scalar
+// pointer (every thread holds a copy of the scalar): one thread exchanges it, and the others must get the value
+// it read (through shared memory, after a barrier), not the 0 a skipped exchange would leave.
+TEST(Codegen, AtomicExchangeSharesTheOldValueWithEveryCopy) {
+  const std::string src = std::string(kHeader) +
+                          "@triton.jit\n"
+                          "def take(G, X, Y, BLOCK: tl.constexpr):\n"
+                          "    offs = tl.arange(0, BLOCK)\n"
+                          "    g = tl.atomic_xchg(G, 0.0)\n"
+                          "    tl.store(Y + offs, tl.load(X + offs) * g)\n";
+  const std::string ptx = ptx_of("take", src, {"take", {"BLOCK=128"}, {"G=*fp32", "X=*fp32", "Y=*fp32"}});
+  EXPECT_TRUE(has(ptx, "atom.global.exch.b32")) << ptx;
+  EXPECT_TRUE(has(ptx, "st.shared")) << ptx;
+  EXPECT_TRUE(has(ptx, "bar.sync")) << ptx;
+  EXPECT_TRUE(has(ptx, "ld.shared")) << ptx;
+}
+
 TEST(Codegen, EmitsOptimizedLlvmIr) {
   const std::string src = std::string(kHeader) +
                           "@triton.jit\n"
