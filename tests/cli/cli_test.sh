@@ -692,6 +692,16 @@ run softmax_flags_given tests/kernels/attention_block_ptr.py --fn attn_fwd_block
 expect_rc softmax_flags_given_exit_0 0 softmax_flags_given
 expect_no_grep softmax_flags_given_no_note "$TMP/softmax_flags_given.err" "note: the loop's online softmax"
 
+# A taped half-precision value comes back from its float32 tape cast to Triton's dtype (`tl.float16`, not the
+# undefined `float16`), and a value that is a Python number with a flag's value gets no `.shape` assertion.
+run tape_fp16 tests/kernels/accumulators.py --kernel repeated_update_inplace_kernel --wrt X --arg 'X=*fp16' --arg n=i32 --arg n_steps=i32
+expect_rc tape_fp16_exit_0 0 tape_fp16
+expect_grep tape_fp16_cast "$TMP/tape_fp16.out" "other=float\\('nan'\\)\\)\\.to\\(tl\\.float16\\)"
+expect_no_grep tape_fp16_no_bare_dtype "$TMP/tape_fp16.out" "\\.to\\(float16\\)"
+run number_shape tests/kernels/runtime_ifexp.py --kernel centered_kernel --wrt X,L
+expect_rc number_shape_exit_0 0 number_shape
+expect_no_grep number_shape_no_assert "$TMP/number_shape.out" "choice_3\\.shape"
+
 run types $FN1 --dump-ast --fn fn1 --arg 'x=fp32[N]' --arg 'y=fp32[N]'
 expect_rc dump_ast_with_types_exit_0 0 types
 expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[N, N\]'

@@ -354,9 +354,9 @@ void Engine::sweep_taped_loop(const For &f, const AccessAnalysis &access, std::v
                                                                       : DType::Int32;
       tape.dtype = stored;
       v.integer = true;
-      if (e != stored) v.cast = std::string(".to(") + sema::tl_name(e) + ")";
+      if (e != stored) v.cast = std::string(".to(tl.") + sema::tl_name(e) + ")";
     } else if (t->elem.dtype != sema::DType::FP32) {
-      v.cast = std::string(".to(") + sema::tl_name(t->elem.dtype) + ")";
+      v.cast = std::string(".to(tl.") + sema::tl_name(t->elem.dtype) + ")";
     }
     tape.loop_line = where.begin.line;
     tape.loop_column = where.begin.column;
@@ -395,9 +395,13 @@ void Engine::sweep_taped_loop(const For &f, const AccessAnalysis &access, std::v
   }
   std::string head = L.reverse_index + " = " + L.trips + " - 1 - " + L.rev + "\n" + var + " = " + L.start + " + " +
                      L.reverse_index + " * " + L.step + "\n";
-  for (const TapedValue &v : L.values)
+  for (const TapedValue &v : L.values) {
+    // A generic backward casts a float back to the type the value has before the loop, whatever the
+    // representative (a literal dtype would differ between them).
+    const std::string cast = !v.integer && generic() ? ".to(" + v.carried + ".dtype)" : v.cast;
     head += v.carried + " = tl.load(" + tape_address(L, v, L.reverse_index) + ", mask=" + L.reverse_index + " < " +
-            L.trips_param + ", other=" + (v.integer ? "0" : "float('nan')") + ")" + v.cast + "\n";
+            L.trips_param + ", other=" + (v.integer ? "0" : "float('nan')") + ")" + cast + "\n";
+  }
   // An induction variable from the iteration number; a pointer's gradient mirror steps with it.
   for (const auto &[c, step] : inductions) {
     head += c.name + " = " + c.init + " + " + L.reverse_index + " * (" + step + ")\n";
@@ -426,7 +430,7 @@ void Engine::sweep_taped_loop(const For &f, const AccessAnalysis &access, std::v
       if (u.unneeded) continue;
       const SType *t = type_of_name(c);
       std::string cast = t && t->elem.dtype != sema::DType::FP32
-                             ? std::string(".to(") + sema::tl_name(t->elem.dtype) + ")"
+                             ? std::string(".to(tl.") + sema::tl_name(t->elem.dtype) + ")"
                              : std::string();
       code += inversion_code(u, names_.fresh(user_name(c) + "_quotient"), cast);
     }

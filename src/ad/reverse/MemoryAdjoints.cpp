@@ -122,7 +122,7 @@ void Engine::consume_upstream(const MemoryOp &op) {
   // takes the stored value's type where the backward is typed.
   const SType *vt = takes ? type_of_name(op.value) : nullptr;
   if (takes && !generic() && vt && is_float_tensor(vt) && vt->elem.dtype != sema::DType::FP32)
-    taken = cast_to(std::move(taken), dotted_name(sema::tl_name(vt->elem.dtype)));
+    taken = cast_to(std::move(taken), dotted_name(std::string("tl.") + sema::tl_name(vt->elem.dtype)));
   std::string g;
   if (takes) {
     g = names_.fresh("b" + op.value);

@@ -879,8 +879,26 @@ void Engine::contribute(const std::string &x, ExprPtr e, const std::string &op, 
   std::string holder = first ? names_.fresh("b" + x) : names_.fresh("_b" + x);
   if (summed) {
     emit_stmt(assign(holder, std::move(e)));
-    ExprPtr cond = equals(std::make_unique<Attribute>(name(holder), "shape"), std::make_unique<Attribute>(name(x), "shape"));
-    emit_stmt(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(cond)))));
+    // (Not where x may be a Python number: `choice = lse if not SPLIT else 0.0` has no .shape with SPLIT.)
+    const SType *xt = type_of_name(x);
+    bool number = false;  // assigned a Python number on some path (through copies)
+    std::set<std::string> seen;
+    std::function<void(const std::string &)> look = [&](const std::string &n) {
+      auto d = defs_of_.find(n);
+      if (number || !seen.insert(n).second || d == defs_of_.end()) return;
+      for (const Assign *a : d->second) {
+        const Expr *v = a->value.get();
+        if (auto *u = dyn_cast<UnaryOp>(v)) v = u->operand.get();
+        number |= isa<FloatLit>(v) || isa<IntLit>(v) || isa<BoolLit>(v);
+        if (auto *c = dyn_cast<Name>(v)) look(c->id);
+      }
+    };
+    look(x);
+    if (xt && xt->is_tensor() && !number) {
+      ExprPtr cond =
+          equals(std::make_unique<Attribute>(name(holder), "shape"), std::make_unique<Attribute>(name(x), "shape"));
+      emit_stmt(std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(cond)))));
+    }
     if (first) {
       adjoint_[x] = holder;
       return;

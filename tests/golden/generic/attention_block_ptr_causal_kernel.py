@@ -463,7 +463,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
             iteration_2 = trips - 1 - reversed
             start_n_2 = lo_2 + iteration_2 * BLOCK_N
-            m_i_3_2 = tl.load(m_i_3_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan'))
+            m_i_3_2 = tl.load(m_i_3_tape + (tape_row * tape_trips + iteration_2) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_2 < tape_trips, other=float('nan')).to(m_i_3_2.dtype)
             K_ptrs_2_offset0_3 = K_ptrs_2_offset0_2 + iteration_2 * 0
             K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
             V_ptrs_2_offset0_3 = V_ptrs_2_offset0_2 + iteration_2 * BLOCK_N
@@ -754,7 +754,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips_2).
             iteration_4 = trips_2 - 1 - reversed_2
             start_n = lo_6 + iteration_4 * BLOCK_N
-            m_i_2_2 = tl.load(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_4) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_4 < tape_trips_2, other=float('nan'))
+            m_i_2_2 = tl.load(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_4) * BLOCK_M + tl.arange(0, BLOCK_M), mask=iteration_4 < tape_trips_2, other=float('nan')).to(m_i_2_2.dtype)
             K_ptrs_offset0_3 = K_ptrs_offset0_2 + iteration_4 * 0
             K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_4 * BLOCK_N
             V_ptrs_offset0_3 = V_ptrs_offset0_2 + iteration_4 * BLOCK_N

@@ -50,7 +50,7 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         start = pid_times_BR + iteration_2 * tl_num_programs_zero_times_BR
-        running_2 = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan'))
+        running_2 = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(running.dtype)
         tl_arange_zero_BR = tl.arange(0, BR)
         rows = start + tl_arange_zero_BR
         rows_col = rows[:, None]

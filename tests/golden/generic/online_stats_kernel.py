@@ -74,7 +74,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         iteration_2 = trips - 1 - reversed
         start = 0 + iteration_2 * BLOCK
         count_2 = tl.load(count_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan'))
+        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
         d_3 = d_2
         tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
         cols = start + tl_arange_zero_BLOCK

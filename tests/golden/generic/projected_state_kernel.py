@@ -65,7 +65,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
+        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         s_times_BK = s * BK
         s_times_BK_times_BK = s_times_BK * BK
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
@@ -167,7 +167,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
+        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         s_times_BK = s * BK
         s_times_BK_times_BK = s_times_BK * BK
         P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK

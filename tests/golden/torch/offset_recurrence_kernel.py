@@ -65,7 +65,7 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         i = SKIP + 1 + iteration_2 * (SKIP - 1)
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
         row_times_n_cols_2 = row * n_cols
         X_plus_row_times_n_cols_2_2 = X + row_times_n_cols_2
         X_plus_row_times_n_cols_3 = X_plus_row_times_n_cols_2_2 + i

@@ -100,7 +100,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
-        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan'))
+        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         acc_3 = acc_2
         t_times_BR = t * BR
         t_times_BR_times_BC = t_times_BR * BC
@@ -216,7 +216,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
-        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan'))
+        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         acc_3 = acc_2
         t_times_BR = t * BR
         t_times_BR_times_BC = t_times_BR * BC

@@ -75,7 +75,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         iteration_2 = trips - 1 - reversed
         c = 0 + iteration_2 * 1
         seq_2 = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         c_times_dim = c * dim
         DECAY_plus_c = DECAY + c
         tl_load_DECAY_plus_c = tl.load(DECAY_plus_c)

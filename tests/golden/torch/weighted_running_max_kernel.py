@@ -99,7 +99,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
             iteration_2 = trips - 1 - reversed
             i = 0 + iteration_2 * 1
-            m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+            m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
             row_times_n_chunks = row * n_chunks
             row_times_n_chunks_plus_i = row_times_n_chunks + i
             row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
