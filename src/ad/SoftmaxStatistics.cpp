@@ -26,19 +26,11 @@ constexpr double kLn2 = 0.6931471805599453;
 // `x[:, None]`: the name x, or "".
 std::string column_of(const Expr &e) {
   auto *s = dyn_cast<Subscript>(&e);
-  if (!s || s->indices.size() != 2 || !isa<NoneLit>(s->indices[1].get())) return "";
-  auto *all = dyn_cast<Slice>(s->indices[0].get());
-  if (!all || all->lower || all->upper || all->step) return "";
-  const Name *n = as_name(s->value.get());
+  const Name *n = s && reverse::broadcast_axis(*s) == 1 ? as_name(s->value.get()) : nullptr;
   return n ? n->id : "";
 }
 
-ExprPtr column(const std::string &x) {
-  ExprList idx;
-  idx.push_back(std::make_unique<Slice>(nullptr, nullptr, nullptr));
-  idx.push_back(std::make_unique<NoneLit>());
-  return std::make_unique<Subscript>(name(x), std::move(idx));
-}
+ExprPtr column(const std::string &x) { return reverse::broadcast(name(x), true); }
 
 ExprPtr number(double v) { return std::make_unique<FloatLit>(v, ""); }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tgrad/ast/Ast.h"
+#include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/sema/Sema.h"
 
 namespace tgrad::ad::reverse {
@@ -22,6 +23,29 @@ struct AdError {
 [[noreturn]] inline void fail(const SourceSpan &span, const std::string &message) { throw AdError{span, message}; }
 
 inline ExprPtr name(const std::string &id, const SourceSpan &s = {}) { return std::make_unique<Name>(id, s); }
+
+// A call's callee as written: "tl.dot", "min", "x.to".
+inline std::string callee(const Call &c) { return emit::print_expr(*c.func); }
+
+// `x[:, None]` (1: a column) or `x[None, :]` (2: a row), else 0.
+inline int broadcast_axis(const Subscript &s) {
+  if (s.indices.size() != 2) return 0;
+  auto whole = [](const Expr &e) {
+    auto *sl = dyn_cast<Slice>(&e);
+    return sl && !sl->lower && !sl->upper && !sl->step;
+  };
+  if (whole(*s.indices[0]) && isa<NoneLit>(s.indices[1].get())) return 1;
+  if (isa<NoneLit>(s.indices[0].get()) && whole(*s.indices[1])) return 2;
+  return 0;
+}
+
+// `value[:, None]` (column) or `value[None, :]`.
+inline ExprPtr broadcast(ExprPtr value, bool column) {
+  ExprList idx;
+  idx.push_back(column ? ExprPtr(std::make_unique<Slice>(nullptr, nullptr, nullptr)) : ExprPtr(std::make_unique<NoneLit>()));
+  idx.push_back(column ? ExprPtr(std::make_unique<NoneLit>()) : ExprPtr(std::make_unique<Slice>(nullptr, nullptr, nullptr)));
+  return std::make_unique<Subscript>(std::move(value), std::move(idx));
+}
 
 // `tl.float32` as an attribute chain.
 inline ExprPtr dotted_name(const std::string &dotted) {

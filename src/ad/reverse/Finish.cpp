@@ -93,9 +93,7 @@ void Engine::peel_masks(Module &out, Backward &result) {
     for (const Backward::OwnerKernel &o : result.owner_kernels)
       if (o.name == kernel->name && !o.programs_param.empty())
         types[o.programs_param] = SType::tensor({sema::DType::Int32, false}, {});
-    for (const Backward::SavedTile &t : result.saved_tiles)
-      if (std::any_of(kernel->params.begin(), kernel->params.end(), [&](const Param &p) { return p.name == t.scratch; }))
-        types[t.scratch] = SType::tensor({t.dtype, true}, {});
+    for (const Backward::SavedTile &t : result.saved_tiles) types[t.scratch] = SType::tensor({t.dtype, true}, {});
     for (auto it = types.begin(); it != types.end();)  // (a type for a parameter the kernel lacks is an error)
       it = std::any_of(kernel->params.begin(), kernel->params.end(), [&](const Param &p) { return p.name == it->first; })
                ? std::next(it)

@@ -10,8 +10,6 @@
 namespace tgrad::ad::reverse {
 namespace {
 
-std::string callee(const Call &c) { return emit::print_expr(*c.func); }
-
 bool mentions_programs(const Expr &e) {
   bool found = false;
   visit_expr(e, [&](const Expr &x) {

@@ -17,8 +17,6 @@
 namespace tgrad::ad::reverse {
 namespace {
 
-std::string callee(const Call &c) { return emit::print_expr(*c.func); }
-
 // A run of lanes: [start, start + width - 1], with start `v` or `v * width` for
 // the loop's lanes (loop = true), an invariant expression otherwise.
 struct Lanes {
@@ -73,10 +71,9 @@ class Peeler {
   Peeler(Function &kernel, NameAllocator &names, const Function &original, const sema::TypeInfo &written,
          const sema::ParamTypes &types, const std::set<std::string> &generic)
       : kernel_(kernel), names_(names) {
-    std::map<std::string, int> count;
-    count_assignments(kernel_.body, count);
-    collect(kernel_.body, count);
-    for (const auto &kv : count) assigned_anywhere_.insert(kv.first);
+    count_assignments(kernel_.body, assigned_count_);
+    collect(kernel_.body, assigned_count_);
+    for (const auto &kv : assigned_count_) assigned_anywhere_.insert(kv.first);
     for (size_t k = 0; k < kernel_.params.size(); ++k) {
       const std::string &p = kernel_.params[k].name;
       params_.insert(p);
@@ -135,6 +132,9 @@ class Peeler {
   std::vector<const Expr *> last_copy_order_;   // the last unmasked body's nodes before folding, in visit order
   std::set<std::string> integers_;              // parameters that are integers in every representative
   std::set<std::string> assigned_anywhere_;     // names the kernel assigns (others: parameters, modules like tl)
+  // How often the kernel as written assigns each name (a loop's split copies only that loop's names, so a name of a
+  // later loop assigned once here still is when that loop is split).
+  std::map<std::string, int> assigned_count_;
 
   // The parameters `e` reads, through the names assigned once that it reads.
   void parameters_read(const Expr &e, std::set<std::string> &out, int depth = 0) const {
@@ -174,14 +174,7 @@ class Peeler {
 
   static const Expr *unbroadcast(const Expr *e) {
     auto *s = dyn_cast<Subscript>(e);
-    if (!s || s->indices.size() != 2) return e;
-    auto full = [](const Expr &x) {
-      auto *sl = dyn_cast<Slice>(&x);
-      return sl && !sl->lower && !sl->upper && !sl->step;
-    };
-    const bool col = full(*s->indices[0]) && isa<NoneLit>(s->indices[1].get());
-    const bool row = isa<NoneLit>(s->indices[0].get()) && full(*s->indices[1]);
-    return col || row ? s->value.get() : e;
+    return s && broadcast_axis(*s) != 0 ? s->value.get() : e;
   }
 
   // `tl.arange(0, W)`: W, else null.
@@ -480,8 +473,6 @@ class Peeler {
     });
     // Names assigned True (once in the kernel, anywhere in this body) read as True, to a fixed point: `visible =
     // (offs_m >= offs_n) & keep` becomes `True & True`, then True.
-    std::map<std::string, int> count;
-    count_assignments(kernel_.body, count);
     auto is_true = [](const Expr *e) {
       auto *b = e ? dyn_cast<BoolLit>(e) : nullptr;
       return b && b->value;
@@ -490,7 +481,7 @@ class Peeler {
     std::function<void(const StmtList &, bool &)> collect_true = [&](const StmtList &block, bool &grew) {
       for (const StmtPtr &s : block) {
         if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && is_true(a->value.get()))
-          if (auto *nm = as_name(a->targets[0].get()); nm && count[nm->id] == 1 && true_names.insert(nm->id).second)
+          if (auto *nm = as_name(a->targets[0].get()); nm && assigned_count_[nm->id] == 1 && true_names.insert(nm->id).second)
             grew = true;
         if (auto *i = dyn_cast<If>(s.get())) {
           collect_true(i->body, grew);

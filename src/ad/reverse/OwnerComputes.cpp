@@ -25,8 +25,6 @@ namespace {
 // read, the gradient needs that value and stays with its atomics.
 const char *const kNotAffine = "__tgrad_carried_not_affine__";
 
-std::string callee(const Call &c) { return emit::print_expr(*c.func); }
-
 const Call *memory_write(const Stmt &s) {
   auto *es = dyn_cast<ExprStmt>(&s);
   auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;

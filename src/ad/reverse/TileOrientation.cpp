@@ -14,8 +14,6 @@
 namespace tgrad::ad::reverse {
 namespace {
 
-std::string callee(const Call &c) { return emit::print_expr(*c.func); }
-
 bool is_call(const Expr *e, const char *name) {
   auto *c = e ? dyn_cast<Call>(e) : nullptr;
   return c && callee(*c) == name;
@@ -28,30 +26,6 @@ const Expr *transposed_operand(const Expr *e) {
 }
 
 ExprPtr trans(ExprPtr e) { return call("tl.trans", list(std::move(e))); }
-
-// `x[:, None]` (column) or `x[None, :]` (row): which, or 0.
-int broadcast_index(const Subscript &s) {
-  if (s.indices.size() != 2) return 0;
-  auto full_slice = [](const Expr &e) {
-    auto *sl = dyn_cast<Slice>(&e);
-    return sl && !sl->lower && !sl->upper && !sl->step;
-  };
-  if (full_slice(*s.indices[0]) && isa<NoneLit>(s.indices[1].get())) return 1;
-  if (isa<NoneLit>(s.indices[0].get()) && full_slice(*s.indices[1])) return 2;
-  return 0;
-}
-
-ExprPtr subscript(ExprPtr value, bool column) {
-  ExprList idx;
-  if (column) {
-    idx.push_back(std::make_unique<Slice>(nullptr, nullptr, nullptr));
-    idx.push_back(std::make_unique<NoneLit>());
-  } else {
-    idx.push_back(std::make_unique<NoneLit>());
-    idx.push_back(std::make_unique<Slice>(nullptr, nullptr, nullptr));
-  }
-  return std::make_unique<Subscript>(std::move(value), std::move(idx));
-}
 
 // Functions applied element by element: a transposed argument gives the transposed result.
 bool elementwise(const std::string &f) {
@@ -115,7 +89,7 @@ struct Orientation {
       if (flipped.count(n->id)) return clone(e);
       const size_t r = rank(e);
       if (r == 0) return clone(e);
-      if (r == 1) return subscript(clone(e), true);  // a row [n] broadcast as [1, n] becomes [n, 1]
+      if (r == 1) return broadcast(clone(e), true);  // a row [n] broadcast as [1, n] becomes [n, 1]
       if (r != 2) return nullptr;
       auto d = single_def.find(n->id);
       if (d != single_def.end())
@@ -131,9 +105,9 @@ struct Orientation {
     if (rank(e) == 0 && !isa<Call>(&e)) return clone(e);
     if (isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e)) return clone(e);
     if (auto *s = dyn_cast<Subscript>(&e)) {
-      const int b = broadcast_index(*s);
+      const int b = broadcast_axis(*s);
       if (b == 0 || rank(*s->value) != 1) return nullptr;
-      return subscript(clone(*s->value), b == 2);
+      return broadcast(clone(*s->value), b == 2);
     }
     if (auto *b = dyn_cast<BinOp>(&e)) {
       ExprPtr l = T(*b->lhs), r = T(*b->rhs);
@@ -351,21 +325,20 @@ void fold_transposed_products(StmtList &block, const Function &kernel) {
   }
 }
 
-void collect_assignments(const StmtList &block, std::map<std::string, int> &count,
-                         std::map<std::string, const Expr *> &defs) {
+// Each name's value where an assignment (at any depth) gives it one: the last such, for its type.
+void collect_definitions(const StmtList &block, std::map<std::string, const Expr *> &defs) {
   for (const StmtPtr &s : block) {
     if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
       if (auto *n = as_name(a->targets[0].get())) defs[n->id] = a->value.get();
     if (auto *i = dyn_cast<If>(s.get())) {
-      collect_assignments(i->body, count, defs);
-      collect_assignments(i->orelse, count, defs);
+      collect_definitions(i->body, defs);
+      collect_definitions(i->orelse, defs);
     } else if (auto *f = dyn_cast<For>(s.get())) {
-      collect_assignments(f->body, count, defs);
+      collect_definitions(f->body, defs);
     } else if (auto *w = dyn_cast<While>(s.get())) {
-      collect_assignments(w->body, count, defs);
+      collect_definitions(w->body, defs);
     }
   }
-  ast::count_assignments(block, count);
 }
 
 }  // namespace
@@ -374,10 +347,7 @@ std::string orient_loop_tiles(Function &kernel, For &loop, const sema::TypeInfo 
   Orientation o{types, {}, {}, {}, {}, {}};
   std::map<std::string, int> assigned;
   std::map<std::string, const Expr *> defs;
-  {
-    std::map<std::string, int> ignored;
-    collect_assignments(kernel.body, ignored, defs);
-  }
+  collect_definitions(kernel.body, defs);
   count_assignments(kernel.body, assigned);
   std::map<std::string, int> loop_assigned;
   count_assignments(loop.body, loop_assigned);
