@@ -25,11 +25,18 @@ std::string text_of(const Expr &e) {
 
 void AccessAnalysis::collect(const StmtList &block) {
   for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get())) {
-      if (auto *n = dyn_cast<Name>(a->targets[0].get()); n && a->targets.size() == 1)
-      {
-        if (!defs_.emplace(n->id, a->value.get()).second) redefined_.insert(n->id);
-        all_defs_.emplace(n->id, a->value.get());
+    const Expr *target = nullptr, *value = nullptr;
+    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1) {
+      target = a->targets[0].get();
+      value = a->value.get();
+    } else if (auto *an = dyn_cast<AnnAssign>(s.get()); an && an->value) {
+      target = an->target.get();  // `WIDTH: tl.constexpr = 2 * HALF`, kept whole by ANF
+      value = an->value.get();
+    }
+    if (value) {
+      if (auto *n = dyn_cast<Name>(target)) {
+        if (!defs_.emplace(n->id, value).second) redefined_.insert(n->id);
+        all_defs_.emplace(n->id, value);
         if (loop_depth_ > 0) in_loops_.insert(n->id);
       }
     } else if (auto *f = dyn_cast<For>(s.get())) {
@@ -628,6 +635,9 @@ std::string AccessAnalysis::value_of(const std::string &text) const {
   auto it = types_.find(text);
   if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && it->second.known)
     return std::to_string(it->second.n);
+  // A local constexpr (`WIDTH: tl.constexpr = 2 * HALF`) compares by its expression, as sema writes shapes.
+  if (it != types_.end() && it->second.kind == sema::SType::Kind::Int && !it->second.sym.empty())
+    return it->second.sym;
   return text;
 }
 

@@ -686,7 +686,16 @@ class Normalizer {
       }
       case NodeKind::AnnAssign: {
         auto *a = cast<AnnAssign>(&s);
-        if (a->value) assign_to(*a->target, operation_or_atom(*a->value), s.span);
+        if (!a->value) return;
+        // `BLOCK_K: tl.constexpr = triton.next_power_of_2(D)`: the annotation is
+        // what makes the name a compile-time value in Triton (tl.arange needs
+        // one), so the statement stays whole, annotation and all. Its value is
+        // computed at compile time: nothing in it has a gradient.
+        if (isa<Name>(a->target.get()) && is_constexpr_annotation(a->annotation.get())) {
+          emit(std::make_unique<AnnAssign>(clone(*a->target), clone(*a->annotation), clone(*a->value), s.span));
+          return;
+        }
+        assign_to(*a->target, operation_or_atom(*a->value), s.span);
         return;
       }
       case NodeKind::ExprStmt: {

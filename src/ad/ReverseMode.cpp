@@ -136,6 +136,9 @@ void Engine::record_name_types(const StmtList &block) {
     if (auto *a = dyn_cast<Assign>(s.get()))
       if (auto *n = dyn_cast<Name>(a->targets[0].get()))
         if (const SType *t = anf_types_.type_of(a->value.get())) record_name_type(n->id, *t);
+    if (auto *a = dyn_cast<AnnAssign>(s.get()); a && a->value)  // `WIDTH: tl.constexpr = 2 * HALF`
+      if (auto *n = dyn_cast<Name>(a->target.get()))
+        if (const SType *t = anf_types_.type_of(a->value.get())) record_name_type(n->id, *t);
     if (auto *f = dyn_cast<For>(s.get())) {
       if (auto *n = dyn_cast<Name>(f->target.get()))
         if (const SType *t = anf_types_.type_of(f->target.get())) name_types_[n->id] = *t;

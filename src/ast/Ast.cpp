@@ -81,8 +81,6 @@ const Expr *Call::keyword(const std::string &name) const {
   return nullptr;
 }
 
-namespace {
-// `tl.constexpr` or `triton.language.constexpr`.
 bool is_constexpr_annotation(const Expr *e) {
   const auto *attr = dyn_cast<Attribute>(e);
   if (!attr || attr->attr != "constexpr") return false;
@@ -92,7 +90,6 @@ bool is_constexpr_annotation(const Expr *e) {
       return root->id == "triton" && mid->attr == "language";
   return false;
 }
-}  // namespace
 
 bool Function::is_constexpr_param(size_t i) const {
   return i < params.size() && is_constexpr_annotation(params[i].annotation.get());

@@ -24,12 +24,15 @@ def rotary_pairs_kernel(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: 
 # returned through a second output.
 @triton.jit
 def rotary_interleave_kernel(X, COS, SIN, Y, S, HALF: tl.constexpr):
+    # A local constexpr (flash-attention's rotary writes `BLOCK_K: tl.constexpr = ...`): the annotation is what
+    # lets tl.arange take it, so the backward keeps it.
+    WIDTH: tl.constexpr = 2 * HALF
     row = tl.program_id(0)
-    x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
+    x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
     cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
     sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
     x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
-    tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
 
 

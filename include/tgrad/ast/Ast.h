@@ -335,6 +335,9 @@ struct Param {
   ExprPtr default_value;  // may be null
 };
 
+// `tl.constexpr` or `triton.language.constexpr` (a parameter's or an assignment's annotation).
+bool is_constexpr_annotation(const Expr *e);
+
 struct Function {
   std::string name;
   SourceSpan span;       // the whole definition

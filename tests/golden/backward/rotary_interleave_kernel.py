@@ -7,10 +7,11 @@ import triton.language as tl
 
 @triton.jit
 def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS, dSIN, dY, dS):
+    WIDTH: tl.constexpr = 2 * HALF
     row = tl.program_id(0)
-    row_times_two_times_HALF = row * 2 * HALF
-    tl_arange_zero = tl.arange(0, 2 * HALF)
-    x = tl.load(X + row_times_two_times_HALF + tl_arange_zero)
+    row_times_WIDTH = row * WIDTH
+    tl_arange_zero_WIDTH = tl.arange(0, WIDTH)
+    x = tl.load(X + row_times_WIDTH + tl_arange_zero_WIDTH)
     row_times_HALF = row * HALF
     tl_arange_zero_HALF = tl.arange(0, HALF)
     cos = tl.load(COS + row_times_HALF + tl_arange_zero_HALF)
@@ -19,16 +20,16 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
 
-    # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_interleave = tl.load(dY + row_times_two_times_HALF + tl_arange_zero)
+    btl_interleave = tl.load(dY + row_times_WIDTH + tl_arange_zero_WIDTH)
     x0_times_cos_minus_x1_times_sin = x0 * cos - x1 * sin
     x0_times_sin_plus_x1_times_cos = x0 * sin + x1 * cos
 
     # Grad of: tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
     bx0_plus_x1 = tl.load(dS + row_times_HALF + tl_arange_zero_HALF)
 
-    # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     halves = tl.split(tl.reshape(btl_interleave, tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos).shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
@@ -51,6 +52,5 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     # Grad of: cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
     tl.store(dCOS + row_times_HALF + tl_arange_zero_HALF, bcos)
 
-    # Grad of: x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + row_times_two_times_HALF + tl_arange_zero, bx, sem="relaxed")
+    # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
+    tl.store(dX + row_times_WIDTH + tl_arange_zero_WIDTH, bx)

@@ -20,21 +20,23 @@ import triton.language as tl
 
 @triton.jit
 def rotary_interleave_kernel(X, COS, SIN, Y, S, HALF: tl.constexpr):
+    WIDTH: tl.constexpr = 2 * HALF
     row = tl.program_id(0)
-    x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
+    x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
     cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
     sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
     x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
-    tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
 
 
 @triton.jit
 def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS, dSIN, dY, dS):
+    WIDTH: tl.constexpr = 2 * HALF
     row = tl.program_id(0)
-    row_times_two_times_HALF = row * 2 * HALF
-    tl_arange_zero = tl.arange(0, 2 * HALF)
-    x = tl.load(X + row_times_two_times_HALF + tl_arange_zero)
+    row_times_WIDTH = row * WIDTH
+    tl_arange_zero_WIDTH = tl.arange(0, WIDTH)
+    x = tl.load(X + row_times_WIDTH + tl_arange_zero_WIDTH)
     row_times_HALF = row * HALF
     tl_arange_zero_HALF = tl.arange(0, HALF)
     cos = tl.load(COS + row_times_HALF + tl_arange_zero_HALF)
@@ -43,16 +45,16 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
 
-    # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_interleave = tl.load(dY + row_times_two_times_HALF + tl_arange_zero).to(tl.float32)
+    btl_interleave = tl.load(dY + row_times_WIDTH + tl_arange_zero_WIDTH).to(tl.float32)
     x0_times_cos_minus_x1_times_sin = x0 * cos - x1 * sin
     x0_times_sin_plus_x1_times_cos = x0 * sin + x1 * cos
 
     # Grad of: tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
     bx0_plus_x1 = tl.load(dS + row_times_HALF + tl_arange_zero_HALF).to(tl.float32)
 
-    # Grad of: tl.store(Y + row * 2 * HALF + tl.arange(0, 2 * HALF), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
+    # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     halves = tl.split(tl.reshape(btl_interleave, tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos).shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
@@ -75,9 +77,8 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     # Grad of: cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
     tl.store(dCOS + row_times_HALF + tl_arange_zero_HALF, bcos)
 
-    # Grad of: x = tl.load(X + row * 2 * HALF + tl.arange(0, 2 * HALF))
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + row_times_two_times_HALF + tl_arange_zero, bx, sem="relaxed")
+    # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
+    tl.store(dX + row_times_WIDTH + tl_arange_zero_WIDTH, bx)
 
 
 
@@ -263,7 +264,7 @@ rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kern
 
 def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(rotary_interleave_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, S, HALF, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, dS=dS, **_tgrad_options(num_warps, num_stages))
