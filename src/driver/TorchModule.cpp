@@ -55,7 +55,7 @@ std::string tuple_of(const std::vector<std::string> &xs) { return "(" + join(xs)
 
 class PythonExpr {
  public:
-  explicit PythonExpr(std::string device_tensor) : device_tensor_(std::move(device_tensor)) {}
+  explicit PythonExpr(std::string device) : device_(std::move(device)) {}
 
   // The Python text of a launch expression (include/tgrad/launch_protocol.schema.json).
   std::string operator()(const json &e) const {
@@ -65,12 +65,12 @@ class PythonExpr {
     const std::string kind = e.begin().key();  // one key: the expression's kind
     const json &body = e.begin().value();
     if (kind == "arg") return body.get<std::string>();
-    if (kind == "numel") return body.get<std::string>() + ".numel()";
+    if (kind == "numel") return "_tgrad_numel(" + body.get<std::string>() + ")";
     if (kind == "grid") return std::string(kGrid) + "[" + std::to_string(body.get<int>()) + "]";
     if (kind == "program_id") return "_pid[" + std::to_string(body.get<int>()) + "]";
     if (kind == "value") return "_value_" + body.get<std::string>();
     if (kind == "param") return body.get<std::string>();
-    if (kind == "device") return "_tgrad_multi_processor_count(" + device_tensor_ + ")";
+    if (kind == "device") return "_tgrad_multi_processor_count(" + device_ + ")";
     if (kind == "not") return "(not " + (*this)(body) + ")";
     if (kind == "if") return "(" + (*this)(body[1]) + " if " + (*this)(body[0]) + " else " + (*this)(body[2]) + ")";
     if (kind == "max_over_programs") {
@@ -101,7 +101,7 @@ class PythonExpr {
     }
   }
 
-  std::string device_tensor_;
+  std::string device_;  // the Python name of the device the kernels run on
 };
 
 // ------------------------------------------------ the kernels' source
@@ -400,7 +400,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     q.saved_output = p.value("contents", "") == "as the forward left it";
     q.gradient = p["role"] == "differentiated input" ? p.value("gradient", "") : "";
     if (q.pointer) {
-      q.annotation = "torch.Tensor";
+      // Optional: kernels take buffers that the caller passes as None where a flag leaves them unused
+      // (flash-attention's layer norm: RESIDUAL, X1, W1, B1, Y1, ...).
+      q.annotation = "typing.Optional[torch.Tensor]";
       for (const std::string &t : types)
         if (std::string d = torch_float_dtype(t); !d.empty()) q.float_dtypes.push_back(d);
     } else if (q.constexpr_param) {
@@ -431,9 +433,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
               p.value("why", std::string());
       return std::nullopt;
     }
-  std::string device_tensor;
+  std::vector<const Parameter *> pointer_params;
   for (const Parameter &p : params)
-    if (p.pointer && device_tensor.empty()) device_tensor = p.name;
+    if (p.pointer) pointer_params.push_back(&p);
   // Inductor compiles the kernels of a triton_op with Python floats typed
   // fp64 where Triton types them fp32: a forward that takes a runtime float
   // (eps, a scale) would compute in double, or fail to compile where a loop
@@ -519,7 +521,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   auto signature = [&](const std::vector<std::string> &extra_tensors) {
     std::string s = std::string(kGrid) + ": typing.List[int]";
     for (const Parameter &p : params) s += ", " + p.name + ": " + p.annotation;
-    for (const std::string &t : extra_tensors) s += ", " + t + ": torch.Tensor";
+    for (const std::string &t : extra_tensors) s += ", " + t + ": typing.Optional[torch.Tensor]";
     for (const std::string &option : own_options) s += ", " + option + ": typing.Optional[int] = None";
     return s;
   };
@@ -542,14 +544,15 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "def _tgrad_" << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
      << dtypes_back << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
-    py << "    " << p->name << " = " << (p->reread ? p->name + ".clone()" : "_tgrad_new_like(" + p->name + ")")
+    py << "    " << p->name << " = " << (p->reread ? "_tgrad_clone(" + p->name + ")" : "_tgrad_new_like(" + p->name + ")")
        << (p->accumulated ? "  # the kernel adds to it: it starts as the caller's"
            : p->reread   ? "  # the kernel reads it too: it starts as the caller's"
                          : "")
        << "\n";
   py << "    " << launch_prefix << name << ".jit" << launch_suffix << "[tuple(" << kGrid << ")](" << arg_list
      << ", " << options_call << ")\n"
-     << "    return " << output_list << "\n\n\n"
+     << "    return " << join_each(outputs, [](const Parameter *p) { return "_tgrad_out(" + p->name + ")"; })
+     << "\n\n\n"
      << make_op(forward_op);
 
   // ---- the backward op: the forward's arguments, then the upstream gradients
@@ -560,10 +563,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       upstream.push_back(p["name"].get<std::string>());
       upstream_of[p["of"].get<std::string>()] = p["name"].get<std::string>();
     }
-  PythonExpr expr(device_tensor);
+  PythonExpr expr("_tgrad_device");
   py << "\n\ndef _tgrad_" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
-     << dtypes_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
+     << dtypes_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n"
+     << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
+     << ")\n";
   for (const json &p : protocol["parameters"])
     if (p["role"] == "input gradient" && !p.value("in_place", false)) {
       // Always zeros here, also where the protocol says "any": the backward
@@ -600,7 +605,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       for (const json &d : p["shape"]) dims.push_back(expr(d));
       py << "    # " << p["why"].get<std::string>() << "\n"
          << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
-         << ", dtype=torch." << p.value("dtype", "float32") << ", device=" << device_tensor << ".device)\n";
+         << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
     } else if (p["role"] == "size") {
       py << "    # " << p["why"].get<std::string>() << "\n"
          << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
@@ -610,7 +615,18 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::vector<std::string> grid;
     for (const json &d : k["grid"]) grid.push_back(expr(d));
     if (k.contains("why")) py << "    # " << k["why"].get<std::string>() << "\n";
-    py << "    " << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
+    // A kernel that writes an input's gradient buffer alone (a partial-sum reduction) has nothing to
+    // do where the caller passed that input as None, and Triton cannot compile it for a None buffer.
+    std::string indent = "    ";
+    if (k.contains("arguments"))
+      for (const auto &[a, v] : k["arguments"].items())
+        if (v.is_object() && v.contains("buffer"))
+          for (const Parameter *q : inputs_with_gradient)
+            if (q->gradient == v["buffer"].get<std::string>()) {
+              py << "    if " << q->gradient << " is not None:\n";
+              indent = "        ";
+            }
+    py << indent << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
     std::vector<std::string> args;
     if (k.contains("call")) {
       args = launch_arguments(k["call"]["positional"].get<std::vector<std::string>>());
@@ -627,7 +643,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << "    return "
      << join_each(inputs_with_gradient,
                   [&](const Parameter *p) {
-                    return in_place.count(p->name) ? p->gradient + ".to(" + p->name + ".dtype)" : p->gradient;
+                    return "_tgrad_out(" +
+                           (in_place.count(p->name) ? "_tgrad_cast_like(" + p->gradient + ", " + p->name + ")"
+                                                    : p->gradient) +
+                           ")";
                   })
      << "\n\n\n"
      << make_op(backward_op);
@@ -635,8 +654,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   if (float_scalars) {
     // What torch.compile traces in place of the ops: tensors of the outputs' shapes, strides and dtypes.
     std::vector<std::string> fake_outputs, fake_gradients;
-    for (const Parameter *p : outputs) fake_outputs.push_back("_tgrad_new_like(" + p->name + ")");
-    for (const Parameter *p : inputs_with_gradient) fake_gradients.push_back("_tgrad_new_like(" + p->name + ")");
+    for (const Parameter *p : outputs) fake_outputs.push_back("_tgrad_out(_tgrad_new_like(" + p->name + "))");
+    for (const Parameter *p : inputs_with_gradient)
+      fake_gradients.push_back("_tgrad_out(_tgrad_new_like(" + p->name + "))");
     py << "\n\n@" << forward_op << ".register_fake\n"
        << "def _(" << signature({}) << "):\n"
        << "    return " << join(fake_outputs) << "\n"
@@ -664,7 +684,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     }
     int k = output_index(p);
     bool from_output = k >= 0 && (p.saved_output || !p.reread);
-    saved.push_back(from_output ? output_ref(static_cast<size_t>(k)) : p.name);
+    // An output passed as None: the backward gets None there too (not the op's empty stand-in).
+    saved.push_back(from_output ? "_tgrad_if_given(" + output_ref(static_cast<size_t>(k)) + ", " + p.name + ")" : p.name);
   }
   std::vector<std::string> pointer_names;
   for (const Parameter &p : params)
@@ -680,7 +701,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
      << "    " << join(input_names) << " = inputs\n"
-     << "    ctx.save_for_backward(" << join(saved) << ")\n"
+     << "    _tgrad_save(ctx, " << join(saved) << ")\n"
      << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
   if (!non_differentiable.empty())
     py << "    ctx.mark_non_differentiable(" << join(non_differentiable) << ")\n";
@@ -688,7 +709,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   for (const Parameter *p : outputs) grad_params.push_back("_grad_" + p->name);
   py << "\n\ndef _tgrad_backward_with(backward, ctx, " << join(grad_params) << "):\n"
      << "    " << join(pointer_names) << (pointer_names.size() == 1 ? "," : "")
-     << " = ctx.saved_tensors\n"
+     << " = _tgrad_saved(ctx)\n"
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
   for (const Parameter &p : params) call.push_back(p.name);
@@ -697,7 +718,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   call.insert(call.end(), own_options.begin(), own_options.end());
   py << "    " << gradients << " = backward(" << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
-  for (const Parameter &p : params) result.push_back(p.gradient.empty() ? "None" : p.gradient);
+  for (const Parameter &p : params)
+    result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
   for (size_t k = 0; k < own_options.size(); ++k) result.push_back("None");
   py << "    return " << join(result) << "\n\n\n"
      << "def _tgrad_backward(ctx, " << join(grad_params) << "):\n"
@@ -737,7 +759,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << join(defaults) << "},\n"
      << "                  collections.namedtuple(\"" << name << "_outputs\", " << tuple_of(output_names)
      << ", rename=True), " << eager << ",\n"
-     << "                  dtypes={" << join(served) << "})\n";
+     << "                  dtypes={" << join(served) << "}, output_params=" << tuple_of(output_names) << ")\n";
   return py.str();
 }
 

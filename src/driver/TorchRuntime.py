@@ -4,18 +4,65 @@
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -28,6 +75,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -39,8 +88,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -77,8 +126,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -148,7 +199,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(

@@ -986,18 +986,65 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -1010,6 +1057,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -1021,8 +1070,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -1059,8 +1108,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -1130,7 +1181,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -1152,58 +1205,59 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     Out = _tgrad_new_like(Out)
     attn_fwd_block_ptr_kernel.jit[tuple(tgrad_grid)](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, **_tgrad_options(num_warps, num_stages))
-    return M, Out
+    return _tgrad_out(M), _tgrad_out(Out)
 
 
 attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attention_block_ptr_causal_kernel::attn_fwd_block_ptr_kernel_forward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_forward)
 
 
-def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
     dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dV = _tgrad_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the value of 'm_i_3' entering each iteration of the loop at line 21 (range(lo_2, hi_2, BLOCK_N)), per program: the backward runs that loop in reverse
-    m_i_3_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,))), BLOCK_M), dtype=torch.float32, device=Q.device)
+    m_i_3_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,))), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
     # the value of 'm_i_2' entering each iteration of the loop at line 21 (range(lo, hi, BLOCK_N)), per program: the backward runs that loop in reverse
-    m_i_2_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,))), BLOCK_M), dtype=torch.float32, device=Q.device)
+    m_i_2_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,))), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 21 (range(lo_2, hi_2, BLOCK_N)); smaller, the gradients come out NaN
     tape_trips = max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,)))
     # at least the most iterations any program of the forward runs of the loop at line 21 (range(lo, hi, BLOCK_N)); smaller, the gradients come out NaN
     tape_trips_2 = max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,)))
     attn_fwd_block_ptr_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, m_i_3_tape=m_i_3_tape, m_i_2_tape=m_i_2_tape, tape_trips=tape_trips, tape_trips_2=tape_trips_2, **_tgrad_options(num_warps, num_stages))
-    return dQ, dK, dV
+    return _tgrad_out(dQ), _tgrad_out(dK), _tgrad_out(dV)
 
 
 attn_fwd_block_ptr_kernel_backward = torch.library.custom_op("tgrad_torch_attention_block_ptr_causal_kernel::attn_fwd_block_ptr_kernel_backward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_backward)
 
 
 @attn_fwd_block_ptr_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(M), _tgrad_new_like(Out)
+def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(M)), _tgrad_out(_tgrad_new_like(Out))
 
 
 @attn_fwd_block_ptr_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: typing.Union[int, float, bool], M: torch.Tensor, Out: torch.Tensor, stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: torch.Tensor, dOut: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(Q), _tgrad_new_like(K), _tgrad_new_like(V)
+def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(Q)), _tgrad_out(_tgrad_new_like(K)), _tgrad_out(_tgrad_new_like(V))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = inputs
-    ctx.save_for_backward(Q, K, V, output[0], output[1])
+    _tgrad_save(ctx, Q, K, V, _tgrad_if_given(output[0], M), _tgrad_if_given(output[1], Out))
     ctx.tgrad_arguments = (tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_M, _grad_Out):
-    Q, K, V, M, Out = ctx.saved_tensors
+    Q, K, V, M, Out = _tgrad_saved(ctx)
     tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = ctx.tgrad_arguments
     dQ, dK, dV = backward(tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
-    return None, dQ, dK, dV, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(dQ, Q), _tgrad_if_given(dK, K), _tgrad_if_given(dV, V), None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_M, _grad_Out):
@@ -1229,4 +1283,4 @@ class _tgrad_eager_attn_fwd_block_ptr_kernel(torch.autograd.Function):
 # attn_fwd_block_ptr_kernel[grid](...): the kernel as a PyTorch op (the jit function is attn_fwd_block_ptr_kernel.jit).
 attn_fwd_block_ptr_kernel = TgradKernel(attn_fwd_block_ptr_kernel, attn_fwd_block_ptr_kernel_forward, ("Q", "K", "V", "sm_scale", "M", "Out", "stride_qz", "stride_qh", "stride_qm", "stride_qk", "stride_kz", "stride_kh", "stride_kn", "stride_kk", "stride_vz", "stride_vh", "stride_vn", "stride_vk", "stride_oz", "stride_oh", "stride_om", "stride_ok", "H", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGE"), {},
                   collections.namedtuple("attn_fwd_block_ptr_kernel_outputs", ("M", "Out"), rename=True), _tgrad_eager_attn_fwd_block_ptr_kernel,
-                  dtypes={"Q": ("float32", "float16", "bfloat16"), "K": ("float32", "float16", "bfloat16"), "V": ("float32", "float16", "bfloat16"), "M": ("float32", "float16", "bfloat16"), "Out": ("float32", "float16", "bfloat16")})
+                  dtypes={"Q": ("float32", "float16", "bfloat16"), "K": ("float32", "float16", "bfloat16"), "V": ("float32", "float16", "bfloat16"), "M": ("float32", "float16", "bfloat16"), "Out": ("float32", "float16", "bfloat16")}, output_params=("M", "Out"))

@@ -85,18 +85,65 @@ def bias_act_kernel_bwd(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr,
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -109,6 +156,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -120,8 +169,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -158,8 +207,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -229,7 +280,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -251,48 +304,49 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_bias_act_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_bias_act_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     bias_act_kernel.jit[tuple(tgrad_grid)](X, B, Y, N, HAS_BIAS, BLOCK, **_tgrad_options(num_warps, num_stages))
-    return Y
+    return _tgrad_out(Y)
 
 
 bias_act_kernel_forward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_forward", mutates_args=())(_tgrad_bias_act_kernel_forward)
 
 
-def _tgrad_bias_act_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_bias_act_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, B, Y)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dB = _tgrad_zeros_like(B)  # the backward adds to it (atomics, or additions in place) or does not write every element
     bias_act_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, B, Y, N, HAS_BIAS, BLOCK, dX=dX, dB=dB, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return dX, dB
+    return _tgrad_out(dX), _tgrad_out(dB)
 
 
 bias_act_kernel_backward = torch.library.custom_op("tgrad_torch_bias_act_kernel::bias_act_kernel_backward", mutates_args=())(_tgrad_bias_act_kernel_backward)
 
 
 @bias_act_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(Y)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(Y))
 
 
 @bias_act_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, B: torch.Tensor, Y: torch.Tensor, N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(X), _tgrad_new_like(B)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], N: typing.Union[int, float, bool], HAS_BIAS: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(X)), _tgrad_out(_tgrad_new_like(B))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, B, Y, N, HAS_BIAS, BLOCK, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, B, output)
+    _tgrad_save(ctx, X, B, _tgrad_if_given(output, Y))
     ctx.tgrad_arguments = (tgrad_grid, N, HAS_BIAS, BLOCK, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y):
-    X, B, Y = ctx.saved_tensors
+    X, B, Y = _tgrad_saved(ctx)
     tgrad_grid, N, HAS_BIAS, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
     dX, dB = backward(tgrad_grid, X, B, Y, N, HAS_BIAS, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
-    return None, dX, dB, None, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dB, B), None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y):
@@ -318,4 +372,4 @@ class _tgrad_eager_bias_act_kernel(torch.autograd.Function):
 # bias_act_kernel[grid](...): the kernel as a PyTorch op (the jit function is bias_act_kernel.jit).
 bias_act_kernel = TgradKernel(bias_act_kernel, bias_act_kernel_forward, ("X", "B", "Y", "N", "HAS_BIAS", "BLOCK"), {},
                   collections.namedtuple("bias_act_kernel_outputs", ("Y",), rename=True), _tgrad_eager_bias_act_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "B": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "B": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")}, output_params=("Y",))

@@ -76,18 +76,65 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -100,6 +147,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -111,8 +160,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -149,8 +198,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -220,7 +271,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -242,47 +295,48 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     loss_ptr = _tgrad_new_like(loss_ptr)
     cross_entropy_kernel.jit[tuple(tgrad_grid)](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
-    return loss_ptr
+    return _tgrad_out(loss_ptr)
 
 
 cross_entropy_kernel_forward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_forward", mutates_args=())(_tgrad_cross_entropy_kernel_forward)
 
 
-def _tgrad_cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(logits_ptr, targets_ptr, loss_ptr)
     dlogits_ptr = _tgrad_zeros_like(logits_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     cross_entropy_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, dlogits_ptr=dlogits_ptr, dloss_ptr=dloss_ptr, **_tgrad_options(num_warps, num_stages))
-    return dlogits_ptr
+    return _tgrad_out(dlogits_ptr)
 
 
 cross_entropy_kernel_backward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward", mutates_args=())(_tgrad_cross_entropy_kernel_backward)
 
 
 @cross_entropy_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(loss_ptr)
+def _(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(loss_ptr))
 
 
 @cross_entropy_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], logits_ptr: torch.Tensor, targets_ptr: torch.Tensor, loss_ptr: torch.Tensor, stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(logits_ptr)
+def _(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(logits_ptr))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, num_warps, num_stages = inputs
-    ctx.save_for_backward(logits_ptr, targets_ptr, output)
+    _tgrad_save(ctx, logits_ptr, targets_ptr, _tgrad_if_given(output, loss_ptr))
     ctx.tgrad_arguments = (tgrad_grid, stride, n_cols, BLOCK_SIZE, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_loss_ptr):
-    logits_ptr, targets_ptr, loss_ptr = ctx.saved_tensors
+    logits_ptr, targets_ptr, loss_ptr = _tgrad_saved(ctx)
     tgrad_grid, stride, n_cols, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
     dlogits_ptr = backward(tgrad_grid, logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, _tgrad_upstream(_grad_loss_ptr, loss_ptr), num_warps, num_stages)
-    return None, dlogits_ptr, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(dlogits_ptr, logits_ptr), None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_loss_ptr):
@@ -308,4 +362,4 @@ class _tgrad_eager_cross_entropy_kernel(torch.autograd.Function):
 # cross_entropy_kernel[grid](...): the kernel as a PyTorch op (the jit function is cross_entropy_kernel.jit).
 cross_entropy_kernel = TgradKernel(cross_entropy_kernel, cross_entropy_kernel_forward, ("logits_ptr", "targets_ptr", "loss_ptr", "stride", "n_cols", "BLOCK_SIZE"), {},
                   collections.namedtuple("cross_entropy_kernel_outputs", ("loss_ptr",), rename=True), _tgrad_eager_cross_entropy_kernel,
-                  dtypes={"logits_ptr": ("float32", "float16", "bfloat16"), "targets_ptr": ("float32", "float16", "bfloat16"), "loss_ptr": ("float32",)})
+                  dtypes={"logits_ptr": ("float32", "float16", "bfloat16"), "targets_ptr": ("float32", "float16", "bfloat16"), "loss_ptr": ("float32",)}, output_params=("loss_ptr",))

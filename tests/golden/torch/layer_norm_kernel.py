@@ -352,18 +352,65 @@ def layer_norm_fwd_kernel_bwd(X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -376,6 +423,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -387,8 +436,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -425,8 +474,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -496,7 +547,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -518,67 +571,70 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_layer_norm_fwd_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Mean = _tgrad_new_like(Mean)
     Rstd = _tgrad_new_like(Rstd)
     layer_norm_fwd_kernel.jit[tuple(tgrad_grid)](X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
-    return Y, Mean, Rstd
+    return _tgrad_out(Y), _tgrad_out(Mean), _tgrad_out(Rstd)
 
 
 layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_forward", mutates_args=())(_tgrad_layer_norm_fwd_kernel_forward)
 
 
-def _tgrad_layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dMean: typing.Optional[torch.Tensor], dRstd: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, Y, W, B, Mean, Rstd)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dB = _tgrad_zeros_like(B)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
-    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(X))))
+    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dW; each program zeroes its row
-    dW_partial = torch.empty((_value_G, W.numel()), dtype=torch.float32, device=X.device)
+    dW_partial = torch.empty((_value_G, _tgrad_numel(W)), dtype=torch.float32, device=_tgrad_device)
     # per-program partial sums of dB; each program zeroes its row
-    dB_partial = torch.empty((_value_G, B.numel()), dtype=torch.float32, device=X.device)
+    dB_partial = torch.empty((_value_G, _tgrad_numel(B)), dtype=torch.float32, device=_tgrad_device)
     # the length of a row of dW_partial
-    W_numel = W.numel()
+    W_numel = _tgrad_numel(W)
     # the length of a row of dB_partial
-    B_numel = B.numel()
+    B_numel = _tgrad_numel(B)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
     layer_norm_fwd_kernel_bwd[(_value_G,)](X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, dX=dX, dW=dW, dB=dB, dY=dY, dMean=dMean, dRstd=dRstd, dW_partial=dW_partial, dB_partial=dB_partial, W_numel=W_numel, B_numel=B_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
-    layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(W.numel(), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=W.numel(), partial=dW_partial, rows=_value_G)
+    if dW is not None:
+        layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     # sums the G rows of dB_partial into dB
-    layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(B.numel(), 32),)](BLOCK=32, ROWS=64, gradient=dB, numel=B.numel(), partial=dB_partial, rows=_value_G)
-    return dX, dW, dB
+    if dB is not None:
+        layer_norm_fwd_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(B), 32),)](BLOCK=32, ROWS=64, gradient=dB, numel=_tgrad_numel(B), partial=dB_partial, rows=_value_G)
+    return _tgrad_out(dX), _tgrad_out(dW), _tgrad_out(dB)
 
 
 layer_norm_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_layer_norm_kernel::layer_norm_fwd_kernel_backward", mutates_args=())(_tgrad_layer_norm_fwd_kernel_backward)
 
 
 @layer_norm_fwd_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(Y), _tgrad_new_like(Mean), _tgrad_new_like(Rstd)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(Y)), _tgrad_out(_tgrad_new_like(Mean)), _tgrad_out(_tgrad_new_like(Rstd))
 
 
 @layer_norm_fwd_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, Y: torch.Tensor, W: torch.Tensor, B: torch.Tensor, Mean: torch.Tensor, Rstd: torch.Tensor, stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: torch.Tensor, dMean: torch.Tensor, dRstd: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(X), _tgrad_new_like(W), _tgrad_new_like(B)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dMean: typing.Optional[torch.Tensor], dRstd: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(X)), _tgrad_out(_tgrad_new_like(W)), _tgrad_out(_tgrad_new_like(B))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, output[0], W, B, output[1], output[2])
+    _tgrad_save(ctx, X, _tgrad_if_given(output[0], Y), W, B, _tgrad_if_given(output[1], Mean), _tgrad_if_given(output[2], Rstd))
     ctx.tgrad_arguments = (tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd):
-    X, Y, W, B, Mean, Rstd = ctx.saved_tensors
+    X, Y, W, B, Mean, Rstd = _tgrad_saved(ctx)
     tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
     dX, dW, dB = backward(tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Mean, Mean), _tgrad_upstream(_grad_Rstd, Rstd), num_warps, num_stages)
-    return None, dX, None, dW, dB, None, None, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), None, _tgrad_if_given(dW, W), _tgrad_if_given(dB, B), None, None, None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y, _grad_Mean, _grad_Rstd):
@@ -604,4 +660,4 @@ class _tgrad_eager_layer_norm_fwd_kernel(torch.autograd.Function):
 # layer_norm_fwd_kernel[grid](...): the kernel as a PyTorch op (the jit function is layer_norm_fwd_kernel.jit).
 layer_norm_fwd_kernel = TgradKernel(layer_norm_fwd_kernel, layer_norm_fwd_kernel_forward, ("X", "Y", "W", "B", "Mean", "Rstd", "stride_x_row", "stride_y_row", "N", "eps", "BLOCK_SIZE"), {},
                   collections.namedtuple("layer_norm_fwd_kernel_outputs", ("Y", "Mean", "Rstd"), rename=True), _tgrad_eager_layer_norm_fwd_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "B": ("float32", "float16", "bfloat16"), "Mean": ("float32",), "Rstd": ("float32",)})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "B": ("float32", "float16", "bfloat16"), "Mean": ("float32",), "Rstd": ("float32",)}, output_params=("Y", "Mean", "Rstd"))

@@ -129,18 +129,65 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -153,6 +200,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -164,8 +213,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -202,8 +251,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -273,7 +324,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -295,60 +348,62 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_matvec_kernel_forward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_matvec_kernel_forward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     Z = _tgrad_new_like(Z)
     matvec_kernel.jit[tuple(tgrad_grid)](A, X, W, Y, Z, n_rows, K, BM, **_tgrad_options(num_warps, num_stages))
-    return Y, Z
+    return _tgrad_out(Y), _tgrad_out(Z)
 
 
 matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_forward", mutates_args=())(_tgrad_matvec_kernel_forward)
 
 
-def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(A, X, W, Y, Z)
     dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
-    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(A))))
+    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dX; each program zeroes its row
-    dX_partial = torch.empty((_value_G, X.numel()), dtype=torch.float32, device=A.device)
+    dX_partial = torch.empty((_value_G, _tgrad_numel(X)), dtype=torch.float32, device=_tgrad_device)
     # the length of a row of dX_partial
-    X_numel = X.numel()
+    X_numel = _tgrad_numel(X)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
     matvec_kernel_bwd[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
-    matvec_kernel_bwd_reduce[(triton.cdiv(X.numel(), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=X.numel(), partial=dX_partial, rows=_value_G)
-    return dA, dX, dW
+    if dX is not None:
+        matvec_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
+    return _tgrad_out(dA), _tgrad_out(dX), _tgrad_out(dW)
 
 
 matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_tgrad_matvec_kernel_backward)
 
 
 @matvec_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(Y), _tgrad_new_like(Z)
+def _(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(Y)), _tgrad_out(_tgrad_new_like(Z))
 
 
 @matvec_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], A: torch.Tensor, X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: torch.Tensor, dZ: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(A), _tgrad_new_like(X), _tgrad_new_like(W)
+def _(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(A)), _tgrad_out(_tgrad_new_like(X)), _tgrad_out(_tgrad_new_like(W))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, A, X, W, Y, Z, n_rows, K, BM, num_warps, num_stages = inputs
-    ctx.save_for_backward(A, X, W, output[0], output[1])
+    _tgrad_save(ctx, A, X, W, _tgrad_if_given(output[0], Y), _tgrad_if_given(output[1], Z))
     ctx.tgrad_arguments = (tgrad_grid, n_rows, K, BM, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Z):
-    A, X, W, Y, Z = ctx.saved_tensors
+    A, X, W, Y, Z = _tgrad_saved(ctx)
     tgrad_grid, n_rows, K, BM, num_warps, num_stages = ctx.tgrad_arguments
     dA, dX, dW = backward(tgrad_grid, A, X, W, Y, Z, n_rows, K, BM, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_Z, Z), num_warps, num_stages)
-    return None, dA, dX, dW, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(dA, A), _tgrad_if_given(dX, X), _tgrad_if_given(dW, W), None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y, _grad_Z):
@@ -374,4 +429,4 @@ class _tgrad_eager_matvec_kernel(torch.autograd.Function):
 # matvec_kernel[grid](...): the kernel as a PyTorch op (the jit function is matvec_kernel.jit).
 matvec_kernel = TgradKernel(matvec_kernel, matvec_kernel_forward, ("A", "X", "W", "Y", "Z", "n_rows", "K", "BM"), {},
                   collections.namedtuple("matvec_kernel_outputs", ("Y", "Z"), rename=True), _tgrad_eager_matvec_kernel,
-                  dtypes={"A": ("float32", "float16", "bfloat16"), "X": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "Z": ("float32", "float16", "bfloat16")})
+                  dtypes={"A": ("float32", "float16", "bfloat16"), "X": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "Z": ("float32", "float16", "bfloat16")}, output_params=("Y", "Z"))

@@ -184,18 +184,65 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -208,6 +255,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -219,8 +268,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -257,8 +306,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -328,7 +379,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -348,29 +401,30 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _tgrad_online_stats_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_online_stats_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], MEAN: typing.Optional[torch.Tensor], LSE: typing.Optional[torch.Tensor], ARGMAX: typing.Optional[torch.Tensor], n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     MEAN = _tgrad_new_like(MEAN)
     LSE = _tgrad_new_like(LSE)
     ARGMAX = _tgrad_new_like(ARGMAX)
     wrap_triton(online_stats_kernel.jit)[tuple(tgrad_grid)](X, MEAN, LSE, ARGMAX, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
-    return MEAN, LSE, ARGMAX
+    return _tgrad_out(MEAN), _tgrad_out(LSE), _tgrad_out(ARGMAX)
 
 
 online_stats_kernel_forward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_forward", mutates_args={})(_tgrad_online_stats_kernel_forward)
 
 
-def _tgrad_online_stats_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, MEAN: torch.Tensor, LSE: torch.Tensor, ARGMAX: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: torch.Tensor, dLSE: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_online_stats_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], MEAN: typing.Optional[torch.Tensor], LSE: typing.Optional[torch.Tensor], ARGMAX: typing.Optional[torch.Tensor], n_cols: int, BLOCK: typing.Union[int, float, bool], dMEAN: typing.Optional[torch.Tensor], dLSE: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, MEAN, LSE, ARGMAX)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the value of 'count' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
-    count_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.int32, device=X.device)
+    count_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
     # the value of 'm' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
-    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.float32, device=X.device)
+    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 18 (range(0, n_cols, BLOCK)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ())
     wrap_triton(online_stats_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, MEAN, LSE, ARGMAX, n_cols, BLOCK, dX=dX, dMEAN=dMEAN, dLSE=dLSE, count_tape=count_tape, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return dX
+    return _tgrad_out(dX)
 
 
 online_stats_kernel_backward = triton_op("tgrad_torch_online_stats_kernel::online_stats_kernel_backward", mutates_args={})(_tgrad_online_stats_kernel_backward)
@@ -378,16 +432,16 @@ online_stats_kernel_backward = triton_op("tgrad_torch_online_stats_kernel::onlin
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, MEAN, LSE, ARGMAX, n_cols, BLOCK, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, output[0], output[1], output[2])
+    _tgrad_save(ctx, X, _tgrad_if_given(output[0], MEAN), _tgrad_if_given(output[1], LSE), _tgrad_if_given(output[2], ARGMAX))
     ctx.tgrad_arguments = (tgrad_grid, n_cols, BLOCK, num_warps, num_stages)
     ctx.mark_non_differentiable(output[2])
 
 
 def _tgrad_backward_with(backward, ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
-    X, MEAN, LSE, ARGMAX = ctx.saved_tensors
+    X, MEAN, LSE, ARGMAX = _tgrad_saved(ctx)
     tgrad_grid, n_cols, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
     dX = backward(tgrad_grid, X, MEAN, LSE, ARGMAX, n_cols, BLOCK, _tgrad_upstream(_grad_MEAN, MEAN), _tgrad_upstream(_grad_LSE, LSE), num_warps, num_stages)
-    return None, dX, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_MEAN, _grad_LSE, _grad_ARGMAX):
@@ -413,4 +467,4 @@ class _tgrad_eager_online_stats_kernel(torch.autograd.Function):
 # online_stats_kernel[grid](...): the kernel as a PyTorch op (the jit function is online_stats_kernel.jit).
 online_stats_kernel = TgradKernel(online_stats_kernel, online_stats_kernel_forward, ("X", "MEAN", "LSE", "ARGMAX", "n_cols", "BLOCK"), {},
                   collections.namedtuple("online_stats_kernel_outputs", ("MEAN", "LSE", "ARGMAX"), rename=True), _tgrad_eager_online_stats_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "MEAN": ("float32", "float16", "bfloat16"), "LSE": ("float32",), "ARGMAX": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "MEAN": ("float32", "float16", "bfloat16"), "LSE": ("float32",), "ARGMAX": ("float32", "float16", "bfloat16")}, output_params=("MEAN", "LSE", "ARGMAX"))

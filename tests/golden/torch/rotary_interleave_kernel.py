@@ -87,18 +87,65 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -111,6 +158,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -122,8 +171,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -160,8 +209,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -231,7 +282,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -251,24 +304,25 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _tgrad_rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_interleave_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], HALF: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     S = _tgrad_new_like(S)
     wrap_triton(rotary_interleave_kernel.jit)[tuple(tgrad_grid)](X, COS, SIN, Y, S, HALF, **_tgrad_options(num_warps, num_stages))
-    return Y, S
+    return _tgrad_out(Y), _tgrad_out(S)
 
 
 rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_forward", mutates_args={})(_tgrad_rotary_interleave_kernel_forward)
 
 
-def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, COS: torch.Tensor, SIN: torch.Tensor, Y: torch.Tensor, S: torch.Tensor, HALF: typing.Union[int, float, bool], dY: torch.Tensor, dS: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], HALF: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dS: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, COS, SIN, Y, S)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(rotary_interleave_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, S, HALF, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, dS=dS, **_tgrad_options(num_warps, num_stages))
-    return dX, dCOS, dSIN
+    return _tgrad_out(dX), _tgrad_out(dCOS), _tgrad_out(dSIN)
 
 
 rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_tgrad_rotary_interleave_kernel_backward)
@@ -276,15 +330,15 @@ rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_ker
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, COS, SIN, Y, S, HALF, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, COS, SIN, output[0], output[1])
+    _tgrad_save(ctx, X, COS, SIN, _tgrad_if_given(output[0], Y), _tgrad_if_given(output[1], S))
     ctx.tgrad_arguments = (tgrad_grid, HALF, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_S):
-    X, COS, SIN, Y, S = ctx.saved_tensors
+    X, COS, SIN, Y, S = _tgrad_saved(ctx)
     tgrad_grid, HALF, num_warps, num_stages = ctx.tgrad_arguments
     dX, dCOS, dSIN = backward(tgrad_grid, X, COS, SIN, Y, S, HALF, _tgrad_upstream(_grad_Y, Y), _tgrad_upstream(_grad_S, S), num_warps, num_stages)
-    return None, dX, dCOS, dSIN, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dCOS, COS), _tgrad_if_given(dSIN, SIN), None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y, _grad_S):
@@ -310,4 +364,4 @@ class _tgrad_eager_rotary_interleave_kernel(torch.autograd.Function):
 # rotary_interleave_kernel[grid](...): the kernel as a PyTorch op (the jit function is rotary_interleave_kernel.jit).
 rotary_interleave_kernel = TgradKernel(rotary_interleave_kernel, rotary_interleave_kernel_forward, ("X", "COS", "SIN", "Y", "S", "HALF"), {},
                   collections.namedtuple("rotary_interleave_kernel_outputs", ("Y", "S"), rename=True), _tgrad_eager_rotary_interleave_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "COS": ("float32", "float16", "bfloat16"), "SIN": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "S": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "COS": ("float32", "float16", "bfloat16"), "SIN": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16"), "S": ("float32", "float16", "bfloat16")}, output_params=("Y", "S"))

@@ -98,18 +98,65 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -122,6 +169,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -133,8 +182,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -171,8 +220,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -242,7 +293,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -262,32 +315,34 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _tgrad_running_sum_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_running_sum_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(running_sum_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
-    return Y
+    return _tgrad_out(Y)
 
 
 running_sum_kernel_forward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_forward", mutates_args={})(_tgrad_running_sum_kernel_forward)
 
 
-def _tgrad_running_sum_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, W: torch.Tensor, Y: torch.Tensor, n_cols: int, BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_running_sum_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, W, Y)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
-    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(X))))
+    _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dW; each program zeroes its row
-    dW_partial = torch.empty((_value_G, W.numel()), dtype=torch.float32, device=X.device)
+    dW_partial = torch.empty((_value_G, _tgrad_numel(W)), dtype=torch.float32, device=_tgrad_device)
     # the length of a row of dW_partial
-    W_numel = W.numel()
+    W_numel = _tgrad_numel(W)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
     wrap_triton(running_sum_kernel_bwd)[(_value_G,)](X, W, Y, n_cols, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
-    wrap_triton(running_sum_kernel_bwd_reduce)[(triton.cdiv(W.numel(), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=W.numel(), partial=dW_partial, rows=_value_G)
-    return dX, dW
+    if dW is not None:
+        wrap_triton(running_sum_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+    return _tgrad_out(dX), _tgrad_out(dW)
 
 
 running_sum_kernel_backward = triton_op("tgrad_torch_running_sum_kernel::running_sum_kernel_backward", mutates_args={})(_tgrad_running_sum_kernel_backward)
@@ -295,15 +350,15 @@ running_sum_kernel_backward = triton_op("tgrad_torch_running_sum_kernel::running
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, W, Y, n_cols, BLOCK, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, W, output)
+    _tgrad_save(ctx, X, W, _tgrad_if_given(output, Y))
     ctx.tgrad_arguments = (tgrad_grid, n_cols, BLOCK, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y):
-    X, W, Y = ctx.saved_tensors
+    X, W, Y = _tgrad_saved(ctx)
     tgrad_grid, n_cols, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
     dX, dW = backward(tgrad_grid, X, W, Y, n_cols, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
-    return None, dX, dW, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dW, W), None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y):
@@ -329,4 +384,4 @@ class _tgrad_eager_running_sum_kernel(torch.autograd.Function):
 # running_sum_kernel[grid](...): the kernel as a PyTorch op (the jit function is running_sum_kernel.jit).
 running_sum_kernel = TgradKernel(running_sum_kernel, running_sum_kernel_forward, ("X", "W", "Y", "n_cols", "BLOCK"), {},
                   collections.namedtuple("running_sum_kernel_outputs", ("Y",), rename=True), _tgrad_eager_running_sum_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "W": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")}, output_params=("Y",))

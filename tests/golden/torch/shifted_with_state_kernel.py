@@ -61,18 +61,65 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -85,6 +132,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -96,8 +145,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -134,8 +183,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -205,7 +256,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -225,22 +278,23 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _tgrad_shifted_with_state_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_shifted_with_state_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     wrap_triton(shifted_with_state_kernel.jit)[tuple(tgrad_grid)](X, S, Y, n_cols, SHIFT, BLOCK, **_tgrad_options(num_warps, num_stages))
-    return Y
+    return _tgrad_out(Y)
 
 
 shifted_with_state_kernel_forward = triton_op("tgrad_torch_shifted_with_state_kernel::shifted_with_state_kernel_forward", mutates_args={})(_tgrad_shifted_with_state_kernel_forward)
 
 
-def _tgrad_shifted_with_state_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_shifted_with_state_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X, S, Y)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(shifted_with_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, S, Y, n_cols, SHIFT, BLOCK, dX=dX, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return dX, dS
+    return _tgrad_out(dX), _tgrad_out(dS)
 
 
 shifted_with_state_kernel_backward = triton_op("tgrad_torch_shifted_with_state_kernel::shifted_with_state_kernel_backward", mutates_args={})(_tgrad_shifted_with_state_kernel_backward)
@@ -248,15 +302,15 @@ shifted_with_state_kernel_backward = triton_op("tgrad_torch_shifted_with_state_k
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, S, Y, n_cols, SHIFT, BLOCK, num_warps, num_stages = inputs
-    ctx.save_for_backward(X, S, output)
+    _tgrad_save(ctx, X, S, _tgrad_if_given(output, Y))
     ctx.tgrad_arguments = (tgrad_grid, n_cols, SHIFT, BLOCK, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_Y):
-    X, S, Y = ctx.saved_tensors
+    X, S, Y = _tgrad_saved(ctx)
     tgrad_grid, n_cols, SHIFT, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
     dX, dS = backward(tgrad_grid, X, S, Y, n_cols, SHIFT, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
-    return None, dX, dS, None, None, None, None, None, None
+    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dS, S), None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y):
@@ -282,4 +336,4 @@ class _tgrad_eager_shifted_with_state_kernel(torch.autograd.Function):
 # shifted_with_state_kernel[grid](...): the kernel as a PyTorch op (the jit function is shifted_with_state_kernel.jit).
 shifted_with_state_kernel = TgradKernel(shifted_with_state_kernel, shifted_with_state_kernel_forward, ("X", "S", "Y", "n_cols", "SHIFT", "BLOCK"), {},
                   collections.namedtuple("shifted_with_state_kernel_outputs", ("Y",), rename=True), _tgrad_eager_shifted_with_state_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "S": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "S": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")}, output_params=("Y",))

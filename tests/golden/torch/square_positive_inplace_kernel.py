@@ -51,18 +51,65 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -75,6 +122,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -86,8 +135,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -124,8 +173,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -195,7 +246,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -217,48 +270,49 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_square_positive_inplace_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
-    X = X.clone()  # the kernel reads it too: it starts as the caller's
+    X = _tgrad_clone(X)  # the kernel reads it too: it starts as the caller's
     square_positive_inplace_kernel.jit[tuple(tgrad_grid)](X, n, BLOCK, **_tgrad_options(num_warps, num_stages))
-    return X
+    return _tgrad_out(X)
 
 
 square_positive_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_forward", mutates_args=())(_tgrad_square_positive_inplace_kernel_forward)
 
 
-def _tgrad_square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_square_positive_inplace_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(X)
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
     square_positive_inplace_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, n, BLOCK, dX=dX, **_tgrad_options(num_warps, num_stages))
-    return dX.to(X.dtype)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 square_positive_inplace_kernel_backward = torch.library.custom_op("tgrad_torch_square_positive_inplace_kernel::square_positive_inplace_kernel_backward", mutates_args=())(_tgrad_square_positive_inplace_kernel_backward)
 
 
 @square_positive_inplace_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(X)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(X))
 
 
 @square_positive_inplace_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], X: torch.Tensor, n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_new_like(X)
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], n: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dX: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+    return _tgrad_out(_tgrad_new_like(X))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, X, n, BLOCK, num_warps, num_stages = inputs
-    ctx.save_for_backward(X)
+    _tgrad_save(ctx, X)
     ctx.tgrad_arguments = (tgrad_grid, n, BLOCK, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_X):
-    X, = ctx.saved_tensors
+    X, = _tgrad_saved(ctx)
     tgrad_grid, n, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
     dX = backward(tgrad_grid, X, n, BLOCK, _tgrad_upstream(_grad_X, X), num_warps, num_stages)
-    return None, dX, None, None, None, None
+    return None, _tgrad_if_given(dX, X), None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_X):
@@ -284,4 +338,4 @@ class _tgrad_eager_square_positive_inplace_kernel(torch.autograd.Function):
 # square_positive_inplace_kernel[grid](...): the kernel as a PyTorch op (the jit function is square_positive_inplace_kernel.jit).
 square_positive_inplace_kernel = TgradKernel(square_positive_inplace_kernel, square_positive_inplace_kernel_forward, ("X", "n", "BLOCK"), {"BLOCK": 1024},
                   collections.namedtuple("square_positive_inplace_kernel_outputs", ("X",), rename=True), _tgrad_eager_square_positive_inplace_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16")})
+                  dtypes={"X": ("float32", "float16", "bfloat16")}, output_params=("X",))

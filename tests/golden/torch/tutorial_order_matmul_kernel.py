@@ -145,18 +145,65 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
 
 
 def _tgrad_new_like(t):
-    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides."""
+    """A new buffer shaped and strided like `t`: the kernel indexes it with t's strides. None (a
+    pointer the caller passes as None, as kernels take optional buffers) stays None."""
+    if t is None:
+        return None
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def _tgrad_zeros_like(t):
-    return _tgrad_new_like(t).zero_()
+    return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_numel(t):
+    return 0 if t is None else t.numel()
+
+
+def _tgrad_device_of(*tensors):
+    """The device of the first tensor argument (a pointer may be None, or a number where a flag says so)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_out(t):
+    """What an op returns for a buffer: a tensor, an empty one in place of None (an op's results are
+    tensors); the launcher and the autograd function give None back where the argument was None."""
+    return torch.empty(0) if t is None else t
+
+
+def _tgrad_clone(t):
+    return None if t is None else t.clone()
+
+
+def _tgrad_cast_like(t, like):
+    return None if t is None else t.to(like.dtype)
+
+
+def _tgrad_if_given(value, argument):
+    return None if argument is None else value
+
+
+def _tgrad_save(ctx, *values):
+    """save_for_backward takes tensors (and None); a pointer parameter that a flag makes a number
+    (flash-attention's SEQLEN_OFFSETS) is kept beside them."""
+    ctx.save_for_backward(*(v if v is None or isinstance(v, torch.Tensor) else None for v in values))
+    ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _tgrad_saved(ctx):
+    return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
 
 def _tgrad_upstream(g, like):
     """An upstream gradient laid out as the output it belongs to (the backward reads it with the
     output's strides): None (the loss does not use that output) becomes zeros, another layout
-    (a broadcast gradient of .sum(), a transposed one) is copied."""
+    (a broadcast gradient of .sum(), a transposed one) is copied. An output the caller passed as
+    None has none."""
+    if like is None:
+        return None
     if g is None:
         return _tgrad_zeros_like(like)
     if g.shape == like.shape and g.stride() == like.stride():
@@ -169,6 +216,8 @@ def _tgrad_upstream(g, like):
 def _tgrad_consumed_upstream(g, like):
     """An upstream gradient the backward overwrites (the forward may write an address of `like` more
     than once): a float32 copy laid out as the output."""
+    if like is None:
+        return None
     out = torch.empty_strided(like.shape, like.stride(), dtype=torch.float32, device=like.device)
     if g is None:
         return out.zero_()
@@ -180,8 +229,8 @@ def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
 
-def _tgrad_multi_processor_count(t):
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+def _tgrad_multi_processor_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tgrad_max_over_programs(value, grid, axes):
@@ -218,8 +267,10 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
         self._op = op
+        # The parameters the op returns, in order: one passed as None comes back as None.
+        self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
         self._dtypes = dtypes or {}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
@@ -289,7 +340,9 @@ class TgradKernel:
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
-        return self._outputs(*(result if isinstance(result, (tuple, list)) else (result,)))
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
+        return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
     def _config(self, grid, bound):
         key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
@@ -309,25 +362,26 @@ class TgradKernel:
 # ---------------------------------------------------------------- the op
 
 
-def _tgrad_tutorial_order_matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_SIZE_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_tutorial_order_matmul_kernel_forward(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr: typing.Optional[torch.Tensor], c_ptr: typing.Optional[torch.Tensor], M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_SIZE_M: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     c_ptr = _tgrad_new_like(c_ptr)
     wrap_triton(tutorial_order_matmul_kernel.jit)[tuple(tgrad_grid)](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, **_tgrad_options(num_warps, num_stages))
-    return c_ptr
+    return _tgrad_out(c_ptr)
 
 
 tutorial_order_matmul_kernel_forward = triton_op("tgrad_torch_tutorial_order_matmul_kernel::tutorial_order_matmul_kernel_forward", mutates_args={})(_tgrad_tutorial_order_matmul_kernel_forward)
 
 
-def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: torch.Tensor, b_ptr: torch.Tensor, c_ptr: torch.Tensor, M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_SIZE_M: typing.Union[int, float, bool], dc_ptr: torch.Tensor, num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr: typing.Optional[torch.Tensor], c_ptr: typing.Optional[torch.Tensor], M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_SIZE_M: typing.Union[int, float, bool], dc_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
     da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
     # line 120: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
     wrap_triton(tutorial_order_matmul_kernel_bwd_da_ptr)[(triton.cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
     # line 120: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
     wrap_triton(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), triton.cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
-    return da_ptr, db_ptr
+    return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
 
 
 tutorial_order_matmul_kernel_backward = triton_op("tgrad_torch_tutorial_order_matmul_kernel::tutorial_order_matmul_kernel_backward", mutates_args={})(_tgrad_tutorial_order_matmul_kernel_backward)
@@ -335,15 +389,15 @@ tutorial_order_matmul_kernel_backward = triton_op("tgrad_torch_tutorial_order_ma
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages = inputs
-    ctx.save_for_backward(a_ptr, b_ptr, output)
+    _tgrad_save(ctx, a_ptr, b_ptr, _tgrad_if_given(output, c_ptr))
     ctx.tgrad_arguments = (tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_c_ptr):
-    a_ptr, b_ptr, c_ptr = ctx.saved_tensors
+    a_ptr, b_ptr, c_ptr = _tgrad_saved(ctx)
     tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages = ctx.tgrad_arguments
     da_ptr, db_ptr = backward(tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, _tgrad_upstream(_grad_c_ptr, c_ptr), num_warps, num_stages)
-    return None, da_ptr, db_ptr, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
+    return None, _tgrad_if_given(da_ptr, a_ptr), _tgrad_if_given(db_ptr, b_ptr), None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_c_ptr):
@@ -369,4 +423,4 @@ class _tgrad_eager_tutorial_order_matmul_kernel(torch.autograd.Function):
 # tutorial_order_matmul_kernel[grid](...): the kernel as a PyTorch op (the jit function is tutorial_order_matmul_kernel.jit).
 tutorial_order_matmul_kernel = TgradKernel(tutorial_order_matmul_kernel, tutorial_order_matmul_kernel_forward, ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"), {},
                   collections.namedtuple("tutorial_order_matmul_kernel_outputs", ("c_ptr",), rename=True), _tgrad_eager_tutorial_order_matmul_kernel,
-                  dtypes={"a_ptr": ("float32", "float16", "bfloat16"), "b_ptr": ("float32", "float16", "bfloat16"), "c_ptr": ("float32", "float16", "bfloat16")})
+                  dtypes={"a_ptr": ("float32", "float16", "bfloat16"), "b_ptr": ("float32", "float16", "bfloat16"), "c_ptr": ("float32", "float16", "bfloat16")}, output_params=("c_ptr",))
