@@ -4,7 +4,9 @@
 // registers, a warp combines its lanes with butterfly shuffles (every lane
 // ends with the warp's value), and the warps' values meet in shared memory,
 // where every thread reads all of them in the same order, so every thread
-// holds the same result (a scalar, Layout.h). A reduction along one axis of
+// holds the same result (a scalar, Layout.h), combined in Triton's tree: the
+// lanes' butterfly (xor 16, 8, 4, 2, 1) and the warps' one (for 4 warps,
+// (w0 + w2) + (w1 + w3)). A reduction along one axis of
 // a larger tile goes through shared memory: each thread combines, for each
 // element of the result it holds, the column or row it stands for.
 #include <limits>
@@ -88,11 +90,19 @@ Tile Emitter::reduce(const Tile &input, std::optional<int> axis, ReduceOp op, DT
         b_.CreateStore(v, shared(b_.CreateMul(warp, b_.getInt32(static_cast<uint32_t>(bytes))), warps * bytes));
       });
       barrier();
+      // Triton's order: warp w's value goes to lane w, whose butterfly (xor warps/2, ..., 1) leaves
+      // v[0] = (v[0] + v[warps/2]) + ... at lane 0; every thread here takes the same tree from shared
+      // memory (for 4 warps, (w0 + w2) + (w1 + w3)), so 16-bit sums round as Triton's do.
+      std::vector<llvm::Value *> v(static_cast<size_t>(warps));
       for (int w = 0; w < warps; ++w) {
-        llvm::Value *v = b_.CreateLoad(mt, shared(b_.getInt32(static_cast<uint32_t>(w * bytes)), warps * bytes));
-        if (t != mt) v = b_.CreateTrunc(v, t);
-        acc = w == 0 ? v : combine(op, acc, v, out);
+        v[static_cast<size_t>(w)] =
+            b_.CreateLoad(mt, shared(b_.getInt32(static_cast<uint32_t>(w * bytes)), warps * bytes));
+        if (t != mt) v[static_cast<size_t>(w)] = b_.CreateTrunc(v[static_cast<size_t>(w)], t);
       }
+      for (int n = warps / 2; n >= 1; n /= 2)  // lanes [0, n) hold the partial sums the next step needs
+        for (int w = 0; w < n; ++w)
+          v[static_cast<size_t>(w)] = combine(op, v[static_cast<size_t>(w)], v[static_cast<size_t>(w ^ n)], out);
+      acc = v[0];
     }
     return Tile{oe, {}, {acc}, Pattern::ChunkUniform};
   }

@@ -85,14 +85,24 @@ def cases():
                               "G": "fp32[37,300]:zeros", "M": 37, "N": 300, "stride_xm": 300, "stride_ym": 300,
                               "stride_gm": 300},
                         wrt="X,Bias", no_grad="G"))
+        # The tanh approximation (tanh as 2 * sigmoid(2x) - 1), without the derivative stored.
+        out.append(dict(name=f"bias_gelu_approx_{dt}", file="tests/kernels/helper_call.py", kernel="bias_gelu_kernel",
+                        grid=[3, 3], warps=4,
+                        defines={"APPROX": True, "STORE_GRAD": False, "BLOCK_M": 16, "BLOCK_N": 128},
+                        args={"X": f"{dt}[37,300]:uniform(-3,3)", "Bias": f"{dt}[300]", "Y": f"{dt}[37,300]:zeros",
+                              "G": "fp32[37,300]:zeros", "M": 37, "N": 300, "stride_xm": 300, "stride_ym": 300,
+                              "stride_gm": 300},
+                        wrt="X,Bias", no_grad="G"))
     for dt in ("fp32", "fp16"):
         out.append(dict(name=f"argmax_{dt}", file="tools/ptx_check/argmax_kernel.py", kernel="row_argmax_kernel",
                         grid=[8], warps=4, defines={"BLOCK": 1024, "ROWS": 8},
                         args={"X": f"{dt}[8,700]", "I": "int32[16]:zeros", "J": "int32[64]:zeros", "n_cols": 700}))
-    out.append(dict(name="misc_ops_fp32", file="tests/kernels/misc_ops.py", kernel="misc_ops_kernel", grid=[3, 2],
-                    warps=4, defines={"BLOCK": 128, "CLAMP": True, "OUT_FP16": False},
-                    args={"X": "fp32[2,1000]", "Y": "fp32[2,1000]:zeros", "Partial": "fp32[6]:zeros",
-                          "n_elements": 1000, "stride_xb": 1000, "stride_yb": 1000, "scale": 1.5, "clip": 0.75}))
+    for out_fp16, clamp, y_dt in ((False, True, "fp32"), (True, False, "fp16")):
+        out.append(dict(name=f"misc_ops_{y_dt}", file="tests/kernels/misc_ops.py", kernel="misc_ops_kernel",
+                        grid=[3, 2], warps=4, defines={"BLOCK": 128, "CLAMP": clamp, "OUT_FP16": out_fp16},
+                        args={"X": "fp32[2,1000]", "Y": f"{y_dt}[2,1000]:zeros", "Partial": "fp32[6]:zeros",
+                              "n_elements": 1000, "stride_xb": 1000, "stride_yb": 1000, "scale": 1.5,
+                              "clip": 0.75}))
     out.append(dict(name="online_stats_fp32", file="tests/kernels/online_stats.py", kernel="online_stats_kernel",
                     grid=[5], warps=4, defines={"BLOCK": 256},
                     args={"X": "fp32[5,700]", "MEAN": "fp32[5]:zeros", "LSE": "fp32[5]:zeros",
@@ -130,26 +140,19 @@ def cases():
     # float dtype; fp32 alone where a kernel's result is a long chain (recurrences, atomics' order, libdevice).
     F = ("fp32", "fp16", "bf16")
 
-    # bwd_dtypes: where tgrad's backward is Triton (else the forward alone; the reason at the case).
-    def add(name, file, kernel, grid, defines, args, dtypes=F, bwd_dtypes=F, **kw):
+    def add(name, file, kernel, grid, defines, args, dtypes=F, **kw):
         for dt in dtypes:
             a = {k: (v.replace("DT", dt) if isinstance(v, str) else v) for k, v in args.items()}
             case = dict(name=f"{name}_{dt}", file="tests/kernels/" + file, kernel=kernel, grid=grid, warps=4,
                         defines=defines, args=a, **kw)
-            if dt not in bwd_dtypes:
-                case.pop("wrt", None)
             out.append(case)
 
     for hw in (True, False):
         add(f"weight_rows_w{int(hw)}", "accumulators.py", "weight_rows_kernel", [4], {"BLOCK": 512, "HAS_WEIGHT": hw},
             {"X": "DT[13,300]", "DY": "DT[13,300]", "W": "DT[300]", "RSTD": "DT[13]", "DX": "DT[13,300]:zeros",
-             "DW": "DT[4,300]:zeros", "n_rows": 13, "n_cols": 300, "stride": 300}, bwd_dtypes=("fp32",),
-            wrt="X,DY,W")
-    # In fp16 and bf16 the backward tgrad writes for these two is not Triton (a value the loop keeps in memory is
-    # taped as fp16 and comes back fp32: "loop-carried variable ... enters the loop as fp16[..] and leaves an
-    # iteration as fp32[..]"): the forward alone there.
+             "DW": "DT[4,300]:zeros", "n_rows": 13, "n_cols": 300, "stride": 300}, wrt="X,DY,W")
     add("repeated_update_inplace", "accumulators.py", "repeated_update_inplace_kernel", [4], {"BLOCK": 256},
-        {"X": "DT[1000]", "n": 1000, "n_steps": 3}, bwd_dtypes=("fp32",), inplace="X", wrt="X")
+        {"X": "DT[1000]", "n": 1000, "n_steps": 3}, inplace="X", wrt="X")
     add("block_rows_max", "accumulators.py", "block_rows_max_kernel", [3], {"BR": 8, "BC": 512},
         {"X": "DT[37,300]", "Y": "DT[3,300]:zeros", "n_rows": 37, "n_cols": 300}, wrt="X")
     add("scatter_rows", "atomics.py", "scatter_rows_kernel", [6], {"BLOCK": 512},
@@ -241,7 +244,7 @@ def cases():
         {"X": "DT[7,300]", "S": "DT[7,3]", "Y": "DT[7,300]:zeros", "n_cols": 300}, wrt="X,S")
     add("segment_decay", "online_stats.py", "segment_decay_kernel", [3], {"BLOCK": 128},
         {"X": "DT[5,300]", "DECAY": "DT[5]", "SEQ": "int32[5]:uniform(0,2)", "Y": "DT[5,300]:zeros", "n_chunks": 5,
-         "dim": 300}, ("fp32",))  # its backward is not Triton (a loop-carried int32 tape leaves as fp32)
+         "dim": 300}, ("fp32",), wrt="X,DECAY")  # tl.exp takes fp32
     for by_rows in (True, False):
         add(f"running_norm_r{int(by_rows)}", "online_stats.py", "running_norm_kernel", [2],
             {"BR": 8, "BC": 32, "BY_ROWS": by_rows}, {"X": "DT[2,3,8,32]", "Y": "DT[2,8,32]:zeros", "n_steps": 3},
@@ -268,13 +271,11 @@ def cases():
         wrt="X,COS,SIN")
     add("scale_ifexp", "runtime_ifexp.py", "scale_kernel", [4], {"BLOCK": 256},
         {"X": "DT[1000]", "Y": "DT[1000]:zeros", "S": "DT[4]", "n": 1000}, wrt="X,S")
-    # With SPLIT the backward tgrad writes is not Triton (it takes the shape of the constexpr 0.0 that replaces
-    # lse): the forward alone.
-    for split, bwd in ((False, ("fp32",)), (True, ())):
+    for split in (False, True):
         add(f"centered_ifexp_s{int(split)}", "runtime_ifexp.py", "centered_kernel", [7],
             {"SPLIT": split, "BLOCK": 512},
             {"X": "DT[7,300]", "Y": "DT[7,300]:zeros", "L": "DT[7]", "S": "DT[7]", "n_cols": 300}, ("fp32",),
-            bwd_dtypes=bwd, wrt="X,L")
+            wrt="X,L")
     # Three sequences of 37, 63 and 50 rows of 40 (cu_seqlens), under 16x64 tiles; or two of 37.
     for name, kernel, extra in (("varlen_gate", "varlen_gate_kernel", {}),
                                 ("varlen_tail_gate_g1", "varlen_tail_gate_kernel", {"USE_G": True}),
@@ -430,7 +431,11 @@ def backward_steps(case, protocol):
 
     for sb in protocol.get("scratch_buffers", []):
         shape = [value(d) for d in sb["shape"]]
-        buffers[sb["name"]] = "fp32[" + ",".join(map(str, shape)) + "]:zeros"
+        # A tape in its own dtype: integers carried by a loop (an index, a segment id) come back as they went.
+        dtype = {"float32": "fp32", "int32": "int32", "int64": "int64"}.get(sb.get("dtype", "float32"))
+        if dtype is None:
+            raise SystemExit(f"ptx_check: scratch buffer {sb['name']} of dtype {sb['dtype']} not handled")
+        buffers[sb["name"]] = dtype + "[" + ",".join(map(str, shape)) + "]:zeros"
 
     steps = []
     for k in protocol["kernels"]:
