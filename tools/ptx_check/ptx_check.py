@@ -645,13 +645,22 @@ def check(out_dir, runner, only=(), shard=(0, 1)):
             kernel[tuple(step["grid"])](**call, **defines, num_warps=step["warps"])
         torch.cuda.synchronize()
         worst = []
+        # The case's data precision: the narrowest float type among its buffers. An fp32 output computed
+        # by half-precision arithmetic (a bf16 row's tl.sum, squared into an fp32 buffer) is defined only
+        # to that precision: Triton and tgrad add in different orders (bench/PTX.md measures this), so
+        # against Triton it is compared at the data's tolerance, as tools/gpu_check compares every output
+        # of a half-precision case. Against the interpreter, each output keeps its own dtype's tolerance.
+        floats = [spec.split("[")[0] for spec in case["buffers"].values()]
+        data = "bf16" if "bf16" in floats else "fp16" if "fp16" in floats else "fp32"
         for name in case["outputs"]:
             dtype = case["buffers"][name].split("[")[0]
             got = np.load(os.path.join(state, name + ".npy")).astype(np.float64)
             refs = {"triton": tensors[name].float().cpu().numpy().astype(np.float64),
                     "interp": np.load(os.path.join(d, case["interp"][name])).astype(np.float64)}
-            rtol, atol = tol[dtype]
             for ref_name, ref in refs.items():
+                rtol, atol = tol[dtype]
+                if ref_name == "triton" and dtype in ("fp32", "fp16", "bf16"):
+                    rtol, atol = max(rtol, tol[data][0]), max(atol, tol[data][1])
                 err = np.abs(got - ref)
                 ok = bool(np.all(err <= atol + rtol * np.abs(ref)))
                 worst.append(f"{name} vs {ref_name}: max_abs_err={err.max():.3g}{'' if ok else ' MISMATCH'}")
