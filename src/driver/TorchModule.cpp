@@ -200,6 +200,24 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
   out->constants.erase(std::remove_if(out->constants.begin(), out->constants.end(),
                                       [&](const Constant &c) { return !read.count(c.name); }),
                        out->constants.end());
+  // A name the user's file imports from a module tgrad read (`from .utils import gelu`, `from
+  // flash_attn.ops.triton.k_activations import gelu` through -I) is defined in this module, copied: the
+  // import would only make the module need the user's package (a relative import fails outright in a
+  // module of its own), and the definition after it would shadow it anyway.
+  std::set<std::string> defined_here;
+  for (const auto &f : out->functions) defined_here.insert(f->name);
+  for (const Constant &c : out->constants) defined_here.insert(c.name);
+  for (Import &i : out->imports) {
+    if (!i.is_from || i.assignment || i.conditional) continue;
+    i.names.erase(std::remove_if(i.names.begin(), i.names.end(),
+                                 [&](const std::pair<std::string, std::string> &n) {
+                                   return defined_here.count(n.second.empty() ? n.first : n.second) > 0;
+                                 }),
+                  i.names.end());
+  }
+  out->imports.erase(std::remove_if(out->imports.begin(), out->imports.end(),
+                                    [](const Import &i) { return i.is_from && i.names.empty(); }),
+                     out->imports.end());
   return out;
 }
 

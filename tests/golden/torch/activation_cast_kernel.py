@@ -16,7 +16,6 @@ import torch
 import triton
 from torch.library import triton_op, wrap_triton
 import triton.language as tl
-from .helper_module import activation
 from triton.language.extra import libdevice
 
 SOFTPLUS_THRESHOLD = tl.constexpr(20.0)

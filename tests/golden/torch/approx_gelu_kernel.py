@@ -16,7 +16,7 @@ import torch
 import triton
 from torch.library import triton_op, wrap_triton
 import triton.language as tl
-from .helper_module import tanh_fast, exp_fn
+from .helper_module import exp_fn
 from triton.language.extra import libdevice
 exp_fn = libdevice.exp
 
