@@ -698,6 +698,11 @@ class Checker {
       case SType::Kind::Unknown: return SType::unknown();
       case SType::Kind::Namespace:
         if (std::optional<SType> t = member_of(base.s, a.attr)) return *t;
+        // Kernels written for Triton 2.0 call tl.libdevice.NAME; Triton 3.6 has no such attribute.
+        if (a.attr == "libdevice" && (base.s == "tl" || base.s == "triton.language"))
+          fail(a.span, "'tl.libdevice' is not in Triton 3.6 (kernels written for Triton 2.0 use it): write "
+                       "`from triton.language.extra import libdevice` and call libdevice." +
+                           std::string("NAME(...), or the tl and tl.math function of the same name"));
         fail(a.span, "'" + base.s + "." + a.attr + "' is not known to tgrad");
       case SType::Kind::Tensor: {
         if (a.attr == "shape") {

@@ -197,6 +197,11 @@ TEST(Errors, AtTheOffendingExpression) {
   EXPECT_NE(analyse("return y + z\n", p).errors.find("t.py:6:12: error: shapes [4] and [8] cannot be broadcast together"), std::string::npos);
   EXPECT_NE(analyse("return tl.arange(0, 12)\n", p).errors.find("the range must be a power of 2"), std::string::npos);
   EXPECT_NE(analyse("return w\n", p).errors.find("name 'w' is not defined"), std::string::npos);
+  // Triton 2.0's spelling, gone from Triton 3.6: the message says what to write instead.
+  EXPECT_NE(analyse("return tl.libdevice.tanh(y)\n", p)
+                .errors.find("t.py:6:12: error: 'tl.libdevice' is not in Triton 3.6 (kernels written for Triton 2.0 use "
+                             "it): write `from triton.language.extra import libdevice`"),
+            std::string::npos);
   EXPECT_NE(analyse("return y ** 2\n", p).errors.find("'**' on tensors is not supported"), std::string::npos);
   EXPECT_NE(analyse("tl.static_assert(4 == 8, 'sizes')\n", p).errors.find("static assertion failed: sizes"), std::string::npos);
   EXPECT_NE(analyse("return y // 2.0\n", p).errors.find("'//' on floating-point tensors is not supported"), std::string::npos);
