@@ -349,7 +349,9 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
       e["in_place"] = true;
       e["why"] = "the kernel updates " + of + " in place: on entry a float32 copy of the gradient of the loss with "
                  "respect to " + of + " after the kernel, on return the gradient with respect to " + of +
-                 " before it (the forward's arguments are passed as they were before the kernel)";
+                 (std::find(bwd.saved_outputs.begin(), bwd.saved_outputs.end(), of) != bwd.saved_outputs.end()
+                      ? " before it (" + of + " itself is passed as the forward left it: the kernel reads it back)"
+                      : " before it (the forward's arguments are passed as they were before the kernel)");
     } else if (zeros) {
       e["contents"] = "zeros";
       e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";

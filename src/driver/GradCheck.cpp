@@ -240,9 +240,11 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // An input updated in place is passed as it was before the kernel (the
   // backward replays the loads of it); its one gradient buffer starts as the
   // upstream gradient of its contents after.
+  // One whose loads read it back after the kernel stored to it (a saved output) is passed as the forward left it.
   for (const std::string &p : bwd->in_place) {
     const size_t b = buffer_of(p);
-    m.buffers()[b] = memory.buffers()[b];
+    if (std::find(bwd->saved_outputs.begin(), bwd->saved_outputs.end(), p) == bwd->saved_outputs.end())
+      m.buffers()[b] = memory.buffers()[b];
     if (!weights.count(b)) weights[b] = std::vector<double>(memory.buffers()[b].size(), 0.0);
   }
   give_backward_the_forward_defaults(module, request.function, *bwd);

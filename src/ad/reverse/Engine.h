@@ -664,6 +664,12 @@ class Engine {
   std::vector<std::pair<const If *, bool>> branch_path_;  // collect(): the runtime ifs around the statement
   std::vector<const For *> loop_path_;                     // collect(): the runtime loops around the statement
   std::set<std::string> in_place_;                         // inputs the kernel also stores to (one gradient buffer)
+  // Loads that read a buffer back after this kernel stored to it, where no store can follow them: they read
+  // the buffer's final contents (fused_add_rms_norm stores S = X + R in one loop and loads it in the next).
+  std::set<const MemoryOp *> final_reads_;
+  std::set<std::string> final_read_bases_;  // their buffers: the backward reads them as the forward left them
+  std::set<std::string> initial_read_bases_;  // buffers loaded before a store that may overwrite what was read
+  void find_final_reads(const AccessAnalysis &access);
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::unique_ptr<Function> registers_fn_;  // ... and with its memory accumulators kept in registers

@@ -124,6 +124,11 @@ void Engine::propagate_activity(const StmtList &block, const std::set<std::strin
     if (const MemoryOp *load = memory_op(sp.get())) {
       if (wrt.count(load->base)) operand = load->base;
       else if (!load->other.empty() && active_.count(load->other)) operand = load->other;
+      // Reading back what an active store wrote: the value carries that store's dependence.
+      if (operand.empty() && final_reads_.count(load))
+        for (const MemoryOp &st : memory_)
+          if (st.store && st.base == load->base && std::less<const MemoryOp *>()(&st, load) && active_.count(st.value))
+            operand = load->base;
     } else {
       operand = first_active(*a->value, active_);
     }
@@ -320,6 +325,7 @@ std::optional<Backward> Engine::build_kernel() {
     if (keys.size() > 1 && !partial_bases_.count(base) && !shared_bases_.count(base))
       shared_bases_[base] = "the loads through '" + base + "' have offsets not proven equal: one program's "
                             "addresses may be another's";
+  find_final_reads(access);
   // 2. Activity: loads through a --wrt pointer start it.
   for (bool changed = true; changed;) {
     changed = false;
@@ -526,6 +532,9 @@ std::optional<Backward> Engine::build_kernel() {
     block_reads(bwd->body, read);
     for (const auto &[value, base] : saved_base_)
       if (read.count(value) && std::find(result.saved_outputs.begin(), result.saved_outputs.end(), base) == result.saved_outputs.end())
+        result.saved_outputs.push_back(base);
+    for (const std::string &base : final_read_bases_)  // its loads read what the forward left there
+      if (std::find(result.saved_outputs.begin(), result.saved_outputs.end(), base) == result.saved_outputs.end())
         result.saved_outputs.push_back(base);
   }
 
@@ -982,6 +991,36 @@ std::string Engine::add_reduce_kernel(const std::string &wanted) {
   return kernel;
 }
 
+void Engine::find_final_reads(const AccessAnalysis &access) {
+  // memory_ is in program order. A load reads back a store where the store comes before it and they share no
+  // runtime loop; it reads the final contents where no store of that buffer may run after it: none later in
+  // program order, none in a loop around it (a later iteration's store). Stores in the other branch of a
+  // runtime if around both do not count.
+  for (const MemoryOp &load : memory_) {
+    if (load.store) continue;
+    bool after_store = false, store_may_follow = false;
+    for (const MemoryOp &st : memory_) {
+      if (!st.store || st.base != load.base || exclusive(st, load)) continue;
+      if (!st.atomic.empty()) store_may_follow = true;  // refused where loaded (check_in_place)
+      size_t shared = 0;
+      while (shared < load.loops.size() && shared < st.loops.size() && load.loops[shared] == st.loops[shared]) ++shared;
+      const bool before = std::less<const MemoryOp *>()(&st, &load);
+      // In one loop around both, earlier in the body, at blocks each iteration has to itself: a later
+      // iteration's store does not meet what this iteration read back.
+      bool own_blocks = false;
+      if (shared == 1 && before && load.loops.size() == 1 && st.loops.size() == 1) {
+        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
+        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+        own_blocks = (l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
+                     (var && access.iterations_touch_their_own(load.pointer, st.pointer, var->id));
+      }
+      if (!before || (shared > 0 && !own_blocks)) store_may_follow = true;
+      else after_store = true;
+    }
+    if (after_store && !store_may_follow) final_reads_.insert(&load);
+  }
+}
+
 void Engine::check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores,
                             const AccessAnalysis &access, bool differentiated) {
   auto refuse = [&](const MemoryOp &store, const std::string &why) {
@@ -990,6 +1029,26 @@ void Engine::check_in_place(const MemoryOp &load, const std::vector<const Memory
                               "): the values loaded are not all the contents from before the kernel, so the gradient "
                               "is not defined by them; write the result to another buffer");
   };
+  if (final_reads_.count(&load)) {
+    // What it reads is what the buffer holds after the kernel: the backward reads it there (the forward's
+    // output), and the gradient of what it reads adds to the upstream gradient of the buffer before the
+    // stores' adjoints take it. Its gradient goes to this program's own addresses: another program's
+    // additions would race with this program's taking them.
+    AccessDecision d = access.classify(load.pointer, load.mask);
+    if (d.programs_share || d.kind == AccessDecision::Kind::Broadcast || shared_bases_.count(load.base))
+      fail(load.call->span, "'" + load.base + "' is read back after this kernel stores to it, at addresses other "
+                            "programs may read too (" + d.reason + "); tgrad differentiates a buffer read back only "
+                            "where each program reads its own addresses: write the values to be shared to another "
+                            "buffer in another kernel");
+    if (initial_read_bases_.count(load.base))
+      fail(load.call->span, "'" + load.base + "' is read back here after this kernel stores to it, and loaded "
+                            "elsewhere before a store overwrites what that load read: the backward would need the "
+                            "buffer both as it was before the kernel and as the kernel left it; use two buffers");
+    final_read_bases_.insert(load.base);
+    consumed_[load.base] = "'" + load.base + "' is read back after the kernel stores to it";
+    if (differentiated && in_place_.insert(load.base).second) partial_bases_.erase(load.base);
+    return;
+  }
   for (const MemoryOp *store : stores) {
     if (!store->atomic.empty())
       fail(load.call->span, "'" + load.base + "' is both loaded and updated atomically by this kernel; an atomic "
@@ -1009,6 +1068,11 @@ void Engine::check_in_place(const MemoryOp &load, const std::vector<const Memory
       refuse(*store, "a loop around both runs the store before a later iteration's load, at addresses not proven "
                      "to be the iteration's own");
   }
+  if (final_read_bases_.count(load.base))
+    fail(load.call->span, "'" + load.base + "' is loaded here before a store may overwrite what it read, and read "
+                          "back elsewhere after this kernel stores to it: the backward would need the buffer both as "
+                          "it was before the kernel and as the kernel left it; use two buffers");
+  initial_read_bases_.insert(load.base);
   for (const auto &[value, base] : saved_base_)
     if (base == load.base)  // the backward would read it back as the forward left it, not as it was before
       fail(load.call->span, "'" + load.base + "' is both loaded and given the per-program value '" + value +

@@ -103,6 +103,12 @@ void Engine::consume_upstream(const MemoryOp &op) {
   ExprPtr taken;
   std::string comment;
   const bool atomically = consume_atomically_.count(&op) > 0;
+  if (final_read_bases_.count(op.base)) {
+    // The reads back after this store added their gradients to the buffer, perhaps from other threads.
+    StmtPtr barrier = std::make_unique<ExprStmt>(call("tl.debug_barrier", {}));
+    barrier->leading_comment = "After a barrier: the gradients of the loads that read this store back are added";
+    emit_stmt(std::move(barrier));
+  }
   if (atomically) {
     comment = "Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here";
     taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), kws());
@@ -172,7 +178,8 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   if (auto it = shared_bases_.find(op.base); it != shared_bases_.end()) buffer.shared_reason = it->second;
   buffer.loads = loads_per_base_[op.base];
   buffer.mask_variants = mask_keys_[op.base].size();
-  buffer.in_place = in_place_.count(op.base) > 0;
+  buffer.read_back = final_reads_.count(&op) > 0;
+  buffer.in_place = in_place_.count(op.base) > 0 || buffer.read_back;
   buffer.written_before = contributions_[op.base];
   WriteDecision d = decide_gradient_write(std::move(facts), buffer);
   if (d.counts_as_written) ++contributions_[op.base];

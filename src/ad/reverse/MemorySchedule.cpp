@@ -62,7 +62,10 @@ WriteDecision decide_gradient_write(LoadFacts facts, const BufferFacts &buffer) 
       out.how = GradientWrite::AddToEarlier;
       out.buffer_starts_at_zero = buffer.written_before == 0;  // no plain store before it
       out.what = "store adding to the earlier gradients of this buffer" + assuming;
-      out.comment = buffer.in_place
+      out.comment = buffer.read_back
+                        ? "'" + base + "' is read back after the kernel stores it: this gradient adds to its upstream "
+                          "gradient, which the store's adjoint takes"
+                    : buffer.in_place
                         ? "'" + base + "' is updated in place: this gradient adds to that of what passes through"
                     : buffer.loads == 1
                         ? "every iteration of the loop loads these addresses: this gradient adds to the earlier ones"

@@ -55,6 +55,7 @@ struct BufferFacts {
   int loads = 0;              // loads through the base
   size_t mask_variants = 0;   // distinct masks of those loads
   bool in_place = false;      // the kernel also stores to it: one buffer holds both gradients
+  bool read_back = false;     // this load reads back what the kernel stored there (the final contents)
   int written_before = 0;     // gradients of earlier loads written to it as stores or additions
 };
 

@@ -38,3 +38,34 @@ def square_positive_inplace_kernel(X, n, BLOCK: tl.constexpr = 1024):
     inside = offsets < n
     x = tl.load(X + offsets, mask=inside, other=0.0)
     tl.store(X + offsets, x * x, mask=inside & (x > 0))
+
+
+@triton.jit
+def residual_norm_kernel(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    squares = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs
+        mask = cols < n_cols
+        s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+        tl.store(S + row * n_cols + cols, s, mask=mask)
+        squares += tl.sum(s * s)
+    rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs
+        mask = cols < n_cols
+        s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
+        w = tl.load(W + cols, mask=mask, other=0.0)
+        tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
+
+
+@triton.jit
+def block_read_back_kernel(X, S, Y, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        tl.store(S + row * n_cols + cols, tl.exp(tl.load(X + row * n_cols + cols, mask=mask, other=0.0)), mask=mask)
+        s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
+        tl.store(Y + row * n_cols + cols, s * s, mask=mask)
