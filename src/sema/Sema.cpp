@@ -1132,6 +1132,10 @@ class Checker {
     for (const auto &kv : kwargs) {
       bool known = false;
       for (const std::string &p : params) known |= p == kv.first;
+      // Triton 2.0's tl.dot(a, b, trans_a=..., trans_b=...), gone from Triton 3.6 (flash-attention's Triton kernels).
+      if (!known && fn == "tl.dot" && (kv.first == "trans_a" || kv.first == "trans_b"))
+        fail(span, "tl.dot() has no keyword argument '" + kv.first + "' in Triton 3.6 (Triton 2.0 had it): transpose "
+                   "the operand instead, tl.dot(a, tl.trans(b)) for trans_b=True");
       if (!known) fail(span, fn + "() has no keyword argument '" + kv.first + "'");
       if (out.v.count(kv.first)) fail(span, fn + "() got two values for '" + kv.first + "'");
       out.v[kv.first] = kv.second;

@@ -197,7 +197,12 @@ TEST(Errors, AtTheOffendingExpression) {
   EXPECT_NE(analyse("return y + z\n", p).errors.find("t.py:6:12: error: shapes [4] and [8] cannot be broadcast together"), std::string::npos);
   EXPECT_NE(analyse("return tl.arange(0, 12)\n", p).errors.find("the range must be a power of 2"), std::string::npos);
   EXPECT_NE(analyse("return w\n", p).errors.find("name 'w' is not defined"), std::string::npos);
-  // Triton 2.0's spelling, gone from Triton 3.6: the message says what to write instead.
+  // Triton 2.0's spellings, gone from Triton 3.6: the message says what to write instead.
+  sema::ParamTypes sq = {{"a", tile(DType::FP16, {Dim::known(16), Dim::known(16)})}};
+  EXPECT_NE(analyse("return tl.dot(a, a, trans_b=True)\n", sq, "a")
+                .errors.find("tl.dot() has no keyword argument 'trans_b' in Triton 3.6 (Triton 2.0 had it): transpose "
+                             "the operand instead, tl.dot(a, tl.trans(b))"),
+            std::string::npos);
   EXPECT_NE(analyse("return tl.libdevice.tanh(y)\n", p)
                 .errors.find("t.py:6:12: error: 'tl.libdevice' is not in Triton 3.6 (kernels written for Triton 2.0 use "
                              "it): write `from triton.language.extra import libdevice`"),
