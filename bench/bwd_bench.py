@@ -637,6 +637,16 @@ def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):
             for label, fn in ((tgrad, gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))]
 
 
+# Launch values of tgrad's attention backward kernels, by (HEAD_DIM, causal): the prologue and the dK/dV owners
+# (BLOCK_M, BLOCK_N, warps, stages: they must agree on BLOCK_M, the rows of the saved statistics) and the dQ kernel.
+# From `python3 bench/attention_tune.py` (2026-11-26); the backward's blocks need not be the forward's. Shapes not
+# tuned keep the forward's launch (64, 64, 4 warps, 3 stages).
+TGRAD_ATTN_CONFIG = {
+    (64, False): {"dkdv": (32, 128, 4, 4), "dq": (128, 64, 8, 3)},
+    (64, True): {"dkdv": (32, 64, 4, 3), "dq": (64, 64, 4, 3)},
+}
+
+
 def bench_attention(gen, Z, H, N, D, causal, tmp):
     fwd = load("tests/kernels/attention.py", tmp)
     bwd = load(f"tests/golden/backward/attention{'_causal' if causal else ''}_kernel.py", tmp)
@@ -654,24 +664,31 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     # forward's query blocks (num_programs_0). The logsumexp M and the output are read back: no tape. dQ, dK, dV
     # start at zero (one addition per element).
     owners = [getattr(bwd, n) for n in dir(bwd) if n.startswith("attn_fwd_kernel_bwd_d")]
-    owner_grid = (triton.cdiv(N, bn), Z * H)
     # Where the owners read per-program row statistics (rowsum(dO * O)), the prologue kernel computes them on the
     # forward's grid into float32 scratch rows of BLOCK_M (the launch protocol's saved_tiles).
     prologue = getattr(bwd, "attn_fwd_kernel_bwd_prologue", None)
     saved = {p: torch.empty(grid[0] * grid[1] * bm, device="cuda") for p in (prologue.arg_names if prologue else [])
              if p.endswith("_saved")}
 
+    tuned = TGRAD_ATTN_CONFIG.get((D, bool(causal)), {"dkdv": (bm, bn, 4, 3), "dq": (bm, bn, 4, 3)})
+    obm, obn, owarps, ostages = tuned["dkdv"]
+    qbm, qbn, qwarps, qstages = tuned["dq"]
+    ogrid = (triton.cdiv(N, obm), Z * H)  # the prologue's: the forward's programs at the owners' BLOCK_M
+    osaved = {p: torch.empty(ogrid[0] * ogrid[1] * obm, device="cuda") for p in saved}
+
     def gen_fn():
         dq.zero_(); dk.zero_(); dv.zero_()
         args = (q, k, v, sm_scale, lse, out, *strides, H, N)
-        kw = dict(HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do,
-                  num_warps=4)
+        common = dict(HEAD_DIM=D, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do)
+        okw = dict(common, BLOCK_M=obm, BLOCK_N=obn, num_warps=owarps, num_stages=ostages)
         if prologue:
-            prologue[grid](*args, **kw, **saved)
-        bwd.attn_fwd_kernel_bwd[grid](*args, **kw)
+            prologue[ogrid](*args, **okw, **osaved)
+        bwd.attn_fwd_kernel_bwd[(triton.cdiv(N, qbm), Z * H)](*args, **common, BLOCK_M=qbm, BLOCK_N=qbn,
+                                                              num_warps=qwarps, num_stages=qstages)
         for kernel in owners:
             programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
-            kernel[owner_grid](*args, **kw, **{programs: grid[0]}, **{p: t for p, t in saved.items() if p in kernel.arg_names})
+            kernel[(triton.cdiv(N, obn), Z * H)](*args, **okw, **{programs: ogrid[0]},
+                                                 **{p: t for p, t in osaved.items() if p in kernel.arg_names})
 
     hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(Z, H, N, device="cuda")
