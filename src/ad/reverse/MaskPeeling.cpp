@@ -565,6 +565,11 @@ bool same_types(const StmtList &fast, const sema::TypeInfo &fast_types, const se
 int peel_masked_iterations(Function &kernel, NameAllocator &names, const Module &context,
                            const sema::ParamTypes &types, const std::set<std::string> &generic,
                            const SourceManager &sources) {
+  // Peeler::run splits only loops at the kernel's top level: without one
+  // there is nothing to split, and the typing of the whole kernel below (a
+  // long straight-line backward's largest cost) would decide nothing.
+  if (std::none_of(kernel.body.begin(), kernel.body.end(), [](const StmtPtr &s) { return isa<For>(s.get()); }))
+    return 0;
   DiagEngine quiet(sources), quiet_too(sources);
   std::optional<sema::TypeInfo> written = sema::analyze(context, kernel, types, quiet);
   if (!written || quiet.has_errors()) return 0;
