@@ -30,6 +30,18 @@ bool pure_method(const std::string &name) {
   return names.count(name) > 0;
 }
 
+// A callee as the printer writes it (`tl.load`, `x.to`, `min`), without the
+// printer for the usual dotted names: this runs for every call of a long
+// backward, several times.
+std::string callee_text(const Expr &f) {
+  if (auto *n = dyn_cast<Name>(&f)) return n->id;
+  if (auto *a = dyn_cast<Attribute>(&f)) {
+    const Expr *base = a->value.get();
+    if (isa<Name>(base) || isa<Attribute>(base)) return callee_text(*base) + "." + a->attr;
+  }
+  return emit::print_expr(f);
+}
+
 // Whether `e` computes a value only, or (`loads`) also reads memory with
 // tl.load: such a value moves only past statements that write no memory.
 bool is_pure(const Expr &e, bool loads = false) {
@@ -37,9 +49,9 @@ bool is_pure(const Expr &e, bool loads = false) {
   visit_expr(e, [&](const Expr &x) {
     auto *c = dyn_cast<Call>(&x);
     if (!c) return;
-    if (loads && emit::print_expr(*c->func) == "tl.load") return;
+    if (loads && callee_text(*c->func) == "tl.load") return;
     if (auto *a = dyn_cast<Attribute>(c->func.get())) {
-      const std::string callee = emit::print_expr(*c->func);
+      const std::string callee = callee_text(*c->func);
       const bool library = callee.rfind("tl.", 0) == 0 || callee.rfind("libdevice.", 0) == 0 ||
                            callee.rfind("triton.language.", 0) == 0;
       if (library ? impure_builtin(callee) : !pure_method(a->attr)) pure = false;
@@ -57,7 +69,7 @@ std::vector<StmtList *> nested_blocks(Stmt &s);
 bool reads_memory(const Expr &e) {
   bool found = false;
   visit_expr(e, [&](const Expr &x) {
-    if (auto *c = dyn_cast<Call>(&x)) found |= emit::print_expr(*c->func) == "tl.load";
+    if (auto *c = dyn_cast<Call>(&x)) found |= callee_text(*c->func) == "tl.load";
   });
   return found;
 }
@@ -71,7 +83,7 @@ bool writes_memory(Stmt &s) {
     visit_expr(e, [&](const Expr &x) {
       auto *c = dyn_cast<Call>(&x);
       if (!c) return;
-      const std::string f = emit::print_expr(*c->func);
+      const std::string f = callee_text(*c->func);
       if (f == "tl.load") return;
       if (!is_pure(x, true)) found = true;
     });
