@@ -736,8 +736,9 @@ class GenericDifferentiation {
     for (DType d : floats) uniform_types.push_back(with_uniform(d));
     // The checks below vary one parameter of the representative at a time.
     // The representative is almost always the first uniform type (fp32), so
-    // the checks for it run in the same batch as the uniform trials: on two
-    // cores ten trials take five rounds where three and then seven took six.
+    // the checks for it run in the same batch as the uniform trials (a kernel
+    // of three pointers and a scalar: ten trials in five rounds on two cores,
+    // where three and then seven took six).
     // They are used only where fp32 is the representative; their verdicts
     // are still taken in the order below, so the outcome is the same.
     std::vector<Check> likely_checks;
