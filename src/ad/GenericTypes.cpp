@@ -543,6 +543,9 @@ class GenericDifferentiation {
       : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
 
   std::optional<Backward> run() {
+    // Every parameter typed: no representative to choose, and the roles below would decide nothing.
+    if (std::all_of(fn_.params.begin(), fn_.params.end(), [&](const Param &p) { return request_.param_types.count(p.name) > 0; }))
+      return differentiate_typed(module_, sources_, request_, diags_);
     std::vector<ParamRole> &roles = roles_ = param_roles(module_, fn_, request_.param_types);
     // A --wrt pointer this specialization does not load (`if HAS_WEIGHT:
     // b_x = tl.load(x + ...)` with HAS_WEIGHT false) is still the pointer the
@@ -686,12 +689,65 @@ class GenericDifferentiation {
 
   sema::ParamTypes with_uniform(DType d) const { return representative_of(fn_, roles_, request_.param_types, d); }
 
+  // A kernel's check against its representative `base`: one parameter's type changed.
+  struct Check {
+    size_t param;
+    std::string what;
+    bool record_only;  // records the parameter's representative type, tries nothing
+  };
+
+  // Each pointer alone with each other float type, then each dtype given as
+  // a tl.constexpr (the uniform one, then each other alone), then each scalar
+  // with the other kind: the types to try, and in `checks` what each says.
+  std::vector<sema::ParamTypes> check_types_for(const sema::ParamTypes &base, std::vector<Check> &checks) const {
+    const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
+    std::vector<sema::ParamTypes> check_types;
+    for (size_t k : float_pointers_)
+      for (DType d : floats) {
+        if (d == base.at(pname(k)).elem.dtype) continue;
+        sema::ParamTypes types = base;
+        types[pname(k)] = pointer_to(d);
+        checks.push_back({k, "the element type", false});
+        check_types.push_back(std::move(types));
+      }
+    for (size_t k : dtype_params_) {
+      checks.push_back({k, "", true});
+      for (DType d : floats) {
+        if (d == base.at(pname(k)).dtype) continue;
+        sema::ParamTypes types = base;
+        types[pname(k)] = SType::of_dtype(d);
+        checks.push_back({k, "the value", false});
+        check_types.push_back(std::move(types));
+      }
+    }
+    for (size_t k : scalars_) {
+      sema::ParamTypes types = base;
+      types[pname(k)] = scalar_of(scalar_first(k) == DType::Int32 ? DType::FP32 : DType::Int32);
+      checks.push_back({k, "the type", false});
+      check_types.push_back(std::move(types));
+    }
+    return check_types;
+  }
+
   std::optional<Backward> run_kernel() {
     const DType floats[] = {DType::FP32, DType::FP16, DType::BF16};
     // The representative: the first uniform float type the forward accepts.
     std::vector<sema::ParamTypes> uniform_types;
     for (DType d : floats) uniform_types.push_back(with_uniform(d));
-    std::vector<Trial> uniform = attempt_all(uniform_types);
+    // The checks below vary one parameter of the representative at a time.
+    // The representative is almost always the first uniform type (fp32), so
+    // the checks for it run in the same batch as the uniform trials (a kernel
+    // of three pointers and a scalar: ten trials in five rounds on two cores,
+    // where three and then seven took six).
+    // They are used only where fp32 is the representative; their verdicts
+    // are still taken in the order below, so the outcome is the same.
+    std::vector<Check> likely_checks;
+    std::vector<sema::ParamTypes> batch = uniform_types, likely_types = check_types_for(uniform_types.front(), likely_checks);
+    batch.insert(batch.end(), likely_types.begin(), likely_types.end());
+    std::vector<Trial> uniform = attempt_all(batch);
+    std::vector<Trial> likely_tried(std::make_move_iterator(uniform.begin() + uniform_types.size()),
+                                    std::make_move_iterator(uniform.end()));
+    uniform.resize(uniform_types.size());
     for (Trial &t : uniform)
       if (t.backward && !base_) base_ = &t;
     // Where no uniform type serves, one pointer of another float type may:
@@ -765,38 +821,10 @@ class GenericDifferentiation {
         for (size_t k : float_pointers_) record(pname(k), t.types.at(pname(k)).str());
       }
     }
-    struct Check {
-      size_t param;
-      std::string what;
-      bool record_only;  // records the parameter's representative type, tries nothing
-    };
     std::vector<Check> checks;
-    std::vector<sema::ParamTypes> check_types;
-    for (size_t k : float_pointers_)
-      for (DType d : floats) {
-        if (d == base_->types.at(pname(k)).elem.dtype) continue;
-        sema::ParamTypes types = base_->types;
-        types[pname(k)] = pointer_to(d);
-        checks.push_back({k, "the element type", false});
-        check_types.push_back(std::move(types));
-      }
-    for (size_t k : dtype_params_) {
-      checks.push_back({k, "", true});
-      for (DType d : floats) {
-        if (d == base_->types.at(pname(k)).dtype) continue;
-        sema::ParamTypes types = base_->types;
-        types[pname(k)] = SType::of_dtype(d);
-        checks.push_back({k, "the value", false});
-        check_types.push_back(std::move(types));
-      }
-    }
-    for (size_t k : scalars_) {
-      sema::ParamTypes types = base_->types;
-      types[pname(k)] = scalar_of(scalar_first(k) == DType::Int32 ? DType::FP32 : DType::Int32);
-      checks.push_back({k, "the type", false});
-      check_types.push_back(std::move(types));
-    }
-    std::vector<Trial> tried = ok ? attempt_all(check_types) : std::vector<Trial>{};
+    std::vector<sema::ParamTypes> check_types = check_types_for(base_->types, checks);
+    std::vector<Trial> tried;
+    if (ok) tried = base_ == &uniform.front() ? std::move(likely_tried) : attempt_all(check_types);
     size_t next_trial = 0;
     for (const Check &c : checks) {
       if (!ok) break;
@@ -834,9 +862,18 @@ class GenericDifferentiation {
       }
       return types;
     };
-    std::vector<sema::ParamTypes> rank_types;
-    for (const std::vector<int> &r : ranks) rank_types.push_back(types_for(r, DType::FP32));
-    std::vector<Trial> trials = attempt_all(rank_types);
+    const DType others[] = {DType::FP16, DType::BF16};
+    // The dtype trials below keep the representative's ranks, almost always
+    // the first (every tile a scalar): they run in the same batch as the rank
+    // trials, so that no core waits between the two (eleven trials for two
+    // tiles), and are used only where those are the representative's ranks.
+    std::vector<sema::ParamTypes> batch;
+    for (const std::vector<int> &r : ranks) batch.push_back(types_for(r, DType::FP32));
+    for (DType d : others) batch.push_back(types_for(ranks.front(), d));
+    std::vector<Trial> trials = attempt_all(batch);
+    std::vector<Trial> likely_by_dtype(std::make_move_iterator(trials.begin() + ranks.size()),
+                                       std::make_move_iterator(trials.end()));
+    trials.resize(ranks.size());
     for (size_t k = 0; k < trials.size(); ++k)
       if (trials[k].backward && !base_) {
         base_ = &trials[k];
@@ -863,9 +900,10 @@ class GenericDifferentiation {
       }
       for (size_t j = 0; j < n; ++j) record(pname(tiles_[j]), t.types.at(pname(tiles_[j])).str());
     }
-    const DType others[] = {DType::FP16, DType::BF16};
     std::vector<Trial> by_dtype;
-    if (ok) by_dtype = attempt_all({types_for(base_ranks_, others[0]), types_for(base_ranks_, others[1])});
+    if (ok)
+      by_dtype = base_ranks_ == ranks.front() ? std::move(likely_by_dtype)
+                                               : attempt_all({types_for(base_ranks_, others[0]), types_for(base_ranks_, others[1])});
     for (const Trial &t : by_dtype) {
       if (!ok) break;
       if (!t.backward) continue;

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "tgrad/ast/Walk.h"
@@ -29,6 +30,18 @@ bool pure_method(const std::string &name) {
   return names.count(name) > 0;
 }
 
+// A callee as the printer writes it (`tl.load`, `x.to`, `min`), without the
+// printer for the usual dotted names: this runs for every call of a long
+// backward, several times.
+std::string callee_text(const Expr &f) {
+  if (auto *n = dyn_cast<Name>(&f)) return n->id;
+  if (auto *a = dyn_cast<Attribute>(&f)) {
+    const Expr *base = a->value.get();
+    if (isa<Name>(base) || isa<Attribute>(base)) return callee_text(*base) + "." + a->attr;
+  }
+  return emit::print_expr(f);
+}
+
 // Whether `e` computes a value only, or (`loads`) also reads memory with
 // tl.load: such a value moves only past statements that write no memory.
 bool is_pure(const Expr &e, bool loads = false) {
@@ -36,9 +49,9 @@ bool is_pure(const Expr &e, bool loads = false) {
   visit_expr(e, [&](const Expr &x) {
     auto *c = dyn_cast<Call>(&x);
     if (!c) return;
-    if (loads && emit::print_expr(*c->func) == "tl.load") return;
+    if (loads && callee_text(*c->func) == "tl.load") return;
     if (auto *a = dyn_cast<Attribute>(c->func.get())) {
-      const std::string callee = emit::print_expr(*c->func);
+      const std::string callee = callee_text(*c->func);
       const bool library = callee.rfind("tl.", 0) == 0 || callee.rfind("libdevice.", 0) == 0 ||
                            callee.rfind("triton.language.", 0) == 0;
       if (library ? impure_builtin(callee) : !pure_method(a->attr)) pure = false;
@@ -56,7 +69,7 @@ std::vector<StmtList *> nested_blocks(Stmt &s);
 bool reads_memory(const Expr &e) {
   bool found = false;
   visit_expr(e, [&](const Expr &x) {
-    if (auto *c = dyn_cast<Call>(&x)) found |= emit::print_expr(*c->func) == "tl.load";
+    if (auto *c = dyn_cast<Call>(&x)) found |= callee_text(*c->func) == "tl.load";
   });
   return found;
 }
@@ -70,7 +83,7 @@ bool writes_memory(Stmt &s) {
     visit_expr(e, [&](const Expr &x) {
       auto *c = dyn_cast<Call>(&x);
       if (!c) return;
-      const std::string f = emit::print_expr(*c->func);
+      const std::string f = callee_text(*c->func);
       if (f == "tl.load") return;
       if (!is_pure(x, true)) found = true;
     });
@@ -108,8 +121,11 @@ std::vector<StmtList *> nested_blocks(Stmt &s) {
 }
 
 // How many times each name is read in a statement / a block, at any depth.
-void count_name_reads(const StmtList &block, std::map<std::string, int> &out);
-void count_stmt_reads(Stmt &s, std::map<std::string, int> &out) {
+// (Hash maps: the folder only looks names up, and a long function's names
+// share long prefixes, which an ordered map compares again and again.)
+using NameCounts = std::unordered_map<std::string, int>;
+void count_name_reads(const StmtList &block, NameCounts &out);
+void count_stmt_reads(Stmt &s, NameCounts &out) {
   auto expr = [&](const Expr &e) {
     visit_expr(e, [&](const Expr &x) {
       if (auto *n = dyn_cast<Name>(&x)) ++out[n->id];
@@ -120,7 +136,7 @@ void count_stmt_reads(Stmt &s, std::map<std::string, int> &out) {
   if (auto *w = dyn_cast<While>(&s)) expr(*w->cond);
   for (StmtList *b : nested_blocks(s)) count_name_reads(*b, out);
 }
-void count_name_reads(const StmtList &block, std::map<std::string, int> &out) {
+void count_name_reads(const StmtList &block, NameCounts &out) {
   for (const StmtPtr &s : block) count_stmt_reads(*s, out);
 }
 
@@ -186,7 +202,7 @@ class Folder {
   // memory are found once: a folded statement leaves a hole until the end,
   // so that positions hold, and its reads move with its value.
   void fold_all(StmtList &b, int depth) {
-    std::map<std::string, size_t> use_at;
+    std::unordered_map<std::string, size_t> use_at;
     std::vector<size_t> writes_before(b.size() + 1, 0);
     for (size_t k = 0; k < b.size(); ++k) {
       for (ExprPtr *e : own_expressions(*b[k]))
@@ -222,7 +238,7 @@ class Folder {
   // twice). A name of the user's stays.
   bool merge_duplicates(StmtList &b) {
     bool merged = false;
-    std::map<std::string, std::string> first;  // printed value -> the name that holds it
+    std::unordered_map<std::string, std::string> first;  // printed value -> the name that holds it
     for (size_t k = 0; k < b.size();) {
       auto *a = dyn_cast<Assign>(b[k].get());
       auto *y = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
@@ -290,7 +306,7 @@ class Folder {
         return true;
       }
       // In between: x must be neither read nor assigned.
-      std::map<std::string, int> names;
+      NameCounts names;
       stmt_assignments(*b[i], names);
       count_stmt_reads(*b[i], names);
       if (names.count(x->id)) return false;
@@ -299,7 +315,7 @@ class Folder {
   }
 
   // Moves `t = e` at b[i] into its one use in a later statement of `b`; whether it did.
-  bool fold(StmtList &b, size_t i, int depth, std::map<std::string, size_t> &use_at,
+  bool fold(StmtList &b, size_t i, int depth, std::unordered_map<std::string, size_t> &use_at,
             const std::vector<size_t> &writes_before, std::string &hole_comment) {
     auto *a = dyn_cast<Assign>(b[i].get());
     if (!a || a->targets.size() != 1) return false;
@@ -321,7 +337,7 @@ class Folder {
     for (const std::string &op : operands) {
       if (assigned_[op] <= 1) continue;
       for (size_t k = i + 1; k < j; ++k) {
-        std::map<std::string, int> changed;
+        NameCounts changed;
         stmt_assignments(*b[k], changed);
         if (changed.count(op)) return false;
       }
@@ -346,7 +362,7 @@ class Folder {
   }
 
   std::set<std::string> keep_;
-  std::map<std::string, int> assigned_, reads_;
+  NameCounts assigned_, reads_;
   StmtList &root_;                              // the function's body
 };
 

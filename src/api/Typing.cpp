@@ -43,8 +43,9 @@ Result<Types> type(KernelFile &file, const TypeRequest &request) {
     if (selected && f.get() != selected) continue;
     std::optional<sema::TypeInfo> info = sema::analyze(*state.module, *f, params, state.diags);
     if (!info) return api_internal::input_error(state, from);
-    for (const auto &kv : info->types)
-      if (kv.second.kind != sema::SType::Kind::Unknown) Access::types(types)[kv.first] = kv.second.str();
+    info->types.for_each([&](const ast::Expr *e, const sema::SType &t) {
+      if (t.kind != sema::SType::Kind::Unknown) Access::types(types)[e] = t.str();
+    });
   }
   return types;
 }

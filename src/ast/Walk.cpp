@@ -65,7 +65,13 @@ void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
   fn(e);
 }
 
-void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) {
+namespace {
+
+template <class Map>
+void count_block_assignments(const StmtList &block, Map &out);
+
+template <class Map>
+void count_stmt_assignments(const Stmt &s, Map &out) {
   std::function<void(const Expr &)> target = [&](const Expr &t) {
     if (auto *n = dyn_cast<Name>(&t)) ++out[n->id];
     if (auto *tu = dyn_cast<Tuple>(&t))
@@ -77,17 +83,27 @@ void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) {
   if (auto *a = dyn_cast<AnnAssign>(&s); a && a->value) target(*a->target);
   if (auto *f = dyn_cast<For>(&s)) {
     target(*f->target);
-    count_assignments(f->body, out);
+    count_block_assignments(f->body, out);
   }
   if (auto *i = dyn_cast<If>(&s)) {
-    count_assignments(i->body, out);
-    count_assignments(i->orelse, out);
+    count_block_assignments(i->body, out);
+    count_block_assignments(i->orelse, out);
   }
-  if (auto *w = dyn_cast<While>(&s)) count_assignments(w->body, out);
+  if (auto *w = dyn_cast<While>(&s)) count_block_assignments(w->body, out);
 }
 
-void count_assignments(const StmtList &block, std::map<std::string, int> &out) {
-  for (const StmtPtr &s : block) stmt_assignments(*s, out);
+template <class Map>
+void count_block_assignments(const StmtList &block, Map &out) {
+  for (const StmtPtr &s : block) count_stmt_assignments(*s, out);
+}
+
+}  // namespace
+
+void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) { count_stmt_assignments(s, out); }
+void count_assignments(const StmtList &block, std::map<std::string, int> &out) { count_block_assignments(block, out); }
+void stmt_assignments(const Stmt &s, std::unordered_map<std::string, int> &out) { count_stmt_assignments(s, out); }
+void count_assignments(const StmtList &block, std::unordered_map<std::string, int> &out) {
+  count_block_assignments(block, out);
 }
 
 }  // namespace tgrad::ast

@@ -2,6 +2,8 @@
 
 #include "tgrad/sema/Names.h"
 
+#include "tgrad/ast/Walk.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -465,7 +467,7 @@ class Checker {
 
   void assign(const Expr &target, const SType &value, Env &env) {
     if (auto *n = dyn_cast<Name>(&target)) {
-      info_.types[&target] = value;
+      info_.types.insert_or_assign(&target, value);
       env[n->id] = value;
       return;
     }
@@ -492,7 +494,7 @@ class Checker {
 
   SType eval(const Expr &e, Env &env) {
     SType t = eval_uncached(e, env);
-    info_.types[&e] = t;
+    info_.types.insert_or_assign(&e, t);
     return t;
   }
 
@@ -1762,8 +1764,54 @@ std::optional<bool> known_truth(const SType &t) {
   }
 }
 
+namespace {
+
+// How many expression nodes a block holds, at any depth: sema types each
+// one, so its table is sized once rather than rehashed as it grows (a long
+// backward has hundreds of thousands).
+size_t count_expressions(const StmtList &block) {
+  size_t n = 0;
+  auto expr = [&n](const ExprPtr &e) {
+    if (e) visit_expr(*e, [&n](const Expr &) { ++n; });
+  };
+  for (const StmtPtr &s : block) {
+    switch (s->kind) {
+      case NodeKind::ExprStmt: expr(cast<ExprStmt>(s.get())->value); break;
+      case NodeKind::Assign:
+        for (const ExprPtr &t : cast<Assign>(s.get())->targets) expr(t);
+        expr(cast<Assign>(s.get())->value);
+        break;
+      case NodeKind::AugAssign:
+        expr(cast<AugAssign>(s.get())->target);
+        expr(cast<AugAssign>(s.get())->value);
+        break;
+      case NodeKind::AnnAssign: expr(cast<AnnAssign>(s.get())->value); break;
+      case NodeKind::If:
+        expr(cast<If>(s.get())->cond);
+        n += count_expressions(cast<If>(s.get())->body) + count_expressions(cast<If>(s.get())->orelse);
+        break;
+      case NodeKind::For:
+        expr(cast<For>(s.get())->target);
+        expr(cast<For>(s.get())->iter);
+        n += count_expressions(cast<For>(s.get())->body);
+        break;
+      case NodeKind::While:
+        expr(cast<While>(s.get())->cond);
+        n += count_expressions(cast<While>(s.get())->body);
+        break;
+      case NodeKind::Return: expr(cast<Return>(s.get())->value); break;
+      case NodeKind::Assert: expr(cast<Assert>(s.get())->test); break;
+      default: break;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 std::optional<TypeInfo> analyze(const Module &module, const Function &fn, const ParamTypes &params, DiagEngine &diags) {
   TypeInfo info;
+  info.types.reserve(count_expressions(fn.body));
   Checker checker(module, info);
   for (const auto &kv : params) {
     bool known = false;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "tgrad/ast/Ast.h"
 
@@ -27,5 +28,9 @@ void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn);
 void count_assignments(const StmtList &block, std::map<std::string, int> &out);
 // The same for one statement (a loop or an if: its variable and body).
 void stmt_assignments(const Stmt &s, std::map<std::string, int> &out);
+// The same counts in a hash map, for a pass that only looks names up (a long
+// function's names share long prefixes: `tl_exp_a2_times_y`).
+void count_assignments(const StmtList &block, std::unordered_map<std::string, int> &out);
+void stmt_assignments(const Stmt &s, std::unordered_map<std::string, int> &out);
 
 }  // namespace tgrad::ast

@@ -18,6 +18,7 @@
 // failing; the AD stages turn such assumptions into tl.static_assert lines.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,8 +96,76 @@ struct ShapeAssumption {
   Dim a, b;
 };
 
+// The type of each expression node sema typed. A long backward has hundreds
+// of thousands of nodes, typed once per representative type: the types lie
+// in one array in the order sema met them, found through an open-addressing
+// table of node addresses (no allocation and no free per node, and a lookup
+// probes an array). Only sema adds types; a pointer find() returns stays
+// valid while none is added.
+class ExprTypes {
+ public:
+  void reserve(size_t n) {
+    values_.reserve(n);
+    if (2 * n > keys_.size()) rehash(table_size_for(n));
+  }
+  // The type of `e`, replacing any it had (sema types a loop's body again).
+  void insert_or_assign(const ast::Expr *e, const SType &t) {
+    if (2 * (values_.size() + 1) > keys_.size()) rehash(table_size_for(values_.size() + 1));
+    const size_t i = slot(e);
+    if (keys_[i] == e) {
+      values_[index_[i]] = t;
+      return;
+    }
+    keys_[i] = e;
+    index_[i] = values_.size();
+    values_.push_back(t);
+  }
+  const SType *find(const ast::Expr *e) const {
+    if (keys_.empty()) return nullptr;
+    const size_t i = slot(e);
+    return keys_[i] == e ? &values_[index_[i]] : nullptr;
+  }
+  size_t size() const { return values_.size(); }
+  // Calls fn(node, type) for each typed node (in no particular order).
+  template <class Fn>
+  void for_each(Fn &&fn) const {
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i]) fn(keys_[i], values_[index_[i]]);
+  }
+
+ private:
+  // A power of two at least twice `n` (the table stays at most half full).
+  static size_t table_size_for(size_t n) {
+    size_t size = 16;
+    while (size < 2 * n) size *= 2;
+    return size;
+  }
+  // The slot that holds `e`, or the empty one where it would go.
+  size_t slot(const ast::Expr *e) const {
+    const size_t mask = keys_.size() - 1;
+    uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(e)) * 0x9E3779B97F4A7C15ull;
+    for (size_t i = static_cast<size_t>(h ^ (h >> 29)) & mask;; i = (i + 1) & mask)
+      if (keys_[i] == e || !keys_[i]) return i;
+  }
+  void rehash(size_t size) {
+    std::vector<const ast::Expr *> keys = std::move(keys_);
+    std::vector<size_t> index = std::move(index_);
+    keys_.assign(size, nullptr);
+    index_.assign(size, 0);
+    for (size_t k = 0; k < keys.size(); ++k)
+      if (keys[k]) {
+        const size_t i = slot(keys[k]);
+        keys_[i] = keys[k];
+        index_[i] = index[k];
+      }
+  }
+  std::vector<const ast::Expr *> keys_;  // the table: a node, or null for an empty slot
+  std::vector<size_t> index_;            // for each slot, its node's type in values_
+  std::vector<SType> values_;
+};
+
 struct TypeInfo {
-  std::unordered_map<const ast::Expr *, SType> types;
+  ExprTypes types;
   std::vector<ShapeAssumption> assumptions;
   SType result;  // the analysed function's return type
   // Ifs on a tl.constexpr without a value after which a name has a
@@ -109,10 +178,7 @@ struct TypeInfo {
   // sema met them.
   std::vector<const ast::Expr *> divergent_conditions;
 
-  const SType *type_of(const ast::Expr *e) const {
-    auto it = types.find(e);
-    return it == types.end() ? nullptr : &it->second;
-  }
+  const SType *type_of(const ast::Expr *e) const { return types.find(e); }
 };
 
 // Parameter types: for each parameter name, its type (a tensor, a pointer

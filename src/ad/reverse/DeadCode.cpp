@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "src/ad/AnfWalk.h"
@@ -189,9 +190,9 @@ void read_types_from_loop_inputs(StmtList &body) {
 }
 
 int read_types_from_casts(StmtList &body) {
-  std::map<std::string, int> count;
-  count_assignments(body, count);
-  std::map<std::string, const Expr *> cast_to;  // name -> the dtype it is cast to (`tl.float32`)
+  // The candidates `x = y.to(tl.float32)` first: most backwards have none,
+  // and then nothing is counted or rewritten.
+  std::vector<std::pair<std::string, const Expr *>> candidates;
   std::function<void(const StmtList &)> collect = [&](const StmtList &block) {
     for (const StmtPtr &s : block) {
       if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1) {
@@ -200,8 +201,8 @@ int read_types_from_casts(StmtList &body) {
         auto *m = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
         auto *dt = c && c->args.size() == 1 && c->keywords.empty() ? dyn_cast<Attribute>(c->args[0].get()) : nullptr;
         auto *tl = dt ? dyn_cast<Name>(dt->value.get()) : nullptr;
-        if (n && m && m->attr == "to" && tl && tl->id == "tl" && sema::is_dtype_name(dt->attr) && count[n->id] == 1)
-          cast_to[n->id] = dt;
+        if (n && m && m->attr == "to" && tl && tl->id == "tl" && sema::is_dtype_name(dt->attr))
+          candidates.emplace_back(n->id, dt);
       }
       if (auto *i = dyn_cast<If>(s.get())) {
         collect(i->body);
@@ -214,6 +215,12 @@ int read_types_from_casts(StmtList &body) {
     }
   };
   collect(body);
+  if (candidates.empty()) return 0;
+  std::unordered_map<std::string, int> count;
+  count_assignments(body, count);
+  std::map<std::string, const Expr *> cast_to;  // name -> the dtype it is cast to (`tl.float32`), if assigned once
+  for (const auto &[n, dt] : candidates)
+    if (count[n] == 1) cast_to[n] = dt;
   int replaced = 0;
   rewrite_exprs(body, [&](ExprPtr &e) {
     auto *a = dyn_cast<Attribute>(e.get());

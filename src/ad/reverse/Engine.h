@@ -497,8 +497,9 @@ class Engine {
   // functions read (libdevice, math, ...), then libdevice if a rule needs it.
   void add_imports(Module &m, const std::set<std::string> &read);
 
-  // The user's jit functions the backward calls (the primal replay may).
-  void add_called_functions(const Function &bwd, Module &out);
+  // The user's jit functions that a function reading `names` calls,
+  // directly or not (the primal replay may), cloned into `out`.
+  void add_called_functions(const std::set<std::string> &names, Module &out);
 
   void cast_results(Function &bwd, const sema::TypeInfo &info);
 

@@ -32,19 +32,30 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
 
   auto out = std::make_unique<Module>();
   result.backward_name = bwd->name;
-  add_called_functions(*bwd, *out);
+  // The names the backward reads, inside loops and ifs too (a long one's
+  // largest walk): found once, for the helpers it calls and its imports.
+  std::set<std::string> bwd_read;
+  block_reads(bwd->body, bwd_read);
+  const Function *bwd_fn = bwd.get();
+  add_called_functions(bwd_read, *out);
   for (auto &f : extra_functions_) {
     bool dup = false;
     for (const auto &e : out->functions) dup |= e->name == f->name;
     if (!dup) out->functions.push_back(std::move(f));
   }
-  for (const auto &owner : owner_functions_) add_called_functions(*owner, *out);
+  for (const auto &owner : owner_functions_) {
+    std::set<std::string> owner_read;
+    block_reads(owner->body, owner_read);
+    add_called_functions(owner_read, *out);
+  }
   // Where owner-computes kernels write every gradient, the backward kernel has nothing left to do.
   if (result.backward_kernel_writes) out->functions.push_back(std::move(bwd));
   for (auto &owner : owner_functions_) out->functions.push_back(std::move(owner));
   owner_functions_.clear();
   std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
-  for (const auto &f : out->functions) block_reads(f->body, read);
+  for (const auto &f : out->functions)
+    if (f.get() == bwd_fn) read.insert(bwd_read.begin(), bwd_read.end());
+    else block_reads(f->body, read);
   // The module constants any emitted function reads (the user's helpers and their backwards too).
   for (const Constant &c : module_.constants) {
     bool have = false;
@@ -155,9 +166,7 @@ void Engine::add_imports(Module &m, const std::set<std::string> &read) {
   if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
 }
 
-void Engine::add_called_functions(const Function &bwd, Module &out) {
-  std::set<std::string> names;
-  block_reads(bwd.body, names);  // inside loops and ifs too
+void Engine::add_called_functions(const std::set<std::string> &names, Module &out) {
   std::set<const Function *> seen;
   std::function<void(const Function &)> visit = [&](const Function &f) {
     std::set<std::string> inner;

@@ -64,6 +64,15 @@ void simplify(ExprPtr &e) {
   }
 }
 
+// Whether a block computes a tl.dot: only such loops are split.
+bool computes_dot(const StmtList &block) {
+  bool dot = false;
+  visit_exprs(block, [&](const Expr &e) {
+    if (auto *c = dyn_cast<Call>(&e)) dot |= callee(*c) == "tl.dot";
+  });
+  return dot;
+}
+
 class Peeler {
  public:
   // `written`: the kernel's types before any split; `generic`: its parameters whose types are representatives.
@@ -282,14 +291,6 @@ class Peeler {
       default:  // b >= max
         return Constraint{false, std::move(hi)};
     }
-  }
-
-  static bool computes_dot(const StmtList &block) {
-    bool dot = false;
-    visit_exprs(block, [&](const Expr &e) {
-      if (auto *c = dyn_cast<Call>(&e)) dot |= callee(*c) == "tl.dot";
-    });
-    return dot;
   }
 
   // The names assigned before statement `at` of the kernel's body, and its parameters: what code placed before
@@ -565,6 +566,16 @@ bool same_types(const StmtList &fast, const sema::TypeInfo &fast_types, const se
 int peel_masked_iterations(Function &kernel, NameAllocator &names, const Module &context,
                            const sema::ParamTypes &types, const std::set<std::string> &generic,
                            const SourceManager &sources) {
+  // Peeler::run splits only loops at the kernel's top level that compute a
+  // tl.dot (Peeler::peel returns at once for any other, before it names
+  // anything): without one there is nothing to split, and the typing of the
+  // whole kernel below (a long straight-line backward's largest cost) and the
+  // copy of its names would decide nothing.
+  if (std::none_of(kernel.body.begin(), kernel.body.end(), [](const StmtPtr &s) {
+        auto *f = dyn_cast<For>(s.get());
+        return f && computes_dot(f->body);
+      }))
+    return 0;
   DiagEngine quiet(sources), quiet_too(sources);
   std::optional<sema::TypeInfo> written = sema::analyze(context, kernel, types, quiet);
   if (!written || quiet.has_errors()) return 0;
