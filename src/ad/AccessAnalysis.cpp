@@ -151,6 +151,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
     if (std::optional<int> axis = grid_stride_axis(loop->second)) {
       a.pid[*axis] = "1";
       a.grid_stride = true;
+      a.grid_stride_var = name;
       return a;
     }
     a.loops.push_back({name, "1"});
@@ -212,6 +213,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
         out.grid_stride = l.grid_stride || r.grid_stride;
+        out.grid_stride_var = l.grid_stride ? l.grid_stride_var : r.grid_stride_var;
         // Adding zero (`cols = start + tl.arange(...)` with `start = 0`, a loop run once) shifts nothing.
         out.shifted = l.shifted || r.shifted || (uniform(l) && !is_zero(*b->lhs)) || (uniform(r) && !is_zero(*b->rhs));
         for (const auto &kv : r.pid) {
@@ -364,6 +366,7 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
       }
       out.form.pid[kv.first] = kv.second;
     }
+    if (o.grid_stride) out.form.grid_stride_var = o.grid_stride_var;
     out.form.grid_stride |= o.grid_stride;
     out.form.lanes.insert(out.form.lanes.end(), o.lanes.begin(), o.lanes.end());
     out.form.loops.insert(out.form.loops.end(), o.loops.begin(), o.loops.end());
@@ -451,6 +454,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   }
   // How --explain names the program term: a grid-stride loop's variable stands for the program id.
   const std::string program_term = offset.grid_stride ? "the grid-stride loop's variable" : "program_id";
+  if (offset.grid_stride) d.grid_stride_var = offset.grid_stride_var;
   if (offset.pid.empty()) {
     d.programs_share = true;
     d.reason = "the offset has no program id: every program reads these addresses";

@@ -47,6 +47,9 @@ struct AccessDecision {
   // axis, touches the same addresses). Not set for offsets merely not
   // analysed.
   bool programs_share = false;
+  // The program term is this grid-stride loop's variable (`for row in range(tl.program_id(0), n, tl.num_programs(0))`):
+  // an injective offset then gives each of that loop's iterations addresses of its own.
+  std::string grid_stride_var;
 };
 
 class AccessAnalysis {
@@ -88,6 +91,7 @@ class AccessAnalysis {
     // A program term is a grid-stride loop's variable: each iteration of a
     // program also has values of its own.
     bool grid_stride = false;
+    std::string grid_stride_var;  // that loop's variable
   };
   struct Loop {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)

@@ -1014,6 +1014,18 @@ void Engine::find_final_reads(const AccessAnalysis &access) {
         own_blocks = (l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
                      (var && access.iterations_touch_their_own(load.pointer, st.pointer, var->id));
       }
+      // One grid-stride loop around both (`for row in tl.range(pid, n_rows, num_progs)`), each giving every
+      // iteration rows of its own (the same injective offset and mask, the loop's variable as the program
+      // term), the store earlier in the body: a later iteration's store writes other rows.
+      if (shared == 1 && before && !own_blocks) {
+        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
+        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+        auto injective = [](const AccessDecision &d) {
+          return d.kind == AccessDecision::Kind::Injective || d.kind == AccessDecision::Kind::InjectiveAssuming;
+        };
+        own_blocks = var && injective(l) && injective(w) && l.grid_stride_var == var->id &&
+                     w.grid_stride_var == var->id && l.offset_key == w.offset_key && l.mask_key == w.mask_key;
+      }
       if (!before || (shared > 0 && !own_blocks)) store_may_follow = true;
       else after_store = true;
     }

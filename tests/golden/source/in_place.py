@@ -69,3 +69,22 @@ def block_read_back_kernel(X, S, Y, n_cols, BLOCK: tl.constexpr):
         tl.store(S + row * n_cols + cols, tl.exp(tl.load(X + row * n_cols + cols, mask=mask, other=0.0)), mask=mask)
         s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(Y + row * n_cols + cols, s * s, mask=mask)
+
+
+@triton.jit
+def strided_residual_norm_kernel(X, R, S, Y, n_rows, n_cols, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        squares = 0.0
+        for start in range(0, n_cols, BLOCK):
+            cols = start + offs
+            mask = cols < n_cols
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            tl.store(S + row * n_cols + cols, s, mask=mask)
+            squares += tl.sum(s * s)
+        rstd = 1.0 / tl.sqrt(squares / n_cols + 1e-5)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + offs
+            mask = cols < n_cols
+            s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
+            tl.store(Y + row * n_cols + cols, s * rstd, mask=mask)
