@@ -471,6 +471,9 @@ class Engine {
   // (A pointer outside --wrt whose loaded value is active only through
   // `other` needs the same order, but no gradient of its own: it stays an
   // output.)
+  // src/ad/reverse/InPlace.cpp: the loads that read a buffer's final contents (final_reads_), then, per load of
+  // a buffer the kernel also stores, whether what it reads is defined (or a located error).
+  void find_final_reads(const AccessAnalysis &access);
   void check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores, const AccessAnalysis &access,
                       bool differentiated);
 
@@ -670,7 +673,6 @@ class Engine {
   std::set<const MemoryOp *> final_reads_;
   std::set<std::string> final_read_bases_;  // their buffers: the backward reads them as the forward left them
   std::set<std::string> initial_read_bases_;  // buffers loaded before a store that may overwrite what was read
-  void find_final_reads(const AccessAnalysis &access);
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::unique_ptr<Function> registers_fn_;  // ... and with its memory accumulators kept in registers

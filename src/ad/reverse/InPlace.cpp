@@ -1,0 +1,116 @@
+// Buffers a kernel both loads and stores: which loads read the contents from
+// before the kernel (an update in place, `x = tl.load(X + o)` ... `tl.store(X
+// + o, f(x))`), which read back what the kernel stored there as it ends (the
+// final contents), and the located errors for loads that read neither.
+#include "src/ad/reverse/Engine.h"
+
+namespace tgrad::ad::reverse {
+
+void Engine::find_final_reads(const AccessAnalysis &access) {
+  // memory_ is in program order. A load reads back a store where the store comes before it and they share no
+  // runtime loop; it reads the final contents where no store of that buffer may run after it: none later in
+  // program order, none in a loop around it (a later iteration's store). Stores in the other branch of a
+  // runtime if around both do not count.
+  for (const MemoryOp &load : memory_) {
+    if (load.store) continue;
+    bool after_store = false, store_may_follow = false;
+    for (const MemoryOp &st : memory_) {
+      if (!st.store || st.base != load.base || exclusive(st, load)) continue;
+      if (!st.atomic.empty()) store_may_follow = true;  // refused where loaded (check_in_place)
+      size_t shared = 0;
+      while (shared < load.loops.size() && shared < st.loops.size() && load.loops[shared] == st.loops[shared]) ++shared;
+      const bool before = std::less<const MemoryOp *>()(&st, &load);
+      // In one loop around both, earlier in the body, at blocks each iteration has to itself: a later
+      // iteration's store does not meet what this iteration read back.
+      bool own_blocks = false;
+      if (shared == 1 && before && load.loops.size() == 1 && st.loops.size() == 1) {
+        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
+        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+        own_blocks = (l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
+                     (var && access.iterations_touch_their_own(load.pointer, st.pointer, var->id));
+      }
+      // One grid-stride loop around both (`for row in tl.range(pid, n_rows, num_progs)`), each giving every
+      // iteration rows of its own (the same injective offset and mask, the loop's variable as the program
+      // term), the store earlier in the body: a later iteration's store writes other rows.
+      if (shared == 1 && before && !own_blocks) {
+        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
+        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+        auto injective = [](const AccessDecision &d) {
+          return d.kind == AccessDecision::Kind::Injective || d.kind == AccessDecision::Kind::InjectiveAssuming;
+        };
+        own_blocks = var && injective(l) && injective(w) && l.grid_stride_var == var->id &&
+                     w.grid_stride_var == var->id && l.offset_key == w.offset_key && l.mask_key == w.mask_key;
+      }
+      if (!before || (shared > 0 && !own_blocks)) store_may_follow = true;
+      else after_store = true;
+    }
+    if (after_store && !store_may_follow) final_reads_.insert(&load);
+  }
+}
+
+void Engine::check_in_place(const MemoryOp &load, const std::vector<const MemoryOp *> &stores,
+                            const AccessAnalysis &access, bool differentiated) {
+  auto refuse = [&](const MemoryOp &store, const std::string &why) {
+    fail(load.call->span, "'" + load.base + "' is both loaded and stored by this kernel, and " + why + " (line " +
+                              std::to_string(store.call->span.begin.line) +
+                              "): the values loaded are not all the contents from before the kernel, so the gradient "
+                              "is not defined by them; write the result to another buffer");
+  };
+  if (final_reads_.count(&load)) {
+    // What it reads is what the buffer holds after the kernel: the backward reads it there (the forward's
+    // output), and the gradient of what it reads adds to the upstream gradient of the buffer before the
+    // stores' adjoints take it. Its gradient goes to this program's own addresses: another program's
+    // additions would race with this program's taking them.
+    AccessDecision d = access.classify(load.pointer, load.mask);
+    if (d.programs_share || d.kind == AccessDecision::Kind::Broadcast || shared_bases_.count(load.base))
+      fail(load.call->span, "'" + load.base + "' is read back after this kernel stores to it, at addresses other "
+                            "programs may read too (" + d.reason + "); tgrad differentiates a buffer read back only "
+                            "where each program reads its own addresses: write the values to be shared to another "
+                            "buffer in another kernel");
+    if (initial_read_bases_.count(load.base))
+      fail(load.call->span, "'" + load.base + "' is read back here after this kernel stores to it, and loaded "
+                            "elsewhere before a store overwrites what that load read: the backward would need the "
+                            "buffer both as it was before the kernel and as the kernel left it; use two buffers");
+    final_read_bases_.insert(load.base);
+    consumed_[load.base] = "'" + load.base + "' is read back after the kernel stores to it";
+    if (differentiated && in_place_.insert(load.base).second) partial_bases_.erase(load.base);
+    return;
+  }
+  for (const MemoryOp *store : stores) {
+    if (!store->atomic.empty())
+      fail(load.call->span, "'" + load.base + "' is both loaded and updated atomically by this kernel; an atomic "
+                            "update of a buffer with a gradient is differentiated only when the kernel does not load it");
+    if (exclusive(*store, load)) continue;
+    if (std::less<const MemoryOp *>()(store, &load))  // memory_ is in program order
+      refuse(*store, "this load comes after a store through it");
+    // Loops around both: a later iteration's load follows this iteration's store.
+    size_t shared = 0;
+    while (shared < load.loops.size() && shared < store->loops.size() && load.loops[shared] == store->loops[shared])
+      ++shared;
+    if (shared == 0) continue;
+    AccessDecision l = access.classify(load.pointer, load.mask), st = access.classify(store->pointer, store->mask);
+    const bool same_blocks = l.walks_loop && st.walks_loop && l.offset_key == st.offset_key;
+    auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+    if (shared > 1 || !(same_blocks || (var && access.iterations_touch_their_own(load.pointer, store->pointer, var->id))))
+      refuse(*store, "a loop around both runs the store before a later iteration's load, at addresses not proven "
+                     "to be the iteration's own");
+  }
+  if (final_read_bases_.count(load.base))
+    fail(load.call->span, "'" + load.base + "' is loaded here before a store may overwrite what it read, and read "
+                          "back elsewhere after this kernel stores to it: the backward would need the buffer both as "
+                          "it was before the kernel and as the kernel left it; use two buffers");
+  initial_read_bases_.insert(load.base);
+  for (const auto &[value, base] : saved_base_)
+    if (base == load.base)  // the backward would read it back as the forward left it, not as it was before
+      fail(load.call->span, "'" + load.base + "' is both loaded and given the per-program value '" + value +
+                                "' by this kernel; tgrad differentiates such an in-place update only where the value "
+                                "goes to another buffer");
+  if (!differentiated) return;
+  if (!in_place_.insert(load.base).second) return;
+  // One buffer holds both gradients: additions only, never a plain store
+  // over the pass-through part, and never a partial sum written at the end.
+  partial_bases_.erase(load.base);
+  consumed_[load.base] = "'" + load.base + "' is updated in place";
+}
+
+}  // namespace tgrad::ad::reverse
