@@ -346,6 +346,10 @@ struct Parameter {
   bool constexpr_param = false;
   bool dtype = false;      // a tl.constexpr dtype (x.to(P)): the op takes its name
   bool pointer = false;
+  // A pointer that a flag makes a number (flash-attention's rotary SEQLEN_OFFSETS: an int unless
+  // IS_SEQLEN_OFFSETS_TENSOR): an op's schema takes a tensor or a number, not either, so the op takes the
+  // number apart, as NAME__number.
+  bool number_too = false;
   bool stored = false;     // an output of the op
   bool reread = false;     // the kernel also loads it or adds to it atomically: the output starts as a copy
   bool accumulated = false;  // adds to it atomically
@@ -421,6 +425,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       // Optional: kernels take buffers that the caller passes as None where a flag leaves them unused
       // (flash-attention's layer norm: RESIDUAL, X1, W1, B1, Y1, ...).
       q.annotation = "typing.Optional[torch.Tensor]";
+      q.number_too = std::any_of(types.begin(), types.end(), [](const std::string &t) { return t.rfind('*', 0) != 0; });
       for (const std::string &t : types)
         if (std::string d = torch_float_dtype(t); !d.empty()) q.float_dtypes.push_back(d);
     } else if (q.constexpr_param) {
@@ -471,6 +476,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       float_scalars = true;
       dtypes_back += "    " + p.name + " = triton.language.dtype(" + p.name + ")  # passed by name through the op's schema\n";
     }
+  // A pointer-or-number parameter is one value again in the op's body.
+  std::string numbers_back;
+  for (const Parameter &p : params)
+    if (p.number_too)
+      numbers_back += "    " + p.name + " = " + p.name + " if " + p.name + "__number is None else " + p.name +
+                      "__number  # a number where a flag says so: passed apart through the op's schema\n";
+  dtypes_back += numbers_back;
   const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
   const std::string launch_suffix = float_scalars ? "" : ")";
 
@@ -538,7 +550,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   // ---- the forward op
   auto signature = [&](const std::vector<std::string> &extra_tensors) {
     std::string s = std::string(kGrid) + ": typing.List[int]";
-    for (const Parameter &p : params) s += ", " + p.name + ": " + p.annotation;
+    for (const Parameter &p : params) {
+      s += ", " + p.name + ": " + p.annotation;
+      if (p.number_too) s += ", " + p.name + "__number: typing.Optional[" + std::string(kScalar) + "]";
+    }
     for (const std::string &t : extra_tensors) s += ", " + t + ": typing.Optional[torch.Tensor]";
     for (const std::string &option : own_options) s += ", " + option + ": typing.Optional[int] = None";
     return s;
@@ -713,12 +728,16 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (!outputs[k]->differentiable)
       non_differentiable.push_back(output_ref(k));
   std::vector<std::string> input_names = {kGrid};
-  for (const Parameter &p : params) input_names.push_back(p.name);
+  for (const Parameter &p : params) {
+    input_names.push_back(p.name);
+    if (p.number_too) input_names.push_back(p.name + "__number");
+  }
   input_names.insert(input_names.end(), own_options.begin(), own_options.end());
   scalars.insert(scalars.begin(), kGrid);
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
      << "    " << join(input_names) << " = inputs\n"
+     << numbers_back
      << "    _tgrad_save(ctx, " << join(saved) << ")\n"
      << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
   if (!non_differentiable.empty())
@@ -730,14 +749,16 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << " = _tgrad_saved(ctx)\n"
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
-  for (const Parameter &p : params) call.push_back(p.name);
+  for (const Parameter &p : params) call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name);
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
   call.insert(call.end(), own_options.begin(), own_options.end());
   py << "    " << gradients << " = backward(" << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
-  for (const Parameter &p : params)
+  for (const Parameter &p : params) {
     result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
+    if (p.number_too) result.push_back("None");
+  }
   for (size_t k = 0; k < own_options.size(); ++k) result.push_back("None");
   py << "    return " << join(result) << "\n\n\n"
      << "def _tgrad_backward(ctx, " << join(grad_params) << "):\n"
@@ -765,6 +786,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   for (const Param &p : fn->params)
     if (p.default_value) defaults.push_back(emit::quote_string(p.name) + ": " + emit::print_expr(*p.default_value));
   std::vector<std::string> served;  // the float dtypes each pointer's backward serves
+  std::vector<std::string> split;   // pointer-or-number parameters, passed to the op in two slots
+  for (const Parameter &p : params)
+    if (p.number_too) split.push_back(emit::quote_string(p.name));
   for (const Parameter &p : params) {
     param_names.push_back(emit::quote_string(p.name));
     std::vector<std::string> quoted;
@@ -777,7 +801,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << join(defaults) << "},\n"
      << "                  collections.namedtuple(\"" << name << "_outputs\", " << tuple_of(output_names)
      << ", rename=True), " << eager << ",\n"
-     << "                  dtypes={" << join(served) << "}, output_params=" << tuple_of(output_names) << ")\n";
+     << "                  dtypes={" << join(served) << "}, output_params=" << tuple_of(output_names)
+     << (split.empty() ? "" : ",\n                  split_params=" + tuple_of(split)) << ")\n";
   return py.str();
 }
 

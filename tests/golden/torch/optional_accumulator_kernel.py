@@ -223,6 +223,11 @@ def _tgrad_save(ctx, *values):
     ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
 
 
+def _tgrad_split(value):
+    """A pointer-or-number argument in the op's two slots: (the tensor or None, the number or None)."""
+    return (value, None) if value is None or isinstance(value, torch.Tensor) else (None, value)
+
+
 def _tgrad_saved(ctx):
     return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
@@ -297,8 +302,11 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=(),
+                 split_params=()):
         self._op = op
+        # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
+        self._split_params = frozenset(split_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
         self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
@@ -366,7 +374,10 @@ class TgradKernel:
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
-        arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
+        arguments = []
+        for p in self._params:
+            value = bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p]
+            arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))

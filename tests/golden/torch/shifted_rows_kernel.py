@@ -156,6 +156,11 @@ def _tgrad_save(ctx, *values):
     ctx.tgrad_numbers = tuple(None if v is None or isinstance(v, torch.Tensor) else v for v in values)
 
 
+def _tgrad_split(value):
+    """A pointer-or-number argument in the op's two slots: (the tensor or None, the number or None)."""
+    return (value, None) if value is None or isinstance(value, torch.Tensor) else (None, value)
+
+
 def _tgrad_saved(ctx):
     return tuple(n if t is None else t for t, n in zip(ctx.saved_tensors, ctx.tgrad_numbers))
 
@@ -230,8 +235,11 @@ class TgradKernel:
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
     computed from the arguments, as Triton does."""
 
-    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=()):
+    def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=(),
+                 split_params=()):
         self._op = op
+        # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
+        self._split_params = frozenset(split_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
         self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
@@ -299,7 +307,10 @@ class TgradKernel:
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
-        arguments = [bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p] for p in self._params]
+        arguments = []
+        for p in self._params:
+            value = bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p]
+            arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
         result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
@@ -327,7 +338,8 @@ class TgradKernel:
 # kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.
 
 
-def _tgrad_shifted_rows_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+def _tgrad_shifted_rows_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], offsets__number: typing.Optional[typing.Union[int, float, bool]], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+    offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_new_like(Y)
     shifted_rows_kernel.jit[tuple(tgrad_grid)](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, **_tgrad_options(num_warps, num_stages))
@@ -337,7 +349,8 @@ def _tgrad_shifted_rows_kernel_forward(tgrad_grid: typing.List[int], X: typing.O
 shifted_rows_kernel_forward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_forward", mutates_args=())(_tgrad_shifted_rows_kernel_forward)
 
 
-def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], offsets__number: typing.Optional[typing.Union[int, float, bool]], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+    offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, TABLE, Y, offsets)
     dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
@@ -350,17 +363,18 @@ shifted_rows_kernel_backward = torch.library.custom_op("tgrad_torch_shifted_rows
 
 
 @shifted_rows_kernel_forward.register_fake
-def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], offsets__number: typing.Optional[typing.Union[int, float, bool]], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_out(_tgrad_new_like(Y))
 
 
 @shifted_rows_kernel_backward.register_fake
-def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
+def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], offsets: typing.Optional[torch.Tensor], offsets__number: typing.Optional[typing.Union[int, float, bool]], n_rows: typing.Union[int, float, bool], D: typing.Union[int, float, bool], BR: typing.Union[int, float, bool], OFFSETS_TENSOR: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
     return _tgrad_out(_tgrad_new_like(X)), _tgrad_out(_tgrad_new_like(TABLE))
 
 
 def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, num_warps, num_stages = inputs
+    tgrad_grid, X, TABLE, Y, offsets, offsets__number, n_rows, D, BR, OFFSETS_TENSOR, num_warps, num_stages = inputs
+    offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     _tgrad_save(ctx, X, TABLE, _tgrad_if_given(output, Y), offsets)
     ctx.tgrad_arguments = (tgrad_grid, n_rows, D, BR, OFFSETS_TENSOR, num_warps, num_stages)
 
@@ -368,8 +382,8 @@ def _tgrad_setup_context(ctx, inputs, output):
 def _tgrad_backward_with(backward, ctx, _grad_Y):
     X, TABLE, Y, offsets = _tgrad_saved(ctx)
     tgrad_grid, n_rows, D, BR, OFFSETS_TENSOR, num_warps, num_stages = ctx.tgrad_arguments
-    dX, dTABLE = backward(tgrad_grid, X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
-    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dTABLE, TABLE), None, None, None, None, None, None, None, None
+    dX, dTABLE = backward(tgrad_grid, X, TABLE, Y, *_tgrad_split(offsets), n_rows, D, BR, OFFSETS_TENSOR, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+    return None, _tgrad_if_given(dX, X), _tgrad_if_given(dTABLE, TABLE), None, None, None, None, None, None, None, None, None
 
 
 def _tgrad_backward(ctx, _grad_Y):
@@ -395,4 +409,5 @@ class _tgrad_eager_shifted_rows_kernel(torch.autograd.Function):
 # shifted_rows_kernel[grid](...): the kernel as a PyTorch op (the jit function is shifted_rows_kernel.jit).
 shifted_rows_kernel = TgradKernel(shifted_rows_kernel, shifted_rows_kernel_forward, ("X", "TABLE", "Y", "offsets", "n_rows", "D", "BR", "OFFSETS_TENSOR"), {},
                   collections.namedtuple("shifted_rows_kernel_outputs", ("Y",), rename=True), _tgrad_eager_shifted_rows_kernel,
-                  dtypes={"X": ("float32", "float16", "bfloat16"), "TABLE": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")}, output_params=("Y",))
+                  dtypes={"X": ("float32", "float16", "bfloat16"), "TABLE": ("float32", "float16", "bfloat16"), "Y": ("float32", "float16", "bfloat16")}, output_params=("Y",),
+                  split_params=("offsets",))

@@ -42,7 +42,7 @@ def rotary_ref(x, cos, sin, rd, interleaved, conjugate, offsets):
     x0, x1 = xr[..., 0::2], xr[..., 1::2]
     return torch.stack([x0 * c - x1 * sn, x0 * sn + x1 * c], -1).flatten(-2)
 
-def rotary_case(dtype, interleaved, conjugate, offs_tensor, rd=32, d=48, b=2, s=37, h=3):
+def rotary_case(dtype, interleaved, conjugate, offs_tensor, rd=32, d=48, b=2, s=37, h=3, compiled=False):
     x = torch.randn(b, s, h, d, device=dev, dtype=dtype, requires_grad=True)
     s_ro = s + 8
     cos = torch.randn(s_ro, rd // 2, device=dev, dtype=dtype, requires_grad=True)
@@ -51,10 +51,12 @@ def rotary_case(dtype, interleaved, conjugate, offs_tensor, rd=32, d=48, b=2, s=
     out = torch.empty_like(x)
     BLOCK_M = 8
     grid = lambda META: (triton.cdiv(h, META["BLOCK_H"]), triton.cdiv(s, META["BLOCK_M"]), b)
-    res = R.rotary_kernel[grid](out, x, cos, sin, None, offsets, s, h, s_ro,
-                                out.stride(0), out.stride(-3), out.stride(-2), out.stride(-1),
-                                x.stride(0), x.stride(-3), x.stride(-2), x.stride(-1),
-                                rd, offs_tensor, False, interleaved, conjugate, BLOCK_M=BLOCK_M, BLOCK_H=2)
+    def launch(x, cos, sin):
+        return R.rotary_kernel[grid](out, x, cos, sin, None, offsets, s, h, s_ro,
+                                     out.stride(0), out.stride(-3), out.stride(-2), out.stride(-1),
+                                     x.stride(0), x.stride(-3), x.stride(-2), x.stride(-1),
+                                     rd, offs_tensor, False, interleaved, conjugate, BLOCK_M=BLOCK_M, BLOCK_H=2)
+    res = (torch.compile(launch, fullgraph=True) if compiled else launch)(x, cos, sin)
     g = torch.randn(b, s, h, rd, device=dev, dtype=torch.float64)
     (res.OUT[..., :rd].double() * g).sum().backward()
     x64, c64, s64 = (t.detach().double().requires_grad_() for t in (x, cos, sin))
@@ -70,6 +72,9 @@ for dtype in (torch.float32, torch.bfloat16):
         for conj in (False, True):
             for ot in (False, True):
                 run(f"rotary {dtype} {il} {conj} {ot}", lambda: rotary_case(dtype, il, conj, ot))
+# Under torch.compile, SEQLEN_OFFSETS an int and a tensor (the op takes it in two slots).
+for ot in (False, True):
+    run(f"rotary compiled {ot}", lambda: rotary_case(torch.float32, False, False, ot, compiled=True))
 
 # ---------------------------------------------------------------- cross entropy
 import cross_entropy_fwd_kernel_op as CE
