@@ -766,6 +766,25 @@ TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
       << m2;
 }
 
+TEST(KernelReverseErrors, InnerLoopsWalkingBlocksSayNothingOfTheLoopAroundThem) {
+  // Loaded in one inner loop and stored in another, both walking the row block by block, inside an outer loop
+  // whose second iteration loads what the first stored: the inner loops' walk does not make the outer loop's
+  // iterations own their addresses. (tgrad accepted this once, and its gradient was wrong.)
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, n, B: tl.constexpr):\n    row = tl.program_id(0)\n"
+                                "    for it in range(2):\n        total = 0.0\n"
+                                "        for start in range(0, n, B):\n            c = start + tl.arange(0, B)\n"
+                                "            x = tl.load(X + row * n + c, mask=c < n, other=0.0)\n"
+                                "            total += tl.sum(x * x)\n"
+                                "        for start in range(0, n, B):\n            c = start + tl.arange(0, B)\n"
+                                "            tl.store(X + row * n + c, tl.zeros([B], dtype=tl.float32) + total, mask=c < n)\n",
+                            {"X"}, {{"X", "*fp32"}, {"n", "i32"}});
+  EXPECT_NE(m.find("t.py:10:17: error: 'X' is both loaded and stored by this kernel, and a loop around both runs "
+                   "the store before a later iteration's load"),
+            std::string::npos)
+      << m;
+}
+
 TEST(KernelReverseErrors, ReadBackOfAnOutputTheGradientWouldLose) {
   // DW is not differentiated, but what the loop loads from it is what an earlier iteration stored, a value with a
   // gradient: a second load beside the accumulator keeps it in memory, so tgrad refuses (it once dropped that

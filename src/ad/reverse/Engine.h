@@ -201,6 +201,10 @@ class Engine {
   // Two stores of which at most one runs in any program: they sit in
   // different branches of one runtime if.
   static bool exclusive(const MemoryOp &a, const MemoryOp &b);
+  // src/ad/reverse/InPlace.cpp: how many runtime loops two operations share; where they share exactly one,
+  // whether each of its iterations loads and stores addresses of its own.
+  static size_t shared_loops(const MemoryOp &a, const MemoryOp &b);
+  static bool iterations_own_addresses(const MemoryOp &load, const MemoryOp &store, const AccessAnalysis &access);
 
   static std::string name_or_empty(const Expr *e);
 

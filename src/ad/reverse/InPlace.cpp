@@ -6,42 +6,48 @@
 
 namespace tgrad::ad::reverse {
 
+// How many runtime loops, outermost first, a load and a store share.
+size_t Engine::shared_loops(const MemoryOp &a, const MemoryOp &b) {
+  size_t shared = 0;
+  while (shared < a.loops.size() && shared < b.loops.size() && a.loops[shared] == b.loops[shared]) ++shared;
+  return shared;
+}
+
+// A load and a store of one buffer with exactly one runtime loop around both: whether each iteration of that
+// loop reads and writes addresses of its own, so that no iteration's store meets another iteration's load.
+// Directly in the loop, the offsets must walk it block by block (or touch the iteration's own halves). Deeper,
+// in loops of their own inside it, an inner loop's walk says nothing about the shared loop: that loop must be a
+// grid-stride loop over rows that stands for the program id (`for row in tl.range(pid, n_rows, num_progs)`),
+// with the same injective offset and mask for both, each iteration its own row.
+bool Engine::iterations_own_addresses(const MemoryOp &load, const MemoryOp &store, const AccessAnalysis &access) {
+  if (shared_loops(load, store) != 1) return false;
+  auto *var = dyn_cast<Name>(load.loops[0]->target.get());
+  if (!var) return false;
+  AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(store.pointer, store.mask);
+  if (load.loops.size() == 1 && store.loops.size() == 1 &&
+      ((l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
+       access.iterations_touch_their_own(load.pointer, store.pointer, var->id)))
+    return true;
+  auto injective = [](const AccessDecision &d) {
+    return d.kind == AccessDecision::Kind::Injective || d.kind == AccessDecision::Kind::InjectiveAssuming;
+  };
+  return injective(l) && injective(w) && l.grid_stride_var == var->id && w.grid_stride_var == var->id &&
+         l.offset_key == w.offset_key && l.mask_key == w.mask_key;
+}
+
 void Engine::find_final_reads(const AccessAnalysis &access) {
-  // memory_ is in program order. A load reads back a store where the store comes before it and they share no
-  // runtime loop; it reads the final contents where no store of that buffer may run after it: none later in
-  // program order, none in a loop around it (a later iteration's store). Stores in the other branch of a
-  // runtime if around both do not count.
+  // memory_ is in program order. A load reads back a store that comes before it in program order. It reads the
+  // buffer's final contents where no store of that buffer may run after it: none later in program order, none
+  // in a loop around it (a later iteration's store), unless that loop gives each iteration addresses of its own.
+  // Stores in the other branch of a runtime if around both do not count.
   for (const MemoryOp &load : memory_) {
     if (load.store) continue;
     bool after_store = false, store_may_follow = false;
     for (const MemoryOp &st : memory_) {
       if (!st.store || st.base != load.base || exclusive(st, load)) continue;
       if (!st.atomic.empty()) store_may_follow = true;  // refused where loaded (check_in_place)
-      size_t shared = 0;
-      while (shared < load.loops.size() && shared < st.loops.size() && load.loops[shared] == st.loops[shared]) ++shared;
       const bool before = std::less<const MemoryOp *>()(&st, &load);
-      // In one loop around both, earlier in the body, at blocks each iteration has to itself: a later
-      // iteration's store does not meet what this iteration read back.
-      bool own_blocks = false;
-      if (shared == 1 && before && load.loops.size() == 1 && st.loops.size() == 1) {
-        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
-        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
-        own_blocks = (l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
-                     (var && access.iterations_touch_their_own(load.pointer, st.pointer, var->id));
-      }
-      // One grid-stride loop around both (`for row in tl.range(pid, n_rows, num_progs)`), each giving every
-      // iteration rows of its own (the same injective offset and mask, the loop's variable as the program
-      // term), the store earlier in the body: a later iteration's store writes other rows.
-      if (shared == 1 && before && !own_blocks) {
-        AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(st.pointer, st.mask);
-        auto *var = dyn_cast<Name>(load.loops[0]->target.get());
-        auto injective = [](const AccessDecision &d) {
-          return d.kind == AccessDecision::Kind::Injective || d.kind == AccessDecision::Kind::InjectiveAssuming;
-        };
-        own_blocks = var && injective(l) && injective(w) && l.grid_stride_var == var->id &&
-                     w.grid_stride_var == var->id && l.offset_key == w.offset_key && l.mask_key == w.mask_key;
-      }
-      if (!before || (shared > 0 && !own_blocks)) store_may_follow = true;
+      if (!before || (shared_loops(st, load) > 0 && !iterations_own_addresses(load, st, access))) store_may_follow = true;
       else after_store = true;
     }
     if (after_store && !store_may_follow) final_reads_.insert(&load);
@@ -84,14 +90,7 @@ void Engine::check_in_place(const MemoryOp &load, const std::vector<const Memory
     if (std::less<const MemoryOp *>()(store, &load))  // memory_ is in program order
       refuse(*store, "this load comes after a store through it");
     // Loops around both: a later iteration's load follows this iteration's store.
-    size_t shared = 0;
-    while (shared < load.loops.size() && shared < store->loops.size() && load.loops[shared] == store->loops[shared])
-      ++shared;
-    if (shared == 0) continue;
-    AccessDecision l = access.classify(load.pointer, load.mask), st = access.classify(store->pointer, store->mask);
-    const bool same_blocks = l.walks_loop && st.walks_loop && l.offset_key == st.offset_key;
-    auto *var = dyn_cast<Name>(load.loops[0]->target.get());
-    if (shared > 1 || !(same_blocks || (var && access.iterations_touch_their_own(load.pointer, store->pointer, var->id))))
+    if (shared_loops(load, *store) > 0 && !iterations_own_addresses(load, *store, access))
       refuse(*store, "a loop around both runs the store before a later iteration's load, at addresses not proven "
                      "to be the iteration's own");
   }
