@@ -482,7 +482,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (p.number_too)
       numbers_back += "    " + p.name + " = " + p.name + " if " + p.name + "__number is None else " + p.name +
                       "__number  # a number where a flag says so: passed apart through the op's schema\n";
-  dtypes_back += numbers_back;
+  // What each op's body starts with: its arguments as the kernels take them again.
+  const std::string arguments_back = dtypes_back + numbers_back;
   const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
   const std::string launch_suffix = float_scalars ? "" : ")";
 
@@ -575,7 +576,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
        << "# kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.\n";
   py << "\n\n"
      << "def _tgrad_" << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
-     << dtypes_back << "    # What the kernel stores to, new: the op returns it.\n";
+     << arguments_back << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
     py << "    " << p->name << " = " << (p->reread ? "_tgrad_clone(" + p->name + ")" : "_tgrad_new_like(" + p->name + ")")
        << (p->accumulated ? "  # the kernel adds to it: it starts as the caller's"
@@ -599,7 +600,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   PythonExpr expr("_tgrad_device");
   py << "\n\ndef _tgrad_" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
-     << dtypes_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n"
+     << arguments_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n"
      << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";
   for (const json &p : protocol["parameters"])
@@ -650,16 +651,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (k.contains("why")) py << "    # " << k["why"].get<std::string>() << "\n";
     // A kernel that writes an input's gradient buffer alone (a partial-sum reduction) has nothing to
     // do where the caller passed that input as None, and Triton cannot compile it for a None buffer.
-    std::string indent = "    ";
+    std::vector<std::string> given;
     if (k.contains("arguments"))
       for (const auto &[a, v] : k["arguments"].items())
         if (v.is_object() && v.contains("buffer"))
           for (const Parameter *q : inputs_with_gradient)
-            if (q->gradient == v["buffer"].get<std::string>()) {
-              py << "    if " << q->gradient << " is not None:\n";
-              indent = "        ";
-            }
-    py << indent << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
+            if (q->gradient == v["buffer"].get<std::string>()) given.push_back(q->gradient + " is not None");
+    if (!given.empty()) py << "    if " << join(given, " and ") << ":\n";
+    py << (given.empty() ? "    " : "        ") << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
     std::vector<std::string> args;
     if (k.contains("call")) {
       args = launch_arguments(k["call"]["positional"].get<std::vector<std::string>>());

@@ -530,12 +530,13 @@ std::optional<Backward> Engine::build_kernel() {
   {
     std::set<std::string> read;  // the saved values the backward still reads
     block_reads(bwd->body, read);
-    for (const auto &[value, base] : saved_base_)
-      if (read.count(value) && std::find(result.saved_outputs.begin(), result.saved_outputs.end(), base) == result.saved_outputs.end())
-        result.saved_outputs.push_back(base);
-    for (const std::string &base : final_read_bases_)  // its loads read what the forward left there
+    auto save = [&](const std::string &base) {
       if (std::find(result.saved_outputs.begin(), result.saved_outputs.end(), base) == result.saved_outputs.end())
         result.saved_outputs.push_back(base);
+    };
+    for (const auto &[value, base] : saved_base_)
+      if (read.count(value)) save(base);
+    for (const std::string &base : final_read_bases_) save(base);  // its loads read what the forward left there
   }
 
   sema::ParamTypes bwd_types = request_.param_types;
