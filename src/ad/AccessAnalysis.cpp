@@ -515,6 +515,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   const std::string extent = lane.extent ? std::to_string(lane.extent) : lane.extent_symbol;
   // A grid-stride loop's variable in the program term: each iteration has rows of its own too.
   d.walks_loop = lane.walks_loop || offset.grid_stride;
+  if (lane.walks_loop) d.walked_loop_var = lane.walked_var;
   if (!extent.empty() && !lane.walks_loop && !lane.walks_programs && value_of(coefficient) == value_of(extent)) {
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = " + program_term + " * " + coefficient + " + tl.arange(0, " + extent +
@@ -597,6 +598,7 @@ bool AccessAnalysis::merge_loop_blocks(Affine &a) const {
   const bool by_one = coefficient == value_of(extent) && (step == "1" || step == "-1");
   if (!by_block && !by_one) return false;
   a.lanes[0].walks_loop = true;
+  a.lanes[0].walked_var = a.loops[0].var;
   a.lanes[0].source += " + " + a.loops[0].var;
   a.loops.clear();
   return true;

@@ -50,6 +50,9 @@ struct AccessDecision {
   // The program term is this grid-stride loop's variable (`for row in range(tl.program_id(0), n, tl.num_programs(0))`):
   // an injective offset then gives each of that loop's iterations addresses of its own.
   std::string grid_stride_var;
+  // The loop whose variable the lanes walk (`v + tl.arange(0, B)` in `range(lo, hi, B)`), or "": each of its
+  // iterations has addresses of its own.
+  std::string walked_loop_var;
 };
 
 class AccessAnalysis {
@@ -77,6 +80,7 @@ class AccessAnalysis {
     bool walks_loop = false;   // merged with a loop variable stepping by the extent: unbounded
     std::string source;        // which values: "tl.arange(0, 128)", "+ start" once merged with a loop variable
     bool walks_programs = false;  // merged with a program id stepping by the extent (a 2-D grid's column blocks)
+    std::string walked_var = {};  // walks_loop: that loop's variable
   };
   struct LoopTerm {
     std::string var;          // the loop variable of `for var in range(lo, hi, step)`

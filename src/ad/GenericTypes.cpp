@@ -370,13 +370,22 @@ class RoleFinder {
   // A loop's body, twice: the second time its start sees what the first
   // iteration left (a name assigned late in the body and read early). After
   // the loop a name holds what it held before it or after any iteration.
+  //
+  // Where the first walk changed nothing (the state it leaves, joined with
+  // the one before, is that one: a loop met again from a state that already
+  // holds what its iterations assign), the second would walk from the same
+  // state and find the same: it is skipped. Nested loops otherwise cost two
+  // walks per level, 2^depth walks of the innermost body (fla's five-deep
+  // NPU kernels took minutes).
   void walk_loop_body(const StmtList &body) {
     ++loop_depth_;
     const FlowState before = flow_;
     walk(body);
     flow_.join(before);
-    walk(body);
-    flow_.join(before);
+    if (!(flow_ == before)) {
+      walk(body);
+      flow_.join(before);
+    }
     --loop_depth_;
   }
 
@@ -488,6 +497,9 @@ class RoleFinder {
       join_map(roots, other.roots);
       join_map(loaded, other.loaded);
       join_map(direct_loads, other.direct_loads);
+    }
+    bool operator==(const FlowState &other) const {
+      return roots == other.roots && loaded == other.loaded && direct_loads == other.direct_loads;
     }
   };
   FlowState flow_;

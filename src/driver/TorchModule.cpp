@@ -603,6 +603,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << arguments_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n"
      << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";
+  std::set<std::string> accumulated;  // inputs whose gradient buffer the backward adds to
   for (const json &p : protocol["parameters"])
     if (p["role"] == "input gradient" && !p.value("in_place", false)) {
       // Always zeros here, also where the protocol says "any": the backward
@@ -612,9 +613,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       // read has gradient zero; left empty it would be whatever the allocator
       // held, a wrong gradient nobody sees. A launcher that knows its grid
       // covers the tensor may allocate "any" buffers empty (the protocol's data).
+      // Where the backward adds to the buffer (atomics, additions in place, several stores' sums), it adds in
+      // float32, cast to the input's dtype at the end: added into a bf16 buffer, every addition rounds to
+      // bf16 (Liger's group norm, 72000 additions per channel: dW off by 30 %).
       const bool zeros = p["contents"] == "zeros";
-      py << "    " << p["name"].get<std::string>() << " = _tgrad_zeros_like(" << p["of"].get<std::string>() << ")  # "
-         << (zeros ? p["why"].get<std::string>()
+      if (zeros) accumulated.insert(p["of"].get<std::string>());
+      py << "    " << p["name"].get<std::string>() << " = " << (zeros ? "_tgrad_float32_zeros_like(" : "_tgrad_zeros_like(")
+         << p["of"].get<std::string>() << ")  # "
+         << (zeros ? p["why"].get<std::string>() + "; in float32, cast to the input's dtype at the end"
                    : std::string("elements the forward does not load (a grid that does not cover the tensor) have gradient zero"))
          << "\n";
     }
@@ -671,13 +677,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     py << join(args) << ")\n";
   }
   const std::string gradients = join_each(inputs_with_gradient, [](const Parameter *p) { return p->gradient; });
-  // An in-place input's gradient was computed in its float32 buffer.
+  // An in-place input's gradient was computed in its float32 buffer, as was an accumulated one.
   py << "    return "
      << join_each(inputs_with_gradient,
                   [&](const Parameter *p) {
                     return "_tgrad_out(" +
-                           (in_place.count(p->name) ? "_tgrad_cast_like(" + p->gradient + ", " + p->name + ")"
-                                                    : p->gradient) +
+                           (in_place.count(p->name) || accumulated.count(p->name)
+                                ? "_tgrad_cast_like(" + p->gradient + ", " + p->name + ")"
+                                : p->gradient) +
                            ")";
                   })
      << "\n\n\n"

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -149,6 +150,16 @@ struct Follower {
       bool defined = false;
       for (const Constant &k : into.constants) defined |= k.name == c.name;
       if (!defined) into.constants.push_back(Constant{c.name, c.span, clone(*c.stmt), true});
+    }
+    // Its host names: a constant taken above may be computed from them on the host
+    // (`s_asm: tl.constexpr = tl.constexpr(_generate_asm(1))`), with a value tgrad does not know.
+    for (const std::string &h : from.host_names)
+      if (std::find(into.host_names.begin(), into.host_names.end(), h) == into.host_names.end())
+        into.host_names.push_back(h);
+    for (const Module::HostDefinition &d : from.host_definitions) {
+      bool defined = false;
+      for (const Module::HostDefinition &k : into.host_definitions) defined |= k.name == d.name;
+      if (!defined) into.host_definitions.push_back(d);
     }
     std::vector<Import> theirs = from.imports;
     for (Import &imp : theirs) imp.followed = true;

@@ -149,7 +149,12 @@ class Checker {
  public:
   Checker(const Module &m, TypeInfo &info) : module_(m), info_(info) {}
 
-  SType call_function(const Function &fn, const std::map<std::string, SType> &args, const SourceSpan &span) {
+  // `entry`: `fn` is the kernel analysed, launched from the host, where a tl.constexpr parameter's default is
+  // only what a launch that leaves it out gets (Liger's rope kernel defaults BACKWARD_PASS to False and its
+  // backward launches it with True): without a value given, it is a constexpr of unknown value like one
+  // without a default. A call from another jit function that leaves it out gets the default.
+  SType call_function(const Function &fn, const std::map<std::string, SType> &args, const SourceSpan &span,
+                      bool entry = false) {
     if (depth_ > 32) fail(span, "jit function calls nested more than 32 deep (recursion is not supported by Triton)");
     ++depth_;
     Env env;
@@ -157,6 +162,7 @@ class Checker {
       const Param &p = fn.params[k];
       auto it = args.find(p.name);
       if (it != args.end()) env[p.name] = it->second;
+      else if (entry && fn.is_constexpr_param(k)) env[p.name] = SType::int_symbol(p.name);
       else if (p.default_value) env[p.name] = eval(*p.default_value, env);
       else if (fn.is_constexpr_param(k)) env[p.name] = SType::int_symbol(p.name);
       else env[p.name] = SType::unknown();
@@ -1822,7 +1828,7 @@ std::optional<TypeInfo> analyze(const Module &module, const Function &fn, const 
     }
   }
   try {
-    info.result = checker.call_function(fn, params, fn.name_span);
+    info.result = checker.call_function(fn, params, fn.name_span, /*entry=*/true);
   } catch (const SemaError &e) {
     diags.error(e.span, e.message);
     return std::nullopt;

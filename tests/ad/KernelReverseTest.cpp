@@ -636,6 +636,20 @@ INSTANTIATE_TEST_SUITE_P(
                    {"HEADS=4", "HALF=8"}, {"Q", "COS", "SIN"}, {"'OUT' is stored to more than once"}},
         KernelCase{"in_place", "square_positive_inplace_kernel", {3, 1, 1}, {"X=fp32[40]", "n=37"}, {"BLOCK=16"},
                    {"X"}, {"'X' is updated in place", "the gradient of the load through 'X' is a store adding to the earlier gradients"}},
+        // A flag with a default, launched with the default left out, given, and given the other value.
+        KernelCase{"defaulted_flag", "signed_rotation_kernel", {3, 1, 1},
+                   {"X=fp32[80]", "C=fp32[40]", "S=fp32[40]", "YA=fp32[40]:zeros", "YB=fp32[40]:zeros", "n=37"},
+                   {"BLOCK=16"}, {"X", "C", "S"}, {}},
+        KernelCase{"defaulted_flag", "signed_rotation_kernel", {3, 1, 1},
+                   {"X=fp32[80]", "C=fp32[40]", "S=fp32[40]", "YA=fp32[40]:zeros", "YB=fp32[40]:zeros", "n=37"},
+                   {"INVERSE=False", "BLOCK=16"}, {"X", "C", "S"}, {}},
+        KernelCase{"defaulted_flag", "signed_rotation_kernel", {3, 1, 1},
+                   {"X=fp32[80]", "C=fp32[40]", "S=fp32[40]", "YA=fp32[40]:zeros", "YB=fp32[40]:zeros", "n=37"},
+                   {"INVERSE=True", "BLOCK=16"}, {"X", "C", "S"}, {}},
+        // ... inside a grid-stride row loop and a loop walking the row: each iteration of both owns its block.
+        KernelCase{"in_place", "strided_inplace_scale_kernel", {3, 1, 1},
+                   {"X=fp32[7,40]", "W=fp32[40]", "n_rows=7", "n_cols=37"}, {"BLOCK=16"}, {"X", "W"},
+                   {"'X' is updated in place"}},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},
@@ -780,6 +794,22 @@ TEST(KernelReverseErrors, InnerLoopsWalkingBlocksSayNothingOfTheLoopAroundThem) 
                                 "            tl.store(X + row * n + c, tl.zeros([B], dtype=tl.float32) + total, mask=c < n)\n",
                             {"X"}, {{"X", "*fp32"}, {"n", "i32"}});
   EXPECT_NE(m.find("t.py:10:17: error: 'X' is both loaded and stored by this kernel, and a loop around both runs "
+                   "the store before a later iteration's load"),
+            std::string::npos)
+      << m;
+}
+
+TEST(KernelReverseErrors, NestedLoopsOwnTheirAddressesOnlyWhereTheOffsetMovesWithEach) {
+  // A grid-stride row loop and, in it, a loop that does not walk the row: its second iteration loads what its
+  // first stored. The row loop's ownership says nothing of the inner loop.
+  std::string m = errors_of(std::string(kHead) +
+                                "def k(X, n_rows, n, B: tl.constexpr):\n"
+                                "    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):\n"
+                                "        for it in range(2):\n            c = tl.arange(0, B)\n"
+                                "            x = tl.load(X + row * n + c, mask=c < n, other=0.0)\n"
+                                "            tl.store(X + row * n + c, x * x, mask=c < n)\n",
+                            {"X"}, {{"X", "*fp32"}, {"n_rows", "i32"}, {"n", "i32"}});
+  EXPECT_NE(m.find("t.py:8:17: error: 'X' is both loaded and stored by this kernel, and a loop around both runs "
                    "the store before a later iteration's load"),
             std::string::npos)
       << m;

@@ -19,11 +19,28 @@ size_t Engine::shared_loops(const MemoryOp &a, const MemoryOp &b) {
 // in loops of their own inside it, an inner loop's walk says nothing about the shared loop: that loop must be a
 // grid-stride loop over rows that stands for the program id (`for row in tl.range(pid, n_rows, num_progs)`),
 // with the same injective offset and mask for both, each iteration its own row.
+//
+// Several runtime loops around both (a grid-stride row loop, and in it a loop walking the row block by block):
+// the iterations of each own their addresses where the load and the store have one injective offset and mask,
+// and every shared loop is one the offset is injective in: the grid-stride loop standing for the program id, or
+// the loop whose blocks the lanes walk. Then two different iterations of any of them touch disjoint addresses.
 bool Engine::iterations_own_addresses(const MemoryOp &load, const MemoryOp &store, const AccessAnalysis &access) {
-  if (shared_loops(load, store) != 1) return false;
+  const size_t shared = shared_loops(load, store);
+  if (shared == 0) return false;
+  AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(store.pointer, store.mask);
+  if (shared > 1) {
+    const bool injective = (l.kind == AccessDecision::Kind::Injective || l.kind == AccessDecision::Kind::InjectiveAssuming) &&
+                           l.kind == w.kind && l.offset_key == w.offset_key && l.mask_key == w.mask_key &&
+                           l.grid_stride_var == w.grid_stride_var && l.walked_loop_var == w.walked_loop_var;
+    if (!injective) return false;
+    for (size_t k = 0; k < shared; ++k) {
+      auto *v = dyn_cast<Name>(load.loops[k]->target.get());
+      if (!v || (v->id != l.grid_stride_var && v->id != l.walked_loop_var)) return false;
+    }
+    return true;
+  }
   auto *var = dyn_cast<Name>(load.loops[0]->target.get());
   if (!var) return false;
-  AccessDecision l = access.classify(load.pointer, load.mask), w = access.classify(store.pointer, store.mask);
   if (load.loops.size() == 1 && store.loops.size() == 1 &&
       ((l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
        access.iterations_touch_their_own(load.pointer, store.pointer, var->id)))

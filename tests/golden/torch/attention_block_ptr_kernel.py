@@ -997,6 +997,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -1230,9 +1238,9 @@ attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attenti
 def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dV = _tgrad_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'm_i_3' entering each iteration of the loop at line 21 (range(lo_2, hi_2, BLOCK_N)), per program: the backward runs that loop in reverse
     m_i_3_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,))), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
     # the value of 'm_i_2' entering each iteration of the loop at line 21 (range(lo, hi, BLOCK_N)), per program: the backward runs that loop in reverse
@@ -1242,7 +1250,7 @@ def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: t
     # at least the most iterations any program of the forward runs of the loop at line 21 (range(lo, hi, BLOCK_N)); smaller, the gradients come out NaN
     tape_trips_2 = max(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,)))
     attn_fwd_block_ptr_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, m_i_3_tape=m_i_3_tape, m_i_2_tape=m_i_2_tape, tape_trips=tape_trips, tape_trips_2=tape_trips_2, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dQ), _tgrad_out(dK), _tgrad_out(dV)
+    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(_tgrad_cast_like(dK, K)), _tgrad_out(_tgrad_cast_like(dV, V))
 
 
 attn_fwd_block_ptr_kernel_backward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_backward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_backward)

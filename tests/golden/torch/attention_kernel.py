@@ -448,6 +448,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -681,9 +689,9 @@ attn_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_attention_kernel:
 def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], IS_CAUSAL: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dK = _tgrad_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dV = _tgrad_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'bl_i_2_minus_one' in each program of the forward, which attn_fwd_kernel_bwd_prologue computes once per program for the owner-computes kernels to read
     bl_i_2_minus_one_saved = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
@@ -693,7 +701,7 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Opti
     attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_options(num_warps, num_stages))
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program
     attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dQ), _tgrad_out(dK), _tgrad_out(dV)
+    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(_tgrad_cast_like(dK, K)), _tgrad_out(_tgrad_cast_like(dV, V))
 
 
 attn_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_attention_kernel::attn_fwd_kernel_backward", mutates_args=())(_tgrad_attn_fwd_kernel_backward)

@@ -86,6 +86,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -319,9 +327,9 @@ def _tgrad_biased_scale_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, bias, Y)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    dbias = _tgrad_zeros_like(bias)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dbias = _tgrad_float32_zeros_like(bias)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     biased_scale_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, bias, Y, n, HAS_BIAS, BLOCK, dX=dX, dbias=dbias, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dbias)
+    return _tgrad_out(dX), _tgrad_out(_tgrad_cast_like(dbias, bias))
 
 
 biased_scale_kernel_backward = torch.library.custom_op("tgrad_torch_biased_scale_kernel::biased_scale_kernel_backward", mutates_args=())(_tgrad_biased_scale_kernel_backward)

@@ -124,6 +124,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -354,13 +362,13 @@ block_rows_max_kernel_forward = triton_op("tgrad_torch_block_rows_max_kernel::bl
 def _tgrad_block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: int, n_cols: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'running' entering each iteration of the loop at line 51 (range(pid * BR, n_rows, tl.num_programs(0) * BR)), per program: the backward runs that loop in reverse
     running_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,)), BC), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 51 (range(pid * BR, n_rows, tl.num_programs(0) * BR)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,))
     wrap_triton(block_rows_max_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_rows, n_cols, BR, BC, dX=dX, dY=dY, running_tape=running_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 block_rows_max_kernel_backward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_backward", mutates_args={})(_tgrad_block_rows_max_kernel_backward)

@@ -77,6 +77,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -309,10 +317,10 @@ causal_taps_kernel_forward = torch.library.custom_op("tgrad_torch_causal_taps_ke
 def _tgrad_causal_taps_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], T: typing.Union[int, float, bool], NTAPS: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, W, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     causal_taps_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, W, Y, T, NTAPS, BT, dX=dX, dW=dW, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dW)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dW, W))
 
 
 causal_taps_kernel_backward = torch.library.custom_op("tgrad_torch_causal_taps_kernel::causal_taps_kernel_backward", mutates_args=())(_tgrad_causal_taps_kernel_backward)

@@ -72,6 +72,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -304,9 +312,9 @@ chunk_tail_kernel_forward = torch.library.custom_op("tgrad_torch_chunk_tail_kern
 def _tgrad_chunk_tail_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], n_cols: int, NC: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     chunk_tail_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_rows, n_cols, NC, BC, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 chunk_tail_kernel_backward = torch.library.custom_op("tgrad_torch_chunk_tail_kernel::chunk_tail_kernel_backward", mutates_args=())(_tgrad_chunk_tail_kernel_backward)

@@ -235,6 +235,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -468,11 +476,11 @@ descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descr
 def _tgrad_descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: typing.Optional[torch.Tensor], desc_k: typing.Optional[torch.Tensor], desc_v: typing.Optional[torch.Tensor], desc_o: typing.Optional[torch.Tensor], N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], ddesc_o: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(M, desc_q, desc_k, desc_v, desc_o)
-    ddesc_q = _tgrad_zeros_like(desc_q)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    ddesc_k = _tgrad_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    ddesc_v = _tgrad_zeros_like(desc_v)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    ddesc_q = _tgrad_float32_zeros_like(desc_q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    ddesc_k = _tgrad_float32_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    ddesc_v = _tgrad_float32_zeros_like(desc_v)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     descriptor_attention_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q=ddesc_q, ddesc_k=ddesc_k, ddesc_v=ddesc_v, dM=dM, ddesc_o=ddesc_o, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(ddesc_q), _tgrad_out(ddesc_k), _tgrad_out(ddesc_v)
+    return _tgrad_out(_tgrad_cast_like(ddesc_q, desc_q)), _tgrad_out(_tgrad_cast_like(ddesc_k, desc_k)), _tgrad_out(_tgrad_cast_like(ddesc_v, desc_v))
 
 
 descriptor_attention_kernel_backward = torch.library.custom_op("tgrad_torch_descriptor_attention_kernel::descriptor_attention_kernel_backward", mutates_args=())(_tgrad_descriptor_attention_kernel_backward)

@@ -308,6 +308,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -539,8 +547,8 @@ def _tgrad_gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, W, B, Y)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dB = _tgrad_zeros_like(B)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dB = _tgrad_float32_zeros_like(B)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dW; each program zeroes its row
@@ -560,7 +568,7 @@ def _tgrad_gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     # sums the G rows of dB_partial into dB
     if dB is not None:
         wrap_triton(gated_affine_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(B), 32),)](BLOCK=32, ROWS=64, gradient=dB, numel=_tgrad_numel(B), partial=dB_partial, rows=_value_G)
-    return _tgrad_out(dX), _tgrad_out(dW), _tgrad_out(dB)
+    return _tgrad_out(dX), _tgrad_out(_tgrad_cast_like(dW, W)), _tgrad_out(_tgrad_cast_like(dB, B))
 
 
 gated_affine_kernel_backward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_backward", mutates_args={})(_tgrad_gated_affine_kernel_backward)

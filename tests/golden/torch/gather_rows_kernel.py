@@ -127,6 +127,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -359,7 +367,7 @@ gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_ke
 def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], T: typing.Optional[torch.Tensor], IDX: typing.Optional[torch.Tensor], PERM: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, T, IDX, PERM, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dT = _tgrad_zeros_like(T)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -373,7 +381,7 @@ def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     # sums the G rows of dT_partial into dT
     if dT is not None:
         gather_rows_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(T), 32),)](BLOCK=32, ROWS=64, gradient=dT, numel=_tgrad_numel(T), partial=dT_partial, rows=_value_G)
-    return _tgrad_out(dX), _tgrad_out(dT)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dT)
 
 
 gather_rows_kernel_backward = torch.library.custom_op("tgrad_torch_gather_rows_kernel::gather_rows_kernel_backward", mutates_args=())(_tgrad_gather_rows_kernel_backward)

@@ -152,6 +152,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -384,10 +392,10 @@ grouped_matmul_kernel_forward = torch.library.custom_op("tgrad_torch_grouped_mat
 def _tgrad_grouped_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr: typing.Optional[torch.Tensor], c_ptr: typing.Optional[torch.Tensor], M: typing.Union[int, float, bool], N: typing.Union[int, float, bool], K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dc_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
-    da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    da_ptr = _tgrad_float32_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    db_ptr = _tgrad_float32_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     grouped_matmul_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
+    return _tgrad_out(_tgrad_cast_like(da_ptr, a_ptr)), _tgrad_out(_tgrad_cast_like(db_ptr, b_ptr))
 
 
 grouped_matmul_kernel_backward = torch.library.custom_op("tgrad_torch_grouped_matmul_kernel::grouped_matmul_kernel_backward", mutates_args=())(_tgrad_grouped_matmul_kernel_backward)

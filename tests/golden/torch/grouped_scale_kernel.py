@@ -91,6 +91,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -321,9 +329,9 @@ grouped_scale_kernel_forward = triton_op("tgrad_torch_grouped_scale_kernel::grou
 def _tgrad_grouped_scale_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], M: int, N: int, BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], GROUP_M: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     wrap_triton(grouped_scale_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, M, N, BLOCK_M, BLOCK_N, GROUP_M, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 grouped_scale_kernel_backward = triton_op("tgrad_torch_grouped_scale_kernel::grouped_scale_kernel_backward", mutates_args={})(_tgrad_grouped_scale_kernel_backward)

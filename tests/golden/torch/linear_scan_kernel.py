@@ -101,6 +101,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -331,14 +339,14 @@ linear_scan_kernel_forward = triton_op("tgrad_torch_linear_scan_kernel::linear_s
 def _tgrad_linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], A: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_steps: int, BLOCK: typing.Union[int, float, bool], dH: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, A, H)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'h' entering each iteration of the loop at line 26 (range(0, n_steps)), per program: the backward runs that loop in reverse
     h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 26 (range(0, n_steps)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ())
     wrap_triton(linear_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, A, H, n_steps, BLOCK, dX=dX, dA=dA, dH=dH, h_tape=h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dA)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dA, A))
 
 
 linear_scan_kernel_backward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})(_tgrad_linear_scan_kernel_backward)

@@ -77,6 +77,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -309,9 +317,9 @@ masked_rows_kernel_forward = torch.library.custom_op("tgrad_torch_masked_rows_ke
 def _tgrad_masked_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], T: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], n_cols: int, ignore_index: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y, T)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     masked_rows_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, T, n_rows, n_cols, ignore_index, BLOCK, dX=dX, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 masked_rows_kernel_backward = torch.library.custom_op("tgrad_torch_masked_rows_kernel::masked_rows_kernel_backward", mutates_args=())(_tgrad_masked_rows_kernel_backward)

@@ -140,6 +140,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -373,9 +381,9 @@ matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matv
 def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(A, X, W, Y, Z)
-    dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dX; each program zeroes its row
@@ -388,7 +396,7 @@ def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Option
     # sums the G rows of dX_partial into dX
     if dX is not None:
         matvec_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
-    return _tgrad_out(dA), _tgrad_out(dX), _tgrad_out(dW)
+    return _tgrad_out(_tgrad_cast_like(dA, A)), _tgrad_out(dX), _tgrad_out(_tgrad_cast_like(dW, W))
 
 
 matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_tgrad_matvec_kernel_backward)

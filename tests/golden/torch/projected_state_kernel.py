@@ -263,6 +263,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -494,15 +502,15 @@ projected_state_kernel_forward = triton_op("tgrad_torch_projected_state_kernel::
 def _tgrad_projected_state_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], P: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], GS: typing.Optional[torch.Tensor], n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dGS: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, P, G, Y, GS)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dP = _tgrad_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dP = _tgrad_float32_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'state' entering each iteration of the loop at line 127 (range(n_steps)), per program: the backward runs that loop in reverse
     state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ()), (BT * BK)), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 127 (range(n_steps)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ())
     wrap_triton(projected_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX=dX, dP=dP, dG=dG, dY=dY, dGS=dGS, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dP), _tgrad_out(dG)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dP, P)), _tgrad_out(_tgrad_cast_like(dG, G))
 
 
 projected_state_kernel_backward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})(_tgrad_projected_state_kernel_backward)

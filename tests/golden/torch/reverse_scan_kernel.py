@@ -108,6 +108,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -338,8 +346,8 @@ reverse_scan_kernel_forward = triton_op("tgrad_torch_reverse_scan_kernel::revers
 def _tgrad_reverse_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], A: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_steps: int, BLOCK: typing.Union[int, float, bool], dH: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, A, H)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dA = _tgrad_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # The backward overwrites this upstream gradient: the forward may write an address of H more than once.
     dH = _tgrad_consumed_upstream(dH, H)
     # the value of 'h' entering each iteration of the loop at line 81 (range(n_steps - 1, -1, -1)), per program: the backward runs that loop in reverse
@@ -347,7 +355,7 @@ def _tgrad_reverse_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     # at least the most iterations any program of the forward runs of the loop at line 81 (range(n_steps - 1, -1, -1)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ())
     wrap_triton(reverse_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, A, H, n_steps, BLOCK, dX=dX, dA=dA, dH=dH, h_tape=h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dA)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dA, A))
 
 
 reverse_scan_kernel_backward = triton_op("tgrad_torch_reverse_scan_kernel::reverse_scan_kernel_backward", mutates_args={})(_tgrad_reverse_scan_kernel_backward)

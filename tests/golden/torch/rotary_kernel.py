@@ -111,6 +111,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -341,13 +349,13 @@ rotary_kernel_forward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forw
 def _tgrad_rotary_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], OUT: typing.Optional[torch.Tensor], n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, COS, SIN, OUT)
-    dQ = _tgrad_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the forward may write an address of OUT more than once.
     dOUT = _tgrad_consumed_upstream(dOUT, OUT)
     wrap_triton(rotary_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, COS, SIN, OUT, n_heads, HEADS, HALF, dQ=dQ, dCOS=dCOS, dSIN=dSIN, dOUT=dOUT, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dQ), _tgrad_out(dCOS), _tgrad_out(dSIN)
+    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(dCOS), _tgrad_out(dSIN)
 
 
 rotary_kernel_backward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})(_tgrad_rotary_kernel_backward)

@@ -106,6 +106,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -338,11 +346,11 @@ rotary_pairs_kernel_forward = torch.library.custom_op("tgrad_torch_rotary_pairs_
 def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dCOS = _tgrad_zeros_like(COS)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dSIN = _tgrad_zeros_like(SIN)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dCOS = _tgrad_float32_zeros_like(COS)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dSIN = _tgrad_float32_zeros_like(SIN)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     rotary_pairs_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dCOS), _tgrad_out(dSIN)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dCOS, COS)), _tgrad_out(_tgrad_cast_like(dSIN, SIN))
 
 
 rotary_pairs_kernel_backward = torch.library.custom_op("tgrad_torch_rotary_pairs_kernel::rotary_pairs_kernel_backward", mutates_args=())(_tgrad_rotary_pairs_kernel_backward)

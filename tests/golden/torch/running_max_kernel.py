@@ -101,6 +101,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -331,13 +339,13 @@ running_max_kernel_forward = triton_op("tgrad_torch_running_max_kernel::running_
 def _tgrad_running_max_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'm' entering each iteration of the loop at line 14 (range(0, n_chunks)), per program: the backward runs that loop in reverse
     m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 14 (range(0, n_chunks)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ())
     wrap_triton(running_max_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_chunks, BLOCK, dX=dX, dY=dY, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX)
+    return _tgrad_out(_tgrad_cast_like(dX, X))
 
 
 running_max_kernel_backward = triton_op("tgrad_torch_running_max_kernel::running_max_kernel_backward", mutates_args={})(_tgrad_running_max_kernel_backward)

@@ -130,6 +130,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -360,8 +368,8 @@ segment_decay_kernel_forward = triton_op("tgrad_torch_segment_decay_kernel::segm
 def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], DECAY: typing.Optional[torch.Tensor], SEQ: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, DECAY, SEQ, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dDECAY = _tgrad_zeros_like(DECAY)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dDECAY = _tgrad_float32_zeros_like(DECAY)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
     dY = _tgrad_consumed_upstream(dY, Y)
     # the value of 'seq' entering each iteration of the loop at line 49 (range(n_chunks)), per program: the backward runs that loop in reverse
@@ -371,7 +379,7 @@ def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing
     # at least the most iterations any program of the forward runs of the loop at line 49 (range(n_chunks)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ())
     wrap_triton(segment_decay_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, dX=dX, dDECAY=dDECAY, dY=dY, seq_tape=seq_tape, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dDECAY)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dDECAY, DECAY))
 
 
 segment_decay_kernel_backward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_backward", mutates_args={})(_tgrad_segment_decay_kernel_backward)

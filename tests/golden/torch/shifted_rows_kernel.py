@@ -119,6 +119,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -353,10 +361,10 @@ def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, TABLE, Y, offsets)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dTABLE = _tgrad_zeros_like(TABLE)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dTABLE = _tgrad_float32_zeros_like(TABLE)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     shifted_rows_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX=dX, dTABLE=dTABLE, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dTABLE)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dTABLE, TABLE))
 
 
 shifted_rows_kernel_backward = torch.library.custom_op("tgrad_torch_shifted_rows_kernel::shifted_rows_kernel_backward", mutates_args=())(_tgrad_shifted_rows_kernel_backward)

@@ -72,6 +72,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -302,10 +310,10 @@ shifted_with_state_kernel_forward = triton_op("tgrad_torch_shifted_with_state_ke
 def _tgrad_shifted_with_state_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, S, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     wrap_triton(shifted_with_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, S, Y, n_cols, SHIFT, BLOCK, dX=dX, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dS)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dS)
 
 
 shifted_with_state_kernel_backward = triton_op("tgrad_torch_shifted_with_state_kernel::shifted_with_state_kernel_backward", mutates_args={})(_tgrad_shifted_with_state_kernel_backward)

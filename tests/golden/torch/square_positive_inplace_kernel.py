@@ -41,8 +41,9 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
     bx += bx_times_x * x
 
     # Grad of: x = tl.load(X + offsets, mask=inside, other=0.0)
-    # atomic: programs may share addresses (offset = program_id * BLOCK + lanes)
-    tl.atomic_add(dX_plus_offsets, bx, mask=inside, sem="relaxed")
+    # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+    tl.debug_barrier()
+    tl.store(dX_plus_offsets, tl.load(dX_plus_offsets, mask=inside, other=0.0) + bx, mask=inside)
 
 
 
@@ -60,6 +61,14 @@ def _tgrad_new_like(t):
 
 def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
+
+
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
 
 
 def _tgrad_numel(t):

@@ -143,6 +143,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -374,14 +382,14 @@ strided_residual_norm_kernel_forward = triton_op("tgrad_torch_strided_residual_n
 def _tgrad_strided_residual_norm_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], R: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: int, n_cols: int, BLOCK: typing.Union[int, float, bool], dS: typing.Optional[torch.Tensor], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, R, S, Y)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dR = _tgrad_zeros_like(R)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dR = _tgrad_float32_zeros_like(R)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # The backward overwrites this upstream gradient: the forward may write an address of S more than once.
     dS = _tgrad_consumed_upstream(dS, S)
     # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
     dY = _tgrad_consumed_upstream(dY, Y)
     wrap_triton(strided_residual_norm_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, R, S, Y, n_rows, n_cols, BLOCK, dX=dX, dR=dR, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dR)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dR, R))
 
 
 strided_residual_norm_kernel_backward = triton_op("tgrad_torch_strided_residual_norm_kernel::strided_residual_norm_kernel_backward", mutates_args={})(_tgrad_strided_residual_norm_kernel_backward)

@@ -156,6 +156,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -386,13 +394,13 @@ tutorial_order_matmul_kernel_forward = triton_op("tgrad_torch_tutorial_order_mat
 def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr: typing.Optional[torch.Tensor], c_ptr: typing.Optional[torch.Tensor], M: int, N: int, K: int, stride_am: int, stride_ak: int, stride_bk: int, stride_bn: int, stride_cm: int, stride_cn: int, BLOCK_SIZE_M: typing.Union[int, float, bool], BLOCK_SIZE_N: typing.Union[int, float, bool], BLOCK_SIZE_K: typing.Union[int, float, bool], GROUP_SIZE_M: typing.Union[int, float, bool], dc_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
-    da_ptr = _tgrad_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    db_ptr = _tgrad_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    da_ptr = _tgrad_float32_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    db_ptr = _tgrad_float32_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # line 120: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
     wrap_triton(tutorial_order_matmul_kernel_bwd_da_ptr)[(triton.cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
     # line 120: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
     wrap_triton(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), triton.cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
+    return _tgrad_out(_tgrad_cast_like(da_ptr, a_ptr)), _tgrad_out(_tgrad_cast_like(db_ptr, b_ptr))
 
 
 tutorial_order_matmul_kernel_backward = triton_op("tgrad_torch_tutorial_order_matmul_kernel::tutorial_order_matmul_kernel_backward", mutates_args={})(_tgrad_tutorial_order_matmul_kernel_backward)

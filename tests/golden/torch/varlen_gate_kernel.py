@@ -141,6 +141,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -371,10 +379,10 @@ varlen_gate_kernel_forward = triton_op("tgrad_torch_varlen_gate_kernel::varlen_g
 def _tgrad_varlen_gate_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], cu_seqlens: typing.Optional[torch.Tensor], T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, G, Y, cu_seqlens)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
-    dG = _tgrad_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     wrap_triton(varlen_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX=dX, dG=dG, dY=dY, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dX), _tgrad_out(dG)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dG, G))
 
 
 varlen_gate_kernel_backward = triton_op("tgrad_torch_varlen_gate_kernel::varlen_gate_kernel_backward", mutates_args={})(_tgrad_varlen_gate_kernel_backward)

@@ -256,6 +256,14 @@ def _tgrad_zeros_like(t):
     return None if t is None else _tgrad_new_like(t).zero_()
 
 
+def _tgrad_float32_zeros_like(t):
+    """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
+    keeps float32 sums, cast to t's dtype once at the end."""
+    if t is None:
+        return None
+    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -489,9 +497,9 @@ weight_rows_kernel_forward = torch.library.custom_op("tgrad_torch_weight_rows_ke
 def _tgrad_weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], DY: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], RSTD: typing.Optional[torch.Tensor], DX: typing.Optional[torch.Tensor], DW: typing.Optional[torch.Tensor], n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: typing.Optional[torch.Tensor], dDW: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, DY, W, RSTD, DX, DW)
-    dX = _tgrad_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dDY = _tgrad_zeros_like(DY)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    dW = _tgrad_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element
+    dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dRSTD = _tgrad_zeros_like(RSTD)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the forward may write an address of DW more than once.
     dDW = _tgrad_consumed_upstream(dDW, DW)
@@ -511,7 +519,7 @@ def _tgrad_weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     # sums the G rows of dW_partial into dW
     if dW is not None:
         weight_rows_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
-    return _tgrad_out(dX), _tgrad_out(dDY), _tgrad_out(dW), _tgrad_out(dRSTD)
+    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dDY), _tgrad_out(_tgrad_cast_like(dW, W)), _tgrad_out(dRSTD)
 
 
 weight_rows_kernel_backward = torch.library.custom_op("tgrad_torch_weight_rows_kernel::weight_rows_kernel_backward", mutates_args=())(_tgrad_weight_rows_kernel_backward)

@@ -1,0 +1,23 @@
+# A tl.constexpr flag with a default. A launch may pass the other value (Liger-Kernel's rope kernel defaults
+# BACKWARD_PASS to False, and its backward launches the same kernel with True), so the backward must not take
+# the default for granted: it keeps the flag, as for one without a default.
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def signed_rotation_kernel(X, C, S, YA, YB, n, INVERSE: tl.constexpr = False, BLOCK: tl.constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(X + 2 * offs, mask=mask, other=0.0)
+    b = tl.load(X + 2 * offs + 1, mask=mask, other=0.0)
+    c = tl.load(C + offs, mask=mask, other=0.0)
+    s = tl.load(S + offs, mask=mask, other=0.0)
+    if not INVERSE:
+        ya = a * c - b * s
+        yb = b * c + a * s
+    else:
+        ya = a * c + b * s
+        yb = b * c - a * s
+    tl.store(YA + offs, ya, mask=mask)
+    tl.store(YB + offs, yb, mask=mask)
