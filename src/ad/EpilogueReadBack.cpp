@@ -150,6 +150,19 @@ class Rewriter {
       out_.explanations.push_back(e);
   }
 
+  // Whether an if's condition is decided when Triton compiles: it reads tl.constexpr parameters only.
+  bool compile_time(const Expr &cond) const {
+    std::set<std::string> r;
+    reads(cond, r);
+    const Function &fn = *anf_.fn;
+    for (const std::string &n : r) {
+      size_t p = 0;
+      while (p < fn.params.size() && fn.params[p].name != n) ++p;
+      if (p == fn.params.size() || !fn.is_constexpr_param(p)) return false;
+    }
+    return true;
+  }
+
   // The store at body[k]: rewrites the epilogue whose value it stores; returns the store's new position.
   size_t try_store(size_t k, const Call &store) {
     StmtList &body = anf_.fn->body;
@@ -170,7 +183,29 @@ class Rewriter {
         y = from->id;
       }
     }
+    // y = tl.maximum(x, 0) at the top level, or in one branch of a top-level if on tl.constexpr values
+    // (`if ACTIVATION == "relu": m = tl.maximum(x, 0.0); y = m` `else: y = x`), read only by the copy.
     Assign *y_def = def(y);
+    If *flag_if = nullptr;
+    StmtList *branch = nullptr;
+    if (!y_def && assignments_[y] == 2) {
+      for (size_t j = 0; j < k && !flag_if; ++j) {
+        auto *i = dyn_cast<If>(body[j].get());
+        if (!i || !compile_time(*i->cond)) continue;
+        for (StmtList *b : {&i->body, &i->orelse}) {
+          StmtList *other = b == &i->body ? &i->orelse : &i->body;
+          const Assign *copy = top_level_assignment(*b, y);
+          const Name *m = copy ? as_name(copy->value.get()) : nullptr;
+          Assign *md = m ? def(m->id) : nullptr;
+          if (md && top_level_assignment(*b, m->id) == md && read_count(m->id) == 1 && top_level_assignment(*other, y)) {
+            flag_if = i;
+            branch = b;
+            y_def = md;
+            break;
+          }
+        }
+      }
+    }
     auto *max = y_def ? dyn_cast<Call>(y_def->value.get()) : nullptr;
     if (!max || context_.builtin(*max) != "tl.maximum" || max->args.size() != 2 || !max->keywords.empty()) return k;
     const int zero_at = is_zero_literal(max->args[1].get()) ? 1 : is_zero_literal(max->args[0].get()) ? 0 : -1;
@@ -181,11 +216,15 @@ class Rewriter {
     auto loop = carried_.find(carried);
     if (loop == carried_.end()) return k;  // not a loop's result: computing it again costs no replay
     const Stmt &epilogue = *y_def;
-    const size_t y_at = position(body, y);
-    const size_t cast_at = cast_def ? position(body, value->id) : y_at;
-    if (y_at == std::string::npos || cast_at == std::string::npos || body[y_at].get() != y_def ||
-        (cast_def && body[cast_at].get() != cast_def) || !(y_at <= cast_at && cast_at < k) || y_at < loop->second.loop_at) {
-      decline(epilogue, "it is not at the kernel's top level before the store");
+    // The top-level statement holding the epilogue (its definition, or the if), which moves down to the store.
+    const Stmt *unit = flag_if ? static_cast<const Stmt *>(flag_if) : y_def;
+    size_t unit_at = std::string::npos;
+    for (size_t j = 0; j < k; ++j)
+      if (body[j].get() == unit) unit_at = j;
+    const size_t cast_at = cast_def ? position(body, value->id) : unit_at;
+    if (unit_at == std::string::npos || cast_at == std::string::npos || (cast_def && body[cast_at].get() != cast_def) ||
+        !(unit_at <= cast_at && cast_at < k) || unit_at < loop->second.loop_at) {
+      decline(epilogue, "it is not at the kernel's top level, or in an if on tl.constexpr values there, before the store");
       return k;
     }
     if (read_count(value->id) != 1 || (cast_def && read_count(y) != 1)) {
@@ -210,17 +249,26 @@ class Rewriter {
       decline(epilogue, "programs store to the same addresses of '" + base + "' (" + why + ")");
       return k;
     }
-    // y and c move down to the store: nothing between may assign what they read.
-    std::set<std::string> needed;
-    stmt_reads(*y_def, needed);
+    // The epilogue (or its if) and the cast move down to the store: nothing between may assign what they read,
+    // or read what the if assigns.
+    std::set<std::string> needed, made;
+    deep_reads(*unit, needed);
     if (cast_def) stmt_reads(*cast_def, needed);
-    for (size_t j = y_at + 1; j < k; ++j) {
+    if (flag_if) stmt_assignments_names(*flag_if, made);
+    for (size_t j = unit_at + 1; j < k; ++j) {
       if (j == cast_at) continue;
       std::map<std::string, int> assigned;
       stmt_assignments(*body[j], assigned);
       for (const auto &kv : assigned)
-        if (needed.count(kv.first)) {
+        if (needed.count(kv.first) || made.count(kv.first)) {
           decline(epilogue, "'" + kv.first + "', which it reads, is assigned again before the store");
+          return k;
+        }
+      std::set<std::string> r;
+      deep_reads(*body[j], r);
+      for (const std::string &n : r)
+        if (made.count(n)) {
+          decline(epilogue, "'" + n + "', which the if around it assigns, is read before the store");
           return k;
         }
     }
@@ -228,7 +276,8 @@ class Rewriter {
     // ---- The rewrite (nothing can fail from here on).
     const std::string stored = names_.fresh(value->id + "_stored");
     const std::string positive = names_.fresh(stored + "_positive");
-    const std::string y_name = y, value_name = value->id, pointer_name = pointer->id;
+    const std::string stored_type = flag_if ? names_.fresh(stored + "_type") : stored;
+    const std::string y_name = y, m_name = assigned_name(*y_def), pointer_name = pointer->id;
     const std::string mask_name = mask ? mask->id : "";
     ExprPtr dtype = clone(*call_argument(*fill, context_.builtin(*fill) == "tl.zeros" ? 1 : 2, "dtype"));
     StmtPtr placeholder = assign(stored, clone(*fill));
@@ -241,17 +290,28 @@ class Rewriter {
     where_args.push_back(name(x->id));
     where_args.push_back(clone(*max->args[zero_at]));
     y_def->value = std::make_unique<Call>(reverse::dotted_name("tl.where"), std::move(where_args), std::vector<Keyword>{});
-    // Move y's (and c's) definitions to just before the store, behind the placeholder.
     std::vector<StmtPtr> moved;
+    if (flag_if) {
+      // In the branch, before the epilogue; a tile of its type before the if, for what reads only its type.
+      size_t at = 0;
+      while (branch->at(at).get() != y_def) ++at;
+      branch->insert(branch->begin() + static_cast<std::ptrdiff_t>(at), std::move(sign));
+      branch->insert(branch->begin() + static_cast<std::ptrdiff_t>(at), std::move(placeholder));
+      moved.push_back(assign(stored_type, clone(*fill)));
+    } else {
+      moved.push_back(std::move(placeholder));
+      moved.push_back(std::move(sign));
+    }
+    // Move the epilogue (or its if) and the cast to just before the store.
+    std::vector<StmtPtr> taken;
     auto take = [&](size_t j) {
-      moved.insert(moved.begin(), std::move(body[j]));
+      taken.insert(taken.begin(), std::move(body[j]));
       body.erase(body.begin() + static_cast<std::ptrdiff_t>(j));
       --k;
     };
-    if (cast_def) take(cast_at);  // (after y's: first)
-    take(y_at);
-    moved.insert(moved.begin(), std::move(sign));
-    moved.insert(moved.begin(), std::move(placeholder));
+    if (cast_def) take(cast_at);  // (after the epilogue's: first)
+    take(unit_at);
+    for (StmtPtr &s : taken) moved.push_back(std::move(s));
     for (StmtPtr &s : moved) {
       body.insert(body.begin() + static_cast<std::ptrdiff_t>(k), std::move(s));
       ++k;
@@ -264,7 +324,8 @@ class Rewriter {
     }
     ExprPtr load = cast_to(call("tl.load", list(name(pointer_name)), std::move(kws)), std::move(dtype));
     out_.read_back.push_back({stored, std::move(load), base, false});
-    out_.witnesses[y_name] = stored;
+    out_.witnesses[y_name] = stored_type;
+    if (m_name != y_name) out_.witnesses[m_name] = stored;
     const Stmt *origin = anf_.origin_of(&epilogue);
     out_.explanations.push_back(
         "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) +
@@ -275,10 +336,16 @@ class Rewriter {
                 : "it writes each of its addresses once (not proven: its offsets are not analysed; the store's own "
                   "adjoint takes that too)") +
         ", so the backward reads what this store wrote (the protocol passes '" + base +
-        "' as the forward left it); exact wherever x does not round to 0 in the dtype of '" +
-        base + "' (for float16, 0 < x < 2**-25 gives 0 where relu' is 1; at x == 0 it gives 0, "
-        "torch.relu's convention, where tl.maximum's tie gives 1/2)");
+        "' as the forward left it); exact wherever x does not round to 0 in the dtype of '" + base +
+        "' (for float16, 0 < x < 2**-25 gives 0 where relu' is 1; at x == 0 it gives 0, torch.relu's convention, "
+        "where tl.maximum's tie gives 1/2)");
     return k;
+  }
+
+  static void stmt_assignments_names(const Stmt &s, std::set<std::string> &out) {
+    std::map<std::string, int> n;
+    stmt_assignments(s, n);
+    for (const auto &kv : n) out.insert(kv.first);
   }
 };
 

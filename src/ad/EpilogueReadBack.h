@@ -36,7 +36,11 @@
 // Conditions checked (elsewhere the kernel is left as it is, and --explain
 // says why where an epilogue was found):
 //   - the epilogue is `y = tl.maximum(x, 0)` (either order, 0 or 0.0) at the
-//     kernel's top level, and x is a value carried out of a top-level loop
+//     kernel's top level, or in one branch of a top-level if whose condition
+//     reads tl.constexpr parameters only (`if ACTIVATION == "relu":`, which
+//     ANF writes `m = tl.maximum(x, 0.0); y = m` / `else: y = x`: the
+//     read-back goes in that branch, so another value of the flag reads
+//     nothing), and x is a value carried out of a top-level loop
 //     (through copies), whose initial value is `tl.zeros(shape, dtype)` or
 //     `tl.full(shape, value, dtype)`: the placeholder is that call again, of
 //     x's shape and dtype whatever the pointers' types;
@@ -49,9 +53,9 @@
 //     (runtime strides), each address is taken to be written once, as the
 //     store's own adjoint takes it already (it gives every program the
 //     upstream gradient at its addresses): the read-back adds no assumption;
-//   - nothing between y's definition and the store assigns what y and c
-//     read (they move down to the store, whose address and mask the
-//     read-back needs).
+//   - nothing between y's definition (or its if) and the store assigns what
+//     they and c read, or reads what the if assigns (they move down to the
+//     store, whose address and mask the read-back needs).
 #pragma once
 
 #include <functional>
