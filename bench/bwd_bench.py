@@ -545,12 +545,12 @@ def bench_matmul(gen, M, N, K, tmp):
 
     def gen_fn():
         da.zero_(); db.zero_()
-        obm, obn, obk, warps, stages = OWNER_CONFIG["da"]
+        obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["da"]
         bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, obm), triton.cdiv(K, obk))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, obn), num_warps=warps,
             num_stages=stages)
-        obm, obn, obk, warps, stages = OWNER_CONFIG["db"]
+        obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["db"]
         bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, obk), triton.cdiv(N, obn))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, obm), num_warps=warps,
@@ -590,6 +590,9 @@ def bench_matmul(gen, M, N, K, tmp):
 # BLOCK_SIZE_M x BLOCK_SIZE_K, stepping BLOCK_SIZE_N along N) and for dB (BLOCK_SIZE_K x BLOCK_SIZE_N, stepping
 # BLOCK_SIZE_M along M). Tuned on the H100 (bench/matmul_owner_tune.py); the hand-written one's, as before.
 OWNER_CONFIG = {"da": (128, 64, 128, 4, 3), "db": (64, 128, 128, 4, 3)}
+# The same for the relu epilogue's owners (tests/golden/backward/matmul_kernel.py, which also load C and mask dC by
+# C > 0): `python3 bench/matmul_owner_tune.py --size 2048 --relu` on the H100, 2026-11-27.
+RELU_OWNER_CONFIG = {"da": (128, 64, 256, 8, 4), "db": (64, 128, 256, 8, 3)}
 
 
 def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):
