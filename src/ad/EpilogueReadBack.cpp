@@ -37,6 +37,14 @@ class Rewriter {
     for (size_t k = 0; k < body.size(); ++k)
       if (auto *f = dyn_cast<For>(body[k].get()); f && anf_.carried.count(f))
         for (const LoopCarried &c : anf_.carried.at(f)) carried_[c.name] = {k, c.init};
+    // The names whose values derive from a top-level loop: what loops assign, then what reads them.
+    for (const StmtPtr &st : body) {
+      std::set<std::string> r;
+      deep_reads(*st, r);
+      const bool loop = isa<For>(st.get()) || isa<While>(st.get());
+      if (loop || std::any_of(r.begin(), r.end(), [&](const std::string &n) { return from_loops_.count(n) > 0; }))
+        stmt_assignments_names(*st, from_loops_);
+    }
     for (size_t k = 0; k < body.size(); ++k) {
       auto *es = dyn_cast<ExprStmt>(body[k].get());
       auto *c = es ? dyn_cast<Call>(es->value.get()) : nullptr;
@@ -59,6 +67,7 @@ class Rewriter {
     std::string init;
   };
   std::map<std::string, Carried> carried_;
+  std::set<std::string> from_loops_;
 
   void index(StmtList &block) {
     for (StmtPtr &s : block) {
@@ -206,6 +215,15 @@ class Rewriter {
         }
       }
     }
+    if (y_def && !flag_if) {
+      auto *u = dyn_cast<Call>(y_def->value.get());
+      const std::string f = u ? context_.builtin(*u) : "";
+      const std::string last = f.substr(f.rfind('.') + 1);
+      const bool math = f.rfind("tl.", 0) == 0 || f.rfind("math.", 0) == 0 || f.find("libdevice") != std::string::npos;
+      if (u && math && (last == "sigmoid" || last == "tanh") && u->args.size() == 1 && u->keywords.empty() &&
+          as_name(u->args[0].get()))
+        return try_from_output(k, pointer->id, value->id, mask ? mask->id : "", *y_def, cast_def, last);
+    }
     auto *max = y_def ? dyn_cast<Call>(y_def->value.get()) : nullptr;
     if (!max || context_.builtin(*max) != "tl.maximum" || max->args.size() != 2 || !max->keywords.empty()) return k;
     const int zero_at = is_zero_literal(max->args[1].get()) ? 1 : is_zero_literal(max->args[0].get()) ? 0 : -1;
@@ -339,6 +357,99 @@ class Rewriter {
         "' as the forward left it); exact wherever x does not round to 0 in the dtype of '" + base +
         "' (for float16, 0 < x < 2**-25 gives 0 where relu' is 1; at x == 0 it gives 0, torch.relu's convention, "
         "where tl.maximum's tie gives 1/2)");
+    return k;
+  }
+
+  // y = f(x) (sigmoid, tanh), whose derivative is a function of y, stored by the store at body[k] (through a cast
+  // to its own dtype): the replay defines y by reading it back, so the rule's y is the stored value and x is not
+  // needed. Only where the buffer holds y exactly (its dtype given, y's); returns the store's new position.
+  size_t try_from_output(size_t k, const std::string &pointer, const std::string &value, const std::string &mask,
+                         Assign &y_def, Assign *cast_def, const std::string &f) {
+    StmtList &body = anf_.fn->body;
+    const std::string y = assigned_name(y_def);
+    const std::string x = as_name(cast<Call>(y_def.value.get())->args[0].get())->id;
+    if (!from_loops_.count(x)) return k;  // not from a loop: computing it again costs no replay
+    const Stmt &epilogue = y_def;
+    const size_t y_at = position(body, y);
+    const size_t cast_at = cast_def ? position(body, value) : y_at;
+    if (y_at == std::string::npos || body[y_at].get() != &y_def || cast_at == std::string::npos ||
+        (cast_def && body[cast_at].get() != cast_def) || !(y_at <= cast_at && cast_at < k)) {
+      decline(epilogue, "it is not at the kernel's top level before the store");
+      return k;
+    }
+    if (read_count(value) != 1 || (cast_def && read_count(y) != 1)) {
+      decline(epilogue, "its value is read by more than the store");
+      return k;
+    }
+    const std::string base = context_.base_of(pointer);
+    if (base.empty() || accesses_[base] != 1) {
+      decline(epilogue, "the kernel accesses '" + (base.empty() ? pointer : base) +
+                            "' elsewhere too, so what the backward would read there need not be what this store wrote");
+      return k;
+    }
+    const sema::SType *yt = context_.type_of(y), *ct = context_.type_of(value), *pt = context_.type_of(base);
+    if (!yt || !ct || !pt || !yt->is_tensor() || !sema::is_float(yt->elem.dtype)) return k;
+    if (context_.generic_types) {
+      decline(epilogue, f + "'s derivative is a function of its output, but the buffers' types were not given: "
+                            "read back from a buffer narrower than " + sema::tl_name(yt->elem.dtype) +
+                            " it would be inexact (give --arg " + base + "=*" + sema::short_name(yt->elem.dtype) + ")");
+      return k;
+    }
+    if (ct->elem.dtype != yt->elem.dtype || pt->elem.dtype != yt->elem.dtype) {
+      decline(epilogue, f + "'s derivative is a function of its output, but '" + base + "' holds it rounded to " +
+                            sema::tl_name(ct->elem.dtype != yt->elem.dtype ? ct->elem.dtype : pt->elem.dtype) +
+                            ": read back, the derivative would be inexact");
+      return k;
+    }
+    bool proven = false;
+    if (std::string why = context_.shared_addresses(pointer, mask, proven); !why.empty()) {
+      decline(epilogue, "programs store to the same addresses of '" + base + "' (" + why + ")");
+      return k;
+    }
+    std::set<std::string> needed;
+    stmt_reads(y_def, needed);
+    if (cast_def) stmt_reads(*cast_def, needed);
+    for (size_t j = y_at + 1; j < k; ++j) {
+      if (j == cast_at) continue;
+      std::map<std::string, int> assigned;
+      stmt_assignments(*body[j], assigned);
+      for (const auto &kv : assigned)
+        if (needed.count(kv.first)) {
+          decline(epilogue, "'" + kv.first + "', which it reads, is assigned again before the store");
+          return k;
+        }
+    }
+    // ---- The rewrite: y and its cast move down to the store; the replay defines y by the read-back.
+    std::vector<StmtPtr> taken;
+    auto take = [&](size_t j) {
+      taken.insert(taken.begin(), std::move(body[j]));
+      body.erase(body.begin() + static_cast<std::ptrdiff_t>(j));
+      --k;
+    };
+    if (cast_def) take(cast_at);
+    take(y_at);
+    for (StmtPtr &st : taken) {
+      body.insert(body.begin() + static_cast<std::ptrdiff_t>(k), std::move(st));
+      ++k;
+    }
+    std::vector<Keyword> kws;
+    if (!mask.empty()) {
+      kws.push_back(Keyword{"mask", {}, name(mask)});
+      kws.push_back(Keyword{"other", {}, std::make_unique<FloatLit>(0.0, "")});
+    }
+    out_.read_back.push_back({y, call("tl.load", list(name(pointer)), std::move(kws)), base, true});
+    const Stmt *origin = anf_.origin_of(&epilogue);
+    out_.explanations.push_back(
+        "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) + ": the " + f +
+        " epilogue's value is read from the output the forward stored through '" + base + "' (its derivative, " +
+        (f == "sigmoid" ? "y (1 - y)" : "1 - y^2") +
+        ", needs only y), so the backward does not replay the loop for its input; valid because this store is the "
+        "kernel's only access to '" + base + "', which holds y exactly (both " + sema::tl_name(yt->elem.dtype) +
+        "), and " +
+        (proven ? "no two programs or lanes write one of its addresses (proven)"
+                : "it writes each of its addresses once (not proven: its offsets are not analysed; the store's own "
+                  "adjoint takes that too)") +
+        " (the protocol passes '" + base + "' as the forward left it)");
     return k;
   }
 

@@ -33,6 +33,14 @@
 // (Backward::saved_outputs, "as the forward left it"), and the torch module
 // saves it.
 //
+// A sigmoid or tanh after a loop (`c = tl.sigmoid(acc * 0.1)`) needs less: its
+// adjoint rule reads only its output (y (1 - y), 1 - y^2), so the backward's
+// replay defines y by reading it back, and the loop's value is not needed.
+// Only where the buffer holds y exactly: every type given (--arg), the
+// buffer's dtype y's and any cast to it; a float16 C rounds y, which would
+// round the derivative too (relative error ~1e-3, worse near saturation),
+// so that keeps the replay.
+//
 // Conditions checked (elsewhere the kernel is left as it is, and --explain
 // says why where an epilogue was found):
 //   - the epilogue is `y = tl.maximum(x, 0)` (either order, 0 or 0.0) at the
@@ -94,6 +102,9 @@ struct EpilogueContext {
   // addresses are proven injective (else they are not analysed: runtime
   // strides).
   std::function<std::string(const std::string &pointer, const std::string &mask, bool &proven)> shared_addresses;
+  // Whether some parameters' types are representatives of several (no --arg): a derivative read back from a
+  // buffer whose dtype is not known is not exact.
+  bool generic_types = false;
 };
 
 // Rewrites each epilogue of `anf` as above; nothing where there is none.

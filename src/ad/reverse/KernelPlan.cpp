@@ -649,6 +649,7 @@ bool Engine::read_back_epilogues() {
     proven = d.kind == AccessDecision::Kind::Injective && !d.programs_share;
     return d.programs_share ? d.reason : "";
   };
+  context.generic_types = !request_.generic_params.empty();
   NameAllocator names;
   names.reserve_all(module_, *anf_.fn);
   EpilogueReadBacks r = read_epilogues_from_outputs(anf_, context, names);
@@ -658,7 +659,7 @@ bool Engine::read_back_epilogues() {
     read_back_.push_back(std::move(b));
   }
   for (const auto &[value, placeholder] : r.witnesses) read_back_witnesses_[value] = placeholder;
-  return !r.witnesses.empty();
+  return !r.read_back.empty();
 }
 
 bool Engine::find_saved_values() {
