@@ -528,22 +528,33 @@ def bench_layer_norm(gen, M, N, dtype, tmp):
 
 
 def bench_matmul(gen, M, N, K, tmp):
+    """C = relu(A B): tgrad's dA and dB from owner-computes kernels that read relu'(acc) = (C > 0) back from the
+    forward's output (src/ad/EpilogueReadBack.h), against the hand-written two matmuls on dC masked by C > 0
+    beforehand (the masking not timed)."""
     bwd = load("tests/golden/backward/matmul_kernel.py", tmp)
+    fwd = load("tests/kernels/matmul.py", tmp)
     a = torch.randn(M, K, generator=gen, device="cuda").half()
     b = torch.randn(K, N, generator=gen, device="cuda").half()
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
     dc = torch.randn(M, N, generator=gen, device="cuda").half()
+    # The backward reads C as the forward left it (the launch protocol: "as the forward left it").
+    c = fwd.matmul(a, b, activation="relu")
     da, db = torch.zeros_like(a), torch.zeros_like(b)
     bm, bn, bk = 128, 128, 32
-    # The generated backward is for the relu epilogue: give it and the others the same upstream gradient.
-    relu_mask = (a.float() @ b.float()) > 0
-    dc_eff = (dc.float() * relu_mask).half()
+    # The hand-written one masks the upstream gradient first, as a hand-written backward does.
+    dc_eff = (dc.float() * (c > 0)).half()
 
     def gen_fn():
         da.zero_(); db.zero_()
-        bwd.matmul_kernel_bwd[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="relu",
-            da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=8)
+        obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["da"]
+        bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, obm), triton.cdiv(K, obk))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
+            ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, obn), num_warps=warps,
+            num_stages=stages)
+        obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["db"]
+        bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, obk), triton.cdiv(N, obn))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
+            ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, obm), num_warps=warps,
+            num_stages=stages)
 
     hda, hdb = torch.empty_like(a), torch.empty_like(b)
 
@@ -558,16 +569,20 @@ def bench_matmul(gen, M, N, K, tmp):
     ct = torch.relu(at @ bt)
     torch_fn = lambda: torch.autograd.grad(ct, [at, bt], dc, retain_graph=True)
     gen_fn(); hand_fn()
+    first = (da.clone(), db.clone())
+    gen_fn()
+    deterministic = torch.equal(first[0], da) and torch.equal(first[1], db)
     err = max((da.float() - hda.float()).norm().item() / hda.float().norm().item(),
               (db.float() - hdb.float()).norm().item() / hdb.float().norm().item())
     flops = 4 * M * N * K
     case = f"matmul {M}x{N}x{K} fp16 (relu)"
+    tgrad = "tgrad owner-computes, relu' from C" + ("" if deterministic else " (NOT bitwise deterministic)")
     module = torch_module("matmul_kernel", tmp)
     through_module = module_row(case, module.matmul_kernel_backward,
                                 ([triton.cdiv(M, bm), triton.cdiv(N, bn)], a, b, c, M, N, K, K, 1, N, 1, N, 1, bm, bn, bk,
                                  "relu", dc), {"num_warps": 8}, -flops, [hda, hdb])
-    return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
-            for name, fn in (("tgrad", gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))] + [through_module]
+    return [(case, label, do_bench(fn, quantiles=[0.5]), -flops, err if label.startswith("tgrad") else None)
+            for label, fn in ((tgrad, gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))] + [through_module]
 
 
 # Launch values of the owner-computes kernels (tests/golden/backward/matmul_kernel_no_activation.py), by which the
@@ -575,6 +590,9 @@ def bench_matmul(gen, M, N, K, tmp):
 # BLOCK_SIZE_M x BLOCK_SIZE_K, stepping BLOCK_SIZE_N along N) and for dB (BLOCK_SIZE_K x BLOCK_SIZE_N, stepping
 # BLOCK_SIZE_M along M). Tuned on the H100 (bench/matmul_owner_tune.py); the hand-written one's, as before.
 OWNER_CONFIG = {"da": (128, 64, 128, 4, 3), "db": (64, 128, 128, 4, 3)}
+# The same for the relu epilogue's owners (tests/golden/backward/matmul_kernel.py, which also load C and mask dC by
+# C > 0): `python3 bench/matmul_owner_tune.py --size 2048 --relu` on the H100, 2026-11-27.
+RELU_OWNER_CONFIG = {"da": (128, 64, 256, 8, 4), "db": (64, 128, 256, 8, 3)}
 
 
 def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):

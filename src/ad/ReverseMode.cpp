@@ -60,6 +60,7 @@ std::optional<Backward> Engine::run() {
   record_name_types();
   bool rewritten = kernel_ && find_saved_values();
   if (kernel_ && read_back_softmax_statistics()) rewritten = true;
+  if (kernel_ && read_back_epilogues()) rewritten = true;
   if (rewritten) {
     // Statements moved or rewritten: the types again.
     std::optional<sema::TypeInfo> again = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);

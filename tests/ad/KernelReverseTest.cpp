@@ -168,12 +168,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "    cols = tl.program_id(1) * (B // 2) + tl.arange(0, B)\n    mask = cols < n_cols\n"
                    "    x = tl.load(X + row * stride + cols, mask=mask, other=0.0)\n"
                    "    tl.atomic_add(Y + row * stride + cols, x * x, mask=mask)\n"},
-        // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue.
+        // A K loop with advancing pointers and tl.dot into the accumulator; 40x30x50 in blocks of 16; relu epilogue,
+        // its derivative read back from C (the check passes C as the forward left it), dA and dB by their owners.
         KernelCase{"matmul", "matmul_kernel", {3, 2, 1},
                    {"a_ptr=fp16[40,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[40,30]:zeros", "M=40", "N=30", "K=50",
                     "stride_am=50", "stride_ak=1", "stride_bk=30", "stride_bn=1", "stride_cm=30", "stride_cn=1"},
                    {"BLOCK_SIZE_M=16", "BLOCK_SIZE_N=16", "BLOCK_SIZE_K=16", "ACTIVATION='relu'"}, {"a_ptr", "b_ptr"},
-                   {"load through 'a_ptr' is a tl.atomic_add: the pointer is advanced by a loop"}},
+                   {"load through 'a_ptr' is a tl.atomic_add: the pointer is advanced by a loop",
+                    "the relu epilogue's derivative is read from the output the forward stored through 'c_ptr'",
+                    "is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"}},
         // Programs renumbered by tl.swizzle2d (5 x 2 tiles, groups of 2 rows: the last group has one).
         KernelCase{"matmul", "grouped_matmul_kernel", {5, 2, 1},
                    {"a_ptr=fp16[70,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[70,30]:zeros", "M=70", "N=30", "K=50",

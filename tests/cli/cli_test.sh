@@ -426,20 +426,99 @@ expect_rc owner_explain_exit_0 0 owner_explain
 expect_grep owner_explain_da "$TMP/owner_explain.err" "\\(da_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"
 expect_grep owner_explain_db "$TMP/owner_explain.err" "\\(db_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_db_ptr'"
 expect_grep owner_kernel_loops "$TMP/owner_explain.out" 'for pid_n in range\(0, num_programs_1\):'
-# With the relu epilogue the owners need the accumulator: by default the gradients stay with atomics (and
-# --explain names --deterministic); with --deterministic a prologue saves the epilogue's adjoint per program.
+# With the relu epilogue the owners need relu'(acc): read back from the stored output as (C > 0)
+# (src/ad/EpilogueReadBack.h), so the loop is not replayed and dA, dB go to their owners; C is passed as the
+# forward left it.
 run owner_relu_default $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp16' --arg 'b_ptr=*fp16' \
   --arg 'c_ptr=*fp16' --arg M=i32 --arg N=i32 --arg K=i32 --arg stride_am=i32 --arg stride_ak=i32 --arg stride_bk=i32 \
   --arg stride_bn=i32 --arg stride_cm=i32 --arg stride_cn=i32 -D "ACTIVATION='relu'" --explain
 expect_rc owner_relu_default_exit_0 0 owner_relu_default
-expect_grep owner_relu_default_why "$TMP/owner_relu_default.err" "stays with atomics .*--deterministic saves it"
-run owner_prologue $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp16' --arg 'b_ptr=*fp16' \
+expect_grep owner_relu_default_why "$TMP/owner_relu_default.err" \
+  "line 52: the relu epilogue's derivative is read from the output the forward stored through 'c_ptr'"
+expect_grep owner_relu_default_owner "$TMP/owner_relu_default.err" "\\(da_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"
+expect_grep owner_relu_default_mask "$TMP/owner_relu_default.out" \
+  'c_stored_positive = tl.load\(c_ptrs, mask=c_mask, other=0.0\).to\(tl.float32\) > 0.0'
+run owner_relu_json $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp16' --arg 'b_ptr=*fp16' \
   --arg 'c_ptr=*fp16' --arg M=i32 --arg N=i32 --arg K=i32 --arg stride_am=i32 --arg stride_ak=i32 --arg stride_bk=i32 \
-  --arg stride_bn=i32 --arg stride_cm=i32 --arg stride_cn=i32 -D "ACTIVATION='relu'" --explain --deterministic
+  --arg stride_bn=i32 --arg stride_cm=i32 --arg stride_cn=i32 -D "ACTIVATION='relu'" --emit json
+expect_rc owner_relu_json_exit_0 0 owner_relu_json
+expect_grep owner_relu_json_saved "$TMP/owner_relu_json.out" '"contents": "as the forward left it"'
+# Epilogues whose derivative the stored output does not give, or whose output is not stored once: the owners need
+# the accumulator, so by default the gradients stay with atomics (and --explain names --deterministic); with
+# --deterministic a prologue saves the epilogue's adjoint per program.
+cat >"$TMP/act_matmul.py" <<'PY'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def act_matmul_kernel(x_ptr, w_ptr, y_ptr, z_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      ACT: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + tl.arange(0, BK)
+        x = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w)
+    if ACT == "leaky":
+        acc = tl.where(acc > 0, acc, 0.01 * acc)
+    elif ACT == "sigmoid":
+        acc = tl.sigmoid(acc)
+    elif ACT == "tanh":
+        acc = tl.math.tanh(acc * 0.5)
+    else:
+        acc = tl.maximum(acc, 0.0)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=mask)
+    if ACT == "twice":
+        tl.store(z_ptr + rm[:, None] * N + rn[None, :], acc, mask=mask)
+PY
+AM="$TMP/act_matmul.py"
+AM_CHECK="--kernel act_matmul_kernel --grid 3,2 --arg x_ptr=fp32[40,24] --arg w_ptr=fp32[24,28] --arg y_ptr=fp32[40,28]:zeros \
+  --arg z_ptr=fp32[40,28]:zeros --arg M=40 --arg N=28 --arg K=24 -D BM=16 -D BN=16 -D BK=16"
+run act_relu "$AM" --wrt x_ptr,w_ptr -D "ACT='relu'" --explain
+expect_rc act_relu_exit_0 0 act_relu
+expect_grep act_relu_why "$TMP/act_relu.err" "line 23: the relu epilogue's derivative is read from the output the forward stored through 'y_ptr'"
+expect_grep act_relu_owner "$TMP/act_relu.err" "\\(dx_ptr\\) is gathered by its owners"
+run act_twice "$AM" --wrt x_ptr,w_ptr -D "ACT='twice'" --explain
+expect_rc act_twice_exit_0 0 act_twice
+expect_grep act_twice_why "$TMP/act_twice.err" \
+  "line 23: the epilogue's derivative is computed from its input, as written .*: its value is read by more than the store"
+expect_grep act_twice_atomics "$TMP/act_twice.err" "\\(dx_ptr\\) stays with atomics"
+# Sigmoid and tanh: their rules need only the output, read back where the buffer holds it exactly (its type given,
+# y's); rounded to float16, or with the types not given, the loop is replayed.
+AM_TYPES="--arg M=i32 --arg N=i32 --arg K=i32"
+for t in fp32 fp16; do
+  run act_sigmoid_$t "$AM" --wrt x_ptr,w_ptr --arg "x_ptr=*$t" --arg "w_ptr=*$t" --arg "y_ptr=*$t" --arg "z_ptr=*$t" \
+    $AM_TYPES -D "ACT='sigmoid'" --explain
+  expect_rc act_sigmoid_${t}_exit_0 0 act_sigmoid_$t
+done
+expect_grep act_sigmoid_fp32_why "$TMP/act_sigmoid_fp32.err" \
+  "line 19: the sigmoid epilogue's value is read from the output the forward stored through 'y_ptr'"
+expect_grep act_sigmoid_fp32_load "$TMP/act_sigmoid_fp32.out" 'acc_4 = tl.load\(y_ptr'
+expect_grep act_sigmoid_fp16_why "$TMP/act_sigmoid_fp16.err" "line 19: .*: sigmoid's derivative is a function of its \
+output, but 'y_ptr' holds it rounded to float16"
+run act_sigmoid_generic "$AM" --wrt x_ptr,w_ptr -D "ACT='sigmoid'" --explain
+expect_grep act_sigmoid_generic_why "$TMP/act_sigmoid_generic.err" "the buffers' types were not given"
+run act_tanh "$AM" --wrt x_ptr,w_ptr --arg x_ptr=*fp32 --arg w_ptr=*fp32 --arg y_ptr=*fp32 --arg z_ptr=*fp32 $AM_TYPES \
+  -D "ACT='tanh'" --explain
+expect_grep act_tanh_why "$TMP/act_tanh.err" "line 21: the tanh epilogue's value is read from the output"
+run owner_relu_default "$AM" --wrt x_ptr,w_ptr -D "ACT='leaky'" --explain
+expect_rc owner_leaky_default_exit_0 0 owner_relu_default
+expect_grep owner_leaky_default_why "$TMP/owner_relu_default.err" "stays with atomics .*--deterministic saves it"
+run owner_prologue "$AM" --wrt x_ptr,w_ptr -D "ACT='leaky'" --explain --deterministic
 expect_rc owner_prologue_exit_0 0 owner_prologue
-expect_grep owner_prologue_why "$TMP/owner_prologue.err" "\\(da_ptr\\) is gathered by its owners: .*the prologue kernel replays"
-expect_grep owner_prologue_kernel "$TMP/owner_prologue.out" '^def matmul_kernel_bwd_prologue\('
-expect_grep owner_prologue_load "$TMP/owner_prologue.out" 'baccumulator_2 = tl.load\(baccumulator_2_saved \+'
+expect_grep owner_prologue_why "$TMP/owner_prologue.err" "\\(dx_ptr\\) is gathered by its owners: .*the prologue kernel replays"
+expect_grep owner_prologue_kernel "$TMP/owner_prologue.out" '^def act_matmul_kernel_bwd_prologue\('
+expect_grep owner_prologue_load "$TMP/owner_prologue.out" 'bacc_2 = tl.load\(bacc_2_saved \+'
+for act in "'relu'" "'twice'" "'sigmoid'" "'tanh'" "'leaky' --deterministic"; do
+  name=act_check_$(case "$act" in "'leaky' --deterministic") echo leaky_prologue ;; *) echo "${act//\'/}" ;; esac)
+  run $name check "$AM" $AM_CHECK -D "ACT=${act%% *}" $([ "${act#* }" != "$act" ] && echo "${act#* }") --wrt x_ptr,w_ptr
+  expect_rc ${name}_exit_0 0 $name
+  expect_grep ${name}_verdict "$TMP/$name.out" '^PASS$'
+done
 
 # --deterministic says which gradients it leaves to atomics from several programs (a bias every row block
 # loads), at the load, and says nothing where every gradient has a deterministic schedule.

@@ -24,6 +24,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/MemoryAccumulators.h"
 #include "src/ad/SinglePass.h"
+#include "src/ad/EpilogueReadBack.h"
 #include "src/ad/SoftmaxStatistics.h"
 #include "src/ad/reverse/AstHelpers.h"
 #include "src/ad/reverse/DeadCode.h"
@@ -258,6 +259,10 @@ class Engine {
   // An online softmax differentiated from the statistic the forward stores
   // (src/ad/SoftmaxStatistics.h): rewrites the A-normal form; true if it did.
   bool read_back_softmax_statistics();
+  // An elementwise epilogue (relu) after a loop differentiated from the
+  // output the forward stores (src/ad/EpilogueReadBack.h): rewrites the
+  // A-normal form; true if it did.
+  bool read_back_epilogues();
 
   // The pointer parameters of the forward kernel and of the backward
   // (gradient buffers, scratch): the request's pointer types and `more`.
@@ -631,6 +636,7 @@ class Engine {
   // (read_back_softmax_statistics), and why.
   std::vector<SoftmaxStatistics::ReadBack> read_back_;
   std::string read_back_explanation_;
+  std::vector<std::string> epilogue_explanations_;  // (read_back_epilogues), for --explain
   std::vector<std::pair<SourceSpan, std::string>> notes_;  // Backward::notes
   std::map<std::string, std::string> read_back_witnesses_;  // such a value, its pointer generic -> the dtype the backward asserts
   std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through

@@ -501,6 +501,7 @@ std::optional<Backward> Engine::build_kernel() {
                                   "when it moves, so its gradient is zero and is not computed");
   }
   if (!read_back_explanation_.empty()) result.explanations.push_back(read_back_explanation_);
+  for (const std::string &e : epilogue_explanations_) result.explanations.push_back(e);
   result.notes = notes_;
   out_ = &sweep_;
   sweep_block(body, access, result.explanations);
@@ -631,6 +632,34 @@ bool Engine::read_back_softmax_statistics() {
   read_back_explanation_ = r->explanation;
   read_back_witnesses_ = r->witnesses;
   return true;
+}
+
+bool Engine::read_back_epilogues() {
+  EpilogueContext context;
+  context.builtin = [this](const Call &c) -> std::string {
+    const SType *t = anf_types_.type_of(c.func.get());
+    return t && t->kind == SType::Kind::Builtin ? t->s : "";
+  };
+  context.type_of = [this](const std::string &n) { return type_of_name(n); };
+  AccessAnalysis access(*anf_.fn, name_types_);
+  context.base_of = [&access](const std::string &p) { return access.base_of(p); };
+  context.shared_addresses = [&access](const std::string &pointer, const std::string &mask,
+                                       bool &proven) -> std::string {
+    AccessDecision d = access.classify(pointer, mask);
+    proven = d.kind == AccessDecision::Kind::Injective && !d.programs_share;
+    return d.programs_share ? d.reason : "";
+  };
+  context.generic_types = !request_.generic_params.empty();
+  NameAllocator names;
+  names.reserve_all(module_, *anf_.fn);
+  EpilogueReadBacks r = read_epilogues_from_outputs(anf_, context, names);
+  epilogue_explanations_ = std::move(r.explanations);
+  for (SoftmaxStatistics::ReadBack &b : r.read_back) {
+    saved_base_[b.value] = b.base;  // the caller passes the buffer as the forward left it
+    read_back_.push_back(std::move(b));
+  }
+  for (const auto &[value, placeholder] : r.witnesses) read_back_witnesses_[value] = placeholder;
+  return !r.read_back.empty();
 }
 
 bool Engine::find_saved_values() {

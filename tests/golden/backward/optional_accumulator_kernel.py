@@ -33,24 +33,10 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row = forward_pid
-        acc_z_2 = acc
-        for c in range(n_chunks):
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
-            x = tl.load(X_plus_row_times_n)
-            c_times_BLOCK = c * BLOCK
-            W_plus_c_times_BLOCK = W + c_times_BLOCK
-            W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
-            w = tl.load(W_plus_c_times_BLOCK_plus_cols)
-            acc_z_2 = acc_z_2 + x * w
         row_times_BLOCK = row * BLOCK
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
@@ -60,24 +46,20 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         # (Loaded early: nothing in the backward writes this memory.)
         btl_sigmoid_acc_z_2 = tl.load(dZ + row_times_BLOCK + cols)
-        tl_sigmoid_acc_z_2 = tl.sigmoid(acc_z_2)
+
+        # Stored by the forward: read back, not computed again.
+        tl_sigmoid_acc_z_2 = tl.load(Z + row_times_BLOCK + cols)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         bacc_z_2 = btl_sigmoid_acc_z_2 * tl_sigmoid_acc_z_2 * (1.0 - tl_sigmoid_acc_z_2)
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
-            x = tl.load(X_plus_row_times_n)
+            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_2 + cols)
             c_times_BLOCK = c * BLOCK
-            W_plus_c_times_BLOCK = W + c_times_BLOCK
-            W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
             dW_plus_c_times_BLOCK_plus_cols = dW_row + c_times_BLOCK + cols
-            w = tl.load(W_plus_c_times_BLOCK_plus_cols)
+            w = tl.load(W + c_times_BLOCK + cols)
 
             # Grad of: acc_z += x * w
             bx = bacc_z_2 * w

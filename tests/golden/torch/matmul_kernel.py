@@ -55,97 +55,123 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 @triton.jit
-def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1):
+
+    # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
+    k = tl.program_id(1)
     pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_am = offs_cm % M
+    tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    offs_k_col_times_stride_bk = offs_k[:, None] * stride_bk
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    offs_cm_col = offs_cm[:, None]
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+    c_ptr_plus_stride_cm = c_ptr + stride_cm_times_offs_cm_col
+    dc_ptr_plus_stride_cm = dc_ptr + stride_cm_times_offs_cm_col
+    t_3 = offs_cm_col < M
+    BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
+    k_remaining = K - k * BLOCK_SIZE_K
+    t_2 = offs_k[:, None] < k_remaining
+
+    # Its gradient tile, summed over the forward's programs along axis 1 (the programs that read it) in registers
+    da_ptr_tile = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_K), dtype=tl.float32)
+    for pid_n in range(0, num_programs_1):
+        offs_cn = pid_n * BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+        offs_bn = offs_cn % N
+        b_ptrs = b_ptr + (offs_k_col_times_stride_bk + offs_bn[None, :] * stride_bn)
+        offs_cn_row = offs_cn[None, :]
+        stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+        c_ptrs = c_ptr_plus_stride_cm + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr_plus_stride_cm + stride_cn_times_offs_cn_row
+        c_mask = t_3 & (offs_cn_row < N)
+        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_5 = bc.to(accumulator.dtype)
+        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        if ACTIVATION == "relu":
+
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
+
+            # Grad of: accumulator = tl.maximum(accumulator, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+        else:
+
+            # Grad of: if ACTIVATION == "relu":
+            baccumulator_2 += baccumulator_5
+        b_ptrs_2 = b_ptrs
+        b_ptrs_2 = b_ptrs_2 + k * BLOCK_SIZE_K_times_stride_bk
+        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
+        ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
+
+        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
+        da_ptr_tile = da_ptr_tile + ba
+
+    # One addition per element and owner: programs along axis 1 no longer add to it one by one
+    tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=offs_k[None, :] < k_remaining, sem="relaxed")
+
+
+@triton.jit
+def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0):
+
+    # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
+    k = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_am_col_times_stride = offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    a_ptrs = a_ptr + offs_am_col_times_stride
-    da_ptrs_2 = da_ptr + offs_am_col_times_stride
-    offs_k_col_times_stride = offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    b_ptrs = b_ptr + offs_k_col_times_stride
-    db_ptrs_2 = db_ptr + offs_k_col_times_stride
+    offs_k_row_times_stride_ak = offs_k[None, :] * stride_ak
+    db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    tl_cdiv_K_BLOCK_SIZE_K = tl.cdiv(K, BLOCK_SIZE_K)
-    accumulator_2 = accumulator
-    a_ptrs_2 = a_ptrs
-    b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
-        k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-        k_remaining = K - k_times_BLOCK_SIZE_K
-        offs_k_row_2 = offs_k[None, :]
-        t = offs_k_row_2 < k_remaining
-        a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        offs_k_col_2 = offs_k[:, None]
-        t_2 = offs_k_col_2 < k_remaining
-        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        accumulator_2 = tl.dot(a, b, accumulator_2)
-        BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
-        a_ptrs_2 = a_ptrs_3
-        b_ptrs_2 = b_ptrs_3
-    if ACTIVATION == "relu":
-        accumulator_5 = tl.maximum(accumulator_2, 0.0)
-    else:
-        accumulator_5 = accumulator_2
-    offs_cm_col = offs_cm[:, None]
     offs_cn_row = offs_cn[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn_row
-    c_mask = (offs_cm_col < M) & (offs_cn_row < N)
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+    t_4 = offs_cn_row < N
+    BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
+    k_remaining = K - k * BLOCK_SIZE_K
+    t = offs_k[None, :] < k_remaining
 
-    # Grad of: tl.store(c_ptrs, c, mask=c_mask)
-    bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    db_ptr_tile = tl.zeros((BLOCK_SIZE_K, BLOCK_SIZE_N), dtype=tl.float32)
+    for pid_m in range(0, num_programs_0):
+        offs_cm = pid_m * BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
+        offs_am = offs_cm % M
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k_row_times_stride_ak)
+        offs_cm_col = offs_cm[:, None]
+        stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+        c_mask = (offs_cm_col < M) & t_4
+        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_5 = bc.to(accumulator.dtype)
+        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        if ACTIVATION == "relu":
 
-    # Grad of: c = accumulator.to(tl.float16)
-    baccumulator_5 = bc.to(accumulator_5.dtype)
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
 
-    # Grad of: if ACTIVATION == "relu":
-    baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
-    if ACTIVATION == "relu":
+            # Grad of: accumulator = tl.maximum(accumulator, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+        else:
 
-        # Grad of: accumulator = tl.maximum(accumulator, 0.0)
-        baccumulator_2 += tl.where(accumulator_2 > 0.0, baccumulator_5, tl.where(accumulator_2 == 0.0, baccumulator_5 * 0.5, 0.0))
-    else:
-
-        # Grad of: if ACTIVATION == "relu":
-        baccumulator_2 += baccumulator_5
-    a_ptrs_2 = a_ptrs
-    b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
-        k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-        k_remaining = K - k_times_BLOCK_SIZE_K
-        offs_k_row_2 = offs_k[None, :]
-        t = offs_k_row_2 < k_remaining
+            # Grad of: if ACTIVATION == "relu":
+            baccumulator_2 += baccumulator_5
+        a_ptrs_2 = a_ptrs
+        a_ptrs_2 = a_ptrs_2 + k * BLOCK_SIZE_K_times_stride_ak
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        offs_k_col_2 = offs_k[:, None]
-        t_2 = offs_k_col_2 < k_remaining
-        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
-
-        # Grad of: accumulator = tl.dot(a, b, accumulator)
-        ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
         bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptrs_2.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(db_ptrs_2, bb, mask=t_2, sem="relaxed")
+        db_ptr_tile = db_ptr_tile + bb
 
-        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
-        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(da_ptrs_2, ba, mask=t, sem="relaxed")
-        a_ptrs_2 = a_ptrs_3
-        da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        b_ptrs_2 = b_ptrs_3
-        db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
+    # One addition per element and owner: programs along axis 0 no longer add to it one by one
+    tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=offs_k[:, None] < k_remaining, sem="relaxed")
 
 
 
@@ -405,7 +431,14 @@ def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], a_ptr: typing.Op
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
     da_ptr = _tgrad_float32_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     db_ptr = _tgrad_float32_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    wrap_triton(matmul_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_options(num_warps, num_stages))
+    # the forward's grid size along axis 1: matmul_kernel_bwd_da_ptr's programs loop over the forward's programs along it
+    num_programs_1 = tgrad_grid[1]
+    # the forward's grid size along axis 0: matmul_kernel_bwd_db_ptr's programs loop over the forward's programs along it
+    num_programs_0 = tgrad_grid[0]
+    # line 40: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
+    wrap_triton(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_1=num_programs_1, **_tgrad_options(num_warps, num_stages))
+    # line 40: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
+    wrap_triton(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_0=num_programs_0, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(da_ptr, a_ptr)), _tgrad_out(_tgrad_cast_like(db_ptr, b_ptr))
 
 
