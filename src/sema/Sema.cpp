@@ -832,6 +832,9 @@ class Checker {
       return call_function(fn, bound, c.span);
     }
     if (callee.kind == SType::Kind::Builtin) return builtin(callee, args, kwargs, c.span);
+    if (callee.kind == SType::Kind::DType)  // measured: Triton 3.6 raises "'dtype' object is not callable" too
+      fail(c.func->span, callee.str() + " is not callable (Triton 3.6 refuses it too); for a scalar of that type write "
+                                        "tl.full([], value, tl." + std::string(sema::tl_name(callee.dtype)) + ")");
     fail(c.func->span, callee.str() + " is not callable");
   }
 

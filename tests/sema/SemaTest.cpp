@@ -197,6 +197,11 @@ TEST(Errors, AtTheOffendingExpression) {
   EXPECT_NE(analyse("return y + z\n", p).errors.find("t.py:6:12: error: shapes [4] and [8] cannot be broadcast together"), std::string::npos);
   EXPECT_NE(analyse("return tl.arange(0, 12)\n", p).errors.find("the range must be a power of 2"), std::string::npos);
   EXPECT_NE(analyse("return w\n", p).errors.find("name 'w' is not defined"), std::string::npos);
+  // A dtype called as a constructor (Liger-Kernel's multi-block softmax): Triton 3.6 refuses it (measured).
+  EXPECT_NE(analyse("return tl.float32(0.0)\n", p)
+                .errors.find("t.py:6:12: error: dtype fp32 is not callable (Triton 3.6 refuses it too); for a scalar "
+                             "of that type write tl.full([], value, tl.float32)"),
+            std::string::npos);
   // Triton 2.0's spellings, gone from Triton 3.6: the message says what to write instead.
   sema::ParamTypes sq = {{"a", tile(DType::FP16, {Dim::known(16), Dim::known(16)})}};
   EXPECT_NE(analyse("return tl.dot(a, a, trans_b=True)\n", sq, "a")
