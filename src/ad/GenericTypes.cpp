@@ -645,7 +645,11 @@ class GenericDifferentiation {
   // Keeps `t` when its backward equals the representative's; a located
   // error naming `param` when it differs.
   bool compare(const Trial &t, size_t param, const std::string &what) {
-    if (!t.backward) return true;  // the forward rejects this type: so would Triton
+    if (!t.backward) {  // the forward rejects this type: so would Triton
+      DiagEngine quiet(sources_);
+      if (!sema::analyze(module_, fn_, t.types, quiet)) record(rejected_, pname(param), shown(t.types.at(pname(param))));
+      return true;
+    }
     if (same_backward(*base_->backward, *t.backward)) {
       record(pname(param), shown(t.types.at(pname(param))));
       return true;
@@ -663,13 +667,15 @@ class GenericDifferentiation {
     return t.kind == SType::Kind::DType ? std::string("tl.") + sema::tl_name(t.dtype) : t.str();
   }
 
-  void record(const std::string &param, const std::string &type) {
-    for (auto &[p, types] : checked_)
+  void record(const std::string &param, const std::string &type) { record(checked_, param, type); }
+  static void record(std::vector<std::pair<std::string, std::vector<std::string>>> &into, const std::string &param,
+                     const std::string &type) {
+    for (auto &[p, types] : into)
       if (p == param) {
         if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
         return;
       }
-    checked_.push_back({param, {type}});
+    into.push_back({param, {type}});
   }
 
   // What tgrad assumed, for the error when no representative differentiates.
@@ -686,9 +692,12 @@ class GenericDifferentiation {
     Backward b = std::move(*base_->backward);
     for (const Diagnostic &d : base_->diagnostics) diags_.report(d);
     // Parameters in the function's order.
-    for (const Param &p : fn_.params)
+    for (const Param &p : fn_.params) {
       for (auto &entry : checked_)
         if (entry.first == p.name) b.generic_types.push_back(entry);
+      for (auto &entry : rejected_)
+        if (entry.first == p.name) b.forward_rejected_types.push_back(entry);
+    }
     b.source = annotate(b);
     return b;
   }
@@ -825,6 +834,11 @@ class GenericDifferentiation {
     // trials run together; their verdicts are taken in this order, and the
     // first difference stops the check.
     for (const Trial &t : uniform) {
+      if (!t.backward) {
+        DiagEngine quiet(sources_);
+        if (!sema::analyze(module_, fn_, t.types, quiet))  // the forward rejects it: so would Triton
+          for (size_t k : float_pointers_) record(rejected_, pname(k), t.types.at(pname(k)).str());
+      }
       if (&t == base_ || !t.backward) continue;
       if (!same_backward(*base_->backward, *t.backward)) {
         size_t first = float_pointers_.front();
@@ -939,6 +953,7 @@ class GenericDifferentiation {
   Trial *base_ = nullptr;
   std::vector<int> base_ranks_;
   std::vector<std::pair<std::string, std::vector<std::string>>> checked_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> rejected_;  // types the forward itself refuses
 };
 
 }  // namespace

@@ -344,6 +344,32 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // Flags a helper tests (its ifs need them: a helper is a tile function).
   for (const std::string &name : flags_tested_in_helpers(module, fn, given))
     if (std::find(flags.begin(), flags.end(), name) == flags.end()) flags.push_back(name);
+  // A flag whose value decides whether the forward compiles in a half-precision type (Liger's kl_div: `if
+  // log_target: ... tl.exp(y_true)`, which Triton refuses for bf16): unvalued, sema types both branches and
+  // refuses that type for every value, so a bf16 model's launch without log_target would be refused too.
+  // Specialized, each value's forward is typed alone, and the values whose forward compiles serve the type.
+  for (sema::DType d : {sema::DType::FP16, sema::DType::BF16}) {
+    auto types_with = [&](const sema::ParamTypes &g) {
+      SourceManager scratch;
+      DiagEngine quiet(scratch);
+      return sema::analyze(module, fn, uniform_representative(module, fn, g, d), quiet).has_value();
+    };
+    if (types_with(given)) continue;
+    for (size_t k = 0; k < fn.params.size(); ++k) {
+      const std::string &name = fn.params[k].name;
+      if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name) ||
+          std::find(flags.begin(), flags.end(), name) != flags.end())
+        continue;
+      for (const FlagValue &v : flag_values(module, fn, name).values) {
+        sema::ParamTypes with = given;
+        with[name] = v.type;
+        if (types_with(with)) {
+          flags.push_back(name);
+          break;
+        }
+      }
+    }
+  }
   // Typed only with its parameters unknown, the forward showed no flag: those
   // that let it type as the backward types it. Where it showed some, those
   // come first, and their values reveal the rest.

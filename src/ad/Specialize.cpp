@@ -184,21 +184,35 @@ class Specializer {
   // each kind, the types every specialization taking that kind serves (a
   // saved output read back as float32 by one specialization is float32 for
   // all), in the first one's order.
+  //
+  // A specialization whose forward itself refuses a type (Liger's kl_div with log_target: tl.exp of a bf16 tile)
+  // does not keep the others from serving it: Triton refuses that launch of the forward too.
   std::vector<std::string> served_by_all(const std::string &param) const {
+    auto types_of = [&](const std::vector<std::pair<std::string, std::vector<std::string>>> &all) {
+      for (const auto &[name, types] : all)
+        if (name == param) return types;
+      return std::vector<std::string>{};
+    };
     std::vector<std::string> out;
     for (const bool pointers : {true, false}) {
-      std::vector<std::vector<std::string>> each;  // per specialization that takes it as this kind
-      for (const Specialization &s : specs_)
-        for (const auto &[name, types] : s.backward.generic_types) {
-          std::vector<std::string> of_kind;
-          std::copy_if(types.begin(), types.end(), std::back_inserter(of_kind),
-                       [&](const std::string &t) { return (t.rfind('*', 0) == 0) == pointers; });
-          if (name == param && !of_kind.empty()) each.push_back(std::move(of_kind));
-        }
-      if (each.empty()) continue;
-      for (const std::string &t : each[0])
-        if (std::all_of(each.begin(), each.end(),
-                        [&](const auto &e) { return std::find(e.begin(), e.end(), t) != e.end(); }))
+      auto of_kind = [&](const std::string &t) { return (t.rfind('*', 0) == 0) == pointers; };
+      // Per specialization that takes it as this kind: the types it serves, and those its forward refuses.
+      std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> each;
+      std::vector<std::string> candidates;  // in order of first appearance
+      for (const Specialization &s : specs_) {
+        std::vector<std::string> served;
+        for (const std::string &t : types_of(s.backward.generic_types))
+          if (of_kind(t)) served.push_back(t);
+        if (served.empty()) continue;
+        for (const std::string &t : served)
+          if (std::find(candidates.begin(), candidates.end(), t) == candidates.end()) candidates.push_back(t);
+        each.push_back({std::move(served), types_of(s.backward.forward_rejected_types)});
+      }
+      for (const std::string &t : candidates)
+        if (std::all_of(each.begin(), each.end(), [&](const auto &e) {
+              auto has = [&](const std::vector<std::string> &v) { return std::find(v.begin(), v.end(), t) != v.end(); };
+              return has(e.first) || has(e.second);
+            }))
           out.push_back(t);
     }
     return out;

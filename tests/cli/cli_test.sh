@@ -681,6 +681,28 @@ expect_grep untyped_stride_named "$TMP/untyped_stride.out" '^# Generic: the same
 run untyped_softmax $KERNELS/softmax.py --wrt in_ptr
 expect_rc untyped_softmax_exit_0 0 untyped_softmax
 expect_grep untyped_softmax_generic "$TMP/untyped_softmax.out" '^# Generic: the same backward for out_ptr = \*fp32, \*fp16, \*bf16; in_ptr = \*fp32, \*fp16, \*bf16;'
+# A flag one of whose branches does not compile in bf16 (tl.exp of a bf16 tile, as Liger's kl_div with log_target):
+# specialized on it, bf16 is served by the value whose forward compiles, and not refused for both.
+cat >"$TMP/exp_flag.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(X, T, Y, n, LOG: tl.constexpr = False, BLOCK: tl.constexpr = 128):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + o, mask=o < n, other=0.0).to(tl.float32)
+    t = tl.load(T + o, mask=o < n, other=1.0)
+    if LOG:
+        y = tl.exp(t) * (t - x)
+    else:
+        y = t * x
+    tl.store(Y + o, y, mask=o < n)
+EOF
+run exp_flag "$TMP/exp_flag.py" --wrt X,T
+expect_rc exp_flag_exit_0 0 exp_flag
+expect_grep exp_flag_specialized "$TMP/exp_flag.out" '^# Specialized: one backward per value of LOG = True, False\.$'
+expect_grep exp_flag_bf16_served "$TMP/exp_flag.out" '^# Generic: the same backward for X = [^;]*; T = \*fp32, \*fp16, \*bf16;'
 # A backward that really depends on a dtype names the parameter.
 cat >"$TMP/dtype_branch.py" <<'EOF'
 import triton

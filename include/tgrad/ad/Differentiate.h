@@ -266,6 +266,10 @@ struct Backward {
   // "fp32[x0, x1]"): the first is the representative the others were
   // compared with. Empty when every parameter had a type.
   std::vector<std::pair<std::string, std::vector<std::string>>> generic_types;
+  // Of the types tried for a parameter, those with which the forward itself does not compile (tl.exp of a bf16
+  // tile): Triton refuses such a launch too, so this backward need not serve them. A dispatcher over flag values
+  // serves a type where each specialization serves it or its forward refuses it.
+  std::vector<std::pair<std::string, std::vector<std::string>>> forward_rejected_types;
 };
 
 std::optional<Backward> differentiate(const ast::Module &module, const SourceManager &sources,
