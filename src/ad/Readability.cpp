@@ -2,9 +2,12 @@
 
 #include <functional>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <unordered_map>
 #include <vector>
 
+#include "tgrad/ast/Equal.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -84,7 +87,8 @@ bool writes_memory(Stmt &s) {
       auto *c = dyn_cast<Call>(&x);
       if (!c) return;
       const std::string f = callee_text(*c->func);
-      if (f == "tl.load") return;
+      // (An assertion reads values and writes nothing: a load may move past it.)
+      if (f == "tl.load" || f == "tl.static_assert" || f == "tl.device_assert") return;
       if (!is_pure(x, true)) found = true;
     });
   };
@@ -147,6 +151,24 @@ std::string comment_lines(const std::string &first, const std::string &second) {
   return second.empty() ? first : first + "\n" + second;
 }
 
+// The comment of a statement whose value moves into a later one, `dest`
+// the comment above that one: what still says something. Its lines that
+// `dest` already has go (IssueEarly.cpp gave an early load's `# Grad of:`
+// line to the statement it came from), and so does the note that the value
+// was loaded early, which it no longer is.
+std::string moved_comment(const std::string &comment, const std::string &dest) {
+  std::set<std::string> there;
+  std::istringstream d(dest);
+  for (std::string line; std::getline(d, line);) there.insert(line);
+  std::string out;
+  std::istringstream c(comment);
+  for (std::string line; std::getline(c, line);) {
+    if (there.count(line) || line.rfind("(Loaded early:", 0) == 0) continue;
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
 // The first line of a statement as printed, without its indentation.
 size_t printed_width(const Stmt &s) {
   switch (s.kind) {
@@ -180,16 +202,23 @@ class Folder {
     for (const Param &p : fn.params) keep_.insert(p.name);
     count_assignments(fn.body, assigned_);
     count_name_reads(fn.body, reads_);
+    NameCounts paired;
+    count_paired_definitions(fn.body, paired);
+    for (const auto &kv : paired)
+      if (kv.second == assigned_[kv.first] && kv.second == reads_[kv.first]) paired_.insert(kv.first);
   }
 
   void block(StmtList &b, int depth) {
-    for (StmtPtr &s : b)
+    for (StmtPtr &s : b) {
+      if (auto *f = dyn_cast<For>(s.get())) name_loop_variable(*f);
       for (StmtList *nested : nested_blocks(*s)) block(*nested, depth + 1);
+    }
     for (size_t j = 0; j < b.size();) {
       if (rename(b, j)) continue;
       ++j;
     }
     fold_all(b, depth);
+    if (merge_accumulations(b, depth)) fold_all(b, depth);
     // What is still named twice for one value (the replay's names next to
     // the adjoint's) is merged after the folding, which writes a value used
     // once in place, as a person would, rather than naming it.
@@ -197,6 +226,158 @@ class Folder {
   }
 
  private:
+  // `for v in ...:` whose body begins `row = v`, v and row read nowhere
+  // else and assigned nowhere else: `for row in ...:` (the backward's loop
+  // over the forward's programs, whose program id the user named).
+  void name_loop_variable(For &f) {
+    auto *v = dyn_cast<Name>(f.target.get());
+    auto *copy = f.body.empty() ? nullptr : dyn_cast<Assign>(f.body[0].get());
+    auto *row = copy && copy->targets.size() == 1 ? dyn_cast<Name>(copy->targets[0].get()) : nullptr;
+    auto *from = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
+    if (!v || !row || !from || from->id != v->id || row->id == v->id) return;
+    if (assigned_[v->id] != 1 || assigned_[row->id] != 1 || keep_.count(v->id)) return;
+    NameCounts inside;
+    count_name_reads(f.body, inside);
+    if (inside[v->id] != reads_[v->id] || inside[row->id] != reads_[row->id]) return;
+    const std::string name = row->id, old = v->id;
+    if (f.body.size() > 1)
+      f.body[1]->leading_comment = comment_lines(f.body[0]->leading_comment, f.body[1]->leading_comment);
+    f.body.erase(f.body.begin());
+    v->id = name;
+    rename_reads(f.body, old, name);
+    reads_[name] += reads_[old] - 1;
+    reads_.erase(old);
+    assigned_.erase(old);
+  }
+
+  // `v = a` and then, as the next statement that mentions v, `v op= c`: one
+  // statement `v = a op c`, the same operation on the same values (`bx = p`,
+  // `bx += q` is `bx = p + q`; a chain `bx = p`, `bx += q`, `bx += r` is
+  // `bx = p + q + r`, the additions in their order), where a can move down
+  // to it as a fold would move it and c does not read v. `v = a; v += a`
+  // becomes `v = a * 2` (an adjoint through `x * x`): a + a is exactly a * 2
+  // in floating point, and a is computed once. Whether anything merged.
+  bool merge_accumulations(StmtList &b, int depth) {
+    bool merged = false;
+    for (size_t i = 0; i < b.size(); ++i) {
+      auto *a = dyn_cast<Assign>(b[i].get());
+      auto *v = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+      if (!v || !is_pure(*a->value, true)) continue;
+      size_t k = i + 1;
+      for (; k < b.size(); ++k) {
+        NameCounts mentions;
+        count_stmt_reads(*b[k], mentions);
+        stmt_assignments(*b[k], mentions);
+        if (mentions.count(v->id)) break;
+      }
+      if (k == b.size()) continue;
+      auto *acc = dyn_cast<AugAssign>(b[k].get());
+      auto *target = acc ? dyn_cast<Name>(acc->target.get()) : nullptr;
+      if (!target || target->id != v->id) continue;
+      if (acc->op != BinaryOpKind::Add && acc->op != BinaryOpKind::Sub && acc->op != BinaryOpKind::Mul &&
+          acc->op != BinaryOpKind::Div)
+        continue;
+      bool reads_v = false;
+      visit_expr(*acc->value, [&](const Expr &x) {
+        if (auto *n = dyn_cast<Name>(&x); n && n->id == v->id) reads_v = true;
+      });
+      if (reads_v || !movable(b, i, k, *a->value)) continue;
+      const bool twice = acc->op == BinaryOpKind::Add && equal(*a->value, *acc->value) && is_pure(*a->value);
+      ExprPtr value = twice ? std::make_unique<BinOp>(BinaryOpKind::Mul, clone(*a->value),
+                                                      std::make_unique<IntLit>(2, "2"), a->value->span)
+                            : std::make_unique<BinOp>(acc->op, clone(*a->value), clone(*acc->value), acc->span);
+      ExprList targets;
+      targets.push_back(std::make_unique<Name>(v->id, v->span));
+      auto merged_stmt = std::make_unique<Assign>(std::move(targets), std::move(value), acc->span);
+      if (static_cast<size_t>(4 * depth) + printed_width(*merged_stmt) > kMaxLineColumns) continue;
+      merged_stmt->leading_comment = acc->leading_comment;
+      b[k] = std::move(merged_stmt);
+      if (i + 1 < b.size())
+        b[i + 1]->leading_comment =
+            comment_lines(moved_comment(b[i]->leading_comment, b[k]->leading_comment), b[i + 1]->leading_comment);
+      --assigned_[v->id];
+      --reads_[v->id];  // (the accumulation's target)
+      b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
+      --i;  // the merged statement may merge again, with the next accumulation
+      merged = true;
+    }
+    return merged;
+  }
+
+  // Whether `value`, computed at b[i], has the same value at b[j]: no
+  // statement in between assigns a name it reads, and none writes memory if
+  // it loads.
+  bool movable(StmtList &b, size_t i, size_t j, const Expr &value) {
+    std::set<std::string> operands;
+    visit_expr(value, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) operands.insert(n->id);
+    });
+    const bool loads = reads_memory(value);
+    for (size_t k = i + 1; k < j; ++k) {
+      if (!b[k]) continue;
+      if (loads && writes_memory(*b[k])) return false;
+      NameCounts changed;
+      stmt_assignments(*b[k], changed);
+      for (const std::string &op : operands)
+        if (changed.count(op)) return false;
+    }
+    return true;
+  }
+
+  // A name assigned several times (a replayed loop's `a_ptrs_3 = a_ptrs_2 +
+  // step` in the forward's loop and again in the backward's) is still a
+  // temporary used once per value where each of its assignments is a plain
+  // `t = e` whose next mention in its block is one read in the expressions
+  // of one statement, and it has no other reads: then every read sees the
+  // one assignment it follows, and every assignment is read once. Counts,
+  // for each name, its assignments that are followed so.
+  static void count_paired_definitions(StmtList &b, NameCounts &out) {
+    for (size_t i = 0; i < b.size(); ++i) {
+      for (StmtList *nested : nested_blocks(*b[i])) count_paired_definitions(*nested, out);
+      auto *a = dyn_cast<Assign>(b[i].get());
+      auto *t = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+      if (t && next_mention_reads_once(b, i, t->id) < b.size()) ++out[t->id];
+    }
+  }
+
+  // The statement after b[i] that first mentions `t` if its own expressions
+  // read `t` exactly once and nothing nested in it mentions `t`; else b.size().
+  static size_t next_mention_reads_once(StmtList &b, size_t i, const std::string &t) {
+    for (size_t k = i + 1; k < b.size(); ++k) {
+      if (!b[k]) continue;  // a hole of the folding
+      int own = 0;
+      for (ExprPtr *e : own_expressions(*b[k]))
+        visit_expr(**e, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++own;
+        });
+      NameCounts all;
+      count_stmt_reads(*b[k], all);
+      NameCounts nested;
+      for (StmtList *inner : nested_blocks(*b[k])) {
+        count_name_reads(*inner, nested);
+        count_assignments(*inner, nested);
+      }
+      if (auto *a = dyn_cast<AugAssign>(b[k].get()))
+        if (auto *n = dyn_cast<Name>(a->target.get()); n && n->id == t) return b.size();
+      if (own == 0 && all.count(t) == 0) {
+        NameCounts assigned;
+        stmt_assignments(*b[k], assigned);
+        if (assigned.count(t)) return b.size();
+        continue;
+      }
+      return own == 1 && all[t] == 1 && nested.count(t) == 0 ? k : b.size();
+    }
+    return b.size();
+  }
+
+  // Whether `t` is a temporary that one read uses: assigned once and read
+  // once, or assigned several times, each assignment read once (above).
+  bool used_once(const std::string &t) {
+    if (keep_.count(t)) return false;
+    if (assigned_[t] == 1 && reads_[t] == 1) return true;
+    return paired_.count(t) && assigned_[t] == reads_[t];
+  }
+
   // Folds the block's temporaries front to back. Which statement reads each
   // name (in its own expressions) and how many statements before each write
   // memory are found once: a folded statement leaves a hole until the end,
@@ -322,10 +503,16 @@ class Folder {
     auto *target = dyn_cast<Name>(a->targets[0].get());
     if (!target) return false;
     const std::string t = target->id;
-    if (keep_.count(t) || assigned_[t] != 1 || reads_[t] != 1 || !is_pure(*a->value, true)) return false;
-    auto use = use_at.find(t);
-    if (use == use_at.end() || use->second <= i) return false;  // read in a nested block: it stays
-    const size_t j = use->second;
+    if (!used_once(t) || !is_pure(*a->value, true)) return false;
+    size_t j;
+    if (assigned_[t] == 1) {
+      auto use = use_at.find(t);
+      if (use == use_at.end() || use->second <= i) return false;  // read in a nested block: it stays
+      j = use->second;
+    } else {
+      j = next_mention_reads_once(b, i, t);  // (the read that follows this assignment)
+      if (j == b.size()) return false;
+    }
     // A value that loads moves past no statement that writes memory.
     if (reads_memory(*a->value) && writes_before[j] != writes_before[i + 1]) return false;
     // Nor past one that assigns an operand: only a name assigned more than
@@ -355,18 +542,120 @@ class Folder {
     for (const std::string &op : operands)
       if (auto u = use_at.find(op); u != use_at.end() && u->second == i) u->second = j;
     // A hole until fold_all closes it; its comment goes to the next statement.
-    hole_comment = b[i]->leading_comment;
+    hole_comment = moved_comment(b[i]->leading_comment, b[j]->leading_comment);
     b[i].reset();
-    reads_.erase(t);
+    --reads_[t];
+    --assigned_[t];
     return true;
   }
 
   std::set<std::string> keep_;
   NameCounts assigned_, reads_;
+  std::set<std::string> paired_;  // names assigned several times, each assignment read once (used_once)
   StmtList &root_;                              // the function's body
 };
 
+// The pointer parameter a pointer expression offsets (`X + row * stride +
+// cols`: X), through names; "*" where it leads back to a name being looked
+// at (a pointer advanced in a loop, `p = p + step`); nullopt where unknown.
+class PointerBases {
+ public:
+  PointerBases(const Function &fn, const std::set<std::string> &pointers) : pointers_(pointers) {
+    collect(fn.body);
+  }
+
+  std::optional<std::string> base(const Expr &e) {
+    if (auto *n = dyn_cast<Name>(&e)) return base_of_name(n->id);
+    auto *op = dyn_cast<BinOp>(&e);
+    if (!op || (op->op != BinaryOpKind::Add && op->op != BinaryOpKind::Sub)) return std::nullopt;
+    std::optional<std::string> l = base(*op->lhs), r = base(*op->rhs);
+    // Exactly one operand of pointer arithmetic is a pointer (and of a difference, the left one).
+    if (l && !r) return l;
+    if (r && !l && op->op == BinaryOpKind::Add) return r;
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<std::string> base_of_name(const std::string &n) {
+    if (other_.count(n)) return std::nullopt;
+    if (visiting_.count(n)) return std::string("*");
+    auto d = defs_.find(n);
+    const bool param = pointers_.count(n) > 0;
+    if (d == defs_.end()) return param ? std::optional<std::string>(n) : std::nullopt;
+    visiting_.insert(n);
+    std::optional<std::string> found = param ? std::optional<std::string>(n) : std::nullopt;
+    bool ok = true;
+    for (const Expr *v : d->second) {
+      std::optional<std::string> b = base(*v);
+      if (!b) ok = false;
+      else if (*b != "*" && found && *found != *b) ok = false;
+      else if (*b != "*") found = b;
+    }
+    visiting_.erase(n);
+    if (!ok) return std::nullopt;
+    return found ? found : std::optional<std::string>("*");  // (each value offsets one being looked at)
+  }
+
+  void collect(const StmtList &b) {
+    for (const StmtPtr &s : b) {
+      std::map<std::string, int> assigned;
+      stmt_assignments(*s, assigned);
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get())) {
+        defs_[cast<Name>(a->targets[0].get())->id].push_back(a->value.get());
+      } else if (auto *a = dyn_cast<AugAssign>(s.get()); a && isa<Name>(a->target.get()) &&
+                                                         (a->op == BinaryOpKind::Add || a->op == BinaryOpKind::Sub)) {
+        // `p += step`: p + step
+        owned_.push_back(std::make_unique<BinOp>(a->op, clone(*a->target), clone(*a->value)));
+        defs_[cast<Name>(a->target.get())->id].push_back(owned_.back().get());
+      } else if (!isa<If>(s.get()) && !isa<For>(s.get()) && !isa<While>(s.get())) {
+        for (const auto &kv : assigned) other_.insert(kv.first);
+      }
+      if (auto *f = dyn_cast<For>(s.get())) {
+        std::map<std::string, int> target;
+        visit_expr(*f->target, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x)) other_.insert(n->id);
+        });
+      }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        collect(i->body);
+        collect(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        collect(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        collect(w->body);
+      }
+    }
+  }
+
+  const std::set<std::string> &pointers_;
+  std::map<std::string, std::vector<const Expr *>> defs_;  // each name's assigned values
+  std::set<std::string> other_;                            // names assigned otherwise (loop variables, tuples)
+  std::set<std::string> visiting_;
+  std::vector<ExprPtr> owned_;                             // the values of `p += step`
+};
+
 }  // namespace
+
+void read_element_types_from_parameters(Function &fn, const std::set<std::string> &pointers) {
+  PointerBases bases(fn, pointers);
+  std::function<void(StmtList &)> block = [&](StmtList &b) {
+    for (StmtPtr &s : b) {
+      auto rewrite = [&](ExprPtr &root) {
+        rewrite_expr(root, [&](ExprPtr &x) {
+          auto *elem = dyn_cast<Attribute>(x.get());
+          auto *dtype = elem && elem->attr == "element_ty" ? dyn_cast<Attribute>(elem->value.get()) : nullptr;
+          if (!dtype || dtype->attr != "dtype") return;
+          if (auto *n = dyn_cast<Name>(dtype->value.get()); n && pointers.count(n->id)) return;
+          if (std::optional<std::string> p = bases.base(*dtype->value); p && *p != "*")
+            dtype->value = std::make_unique<Name>(*p, dtype->value->span);
+        });
+      };
+      for (ExprPtr *e : own_expressions(*s)) rewrite(*e);
+      for (StmtList *nested : nested_blocks(*s)) block(*nested);
+    }
+  };
+  block(fn.body);
+}
 
 void fold_single_use_temporaries(Function &fn, const std::set<std::string> &keep) {
   Folder(fn, keep).block(fn.body, 1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "src/ad/ProvenShapes.h"
 #include "src/ad/Readability.h"
 #include "src/ad/reverse/DeadCode.h"
 #include "src/ad/reverse/MaskPeeling.h"
@@ -74,21 +75,43 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
 
 void Engine::make_readable(Module &out, const Backward &result) const {
   // The names a reader knows: the user's (in any function of the kernel's
-  // module), their adjoints, and those the launch protocol explains.
+  // module) and those the launch protocol explains.
   std::set<std::string> keep;
   std::map<std::string, int> user;
   for (const auto &f : module_.functions) {
     count_assignments(f->body, user);
     for (const Param &p : f->params) user[p.name];
   }
-  for (const auto &kv : user) {
-    keep.insert(kv.first);
-    keep.insert("b" + kv.first);
-  }
+  // (Not the adjoints of its values: `bdenom` read once is folded into its use, as a
+  // person writes `dx = y * (dy - tl.sum(dy * y))`; one read more than once
+  // or too long to fold keeps its name.)
+  // The gradients of a tile function's parameters keep their names: its
+  // backward returns `bx, by`.
+  for (const auto &kv : user) keep.insert(kv.first);
+  for (const auto &f : module_.functions)
+    for (const Param &p : f->params) keep.insert("b" + p.name);
   for (const Backward::Tape &t : result.tapes) keep.insert(t.value);
   for (const Backward::SavedTile &t : result.saved_tiles) keep.insert(t.value);
-  for (auto &f : out.functions)
-    if (!module_.find_function(f->name)) fold_single_use_temporaries(*f, keep);
+  // Shape checks sema proves, and broadcasts of scalars, go first: a value
+  // an assertion reads is not one a fold may move (src/ad/ProvenShapes.h).
+  std::set<std::string> pointers = pointer_params();
+  for (const Backward::SavedTile &t : result.saved_tiles) pointers.insert(t.scratch);
+  std::unique_ptr<Module> context = checking_module();
+  for (const auto &f : out.functions)
+    if (!context->find_function(f->name)) context->functions.push_back(clone(*f));
+  for (auto &f : out.functions) {
+    if (module_.find_function(f->name)) continue;  // the user's helpers, as written
+    sema::ParamTypes types = bwd_types_;
+    for (auto it = types.begin(); it != types.end();)  // (a type for a parameter the function lacks is an error)
+      it = std::any_of(f->params.begin(), f->params.end(), [&](const Param &p) { return p.name == it->first; })
+               ? std::next(it)
+               : types.erase(it);
+    DiagEngine quiet(sources_);
+    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet))
+      if (drop_proven_shape_checks(*f, *info)) remove_dead_code(f->body);  // (what only a shape read)
+    read_element_types_from_parameters(*f, pointers);
+    fold_single_use_temporaries(*f, keep);
+  }
 }
 
 void Engine::peel_masks(Module &out, Backward &result) {

@@ -58,16 +58,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz_times_N_CTX = off_hz * N_CTX
     M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
     t_8 = offs_m < N_CTX
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
     O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
     O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
     O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
     dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
 
-    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")) * 1.4426950408889634
 
@@ -82,9 +77,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bm_i_4 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
@@ -106,9 +99,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
         K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
         t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2, mask=t_3_and_t_4, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
         p = tl.math.exp2(qk - row_stat_col)
@@ -116,26 +108,24 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
         V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
         V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
         t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2, mask=t_6_and_t_7, other=0.0)
         K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
         K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
         V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = bp * p * 0.6931471805599453
-
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+        btl_dot_q_k = bp * p * 0.6931471805599453 * qk_scale
+        bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Masked: the iterations after the run
     for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, Q_block_shape0, BLOCK_N):
@@ -143,9 +133,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
         K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
         t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2, mask=t_3_and_t_4, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
         t_5 = cols[None, :] < N_CTX
@@ -154,26 +143,24 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
         V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
         V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
         t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2, mask=t_6_and_t_7, other=0.0)
         K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
         K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
         V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
-
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -201,16 +188,11 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
     off_hz_times_N_CTX = off_hz * N_CTX
     M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
     t_8 = offs_m < N_CTX
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
     O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
     O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
     O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
     dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
 
-    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
@@ -224,7 +206,6 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
     # Grad of: acc = acc / l_i[:, None]
     bout_correction = -tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
     bl_i_3_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
@@ -281,15 +262,9 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
     M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
     O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
-    K_ptrs_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_offset1_3 = K_ptrs_offset1_2
-    V_ptrs_offset0_3 = K_ptrs_offset1_2
-    V_ptrs_offset1_3 = K_ptrs_offset0_2
     start_n = Q_block_offset1 + start_n_iteration * BLOCK_N
-    K_ptrs_offset0_3 = K_ptrs_offset0_3 + start_n_iteration * 0
-    K_ptrs_offset1_3 = K_ptrs_offset1_3 + start_n_iteration * BLOCK_N
-    V_ptrs_offset0_3 = V_ptrs_offset0_3 + start_n_iteration * BLOCK_N
-    V_ptrs_offset1_3 = V_ptrs_offset1_3 + start_n_iteration * 0
+    K_ptrs_offset0_3 = K_ptrs_offset0_2 + start_n_iteration * 0
+    K_ptrs_offset1_3 = K_ptrs_offset1_2 + start_n_iteration * BLOCK_N
     K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
     K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
     K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
@@ -300,8 +275,8 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
     cols = start_n + offs_n
     t_5 = cols[None, :] < N_CTX
-    V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
-    V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+    V_ptrs_index0 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
     V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
     V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
     V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
@@ -317,9 +292,8 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
         Q_block_index0_col = offs_m[:, None]
         Q_block_base_plus_Q = Q_block_base + Q_block_index0_col * Q_block_stride0
-        Q_block_base_plus_Q_2 = Q_block_base_plus_Q + Q_block_index1_row_2
         t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-        q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
+        q = tl.load(Q_block_base_plus_Q + Q_block_index1_row_2, mask=t_and_t_2, other=0.0)
         M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
         t_8 = offs_m < N_CTX
         dO_block_base_plus_O = dO_block_base + Q_block_index0_col * O_block_stride0
@@ -331,20 +305,18 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
-        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        dV_tile = dV_tile + bv
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
-        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
-        bk = tl.dot(tl.trans(q), (bqk * qk_scale).to(Q_block_base_plus_Q_2.dtype.element_ty))
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        dK_tile = dK_tile + bk
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, dK_tile, mask=t_3_and_t_4, sem="relaxed")

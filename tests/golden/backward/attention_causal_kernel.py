@@ -48,8 +48,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
 
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N, mask=t_6, other=float("inf")) * 1.4426950408889634
 
@@ -64,9 +62,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
-    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+    bl_i_2_minus_one += tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -88,7 +84,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -114,7 +110,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -159,8 +155,6 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
 
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N, mask=t_6, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
@@ -174,7 +168,6 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     # Grad of: acc = acc / l_i[:, None]
     bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
@@ -248,19 +241,17 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
             qk_3 = tl.where(visible, qk * qk_scale, float("-inf"))
             p = tl.math.exp2(qk_3 - row_stat[None, :])
-            bv = tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
-            bp = tl.dot(v, tl.trans(bacc_4).to(v_ptrs.dtype.element_ty)).to(p.dtype)
+            bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            dV_tile = dV_tile + bv
+            dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
             bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
-            bk = tl.dot(bqk.to(q_ptrs.dtype.element_ty), q)
 
             # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            dK_tile = dK_tile + bk
+            dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")

@@ -27,8 +27,7 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     blogits = tl.where(t, btl_where_t_logits_zero, 0.0)
 
     # Grad of: lse = m + tl.log(tl.sum(tl.exp(logits - m), axis=0))
-    btl_sum_tl_exp_logits_minus_m = blse_minus_target_logit / tl.sum(tl_exp_logits_minus_m, axis=0)
-    btl_exp_logits_minus_m = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_logits_minus_m, 0), tl_exp_logits_minus_m.shape)
+    btl_exp_logits_minus_m = blse_minus_target_logit / tl.sum(tl_exp_logits_minus_m, axis=0)
     blogits += btl_exp_logits_minus_m * tl_exp_logits_minus_m
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)

@@ -51,8 +51,7 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     w_row = w[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        pid = forward_pid
+    for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         x_desc_index0 = pid * BM + tl_arange_zero_BM
         x_desc_index0_col = x_desc_index0[:, None]
         x_desc_index0_col_2 = x_desc_index0_col * x_desc_shape1
@@ -77,19 +76,16 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
 
         # Grad of: y = x * w[None, :]
         bx = by * w_row
-        bw_row = tl.sum(by * x, 0, keep_dims=True)
-        tl.static_assert(bw_row.shape == w_row.shape)
-        bw = tl.reshape(bw_row, w.shape)
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += bw
+        dW_sum += tl.reshape(tl.sum(by * x, 0, keep_dims=True), w.shape)
 
         # Grad of: x = tl.load(x_desc_base + x_desc_index0[:, None] * x_desc_stride0 + x_desc_index1[None, :] * x_desc_stride1, mask=(x_desc_index0[:, None] >= 0) & (x_desc_index0[:, None] < x_desc_shape0) & (x_desc_index1[None, :] >= 0) & (x_desc_index1[None, :] < x_desc_shape1), other=0.0).to(tl.float32)
-        btl_load = bx.to(x_desc_base_plus_x_desc_2.dtype.element_ty)
+        btl_load = bx.to(X.dtype.element_ty)
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dx_desc_base_plus_x_desc_2, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if pid + tl.num_programs(0) >= num_programs:
             tl.store(dW_plus_tl_arange_zero_BN_2, dW_sum, mask=t_5)

@@ -24,11 +24,10 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
     binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)
-    bx = by * tanh_inner_plus_one * 0.5
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
-    bx += bx_plus_x_times_c_times_x_times_x
+    bx = by * tanh_inner_plus_one * 0.5 + bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
     bx += bx_times_c_times_x * x_times_c

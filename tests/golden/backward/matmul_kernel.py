@@ -27,21 +27,16 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
     for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
-        k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-        k_remaining = K - k_times_BLOCK_SIZE_K
-        offs_k_row_2 = offs_k[None, :]
-        t = offs_k_row_2 < k_remaining
+        k_remaining = K - k * BLOCK_SIZE_K
+        t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        offs_k_col_2 = offs_k[:, None]
-        t_2 = offs_k_col_2 < k_remaining
+        t_2 = offs_k[:, None] < k_remaining
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
         accumulator_2 = tl.dot(a, b, accumulator_2)
         BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
         BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
-        a_ptrs_2 = a_ptrs_3
-        b_ptrs_2 = b_ptrs_3
+        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
+        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
     offs_cm_col = offs_cm[:, None]
     offs_cn_row = offs_cn[None, :]
     c_mask = (offs_cm_col < M) & (offs_cn_row < N)
@@ -57,22 +52,19 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
     for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
-        k_times_BLOCK_SIZE_K = k * BLOCK_SIZE_K
-        k_remaining = K - k_times_BLOCK_SIZE_K
-        offs_k_row_2 = offs_k[None, :]
-        t = offs_k_row_2 < k_remaining
+        k_remaining = K - k * BLOCK_SIZE_K
+        t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        offs_k_col_2 = offs_k[:, None]
-        t_2 = offs_k_col_2 < k_remaining
+        t_2 = offs_k[:, None] < k_remaining
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
         BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        a_ptrs_3 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
+        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
         BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        b_ptrs_3 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
+        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
-        ba = tl.dot(baccumulator_2.to(b_ptrs_2.dtype.element_ty), tl.trans(b))
-        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptrs_2.dtype.element_ty))
+        ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
@@ -81,7 +73,5 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         tl.atomic_add(da_ptrs_2, ba, mask=t, sem="relaxed")
-        a_ptrs_2 = a_ptrs_3
         da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        b_ptrs_2 = b_ptrs_3
         db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk

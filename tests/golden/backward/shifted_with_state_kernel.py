@@ -19,14 +19,11 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
 
     # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
     bx_times_x = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0)
-    bx = bx_times_x * x
-    bx += bx_times_x * x
+    bx = bx_times_x * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
-    bstate = tl.where(t_2_and_t_3, 0.0, bx)
-
     # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
     tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
-    tl.store(dS + row_times_SHIFT + cols, bstate, mask=t)
+    tl.store(dS + row_times_SHIFT + cols, tl.where(t_2_and_t_3, 0.0, bx), mask=t)

@@ -21,8 +21,6 @@ def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dM
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
             bx_times_x = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            bx = bx_times_x * x
-            bx += bx_times_x * x
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX + row_times_n_cols + cols, bx, mask=t_2)
+            tl.store(dX + row_times_n_cols + cols, bx_times_x * x * 2, mask=t_2)

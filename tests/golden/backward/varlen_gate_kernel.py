@@ -30,13 +30,12 @@ def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, B
     x_times_tl_sigmoid_g = x * tl_sigmoid_g
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
-    bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
-    bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
+    btl_load_G_plus_offs = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx_times_tl_sigmoid_g * tl_sigmoid_g, mask=m, sem="relaxed")

@@ -34,34 +34,27 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     tl_where_t_4_col_g_zero = tl.where(t_4_col, g, 0.0)
     g_last = tl.sum(tl_where_t_4_col_g_zero, 0)
     tl_sigmoid_g_last = tl.sigmoid(g_last)
-    tl_sigmoid_g_last_row = tl_sigmoid_g_last[None, :]
-    y_2 = y * tl_sigmoid_g_last_row
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
     by_2 = tl.load(dY + offs, mask=m, other=0.0)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
-    by = by_2 * tl_sigmoid_g_last_row
-    btl_sigmoid_g_last_row = tl.sum(by_2 * y, 0, keep_dims=True)
-    tl.static_assert(btl_sigmoid_g_last_row.shape == tl_sigmoid_g_last_row.shape)
-    btl_sigmoid_g_last = tl.reshape(btl_sigmoid_g_last_row, tl_sigmoid_g_last.shape)
+    by = by_2 * tl_sigmoid_g_last[None, :]
+    btl_sigmoid_g_last = tl.reshape(tl.sum(by_2 * y, 0, keep_dims=True), tl_sigmoid_g_last.shape)
     bg_last = btl_sigmoid_g_last * tl_sigmoid_g_last * (1.0 - tl_sigmoid_g_last)
 
     # Grad of: g_last = tl.sum(tl.where((tl.arange(0, BT) == i_last)[:, None], g, 0.0), 0)
     btl_where_t_4_col_g_zero = tl.broadcast_to(tl.expand_dims(bg_last, 0), tl_where_t_4_col_g_zero.shape)
-    bg = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0)
+    btl_load_G_plus_offs = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0)
 
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
-
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, by * x * 2, mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -85,12 +78,9 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     by = tl.load(dY + offs, mask=m, other=0.0)
 
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
-
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, by * x * 2, mask=m, sem="relaxed")
 
 
 @triton.jit

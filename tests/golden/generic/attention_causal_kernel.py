@@ -51,10 +51,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -65,22 +61,20 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
-    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+    bl_i_2_minus_one += tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
     start_n_count = (max(hi_3, 0) + BLOCK_N - 1) // BLOCK_N
-    start_n_last_unmasked = min(start_n_count, max(N_CTX, 0) // BLOCK_N)
+    start_n_last_unmasked = min(min(start_n_count, max(N_CTX, 0) // BLOCK_N), max(start_m * BLOCK_M + 1, 0) // BLOCK_N)
 
     # Unmasked: every lane within the bounds
     for start_n in range(0, start_n_last_unmasked * BLOCK_N, BLOCK_N):
@@ -91,23 +85,16 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = True
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
-            qk_5 = tl.where(t_5, qk_2, float("-inf"))
+            qk_5 = qk_2
         p = tl.math.exp2(qk_5 - row_stat_col)
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -118,27 +105,18 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: if IS_CAUSAL:
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = True
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += bqk_5_minus_m_ij_col
 
         # Grad of: qk = qk * qk_scale
-        bqk = bqk_2 * qk_scale
-
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Masked: the iterations after the run
     for start_n in range(start_n_last_unmasked * BLOCK_N, hi_3, BLOCK_N):
@@ -149,23 +127,16 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
-            qk_5 = tl.where(t_5, qk_2, float("-inf"))
+            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
         p = tl.math.exp2(qk_5 - row_stat_col)
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -176,27 +147,18 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: if IS_CAUSAL:
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
         # Grad of: qk = qk * qk_scale
-        bqk = bqk_2 * qk_scale
-
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -228,10 +190,6 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
     o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -245,9 +203,8 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
@@ -325,45 +282,29 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             qk = tl.dot(q, tl_trans_k)
             qk_2 = qk * qk_scale
             if IS_CAUSAL:
-                offs_m_col_3 = offs_m[:, None]
-                offs_n_row = offs_n[None, :]
-                t_3 = offs_m_col_3 >= offs_n_row
-                offs_n_row_2 = offs_n[None, :]
-                t_4 = offs_n_row_2 < N_CTX
-                visible = t_3 & t_4
+                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
                 qk_5 = tl.where(visible, qk_2, float("-inf"))
             else:
-                offs_n_row_3 = offs_n[None, :]
-                t_5 = offs_n_row_3 < N_CTX
-                qk_5 = tl.where(t_5, qk_2, float("-inf"))
+                qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
-            bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            dV_tile = dV_tile + bv
+            dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
             bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
             if IS_CAUSAL:
-                offs_m_col_3 = offs_m[:, None]
-                offs_n_row = offs_n[None, :]
-                t_3 = offs_m_col_3 >= offs_n_row
-                offs_n_row_2 = offs_n[None, :]
-                t_4 = offs_n_row_2 < N_CTX
-                visible = t_3 & t_4
+                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
 
                 # Grad of: qk = tl.where(visible, qk, float("-inf"))
                 bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
             else:
-                offs_n_row_3 = offs_n[None, :]
-                t_5 = offs_n_row_3 < N_CTX
 
                 # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-                bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
-            bqk = bqk_2 * qk_scale
-            bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
+                bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
             # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes

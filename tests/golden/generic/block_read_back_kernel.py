@@ -19,8 +19,7 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * s, mask=mask)
         bs_times_s = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-        bs = bs_times_s * s
-        bs += bs_times_s * s
+        bs = bs_times_s * s * 2
 
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
         # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)

@@ -24,19 +24,11 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         # The iteration's incoming values, for the reversed loop.
         iteration = (start - pid_times_BR) // tl_num_programs_zero_times_BR
         tl.store(running_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), running_2, mask=iteration < tape_trips)
-        tl_arange_zero_BR = tl.arange(0, BR)
-        rows = start + tl_arange_zero_BR
-        rows_col = rows[:, None]
-        t = rows_col < n_rows
-        cols_row = cols[None, :]
-        t_2 = cols_row < n_cols
-        mask = t & t_2
-        rows_col_2 = rows[:, None]
-        rows_col_2_times_n_cols = rows_col_2 * n_cols
-        X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
+        rows = start + tl.arange(0, BR)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        rows_col_2_times_n_cols = rows[:, None] * n_cols
         cols_row_2 = cols[None, :]
-        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
+        x = tl.load(X + rows_col_2_times_n_cols + cols_row_2, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
         running_2 = tl.maximum(running_2, tl_max_x_zero)
 
@@ -51,19 +43,11 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         iteration_2 = trips - 1 - reversed
         start = pid_times_BR + iteration_2 * tl_num_programs_zero_times_BR
         running_2 = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(running.dtype)
-        tl_arange_zero_BR = tl.arange(0, BR)
-        rows = start + tl_arange_zero_BR
-        rows_col = rows[:, None]
-        t = rows_col < n_rows
-        cols_row = cols[None, :]
-        t_2 = cols_row < n_cols
-        mask = t & t_2
-        rows_col_2 = rows[:, None]
-        rows_col_2_times_n_cols = rows_col_2 * n_cols
-        X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
+        rows = start + tl.arange(0, BR)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        rows_col_2_times_n_cols = rows[:, None] * n_cols
         cols_row_2 = cols[None, :]
-        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
+        x = tl.load(X + rows_col_2_times_n_cols + cols_row_2, mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
 
         # Grad of: for start in range(pid * BR, n_rows, tl.num_programs(0) * BR):

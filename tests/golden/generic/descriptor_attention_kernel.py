@@ -44,8 +44,6 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     offset_k = row0
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4 = tl.load(dM + row0 + offs_m).to(tl.float32)
     desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
 
@@ -65,12 +63,10 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+    bl_i_3_minus_one += tl.load(dM + row0 + offs_m).to(tl.float32) * 1.4426950408889634
 
     # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -111,7 +107,7 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
         bv = tl.dot(tl.trans(p_to_dtype), bacc_4.to(p_to_dtype.dtype))
-        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(desc_v.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -126,7 +122,7 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
         # Grad of: qk = tl.dot(q, k)
         bq += tl.dot(bqk.to(k.dtype), tl.trans(k))
-        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
+        bk = tl.dot(tl.trans(q), bqk.to(desc_q.dtype.element_ty))
 
         # Grad of: k = tl.load(desc_k_desc_base + desc_k_desc_index0[:, None] * desc_k_desc_stride0 + desc_k_desc_index1[None, :] * desc_k_desc_stride1, mask=(desc_k_desc_index0[:, None] >= 0) & (desc_k_desc_index0[:, None] < desc_k_desc_shape0) & (desc_k_desc_index1[None, :] >= 0) & (desc_k_desc_index1[None, :] < desc_k_desc_shape1), other=0.0).T
         btl_load_desc_k_desc_base_2_2 = tl.trans(bk)

@@ -47,8 +47,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
     b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row_times_n_cols = row * n_cols
         x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
@@ -66,25 +65,21 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
 
         # Grad of: y = y * w
         by = by_3 * w
-        bw = by_3 * y
 
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
         dB_sum += by_3_to_tl_float32
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(by_3 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if row + tl.num_programs(0) >= num_programs:
             tl.store(dB_plus_cols, dB_sum, mask=mask)
             tl.store(dW_plus_cols, dW_sum, mask=mask)
 
@@ -111,8 +106,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
     b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row_times_n_cols = row * n_cols
         x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
@@ -129,18 +123,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = x * x
-        bx = by_2 * x
-        bx += by_2 * x
-
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_2 * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if row + tl.num_programs(0) >= num_programs:
             tl.store(dB_plus_cols, dB_sum, mask=mask)
 
 
@@ -166,8 +157,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row_times_n_cols = row * n_cols
         x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
@@ -185,21 +175,17 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
 
         # Grad of: y = y * w
         by = by_2 * w
-        bw = by_2 * y
 
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(by_2 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if row + tl.num_programs(0) >= num_programs:
             tl.store(dW_plus_cols, dW_sum, mask=mask)
 
 
@@ -222,8 +208,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
     mask = cols < n_cols
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         row_times_n_cols = row * n_cols
         x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
@@ -239,11 +224,8 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
         by = by_to_tl_float32.to(y.dtype)
 
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
 
 
 @triton.jit

@@ -58,7 +58,6 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
         # Grad of: z = tl.where(mask, x.reshape(B) * s, 0.0)
         bx_reshape_B_times_s = tl.where(mask, bz, 0.0)
         bs = tl.sum(tl.where(mask, bx_reshape_B_times_s * x_reshape_B, 0.0))
-        tl.static_assert(bs.shape == s.shape)
         bx = tl.reshape(bx_reshape_B_times_s * s, x.shape)
 
         # Grad of: s = tl.load(S)

@@ -31,26 +31,18 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dfirst_plus_HALF, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
-    ba = bb_times_cos_plus_a_times_sin * sin
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(bsin.shape == sin.shape)
-    bb = bb_times_cos_plus_a_times_sin * cos
     bcos = tl.sum(bb_times_cos_plus_a_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(bcos.shape == cos.shape)
 
     # Grad of: tl.store(first, a * cos - b * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dfirst, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
-    bb += bb_times_sin * sin
-    _bsin = tl.sum(bb_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(_bsin.shape == sin.shape)
-    bsin += _bsin
-    ba += ba_times_cos_minus_b_times_sin * cos
-    _bcos = tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(_bcos.shape == cos.shape)
-    bcos += _bcos
+    bb = bb_times_cos_plus_a_times_sin * cos + bb_times_sin * sin
+    bsin += tl.sum(bb_times_sin * b, 0, keep_dims=True)
+    ba = bb_times_cos_plus_a_times_sin * sin + ba_times_cos_minus_b_times_sin * cos
+    bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(first + HALF, mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes

@@ -34,15 +34,12 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     halves = tl.split(tl.reshape(btl_interleave, tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos).shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
-    bx1 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * cos
-    bcos = bx0_times_sin_plus_x1_times_cos * x1
     bx0 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * sin
-    bsin = bx0_times_sin_plus_x1_times_cos * x0
     bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-    bx1 += bx1_times_sin * sin
-    bsin += bx1_times_sin * x1
+    bx1 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+    bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
     bx0 += bx0_times_cos_minus_x1_times_sin * cos
-    bcos += bx0_times_cos_minus_x1_times_sin * x0
+    bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
     bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)

@@ -25,16 +25,14 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
-    bx = bx_times_t * t
-    bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows_col_times_D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
@@ -54,16 +52,14 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
-    bx = bx_times_t * t
-    bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows_col_times_D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
 
 
 @triton.jit

@@ -24,7 +24,6 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     dc_ptr_plus_stride_cm = dc_ptr + stride_cm * offs_cm_col
     t_3 = offs_cm_col < M
     BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -38,17 +37,16 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr_plus_stride_cm + stride_cn * offs_cn_row
         c_mask = t_3 & (offs_cn_row < N)
         bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        b_ptrs_2 = b_ptrs
-        b_ptrs_2 = b_ptrs_2 + k * BLOCK_SIZE_K_times_stride_bk
+        b_ptrs_2 = b_ptrs + k * BLOCK_SIZE_K_times_stride_bk
         b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        ba = tl.dot(bc.to(accumulator.dtype).to(b_ptrs_2.dtype.element_ty), tl.trans(b))
+        ba = tl.dot(bc.to(accumulator.dtype).to(b_ptr.dtype.element_ty), tl.trans(b))
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         da_ptr_tile = da_ptr_tile + ba
 
     # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
+    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
@@ -69,7 +67,6 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
     t_4 = offs_cn_row < N
     BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -83,14 +80,13 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = (offs_cm_col < M) & t_4
         bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        a_ptrs_2 = a_ptrs
-        a_ptrs_2 = a_ptrs_2 + k * BLOCK_SIZE_K_times_stride_ak
+        a_ptrs_2 = a_ptrs + k * BLOCK_SIZE_K_times_stride_ak
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        bb = tl.dot(tl.trans(a), bc.to(accumulator.dtype).to(a_ptrs_2.dtype.element_ty))
+        bb = tl.dot(tl.trans(a), bc.to(accumulator.dtype).to(a_ptr.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         db_ptr_tile = db_ptr_tile + bb
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")
+    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")

@@ -49,11 +49,8 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         iteration = (i - (SKIP + 1)) // (SKIP - 1)
         tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
         row_times_n_cols_2 = row * n_cols
-        X_plus_row_times_n_cols_2_2 = X + row_times_n_cols_2
-        X_plus_row_times_n_cols_3 = X_plus_row_times_n_cols_2_2 + i
-        x = tl.load(X_plus_row_times_n_cols_3)
-        tl_sin_h_2 = tl.sin(h_2)
-        h_2 = tl_sin_h_2 * x + x
+        x = tl.load(X + row_times_n_cols_2 + i)
+        h_2 = tl.sin(h_2) * x + x
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, h)
     bh_2 = tl.load(dY + row * BLOCK + lanes).to(tl.float32)
@@ -67,22 +64,14 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         i = SKIP + 1 + iteration_2 * (SKIP - 1)
         h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
         row_times_n_cols_2 = row * n_cols
-        X_plus_row_times_n_cols_2_2 = X + row_times_n_cols_2
-        X_plus_row_times_n_cols_3 = X_plus_row_times_n_cols_2_2 + i
-        x = tl.load(X_plus_row_times_n_cols_3)
-        tl_sin_h_2 = tl.sin(h_2)
+        x = tl.load(X + row_times_n_cols_2 + i)
 
         # Grad of: for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
         bh_3 = bh_2
-        bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: h = tl.sin(h) * x + x
-        bx = tl.sum(bh_3)
-        tl.static_assert(bx.shape == x.shape)
-        _bx = tl.sum(bh_3 * tl_sin_h_2)
-        tl.static_assert(_bx.shape == x.shape)
-        bx += _bx
-        bh_2 += bh_3 * x * tl.cos(h_2)
+        bx = tl.sum(bh_3) + tl.sum(bh_3 * tl.sin(h_2))
+        bh_2 = tl.zeros_like(bh_2) + bh_3 * x * tl.cos(h_2)
 
         # Grad of: x = tl.load(X + row * n_cols + i)
         # atomic: the offset moves with a loop variable in a way that is not analysed

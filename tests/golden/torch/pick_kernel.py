@@ -46,7 +46,7 @@ def pick_kernel_bwd(X, Y, mode, BLOCK: tl.constexpr, dX, dY):
     if mode > 0:
 
         # Grad of: s = tl.sum(x, axis=0)
-        bx += tl.broadcast_to(tl.expand_dims(bs_3, 0), x.shape)
+        bx += bs_3
 
     # Grad of: x = tl.load(X + row * BLOCK + tl.arange(0, BLOCK))
     tl.store(dX + row_times_BLOCK + tl_arange_zero_BLOCK, bx)

@@ -55,20 +55,16 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_2, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
-        bx1 = bx0_times_sin_plus_x1_times_cos * cos
-        bcos = bx0_times_sin_plus_x1_times_cos * x1
-        bx0 = bx0_times_sin_plus_x1_times_cos * sin
-        bsin = bx0_times_sin_plus_x1_times_cos * x0
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         bx0_times_cos_minus_x1_times_sin = tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-        bx1 += bx1_times_sin * sin
-        bsin += bx1_times_sin * x1
-        bx0 += bx0_times_cos_minus_x1_times_sin * cos
-        bcos += bx0_times_cos_minus_x1_times_sin * x0
+        bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+        bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
+        bx0 = bx0_times_sin_plus_x1_times_cos * sin + bx0_times_cos_minus_x1_times_sin * cos
+        bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed

@@ -57,21 +57,16 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
 
     # Grad of: tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
     btl_reshape_y = tl.load(dY_plus_rows_col_4, mask=row_mask_col, other=0.0).to(tl.float32)
-    by = tl.reshape(btl_reshape_y, y.shape)
 
     # Grad of: y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    halves = tl.split(by)
+    halves = tl.split(tl.reshape(btl_reshape_y, y.shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
-    bx1 = bx0_times_sin_plus_x1_times_cos * cos
-    bcos = bx0_times_sin_plus_x1_times_cos * x1
-    bx0 = bx0_times_sin_plus_x1_times_cos * sin
-    bsin = bx0_times_sin_plus_x1_times_cos * x0
     bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-    bx1 += bx1_times_sin * sin
-    bsin += bx1_times_sin * x1
-    bx0 += bx0_times_cos_minus_x1_times_sin * cos
-    bcos += bx0_times_cos_minus_x1_times_sin * x0
+    bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+    bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
+    bx0 = bx0_times_sin_plus_x1_times_cos * sin + bx0_times_cos_minus_x1_times_sin * cos
+    bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
     bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)

@@ -42,12 +42,10 @@ def row_sum_kernel_bwd(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr, dX, dY):
         x = tl.load(X + row_times_n_cols + cols, mask=t, other=0.0)
 
         # Grad of: d += tl.sum(x * x, axis=0)
-        bx_times_x = tl.broadcast_to(tl.expand_dims(bd_2, 0), (x * x).shape)
-        bx = bx_times_x * x
-        bx += bx_times_x * x
+        bx_times_x = bd_2
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=t)
+        tl.store(dX + row_times_n_cols + cols, bx_times_x * x * 2, mask=t)
 
 
 

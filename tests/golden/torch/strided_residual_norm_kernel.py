@@ -47,16 +47,11 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             cols = start + offs
             mask = cols < n_cols
             row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+            tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
             row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
-            squares_2 = squares_2 + tl.sum(s_times_s)
+            R_plus_row_times_n_cols = R + row_times_n_cols_2 + cols
+            s = tl_load + tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
+            squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + 1e-5)
         rstd = 1.0 / tl_sqrt
 
@@ -75,9 +70,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             bs_2_times_rstd = tl.atomic_xchg(dY_plus_row_times_n_cols, 0.0, mask=mask_2, sem="relaxed")
             tl.debug_barrier()
             bs_2 = bs_2_times_rstd * rstd
-            _brstd = tl.sum(bs_2_times_rstd * s_2)
-            tl.static_assert(_brstd.shape == rstd.shape)
-            brstd += _brstd
+            brstd += tl.sum(bs_2_times_rstd * s_2)
 
             # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
             # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
@@ -90,22 +83,14 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             cols = start + offs
             mask = cols < n_cols
             row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
             dX_plus_row_times_n_cols_2 = dX + row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
+            tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
             row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
             dR_plus_row_times_n_cols = dR + row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
+            s = tl_load + tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = tl.broadcast_to(bsquares_2, s_times_s.shape)
-            bs = bs_times_s * s
-            bs += bs_times_s * s
+            bs_times_s = tl.broadcast_to(bsquares_2, (s * s).shape)
 
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added
@@ -114,7 +99,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
             bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
             tl.debug_barrier()
-            bs += bs_3
+            bs = bs_times_s * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
             # every iteration of the loop loads these addresses: this gradient adds to the earlier ones (after a barrier: every thread sees the earlier writes)
