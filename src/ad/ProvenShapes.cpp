@@ -46,17 +46,21 @@ bool shape_assertion(const Stmt &s, const Expr *&a, const Expr *&b) {
   return true;
 }
 
-// `tl.broadcast_to(tl.expand_dims(s, axis), shape)` with `s` a scalar
+// `tl.broadcast_to(tl.expand_dims(s, axis), shape)` or `tl.broadcast_to(s,
+// shape)` with `s` a scalar
 // (sema: a tensor of no dimensions): `s`; else null.
 Expr *broadcast_scalar(Expr &e, const sema::TypeInfo &types) {
   auto *c = dyn_cast<Call>(&e);
   if (!c || !is_callee(*c, "tl.broadcast_to") || c->args.size() != 2 || !c->keywords.empty()) return nullptr;
-  auto *inner = dyn_cast<Call>(c->args[0].get());
-  if (!inner || !is_callee(*inner, "tl.expand_dims") || inner->args.size() != 2 || !inner->keywords.empty())
-    return nullptr;
-  const sema::SType *t = types.type_of(inner->args[0].get());
+  // (`tl.broadcast_to(s, shape)` too)
+  Expr *scalar = c->args[0].get();
+  if (auto *inner = dyn_cast<Call>(scalar); inner && is_callee(*inner, "tl.expand_dims")) {
+    if (inner->args.size() != 2 || !inner->keywords.empty()) return nullptr;
+    scalar = inner->args[0].get();
+  }
+  const sema::SType *t = types.type_of(scalar);
   if (!t || !t->is_tensor() || !t->shape.empty()) return nullptr;
-  return inner->args[0].get();
+  return scalar;
 }
 
 bool elementwise(BinaryOpKind op) {

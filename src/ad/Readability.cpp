@@ -198,7 +198,8 @@ size_t printed_width(const Stmt &s) {
 
 class Folder {
  public:
-  Folder(Function &fn, const std::set<std::string> &keep) : keep_(keep), root_(fn.body) {
+  Folder(Function &fn, const std::set<std::string> &keep, const std::set<std::string> &index_values)
+      : keep_(keep), index_values_(index_values), root_(fn.body) {
     for (const Param &p : fn.params) keep_.insert(p.name);
     count_assignments(fn.body, assigned_);
     count_name_reads(fn.body, reads_);
@@ -219,6 +220,7 @@ class Folder {
     }
     fold_all(b, depth);
     if (merge_accumulations(b, depth)) fold_all(b, depth);
+    if (spell_out_index_arithmetic(b, depth)) fold_all(b, depth);
     // What is still named twice for one value (the replay's names next to
     // the adjoint's) is merged after the folding, which writes a value used
     // once in place, as a person would, rather than naming it.
@@ -226,16 +228,76 @@ class Folder {
   }
 
  private:
+  // A temporary of integer or boolean index arithmetic (`row * stride`,
+  // `offs_m[:, None] * stride_qm`, `offs_n < N`) that later statements of its
+  // block read several times is written out at each read, as a person writes
+  // `X + row * stride + cols` in a load and again in its gradient's store
+  // (Triton's common-subexpression elimination computes it once). Only a
+  // short one (kMaxIndexNodes), where every line stays within
+  // kMaxLineColumns. Whether any was.
+  static constexpr int kMaxIndexNodes = 12;
+  bool spell_out_index_arithmetic(StmtList &b, int depth) {
+    bool spelled = false;
+    for (size_t i = 0; i < b.size(); ++i) {
+      auto *a = dyn_cast<Assign>(b[i].get());
+      auto *target = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+      if (!target) continue;
+      const std::string t = target->id;
+      if (keep_.count(t) || !index_values_.count(t) || assigned_[t] != 1 || reads_[t] < 2) continue;
+      if (!is_pure(*a->value) || reads_memory(*a->value)) continue;
+      int nodes = 0;
+      visit_expr(*a->value, [&](const Expr &) { ++nodes; });
+      if (nodes > kMaxIndexNodes) continue;
+      // Every read in the own expressions of later statements of this block.
+      std::vector<size_t> uses;
+      int found = 0;
+      for (size_t k = i + 1; k < b.size(); ++k) {
+        int here = 0;
+        for (ExprPtr *e : own_expressions(*b[k]))
+          visit_expr(**e, [&](const Expr &x) {
+            if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++here;
+          });
+        if (here) uses.push_back(k);
+        found += here;
+      }
+      if (found != reads_[t] || uses.empty() || !movable(b, i, uses.back() + 1, *a->value)) continue;
+      std::vector<StmtPtr> spelled_out;
+      for (size_t k : uses) {
+        StmtPtr candidate = clone(*b[k]);
+        for (ExprPtr *e : own_expressions(*candidate))
+          rewrite_expr(*e, [&](ExprPtr &x) {
+            if (auto *n = dyn_cast<Name>(x.get()); n && n->id == t) x = clone(*a->value);
+          });
+        if (static_cast<size_t>(4 * depth) + printed_width(*candidate) > kMaxLineColumns) break;
+        candidate->leading_comment = b[k]->leading_comment;
+        spelled_out.push_back(std::move(candidate));
+      }
+      if (spelled_out.size() != uses.size()) continue;
+      for (size_t u = 0; u < uses.size(); ++u) b[uses[u]] = std::move(spelled_out[u]);
+      // Its operands are read once more for each read of it after the first.
+      visit_expr(*a->value, [&](const Expr &x) {
+        if (auto *n = dyn_cast<Name>(&x)) reads_[n->id] += found - 1;
+      });
+      reads_.erase(t);
+      if (i + 1 < b.size()) b[i + 1]->leading_comment = comment_lines(b[i]->leading_comment, b[i + 1]->leading_comment);
+      b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
+      --i;
+      spelled = true;
+    }
+    return spelled;
+  }
+
   // `for v in ...:` whose body begins `row = v`, v and row read nowhere
-  // else and assigned nowhere else: `for row in ...:` (the backward's loop
-  // over the forward's programs, whose program id the user named).
+  // else and assigned nowhere else, row a name of the user's: `for row in
+  // ...:` (the backward's loop over the forward's programs, whose program id
+  // the user named).
   void name_loop_variable(For &f) {
     auto *v = dyn_cast<Name>(f.target.get());
     auto *copy = f.body.empty() ? nullptr : dyn_cast<Assign>(f.body[0].get());
     auto *row = copy && copy->targets.size() == 1 ? dyn_cast<Name>(copy->targets[0].get()) : nullptr;
     auto *from = copy ? dyn_cast<Name>(copy->value.get()) : nullptr;
     if (!v || !row || !from || from->id != v->id || row->id == v->id) return;
-    if (assigned_[v->id] != 1 || assigned_[row->id] != 1 || keep_.count(v->id)) return;
+    if (assigned_[v->id] != 1 || assigned_[row->id] != 1 || keep_.count(v->id) || !keep_.count(row->id)) return;
     NameCounts inside;
     count_name_reads(f.body, inside);
     if (inside[v->id] != reads_[v->id] || inside[row->id] != reads_[row->id]) return;
@@ -550,6 +612,7 @@ class Folder {
   }
 
   std::set<std::string> keep_;
+  const std::set<std::string> &index_values_;  // names of integer and boolean values
   NameCounts assigned_, reads_;
   std::set<std::string> paired_;  // names assigned several times, each assignment read once (used_once)
   StmtList &root_;                              // the function's body
@@ -657,8 +720,9 @@ void read_element_types_from_parameters(Function &fn, const std::set<std::string
   block(fn.body);
 }
 
-void fold_single_use_temporaries(Function &fn, const std::set<std::string> &keep) {
-  Folder(fn, keep).block(fn.body, 1);
+void fold_single_use_temporaries(Function &fn, const std::set<std::string> &keep,
+                                 const std::set<std::string> &index_values) {
+  Folder(fn, keep, index_values).block(fn.body, 1);
 }
 
 }  // namespace tgrad::ad

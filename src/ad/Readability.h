@@ -30,7 +30,10 @@ inline constexpr size_t kMaxLineColumns = 100;
 // Folds the single-use temporaries of `fn` into their uses. `keep`: names
 // that stay (the user's names, their adjoints, names the launch protocol or
 // the explanations refer to); parameters always stay.
-void fold_single_use_temporaries(ast::Function &fn, const std::set<std::string> &keep);
+// `index_values`: the names that hold integers or booleans (index
+// arithmetic, masks), which may be written out again at each of their reads.
+void fold_single_use_temporaries(ast::Function &fn, const std::set<std::string> &keep,
+                                 const std::set<std::string> &index_values = {});
 
 // `E.dtype.element_ty` of pointer arithmetic E on a pointer parameter P (`X
 // + row * stride + cols`, through the names that hold it, a pointer a loop

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <algorithm>
+#include <functional>
 
 #include "src/ad/ProvenShapes.h"
 #include "src/ad/Readability.h"
@@ -73,6 +74,35 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   result.module = std::move(out);
 }
 
+namespace {
+
+// The names assigned values that sema types as integer or boolean tensors
+// (not pointers): index arithmetic and masks.
+std::set<std::string> integer_values(const StmtList &body, const sema::TypeInfo &info) {
+  std::set<std::string> out;
+  std::function<void(const StmtList &)> block = [&](const StmtList &b) {
+    for (const StmtPtr &s : b) {
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
+        if (auto *n = dyn_cast<Name>(a->targets[0].get())) {
+          const sema::SType *t = info.type_of(a->value.get());
+          if (t && t->is_tensor() && !t->elem.is_pointer && sema::is_integer(t->elem.dtype)) out.insert(n->id);
+        }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        block(i->body);
+        block(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        block(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        block(w->body);
+      }
+    }
+  };
+  block(body);
+  return out;
+}
+
+}  // namespace
+
 void Engine::make_readable(Module &out, const Backward &result) const {
   // The names a reader knows: the user's (in any function of the kernel's
   // module) and those the launch protocol explains.
@@ -107,10 +137,13 @@ void Engine::make_readable(Module &out, const Backward &result) const {
                ? std::next(it)
                : types.erase(it);
     DiagEngine quiet(sources_);
-    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet))
+    std::set<std::string> index_values;
+    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
+      index_values = integer_values(f->body, *info);
       if (drop_proven_shape_checks(*f, *info)) remove_dead_code(f->body);  // (what only a shape read)
+    }
     read_element_types_from_parameters(*f, pointers);
-    fold_single_use_temporaries(*f, keep);
+    fold_single_use_temporaries(*f, keep, index_values);
   }
 }
 

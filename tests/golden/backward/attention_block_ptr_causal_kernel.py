@@ -12,12 +12,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -39,13 +37,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     offs_n = tl.arange(0, BLOCK_N)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
-    Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    Q_block_index0_col_2 = offs_m[:, None] * Q_block_stride0
+    Q_block_index1_row_2 = Q_block_index1[None, :] * Q_block_stride1
     Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
     dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
@@ -58,11 +54,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     hi = Q_block_offset0
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
     t_14 = offs_m < N_CTX
-    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
-    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
+    O_block_index0_col_2 = offs_m[:, None] * O_block_stride0
+    O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
     O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
     dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
 
@@ -73,13 +68,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
     row_stat_col = row_stat[:, None]
     hi_2 = (start_m + 1) * BLOCK_M
-    K_ptrs_2_offset1_2 = K_ptrs_offset0 + hi
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
     bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_6 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
+    bm_i_6 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
     bl_i_5_minus_one = tl.reshape(tl.sum(-bacc_6 * stored_out, 1, keep_dims=True), row_stat.shape)
@@ -90,8 +84,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
     K_ptrs_2_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2
-    V_ptrs_2_offset0_3 = K_ptrs_2_offset1_2
+    K_ptrs_2_offset1_3 = K_ptrs_offset0 + hi
+    V_ptrs_2_offset0_3 = K_ptrs_offset0 + hi
     V_ptrs_2_offset1_3 = K_ptrs_offset0_2
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
@@ -250,8 +244,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         k = tl.load(K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2, mask=t_3_and_t_4, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
-        t_5 = cols[None, :] < N_CTX
-        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        p = tl.math.exp2(tl.where(cols[None, :] < N_CTX, qk, float("-inf")) - row_stat_col)
         V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
         V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
@@ -272,7 +265,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(cols[None, :] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
         bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
@@ -296,12 +289,10 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
     O_block_stride1 = stride_ok
     offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
     t_14 = offs_m < N_CTX
-    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
+    O_block_index0_col_2 = offs_m[:, None] * O_block_stride0
     O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
     O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
     dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
@@ -314,7 +305,7 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_6 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
+    bm_i_6 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
     bout_correction = -tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
@@ -333,16 +324,13 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     tl.static_assert(STAGE == 3, "tgrad: this backward was generated for STAGE=3 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
-    start_n_iteration = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -361,8 +349,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     offs_n = tl.arange(0, BLOCK_N)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    Q_block_index1_row_2 = Q_block_index1[None, :] * Q_block_stride1
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
@@ -374,12 +361,10 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
     M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
-    start_n = Q_block_offset1 + start_n_iteration * BLOCK_N
-    K_ptrs_offset0_3 = K_ptrs_offset0_2 + start_n_iteration * 0
-    K_ptrs_offset1_3 = K_ptrs_offset1_2 + start_n_iteration * BLOCK_N
-    K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
-    K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+    O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
+    start_n = Q_block_offset1 + tl.program_id(0) * BLOCK_N
+    K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
+    K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
     K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
     K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
@@ -388,8 +373,8 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
     cols = start_n + offs_n
     t_5 = cols[None, :] < N_CTX
-    V_ptrs_index0 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-    V_ptrs_index1 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+    V_ptrs_index0 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
     V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
     V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
     V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
@@ -408,13 +393,12 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Only where that program's loop runs this iteration (its end depends on the program)
         if start_n < hi:
             offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
-            Q_block_index0_col = offs_m[:, None]
-            Q_block_base_plus_Q = Q_block_base + Q_block_index0_col * Q_block_stride0
-            t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+            Q_block_base_plus_Q = Q_block_base + offs_m[:, None] * Q_block_stride0
+            t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
             q = tl.load(Q_block_base_plus_Q + Q_block_index1_row_2, mask=t_and_t_2, other=0.0)
             M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
             t_14 = offs_m < N_CTX
-            dO_block_base_plus_O = dO_block_base + Q_block_index0_col * O_block_stride0
+            dO_block_base_plus_O = dO_block_base + offs_m[:, None] * O_block_stride0
             dO_block_base_plus_O_2 = dO_block_base_plus_O + O_block_index1_row_2
             row_stat = tl.load(M_plus_off_hz_times_N, mask=t_14, other=float("inf")).to(tl.float32) * 1.4426950408889634
             bacc_6 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)

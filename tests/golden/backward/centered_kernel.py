@@ -11,13 +11,11 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     lse = tl.load(L + row)
     s = tl.load(S + row)
     y = x * x - lse
-    t = s > 0
-    if t:
+    if s > 0:
         z = tl.sum(tl.where(mask, y, 0.0), axis=0)
         z_3 = z
     else:
@@ -25,10 +23,10 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         z_3 = tl.max(tl_where_mask_y, axis=0)
 
     # Grad of: tl.store(Y + row * n_cols + cols, y * z, mask=mask)
-    by_times_z_3 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+    by_times_z_3 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
     by = by_times_z_3 * z_3
     bz_3 = tl.sum(by_times_z_3 * y)
-    if t:
+    if s > 0:
         tl_where_mask_y_zero = tl.where(mask, y, 0.0)
 
         # Grad of: z = tl.sum(tl.where(mask, y, 0.0), axis=0)
@@ -47,4 +45,4 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     tl.store(dL + row, tl.sum(-by))
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+    tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)

@@ -19,21 +19,18 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     desc_v_desc_base = desc_v
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
     desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    desc_q_desc_index1_row_2 = desc_q_desc_index1[None, :] * desc_q_desc_stride1
     desc_q_desc_base_2_2 = desc_q_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     ddesc_q_desc_base_2_2 = ddesc_q + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
     q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     offset_k = row0
 
@@ -118,18 +115,15 @@ def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, 
     desc_q_desc_stride1 = 1
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
     desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    desc_q_desc_index1_row_2 = desc_q_desc_index1[None, :] * desc_q_desc_stride1
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
     desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
@@ -162,7 +156,6 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 24 this program owns the gradient tile of, and its fixed program ids
-    start_n_iteration = tl.program_id(0)
     dtype = tl.float16
     off_hz = tl.program_id(1)
     rows = Z * H * N_CTX
@@ -177,10 +170,9 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
-    t_3 = desc_q_desc_index1_row >= 0
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
+    desc_q_desc_index1_row_2 = desc_q_desc_index1[None, :] * desc_q_desc_stride1
+    t_3 = desc_q_desc_index1[None, :] >= 0
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
     offset_k = row0
     M_plus_off_hz_times_N_CTX = M + row0
     desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
@@ -189,8 +181,7 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
     t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
-    offset_k_2 = offset_k + start_n_iteration * BLOCK_N
-    desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
+    desc_k_desc_index0 = offset_k + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None] * desc_q_desc_shape1
     desc_k_desc_base_2_2 = desc_k_desc_base + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
     ddesc_k_desc_base_2_2 = ddesc_k + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
@@ -198,7 +189,7 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     t_5_and_t_6 = (desc_k_desc_index0[:, None] >= 0) & t_6
     t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6 & (desc_k_desc_index1[None, :] >= 0) & t_8
     k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
-    desc_v_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
+    desc_v_desc_index0 = offset_k + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None] * desc_q_desc_shape1
     desc_v_desc_base_2_2 = desc_v_desc_base + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
     ddesc_v_desc_base_2_2 = ddesc_v + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
@@ -211,19 +202,16 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     ddesc_k_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     ddesc_v_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     for start_m in range(0, num_programs_0):
-        start_m_times_BLOCK_M = start_m * BLOCK_M
-        offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-        desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
+        desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl_arange_zero_BLOCK_M
         desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-        desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-        desc_q_desc_base_2 = desc_q_desc_base + desc_q_desc_index0_col_2
+        desc_q_desc_base_2 = desc_q_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
         desc_q_desc_base_2_2 = desc_q_desc_base_2 + desc_q_desc_index1_row_2
         t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-        t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & t_3 & t_4
-        q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col_2
+        q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2 & t_3 & t_4, other=0.0)
+        ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
         ddesc_o_desc_base_2_2 = ddesc_o_desc_base_2 + desc_q_desc_index1_row_2
-        bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+        bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2 & t_3 & t_4, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX + offs_m).to(tl.float32)
         bacc_4 = bacc_4_to_dtype.to(tl.float32)
 

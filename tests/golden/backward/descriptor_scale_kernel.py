@@ -39,15 +39,13 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     x_desc_stride1 = 1
     dy_desc_base = dY
     tl_arange_zero_BM = tl.arange(0, BM)
-    tl_arange_zero_BN = tl.arange(0, BN)
-    x_desc_index1 = 0 + tl_arange_zero_BN
-    x_desc_index1_row = x_desc_index1[None, :]
-    x_desc_index1_row_2 = x_desc_index1_row * x_desc_stride1
-    t_3 = x_desc_index1_row >= 0
-    t_4 = x_desc_index1_row < x_desc_shape1
-    dW_plus_tl_arange_zero_BN_2 = dW_row + tl_arange_zero_BN
-    t_5 = tl_arange_zero_BN < N
-    w = tl.load(W + tl_arange_zero_BN, mask=t_5, other=0.0)
+    x_desc_index1 = 0 + tl.arange(0, BN)
+    x_desc_index1_row_2 = x_desc_index1[None, :] * x_desc_stride1
+    t_3 = x_desc_index1[None, :] >= 0
+    t_4 = x_desc_index1[None, :] < x_desc_shape1
+    dW_plus_tl_arange_zero_BN_2 = dW_row + tl.arange(0, BN)
+    t_5 = tl.arange(0, BN) < N
+    w = tl.load(W + tl.arange(0, BN), mask=t_5, other=0.0)
     w_row = w[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.

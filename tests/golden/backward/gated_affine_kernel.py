@@ -47,14 +47,13 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_3 = y * w + b
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_3_to_tl_float32 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        btl_sigmoid_y_3_to_tl_float32 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
         tl_sigmoid_y_3_to_tl_float32 = tl.sigmoid(y_3.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -74,7 +73,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         dW_sum += tl.cast(by_3 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -105,14 +104,13 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y + b
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
         tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -125,7 +123,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by_2 * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_2 * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -155,14 +153,13 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y * w
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
         tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -178,7 +175,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         dW_sum += tl.cast(by_2 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -205,13 +202,12 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_to_tl_float32 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        btl_sigmoid_y_to_tl_float32 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
         tl_sigmoid_y_to_tl_float32 = tl.sigmoid(y.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -220,7 +216,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
         # Grad of: y = x * x
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
 
 @triton.jit

@@ -44,17 +44,15 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     scale_row = scale[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for tl_program_id_zero in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        rows = tl_program_id_zero * BLOCK_ROWS + tl_arange_zero_BLOCK_ROWS
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        rows = forward_pid * BLOCK_ROWS + tl_arange_zero_BLOCK_ROWS
         mask = rows < n_rows
-        rows_col_times_C = rows[:, None] * C
-        mask_col = mask[:, None]
-        x = tl.load(X + rows_col_times_C + cols_row, mask=mask_col, other=0.0)
-        idx = tl.load(IDX + rows_col_times_C + cols_row, mask=mask_col, other=0)
+        x = tl.load(X + rows[:, None] * C + cols_row, mask=mask[:, None], other=0.0)
+        idx = tl.load(IDX + rows[:, None] * C + cols_row, mask=mask[:, None], other=0)
         gather_x_idx = gather(x, idx, axis=1)
 
         # Grad of: tl.store(Y + rows[:, None] * C + cols[None, :], y, mask=mask[:, None])
-        by = tl.load(dY + rows_col_times_C + cols_row, mask=mask_col, other=0.0)
+        by = tl.load(dY + rows[:, None] * C + cols_row, mask=mask[:, None], other=0.0)
 
         # Grad of: y = gather(x, idx, axis=1) * scale[None, :]
         bgather_x_idx = by * scale_row
@@ -70,8 +68,8 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + rows_col_times_C + cols_row, bx, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dX + rows[:, None] * C + cols_row, bx, mask=mask[:, None], sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
-        if tl_program_id_zero + tl.num_programs(0) >= num_programs:
+        if forward_pid + tl.num_programs(0) >= num_programs:
             tl.store(dT_plus_cols, dT_sum)

@@ -32,12 +32,10 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
         accumulator_2 = tl.dot(a, b, accumulator_2)
     tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2 * 0.1)
-    offs_m_col_3 = offs_m[:, None]
-    offs_n_row_3 = offs_n[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_m_col_3 + stride_cn * offs_n_row_3
+    dc_ptrs = dc_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n[None, :]
 
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-    bc = tl.load(dc_ptrs, mask=(offs_m_col_3 < M) & (offs_n_row_3 < N), other=0.0)
+    bc = tl.load(dc_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
 
     # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
     btl_sigmoid_accumulator_2_times_c = bc.to(tl_sigmoid_accumulator_2_times_c.dtype)

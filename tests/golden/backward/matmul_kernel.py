@@ -22,11 +22,10 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     b_ptrs = b_ptr + offs_k_col_times_stride
     db_ptrs_2 = db_ptr + offs_k_col_times_stride
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    tl_cdiv_K_BLOCK_SIZE_K = tl.cdiv(K, BLOCK_SIZE_K)
     accumulator_2 = accumulator
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
         t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
@@ -51,7 +50,7 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     baccumulator_2 = tl.where(accumulator_2 > 0.0, baccumulator_4, tl.where(accumulator_2 == 0.0, baccumulator_4 * 0.5, 0.0))
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
         t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)

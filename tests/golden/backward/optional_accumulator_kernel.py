@@ -44,15 +44,14 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             c_times_BLOCK = c * BLOCK
             w = tl.load(W + c_times_BLOCK + cols)
             acc_z_2 = acc_z_2 + x * w
-        row_times_BLOCK = row * BLOCK
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         # (Loaded early: nothing in the backward writes this memory.)
-        bacc_2 = tl.load(dY + row_times_BLOCK + cols)
+        bacc_2 = tl.load(dY + row * BLOCK + cols)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_acc_z_2 = tl.load(dZ + row_times_BLOCK + cols)
+        btl_sigmoid_acc_z_2 = tl.load(dZ + row * BLOCK + cols)
         tl_sigmoid_acc_z_2 = tl.sigmoid(acc_z_2)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
@@ -101,13 +100,12 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols)
         for c in range(n_chunks):
-            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_2 + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
 
             # Grad of: acc += x * x
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bacc_2 * x * 2, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bacc_2 * x * 2, sem="relaxed")
 
 
 @triton.jit

@@ -10,14 +10,11 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
-    h_col = h[:, None]
-    d_row = d[None, :]
-    mask = (h_col < n_heads) & (d_row < HALF)
-    offsets = row * n_heads * 2 * HALF + h_col * 2 * HALF + d_row
-    row_times_HALF = row * HALF
-    tl_load = tl.load(COS + row_times_HALF + d)
+    mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
+    offsets = row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    tl_load = tl.load(COS + row * HALF + d)
     cos = tl_load[None, :]
-    tl_load_2 = tl.load(SIN + row_times_HALF + d)
+    tl_load_2 = tl.load(SIN + row * HALF + d)
     sin = tl_load_2[None, :]
     Q_plus_offsets = Q + offsets
     dQ_plus_offsets = dQ + offsets
@@ -52,7 +49,7 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
-    tl.store(dSIN + row_times_HALF + d, tl.reshape(bsin, tl_load_2.shape))
+    tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))
 
     # Grad of: cos = tl.load(COS + row * HALF + d)[None, :]
-    tl.store(dCOS + row_times_HALF + d, tl.reshape(bcos, tl_load.shape))
+    tl.store(dCOS + row * HALF + d, tl.reshape(bcos, tl_load.shape))

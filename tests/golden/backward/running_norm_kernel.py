@@ -11,9 +11,8 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps_2 = pid * n_steps * BR * BC
-    base = X + pid_times_n_steps_2
-    dbase = dX + pid_times_n_steps_2
+    base = X + pid * n_steps * BR * BC
+    dbase = dX + pid * n_steps * BR * BC
     m = tl.full([BR], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
     acc_2 = acc

@@ -26,12 +26,10 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         # Grad of: for start in range(0, n_cols, BLOCK):
         brstd = tl.zeros_like(rstd)
         for start_2 in range(0, n_cols, BLOCK):
-            cols_2 = start_2 + offs
-            mask_2 = cols_2 < n_cols
-            row_times_n_cols_4 = row * n_cols
-            dS_plus_row_times_n_cols_2 = dS + row_times_n_cols_4 + cols_2
-            s_2 = tl.load(S + row_times_n_cols_4 + cols_2, mask=mask_2, other=0.0)
-            dY_plus_row_times_n_cols = dY + row * n_cols + cols_2
+            mask_2 = start_2 + offs < n_cols
+            dS_plus_row_times_n_cols_2 = dS + row * n_cols + (start_2 + offs)
+            s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
+            dY_plus_row_times_n_cols = dY + row * n_cols + (start_2 + offs)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -58,7 +56,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             s = tl_load + tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = tl.broadcast_to(bsquares_2, (s * s).shape)
+            bs_times_s = bsquares_2
 
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added

@@ -13,24 +13,20 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     i_t = tl.program_id(0)
     i_n = tl.program_id(1).to(tl.int64)
     bos = i_n * T
-    i_t_times_BT = i_t * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = i_t_times_BT + tl_arange_zero_BT
+    o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < T
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
+    t = o_t[:, None] < T
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0)
-    if i_t_times_BT + BT <= T:
+    if i_t * BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
     g = tl.load(G + offs, mask=m, other=0.0)
     y = x * x
-    t_4_col = (tl_arange_zero_BT == i_last_3)[:, None]
+    t_4_col = (tl.arange(0, BT) == i_last_3)[:, None]
     tl_where_t_4_col_g_zero = tl.where(t_4_col, g, 0.0)
     g_last = tl.sum(tl_where_t_4_col_g_zero, 0)
     tl_sigmoid_g_last = tl.sigmoid(g_last)
@@ -66,11 +62,9 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < T
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
+    t = o_t[:, None] < T
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0)
     y = x * x
 

@@ -17,10 +17,8 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
-    rows_col = rows[:, None]
-    steps_row = steps[None, :]
-    mask = (rows_col < n_rows) & (steps_row < T)
-    offsets = rows_col * T + steps_row
+    mask = (rows[:, None] < n_rows) & (steps[None, :] < T)
+    offsets = rows[:, None] * T + steps[None, :]
     x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     decay = tl.sigmoid(g)

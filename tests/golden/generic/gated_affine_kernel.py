@@ -48,11 +48,10 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_3 = y * w + b
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -76,7 +75,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         dW_sum += tl.cast(by_3 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -107,11 +106,10 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y + b
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -128,7 +126,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by_2 * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_2 * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -158,11 +156,10 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y * w
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -182,7 +179,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         dW_sum += tl.cast(by_2 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -209,10 +206,9 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -225,7 +221,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
         # Grad of: y = x * x
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
+        tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
 
 
 @triton.jit

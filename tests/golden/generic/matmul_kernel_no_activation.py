@@ -22,11 +22,10 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     b_ptrs = b_ptr + offs_k_col_times_stride
     db_ptrs_2 = db_ptr + offs_k_col_times_stride
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    tl_cdiv_K_BLOCK_SIZE_K = tl.cdiv(K, BLOCK_SIZE_K)
     accumulator_2 = accumulator
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
         t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)
@@ -41,10 +40,8 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         accumulator_5 = tl.maximum(accumulator_2, 0.0)
     else:
         accumulator_5 = accumulator_2
-    offs_cm_col = offs_cm[:, None]
-    offs_cn_row = offs_cn[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn_row
-    c_mask = (offs_cm_col < M) & (offs_cn_row < N)
+    dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
 
     # Grad of: tl.store(c_ptrs, c, mask=c_mask)
     # Grad of: c = accumulator.to(tl.float16)
@@ -62,7 +59,7 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
         baccumulator_2 += baccumulator_5
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
-    for k in range(0, tl_cdiv_K_BLOCK_SIZE_K):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
         t = offs_k[None, :] < k_remaining
         a = tl.load(a_ptrs_2, mask=t, other=0.0)

@@ -39,20 +39,17 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     dX_plus_rk = dX_row + rk
     x = tl.load(X + rk)
     tl_reshape_x = tl.reshape(x, [K, 1])
-    rk_col_times_K = rk[:, None] * K
-    dW_plus_rk_col_times_K_2 = dW + rk_col_times_K + rk_row
-    w = tl.load(W + rk_col_times_K + rk_row)
+    dW_plus_rk_col_times_K_2 = dW + rk[:, None] * K + rk_row
+    w = tl.load(W + rk[:, None] * K + rk_row)
     x_times_x = x * x
     tl_reshape_x_times_x = tl.reshape(x_times_x, [1, K])
     row = tl.dot(tl_reshape_x_times_x, w, input_precision="ieee")
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for tl_program_id_zero in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        rm = tl_program_id_zero * BM + tl_arange_zero_BM
+    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        rm = forward_pid * BM + tl_arange_zero_BM
         mask = rm < n_rows
-        rm_col_times_K = rm[:, None] * K
-        mask_col = mask[:, None]
-        a = tl.load(A + rm_col_times_K + rk_row, mask=mask_col, other=0.0)
+        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask[:, None], other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
@@ -60,7 +57,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
-        brow = tl.reshape(tl.load(dZ + tl_program_id_zero * K + rk).to(tl.float32), row.shape)
+        brow = tl.reshape(tl.load(dZ + forward_pid * K + rk).to(tl.float32), row.shape)
 
         # Grad of: row = tl.dot(tl.reshape(x * x, [1, K]), w, input_precision="ieee")
         btl_reshape_x_times_x = tl.dot(brow.to(W.dtype.element_ty), tl.trans(w), input_precision="ieee")
@@ -84,8 +81,8 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + rm_col_times_K + rk_row, ba, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask[:, None], sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
-        if tl_program_id_zero + tl.num_programs(0) >= num_programs:
+        if forward_pid + tl.num_programs(0) >= num_programs:
             tl.store(dX_plus_rk, dX_sum)

@@ -34,14 +34,13 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         state_2 = state_3
-    row_times_BT = row * BT
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
     # (Loaded early: nothing in the backward writes this memory.)
-    bstate_2 = tl.load(dY + (row_times_BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
+    bstate_2 = tl.load(dY + (row * BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
 
     # Grad of: tl.store(GS + row * BT + o_t, gate)
-    bgate_2 = tl.load(dGS + row_times_BT + o_t).to(tl.float32)
+    bgate_2 = tl.load(dGS + row * BT + o_t).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -59,8 +58,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         o_k_row_2 = o_k[None, :]
         x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
-        row_times_n_steps_2_2 = (row * n_steps + s) * BT
-        g = tl.load(G + row_times_n_steps_2_2 + o_t)
+        g = tl.load(G + (row * n_steps + s) * BT + o_t)
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -71,7 +69,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + row_times_n_steps_2_2 + o_t, bg, sem="relaxed")
+        tl.atomic_add(dG + (row * n_steps + s) * BT + o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3

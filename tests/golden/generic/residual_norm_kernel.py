@@ -53,14 +53,12 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         # Grad of: for start in range(0, n_cols, BLOCK):
         brstd = tl.zeros(rstd.shape, dtype=tl.float32)
         for start_2 in range(0, n_cols, BLOCK):
-            cols_2 = start_2 + offs
-            mask_2 = cols_2 < n_cols
-            row_times_n_cols_4 = row * n_cols
-            dS_plus_row_times_n_cols_2 = dS + row_times_n_cols_4 + cols_2
-            s_2 = tl.load(S + row_times_n_cols_4 + cols_2, mask=mask_2, other=0.0)
-            dW_plus_cols_2 = dW_row + cols_2
-            w = tl.load(W + cols_2, mask=mask_2, other=0.0)
-            dY_plus_row_times_n_cols = dY + row * n_cols + cols_2
+            mask_2 = start_2 + offs < n_cols
+            dS_plus_row_times_n_cols_2 = dS + row * n_cols + (start_2 + offs)
+            s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
+            dW_plus_cols_2 = dW_row + (start_2 + offs)
+            w = tl.load(W + (start_2 + offs), mask=mask_2, other=0.0)
+            dY_plus_row_times_n_cols = dY + row * n_cols + (start_2 + offs)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
             # (Loaded early: nothing in the backward writes this memory.)
@@ -93,7 +91,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             s = tl_load + tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = tl.broadcast_to(bsquares_2, (s * s).shape)
+            bs_times_s = bsquares_2
 
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added
@@ -131,15 +129,13 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row_times_n_cols = row * n_cols
-        tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
-        s = tl_load + tl.load(R + row_times_n_cols + cols, mask=mask, other=0.0)
-        dS_plus_row_times_n_cols = dS + row_times_n_cols + cols
-        s_times_s = s * s
-        tl_sqrt = tl.sqrt((squares + tl.sum(s_times_s)) / n_cols + eps)
+        tl_load = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        s = tl_load + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+        dS_plus_row_times_n_cols = dS + row * n_cols + cols
+        tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
-        s_2 = tl.load(S + row_times_n_cols + cols, mask=mask, other=0.0)
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        s_2 = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
+        dY_plus_row_times_n_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -159,11 +155,9 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         tl.store(dS_plus_row_times_n_cols, tl.load(dS_plus_row_times_n_cols, mask=mask, other=0.0) + bs_2, mask=mask)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
-        btl_sqrt = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt
+        bs_times_s = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
 
         # Grad of: squares += tl.sum(s * s)
-        bs_times_s = tl.broadcast_to(btl_sqrt * 0.5 / tl_sqrt / n_cols, s_times_s.shape)
-
         # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
         # After a barrier: the gradients of the loads that read this store back are added
         tl.debug_barrier()
@@ -174,8 +168,8 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         bs = bs_times_s * s * 2 + bs_3
 
         # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dR + row_times_n_cols + cols, bs, mask=mask)
-        tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
+        tl.store(dR + row * n_cols + cols, bs, mask=mask)
+        tl.store(dX + row * n_cols + cols, bs, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

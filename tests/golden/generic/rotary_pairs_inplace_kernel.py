@@ -9,18 +9,15 @@ import triton.language as tl
 @triton.jit
 def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN):
     row = tl.program_id(0)
-    row_times_row_stride = row * row_stride
-    x_row = X + row_times_row_stride
-    dx_row = dX + row_times_row_stride
+    x_row = X + row * row_stride
+    dx_row = dX + row * row_stride
     for start in range(0, HALF, BLOCK):
         d = start + tl.arange(0, BLOCK)
         mask = d < HALF
-        row_times_HALF = row * HALF
-        cos = tl.load(COS + row_times_HALF + d, mask=mask, other=1.0)
-        sin = tl.load(SIN + row_times_HALF + d, mask=mask, other=0.0)
-        d_times_two = d * 2
-        x0 = tl.load(x_row + d_times_two, mask=mask, other=0.0)
-        x1 = tl.load(x_row + d_times_two + 1, mask=mask, other=0.0)
+        cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
+        sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
+        x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
+        x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         dx_row_plus_d_times_two_3 = dx_row + d * 2
         dx_row_plus_d_times_two_4_2 = dx_row + d * 2 + 1
 
@@ -41,14 +38,14 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row + d_times_two + 1, bx1, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d * 2 + 1, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row + d_times_two, bx0, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d * 2, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
-        tl.store(dSIN + row_times_HALF + d, bsin, mask=mask)
+        tl.store(dSIN + row * HALF + d, bsin, mask=mask)
 
         # Grad of: cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
-        tl.store(dCOS + row_times_HALF + d, bcos, mask=mask)
+        tl.store(dCOS + row * HALF + d, bcos, mask=mask)

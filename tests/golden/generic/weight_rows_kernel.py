@@ -158,8 +158,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
     # Each program of the backward's grid takes every G-th program of the forward's.
     for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         for row in range(pid, n_rows, num_progs):
-            row_times_stride_2 = row * stride
-            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             dDX_plus_row_times_stride = dDX + row * stride + cols
 
@@ -171,7 +170,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row_times_stride_2 + cols, bdy_times_rstd * rstd, mask=col_mask)
+            tl.store(dDY + row * stride + cols, bdy_times_rstd * rstd, mask=col_mask)
 
 
 @triton.jit

@@ -85,12 +85,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -115,13 +113,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
-    Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
+    Q_block_index0_col_2 = offs_m[:, None] * Q_block_stride0
+    Q_block_index1_row_2 = Q_block_index1[None, :] * Q_block_stride1
     Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
     dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
     q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
     if STAGE & 1:
         acc_2 = acc
@@ -297,8 +293,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_8_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_16, other=0.0).to(tl.float32)
-    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
+    dO_block_base_plus_O = dOut + o_offset + offs_m[:, None] * O_block_stride0
+    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1[None, :] * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
     bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)

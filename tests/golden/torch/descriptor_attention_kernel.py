@@ -94,21 +94,18 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     ddesc_v_desc_base = ddesc_v
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
     desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    desc_q_desc_index1_row_2 = desc_q_desc_index1[None, :] * desc_q_desc_stride1
     desc_q_desc_base_2_2 = desc_q_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     ddesc_q_desc_base_2_2 = ddesc_q + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
     q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     offset_k = row0
 
@@ -144,9 +141,8 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     for start_n in tl.range(0, N_CTX, BLOCK_N):
         desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
         desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None] * desc_q_desc_shape1
-        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
-        ddesc_k_desc_base_2 = ddesc_k_desc_base + desc_k_desc_index0_col_2
+        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0[:, None] * desc_q_desc_shape1
+        ddesc_k_desc_base_2 = ddesc_k_desc_base + desc_k_desc_index0[:, None] * desc_q_desc_shape1
         desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
         desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
         ddesc_k_desc_base_2_2 = ddesc_k_desc_base_2 + desc_k_desc_index1_row_2
@@ -159,9 +155,8 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         p = tl.math.exp2(qk * qk_scale - row_stat_col)
         desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
         desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None] * desc_q_desc_shape1
-        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
-        ddesc_v_desc_base_2 = ddesc_v_desc_base + desc_v_desc_index0_col_2
+        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0[:, None] * desc_q_desc_shape1
+        ddesc_v_desc_base_2 = ddesc_v_desc_base + desc_v_desc_index0[:, None] * desc_q_desc_shape1
         desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
         desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
         ddesc_v_desc_base_2_2 = ddesc_v_desc_base_2 + desc_v_desc_index1_row_2

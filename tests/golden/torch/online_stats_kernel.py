@@ -126,7 +126,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         bmean_3 = bmean_2
 
         # Grad of: d = d * tl.exp(m - m_new) + tl.sum(tl.exp(xm - m_new))
-        bxm_minus_m_new = tl.broadcast_to(bd_3, tl_exp_xm_minus_m_new.shape) * tl_exp_xm_minus_m_new
+        bxm_minus_m_new = bd_3 * tl_exp_xm_minus_m_new
         bd_2 = tl.zeros_like(bd_2) + bd_3 * tl_exp_m_2_minus_m_new
         bm_2_minus_m_new = bd_3 * d_2 * tl_exp_m_2_minus_m_new
         bm_2 = tl.zeros_like(bm_2) + bm_2_minus_m_new
@@ -144,7 +144,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         # Grad of: mean += (tl.sum(x) - n * mean) / count
         btl_sum_x_minus_n_times_mean_2 = bmean_3 / (count_2 + n)
         bmean_2 = tl.zeros_like(bmean_2) + bmean_3 + -btl_sum_x_minus_n_times_mean_2 * n
-        bx = tl.where(mask, bxm, 0.0) + tl.broadcast_to(btl_sum_x_minus_n_times_mean_2, x.shape)
+        bx = tl.where(mask, bxm, 0.0) + btl_sum_x_minus_n_times_mean_2
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
