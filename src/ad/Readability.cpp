@@ -359,6 +359,10 @@ class Folder {
             comment_lines(moved_comment(b[i]->leading_comment, b[k]->leading_comment), b[i + 1]->leading_comment);
       --assigned_[v->id];
       --reads_[v->id];  // (the accumulation's target)
+      if (twice)        // (a is read once where it was read twice)
+        visit_expr(*a->value, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x)) --reads_[n->id];
+        });
       b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
       --i;  // the merged statement may merge again, with the next accumulation
       merged = true;
@@ -557,6 +561,62 @@ class Folder {
     return false;
   }
 
+  // `t = e` at b[i] read once, in a block nested in a later statement of b
+  // (`tl.store(dW_row + cols, dW_sum, mask=mask)` in the last iteration of
+  // the loop over the forward's programs): e moves there where it is cheap
+  // index or pointer arithmetic (no loads, at most kMaxIndexNodes nodes)
+  // whose operands are assigned once, so that it has the same value there;
+  // Triton hoists what a loop does not change. Whether it did.
+  bool fold_into_nested(StmtList &b, size_t i, int depth, std::string &hole_comment) {
+    auto *a = cast<Assign>(b[i].get());
+    const std::string t = cast<Name>(a->targets[0].get())->id;
+    if (!is_pure(*a->value) || reads_memory(*a->value)) return false;
+    int nodes = 0;
+    bool fixed = true;
+    visit_expr(*a->value, [&](const Expr &x) {
+      ++nodes;
+      if (auto *n = dyn_cast<Name>(&x); n && assigned_[n->id] > 1) fixed = false;
+    });
+    if (nodes > kMaxIndexNodes || !fixed) return false;
+    // The statement that reads t: the first after b[i] that mentions it, at any depth.
+    for (size_t k = i + 1; k < b.size(); ++k) {
+      if (!b[k]) continue;
+      NameCounts mentions;
+      count_stmt_reads(*b[k], mentions);
+      if (!mentions.count(t)) continue;
+      StmtPtr *use = nullptr;
+      int use_depth = depth;
+      std::function<void(StmtList &, int)> find = [&](StmtList &inner, int d) {
+        for (StmtPtr &st : inner) {
+          for (ExprPtr *e : own_expressions(*st))
+            visit_expr(**e, [&](const Expr &x) {
+              if (auto *n = dyn_cast<Name>(&x); n && n->id == t && !use) {
+                use = &st;
+                use_depth = d;
+              }
+            });
+          for (StmtList *nested : nested_blocks(*st)) find(*nested, d + 1);
+        }
+      };
+      for (StmtList *nested : nested_blocks(*b[k])) find(*nested, depth + 1);
+      if (!use) return false;  // (read by b[k] itself: fold() decides)
+      StmtPtr candidate = clone(**use);
+      for (ExprPtr *e : own_expressions(*candidate))
+        rewrite_expr(*e, [&](ExprPtr &x) {
+          if (auto *n = dyn_cast<Name>(x.get()); n && n->id == t) x = clone(*a->value);
+        });
+      if (static_cast<size_t>(4 * use_depth) + printed_width(*candidate) > kMaxLineColumns) return false;
+      candidate->leading_comment = (*use)->leading_comment;
+      *use = std::move(candidate);
+      hole_comment = b[i]->leading_comment;
+      b[i].reset();
+      reads_.erase(t);
+      --assigned_[t];
+      return true;
+    }
+    return false;
+  }
+
   // Moves `t = e` at b[i] into its one use in a later statement of `b`; whether it did.
   bool fold(StmtList &b, size_t i, int depth, std::unordered_map<std::string, size_t> &use_at,
             const std::vector<size_t> &writes_before, std::string &hole_comment) {
@@ -569,7 +629,7 @@ class Folder {
     size_t j;
     if (assigned_[t] == 1) {
       auto use = use_at.find(t);
-      if (use == use_at.end() || use->second <= i) return false;  // read in a nested block: it stays
+      if (use == use_at.end() || use->second <= i) return fold_into_nested(b, i, depth, hole_comment);
       j = use->second;
     } else {
       j = next_mention_reads_once(b, i, t);  // (the read that follows this assignment)

@@ -125,6 +125,8 @@ void Engine::make_readable(Module &out, const Backward &result) const {
   // Shape checks sema proves, and broadcasts of scalars, go first: a value
   // an assertion reads is not one a fold may move (src/ad/ProvenShapes.h).
   std::set<std::string> pointers = pointer_params();
+  for (const auto &[param, type] : bwd_types_)  // (a generic backward's: their representative types)
+    if (type.is_tensor() && type.elem.is_pointer) pointers.insert(param);
   for (const Backward::SavedTile &t : result.saved_tiles) pointers.insert(t.scratch);
   std::unique_ptr<Module> context = checking_module();
   for (const auto &f : out.functions)
@@ -140,7 +142,10 @@ void Engine::make_readable(Module &out, const Backward &result) const {
     std::set<std::string> index_values;
     if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
       index_values = integer_values(f->body, *info);
-      if (drop_proven_shape_checks(*f, *info)) remove_dead_code(f->body);  // (what only a shape read)
+      // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
+      if (!generic()) remove_noop_casts(f->body, *info);
+      const bool dropped = drop_proven_shape_checks(*f, *info);
+      if (dropped || !generic()) remove_dead_code(f->body);  // (what only a shape or a dtype read)
     }
     read_element_types_from_parameters(*f, pointers);
     fold_single_use_temporaries(*f, keep, index_values);
@@ -311,6 +316,15 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
     if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
     if (auto *a = dyn_cast<AugAssign>(st.get())) visit(a->value);
     if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
+    // (Inside loops and ifs too: the loop over the forward's programs.)
+    if (auto *i = dyn_cast<If>(st.get())) {
+      remove_noop_casts(i->body, info);
+      remove_noop_casts(i->orelse, info);
+    } else if (auto *f = dyn_cast<For>(st.get())) {
+      remove_noop_casts(f->body, info);
+    } else if (auto *w = dyn_cast<While>(st.get())) {
+      remove_noop_casts(w->body, info);
+    }
   }
 }
 

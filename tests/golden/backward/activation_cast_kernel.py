@@ -43,7 +43,6 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     mask = offsets < n_elements
     x = tl.load(X + offsets, mask=mask, other=0.0)
     activation_x = activation(x)
-    activation_x_times_x = activation_x * x
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
     bactivation_x_times_x = tl.load(dY + offsets, mask=mask, other=0.0)

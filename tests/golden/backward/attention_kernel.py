@@ -25,7 +25,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     dq_ptrs = dq_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
     q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     hi = N_CTX
-    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_5 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
@@ -35,11 +35,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_5, other=float("inf")) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
     stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
@@ -64,12 +63,12 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         k = tl.load(k_ptrs)
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
-        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        p = tl.math.exp2(qk * qk_scale - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -90,12 +89,12 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         tl_trans_k = tl.trans(k)
         qk = tl.dot(q, tl_trans_k)
         t_3 = offs_n[None, :] < N_CTX
-        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat_col)
+        p = tl.math.exp2(tl.where(t_3, qk * qk_scale, float("-inf")) - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -124,7 +123,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_5 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
@@ -134,7 +133,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_5, other=float("inf")) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
     stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
@@ -166,12 +165,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
     dv_base = dV + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
     do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
-    offs_d_row_times_stride_qk = offs_d[None, :] * stride_qk
-    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    offs_d_row = offs_d[None, :]
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
@@ -185,13 +181,13 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     for start_m in range(0, num_programs_0):
-        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
-        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row_times_stride_qk
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         t_5 = offs_m < N_CTX
-        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row_4_times_stride_ok
-        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_5, other=float("inf")).to(tl.float32) * 1.4426950408889634
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_5, other=float("inf")) * 1.4426950408889634
         bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
@@ -199,7 +195,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         qk = tl.dot(k, tl.trans(q))
         qk_3 = tl.where(offs_n[:, None] < N_CTX, qk * qk_scale, float("-inf"))
         p = tl.math.exp2(qk_3 - row_stat[None, :])
-        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty)).to(p.dtype)
+        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes

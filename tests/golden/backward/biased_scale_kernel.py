@@ -12,11 +12,9 @@ def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.con
     mask = offs < n
     x = tl.load(X + offs, mask=mask, other=0.0)
     bias_2 = tl.load(bias + offs, mask=mask, other=0.0)
-    x_2 = x * bias_2 + bias_2
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_2_times_x_2 = tl.load(dY + offs, mask=mask, other=0.0)
-    bx_2 = bx_2_times_x_2 * x_2 * 2
+    bx_2 = tl.load(dY + offs, mask=mask, other=0.0) * (x * bias_2 + bias_2) * 2
 
     # Grad of: x = x * bias + bias
     # Grad of: bias = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)

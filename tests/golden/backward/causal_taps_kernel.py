@@ -12,17 +12,16 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
     bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0)
     for i in tl.static_range(NTAPS):
-        w = tl.load(W + i).to(tl.float32)
+        w = tl.load(W + i)
         src = o_t - i
         t = src >= 0
-        t_and_t_2 = t & (src < T)
-        x = tl.load(X + src, mask=t_and_t_2, other=0.0).to(tl.float32)
+        x = tl.load(X + src, mask=t & (src < T), other=0.0)
 
         # Grad of: acc += w * x
         # Grad of: x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0).to(tl.float32)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + src, (bacc_2 * w).to(X.dtype.element_ty), mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dX + src, bacc_2 * w, mask=t & (src < T), sem="relaxed")
 
         # Grad of: w = tl.load(W + i).to(tl.float32)
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW + i, tl.sum(bacc_2 * x).to(W.dtype.element_ty), sem="relaxed")
+        tl.atomic_add(dW + i, tl.sum(bacc_2 * x), sem="relaxed")

@@ -74,14 +74,12 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # Grad of: tl.store(Mean + row, mean * mean)
-    bmean_times_mean = tl.load(dMean + row)
-
     # Grad of: y = x * 2.0
     bx_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0) * 2.0
 
     # Grad of: x = tl.where(mask, x - mean, 0.0)
     bx_minus_mean = tl.where(mask, bx_2, 0.0)
-    bmean = bmean_times_mean * mean * 2 + tl.sum(-bx_minus_mean)
+    bmean = tl.load(dMean + row) * mean * 2 + tl.sum(-bx_minus_mean)
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)

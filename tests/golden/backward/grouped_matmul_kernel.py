@@ -21,15 +21,15 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     accumulator_2 = accumulator
     for k in range(0, K, BLOCK_SIZE_K):
         offs_m_col_times_stride_am = offs_m[:, None] * stride_am
-        k_plus_offs_k_row_2 = (k + offs_k)[None, :] * stride_ak
-        a_ptr_plus_offs_m_col_2 = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
         t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)
-        a = tl.load(a_ptr_plus_offs_m_col_2, mask=t_and_t_2, other=0.0)
-        k_plus_offs_k_3_col_2 = (k + offs_k)[:, None] * stride_bk
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
         offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
-        b_ptr_plus_k_plus_offs_k = b_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
         t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
-        b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
         accumulator_2 = tl.dot(a, b, accumulator_2)
     tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2 * 0.1)
     dc_ptrs = dc_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n[None, :]
@@ -49,17 +49,18 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     # Unmasked: every lane within the bounds
     for k in range(0, k_last_unmasked * BLOCK_SIZE_K, BLOCK_SIZE_K):
         offs_m_col_times_stride_am = offs_m[:, None] * stride_am
-        k_plus_offs_k_row_2 = (k + offs_k)[None, :] * stride_ak
-        a_ptr_plus_offs_m_col_2 = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
-        da_ptr_plus_offs_m_col_2 = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
+        dsum = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
         t_and_t_2 = offs_m[:, None] < M
-        a = tl.load(a_ptr_plus_offs_m_col_2, mask=t_and_t_2, other=0.0)
-        k_plus_offs_k_3_col_2 = (k + offs_k)[:, None] * stride_bk
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
+        db_ptr_offset = db_ptr + k_plus_offs_k_3_col_times_stride_bk
         offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
-        b_ptr_plus_k_plus_offs_k = b_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
-        db_ptr_plus_k_plus_offs_k = db_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
+        db_ptr_offset_offset = db_ptr_offset + offs_n_row_times_stride_bn
         t_3_and_t_4 = offs_n[None, :] < N
-        b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
@@ -67,26 +68,27 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
 
         # Grad of: b = tl.load(b_ptr + (k + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn, mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(db_ptr_plus_k_plus_offs_k, bb, mask=t_3_and_t_4, sem="relaxed")
+        tl.atomic_add(db_ptr_offset_offset, bb, mask=t_3_and_t_4, sem="relaxed")
 
         # Grad of: a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(da_ptr_plus_offs_m_col_2, ba, mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")
 
     # Masked: the iterations after the run
     for k in range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K):
         offs_m_col_times_stride_am = offs_m[:, None] * stride_am
-        k_plus_offs_k_row_2 = (k + offs_k)[None, :] * stride_ak
-        a_ptr_plus_offs_m_col_2 = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
-        da_ptr_plus_offs_m_col_2 = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
+        dsum = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
         t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)
-        a = tl.load(a_ptr_plus_offs_m_col_2, mask=t_and_t_2, other=0.0)
-        k_plus_offs_k_3_col_2 = (k + offs_k)[:, None] * stride_bk
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
+        db_ptr_offset = db_ptr + k_plus_offs_k_3_col_times_stride_bk
         offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
-        b_ptr_plus_k_plus_offs_k = b_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
-        db_ptr_plus_k_plus_offs_k = db_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
+        db_ptr_offset_offset = db_ptr_offset + offs_n_row_times_stride_bn
         t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
-        b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
@@ -94,8 +96,8 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
 
         # Grad of: b = tl.load(b_ptr + (k + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn, mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(db_ptr_plus_k_plus_offs_k, bb, mask=t_3_and_t_4, sem="relaxed")
+        tl.atomic_add(db_ptr_offset_offset, bb, mask=t_3_and_t_4, sem="relaxed")
 
         # Grad of: a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(da_ptr_plus_offs_m_col_2, ba, mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")

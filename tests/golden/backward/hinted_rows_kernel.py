@@ -20,8 +20,7 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     y = x_row * w
 
     # Grad of: tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
-    by_times_y = tl.load(dY + row * n_cols + cols[None, :], mask=mask[None, :], other=0.0)
-    by = by_times_y * y * 2
+    by = tl.load(dY + row * n_cols + cols[None, :], mask=mask[None, :], other=0.0) * y * 2
 
     # Grad of: y = x[None, :] * w
     # Grad of: w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)

@@ -26,12 +26,14 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
         s_times_BK_times_BK = s * BK * BK
         o_k_col_times_BK = o_k[:, None] * BK
+        P_plus_s_times_BK_times_BK_offset = P + s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        p = tl.load(P + s_times_BK_times_BK + o_k_col_times_BK + o_k_row)
-        row_times_n_steps_plus_s_4 = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        p = tl.load(P_plus_s_times_BK_times_BK_offset + o_k_row)
+        product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
         o_k_row_2 = o_k[None, :]
-        x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
-        state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
+        x = tl.load(X + product + o_k_row_2)
+        tl_dot_state_2_p_times_c = tl.dot(state_2, p, input_precision="ieee") * 0.1
+        state_3 = state_2 - tl_dot_state_2_p_times_c + x
         state_2 = state_3
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
@@ -53,9 +55,9 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         o_k_col_times_BK = o_k[:, None] * BK
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k_col_times_BK + o_k_row)
-        row_times_n_steps_plus_s_4 = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
         o_k_row_2 = o_k[None, :]
-        x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
+        x = tl.load(X + product + o_k_row_2)
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         g = tl.load(G + (row * n_steps + s) * BT + o_t)
 
@@ -73,12 +75,12 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P.dtype.element_ty), tl.trans(p), input_precision="ieee")
-        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p, tl.trans(p), input_precision="ieee")
+        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p, input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_steps_plus_s_4 + o_k_row_2, bstate_3, sem="relaxed")
+        tl.atomic_add(dX + product + o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -106,11 +108,13 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
         s_times_BK_times_BK = s * BK * BK
         o_k_col_times_BK = o_k[:, None] * BK
+        P_plus_s_times_BK_times_BK_offset = P + s_times_BK_times_BK + o_k_col_times_BK
         o_k_row = o_k[None, :]
-        p = tl.load(P + s_times_BK_times_BK + o_k_col_times_BK + o_k_row)
-        o_k_row_2 = o_k[None, :]
-        x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k_row_2)
-        state_2 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
+        p = tl.load(P_plus_s_times_BK_times_BK_offset + o_k_row)
+        X_plus_product = X + ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        x = tl.load(X_plus_product + o_k[None, :])
+        tl_dot_state_2_p_times_c = tl.dot(state_2, p, input_precision="ieee") * 0.1
+        state_2 = state_2 - tl_dot_state_2_p_times_c + x
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
     bstate_2 = tl.load(dY + (row * BT + o_t[:, None]) * BK + o_k[None, :])
@@ -127,7 +131,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         o_k_col_times_BK = o_k[:, None] * BK
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k_col_times_BK + o_k_row)
-        dX_plus_row_times_n_steps = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -135,12 +139,12 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P.dtype.element_ty), tl.trans(p), input_precision="ieee")
-        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p, tl.trans(p), input_precision="ieee")
+        bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p, input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_row_times_n_steps + o_k[None, :], bstate_3, sem="relaxed")
+        tl.atomic_add(dX_plus_product + o_k[None, :], bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes

@@ -22,7 +22,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration = (step - 0) // 1
         tl.store(x_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), x_in_memory_2, mask=iteration < tape_trips)
         x = x_in_memory_2
-        x_in_memory_2 = tl.where(inside, (x + x * x * 0.25).to(x_in_memory_2.dtype), x_in_memory_2)
+        x_in_memory_2 = tl.where(inside, x + x * x * 0.25, x_in_memory_2)
 
     # Grad of: for step in range(0, n_steps):
     bx_in_memory_2 = tl.zeros_like(x_in_memory_2)
@@ -40,13 +40,11 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         bx_in_memory_3 = bx_in_memory_2
 
         # Grad of: x_in_memory = tl.where(inside, x_in_memory_stored.to(x_in_memory.dtype), x_in_memory)
-        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0).to((x + x * x * 0.25).dtype)
-
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
         tl.debug_barrier()
-        bx_in_memory_stored += bx_in_memory_stored_2
+        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0) + bx_in_memory_stored_2
 
         # Grad of: x_in_memory_stored = x + x * x * 0.25
         bx_times_x = bx_in_memory_stored * 0.25

@@ -34,26 +34,23 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
+        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.)
 
         # Saved by the forward: read, not computed again.
         rstd = tl.load(Rstd + row)
-        x_times_rstd = x * rstd
-        y = x_times_rstd * w
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0).to(y.dtype)
+        by = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += by * x_times_rstd
+        dW_sum += by * (x * rstd)
 
         # Grad of: tl.store(Rstd + row, rstd)
         brstd = tl.sum(bx_times_rstd * x) + tl.load(dRstd + row)
@@ -65,8 +62,8 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX + row * stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
+        tl.store(dX + row * stride_x_row + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)

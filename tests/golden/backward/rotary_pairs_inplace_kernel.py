@@ -18,11 +18,11 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
         x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         dx_row_plus_d_times_two_3 = dx_row + d * 2
-        dx_row_plus_d_times_two_4_2 = dx_row + d * 2 + 1
+        dx_row_plus_d_times_two_4_plus_one = dx_row + d * 2 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_2, 0.0, mask=mask, sem="relaxed")
+        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)

@@ -18,7 +18,7 @@ def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dM
             x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-            bx_times_x = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            bx = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0) * x * 2
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX + row * n_cols + cols, bx_times_x * x * 2, mask=cols < n_cols)
+            tl.store(dX + row * n_cols + cols, bx, mask=cols < n_cols)

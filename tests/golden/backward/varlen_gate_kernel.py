@@ -25,7 +25,6 @@ def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, B
     # (Loaded early: nothing in the backward writes this memory.)
     bx_times_tl_sigmoid_g = tl.load(dY + offs, mask=m, other=0.0)
     tl_sigmoid_g = tl.sigmoid(g)
-    x_times_tl_sigmoid_g = x * tl_sigmoid_g
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     btl_load_G_plus_offs = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)

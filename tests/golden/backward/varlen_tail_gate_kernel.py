@@ -35,7 +35,6 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     by_2 = tl.load(dY + offs, mask=m, other=0.0)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
-    by = by_2 * tl_sigmoid_g_last[None, :]
     btl_sigmoid_g_last = tl.reshape(tl.sum(by_2 * y, 0, keep_dims=True), tl_sigmoid_g_last.shape)
     bg_last = btl_sigmoid_g_last * tl_sigmoid_g_last * (1.0 - tl_sigmoid_g_last)
 
@@ -50,7 +49,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, by * x * 2, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, by_2 * tl_sigmoid_g_last[None, :] * x * 2, mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -66,15 +65,12 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     m = t & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0)
-    y = x * x
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by = tl.load(dY + offs, mask=m, other=0.0)
-
     # Grad of: y = x * x
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, by * x * 2, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, tl.load(dY + offs, mask=m, other=0.0) * x * 2, mask=m, sem="relaxed")
 
 
 @triton.jit

@@ -36,7 +36,6 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
     num_progs = num_programs
     cols = tl.arange(0, BLOCK)
     col_mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=col_mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -58,10 +57,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             partial = partial_in_memory_2
-            dy_times_x = dy * x
-            partial_in_memory_stored = partial + dy_times_x * rstd
-            partial_in_memory_stored_to = partial_in_memory_stored.to(partial_in_memory_2.dtype)
-            partial_in_memory_2 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
+            partial_in_memory_2 = tl.where(col_mask, partial + dy * x * rstd, partial_in_memory_2)
 
         # Grad of: for row in range(pid, n_rows, num_progs):
         bw = tl.zeros_like(w)
@@ -72,9 +68,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         for reversed in range(0, trips):
 
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
-            iteration_2 = trips - 1 - reversed
-            row = pid + iteration_2 * num_progs
-            partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+            row = pid + (trips - 1 - reversed) * num_progs
             row_times_stride = row * stride
             x = tl.load(X + row_times_stride + cols, mask=col_mask, other=0.0)
             row_times_stride_2 = row * stride
@@ -84,9 +78,6 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             # (Loaded early: nothing in the backward writes this memory.)
             bdy_times_w_times_rstd = tl.load(dDX + row * stride + cols, mask=col_mask, other=0.0)
-            partial = partial_in_memory_2
-            dy_times_x = dy * x
-            partial_in_memory_stored = partial + dy_times_x * rstd
             ddw_row_plus_cols = dDW + pid * stride + cols
 
             # Grad of: for row in range(pid, n_rows, num_progs):
@@ -94,9 +85,8 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             bpartial_in_memory_2 = tl.zeros_like(bpartial_in_memory_2)
 
             # Grad of: partial_in_memory = tl.where(col_mask, partial_in_memory_stored.to(partial_in_memory.dtype), partial_in_memory)
-            bpartial_in_memory_stored_to = tl.where(col_mask, bpartial_in_memory_3, 0.0)
+            bpartial_in_memory_stored = tl.where(col_mask, bpartial_in_memory_3, 0.0)
             bpartial_in_memory_2 += tl.where(col_mask, 0.0, bpartial_in_memory_3)
-            bpartial_in_memory_stored = bpartial_in_memory_stored_to.to(partial_in_memory_stored.dtype)
 
             # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -106,7 +96,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
             # Grad of: partial_in_memory_stored = partial + dy * x * rstd
             bdy_times_x = bpartial_in_memory_stored * rstd
-            brstd = tl.sum(bpartial_in_memory_stored * dy_times_x)
+            brstd = tl.sum(bpartial_in_memory_stored * (dy * x))
 
             # Grad of: partial = partial_in_memory
             bpartial_in_memory_2 += bpartial_in_memory_stored
@@ -135,4 +125,4 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
         # This program's last iteration: its partial sums go to its rows.
         if pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=col_mask)
+            tl.store(dW_row + cols, dW_sum, mask=col_mask)

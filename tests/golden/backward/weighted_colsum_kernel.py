@@ -34,7 +34,6 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
     dY_plus_cols = dY + cols
 
@@ -58,4 +57,4 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)

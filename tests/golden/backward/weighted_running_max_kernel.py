@@ -33,14 +33,12 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
     # The same for every forward program: computed once.
     lanes = tl.arange(0, BLOCK)
-    dW_plus_lanes = dW_row + lanes
     w = tl.load(W + lanes)
-    tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
     trips = (n_chunks - 0 + 1 - 1) // 1
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        m = tl_zeros - float("inf")
+        m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
         m_2 = m
 
         # This program's row of the tapes of the loop below, and its trip count.
@@ -50,8 +48,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # The iteration's incoming values, for the reversed loop.
             iteration = (i - 0) // 1
             tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-            row_times_n_chunks_2 = (row * n_chunks + i) * BLOCK
-            x = tl.load(X + row_times_n_chunks_2 + lanes).to(tl.float32)
+            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
             x_times_w = x * w
             m_2 = tl.maximum(m_2, x_times_w)
 
@@ -69,9 +67,9 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             iteration_2 = trips - 1 - reversed
             i = 0 + iteration_2 * 1
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
-            row_times_n_chunks_2 = (row * n_chunks + i) * BLOCK
-            dX_plus_row_times_n = dX + row_times_n_chunks_2 + lanes
-            x = tl.load(X + row_times_n_chunks_2 + lanes).to(tl.float32)
+            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+            dX_offset_plus_lanes = dX + row_times_n_chunks_plus_i_times_BLOCK + lanes
+            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):
@@ -84,10 +82,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             bw += bx_times_w * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
-            btl_load_X_plus_row_times_n = (bx_times_w * w).to(X.dtype.element_ty)
-
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n, btl_load_X_plus_row_times_n, sem="relaxed")
+            tl.atomic_add(dX_offset_plus_lanes, bx_times_w * w, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'
@@ -95,4 +91,4 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_lanes, dW_sum)
+            tl.store(dW_row + lanes, dW_sum)

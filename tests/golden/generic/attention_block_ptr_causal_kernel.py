@@ -40,12 +40,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col_2 = offs_m[:, None] * Q_block_stride0
-    Q_block_index1_row_2 = Q_block_index1[None, :] * Q_block_stride1
-    Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
-    dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
+    Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+    dQ_block_base_offset = dQ + q_offset + offs_m[:, None] * Q_block_stride0
+    Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    dQ_block_base_offset_offset = dQ_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
     t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
-    q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
+    q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
     if STAGE & 1:
         acc_2 = acc
         l_i_2 = l_i
@@ -98,11 +98,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
@@ -116,11 +117,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
             p_to_v_dtype = p.to(V.dtype.element_ty)
             l_i_2_2 = l_i_2_2 * alpha + tl.sum(p, 1)
@@ -177,12 +179,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
             t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
             qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
             t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
@@ -193,12 +196,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
             t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
             p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
             l_i_3_2 = l_i_3_2 * alpha_2 + tl.sum(p_2, 1)
@@ -220,11 +224,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_8_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_16, other=0.0).to(tl.float32)
-    dO_block_base_plus_O = dOut + o_offset + offs_m[:, None] * O_block_stride0
-    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1[None, :] * O_block_stride1
+    dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+    dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
     bacc_8 = bacc_8_to_Out_type_element_ty.to(acc_8.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
@@ -248,14 +252,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         l_i_3 = l_i_5
         m_i_3 = m_i_5
         K_ptrs_2_base = K_block_base
-        dK_ptrs_2_base = dK_block_base
         K_ptrs_2_shape1 = Q_block_shape0
         K_ptrs_2_stride0 = K_block_stride0
         K_ptrs_2_stride1 = K_block_stride1
         K_ptrs_2_offset0 = Q_block_offset1
         K_ptrs_2_offset1 = Q_block_offset1
         V_ptrs_2_base = V_block_base
-        dV_ptrs_2_base = dV_block_base
         V_ptrs_2_shape0 = Q_block_shape0
         V_ptrs_2_stride0 = V_block_stride0
         V_ptrs_2_stride1 = V_block_stride1
@@ -286,12 +288,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
             t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
             qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
             t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
@@ -302,12 +305,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
             t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
             p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
             m_i_3_2 = m_ij_2
@@ -337,13 +341,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2 + iteration_2 * 0
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
-            dK_ptrs_2_base_plus_K_2 = dK_ptrs_2_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
+            dK_ptrs_2_base_offset_offset = dK_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
             t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
             qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
             t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
@@ -354,13 +360,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
-            dV_ptrs_2_base_plus_V_2 = dV_ptrs_2_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
+            dV_ptrs_2_base_offset_offset = dV_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
             t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
             p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
 
@@ -383,7 +391,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_ptrs_2_base_plus_V_2, bv_2, mask=t_14_and_t_15, sem="relaxed")
+            tl.atomic_add(dV_ptrs_2_base_offset_offset, bv_2, mask=t_14_and_t_15, sem="relaxed")
 
             # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
             bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_3_3, 1), p_2.shape)
@@ -413,7 +421,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_ptrs_2_base_plus_K_2, bk_2, mask=t_10_and_t_11, sem="relaxed")
+            tl.atomic_add(dK_ptrs_2_base_offset_offset, bk_2, mask=t_10_and_t_11, sem="relaxed")
         tl.debug_barrier()
 
         # Grad of: m_i_3 = m_i
@@ -437,14 +445,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         l_i_2 = l_i
         m_i_2 = m_i
         K_ptrs_base = K_block_base
-        dK_ptrs_base = dK_block_base
         K_ptrs_shape1 = Q_block_shape0
         K_ptrs_stride0 = K_block_stride0
         K_ptrs_stride1 = K_block_stride1
         K_ptrs_offset0 = Q_block_offset1
         K_ptrs_offset1 = Q_block_offset1
         V_ptrs_base = V_block_base
-        dV_ptrs_base = dV_block_base
         V_ptrs_shape0 = Q_block_shape0
         V_ptrs_stride0 = V_block_stride0
         V_ptrs_stride1 = V_block_stride1
@@ -487,11 +493,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
@@ -505,11 +512,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
             p_to_v_dtype = p.to(V.dtype.element_ty)
             m_i_2_2 = m_ij
@@ -539,12 +547,14 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_offset1_3 = V_ptrs_offset1_2 + iteration_4 * 0
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
-            dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
+            dK_ptrs_base_offset_offset = dK_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
@@ -558,12 +568,14 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
-            dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
+            dV_ptrs_base_offset_offset = dV_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
             p_to_v_dtype = p.to(V.dtype.element_ty)
 
@@ -586,7 +598,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_8_and_t_9, sem="relaxed")
+            tl.atomic_add(dV_ptrs_base_offset_offset, bv, mask=t_8_and_t_9, sem="relaxed")
 
             # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
@@ -627,9 +639,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
             # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
+            tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
         tl.debug_barrier()
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")
+    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")

@@ -29,7 +29,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         hi_3 = hi
     else:
         hi_3 = N_CTX
-    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
@@ -40,11 +40,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
     stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32).to(tl.float32)
@@ -75,7 +74,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
             qk_5 = qk_2
-        p = tl.math.exp2(qk_5 - row_stat_col)
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs)
 
@@ -117,7 +116,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
             qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat_col)
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
@@ -162,7 +161,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     t = offs_m[:, None] < N_CTX
-    M_plus_off_hz_times_N = M + off_hz * N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
@@ -173,7 +172,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
     stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
@@ -204,19 +203,15 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
     dv_base = dV + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
     do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
-    offs_d_row_times_stride_qk = offs_d[None, :] * stride_qk
-    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    offs_d_row = offs_d[None, :]
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
     dk_ptrs = dk_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
     k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-    tl_trans_k = tl.trans(k)
     v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
     dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
     v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
@@ -234,19 +229,19 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
         # Only where that program's loop runs this iteration (its end depends on the program)
         if start_n < hi_3:
-            offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
-            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row_times_stride_qk
+            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
             t = offs_m[:, None] < N_CTX
             q = tl.load(q_ptrs, mask=t, other=0.0)
-            M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
             t_7 = offs_m < N_CTX
-            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row_4_times_stride_ok
-            row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
             bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, tl_trans_k)
+            qk = tl.dot(q, tl.trans(k))
             qk_2 = qk * qk_scale
             if IS_CAUSAL:
                 visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)

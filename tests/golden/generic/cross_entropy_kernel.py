@@ -11,8 +11,8 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    logits_ptr_plus_row = logits_ptr + row * stride + cols
-    logits = tl.load(logits_ptr_plus_row, mask=mask, other=-float("inf")).to(tl.float32)
+    tl_load = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    logits = tl_load.to(tl.float32)
     target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
     tl_exp_logits_minus_m = tl.exp(logits - m)

@@ -34,19 +34,16 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     dT_sum = tl.zeros([C], dtype=tl.float32)
 
     # The same for every forward program: computed once.
-    tl_arange_zero_BLOCK_ROWS = tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, C)
     cols_row = cols[None, :]
-    dT_plus_cols = dT_row + cols
     t = tl.load(T + cols)
     t_times_t = t * t
     tl_load_PERM_plus_cols = tl.load(PERM + cols)
     scale = tl.gather(t_times_t, tl_load_PERM_plus_cols, 0)
-    scale_row = scale[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        rows = forward_pid * BLOCK_ROWS + tl_arange_zero_BLOCK_ROWS
+        rows = forward_pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         mask = rows < n_rows
         mask_col = mask[:, None]
         x = tl.load(X + rows[:, None] * C + cols_row, mask=mask_col, other=0.0)
@@ -57,7 +54,7 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
         by = tl.load(dY + rows[:, None] * C + cols_row, mask=mask_col, other=0.0).to(tl.float32)
 
         # Grad of: y = gather(x, idx, axis=1) * scale[None, :]
-        bgather_x_idx = by * scale_row
+        bgather_x_idx = by * scale[None, :]
         bscale = tl.reshape(tl.sum(by * gather_x_idx, 0, keep_dims=True), scale.shape)
         bx = tl.sum(tl.where(idx[:, :, None] == tl.arange(0, x.shape[1])[None, None, :], bgather_x_idx[:, :, None].to(tl.float32), 0.0), axis=1)
 
@@ -74,4 +71,4 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dT_plus_cols, dT_sum)
+            tl.store(dT_row + cols, dT_sum)

@@ -174,9 +174,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
     start = 0
     cols = start + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    dW_plus_cols_3 = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-    dB_plus_cols_3 = dB_row + cols
     b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -215,10 +213,8 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
         # Grad of: var = tl.sum(var_acc, axis=0) / N
-        bvar_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
-
         # Grad of: var_acc += centered * centered
-        bcentered = bvar_acc_2 * centered * 2
+        bcentered = -0.5 * brstd * rstd * rstd * rstd / N * centered * 2
 
         # Grad of: centered = tl.where(cols < N, x - mean, 0.)
         bx_2_minus_mean = bx_3_minus_mean_times_rstd * rstd + tl.where(mask, bcentered, 0.0)
@@ -233,8 +229,8 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dB_plus_cols_3, dB_sum, mask=mask)
-            tl.store(dW_plus_cols_3, dW_sum, mask=mask)
+            tl.store(dB_row + cols, dB_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit

@@ -15,12 +15,12 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_am_col_times_stride = offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    a_ptrs = a_ptr + offs_am_col_times_stride
-    da_ptrs_2 = da_ptr + offs_am_col_times_stride
-    offs_k_col_times_stride = offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    b_ptrs = b_ptr + offs_k_col_times_stride
-    db_ptrs_2 = db_ptr + offs_k_col_times_stride
+    offs_am_col_times_stride_am_offset = offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    a_ptrs = a_ptr + offs_am_col_times_stride_am_offset
+    da_ptrs_2 = da_ptr + offs_am_col_times_stride_am_offset
+    offs_k_col_times_stride_bk_offset = offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    b_ptrs = b_ptr + offs_k_col_times_stride_bk_offset
+    db_ptrs_2 = db_ptr + offs_k_col_times_stride_bk_offset
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     accumulator_2 = accumulator
     a_ptrs_2 = a_ptrs

@@ -35,7 +35,6 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -57,4 +56,4 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)

@@ -16,8 +16,7 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     x = tl.load(X + row * n_cols + src, mask=t_2_and_t_3, other=state)
 
     # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-    bx_times_x = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    bx = bx_times_x * x * 2
+    bx = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
     # atomic: programs may share addresses (offset = program_id * n_cols + lanes)

@@ -37,7 +37,6 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
     num_progs = num_programs
     cols = tl.arange(0, BLOCK)
     col_mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=col_mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -81,11 +80,11 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             row_times_stride_2 = row * stride
             dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
-            dDX_plus_row_times_stride = dDX + row * stride + cols
+            dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             # (Loaded early: nothing in the backward writes this memory.)
-            bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
+            bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride_3_plus_cols, mask=col_mask, other=0.0).to(tl.float32)
             partial = partial_in_memory_2
             dy_times_x = dy * x
             partial_in_memory_stored = partial + dy_times_x * rstd
@@ -137,7 +136,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
         # This program's last iteration: its partial sums go to its rows.
         if pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=col_mask)
+            tl.store(dW_row + cols, dW_sum, mask=col_mask)
 
 
 @triton.jit
@@ -160,10 +159,10 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
         for row in range(pid, n_rows, num_progs):
             dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
-            dDX_plus_row_times_stride = dDX + row * stride + cols
+            dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
             # Grad of: tl.store(DX + row * stride + cols, dy * rstd, mask=col_mask)
-            bdy_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
+            bdy_times_rstd = tl.load(dDX_plus_row_times_stride_3_plus_cols, mask=col_mask, other=0.0).to(tl.float32)
 
             # Grad of: rstd = tl.load(RSTD + row)
             tl.store(dRSTD + row, tl.sum(bdy_times_rstd * dy))

@@ -41,8 +41,7 @@ def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.con
         x_3 = x
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_3_times_x_3 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
-    bx_3 = bx_3_times_x_3 * x_3 * 2
+    bx_3 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32) * x_3 * 2
 
     # Grad of: if HAS_BIAS:
     bx = tl.zeros(x.shape, dtype=tl.float32)

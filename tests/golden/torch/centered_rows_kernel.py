@@ -111,9 +111,6 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # Grad of: tl.store(Mean + row, mean * mean)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bmean_times_mean = tl.load(dMean + row).to(tl.float32)
-
     # Saved by the forward: read, not computed again.
     tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean_times_mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
 
@@ -123,7 +120,7 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: x = tl.where(mask, x - mean, 0.0)
     bx_minus_mean = tl.where(mask, bx_2, 0.0)
-    bmean = bmean_times_mean * mean * 2 + tl.sum(-bx_minus_mean)
+    bmean = tl.load(dMean + row).to(tl.float32) * mean * 2 + tl.sum(-bx_minus_mean)
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)

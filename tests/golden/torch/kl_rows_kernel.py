@@ -58,9 +58,9 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     bkl = tl.broadcast_to(tl.expand_dims(tl.load(dLoss + row).to(tl.float32), 0), kl.shape)
 
     # Grad of: kl = tl.where(mask, tl.exp(p_log) * (p_log - q_log), 0.0)
-    btl_exp_p_log_2_times_p = tl.where(mask, bkl, 0.0)
-    btl_exp_p_log_2 = tl.where(mask, btl_exp_p_log_2_times_p * p_log_2_minus_q_log_2, 0.0)
-    bp_log_2_minus_q_log_2 = btl_exp_p_log_2_times_p * tl_exp_p_log_2
+    btl_exp_p_log_2_scaled = tl.where(mask, bkl, 0.0)
+    btl_exp_p_log_2 = tl.where(mask, btl_exp_p_log_2_scaled * p_log_2_minus_q_log_2, 0.0)
+    bp_log_2_minus_q_log_2 = btl_exp_p_log_2_scaled * tl_exp_p_log_2
     bq_log_2 = -bp_log_2_minus_q_log_2
     bp_log_2 = bp_log_2_minus_q_log_2 + btl_exp_p_log_2 * tl_exp_p_log_2
 

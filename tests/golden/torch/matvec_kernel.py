@@ -59,21 +59,19 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     dX_sum = tl.zeros([K], dtype=tl.float32)
 
     # The same for every forward program: computed once.
-    tl_arange_zero_BM = tl.arange(0, BM)
     rk = tl.arange(0, K)
     rk_row = rk[None, :]
-    dX_plus_rk = dX_row + rk
     x = tl.load(X + rk)
     tl_reshape_x = tl.reshape(x, [K, 1])
-    dW_plus_rk_col_times_K_2 = dW + rk[:, None] * K + rk_row
-    w = tl.load(W + rk[:, None] * K + rk_row)
+    rk_col_times_K = rk[:, None] * K
+    w = tl.load(W + rk_col_times_K + rk_row)
     x_times_x = x * x
     tl_reshape_x_times_x = tl.reshape(x_times_x, [1, K])
     row = tl.dot(tl_reshape_x_times_x, w, input_precision="ieee")
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        rm = forward_pid * BM + tl_arange_zero_BM
+        rm = forward_pid * BM + tl.arange(0, BM)
         mask = rm < n_rows
         a = tl.load(A + rm[:, None] * K + rk_row, mask=mask[:, None], other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
@@ -92,7 +90,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW_plus_rk_col_times_K_2, bw, sem="relaxed")
+        tl.atomic_add(dW + rk_col_times_K + rk_row, bw, sem="relaxed")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
         by = tl.reshape(btl_reshape_y, y.shape)
@@ -111,7 +109,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dX_plus_rk, dX_sum)
+            tl.store(dX_row + rk, dX_sum)
 
 
 

@@ -74,10 +74,9 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             cols = start + offs
             mask = cols < n_cols
             row_times_n_cols = row * n_cols
-            tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
             row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols = R + row_times_n_cols_2 + cols
-            s = tl_load + tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
             squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + eps)
         rstd = 1.0 / tl_sqrt
@@ -86,15 +85,15 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         brstd = tl.zeros(rstd.shape, dtype=tl.float32)
         for start_2 in range(0, n_cols, BLOCK):
             mask_2 = start_2 + offs < n_cols
-            dS_plus_row_times_n_cols_2 = dS + row * n_cols + (start_2 + offs)
+            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row * n_cols + (start_2 + offs)
             s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
             dW_plus_cols_2 = dW_row + (start_2 + offs)
             w = tl.load(W + (start_2 + offs), mask=mask_2, other=0.0)
-            dY_plus_row_times_n_cols = dY + row * n_cols + (start_2 + offs)
+            dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + (start_2 + offs)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
             # (Loaded early: nothing in the backward writes this memory.)
-            bs_2_times_rstd_times_w = tl.load(dY_plus_row_times_n_cols, mask=mask_2, other=0.0).to(tl.float32)
+            bs_2_times_rstd_times_w = tl.load(dY_plus_row_times_n_cols_5_plus_cols_2, mask=mask_2, other=0.0).to(tl.float32)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
             bs_2_times_rstd = bs_2_times_rstd_times_w * w
@@ -110,7 +109,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
             # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
-            tl.store(dS_plus_row_times_n_cols_2, tl.load(dS_plus_row_times_n_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
+            tl.store(dS_plus_row_times_n_cols_4_plus_cols_2, tl.load(dS_plus_row_times_n_cols_4_plus_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
         bsquares_2 = -brstd * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
@@ -118,13 +117,11 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             cols = start + offs
             mask = cols < n_cols
             row_times_n_cols = row * n_cols
-            tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
             row_times_n_cols_2 = row * n_cols
-            s = tl_load + tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = bsquares_2
-
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added
             tl.debug_barrier()
@@ -132,7 +129,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
             bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
             tl.debug_barrier()
-            bs = bs_times_s * s * 2 + bs_3
+            bs = bsquares_2 * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
             tl.store(dR + row_times_n_cols_2 + cols, bs, mask=mask)
@@ -156,22 +153,21 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
     start = 0
     cols = start + offs
     mask = cols < n_cols
-    dW_plus_cols_2 = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        tl_load = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        s = tl_load + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        dS_plus_row_times_n_cols = dS + row * n_cols + cols
+        tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+        s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+        dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
         tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
         s_2 = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
-        dY_plus_row_times_n_cols = dY + row * n_cols + cols
+        dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        bs_2_times_rstd_times_w = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        bs_2_times_rstd_times_w = tl.load(dY_plus_row_times_n_cols_5_plus_cols_2, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         bs_2_times_rstd = bs_2_times_rstd_times_w * w
@@ -184,20 +180,18 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
         # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
         tl.debug_barrier()
-        tl.store(dS_plus_row_times_n_cols, tl.load(dS_plus_row_times_n_cols, mask=mask, other=0.0) + bs_2, mask=mask)
+        tl.store(dS_plus_row_times_n_cols_3_plus_cols, tl.load(dS_plus_row_times_n_cols_3_plus_cols, mask=mask, other=0.0) + bs_2, mask=mask)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
-        bs_times_s = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
-
         # Grad of: squares += tl.sum(s * s)
         # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
         # After a barrier: the gradients of the loads that read this store back are added
         tl.debug_barrier()
 
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols, 0.0, mask=mask, sem="relaxed")
+        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
-        bs = bs_times_s * s * 2 + bs_3
+        bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
 
         # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dR + row * n_cols + cols, bs, mask=mask)
@@ -205,7 +199,7 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols_2, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit

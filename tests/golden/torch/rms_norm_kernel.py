@@ -61,7 +61,6 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
@@ -73,10 +72,11 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         rstd = tl.load(Rstd + row).to(tl.float32)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
-        dY_plus_row_times_stride = dY + row * stride_y_row + cols
+        dY_plus_row_times_stride_y_row_plus_cols = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride_y_row_plus_cols, mask=mask, other=0.0).to(tl.float32)
+        by = by_to_Y_dtype_element_ty.to(y.dtype)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w
@@ -98,7 +98,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 

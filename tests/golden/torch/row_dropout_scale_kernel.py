@@ -60,7 +60,6 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
     one_minus_p = 1.0 - p
 
@@ -84,7 +83,7 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 

@@ -40,10 +40,8 @@ def row_sum_kernel_bwd(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr, dX, dY):
         x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
 
         # Grad of: d += tl.sum(x * x, axis=0)
-        bx_times_x = bd_2
-
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dX + row * n_cols + cols, bx_times_x * x * 2, mask=cols < n_cols)
+        tl.store(dX + row * n_cols + cols, bd_2 * x * 2, mask=cols < n_cols)
 
 
 

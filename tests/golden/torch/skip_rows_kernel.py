@@ -44,10 +44,10 @@ def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dM
             t_3 = cols < n_cols
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-            bx_times_x = tl.load(dY + row * n_cols + cols, mask=t_3, other=0.0).to(tl.float32)
+            bx = tl.load(dY + row * n_cols + cols, mask=t_3, other=0.0).to(tl.float32) * x * 2
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX + row * n_cols + cols, bx_times_x * x * 2, mask=cols < n_cols)
+            tl.store(dX + row * n_cols + cols, bx, mask=cols < n_cols)
 
 
 

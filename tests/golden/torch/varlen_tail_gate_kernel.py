@@ -75,7 +75,6 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     by_2 = by_2_to_Y_dtype_element_ty.to((y * tl_sigmoid_g_last_row).dtype)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
-    by = by_2 * tl_sigmoid_g_last_row
     btl_sigmoid_g_last = tl.reshape(tl.sum(by_2 * y, 0, keep_dims=True), tl_sigmoid_g_last.shape)
     bg_last = btl_sigmoid_g_last * tl_sigmoid_g_last * (1.0 - tl_sigmoid_g_last)
 
@@ -83,6 +82,8 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     btl_where_t_4_col_g_zero = tl.broadcast_to(tl.expand_dims(bg_last, 0), tl_where_t_4_col_g_zero.shape)
 
     # Grad of: y = x * x
+    bx = by_2 * tl_sigmoid_g_last_row * x * 2
+
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     btl_load_G_plus_offs = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0).to(G.dtype.element_ty)
 
@@ -91,7 +92,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, (by * x * 2).to(X.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -110,12 +111,12 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     y = x * x
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype)
-
     # Grad of: y = x * x
+    bx = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype) * x * 2
+
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, (by * x * 2).to(X.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit
