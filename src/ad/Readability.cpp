@@ -200,7 +200,10 @@ class Folder {
  public:
   Folder(Function &fn, const std::set<std::string> &keep, const std::set<std::string> &index_values)
       : keep_(keep), index_values_(index_values), root_(fn.body) {
-    for (const Param &p : fn.params) keep_.insert(p.name);
+    for (const Param &p : fn.params) {
+      keep_.insert(p.name);
+      params_.insert(p.name);
+    }
     count_assignments(fn.body, assigned_);
     count_name_reads(fn.body, reads_);
     NameCounts paired;
@@ -210,6 +213,11 @@ class Folder {
   }
 
   void block(StmtList &b, int depth) {
+    if (&b == &root_)
+      for (size_t j = 0; j < b.size();) {
+        if (take_name_of_copied(b, j)) continue;
+        ++j;
+      }
     for (StmtPtr &s : b) {
       if (auto *f = dyn_cast<For>(s.get())) name_loop_variable(*f);
       for (StmtList *nested : nested_blocks(*s)) block(*nested, depth + 1);
@@ -228,6 +236,57 @@ class Folder {
   }
 
  private:
+  // `x = t` in the function's body, t a name of the user's (not a
+  // parameter) read only here and x a generated one mentioned nowhere before
+  // this statement: x is renamed t, everywhere, and the copy goes (a loop
+  // carries `accumulator_2 = accumulator`: it carries `accumulator`). t's
+  // value is read nowhere after the copy, so that x's assignments may reuse
+  // the name. Whether it did.
+  bool take_name_of_copied(StmtList &b, size_t j) {
+    auto *copy = dyn_cast<Assign>(b[j].get());
+    if (!copy || copy->targets.size() != 1) return false;
+    auto *x = dyn_cast<Name>(copy->targets[0].get());
+    auto *t = dyn_cast<Name>(copy->value.get());
+    if (!x || !t || keep_.count(x->id) || !keep_.count(t->id) || params_.count(t->id) || reads_[t->id] != 1)
+      return false;
+    for (size_t i = 0; i < j; ++i) {
+      NameCounts names;
+      stmt_assignments(*b[i], names);
+      count_stmt_reads(*b[i], names);
+      if (names.count(x->id)) return false;
+    }
+    const std::string from = x->id, to = t->id;
+    if (j + 1 < b.size()) b[j + 1]->leading_comment = comment_lines(b[j]->leading_comment, b[j + 1]->leading_comment);
+    b.erase(b.begin() + static_cast<std::ptrdiff_t>(j));
+    rename_everywhere(b, from, to);
+    reads_[to] = reads_[from];
+    assigned_[to] += assigned_[from] - 1;
+    reads_.erase(from);
+    assigned_.erase(from);
+    if (paired_.erase(from)) paired_.insert(to);
+    return true;
+  }
+
+  // Every read and assignment of `from` in `b` (at any depth) becomes `to`.
+  static void rename_everywhere(StmtList &b, const std::string &from, const std::string &to) {
+    rename_reads(b, from, to);
+    std::function<void(StmtList &)> targets = [&](StmtList &block) {
+      for (StmtPtr &s : block) {
+        auto rename = [&](ExprPtr &e) {
+          rewrite_expr(e, [&](ExprPtr &n) {
+            if (auto *name = dyn_cast<Name>(n.get()); name && name->id == from) name->id = to;
+          });
+        };
+        if (auto *a = dyn_cast<Assign>(s.get()))
+          for (ExprPtr &target : a->targets) rename(target);
+        if (auto *a = dyn_cast<AnnAssign>(s.get())) rename(a->target);
+        if (auto *f = dyn_cast<For>(s.get())) rename(f->target);
+        for (StmtList *nested : nested_blocks(*s)) targets(*nested);
+      }
+    };
+    targets(b);
+  }
+
   // A temporary of integer or boolean index arithmetic (`row * stride`,
   // `offs_m[:, None] * stride_qm`, `offs_n < N`) that later statements of its
   // block read several times is written out at each read, as a person writes
@@ -235,7 +294,7 @@ class Folder {
   // (Triton's common-subexpression elimination computes it once). Only a
   // short one (kMaxIndexNodes), where every line stays within
   // kMaxLineColumns. Whether any was.
-  static constexpr int kMaxIndexNodes = 12;
+  static constexpr int kMaxIndexNodes = 16;
   bool spell_out_index_arithmetic(StmtList &b, int depth) {
     bool spelled = false;
     for (size_t i = 0; i < b.size(); ++i) {
@@ -243,24 +302,21 @@ class Folder {
       auto *target = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
       if (!target) continue;
       const std::string t = target->id;
-      if (keep_.count(t) || !index_values_.count(t) || assigned_[t] != 1 || reads_[t] < 2) continue;
+      if (keep_.count(t) || !index_values_.count(t) || assigned_[t] < 1) continue;
       if (!is_pure(*a->value) || reads_memory(*a->value)) continue;
       int nodes = 0;
       visit_expr(*a->value, [&](const Expr &) { ++nodes; });
       if (nodes > kMaxIndexNodes) continue;
-      // Every read in the own expressions of later statements of this block.
+      // Every read of this assignment: in the own expressions of later
+      // statements of this block, up to the next assignment of t; a name
+      // assigned several times (once per replayed loop) must have no reads
+      // but those of its assignments (below).
       std::vector<size_t> uses;
       int found = 0;
-      for (size_t k = i + 1; k < b.size(); ++k) {
-        int here = 0;
-        for (ExprPtr *e : own_expressions(*b[k]))
-          visit_expr(**e, [&](const Expr &x) {
-            if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++here;
-          });
-        if (here) uses.push_back(k);
-        found += here;
-      }
-      if (found != reads_[t] || uses.empty() || !movable(b, i, uses.back() + 1, *a->value)) continue;
+      if (!local_reads(b, i, t, uses, found) || found < 1 || (assigned_[t] == 1 && found < 2)) continue;
+      if (assigned_[t] > 1 && local_reads_everywhere(root_, t) != reads_[t]) continue;
+      if (assigned_[t] == 1 && found != reads_[t]) continue;
+      if (!movable(b, i, uses.back() + 1, *a->value)) continue;
       std::vector<StmtPtr> spelled_out;
       for (size_t k : uses) {
         StmtPtr candidate = clone(*b[k]);
@@ -278,13 +334,65 @@ class Folder {
       visit_expr(*a->value, [&](const Expr &x) {
         if (auto *n = dyn_cast<Name>(&x)) reads_[n->id] += found - 1;
       });
-      reads_.erase(t);
+      reads_[t] -= found;
+      --assigned_[t];
       if (i + 1 < b.size()) b[i + 1]->leading_comment = comment_lines(b[i]->leading_comment, b[i + 1]->leading_comment);
       b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
       --i;
       spelled = true;
     }
     return spelled;
+  }
+
+  // The reads of the assignment of `t` at b[i]: the statements after it in
+  // b that read t in their own expressions (`uses`, `found` reads in all),
+  // up to one that assigns t again. False where one reads it in a block it
+  // holds, or a later statement assigns t only inside a block it holds.
+  static bool local_reads(StmtList &b, size_t i, const std::string &t, std::vector<size_t> &uses, int &found) {
+    for (size_t k = i + 1; k < b.size(); ++k) {
+      if (!b[k]) continue;
+      int here = 0;
+      for (ExprPtr *e : own_expressions(*b[k]))
+        visit_expr(**e, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++here;
+        });
+      NameCounts nested;
+      for (StmtList *inner : nested_blocks(*b[k])) {
+        count_name_reads(*inner, nested);
+        count_assignments(*inner, nested);
+      }
+      if (nested.count(t)) return false;
+      if (auto *a = dyn_cast<AugAssign>(b[k].get()))
+        if (auto *n = dyn_cast<Name>(a->target.get()); n && n->id == t) return false;
+      if (here) uses.push_back(k);
+      found += here;
+      NameCounts assigned;
+      stmt_assignments(*b[k], assigned);
+      if (assigned.count(t)) return true;
+    }
+    return true;
+  }
+
+  // The reads of t that follow its plain assignments, each in its block
+  // (local_reads), over the whole body; -1 where one cannot be followed.
+  static int local_reads_everywhere(StmtList &b, const std::string &t) {
+    int total = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (!b[i]) continue;
+      for (StmtList *nested : nested_blocks(*b[i])) {
+        const int inner = local_reads_everywhere(*nested, t);
+        if (inner < 0) return -1;
+        total += inner;
+      }
+      auto *a = dyn_cast<Assign>(b[i].get());
+      auto *n = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+      if (!n || n->id != t) continue;
+      std::vector<size_t> uses;
+      int found = 0;
+      if (!local_reads(b, i, t, uses, found)) return -1;
+      total += found;
+    }
+    return total;
   }
 
   // `for v in ...:` whose body begins `row = v`, v and row read nowhere
@@ -674,6 +782,7 @@ class Folder {
   std::set<std::string> keep_;
   const std::set<std::string> &index_values_;  // names of integer and boolean values
   NameCounts assigned_, reads_;
+  std::set<std::string> params_;
   std::set<std::string> paired_;  // names assigned several times, each assignment read once (used_once)
   StmtList &root_;                              // the function's body
 };

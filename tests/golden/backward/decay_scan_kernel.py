@@ -31,8 +31,7 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     ones = tl.zeros_like(decay_f32) + 1.0
     bh_plus_suffix_times_half_f32 = bh_plus_suffix_times_half
     g_x = tl.associative_scan((decay_f32, decay_f32 * bh_plus_suffix_times_half_f32, ones, bh_plus_suffix_times_half_f32), 1, _tgrad_affine_scan, reverse=not REVERSE)[3]
-    x_f32 = x
-    x_previous = tl.associative_scan((decay_f32, x_f32, ones, tl.zeros_like(decay_f32)), 1, _tgrad_affine_scan, reverse=REVERSE)[3]
+    x_previous = tl.associative_scan((decay_f32, x, ones, tl.zeros_like(decay_f32)), 1, _tgrad_affine_scan, reverse=REVERSE)[3]
     bx = tl.cumsum(bh_plus_suffix_times_half * 0.5, 1, reverse=False) + g_x
 
     # Grad of: decay = tl.sigmoid(g)

@@ -44,8 +44,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
             cols = start + tl.arange(0, BLOCK_SIZE)
-            t = cols < N
-            x = tl.load(X_2 + cols, mask=t, other=0.)
+            x = tl.load(X_2 + cols, mask=cols < N, other=0.)
             sum_acc_2 = sum_acc_2 + x
 
         # Grad of: tl.store(Mean + row, mean)

@@ -11,7 +11,6 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
     lanes = tl.arange(0, BLOCK)
     t = lanes < n_cols
     h = tl.load(X + row * n_cols + lanes, mask=t, other=0.0)
-    h_2 = h
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -21,10 +20,9 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (i - (SKIP + 1)) // (SKIP - 1)
-        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
-        row_times_n_cols_2 = row * n_cols
-        x = tl.load(X + row_times_n_cols_2 + i)
-        h_2 = tl.sin(h_2) * x + x
+        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h, mask=iteration < tape_trips)
+        x = tl.load(X + row * n_cols + i)
+        h = tl.sin(h) * x + x
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, h)
     bh_2 = tl.load(dY + row * BLOCK + lanes)
@@ -36,20 +34,18 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         i = SKIP + 1 + iteration_2 * (SKIP - 1)
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
-        row_times_n_cols_2 = row * n_cols
-        x = tl.load(X + row_times_n_cols_2 + i)
+        h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        x = tl.load(X + row * n_cols + i)
 
         # Grad of: for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
         bh_3 = bh_2
 
         # Grad of: h = tl.sin(h) * x + x
-        bx = tl.sum(bh_3) + tl.sum(bh_3 * tl.sin(h_2))
-        bh_2 = tl.zeros_like(bh_2) + bh_3 * x * tl.cos(h_2)
+        bh_2 = tl.zeros_like(bh_2) + bh_3 * x * tl.cos(h)
 
         # Grad of: x = tl.load(X + row * n_cols + i)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + row_times_n_cols_2 + i, bx, sem="relaxed")
+        tl.atomic_add(dX + row * n_cols + i, tl.sum(bh_3) + tl.sum(bh_3 * tl.sin(h)), sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)

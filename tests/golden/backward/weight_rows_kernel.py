@@ -51,10 +51,8 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             # The iteration's incoming values, for the reversed loop.
             iteration = (row - pid) // num_progs
             tl.store(partial_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), partial_in_memory_2, mask=iteration < tape_trips)
-            row_times_stride = row * stride
-            x = tl.load(X + row_times_stride + cols, mask=col_mask, other=0.0)
-            row_times_stride_2 = row * stride
-            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
+            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             partial = partial_in_memory_2
             partial_in_memory_2 = tl.where(col_mask, partial + dy * x * rstd, partial_in_memory_2)
@@ -69,10 +67,8 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
             row = pid + (trips - 1 - reversed) * num_progs
-            row_times_stride = row * stride
-            x = tl.load(X + row_times_stride + cols, mask=col_mask, other=0.0)
-            row_times_stride_2 = row * stride
-            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
+            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
 
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
@@ -104,7 +100,6 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             bdy_times_w = bdy_times_w_times_rstd * rstd
             brstd += tl.sum(bdy_times_w_times_rstd * (dy * w))
-            bdy = bdy_times_x * x + bdy_times_w * w
             bw += bdy_times_w * dy
 
             # Grad of: rstd = tl.load(RSTD + row)
@@ -112,11 +107,11 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
+            tl.store(dDY + row * stride + cols, bdy_times_x * x + bdy_times_w * w, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dX + row_times_stride + cols, bdy_times_x * dy, mask=col_mask)
+            tl.store(dX + row * stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 
         # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)

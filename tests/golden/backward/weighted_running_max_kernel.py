@@ -48,8 +48,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # The iteration's incoming values, for the reversed loop.
             iteration = (i - 0) // 1
             tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
-            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
+            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
             x_times_w = x * w
             m_2 = tl.maximum(m_2, x_times_w)
 
@@ -67,9 +66,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             iteration_2 = trips - 1 - reversed
             i = 0 + iteration_2 * 1
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
-            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
-            dX_offset_plus_lanes = dX + row_times_n_chunks_plus_i_times_BLOCK + lanes
-            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
+            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):
@@ -83,7 +80,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_offset_plus_lanes, bx_times_w * w, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + i) * BLOCK + lanes, bx_times_w * w, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'

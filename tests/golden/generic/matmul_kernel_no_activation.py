@@ -15,27 +15,21 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_am_col_times_stride_am_offset = offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    a_ptrs = a_ptr + offs_am_col_times_stride_am_offset
-    da_ptrs_2 = da_ptr + offs_am_col_times_stride_am_offset
-    offs_k_col_times_stride_bk_offset = offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-    b_ptrs = b_ptr + offs_k_col_times_stride_bk_offset
-    db_ptrs_2 = db_ptr + offs_k_col_times_stride_bk_offset
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     accumulator_2 = accumulator
     a_ptrs_2 = a_ptrs
     b_ptrs_2 = b_ptrs
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
-        t = offs_k[None, :] < k_remaining
-        a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        t_2 = offs_k[:, None] < k_remaining
-        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
+        a = tl.load(a_ptrs_2, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs_2, mask=offs_k[:, None] < k_remaining, other=0.0)
         accumulator_2 = tl.dot(a, b, accumulator_2)
-        BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
+        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K * stride_ak
+        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K * stride_bk
     if ACTIVATION == "relu":
         accumulator_5 = tl.maximum(accumulator_2, 0.0)
     else:
@@ -61,14 +55,10 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     b_ptrs_2 = b_ptrs
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         k_remaining = K - k * BLOCK_SIZE_K
-        t = offs_k[None, :] < k_remaining
-        a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        t_2 = offs_k[:, None] < k_remaining
-        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
+        a = tl.load(a_ptrs_2, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs_2, mask=offs_k[:, None] < k_remaining, other=0.0)
+        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K * stride_ak
+        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K * stride_bk
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
@@ -76,10 +66,10 @@ def matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(db_ptrs_2, bb, mask=t_2, sem="relaxed")
+        tl.atomic_add(db_ptrs_2, bb, mask=offs_k[:, None] < k_remaining, sem="relaxed")
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(da_ptrs_2, ba, mask=t, sem="relaxed")
-        da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K_times_stride_ak
-        db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K_times_stride_bk
+        tl.atomic_add(da_ptrs_2, ba, mask=offs_k[None, :] < k_remaining, sem="relaxed")
+        da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K * stride_ak
+        db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K * stride_bk

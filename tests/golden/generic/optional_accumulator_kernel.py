@@ -40,10 +40,8 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         acc_z_2 = acc
         for c in range(n_chunks):
-            row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
-            c_times_BLOCK = c * BLOCK
-            w = tl.load(W + c_times_BLOCK + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            w = tl.load(W + c * BLOCK + cols)
             acc_z_2 = acc_z_2 + x * w
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
@@ -60,11 +58,9 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
-            row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
-            c_times_BLOCK = c * BLOCK
-            dW_plus_c_times_BLOCK_plus_cols = dW_row + c_times_BLOCK + cols
-            w = tl.load(W + c_times_BLOCK + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
+            w = tl.load(W + c * BLOCK + cols)
 
             # Grad of: acc_z += x * w
             bw = bacc_z_2 * x
@@ -79,7 +75,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bx, sem="relaxed")
 
 
 @triton.jit

@@ -12,7 +12,6 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
     seq = 0
-    seq_2 = seq
     state_2 = state
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -22,13 +21,13 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (c - 0) // 1
-        tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq_2, mask=iteration < tape_trips)
+        tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq, mask=iteration < tape_trips)
         tl.store(state_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), state_2, mask=iteration < tape_trips)
         x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
-        t = seq_new == seq_2
-        seq_2 = seq_new
+        t = seq_new == seq
+        seq = seq_new
         state_2 = tl.where(t, scale, 0.0) * state_2 + x
 
     # Grad of: for c in range(n_chunks):
@@ -41,11 +40,11 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         c = 0 + iteration_2 * 1
-        seq_2 = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
+        seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
-        t = seq_new == seq_2
+        t = seq_new == seq
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2

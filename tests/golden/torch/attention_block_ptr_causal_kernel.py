@@ -171,10 +171,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
-            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
-            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
             k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
@@ -190,10 +188,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
-            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
-            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
             v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
@@ -252,8 +248,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
@@ -269,8 +264,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
@@ -361,8 +355,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
@@ -378,8 +371,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
@@ -414,9 +406,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2 + iteration_2 * 0
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
-            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0_col_scaled
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             dK_ptrs_2_base_offset_offset = dK_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
@@ -433,9 +424,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
-            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0_col_scaled
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             dV_ptrs_2_base_offset_offset = dV_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
@@ -566,10 +556,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
-            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
-            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
             k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
@@ -585,10 +573,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
-            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
-            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
             v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
@@ -620,9 +606,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_offset1_3 = V_ptrs_offset1_2 + iteration_4 * 0
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
-            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0[:, None] * K_ptrs_stride0
             K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
             K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             dK_ptrs_base_offset_offset = dK_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
@@ -641,9 +626,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
-            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0[:, None] * V_ptrs_stride0
             V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
             V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             dV_ptrs_base_offset_offset = dV_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1

@@ -90,8 +90,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         for start in range(0, N, BLOCK_SIZE):
             cols = start + tl.arange(0, BLOCK_SIZE)
             X_2_plus_cols = X_2 + cols
-            t = cols < N
-            x = tl.load(X_2_plus_cols, mask=t, other=0.).to(tl.float32)
+            x = tl.load(X_2_plus_cols, mask=cols < N, other=0.).to(tl.float32)
             sum_acc_2 = sum_acc_2 + x
 
         # Grad of: tl.store(Mean + row, mean)

@@ -46,8 +46,7 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         # The iteration's incoming values, for the reversed loop.
         iteration = (i - (SKIP + 1)) // (SKIP - 1)
         tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
-        row_times_n_cols_2 = row * n_cols
-        x = tl.load(X + row_times_n_cols_2 + i)
+        x = tl.load(X + row * n_cols + i)
         h_2 = tl.sin(h_2) * x + x
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, h)
@@ -61,8 +60,7 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         iteration_2 = trips - 1 - reversed
         i = SKIP + 1 + iteration_2 * (SKIP - 1)
         h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
-        row_times_n_cols_2 = row * n_cols
-        x = tl.load(X + row_times_n_cols_2 + i)
+        x = tl.load(X + row * n_cols + i)
 
         # Grad of: for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
         bh_3 = bh_2
@@ -73,7 +71,7 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
 
         # Grad of: x = tl.load(X + row * n_cols + i)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + row_times_n_cols_2 + i, bx, sem="relaxed")
+        tl.atomic_add(dX + row * n_cols + i, bx, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)

@@ -73,10 +73,8 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            row_times_n_cols_2 = row * n_cols
-            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
-            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
             squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + eps)
         rstd = 1.0 / tl_sqrt
@@ -116,10 +114,8 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            row_times_n_cols_2 = row * n_cols
-            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
-            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
@@ -132,8 +128,8 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             bs = bsquares_2 * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dR + row_times_n_cols_2 + cols, bs, mask=mask)
-            tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
+            tl.store(dR + row * n_cols + cols, bs, mask=mask)
+            tl.store(dX + row * n_cols + cols, bs, mask=mask)
 
 
 @triton.jit

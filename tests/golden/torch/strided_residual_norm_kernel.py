@@ -46,10 +46,8 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            row_times_n_cols_2 = row * n_cols
-            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
-            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
             squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + 1e-5)
         rstd = 1.0 / tl_sqrt
@@ -79,12 +77,10 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            dX_plus_row_times_n_cols_plus_cols = dX + row_times_n_cols + cols
-            row_times_n_cols_2 = row * n_cols
-            dR_plus_row_times_n_cols_2_plus_cols = dR + row_times_n_cols_2 + cols
-            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
-            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            dX_plus_row_times_n_cols_plus_cols = dX + row * n_cols + cols
+            dR_plus_row_times_n_cols_2_plus_cols = dR + row * n_cols + cols
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
