@@ -16,7 +16,6 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_am = offs_cm % M
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cm_col = offs_cm[:, None]
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
@@ -30,7 +29,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
-        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(accumulator.dtype)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
@@ -52,7 +51,6 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cn_row = offs_cn[None, :]
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
@@ -66,7 +64,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
-        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(accumulator.dtype)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)

@@ -9,10 +9,9 @@ import triton.language as tl
 @triton.jit
 def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX, dW, dY):
     o_t = tl.program_id(0) * BT + tl.arange(0, BT)
-    acc = tl.zeros([BT], dtype=tl.float32)
 
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
-    bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32).to(acc.dtype)
+    bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32).to(tl.float32)
     for i in tl.static_range(NTAPS):
         w = tl.load(W + i).to(tl.float32)
         src = o_t - i

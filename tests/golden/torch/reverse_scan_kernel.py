@@ -58,7 +58,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = n_steps_minus_one + iteration_2 * -1
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
+        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         offs = (row * n_steps + t) * BLOCK + lanes
         tl_load_A_plus_offs = tl.load(A + offs)
 

@@ -69,7 +69,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         iteration_2 = trips - 1 - reversed
         c = 0 + iteration_2 * 1
         seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
+        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq

@@ -60,7 +60,6 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_am = offs_cm % M
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cm_col = offs_cm[:, None]
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
@@ -73,13 +72,12 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
-        ba = tl.dot(bc.to(accumulator.dtype).to(b_ptr.dtype.element_ty), tl.trans(b))
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        da_ptr_tile = da_ptr_tile + ba
+        da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
     # One addition per element and owner: programs along axis 1 no longer add to it one by one
     tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
@@ -96,7 +94,6 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cn_row = offs_cn[None, :]
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
@@ -109,13 +106,12 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
-        bb = tl.dot(tl.trans(a), bc.to(accumulator.dtype).to(a_ptr.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        db_ptr_tile = db_ptr_tile + bb
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
