@@ -43,12 +43,4 @@ inline constexpr size_t kMaxLineColumns = 100;
 void fold_single_use_temporaries(ast::Function &fn, const std::set<std::string> &keep,
                                  const std::set<std::string> &index_values = {});
 
-// `E.dtype.element_ty` of pointer arithmetic E on a pointer parameter P (`X
-// + row * stride + cols`, through the names that hold it, a pointer a loop
-// advances too) reads `P.dtype.element_ty`: an offset keeps a pointer's
-// element type. The cast of a load's gradient then no longer keeps the
-// load's address named (`bx.to(X.dtype.element_ty)`). `pointers`: the
-// pointer parameters.
-void read_element_types_from_parameters(ast::Function &fn, const std::set<std::string> &pointers);
-
 }  // namespace tgrad::ad

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "src/ad/PointerElementTypes.h"
 #include "src/ad/ProvenShapes.h"
 #include "src/ad/Readability.h"
 #include "src/ad/reverse/DeadCode.h"
