@@ -135,9 +135,12 @@ class Simplifier {
         visit_expr(*root, [&](const Expr &x) {
           auto *op = dyn_cast<BinOp>(&x);
           if (!op || !elementwise(op->op)) return;
+          // (Not beside another candidate: both would become scalars, and so would their result.)
           auto check = [&](const ExprPtr &mine, const ExprPtr &other) {
             auto *n = dyn_cast<Name>(mine.get());
-            if (n && named_.count(n->id) && same_known_shape(*other, *named_[n->id]->value, types_))
+            auto *o = dyn_cast<Name>(other.get());
+            if (n && named_.count(n->id) && !(o && named_.count(o->id)) &&
+                same_known_shape(*other, *named_[n->id]->value, types_))
               allowed_.insert(mine.get());
           };
           check(op->lhs, op->rhs);
