@@ -1,6 +1,7 @@
 #include "src/ad/Anf.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -17,6 +18,9 @@ struct AnfError {
   SourceSpan span;
   std::string message;
 };
+
+// The longest name a value gets from its operands (`offs_m_col_times_stride_qm`).
+constexpr size_t kMaxGeneratedName = 40;
 
 const char *op_word(BinaryOpKind op) {
   switch (op) {
@@ -90,6 +94,33 @@ std::string piece(const Expr &e) {
   }
 }
 
+// What an expression computes, as a noun: the name of a value whose
+// operands make too long a one.
+std::string operation_noun(const Expr &e) {
+  if (auto *b = dyn_cast<BinOp>(&e)) {
+    switch (b->op) {
+      case BinaryOpKind::Add: return "sum";
+      case BinaryOpKind::Sub: return "difference";
+      case BinaryOpKind::Mul: return "product";
+      case BinaryOpKind::Div: return "quotient";
+      case BinaryOpKind::FloorDiv: return "quotient";
+      case BinaryOpKind::Mod: return "remainder";
+      case BinaryOpKind::Pow: return "power";
+      case BinaryOpKind::BitAnd: return "both";
+      case BinaryOpKind::BitOr: return "either";
+      default: return "t";
+    }
+  }
+  if (isa<Compare>(&e)) return "condition";
+  if (auto *s = dyn_cast<Subscript>(&e)) {
+    const bool col = s->indices.size() == 2 && isa<Slice>(s->indices[0].get()) && isa<NoneLit>(s->indices[1].get());
+    const bool row = s->indices.size() == 2 && isa<NoneLit>(s->indices[0].get()) && isa<Slice>(s->indices[1].get());
+    return col ? "column" : row ? "row" : "view";
+  }
+  if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg ? "negated" : "t";
+  return "t";
+}
+
 }  // namespace
 
 std::string name_for(const Expr &e) {
@@ -134,10 +165,21 @@ std::string name_for(const Expr &e) {
     default: name = piece(e);
   }
   if (name.empty()) name = "t";
-  // Long names stop helping the reader: keep the operation and drop operands.
-  if (name.size() > 32) {
-    if (auto *c = dyn_cast<Call>(&e)) name = piece(*c->func);
-    if (name.size() > 32 || name.empty()) name = whole_words(name, 24);
+  // Long names stop helping the reader: keep the operation and drop the
+  // operands, whole, never part of one (`M_plus_off_hz_times_N` once read as
+  // M + off_hz * N where the value was M + off_hz * N_CTX + offs_m): a call is
+  // named after its function, an operator after what it computes (`product`).
+  if (auto *c = dyn_cast<Call>(&e); c && name.size() > 32) {
+    name = piece(*c->func);
+    if (name.size() > 32 || name.empty()) name = whole_words(name, 24);  // (a dotted path: its leading parts)
+  } else if (name.size() > kMaxGeneratedName) {
+    name = operation_noun(e);
+    // `K_ptrs_base + ...` is K_ptrs_base_offset and `index * ...` index_scaled:
+    // true of the value, and it says what it starts from.
+    auto *b = dyn_cast<BinOp>(&e);
+    const std::string l = b ? piece(*b->lhs) : "";
+    const char *suffix = !b ? nullptr : b->op == BinaryOpKind::Add ? "_offset" : b->op == BinaryOpKind::Mul ? "_scaled" : nullptr;
+    if (suffix && !l.empty() && l.size() + std::strlen(suffix) <= kMaxGeneratedName) name = l + suffix;
   }
   while (!name.empty() && name.back() == '_') name.pop_back();
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "t_" + name;

@@ -190,7 +190,7 @@ void read_types_from_loop_inputs(StmtList &body) {
 }
 
 int read_types_from_casts(StmtList &body) {
-  // The candidates `x = y.to(tl.float32)` first: most backwards have none,
+  // The candidates `x = y.to(tl.float32)` (and `x = tl.zeros(..., dtype=tl.float32)`) first: most backwards have none,
   // and then nothing is counted or rewritten.
   std::vector<std::pair<std::string, const Expr *>> candidates;
   std::function<void(const StmtList &)> collect = [&](const StmtList &block) {
@@ -203,6 +203,14 @@ int read_types_from_casts(StmtList &body) {
         auto *tl = dt ? dyn_cast<Name>(dt->value.get()) : nullptr;
         if (n && m && m->attr == "to" && tl && tl->id == "tl" && sema::is_dtype_name(dt->attr))
           candidates.emplace_back(n->id, dt);
+        // `acc = tl.zeros(shape, dtype=tl.float32)` (or tl.full): acc.dtype is tl.float32 too.
+        auto *lib = m ? dyn_cast<Name>(m->value.get()) : nullptr;
+        if (n && lib && lib->id == "tl" && (m->attr == "zeros" || m->attr == "full"))
+          for (const Keyword &k : c->keywords) {
+            auto *kd = k.name == "dtype" ? dyn_cast<Attribute>(k.value.get()) : nullptr;
+            auto *ktl = kd ? dyn_cast<Name>(kd->value.get()) : nullptr;
+            if (ktl && ktl->id == "tl" && sema::is_dtype_name(kd->attr)) candidates.emplace_back(n->id, kd);
+          }
       }
       if (auto *i = dyn_cast<If>(s.get())) {
         collect(i->body);

@@ -22,7 +22,8 @@ void remove_dead_code(ast::StmtList &body);
 // the forward's loop kept only for the type of its result (`bc.to(acc.dtype)`)
 // is dead code.
 void read_types_from_loop_inputs(ast::StmtList &body);
-// `X.dtype` of a value assigned once as `E.to(tl.T)` reads `tl.T`: the value
+// `X.dtype` of a value assigned once as `E.to(tl.T)` (or `tl.zeros(...,
+// dtype=tl.T)`, `tl.full(...)`) reads `tl.T`: the value
 // is then not kept only for its type (an output a backward reads back only
 // for the dtype it casts to, `bo.to(stored_out.dtype)`, is a load of a whole
 // tile in every iteration of an owner's loop). Returns how many it replaced.

@@ -3,7 +3,10 @@
 #include <sstream>
 
 #include <algorithm>
+#include <functional>
 
+#include "src/ad/PointerElementTypes.h"
+#include "src/ad/ProvenShapes.h"
 #include "src/ad/Readability.h"
 #include "src/ad/reverse/DeadCode.h"
 #include "src/ad/reverse/MaskPeeling.h"
@@ -72,23 +75,82 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   result.module = std::move(out);
 }
 
+namespace {
+
+// The names assigned values that sema types as integer or boolean tensors
+// (not pointers): index arithmetic and masks.
+std::set<std::string> integer_values(const StmtList &body, const sema::TypeInfo &info) {
+  std::set<std::string> out;
+  std::function<void(const StmtList &)> block = [&](const StmtList &b) {
+    for (const StmtPtr &s : b) {
+      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
+        if (auto *n = dyn_cast<Name>(a->targets[0].get())) {
+          const sema::SType *t = info.type_of(a->value.get());
+          if (t && t->is_tensor() && !t->elem.is_pointer && sema::is_integer(t->elem.dtype)) out.insert(n->id);
+        }
+      if (auto *i = dyn_cast<If>(s.get())) {
+        block(i->body);
+        block(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        block(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        block(w->body);
+      }
+    }
+  };
+  block(body);
+  return out;
+}
+
+}  // namespace
+
 void Engine::make_readable(Module &out, const Backward &result) const {
   // The names a reader knows: the user's (in any function of the kernel's
-  // module), their adjoints, and those the launch protocol explains.
+  // module) and those the launch protocol explains.
   std::set<std::string> keep;
   std::map<std::string, int> user;
   for (const auto &f : module_.functions) {
     count_assignments(f->body, user);
     for (const Param &p : f->params) user[p.name];
   }
-  for (const auto &kv : user) {
-    keep.insert(kv.first);
-    keep.insert("b" + kv.first);
-  }
+  // (Not the adjoints of its values: `bdenom` read once is folded into its use, as a
+  // person writes `dx = y * (dy - tl.sum(dy * y))`; one read more than once
+  // or too long to fold keeps its name.)
+  // The gradients of a tile function's parameters keep their names: its
+  // backward returns `bx, by`.
+  for (const auto &kv : user) keep.insert(kv.first);
+  for (const auto &f : module_.functions)
+    for (const Param &p : f->params) keep.insert("b" + p.name);
   for (const Backward::Tape &t : result.tapes) keep.insert(t.value);
   for (const Backward::SavedTile &t : result.saved_tiles) keep.insert(t.value);
-  for (auto &f : out.functions)
-    if (!module_.find_function(f->name)) fold_single_use_temporaries(*f, keep);
+  // Shape checks sema proves, and broadcasts of scalars, go first: a value
+  // an assertion reads is not one a fold may move (src/ad/ProvenShapes.h).
+  std::set<std::string> pointers = pointer_params();
+  for (const auto &[param, type] : bwd_types_)  // (a generic backward's: their representative types)
+    if (type.is_tensor() && type.elem.is_pointer) pointers.insert(param);
+  for (const Backward::SavedTile &t : result.saved_tiles) pointers.insert(t.scratch);
+  std::unique_ptr<Module> context = checking_module();
+  for (const auto &f : out.functions)
+    if (!context->find_function(f->name)) context->functions.push_back(clone(*f));
+  for (auto &f : out.functions) {
+    if (module_.find_function(f->name)) continue;  // the user's helpers, as written
+    sema::ParamTypes types = bwd_types_;
+    for (auto it = types.begin(); it != types.end();)  // (a type for a parameter the function lacks is an error)
+      it = std::any_of(f->params.begin(), f->params.end(), [&](const Param &p) { return p.name == it->first; })
+               ? std::next(it)
+               : types.erase(it);
+    DiagEngine quiet(sources_);
+    std::set<std::string> index_values;
+    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
+      index_values = integer_values(f->body, *info);
+      // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
+      if (!generic()) remove_noop_casts(f->body, *info);
+      const bool dropped = drop_proven_shape_checks(*f, *info);
+      if (dropped || !generic()) remove_dead_code(f->body);  // (what only a shape or a dtype read)
+    }
+    read_element_types_from_parameters(*f, pointers);
+    fold_single_use_temporaries(*f, keep, index_values);
+  }
 }
 
 void Engine::peel_masks(Module &out, Backward &result) {
@@ -255,6 +317,15 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
     if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
     if (auto *a = dyn_cast<AugAssign>(st.get())) visit(a->value);
     if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
+    // (Inside loops and ifs too: the loop over the forward's programs.)
+    if (auto *i = dyn_cast<If>(st.get())) {
+      remove_noop_casts(i->body, info);
+      remove_noop_casts(i->orelse, info);
+    } else if (auto *f = dyn_cast<For>(st.get())) {
+      remove_noop_casts(f->body, info);
+    } else if (auto *w = dyn_cast<While>(st.get())) {
+      remove_noop_casts(w->body, info);
+    }
   }
 }
 

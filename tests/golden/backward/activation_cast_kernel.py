@@ -32,8 +32,7 @@ def activation_bwd(x, bout):
     t = x > SOFTPLUS_THRESHOLD
 
     # Grad of: return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
-    bx = tl.where(t, bout, 0.0)
-    bx += tl.where(t, 0.0, _log1p_exp_bwd(x, tl.where(t, 0.0, bout)))
+    bx = tl.where(t, bout, 0.0) + tl.where(t, 0.0, _log1p_exp_bwd(x, tl.where(t, 0.0, bout)))
     return bx
 
 
@@ -44,13 +43,11 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     mask = offsets < n_elements
     x = tl.load(X + offsets, mask=mask, other=0.0)
     activation_x = activation(x)
-    activation_x_times_x = activation_x * x
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
-    by = tl.load(dY + offsets, mask=mask, other=0.0)
+    bactivation_x_times_x = tl.load(dY + offsets, mask=mask, other=0.0)
 
     # Grad of: y = (activation(x) * x).to(OUT_DTYPE)
-    bactivation_x_times_x = by
     bx = tl.where(mask, bactivation_x_times_x * activation_x, 0.0)
     bx += activation_bwd(x, bactivation_x_times_x * x)
 

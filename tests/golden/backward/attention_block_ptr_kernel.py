@@ -12,12 +12,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -37,14 +35,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     offs_n = tl.arange(0, BLOCK_N)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
-    Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
-    dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
+    Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+    dQ_block_base_offset = dQ + q_offset + offs_m[:, None] * Q_block_stride0
+    Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    dQ_block_base_offset_offset = dQ_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+    q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
@@ -55,36 +51,27 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_8 = offs_m < N_CTX
+    O_block_base_offset = O_block_base + offs_m[:, None] * O_block_stride0
+    dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+    O_block_base_offset_offset = O_block_base_offset + Q_block_index1[None, :] * O_block_stride1
+    dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
-    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
-    O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
-    dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
-
-    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
+    stored_out = tl.load(O_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    bacc_4 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_4 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
+    bm_i_4 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
@@ -104,80 +91,73 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     for start_n in range(Q_block_offset1, Q_block_offset1 + start_n_last_unmasked * BLOCK_N, BLOCK_N):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
         t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
-        p = tl.math.exp2(qk - row_stat_col)
+        p = tl.math.exp2(qk - row_stat[:, None])
         V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
-        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
         t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_offset_offset, mask=t_6_and_t_7, other=0.0)
         K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
         K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
         V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = bp * p * 0.6931471805599453
-
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+        btl_dot_q_k = bp * p * 0.6931471805599453 * qk_scale
+        bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Masked: the iterations after the run
     for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, Q_block_shape0, BLOCK_N):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-        K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
-        K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-        K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
+        K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+        K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
         t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-        k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+        k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         cols = start_n + offs_n
-        t_5 = cols[None, :] < N_CTX
-        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat_col)
+        p = tl.math.exp2(tl.where(cols[None, :] < N_CTX, qk, float("-inf")) - row_stat[:, None])
         V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
         V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-        V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
-        V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-        V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
+        V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+        V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
         t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
-        v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+        v = tl.load(V_ptrs_base_offset_offset, mask=t_6_and_t_7, other=0.0)
         K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
         K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
         V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
-
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        bq += tl.dot((bqk * qk_scale).to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
+        btl_dot_q_k = tl.where(cols[None, :] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")
+    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
@@ -196,36 +176,28 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
     O_block_stride1 = stride_ok
     offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_8 = offs_m < N_CTX
+    O_block_base_offset = O_block_base + offs_m[:, None] * O_block_stride0
+    dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+    O_block_base_offset_offset = O_block_base_offset + Q_block_index1[None, :] * O_block_stride1
+    dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    O_block_index0_col_2 = Q_block_index0_col * O_block_stride0
-    O_block_index1_row_2 = Q_block_index1[None, :] * O_block_stride1
-    O_block_base_plus_O_2 = O_block_base + O_block_index0_col_2 + O_block_index1_row_2
-    dO_block_base_plus_O_2 = dOut + o_offset + O_block_index0_col_2 + O_block_index1_row_2
-
-    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    # (Loaded early: nothing in the backward writes this memory.)
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(O_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    stored_out = tl.load(O_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    bacc_4 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
+
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_4 = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
+    bm_i_4 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
-    bl_i_3_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
@@ -239,16 +211,13 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
-    start_n_iteration = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -260,15 +229,12 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_block_base = V + v_offset
     V_block_stride0 = stride_vn
     V_block_stride1 = stride_vk
-    dO_block_base = dOut + o_offset
     O_block_stride0 = stride_om
     O_block_stride1 = stride_ok
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
     Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
     K_ptrs_base = K_block_base
     K_ptrs_shape1 = Q_block_shape0
     K_ptrs_stride0 = K_block_stride0
@@ -279,73 +245,60 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    O_block_index1_row_2 = Q_block_index1_row * O_block_stride1
-    K_ptrs_offset0_3 = K_ptrs_offset0_2
-    K_ptrs_offset1_3 = K_ptrs_offset1_2
-    V_ptrs_offset0_3 = K_ptrs_offset1_2
-    V_ptrs_offset1_3 = K_ptrs_offset0_2
-    start_n = Q_block_offset1 + start_n_iteration * BLOCK_N
-    K_ptrs_offset0_3 = K_ptrs_offset0_3 + start_n_iteration * 0
-    K_ptrs_offset1_3 = K_ptrs_offset1_3 + start_n_iteration * BLOCK_N
-    V_ptrs_offset0_3 = V_ptrs_offset0_3 + start_n_iteration * BLOCK_N
-    V_ptrs_offset1_3 = V_ptrs_offset1_3 + start_n_iteration * 0
-    K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
-    K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-    K_ptrs_index0_col_2 = K_ptrs_index0[:, None] * K_ptrs_stride0
-    K_ptrs_index1_row_2 = K_ptrs_index1[None, :] * K_ptrs_stride1
-    K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
-    dK_ptrs_base_plus_K_ptrs_2 = dK + kv_offset + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
+    start_n = Q_block_offset1 + tl.program_id(0) * BLOCK_N
+    K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
+    K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+    dK_ptrs_base_offset = dK + kv_offset + K_ptrs_index0[:, None] * K_ptrs_stride0
+    K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
+    dK_ptrs_base_offset_offset = dK_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
     t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
-    k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
+    k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
     cols = start_n + offs_n
     t_5 = cols[None, :] < N_CTX
-    V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
-    V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-    V_ptrs_index0_col_2 = V_ptrs_index0[:, None] * V_ptrs_stride0
-    V_ptrs_index1_row_2 = V_ptrs_index1[None, :] * V_ptrs_stride1
-    V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
-    dV_ptrs_base_plus_V_ptrs_2 = dV + v_offset + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
+    V_ptrs_index0 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
+    V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+    dV_ptrs_base_offset = dV + v_offset + V_ptrs_index0[:, None] * V_ptrs_stride0
+    V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
+    dV_ptrs_base_offset_offset = dV_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
     t_6_and_t_7 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < K_ptrs_shape1)
-    v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_6_and_t_7, other=0.0)
+    v = tl.load(V_ptrs_base_offset_offset, mask=t_6_and_t_7, other=0.0)
 
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((HEAD_DIM, BLOCK_N), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     for start_m in range(0, num_programs_0):
         Q_block_offset0 = start_m * BLOCK_M
-        offs_m = Q_block_offset0 + tl_arange_zero_BLOCK_M
-        Q_block_index0_col = offs_m[:, None]
-        Q_block_base_plus_Q = Q_block_base + Q_block_index0_col * Q_block_stride0
-        Q_block_base_plus_Q_2 = Q_block_base_plus_Q + Q_block_index1_row_2
-        t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-        q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
-        M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+        q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         t_8 = offs_m < N_CTX
-        dO_block_base_plus_O = dO_block_base + Q_block_index0_col * O_block_stride0
-        dO_block_base_plus_O_2 = dO_block_base_plus_O + O_block_index1_row_2
-        row_stat = tl.load(M_plus_off_hz_times_N, mask=t_8, other=float("inf")).to(tl.float32) * 1.4426950408889634
-        bacc_4 = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
+        bacc_4 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
-        p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
-        bp = tl.dot(bacc_4.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        dV_tile = dV_tile + bv
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
-        bqk = tl.where(t_5, bp * p * 0.6931471805599453, 0.0)
-        bk = tl.dot(tl.trans(q), (bqk * qk_scale).to(Q_block_base_plus_Q_2.dtype.element_ty))
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        dK_tile = dK_tile + bk
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, dK_tile, mask=t_3_and_t_4, sem="relaxed")
-    tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, dV_tile, mask=t_6_and_t_7, sem="relaxed")
+    tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")
+    tl.atomic_add(dV_ptrs_base_offset_offset, dV_tile, mask=t_6_and_t_7, sem="relaxed")

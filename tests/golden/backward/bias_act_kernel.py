@@ -15,10 +15,8 @@ def bias_act_kernel_bwd(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr,
     by_2 = tl.load(dY + offs, mask=mask, other=0.0)
 
     # Grad of: y = x * 2.0
-    bx = by_2 * 2.0
-
     # Grad of: b = tl.load(B + offs, mask=mask, other=0.0)
     tl.store(dB + offs, by_2, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, by_2 * 2.0, mask=mask)

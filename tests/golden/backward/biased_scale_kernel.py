@@ -12,18 +12,13 @@ def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.con
     mask = offs < n
     x = tl.load(X + offs, mask=mask, other=0.0)
     bias_2 = tl.load(bias + offs, mask=mask, other=0.0)
-    x_2 = x * bias_2 + bias_2
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_2_times_x_2 = tl.load(dY + offs, mask=mask, other=0.0)
-    bx_2 = bx_2_times_x_2 * x_2
-    bx_2 += bx_2_times_x_2 * x_2
+    bx_2 = tl.load(dY + offs, mask=mask, other=0.0) * (x * bias_2 + bias_2) * 2
 
     # Grad of: x = x * bias + bias
-    bx = bx_2 * bias_2
-
     # Grad of: bias = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(dbias + offs, bx_2 + bx_2 * x, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bx_2 * bias_2, mask=mask)

@@ -12,7 +12,6 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
     running = tl.full([BC], -1.0e30, dtype=tl.float32)
     pid_times_BR = pid * BR
     tl_num_programs_zero_times_BR = tl.num_programs(0) * BR
-    running_2 = running
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -22,22 +21,12 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (start - pid_times_BR) // tl_num_programs_zero_times_BR
-        tl.store(running_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), running_2, mask=iteration < tape_trips)
-        tl_arange_zero_BR = tl.arange(0, BR)
-        rows = start + tl_arange_zero_BR
-        rows_col = rows[:, None]
-        t = rows_col < n_rows
-        cols_row = cols[None, :]
-        t_2 = cols_row < n_cols
-        mask = t & t_2
-        rows_col_2 = rows[:, None]
-        rows_col_2_times_n_cols = rows_col_2 * n_cols
-        X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
-        cols_row_2 = cols[None, :]
-        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
+        tl.store(running_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), running, mask=iteration < tape_trips)
+        rows = start + tl.arange(0, BR)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
-        running_2 = tl.maximum(running_2, tl_max_x_zero)
+        running = tl.maximum(running, tl_max_x_zero)
 
     # Grad of: tl.store(Y + pid * n_cols + cols, running, mask=cols < n_cols)
     brunning_2 = tl.load(dY + pid * n_cols + cols, mask=cols < n_cols, other=0.0)
@@ -49,20 +38,10 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         start = pid_times_BR + iteration_2 * tl_num_programs_zero_times_BR
-        running_2 = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan'))
-        tl_arange_zero_BR = tl.arange(0, BR)
-        rows = start + tl_arange_zero_BR
-        rows_col = rows[:, None]
-        t = rows_col < n_rows
-        cols_row = cols[None, :]
-        t_2 = cols_row < n_cols
-        mask = t & t_2
-        rows_col_2 = rows[:, None]
-        rows_col_2_times_n_cols = rows_col_2 * n_cols
-        X_plus_rows_col_2_times_n_cols = X + rows_col_2_times_n_cols
-        cols_row_2 = cols[None, :]
-        X_plus_rows_col_2 = X_plus_rows_col_2_times_n_cols + cols_row_2
-        x = tl.load(X_plus_rows_col_2, mask=mask, other=-1.0e30)
+        running = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan'))
+        rows = start + tl.arange(0, BR)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
 
         # Grad of: for start in range(pid * BR, n_rows, tl.num_programs(0) * BR):
@@ -70,12 +49,12 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         brunning_2 = tl.zeros_like(brunning_2)
 
         # Grad of: running = tl.maximum(running, tl.max(x, 0))
-        brunning_2 += tl.where(running_2 > tl_max_x_zero, brunning_3, tl.where(running_2 == tl_max_x_zero, brunning_3 * 0.5, 0.0))
-        btl_max_x_zero = tl.where(tl_max_x_zero > running_2, brunning_3, tl.where(running_2 == tl_max_x_zero, brunning_3 * 0.5, 0.0))
+        brunning_2 += tl.where(running > tl_max_x_zero, brunning_3, tl.where(running == tl_max_x_zero, brunning_3 * 0.5, 0.0))
+        btl_max_x_zero = tl.where(tl_max_x_zero > running, brunning_3, tl.where(running == tl_max_x_zero, brunning_3 * 0.5, 0.0))
         hit = x == tl.expand_dims(tl_max_x_zero, 0)
         bx = tl.where(hit, tl.expand_dims(btl_max_x_zero / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
 
         # Grad of: x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dX + rows_col_2_times_n_cols + cols_row_2, bx, mask=mask, sem="relaxed")
+        tl.atomic_add(dX + rows[:, None] * n_cols + cols[None, :], bx, mask=mask, sem="relaxed")
     tl.debug_barrier()

@@ -11,28 +11,22 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     lse = tl.load(L + row)
     s = tl.load(S + row)
-    choice = lse
-    y = x * x - choice
-    t = s > 0
-    if t:
-        tl_where_mask_y_zero = tl.where(mask, y, 0.0)
-        z = tl.sum(tl_where_mask_y_zero, axis=0)
+    y = x * x - lse
+    if s > 0:
+        z = tl.sum(tl.where(mask, y, 0.0), axis=0)
         z_3 = z
     else:
         tl_where_mask_y = tl.where(mask, y, -float("inf"))
-        z_2 = tl.max(tl_where_mask_y, axis=0)
-        z_3 = z_2
+        z_3 = tl.max(tl_where_mask_y, axis=0)
 
     # Grad of: tl.store(Y + row * n_cols + cols, y * z, mask=mask)
-    by_times_z_3 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+    by_times_z_3 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
     by = by_times_z_3 * z_3
     bz_3 = tl.sum(by_times_z_3 * y)
-    tl.static_assert(bz_3.shape == z_3.shape)
-    if t:
+    if s > 0:
         tl_where_mask_y_zero = tl.where(mask, y, 0.0)
 
         # Grad of: z = tl.sum(tl.where(mask, y, 0.0), axis=0)
@@ -40,21 +34,15 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         by += tl.where(mask, btl_where_mask_y_zero, 0.0)
     else:
         tl_where_mask_y = tl.where(mask, y, -float("inf"))
-        z_2 = tl.max(tl_where_mask_y, axis=0)
 
         # Grad of: z = tl.max(tl.where(mask, y, -float("inf")), axis=0)
-        hit = tl_where_mask_y == tl.expand_dims(z_2, 0)
+        hit = tl_where_mask_y == tl.expand_dims(tl.max(tl_where_mask_y, axis=0), 0)
         btl_where_mask_y = tl.where(hit, tl.expand_dims(bz_3 / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
         by += tl.where(mask, btl_where_mask_y, 0.0)
 
     # Grad of: y = x * x - choice
-    bchoice = tl.sum(-by)
-    tl.static_assert(bchoice.shape == choice.shape)
-    bx = by * x
-    bx += by * x
-
     # Grad of: lse = tl.load(L + row)
-    tl.store(dL + row, bchoice)
+    tl.store(dL + row, tl.sum(-by))
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+    tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)

@@ -13,41 +13,30 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     mean = tl.sum(x, axis=0) / n_cols
     w = tl.load(W + row)
     y = tl.where(mask, x - mean, 0.0) * 2.0
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+    by_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
 
     # Grad of: tl.store(Mean + row, mean * mean)
     bmean_times_mean = tl.load(dMean + row)
-    bmean = bmean_times_mean * mean
-    bmean += bmean_times_mean * mean
 
     # Grad of: y = y * w
-    by = by_2 * w
-    bw = tl.sum(by_2 * y)
-    tl.static_assert(bw.shape == w.shape)
-
     # Grad of: y = x * 2.0
     # Grad of: w = tl.load(W + row)
-    tl.store(dW + row, bw)
+    tl.store(dW + row, tl.sum(by_2 * y))
 
     # Grad of: x = tl.where(mask, x - mean, 0.0)
-    bx_minus_mean = tl.where(mask, by * 2.0, 0.0)
-    _bmean_2 = tl.sum(-bx_minus_mean)
-    tl.static_assert(_bmean_2.shape == mean.shape)
-    bmean += _bmean_2
+    bx_minus_mean = tl.where(mask, by_2 * w * 2.0, 0.0)
+    bmean = bmean_times_mean * mean * 2 + tl.sum(-bx_minus_mean)
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
-    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / n_cols, 0), x.shape)
-
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+    tl.store(dX + row * n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
 
 
 @triton.jit
@@ -57,27 +46,20 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_true(X, W, Y, Mean, n_
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     w = tl.load(W + row)
     y = x * 2.0
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+    by_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
 
     # Grad of: y = y * w
-    by = by_2 * w
-    bw = tl.sum(by_2 * y)
-    tl.static_assert(bw.shape == w.shape)
-
     # Grad of: y = x * 2.0
-    bx = by * 2.0
-
     # Grad of: w = tl.load(W + row)
-    tl.store(dW + row, bw)
+    tl.store(dW + row, tl.sum(by_2 * y))
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+    tl.store(dX + row * n_cols + cols, by_2 * w * 2.0, mask=mask)
 
 
 @triton.jit
@@ -87,31 +69,21 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
     mean = tl.sum(x, axis=0) / n_cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    # (Loaded early: nothing in the backward writes this memory.)
-    by = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
-
     # Grad of: tl.store(Mean + row, mean * mean)
-    bmean_times_mean = tl.load(dMean + row)
-    bmean = bmean_times_mean * mean
-    bmean += bmean_times_mean * mean
-
     # Grad of: y = x * 2.0
+    bx_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0) * 2.0
+
     # Grad of: x = tl.where(mask, x - mean, 0.0)
-    bx_minus_mean = tl.where(mask, by * 2.0, 0.0)
-    _bmean_2 = tl.sum(-bx_minus_mean)
-    tl.static_assert(_bmean_2.shape == mean.shape)
-    bmean += _bmean_2
+    bx_minus_mean = tl.where(mask, bx_2, 0.0)
+    bmean = tl.load(dMean + row) * mean * 2 + tl.sum(-bx_minus_mean)
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
-    bx = bx_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / n_cols, 0), x.shape)
-
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+    tl.store(dX + row * n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
 
 
 @triton.jit
@@ -121,16 +93,13 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_false(X, W, Y, Mean, n
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    by = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
-
     # Grad of: y = x * 2.0
-    bx = by * 2.0
+    bx = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0) * 2.0
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+    tl.store(dX + row * n_cols + cols, bx, mask=mask)
 
 
 @triton.jit

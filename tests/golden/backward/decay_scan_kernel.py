@@ -16,37 +16,28 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
-    rows_col = rows[:, None]
-    steps_row = steps[None, :]
-    mask = (rows_col < n_rows) & (steps_row < T)
-    offsets = rows_col * T + steps_row
+    mask = (rows[:, None] < n_rows) & (steps[None, :] < T)
+    offsets = rows[:, None] * T + steps[None, :]
     x = tl.load(X + offsets, mask=mask, other=0.0)
     g = tl.load(G + offsets, mask=mask, other=0.0)
     decay = tl.sigmoid(g)
 
     # Grad of: tl.store(H + offsets, h + 0.5 * suffix, mask=mask)
     bh_plus_suffix_times_half = tl.load(dH + offsets, mask=mask, other=0.0)
-    bsuffix = bh_plus_suffix_times_half * 0.5
 
     # Grad of: suffix = tl.cumsum(x, 1, reverse=True)
-    bx = tl.cumsum(bsuffix, 1, reverse=False)
-
     # Grad of: _, h = tl.associative_scan((decay, x), 1, _first_order, reverse=REVERSE)
     decay_f32 = decay
     ones = tl.zeros_like(decay_f32) + 1.0
     bh_plus_suffix_times_half_f32 = bh_plus_suffix_times_half
     g_x = tl.associative_scan((decay_f32, decay_f32 * bh_plus_suffix_times_half_f32, ones, bh_plus_suffix_times_half_f32), 1, _tgrad_affine_scan, reverse=not REVERSE)[3]
-    x_f32 = x
-    x_previous = tl.associative_scan((decay_f32, x_f32, ones, tl.zeros_like(decay_f32)), 1, _tgrad_affine_scan, reverse=REVERSE)[3]
-    bx += g_x
-    bdecay = g_x * x_previous
+    x_previous = tl.associative_scan((decay_f32, x, ones, tl.zeros_like(decay_f32)), 1, _tgrad_affine_scan, reverse=REVERSE)[3]
+    bx = tl.cumsum(bh_plus_suffix_times_half * 0.5, 1, reverse=False) + g_x
 
     # Grad of: decay = tl.sigmoid(g)
-    bg = bdecay * decay * (1.0 - decay)
-
     # Grad of: g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offsets, bg, mask=mask, sem="relaxed")
+    tl.atomic_add(dG + offsets, g_x * x_previous * decay * (1.0 - decay), mask=mask, sem="relaxed")
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes

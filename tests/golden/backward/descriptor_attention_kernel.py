@@ -19,51 +19,46 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     desc_v_desc_base = desc_v
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-    desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
-    desc_q_desc_base_2_2 = desc_q_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
-    ddesc_q_desc_base_2_2 = ddesc_q + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    desc_q_desc_base_offset = desc_q_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+    ddesc_q_desc_base_offset = ddesc_q + desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_q_desc_index1_row_scaled = desc_q_desc_index1[None, :] * desc_q_desc_stride1
+    desc_q_desc_base_offset_offset = desc_q_desc_base_offset + desc_q_desc_index1_row_scaled
+    ddesc_q_desc_base_offset_offset = ddesc_q_desc_base_offset + desc_q_desc_index1_row_scaled
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
-    q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
+    q = tl.load(desc_q_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     offset_k = row0
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4 = tl.load(dM + row0 + offs_m)
-    desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
-    ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    desc_o_desc_base_offset = desc_o_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+    ddesc_o_desc_base_offset = ddesc_o + desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_o_desc_base_offset_offset = desc_o_desc_base_offset + desc_q_desc_index1_row_scaled
+    ddesc_o_desc_base_offset_offset = ddesc_o_desc_base_offset + desc_q_desc_index1_row_scaled
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
 
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M + row0 + offs_m)
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
+    stored_out = tl.load(desc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+    bl_i_3_minus_one += tl.load(dM + row0 + offs_m) * 1.4426950408889634
 
     # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -72,45 +67,45 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     for start_n in tl.range(0, N_CTX, BLOCK_N):
         desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
         desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0[:, None] * desc_q_desc_shape1
-        desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
-        desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
+        desc_k_desc_index0_col_scaled = desc_k_desc_index0[:, None] * desc_q_desc_shape1
+        desc_k_desc_base_offset = desc_k_desc_base + desc_k_desc_index0_col_scaled
+        desc_k_desc_index1_row_scaled = desc_k_desc_index1[None, :] * desc_q_desc_stride1
+        desc_k_desc_base_offset_offset = desc_k_desc_base_offset + desc_k_desc_index1_row_scaled
         t_6 = desc_k_desc_index0[:, None] < desc_q_desc_shape0
         t_7 = desc_k_desc_index1[None, :] >= 0
         t_8 = desc_k_desc_index1[None, :] < desc_q_desc_shape1
         t_5_and_t_6_and_t_7_and_t_8 = (desc_k_desc_index0[:, None] >= 0) & t_6 & t_7 & t_8
-        k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
+        k = tl.load(desc_k_desc_base_offset_offset, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
         qk = tl.dot(q, k)
-        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        p = tl.math.exp2(qk * qk_scale - row_stat[:, None])
         desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
         desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0[:, None] * desc_q_desc_shape1
-        desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
-        desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
+        desc_v_desc_index0_col_scaled = desc_v_desc_index0[:, None] * desc_q_desc_shape1
+        desc_v_desc_base_offset = desc_v_desc_base + desc_v_desc_index0_col_scaled
+        desc_v_desc_index1_row_scaled = desc_v_desc_index1[None, :] * desc_q_desc_stride1
+        desc_v_desc_base_offset_offset = desc_v_desc_base_offset + desc_v_desc_index1_row_scaled
         t_10 = desc_v_desc_index0[:, None] < desc_q_desc_shape0
         t_11 = desc_v_desc_index1[None, :] >= 0
         t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
         t_9_and_t_10_and_t_11_and_t_12 = (desc_v_desc_index0[:, None] >= 0) & t_10 & t_11 & t_12
-        v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+        v = tl.load(desc_v_desc_base_offset_offset, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
         offset_k_2 = offset_k_2 + BLOCK_N
         offset_v_2 = offset_v_2 + BLOCK_N
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
-        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(desc_v.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_ij = tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
 
         # Grad of: p = tl.math.exp2(qk)
         # Grad of: qk = qk * qk_scale - m_ij[:, None]
-        bqk = bp * p * 0.6931471805599453 * qk_scale
-
         # Grad of: qk = tl.dot(q, k)
-        bq += tl.dot(bqk.to(k.dtype), tl.trans(k))
+        bq += tl.dot((bp * p * 0.6931471805599453 * qk_scale).to(k.dtype), tl.trans(k))
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_2_2, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit
@@ -124,43 +119,36 @@ def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, 
     desc_q_desc_stride1 = 1
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-    desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
+    desc_q_desc_index1_row_scaled = desc_q_desc_index1[None, :] * desc_q_desc_stride1
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4 = tl.load(dM + row0 + offs_m)
-    desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
-    ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    desc_o_desc_base_offset = desc_o_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+    ddesc_o_desc_base_offset = ddesc_o + desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_o_desc_base_offset_offset = desc_o_desc_base_offset + desc_q_desc_index1_row_scaled
+    ddesc_o_desc_base_offset_offset = ddesc_o_desc_base_offset + desc_q_desc_index1_row_scaled
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M + row0 + offs_m).to(tl.float32)
-
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+    stored_out = tl.load(desc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # Grad of: acc = acc / l_i[:, None]
     bl_i_3_minus_one_col = tl.sum(-bacc_4_to_dtype.to(tl.float32) * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat[:, None].shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, tl.load(M + row0 + offs_m).shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+    bl_i_3_minus_one += tl.load(dM + row0 + offs_m) * 1.4426950408889634
 
     # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
     tl.store(bl_i_3_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_3_minus_one)
@@ -171,7 +159,6 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 24 this program owns the gradient tile of, and its fixed program ids
-    start_n_iteration = tl.program_id(0)
     dtype = tl.float16
     off_hz = tl.program_id(1)
     rows = Z * H * N_CTX
@@ -181,81 +168,72 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
     desc_q_desc_stride1 = 1
     desc_k_desc_base = desc_k
     desc_v_desc_base = desc_v
-    ddesc_o_desc_base = ddesc_o
     row0 = off_hz * N_CTX
     tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
-    t_3 = desc_q_desc_index1_row >= 0
+    desc_q_desc_index1_row_scaled = desc_q_desc_index1_row * desc_q_desc_stride1
     t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
     offset_k = row0
-    M_plus_off_hz_times_N_CTX = M + row0
-    offset_k_2 = offset_k
-    offset_v_2 = offset_k
     desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-    desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
+    desc_k_desc_index1_row_scaled = desc_k_desc_index1[None, :] * desc_q_desc_stride1
     t_8 = desc_k_desc_index1[None, :] < desc_q_desc_shape1
     desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-    desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
+    desc_v_desc_index1_row_scaled = desc_v_desc_index1[None, :] * desc_q_desc_stride1
     t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
-    offset_k_2 = offset_k_2 + start_n_iteration * BLOCK_N
-    offset_v_2 = offset_v_2 + start_n_iteration * BLOCK_N
-    desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
-    desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None] * desc_q_desc_shape1
-    desc_k_desc_base_2_2 = desc_k_desc_base + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
-    ddesc_k_desc_base_2_2 = ddesc_k + desc_k_desc_index0_col_2 + desc_k_desc_index1_row_2
+    desc_k_desc_index0 = offset_k + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    desc_k_desc_base_offset = desc_k_desc_base + desc_k_desc_index0[:, None] * desc_q_desc_shape1
+    ddesc_k_desc_base_offset = ddesc_k + desc_k_desc_index0[:, None] * desc_q_desc_shape1
+    desc_k_desc_base_offset_offset = desc_k_desc_base_offset + desc_k_desc_index1_row_scaled
+    ddesc_k_desc_base_offset_offset = ddesc_k_desc_base_offset + desc_k_desc_index1_row_scaled
     t_6 = desc_k_desc_index0[:, None] < desc_q_desc_shape0
     t_5_and_t_6 = (desc_k_desc_index0[:, None] >= 0) & t_6
     t_5_and_t_6_and_t_7_and_t_8 = t_5_and_t_6 & (desc_k_desc_index1[None, :] >= 0) & t_8
-    k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
-    desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
-    desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None] * desc_q_desc_shape1
-    desc_v_desc_base_2_2 = desc_v_desc_base + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
-    ddesc_v_desc_base_2_2 = ddesc_v + desc_v_desc_index0_col_2 + desc_v_desc_index1_row_2
+    k = tl.load(desc_k_desc_base_offset_offset, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
+    desc_v_desc_index0 = offset_k + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    desc_v_desc_base_offset = desc_v_desc_base + desc_v_desc_index0[:, None] * desc_q_desc_shape1
+    ddesc_v_desc_base_offset = ddesc_v + desc_v_desc_index0[:, None] * desc_q_desc_shape1
+    desc_v_desc_base_offset_offset = desc_v_desc_base_offset + desc_v_desc_index1_row_scaled
+    ddesc_v_desc_base_offset_offset = ddesc_v_desc_base_offset + desc_v_desc_index1_row_scaled
     t_10 = desc_v_desc_index0[:, None] < desc_q_desc_shape0
     t_9_and_t_10 = (desc_v_desc_index0[:, None] >= 0) & t_10
     t_9_and_t_10_and_t_11_and_t_12 = t_9_and_t_10 & (desc_v_desc_index1[None, :] >= 0) & t_12
-    v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+    v = tl.load(desc_v_desc_base_offset_offset, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
 
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     ddesc_k_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     ddesc_v_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     for start_m in range(0, num_programs_0):
-        start_m_times_BLOCK_M = start_m * BLOCK_M
-        offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
-        desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+        offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
+        desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl_arange_zero_BLOCK_M
         desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-        desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-        desc_q_desc_base_2 = desc_q_desc_base + desc_q_desc_index0_col_2
-        desc_q_desc_base_2_2 = desc_q_desc_base_2 + desc_q_desc_index1_row_2
+        desc_q_desc_base_offset = desc_q_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+        desc_q_desc_base_offset_offset = desc_q_desc_base_offset + desc_q_desc_index1_row_scaled
         t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-        t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & t_3 & t_4
-        q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        ddesc_o_desc_base_2 = ddesc_o_desc_base + desc_q_desc_index0_col_2
-        ddesc_o_desc_base_2_2 = ddesc_o_desc_base_2 + desc_q_desc_index1_row_2
-        bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        row_stat = tl.load(M_plus_off_hz_times_N_CTX + offs_m).to(tl.float32)
+        t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
+        q = tl.load(desc_q_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+        ddesc_o_desc_base_offset = ddesc_o + desc_q_desc_index0_col * desc_q_desc_shape1
+        ddesc_o_desc_base_offset_offset = ddesc_o_desc_base_offset + desc_q_desc_index1_row_scaled
+        bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(tl.trans(k), tl.trans(q))
-        p = tl.math.exp2(qk * qk_scale - row_stat[None, :])
+        p = tl.math.exp2(qk * qk_scale - tl.load(M + row0 + offs_m)[None, :])
         p_to_dtype = p.to(dtype)
-        bv = tl.dot(p_to_dtype, bacc_4.to(p_to_dtype.dtype))
-        bp = tl.dot(v, tl.trans(bacc_4).to(desc_v_desc_base_2_2.dtype.element_ty)).to(p.dtype)
+        bp = tl.dot(v, tl.trans(bacc_4).to(desc_v.dtype.element_ty))
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        ddesc_v_tile = ddesc_v_tile + bv
+        ddesc_v_tile = ddesc_v_tile + tl.dot(p_to_dtype, bacc_4.to(p_to_dtype.dtype))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 0), p.shape)
-        bqk = bp * p * 0.6931471805599453 * qk_scale
+        btl_load = tl.dot((bp * p * 0.6931471805599453 * qk_scale).to(desc_q.dtype.element_ty), q)
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        ddesc_k_tile = ddesc_k_tile + tl.dot(bqk.to(desc_q_desc_base_2_2.dtype.element_ty), q)
+        ddesc_k_tile = ddesc_k_tile + btl_load
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(ddesc_k_desc_base_2_2, ddesc_k_tile, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
-    tl.atomic_add(ddesc_v_desc_base_2_2, ddesc_v_tile, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
+    tl.atomic_add(ddesc_k_desc_base_offset_offset, ddesc_k_tile, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
+    tl.atomic_add(ddesc_v_desc_base_offset_offset, ddesc_v_tile, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")

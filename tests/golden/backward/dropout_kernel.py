@@ -13,10 +13,8 @@ def dropout_kernel_bwd(X, Y, n_elements, p, seed, BLOCK: tl.constexpr, dX, dY):
     keep = tl_rand_seed_offsets > p
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
-    by = tl.load(dY + offsets, mask=mask, other=0.0)
-
     # Grad of: y = tl.where(keep, x / (1 - p), 0.0)
-    bx = tl.where(keep, by, 0.0) / (1 - p)
+    bx = tl.where(keep, tl.load(dY + offsets, mask=mask, other=0.0), 0.0) / (1 - p)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
     tl.store(dX + offsets, bx, mask=mask)

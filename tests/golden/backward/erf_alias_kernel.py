@@ -19,11 +19,8 @@ def erf_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     ld_erf_x = ld_erf(x)
 
     # Grad of: tl.store(Y + offs, ld_erf(x) * g, mask=mask)
-    bg = tl.where(mask, bld_erf_x_times_g * ld_erf_x, 0.0)
-    bx = bld_erf_x_times_g * g * 1.1283791670955126 * tl.exp(-x * x)
-
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, tl.where(mask, bld_erf_x_times_g * ld_erf_x, 0.0), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bld_erf_x_times_g * g * 1.1283791670955126 * tl.exp(-x * x), mask=mask)

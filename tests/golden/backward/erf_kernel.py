@@ -19,11 +19,8 @@ def erf_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     erf_x = erf(x)
 
     # Grad of: tl.store(Y + offs, erf(x) * g, mask=mask)
-    bg = berf_x_times_g * erf_x
-    bx = berf_x_times_g * g * 1.1283791670955126 * tl.exp(-x * x)
-
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, berf_x_times_g * erf_x, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, berf_x_times_g * g * 1.1283791670955126 * tl.exp(-x * x), mask=mask)

@@ -19,11 +19,10 @@ def exp2_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     ld_exp2_x = ld_exp2(x)
 
     # Grad of: tl.store(Y + offs, ld_exp2(x) * g, mask=mask)
-    bg = tl.where(mask, bld_exp2_x_times_g * ld_exp2_x, 0.0)
-    bx = tl.where(mask, bld_exp2_x_times_g * g * ld_exp2_x * 0.6931471805599453, 0.0)
+    bld_exp2_x = bld_exp2_x_times_g * g
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, tl.where(mask, bld_exp2_x_times_g * ld_exp2_x, 0.0), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, tl.where(mask, bld_exp2_x * ld_exp2_x * 0.6931471805599453, 0.0), mask=mask)

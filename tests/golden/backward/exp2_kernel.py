@@ -19,11 +19,8 @@ def exp2_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     exp2_x = exp2(x)
 
     # Grad of: tl.store(Y + offs, exp2(x) * g, mask=mask)
-    bg = bexp2_x_times_g * exp2_x
-    bx = bexp2_x_times_g * g * exp2_x * 0.6931471805599453
-
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, bexp2_x_times_g * exp2_x, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bexp2_x_times_g * g * exp2_x * 0.6931471805599453, mask=mask)

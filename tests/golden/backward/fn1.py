@@ -13,8 +13,7 @@ def fn1_bwd(x, y, bout):
     c = a + b
 
     # Grad of: return a * b + tl.dot(c, c)
-    bc = tl.dot(bout, tl.trans(c))
-    bc += tl.dot(tl.trans(c), bout)
+    bc = tl.dot(bout, tl.trans(c)) + tl.dot(tl.trans(c), bout)
     ba = tl.sum(bout * b, 0)
     tl.static_assert(ba.shape == a.shape)
     bb = tl.sum(bout * a, 1, keep_dims=True)

@@ -14,11 +14,9 @@ def fn2_bwd(x, y, bout):
 
     # Grad of: return tl.sum(s * outer, axis=1)
     bs_times_outer = tl.broadcast_to(tl.expand_dims(bout, 1), (s * outer).shape)
-    bs = bs_times_outer * outer
-    bouter = bs_times_outer * s
 
     # Grad of: s = tl.sigmoid(outer)
-    bouter += bs * s * (1.0 - s)
+    bouter = bs_times_outer * s + bs_times_outer * outer * s * (1.0 - s)
 
     # Grad of: outer = x[:, None] * y[None, :]
     bx_col = tl.sum(bouter * y_row, 1, keep_dims=True)

@@ -10,8 +10,7 @@ def _gelu_bwd(x, inv_sqrt2: tl.constexpr, bout):
     x_times_inv_sqrt2 = x * inv_sqrt2
 
     # Grad of: return 0.5 * x * (1.0 + tl.math.erf(x * inv_sqrt2))
-    btl_math_erf_x_times_inv = bout * (0.5 * x)
-    bx_times_inv_sqrt2 = btl_math_erf_x_times_inv * 1.1283791670955126 * tl.exp(-x_times_inv_sqrt2 * x_times_inv_sqrt2)
-    bx = bx_times_inv_sqrt2 * inv_sqrt2
-    bx += bout * (1.0 + tl.math.erf(x_times_inv_sqrt2)) * 0.5
+    btl_math_erf_x_times_inv_sqrt2_plus_one = bout * (0.5 * x)
+    bx_times_inv_sqrt2 = btl_math_erf_x_times_inv_sqrt2_plus_one * 1.1283791670955126 * tl.exp(-x_times_inv_sqrt2 * x_times_inv_sqrt2)
+    bx = bx_times_inv_sqrt2 * inv_sqrt2 + bout * (1.0 + tl.math.erf(x_times_inv_sqrt2)) * 0.5
     return bx

@@ -14,18 +14,13 @@ def _gelu_and_grad_bwd(x, by, bdy):
     pdf = tl_exp_neg_half_times_x_times_x * 0.3989422804014327
 
     # Grad of: dy = cdf + x * pdf
-    bx = bdy * pdf
-    bpdf = bdy * x
-
     # Grad of: y = x * cdf
-    bx += by * cdf
-    bcdf = bdy + by * x
-
     # Grad of: pdf = tl.exp(-0.5 * x * x) * 0.3989422804014327
-    bneg_half_times_x_times_x = bpdf * 0.3989422804014327 * tl_exp_neg_half_times_x_times_x
-    bx += bneg_half_times_x_times_x * neg_half_times_x
+    bneg_half_times_x_times_x = bdy * x * 0.3989422804014327 * tl_exp_neg_half_times_x_times_x
+    bx = bdy * pdf + by * cdf + bneg_half_times_x_times_x * neg_half_times_x
     bx += bneg_half_times_x_times_x * x * -0.5
 
     # Grad of: cdf = 0.5 * (1.0 + tl.math.erf(x * 0.7071067811865476))
-    bx += bcdf * 0.5 * 1.1283791670955126 * tl.exp(-x_times_c * x_times_c) * 0.7071067811865476
+    bx_times_c = (bdy + by * x) * 0.5 * 1.1283791670955126 * tl.exp(-x_times_c * x_times_c)
+    bx += bx_times_c * 0.7071067811865476
     return bx

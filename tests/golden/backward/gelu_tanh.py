@@ -28,11 +28,10 @@ def _gelu_tanh_bwd(x, bout):
 
     # Grad of: return 0.5 * x * (1.0 + _tanh(inner))
     binner = _tanh_bwd(inner, bout * (0.5 * x))
-    bx = bout * (1.0 + _tanh_inner) * 0.5
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
-    bx += bx_plus_x_times_c_times_x_times_x
+    bx = bout * (1.0 + _tanh_inner) * 0.5 + bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
     bx += bx_times_c_times_x * x_times_c

@@ -14,21 +14,17 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
     inner = 0.7978845608028654 * (x + x_times_c_times_x * x)
-    x_times_half = 0.5 * x
     tanh_inner = tanh(inner)
-    tanh_inner_plus_one = 1.0 + tanh_inner
-    y = x_times_half * tanh_inner_plus_one
 
     # Grad of: tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=mask)
     by = tl.load(dY + offsets, mask=mask, other=0.0)
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
-    binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)
-    bx = by * tanh_inner_plus_one * 0.5
+    binner = by * (0.5 * x) * (1.0 - tanh_inner * tanh_inner)
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
-    bx += bx_plus_x_times_c_times_x_times_x
+    bx = by * (1.0 + tanh_inner) * 0.5 + bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
     bx += bx_times_c_times_x * x_times_c

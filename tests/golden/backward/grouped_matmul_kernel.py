@@ -18,89 +18,72 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    accumulator_2 = accumulator
     for k in range(0, K, BLOCK_SIZE_K):
-        offs_m_col = offs_m[:, None]
-        offs_m_col_times_stride_am = offs_m_col * stride_am
-        a_ptr_plus_offs_m_col = a_ptr + offs_m_col_times_stride_am
-        k_plus_offs_k = k + offs_k
-        k_plus_offs_k_row = k_plus_offs_k[None, :]
-        k_plus_offs_k_row_2 = k_plus_offs_k_row * stride_ak
-        a_ptr_plus_offs_m_col_2 = a_ptr_plus_offs_m_col + k_plus_offs_k_row_2
-        offs_m_col_2 = offs_m[:, None]
-        t = offs_m_col_2 < M
-        k_plus_offs_k_2 = k + offs_k
-        k_plus_offs_k_2_row = k_plus_offs_k_2[None, :]
-        t_2 = k_plus_offs_k_2_row < K
-        t_and_t_2 = t & t_2
-        a = tl.load(a_ptr_plus_offs_m_col_2, mask=t_and_t_2, other=0.0)
-        k_plus_offs_k_3 = k + offs_k
-        k_plus_offs_k_3_col = k_plus_offs_k_3[:, None]
-        k_plus_offs_k_3_col_2 = k_plus_offs_k_3_col * stride_bk
-        b_ptr_plus_k_plus_offs_k_3_col_2 = b_ptr + k_plus_offs_k_3_col_2
-        offs_n_row = offs_n[None, :]
-        offs_n_row_times_stride_bn = offs_n_row * stride_bn
-        b_ptr_plus_k_plus_offs_k = b_ptr_plus_k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
-        k_plus_offs_k_4 = k + offs_k
-        k_plus_offs_k_4_col = k_plus_offs_k_4[:, None]
-        t_3 = k_plus_offs_k_4_col < K
-        offs_n_row_2 = offs_n[None, :]
-        t_4 = offs_n_row_2 < N
-        t_3_and_t_4 = t_3 & t_4
-        b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
-        accumulator_2 = tl.dot(a, b, accumulator_2)
-    tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator_2 * 0.1)
-    offs_m_col_3 = offs_m[:, None]
-    offs_n_row_3 = offs_n[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_m_col_3 + stride_cn * offs_n_row_3
+        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        a = tl.load(sum, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
+        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
+        t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
+        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
+        accumulator = tl.dot(a, b, accumulator)
+    tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator * 0.1)
+    dc_ptrs = dc_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n[None, :]
 
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-    bc = tl.load(dc_ptrs, mask=(offs_m_col_3 < M) & (offs_n_row_3 < N), other=0.0)
+    bc = tl.load(dc_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
 
     # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
     btl_sigmoid_accumulator_2_times_c = bc.to(tl_sigmoid_accumulator_2_times_c.dtype)
     baccumulator_2_times_c = btl_sigmoid_accumulator_2_times_c * tl_sigmoid_accumulator_2_times_c * (1.0 - tl_sigmoid_accumulator_2_times_c)
     baccumulator_2 = baccumulator_2_times_c * 0.1
-    for k in range(0, K, BLOCK_SIZE_K):
-        offs_m_col = offs_m[:, None]
-        offs_m_col_times_stride_am = offs_m_col * stride_am
-        a_ptr_plus_offs_m_col = a_ptr + offs_m_col_times_stride_am
-        k_plus_offs_k = k + offs_k
-        k_plus_offs_k_row = k_plus_offs_k[None, :]
-        k_plus_offs_k_row_2 = k_plus_offs_k_row * stride_ak
-        a_ptr_plus_offs_m_col_2 = a_ptr_plus_offs_m_col + k_plus_offs_k_row_2
-        da_ptr_plus_offs_m_col_2 = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_2
-        offs_m_col_2 = offs_m[:, None]
-        t = offs_m_col_2 < M
-        k_plus_offs_k_2 = k + offs_k
-        k_plus_offs_k_2_row = k_plus_offs_k_2[None, :]
-        t_2 = k_plus_offs_k_2_row < K
-        t_and_t_2 = t & t_2
-        a = tl.load(a_ptr_plus_offs_m_col_2, mask=t_and_t_2, other=0.0)
-        k_plus_offs_k_3 = k + offs_k
-        k_plus_offs_k_3_col = k_plus_offs_k_3[:, None]
-        k_plus_offs_k_3_col_2 = k_plus_offs_k_3_col * stride_bk
-        b_ptr_plus_k_plus_offs_k_3_col_2 = b_ptr + k_plus_offs_k_3_col_2
-        offs_n_row = offs_n[None, :]
-        offs_n_row_times_stride_bn = offs_n_row * stride_bn
-        b_ptr_plus_k_plus_offs_k = b_ptr_plus_k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
-        db_ptr_plus_k_plus_offs_k = db_ptr + k_plus_offs_k_3_col_2 + offs_n_row_times_stride_bn
-        k_plus_offs_k_4 = k + offs_k
-        k_plus_offs_k_4_col = k_plus_offs_k_4[:, None]
-        t_3 = k_plus_offs_k_4_col < K
-        offs_n_row_2 = offs_n[None, :]
-        t_4 = offs_n_row_2 < N
-        t_3_and_t_4 = t_3 & t_4
-        b = tl.load(b_ptr_plus_k_plus_offs_k, mask=t_3_and_t_4, other=0.0)
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    k_count = (max(K, 0) + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K
+    k_last_unmasked = min(k_count, max(K, 0) // BLOCK_SIZE_K)
+
+    # Unmasked: every lane within the bounds
+    for k in range(0, k_last_unmasked * BLOCK_SIZE_K, BLOCK_SIZE_K):
+        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        dsum = da_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        t_and_t_2 = offs_m[:, None] < M
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
+        db_ptr_offset = db_ptr + (k + offs_k)[:, None] * stride_bk
+        db_ptr_offset_offset = db_ptr_offset + offs_n[None, :] * stride_bn
+        t_3_and_t_4 = offs_n[None, :] < N
+        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
-        ba = tl.dot(baccumulator_2.to(b_ptr_plus_k_plus_offs_k.dtype.element_ty), tl.trans(b))
-        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptr_plus_offs_m_col_2.dtype.element_ty))
+        ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
         # Grad of: b = tl.load(b_ptr + (k + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn, mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(db_ptr_plus_k_plus_offs_k, bb, mask=t_3_and_t_4, sem="relaxed")
+        tl.atomic_add(db_ptr_offset_offset, bb, mask=t_3_and_t_4, sem="relaxed")
 
         # Grad of: a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(da_ptr_plus_offs_m_col_2, ba, mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")
+
+    # Masked: the iterations after the run
+    for k in range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K):
+        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        dsum = da_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
+        db_ptr_offset = db_ptr + (k + offs_k)[:, None] * stride_bk
+        db_ptr_offset_offset = db_ptr_offset + offs_n[None, :] * stride_bn
+        t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
+        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
+
+        # Grad of: accumulator = tl.dot(a, b, accumulator)
+        ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
+
+        # Grad of: b = tl.load(b_ptr + (k + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn, mask=((k + offs_k)[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        tl.atomic_add(db_ptr_offset_offset, bb, mask=t_3_and_t_4, sem="relaxed")
+
+        # Grad of: a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
+        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")

@@ -10,29 +10,22 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_n_cols = row * n_cols
-    x_ptrs = tl.max_contiguous(tl.multiple_of(X + row_times_n_cols + cols, BLOCK), BLOCK)
-    dx_ptrs = tl.max_contiguous(tl.multiple_of(dX + row_times_n_cols + cols, BLOCK), BLOCK)
+    x_ptrs = tl.max_contiguous(tl.multiple_of(X + row * n_cols + cols, BLOCK), BLOCK)
+    dx_ptrs = tl.max_contiguous(tl.multiple_of(dX + row * n_cols + cols, BLOCK), BLOCK)
     w_row = W + cols
     w_ptrs = w_row[None, :]
     x = tl.load(x_ptrs, mask=mask, other=0.0)
-    mask_row = mask[None, :]
-    w = tl.load(w_ptrs, mask=mask_row, other=0.0)
+    w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)
     x_row = x[None, :]
     y = x_row * w
 
     # Grad of: tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
-    by_times_y = tl.load(dY + row_times_n_cols + cols[None, :], mask=mask_row, other=0.0)
-    by = by_times_y * y
-    by += by_times_y * y
+    by = tl.load(dY + row * n_cols + cols[None, :], mask=mask[None, :], other=0.0) * y * 2
 
     # Grad of: y = x[None, :] * w
-    bw = by * x_row
-    bx = tl.reshape(by * w, x.shape)
-
     # Grad of: w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)
     # atomic: the pointer is not a base plus offsets
-    tl.atomic_add((dW + cols)[None, :], bw, mask=mask_row, sem="relaxed")
+    tl.atomic_add((dW + cols)[None, :], by * x_row, mask=mask[None, :], sem="relaxed")
 
     # Grad of: x = tl.load(x_ptrs, mask=mask, other=0.0)
-    tl.store(dx_ptrs, bx, mask=mask)
+    tl.store(dx_ptrs, tl.reshape(by * w, x.shape), mask=mask)

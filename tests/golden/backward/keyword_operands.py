@@ -13,13 +13,11 @@ def _keyword_operands_bwd(x, y, bout):
     # Grad of: return tl.sum(input=a, axis=0) + tl.maximum(x=x, y=y)
     btl_sum = tl.sum(bout)
     tl.static_assert(btl_sum.shape == tl.sum(input=a, axis=0).shape)
-    bx = tl.where(x > y, bout, tl.where(x == y, bout * 0.5, 0.0))
-    by = tl.where(y > x, bout, tl.where(x == y, bout * 0.5, 0.0))
     ba = tl.broadcast_to(tl.expand_dims(btl_sum, 0), a.shape)
 
     # Grad of: a = tl.where(condition=x > 0, x=x * y, y=tl.sin(x=y))
     bx_times_y = tl.where(t, ba, 0.0)
-    by += tl.where(t, 0.0, ba) * tl.cos(y)
-    bx += bx_times_y * y
+    by = tl.where(y > x, bout, tl.where(x == y, bout * 0.5, 0.0)) + tl.where(t, 0.0, ba) * tl.cos(y)
+    bx = tl.where(x > y, bout, tl.where(x == y, bout * 0.5, 0.0)) + bx_times_y * y
     by += bx_times_y * x
     return bx, by

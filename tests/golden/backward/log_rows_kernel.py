@@ -50,10 +50,8 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
     w = tl.load(W)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         x_times_w = x * w
         _log_of_x_times_w = _log_of(x_times_w)
         y = tl.where(mask, _log_of_x_times_w, 0.0)
@@ -64,16 +62,14 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
         # Grad of: y = tl.where(mask, _log_of(x * w), 0.0)
         bx_times_w = tl.where(mask, _log_of_bwd(x_times_w, tl.where(mask, by, 0.0)), 0.0)
         bx = bx_times_w * w
-        bw = tl.sum(bx_times_w * x)
-        tl.static_assert(bw.shape == w.shape)
 
         # Grad of: w = tl.load(W)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(tl.sum(bx_times_w * x), tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if row + tl.num_programs(0) >= num_programs:
             tl.store(dW_row, dW_sum)

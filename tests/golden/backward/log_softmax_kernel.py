@@ -10,22 +10,16 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    row_times_in_row_stride = row * in_row_stride
-    x = tl.load(in_ptr + row_times_in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
     shifted = x - tl.max(x, axis=0)
     tl_exp_shifted = tl.exp(shifted)
-    tl_sum_tl_exp_shifted = tl.sum(tl_exp_shifted, axis=0)
 
     # Grad of: tl.store(out_ptr + row * out_row_stride + cols, out, mask=mask)
     bout = tl.load(dout_ptr + row * out_row_stride + cols, mask=mask, other=0.0)
 
     # Grad of: out = shifted - tl.log(tl.sum(tl.exp(shifted), axis=0))
-    btl_log_tl_sum_tl_exp_shifted = tl.sum(-bout)
-    tl.static_assert(btl_log_tl_sum_tl_exp_shifted.shape == tl.log(tl_sum_tl_exp_shifted).shape)
-    btl_sum_tl_exp_shifted = btl_log_tl_sum_tl_exp_shifted / tl_sum_tl_exp_shifted
-    btl_exp_shifted = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_shifted, 0), tl_exp_shifted.shape)
-    bshifted = bout + btl_exp_shifted * tl_exp_shifted
+    btl_load_sum = bout + tl.sum(-bout) / tl.sum(tl_exp_shifted, axis=0) * tl_exp_shifted
 
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row_times_in_row_stride + cols, bshifted, mask=mask)
+    tl.store(din_ptr + row * in_row_stride + cols, btl_load_sum, mask=mask)

@@ -17,13 +17,10 @@ def masked_rows_kernel_bwd(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.cons
         if target == ignore_index:
             pass
         else:
-            row_times_n_cols_2 = row * n_cols
-            x = tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
 
-            # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
-            # (Loaded early: nothing in the backward writes this memory.)
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
             bx = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0) * 0.5 * tl.exp(x)
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dX + row_times_n_cols_2 + cols, bx, mask=mask)
+            tl.store(dX + row * n_cols + cols, bx, mask=mask)

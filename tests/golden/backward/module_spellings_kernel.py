@@ -24,10 +24,8 @@ def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     # Grad of: y = cuda_libdevice.tanh(x) * g + libdevice_module.erf(x * g) + tl.extra.cuda.libdevice.pow(x * x + 1.0, g)
     bx_times_x_plus_one = tl.where(mask, by * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
     bg = tl.where(mask, by * tl_extra_cuda_libdevice_pow * tl.log(x_times_x_plus_one), 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
     bx_times_g = by * 1.1283791670955126 * tl.exp(-x_times_g * x_times_g)
-    bx += bx_times_g * g
+    bx = bx_times_x_plus_one * x * 2 + bx_times_g * g
     bg += bx_times_g * x
     bg += by * cuda_libdevice_tanh_x
     bx += by * g * (1.0 - cuda_libdevice_tanh_x * cuda_libdevice_tanh_x)

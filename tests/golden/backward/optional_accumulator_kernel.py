@@ -35,34 +35,29 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
     cols = tl.arange(0, BLOCK)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_BLOCK = row * BLOCK
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         # (Loaded early: nothing in the backward writes this memory.)
-        bacc_2 = tl.load(dY + row_times_BLOCK + cols)
+        bacc_2 = tl.load(dY + row * BLOCK + cols)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_acc_z_2 = tl.load(dZ + row_times_BLOCK + cols)
+        btl_sigmoid_acc_z_2 = tl.load(dZ + row * BLOCK + cols)
 
         # Stored by the forward: read back, not computed again.
-        tl_sigmoid_acc_z_2 = tl.load(Z + row_times_BLOCK + cols)
+        tl_sigmoid_acc_z_2 = tl.load(Z + row * BLOCK + cols)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         bacc_z_2 = btl_sigmoid_acc_z_2 * tl_sigmoid_acc_z_2 * (1.0 - tl_sigmoid_acc_z_2)
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
-            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_2 + cols)
-            c_times_BLOCK = c * BLOCK
-            dW_plus_c_times_BLOCK_plus_cols = dW_row + c_times_BLOCK + cols
-            w = tl.load(W + c_times_BLOCK + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
+            w = tl.load(W + c * BLOCK + cols)
 
             # Grad of: acc_z += x * w
-            bx = bacc_z_2 * w
             bw = bacc_z_2 * x
 
             # Grad of: w = tl.load(W + c * BLOCK + cols)
@@ -71,12 +66,11 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             tl.store(dW_plus_c_times_BLOCK_plus_cols, tl.load(dW_plus_c_times_BLOCK_plus_cols) + bw)
 
             # Grad of: acc += x * x
-            bx += bacc_2 * x
-            bx += bacc_2 * x
+            bx = bacc_z_2 * w + bacc_2 * x + bacc_2 * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bx, sem="relaxed")
 
 
 @triton.jit
@@ -93,22 +87,17 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
     cols = tl.arange(0, BLOCK)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols)
         for c in range(n_chunks):
-            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_2 + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
 
             # Grad of: acc += x * x
-            bx = bacc_2 * x
-            bx += bacc_2 * x
-
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bacc_2 * x * 2, sem="relaxed")
 
 
 @triton.jit

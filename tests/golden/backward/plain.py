@@ -10,6 +10,5 @@ def _plain_bwd(x, bout):
     tl_sigmoid_x = tl.sigmoid(x)
 
     # Grad of: return x * tl.sigmoid(x)
-    bx = bout * tl_sigmoid_x
-    bx += bout * x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
+    bx = bout * tl_sigmoid_x + bout * x * tl_sigmoid_x * (1.0 - tl_sigmoid_x)
     return bx

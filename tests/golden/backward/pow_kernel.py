@@ -22,12 +22,10 @@ def pow_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, pow(x * x + 1.0, g), mask=mask)
     bx_times_x_plus_one = tl.where(mask, bpow_x_times_x_plus_one_g * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
-    bg = tl.where(mask, bpow_x_times_x_plus_one_g * pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one), 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
+    btl_load_G_plus_offs = tl.where(mask, bpow_x_times_x_plus_one_g * pow_x_times_x_plus_one_g * tl.log(x_times_x_plus_one), 0.0)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, btl_load_G_plus_offs, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bx_times_x_plus_one * x * 2, mask=mask)

@@ -11,7 +11,6 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
     inside = offsets < n
     dX_plus_offsets = dX + offsets
     x_in_memory = tl.load(X + offsets, mask=inside, other=0.0)
-    x_in_memory_2 = x_in_memory
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -20,15 +19,12 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (step - 0) // 1
-        tl.store(x_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), x_in_memory_2, mask=iteration < tape_trips)
-        x = x_in_memory_2
-        x_times_x = x * x
-        x_times_x_times_c = x_times_x * 0.25
-        x_in_memory_stored = x + x_times_x_times_c
-        x_in_memory_2 = tl.where(inside, x_in_memory_stored.to(x_in_memory_2.dtype), x_in_memory_2)
+        tl.store(x_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), x_in_memory, mask=iteration < tape_trips)
+        x = x_in_memory
+        x_in_memory = tl.where(inside, x + x * x * 0.25, x_in_memory)
 
     # Grad of: for step in range(0, n_steps):
-    bx_in_memory_2 = tl.zeros_like(x_in_memory_2)
+    bx_in_memory_2 = tl.zeros_like(x_in_memory)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -36,33 +32,25 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        x_in_memory_2 = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
-        x = x_in_memory_2
-        x_times_x = x * x
-        x_times_x_times_c = x_times_x * 0.25
-        x_in_memory_stored = x + x_times_x_times_c
+        x_in_memory = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        x = x_in_memory
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
-        bx_in_memory_2 = tl.zeros_like(bx_in_memory_2)
 
         # Grad of: x_in_memory = tl.where(inside, x_in_memory_stored.to(x_in_memory.dtype), x_in_memory)
-        bx_in_memory_2 += tl.where(inside, 0.0, bx_in_memory_3)
-        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0).to(x_in_memory_stored.dtype)
-
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
         tl.debug_barrier()
-        bx_in_memory_stored += bx_in_memory_stored_2
+        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0) + bx_in_memory_stored_2
 
         # Grad of: x_in_memory_stored = x + x * x * 0.25
         bx_times_x = bx_in_memory_stored * 0.25
-        bx = bx_in_memory_stored + bx_times_x * x
-        bx += bx_times_x * x
+        bx = bx_in_memory_stored + bx_times_x * x + bx_times_x * x
 
         # Grad of: x = x_in_memory
-        bx_in_memory_2 += bx
+        bx_in_memory_2 = tl.zeros_like(bx_in_memory_2) + tl.where(inside, 0.0, bx_in_memory_3) + bx
     tl.debug_barrier()
 
     # Grad of: x_in_memory = tl.load(X + offsets, mask=inside, other=0.0)

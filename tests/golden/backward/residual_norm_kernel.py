@@ -35,23 +35,14 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
     squares = 0.0
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         squares_2 = squares
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-            row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
-            squares_2 = squares_2 + tl.sum(s_times_s)
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + eps)
         rstd = 1.0 / tl_sqrt
 
@@ -60,9 +51,8 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         for start_2 in range(0, n_cols, BLOCK):
             cols_2 = start_2 + offs
             mask_2 = cols_2 < n_cols
-            row_times_n_cols_4 = row * n_cols
-            dS_plus_row_times_n_cols_2 = dS + row_times_n_cols_4 + cols_2
-            s_2 = tl.load(S + row_times_n_cols_4 + cols_2, mask=mask_2, other=0.0)
+            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row * n_cols + cols_2
+            s_2 = tl.load(S + row * n_cols + cols_2, mask=mask_2, other=0.0)
             dW_plus_cols_2 = dW_row + cols_2
             w = tl.load(W + cols_2, mask=mask_2, other=0.0)
 
@@ -74,9 +64,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             bs_2_times_rstd = bs_2_times_rstd_times_w * w
             bw = bs_2_times_rstd_times_w * (s_2 * rstd)
             bs_2 = bs_2_times_rstd * rstd
-            _brstd = tl.sum(bs_2_times_rstd * s_2)
-            tl.static_assert(_brstd.shape == rstd.shape)
-            brstd += _brstd
+            brstd += tl.sum(bs_2_times_rstd * s_2)
 
             # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
             # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
@@ -86,29 +74,17 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
             # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
-            tl.store(dS_plus_row_times_n_cols_2, tl.load(dS_plus_row_times_n_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
+            tl.store(dS_plus_row_times_n_cols_4_plus_cols_2, tl.load(dS_plus_row_times_n_cols_4_plus_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
         bsquares_2 = -brstd * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-            row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = tl.broadcast_to(bsquares_2, s_times_s.shape)
-            bs = bs_times_s * s
-            bs += bs_times_s * s
-
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added
             tl.debug_barrier()
@@ -116,11 +92,11 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
             bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
             tl.debug_barrier()
-            bs += bs_3
+            bs = bsquares_2 * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dR + row_times_n_cols_2 + cols, bs, mask=mask)
-            tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
+            tl.store(dR + row * n_cols + cols, bs, mask=mask)
+            tl.store(dX + row * n_cols + cols, bs, mask=mask)
 
 
 @triton.jit
@@ -140,65 +116,52 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
     start = 0
     cols = start + offs
     mask = cols < n_cols
-    dW_plus_cols_2 = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        tl_load = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
-        s = tl_load + tl.load(R + row_times_n_cols + cols, mask=mask, other=0.0)
-        dS_plus_row_times_n_cols = dS + row_times_n_cols + cols
-        s_times_s = s * s
-        tl_sqrt = tl.sqrt((squares + tl.sum(s_times_s)) / n_cols + eps)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+        s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+        dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
+        tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
-        s_2 = tl.load(S + row_times_n_cols + cols, mask=mask, other=0.0)
+        s_2 = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        bs_2_times_rstd_times_w = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        bs_2_times_rstd_times_w = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         bs_2_times_rstd = bs_2_times_rstd_times_w * w
-        bw = bs_2_times_rstd_times_w * (s_2 * rstd)
         bs_2 = bs_2_times_rstd * rstd
-        brstd = tl.sum(bs_2_times_rstd * s_2)
-        tl.static_assert(brstd.shape == rstd.shape)
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(bs_2_times_rstd_times_w * (s_2 * rstd), tl.float32)
 
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
         # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
         tl.debug_barrier()
-        tl.store(dS_plus_row_times_n_cols, tl.load(dS_plus_row_times_n_cols, mask=mask, other=0.0) + bs_2, mask=mask)
+        tl.store(dS_plus_row_times_n_cols_3_plus_cols, tl.load(dS_plus_row_times_n_cols_3_plus_cols, mask=mask, other=0.0) + bs_2, mask=mask)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
-        bsquares_2 = -brstd * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
-
         # Grad of: squares += tl.sum(s * s)
-        bs_times_s = tl.broadcast_to(bsquares_2, s_times_s.shape)
-        bs = bs_times_s * s
-        bs += bs_times_s * s
-
         # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
         # After a barrier: the gradients of the loads that read this store back are added
         tl.debug_barrier()
 
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols, 0.0, mask=mask, sem="relaxed")
+        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
-        bs += bs_3
+        bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
 
         # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dR + row_times_n_cols + cols, bs, mask=mask)
-        tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
+        tl.store(dR + row * n_cols + cols, bs, mask=mask)
+        tl.store(dX + row * n_cols + cols, bs, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols_2, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit

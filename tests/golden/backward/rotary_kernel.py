@@ -10,14 +10,11 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
-    h_col = h[:, None]
-    d_row = d[None, :]
-    mask = (h_col < n_heads) & (d_row < HALF)
-    offsets = row * n_heads * 2 * HALF + h_col * 2 * HALF + d_row
-    row_times_HALF = row * HALF
-    tl_load = tl.load(COS + row_times_HALF + d)
+    mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
+    offsets = row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    tl_load = tl.load(COS + row * HALF + d)
     cos = tl_load[None, :]
-    tl_load_2 = tl.load(SIN + row_times_HALF + d)
+    tl_load_2 = tl.load(SIN + row * HALF + d)
     sin = tl_load_2[None, :]
     Q_plus_offsets = Q + offsets
     dQ_plus_offsets = dQ + offsets
@@ -30,26 +27,18 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dOUT_plus_offsets_2_plus_HALF, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
-    ba = bb_times_cos_plus_a_times_sin * sin
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(bsin.shape == sin.shape)
-    bb = bb_times_cos_plus_a_times_sin * cos
     bcos = tl.sum(bb_times_cos_plus_a_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(bcos.shape == cos.shape)
 
     # Grad of: tl.store(OUT + offsets, a * cos - b * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dOUT_plus_offsets, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
-    bb += bb_times_sin * sin
-    _bsin = tl.sum(bb_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(_bsin.shape == sin.shape)
-    bsin += _bsin
-    ba += ba_times_cos_minus_b_times_sin * cos
-    _bcos = tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(_bcos.shape == cos.shape)
-    bcos += _bcos
+    bb = bb_times_cos_plus_a_times_sin * cos + bb_times_sin * sin
+    bsin += tl.sum(bb_times_sin * b, 0, keep_dims=True)
+    ba = bb_times_cos_plus_a_times_sin * sin + ba_times_cos_minus_b_times_sin * cos
+    bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -60,7 +49,7 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
-    tl.store(dSIN + row_times_HALF + d, tl.reshape(bsin, tl_load_2.shape))
+    tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))
 
     # Grad of: cos = tl.load(COS + row * HALF + d)[None, :]
-    tl.store(dCOS + row_times_HALF + d, tl.reshape(bcos, tl_load.shape))
+    tl.store(dCOS + row * HALF + d, tl.reshape(bcos, tl_load.shape))

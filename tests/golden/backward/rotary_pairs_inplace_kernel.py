@@ -8,50 +8,43 @@ import triton.language as tl
 @triton.jit
 def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN):
     row = tl.program_id(0)
-    row_times_row_stride = row * row_stride
-    x_row = X + row_times_row_stride
-    dx_row = dX + row_times_row_stride
+    x_row = X + row * row_stride
+    dx_row = dX + row * row_stride
     for start in range(0, HALF, BLOCK):
         d = start + tl.arange(0, BLOCK)
         mask = d < HALF
-        row_times_HALF = row * HALF
-        cos = tl.load(COS + row_times_HALF + d, mask=mask, other=1.0)
-        sin = tl.load(SIN + row_times_HALF + d, mask=mask, other=0.0)
-        d_times_two = d * 2
-        x0 = tl.load(x_row + d_times_two, mask=mask, other=0.0)
-        x1 = tl.load(x_row + d_times_two + 1, mask=mask, other=0.0)
+        cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
+        sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
+        x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
+        x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         dx_row_plus_d_times_two_3 = dx_row + d * 2
-        dx_row_plus_d_times_two_4_2 = dx_row + d * 2 + 1
+        dx_row_plus_d_times_two_4_plus_one = dx_row + d * 2 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_2, 0.0, mask=mask, sem="relaxed")
+        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
-        bx1 = bx0_times_sin_plus_x1_times_cos * cos
-        bcos = bx0_times_sin_plus_x1_times_cos * x1
-        bx0 = bx0_times_sin_plus_x1_times_cos * sin
-        bsin = bx0_times_sin_plus_x1_times_cos * x0
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         bx0_times_cos_minus_x1_times_sin = tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-        bx1 += bx1_times_sin * sin
-        bsin += bx1_times_sin * x1
-        bx0 += bx0_times_cos_minus_x1_times_sin * cos
-        bcos += bx0_times_cos_minus_x1_times_sin * x0
+        bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+        bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
+        bx0 = bx0_times_sin_plus_x1_times_cos * sin + bx0_times_cos_minus_x1_times_sin * cos
+        bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row + d_times_two + 1, bx1, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d * 2 + 1, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dx_row + d_times_two, bx0, mask=mask, sem="relaxed")
+        tl.atomic_add(dx_row + d * 2, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
-        tl.store(dSIN + row_times_HALF + d, bsin, mask=mask)
+        tl.store(dSIN + row * HALF + d, bsin, mask=mask)
 
         # Grad of: cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
-        tl.store(dCOS + row_times_HALF + d, bcos, mask=mask)
+        tl.store(dCOS + row * HALF + d, bcos, mask=mask)

@@ -34,34 +34,28 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
     one_minus_p = 1.0 - p
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols_2 = X + row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0).to(tl.float32)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         seed = tl.load(SEEDS + row)
         tl_rand_seed_cols = tl.rand(seed, cols, n_rounds=7)
         keep = tl_rand_seed_cols > p
 
         # Grad of: tl.store(Y + row * n_cols + cols, x * w, mask=mask)
-        bx_2_times_w = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
-        bw = bx_2_times_w * tl.where(keep, x / one_minus_p, 0.0)
+        bx_2_times_w = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: x = tl.where(keep, x / (1.0 - p), 0.0)
-        bx = tl.where(keep, bx_2_times_w * w, 0.0) / one_minus_p
+        btl_load = tl.where(keep, bx_2_times_w * w, 0.0) / one_minus_p
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += bw
+        dW_sum += bx_2_times_w * tl.where(keep, x / one_minus_p, 0.0)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-        btl_load = bx.to(X_plus_row_times_n_cols_2.dtype.element_ty)
-        tl.store(dX + row_times_n_cols + cols, btl_load, mask=mask)
+        tl.store(dX + row * n_cols + cols, btl_load, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=mask)

@@ -15,18 +15,16 @@ def rsqrt_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, ld_rsqrt(x * x + 1.0) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bld_rsqrt_x_times_x = tl.load(dY + offs, mask=mask, other=0.0)
+    bld_rsqrt_x_times_x_plus_one_times_g = tl.load(dY + offs, mask=mask, other=0.0)
     ld_rsqrt_x_times_x_plus_one = ld_rsqrt(x * x + 1.0)
 
     # Grad of: tl.store(Y + offs, ld_rsqrt(x * x + 1.0) * g, mask=mask)
-    bld_rsqrt_x_times_x_plus_one = bld_rsqrt_x_times_x * g
-    bg = tl.where(mask, bld_rsqrt_x_times_x * ld_rsqrt_x_times_x_plus_one, 0.0)
+    bld_rsqrt_x_times_x_plus_one = bld_rsqrt_x_times_x_plus_one_times_g * g
+    btl_load_G_plus_offs = tl.where(mask, bld_rsqrt_x_times_x_plus_one_times_g * ld_rsqrt_x_times_x_plus_one, 0.0)
     bx_times_x_plus_one = tl.where(mask, -0.5 * bld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one, 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, btl_load_G_plus_offs, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bx_times_x_plus_one * x * 2, mask=mask)

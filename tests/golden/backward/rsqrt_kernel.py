@@ -20,13 +20,11 @@ def rsqrt_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
 
     # Grad of: tl.store(Y + offs, rsqrt(x * x + 1.0) * g, mask=mask)
     brsqrt_x_times_x_plus_one = brsqrt_x_times_x_plus_one_times_g * g
-    bg = tl.where(mask, brsqrt_x_times_x_plus_one_times_g * rsqrt_x_times_x_plus_one, 0.0)
+    btl_load_G_plus_offs = tl.where(mask, brsqrt_x_times_x_plus_one_times_g * rsqrt_x_times_x_plus_one, 0.0)
     bx_times_x_plus_one = tl.where(mask, -0.5 * brsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one, 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, btl_load_G_plus_offs, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, bx_times_x_plus_one * x * 2, mask=mask)

@@ -34,30 +34,25 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s, mask=mask)
-        bs = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
+        bs = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: s = tl.associative_scan(x * w, 0, _add)
         bx_times_w = tl.cumsum(bs, 0, reverse=True)
-        bx = bx_times_w * w
-        bw = bx_times_w * x
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(bx_times_w * x, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, bx_times_w * w, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=mask)

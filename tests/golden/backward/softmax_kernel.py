@@ -8,8 +8,7 @@ import triton.language as tl
 @triton.jit
 def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr, din_ptr, dout_ptr):
     row = tl.program_id(0)
-    row_times_in_row_stride = row * in_row_stride
-    row_in = in_ptr + row_times_in_row_stride
+    row_in = in_ptr + row * in_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(row_in + cols, mask=mask, other=-float('inf'))
@@ -23,16 +22,10 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     by = tl.load(dout_ptr + row * out_row_stride + cols, mask=mask, other=0.0)
 
     # Grad of: y = num / denom
-    bnum = by / denom
-    bdenom = tl.sum(-by * y / denom)
-    tl.static_assert(bdenom.shape == denom.shape)
-
     # Grad of: denom = tl.sum(num, axis=0)
-    bnum += tl.broadcast_to(tl.expand_dims(bdenom, 0), num.shape)
+    bnum = by / denom + tl.sum(-by * y / denom)
 
     # Grad of: num = tl.exp(shifted)
-    bshifted = bnum * num
-
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row_times_in_row_stride + cols, bshifted, mask=mask)
+    tl.store(din_ptr + row * in_row_stride + cols, bnum * num, mask=mask)

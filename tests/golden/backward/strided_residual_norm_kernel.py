@@ -14,67 +14,43 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-            row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
-            squares_2 = squares_2 + tl.sum(s_times_s)
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + 1e-5)
         rstd = 1.0 / tl_sqrt
 
         # Grad of: for start in range(0, n_cols, BLOCK):
         brstd = tl.zeros_like(rstd)
         for start_2 in range(0, n_cols, BLOCK):
-            cols_2 = start_2 + offs
-            mask_2 = cols_2 < n_cols
-            row_times_n_cols_4 = row * n_cols
-            dS_plus_row_times_n_cols_2 = dS + row_times_n_cols_4 + cols_2
-            s_2 = tl.load(S + row_times_n_cols_4 + cols_2, mask=mask_2, other=0.0)
-            dY_plus_row_times_n_cols = dY + row * n_cols + cols_2
+            mask_2 = start_2 + offs < n_cols
+            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row * n_cols + (start_2 + offs)
+            s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
+            dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + (start_2 + offs)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bs_2_times_rstd = tl.atomic_xchg(dY_plus_row_times_n_cols, 0.0, mask=mask_2, sem="relaxed")
+            bs_2_times_rstd = tl.atomic_xchg(dY_plus_row_times_n_cols_5_plus_cols_2, 0.0, mask=mask_2, sem="relaxed")
             tl.debug_barrier()
             bs_2 = bs_2_times_rstd * rstd
-            _brstd = tl.sum(bs_2_times_rstd * s_2)
-            tl.static_assert(_brstd.shape == rstd.shape)
-            brstd += _brstd
+            brstd += tl.sum(bs_2_times_rstd * s_2)
 
             # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
             # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
-            tl.store(dS_plus_row_times_n_cols_2, tl.load(dS_plus_row_times_n_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
+            tl.store(dS_plus_row_times_n_cols_4_plus_cols_2, tl.load(dS_plus_row_times_n_cols_4_plus_cols_2, mask=mask_2, other=0.0) + bs_2, mask=mask_2)
 
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + 1e-5)
         bsquares_2 = -brstd * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            row_times_n_cols = row * n_cols
-            X_plus_row_times_n_cols = X + row_times_n_cols
-            X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-            dX_plus_row_times_n_cols_2 = dX + row_times_n_cols + cols
-            tl_load = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-            row_times_n_cols_2 = row * n_cols
-            R_plus_row_times_n_cols_2 = R + row_times_n_cols_2
-            R_plus_row_times_n_cols = R_plus_row_times_n_cols_2 + cols
-            dR_plus_row_times_n_cols = dR + row_times_n_cols_2 + cols
-            tl_load_R_plus_row_times_n_cols = tl.load(R_plus_row_times_n_cols, mask=mask, other=0.0)
-            s = tl_load + tl_load_R_plus_row_times_n_cols
-            s_times_s = s * s
+            dX_plus_row_times_n_cols_plus_cols = dX + row * n_cols + cols
+            dR_plus_row_times_n_cols_2_plus_cols = dR + row * n_cols + cols
+            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
+            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
-            bs_times_s = tl.broadcast_to(bsquares_2, s_times_s.shape)
-            bs = bs_times_s * s
-            bs += bs_times_s * s
-
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
             # After a barrier: the gradients of the loads that read this store back are added
             tl.debug_barrier()
@@ -82,13 +58,13 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
             bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
             tl.debug_barrier()
-            bs += bs_3
+            bs = bsquares_2 * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
             # every iteration of the loop loads these addresses: this gradient adds to the earlier ones (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
-            tl.store(dR_plus_row_times_n_cols, tl.load(dR_plus_row_times_n_cols, mask=mask, other=0.0) + bs, mask=mask)
+            tl.store(dR_plus_row_times_n_cols_2_plus_cols, tl.load(dR_plus_row_times_n_cols_2_plus_cols, mask=mask, other=0.0) + bs, mask=mask)
 
             # every iteration of the loop loads these addresses: this gradient adds to the earlier ones (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
-            tl.store(dX_plus_row_times_n_cols_2, tl.load(dX_plus_row_times_n_cols_2, mask=mask, other=0.0) + bs, mask=mask)
+            tl.store(dX_plus_row_times_n_cols_plus_cols, tl.load(dX_plus_row_times_n_cols_plus_cols, mask=mask, other=0.0) + bs, mask=mask)

@@ -19,11 +19,10 @@ def tanh_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     ld_tanh_x = ld_tanh(x)
 
     # Grad of: tl.store(Y + offs, ld_tanh(x) * g, mask=mask)
-    bg = tl.where(mask, bld_tanh_x_times_g * ld_tanh_x, 0.0)
-    bx = tl.where(mask, bld_tanh_x_times_g * g * (1.0 - ld_tanh_x * ld_tanh_x), 0.0)
+    bld_tanh_x = bld_tanh_x_times_g * g
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, tl.where(mask, bld_tanh_x_times_g * ld_tanh_x, 0.0), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, tl.where(mask, bld_tanh_x * (1.0 - ld_tanh_x * ld_tanh_x), 0.0), mask=mask)

@@ -19,11 +19,8 @@ def tanh_scale_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     tanh_x = tanh(x)
 
     # Grad of: tl.store(Y + offs, tanh(x) * g, mask=mask)
-    bg = btanh_x_times_g * tanh_x
-    bx = btanh_x_times_g * g * (1.0 - tanh_x * tanh_x)
-
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg, mask=mask)
+    tl.store(dG + offs, btanh_x_times_g * tanh_x, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, btanh_x_times_g * g * (1.0 - tanh_x * tanh_x), mask=mask)

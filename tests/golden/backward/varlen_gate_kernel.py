@@ -15,11 +15,9 @@ def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, B
     eos = tl.load(cu_seqlens_plus_i_n + 1).to(tl.int64)
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < eos - bos
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
+    t = o_t[:, None] < eos - bos
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0)
     g = tl.load(G + offs, mask=m, other=0.0)
 
@@ -27,16 +25,14 @@ def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, B
     # (Loaded early: nothing in the backward writes this memory.)
     bx_times_tl_sigmoid_g = tl.load(dY + offs, mask=m, other=0.0)
     tl_sigmoid_g = tl.sigmoid(g)
-    x_times_tl_sigmoid_g = x * tl_sigmoid_g
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
-    bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
-    bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
+    btl_load_G_plus_offs = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg, mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx, mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx_times_tl_sigmoid_g * tl_sigmoid_g, mask=m, sem="relaxed")

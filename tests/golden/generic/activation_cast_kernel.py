@@ -33,8 +33,7 @@ def activation_bwd(x, bout):
     t = x > SOFTPLUS_THRESHOLD
 
     # Grad of: return tl.where(x > SOFTPLUS_THRESHOLD, x, _log1p_exp(x))
-    bx = tl.where(t, bout, 0.0)
-    bx += tl.where(t, 0.0, _log1p_exp_bwd(x, tl.where(t, 0.0, bout)))
+    bx = tl.where(t, bout, 0.0) + tl.where(t, 0.0, _log1p_exp_bwd(x, tl.where(t, 0.0, bout)))
     return bx.to(x.dtype)
 
 
@@ -42,8 +41,7 @@ def activation_bwd(x, bout):
 def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr, dX, dY):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
-    X_plus_offsets = X + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     activation_x = activation(x)
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
@@ -55,4 +53,4 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     bx += activation_bwd(x, bactivation_x_times_x * x)
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offsets, bx.to(X_plus_offsets.dtype.element_ty), mask=mask)
+    tl.store(dX + offsets, bx.to(X.dtype.element_ty), mask=mask)

@@ -10,37 +10,30 @@ import triton.language as tl
 def biased_scale_kernel_bwd(X, bias, Y, n, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, dX, dbias, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
-        bias_plus_offs = bias + offs
-        tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)
-        bias_2 = tl_load_bias_plus_offs.to(tl.float32)
+        bias_2 = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
         x_3 = x * bias_2 + bias_2
     else:
         x_3 = x
 
     # Grad of: tl.store(Y + offs, x * x, mask=mask)
-    bx_3_times_x_3 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
-    bx_3 = bx_3_times_x_3 * x_3
-    bx_3 += bx_3_times_x_3 * x_3
+    bx_3 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32) * x_3 * 2
 
     # Grad of: if HAS_BIAS:
     bx = tl.zeros(x.shape, dtype=tl.float32)
     if HAS_BIAS:
-        bias_plus_offs = bias + offs
-        tl_load_bias_plus_offs = tl.load(bias_plus_offs, mask=mask, other=0.0)
-        bias_2 = tl_load_bias_plus_offs.to(tl.float32)
+        bias_2 = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: x = x * bias + bias
         bx += bx_3 * bias_2
 
         # Grad of: bias = tl.load(bias + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(dbias + offs, (bx_3 + bx_3 * x).to(bias_plus_offs.dtype.element_ty), mask=mask)
+        tl.store(dbias + offs, (bx_3 + bx_3 * x).to(bias.dtype.element_ty), mask=mask)
     else:
 
         # Grad of: if HAS_BIAS:
         bx += bx_3
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, bx.to(X.dtype.element_ty), mask=mask)

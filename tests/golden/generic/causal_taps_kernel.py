@@ -9,28 +9,21 @@ import triton.language as tl
 @triton.jit
 def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX, dW, dY):
     o_t = tl.program_id(0) * BT + tl.arange(0, BT)
-    acc = tl.zeros([BT], dtype=tl.float32)
 
     # Grad of: tl.store(Y + o_t, acc.to(Y.dtype.element_ty), mask=o_t < T)
-    bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32).to(acc.dtype)
+    bacc_2 = tl.load(dY + o_t, mask=o_t < T, other=0.0).to(tl.float32).to(tl.float32)
     for i in tl.static_range(NTAPS):
-        W_plus_i = W + i
-        w = tl.load(W_plus_i).to(tl.float32)
+        w = tl.load(W + i).to(tl.float32)
         src = o_t - i
-        X_plus_src = X + src
         t = src >= 0
         t_and_t_2 = t & (src < T)
-        x = tl.load(X_plus_src, mask=t_and_t_2, other=0.0).to(tl.float32)
+        x = tl.load(X + src, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # Grad of: acc += w * x
-        bw = tl.sum(bacc_2 * x)
-        tl.static_assert(bw.shape == w.shape)
-        bx = bacc_2 * w
-
         # Grad of: x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0).to(tl.float32)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + src, bx.to(X_plus_src.dtype.element_ty), mask=t_and_t_2, sem="relaxed")
+        tl.atomic_add(dX + src, (bacc_2 * w).to(X.dtype.element_ty), mask=t_and_t_2, sem="relaxed")
 
         # Grad of: w = tl.load(W + i).to(tl.float32)
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW + i, bw.to(W_plus_i.dtype.element_ty), sem="relaxed")
+        tl.atomic_add(dW + i, tl.sum(bacc_2 * x).to(W.dtype.element_ty), sem="relaxed")

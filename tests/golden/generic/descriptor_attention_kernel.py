@@ -20,57 +20,50 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     desc_q_desc_shape1 = HEAD_DIM
     desc_q_desc_stride1 = 1
     desc_k_desc_base = desc_k
-    ddesc_k_desc_base = ddesc_k
     desc_v_desc_base = desc_v
-    ddesc_v_desc_base = ddesc_v
     desc_o_desc_base = desc_o
     row0 = off_hz * N_CTX
-    start_m_times_BLOCK_M = start_m * BLOCK_M
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
-    offs_m = start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.44269504
-    desc_q_desc_index0 = row0 + start_m_times_BLOCK_M + tl_arange_zero_BLOCK_M
+    desc_q_desc_index0 = row0 + start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     desc_q_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
     desc_q_desc_index0_col = desc_q_desc_index0[:, None]
-    desc_q_desc_index0_col_2 = desc_q_desc_index0_col * desc_q_desc_shape1
-    desc_q_desc_index1_row = desc_q_desc_index1[None, :]
-    desc_q_desc_index1_row_2 = desc_q_desc_index1_row * desc_q_desc_stride1
-    desc_q_desc_base_2_2 = desc_q_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
-    ddesc_q_desc_base_2_2 = ddesc_q + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    desc_q_desc_base_offset = desc_q_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+    ddesc_q_desc_base_offset = ddesc_q + desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_q_desc_index1_row_scaled = desc_q_desc_index1[None, :] * desc_q_desc_stride1
+    desc_q_desc_base_offset_offset = desc_q_desc_base_offset + desc_q_desc_index1_row_scaled
+    ddesc_q_desc_base_offset_offset = ddesc_q_desc_base_offset + desc_q_desc_index1_row_scaled
     t_and_t_2 = (desc_q_desc_index0_col >= 0) & (desc_q_desc_index0_col < desc_q_desc_shape0)
-    t_4 = desc_q_desc_index1_row < desc_q_desc_shape1
-    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1_row >= 0) & t_4
-    q = tl.load(desc_q_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+    t_4 = desc_q_desc_index1[None, :] < desc_q_desc_shape1
+    t_and_t_2_and_t_3_and_t_4 = t_and_t_2 & (desc_q_desc_index1[None, :] >= 0) & t_4
+    q = tl.load(desc_q_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     offset_k = row0
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bm_i_4 = tl.load(dM + row0 + offs_m).to(tl.float32)
-    desc_o_desc_base_2_2 = desc_o_desc_base + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
-    ddesc_o_desc_base_2_2 = ddesc_o + desc_q_desc_index0_col_2 + desc_q_desc_index1_row_2
+    desc_o_desc_base_offset = desc_o_desc_base + desc_q_desc_index0_col * desc_q_desc_shape1
+    ddesc_o_desc_base_offset = ddesc_o + desc_q_desc_index0_col * desc_q_desc_shape1
+    desc_o_desc_base_offset_offset = desc_o_desc_base_offset + desc_q_desc_index1_row_scaled
+    ddesc_o_desc_base_offset_offset = ddesc_o_desc_base_offset + desc_q_desc_index1_row_scaled
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M + row0 + offs_m).to(tl.float32)
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(desc_o_desc_base_2_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
+    stored_out = tl.load(desc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_3_minus_one_col.shape == row_stat_col.shape)
-    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
+    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+    bl_i_3_minus_one += tl.load(dM + row0 + offs_m).to(tl.float32) * 1.4426950408889634
 
     # Grad of: for start_n in tl.range(0, N_CTX, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -79,43 +72,43 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
     for start_n in tl.range(0, N_CTX, BLOCK_N):
         desc_k_desc_index0 = offset_k_2 + tl.arange(0, BLOCK_N)
         desc_k_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_k_desc_index0_col_2 = desc_k_desc_index0[:, None] * desc_q_desc_shape1
-        desc_k_desc_base_2 = desc_k_desc_base + desc_k_desc_index0_col_2
-        ddesc_k_desc_base_2 = ddesc_k_desc_base + desc_k_desc_index0_col_2
-        desc_k_desc_index1_row_2 = desc_k_desc_index1[None, :] * desc_q_desc_stride1
-        desc_k_desc_base_2_2 = desc_k_desc_base_2 + desc_k_desc_index1_row_2
-        ddesc_k_desc_base_2_2 = ddesc_k_desc_base_2 + desc_k_desc_index1_row_2
+        desc_k_desc_index0_col_scaled = desc_k_desc_index0[:, None] * desc_q_desc_shape1
+        desc_k_desc_base_offset = desc_k_desc_base + desc_k_desc_index0_col_scaled
+        ddesc_k_desc_base_offset = ddesc_k + desc_k_desc_index0_col_scaled
+        desc_k_desc_index1_row_scaled = desc_k_desc_index1[None, :] * desc_q_desc_stride1
+        desc_k_desc_base_offset_offset = desc_k_desc_base_offset + desc_k_desc_index1_row_scaled
+        ddesc_k_desc_base_offset_offset = ddesc_k_desc_base_offset + desc_k_desc_index1_row_scaled
         t_6 = desc_k_desc_index0[:, None] < desc_q_desc_shape0
         t_7 = desc_k_desc_index1[None, :] >= 0
         t_8 = desc_k_desc_index1[None, :] < desc_q_desc_shape1
         t_5_and_t_6_and_t_7_and_t_8 = (desc_k_desc_index0[:, None] >= 0) & t_6 & t_7 & t_8
-        k = tl.load(desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
+        k = tl.load(desc_k_desc_base_offset_offset, mask=t_5_and_t_6_and_t_7_and_t_8, other=0.0).T
         qk = tl.dot(q, k)
-        p = tl.math.exp2(qk * qk_scale - row_stat_col)
+        p = tl.math.exp2(qk * qk_scale - row_stat[:, None])
         desc_v_desc_index0 = offset_v_2 + tl.arange(0, BLOCK_N)
         desc_v_desc_index1 = 0 + tl.arange(0, HEAD_DIM)
-        desc_v_desc_index0_col_2 = desc_v_desc_index0[:, None] * desc_q_desc_shape1
-        desc_v_desc_base_2 = desc_v_desc_base + desc_v_desc_index0_col_2
-        ddesc_v_desc_base_2 = ddesc_v_desc_base + desc_v_desc_index0_col_2
-        desc_v_desc_index1_row_2 = desc_v_desc_index1[None, :] * desc_q_desc_stride1
-        desc_v_desc_base_2_2 = desc_v_desc_base_2 + desc_v_desc_index1_row_2
-        ddesc_v_desc_base_2_2 = ddesc_v_desc_base_2 + desc_v_desc_index1_row_2
+        desc_v_desc_index0_col_scaled = desc_v_desc_index0[:, None] * desc_q_desc_shape1
+        desc_v_desc_base_offset = desc_v_desc_base + desc_v_desc_index0_col_scaled
+        ddesc_v_desc_base_offset = ddesc_v + desc_v_desc_index0_col_scaled
+        desc_v_desc_index1_row_scaled = desc_v_desc_index1[None, :] * desc_q_desc_stride1
+        desc_v_desc_base_offset_offset = desc_v_desc_base_offset + desc_v_desc_index1_row_scaled
+        ddesc_v_desc_base_offset_offset = ddesc_v_desc_base_offset + desc_v_desc_index1_row_scaled
         t_10 = desc_v_desc_index0[:, None] < desc_q_desc_shape0
         t_11 = desc_v_desc_index1[None, :] >= 0
         t_12 = desc_v_desc_index1[None, :] < desc_q_desc_shape1
         t_9_and_t_10_and_t_11_and_t_12 = (desc_v_desc_index0[:, None] >= 0) & t_10 & t_11 & t_12
-        v = tl.load(desc_v_desc_base_2_2, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
+        v = tl.load(desc_v_desc_base_offset_offset, mask=t_9_and_t_10_and_t_11_and_t_12, other=0.0)
         p_to_dtype = p.to(dtype)
         offset_k_2 = offset_k_2 + BLOCK_N
         offset_v_2 = offset_v_2 + BLOCK_N
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
         bv = tl.dot(tl.trans(p_to_dtype), bacc_4.to(p_to_dtype.dtype))
-        bp = tl.dot(bacc_4.to(desc_v_desc_base_2_2.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(desc_v.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_v_desc_base_2_2, bv, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
+        tl.atomic_add(ddesc_v_desc_base_offset_offset, bv, mask=t_9_and_t_10_and_t_11_and_t_12, sem="relaxed")
 
         # Grad of: l_ij = tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
@@ -126,17 +119,16 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
         # Grad of: qk = tl.dot(q, k)
         bq += tl.dot(bqk.to(k.dtype), tl.trans(k))
-        bk = tl.dot(tl.trans(q), bqk.to(desc_q_desc_base_2_2.dtype.element_ty))
 
         # Grad of: k = tl.load(desc_k_desc_base + desc_k_desc_index0[:, None] * desc_k_desc_stride0 + desc_k_desc_index1[None, :] * desc_k_desc_stride1, mask=(desc_k_desc_index0[:, None] >= 0) & (desc_k_desc_index0[:, None] < desc_k_desc_shape0) & (desc_k_desc_index1[None, :] >= 0) & (desc_k_desc_index1[None, :] < desc_k_desc_shape1), other=0.0).T
-        btl_load_desc_k_desc_base_2_2 = tl.trans(bk)
+        btl_load = tl.trans(tl.dot(tl.trans(q), bqk.to(desc_q.dtype.element_ty)))
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(ddesc_k_desc_base_2_2, btl_load_desc_k_desc_base_2_2, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
+        tl.atomic_add(ddesc_k_desc_base_offset_offset, btl_load, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_2_2, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit

@@ -17,7 +17,5 @@ def dropout_kernel_bwd(X, Y, n_elements, p, seed, BLOCK: tl.constexpr, dX, dY):
     by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = tl.where(keep, x / (1 - p), 0.0)
-    bx = tl.where(keep, by, 0.0) / (1 - p)
-
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0)
-    tl.store(dX + offsets, bx, mask=mask)
+    tl.store(dX + offsets, tl.where(keep, by, 0.0) / (1 - p), mask=mask)

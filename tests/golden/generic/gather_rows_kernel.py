@@ -34,49 +34,41 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     dT_sum = tl.zeros([C], dtype=tl.float32)
 
     # The same for every forward program: computed once.
-    tl_arange_zero_BLOCK_ROWS = tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, C)
     cols_row = cols[None, :]
-    dT_plus_cols = dT_row + cols
     t = tl.load(T + cols)
     t_times_t = t * t
     tl_load_PERM_plus_cols = tl.load(PERM + cols)
     scale = tl.gather(t_times_t, tl_load_PERM_plus_cols, 0)
-    scale_row = scale[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        rows = forward_pid * BLOCK_ROWS + tl_arange_zero_BLOCK_ROWS
+        rows = forward_pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         mask = rows < n_rows
-        rows_col_times_C = rows[:, None] * C
         mask_col = mask[:, None]
-        x = tl.load(X + rows_col_times_C + cols_row, mask=mask_col, other=0.0)
-        idx = tl.load(IDX + rows_col_times_C + cols_row, mask=mask_col, other=0)
+        x = tl.load(X + rows[:, None] * C + cols_row, mask=mask_col, other=0.0)
+        idx = tl.load(IDX + rows[:, None] * C + cols_row, mask=mask_col, other=0)
         gather_x_idx = gather(x, idx, axis=1)
 
         # Grad of: tl.store(Y + rows[:, None] * C + cols[None, :], y, mask=mask[:, None])
-        by = tl.load(dY + rows_col_times_C + cols_row, mask=mask_col, other=0.0).to(tl.float32)
+        by = tl.load(dY + rows[:, None] * C + cols_row, mask=mask_col, other=0.0).to(tl.float32)
 
         # Grad of: y = gather(x, idx, axis=1) * scale[None, :]
-        bgather_x_idx = by * scale_row
-        bscale_row = tl.sum(by * gather_x_idx, 0, keep_dims=True)
-        tl.static_assert(bscale_row.shape == scale_row.shape)
-        bscale = tl.reshape(bscale_row, scale.shape)
+        bgather_x_idx = by * scale[None, :]
+        bscale = tl.reshape(tl.sum(by * gather_x_idx, 0, keep_dims=True), scale.shape)
         bx = tl.sum(tl.where(idx[:, :, None] == tl.arange(0, x.shape[1])[None, None, :], bgather_x_idx[:, :, None].to(tl.float32), 0.0), axis=1)
 
         # Grad of: scale = tl.gather(t * t, tl.load(PERM + cols), 0)
         bt_times_t = tl.sum(tl.where(tl_load_PERM_plus_cols[:, None] == tl.arange(0, t_times_t.shape[0])[None, :], bscale[:, None].to(tl.float32), 0.0), axis=0)
-        bt = bt_times_t * t
-        bt += bt_times_t * t
 
         # Grad of: t = tl.load(T + cols)
         # partial sum in registers: every program loads these addresses of 'T'
-        dT_sum += tl.cast(bt, tl.float32)
+        dT_sum += tl.cast(bt_times_t * t * 2, tl.float32)
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + rows_col_times_C + cols_row, bx, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dX + rows[:, None] * C + cols_row, bx, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dT_plus_cols, dT_sum)
+            tl.store(dT_row + cols, dT_sum)

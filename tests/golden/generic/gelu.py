@@ -24,14 +24,14 @@ def _gelu_bwd(x, inv_sqrt2: tl.constexpr, bout):
     x_times_half = 0.5 * x
     x_times_inv_sqrt2 = x * inv_sqrt2
     tl_math_erf_x_times_inv_sqrt2 = tl.math.erf(x_times_inv_sqrt2)
-    tl_math_erf_x_times_inv = 1.0 + tl_math_erf_x_times_inv_sqrt2
+    tl_math_erf_x_times_inv_sqrt2_plus_one = 1.0 + tl_math_erf_x_times_inv_sqrt2
 
     # Grad of: return 0.5 * x * (1.0 + tl.math.erf(x * inv_sqrt2))
-    bx_times_half = _tgrad_unbroadcast(bout * tl_math_erf_x_times_inv, x_times_half)
+    bx_times_half = _tgrad_unbroadcast(bout * tl_math_erf_x_times_inv_sqrt2_plus_one, x_times_half)
     tl.static_assert(bx_times_half.shape == x_times_half.shape)
-    btl_math_erf_x_times_inv = _tgrad_unbroadcast(bout * x_times_half, tl_math_erf_x_times_inv)
-    tl.static_assert(btl_math_erf_x_times_inv.shape == tl_math_erf_x_times_inv.shape)
-    btl_math_erf_x_times_inv_sqrt2 = _tgrad_unbroadcast(btl_math_erf_x_times_inv, tl_math_erf_x_times_inv_sqrt2)
+    btl_math_erf_x_times_inv_sqrt2_plus_one = _tgrad_unbroadcast(bout * x_times_half, tl_math_erf_x_times_inv_sqrt2_plus_one)
+    tl.static_assert(btl_math_erf_x_times_inv_sqrt2_plus_one.shape == tl_math_erf_x_times_inv_sqrt2_plus_one.shape)
+    btl_math_erf_x_times_inv_sqrt2 = _tgrad_unbroadcast(btl_math_erf_x_times_inv_sqrt2_plus_one, tl_math_erf_x_times_inv_sqrt2)
     tl.static_assert(btl_math_erf_x_times_inv_sqrt2.shape == tl_math_erf_x_times_inv_sqrt2.shape)
     bx_times_inv_sqrt2 = btl_math_erf_x_times_inv_sqrt2 * 1.1283791670955126 * tl.exp(-x_times_inv_sqrt2 * x_times_inv_sqrt2)
     bx = _tgrad_unbroadcast(bx_times_inv_sqrt2 * inv_sqrt2, x)

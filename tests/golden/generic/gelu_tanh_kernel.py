@@ -11,8 +11,7 @@ from triton.language.extra.libdevice import tanh
 def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
-    X_plus_offsets = X + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
     inner = 0.7978845608028654 * (x + x_times_c_times_x * x)
@@ -26,15 +25,14 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
     binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)
-    bx = by * tanh_inner_plus_one * 0.5
 
     # Grad of: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     bx_plus_x_times_c_times_x_times_x = binner * 0.7978845608028654
-    bx += bx_plus_x_times_c_times_x_times_x
+    bx = by * tanh_inner_plus_one * 0.5 + bx_plus_x_times_c_times_x_times_x
     bx_times_c_times_x = bx_plus_x_times_c_times_x_times_x * x
     bx += bx_plus_x_times_c_times_x_times_x * x_times_c_times_x
     bx += bx_times_c_times_x * x_times_c
     bx += bx_times_c_times_x * x * 0.044715
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offsets, bx.to(X_plus_offsets.dtype.element_ty), mask=mask)
+    tl.store(dX + offsets, bx.to(X.dtype.element_ty), mask=mask)

@@ -11,11 +11,8 @@ import triton.language as tl
 def _gate_bwd_ACT_square_TWICE_true(x, KIND: tl.constexpr, DOUBLE: tl.constexpr, by_2):
 
     # Grad of: y = y * 2.0
-    by = by_2 * 2.0
-
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
+    bx = by_2 * 2.0 * x * 2
     return bx.to(x.dtype)
 
 
@@ -40,10 +37,8 @@ def _gate_bwd_ACT_exp_TWICE_true(x, KIND: tl.constexpr, DOUBLE: tl.constexpr, by
     y = tl.exp(x)
 
     # Grad of: y = y * 2.0
-    by = by_2 * 2.0
-
     # Grad of: y = tl.exp(x)
-    bx = by * y
+    bx = by_2 * 2.0 * y
     return bx.to(x.dtype)
 
 
@@ -67,8 +62,7 @@ def helper_flag_kernel_bwd_ACT_exp_TWICE_true(X, Y, n, ACT: tl.constexpr, TWICE:
 def _gate_bwd_ACT_square_TWICE_false(x, KIND: tl.constexpr, DOUBLE: tl.constexpr, by):
 
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
+    bx = by * x * 2
     return bx.to(x.dtype)
 
 

@@ -39,19 +39,15 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
     sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_stride_x_row = row * stride_x_row
-        X_2 = X + row_times_stride_x_row
-        dX_2 = dX + row_times_stride_x_row
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        X_2 = X + row * stride_x_row
+        dX_2 = dX + row * stride_x_row
         dY_2 = dY + row * stride_y_row
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
-            tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-            cols = start + tl_arange_zero_BLOCK_SIZE
+            cols = start + tl.arange(0, BLOCK_SIZE)
             X_2_plus_cols = X_2 + cols
-            t = cols < N
-            x = tl.load(X_2_plus_cols, mask=t, other=0.).to(tl.float32)
+            x = tl.load(X_2_plus_cols, mask=cols < N, other=0.).to(tl.float32)
             sum_acc_2 = sum_acc_2 + x
 
         # Grad of: tl.store(Mean + row, mean)
@@ -61,18 +57,6 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         # Saved by the forward: read, not computed again.
         tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
         mean = tl.load(Mean + row).to(tl.float32)
-        var_acc_2 = sum_acc
-        for start_2 in range(0, N, BLOCK_SIZE):
-            tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
-            cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
-            X_2_plus_cols_2 = X_2 + cols_2
-            t_2 = cols_2 < N
-            tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
-            x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
-            t_3 = cols_2 < N
-            x_2_minus_mean = x_2 - mean
-            centered = tl.where(t_3, x_2_minus_mean, 0.)
-            var_acc_2 = var_acc_2 + centered * centered
 
         # Grad of: tl.store(Rstd + row, rstd)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -88,14 +72,11 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         for start_3 in range(0, N, BLOCK_SIZE):
             cols_3 = start_3 + tl.arange(0, BLOCK_SIZE)
             mask = cols_3 < N
-            W_plus_cols_3 = W + cols_3
             dW_plus_cols_3 = dW_row + cols_3
-            w = tl.load(W_plus_cols_3, mask=mask, other=0.).to(tl.float32)
-            B_plus_cols_3 = B + cols_3
+            w = tl.load(W + cols_3, mask=mask, other=0.).to(tl.float32)
             dB_plus_cols_3 = dB_row + cols_3
-            b = tl.load(B_plus_cols_3, mask=mask, other=0.).to(tl.float32)
-            X_2_plus_cols_3 = X_2 + cols_3
-            x_3_minus_mean = tl.load(X_2_plus_cols_3, mask=mask, other=0.).to(tl.float32) - mean
+            b = tl.load(B + cols_3, mask=mask, other=0.).to(tl.float32)
+            x_3_minus_mean = tl.load(X_2 + cols_3, mask=mask, other=0.).to(tl.float32) - mean
             x_3_minus_mean_times_rstd = x_3_minus_mean * rstd
             y = x_3_minus_mean_times_rstd * w + b
 
@@ -104,28 +85,23 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: y = (x - mean) * rstd * w + b
             bx_3_minus_mean_times_rstd = by * w
-            bw = by * x_3_minus_mean_times_rstd
             bx_3_minus_mean = bx_3_minus_mean_times_rstd * rstd
-            _brstd = tl.sum(bx_3_minus_mean_times_rstd * x_3_minus_mean)
-            tl.static_assert(_brstd.shape == rstd.shape)
-            brstd += _brstd
-            _bmean = tl.sum(-bx_3_minus_mean)
-            tl.static_assert(_bmean.shape == mean.shape)
-            bmean += _bmean
+            brstd += tl.sum(bx_3_minus_mean_times_rstd * x_3_minus_mean)
+            bmean += tl.sum(-bx_3_minus_mean)
 
             # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-            tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X_2_plus_cols_3.dtype.element_ty), mask=mask)
+            tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_B_plus_cols_3 = by.to(B_plus_cols_3.dtype.element_ty)
+            btl_load_B_plus_cols_3 = by.to(B.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
             tl.store(dB_plus_cols_3, tl.load(dB_plus_cols_3, mask=mask, other=0.0) + btl_load_B_plus_cols_3, mask=mask)
 
             # Grad of: w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_W_plus_cols_3 = bw.to(W_plus_cols_3.dtype.element_ty)
+            btl_load_W_plus_cols_3 = (by * x_3_minus_mean_times_rstd).to(W.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -139,32 +115,21 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
         # Grad of: var = tl.sum(var_acc, axis=0) / N
-        btl_sum_var_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
-        bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
+        bvar_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
         for start_2 in range(0, N, BLOCK_SIZE):
-            tl_arange_zero_BLOCK_SIZE_2 = tl.arange(0, BLOCK_SIZE)
-            cols_2 = start_2 + tl_arange_zero_BLOCK_SIZE_2
-            X_2_plus_cols_2 = X_2 + cols_2
+            cols_2 = start_2 + tl.arange(0, BLOCK_SIZE)
             dX_2_plus_cols_2 = dX_2 + cols_2
             t_2 = cols_2 < N
-            tl_load_X_2_plus_cols_2 = tl.load(X_2_plus_cols_2, mask=t_2, other=0.)
-            x_2 = tl_load_X_2_plus_cols_2.to(tl.float32)
-            t_3 = cols_2 < N
-            x_2_minus_mean = x_2 - mean
-            centered = tl.where(t_3, x_2_minus_mean, 0.)
+            x_2_minus_mean = tl.load(X_2 + cols_2, mask=t_2, other=0.).to(tl.float32) - mean
+            centered = tl.where(cols_2 < N, x_2_minus_mean, 0.)
 
             # Grad of: var_acc += centered * centered
-            bcentered = bvar_acc_2 * centered
-            bcentered += bvar_acc_2 * centered
-
             # Grad of: centered = tl.where(cols < N, x - mean, 0.)
-            bx_2_minus_mean = tl.where(t_3, bcentered, 0.0)
-            _bmean_3 = tl.sum(-bx_2_minus_mean)
-            tl.static_assert(_bmean_3.shape == mean.shape)
-            bmean += _bmean_3
+            bx_2_minus_mean = tl.where(cols_2 < N, bvar_acc_2 * centered * 2, 0.0)
+            bmean += tl.sum(-bx_2_minus_mean)
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(X_2_plus_cols_2.dtype.element_ty)
+            btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(X.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
@@ -174,14 +139,13 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         # Grad of: mean = tl.sum(sum_acc, axis=0) / N
         bsum_acc_2 = tl.broadcast_to(tl.expand_dims(bmean / N, 0), sum_acc_2.shape)
         for start in range(0, N, BLOCK_SIZE):
-            tl_arange_zero_BLOCK_SIZE = tl.arange(0, BLOCK_SIZE)
-            cols = start + tl_arange_zero_BLOCK_SIZE
+            cols = start + tl.arange(0, BLOCK_SIZE)
             X_2_plus_cols = X_2 + cols
             dX_2_plus_cols = dX_2 + cols
             t = cols < N
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-            btl_load_X_2_plus_cols = bsum_acc_2.to(X_2_plus_cols.dtype.element_ty)
+            btl_load_X_2_plus_cols = bsum_acc_2.to(X.dtype.element_ty)
             tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
@@ -206,36 +170,22 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
     dW_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
 
     # The same for every forward program: computed once.
-    sum_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     start = 0
     cols = start + tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    dW_plus_cols_3 = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
-    dB_plus_cols_3 = dB_row + cols
     b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_stride_x_row = row * stride_x_row
-        X_2_plus_cols = X + row_times_stride_x_row + cols
-        x = tl.load(X_2_plus_cols, mask=mask, other=0.).to(tl.float32)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
 
         # Grad of: tl.store(Mean + row, mean)
-        # (Loaded early: nothing in the backward writes this memory.)
-        bmean = tl.load(dMean + row).to(tl.float32)
-
         # Saved by the forward: read, not computed again.
         tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
         mean = tl.load(Mean + row).to(tl.float32)
         x_2_minus_mean = x - mean
         centered = tl.where(mask, x_2_minus_mean, 0.)
-        var_acc_2 = sum_acc + centered * centered
-
-        # Grad of: tl.store(Rstd + row, rstd)
-        # (Loaded early: nothing in the backward writes this memory.)
-        brstd_2 = tl.load(dRstd + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Rstd.dtype.element_ty == tl.float32, "tgrad: the backward reads 'rstd' back from Rstd, which must be a float32 buffer (or give --arg Rstd=*DTYPE)")
@@ -249,48 +199,37 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
 
         # Grad of: y = (x - mean) * rstd * w + b
         bx_3_minus_mean_times_rstd = by * w
-        bw = by * x_3_minus_mean_times_rstd
-        bx_2_minus_mean = bx_3_minus_mean_times_rstd * rstd
         brstd = tl.sum(bx_3_minus_mean_times_rstd * x_2_minus_mean)
-        tl.static_assert(brstd.shape == rstd.shape)
 
         # partial sum in registers: every program loads these addresses of 'B'
         dB_sum += by
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += bw
+        dW_sum += by * x_3_minus_mean_times_rstd
 
         # Grad of: tl.store(Rstd + row, rstd)
-        brstd += brstd_2
+        brstd += tl.load(dRstd + row).to(tl.float32)
 
         # Grad of: rstd = 1 / tl.sqrt(var + eps)
         # Grad of: var = tl.sum(var_acc, axis=0) / N
-        btl_sum_var_acc_2 = -0.5 * brstd * rstd * rstd * rstd / N
-        bvar_acc_2 = tl.broadcast_to(tl.expand_dims(btl_sum_var_acc_2, 0), var_acc_2.shape)
-
         # Grad of: var_acc += centered * centered
-        bcentered = bvar_acc_2 * centered
-        bcentered += bvar_acc_2 * centered
+        bcentered = -0.5 * brstd * rstd * rstd * rstd / N * centered * 2
 
         # Grad of: centered = tl.where(cols < N, x - mean, 0.)
-        bx_2_minus_mean += tl.where(mask, bcentered, 0.0)
-        _bmean = tl.sum(-bx_2_minus_mean)
-        tl.static_assert(_bmean.shape == mean.shape)
-        bmean += _bmean
+        bx_2_minus_mean = bx_3_minus_mean_times_rstd * rstd + tl.where(mask, bcentered, 0.0)
+        bmean = tl.load(dMean + row).to(tl.float32) + tl.sum(-bx_2_minus_mean)
 
         # Grad of: mean = tl.sum(sum_acc, axis=0) / N
         # Grad of: sum_acc += x
-        bx = bx_2_minus_mean + tl.broadcast_to(tl.expand_dims(bmean / N, 0), (sum_acc + x).shape)
-
         # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        btl_load_X_2_plus_cols = bx.to(X_2_plus_cols.dtype.element_ty)
+        btl_load_X_2_plus_cols = (bx_2_minus_mean + bmean / N).to(X.dtype.element_ty)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX + row_times_stride_x_row + cols, btl_load_X_2_plus_cols, mask=mask)
+        tl.store(dX + row * stride_x_row + cols, btl_load_X_2_plus_cols, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dB_plus_cols_3, dB_sum, mask=mask)
-            tl.store(dW_plus_cols_3, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dB_row + cols, dB_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit

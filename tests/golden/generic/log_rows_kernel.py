@@ -51,37 +51,29 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
     w = tl.load(W)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         x_times_w = x * w
         _log_of_x_times_w = _log_of(x_times_w)
         y = tl.where(mask, _log_of_x_times_w, 0.0)
-
-        # Grad of: tl.store(Out + row, tl.sum(y, 0))
-        # (Loaded early: nothing in the backward writes this memory.)
-        btl_sum_y_zero = tl.load(dOut + row).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Out.dtype.element_ty == tl.float32, "tgrad: the backward reads 'tl_sum_y_zero' back from Out, which must be a float32 buffer (or give --arg Out=*DTYPE)")
 
         # Grad of: tl.store(Out + row, tl.sum(y, 0))
-        by = tl.broadcast_to(tl.expand_dims(btl_sum_y_zero, 0), y.shape)
+        by = tl.broadcast_to(tl.expand_dims(tl.load(dOut + row).to(tl.float32), 0), y.shape)
 
         # Grad of: y = tl.where(mask, _log_of(x * w), 0.0)
         bx_times_w = tl.where(mask, _log_of_bwd(x_times_w, tl.where(mask, by, 0.0)), 0.0)
         bx = bx_times_w * w
-        bw = tl.sum(bx_times_w * x)
-        tl.static_assert(bw.shape == w.shape)
 
         # Grad of: w = tl.load(W)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(tl.sum(bx_times_w * x), tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
+        if row + tl.num_programs(0) >= num_programs:
             tl.store(dW_row, dW_sum)

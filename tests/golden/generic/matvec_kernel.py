@@ -33,29 +33,21 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     dX_sum = tl.zeros([K], dtype=tl.float32)
 
     # The same for every forward program: computed once.
-    tl_arange_zero_BM = tl.arange(0, BM)
     rk = tl.arange(0, K)
     rk_row = rk[None, :]
-    dX_plus_rk = dX_row + rk
     x = tl.load(X + rk)
     tl_reshape_x = tl.reshape(x, [K, 1])
     rk_col_times_K = rk[:, None] * K
-    W_plus_rk_col_times_K_2 = W + rk_col_times_K + rk_row
-    dW_plus_rk_col_times_K_2 = dW + rk_col_times_K + rk_row
-    w = tl.load(W_plus_rk_col_times_K_2)
+    w = tl.load(W + rk_col_times_K + rk_row)
     x_times_x = x * x
     tl_reshape_x_times_x = tl.reshape(x_times_x, [1, K])
     row = tl.dot(tl_reshape_x_times_x, w, input_precision="ieee")
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        tl_program_id_zero = forward_pid
-        rm = tl_program_id_zero * BM + tl_arange_zero_BM
+        rm = forward_pid * BM + tl.arange(0, BM)
         mask = rm < n_rows
-        rm_col_times_K = rm[:, None] * K
-        A_plus_rm_col_times_K_2 = A + rm_col_times_K + rk_row
-        mask_col = mask[:, None]
-        a = tl.load(A_plus_rm_col_times_K_2, mask=mask_col, other=0.0)
+        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask[:, None], other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
@@ -63,35 +55,32 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
-        brow = tl.reshape(tl.load(dZ + tl_program_id_zero * K + rk).to(tl.float32), row.shape)
+        brow = tl.reshape(tl.load(dZ + forward_pid * K + rk).to(tl.float32), row.shape)
 
         # Grad of: row = tl.dot(tl.reshape(x * x, [1, K]), w, input_precision="ieee")
-        btl_reshape_x_times_x = tl.dot(brow.to(W_plus_rk_col_times_K_2.dtype.element_ty), tl.trans(w), input_precision="ieee")
+        btl_reshape_x_times_x = tl.dot(brow.to(W.dtype.element_ty), tl.trans(w), input_precision="ieee")
         bw = tl.sum(tl.expand_dims(tl_reshape_x_times_x.to(tl.float32), -1) * tl.expand_dims(brow.to(tl.float32), -2), axis=-3)
         bx_times_x = tl.reshape(btl_reshape_x_times_x, x_times_x.shape)
-        bx = bx_times_x * x
-        bx += bx_times_x * x
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW_plus_rk_col_times_K_2, bw, sem="relaxed")
+        tl.atomic_add(dW + rk_col_times_K + rk_row, bw, sem="relaxed")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
         by = tl.reshape(btl_reshape_y, y.shape)
 
         # Grad of: y = tl.dot(a, tl.reshape(x, [K, 1]), input_precision="ieee")
         ba = tl.sum(tl.expand_dims(by.to(tl.float32), -2) * tl.expand_dims(tl_reshape_x.to(tl.float32), -3), axis=-1)
-        btl_reshape_x = tl.dot(tl.trans(a), by.to(A_plus_rm_col_times_K_2.dtype.element_ty), input_precision="ieee")
-        bx += tl.reshape(btl_reshape_x, x.shape)
+        btl_reshape_x = tl.dot(tl.trans(a), by.to(A.dtype.element_ty), input_precision="ieee")
 
         # Grad of: x = tl.load(X + rk)
         # partial sum in registers: every program loads these addresses of 'X'
-        dX_sum += tl.cast(bx, tl.float32)
+        dX_sum += tl.cast(bx_times_x * x * 2 + tl.reshape(btl_reshape_x, x.shape), tl.float32)
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + rm_col_times_K + rk_row, ba, mask=mask_col, sem="relaxed")
+        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask[:, None], sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dX_plus_rk, dX_sum)
+            tl.store(dX_row + rk, dX_sum)

@@ -12,9 +12,6 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
     mean = 0.0
     count = 0
     m = float("-inf")
-    count_2 = count
-    d_2 = mean
-    m_2 = m
 
     # The trip count of the loop below, for the reversed loop.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -24,30 +21,20 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (start - 0) // BLOCK
-        tl.store(count_tape + (tape_row * tape_trips + iteration) * 1 + 0, count_2, mask=iteration < tape_trips)
-        tl.store(m_tape + (tape_row * tape_trips + iteration) * 1 + 0, m_2, mask=iteration < tape_trips)
-        tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-        cols = start + tl_arange_zero_BLOCK
+        tl.store(count_tape + (tape_row * tape_trips + iteration) * 1 + 0, count, mask=iteration < tape_trips)
+        tl.store(m_tape + (tape_row * tape_trips + iteration) * 1 + 0, m, mask=iteration < tape_trips)
+        cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-        mask_to_tl_int32 = mask.to(tl.int32)
-        n = tl.sum(mask_to_tl_int32)
-        count_3 = count_2 + n
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        n = tl.sum(mask.to(tl.int32))
         xm = tl.where(mask, x, float("-inf"))
         block_max = tl.max(xm)
-        m_new = tl.maximum(m_2, block_max)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
-        xm_minus_m_new = xm - m_new
-        tl_exp_xm_minus_m_new = tl.exp(xm_minus_m_new)
-        tl_sum_tl_exp_xm_minus_m_new = tl.sum(tl_exp_xm_minus_m_new)
-        d_3 = d_2 * tl_exp_m_2_minus_m_new + tl_sum_tl_exp_xm_minus_m_new
-        m_2 = m_new
-        count_2 = count_3
-        d_2 = d_3
+        m_new = tl.maximum(m, block_max)
+        tl_exp_m_2_minus_m_new = tl.exp(m - m_new)
+        tl_exp_xm_minus_m_new = tl.exp(xm - m_new)
+        m = m_new
+        count = count + n
+        mean = mean * tl_exp_m_2_minus_m_new + tl.sum(tl_exp_xm_minus_m_new)
 
     # Grad of: tl.store(MEAN + row, mean)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -61,7 +48,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
     tl.static_assert(LSE.dtype.element_ty == tl.float32, "tgrad: the backward reads 'm_2_plus_tl_log_d_2' back from LSE, which must be a float32 buffer (or give --arg LSE=*DTYPE)")
 
     # Grad of: tl.store(LSE + row, m + tl.log(d))
-    bd_2 = bm_2_plus_tl_log_d_2 / d_2
+    bd_2 = bm_2_plus_tl_log_d_2 / mean
 
     # Grad of: for start in range(0, n_cols, BLOCK):
     bm_2 = bm_2_plus_tl_log_d_2
@@ -73,67 +60,48 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         start = 0 + iteration_2 * BLOCK
-        count_2 = tl.load(count_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
-        d_3 = d_2
-        tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-        cols = start + tl_arange_zero_BLOCK
+        count = tl.load(count_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
+        m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
+        cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        row_times_n_cols = row * n_cols
-        X_plus_row_times_n_cols = X + row_times_n_cols
-        X_plus_row_times_n_cols_2 = X_plus_row_times_n_cols + cols
-        x = tl.load(X_plus_row_times_n_cols_2, mask=mask, other=0.0)
-        mask_to_tl_int32 = mask.to(tl.int32)
-        n = tl.sum(mask_to_tl_int32)
-        count_3 = count_2 + n
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        n = tl.sum(mask.to(tl.int32))
         xm = tl.where(mask, x, float("-inf"))
         block_max = tl.max(xm)
-        m_new = tl.maximum(m_2, block_max)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
-        xm_minus_m_new = xm - m_new
-        tl_exp_xm_minus_m_new = tl.exp(xm_minus_m_new)
-        tl_sum_tl_exp_xm_minus_m_new = tl.sum(tl_exp_xm_minus_m_new)
+        m_new = tl.maximum(m, block_max)
+        tl_exp_m_2_minus_m_new = tl.exp(m - m_new)
+        tl_exp_xm_minus_m_new = tl.exp(xm - m_new)
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        d_quotient = (d_3 - tl_sum_tl_exp_xm_minus_m_new) / tl_exp_m_2_minus_m_new
-        d_2 = tl.where((tl_exp_m_2_minus_m_new >= 1.1754943508222875e-38) & (tl.abs(d_quotient) < float("inf")), d_quotient, 0.0)
+        d_quotient = (mean - tl.sum(tl_exp_xm_minus_m_new)) / tl_exp_m_2_minus_m_new
+        mean = tl.where((tl_exp_m_2_minus_m_new >= 1.1754943508222875e-38) & (tl.abs(d_quotient) < float("inf")), d_quotient, 0.0)
 
         # Grad of: for start in range(0, n_cols, BLOCK):
         bm_3 = bm_2
-        bm_2 = tl.zeros_like(bm_2)
         bd_3 = bd_2
-        bd_2 = tl.zeros_like(bd_2)
         bmean_3 = bmean_2
-        bmean_2 = tl.zeros_like(bmean_2)
 
         # Grad of: d = d * tl.exp(m - m_new) + tl.sum(tl.exp(xm - m_new))
-        bxm_minus_m_new = tl.broadcast_to(bd_3, tl_exp_xm_minus_m_new.shape) * tl_exp_xm_minus_m_new
-        _bm_new = tl.sum(-bxm_minus_m_new)
-        tl.static_assert(_bm_new.shape == m_new.shape)
-        bm_new = bm_3 + _bm_new
-        bd_2 += bd_3 * tl_exp_m_2_minus_m_new
-        bm_2_minus_m_new = bd_3 * d_2 * tl_exp_m_2_minus_m_new
-        bm_2 += bm_2_minus_m_new
-        bm_new += -bm_2_minus_m_new
+        bxm_minus_m_new = bd_3 * tl_exp_xm_minus_m_new
+        bd_2 = tl.zeros_like(bd_2) + bd_3 * tl_exp_m_2_minus_m_new
+        bm_2_minus_m_new = bd_3 * mean * tl_exp_m_2_minus_m_new
+        bm_2 = tl.zeros_like(bm_2) + bm_2_minus_m_new
+        bm_new = bm_3 + tl.sum(-bxm_minus_m_new) + -bm_2_minus_m_new
 
         # Grad of: m_new = tl.maximum(m, block_max)
-        bm_2 += tl.where(m_2 > block_max, bm_new, tl.where(m_2 == block_max, bm_new * 0.5, 0.0))
-        bblock_max = tl.where(block_max > m_2, bm_new, tl.where(m_2 == block_max, bm_new * 0.5, 0.0))
+        bm_2 += tl.where(m > block_max, bm_new, tl.where(m == block_max, bm_new * 0.5, 0.0))
+        bblock_max = tl.where(block_max > m, bm_new, tl.where(m == block_max, bm_new * 0.5, 0.0))
 
         # Grad of: block_max = tl.max(xm)
         hit = xm == block_max
         bxm = bxm_minus_m_new + tl.where(hit, bblock_max / tl.sum(hit.to(tl.float32)), 0.0)
 
         # Grad of: xm = tl.where(mask, x, float("-inf"))
-        bx = tl.where(mask, bxm, 0.0)
-
         # Grad of: mean += (tl.sum(x) - n * mean) / count
-        bmean_2 += bmean_3
-        btl_sum_x_minus_n_times_mean_2 = bmean_3 / count_3
-        bmean_2 += -btl_sum_x_minus_n_times_mean_2 * n
-        bx += tl.broadcast_to(btl_sum_x_minus_n_times_mean_2, x.shape)
+        btl_sum_x_minus_n_times_mean_2 = bmean_3 / (count + n)
+        bmean_2 = tl.zeros_like(bmean_2) + bmean_3 + -btl_sum_x_minus_n_times_mean_2 * n
+        bx = tl.where(mask, bxm, 0.0) + btl_sum_x_minus_n_times_mean_2
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, bx, mask=mask)
     tl.debug_barrier()

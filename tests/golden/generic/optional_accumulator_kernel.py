@@ -37,30 +37,20 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
     acc = tl.zeros([BLOCK], dtype=tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         acc_z_2 = acc
         for c in range(n_chunks):
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
-            x = tl.load(X_plus_row_times_n)
-            c_times_BLOCK = c * BLOCK
-            W_plus_c_times_BLOCK = W + c_times_BLOCK
-            W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
-            w = tl.load(W_plus_c_times_BLOCK_plus_cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            w = tl.load(W + c * BLOCK + cols)
             acc_z_2 = acc_z_2 + x * w
-        row_times_BLOCK = row * BLOCK
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         # (Loaded early: nothing in the backward writes this memory.)
-        bacc_2 = tl.load(dY + row_times_BLOCK + cols).to(tl.float32)
+        bacc_2 = tl.load(dY + row * BLOCK + cols).to(tl.float32)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_acc_z_2 = tl.load(dZ + row_times_BLOCK + cols).to(tl.float32)
+        btl_sigmoid_acc_z_2 = tl.load(dZ + row * BLOCK + cols).to(tl.float32)
         tl_sigmoid_acc_z_2 = tl.sigmoid(acc_z_2)
 
         # Grad of: tl.store(Z + row * BLOCK + cols, tl.sigmoid(acc_z))
@@ -68,20 +58,11 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_c = row_times_n_chunks + c
-            row_times_n_chunks_2 = row_times_n_chunks_plus_c * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + cols
-            x = tl.load(X_plus_row_times_n)
-            c_times_BLOCK = c * BLOCK
-            W_plus_c_times_BLOCK = W + c_times_BLOCK
-            W_plus_c_times_BLOCK_plus_cols = W_plus_c_times_BLOCK + cols
-            dW_plus_c_times_BLOCK_plus_cols = dW_row + c_times_BLOCK + cols
-            w = tl.load(W_plus_c_times_BLOCK_plus_cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
+            w = tl.load(W + c * BLOCK + cols)
 
             # Grad of: acc_z += x * w
-            bx = bacc_z_2 * w
             bw = bacc_z_2 * x
 
             # Grad of: w = tl.load(W + c * BLOCK + cols)
@@ -90,12 +71,11 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             tl.store(dW_plus_c_times_BLOCK_plus_cols, tl.load(dW_plus_c_times_BLOCK_plus_cols) + bw)
 
             # Grad of: acc += x * x
-            bx += bacc_2 * x
-            bx += bacc_2 * x
+            bx = bacc_z_2 * w + bacc_2 * x + bacc_2 * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bx, sem="relaxed")
 
 
 @triton.jit
@@ -112,22 +92,17 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
     cols = tl.arange(0, BLOCK)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols).to(tl.float32)
         for c in range(n_chunks):
-            row_times_n_chunks_2 = (row * n_chunks + c) * BLOCK
-            x = tl.load(X + row_times_n_chunks_2 + cols)
+            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
 
             # Grad of: acc += x * x
-            bx = bacc_2 * x
-            bx += bacc_2 * x
-
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_2 + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bacc_2 * x * 2, sem="relaxed")
 
 
 @triton.jit

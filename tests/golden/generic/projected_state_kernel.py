@@ -25,38 +25,17 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         # The iteration's incoming values, for the reversed loop.
         iteration = (s - 0) // 1
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
-        s_times_BK = s * BK
-        s_times_BK_times_BK = s_times_BK * BK
-        P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        o_k_col = o_k[:, None]
-        o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        o_k_row = o_k[None, :]
-        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
-        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_s = row_times_n_steps + s
-        row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
-        o_t_col = o_t[:, None]
-        row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
-        row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        X_plus_row_times_n_steps = X + row_times_n_steps_plus_s_4
-        o_k_row_2 = o_k[None, :]
-        X_plus_row_times_n_steps_2 = X_plus_row_times_n_steps + o_k_row_2
-        x = tl.load(X_plus_row_times_n_steps_2)
-        tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
-        tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
-        state_2_minus_tl_dot = state_2 - tl_dot_state_2_p_times_c
-        state_3 = state_2_minus_tl_dot + x
+        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
+        state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         state_2 = state_3
-    row_times_BT = row * BT
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
     # (Loaded early: nothing in the backward writes this memory.)
-    bstate_2 = tl.load(dY + (row_times_BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
+    bstate_2 = tl.load(dY + (row * BT + o_t[:, None]) * BK + o_k[None, :]).to(tl.float32)
 
     # Grad of: tl.store(GS + row * BT + o_t, gate)
-    bgate_2 = tl.load(dGS + row_times_BT + o_t).to(tl.float32)
+    bgate_2 = tl.load(dGS + row * BT + o_t).to(tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -66,35 +45,14 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
-        s_times_BK = s * BK
-        s_times_BK_times_BK = s_times_BK * BK
-        P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        o_k_col = o_k[:, None]
-        o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        o_k_row = o_k[None, :]
-        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
-        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_s = row_times_n_steps + s
-        row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
-        o_t_col = o_t[:, None]
-        row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
-        row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        X_plus_row_times_n_steps = X + row_times_n_steps_plus_s_4
-        o_k_row_2 = o_k[None, :]
-        X_plus_row_times_n_steps_2 = X_plus_row_times_n_steps + o_k_row_2
-        x = tl.load(X_plus_row_times_n_steps_2)
-        tl_dot_state_2_p = tl.dot(state_2, p, input_precision="ieee")
-        tl_dot_state_2_p_times_c = tl_dot_state_2_p * 0.1
-        state_2_minus_tl_dot = state_2 - tl_dot_state_2_p_times_c
-        state_3 = state_2_minus_tl_dot + x
-        row_times_n_steps_2_2 = (row * n_steps + s) * BT
-        g = tl.load(G + row_times_n_steps_2_2 + o_t)
+        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        x = tl.load(X + product + o_k[None, :])
+        state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
+        g = tl.load(G + (row * n_steps + s) * BT + o_t)
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
-        bstate_2 = tl.zeros_like(bstate_2)
 
         # Grad of: gate += tl.sum(state, axis=1) * g
         bg = bgate_2 * tl.sum(state_3, axis=1)
@@ -102,21 +60,21 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + row_times_n_steps_2_2 + o_t, bg, sem="relaxed")
+        tl.atomic_add(dG + (row * n_steps + s) * BT + o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
-        bstate_2 += bstate_3
+        bstate_2 = tl.zeros_like(bstate_2) + bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_plus_o_k_row.dtype.element_ty), tl.trans(p), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p.to(P.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_steps_plus_s_4 + o_k_row_2, bstate_3, sem="relaxed")
+        tl.atomic_add(dX + product + o_k[None, :], bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP + s_times_BK_times_BK + o_k_col_times_BK + o_k_row, bp, sem="relaxed")
+        tl.atomic_add(dP + s * BK * BK + o_k[:, None] * BK + o_k[None, :], bp, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -138,23 +96,8 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         # The iteration's incoming values, for the reversed loop.
         iteration = (s - 0) // 1
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
-        s_times_BK = s * BK
-        s_times_BK_times_BK = s_times_BK * BK
-        P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        o_k_col = o_k[:, None]
-        o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        o_k_row = o_k[None, :]
-        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
-        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_s = row_times_n_steps + s
-        row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
-        o_t_col = o_t[:, None]
-        row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
-        row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        o_k_row_2 = o_k[None, :]
-        x = tl.load(X + row_times_n_steps_plus_s_4 + o_k_row_2)
+        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         state_2 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
 
     # Grad of: tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
@@ -168,40 +111,25 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
-        s_times_BK = s * BK
-        s_times_BK_times_BK = s_times_BK * BK
-        P_plus_s_times_BK_times_BK = P + s_times_BK_times_BK
-        o_k_col = o_k[:, None]
-        o_k_col_times_BK = o_k_col * BK
-        P_plus_s_times_BK = P_plus_s_times_BK_times_BK + o_k_col_times_BK
-        o_k_row = o_k[None, :]
-        P_plus_s_times_BK_plus_o_k_row = P_plus_s_times_BK + o_k_row
-        p = tl.load(P_plus_s_times_BK_plus_o_k_row)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_s = row_times_n_steps + s
-        row_times_n_steps_plus_s_2 = row_times_n_steps_plus_s * BT
-        o_t_col = o_t[:, None]
-        row_times_n_steps_plus_s_3 = row_times_n_steps_plus_s_2 + o_t_col
-        row_times_n_steps_plus_s_4 = row_times_n_steps_plus_s_3 * BK
-        o_k_row_2 = o_k[None, :]
+        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
-        bstate_2 = tl.zeros_like(bstate_2)
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
-        bstate_2 += bstate_3
+        bstate_2 = tl.zeros_like(bstate_2) + bstate_3
         btl_dot_state_2_p = -bstate_3 * 0.1
-        bstate_2 += tl.dot(btl_dot_state_2_p.to(P_plus_s_times_BK_plus_o_k_row.dtype.element_ty), tl.trans(p), input_precision="ieee")
+        bstate_2 += tl.dot(btl_dot_state_2_p.to(P.dtype.element_ty), tl.trans(p), input_precision="ieee")
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_steps_plus_s_4 + o_k_row_2, bstate_3, sem="relaxed")
+        tl.atomic_add(dX_plus_product + o_k[None, :], bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP + s_times_BK_times_BK + o_k_col_times_BK + o_k_row, bp, sem="relaxed")
+        tl.atomic_add(dP + s * BK * BK + o_k[:, None] * BK + o_k[None, :], bp, sem="relaxed")
     tl.debug_barrier()
 
 

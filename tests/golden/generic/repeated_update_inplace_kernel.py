@@ -23,10 +23,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration = (step - 0) // 1
         tl.store(x_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), x_in_memory_2, mask=iteration < tape_trips)
         x = x_in_memory_2
-        x_times_x = x * x
-        x_times_x_times_c = x_times_x * 0.25
-        x_in_memory_stored = x + x_times_x_times_c
-        x_in_memory_2 = tl.where(inside, x_in_memory_stored.to(x_in_memory_2.dtype), x_in_memory_2)
+        x_in_memory_2 = tl.where(inside, (x + x * x * 0.25).to(x_in_memory_2.dtype), x_in_memory_2)
 
     # Grad of: for step in range(0, n_steps):
     bx_in_memory_2 = tl.zeros(x_in_memory.shape, dtype=tl.float32)
@@ -39,17 +36,12 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration_2 = trips - 1 - reversed
         x_in_memory_2 = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(x_in_memory.dtype)
         x = x_in_memory_2
-        x_times_x = x * x
-        x_times_x_times_c = x_times_x * 0.25
-        x_in_memory_stored = x + x_times_x_times_c
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
-        bx_in_memory_2 = tl.zeros_like(bx_in_memory_2)
 
         # Grad of: x_in_memory = tl.where(inside, x_in_memory_stored.to(x_in_memory.dtype), x_in_memory)
-        bx_in_memory_2 += tl.where(inside, 0.0, bx_in_memory_3)
-        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0).to(x_in_memory_stored.dtype)
+        bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0).to((x + x * x * 0.25).dtype)
 
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -59,11 +51,10 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
         # Grad of: x_in_memory_stored = x + x * x * 0.25
         bx_times_x = bx_in_memory_stored * 0.25
-        bx = bx_in_memory_stored + bx_times_x * x
-        bx += bx_times_x * x
+        bx = bx_in_memory_stored + bx_times_x * x + bx_times_x * x
 
         # Grad of: x = x_in_memory
-        bx_in_memory_2 += bx
+        bx_in_memory_2 = tl.zeros_like(bx_in_memory_2) + tl.where(inside, 0.0, bx_in_memory_3) + bx
     tl.debug_barrier()
 
     # Grad of: x_in_memory = tl.load(X + offsets, mask=inside, other=0.0)

@@ -40,13 +40,11 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
     # The same for every forward program: computed once.
     offs = tl.arange(0, B)
     mask = offs < n
-    X_plus_offs = X + offs
-    dX_plus_offs = dX_row + offs
     s = tl.load(S)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X_plus_offs, mask=mask, other=float('-inf'))
+        x = tl.load(X + offs, mask=mask, other=float('-inf'))
         x_reshape_B = x.reshape(B)
         z = tl.where(mask, x_reshape_B * s, 0.0)
 
@@ -58,7 +56,6 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
         # Grad of: z = tl.where(mask, x.reshape(B) * s, 0.0)
         bx_reshape_B_times_s = tl.where(mask, bz, 0.0)
         bs = tl.sum(tl.where(mask, bx_reshape_B_times_s * x_reshape_B, 0.0))
-        tl.static_assert(bs.shape == s.shape)
         bx = tl.reshape(bx_reshape_B_times_s * s, x.shape)
 
         # Grad of: s = tl.load(S)
@@ -72,4 +69,4 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
             tl.store(dS_row, dS_sum)
-            tl.store(dX_plus_offs, dX_sum, mask=mask)
+            tl.store(dX_row + offs, dX_sum, mask=mask)

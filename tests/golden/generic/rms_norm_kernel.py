@@ -35,55 +35,41 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < N
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.).to(tl.float32)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_stride_x_row = row * stride_x_row
-        X_plus_row_times_stride = X + row_times_stride_x_row + cols
-        x = tl.load(X_plus_row_times_stride, mask=mask, other=0.).to(tl.float32)
-
-        # Grad of: tl.store(Rstd + row, rstd)
-        # (Loaded early: nothing in the backward writes this memory.)
-        brstd_2 = tl.load(dRstd + row).to(tl.float32)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Rstd.dtype.element_ty == tl.float32, "tgrad: the backward reads 'rstd' back from Rstd, which must be a float32 buffer (or give --arg Rstd=*DTYPE)")
         rstd = tl.load(Rstd + row).to(tl.float32)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
-        dY_plus_row_times_stride = dY + row * stride_y_row + cols
+        dY_plus_row_times_stride_y_row_plus_cols = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by = tl.load(dY_plus_row_times_stride, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride_y_row_plus_cols, mask=mask, other=0.0).to(tl.float32)
+        by = by_to_Y_dtype_element_ty.to(y.dtype)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w
-        bw = by * x_times_rstd
-        bx = bx_times_rstd * rstd
-        brstd = tl.sum(bx_times_rstd * x)
-        tl.static_assert(brstd.shape == rstd.shape)
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += bw
+        dW_sum += by * x_times_rstd
 
         # Grad of: tl.store(Rstd + row, rstd)
-        brstd += brstd_2
+        brstd = tl.sum(bx_times_rstd * x) + tl.load(dRstd + row).to(tl.float32)
 
         # Grad of: rstd = tl.math.rsqrt(mean_sq + eps)
         # Grad of: mean_sq = tl.sum(x * x, axis=0) / N
-        btl_sum_x_times_x = -0.5 * brstd * rstd * rstd * rstd / N
-        bx_times_x = tl.broadcast_to(tl.expand_dims(btl_sum_x_times_x, 0), (x * x).shape)
-        bx += bx_times_x * x
-        bx += bx_times_x * x
+        bx_times_x = -0.5 * brstd * rstd * rstd * rstd / N
+        bx = bx_times_rstd * rstd + bx_times_x * x + bx_times_x * x
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
-        btl_load_X_plus_row_times_stride = bx.to(X_plus_row_times_stride.dtype.element_ty)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX + row_times_stride_x_row + cols, btl_load_X_plus_row_times_stride, mask=mask)
+        tl.store(dX + row * stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=mask)

@@ -10,48 +10,41 @@ import triton.language as tl
 def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS, dSIN, dY, dS):
     WIDTH: tl.constexpr = 2 * HALF
     row = tl.program_id(0)
-    row_times_WIDTH = row * WIDTH
-    tl_arange_zero_WIDTH = tl.arange(0, WIDTH)
-    x = tl.load(X + row_times_WIDTH + tl_arange_zero_WIDTH)
-    row_times_HALF = row * HALF
-    tl_arange_zero_HALF = tl.arange(0, HALF)
-    cos = tl.load(COS + row_times_HALF + tl_arange_zero_HALF)
-    sin = tl.load(SIN + row_times_HALF + tl_arange_zero_HALF)
+    x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
+    cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
+    sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
     tl_split_tl_reshape_x = tl.split(tl.reshape(x, [HALF, 2]))
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
 
     # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     # (Loaded early: nothing in the backward writes this memory.)
-    btl_interleave = tl.load(dY + row_times_WIDTH + tl_arange_zero_WIDTH).to(tl.float32)
+    btl_interleave = tl.load(dY + row * WIDTH + tl.arange(0, WIDTH)).to(tl.float32)
     x0_times_cos_minus_x1_times_sin = x0 * cos - x1 * sin
     x0_times_sin_plus_x1_times_cos = x0 * sin + x1 * cos
 
     # Grad of: tl.store(S + row * HALF + tl.arange(0, HALF), x0 + x1)
-    bx0_plus_x1 = tl.load(dS + row_times_HALF + tl_arange_zero_HALF).to(tl.float32)
+    bx0_plus_x1 = tl.load(dS + row * HALF + tl.arange(0, HALF)).to(tl.float32)
 
     # Grad of: tl.store(Y + row * WIDTH + tl.arange(0, WIDTH), tl.interleave(x0 * cos - x1 * sin, x0 * sin + x1 * cos))
     halves = tl.split(tl.reshape(btl_interleave, tl.join(x0_times_cos_minus_x1_times_sin, x0_times_sin_plus_x1_times_cos).shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
-    bx1 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * cos
-    bcos = bx0_times_sin_plus_x1_times_cos * x1
     bx0 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * sin
-    bsin = bx0_times_sin_plus_x1_times_cos * x0
     bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-    bx1 += bx1_times_sin * sin
-    bsin += bx1_times_sin * x1
+    bx1 = bx0_plus_x1 + bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+    bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
     bx0 += bx0_times_cos_minus_x1_times_sin * cos
-    bcos += bx0_times_cos_minus_x1_times_sin * x0
+    bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
     bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)
 
     # Grad of: sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
-    tl.store(dSIN + row_times_HALF + tl_arange_zero_HALF, bsin)
+    tl.store(dSIN + row * HALF + tl.arange(0, HALF), bsin)
 
     # Grad of: cos = tl.load(COS + row * HALF + tl.arange(0, HALF))
-    tl.store(dCOS + row_times_HALF + tl_arange_zero_HALF, bcos)
+    tl.store(dCOS + row * HALF + tl.arange(0, HALF), bcos)
 
     # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
-    tl.store(dX + row_times_WIDTH + tl_arange_zero_WIDTH, bx)
+    tl.store(dX + row * WIDTH + tl.arange(0, WIDTH), bx)

@@ -12,52 +12,43 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
     half_cols = tl.arange(0, HALF)
-    rows_col = rows[:, None]
-    rows_col_times_t = rows_col * (2 * HALF)
     cols_row = cols[None, :]
     row_mask_col = row_mask[:, None]
-    x = tl.load(X + rows_col_times_t + cols_row, mask=row_mask_col, other=0.0)
-    rows_col_2_times_HALF = rows_col * HALF
-    half_cols_row = half_cols[None, :]
-    dCOS_plus_rows_col_2 = dCOS + rows_col_2_times_HALF + half_cols_row
-    cos = tl.load(COS + rows_col_2_times_HALF + half_cols_row, mask=row_mask_col, other=1.0)
-    dSIN_plus_rows_col_3 = dSIN + rows_col_2_times_HALF + half_cols_row
-    sin = tl.load(SIN + rows_col_2_times_HALF + half_cols_row, mask=row_mask_col, other=0.0)
+    x = tl.load(X + rows[:, None] * (2 * HALF) + cols_row, mask=row_mask_col, other=0.0)
+    dCOS_plus_rows_col_2_times_HALF_offset = dCOS + rows[:, None] * HALF + half_cols[None, :]
+    cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask_col, other=1.0)
+    dSIN_plus_rows_col_3_times_HALF_offset = dSIN + rows[:, None] * HALF + half_cols[None, :]
+    sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask_col, other=0.0)
     tl_split_tl_reshape_x = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
     y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    dY_plus_rows_col_4 = dY + rows_col_times_t + cols_row
+    dY_plus_rows_col_4_times_t_offset = dY + rows[:, None] * (2 * HALF) + cols_row
 
     # Grad of: tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
-    btl_reshape_y = tl.load(dY_plus_rows_col_4, mask=row_mask_col, other=0.0).to(tl.float32)
-    by = tl.reshape(btl_reshape_y, y.shape)
+    btl_reshape_y = tl.load(dY_plus_rows_col_4_times_t_offset, mask=row_mask_col, other=0.0).to(tl.float32)
 
     # Grad of: y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    halves = tl.split(by)
+    halves = tl.split(tl.reshape(btl_reshape_y, y.shape))
     bx0_times_cos_minus_x1_times_sin = halves[0]
     bx0_times_sin_plus_x1_times_cos = halves[1]
-    bx1 = bx0_times_sin_plus_x1_times_cos * cos
-    bcos = bx0_times_sin_plus_x1_times_cos * x1
-    bx0 = bx0_times_sin_plus_x1_times_cos * sin
-    bsin = bx0_times_sin_plus_x1_times_cos * x0
     bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
-    bx1 += bx1_times_sin * sin
-    bsin += bx1_times_sin * x1
-    bx0 += bx0_times_cos_minus_x1_times_sin * cos
-    bcos += bx0_times_cos_minus_x1_times_sin * x0
+    bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
+    bsin = bx0_times_sin_plus_x1_times_cos * x0 + bx1_times_sin * x1
+    bx0 = bx0_times_sin_plus_x1_times_cos * sin + bx0_times_cos_minus_x1_times_sin * cos
+    bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [BLOCK_ROWS, HALF, 2]))
     bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)
 
     # Grad of: sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dSIN_plus_rows_col_3, bsin, mask=row_mask_col, sem="relaxed")
+    tl.atomic_add(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col, sem="relaxed")
 
     # Grad of: cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=1.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dCOS_plus_rows_col_2, bcos, mask=row_mask_col, sem="relaxed")
+    tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_t + cols_row, bx, mask=row_mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows[:, None] * (2 * HALF) + cols_row, bx, mask=row_mask_col, sem="relaxed")

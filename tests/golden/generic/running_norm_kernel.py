@@ -14,12 +14,10 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps_2 = pid * n_steps * BR * BC
-    base = X + pid_times_n_steps_2
-    dbase = dX + pid_times_n_steps_2
+    base = X + pid * n_steps * BR * BC
+    dbase = dX + pid * n_steps * BR * BC
     m = tl.full([BR], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
-    acc_2 = acc
     m_2 = m
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -30,27 +28,14 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BR + tl.arange(0, BR), m_2, mask=iteration < tape_trips)
-        t_times_BR = t * BR
-        t_times_BR_times_BC = t_times_BR * BC
-        base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
-        r_col = r[:, None]
-        r_col_times_BC = r_col * BC
-        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
-        c_row = c[None, :]
-        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
-        x = tl.load(base_plus_t_times_BR_plus_c_row)
+        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
+        tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
         tl_exp_m_2_minus_m_new_col = tl_exp_m_2_minus_m_new[:, None]
-        m_new_col = m_new[:, None]
-        x_minus_m_new_col = x - m_new_col
-        tl_exp_x_minus_m_new_col = tl.exp(x_minus_m_new_col)
-        x_times_tl_exp_x_minus_m_new_col = x * tl_exp_x_minus_m_new_col
-        acc_3 = acc_2 * tl_exp_m_2_minus_m_new_col + x_times_tl_exp_x_minus_m_new_col
+        tl_exp_x_minus_m_new_col = tl.exp(x - m_new[:, None])
         m_2 = m_new
-        acc_2 = acc_3
+        acc = acc * tl_exp_m_2_minus_m_new_col + x * tl_exp_x_minus_m_new_col
 
     # Grad of: tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)
     bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :]).to(tl.float32)
@@ -66,49 +51,29 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        acc_3 = acc_2
-        t_times_BR = t * BR
-        t_times_BR_times_BC = t_times_BR * BC
-        base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
-        r_col = r[:, None]
-        r_col_times_BC = r_col * BC
-        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
-        c_row = c[None, :]
-        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
-        x = tl.load(base_plus_t_times_BR_plus_c_row)
+        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
+        tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
         tl_exp_m_2_minus_m_new_col = tl_exp_m_2_minus_m_new[:, None]
-        m_new_col = m_new[:, None]
-        x_minus_m_new_col = x - m_new_col
-        tl_exp_x_minus_m_new_col = tl.exp(x_minus_m_new_col)
-        x_times_tl_exp_x_minus_m_new_col = x * tl_exp_x_minus_m_new_col
+        tl_exp_x_minus_m_new_col = tl.exp(x - m_new[:, None])
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_quotient = (acc_3 - x_times_tl_exp_x_minus_m_new_col) / tl_exp_m_2_minus_m_new_col
-        acc_2 = tl.where((tl_exp_m_2_minus_m_new_col >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
+        acc_quotient = (acc - x * tl_exp_x_minus_m_new_col) / tl_exp_m_2_minus_m_new_col
+        acc = tl.where((tl_exp_m_2_minus_m_new_col >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
 
         # Grad of: for t in range(n_steps):
-        bm_3 = bm_2
-        bm_2 = tl.zeros_like(bm_2)
         bacc_3 = bacc_2
-        bacc_2 = tl.zeros_like(bacc_2)
 
         # Grad of: acc = acc * tl.exp(m - m_new)[:, None] + x * tl.exp(x - m_new[:, None])
-        bx = bacc_3 * tl_exp_x_minus_m_new_col
         bx_minus_m_new_col = bacc_3 * x * tl_exp_x_minus_m_new_col
-        bx += bx_minus_m_new_col
-        bm_new_col = tl.sum(-bx_minus_m_new_col, 1, keep_dims=True)
-        tl.static_assert(bm_new_col.shape == m_new_col.shape)
-        bm_new = bm_3 + tl.reshape(bm_new_col, m_new.shape)
-        bacc_2 += bacc_3 * tl_exp_m_2_minus_m_new_col
-        btl_exp_m_2_minus_m_new_col = tl.sum(bacc_3 * acc_2, 1, keep_dims=True)
-        tl.static_assert(btl_exp_m_2_minus_m_new_col.shape == tl_exp_m_2_minus_m_new_col.shape)
+        bx = bacc_3 * tl_exp_x_minus_m_new_col + bx_minus_m_new_col
+        bm_new = bm_2 + tl.reshape(tl.sum(-bx_minus_m_new_col, 1, keep_dims=True), m_new.shape)
+        bacc_2 = tl.zeros_like(bacc_2) + bacc_3 * tl_exp_m_2_minus_m_new_col
+        btl_exp_m_2_minus_m_new_col = tl.sum(bacc_3 * acc, 1, keep_dims=True)
         btl_exp_m_2_minus_m_new = tl.reshape(btl_exp_m_2_minus_m_new_col, tl_exp_m_2_minus_m_new.shape)
         bm_2_minus_m_new = btl_exp_m_2_minus_m_new * tl_exp_m_2_minus_m_new
-        bm_2 += bm_2_minus_m_new
+        bm_2 = tl.zeros_like(bm_2) + bm_2_minus_m_new
         bm_new += -bm_2_minus_m_new
 
         # Grad of: m_new = tl.maximum(m, tl.max(x, 1))
@@ -119,7 +84,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r_col_times_BC + c_row, bx, sem="relaxed")
+        tl.atomic_add(dbase + t * BR * BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -130,12 +95,10 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    pid_times_n_steps_2 = pid * n_steps * BR * BC
-    base = X + pid_times_n_steps_2
-    dbase = dX + pid_times_n_steps_2
+    base = X + pid * n_steps * BR * BC
+    dbase = dX + pid * n_steps * BR * BC
     m = tl.full([BC], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
-    acc_2 = acc
     m_2 = m
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -146,27 +109,14 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), m_2, mask=iteration < tape_trips)
-        t_times_BR = t * BR
-        t_times_BR_times_BC = t_times_BR * BC
-        base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
-        r_col = r[:, None]
-        r_col_times_BC = r_col * BC
-        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
-        c_row = c[None, :]
-        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
-        x = tl.load(base_plus_t_times_BR_plus_c_row)
+        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
+        tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
         tl_exp_m_2_minus_m_new_row = tl_exp_m_2_minus_m_new[None, :]
-        m_new_row = m_new[None, :]
-        x_minus_m_new_row = x - m_new_row
-        tl_exp_x_minus_m_new_row = tl.exp(x_minus_m_new_row)
-        x_times_tl_exp_x_minus_m_new_row = x * tl_exp_x_minus_m_new_row
-        acc_3 = acc_2 * tl_exp_m_2_minus_m_new_row + x_times_tl_exp_x_minus_m_new_row
+        tl_exp_x_minus_m_new_row = tl.exp(x - m_new[None, :])
         m_2 = m_new
-        acc_2 = acc_3
+        acc = acc * tl_exp_m_2_minus_m_new_row + x * tl_exp_x_minus_m_new_row
 
     # Grad of: tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)
     bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :]).to(tl.float32)
@@ -182,49 +132,29 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        acc_3 = acc_2
-        t_times_BR = t * BR
-        t_times_BR_times_BC = t_times_BR * BC
-        base_plus_t_times_BR_times_BC = base + t_times_BR_times_BC
-        r_col = r[:, None]
-        r_col_times_BC = r_col * BC
-        base_plus_t_times_BR = base_plus_t_times_BR_times_BC + r_col_times_BC
-        c_row = c[None, :]
-        base_plus_t_times_BR_plus_c_row = base_plus_t_times_BR + c_row
-        x = tl.load(base_plus_t_times_BR_plus_c_row)
+        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
-        m_2_minus_m_new = m_2 - m_new
-        tl_exp_m_2_minus_m_new = tl.exp(m_2_minus_m_new)
+        tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
         tl_exp_m_2_minus_m_new_row = tl_exp_m_2_minus_m_new[None, :]
-        m_new_row = m_new[None, :]
-        x_minus_m_new_row = x - m_new_row
-        tl_exp_x_minus_m_new_row = tl.exp(x_minus_m_new_row)
-        x_times_tl_exp_x_minus_m_new_row = x * tl_exp_x_minus_m_new_row
+        tl_exp_x_minus_m_new_row = tl.exp(x - m_new[None, :])
 
         # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-        acc_quotient = (acc_3 - x_times_tl_exp_x_minus_m_new_row) / tl_exp_m_2_minus_m_new_row
-        acc_2 = tl.where((tl_exp_m_2_minus_m_new_row >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
+        acc_quotient = (acc - x * tl_exp_x_minus_m_new_row) / tl_exp_m_2_minus_m_new_row
+        acc = tl.where((tl_exp_m_2_minus_m_new_row >= 1.1754943508222875e-38) & (tl.abs(acc_quotient) < float("inf")), acc_quotient, 0.0)
 
         # Grad of: for t in range(n_steps):
-        bm_3 = bm_2
-        bm_2 = tl.zeros_like(bm_2)
         bacc_3 = bacc_2
-        bacc_2 = tl.zeros_like(bacc_2)
 
         # Grad of: acc = acc * tl.exp(m - m_new)[None, :] + x * tl.exp(x - m_new[None, :])
-        bx = bacc_3 * tl_exp_x_minus_m_new_row
         bx_minus_m_new_row = bacc_3 * x * tl_exp_x_minus_m_new_row
-        bx += bx_minus_m_new_row
-        bm_new_row = tl.sum(-bx_minus_m_new_row, 0, keep_dims=True)
-        tl.static_assert(bm_new_row.shape == m_new_row.shape)
-        bm_new = bm_3 + tl.reshape(bm_new_row, m_new.shape)
-        bacc_2 += bacc_3 * tl_exp_m_2_minus_m_new_row
-        btl_exp_m_2_minus_m_new_row = tl.sum(bacc_3 * acc_2, 0, keep_dims=True)
-        tl.static_assert(btl_exp_m_2_minus_m_new_row.shape == tl_exp_m_2_minus_m_new_row.shape)
+        bx = bacc_3 * tl_exp_x_minus_m_new_row + bx_minus_m_new_row
+        bm_new = bm_2 + tl.reshape(tl.sum(-bx_minus_m_new_row, 0, keep_dims=True), m_new.shape)
+        bacc_2 = tl.zeros_like(bacc_2) + bacc_3 * tl_exp_m_2_minus_m_new_row
+        btl_exp_m_2_minus_m_new_row = tl.sum(bacc_3 * acc, 0, keep_dims=True)
         btl_exp_m_2_minus_m_new = tl.reshape(btl_exp_m_2_minus_m_new_row, tl_exp_m_2_minus_m_new.shape)
         bm_2_minus_m_new = btl_exp_m_2_minus_m_new * tl_exp_m_2_minus_m_new
-        bm_2 += bm_2_minus_m_new
+        bm_2 = tl.zeros_like(bm_2) + bm_2_minus_m_new
         bm_new += -bm_2_minus_m_new
 
         # Grad of: m_new = tl.maximum(m, tl.max(x, 0))
@@ -235,7 +165,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r_col_times_BC + c_row, bx, sem="relaxed")
+        tl.atomic_add(dbase + t * BR * BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
     tl.debug_barrier()
 
 

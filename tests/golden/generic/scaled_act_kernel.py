@@ -21,11 +21,11 @@ def scaled_act_kernel_bwd(x_ptr, out_ptr, n_elements, mode, scale, BLOCK_SIZE: t
     if mode > 0:
         tl_exp_x_times_two = tl.exp(2.0 * x)
         tl_exp_x_times_two_plus_one = tl_exp_x_times_two + 1.0
-        two_div_tl_exp_x = 2.0 / tl_exp_x_times_two_plus_one
+        two_div_tl_exp_x_times_two_plus_one = 2.0 / tl_exp_x_times_two_plus_one
 
         # Grad of: y = scale * (1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0))
-        btwo_div_tl_exp_x = -(by_5 * scale)
-        btl_exp_x_times_two_plus_one = -btwo_div_tl_exp_x * two_div_tl_exp_x / tl_exp_x_times_two_plus_one
+        btwo_div_tl_exp_x_times_two_plus_one = -(by_5 * scale)
+        btl_exp_x_times_two_plus_one = -btwo_div_tl_exp_x_times_two_plus_one * two_div_tl_exp_x_times_two_plus_one / tl_exp_x_times_two_plus_one
         bx += btl_exp_x_times_two_plus_one * tl_exp_x_times_two * 2.0
     elif mode < 0:
         tl_sigmoid_x = tl.sigmoid(x)

@@ -12,7 +12,6 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
     seq = 0
-    seq_2 = seq
     state_2 = state
 
     # This program's row of the tapes of the loop below, and its trip count.
@@ -22,19 +21,14 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (c - 0) // 1
-        tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq_2, mask=iteration < tape_trips)
+        tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq, mask=iteration < tape_trips)
         tl.store(state_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), state_2, mask=iteration < tape_trips)
-        c_times_dim = c * dim
-        x = tl.load(X + c_times_dim + offs, mask=mask, other=0.0)
-        DECAY_plus_c = DECAY + c
-        tl_load_DECAY_plus_c = tl.load(DECAY_plus_c)
-        scale = tl.exp(tl_load_DECAY_plus_c)
-        SEQ_plus_c = SEQ + c
-        seq_new = tl.load(SEQ_plus_c)
-        t = seq_new == seq_2
-        scale_2 = tl.where(t, scale, 0.0)
-        seq_2 = seq_new
-        state_2 = scale_2 * state_2 + x
+        x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
+        scale = tl.exp(tl.load(DECAY + c))
+        seq_new = tl.load(SEQ + c)
+        t = seq_new == seq
+        seq = seq_new
+        state_2 = tl.where(t, scale, 0.0) * state_2 + x
 
     # Grad of: for c in range(n_chunks):
     bstate_2 = tl.zeros(state.shape, dtype=tl.float32)
@@ -46,20 +40,14 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         c = 0 + iteration_2 * 1
-        seq_2 = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
-        c_times_dim = c * dim
-        DECAY_plus_c = DECAY + c
-        tl_load_DECAY_plus_c = tl.load(DECAY_plus_c)
-        scale = tl.exp(tl_load_DECAY_plus_c)
-        SEQ_plus_c = SEQ + c
-        seq_new = tl.load(SEQ_plus_c)
-        t = seq_new == seq_2
-        scale_2 = tl.where(t, scale, 0.0)
+        seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
+        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        scale = tl.exp(tl.load(DECAY + c))
+        seq_new = tl.load(SEQ + c)
+        t = seq_new == seq
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2
-        bstate_2 = tl.zeros_like(bstate_2)
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -68,18 +56,16 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         bstate_3 += bstate_3_2
 
         # Grad of: state = scale * state + x
-        bscale_2 = tl.sum(bstate_3 * state_2)
-        tl.static_assert(bscale_2.shape == scale_2.shape)
-        bstate_2 += bstate_3 * scale_2
+        bstate_2 = tl.zeros_like(bstate_2) + bstate_3 * tl.where(t, scale, 0.0)
 
         # Grad of: scale = tl.where(seq_new == seq, scale, 0.0)
-        bscale = tl.where(t, bscale_2, 0.0)
-
         # Grad of: scale = tl.exp(tl.load(DECAY + c))
+        btl_load_DECAY_plus_c = tl.where(t, tl.sum(bstate_3 * state_2), 0.0) * scale
+
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDECAY + c, bscale * scale, sem="relaxed")
+        tl.atomic_add(dDECAY + c, btl_load_DECAY_plus_c, sem="relaxed")
 
         # Grad of: x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + c_times_dim + offs, bstate_3, mask=mask, sem="relaxed")
+        tl.atomic_add(dX + c * dim + offs, bstate_3, mask=mask, sem="relaxed")
     tl.debug_barrier()

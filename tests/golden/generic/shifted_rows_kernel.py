@@ -11,30 +11,26 @@ import triton.language as tl
 def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
 
     # The backward with OFFSETS_TENSOR=True.
-    tl_program_id_zero = tl.program_id(0)
-    rows = tl_program_id_zero * BR + tl.arange(0, BR)
-    src = rows + tl.load(offsets + tl_program_id_zero)
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    src = rows + tl.load(offsets + tl.program_id(0))
     cols = tl.arange(0, D)
     mask = rows < n_rows
-    rows_col_times_D = rows[:, None] * D
     cols_row = cols[None, :]
     mask_col = mask[:, None]
-    x = tl.load(X + rows_col_times_D + cols_row, mask=mask_col, other=0.0)
+    x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
     t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
-    bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
-    bx = bx_times_t * t
-    bt = bx_times_t * x
+    bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
@@ -45,25 +41,22 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D
     src = rows + offsets
     cols = tl.arange(0, D)
     mask = rows < n_rows
-    rows_col_times_D = rows[:, None] * D
     cols_row = cols[None, :]
     mask_col = mask[:, None]
-    x = tl.load(X + rows_col_times_D + cols_row, mask=mask_col, other=0.0)
+    x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
     t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
-    bx_times_t = tl.load(dY + rows_col_times_D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
-    bx = bx_times_t * t
-    bt = bx_times_t * x
+    bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bt, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_D + cols_row, bx, mask=mask_col, sem="relaxed")
+    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
 
 
 @triton.jit

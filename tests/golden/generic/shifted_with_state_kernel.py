@@ -10,24 +10,17 @@ import triton.language as tl
 def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr, dX, dS, dY):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    row_times_SHIFT = row * SHIFT
-    t = cols < SHIFT
-    state = tl.load(S + row_times_SHIFT + cols, mask=t, other=0.0)
+    state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     src = cols - SHIFT
-    row_times_n_cols = row * n_cols
     t_2_and_t_3 = (src >= 0) & (src < n_cols)
-    x = tl.load(X + row_times_n_cols + src, mask=t_2_and_t_3, other=state)
+    x = tl.load(X + row * n_cols + src, mask=t_2_and_t_3, other=state)
 
     # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-    bx_times_x = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    bx = bx_times_x * x
-    bx += bx_times_x * x
+    bx = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
-    bstate = tl.where(t_2_and_t_3, 0.0, bx)
-
     # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
-    tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
+    tl.atomic_add(dX + row * n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
-    tl.store(dS + row_times_SHIFT + cols, bstate, mask=t)
+    tl.store(dS + row * SHIFT + cols, tl.where(t_2_and_t_3, 0.0, bx), mask=cols < SHIFT)

@@ -10,9 +10,8 @@ import triton.language as tl
 def signed_rotation_kernel_bwd(X, C, S, YA, YB, n, INVERSE: tl.constexpr, BLOCK: tl.constexpr, dX, dC, dS, dYA, dYB):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    offs_times_two = 2 * offs
-    X_plus_offs_times_two = X + offs_times_two
-    dX_plus_offs_times_two = dX + offs_times_two
+    X_plus_offs_times_two = X + 2 * offs
+    dX_plus_offs_times_two = dX + 2 * offs
     a = tl.load(X_plus_offs_times_two, mask=mask, other=0.0)
     b = tl.load(X_plus_offs_times_two + 1, mask=mask, other=0.0)
     c = tl.load(C + offs, mask=mask, other=0.0)

@@ -9,12 +9,10 @@ import triton.language as tl
 @triton.jit
 def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr, din_ptr, dout_ptr):
     row = tl.program_id(0)
-    row_times_in_row_stride = row * in_row_stride
-    row_in = in_ptr + row_times_in_row_stride
+    row_in = in_ptr + row * in_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    row_in_plus_cols = row_in + cols
-    x = tl.load(row_in_plus_cols, mask=mask, other=-float('inf')).to(tl.float32)
+    x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
     x_max = tl.max(x, axis=0)
     shifted = x - x_max
     num = tl.exp(shifted)
@@ -26,17 +24,11 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     by = tl.load(drow_out_plus_cols, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
 
     # Grad of: y = num / denom
-    bnum = by / denom
-    bdenom = tl.sum(-by * y / denom)
-    tl.static_assert(bdenom.shape == denom.shape)
-
     # Grad of: denom = tl.sum(num, axis=0)
-    bnum += tl.broadcast_to(tl.expand_dims(bdenom, 0), num.shape)
+    bnum = by / denom + tl.sum(-by * y / denom)
 
     # Grad of: num = tl.exp(shifted)
-    bshifted = bnum * num
-
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
-    btl_load_row_in_plus_cols = bshifted.to(row_in_plus_cols.dtype.element_ty)
+    btl_load_row_in_plus_cols = (bnum * num).to(in_ptr.dtype.element_ty)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row_times_in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)
+    tl.store(din_ptr + row * in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)

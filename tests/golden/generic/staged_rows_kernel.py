@@ -13,8 +13,7 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     for row in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
         tl_where_mask_e_zero = tl.where(mask, e, 0.0)
         tl_sum_tl_where_mask_e_zero = tl.sum(tl_where_mask_e_zero, axis=0)
@@ -23,17 +22,12 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
         # Grad of: tl.store(Y + row * n_cols + cols, y * x, mask=mask)
         by_times_x = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         by = by_times_x * x
-        bx = by_times_x * y
 
         # Grad of: y = e / tl.sum(tl.where(mask, e, 0.0), axis=0)
-        be = by / tl_sum_tl_where_mask_e_zero
         btl_sum_tl_where_mask_e_zero = tl.sum(-by * y / tl_sum_tl_where_mask_e_zero)
-        tl.static_assert(btl_sum_tl_where_mask_e_zero.shape == tl_sum_tl_where_mask_e_zero.shape)
         btl_where_mask_e_zero = tl.broadcast_to(tl.expand_dims(btl_sum_tl_where_mask_e_zero, 0), tl_where_mask_e_zero.shape)
-        be += tl.where(mask, btl_where_mask_e_zero, 0.0)
+        be = by / tl_sum_tl_where_mask_e_zero + tl.where(mask, btl_where_mask_e_zero, 0.0)
 
         # Grad of: e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
-        bx += be * e
-
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_times_x * y + be * e, mask=mask)

@@ -32,29 +32,23 @@ def strided_inplace_scale_kernel_bwd(X, W, n_rows, n_cols, BLOCK: tl.constexpr, 
     tl.debug_barrier()
 
     # The same for every forward program: computed once.
-    tl_num_programs_zero = num_programs
-
     # Each program of the backward's grid takes every G-th program of the forward's.
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        for row in tl.range(forward_pid, n_rows, tl_num_programs_zero):
+        for row in tl.range(forward_pid, n_rows, num_programs):
             for start in range(0, n_cols, BLOCK):
                 cols = start + tl.arange(0, BLOCK)
                 mask = cols < n_cols
-                row_times_n_cols = row * n_cols
-                dX_plus_row_times_n_cols_2 = dX + row_times_n_cols + cols
-                x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+                dX_plus_row_times_n_cols_plus_cols = dX + row * n_cols + cols
+                x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
                 dW_plus_cols = dW_row + cols
                 w = tl.load(W + cols, mask=mask, other=0.0)
-                dX_plus_row_times_n_cols_3 = dX + row * n_cols + cols
 
                 # Grad of: tl.store(X + row * n_cols + cols, x * x * w, mask=mask)
                 # Taken (an exchange leaves 0.0 for the values this store overwrote)
-                bx_times_x_times_w = tl.atomic_xchg(dX_plus_row_times_n_cols_3, 0.0, mask=mask, sem="relaxed")
+                bx_times_x_times_w = tl.atomic_xchg(dX_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed")
                 tl.debug_barrier()
-                bx_times_x = bx_times_x_times_w * w
                 bw = bx_times_x_times_w * (x * x)
-                bx = bx_times_x * x
-                bx += bx_times_x * x
+                bx = bx_times_x_times_w * w * x * 2
 
                 # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
                 # partial sum: every program loads these addresses of 'W' (after a barrier: every thread sees the earlier writes)
@@ -64,4 +58,4 @@ def strided_inplace_scale_kernel_bwd(X, W, n_rows, n_cols, BLOCK: tl.constexpr, 
                 # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
                 # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
                 tl.debug_barrier()
-                tl.store(dX_plus_row_times_n_cols_2, tl.load(dX_plus_row_times_n_cols_2, mask=mask, other=0.0) + bx, mask=mask)
+                tl.store(dX_plus_row_times_n_cols_plus_cols, tl.load(dX_plus_row_times_n_cols_plus_cols, mask=mask, other=0.0) + bx, mask=mask)

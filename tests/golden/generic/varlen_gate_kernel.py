@@ -18,15 +18,11 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
     eos = tl.load(cu_seqlens_plus_i_n + 1).to(tl.int64)
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < eos - bos
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
+    t = o_t[:, None] < eos - bos
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -35,16 +31,17 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to((x * tl_sigmoid_g).dtype)
-    bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
     bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, bg.to(G.dtype.element_ty), mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    btl_load_X_plus_offs = (bx_times_tl_sigmoid_g * tl_sigmoid_g).to(X.dtype.element_ty)
+
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -56,15 +53,11 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < T
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
+    t = o_t[:, None] < T
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -73,16 +66,17 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     bx_times_tl_sigmoid_g = bx_times_tl_sigmoid_g_to.to((x * tl_sigmoid_g).dtype)
-    bx = bx_times_tl_sigmoid_g * tl_sigmoid_g
     bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, bg.to(G.dtype.element_ty), mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    btl_load_X_plus_offs = (bx_times_tl_sigmoid_g * tl_sigmoid_g).to(X.dtype.element_ty)
+
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit

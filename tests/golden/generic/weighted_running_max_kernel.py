@@ -34,31 +34,22 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
     # The same for every forward program: computed once.
     lanes = tl.arange(0, BLOCK)
-    dW_plus_lanes = dW_row + lanes
     w = tl.load(W + lanes).to(tl.float32)
-    tl_zeros = tl.zeros([BLOCK], dtype=tl.float32)
     trips = (n_chunks - 0 + 1 - 1) // 1
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        m = tl_zeros - float("inf")
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
         m_2 = m
 
         # This program's row of the tapes of the loop below, and its trip count.
-        tape_row = forward_pid.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        tape_row = row.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
         for i in range(0, n_chunks):
 
             # The iteration's incoming values, for the reversed loop.
             iteration = (i - 0) // 1
             tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_i = row_times_n_chunks + i
-            row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
-            tl_load_X_plus_row_times_n = tl.load(X_plus_row_times_n)
-            x = tl_load_X_plus_row_times_n.to(tl.float32)
+            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
             x_times_w = x * w
             m_2 = tl.maximum(m_2, x_times_w)
 
@@ -76,14 +67,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             iteration_2 = trips - 1 - reversed
             i = 0 + iteration_2 * 1
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
-            row_times_n_chunks = row * n_chunks
-            row_times_n_chunks_plus_i = row_times_n_chunks + i
-            row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
-            X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-            X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
-            dX_plus_row_times_n = dX + row_times_n_chunks_2 + lanes
-            tl_load_X_plus_row_times_n = tl.load(X_plus_row_times_n)
-            x = tl_load_X_plus_row_times_n.to(tl.float32)
+            dX_offset_plus_lanes = dX + (row * n_chunks + i) * BLOCK + lanes
+            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):
@@ -93,19 +78,18 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # Grad of: m = tl.maximum(m, x * w)
             bm_2 += tl.where(m_2 > x_times_w, bm_3, tl.where(m_2 == x_times_w, bm_3 * 0.5, 0.0))
             bx_times_w = tl.where(x_times_w > m_2, bm_3, tl.where(m_2 == x_times_w, bm_3 * 0.5, 0.0))
-            bx = bx_times_w * w
             bw += bx_times_w * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
-            btl_load_X_plus_row_times_n = bx.to(X_plus_row_times_n.dtype.element_ty)
+            btl_load_X_offset_plus_lanes = (bx_times_w * w).to(X.dtype.element_ty)
 
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_plus_row_times_n, btl_load_X_plus_row_times_n, sem="relaxed")
+            tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'
         dW_sum += bw
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_lanes, dW_sum)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + lanes, dW_sum)

@@ -50,8 +50,7 @@ def tanh_fast_bwd(x, bout):
 def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements
-    X_plus_offsets = X + offsets
-    x = tl.load(X_plus_offsets, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     x_times_c = 0.044715 * x
     x_times_c_times_x = x_times_c * x
     inner = 0.7978845608 * (x + x_times_c_times_x * x)
@@ -62,20 +61,18 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bgelu_times_exp_fn_2 = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
+    bgelu_scaled_plus_wave_times_c = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
     neg_half_times_x = -0.5 * x
     exp_fn_neg_half_times_x_times_x = exp_fn(neg_half_times_x * x)
 
     # Grad of: tl.store(Y + offsets, gelu * exp_fn(-0.5 * x * x) + 0.25 * wave, mask=mask)
-    bwave = bgelu_times_exp_fn_2 * 0.25
-    bgelu = tl.where(mask, bgelu_times_exp_fn_2 * exp_fn_neg_half_times_x_times_x, 0.0)
-    bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_times_exp_fn_2 * gelu, 0.0)
+    bgelu = tl.where(mask, bgelu_scaled_plus_wave_times_c * exp_fn_neg_half_times_x_times_x, 0.0)
+    bexp_fn_neg_half_times_x_times_x = tl.where(mask, bgelu_scaled_plus_wave_times_c * gelu, 0.0)
     bneg_half_times_x_times_x = tl.where(mask, bexp_fn_neg_half_times_x_times_x * exp_fn_neg_half_times_x_times_x, 0.0)
-    bx = bneg_half_times_x_times_x * neg_half_times_x
-    bx += bneg_half_times_x_times_x * x * -0.5
+    bx = bneg_half_times_x_times_x * neg_half_times_x + bneg_half_times_x_times_x * x * -0.5
 
     # Grad of: wave = tl.inline_asm_elementwise("sin.approx.f32 $0, $1;", "=f,f", [2.0 * x], dtype=tl.float32, is_pure=True, pack=1)
-    bx += bwave * tl.cos(2.0 * x) * 2.0
+    bx += bgelu_scaled_plus_wave_times_c * 0.25 * tl.cos(2.0 * x) * 2.0
 
     # Grad of: gelu = 0.5 * x * (1.0 + tanh_fast(inner))
     binner = tl.where(mask, tanh_fast_bwd(inner, bgelu * x_times_half), 0.0)
@@ -90,7 +87,7 @@ def approx_gelu_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     bx += bx_times_c_times_x * x * 0.044715
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offsets, bx.to(X_plus_offsets.dtype.element_ty), mask=mask)
+    tl.store(dX + offsets, bx.to(X.dtype.element_ty), mask=mask)
 
 
 

@@ -85,12 +85,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
+    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -115,14 +113,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_index0_col = offs_m[:, None]
-    Q_block_index0_col_2 = Q_block_index0_col * Q_block_stride0
-    Q_block_index1_row = Q_block_index1[None, :]
-    Q_block_index1_row_2 = Q_block_index1_row * Q_block_stride1
-    Q_block_base_plus_Q_2 = Q_block_base + Q_block_index0_col_2 + Q_block_index1_row_2
-    dQ_block_base_plus_Q_2 = dQ + q_offset + Q_block_index0_col_2 + Q_block_index1_row_2
-    t_and_t_2 = (Q_block_index0_col >= 0) & (Q_block_index0_col < Q_block_shape0)
-    q = tl.load(Q_block_base_plus_Q_2, mask=t_and_t_2, other=0.0)
+    Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+    dQ_block_base_offset = dQ + q_offset + offs_m[:, None] * Q_block_stride0
+    Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    dQ_block_base_offset_offset = dQ_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+    q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
     if STAGE & 1:
         acc_2 = acc
         l_i_2 = l_i
@@ -140,25 +136,17 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_offset0 = Q_block_offset1
         V_ptrs_offset1 = Q_block_offset1
         if 4 - STAGE == 1:
-            start_m_times_BLOCK_M_2 = start_m * BLOCK_M
             lo = 0
-            hi = start_m_times_BLOCK_M_2
+            hi = start_m * BLOCK_M
             lo_6 = lo
             hi_6 = hi
         else:
             if 4 - STAGE == 2:
-                start_m_times_BLOCK_M_3 = start_m * BLOCK_M
-                start_m_plus_one = start_m + 1
-                start_m_plus_one_times_BLOCK_M = start_m_plus_one * BLOCK_M
-                lo_3 = start_m_times_BLOCK_M_3
-                hi_3 = start_m_plus_one_times_BLOCK_M
-                lo_5 = lo_3
-                hi_5 = hi_3
+                lo_5 = start_m * BLOCK_M
+                hi_5 = (start_m + 1) * BLOCK_M
             else:
-                lo_4 = 0
-                hi_4 = N_CTX
-                lo_5 = lo_4
-                hi_5 = hi_4
+                lo_5 = 0
+                hi_5 = N_CTX
             lo_6 = lo_5
             hi_6 = hi_5
         K_ptrs_offset0_2 = K_ptrs_offset0 + 0
@@ -181,82 +169,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # The iteration's incoming values, for the reversed loop.
             iteration_3 = (start_n - lo_6) // BLOCK_N
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
-            tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-            tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-            K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-            K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-            K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_3 = K_ptrs_index1_row_3 >= 0
-            K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-            t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-            tl_dot_q_k = tl.dot(q, k)
-            qk = tl_dot_q_k * qk_scale
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
+            t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
+            qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
-                offs_m_col = offs_m[:, None]
-                cols_row = cols[None, :]
-                t_5 = offs_m_col >= cols_row
-                cols_row_2 = cols[None, :]
-                t_6 = cols_row_2 < N_CTX
-                t_5_and_t_6 = t_5 & t_6
-                qk_3 = tl.where(t_5_and_t_6, qk, float("-inf"))
-                qk_5 = qk_3
+                t_5_and_t_6 = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < N_CTX)
+                qk_5 = tl.where(t_5_and_t_6, qk, float("-inf"))
             else:
-                cols_row_3 = cols[None, :]
-                t_7 = cols_row_3 < N_CTX
-                qk_4 = tl.where(t_7, qk, float("-inf"))
-                qk_5 = qk_4
+                qk_5 = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
             tl_max_qk_5_one = tl.max(qk_5, 1)
             m_ij = tl.maximum(m_i_2_2, tl_max_qk_5_one)
-            m_ij_col = m_ij[:, None]
-            qk_5_minus_m_ij_col = qk_5 - m_ij_col
-            p = tl.math.exp2(qk_5_minus_m_ij_col)
-            m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-            alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-            l_i_2_2_times_alpha = l_i_2_2 * alpha
-            tl_sum_p_one = tl.sum(p, 1)
-            l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
-            tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-            tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-            V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-            V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-            V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_8 = V_ptrs_index0_col_3 >= 0
-            V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_4 < V_ptrs_shape0
-            t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            p = tl.math.exp2(qk_5 - m_ij[:, None])
+            alpha = tl.math.exp2(m_i_2_2 - m_ij)
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
+            t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
-            acc_2_2_times_alpha_col = acc_2_2 * alpha_col
-            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-            tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-            acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
-            m_i_2_3 = m_ij
-            K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
-            K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
-            V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
-            V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
-            l_i_2_2 = l_i_2_3
-            acc_2_2 = acc_2_3
-            m_i_2_2 = m_i_2_3
-            K_ptrs_offset0_3 = K_ptrs_offset0_4
-            K_ptrs_offset1_3 = K_ptrs_offset1_4
-            V_ptrs_offset0_3 = V_ptrs_offset0_4
-            V_ptrs_offset1_3 = V_ptrs_offset1_4
+            p_to_v_dtype = p.to(V.dtype.element_ty)
+            l_i_2_2 = l_i_2_2 * alpha + tl.sum(p, 1)
+            acc_2_2 = acc_2_2 * alpha_col + tl.dot(p_to_v_dtype, v)
+            m_i_2_2 = m_ij
+            K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+            K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+            V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+            V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
         acc_5 = acc_2_2
         l_i_5 = l_i_2_2
         m_i_5 = m_i_2_2
@@ -280,11 +224,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_2_stride1 = V_block_stride1
         V_ptrs_2_offset0 = Q_block_offset1
         V_ptrs_2_offset1 = Q_block_offset1
-        start_m_times_BLOCK_M_4 = start_m * BLOCK_M
-        start_m_plus_one_2 = start_m + 1
-        start_m_plus_one_2_times_BLOCK_M = start_m_plus_one_2 * BLOCK_M
-        lo_2 = start_m_times_BLOCK_M_4
-        hi_2 = start_m_plus_one_2_times_BLOCK_M
+        lo_2 = start_m * BLOCK_M
+        hi_2 = (start_m + 1) * BLOCK_M
         K_ptrs_2_offset0_2 = K_ptrs_2_offset0 + 0
         K_ptrs_2_offset1_2 = K_ptrs_2_offset1 + lo_2
         V_ptrs_2_offset0_2 = V_ptrs_2_offset0 + lo_2
@@ -305,75 +246,39 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # The iteration's incoming values, for the reversed loop.
             iteration = (start_n_2 - lo_2) // BLOCK_N
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
-            tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
-            tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_2_stride0
-            K_ptrs_2_base_plus_K = K_ptrs_2_base + K_ptrs_2_index0_col_2
-            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
-            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-            t_10 = K_ptrs_2_index1_row_3 >= 0
-            K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
-            t_11 = K_ptrs_2_index1_row_4 < K_ptrs_2_shape1
-            t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
-            tl_dot_q_k_2 = tl.dot(q, k_2)
-            qk_2 = tl_dot_q_k_2 * qk_scale
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
+            t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
+            t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
+            qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
-            offs_m_col_2 = offs_m[:, None]
-            cols_2_row = cols_2[None, :]
-            t_12 = offs_m_col_2 >= cols_2_row
-            cols_2_row_2 = cols_2[None, :]
-            t_13 = cols_2_row_2 < N_CTX
-            t_12_and_t_13 = t_12 & t_13
+            t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
             qk_2_2 = tl.where(t_12_and_t_13, qk_2, float("-inf"))
             tl_max_qk_2_2_one = tl.max(qk_2_2, 1)
             m_ij_2 = tl.maximum(m_i_3_2, tl_max_qk_2_2_one)
-            m_ij_2_col = m_ij_2[:, None]
-            qk_2_2_minus_m_ij_2_col = qk_2_2 - m_ij_2_col
-            p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
-            m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
-            alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-            l_i_3_2_times_alpha_2 = l_i_3_2 * alpha_2
-            tl_sum_p_2_one = tl.sum(p_2, 1)
-            l_i_3_3 = l_i_3_2_times_alpha_2 + tl_sum_p_2_one
-            tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
-            tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_2_stride0
-            V_ptrs_2_base_plus_V = V_ptrs_2_base + V_ptrs_2_index0_col_2
-            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
-            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-            t_14 = V_ptrs_2_index0_col_3 >= 0
-            V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
-            t_15 = V_ptrs_2_index0_col_4 < V_ptrs_2_shape0
-            t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            p_2 = tl.math.exp2(qk_2_2 - m_ij_2[:, None])
+            alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
+            t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
+            t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
-            acc_3_2_times_alpha_2_col = acc_3_2 * alpha_2_col
-            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
-            tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
-            acc_3_3 = acc_3_2_times_alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
-            m_i_3_3 = m_ij_2
-            K_ptrs_2_offset0_4 = K_ptrs_2_offset0_3 + 0
-            K_ptrs_2_offset1_4 = K_ptrs_2_offset1_3 + BLOCK_N
-            V_ptrs_2_offset0_4 = V_ptrs_2_offset0_3 + BLOCK_N
-            V_ptrs_2_offset1_4 = V_ptrs_2_offset1_3 + 0
-            l_i_3_2 = l_i_3_3
-            acc_3_2 = acc_3_3
-            m_i_3_2 = m_i_3_3
-            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_4
-            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
-            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
-            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
+            p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
+            l_i_3_2 = l_i_3_2 * alpha_2 + tl.sum(p_2, 1)
+            acc_3_2 = acc_3_2 * alpha_2_col + tl.dot(p_2_to_v_2_dtype, v_2)
+            m_i_3_2 = m_ij_2
+            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
+            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
+            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
+            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
         acc_7 = acc_3_2
         l_i_7 = l_i_3_2
     else:
@@ -386,11 +291,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
     bm_i_8_times_c = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_16, other=0.0).to(tl.float32)
-    dO_block_base_plus_O = dOut + o_offset + Q_block_index0_col * O_block_stride0
-    dO_block_base_plus_O_2 = dO_block_base_plus_O + Q_block_index1_row * O_block_stride1
+    dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+    dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_plus_O_2, mask=t_and_t_2, other=0.0).to(tl.float32)
+    bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
     bacc_8 = bacc_8_to_Out_type_element_ty.to(acc_8.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
@@ -399,7 +304,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     # Grad of: acc = acc / l_i[:, None]
     bacc_7 = tl.where(t_and_t_2, bacc_8 / l_i_7_col, 0.0)
     bl_i_7_col = tl.sum(tl.where(t_and_t_2, -bacc_8 * acc_8 / l_i_7_col, 0.0), 1, keep_dims=True)
-    tl.static_assert(bl_i_7_col.shape == l_i_7_col.shape)
     bl_i_7 = tl.reshape(bl_i_7_col, l_i_7.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
@@ -415,24 +319,19 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         l_i_3 = l_i_5
         m_i_3 = m_i_5
         K_ptrs_2_base = K_block_base
-        dK_ptrs_2_base = dK_block_base
         K_ptrs_2_shape1 = Q_block_shape0
         K_ptrs_2_stride0 = K_block_stride0
         K_ptrs_2_stride1 = K_block_stride1
         K_ptrs_2_offset0 = Q_block_offset1
         K_ptrs_2_offset1 = Q_block_offset1
         V_ptrs_2_base = V_block_base
-        dV_ptrs_2_base = dV_block_base
         V_ptrs_2_shape0 = Q_block_shape0
         V_ptrs_2_stride0 = V_block_stride0
         V_ptrs_2_stride1 = V_block_stride1
         V_ptrs_2_offset0 = Q_block_offset1
         V_ptrs_2_offset1 = Q_block_offset1
-        start_m_times_BLOCK_M_4 = start_m * BLOCK_M
-        start_m_plus_one_2 = start_m + 1
-        start_m_plus_one_2_times_BLOCK_M = start_m_plus_one_2 * BLOCK_M
-        lo_2 = start_m_times_BLOCK_M_4
-        hi_2 = start_m_plus_one_2_times_BLOCK_M
+        lo_2 = start_m * BLOCK_M
+        hi_2 = (start_m + 1) * BLOCK_M
         K_ptrs_2_offset0_2 = K_ptrs_2_offset0 + 0
         K_ptrs_2_offset1_2 = K_ptrs_2_offset1 + lo_2
         V_ptrs_2_offset0_2 = V_ptrs_2_offset0 + lo_2
@@ -454,75 +353,39 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # The iteration's incoming values, for the reversed loop.
             iteration = (start_n_2 - lo_2) // BLOCK_N
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
-            tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
-            tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_2_stride0
-            K_ptrs_2_base_plus_K = K_ptrs_2_base + K_ptrs_2_index0_col_2
-            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
-            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-            t_10 = K_ptrs_2_index1_row_3 >= 0
-            K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
-            t_11 = K_ptrs_2_index1_row_4 < K_ptrs_2_shape1
-            t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
-            tl_dot_q_k_2 = tl.dot(q, k_2)
-            qk_2 = tl_dot_q_k_2 * qk_scale
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
+            t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
+            t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
+            qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
-            offs_m_col_2 = offs_m[:, None]
-            cols_2_row = cols_2[None, :]
-            t_12 = offs_m_col_2 >= cols_2_row
-            cols_2_row_2 = cols_2[None, :]
-            t_13 = cols_2_row_2 < N_CTX
-            t_12_and_t_13 = t_12 & t_13
+            t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
             qk_2_2 = tl.where(t_12_and_t_13, qk_2, float("-inf"))
             tl_max_qk_2_2_one = tl.max(qk_2_2, 1)
             m_ij_2 = tl.maximum(m_i_3_2, tl_max_qk_2_2_one)
-            m_ij_2_col = m_ij_2[:, None]
-            qk_2_2_minus_m_ij_2_col = qk_2_2 - m_ij_2_col
-            p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
-            m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
-            alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-            l_i_3_2_times_alpha_2 = l_i_3_2 * alpha_2
-            tl_sum_p_2_one = tl.sum(p_2, 1)
-            l_i_3_3 = l_i_3_2_times_alpha_2 + tl_sum_p_2_one
-            tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
-            tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_2_stride0
-            V_ptrs_2_base_plus_V = V_ptrs_2_base + V_ptrs_2_index0_col_2
-            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
-            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-            t_14 = V_ptrs_2_index0_col_3 >= 0
-            V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
-            t_15 = V_ptrs_2_index0_col_4 < V_ptrs_2_shape0
-            t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            p_2 = tl.math.exp2(qk_2_2 - m_ij_2[:, None])
+            alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
+            t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
+            t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
-            acc_3_2_times_alpha_2_col = acc_3_2 * alpha_2_col
-            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
-            tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
-            acc_3_3 = acc_3_2_times_alpha_2_col + tl_dot_p_2_to_v_2_dtype_v_2
-            m_i_3_3 = m_ij_2
-            K_ptrs_2_offset0_4 = K_ptrs_2_offset0_3 + 0
-            K_ptrs_2_offset1_4 = K_ptrs_2_offset1_3 + BLOCK_N
-            V_ptrs_2_offset0_4 = V_ptrs_2_offset0_3 + BLOCK_N
-            V_ptrs_2_offset1_4 = V_ptrs_2_offset1_3 + 0
-            l_i_3_2 = l_i_3_3
-            acc_3_2 = acc_3_3
-            m_i_3_2 = m_i_3_3
-            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_4
-            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_4
-            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_4
-            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_4
+            p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
+            m_i_3_2 = m_ij_2
+            K_ptrs_2_offset0_3 = K_ptrs_2_offset0_3 + 0
+            K_ptrs_2_offset1_3 = K_ptrs_2_offset1_3 + BLOCK_N
+            V_ptrs_2_offset0_3 = V_ptrs_2_offset0_3 + BLOCK_N
+            V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
+            l_i_3_2 = l_i_3_2 * alpha_2 + tl.sum(p_2, 1)
+            acc_3_2 = acc_3_2 * alpha_2_col + tl.dot(p_2_to_v_2_dtype, v_2)
 
         # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
         bl_i_3_2 = bl_i_7
@@ -541,106 +404,71 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             K_ptrs_2_offset1_3 = K_ptrs_2_offset1_2 + iteration_2 * BLOCK_N
             V_ptrs_2_offset0_3 = V_ptrs_2_offset0_2 + iteration_2 * BLOCK_N
             V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2 + iteration_2 * 0
-            acc_3_3 = acc_3_2
-            l_i_3_3 = l_i_3_2
-            tl_arange_zero_HEAD_DIM_4 = tl.arange(0, HEAD_DIM)
-            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl_arange_zero_HEAD_DIM_4
-            tl_arange_zero_BLOCK_N_3 = tl.arange(0, BLOCK_N)
-            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl_arange_zero_BLOCK_N_3
-            K_ptrs_2_index0_col = K_ptrs_2_index0[:, None]
-            K_ptrs_2_index0_col_2 = K_ptrs_2_index0_col * K_ptrs_2_stride0
-            K_ptrs_2_base_plus_K = K_ptrs_2_base + K_ptrs_2_index0_col_2
-            K_ptrs_2_index1_row = K_ptrs_2_index1[None, :]
-            K_ptrs_2_index1_row_2 = K_ptrs_2_index1_row * K_ptrs_2_stride1
-            K_ptrs_2_base_plus_K_2 = K_ptrs_2_base_plus_K + K_ptrs_2_index1_row_2
-            dK_ptrs_2_base_plus_K_2 = dK_ptrs_2_base + K_ptrs_2_index0_col_2 + K_ptrs_2_index1_row_2
-            K_ptrs_2_index1_row_3 = K_ptrs_2_index1[None, :]
-            t_10 = K_ptrs_2_index1_row_3 >= 0
-            K_ptrs_2_index1_row_4 = K_ptrs_2_index1[None, :]
-            t_11 = K_ptrs_2_index1_row_4 < K_ptrs_2_shape1
-            t_10_and_t_11 = t_10 & t_11
-            k_2 = tl.load(K_ptrs_2_base_plus_K_2, mask=t_10_and_t_11, other=0.0)
-            tl_dot_q_k_2 = tl.dot(q, k_2)
-            qk_2 = tl_dot_q_k_2 * qk_scale
+            K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
+            K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
+            dK_ptrs_2_base_offset_offset = dK_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
+            t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
+            t_10_and_t_11 = (K_ptrs_2_index1[None, :] >= 0) & t_11
+            k_2 = tl.load(K_ptrs_2_base_offset_offset, mask=t_10_and_t_11, other=0.0)
+            qk_2 = tl.dot(q, k_2) * qk_scale
             cols_2 = start_n_2 + offs_n
-            offs_m_col_2 = offs_m[:, None]
-            cols_2_row = cols_2[None, :]
-            t_12 = offs_m_col_2 >= cols_2_row
-            cols_2_row_2 = cols_2[None, :]
-            t_13 = cols_2_row_2 < N_CTX
-            t_12_and_t_13 = t_12 & t_13
+            t_12_and_t_13 = (offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX)
             qk_2_2 = tl.where(t_12_and_t_13, qk_2, float("-inf"))
             tl_max_qk_2_2_one = tl.max(qk_2_2, 1)
             m_ij_2 = tl.maximum(m_i_3_2, tl_max_qk_2_2_one)
-            m_ij_2_col = m_ij_2[:, None]
-            qk_2_2_minus_m_ij_2_col = qk_2_2 - m_ij_2_col
-            p_2 = tl.math.exp2(qk_2_2_minus_m_ij_2_col)
-            m_i_3_2_minus_m_ij_2 = m_i_3_2 - m_ij_2
-            alpha_2 = tl.math.exp2(m_i_3_2_minus_m_ij_2)
-            tl_sum_p_2_one = tl.sum(p_2, 1)
-            tl_arange_zero_BLOCK_N_4 = tl.arange(0, BLOCK_N)
-            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl_arange_zero_BLOCK_N_4
-            tl_arange_zero_HEAD_DIM_5 = tl.arange(0, HEAD_DIM)
-            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl_arange_zero_HEAD_DIM_5
-            V_ptrs_2_index0_col = V_ptrs_2_index0[:, None]
-            V_ptrs_2_index0_col_2 = V_ptrs_2_index0_col * V_ptrs_2_stride0
-            V_ptrs_2_base_plus_V = V_ptrs_2_base + V_ptrs_2_index0_col_2
-            V_ptrs_2_index1_row = V_ptrs_2_index1[None, :]
-            V_ptrs_2_index1_row_2 = V_ptrs_2_index1_row * V_ptrs_2_stride1
-            V_ptrs_2_base_plus_V_2 = V_ptrs_2_base_plus_V + V_ptrs_2_index1_row_2
-            dV_ptrs_2_base_plus_V_2 = dV_ptrs_2_base + V_ptrs_2_index0_col_2 + V_ptrs_2_index1_row_2
-            V_ptrs_2_index0_col_3 = V_ptrs_2_index0[:, None]
-            t_14 = V_ptrs_2_index0_col_3 >= 0
-            V_ptrs_2_index0_col_4 = V_ptrs_2_index0[:, None]
-            t_15 = V_ptrs_2_index0_col_4 < V_ptrs_2_shape0
-            t_14_and_t_15 = t_14 & t_15
-            v_2 = tl.load(V_ptrs_2_base_plus_V_2, mask=t_14_and_t_15, other=0.0)
+            p_2 = tl.math.exp2(qk_2_2 - m_ij_2[:, None])
+            alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
+            V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
+            V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
+            dV_ptrs_2_base_offset_offset = dV_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
+            t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
+            t_14_and_t_15 = (V_ptrs_2_index0[:, None] >= 0) & t_15
+            v_2 = tl.load(V_ptrs_2_base_offset_offset, mask=t_14_and_t_15, other=0.0)
             alpha_2_col = alpha_2[:, None]
-            p_2_to_v_2_dtype = p_2.to(V_ptrs_2_base_plus_V_2.dtype.element_ty)
-            tl_dot_p_2_to_v_2_dtype_v_2 = tl.dot(p_2_to_v_2_dtype, v_2)
+            p_2_to_v_2_dtype = p_2.to(V.dtype.element_ty)
 
             # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-            acc_3_quotient = (acc_3_3 - tl_dot_p_2_to_v_2_dtype_v_2) / alpha_2_col
+            acc_3_quotient = (acc_3_2 - tl.dot(p_2_to_v_2_dtype, v_2)) / alpha_2_col
             acc_3_2 = tl.where((alpha_2_col >= 1.1754943508222875e-38) & (tl.abs(acc_3_quotient) < float("inf")), acc_3_quotient, 0.0)
-            l_i_3_quotient = (l_i_3_3 - tl_sum_p_2_one) / alpha_2
+            l_i_3_quotient = (l_i_3_2 - tl.sum(p_2, 1)) / alpha_2
             l_i_3_2 = tl.where((alpha_2 >= 1.1754943508222875e-38) & (tl.abs(l_i_3_quotient) < float("inf")), l_i_3_quotient, 0.0)
 
             # Grad of: for start_n_2 in range(lo_2, hi_2, BLOCK_N):
             bm_i_3_3 = bm_i_3_2
-            bm_i_3_2 = tl.zeros_like(bm_i_3_2)
             bacc_3_3 = bacc_3_2
-            bacc_3_2 = tl.zeros_like(bacc_3_2)
             bl_i_3_3 = bl_i_3_2
-            bl_i_3_2 = tl.zeros_like(bl_i_3_2)
 
             # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-            bp_2_to_v_2_dtype = tl.dot(bacc_3_3.to(V_ptrs_2_base_plus_V_2.dtype.element_ty), tl.trans(v_2))
             bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_3_3.to(p_2_to_v_2_dtype.dtype))
-            bp_2 = bp_2_to_v_2_dtype.to(p_2.dtype)
-            bacc_3_2 += bacc_3_3 * alpha_2_col
-            balpha_2_col = tl.sum(bacc_3_3 * acc_3_2, 1, keep_dims=True)
-            tl.static_assert(balpha_2_col.shape == alpha_2_col.shape)
-            balpha_2 = tl.reshape(balpha_2_col, alpha_2.shape)
+            bp_2 = tl.dot(bacc_3_3.to(V.dtype.element_ty), tl.trans(v_2)).to(p_2.dtype)
+            bacc_3_2 = tl.zeros_like(bacc_3_2) + bacc_3_3 * alpha_2_col
+            balpha_2 = tl.reshape(tl.sum(bacc_3_3 * acc_3_2, 1, keep_dims=True), alpha_2.shape)
 
             # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_ptrs_2_base_plus_V_2, bv_2, mask=t_14_and_t_15, sem="relaxed")
+            tl.atomic_add(dV_ptrs_2_base_offset_offset, bv_2, mask=t_14_and_t_15, sem="relaxed")
 
             # Grad of: l_i_3 = l_i_3 * alpha_2 + tl.sum(p_2, 1)
             bp_2 += tl.broadcast_to(tl.expand_dims(bl_i_3_3, 1), p_2.shape)
-            bl_i_3_2 += bl_i_3_3 * alpha_2
+            bl_i_3_2 = tl.zeros_like(bl_i_3_2) + bl_i_3_3 * alpha_2
             balpha_2 += bl_i_3_3 * l_i_3_2
 
             # Grad of: alpha_2 = tl.math.exp2(m_i_3 - m_ij_2)
             bm_i_3_2_minus_m_ij_2 = balpha_2 * alpha_2 * 0.6931471805599453
-            bm_i_3_2 += bm_i_3_2_minus_m_ij_2
-            bm_ij_2 = bm_i_3_3 + -bm_i_3_2_minus_m_ij_2
+            bm_i_3_2 = tl.zeros_like(bm_i_3_2) + bm_i_3_2_minus_m_ij_2
 
             # Grad of: p_2 = tl.math.exp2(qk_2 - m_ij_2[:, None])
             bqk_2_2_minus_m_ij_2_col = bp_2 * p_2 * 0.6931471805599453
             bm_ij_2_col = tl.sum(-bqk_2_2_minus_m_ij_2_col, 1, keep_dims=True)
-            tl.static_assert(bm_ij_2_col.shape == m_ij_2_col.shape)
-            bm_ij_2 += tl.reshape(bm_ij_2_col, m_ij_2.shape)
+            bm_ij_2 = bm_i_3_3 + -bm_i_3_2_minus_m_ij_2 + tl.reshape(bm_ij_2_col, m_ij_2.shape)
 
             # Grad of: m_ij_2 = tl.maximum(m_i_3, tl.max(qk_2, 1))
             bm_i_3_2 += tl.where(m_i_3_2 > tl_max_qk_2_2_one, bm_ij_2, tl.where(m_i_3_2 == tl_max_qk_2_2_one, bm_ij_2 * 0.5, 0.0))
@@ -649,16 +477,14 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             bqk_2_2 = bqk_2_2_minus_m_ij_2_col + tl.where(hit, tl.expand_dims(btl_max_qk_2_2_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
 
             # Grad of: qk_2 = tl.where((offs_m[:, None] >= cols_2[None, :]) & (cols_2[None, :] < N_CTX), qk_2, float("-inf"))
-            bqk_2 = tl.where(t_12_and_t_13, bqk_2_2, 0.0)
-
             # Grad of: qk_2 = tl.dot(q, k_2) * qk_scale
-            btl_dot_q_k_2 = bqk_2 * qk_scale
-            bq += tl.dot(btl_dot_q_k_2.to(K_ptrs_2_base_plus_K_2.dtype.element_ty), tl.trans(k_2))
-            bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q_block_base_plus_Q_2.dtype.element_ty))
+            btl_dot_q_k_2 = tl.where(t_12_and_t_13, bqk_2_2, 0.0) * qk_scale
+            bq += tl.dot(btl_dot_q_k_2.to(K.dtype.element_ty), tl.trans(k_2))
+            bk_2 = tl.dot(tl.trans(q), btl_dot_q_k_2.to(Q.dtype.element_ty))
 
             # Grad of: k_2 = tl.load(K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0 + K_ptrs_2_index1[None, :] * K_ptrs_2_stride1, mask=(K_ptrs_2_index1[None, :] >= 0) & (K_ptrs_2_index1[None, :] < K_ptrs_2_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_ptrs_2_base_plus_K_2, bk_2, mask=t_10_and_t_11, sem="relaxed")
+            tl.atomic_add(dK_ptrs_2_base_offset_offset, bk_2, mask=t_10_and_t_11, sem="relaxed")
         tl.debug_barrier()
 
         # Grad of: m_i_3 = m_i
@@ -682,39 +508,29 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         l_i_2 = l_i
         m_i_2 = m_i
         K_ptrs_base = K_block_base
-        dK_ptrs_base = dK_block_base
         K_ptrs_shape1 = Q_block_shape0
         K_ptrs_stride0 = K_block_stride0
         K_ptrs_stride1 = K_block_stride1
         K_ptrs_offset0 = Q_block_offset1
         K_ptrs_offset1 = Q_block_offset1
         V_ptrs_base = V_block_base
-        dV_ptrs_base = dV_block_base
         V_ptrs_shape0 = Q_block_shape0
         V_ptrs_stride0 = V_block_stride0
         V_ptrs_stride1 = V_block_stride1
         V_ptrs_offset0 = Q_block_offset1
         V_ptrs_offset1 = Q_block_offset1
         if 4 - STAGE == 1:
-            start_m_times_BLOCK_M_2 = start_m * BLOCK_M
+            hi = start_m * BLOCK_M
             lo = 0
-            hi = start_m_times_BLOCK_M_2
             lo_6 = lo
             hi_6 = hi
         else:
             if 4 - STAGE == 2:
-                start_m_times_BLOCK_M_3 = start_m * BLOCK_M
-                start_m_plus_one = start_m + 1
-                start_m_plus_one_times_BLOCK_M = start_m_plus_one * BLOCK_M
-                lo_3 = start_m_times_BLOCK_M_3
-                hi_3 = start_m_plus_one_times_BLOCK_M
-                lo_5 = lo_3
-                hi_5 = hi_3
+                lo_5 = start_m * BLOCK_M
+                hi_5 = (start_m + 1) * BLOCK_M
             else:
-                lo_4 = 0
-                hi_4 = N_CTX
-                lo_5 = lo_4
-                hi_5 = hi_4
+                lo_5 = 0
+                hi_5 = N_CTX
             lo_6 = lo_5
             hi_6 = hi_5
         K_ptrs_offset0_2 = K_ptrs_offset0 + 0
@@ -738,82 +554,38 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # The iteration's incoming values, for the reversed loop.
             iteration_3 = (start_n - lo_6) // BLOCK_N
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
-            tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-            tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-            K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-            K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-            K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_3 = K_ptrs_index1_row_3 >= 0
-            K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-            t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-            tl_dot_q_k = tl.dot(q, k)
-            qk = tl_dot_q_k * qk_scale
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
+            t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
+            qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
-                offs_m_col = offs_m[:, None]
-                cols_row = cols[None, :]
-                t_5 = offs_m_col >= cols_row
-                cols_row_2 = cols[None, :]
-                t_6 = cols_row_2 < N_CTX
-                t_5_and_t_6 = t_5 & t_6
-                qk_3 = tl.where(t_5_and_t_6, qk, float("-inf"))
-                qk_5 = qk_3
+                t_5_and_t_6 = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < N_CTX)
+                qk_5 = tl.where(t_5_and_t_6, qk, float("-inf"))
             else:
-                cols_row_3 = cols[None, :]
-                t_7 = cols_row_3 < N_CTX
-                qk_4 = tl.where(t_7, qk, float("-inf"))
-                qk_5 = qk_4
+                qk_5 = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
             tl_max_qk_5_one = tl.max(qk_5, 1)
             m_ij = tl.maximum(m_i_2_2, tl_max_qk_5_one)
-            m_ij_col = m_ij[:, None]
-            qk_5_minus_m_ij_col = qk_5 - m_ij_col
-            p = tl.math.exp2(qk_5_minus_m_ij_col)
-            m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-            alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-            l_i_2_2_times_alpha = l_i_2_2 * alpha
-            tl_sum_p_one = tl.sum(p, 1)
-            l_i_2_3 = l_i_2_2_times_alpha + tl_sum_p_one
-            tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-            tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-            V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-            V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-            V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_8 = V_ptrs_index0_col_3 >= 0
-            V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_4 < V_ptrs_shape0
-            t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            p = tl.math.exp2(qk_5 - m_ij[:, None])
+            alpha = tl.math.exp2(m_i_2_2 - m_ij)
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
+            t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
-            acc_2_2_times_alpha_col = acc_2_2 * alpha_col
-            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-            tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
-            acc_2_3 = acc_2_2_times_alpha_col + tl_dot_p_to_v_dtype_v
-            m_i_2_3 = m_ij
-            K_ptrs_offset0_4 = K_ptrs_offset0_3 + 0
-            K_ptrs_offset1_4 = K_ptrs_offset1_3 + BLOCK_N
-            V_ptrs_offset0_4 = V_ptrs_offset0_3 + BLOCK_N
-            V_ptrs_offset1_4 = V_ptrs_offset1_3 + 0
-            l_i_2_2 = l_i_2_3
-            acc_2_2 = acc_2_3
-            m_i_2_2 = m_i_2_3
-            K_ptrs_offset0_3 = K_ptrs_offset0_4
-            K_ptrs_offset1_3 = K_ptrs_offset1_4
-            V_ptrs_offset0_3 = V_ptrs_offset0_4
-            V_ptrs_offset1_3 = V_ptrs_offset1_4
+            p_to_v_dtype = p.to(V.dtype.element_ty)
+            m_i_2_2 = m_ij
+            K_ptrs_offset0_3 = K_ptrs_offset0_3 + 0
+            K_ptrs_offset1_3 = K_ptrs_offset1_3 + BLOCK_N
+            V_ptrs_offset0_3 = V_ptrs_offset0_3 + BLOCK_N
+            V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
+            l_i_2_2 = l_i_2_2 * alpha + tl.sum(p, 1)
+            acc_2_2 = acc_2_2 * alpha_col + tl.dot(p_to_v_dtype, v)
 
         # Grad of: for start_n in range(lo, hi, BLOCK_N):
         bl_i_2_2 = bl_i_5
@@ -832,113 +604,72 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             K_ptrs_offset1_3 = K_ptrs_offset1_2 + iteration_4 * BLOCK_N
             V_ptrs_offset0_3 = V_ptrs_offset0_2 + iteration_4 * BLOCK_N
             V_ptrs_offset1_3 = V_ptrs_offset1_2 + iteration_4 * 0
-            acc_2_3 = acc_2_2
-            l_i_2_3 = l_i_2_2
-            tl_arange_zero_HEAD_DIM_2 = tl.arange(0, HEAD_DIM)
-            K_ptrs_index0 = K_ptrs_offset0_3 + tl_arange_zero_HEAD_DIM_2
-            tl_arange_zero_BLOCK_N = tl.arange(0, BLOCK_N)
-            K_ptrs_index1 = K_ptrs_offset1_3 + tl_arange_zero_BLOCK_N
-            K_ptrs_index0_col = K_ptrs_index0[:, None]
-            K_ptrs_index0_col_2 = K_ptrs_index0_col * K_ptrs_stride0
-            K_ptrs_base_plus_K_ptrs = K_ptrs_base + K_ptrs_index0_col_2
-            K_ptrs_index1_row = K_ptrs_index1[None, :]
-            K_ptrs_index1_row_2 = K_ptrs_index1_row * K_ptrs_stride1
-            K_ptrs_base_plus_K_ptrs_2 = K_ptrs_base_plus_K_ptrs + K_ptrs_index1_row_2
-            dK_ptrs_base_plus_K_ptrs_2 = dK_ptrs_base + K_ptrs_index0_col_2 + K_ptrs_index1_row_2
-            K_ptrs_index1_row_3 = K_ptrs_index1[None, :]
-            t_3 = K_ptrs_index1_row_3 >= 0
-            K_ptrs_index1_row_4 = K_ptrs_index1[None, :]
-            t_4 = K_ptrs_index1_row_4 < K_ptrs_shape1
-            t_3_and_t_4 = t_3 & t_4
-            k = tl.load(K_ptrs_base_plus_K_ptrs_2, mask=t_3_and_t_4, other=0.0)
-            tl_dot_q_k = tl.dot(q, k)
-            qk = tl_dot_q_k * qk_scale
+            K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
+            K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
+            dK_ptrs_base_offset_offset = dK_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
+            t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
+            k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
+            qk = tl.dot(q, k) * qk_scale
             cols = start_n + offs_n
             if 4 - STAGE == 2:
-                offs_m_col = offs_m[:, None]
-                cols_row = cols[None, :]
-                t_5 = offs_m_col >= cols_row
-                cols_row_2 = cols[None, :]
-                t_6 = cols_row_2 < N_CTX
-                t_5_and_t_6 = t_5 & t_6
-                qk_3 = tl.where(t_5_and_t_6, qk, float("-inf"))
-                qk_5 = qk_3
+                t_5_and_t_6 = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < N_CTX)
+                qk_5 = tl.where(t_5_and_t_6, qk, float("-inf"))
             else:
-                cols_row_3 = cols[None, :]
-                t_7 = cols_row_3 < N_CTX
-                qk_4 = tl.where(t_7, qk, float("-inf"))
-                qk_5 = qk_4
+                qk_5 = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
             tl_max_qk_5_one = tl.max(qk_5, 1)
             m_ij = tl.maximum(m_i_2_2, tl_max_qk_5_one)
-            m_ij_col = m_ij[:, None]
-            qk_5_minus_m_ij_col = qk_5 - m_ij_col
-            p = tl.math.exp2(qk_5_minus_m_ij_col)
-            m_i_2_2_minus_m_ij = m_i_2_2 - m_ij
-            alpha = tl.math.exp2(m_i_2_2_minus_m_ij)
-            tl_sum_p_one = tl.sum(p, 1)
-            tl_arange_zero_BLOCK_N_2 = tl.arange(0, BLOCK_N)
-            V_ptrs_index0 = V_ptrs_offset0_3 + tl_arange_zero_BLOCK_N_2
-            tl_arange_zero_HEAD_DIM_3 = tl.arange(0, HEAD_DIM)
-            V_ptrs_index1 = V_ptrs_offset1_3 + tl_arange_zero_HEAD_DIM_3
-            V_ptrs_index0_col = V_ptrs_index0[:, None]
-            V_ptrs_index0_col_2 = V_ptrs_index0_col * V_ptrs_stride0
-            V_ptrs_base_plus_V_ptrs = V_ptrs_base + V_ptrs_index0_col_2
-            V_ptrs_index1_row = V_ptrs_index1[None, :]
-            V_ptrs_index1_row_2 = V_ptrs_index1_row * V_ptrs_stride1
-            V_ptrs_base_plus_V_ptrs_2 = V_ptrs_base_plus_V_ptrs + V_ptrs_index1_row_2
-            dV_ptrs_base_plus_V_ptrs_2 = dV_ptrs_base + V_ptrs_index0_col_2 + V_ptrs_index1_row_2
-            V_ptrs_index0_col_3 = V_ptrs_index0[:, None]
-            t_8 = V_ptrs_index0_col_3 >= 0
-            V_ptrs_index0_col_4 = V_ptrs_index0[:, None]
-            t_9 = V_ptrs_index0_col_4 < V_ptrs_shape0
-            t_8_and_t_9 = t_8 & t_9
-            v = tl.load(V_ptrs_base_plus_V_ptrs_2, mask=t_8_and_t_9, other=0.0)
+            p = tl.math.exp2(qk_5 - m_ij[:, None])
+            alpha = tl.math.exp2(m_i_2_2 - m_ij)
+            V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
+            V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
+            dV_ptrs_base_offset_offset = dV_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
+            t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
+            v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
-            p_to_v_dtype = p.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty)
-            tl_dot_p_to_v_dtype_v = tl.dot(p_to_v_dtype, v)
+            p_to_v_dtype = p.to(V.dtype.element_ty)
 
             # The incoming values, recovered by inverting the forward's updates; 0 where the exponential scale is 0 or subnormal (or the quotient overflows): there the incoming value does not reach the result.
-            acc_2_quotient = (acc_2_3 - tl_dot_p_to_v_dtype_v) / alpha_col
+            acc_2_quotient = (acc_2_2 - tl.dot(p_to_v_dtype, v)) / alpha_col
             acc_2_2 = tl.where((alpha_col >= 1.1754943508222875e-38) & (tl.abs(acc_2_quotient) < float("inf")), acc_2_quotient, 0.0)
-            l_i_2_quotient = (l_i_2_3 - tl_sum_p_one) / alpha
+            l_i_2_quotient = (l_i_2_2 - tl.sum(p, 1)) / alpha
             l_i_2_2 = tl.where((alpha >= 1.1754943508222875e-38) & (tl.abs(l_i_2_quotient) < float("inf")), l_i_2_quotient, 0.0)
 
             # Grad of: for start_n in range(lo, hi, BLOCK_N):
             bm_i_2_3 = bm_i_2_2
-            bm_i_2_2 = tl.zeros_like(bm_i_2_2)
             bacc_2_3 = bacc_2_2
-            bacc_2_2 = tl.zeros_like(bacc_2_2)
             bl_i_2_3 = bl_i_2_2
-            bl_i_2_2 = tl.zeros_like(bl_i_2_2)
 
             # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            bp_to_v_dtype = tl.dot(bacc_2_3.to(V_ptrs_base_plus_V_ptrs_2.dtype.element_ty), tl.trans(v))
             bv = tl.dot(tl.trans(p_to_v_dtype), bacc_2_3.to(p_to_v_dtype.dtype))
-            bp = bp_to_v_dtype.to(p.dtype)
-            bacc_2_2 += bacc_2_3 * alpha_col
-            balpha_col = tl.sum(bacc_2_3 * acc_2_2, 1, keep_dims=True)
-            tl.static_assert(balpha_col.shape == alpha_col.shape)
-            balpha = tl.reshape(balpha_col, alpha.shape)
+            bp = tl.dot(bacc_2_3.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bacc_2_2 = tl.zeros_like(bacc_2_2) + bacc_2_3 * alpha_col
+            balpha = tl.reshape(tl.sum(bacc_2_3 * acc_2_2, 1, keep_dims=True), alpha.shape)
 
             # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dV_ptrs_base_plus_V_ptrs_2, bv, mask=t_8_and_t_9, sem="relaxed")
+            tl.atomic_add(dV_ptrs_base_offset_offset, bv, mask=t_8_and_t_9, sem="relaxed")
 
             # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_3, 1), p.shape)
-            bl_i_2_2 += bl_i_2_3 * alpha
+            bl_i_2_2 = tl.zeros_like(bl_i_2_2) + bl_i_2_3 * alpha
             balpha += bl_i_2_3 * l_i_2_2
 
             # Grad of: alpha = tl.math.exp2(m_i_2 - m_ij)
             bm_i_2_2_minus_m_ij = balpha * alpha * 0.6931471805599453
-            bm_i_2_2 += bm_i_2_2_minus_m_ij
+            bm_i_2_2 = tl.zeros_like(bm_i_2_2) + bm_i_2_2_minus_m_ij
             bm_ij = bm_i_2_3 + -bm_i_2_2_minus_m_ij
 
             # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
-            bm_ij_col = tl.sum(-bqk_5_minus_m_ij_col, 1, keep_dims=True)
-            tl.static_assert(bm_ij_col.shape == m_ij_col.shape)
-            bm_ij += tl.reshape(bm_ij_col, m_ij.shape)
+            bm_ij += tl.reshape(tl.sum(-bqk_5_minus_m_ij_col, 1, keep_dims=True), m_ij.shape)
 
             # Grad of: m_ij = tl.maximum(m_i_2, tl.max(qk, 1))
             bm_i_2_2 += tl.where(m_i_2_2 > tl_max_qk_5_one, bm_ij, tl.where(m_i_2_2 == tl_max_qk_5_one, bm_ij * 0.5, 0.0))
@@ -949,35 +680,28 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             # Grad of: if 4 - STAGE == 2:
             bqk = tl.zeros(qk.shape, dtype=tl.float32)
             if 4 - STAGE == 2:
-                offs_m_col = offs_m[:, None]
-                cols_row = cols[None, :]
-                t_5 = offs_m_col >= cols_row
-                cols_row_2 = cols[None, :]
-                t_6 = cols_row_2 < N_CTX
-                t_5_and_t_6 = t_5 & t_6
+                t_5_and_t_6 = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < N_CTX)
 
                 # Grad of: qk = tl.where((offs_m[:, None] >= cols[None, :]) & (cols[None, :] < N_CTX), qk, float("-inf"))
                 bqk += tl.where(t_5_and_t_6, bqk_5, 0.0)
             else:
-                cols_row_3 = cols[None, :]
-                t_7 = cols_row_3 < N_CTX
 
                 # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-                bqk += tl.where(t_7, bqk_5, 0.0)
+                bqk += tl.where(cols[None, :] < N_CTX, bqk_5, 0.0)
 
             # Grad of: qk = tl.dot(q, k) * qk_scale
             btl_dot_q_k = bqk * qk_scale
-            bq += tl.dot(btl_dot_q_k.to(K_ptrs_base_plus_K_ptrs_2.dtype.element_ty), tl.trans(k))
-            bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q_block_base_plus_Q_2.dtype.element_ty))
+            bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
+            bk = tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
             # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dK_ptrs_base_plus_K_ptrs_2, bk, mask=t_3_and_t_4, sem="relaxed")
+            tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
         tl.debug_barrier()
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_plus_Q_2, bq, mask=t_and_t_2, sem="relaxed")
+    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 

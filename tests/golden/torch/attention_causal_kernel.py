@@ -69,75 +69,54 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_z_to_tl_int64_2 = off_z_to_tl_int64 * stride_qz
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    off_h_to_tl_int64_2 = off_h_to_tl_int64 * stride_qh
-    q_base = Q + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
-    dq_base = dQ + off_z_to_tl_int64_2 + off_h_to_tl_int64_2
-    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
-    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
-    off_z_to_tl_int64_5_2 = off_z_to_tl_int64 * stride_oz
-    off_h_to_tl_int64_5_2 = off_h_to_tl_int64 * stride_oh
-    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    q_base = Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    dq_base = dQ + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    k_base = K + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    o_base = Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
-    offs_m_col = offs_m[:, None]
-    offs_m_col_times_stride_qm = offs_m_col * stride_qm
-    offs_d_row = offs_d[None, :]
-    offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    q_ptrs = q_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
-    dq_ptrs = dq_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
-    t = offs_m_col < N_CTX
-    q = tl.load(q_ptrs, mask=t, other=0.0)
+    q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
+    dq_ptrs = dq_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
+    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     if IS_CAUSAL:
         hi = (start_m + 1) * BLOCK_M
         hi_3 = hi
     else:
         hi_3 = N_CTX
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    offs_m_col_4_times_stride_om = offs_m_col * stride_om
-    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
-    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
+    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
+    do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-    row_stat_col = row_stat[:, None]
+    stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32).to(tl.float32)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_2_minus_one_col = tl.sum(-bacc_4 * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat_col.shape)
-    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+    bl_i_2_minus_one += tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
     start_n_count = (max(hi_3, 0) + BLOCK_N - 1) // BLOCK_N
-    start_n_last_unmasked = min(start_n_count, max(N_CTX, 0) // BLOCK_N)
+    start_n_last_unmasked = min(min(start_n_count, max(N_CTX, 0) // BLOCK_N), max(start_m * BLOCK_M + 1, 0) // BLOCK_N)
 
     # Unmasked: every lane within the bounds
     for start_n in range(0, start_n_last_unmasked * BLOCK_N, BLOCK_N):
@@ -148,23 +127,16 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = True
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
-            qk_5 = tl.where(t_5, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat_col)
+            qk_5 = qk_2
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -175,27 +147,18 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: if IS_CAUSAL:
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = True
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += bqk_5_minus_m_ij_col
 
         # Grad of: qk = qk * qk_scale
-        bqk = bqk_2 * qk_scale
-
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Masked: the iterations after the run
     for start_n in range(start_n_last_unmasked * BLOCK_N, hi_3, BLOCK_N):
@@ -206,23 +169,16 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         qk = tl.dot(q, tl_trans_k)
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
-            qk_5 = tl.where(t_5, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat_col)
+            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
         v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -233,31 +189,22 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: if IS_CAUSAL:
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            offs_m_col_3 = offs_m[:, None]
-            offs_n_row = offs_n[None, :]
-            t_3 = offs_m_col_3 >= offs_n_row
-            offs_n_row_2 = offs_n[None, :]
-            t_4 = offs_n_row_2 < N_CTX
-            visible = t_3 & t_4
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
-            offs_n_row_3 = offs_n[None, :]
-            t_5 = offs_n_row_3 < N_CTX
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
         # Grad of: qk = qk * qk_scale
-        bqk = bqk_2 * qk_scale
-
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
+    tl.atomic_add(dq_ptrs, bq, mask=offs_m[:, None] < N_CTX, sem="relaxed")
 
 
 @triton.jit
@@ -266,33 +213,23 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64_5_2 = off_z.to(tl.int64) * stride_oz
-    off_h_to_tl_int64_5_2 = off_h.to(tl.int64) * stride_oh
-    o_base = Out + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
-    do_base = dOut + off_z_to_tl_int64_5_2 + off_h_to_tl_int64_5_2
+    o_base = Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    offs_m_col = offs_m[:, None]
-    t = offs_m_col < N_CTX
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N = M + off_hz_times_N_CTX + offs_m
+    t = offs_m[:, None] < N_CTX
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    offs_m_col_4_times_stride_om = offs_m_col * stride_om
-    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
-    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
+    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
+    do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
     stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
@@ -302,9 +239,8 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    tl.static_assert(bl_i_2_minus_one_col.shape == row_stat[:, None].shape)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
@@ -318,40 +254,24 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    off_z_to_tl_int64 = off_z.to(tl.int64)
-    off_h_to_tl_int64 = off_h.to(tl.int64)
-    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
-    off_z_to_tl_int64_3_2 = off_z_to_tl_int64 * stride_kz
-    off_h_to_tl_int64_3_2 = off_h_to_tl_int64 * stride_kh
-    k_base = K + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    dk_base = dK + off_z_to_tl_int64_3_2 + off_h_to_tl_int64_3_2
-    off_z_to_tl_int64_4_2 = off_z_to_tl_int64 * stride_vz
-    off_h_to_tl_int64_4_2 = off_h_to_tl_int64 * stride_vh
-    v_base = V + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    dv_base = dV + off_z_to_tl_int64_4_2 + off_h_to_tl_int64_4_2
-    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
-    tl_arange_zero_BLOCK_M = tl.arange(0, BLOCK_M)
+    q_base = Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+    k_base = K + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    dk_base = dK + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
+    v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    dv_base = dV + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
+    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
-    offs_d_row_times_stride_qk = offs_d_row * stride_qk
-    M_plus_off_hz_times_N_CTX = M + off_hz * N_CTX
-    offs_d_row_4_times_stride_ok = offs_d_row * stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
-    offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
-    offs_d_row_3_times_stride_vk = offs_d[None, :] * stride_vk
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
-    k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
-    dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
-    t_2 = offs_n[:, None] < N_CTX
-    k = tl.load(k_ptrs, mask=t_2, other=0.0)
-    tl_trans_k = tl.trans(k)
-    offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
-    v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
-    dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
-    v = tl.load(v_ptrs, mask=t_2, other=0.0)
+    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+    dk_ptrs = dk_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
+    k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+    dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
+    v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
@@ -366,69 +286,52 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
         # Only where that program's loop runs this iteration (its end depends on the program)
         if start_n < hi_3:
-            offs_m = start_m * BLOCK_M + tl_arange_zero_BLOCK_M
-            offs_m_col = offs_m[:, None]
-            q_ptrs = q_base + offs_m_col * stride_qm + offs_d_row_times_stride_qk
-            t = offs_m_col < N_CTX
+            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+            t = offs_m[:, None] < N_CTX
             q = tl.load(q_ptrs, mask=t, other=0.0)
-            M_plus_off_hz_times_N = M_plus_off_hz_times_N_CTX + offs_m
+            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
             t_7 = offs_m < N_CTX
-            do_ptrs = do_base + offs_m_col * stride_om + offs_d_row_4_times_stride_ok
-            row_stat = tl.load(M_plus_off_hz_times_N, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
             bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, tl_trans_k)
+            qk = tl.dot(q, tl.trans(k))
             qk_2 = qk * qk_scale
             if IS_CAUSAL:
-                offs_m_col_3 = offs_m[:, None]
-                offs_n_row = offs_n[None, :]
-                t_3 = offs_m_col_3 >= offs_n_row
-                offs_n_row_2 = offs_n[None, :]
-                t_4 = offs_n_row_2 < N_CTX
-                visible = t_3 & t_4
+                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
                 qk_5 = tl.where(visible, qk_2, float("-inf"))
             else:
-                offs_n_row_3 = offs_n[None, :]
-                t_5 = offs_n_row_3 < N_CTX
-                qk_5 = tl.where(t_5, qk_2, float("-inf"))
+                qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
-            bp = tl.dot(bacc_4.to(v_ptrs.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            dV_tile = dV_tile + bv
+            dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
             bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
             if IS_CAUSAL:
-                offs_m_col_3 = offs_m[:, None]
-                offs_n_row = offs_n[None, :]
-                t_3 = offs_m_col_3 >= offs_n_row
-                offs_n_row_2 = offs_n[None, :]
-                t_4 = offs_n_row_2 < N_CTX
-                visible = t_3 & t_4
+                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
 
                 # Grad of: qk = tl.where(visible, qk, float("-inf"))
                 bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
             else:
-                offs_n_row_3 = offs_n[None, :]
-                t_5 = offs_n_row_3 < N_CTX
 
                 # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-                bqk_2 += tl.where(t_5, bqk_5_minus_m_ij_col, 0.0)
-            bqk = bqk_2 * qk_scale
-            bk = tl.trans(tl.dot(tl.trans(q), bqk.to(q_ptrs.dtype.element_ty)))
+                bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
             # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
             dK_tile = dK_tile + bk
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
-    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")
+    tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
+    tl.atomic_add(dv_ptrs, dV_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
 
 
 

@@ -43,13 +43,11 @@ def bias_act_kernel_bwd_HAS_BIAS_true(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK:
     by_2 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = x * 2.0
-    bx = by_2 * 2.0
-
     # Grad of: b = tl.load(B + offs, mask=mask, other=0.0)
     tl.store(dB + offs, by_2, mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, by_2 * 2.0, mask=mask)
 
 
 @triton.jit
@@ -60,13 +58,9 @@ def bias_act_kernel_bwd_HAS_BIAS_false(X, B, Y, N, HAS_BIAS: tl.constexpr, BLOCK
     mask = offs < N
 
     # Grad of: tl.store(Y + offs, y, mask=mask)
-    by = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
-
     # Grad of: y = x * 2.0
-    bx = by * 2.0
-
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0)
-    tl.store(dX + offs, bx, mask=mask)
+    tl.store(dX + offs, tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32) * 2.0, mask=mask)
 
 
 @triton.jit

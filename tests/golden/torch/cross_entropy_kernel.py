@@ -36,14 +36,12 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    row_times_stride = row * stride
-    logits_ptr_plus_row = logits_ptr + row_times_stride + cols
-    logits = tl.load(logits_ptr_plus_row, mask=mask, other=-float("inf")).to(tl.float32)
+    tl_load = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    logits = tl_load.to(tl.float32)
     target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
     tl_exp_logits_minus_m = tl.exp(logits - m)
-    t = cols == target
-    tl_where_t_logits_zero = tl.where(t, logits, 0.0)
+    tl_where_t_logits_zero = tl.where(cols == target, logits, 0.0)
 
     # Grad of: tl.store(loss_ptr + row, lse - target_logit)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -57,17 +55,15 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
 
     # Grad of: target_logit = tl.sum(tl.where(cols == target, logits, 0.0), axis=0)
     btl_where_t_logits_zero = tl.broadcast_to(tl.expand_dims(btarget_logit, 0), tl_where_t_logits_zero.shape)
-    blogits = tl.where(t, btl_where_t_logits_zero, 0.0)
+    blogits = tl.where(cols == target, btl_where_t_logits_zero, 0.0)
 
     # Grad of: lse = m + tl.log(tl.sum(tl.exp(logits - m), axis=0))
-    btl_sum_tl_exp_logits_minus_m = blse_minus_target_logit / tl.sum(tl_exp_logits_minus_m, axis=0)
-    btl_exp_logits_minus_m = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_logits_minus_m, 0), tl_exp_logits_minus_m.shape)
+    btl_exp_logits_minus_m = blse_minus_target_logit / tl.sum(tl_exp_logits_minus_m, axis=0)
     blogits += btl_exp_logits_minus_m * tl_exp_logits_minus_m
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    btl_load_logits_ptr_plus_row = blogits.to(logits_ptr_plus_row.dtype.element_ty)
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dlogits_ptr + row_times_stride + cols, btl_load_logits_ptr_plus_row, mask=mask)
+    tl.store(dlogits_ptr + row * stride + cols, blogits.to(logits_ptr.dtype.element_ty), mask=mask)
 
 
 

@@ -43,14 +43,10 @@ def dequant_scale_kernel_bwd(S, Z, Y, n, BLOCK: tl.constexpr, dS, dY):
 
     # Grad of: tl.store(Y + offs, y * s, mask=mask)
     by_times_s = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
-    by = by_times_s * s
-    bs = by_times_s * y
 
     # Grad of: y = (z + 1).to(tl.float32) * s
-    bs += by * z_2_plus_one_to_tl_float32
-
     # Grad of: s = tl.load(ptr, mask=mask, other=0.0)
-    tl.store(dS + offs, bs, mask=mask)
+    tl.store(dS + offs, by_times_s * y + by_times_s * s * z_2_plus_one_to_tl_float32, mask=mask)
 
 
 

@@ -58,41 +58,37 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
 
     # The same for every forward program: computed once.
     x_desc_base = X
-    dx_desc_base = dX
     x_desc_shape0 = M
     x_desc_shape1 = N
     x_desc_stride1 = 1
-    dy_desc_base = dY
-    tl_arange_zero_BM = tl.arange(0, BM)
     tl_arange_zero_BN = tl.arange(0, BN)
     x_desc_index1 = 0 + tl_arange_zero_BN
     x_desc_index1_row = x_desc_index1[None, :]
-    x_desc_index1_row_2 = x_desc_index1_row * x_desc_stride1
+    x_desc_index1_row_times_x_desc_stride1 = x_desc_index1_row * x_desc_stride1
     t_3 = x_desc_index1_row >= 0
-    t_4 = x_desc_index1_row < x_desc_shape1
-    dW_plus_tl_arange_zero_BN_2 = dW_row + tl_arange_zero_BN
     t_5 = tl_arange_zero_BN < N
     w = tl.load(W + tl_arange_zero_BN, mask=t_5, other=0.0).to(tl.float32)
     w_row = w[None, :]
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        pid = forward_pid
-        x_desc_index0 = pid * BM + tl_arange_zero_BM
+    for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x_desc_index0 = pid * BM + tl.arange(0, BM)
         x_desc_index0_col = x_desc_index0[:, None]
-        x_desc_index0_col_2 = x_desc_index0_col * x_desc_shape1
-        x_desc_base_plus_x_desc_2 = x_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
-        dx_desc_base_plus_x_desc_2 = dx_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
+        x_desc_base_offset = x_desc_base + x_desc_index0_col * x_desc_shape1
+        dx_desc_base_offset = dX + x_desc_index0_col * x_desc_shape1
+        x_desc_base_offset_offset = x_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
+        dx_desc_base_offset_offset = dx_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
         t_and_t_2_and_t_3 = (x_desc_index0_col >= 0) & (x_desc_index0_col < x_desc_shape0) & t_3
-        t_and_t_2_and_t_3_and_t_4 = t_and_t_2_and_t_3 & t_4
-        tl_load = tl.load(x_desc_base_plus_x_desc_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
+        t_and_t_2_and_t_3_and_t_4 = t_and_t_2_and_t_3 & (x_desc_index1_row < x_desc_shape1)
+        tl_load = tl.load(x_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         x = tl_load.to(tl.float32)
         y = x * w_row
-        dy_desc_base_plus_y_desc_2 = dy_desc_base + x_desc_index0_col_2 + x_desc_index1_row_2
+        dy_desc_base_offset = dY + x_desc_index0_col * x_desc_shape1
+        dy_desc_base_offset_offset = dy_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
         # (Loaded early: nothing in the backward writes this memory.)
-        by_times_tl_sigmoid_y_to = tl.load(dy_desc_base_plus_y_desc_2, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+        by_times_tl_sigmoid_y_to = tl.load(dy_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
         tl_sigmoid_y = tl.sigmoid(y)
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
@@ -102,22 +98,19 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
 
         # Grad of: y = x * w[None, :]
         bx = by * w_row
-        bw_row = tl.sum(by * x, 0, keep_dims=True)
-        tl.static_assert(bw_row.shape == w_row.shape)
-        bw = tl.reshape(bw_row, w.shape)
 
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += bw
+        dW_sum += tl.reshape(tl.sum(by * x, 0, keep_dims=True), w.shape)
 
         # Grad of: x = tl.load(x_desc_base + x_desc_index0[:, None] * x_desc_stride0 + x_desc_index1[None, :] * x_desc_stride1, mask=(x_desc_index0[:, None] >= 0) & (x_desc_index0[:, None] < x_desc_shape0) & (x_desc_index1[None, :] >= 0) & (x_desc_index1[None, :] < x_desc_shape1), other=0.0).to(tl.float32)
-        btl_load = bx.to(x_desc_base_plus_x_desc_2.dtype.element_ty)
+        btl_load = bx.to(X.dtype.element_ty)
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dx_desc_base_plus_x_desc_2, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+        tl.atomic_add(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_tl_arange_zero_BN_2, dW_sum, mask=t_5)
+        if pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + tl_arange_zero_BN, dW_sum, mask=t_5)
 
 
 

@@ -33,10 +33,8 @@ def exp2_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def exp2_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, exp2(x) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -44,14 +42,13 @@ def exp2_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     exp2_x = exp2(x)
 
     # Grad of: tl.store(Y + offs, exp2(x) * g, mask=mask)
-    bg = bexp2_x_times_g * exp2_x
     bx = bexp2_x_times_g * g * exp2_x * 0.6931471805599453
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, (bexp2_x_times_g * exp2_x).to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, bx.to(X.dtype.element_ty), mask=mask)
 
 
 

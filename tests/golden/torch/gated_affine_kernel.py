@@ -71,23 +71,19 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
-    dB_plus_cols = dB_row + cols
     b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_3 = y * w + b
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_3_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        btl_sigmoid_y_3_to_tl_float32 = tl.load(dY_plus_row_times_n_cols_2_plus_cols, mask=mask, other=0.0).to(tl.float32)
         tl_sigmoid_y_3_to_tl_float32 = tl.sigmoid(y_3.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -95,28 +91,22 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         by_3 = by_3_to_tl_float32.to(y_3.dtype)
 
         # Grad of: y = y * w
-        by = by_3 * w
-        bw = by_3 * y
-
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
         dB_sum += by_3_to_tl_float32
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(by_3 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_3 * w * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dB_plus_cols, dB_sum, mask=mask)
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dB_row + cols, dB_sum, mask=mask)
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit
@@ -137,41 +127,34 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dB_plus_cols = dB_row + cols
     b = tl.load(B + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y + b
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols_2_plus_cols, mask=mask, other=0.0).to(tl.float32)
         tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
-        by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = x * x
-        bx = by_2 * x
-        bx += by_2 * x
-
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_2_to_tl_float32.to(y_2.dtype) * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dB_plus_cols, dB_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dB_row + cols, dB_sum, mask=mask)
 
 
 @triton.jit
@@ -192,21 +175,18 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
     # The same for every forward program: computed once.
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y * w
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        btl_sigmoid_y_2_to_tl_float32 = tl.load(dY_plus_row_times_n_cols_2_plus_cols, mask=mask, other=0.0).to(tl.float32)
         tl_sigmoid_y_2_to_tl_float32 = tl.sigmoid(y_2.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
@@ -214,23 +194,17 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = y * w
-        by = by_2 * w
-        bw = by_2 * y
-
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += tl.cast(by_2 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_2 * w * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=mask)
+        if row + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=mask)
 
 
 @triton.jit
@@ -252,28 +226,22 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
     mask = cols < n_cols
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        row = forward_pid
-        row_times_n_cols = row * n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
+    for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         y = x * x
-        dY_plus_row_times_n_cols = dY + row_times_n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
-        btl_sigmoid_y_to_tl_float32 = tl.load(dY_plus_row_times_n_cols, mask=mask, other=0.0).to(tl.float32)
+        btl_sigmoid_y_to_tl_float32 = tl.load(dY_plus_row_times_n_cols_2_plus_cols, mask=mask, other=0.0).to(tl.float32)
         tl_sigmoid_y_to_tl_float32 = tl.sigmoid(y.to(tl.float32))
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_to_tl_float32 = btl_sigmoid_y_to_tl_float32 * tl_sigmoid_y_to_tl_float32 * (1.0 - tl_sigmoid_y_to_tl_float32)
-        by = by_to_tl_float32.to(y.dtype)
 
         # Grad of: y = x * x
-        bx = by * x
-        bx += by * x
-
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
+        tl.store(dX + row * n_cols + cols, by_to_tl_float32.to(y.dtype) * x * 2, mask=mask)
 
 
 @triton.jit

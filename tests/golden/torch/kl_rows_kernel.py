@@ -38,60 +38,45 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    row_times_stride = row * stride
-    p = tl.load(P + row_times_stride + cols, mask=mask, other=float('-inf'))
-    q = tl.load(Q + row_times_stride + cols, mask=mask, other=float('-inf'))
+    p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
+    q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
     p_log = p - tl.max(p, 0)
     tl_exp_p_log = tl.exp(p_log)
     tl_sum_tl_exp_p_log_zero = tl.sum(tl_exp_p_log, 0)
-    tl_log_tl_sum_tl_exp_p_log_zero = tl.log(tl_sum_tl_exp_p_log_zero)
-    p_log_2 = p_log - tl_log_tl_sum_tl_exp_p_log_zero
+    p_log_2 = p_log - tl.log(tl_sum_tl_exp_p_log_zero)
     q_log = q - tl.max(q, 0)
     tl_exp_q_log = tl.exp(q_log)
     tl_sum_tl_exp_q_log_zero = tl.sum(tl_exp_q_log, 0)
-    tl_log_tl_sum_tl_exp_q_log_zero = tl.log(tl_sum_tl_exp_q_log_zero)
     tl_exp_p_log_2 = tl.exp(p_log_2)
-    p_log_2_minus_q_log_2 = p_log_2 - (q_log - tl_log_tl_sum_tl_exp_q_log_zero)
+    p_log_2_minus_q_log_2 = p_log_2 - (q_log - tl.log(tl_sum_tl_exp_q_log_zero))
     kl = tl.where(mask, tl_exp_p_log_2 * p_log_2_minus_q_log_2, 0.0)
-
-    # Grad of: tl.store(Loss + row, tl.sum(kl, 0))
-    # (Loaded early: nothing in the backward writes this memory.)
-    btl_sum_kl_zero = tl.load(dLoss + row).to(tl.float32)
 
     # Saved by the forward: read, not computed again.
     tl.static_assert(Loss.dtype.element_ty == tl.float32, "tgrad: the backward reads 'tl_sum_kl_zero' back from Loss, which must be a float32 buffer (or give --arg Loss=*DTYPE)")
 
     # Grad of: tl.store(Loss + row, tl.sum(kl, 0))
-    bkl = tl.broadcast_to(tl.expand_dims(btl_sum_kl_zero, 0), kl.shape)
+    bkl = tl.broadcast_to(tl.expand_dims(tl.load(dLoss + row).to(tl.float32), 0), kl.shape)
 
     # Grad of: kl = tl.where(mask, tl.exp(p_log) * (p_log - q_log), 0.0)
-    btl_exp_p_log_2_times_p = tl.where(mask, bkl, 0.0)
-    btl_exp_p_log_2 = tl.where(mask, btl_exp_p_log_2_times_p * p_log_2_minus_q_log_2, 0.0)
-    bp_log_2_minus_q_log_2 = btl_exp_p_log_2_times_p * tl_exp_p_log_2
+    btl_exp_p_log_2_scaled = tl.where(mask, bkl, 0.0)
+    btl_exp_p_log_2 = tl.where(mask, btl_exp_p_log_2_scaled * p_log_2_minus_q_log_2, 0.0)
+    bp_log_2_minus_q_log_2 = btl_exp_p_log_2_scaled * tl_exp_p_log_2
     bq_log_2 = -bp_log_2_minus_q_log_2
     bp_log_2 = bp_log_2_minus_q_log_2 + btl_exp_p_log_2 * tl_exp_p_log_2
 
     # Grad of: q_log = q_log - tl.log(tl.sum(tl.exp(q_log), 0))
-    btl_log_tl_sum_tl_exp_q_log_zero = tl.sum(-bq_log_2)
-    tl.static_assert(btl_log_tl_sum_tl_exp_q_log_zero.shape == tl_log_tl_sum_tl_exp_q_log_zero.shape)
-    btl_sum_tl_exp_q_log_zero = btl_log_tl_sum_tl_exp_q_log_zero / tl_sum_tl_exp_q_log_zero
-    btl_exp_q_log = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_q_log_zero, 0), tl_exp_q_log.shape)
-    bq_log = bq_log_2 + btl_exp_q_log * tl_exp_q_log
+    bq_log = bq_log_2 + tl.sum(-bq_log_2) / tl_sum_tl_exp_q_log_zero * tl_exp_q_log
 
     # Grad of: p_log = p_log - tl.log(tl.sum(tl.exp(p_log), 0))
-    btl_log_tl_sum_tl_exp_p_log_zero = tl.sum(-bp_log_2)
-    tl.static_assert(btl_log_tl_sum_tl_exp_p_log_zero.shape == tl_log_tl_sum_tl_exp_p_log_zero.shape)
-    btl_sum_tl_exp_p_log_zero = btl_log_tl_sum_tl_exp_p_log_zero / tl_sum_tl_exp_p_log_zero
-    btl_exp_p_log = tl.broadcast_to(tl.expand_dims(btl_sum_tl_exp_p_log_zero, 0), tl_exp_p_log.shape)
-    bp_log = bp_log_2 + btl_exp_p_log * tl_exp_p_log
+    bp_log = bp_log_2 + tl.sum(-bp_log_2) / tl_sum_tl_exp_p_log_zero * tl_exp_p_log
 
     # Grad of: q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dQ + row_times_stride + cols, bq_log, mask=mask)
+    tl.store(dQ + row * stride + cols, bq_log, mask=mask)
 
     # Grad of: p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dP + row_times_stride + cols, bp_log, mask=mask)
+    tl.store(dP + row * stride + cols, bp_log, mask=mask)
 
 
 

@@ -34,7 +34,6 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     h = tl.zeros([BLOCK], dtype=tl.float32)
-    h_2 = h
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -43,14 +42,9 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - 0) // 1
-        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_t = row_times_n_steps + t
-        row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
-        offs = row_times_n_steps_plus_t_2 + lanes
-        A_plus_offs = A + offs
-        tl_load_A_plus_offs = tl.load(A_plus_offs)
-        h_2 = tl_load_A_plus_offs * h_2 + tl.load(X + offs)
+        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h, mask=iteration < tape_trips)
+        offs = (row * n_steps + t) * BLOCK + lanes
+        h = tl.load(A + offs) * h + tl.load(X + offs)
 
     # Grad of: tl.store(H + row * BLOCK + lanes, h)
     bh_2 = tl.load(dH + row * BLOCK + lanes).to(tl.float32)
@@ -62,25 +56,20 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_t = row_times_n_steps + t
-        row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
-        offs = row_times_n_steps_plus_t_2 + lanes
-        A_plus_offs = A + offs
-        tl_load_A_plus_offs = tl.load(A_plus_offs)
+        h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        offs = (row * n_steps + t) * BLOCK + lanes
+        tl_load_A_plus_offs = tl.load(A + offs)
 
         # Grad of: for t in range(0, n_steps):
         bh_3 = bh_2
-        bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dX + offs, bh_3, sem="relaxed")
-        bh_2 += bh_3 * tl_load_A_plus_offs
+        bh_2 = tl.zeros_like(bh_2) + bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + offs, bh_3 * h_2, sem="relaxed")
+        tl.atomic_add(dA + offs, bh_3 * h, sem="relaxed")
     tl.debug_barrier()
 
 

@@ -35,10 +35,8 @@ def module_spellings_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
     cuda_libdevice_tanh_x = cuda_libdevice.tanh(x)
     x_times_g = x * g
     x_times_x_plus_one = x * x + 1.0
@@ -50,19 +48,17 @@ def module_spellings_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     # Grad of: y = cuda_libdevice.tanh(x) * g + libdevice_module.erf(x * g) + tl.extra.cuda.libdevice.pow(x * x + 1.0, g)
     bx_times_x_plus_one = tl.where(mask, by * g * libdevice.pow(x_times_x_plus_one, g - 1.0), 0.0)
     bg = tl.where(mask, by * tl_extra_cuda_libdevice_pow * tl.log(x_times_x_plus_one), 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
     bx_times_g = by * 1.1283791670955126 * tl.exp(-x_times_g * x_times_g)
-    bx += bx_times_g * g
+    bx = bx_times_x_plus_one * x * 2 + bx_times_g * g
     bg += bx_times_g * x
     bg += by * cuda_libdevice_tanh_x
     bx += by * g * (1.0 - cuda_libdevice_tanh_x * cuda_libdevice_tanh_x)
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, bg.to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, bx.to(X.dtype.element_ty), mask=mask)
 
 
 

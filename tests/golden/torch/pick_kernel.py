@@ -32,9 +32,7 @@ def pick_kernel(X, Y, mode, BLOCK: tl.constexpr):
 @triton.jit
 def pick_kernel_bwd(X, Y, mode, BLOCK: tl.constexpr, dX, dY):
     row = tl.program_id(0)
-    row_times_BLOCK = row * BLOCK
-    tl_arange_zero_BLOCK = tl.arange(0, BLOCK)
-    x = tl.load(X + row_times_BLOCK + tl_arange_zero_BLOCK)
+    x = tl.load(X + row * BLOCK + tl.arange(0, BLOCK))
 
     # Grad of: tl.store(Y + row, s)
     bs_3 = tl.load(dY + row).to(tl.float32)
@@ -46,10 +44,10 @@ def pick_kernel_bwd(X, Y, mode, BLOCK: tl.constexpr, dX, dY):
     if mode > 0:
 
         # Grad of: s = tl.sum(x, axis=0)
-        bx += tl.broadcast_to(tl.expand_dims(bs_3, 0), x.shape)
+        bx += bs_3
 
     # Grad of: x = tl.load(X + row * BLOCK + tl.arange(0, BLOCK))
-    tl.store(dX + row_times_BLOCK + tl_arange_zero_BLOCK, bx)
+    tl.store(dX + row * BLOCK + tl.arange(0, BLOCK), bx)
 
 
 

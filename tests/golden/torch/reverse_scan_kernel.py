@@ -45,13 +45,8 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - n_steps_minus_one) // -1
         tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_t = row_times_n_steps + t
-        row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
-        offs = row_times_n_steps_plus_t_2 + lanes
-        A_plus_offs = A + offs
-        tl_load_A_plus_offs = tl.load(A_plus_offs)
-        h_2 = tl_load_A_plus_offs * h_2 + tl.load(X + offs)
+        offs = (row * n_steps + t) * BLOCK + lanes
+        h_2 = tl.load(A + offs) * h_2 + tl.load(X + offs)
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
     bh_2 = tl.zeros(h.shape, dtype=tl.float32)
@@ -63,17 +58,12 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = n_steps_minus_one + iteration_2 * -1
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
-        row_times_n_steps = row * n_steps
-        row_times_n_steps_plus_t = row_times_n_steps + t
-        row_times_n_steps_plus_t_2 = row_times_n_steps_plus_t * BLOCK
-        offs = row_times_n_steps_plus_t_2 + lanes
-        A_plus_offs = A + offs
-        tl_load_A_plus_offs = tl.load(A_plus_offs)
+        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        offs = (row * n_steps + t) * BLOCK + lanes
+        tl_load_A_plus_offs = tl.load(A + offs)
 
         # Grad of: for t in range(n_steps - 1, -1, -1):
         bh_3 = bh_2
-        bh_2 = tl.zeros_like(bh_2)
 
         # Grad of: tl.store(H + offs, h)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
@@ -84,7 +74,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dX + offs, bh_3, sem="relaxed")
-        bh_2 += bh_3 * tl_load_A_plus_offs
+        bh_2 = tl.zeros_like(bh_2) + bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
         tl.atomic_add(dA + offs, bh_3 * h_2, sem="relaxed")

@@ -38,17 +38,12 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
-    h_col = h[:, None]
-    d_row = d[None, :]
-    mask = (h_col < n_heads) & (d_row < HALF)
-    row_times_n_heads_2 = row * n_heads * 2 * HALF
-    h_col_2_times_two_times_HALF = h_col * 2 * HALF
-    first = Q + row_times_n_heads_2 + h_col_2_times_two_times_HALF + d_row
-    dfirst = dQ + row_times_n_heads_2 + h_col_2_times_two_times_HALF + d_row
-    row_times_HALF = row * HALF
-    tl_load = tl.load(COS + row_times_HALF + d)
+    mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
+    first = Q + row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    dfirst = dQ + row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    tl_load = tl.load(COS + row * HALF + d)
     cos = tl_load[None, :]
-    tl_load_2 = tl.load(SIN + row_times_HALF + d)
+    tl_load_2 = tl.load(SIN + row * HALF + d)
     sin = tl_load_2[None, :]
     a = tl.load(first, mask=mask, other=0.0)
     dfirst_plus_HALF = dfirst + HALF
@@ -58,26 +53,18 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dfirst_plus_HALF, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
-    ba = bb_times_cos_plus_a_times_sin * sin
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(bsin.shape == sin.shape)
-    bb = bb_times_cos_plus_a_times_sin * cos
     bcos = tl.sum(bb_times_cos_plus_a_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(bcos.shape == cos.shape)
 
     # Grad of: tl.store(first, a * cos - b * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
     ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dfirst, 0.0, mask=mask, sem="relaxed")
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
-    bb += bb_times_sin * sin
-    _bsin = tl.sum(bb_times_sin * b, 0, keep_dims=True)
-    tl.static_assert(_bsin.shape == sin.shape)
-    bsin += _bsin
-    ba += ba_times_cos_minus_b_times_sin * cos
-    _bcos = tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
-    tl.static_assert(_bcos.shape == cos.shape)
-    bcos += _bcos
+    bb = bb_times_cos_plus_a_times_sin * cos + bb_times_sin * sin
+    bsin += tl.sum(bb_times_sin * b, 0, keep_dims=True)
+    ba = bb_times_cos_plus_a_times_sin * sin + ba_times_cos_minus_b_times_sin * cos
+    bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(first + HALF, mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -88,10 +75,10 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
-    tl.store(dSIN + row_times_HALF + d, tl.reshape(bsin, tl_load_2.shape))
+    tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))
 
     # Grad of: cos = tl.load(COS + row * HALF + d)[None, :]
-    tl.store(dCOS + row_times_HALF + d, tl.reshape(bcos, tl_load.shape))
+    tl.store(dCOS + row * HALF + d, tl.reshape(bcos, tl_load.shape))
 
 
 

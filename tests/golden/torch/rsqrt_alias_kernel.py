@@ -33,28 +33,24 @@ def rsqrt_alias_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def rsqrt_alias_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, ld_rsqrt(x * x + 1.0) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bld_rsqrt_x_times_x = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
+    bld_rsqrt_x_times_x_plus_one_times_g = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
     ld_rsqrt_x_times_x_plus_one = ld_rsqrt(x * x + 1.0)
 
     # Grad of: tl.store(Y + offs, ld_rsqrt(x * x + 1.0) * g, mask=mask)
-    bld_rsqrt_x_times_x_plus_one = bld_rsqrt_x_times_x * g
-    bg = tl.where(mask, bld_rsqrt_x_times_x * ld_rsqrt_x_times_x_plus_one, 0.0)
+    bld_rsqrt_x_times_x_plus_one = bld_rsqrt_x_times_x_plus_one_times_g * g
+    bg = tl.where(mask, bld_rsqrt_x_times_x_plus_one_times_g * ld_rsqrt_x_times_x_plus_one, 0.0)
     bx_times_x_plus_one = tl.where(mask, -0.5 * bld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one * ld_rsqrt_x_times_x_plus_one, 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, bg.to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, (bx_times_x_plus_one * x * 2).to(X.dtype.element_ty), mask=mask)
 
 
 

@@ -33,10 +33,8 @@ def rsqrt_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def rsqrt_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, rsqrt(x * x + 1.0) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -47,14 +45,12 @@ def rsqrt_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     brsqrt_x_times_x_plus_one = brsqrt_x_times_x_plus_one_times_g * g
     bg = tl.where(mask, brsqrt_x_times_x_plus_one_times_g * rsqrt_x_times_x_plus_one, 0.0)
     bx_times_x_plus_one = tl.where(mask, -0.5 * brsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one * rsqrt_x_times_x_plus_one, 0.0)
-    bx = bx_times_x_plus_one * x
-    bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, bg.to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, (bx_times_x_plus_one * x * 2).to(X.dtype.element_ty), mask=mask)
 
 
 

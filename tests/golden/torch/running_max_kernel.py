@@ -44,12 +44,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         # The iteration's incoming values, for the reversed loop.
         iteration = (i - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-        row_times_n_chunks = row * n_chunks
-        row_times_n_chunks_plus_i = row_times_n_chunks + i
-        row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
-        X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-        X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
-        x = tl.load(X_plus_row_times_n)
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         m_2 = tl.maximum(m_2, x)
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, m)
@@ -63,24 +58,18 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         iteration_2 = trips - 1 - reversed
         i = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        row_times_n_chunks = row * n_chunks
-        row_times_n_chunks_plus_i = row_times_n_chunks + i
-        row_times_n_chunks_2 = row_times_n_chunks_plus_i * BLOCK
-        X_plus_row_times_n_chunks_2 = X + row_times_n_chunks_2
-        X_plus_row_times_n = X_plus_row_times_n_chunks_2 + lanes
-        x = tl.load(X_plus_row_times_n)
+        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
 
         # Grad of: for i in range(0, n_chunks):
         bm_3 = bm_2
-        bm_2 = tl.zeros_like(bm_2)
 
         # Grad of: m = tl.maximum(m, x)
-        bm_2 += tl.where(m_2 > x, bm_3, tl.where(m_2 == x, bm_3 * 0.5, 0.0))
+        bm_2 = tl.zeros_like(bm_2) + tl.where(m_2 > x, bm_3, tl.where(m_2 == x, bm_3 * 0.5, 0.0))
         bx = tl.where(x > m_2, bm_3, tl.where(m_2 == x, bm_3 * 0.5, 0.0))
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_chunks_2 + lanes, bx, sem="relaxed")
+        tl.atomic_add(dX + (row * n_chunks + i) * BLOCK + lanes, bx, sem="relaxed")
     tl.debug_barrier()
 
 

@@ -33,10 +33,8 @@ def tanh_scale_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def tanh_scale_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, tanh(x) * g, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -44,14 +42,12 @@ def tanh_scale_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     tanh_x = tanh(x)
 
     # Grad of: tl.store(Y + offs, tanh(x) * g, mask=mask)
-    bg = btanh_x_times_g * tanh_x
-    bx = btanh_x_times_g * g * (1.0 - tanh_x * tanh_x)
-
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, (btanh_x_times_g * tanh_x).to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    btl_load_X_plus_offs = (btanh_x_times_g * g * (1.0 - tanh_x * tanh_x)).to(X.dtype.element_ty)
+    tl.store(dX + offs, btl_load_X_plus_offs, mask=mask)
 
 
 

@@ -35,34 +35,31 @@ def tl_math_names_kernel(X, Y, G, N, BLOCK: tl.constexpr):
 def tl_math_names_kernel_bwd(X, Y, G, N, BLOCK: tl.constexpr, dX, dG, dY):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=mask, other=0.0).to(tl.float32)
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, math_rsqrt(x * x + 1.0) * g + math_erf(x) * math_exp2(g), mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    bmath_rsqrt_x_times_x_2 = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
+    bsum = tl.load(dY + offs, mask=mask, other=0.0).to(tl.float32)
     math_rsqrt_x_times_x_plus_one = math_rsqrt(x * x + 1.0)
     math_erf_x = math_erf(x)
     math_exp2_g = math_exp2(g)
 
     # Grad of: tl.store(Y + offs, math_rsqrt(x * x + 1.0) * g + math_erf(x) * math_exp2(g), mask=mask)
-    bmath_erf_x = tl.where(mask, bmath_rsqrt_x_times_x_2 * math_exp2_g, 0.0)
-    bmath_exp2_g = tl.where(mask, bmath_rsqrt_x_times_x_2 * math_erf_x, 0.0)
+    bmath_exp2_g = tl.where(mask, bsum * math_erf_x, 0.0)
     bg = tl.where(mask, bmath_exp2_g * math_exp2_g * 0.6931471805599453, 0.0)
-    bx = bmath_erf_x * 1.1283791670955126 * tl.exp(-x * x)
-    bmath_rsqrt_x_times_x_plus_one = bmath_rsqrt_x_times_x_2 * g
-    bg += tl.where(mask, bmath_rsqrt_x_times_x_2 * math_rsqrt_x_times_x_plus_one, 0.0)
+    bx = tl.where(mask, bsum * math_exp2_g, 0.0) * 1.1283791670955126 * tl.exp(-x * x)
+    bmath_rsqrt_x_times_x_plus_one = bsum * g
+    bg += tl.where(mask, bsum * math_rsqrt_x_times_x_plus_one, 0.0)
     bx_times_x_plus_one = tl.where(mask, -0.5 * bmath_rsqrt_x_times_x_plus_one * math_rsqrt_x_times_x_plus_one * math_rsqrt_x_times_x_plus_one * math_rsqrt_x_times_x_plus_one, 0.0)
     bx += bx_times_x_plus_one * x
     bx += bx_times_x_plus_one * x
 
     # Grad of: g = tl.load(G + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dG + offs, bg.to(G.dtype.element_ty), mask=mask)
 
     # Grad of: x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=mask)
+    tl.store(dX + offs, bx.to(X.dtype.element_ty), mask=mask)
 
 
 

@@ -58,40 +58,29 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     pid_m = tl.program_id(0)
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_am = offs_cm % M
-    tl_arange_zero_BLOCK_SIZE_N = tl.arange(0, BLOCK_SIZE_N)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    offs_k_col_times_stride_bk = offs_k[:, None] * stride_bk
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cm_col = offs_cm[:, None]
-    dc_ptr_plus_stride_cm = dc_ptr + stride_cm * offs_cm_col
-    t_3 = offs_cm_col < M
-    BLOCK_SIZE_K_times_stride_bk = BLOCK_SIZE_K * stride_bk
-    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
     # Its gradient tile, summed over the forward's programs along axis 1 (the programs that read it) in registers
     da_ptr_tile = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_K), dtype=tl.float32)
     for pid_n in range(0, num_pid_n):
-        offs_cn = pid_n * BLOCK_SIZE_N + tl_arange_zero_BLOCK_SIZE_N
+        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         offs_bn = offs_cn % N
-        b_ptrs = b_ptr + (offs_k_col_times_stride_bk + offs_bn[None, :] * stride_bn)
-        offs_cn_row = offs_cn[None, :]
-        dc_ptrs = dc_ptr_plus_stride_cm + stride_cn * offs_cn_row
-        c_mask = t_3 & (offs_cn_row < N)
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        b_ptrs_2 = b_ptrs
-        b_ptrs_2 = b_ptrs_2 + k * BLOCK_SIZE_K_times_stride_bk
-        b = tl.load(b_ptrs_2, mask=t_2, other=0.0)
-        ba = tl.dot(bc.to(accumulator.dtype).to(b_ptrs_2.dtype.element_ty), tl.trans(b))
+        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
+        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
+        b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        da_ptr_tile = da_ptr_tile + ba
+        da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
     # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
+    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
@@ -101,42 +90,31 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     k = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     pid_n = tl.program_id(1)
-    tl_arange_zero_BLOCK_SIZE_M = tl.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    offs_k_row_times_stride_ak = offs_k[None, :] * stride_ak
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
-    t_4 = offs_cn_row < N
-    BLOCK_SIZE_K_times_stride_ak = BLOCK_SIZE_K * stride_ak
-    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
     # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
     db_ptr_tile = tl.zeros((BLOCK_SIZE_K, BLOCK_SIZE_N), dtype=tl.float32)
     for pid_m in range(0, num_pid_m):
-        offs_cm = pid_m * BLOCK_SIZE_M + tl_arange_zero_BLOCK_SIZE_M
+        offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_am = offs_cm % M
-        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k_row_times_stride_ak)
-        offs_cm_col = offs_cm[:, None]
-        dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm_col < M) & t_4
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        a_ptrs_2 = a_ptrs
-        a_ptrs_2 = a_ptrs_2 + k * BLOCK_SIZE_K_times_stride_ak
-        a = tl.load(a_ptrs_2, mask=t, other=0.0)
-        bb = tl.dot(tl.trans(a), bc.to(accumulator.dtype).to(a_ptrs_2.dtype.element_ty))
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
+        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        baccumulator_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
+        a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        db_ptr_tile = db_ptr_tile + bb
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")
+    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
 
 
 

@@ -51,26 +51,20 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     i_t = tl.program_id(0)
     i_n = tl.program_id(1).to(tl.int64)
     bos = i_n * T
-    i_t_times_BT = i_t * BT
-    tl_arange_zero_BT = tl.arange(0, BT)
-    o_t = i_t_times_BT + tl_arange_zero_BT
+    o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < T
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
-    if i_t_times_BT + BT <= T:
+    t = o_t[:, None] < T
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    if i_t * BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
-    G_plus_offs = G + offs
-    g = tl.load(G_plus_offs, mask=m, other=0.0).to(tl.float32)
+    g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
-    t_4_col = (tl_arange_zero_BT == i_last_3)[:, None]
+    t_4_col = (tl.arange(0, BT) == i_last_3)[:, None]
     tl_where_t_4_col_g_zero = tl.where(t_4_col, g, 0.0)
     g_last = tl.sum(tl_where_t_4_col_g_zero, 0)
     tl_sigmoid_g_last = tl.sigmoid(g_last)
@@ -81,27 +75,24 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     by_2 = by_2_to_Y_dtype_element_ty.to((y * tl_sigmoid_g_last_row).dtype)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
-    by = by_2 * tl_sigmoid_g_last_row
-    btl_sigmoid_g_last_row = tl.sum(by_2 * y, 0, keep_dims=True)
-    tl.static_assert(btl_sigmoid_g_last_row.shape == tl_sigmoid_g_last_row.shape)
-    btl_sigmoid_g_last = tl.reshape(btl_sigmoid_g_last_row, tl_sigmoid_g_last.shape)
+    btl_sigmoid_g_last = tl.reshape(tl.sum(by_2 * y, 0, keep_dims=True), tl_sigmoid_g_last.shape)
     bg_last = btl_sigmoid_g_last * tl_sigmoid_g_last * (1.0 - tl_sigmoid_g_last)
 
     # Grad of: g_last = tl.sum(tl.where((tl.arange(0, BT) == i_last)[:, None], g, 0.0), 0)
     btl_where_t_4_col_g_zero = tl.broadcast_to(tl.expand_dims(bg_last, 0), tl_where_t_4_col_g_zero.shape)
-    bg = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0)
 
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
+    bx = by_2 * tl_sigmoid_g_last_row * x * 2
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
+    btl_load_G_plus_offs = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0).to(G.dtype.element_ty)
+
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg.to(G_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -113,25 +104,19 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    o_t_col = o_t[:, None]
-    t = o_t_col < T
-    o_d_row = o_d[None, :]
-    m = t & (o_d_row < D)
-    offs = (bos + o_t_col) * D + o_d_row
-    X_plus_offs = X + offs
-    x = tl.load(X_plus_offs, mask=m, other=0.0).to(tl.float32)
+    t = o_t[:, None] < T
+    m = t & (o_d[None, :] < D)
+    offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype)
-
     # Grad of: y = x * x
-    bx = by * x
-    bx += by * x
+    bx = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype) * x * 2
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X_plus_offs.dtype.element_ty), mask=m, sem="relaxed")
+    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
 
 
 @triton.jit

@@ -70,37 +70,27 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
     num_progs = num_programs
     cols = tl.arange(0, BLOCK)
     col_mask = cols < n_cols
-    dW_plus_cols = dW_row + cols
     w = tl.load(W + cols, mask=col_mask, other=0.0)
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        pid = forward_pid
+    for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         partial_in_memory = tl.load(DW + pid * stride + cols, mask=col_mask, other=0.0)
         partial_in_memory_2 = partial_in_memory
 
         # This program's row of the tapes of the loop below, and its trip count.
-        tape_row = forward_pid.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        tape_row = pid.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
         trips = (n_rows - pid + num_progs - 1) // num_progs
         for row in range(pid, n_rows, num_progs):
 
             # The iteration's incoming values, for the reversed loop.
             iteration = (row - pid) // num_progs
             tl.store(partial_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), partial_in_memory_2, mask=iteration < tape_trips)
-            row_times_stride = row * stride
-            X_plus_row_times_stride = X + row_times_stride
-            X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
-            x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
-            row_times_stride_2 = row * stride
-            DY_plus_row_times_stride_2 = DY + row_times_stride_2
-            DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-            dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
-            RSTD_plus_row = RSTD + row
-            rstd = tl.load(RSTD_plus_row)
+            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            rstd = tl.load(RSTD + row)
             partial = partial_in_memory_2
             dy_times_x = dy * x
-            dy_times_x_times_rstd = dy_times_x * rstd
-            partial_in_memory_stored = partial + dy_times_x_times_rstd
+            partial_in_memory_stored = partial + dy_times_x * rstd
             partial_in_memory_stored_to = partial_in_memory_stored.to(partial_in_memory_2.dtype)
             partial_in_memory_2 = tl.where(col_mask, partial_in_memory_stored_to, partial_in_memory_2)
 
@@ -116,25 +106,17 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             iteration_2 = trips - 1 - reversed
             row = pid + iteration_2 * num_progs
             partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(partial_in_memory_2.dtype)
-            row_times_stride = row * stride
-            X_plus_row_times_stride = X + row_times_stride
-            X_plus_row_times_stride_2 = X_plus_row_times_stride + cols
-            x = tl.load(X_plus_row_times_stride_2, mask=col_mask, other=0.0)
-            row_times_stride_2 = row * stride
-            DY_plus_row_times_stride_2 = DY + row_times_stride_2
-            DY_plus_row_times_stride = DY_plus_row_times_stride_2 + cols
-            dy = tl.load(DY_plus_row_times_stride, mask=col_mask, other=0.0)
-            RSTD_plus_row = RSTD + row
-            rstd = tl.load(RSTD_plus_row)
-            dDX_plus_row_times_stride = dDX + row * stride + cols
+            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            rstd = tl.load(RSTD + row)
+            dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             # (Loaded early: nothing in the backward writes this memory.)
-            bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
+            bdy_times_w_times_rstd = tl.load(dDX_plus_row_times_stride_3_plus_cols, mask=col_mask, other=0.0).to(tl.float32)
             partial = partial_in_memory_2
             dy_times_x = dy * x
-            dy_times_x_times_rstd = dy_times_x * rstd
-            partial_in_memory_stored = partial + dy_times_x_times_rstd
+            partial_in_memory_stored = partial + dy_times_x * rstd
             ddw_row_plus_cols = dDW + pid * stride + cols
 
             # Grad of: for row in range(pid, n_rows, num_progs):
@@ -155,19 +137,13 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             # Grad of: partial_in_memory_stored = partial + dy * x * rstd
             bdy_times_x = bpartial_in_memory_stored * rstd
             brstd = tl.sum(bpartial_in_memory_stored * dy_times_x)
-            tl.static_assert(brstd.shape == rstd.shape)
-            bdy = bdy_times_x * x
-            bx = bdy_times_x * dy
 
             # Grad of: partial = partial_in_memory
             bpartial_in_memory_2 += bpartial_in_memory_stored
 
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             bdy_times_w = bdy_times_w_times_rstd * rstd
-            _brstd = tl.sum(bdy_times_w_times_rstd * (dy * w))
-            tl.static_assert(_brstd.shape == rstd.shape)
-            brstd += _brstd
-            bdy += bdy_times_w * w
+            brstd += tl.sum(bdy_times_w_times_rstd * (dy * w))
             bw += bdy_times_w * dy
 
             # Grad of: rstd = tl.load(RSTD + row)
@@ -175,11 +151,11 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
+            tl.store(dDY + row * stride + cols, bdy_times_x * x + bdy_times_w * w, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dX + row_times_stride + cols, bx, mask=col_mask)
+            tl.store(dX + row * stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 
         # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
@@ -187,8 +163,8 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
         dW_sum += tl.cast(bw, tl.float32)
 
         # This program's last iteration: its partial sums go to its rows.
-        if forward_pid + tl.num_programs(0) >= num_programs:
-            tl.store(dW_plus_cols, dW_sum, mask=col_mask)
+        if pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + cols, dW_sum, mask=col_mask)
 
 
 @triton.jit
@@ -207,26 +183,21 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
     col_mask = cols < n_cols
 
     # Each program of the backward's grid takes every G-th program of the forward's.
-    for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        pid = forward_pid
+    for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         for row in range(pid, n_rows, num_progs):
-            row_times_stride_2 = row * stride
-            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
+            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
-            dDX_plus_row_times_stride = dDX + row * stride + cols
+            dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
             # Grad of: tl.store(DX + row * stride + cols, dy * rstd, mask=col_mask)
-            bdy_times_rstd = tl.load(dDX_plus_row_times_stride, mask=col_mask, other=0.0).to(tl.float32)
-            bdy = bdy_times_rstd * rstd
-            brstd = tl.sum(bdy_times_rstd * dy)
-            tl.static_assert(brstd.shape == rstd.shape)
+            bdy_times_rstd = tl.load(dDX_plus_row_times_stride_3_plus_cols, mask=col_mask, other=0.0).to(tl.float32)
 
             # Grad of: rstd = tl.load(RSTD + row)
-            tl.store(dRSTD + row, brstd)
+            tl.store(dRSTD + row, tl.sum(bdy_times_rstd * dy))
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
+            tl.store(dDY + row * stride + cols, bdy_times_rstd * rstd, mask=col_mask)
 
 
 @triton.jit
