@@ -56,7 +56,15 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
   std::vector<ExprPtr> owned;
   std::vector<const Expr *> literals;
   std::string name = flag;  // the flag's name in the function visited (a helper's parameter)
+  // Tested against None (`if act_func is not None:`): None is a value of its own, what a launch passes for
+  // "none" (attorch's plain Linear), neither True nor False nor a string compared with.
+  bool tested_against_none = false;
   std::function<void(const Expr &)> visit = [&](const Expr &e) {
+    if (auto *c = dyn_cast<Compare>(&e); c && c->comparators.size() == 1 &&
+                                         (c->ops[0] == CompareOpKind::Is || c->ops[0] == CompareOpKind::IsNot) &&
+                                         ((is_flag_name(*c->left, name) && isa<NoneLit>(c->comparators[0].get())) ||
+                                          (is_flag_name(*c->comparators[0], name) && isa<NoneLit>(c->left.get()))))
+      tested_against_none = true;
     if (auto *c = dyn_cast<Compare>(&e); c && c->comparators.size() == 1 &&
                                          (c->ops[0] == CompareOpKind::Eq || c->ops[0] == CompareOpKind::NotEq)) {
       const Expr *other = is_flag_name(*c->left, name) ? c->comparators[0].get()
@@ -108,6 +116,16 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
     std::sort(literals.begin(), literals.end(),
               [](const Expr *a, const Expr *b) { return cast<IntLit>(a)->value < cast<IntLit>(b)->value; });
   }
+  auto none_value = [] {
+    FlagValue fv;
+    fv.type = SType::none();
+    fv.text = "None";
+    fv.suffix = "none";
+    fv.literal = std::make_unique<NoneLit>();
+    return fv;
+  };
+  // (With integer literals the other value's stand-in is already None: that branch serves it.)
+  if (tested_against_none && (literals.empty() || isa<StrLit>(literals[0]))) f.values.push_back(none_value());
   if (literals.empty()) {
     for (bool v : {true, false}) {
       FlagValue fv;

@@ -402,8 +402,8 @@ class Specializer {
       if (f.values[v].literal) {
         ExprList rhs;
         rhs.push_back(clone(*f.values[v].literal));
-        cond = std::make_unique<Compare>(std::make_unique<Name>(f.name), std::vector<CompareOpKind>{CompareOpKind::Eq},
-                                         std::move(rhs));
+        const CompareOpKind op = isa<NoneLit>(f.values[v].literal.get()) ? CompareOpKind::Is : CompareOpKind::Eq;
+        cond = std::make_unique<Compare>(std::make_unique<Name>(f.name), std::vector<CompareOpKind>{op}, std::move(rhs));
       } else {
         cond = std::make_unique<Name>(f.name);
       }

@@ -649,6 +649,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"defaulted_flag", "signed_rotation_kernel", {3, 1, 1},
                    {"X=fp32[80]", "C=fp32[40]", "S=fp32[40]", "YA=fp32[40]:zeros", "YB=fp32[40]:zeros", "n=37"},
                    {"INVERSE=True", "BLOCK=16"}, {"X", "C", "S"}, {}},
+        // A string-or-None flag: None and a string, each through the dispatcher in the generic check.
+        KernelCase{"defaulted_flag", "optional_activation_kernel", {3, 1, 1},
+                   {"X=fp32[40]", "Y=fp32[40]:zeros", "n=37"}, {"ACT=None", "BLOCK=16"}, {"X"}, {}},
+        KernelCase{"defaulted_flag", "optional_activation_kernel", {3, 1, 1},
+                   {"X=fp32[40]", "Y=fp32[40]:zeros", "n=37"}, {"ACT='softsign'", "BLOCK=16"}, {"X"}, {}},
         // ... inside a grid-stride row loop and a loop walking the row: each iteration of both owns its block.
         KernelCase{"in_place", "strided_inplace_scale_kernel", {3, 1, 1},
                    {"X=fp32[7,40]", "W=fp32[40]", "n_rows=7", "n_cols=37"}, {"BLOCK=16"}, {"X", "W"},

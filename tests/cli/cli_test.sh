@@ -703,6 +703,11 @@ run exp_flag "$TMP/exp_flag.py" --wrt X,T
 expect_rc exp_flag_exit_0 0 exp_flag
 expect_grep exp_flag_specialized "$TMP/exp_flag.out" '^# Specialized: one backward per value of LOG = True, False\.$'
 expect_grep exp_flag_bf16_served "$TMP/exp_flag.out" '^# Generic: the same backward for X = [^;]*; T = \*fp32, \*fp16, \*bf16;'
+# A flag tested with `is not None` and compared with strings: None is one of its values (attorch's plain Linear).
+run optional_act $KERNELS/defaulted_flag.py --kernel optional_activation_kernel --wrt X
+expect_rc optional_act_exit_0 0 optional_act
+expect_grep optional_act_values "$TMP/optional_act.out" "^# Specialized: one backward per value of ACT = None, 'relu', 'softsign', any other value\.$"
+expect_grep optional_act_dispatch "$TMP/optional_act.out" '^    if ACT is None:$'
 # A backward that really depends on a dtype names the parameter.
 cat >"$TMP/dtype_branch.py" <<'EOF'
 import triton

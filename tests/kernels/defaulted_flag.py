@@ -21,3 +21,22 @@ def signed_rotation_kernel(X, C, S, YA, YB, n, INVERSE: tl.constexpr = False, BL
         yb = b * c - a * s
     tl.store(YA + offs, ya, mask=mask)
     tl.store(YB + offs, yb, mask=mask)
+
+
+# A flag that is a string or None, tested with `is not None` (attorch's act_func: None for a plain Linear). z is
+# defined only for the strings compared with, so the backward is specialized per value, and None is one of them: the
+# dispatcher tests `ACT is None` before the strings (another string gets no backward, as its forward does not compile).
+@triton.jit
+def optional_activation_kernel(X, Y, n, ACT: tl.constexpr = None, BLOCK: tl.constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    if ACT is not None:
+        if ACT == "relu":
+            z = tl.maximum(x, 0.0)
+        elif ACT == "softsign":
+            z = x / (1.0 + tl.abs(x))
+        y = z * 2.0
+    else:
+        y = x * 2.0
+    tl.store(Y + offs, y, mask=mask)
