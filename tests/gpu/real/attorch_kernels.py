@@ -12,8 +12,8 @@
 # specializations); the act and linear kernels are run here through modules written with one -D each:
 #   attorch_act_func_forward_kernel_dropout{True,False}_op.py   (-D dropout=True / False)
 #   attorch_linear_forward_kernel_fp16{True,False}_op.py         (-D fp16=True / False)
-#   attorch_linear_forward_kernel_fp16{True,False}_actNone_op.py (-D fp16=... -D act_func=None: the modules above
-#                                                                  have no backward for act_func=None)
+#   attorch_linear_forward_kernel_fp16{True,False}_actNone_op.py (-D fp16=... -D act_func=None; the modules above
+#                                                                  serve act_func=None too since 2026-11-27)
 # The modules keep the kernel files' relative imports (`from .utils import ...`): they are loaded as submodules of a
 # package `attorch` over attorch's own package folder, ATTORCH_SRC (default MODULES_DIR/src/attorch, e.g.
 # `git archive HEAD attorch | tar -x -C MODULES_DIR/src`).
