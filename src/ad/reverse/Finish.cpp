@@ -143,6 +143,34 @@ void Engine::make_readable(Module &out, const Backward &result) const {
     std::set<std::string> index_values;
     if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
       index_values = integer_values(f->body, *info);
+      // A generic backward's parameters given no type are integers in one representative and floats in another
+      // (a scalar `logx`, int32 then fp32): what is computed from them is written out in neither, or the
+      // representatives' backwards would differ by the rewrite alone.
+      if (generic()) {
+        std::set<std::string> untyped;  // the scalars (pointers load floats, or integers, in every representative)
+        for (const std::string &n : request_.generic_params)
+          if (auto t = bwd_types_.find(n); t != bwd_types_.end() && !(t->second.is_tensor() && t->second.elem.is_pointer))
+            untyped.insert(n);
+        std::function<void(const StmtList &)> taint = [&](const StmtList &block) {
+          for (const StmtPtr &st : block) {
+            if (auto *a = dyn_cast<Assign>(st.get())) {
+              std::set<std::string> read;
+              reads(*a->value, read);
+              if (std::any_of(read.begin(), read.end(), [&](const std::string &n) { return untyped.count(n) > 0; }))
+                for (const ExprPtr &t : a->targets) reads(*t, untyped);
+            } else if (auto *l = dyn_cast<For>(st.get())) {
+              taint(l->body);
+            } else if (auto *w = dyn_cast<While>(st.get())) {
+              taint(w->body);
+            } else if (auto *i = dyn_cast<If>(st.get())) {
+              taint(i->body);
+              taint(i->orelse);
+            }
+          }
+        };
+        for (int pass = 0; pass < 2; ++pass) taint(f->body);  // twice: a loop's later assignment feeds its earlier reads
+        for (const std::string &n : untyped) index_values.erase(n);
+      }
       // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
       if (!generic()) remove_noop_casts(f->body, *info);
       const bool dropped = drop_proven_shape_checks(*f, *info);

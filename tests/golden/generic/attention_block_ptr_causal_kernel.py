@@ -12,10 +12,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
-    kv_offset = off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
-    v_offset = off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_offset = off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    kv_offset = off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_offset = off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    o_offset = off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     Q_block_base = Q + q_offset
     Q_block_shape0 = N_CTX
     Q_block_stride0 = stride_qm
@@ -40,10 +42,12 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
-    dQ_block_base_offset = dQ + q_offset + offs_m[:, None] * Q_block_stride0
-    Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
-    dQ_block_base_offset_offset = dQ_block_base_offset + Q_block_index1[None, :] * Q_block_stride1
+    Q_block_index0_col_times_Q_block_stride0 = offs_m[:, None] * Q_block_stride0
+    Q_block_base_offset = Q_block_base + Q_block_index0_col_times_Q_block_stride0
+    dQ_block_base_offset = dQ + q_offset + Q_block_index0_col_times_Q_block_stride0
+    Q_block_index1_row_times_Q_block_stride1 = Q_block_index1[None, :] * Q_block_stride1
+    Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row_times_Q_block_stride1
+    dQ_block_base_offset_offset = dQ_block_base_offset + Q_block_index1_row_times_Q_block_stride1
     t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
     q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
     if STAGE & 1:
@@ -98,8 +102,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
             k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
@@ -115,8 +121,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
             v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
@@ -175,7 +183,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
@@ -191,7 +200,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
@@ -282,7 +292,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_3_tape + (tape_row * tape_trips + iteration) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_3_2, mask=iteration < tape_trips)
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             t_11 = K_ptrs_2_index1[None, :] < K_ptrs_2_shape1
@@ -298,7 +309,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             t_15 = V_ptrs_2_index0[:, None] < V_ptrs_2_shape0
@@ -333,8 +345,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_2_offset1_3 = V_ptrs_2_offset1_2 + iteration_2 * 0
             K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
-            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_index0_col_scaled = K_ptrs_2_index0[:, None] * K_ptrs_2_stride0
+            K_ptrs_2_base_offset = K_ptrs_2_base + K_ptrs_2_index0_col_scaled
+            dK_ptrs_2_base_offset = dK_block_base + K_ptrs_2_index0_col_scaled
             K_ptrs_2_index1_row_scaled = K_ptrs_2_index1[None, :] * K_ptrs_2_stride1
             K_ptrs_2_base_offset_offset = K_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
             dK_ptrs_2_base_offset_offset = dK_ptrs_2_base_offset + K_ptrs_2_index1_row_scaled
@@ -351,8 +364,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha_2 = tl.math.exp2(m_i_3_2 - m_ij_2)
             V_ptrs_2_index0 = V_ptrs_2_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_2_index1 = V_ptrs_2_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
-            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_index0_col_scaled = V_ptrs_2_index0[:, None] * V_ptrs_2_stride0
+            V_ptrs_2_base_offset = V_ptrs_2_base + V_ptrs_2_index0_col_scaled
+            dV_ptrs_2_base_offset = dV_block_base + V_ptrs_2_index0_col_scaled
             V_ptrs_2_index1_row_scaled = V_ptrs_2_index1[None, :] * V_ptrs_2_stride1
             V_ptrs_2_base_offset_offset = V_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
             dV_ptrs_2_base_offset_offset = dV_ptrs_2_base_offset + V_ptrs_2_index1_row_scaled
@@ -483,8 +497,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             tl.store(m_i_2_tape + (tape_row_2 * tape_trips_2 + iteration_3) * BLOCK_M + tl.arange(0, BLOCK_M), m_i_2_2, mask=iteration_3 < tape_trips_2)
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
-            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
+            K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             t_3_and_t_4 = (K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1)
             k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
             qk = tl.dot(q, k) * qk_scale
@@ -500,8 +516,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
-            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
+            V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             t_8_and_t_9 = (V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0)
             v = tl.load(V_ptrs_base_offset_offset, mask=t_8_and_t_9, other=0.0)
             alpha_col = alpha[:, None]
@@ -533,8 +551,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             V_ptrs_offset1_3 = V_ptrs_offset1_2 + iteration_4 * 0
             K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
             K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
-            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
-            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_index0_col_times_K_ptrs_stride0 = K_ptrs_index0[:, None] * K_ptrs_stride0
+            K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0_col_times_K_ptrs_stride0
+            dK_ptrs_base_offset = dK_block_base + K_ptrs_index0_col_times_K_ptrs_stride0
             K_ptrs_index1_row_times_K_ptrs_stride1 = K_ptrs_index1[None, :] * K_ptrs_stride1
             K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
             dK_ptrs_base_offset_offset = dK_ptrs_base_offset + K_ptrs_index1_row_times_K_ptrs_stride1
@@ -553,8 +572,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
             alpha = tl.math.exp2(m_i_2_2 - m_ij)
             V_ptrs_index0 = V_ptrs_offset0_3 + tl.arange(0, BLOCK_N)
             V_ptrs_index1 = V_ptrs_offset1_3 + tl.arange(0, HEAD_DIM)
-            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
-            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_index0_col_times_V_ptrs_stride0 = V_ptrs_index0[:, None] * V_ptrs_stride0
+            V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0_col_times_V_ptrs_stride0
+            dV_ptrs_base_offset = dV_block_base + V_ptrs_index0_col_times_V_ptrs_stride0
             V_ptrs_index1_row_times_V_ptrs_stride1 = V_ptrs_index1[None, :] * V_ptrs_stride1
             V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1
             dV_ptrs_base_offset_offset = dV_ptrs_base_offset + V_ptrs_index1_row_times_V_ptrs_stride1

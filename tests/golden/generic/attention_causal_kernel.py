@@ -12,41 +12,53 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    q_base = Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
-    dq_base = dQ + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
-    k_base = K + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
-    v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    o_base = Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_z_to_tl_int64_times_stride_qz = off_z_to_tl_int64 * stride_qz
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    off_h_to_tl_int64_times_stride_qh = off_h_to_tl_int64 * stride_qh
+    q_base = Q + off_z_to_tl_int64_times_stride_qz + off_h_to_tl_int64_times_stride_qh
+    dq_base = dQ + off_z_to_tl_int64_times_stride_qz + off_h_to_tl_int64_times_stride_qh
+    k_base = K + off_z_to_tl_int64 * stride_kz + off_h_to_tl_int64 * stride_kh
+    v_base = V + off_z_to_tl_int64 * stride_vz + off_h_to_tl_int64 * stride_vh
+    off_z_to_tl_int64_4_times_stride_oz = off_z_to_tl_int64 * stride_oz
+    off_h_to_tl_int64_4_times_stride_oh = off_h_to_tl_int64 * stride_oh
+    o_base = Out + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
+    do_base = dOut + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
-    q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
-    dq_ptrs = dq_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
-    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+    offs_m_col_times_stride_qm = offs_m[:, None] * stride_qm
+    offs_d_row_times_stride_qk = offs_d[None, :] * stride_qk
+    q_ptrs = q_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
+    dq_ptrs = dq_base + offs_m_col_times_stride_qm + offs_d_row_times_stride_qk
+    t = offs_m[:, None] < N_CTX
+    q = tl.load(q_ptrs, mask=t, other=0.0)
     if IS_CAUSAL:
         hi = (start_m + 1) * BLOCK_M
         hi_3 = hi
     else:
         hi_3 = N_CTX
-    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
-    do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
+    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    offs_m_col_4_times_stride_om = offs_m[:, None] * stride_om
+    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
+    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32).to(tl.float32)
+    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
 
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
@@ -147,7 +159,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=offs_m[:, None] < N_CTX, sem="relaxed")
+    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
 
 
 @triton.jit
@@ -156,19 +168,24 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    o_base = Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    off_z_to_tl_int64_4_times_stride_oz = off_z.to(tl.int64) * stride_oz
+    off_h_to_tl_int64_4_times_stride_oh = off_h.to(tl.int64) * stride_oh
+    o_base = Out + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
+    do_base = dOut + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     t = offs_m[:, None] < N_CTX
-    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+    off_hz_times_N_CTX = off_hz * N_CTX
+    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
     t_7 = offs_m < N_CTX
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
-    do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
+    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
+    offs_m_col_4_times_stride_om = offs_m[:, None] * stride_om
+    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
+    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -197,24 +214,35 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     off_hz = tl.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    q_base = Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
-    k_base = K + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
-    dk_base = dK + off_z.to(tl.int64) * stride_kz + off_h.to(tl.int64) * stride_kh
-    v_base = V + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    dv_base = dV + off_z.to(tl.int64) * stride_vz + off_h.to(tl.int64) * stride_vh
-    do_base = dOut + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+    off_z_to_tl_int64 = off_z.to(tl.int64)
+    off_h_to_tl_int64 = off_h.to(tl.int64)
+    q_base = Q + off_z_to_tl_int64 * stride_qz + off_h_to_tl_int64 * stride_qh
+    off_z_to_tl_int64_2_times_stride_kz = off_z_to_tl_int64 * stride_kz
+    off_h_to_tl_int64_2_times_stride_kh = off_h_to_tl_int64 * stride_kh
+    k_base = K + off_z_to_tl_int64_2_times_stride_kz + off_h_to_tl_int64_2_times_stride_kh
+    dk_base = dK + off_z_to_tl_int64_2_times_stride_kz + off_h_to_tl_int64_2_times_stride_kh
+    off_z_to_tl_int64_3_times_stride_vz = off_z_to_tl_int64 * stride_vz
+    off_h_to_tl_int64_3_times_stride_vh = off_h_to_tl_int64 * stride_vh
+    v_base = V + off_z_to_tl_int64_3_times_stride_vz + off_h_to_tl_int64_3_times_stride_vh
+    dv_base = dV + off_z_to_tl_int64_3_times_stride_vz + off_h_to_tl_int64_3_times_stride_vh
+    do_base = dOut + off_z_to_tl_int64 * stride_oz + off_h_to_tl_int64 * stride_oh
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
+    offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
+    offs_d_row_3_times_stride_vk = offs_d[None, :] * stride_vk
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
-    dk_ptrs = dk_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
-    k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-    v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
-    dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
-    v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    offs_n_col_times_stride_kn = offs_n[:, None] * stride_kn
+    k_ptrs = k_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    dk_ptrs = dk_base + offs_n_col_times_stride_kn + offs_d_row_2_times_stride_kk
+    t_2 = offs_n[:, None] < N_CTX
+    k = tl.load(k_ptrs, mask=t_2, other=0.0)
+    offs_n_col_3_times_stride_vn = offs_n[:, None] * stride_vn
+    v_ptrs = v_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    dv_ptrs = dv_base + offs_n_col_3_times_stride_vn + offs_d_row_3_times_stride_vk
+    v = tl.load(v_ptrs, mask=t_2, other=0.0)
 
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
@@ -273,5 +301,5 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             dK_tile = dK_tile + bk
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
-    tl.atomic_add(dv_ptrs, dV_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
+    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")

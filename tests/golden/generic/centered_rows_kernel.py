@@ -14,14 +14,15 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    row_times_n_cols = row * n_cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
     mean = tl.sum(x, axis=0) / n_cols
     w = tl.load(W + row)
     y = tl.where(mask, x - mean, 0.0) * 2.0
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # (Loaded early: nothing in the backward writes this memory.)
-    by_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Mean + row, mean * mean)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -42,7 +43,7 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
 
 
 @triton.jit
@@ -52,12 +53,13 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_true(X, W, Y, Mean, n_
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    row_times_n_cols = row * n_cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
     w = tl.load(W + row)
     y = x * 2.0
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
-    by_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    by_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = y * w
     # Grad of: y = x * 2.0
@@ -65,7 +67,7 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_true(X, W, Y, Mean, n_
     tl.store(dW + row, tl.sum(by_2 * y))
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, by_2 * w * 2.0, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, by_2 * w * 2.0, mask=mask)
 
 
 @triton.jit
@@ -75,7 +77,8 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    row_times_n_cols = row * n_cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
     mean = tl.sum(x, axis=0) / n_cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
@@ -85,7 +88,7 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: tl.store(Mean + row, mean * mean)
     # Grad of: y = x * 2.0
-    bx_2 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 2.0
+    bx_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 2.0
 
     # Grad of: x = tl.where(mask, x - mean, 0.0)
     bx_minus_mean = tl.where(mask, bx_2, 0.0)
@@ -93,7 +96,7 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: mean = tl.sum(x, axis=0) / n_cols
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx_minus_mean + bmean / n_cols, mask=mask)
 
 
 @triton.jit
@@ -103,13 +106,14 @@ def centered_rows_kernel_bwd_IS_CENTERED_false_HAS_WEIGHT_false(X, W, Y, Mean, n
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    row_times_n_cols = row * n_cols
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # Grad of: y = x * 2.0
-    bx = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 2.0
+    bx = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 2.0
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
 
 @triton.jit

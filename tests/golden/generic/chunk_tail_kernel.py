@@ -17,8 +17,10 @@ def chunk_tail_kernel_bwd(X, Y, n_rows, n_cols, NC: tl.constexpr, BC: tl.constex
         bacc_2 = tl.load(dY + row * BC + tl.arange(0, BC)).to(tl.float32)
         for c in range(0, min(NC, tl.cdiv(n_cols, BC))):
             cols = c * BC + tl.arange(0, BC)
-            x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            row_times_n_cols = row * n_cols
+            t_2 = cols < n_cols
+            x = tl.load(X + row_times_n_cols + cols, mask=t_2, other=0.0)
 
             # Grad of: acc += x * x
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX + row * n_cols + cols, bacc_2 * x * 2, mask=cols < n_cols)
+            tl.store(dX + row_times_n_cols + cols, bacc_2 * x * 2, mask=t_2)

@@ -11,7 +11,8 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    tl_load = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    row_times_stride = row * stride
+    tl_load = tl.load(logits_ptr + row_times_stride + cols, mask=mask, other=-float("inf"))
     logits = tl_load.to(tl.float32)
     target = tl.load(targets_ptr + row)
     m = tl.max(logits, axis=0)
@@ -37,5 +38,6 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
     blogits += btl_exp_logits_minus_m * tl_exp_logits_minus_m
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    btl_load = blogits.to(logits_ptr.dtype.element_ty)
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dlogits_ptr + row * stride + cols, blogits.to(logits_ptr.dtype.element_ty), mask=mask)
+    tl.store(dlogits_ptr + row_times_stride + cols, btl_load, mask=mask)

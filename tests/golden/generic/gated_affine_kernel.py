@@ -46,10 +46,11 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_3 = y * w + b
-        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -71,7 +72,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         dW_sum += tl.cast(by_3 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, by_3 * w * x * 2, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_3 * w * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -101,10 +102,11 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y + b
-        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -120,7 +122,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
         dB_sum += by_2_to_tl_float32
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, by_2_to_tl_float32.to(y_2.dtype) * x * 2, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_2_to_tl_float32.to(y_2.dtype) * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -149,10 +151,11 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
         y_2 = y * w
-        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -170,7 +173,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_false(X, W, B, Y, n_cols, H
         dW_sum += tl.cast(by_2 * y, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, by_2 * w * x * 2, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_2 * w * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
@@ -197,9 +200,10 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         y = x * x
-        dY_plus_row_times_n_cols_2_plus_cols = dY + row * n_cols + cols
+        dY_plus_row_times_n_cols_2_plus_cols = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -211,7 +215,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_false(X, W, B, Y, n_cols, 
 
         # Grad of: y = x * x
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, by_to_tl_float32.to(y.dtype) * x * 2, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_to_tl_float32.to(y.dtype) * x * 2, mask=mask)
 
 
 @triton.jit

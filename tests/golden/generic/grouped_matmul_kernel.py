@@ -20,11 +20,16 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_SIZE_K):
-        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
-        a = tl.load(sum, mask=(offs_m[:, None] < M) & ((k + offs_k)[None, :] < K), other=0.0)
-        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
+        offs_m_col_times_stride_am = offs_m[:, None] * stride_am
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
+        t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)
+        a = tl.load(sum, mask=t_and_t_2, other=0.0)
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
+        offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
         t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
-        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
         accumulator = tl.dot(a, b, accumulator)
     tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator * 0.1)
     offs_n_row_3 = offs_n[None, :]
@@ -44,15 +49,19 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
 
     # Unmasked: every lane within the bounds
     for k in range(0, k_last_unmasked * BLOCK_SIZE_K, BLOCK_SIZE_K):
-        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
-        dsum = da_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        offs_m_col_times_stride_am = offs_m[:, None] * stride_am
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
+        dsum = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
         t_and_t_2 = offs_m[:, None] < M
         a = tl.load(sum, mask=t_and_t_2, other=0.0)
-        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
-        db_ptr_offset = db_ptr + (k + offs_k)[:, None] * stride_bk
-        db_ptr_offset_offset = db_ptr_offset + offs_n[None, :] * stride_bn
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
+        db_ptr_offset = db_ptr + k_plus_offs_k_3_col_times_stride_bk
+        offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
+        db_ptr_offset_offset = db_ptr_offset + offs_n_row_times_stride_bn
         t_3_and_t_4 = offs_n[None, :] < N
-        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
@@ -68,15 +77,19 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
 
     # Masked: the iterations after the run
     for k in range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K):
-        sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
-        dsum = da_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
+        offs_m_col_times_stride_am = offs_m[:, None] * stride_am
+        k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
+        sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
+        dsum = da_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
         t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)
         a = tl.load(sum, mask=t_and_t_2, other=0.0)
-        b_ptr_offset = b_ptr + (k + offs_k)[:, None] * stride_bk
-        db_ptr_offset = db_ptr + (k + offs_k)[:, None] * stride_bk
-        db_ptr_offset_offset = db_ptr_offset + offs_n[None, :] * stride_bn
+        k_plus_offs_k_3_col_times_stride_bk = (k + offs_k)[:, None] * stride_bk
+        b_ptr_offset = b_ptr + k_plus_offs_k_3_col_times_stride_bk
+        db_ptr_offset = db_ptr + k_plus_offs_k_3_col_times_stride_bk
+        offs_n_row_times_stride_bn = offs_n[None, :] * stride_bn
+        db_ptr_offset_offset = db_ptr_offset + offs_n_row_times_stride_bn
         t_3_and_t_4 = ((k + offs_k)[:, None] < K) & (offs_n[None, :] < N)
-        b = tl.load(b_ptr_offset + offs_n[None, :] * stride_bn, mask=t_3_and_t_4, other=0.0)
+        b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
 
         # Grad of: accumulator = tl.dot(a, b, accumulator)
         ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))

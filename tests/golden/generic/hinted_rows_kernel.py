@@ -11,8 +11,9 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x_ptrs = tl.max_contiguous(tl.multiple_of(X + row * n_cols + cols, BLOCK), BLOCK)
-    dx_ptrs = tl.max_contiguous(tl.multiple_of(dX + row * n_cols + cols, BLOCK), BLOCK)
+    row_times_n_cols = row * n_cols
+    x_ptrs = tl.max_contiguous(tl.multiple_of(X + row_times_n_cols + cols, BLOCK), BLOCK)
+    dx_ptrs = tl.max_contiguous(tl.multiple_of(dX + row_times_n_cols + cols, BLOCK), BLOCK)
     w_row = W + cols
     w_ptrs = w_row[None, :]
     x = tl.load(x_ptrs, mask=mask, other=0.0)
@@ -20,9 +21,11 @@ def hinted_rows_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY):
     w = tl.load(w_ptrs, mask=mask_row, other=0.0)
     x_row = x[None, :]
     y = x_row * w
+    dY_plus_row_times_n_cols_2_plus_cols_row = dY + row_times_n_cols + cols[None, :]
 
     # Grad of: tl.store(Y + row * n_cols + cols[None, :], y * y, mask=mask[None, :])
-    by = tl.load(dY + row * n_cols + cols[None, :], mask=mask_row, other=0.0).to(tl.float32) * y * 2
+    by_times_y = tl.load(dY_plus_row_times_n_cols_2_plus_cols_row, mask=mask_row, other=0.0).to(tl.float32)
+    by = by_times_y * y * 2
 
     # Grad of: y = x[None, :] * w
     # Grad of: w = tl.load(w_ptrs, mask=mask[None, :], other=0.0)

@@ -47,7 +47,8 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         rm = forward_pid * BM + tl.arange(0, BM)
         mask = rm < n_rows
-        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask[:, None], other=0.0)
+        mask_col = mask[:, None]
+        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
@@ -79,7 +80,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask[:, None], sem="relaxed")
+        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -25,7 +25,8 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         tl.store(m_tape + (tape_row * tape_trips + iteration) * 1 + 0, m, mask=iteration < tape_trips)
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         n = tl.sum(mask.to(tl.int32))
         xm = tl.where(mask, x, float("-inf"))
         block_max = tl.max(xm)
@@ -64,7 +65,8 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         n = tl.sum(mask.to(tl.int32))
         xm = tl.where(mask, x, float("-inf"))
         block_max = tl.max(xm)
@@ -103,5 +105,5 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
         bx = tl.where(mask, bxm, 0.0) + btl_sum_x_minus_n_times_mean_2
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
     tl.debug_barrier()

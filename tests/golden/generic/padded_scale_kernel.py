@@ -39,10 +39,11 @@ def padded_scale_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY, dS
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=float('-inf'))
 
         # Grad of: tl.store(Y + row * n_cols + cols, x * s, mask=mask)
-        bx_times_s = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        bx_times_s = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         bx = bx_times_s * s
 
         # Grad of: s = tl.load(S)
@@ -50,7 +51,7 @@ def padded_scale_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY, dS
         dS_sum += tl.cast(tl.sum(tl.where(mask, bx_times_s * x, 0.0)), tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
-        tl.store(dX + row * n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

@@ -21,7 +21,8 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         # The iteration's incoming values, for the reversed loop.
         iteration = (i - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+        row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+        x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
         m_2 = tl.maximum(m_2, x)
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, m)
@@ -35,7 +36,8 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         iteration_2 = trips - 1 - reversed
         i = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
+        row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+        x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
 
         # Grad of: for i in range(0, n_chunks):
         bm_3 = bm_2
@@ -46,5 +48,5 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + (row * n_chunks + i) * BLOCK + lanes, bx, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_chunks_plus_i_times_BLOCK + lanes, bx, sem="relaxed")
     tl.debug_barrier()

@@ -14,8 +14,9 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    base = X + pid * n_steps * BR * BC
-    dbase = dX + pid * n_steps * BR * BC
+    pid_times_n_steps_times_BR_times_BC = pid * n_steps * BR * BC
+    base = X + pid_times_n_steps_times_BR_times_BC
+    dbase = dX + pid_times_n_steps_times_BR_times_BC
     m = tl.full([BR], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
     m_2 = m
@@ -28,7 +29,8 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BR + tl.arange(0, BR), m_2, mask=iteration < tape_trips)
-        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
+        t_times_BR_times_BC = t * BR * BC
+        x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
         tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
@@ -51,7 +53,8 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
+        t_times_BR_times_BC = t * BR * BC
+        x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
         tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
@@ -84,7 +87,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t * BR * BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -95,8 +98,9 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
     pid = tl.program_id(0)
     r = tl.arange(0, BR)
     c = tl.arange(0, BC)
-    base = X + pid * n_steps * BR * BC
-    dbase = dX + pid * n_steps * BR * BC
+    pid_times_n_steps_times_BR_times_BC = pid * n_steps * BR * BC
+    base = X + pid_times_n_steps_times_BR_times_BC
+    dbase = dX + pid_times_n_steps_times_BR_times_BC
     m = tl.full([BC], float("-inf"), tl.float32)
     acc = tl.zeros([BR, BC], dtype=tl.float32)
     m_2 = m
@@ -109,7 +113,8 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - 0) // 1
         tl.store(m_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), m_2, mask=iteration < tape_trips)
-        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
+        t_times_BR_times_BC = t * BR * BC
+        x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
         tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
@@ -132,7 +137,8 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         iteration_2 = trips - 1 - reversed
         t = 0 + iteration_2 * 1
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
-        x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
+        t_times_BR_times_BC = t * BR * BC
+        x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
         tl_exp_m_2_minus_m_new = tl.exp(m_2 - m_new)
@@ -165,7 +171,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t * BR * BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
     tl.debug_barrier()
 
 

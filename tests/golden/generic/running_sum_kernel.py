@@ -39,10 +39,11 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s, mask=mask)
-        bs = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        bs = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: s = tl.associative_scan(x * w, 0, _add)
         bx_times_w = tl.cumsum(bs, 0, reverse=True)
@@ -52,7 +53,7 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
         dW_sum += tl.cast(bx_times_w * x, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, bx_times_w * w, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx_times_w * w, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

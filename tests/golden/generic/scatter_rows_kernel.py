@@ -12,10 +12,11 @@ def scatter_rows_kernel_bwd(X, IDX, Y, n_cols, BLOCK: tl.constexpr, dX, dY):
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     bucket = tl.load(IDX + row)
-    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    row_times_n_cols = row * n_cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
 
     # Grad of: tl.atomic_add(Y + bucket * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
     bx = tl.load(dY + bucket * n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 0.5 * tl.exp(x)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, bx, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, bx, mask=mask)

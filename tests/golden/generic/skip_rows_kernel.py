@@ -16,11 +16,12 @@ def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dM
             process_3 = process
         if process_3 != 0:
             cols = tl.arange(0, BLOCK)
-            x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            t_3 = cols < n_cols
+            row_times_n_cols = row * n_cols
+            t_2 = cols < n_cols
+            x = tl.load(X + row_times_n_cols + cols, mask=t_2, other=0.0)
 
             # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-            bx = tl.load(dY + row * n_cols + cols, mask=t_3, other=0.0).to(tl.float32) * x * 2
+            bx = tl.load(dY + row * n_cols + cols, mask=t_2, other=0.0).to(tl.float32) * x * 2
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-            tl.store(dX + row * n_cols + cols, bx, mask=cols < n_cols)
+            tl.store(dX + row_times_n_cols + cols, bx, mask=t_2)

@@ -9,7 +9,8 @@ import triton.language as tl
 @triton.jit
 def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr, din_ptr, dout_ptr):
     row = tl.program_id(0)
-    row_in = in_ptr + row * in_row_stride
+    row_times_in_row_stride = row * in_row_stride
+    row_in = in_ptr + row_times_in_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
@@ -31,4 +32,4 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
     btl_load_row_in_plus_cols = (bnum * num).to(in_ptr.dtype.element_ty)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row * in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)
+    tl.store(din_ptr + row_times_in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)

@@ -15,8 +15,10 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            row_times_n_cols = row * n_cols
+            row_times_n_cols_2 = row * n_cols
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
             squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + 1e-5)
         rstd = 1.0 / tl_sqrt
@@ -25,8 +27,9 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         brstd = tl.zeros(rstd.shape, dtype=tl.float32)
         for start_2 in range(0, n_cols, BLOCK):
             mask_2 = start_2 + offs < n_cols
-            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row * n_cols + (start_2 + offs)
-            s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
+            row_times_n_cols_4 = row * n_cols
+            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row_times_n_cols_4 + (start_2 + offs)
+            s_2 = tl.load(S + row_times_n_cols_4 + (start_2 + offs), mask=mask_2, other=0.0)
             dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + (start_2 + offs)
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd, mask=mask)
@@ -46,10 +49,12 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            dX_plus_row_times_n_cols_plus_cols = dX + row * n_cols + cols
-            dR_plus_row_times_n_cols_2_plus_cols = dR + row * n_cols + cols
-            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            row_times_n_cols = row * n_cols
+            dX_plus_row_times_n_cols_plus_cols = dX + row_times_n_cols + cols
+            row_times_n_cols_2 = row * n_cols
+            dR_plus_row_times_n_cols_2_plus_cols = dR + row_times_n_cols_2 + cols
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)

@@ -47,14 +47,15 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
         dW_sum += tl.cast(bx_times_w * x, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, bx_times_x * x * 2 + bx_times_w * w, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx_times_x * x * 2 + bx_times_w * w, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

@@ -49,7 +49,8 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # The iteration's incoming values, for the reversed loop.
             iteration = (i - 0) // 1
             tl.store(m_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), m_2, mask=iteration < tape_trips)
-            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
+            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes).to(tl.float32)
             x_times_w = x * w
             m_2 = tl.maximum(m_2, x_times_w)
 
@@ -67,8 +68,9 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             iteration_2 = trips - 1 - reversed
             i = 0 + iteration_2 * 1
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
-            dX_offset_plus_lanes = dX + (row * n_chunks + i) * BLOCK + lanes
-            x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
+            row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+            dX_offset_plus_lanes = dX + row_times_n_chunks_plus_i_times_BLOCK + lanes
+            x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes).to(tl.float32)
             x_times_w = x * w
 
             # Grad of: for i in range(0, n_chunks):

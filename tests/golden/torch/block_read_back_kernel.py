@@ -35,9 +35,10 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        tl_exp_tl_load = tl.exp(tl.load(X + row * n_cols + cols, mask=mask, other=0.0))
-        dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
-        s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols_2 = row * n_cols
+        tl_exp_tl_load = tl.exp(tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0))
+        dS_plus_row_times_n_cols_3_plus_cols = dS + row_times_n_cols_2 + cols
+        s = tl.load(S + row_times_n_cols_2 + cols, mask=mask, other=0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * s, mask=mask)
         bs = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32) * s * 2
@@ -54,7 +55,7 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
         btl_exp_tl_load = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
         tl.debug_barrier()
-        tl.store(dX + row * n_cols + cols, btl_exp_tl_load * tl_exp_tl_load, mask=mask)
+        tl.store(dX + row_times_n_cols_2 + cols, btl_exp_tl_load * tl_exp_tl_load, mask=mask)
 
 
 

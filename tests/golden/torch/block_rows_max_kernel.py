@@ -50,7 +50,8 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         tl.store(running_tape + (tape_row * tape_trips + iteration) * BC + tl.arange(0, BC), running, mask=iteration < tape_trips)
         rows = start + tl.arange(0, BR)
         mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
+        rows_col_2_times_n_cols = rows[:, None] * n_cols
+        x = tl.load(X + rows_col_2_times_n_cols + cols[None, :], mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
         running = tl.maximum(running, tl_max_x_zero)
 
@@ -67,7 +68,8 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
         running = tl.load(running_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         rows = start + tl.arange(0, BR)
         mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
+        rows_col_2_times_n_cols = rows[:, None] * n_cols
+        x = tl.load(X + rows_col_2_times_n_cols + cols[None, :], mask=mask, other=-1.0e30)
         tl_max_x_zero = tl.max(x, 0)
 
         # Grad of: for start in range(pid * BR, n_rows, tl.num_programs(0) * BR):
@@ -82,7 +84,7 @@ def block_rows_max_kernel_bwd(X, Y, n_rows, n_cols, BR: tl.constexpr, BC: tl.con
 
         # Grad of: x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=-1.0e30)
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dX + rows[:, None] * n_cols + cols[None, :], bx, mask=mask, sem="relaxed")
+        tl.atomic_add(dX + rows_col_2_times_n_cols + cols[None, :], bx, mask=mask, sem="relaxed")
     tl.debug_barrier()
 
 

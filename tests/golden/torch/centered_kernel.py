@@ -36,7 +36,8 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    row_times_n_cols = row * n_cols
+    x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
     lse = tl.load(L + row)
     s = tl.load(S + row)
     if not SPLIT:
@@ -52,7 +53,7 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
         z_3 = tl.max(tl_where_mask_y, axis=0)
 
     # Grad of: tl.store(Y + row * n_cols + cols, y * z, mask=mask)
-    by_times_z_3 = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    by_times_z_3 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
     by = by_times_z_3 * z_3
     bz_3 = tl.sum(by_times_z_3 * y)
     if s > 0:
@@ -85,7 +86,7 @@ def centered_kernel_bwd(X, Y, L, S, n_cols, SPLIT: tl.constexpr, BLOCK: tl.const
     tl.store(dL + row, blse)
 
     # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-    tl.store(dX + row * n_cols + cols, by * x * 2, mask=mask)
+    tl.store(dX + row_times_n_cols + cols, by * x * 2, mask=mask)
 
 
 

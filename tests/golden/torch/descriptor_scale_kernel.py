@@ -74,8 +74,9 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
     for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         x_desc_index0 = pid * BM + tl.arange(0, BM)
         x_desc_index0_col = x_desc_index0[:, None]
-        x_desc_base_offset = x_desc_base + x_desc_index0_col * x_desc_shape1
-        dx_desc_base_offset = dX + x_desc_index0_col * x_desc_shape1
+        x_desc_index0_col_times_x_desc_stride0 = x_desc_index0_col * x_desc_shape1
+        x_desc_base_offset = x_desc_base + x_desc_index0_col_times_x_desc_stride0
+        dx_desc_base_offset = dX + x_desc_index0_col_times_x_desc_stride0
         x_desc_base_offset_offset = x_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
         dx_desc_base_offset_offset = dx_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
         t_and_t_2_and_t_3 = (x_desc_index0_col >= 0) & (x_desc_index0_col < x_desc_shape0) & t_3
@@ -83,7 +84,7 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
         tl_load = tl.load(x_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         x = tl_load.to(tl.float32)
         y = x * w_row
-        dy_desc_base_offset = dY + x_desc_index0_col * x_desc_shape1
+        dy_desc_base_offset = dY + x_desc_index0_col_times_x_desc_stride0
         dy_desc_base_offset_offset = dy_desc_base_offset + x_desc_index1_row_times_x_desc_stride1
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))

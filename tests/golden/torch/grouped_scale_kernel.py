@@ -46,16 +46,20 @@ def grouped_scale_kernel_bwd(X, Y, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + pid % num_pid_in_group % group_size_m
-    pid_n = pid % num_pid_in_group // group_size_m
+    pid_mod_num_pid_in_group = pid % num_pid_in_group
+    pid_m = first_pid_m + pid_mod_num_pid_in_group % group_size_m
+    pid_n = pid_mod_num_pid_in_group // group_size_m
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    x = tl.load(X + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
+    rm_col = rm[:, None]
+    rn_row = rn[None, :]
+    mask = (rm_col < M) & (rn_row < N)
+    rm_col_2_times_N = rm_col * N
+    x = tl.load(X + rm_col_2_times_N + rn_row, mask=mask, other=0.0)
     x_times_half = x * 0.5
 
     # Grad of: tl.store(Y + rm[:, None] * N + rn[None, :], y, mask=mask)
-    by = tl.load(dY + rm[:, None] * N + rn[None, :], mask=mask, other=0.0).to(tl.float32)
+    by = tl.load(dY + rm_col_2_times_N + rn_row, mask=mask, other=0.0).to(tl.float32)
 
     # Grad of: y = max(x, x * 0.5) * min(x, 1.0)
     bmax_x_x_times_half = by * min(x, 1.0)
@@ -67,7 +71,7 @@ def grouped_scale_kernel_bwd(X, Y, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
 
     # Grad of: x = tl.load(X + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rm[:, None] * N + rn[None, :], bx, mask=mask, sem="relaxed")
+    tl.atomic_add(dX + rm_col_2_times_N + rn_row, bx, mask=mask, sem="relaxed")
 
 
 

@@ -38,8 +38,9 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
-    q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
+    row_times_stride = row * stride
+    p = tl.load(P + row_times_stride + cols, mask=mask, other=float('-inf'))
+    q = tl.load(Q + row_times_stride + cols, mask=mask, other=float('-inf'))
     p_log = p - tl.max(p, 0)
     tl_exp_p_log = tl.exp(p_log)
     tl_sum_tl_exp_p_log_zero = tl.sum(tl_exp_p_log, 0)
@@ -72,11 +73,11 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
 
     # Grad of: q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dQ + row * stride + cols, bq_log, mask=mask)
+    tl.store(dQ + row_times_stride + cols, bq_log, mask=mask)
 
     # Grad of: p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
     tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-    tl.store(dP + row * stride + cols, bp_log, mask=mask)
+    tl.store(dP + row_times_stride + cols, bp_log, mask=mask)
 
 
 

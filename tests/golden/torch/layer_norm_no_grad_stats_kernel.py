@@ -83,14 +83,16 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        X_2 = X + row * stride_x_row
-        dX_2 = dX + row * stride_x_row
+        row_times_stride_x_row = row * stride_x_row
+        X_2 = X + row_times_stride_x_row
+        dX_2 = dX + row_times_stride_x_row
         dY_2 = dY + row * stride_y_row
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
             cols = start + tl.arange(0, BLOCK_SIZE)
             X_2_plus_cols = X_2 + cols
-            x = tl.load(X_2_plus_cols, mask=cols < N, other=0.).to(tl.float32)
+            t = cols < N
+            x = tl.load(X_2_plus_cols, mask=t, other=0.).to(tl.float32)
             sum_acc_2 = sum_acc_2 + x
 
         # Saved by the forward: read, not computed again.
@@ -150,11 +152,11 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             dX_2_plus_cols_2 = dX_2 + cols_2
             t_2 = cols_2 < N
             x_2_minus_mean = tl.load(X_2 + cols_2, mask=t_2, other=0.).to(tl.float32) - mean
-            centered = tl.where(cols_2 < N, x_2_minus_mean, 0.)
+            centered = tl.where(t_2, x_2_minus_mean, 0.)
 
             # Grad of: var_acc += centered * centered
             # Grad of: centered = tl.where(cols < N, x - mean, 0.)
-            bx_2_minus_mean = tl.where(cols_2 < N, bvar_acc_2 * centered * 2, 0.0)
+            bx_2_minus_mean = tl.where(t_2, bvar_acc_2 * centered * 2, 0.0)
             bmean += tl.sum(-bx_2_minus_mean)
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
@@ -207,7 +209,8 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
+        row_times_stride_x_row = row * stride_x_row
+        x = tl.load(X + row_times_stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
@@ -249,7 +252,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
 
         # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX + row * stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
+        tl.store(dX + row_times_stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

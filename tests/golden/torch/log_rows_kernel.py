@@ -75,7 +75,8 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         x_times_w = x * w
         _log_of_x_times_w = _log_of(x_times_w)
         y = tl.where(mask, _log_of_x_times_w, 0.0)
@@ -95,7 +96,7 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
         dW_sum += tl.cast(tl.sum(bx_times_w * x), tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, bx, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bx, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

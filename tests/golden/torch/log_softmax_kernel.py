@@ -34,7 +34,9 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    row_times_in_row_stride = row * in_row_stride
+    tl_load_sum = tl.load(in_ptr + row_times_in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = tl_load_sum.to(tl.float32)
     shifted = x - tl.max(x, axis=0)
     tl_exp_shifted = tl.exp(shifted)
 
@@ -45,8 +47,9 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     bshifted = bout + tl.sum(-bout) / tl.sum(tl_exp_shifted, axis=0) * tl_exp_shifted
 
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    btl_load_sum = bshifted.to(in_ptr.dtype.element_ty)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row * in_row_stride + cols, bshifted.to(in_ptr.dtype.element_ty), mask=mask)
+    tl.store(din_ptr + row_times_in_row_stride + cols, btl_load_sum, mask=mask)
 
 
 

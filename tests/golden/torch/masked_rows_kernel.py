@@ -45,7 +45,8 @@ def masked_rows_kernel_bwd(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.cons
         if target == ignore_index:
             pass
         else:
-            x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+            row_times_n_cols_2 = row * n_cols
+            x = tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0)
             dY_plus_row_times_n_cols_3_plus_cols = dY + row * n_cols + cols
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
@@ -53,8 +54,10 @@ def masked_rows_kernel_bwd(X, Y, T, n_rows, n_cols, ignore_index, BLOCK: tl.cons
             btl_exp_x_times_half = tl.load(dY_plus_row_times_n_cols_3_plus_cols, mask=mask, other=0.0).to(tl.float32)
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * 0.5, mask=mask)
+            bx = btl_exp_x_times_half * 0.5 * tl.exp(x)
+
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dX + row * n_cols + cols, btl_exp_x_times_half * 0.5 * tl.exp(x), mask=mask)
+            tl.store(dX + row_times_n_cols_2 + cols, bx, mask=mask)
 
 
 

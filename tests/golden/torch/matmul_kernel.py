@@ -77,8 +77,9 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
-        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
@@ -126,8 +127,9 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
-        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)

@@ -33,20 +33,23 @@ def offset_recurrence_kernel(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constex
 def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constexpr, dX, dY, h_tape, tape_trips):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
+    row_times_n_cols = row * n_cols
     t = lanes < n_cols
-    h = tl.load(X + row * n_cols + lanes, mask=t, other=0.0)
+    h = tl.load(X + row_times_n_cols + lanes, mask=t, other=0.0)
+    n_cols_minus_one = n_cols - 1
     h_2 = h
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_cols - 1 - (SKIP + 1) + (SKIP - 1) - 1) // (SKIP - 1)
+    trips = (n_cols_minus_one - (SKIP + 1) + (SKIP - 1) - 1) // (SKIP - 1)
     tl.static_assert(SKIP - 1 > 0)
-    for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
+    for i in range(SKIP + 1, n_cols_minus_one, SKIP - 1):
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (i - (SKIP + 1)) // (SKIP - 1)
         tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
-        x = tl.load(X + row * n_cols + i)
+        row_times_n_cols_2 = row * n_cols
+        x = tl.load(X + row_times_n_cols_2 + i)
         h_2 = tl.sin(h_2) * x + x
 
     # Grad of: tl.store(Y + row * BLOCK + lanes, h)
@@ -60,7 +63,8 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
         iteration_2 = trips - 1 - reversed
         i = SKIP + 1 + iteration_2 * (SKIP - 1)
         h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(h.dtype)
-        x = tl.load(X + row * n_cols + i)
+        row_times_n_cols_2 = row * n_cols
+        x = tl.load(X + row_times_n_cols_2 + i)
 
         # Grad of: for i in range(SKIP + 1, n_cols - 1, SKIP - 1):
         bh_3 = bh_2
@@ -71,12 +75,12 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
 
         # Grad of: x = tl.load(X + row * n_cols + i)
         # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + row * n_cols + i, bx, sem="relaxed")
+        tl.atomic_add(dX + row_times_n_cols_2 + i, bx, sem="relaxed")
     tl.debug_barrier()
 
     # Grad of: h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
     # atomic: another load through 'X' may share addresses with other programs
-    tl.atomic_add(dX + row * n_cols + lanes, bh_2, mask=t, sem="relaxed")
+    tl.atomic_add(dX + row_times_n_cols + lanes, bh_2, mask=t, sem="relaxed")
 
 
 

@@ -69,7 +69,8 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         acc_z_2 = acc
         for c in range(n_chunks):
-            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
             w = tl.load(W + c * BLOCK + cols)
             acc_z_2 = acc_z_2 + x * w
 
@@ -87,7 +88,8 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
-            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
             dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
             w = tl.load(W + c * BLOCK + cols)
 
@@ -104,7 +106,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bx, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
 
 
 @triton.jit
@@ -126,12 +128,15 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols).to(tl.float32)
         for c in range(n_chunks):
-            x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
+            row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
 
             # Grad of: acc += x * x
+            bx = bacc_2 * x * 2
+
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bacc_2 * x * 2, sem="relaxed")
+            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
 
 
 @triton.jit

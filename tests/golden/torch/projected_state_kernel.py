@@ -56,8 +56,10 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         # The iteration's incoming values, for the reversed loop.
         iteration = (s - 0) // 1
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
-        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
-        x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
+        s_times_BK_times_BK = s * BK * BK
+        p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k[None, :])
+        product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        x = tl.load(X + product + o_k[None, :])
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         state_2 = state_3
 
@@ -76,11 +78,14 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
-        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        s_times_BK_times_BK = s * BK * BK
+        o_k_row = o_k[None, :]
+        p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
         x = tl.load(X + product + o_k[None, :])
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
-        g = tl.load(G + (row * n_steps + s) * BT + o_t)
+        row_times_n_steps_2_plus_s_times_BT = (row * n_steps + s) * BT
+        g = tl.load(G + row_times_n_steps_2_plus_s_times_BT + o_t)
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -91,7 +96,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + (row * n_steps + s) * BT + o_t, bg, sem="relaxed")
+        tl.atomic_add(dG + row_times_n_steps_2_plus_s_times_BT + o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
@@ -105,7 +110,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP + s * BK * BK + o_k[:, None] * BK + o_k[None, :], bp, sem="relaxed")
+        tl.atomic_add(dP + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row, bp, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -127,7 +132,8 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         # The iteration's incoming values, for the reversed loop.
         iteration = (s - 0) // 1
         tl.store(state_tape + (tape_row * tape_trips + iteration) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], state_2, mask=iteration < tape_trips)
-        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        s_times_BK_times_BK = s * BK * BK
+        p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k[None, :])
         x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
         state_2 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
 
@@ -142,7 +148,9 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         iteration_2 = trips - 1 - reversed
         s = 0 + iteration_2 * 1
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
-        p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
+        s_times_BK_times_BK = s * BK * BK
+        o_k_row = o_k[None, :]
+        p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
 
         # Grad of: for s in range(n_steps):
@@ -160,7 +168,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dP + s * BK * BK + o_k[:, None] * BK + o_k[None, :], bp, sem="relaxed")
+        tl.atomic_add(dP + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row, bp, sem="relaxed")
     tl.debug_barrier()
 
 

@@ -73,8 +73,10 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            row_times_n_cols = row * n_cols
+            row_times_n_cols_2 = row * n_cols
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
             squares_2 = squares_2 + tl.sum(s * s)
         tl_sqrt = tl.sqrt(squares_2 / n_cols + eps)
         rstd = 1.0 / tl_sqrt
@@ -83,8 +85,9 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         brstd = tl.zeros(rstd.shape, dtype=tl.float32)
         for start_2 in range(0, n_cols, BLOCK):
             mask_2 = start_2 + offs < n_cols
-            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row * n_cols + (start_2 + offs)
-            s_2 = tl.load(S + row * n_cols + (start_2 + offs), mask=mask_2, other=0.0)
+            row_times_n_cols_4 = row * n_cols
+            dS_plus_row_times_n_cols_4_plus_cols_2 = dS + row_times_n_cols_4 + (start_2 + offs)
+            s_2 = tl.load(S + row_times_n_cols_4 + (start_2 + offs), mask=mask_2, other=0.0)
             dW_plus_cols_2 = dW_row + (start_2 + offs)
             w = tl.load(W + (start_2 + offs), mask=mask_2, other=0.0)
             dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + (start_2 + offs)
@@ -114,8 +117,10 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
         for start in range(0, n_cols, BLOCK):
             cols = start + offs
             mask = cols < n_cols
-            tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            row_times_n_cols = row * n_cols
+            row_times_n_cols_2 = row * n_cols
+            tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+            s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
@@ -128,8 +133,8 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             bs = bsquares_2 * s * 2 + bs_3
 
             # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-            tl.store(dR + row * n_cols + cols, bs, mask=mask)
-            tl.store(dX + row * n_cols + cols, bs, mask=mask)
+            tl.store(dR + row_times_n_cols_2 + cols, bs, mask=mask)
+            tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
 
 
 @triton.jit
@@ -153,13 +158,14 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
-        dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
+        row_times_n_cols = row * n_cols
+        tl_load_2 = tl.load(R + row_times_n_cols + cols, mask=mask, other=0.0)
+        s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+        dS_plus_row_times_n_cols_3_plus_cols = dS + row_times_n_cols + cols
         tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
-        s_2 = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
-        dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row * n_cols + cols
+        s_2 = tl.load(S + row_times_n_cols + cols, mask=mask, other=0.0)
+        dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         # (Loaded early: nothing in the backward writes this memory.)
@@ -190,8 +196,8 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
 
         # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dR + row * n_cols + cols, bs, mask=mask)
-        tl.store(dX + row * n_cols + cols, bs, mask=mask)
+        tl.store(dR + row_times_n_cols + cols, bs, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, bs, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

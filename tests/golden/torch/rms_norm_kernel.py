@@ -65,7 +65,8 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
+        row_times_stride_x_row = row * stride_x_row
+        x = tl.load(X + row_times_stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
 
         # Saved by the forward: read, not computed again.
         tl.static_assert(Rstd.dtype.element_ty == tl.float32, "tgrad: the backward reads 'rstd' back from Rstd, which must be a float32 buffer (or give --arg Rstd=*DTYPE)")
@@ -94,7 +95,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
         tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
-        tl.store(dX + row * stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
+        tl.store(dX + row_times_stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

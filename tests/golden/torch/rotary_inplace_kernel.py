@@ -39,8 +39,9 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
     mask = (h[:, None] < n_heads) & (d[None, :] < HALF)
-    first = Q + row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
-    dfirst = dQ + row * n_heads * 2 * HALF + h[:, None] * 2 * HALF + d[None, :]
+    row_times_n_heads_times_two_times_HALF = row * n_heads * 2 * HALF
+    first = Q + row_times_n_heads_times_two_times_HALF + h[:, None] * 2 * HALF + d[None, :]
+    dfirst = dQ + row_times_n_heads_times_two_times_HALF + h[:, None] * 2 * HALF + d[None, :]
     tl_load = tl.load(COS + row * HALF + d)
     cos = tl_load[None, :]
     tl_load_2 = tl.load(SIN + row * HALF + d)

@@ -36,8 +36,9 @@ def rotary_pairs_inplace_kernel(X, COS, SIN, row_stride, HALF: tl.constexpr, BLO
 @triton.jit
 def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN):
     row = tl.program_id(0)
-    x_row = X + row * row_stride
-    dx_row = dX + row * row_stride
+    row_times_row_stride = row * row_stride
+    x_row = X + row_times_row_stride
+    dx_row = dX + row_times_row_stride
     for start in range(0, HALF, BLOCK):
         d = start + tl.arange(0, BLOCK)
         mask = d < HALF

@@ -65,13 +65,14 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         seed = tl.load(SEEDS + row)
         tl_rand_seed_cols = tl.rand(seed, cols, n_rounds=7)
         keep = tl_rand_seed_cols > p
 
         # Grad of: tl.store(Y + row * n_cols + cols, x * w, mask=mask)
-        bx_2_times_w = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        bx_2_times_w = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: x = tl.where(keep, x / (1.0 - p), 0.0)
         # partial sum in registers: every program loads these addresses of 'W'
@@ -79,7 +80,7 @@ def row_dropout_scale_kernel_bwd(X, W, SEEDS, Y, n_cols, p, BLOCK: tl.constexpr,
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         btl_load = (tl.where(keep, bx_2_times_w * w, 0.0) / one_minus_p).to(X.dtype.element_ty)
-        tl.store(dX + row * n_cols + cols, btl_load, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, btl_load, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

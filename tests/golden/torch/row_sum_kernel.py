@@ -37,11 +37,13 @@ def row_sum_kernel_bwd(X, Y, n_cols, n_chunks, BLOCK: tl.constexpr, dX, dY):
     bd_2 = tl.load(dY + row).to(tl.float32)
     for i in range(0, n_chunks):
         cols = i * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+        row_times_n_cols = row * n_cols
+        t = cols < n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=t, other=0.0)
 
         # Grad of: d += tl.sum(x * x, axis=0)
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dX + row * n_cols + cols, bd_2 * x * 2, mask=cols < n_cols)
+        tl.store(dX + row_times_n_cols + cols, bd_2 * x * 2, mask=t)
 
 
 

@@ -34,15 +34,16 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     cols = tl.arange(0, BLOCK)
     state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     src = cols - SHIFT
+    row_times_n_cols = row * n_cols
     t_2_and_t_3 = (src >= 0) & (src < n_cols)
-    x = tl.load(X + row * n_cols + src, mask=t_2_and_t_3, other=state)
+    x = tl.load(X + row_times_n_cols + src, mask=t_2_and_t_3, other=state)
 
     # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-    bx = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
+    bx = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
     # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
-    tl.atomic_add(dX + row * n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
+    tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     tl.store(dS + row * SHIFT + cols, tl.where(t_2_and_t_3, 0.0, bx), mask=cols < SHIFT)

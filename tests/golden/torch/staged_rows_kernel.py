@@ -38,7 +38,8 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     for row in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
-        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        row_times_n_cols = row * n_cols
+        x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
         e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
         tl_where_mask_e_zero = tl.where(mask, e, 0.0)
         tl_sum_tl_where_mask_e_zero = tl.sum(tl_where_mask_e_zero, axis=0)
@@ -55,7 +56,7 @@ def _staged_rows_kernel_bwd(X, Y, n_rows, n_cols, BLOCK: tl.constexpr, num_stage
 
         # Grad of: e = tl.exp(x - tl.max(tl.where(mask, x, float("-inf")), axis=0))
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row * n_cols + cols, by_times_x * y + be * e, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_times_x * y + be * e, mask=mask)
 
 
 

@@ -61,14 +61,16 @@ def strided_inplace_scale_kernel_bwd(X, W, n_rows, n_cols, BLOCK: tl.constexpr, 
             for start in range(0, n_cols, BLOCK):
                 cols = start + tl.arange(0, BLOCK)
                 mask = cols < n_cols
-                dX_plus_row_times_n_cols_plus_cols = dX + row * n_cols + cols
-                x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+                row_times_n_cols = row * n_cols
+                dX_plus_row_times_n_cols_plus_cols = dX + row_times_n_cols + cols
+                x = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0)
                 dW_plus_cols = dW_row + cols
                 w = tl.load(W + cols, mask=mask, other=0.0)
+                dX_plus_row_times_n_cols_2_plus_cols = dX + row * n_cols + cols
 
                 # Grad of: tl.store(X + row * n_cols + cols, x * x * w, mask=mask)
                 # Taken (an exchange leaves 0.0 for the values this store overwrote)
-                bx_times_x_times_w = tl.atomic_xchg(dX_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed")
+                bx_times_x_times_w = tl.atomic_xchg(dX_plus_row_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed")
                 tl.debug_barrier()
                 bw = bx_times_x_times_w * (x * x)
                 bx = bx_times_x_times_w * w * x * 2

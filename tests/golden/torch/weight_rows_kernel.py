@@ -85,8 +85,10 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             # The iteration's incoming values, for the reversed loop.
             iteration = (row - pid) // num_progs
             tl.store(partial_in_memory_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), partial_in_memory_2, mask=iteration < tape_trips)
-            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            row_times_stride = row * stride
+            x = tl.load(X + row_times_stride + cols, mask=col_mask, other=0.0)
+            row_times_stride_2 = row * stride
+            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             partial = partial_in_memory_2
             dy_times_x = dy * x
@@ -106,8 +108,10 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             iteration_2 = trips - 1 - reversed
             row = pid + iteration_2 * num_progs
             partial_in_memory_2 = tl.load(partial_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(partial_in_memory_2.dtype)
-            x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            row_times_stride = row * stride
+            x = tl.load(X + row_times_stride + cols, mask=col_mask, other=0.0)
+            row_times_stride_2 = row * stride
+            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
@@ -144,6 +148,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             # Grad of: tl.store(DX + row * stride + cols, dy * w * rstd, mask=col_mask)
             bdy_times_w = bdy_times_w_times_rstd * rstd
             brstd += tl.sum(bdy_times_w_times_rstd * (dy * w))
+            bdy = bdy_times_x * x + bdy_times_w * w
             bw += bdy_times_w * dy
 
             # Grad of: rstd = tl.load(RSTD + row)
@@ -151,11 +156,11 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row * stride + cols, bdy_times_x * x + bdy_times_w * w, mask=col_mask)
+            tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dX + row * stride + cols, bdy_times_x * dy, mask=col_mask)
+            tl.store(dX + row_times_stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 
         # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
@@ -185,7 +190,8 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
     # Each program of the backward's grid takes every G-th program of the forward's.
     for pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         for row in range(pid, n_rows, num_progs):
-            dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
+            row_times_stride_2 = row * stride
+            dy = tl.load(DY + row_times_stride_2 + cols, mask=col_mask, other=0.0)
             rstd = tl.load(RSTD + row)
             dDX_plus_row_times_stride_3_plus_cols = dDX + row * stride + cols
 
@@ -197,7 +203,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
             tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
-            tl.store(dDY + row * stride + cols, bdy_times_rstd * rstd, mask=col_mask)
+            tl.store(dDY + row_times_stride_2 + cols, bdy_times_rstd * rstd, mask=col_mask)
 
 
 @triton.jit
