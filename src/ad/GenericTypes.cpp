@@ -525,6 +525,9 @@ struct Trial {
   sema::ParamTypes types;
   std::optional<Backward> backward;
   std::vector<Diagnostic> diagnostics;
+  // Whether the forward itself types with `types`; false means Triton would refuse that launch too (where a
+  // backward was written, the forward typed).
+  bool forward_types = true;
 };
 
 // The first line where two backwards' sources differ, as "`a` against `b`".
@@ -618,6 +621,10 @@ class GenericDifferentiation {
     DiagEngine quiet(sources_);
     t.backward = differentiate_typed(module_, sources_, r, quiet);
     t.diagnostics = quiet.diagnostics();
+    if (!t.backward) {
+      DiagEngine forward(sources_);
+      t.forward_types = sema::analyze(module_, fn_, types, forward).has_value();
+    }
     if (std::getenv("TGRAD_DEBUG_TRIALS")) quiet.print_all(std::cerr);
     return t;
   }
@@ -646,8 +653,7 @@ class GenericDifferentiation {
   // error naming `param` when it differs.
   bool compare(const Trial &t, size_t param, const std::string &what) {
     if (!t.backward) {  // the forward rejects this type: so would Triton
-      DiagEngine quiet(sources_);
-      if (!sema::analyze(module_, fn_, t.types, quiet)) record(rejected_, pname(param), shown(t.types.at(pname(param))));
+      if (!t.forward_types) record(rejected_, pname(param), shown(t.types.at(pname(param))));
       return true;
     }
     if (same_backward(*base_->backward, *t.backward)) {
@@ -796,13 +802,11 @@ class GenericDifferentiation {
       // with fp32 pointers, as Triton would refuse it: the fp16 trial's error
       // is the one that says what tgrad cannot do yet).
       const Trial *shown = &uniform.front();
-      for (const Trial &t : uniform) {
-        DiagEngine quiet(sources_);
-        if (sema::analyze(module_, fn_, t.types, quiet)) {
+      for (const Trial &t : uniform)
+        if (t.forward_types) {
           shown = &t;
           break;
         }
-      }
       explain_assumptions(*shown);
       return std::nullopt;
     }
@@ -814,9 +818,7 @@ class GenericDifferentiation {
     // backward (fp16 attention with its float32 logsumexp).
     std::vector<sema::ParamTypes> statistic_types;
     for (const Trial &t : uniform) {
-      if (t.backward) continue;
-      DiagEngine quiet(sources_);
-      if (!sema::analyze(module_, fn_, t.types, quiet)) continue;  // the forward rejects it: so would Triton
+      if (t.backward || !t.forward_types) continue;  // (refused by the forward: so would Triton refuse it)
       for (size_t k : float_pointers_) {
         if (t.types.at(pname(k)).elem.dtype == DType::FP32) continue;
         sema::ParamTypes types = t.types;
@@ -834,11 +836,8 @@ class GenericDifferentiation {
     // trials run together; their verdicts are taken in this order, and the
     // first difference stops the check.
     for (const Trial &t : uniform) {
-      if (!t.backward) {
-        DiagEngine quiet(sources_);
-        if (!sema::analyze(module_, fn_, t.types, quiet))  // the forward rejects it: so would Triton
-          for (size_t k : float_pointers_) record(rejected_, pname(k), t.types.at(pname(k)).str());
-      }
+      if (!t.forward_types)  // the forward rejects it: so would Triton
+        for (size_t k : float_pointers_) record(rejected_, pname(k), t.types.at(pname(k)).str());
       if (&t == base_ || !t.backward) continue;
       if (!same_backward(*base_->backward, *t.backward)) {
         size_t first = float_pointers_.front();

@@ -293,22 +293,29 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // not type with every flag free at all (ttt's `i_last = (BT - 1) if ... else
   // (T % BT - 1)` is an int32 or an int64 by IS_VARLEN), any value that lets
   // it type counts. differentiate() then adds the flags their values reveal.
-  auto flags_that_let_it_type = [&]() {
-    std::vector<std::string> needed;
+  //
+  // `flags_letting(types)`: the unvalued flags read in conditions with some value of which `types` holds.
+  auto flags_letting = [&](const std::function<bool(const sema::ParamTypes &)> &types) {
+    std::vector<std::string> out;
     for (size_t k = 0; k < fn.params.size(); ++k) {
       const std::string &name = fn.params[k].name;
       if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name)) continue;
       for (const FlagValue &v : flag_values(module, fn, name).values) {
         sema::ParamTypes with = given;
         with[name] = v.type;
-        bool typed = false;
-        if (analyze_some_representative(module, fn, with, &typed) && (typed || !info)) {
-          needed.push_back(name);
+        if (types(with)) {
+          out.push_back(name);
           break;
         }
       }
     }
-    return needed;
+    return out;
+  };
+  auto flags_that_let_it_type = [&]() {
+    return flags_letting([&](const sema::ParamTypes &with) {
+      bool typed = false;
+      return analyze_some_representative(module, fn, with, &typed) && (typed || !info);
+    });
   };
   if (!info) return flags_that_let_it_type();
   // Reverse mode keeps memory accumulators in registers first: a load under
@@ -373,20 +380,8 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
       return sema::analyze(module, fn, uniform_representative(module, fn, g, d), quiet).has_value();
     };
     if (types_with(given)) continue;
-    for (size_t k = 0; k < fn.params.size(); ++k) {
-      const std::string &name = fn.params[k].name;
-      if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name) ||
-          std::find(flags.begin(), flags.end(), name) != flags.end())
-        continue;
-      for (const FlagValue &v : flag_values(module, fn, name).values) {
-        sema::ParamTypes with = given;
-        with[name] = v.type;
-        if (types_with(with)) {
-          flags.push_back(name);
-          break;
-        }
-      }
-    }
+    for (const std::string &name : flags_letting(types_with))
+      if (std::find(flags.begin(), flags.end(), name) == flags.end()) flags.push_back(name);
   }
   // Typed only with its parameters unknown, the forward showed no flag: those
   // that let it type as the backward types it. Where it showed some, those

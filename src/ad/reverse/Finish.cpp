@@ -77,29 +77,47 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
 
 namespace {
 
+// Calls `fn` on every assignment of `body`, in ifs and loops too, in program order.
+void for_each_assignment(const StmtList &body, const std::function<void(const Assign &)> &fn) {
+  for (const StmtPtr &s : body) {
+    if (auto *a = dyn_cast<Assign>(s.get())) {
+      fn(*a);
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      for_each_assignment(i->body, fn);
+      for_each_assignment(i->orelse, fn);
+    } else if (auto *f = dyn_cast<For>(s.get())) {
+      for_each_assignment(f->body, fn);
+    } else if (auto *w = dyn_cast<While>(s.get())) {
+      for_each_assignment(w->body, fn);
+    }
+  }
+}
+
 // The names assigned values that sema types as integer or boolean tensors
 // (not pointers): index arithmetic and masks.
 std::set<std::string> integer_values(const StmtList &body, const sema::TypeInfo &info) {
   std::set<std::string> out;
-  std::function<void(const StmtList &)> block = [&](const StmtList &b) {
-    for (const StmtPtr &s : b) {
-      if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
-        if (auto *n = dyn_cast<Name>(a->targets[0].get())) {
-          const sema::SType *t = info.type_of(a->value.get());
-          if (t && t->is_tensor() && !t->elem.is_pointer && sema::is_integer(t->elem.dtype)) out.insert(n->id);
-        }
-      if (auto *i = dyn_cast<If>(s.get())) {
-        block(i->body);
-        block(i->orelse);
-      } else if (auto *f = dyn_cast<For>(s.get())) {
-        block(f->body);
-      } else if (auto *w = dyn_cast<While>(s.get())) {
-        block(w->body);
-      }
+  for_each_assignment(body, [&](const Assign &a) {
+    if (a.targets.size() != 1) return;
+    if (auto *n = dyn_cast<Name>(a.targets[0].get())) {
+      const sema::SType *t = info.type_of(a.value.get());
+      if (t && t->is_tensor() && !t->elem.is_pointer && sema::is_integer(t->elem.dtype)) out.insert(n->id);
     }
-  };
-  block(body);
+  });
   return out;
+}
+
+// `seeds` and the names assigned from them, directly or through others (twice over the body: a loop's later
+// assignment feeds its earlier reads in the next iteration).
+std::set<std::string> computed_from(const StmtList &body, std::set<std::string> seeds) {
+  for (int pass = 0; pass < 2; ++pass)
+    for_each_assignment(body, [&](const Assign &a) {
+      std::set<std::string> read;
+      reads(*a.value, read);
+      if (std::any_of(read.begin(), read.end(), [&](const std::string &n) { return seeds.count(n) > 0; }))
+        for (const ExprPtr &t : a.targets) reads(*t, seeds);
+    });
+  return seeds;
 }
 
 }  // namespace
@@ -151,25 +169,7 @@ void Engine::make_readable(Module &out, const Backward &result) const {
         for (const std::string &n : request_.generic_params)
           if (auto t = bwd_types_.find(n); t != bwd_types_.end() && !(t->second.is_tensor() && t->second.elem.is_pointer))
             untyped.insert(n);
-        std::function<void(const StmtList &)> taint = [&](const StmtList &block) {
-          for (const StmtPtr &st : block) {
-            if (auto *a = dyn_cast<Assign>(st.get())) {
-              std::set<std::string> read;
-              reads(*a->value, read);
-              if (std::any_of(read.begin(), read.end(), [&](const std::string &n) { return untyped.count(n) > 0; }))
-                for (const ExprPtr &t : a->targets) reads(*t, untyped);
-            } else if (auto *l = dyn_cast<For>(st.get())) {
-              taint(l->body);
-            } else if (auto *w = dyn_cast<While>(st.get())) {
-              taint(w->body);
-            } else if (auto *i = dyn_cast<If>(st.get())) {
-              taint(i->body);
-              taint(i->orelse);
-            }
-          }
-        };
-        for (int pass = 0; pass < 2; ++pass) taint(f->body);  // twice: a loop's later assignment feeds its earlier reads
-        for (const std::string &n : untyped) index_values.erase(n);
+        for (const std::string &n : computed_from(f->body, std::move(untyped))) index_values.erase(n);
       }
       // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
       if (!generic()) remove_noop_casts(f->body, *info);
