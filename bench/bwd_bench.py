@@ -17,7 +17,10 @@ programs, then the reduction. The row "tgrad through its torch module" calls
 the backward op of the module `tgrad --emit torch` wrote (tests/golden/torch/,
 generic: one source for every dtype) as autograd would: it allocates the
 gradients, scratch and tapes and picks its launch values itself (G = the
-smaller of the rows and the SM count), so its time includes all of that. The row-looping kernels (tgrad's and the
+smaller of the rows and the SM count), so its time includes all of that. For matmul and attention
+the row "tgrad through its torch module (launcher, autograd)" runs what a user runs: the forward
+through the module's launcher with the grid a function of the config, then torch.autograd.grad,
+timed after the first backward (which tunes the module's backward launch values). The row-looping kernels (tgrad's and the
 hand-written ones alike) are timed at G in {2, 4} x SMs and num_warps in
 {4, 8, 16}, the softmax kernels at num_warps in {4, 8, 16}, and each reports
 its best: the same tuning for both.
@@ -361,6 +364,21 @@ def module_row(case, op, args, kwargs, work, reference):
     return (case, "tgrad through its torch module", do_bench(fn, quantiles=[0.5]), work, err)
 
 
+def launcher_row(case, launch, inputs, upstream, work, reference):
+    """The backward as a user runs it: the forward launched through the generated module's launcher
+    (`kernel[grid](...)`, the grid a function of the config, as under @triton.autotune), then
+    torch.autograd.grad on its outputs, timed. The first backward for a shape tunes the module's
+    backward launch values (TgradKernel), outside the timing."""
+    inputs = [t.detach().requires_grad_(True) for t in inputs]
+    outputs = launch(*inputs)
+    outputs = [o for o, g in zip(outputs, upstream) if g is not None]
+    grads = [g for g in upstream if g is not None]
+    fn = lambda: torch.autograd.grad(outputs, inputs, grads, retain_graph=True)  # noqa: E731
+    got = fn()
+    err = max((a.float() - b.float()).norm().item() / b.float().norm().item() for a, b in zip(got, reference))
+    return (case, "tgrad through its torch module (launcher, autograd)", do_bench(fn, quantiles=[0.5]), work, err)
+
+
 def tuned(make):
     """The best median over the launch configurations, and that configuration."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -578,9 +596,11 @@ def bench_matmul(gen, M, N, K, tmp):
     case = f"matmul {M}x{N}x{K} fp16 (relu)"
     tgrad = "tgrad owner-computes, relu' from C" + ("" if deterministic else " (NOT bitwise deterministic)")
     module = torch_module("matmul_kernel", tmp)
-    through_module = module_row(case, module.matmul_kernel_backward,
-                                ([triton.cdiv(M, bm), triton.cdiv(N, bn)], a, b, c, M, N, K, K, 1, N, 1, N, 1, bm, bn, bk,
-                                 "relu", dc), {"num_warps": 8}, -flops, [hda, hdb])
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]), triton.cdiv(N, META["BLOCK_SIZE_N"]))  # noqa: E731
+    through_module = launcher_row(
+        case, lambda a_, b_: module.matmul_kernel[grid](a_, b_, torch.empty_like(c), M, N, K, K, 1, N, 1, N, 1,
+                                                        ACTIVATION="relu"),
+        [a, b], [dc], -flops, [hda, hdb])
     return [(case, label, do_bench(fn, quantiles=[0.5]), -flops, err if label.startswith("tgrad") else None)
             for label, fn in ((tgrad, gen_fn), ("hand-written", hand_fn), ("torch.autograd", torch_fn))] + [through_module]
 
@@ -722,9 +742,11 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     flops = 5 * 2 * Z * H * N * N * D // (2 if causal else 1)  # five N x N x D matmuls, half of them masked if causal
     case = f"attention {Z}x{H}x{N}x{D} fp16{' causal' if causal else ''}"
     module = torch_module("attention_kernel", tmp)  # one generic module serves IS_CAUSAL True and False
-    through_module = module_row(case, module.attn_fwd_kernel_backward,
-                                (list(grid), q, k, v, sm_scale, lse, out, *strides, H, N, D, bm, bn, causal, dlse, do),
-                                {"num_warps": 4}, -flops, [hq, hk, hv])
+    through_module = launcher_row(
+        case, lambda q_, k_, v_: module.attn_fwd_kernel[grid](q_, k_, v_, sm_scale, torch.empty_like(lse),
+                                                              torch.empty_like(out), *strides, H, N, HEAD_DIM=D,
+                                                              BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, num_warps=4),
+        [q, k, v], [None, do], -flops, [hq, hk, hv])
     hand_name = f"hand-written (FA2: {'dK/dV and dQ in one launch' if causal else 'a dQ, then a dK/dV kernel'})"
     return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
             for name, fn in (("tgrad", gen_fn), (hand_name, hand_fn),

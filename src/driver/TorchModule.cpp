@@ -27,6 +27,8 @@ namespace {
 // Names the generated code gives its own values: a kernel parameter cannot be
 // called this (they would shadow each other in the op's body).
 const char *const kGrid = "tgrad_grid";
+// The backward's tuned launch values, which the ops take after the grid (TorchRuntime.py's _tgrad_launch_values).
+const char *const kLaunch = "tgrad_launch";
 
 bool is_float_type(const std::string &t) {
   return t == "fp32" || t == "fp16" || t == "bf16" || t == "fp64" || t == "float32" || t == "float16" || t == "bfloat16";
@@ -134,7 +136,7 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
     i.names = {{m, ""}};
     return i;
   };
-  for (const char *m : {"collections", "itertools", "typing", "torch", "triton"}) out->imports.push_back(plain(m));
+  for (const char *m : {"collections", "itertools", "os", "typing", "torch", "triton"}) out->imports.push_back(plain(m));
   Import library;
   library.is_from = true;
   library.module = "torch.library";
@@ -262,7 +264,8 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   std::vector<Import> imports = std::move(kernels.imports);
   kernels.imports.clear();
   std::set<std::string> read = python_identifiers(emit::print_module(kernels) + host_definitions + kTorchRuntime);
-  static const std::set<std::string> own = {"collections", "itertools", "typing", "torch", "triton", "torch.library"};
+  static const std::set<std::string> own = {"collections", "itertools", "os", "typing", "torch", "triton",
+                                           "torch.library"};
   auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
     if (!n.second.empty()) return n.second;
     return i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
@@ -403,7 +406,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   const std::string options_call = std::string("**_tgrad_options(") + (is_own("num_warps") ? "num_warps" : "None") +
                                    ", " + (is_own("num_stages") ? "num_stages" : "None") + ")";
   for (const Param &fp : fn->params) {
-    if (fp.name == kGrid) {
+    if (fp.name == kGrid || fp.name == kLaunch) {
       error = "--emit torch: the kernel's parameter '" + fp.name + "' has the name of the op's own argument; rename it";
       return std::nullopt;
     }
@@ -484,7 +487,9 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
                       "__number  # a number where a flag says so: passed apart through the op's schema\n";
   // What each op's body starts with: its arguments as the kernels take them again.
   const std::string arguments_back = dtypes_back + numbers_back;
-  const std::string launch_prefix = float_scalars ? "" : "wrap_triton(";
+  // wrap_triton where torch.compile traces the launch; outside it (TorchRuntime.py's _tgrad_launcher) the kernel
+  // itself: wrap_triton's dispatch costs ~0.3 ms of host time per eager launch.
+  const std::string launch_prefix = float_scalars ? "" : "_tgrad_launcher(";
   const std::string launch_suffix = float_scalars ? "" : ")";
 
   // The launcher takes the name callers use: the jit alias of `alias = triton.jit(fn)`, else the function's.
@@ -549,8 +554,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << kernels_source << "\n" << kTorchRuntime;
 
   // ---- the forward op
+  // A backward with owner-computes kernels takes launch values of its own (TgradKernel tunes them; see
+  // TorchRuntime.py): the ops take them after the grid, as ints, so that torch.compile sees constants.
+  const bool tuned_launch = !bwd.owner_kernels.empty() && own_options.size() == 2;
+  std::vector<std::string> launch_constexprs;  // the constexprs the tuned launch values may set (block sizes)
+  for (const Parameter &p : params)
+    if (p.constexpr_param && p.annotation == kScalar) launch_constexprs.push_back(p.name);
+  int launched_kernels = 0;  // the backward's kernels that take launch options
+  for (const json &k : protocol["kernels"]) launched_kernels += k.contains("call") ? 1 : 0;
   auto signature = [&](const std::vector<std::string> &extra_tensors) {
     std::string s = std::string(kGrid) + ": typing.List[int]";
+    if (tuned_launch) s += std::string(", ") + kLaunch + ": typing.List[int]";
     for (const Parameter &p : params) {
       s += ", " + p.name + ": " + p.annotation;
       if (p.number_too) s += ", " + p.name + "__number: typing.Optional[" + std::string(kScalar) + "]";
@@ -600,8 +614,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   PythonExpr expr("_tgrad_device");
   py << "\n\ndef _tgrad_" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
-     << arguments_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n"
-     << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
+     << arguments_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
+  if (tuned_launch) {
+    std::vector<std::string> rebound = {kGrid};
+    rebound.insert(rebound.end(), launch_constexprs.begin(), launch_constexprs.end());
+    rebound.push_back("_tgrad_kernel_options");
+    py << "    # The backward's launch values, tuned by TgradKernel for these arguments' shapes, else the forward's: the\n"
+       << "    # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.\n"
+       << "    " << join(rebound) << " = _tgrad_launch_values(" << kLaunch << ", " << kGrid << ", "
+       << tuple_of(launch_constexprs) << ", num_warps, num_stages, " << launched_kernels << ")\n";
+  }
+  py << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";
   std::set<std::string> accumulated;  // inputs whose gradient buffer the backward adds to
   for (const json &p : protocol["parameters"])
@@ -651,6 +674,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
          << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
     }
   }
+  int launch_index = 0;
   for (const json &k : protocol["kernels"]) {
     std::vector<std::string> grid;
     for (const json &d : k["grid"]) grid.push_back(expr(d));
@@ -669,7 +693,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (k.contains("call")) {
       args = launch_arguments(k["call"]["positional"].get<std::vector<std::string>>());
       for (const json &a : k["call"]["keyword"]) args.push_back(a.get<std::string>() + "=" + a.get<std::string>());
-      args.push_back(options_call);
+      args.push_back(tuned_launch ? "**_tgrad_kernel_options[" + std::to_string(launch_index++) + "]" : options_call);
     } else {
       for (const auto &[a, v] : k["arguments"].items())
         args.push_back(a + "=" + (v.is_object() && v.contains("buffer") ? v["buffer"].get<std::string>() : expr(v)));
@@ -734,11 +758,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (!outputs[k]->differentiable)
       non_differentiable.push_back(output_ref(k));
   std::vector<std::string> input_names = {kGrid};
+  if (tuned_launch) input_names.push_back(kLaunch);
   for (const Parameter &p : params) {
     input_names.push_back(p.name);
     if (p.number_too) input_names.push_back(p.name + "__number");
   }
   input_names.insert(input_names.end(), own_options.begin(), own_options.end());
+  if (tuned_launch) scalars.insert(scalars.begin(), kLaunch);
   scalars.insert(scalars.begin(), kGrid);
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
@@ -755,12 +781,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << " = _tgrad_saved(ctx)\n"
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
+  if (tuned_launch) call.push_back(kLaunch);
   for (const Parameter &p : params) call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name);
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
   call.insert(call.end(), own_options.begin(), own_options.end());
   py << "    " << gradients << " = backward(" << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
+  if (tuned_launch) result.push_back("None");
   for (const Parameter &p : params) {
     result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
     if (p.number_too) result.push_back("None");
@@ -808,7 +836,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "                  collections.namedtuple(\"" << name << "_outputs\", " << tuple_of(output_names)
      << ", rename=True), " << eager << ",\n"
      << "                  dtypes={" << join(served) << "}, output_params=" << tuple_of(output_names)
-     << (split.empty() ? "" : ",\n                  split_params=" + tuple_of(split)) << ")\n";
+     << (split.empty() ? "" : ",\n                  split_params=" + tuple_of(split));
+  if (tuned_launch) {
+    std::vector<std::string> quoted;
+    for (const std::string &c : launch_constexprs) quoted.push_back(emit::quote_string(c));
+    py << ",\n                  tuning=(_tgrad_" << forward_op << ", _tgrad_" << backward_op
+       << ", _tgrad_setup_context, _tgrad_backward_with, " << tuple_of(quoted) << ", " << launched_kernels << ")";
+  }
+  py << ")\n";
   return py.str();
 }
 

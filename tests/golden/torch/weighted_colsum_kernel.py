@@ -11,6 +11,7 @@
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_forward and tgrad_torch_weighted_colsum_kernel::weighted_colsum_kernel_backward.
 import collections
 import itertools
+import os
 import typing
 import torch
 import triton
@@ -211,6 +212,39 @@ def _tgrad_options(num_warps, num_stages):
     return options
 
 
+def _tgrad_launcher(kernel):
+    """What a triton_op's body launches a kernel through: wrap_triton where torch.compile traces it (so that
+    Inductor sees the launch), the kernel itself in eager mode, where wrap_triton's dispatch costs ~0.3 ms of
+    host time per launch on the H100 (two launches of a 2048^3 matmul's backward: 0.61 against 0.06 ms), more
+    than the kernels take."""
+    return wrap_triton(kernel) if torch.compiler.is_compiling() else kernel
+
+
+def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
+    """The backward's launch values: those TgradKernel tuned for these arguments (`launch`, encoded by
+    TgradKernel._encode_launch), else the forward's. Returns (the forward's grid under them, each of
+    `constexprs` under them, the launch options of each of the backward's `kernels`)."""
+    if not launch:
+        return (grid, *constexprs, [_tgrad_options(num_warps, num_stages)] * kernels)
+    values = list(constexprs)
+    first = 3 + 2 * kernels  # after the grid and each kernel's (num_warps, num_stages): (given, value) pairs
+    for k in range(len(values)):
+        if launch[first + 2 * k]:
+            values[k] = launch[first + 2 * k + 1]
+    options = [{"num_warps": launch[3 + 2 * k], "num_stages": launch[4 + 2 * k]} for k in range(kernels)]
+    return (list(launch[:3]), *values, options)
+
+
+class _TgradTuningContext:
+    """Stands in for autograd's ctx while TgradKernel times the backward under candidate launch values."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *outputs):
+        pass
+
+
 class TgradKernel:
     """A Triton kernel launched as Triton launches it, `kernel[grid](*args, **kwargs)`, through a
     PyTorch op that autograd differentiates: it returns the buffers the kernel stores to as new
@@ -224,11 +258,24 @@ class TgradKernel:
     Under @triton.autotune, the config is the autotuner's choice for the arguments' key (tuned on
     first use of a key, in eager mode: under torch.compile, call the kernel once eagerly first for
     each key); it is passed to the forward and the backward alike. @triton.heuristics values are
-    computed from the arguments, as Triton does."""
+    computed from the arguments, as Triton does.
+
+    A backward with owner-computes kernels (`tuning` given) has launch values of its own, tuned on the
+    first launch for each set of argument shapes (eager mode; under torch.compile a launch uses what the
+    eager ones tuned, else the forward's values): the num_warps and num_stages of each backward kernel,
+    and, under @triton.autotune with a grid given as a function, the block sizes of any of the
+    autotuner's configs, with the forward's grid for them. That is valid because the autotuner's
+    configs are interchangeable by its own contract: each computes the same outputs, so the backward of
+    the forward under one config is the backward under another. TGRAD_TUNE_BACKWARD=0 in the
+    environment keeps the forward's launch values; TGRAD_TUNE_VERBOSE=1 prints each candidate's time."""
 
     def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=(),
-                 split_params=()):
+                 split_params=(), tuning=None):
         self._op = op
+        # (the forward op's function, the backward op's, setup_context, backward_with, the constexprs the
+        # backward's launch values may set, the number of backward kernels taking launch options), or None.
+        self._tuning = tuning
+        self._launches = {}
         # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
         self._split_params = frozenset(split_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
@@ -293,6 +340,7 @@ class TgradKernel:
                 raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
                                 f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
                                 f"with --arg {name}=TYPE for this dtype")
+        grid_function = grid if callable(grid) else None
         if callable(grid):
             grid = grid(bound)
         if not isinstance(grid, (tuple, list)):
@@ -304,7 +352,10 @@ class TgradKernel:
             arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
-        result = op([int(g) for g in grid], *arguments, *(options[o] for o in self._own_options))
+        launch = ()
+        if self._tuning is not None:
+            launch = (self._backward_launch(grid_function, [int(g) for g in grid], bound, arguments, options),)
+        result = op([int(g) for g in grid], *launch, *arguments, *(options[o] for o in self._own_options))
         result = result if isinstance(result, (tuple, list)) else (result,)
         # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
         return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
@@ -323,6 +374,96 @@ class TgradKernel:
         self._configs[key] = (dict(best.kwargs), best.num_warps, best.num_stages)
         return self._configs[key]
 
+    def _backward_launch(self, grid_function, grid, bound, arguments, options):
+        """The backward's launch values for these arguments, encoded for the ops (a list of ints; empty:
+        the forward's), tuned on their first eager launch."""
+        key = tuple(grid) + tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else a
+                                  for a in arguments)
+        if key in self._launches:
+            return self._launches[key]
+        if torch.compiler.is_compiling() or os.environ.get("TGRAD_TUNE_BACKWARD", "1") == "0":
+            return []
+        self._launches[key] = self._tune_backward(grid_function, grid, bound, arguments, options)
+        return self._launches[key]
+
+    def _encode_launch(self, grid, kernel_options, constexprs):
+        """[grid (3), (num_warps, num_stages) of each backward kernel, (given, value) of each constexpr]."""
+        names = self._tuning[4]
+        out = list(_tgrad_grid3(grid))
+        for warps, stages in kernel_options:
+            out += [warps, stages]
+        for name in names:
+            out += [1, constexprs[name]] if name in constexprs else [0, 0]
+        return out
+
+    def _tune_backward(self, grid_function, grid, bound, arguments, options):
+        forward, backward, setup_context, backward_with, names, kernels = self._tuning
+        own = [options[o] for o in self._own_options]
+        # Triton's defaults where the launch gave none.
+        warps = options["num_warps"] if options["num_warps"] is not None else 4
+        stages = options["num_stages"] if options["num_stages"] is not None else 3
+        # The forward's outputs, which the backward may read (a relu's derivative from its stored output).
+        with torch.no_grad():
+            output = forward(list(grid), [], *arguments, *own)
+
+        def milliseconds(candidate):
+            grid_c, kernel_options, constexprs = candidate
+            ctx = _TgradTuningContext()
+            setup_context(ctx, (list(grid), self._encode_launch(grid_c, kernel_options, constexprs), *arguments, *own),
+                          output)
+            upstream = (None,) * len(self._output_params)  # zeros
+            try:
+                t = triton.testing.do_bench(lambda: backward_with(backward, ctx, *upstream), warmup=5, rep=25,
+                                            return_mode="median")
+            except Exception as e:  # launch values this backward cannot run with (shared memory, registers)
+                failures.append(e)
+                t = float("inf")
+            if verbose:
+                print(f"tgrad: {self.__name__} backward at {candidate}: " +
+                      (f"{t:.4f} ms" if t != float("inf") else f"fails ({type(failures[-1]).__name__})"))
+            return t
+
+        failures = []
+        verbose = os.environ.get("TGRAD_TUNE_VERBOSE", "0") != "0"  # each candidate's time, on stdout
+        # The forward's launch values first: they need not fit the backward's kernels (the relu matmul's owners
+        # at the forward's 128 x 256 x 64 tiles and 3 stages need 360 KB of shared memory).
+        candidates = [(list(grid), [(warps, stages)] * kernels, {})]
+        # The autotuner's configs, each with the forward's grid for it (the grid function of its block sizes).
+        if self._autotuner is not None and grid_function is not None:
+            for config in self._autotuner.configs:
+                values = dict(config.kwargs)
+                if not all(n in names and type(v) is int for n, v in values.items()):
+                    continue
+                grid_c = grid_function({**bound, **values})
+                grid_c = [int(g) for g in (grid_c if isinstance(grid_c, (tuple, list)) else (grid_c,))]
+                candidates.append((grid_c, [(config.num_warps or 4, config.num_stages or 3)] * kernels, values))
+        timed = []
+        for k, candidate in enumerate(candidates):
+            # A config's own stages may not fit the backward's kernels (they hold more tiles than the forward's):
+            # fewer stages, down to 2, before giving its block sizes up.
+            grid_c, kernel_options, values = candidate
+            for fewer in range(kernel_options[0][1], 1, -1):
+                candidate = (grid_c, [(w, min(s, fewer)) for w, s in kernel_options], values)
+                t = milliseconds(candidate)
+                if t != float("inf") or fewer <= 2:
+                    break
+            timed.append((t, k, candidate))
+        best_time, _, best = min(timed)
+        if best_time == float("inf"):
+            raise failures[0]  # no candidate runs: the forward's values' error
+        # Then each kernel's warps and stages, the others held.
+        for k in range(kernels):
+            for option in ((4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (8, 4)):
+                if option == best[1][k]:
+                    continue
+                kernel_options = list(best[1])
+                kernel_options[k] = option
+                candidate = (best[0], kernel_options, best[2])
+                t = milliseconds(candidate)
+                if t < best_time:
+                    best_time, best = t, candidate
+        return self._encode_launch(*best)
+
 
 # ---------------------------------------------------------------- the op
 
@@ -330,7 +471,7 @@ class TgradKernel:
 def _tgrad_weighted_colsum_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, BLOCK: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     # What the kernel stores to, new: the op returns it.
     Y = _tgrad_clone(Y)  # the kernel adds to it: it starts as the caller's
-    wrap_triton(weighted_colsum_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(weighted_colsum_kernel.jit)[tuple(tgrad_grid)](X, W, Y, n_cols, BLOCK, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(Y)
 
 
@@ -350,10 +491,10 @@ def _tgrad_weighted_colsum_kernel_backward(tgrad_grid: typing.List[int], X: typi
     W_numel = _tgrad_numel(W)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    wrap_triton(weighted_colsum_kernel_bwd)[(_value_G,)](X, W, Y, n_cols, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(weighted_colsum_kernel_bwd)[(_value_G,)](X, W, Y, n_cols, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        wrap_triton(weighted_colsum_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        _tgrad_launcher(weighted_colsum_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dW)
 
 
