@@ -142,6 +142,11 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
   library.module = "torch.library";
   library.names = {{"triton_op", ""}, {"wrap_triton", ""}};
   out->imports.push_back(library);
+  Import dispatch;  // whether PyTorch traces an op's body (TorchRuntime.py's _tgrad_launcher)
+  dispatch.is_from = true;
+  dispatch.module = "torch.utils._python_dispatch";
+  dispatch.names = {{"_get_current_dispatch_mode", ""}};
+  out->imports.push_back(dispatch);
   auto add_import = [&](const Import &i) {
     if (i.conditional || std::none_of(out->imports.begin(), out->imports.end(),
                                        [&](const Import &j) { return same_import(i, j); }))
@@ -265,7 +270,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   kernels.imports.clear();
   std::set<std::string> read = python_identifiers(emit::print_module(kernels) + host_definitions + kTorchRuntime);
   static const std::set<std::string> own = {"collections", "itertools", "os", "typing", "torch", "triton",
-                                           "torch.library"};
+                                           "torch.library", "torch.utils._python_dispatch"};
   auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
     if (!n.second.empty()) return n.second;
     return i.is_from ? n.first : n.first.substr(0, n.first.find('.'));

@@ -33,6 +33,21 @@ const Call *memory_write(const Stmt &s) {
   return f == "tl.store" || f.rfind("tl.atomic_", 0) == 0 || f == "tl.debug_barrier" ? c : nullptr;
 }
 
+// A memory adjoint's comment less its "atomic: <why>" line (MemorySchedule.cpp): in an owner-computes kernel the
+// tile is summed in registers and written once, and the line would tell a reader the opposite.
+std::string without_atomic_reason(const std::string &comment) {
+  std::string out;
+  size_t start = 0;
+  while (start <= comment.size()) {
+    size_t end = comment.find('\n', start);
+    if (end == std::string::npos) end = comment.size();
+    const std::string line = comment.substr(start, end - start);
+    if (line.rfind("atomic: ", 0) != 0) out += (out.empty() ? "" : "\n") + line;
+    start = end + 1;
+  }
+  return out;
+}
+
 bool writes_memory(const StmtList &block) {
   for (const StmtPtr &s : block) {
     if (memory_write(*s)) return true;
@@ -789,7 +804,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         if (k != group_atomics[g]->index) continue;
         StmtPtr add =
             assign(accs[g], std::make_unique<BinOp>(BinaryOpKind::Add, name(accs[g]), clone(*group_atomics[g]->value)));
-        add->leading_comment = s.leading_comment;
+        add->leading_comment = without_atomic_reason(s.leading_comment);
         seq.push_back(std::move(add));
         added = true;
       }

@@ -411,13 +411,11 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
             bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
 
             # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
             dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
             bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
             btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
             # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
             dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one

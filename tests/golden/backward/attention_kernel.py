@@ -198,13 +198,11 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk = tl.where(offs_n[:, None] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one

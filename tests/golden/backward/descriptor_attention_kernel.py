@@ -226,12 +226,9 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         bp = tl.dot(v, tl.trans(bacc_4).to(desc_v.dtype.element_ty))
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
         ddesc_v_tile = ddesc_v_tile + tl.dot(p_to_dtype, bacc_4.to(p_to_dtype.dtype))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 0), p.shape)
         btl_load = tl.dot((bp * p * 0.6931471805599453 * qk_scale).to(desc_q.dtype.element_ty), q)
-
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
         ddesc_k_tile = ddesc_k_tile + btl_load
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one

@@ -280,7 +280,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
             dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
@@ -297,7 +296,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
             # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
             dK_tile = dK_tile + bk
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one

@@ -16,6 +16,7 @@ import typing
 import torch
 import triton
 from torch.library import triton_op, wrap_triton
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 import triton.language as tl
 
 
@@ -98,7 +99,6 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
-        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
     # One addition per element and owner: programs along axis 1 no longer add to it one by one
@@ -148,7 +148,6 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
@@ -282,11 +281,13 @@ def _tgrad_options(num_warps, num_stages):
 
 
 def _tgrad_launcher(kernel):
-    """What a triton_op's body launches a kernel through: wrap_triton where torch.compile traces it (so that
-    Inductor sees the launch), the kernel itself in eager mode, where wrap_triton's dispatch costs ~0.3 ms of
-    host time per launch on the H100 (two launches of a 2048^3 matmul's backward: 0.61 against 0.06 ms), more
-    than the kernels take."""
-    return wrap_triton(kernel) if torch.compiler.is_compiling() else kernel
+    """What a triton_op's body launches a kernel through: wrap_triton wherever PyTorch traces it (torch.compile,
+    and the fake-tensor and functionalization modes its tracing runs the body under), the kernel itself in plain
+    eager mode, where wrap_triton's dispatch costs ~0.3 ms of host time per launch on the H100 (two launches of
+    a 2048^3 matmul's backward: 0.61 against 0.06 ms), more than the kernels take."""
+    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return wrap_triton(kernel)
+    return kernel
 
 
 def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
@@ -451,6 +452,10 @@ class TgradKernel:
         if key in self._launches:
             return self._launches[key]
         if torch.compiler.is_compiling() or os.environ.get("TGRAD_TUNE_BACKWARD", "1") == "0":
+            return []
+        # No backward will run (inference, torch.no_grad): not worth the tuning's compiles; a later launch with
+        # gradients tunes.
+        if not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in arguments):
             return []
         self._launches[key] = self._tune_backward(grid_function, grid, bound, arguments, options)
         return self._launches[key]

@@ -16,6 +16,7 @@ import typing
 import torch
 import triton
 from torch.library import triton_op, wrap_triton
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 import triton.language as tl
 from triton.language.extra.libdevice import tanh, rsqrt, erf, pow, exp2
 from triton.language.extra.libdevice import pow
@@ -182,11 +183,13 @@ def _tgrad_options(num_warps, num_stages):
 
 
 def _tgrad_launcher(kernel):
-    """What a triton_op's body launches a kernel through: wrap_triton where torch.compile traces it (so that
-    Inductor sees the launch), the kernel itself in eager mode, where wrap_triton's dispatch costs ~0.3 ms of
-    host time per launch on the H100 (two launches of a 2048^3 matmul's backward: 0.61 against 0.06 ms), more
-    than the kernels take."""
-    return wrap_triton(kernel) if torch.compiler.is_compiling() else kernel
+    """What a triton_op's body launches a kernel through: wrap_triton wherever PyTorch traces it (torch.compile,
+    and the fake-tensor and functionalization modes its tracing runs the body under), the kernel itself in plain
+    eager mode, where wrap_triton's dispatch costs ~0.3 ms of host time per launch on the H100 (two launches of
+    a 2048^3 matmul's backward: 0.61 against 0.06 ms), more than the kernels take."""
+    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return wrap_triton(kernel)
+    return kernel
 
 
 def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
@@ -351,6 +354,10 @@ class TgradKernel:
         if key in self._launches:
             return self._launches[key]
         if torch.compiler.is_compiling() or os.environ.get("TGRAD_TUNE_BACKWARD", "1") == "0":
+            return []
+        # No backward will run (inference, torch.no_grad): not worth the tuning's compiles; a later launch with
+        # gradients tunes.
+        if not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in arguments):
             return []
         self._launches[key] = self._tune_backward(grid_function, grid, bound, arguments, options)
         return self._launches[key]
