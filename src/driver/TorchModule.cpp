@@ -279,10 +279,31 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   for (const Import &i : imports)
     if (i.assignment || i.conditional)
       for (const auto &n : i.names) read.insert(n.first.substr(0, n.first.find('.')));
+  // Names the module binds itself: its functions, its constants and the `NAME = a.b` bindings tgrad resolved an
+  // import to. An import's name the module binds so is not imported: unsloth's geglu imports `triton_tanh` from
+  // `.utils`, where it is `libdevice.tanh`; the module binds it so, and `from .utils import ...` would make it
+  // fail to import on its own (a relative import outside a package).
+  std::set<std::string> bound_here;
+  for (const auto &f : kernels.functions) bound_here.insert(f->name);
+  for (const Constant &c : kernels.constants) bound_here.insert(c.name);
+  for (const Import &i : imports)
+    if (i.assignment && !i.conditional)
+      for (const auto &n : i.names) bound_here.insert(bound(i, n));
   for (Import &i : imports) {
-    bool keep = i.conditional || i.assignment || own.count(i.is_from ? i.module : i.names.front().first);
-    for (const auto &n : i.names) keep |= read.count(bound(i, n)) > 0;
-    if (keep) kernels.imports.push_back(std::move(i));
+    const bool whole = i.conditional || i.assignment || own.count(i.is_from ? i.module : i.names.front().first);
+    if (!whole) {
+      // Of a plain import, the names the module reads and does not bind itself.
+      std::vector<std::pair<std::string, std::string>> needed;
+      for (const auto &n : i.names)
+        if (read.count(bound(i, n)) && !bound_here.count(bound(i, n))) needed.push_back(n);
+      if (needed.empty()) continue;
+      // (`import a.b` binds `a`: it stays whole where any of its names is read.)
+      if (i.is_from) i.names = std::move(needed);
+      // What is left may repeat another import (the file imported `erf` twice, once beside names now dropped).
+      if (std::any_of(kernels.imports.begin(), kernels.imports.end(), [&](const Import &j) { return same_import(i, j); }))
+        continue;
+    }
+    kernels.imports.push_back(std::move(i));
   }
 }
 

@@ -18,7 +18,6 @@ import triton
 from torch.library import triton_op, wrap_triton
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 import triton.language as tl
-from triton.language.extra.libdevice import tanh, rsqrt, erf, pow, exp2
 from triton.language.extra.libdevice import tanh
 
 
