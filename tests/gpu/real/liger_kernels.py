@@ -15,6 +15,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -694,15 +695,21 @@ def run_all():
     while pending or procs:
         while pending and len(procs) < jobs:
             name = pending.pop(0)
-            procs[name] = (subprocess.Popen([sys.executable, __file__, FOLDER, "--only", name], stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True), time.time())
+            # Its output goes to a file: a pipe nobody reads until the process ends blocks a process that prints
+            # more than the pipe holds (64 KiB), which then ran into the time limit and counted as failed.
+            log = tempfile.TemporaryFile(mode="w+")
+            procs[name] = (subprocess.Popen([sys.executable, __file__, FOLDER, "--only", name], stdout=log,
+                                            stderr=subprocess.STDOUT, text=True), time.time(), log)
         time.sleep(0.2)
-        for name, (p, t0) in list(procs.items()):
+        for name, (p, t0, log) in list(procs.items()):
             if p.poll() is None and time.time() - start < limit:
                 continue
             if p.poll() is None:
                 p.kill()
-            out = p.communicate()[0]
+            p.wait()
+            log.seek(0)
+            out = log.read()
+            log.close()
             results[name] = (p.returncode, out, time.time() - t0)
             del procs[name]
             print(out, end="", flush=True)
