@@ -313,7 +313,10 @@ class Engine {
   // Splits the generated kernels' loops so that iterations whose masks hold in every lane run without them
   // (src/ad/reverse/MaskPeeling.h), after the readability pass: each copy of a loop's body reads as written.
   void peel_masks(Module &out, Backward &result);
-  void make_readable(Module &out, const Backward &result) const;
+  // `checked`: the types finish() found for the function `checked_fn` of `out`, where they are the ones
+  // make_readable would find again (src/ad/reverse/Finish.cpp); else null.
+  void make_readable(Module &out, const Backward &result, const Function *checked_fn,
+                     const sema::TypeInfo *checked) const;
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);
 
@@ -620,8 +623,10 @@ class Engine {
   std::string select_lanes_helper();
   static constexpr const char *kLaneWiseCall = "lane-wise jit call";
 
-  // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
-  static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info);
+  // `v.to(w.dtype)` where v already has w's dtype: drop the cast. The casts taken out go to `removed`: `info`
+  // names their nodes, which must not be freed while it is read (a new node at a freed one's address would
+  // take its type).
+  static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::vector<ExprPtr> &removed);
 
   const Module &module_;
   const SourceManager &sources_;

@@ -30,7 +30,8 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   }
   // A cast that is a no-op for the representative dtype is not one for
   // the others: a generic backward keeps them all.
-  if (!generic()) remove_noop_casts(bwd->body, *bwd_info);
+  std::vector<ExprPtr> removed_casts;  // (bwd_info names their nodes, and make_readable may read it)
+  if (!generic()) remove_noop_casts(bwd->body, *bwd_info, removed_casts);
   if (cast_returned_adjoints) cast_results(*bwd, *bwd_info);
 
   auto out = std::make_unique<Module>();
@@ -67,9 +68,18 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   }
   add_imports(*out, read);
   // A value kept only for the dtype it was cast to (`stored_out.dtype`) is not computed for it.
+  bool bwd_rewritten = false;
   for (auto &f : out->functions)
-    if (!module_.find_function(f->name) && read_types_from_casts(f->body) > 0) remove_dead_code(f->body);
-  make_readable(*out, result);
+    if (!module_.find_function(f->name) && read_types_from_casts(f->body) > 0) {
+      remove_dead_code(f->body);
+      bwd_rewritten |= f.get() == bwd_fn;
+    }
+  // The readability pass types each function it rewrites with bwd_types_. Where the backward was checked with
+  // those very types (a kernel's) and has changed since only by dropping no-op casts (the same types) and
+  // casting what it returns (a node that pass reads no type of), the check's types serve it: sema does not
+  // run twice over the longest function. (A tile function's bwd_types_ are empty: it types it anew.)
+  const bool same_types = &bwd_types == &bwd_types_ && !bwd_rewritten;
+  make_readable(*out, result, bwd_fn, same_types ? &*bwd_info : nullptr);
   peel_masks(*out, result);
   result.source = header() + emit::print_module(*out);
   result.module = std::move(out);
@@ -122,7 +132,8 @@ std::set<std::string> computed_from(const StmtList &body, std::set<std::string> 
 
 }  // namespace
 
-void Engine::make_readable(Module &out, const Backward &result) const {
+void Engine::make_readable(Module &out, const Backward &result, const Function *checked_fn,
+                           const sema::TypeInfo *checked) const {
   // The names a reader knows: the user's (in any function of the kernel's
   // module) and those the launch protocol explains.
   std::set<std::string> keep;
@@ -147,9 +158,16 @@ void Engine::make_readable(Module &out, const Backward &result) const {
   for (const auto &[param, type] : bwd_types_)  // (a generic backward's: their representative types)
     if (type.is_tensor() && type.elem.is_pointer) pointers.insert(param);
   for (const Backward::SavedTile &t : result.saved_tiles) pointers.insert(t.scratch);
-  std::unique_ptr<Module> context = checking_module();
+  // Where the functions are typed: the user's module and every emitted function as it is before any is
+  // rewritten (cloned, unless the one typed already is all there is to type).
+  std::unique_ptr<Module> context;
   for (const auto &f : out.functions)
-    if (!context->find_function(f->name)) context->functions.push_back(clone(*f));
+    if (!module_.find_function(f->name) && !(f.get() == checked_fn && checked)) {
+      context = checking_module();
+      for (const auto &g : out.functions)
+        if (!context->find_function(g->name)) context->functions.push_back(clone(*g));
+      break;
+    }
   for (auto &f : out.functions) {
     if (module_.find_function(f->name)) continue;  // the user's helpers, as written
     sema::ParamTypes types = bwd_types_;
@@ -157,9 +175,16 @@ void Engine::make_readable(Module &out, const Backward &result) const {
       it = std::any_of(f->params.begin(), f->params.end(), [&](const Param &p) { return p.name == it->first; })
                ? std::next(it)
                : types.erase(it);
-    DiagEngine quiet(sources_);
     std::set<std::string> index_values;
-    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
+    std::optional<sema::TypeInfo> typed;
+    const sema::TypeInfo *info = f.get() == checked_fn ? checked : nullptr;
+    if (!info) {
+      DiagEngine quiet(sources_);
+      typed = sema::analyze(*context, *f, types, quiet);
+      if (typed) info = &*typed;
+    }
+    std::vector<ExprPtr> removed_casts;  // (info names their nodes)
+    if (info) {
       index_values = integer_values(f->body, *info);
       // A generic backward's parameters given no type are integers in one representative and floats in another
       // (a scalar `logx`, int32 then fp32): what is computed from them is written out in neither, or the
@@ -172,7 +197,7 @@ void Engine::make_readable(Module &out, const Backward &result) const {
         for (const std::string &n : computed_from(f->body, std::move(untyped))) index_values.erase(n);
       }
       // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
-      if (!generic()) remove_noop_casts(f->body, *info);
+      if (!generic()) remove_noop_casts(f->body, *info, removed_casts);
       const bool dropped = drop_proven_shape_checks(*f, *info);
       if (dropped || !generic()) remove_dead_code(f->body);  // (what only a shape or a dtype read)
     }
@@ -310,7 +335,7 @@ SourceSpan Engine::param_span(const std::string &p) const {
   return fn_->name_span;
 }
 
-void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
+void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::vector<ExprPtr> &removed) {
   std::function<void(ExprPtr &)> visit = [&](ExprPtr &e) {
     if (auto *c = dyn_cast<Call>(e.get())) {
       for (ExprPtr &a : c->args) visit(a);
@@ -323,6 +348,7 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
         if (from && to && from->is_tensor() && to->kind == SType::Kind::DType && !to->dtype_is_pointer &&
             from->elem.dtype == to->dtype && !from->elem.is_pointer) {
           ExprPtr receiver = std::move(attr->value);
+          removed.push_back(std::move(e));
           e = std::move(receiver);
         }
       } else {
@@ -347,12 +373,12 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
     if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
     // (Inside loops and ifs too: the loop over the forward's programs.)
     if (auto *i = dyn_cast<If>(st.get())) {
-      remove_noop_casts(i->body, info);
-      remove_noop_casts(i->orelse, info);
+      remove_noop_casts(i->body, info, removed);
+      remove_noop_casts(i->orelse, info, removed);
     } else if (auto *f = dyn_cast<For>(st.get())) {
-      remove_noop_casts(f->body, info);
+      remove_noop_casts(f->body, info, removed);
     } else if (auto *w = dyn_cast<While>(st.get())) {
-      remove_noop_casts(w->body, info);
+      remove_noop_casts(w->body, info, removed);
     }
   }
 }
