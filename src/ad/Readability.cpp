@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tgrad/ast/Equal.h"
@@ -198,7 +199,7 @@ size_t printed_width(const Stmt &s) {
 class Folder {
  public:
   Folder(Function &fn, const std::set<std::string> &keep, const std::set<std::string> &index_values)
-      : keep_(keep), index_values_(index_values), root_(fn.body) {
+      : keep_(keep.begin(), keep.end()), index_values_(index_values), root_(fn.body) {
     for (const Param &p : fn.params) {
       keep_.insert(p.name);
       params_.insert(p.name);
@@ -562,7 +563,7 @@ class Folder {
     for (size_t k = 0; k < b.size(); ++k) {
       for (ExprPtr *e : own_expressions(*b[k]))
         visit_expr(**e, [&](const Expr &x) {
-          if (auto *n = dyn_cast<Name>(&x)) use_at.emplace(n->id, k);
+          if (auto *n = dyn_cast<Name>(&x)) use_at.try_emplace(n->id, k);  // (no node made for a name seen)
         });
       writes_before[k + 1] = writes_before[k] + (writes_memory(*b[k]) ? 1 : 0);
     }
@@ -779,7 +780,7 @@ class Folder {
     return true;
   }
 
-  std::set<std::string> keep_;
+  std::unordered_set<std::string> keep_;  // (looked up for every statement: hashed, as the counts)
   const std::set<std::string> &index_values_;  // names of integer and boolean values
   NameCounts assigned_, reads_;
   std::set<std::string> params_;
