@@ -35,10 +35,11 @@ struct ChunkLocator {
   }
 
   SourceSpan span(const antlr4::Token *start, const antlr4::Token *stop) const {
-    SourceSpan s = span(start);
-    if (stop && stop->getType() != antlr4::Token::EOF && stop->getTokenIndex() >= start->getTokenIndex())
-      s.end = end_of(stop);
-    return s;
+    if (!start) return {};
+    // (The end of one token only: each end_of converts the token's text from code points.)
+    const bool to_stop =
+        stop && stop->getType() != antlr4::Token::EOF && stop->getTokenIndex() >= start->getTokenIndex();
+    return {file_id, pos(start->getLine(), start->getCharPositionInLine()), end_of(to_stop ? stop : start)};
   }
 
   SourceSpan span(antlr4::ParserRuleContext *ctx) const { return span(ctx->getStart(), ctx->getStop()); }
