@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "tgrad/ast/Ast.h"
 #include "tgrad/ast/Walk.h"
@@ -15,6 +16,9 @@ namespace tgrad::ad {
 // Names read anywhere in an expression / one statement (not its nested blocks).
 void reads(const ast::Expr &e, std::set<std::string> &out);
 void stmt_reads(const ast::Stmt &s, std::set<std::string> &out);
+// The same into a hash set, for passes that only ask whether a name is in it (liveness over a long backward).
+void reads(const ast::Expr &e, std::unordered_set<std::string> &out);
+void stmt_reads(const ast::Stmt &s, std::unordered_set<std::string> &out);
 // Names one statement reads, including, for a loop or an if, its range or
 // condition and its body at any depth; the statements of `skip`, a nested
 // block, are left out (what the code around that block reads).
