@@ -1,8 +1,8 @@
 #include "src/ad/Readability.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -151,21 +151,31 @@ std::string comment_lines(const std::string &first, const std::string &second) {
   return second.empty() ? first : first + "\n" + second;
 }
 
+// Calls `fn` on each line of `text`, as std::getline splits it (a final
+// newline ends the last line; it does not start another), without a stream.
+template <class Fn>
+void for_each_line(const std::string &text, Fn &&fn) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    fn(text.substr(at, end - at));
+    at = end + 1;
+  }
+}
+
 // The comment of a statement whose value moves into a later one, `dest`
 // the comment above that one: what still says something. Its lines that
 // `dest` already has go (IssueEarly.cpp gave an early load's `# Grad of:`
 // line to the statement it came from), and so does the note that the value
 // was loaded early, which it no longer is.
 std::string moved_comment(const std::string &comment, const std::string &dest) {
+  if (comment.empty()) return comment;  // (most folded temporaries have none: no line to split)
   std::set<std::string> there;
-  std::istringstream d(dest);
-  for (std::string line; std::getline(d, line);) there.insert(line);
+  for_each_line(dest, [&](std::string line) { there.insert(std::move(line)); });
   std::string out;
-  std::istringstream c(comment);
-  for (std::string line; std::getline(c, line);) {
-    if (there.count(line) || line.rfind("(Loaded early:", 0) == 0) continue;
+  for_each_line(comment, [&](const std::string &line) {
+    if (there.count(line) || line.rfind("(Loaded early:", 0) == 0) return;
     out += (out.empty() ? "" : "\n") + line;
-  }
+  });
   return out;
 }
 
