@@ -186,16 +186,18 @@ void IndentTokenSource::check_limits(const antlr4::Token &t, const std::string &
     return fail(t.getLine(), t.getCharPositionInLine(),
                 "logical line too long: more than " + std::to_string(kMaxTokensPerLine) + " tokens");
   // A + - ~ is unary where an operand is expected: at the start of the line or
-  // after an operator, an opening bracket, a comma or a keyword.
-  bool operand_expected = previous_text_.empty() ||
-                          (previous_type_ != TileLangLexer::NAME && previous_type_ != TileLangLexer::NUMBER &&
-                           previous_type_ != TileLangLexer::STRING && previous_text_ != ")" &&
-                           previous_text_ != "]" && previous_text_ != "}") ||
-                          previous_text_ == "not" || previous_text_ == "and" || previous_text_ == "or" ||
-                          previous_text_ == "in" || previous_text_ == "is" || previous_text_ == "return" ||
-                          previous_text_ == "if" || previous_text_ == "else";
+  // after an operator, an opening bracket, a comma or a keyword. (Asked only
+  // of those three tokens: it compares the previous token with a dozen words.)
+  auto operand_expected = [&] {
+    return previous_text_.empty() ||
+           (previous_type_ != TileLangLexer::NAME && previous_type_ != TileLangLexer::NUMBER &&
+            previous_type_ != TileLangLexer::STRING && previous_text_ != ")" && previous_text_ != "]" &&
+            previous_text_ != "}") ||
+           previous_text_ == "not" || previous_text_ == "and" || previous_text_ == "or" || previous_text_ == "in" ||
+           previous_text_ == "is" || previous_text_ == "return" || previous_text_ == "if" || previous_text_ == "else";
+  };
   bool nests = text == "not" || text == "**" || text == "if" || text == "lambda" ||
-               ((text == "-" || text == "+" || text == "~") && operand_expected);
+               ((text == "-" || text == "+" || text == "~") && operand_expected());
   if (nests && ++line_nesting_ops_ > kMaxNestingOperators)
     return fail(t.getLine(), t.getCharPositionInLine(),
                 "expression nested too deeply: more than " + std::to_string(kMaxNestingOperators) +
