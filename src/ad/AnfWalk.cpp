@@ -63,22 +63,38 @@ void stmt_reads(const Stmt &s, std::unordered_set<std::string> &out) { stmt_read
 // conditions, at any depth.
 // Names one statement reads, including, for a loop or an if, its range or
 // condition and its body at any depth.
-void deep_reads(const Stmt &s, std::set<std::string> &out, const StmtList *skip) {
-  stmt_reads(s, out);
+namespace {
+
+template <class Names>
+void block_reads_into(const StmtList &block, Names &out, const StmtList *skip);
+
+template <class Names>
+void deep_reads_into(const Stmt &s, Names &out, const StmtList *skip) {
+  stmt_reads_into(s, out);
   if (auto *f = dyn_cast<For>(&s)) {
-    reads(*f->iter, out);
-    block_reads(f->body, out, skip);
+    expr_reads_into(*f->iter, out);
+    block_reads_into(f->body, out, skip);
   }
   if (auto *i = dyn_cast<If>(&s)) {
-    reads(*i->cond, out);
-    block_reads(i->body, out, skip);
-    block_reads(i->orelse, out, skip);
+    expr_reads_into(*i->cond, out);
+    block_reads_into(i->body, out, skip);
+    block_reads_into(i->orelse, out, skip);
   }
 }
-void block_reads(const StmtList &block, std::set<std::string> &out, const StmtList *skip) {
+
+template <class Names>
+void block_reads_into(const StmtList &block, Names &out, const StmtList *skip) {
   if (&block == skip) return;
-  for (const StmtPtr &s : block) deep_reads(*s, out, skip);
+  for (const StmtPtr &s : block) deep_reads_into(*s, out, skip);
 }
+
+}  // namespace
+
+void deep_reads(const Stmt &s, std::set<std::string> &out, const StmtList *skip) { deep_reads_into(s, out, skip); }
+void block_reads(const StmtList &block, std::set<std::string> &out, const StmtList *skip) {
+  block_reads_into(block, out, skip);
+}
+void block_reads(const StmtList &block, std::unordered_set<std::string> &out) { block_reads_into(block, out, nullptr); }
 
 std::set<std::string> live_at_loop_end(const StmtList &body, const std::set<std::string> &live_after,
                                        const std::string &loop_var) {

@@ -26,6 +26,8 @@ void deep_reads(const ast::Stmt &s, std::set<std::string> &out, const ast::StmtL
 // Names read anywhere in a block: its statements, loop ranges and if
 // conditions, at any depth (less `skip`'s statements, as above).
 void block_reads(const ast::StmtList &block, std::set<std::string> &out, const ast::StmtList *skip = nullptr);
+// The same into a hash set (the names a whole backward reads, only looked up).
+void block_reads(const ast::StmtList &block, std::unordered_set<std::string> &out);
 
 // Liveness without rewriting: the names whose values, live before `s` (or a
 // block), a later statement may read, given those live after it. An

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
@@ -510,11 +511,11 @@ class Engine {
 
   // triton and tl, then each user import that binds a name the emitted
   // functions read (libdevice, math, ...), then libdevice if a rule needs it.
-  void add_imports(Module &m, const std::set<std::string> &read);
+  void add_imports(Module &m, const std::unordered_set<std::string> &read);
 
   // The user's jit functions that a function reading `names` calls,
   // directly or not (the primal replay may), cloned into `out`.
-  void add_called_functions(const std::set<std::string> &names, Module &out);
+  void add_called_functions(const std::unordered_set<std::string> &names, Module &out);
 
   void cast_results(Function &bwd, const sema::TypeInfo &info);
 

@@ -37,8 +37,10 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   auto out = std::make_unique<Module>();
   result.backward_name = bwd->name;
   // The names the backward reads, inside loops and ifs too (a long one's
-  // largest walk): found once, for the helpers it calls and its imports.
-  std::set<std::string> bwd_read;
+  // largest walk): found once, for the helpers it calls and its imports
+  // (hash sets: only looked up, and the order of the functions and imports
+  // added is the module's).
+  std::unordered_set<std::string> bwd_read;
   block_reads(bwd->body, bwd_read);
   const Function *bwd_fn = bwd.get();
   add_called_functions(bwd_read, *out);
@@ -48,7 +50,7 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
     if (!dup) out->functions.push_back(std::move(f));
   }
   for (const auto &owner : owner_functions_) {
-    std::set<std::string> owner_read;
+    std::unordered_set<std::string> owner_read;
     block_reads(owner->body, owner_read);
     add_called_functions(owner_read, *out);
   }
@@ -56,7 +58,8 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   if (result.backward_kernel_writes) out->functions.push_back(std::move(bwd));
   for (auto &owner : owner_functions_) out->functions.push_back(std::move(owner));
   owner_functions_.clear();
-  std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
+  // Inside loops and ifs too: a name used only there still needs its import.
+  std::unordered_set<std::string> read;
   for (const auto &f : out->functions)
     if (f.get() == bwd_fn) read.insert(bwd_read.begin(), bwd_read.end());
     else block_reads(f->body, read);
@@ -252,7 +255,7 @@ void Engine::add_libdevice_import(Module &m) {
   m.imports.push_back(lib);
 }
 
-void Engine::add_imports(Module &m, const std::set<std::string> &read) {
+void Engine::add_imports(Module &m, const std::unordered_set<std::string> &read) {
   Import triton;
   triton.names = {{"triton", ""}};
   Import tl;
@@ -281,10 +284,10 @@ void Engine::add_imports(Module &m, const std::set<std::string> &read) {
   if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
 }
 
-void Engine::add_called_functions(const std::set<std::string> &names, Module &out) {
+void Engine::add_called_functions(const std::unordered_set<std::string> &names, Module &out) {
   std::set<const Function *> seen;
   std::function<void(const Function &)> visit = [&](const Function &f) {
-    std::set<std::string> inner;
+    std::unordered_set<std::string> inner;
     block_reads(f.body, inner);
     for (const std::string &n : inner)
       if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
