@@ -22,52 +22,79 @@ void visit_exprs(const StmtList &block, const std::function<void(const Expr &)> 
   }
 }
 
-// Names read anywhere in an expression / statement.
-void reads(const Expr &e, std::set<std::string> &out) {
+namespace {
+
+// Names read anywhere in an expression / statement, into either kind of set.
+template <class Names>
+void expr_reads_into(const Expr &e, Names &out) {
   visit_expr(e, [&out](const Expr &x) {
     if (auto *n = dyn_cast<Name>(&x)) out.insert(n->id);
   });
 }
 
-void stmt_reads(const Stmt &s, std::set<std::string> &out) {
+template <class Names>
+void stmt_reads_into(const Stmt &s, Names &out) {
   switch (s.kind) {
-    case NodeKind::Assign: reads(*cast<Assign>(&s)->value, out); return;
+    case NodeKind::Assign: expr_reads_into(*cast<Assign>(&s)->value, out); return;
     case NodeKind::AugAssign:
-      reads(*cast<AugAssign>(&s)->target, out);
-      reads(*cast<AugAssign>(&s)->value, out);
+      expr_reads_into(*cast<AugAssign>(&s)->target, out);
+      expr_reads_into(*cast<AugAssign>(&s)->value, out);
       return;
-    case NodeKind::ExprStmt: reads(*cast<ExprStmt>(&s)->value, out); return;
+    case NodeKind::ExprStmt: expr_reads_into(*cast<ExprStmt>(&s)->value, out); return;
     case NodeKind::Return:
-      if (cast<Return>(&s)->value) reads(*cast<Return>(&s)->value, out);
+      if (cast<Return>(&s)->value) expr_reads_into(*cast<Return>(&s)->value, out);
       return;
     case NodeKind::Assert:
-      reads(*cast<Assert>(&s)->test, out);
-      if (cast<Assert>(&s)->msg) reads(*cast<Assert>(&s)->msg, out);
+      expr_reads_into(*cast<Assert>(&s)->test, out);
+      if (cast<Assert>(&s)->msg) expr_reads_into(*cast<Assert>(&s)->msg, out);
       return;
     default: return;
   }
 }
 
+}  // namespace
+
+void reads(const Expr &e, std::set<std::string> &out) { expr_reads_into(e, out); }
+void reads(const Expr &e, std::unordered_set<std::string> &out) { expr_reads_into(e, out); }
+void stmt_reads(const Stmt &s, std::set<std::string> &out) { stmt_reads_into(s, out); }
+void stmt_reads(const Stmt &s, std::unordered_set<std::string> &out) { stmt_reads_into(s, out); }
+
 // Names read anywhere in a block: its statements, loop ranges and if
 // conditions, at any depth.
 // Names one statement reads, including, for a loop or an if, its range or
 // condition and its body at any depth.
-void deep_reads(const Stmt &s, std::set<std::string> &out, const StmtList *skip) {
-  stmt_reads(s, out);
+namespace {
+
+template <class Names>
+void block_reads_into(const StmtList &block, Names &out, const StmtList *skip);
+
+template <class Names>
+void deep_reads_into(const Stmt &s, Names &out, const StmtList *skip) {
+  stmt_reads_into(s, out);
   if (auto *f = dyn_cast<For>(&s)) {
-    reads(*f->iter, out);
-    block_reads(f->body, out, skip);
+    expr_reads_into(*f->iter, out);
+    block_reads_into(f->body, out, skip);
   }
   if (auto *i = dyn_cast<If>(&s)) {
-    reads(*i->cond, out);
-    block_reads(i->body, out, skip);
-    block_reads(i->orelse, out, skip);
+    expr_reads_into(*i->cond, out);
+    block_reads_into(i->body, out, skip);
+    block_reads_into(i->orelse, out, skip);
   }
 }
-void block_reads(const StmtList &block, std::set<std::string> &out, const StmtList *skip) {
+
+template <class Names>
+void block_reads_into(const StmtList &block, Names &out, const StmtList *skip) {
   if (&block == skip) return;
-  for (const StmtPtr &s : block) deep_reads(*s, out, skip);
+  for (const StmtPtr &s : block) deep_reads_into(*s, out, skip);
 }
+
+}  // namespace
+
+void deep_reads(const Stmt &s, std::set<std::string> &out, const StmtList *skip) { deep_reads_into(s, out, skip); }
+void block_reads(const StmtList &block, std::set<std::string> &out, const StmtList *skip) {
+  block_reads_into(block, out, skip);
+}
+void block_reads(const StmtList &block, std::unordered_set<std::string> &out) { block_reads_into(block, out, nullptr); }
 
 std::set<std::string> live_at_loop_end(const StmtList &body, const std::set<std::string> &live_after,
                                        const std::string &loop_var) {

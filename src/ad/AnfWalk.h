@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "tgrad/ast/Ast.h"
 #include "tgrad/ast/Walk.h"
@@ -15,6 +16,9 @@ namespace tgrad::ad {
 // Names read anywhere in an expression / one statement (not its nested blocks).
 void reads(const ast::Expr &e, std::set<std::string> &out);
 void stmt_reads(const ast::Stmt &s, std::set<std::string> &out);
+// The same into a hash set, for passes that only ask whether a name is in it (liveness over a long backward).
+void reads(const ast::Expr &e, std::unordered_set<std::string> &out);
+void stmt_reads(const ast::Stmt &s, std::unordered_set<std::string> &out);
 // Names one statement reads, including, for a loop or an if, its range or
 // condition and its body at any depth; the statements of `skip`, a nested
 // block, are left out (what the code around that block reads).
@@ -22,6 +26,8 @@ void deep_reads(const ast::Stmt &s, std::set<std::string> &out, const ast::StmtL
 // Names read anywhere in a block: its statements, loop ranges and if
 // conditions, at any depth (less `skip`'s statements, as above).
 void block_reads(const ast::StmtList &block, std::set<std::string> &out, const ast::StmtList *skip = nullptr);
+// The same into a hash set (the names a whole backward reads, only looked up).
+void block_reads(const ast::StmtList &block, std::unordered_set<std::string> &out);
 
 // Liveness without rewriting: the names whose values, live before `s` (or a
 // block), a later statement may read, given those live after it. An

@@ -558,9 +558,13 @@ class GenericDifferentiation {
       : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
 
   std::optional<Backward> run() {
-    // Every parameter typed: no representative to choose, and the roles below would decide nothing.
-    if (std::all_of(fn_.params.begin(), fn_.params.end(), [&](const Param &p) { return request_.param_types.count(p.name) > 0; }))
-      return differentiate_typed(module_, sources_, request_, diags_);
+    // Every parameter typed: no representative to choose, and the roles below would decide nothing. Nor do
+    // they where the others are tl.constexpr: their roles (a constexpr, or a dtype one) leave no pointer,
+    // scalar or tile to try types for, and the kernel is differentiated as typed below.
+    bool all_typed = true;
+    for (size_t k = 0; k < fn_.params.size(); ++k)
+      all_typed &= request_.param_types.count(pname(k)) > 0 || fn_.is_constexpr_param(k);
+    if (all_typed) return differentiate_typed(module_, sources_, request_, diags_);
     std::vector<ParamRole> &roles = roles_ = param_roles(module_, fn_, request_.param_types);
     // A --wrt pointer this specialization does not load (`if HAS_WEIGHT:
     // b_x = tl.load(x + ...)` with HAS_WEIGHT false) is still the pointer the

@@ -55,8 +55,6 @@ class PointerBases {
 
   void collect(const StmtList &b) {
     for (const StmtPtr &s : b) {
-      std::map<std::string, int> assigned;
-      stmt_assignments(*s, assigned);
       if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get())) {
         defs_[cast<Name>(a->targets[0].get())->id].push_back(a->value.get());
       } else if (auto *a = dyn_cast<AugAssign>(s.get()); a && isa<Name>(a->target.get()) &&
@@ -65,6 +63,8 @@ class PointerBases {
         owned_.push_back(std::make_unique<BinOp>(a->op, clone(*a->target), clone(*a->value)));
         defs_[cast<Name>(a->target.get())->id].push_back(owned_.back().get());
       } else if (!isa<If>(s.get()) && !isa<For>(s.get()) && !isa<While>(s.get())) {
+        std::map<std::string, int> assigned;
+        stmt_assignments(*s, assigned);
         for (const auto &kv : assigned) other_.insert(kv.first);
       }
       if (auto *f = dyn_cast<For>(s.get())) {
@@ -94,7 +94,9 @@ class PointerBases {
 }  // namespace
 
 void read_element_types_from_parameters(Function &fn, const std::set<std::string> &pointers) {
-  PointerBases bases(fn, pointers);
+  // Found on the first `.dtype.element_ty` of a value that is not a parameter: most functions have none. (The
+  // rewrites before it change no name or pointer arithmetic the bases follow, only what an attribute reads.)
+  std::optional<PointerBases> bases;
   std::function<void(StmtList &)> block = [&](StmtList &b) {
     for (StmtPtr &s : b) {
       auto rewrite = [&](ExprPtr &root) {
@@ -103,7 +105,8 @@ void read_element_types_from_parameters(Function &fn, const std::set<std::string
           auto *dtype = elem && elem->attr == "element_ty" ? dyn_cast<Attribute>(elem->value.get()) : nullptr;
           if (!dtype || dtype->attr != "dtype") return;
           if (auto *n = dyn_cast<Name>(dtype->value.get()); n && pointers.count(n->id)) return;
-          if (std::optional<std::string> p = bases.base(*dtype->value); p && *p != "*")
+          if (!bases) bases.emplace(fn, pointers);
+          if (std::optional<std::string> p = bases->base(*dtype->value); p && *p != "*")
             dtype->value = std::make_unique<Name>(*p, dtype->value->span);
         });
       };

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tgrad/ast/Walk.h"
@@ -72,7 +73,7 @@ class Simplifier {
   explicit Simplifier(const sema::TypeInfo &types) : types_(types) {}
 
   bool run(Function &fn) {
-    std::map<std::string, int> assigned;
+    std::unordered_map<std::string, int> assigned;  // (only looked up: hashed)
     count_assignments(fn.body, assigned);
     find_named_broadcasts(fn.body, assigned);
     check_named_uses(fn.body);
@@ -83,7 +84,7 @@ class Simplifier {
  private:
   // `n = <scalar broadcast>` assigned once: candidates, until a read of n
   // that is not an operand of elementwise arithmetic of n's shape.
-  void find_named_broadcasts(StmtList &b, const std::map<std::string, int> &assigned) {
+  void find_named_broadcasts(StmtList &b, const std::unordered_map<std::string, int> &assigned) {
     for (StmtPtr &s : b) {
       if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
         if (auto *n = dyn_cast<Name>(a->targets[0].get()); n && assigned.at(n->id) == 1)

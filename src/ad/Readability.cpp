@@ -1,9 +1,10 @@
 #include "src/ad/Readability.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tgrad/ast/Equal.h"
@@ -127,8 +128,10 @@ std::vector<StmtList *> nested_blocks(Stmt &s) {
 // (Hash maps: the folder only looks names up, and a long function's names
 // share long prefixes, which an ordered map compares again and again.)
 using NameCounts = std::unordered_map<std::string, int>;
-void count_name_reads(const StmtList &block, NameCounts &out);
-void count_stmt_reads(Stmt &s, NameCounts &out) {
+template <class Counts>
+void count_name_reads(const StmtList &block, Counts &out);
+template <class Counts>
+void count_stmt_reads(Stmt &s, Counts &out) {
   auto expr = [&](const Expr &e) {
     visit_expr(e, [&](const Expr &x) {
       if (auto *n = dyn_cast<Name>(&x)) ++out[n->id];
@@ -139,8 +142,34 @@ void count_stmt_reads(Stmt &s, NameCounts &out) {
   if (auto *w = dyn_cast<While>(&s)) expr(*w->cond);
   for (StmtList *b : nested_blocks(s)) count_name_reads(*b, out);
 }
-void count_name_reads(const StmtList &block, NameCounts &out) {
+template <class Counts>
+void count_name_reads(const StmtList &block, Counts &out) {
   for (const StmtPtr &s : block) count_stmt_reads(*s, out);
+}
+
+// The count of one name, where the counters above index by every name: the
+// forward scans ask about one name per statement, and a map of all of a
+// statement's names for each was most of their time.
+struct OneNameCount {
+  const std::string &name;
+  int count = 0;
+  int ignored = 0;
+  int &operator[](const std::string &n) { return n == name ? count : ignored; }
+};
+
+// How many times `s` (at any depth) reads `name`.
+int reads_of(Stmt &s, const std::string &name) {
+  OneNameCount one{name};
+  count_stmt_reads(s, one);
+  return one.count;
+}
+
+// Whether a block (at any depth) reads or assigns `name`.
+bool mentions(const StmtList &block, const std::string &name) {
+  OneNameCount one{name};
+  count_name_reads(block, one);
+  for (const StmtPtr &s : block) one.count += assignments_of(*s, name);
+  return one.count > 0;
 }
 
 // Two comments as one, the first above the second (a statement that goes
@@ -150,21 +179,31 @@ std::string comment_lines(const std::string &first, const std::string &second) {
   return second.empty() ? first : first + "\n" + second;
 }
 
+// Calls `fn` on each line of `text`, as std::getline splits it (a final
+// newline ends the last line; it does not start another), without a stream.
+template <class Fn>
+void for_each_line(const std::string &text, Fn &&fn) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    fn(text.substr(at, end - at));
+    at = end + 1;
+  }
+}
+
 // The comment of a statement whose value moves into a later one, `dest`
 // the comment above that one: what still says something. Its lines that
 // `dest` already has go (IssueEarly.cpp gave an early load's `# Grad of:`
 // line to the statement it came from), and so does the note that the value
 // was loaded early, which it no longer is.
 std::string moved_comment(const std::string &comment, const std::string &dest) {
+  if (comment.empty()) return comment;  // (most folded temporaries have none: no line to split)
   std::set<std::string> there;
-  std::istringstream d(dest);
-  for (std::string line; std::getline(d, line);) there.insert(line);
+  for_each_line(dest, [&](std::string line) { there.insert(std::move(line)); });
   std::string out;
-  std::istringstream c(comment);
-  for (std::string line; std::getline(c, line);) {
-    if (there.count(line) || line.rfind("(Loaded early:", 0) == 0) continue;
+  for_each_line(comment, [&](const std::string &line) {
+    if (there.count(line) || line.rfind("(Loaded early:", 0) == 0) return;
     out += (out.empty() ? "" : "\n") + line;
-  }
+  });
   return out;
 }
 
@@ -198,7 +237,7 @@ size_t printed_width(const Stmt &s) {
 class Folder {
  public:
   Folder(Function &fn, const std::set<std::string> &keep, const std::set<std::string> &index_values)
-      : keep_(keep), index_values_(index_values), root_(fn.body) {
+      : keep_(keep.begin(), keep.end()), index_values_(index_values), root_(fn.body) {
     for (const Param &p : fn.params) {
       keep_.insert(p.name);
       params_.insert(p.name);
@@ -249,12 +288,8 @@ class Folder {
     if (!x || !t || keep_.count(x->id) || !keep_.count(t->id) || params_.count(t->id) || reads_[t->id] != 1 ||
         assigned_[t->id] != 1)  // (a later assignment of t would overwrite x's value)
       return false;
-    for (size_t i = 0; i < j; ++i) {
-      NameCounts names;
-      stmt_assignments(*b[i], names);
-      count_stmt_reads(*b[i], names);
-      if (names.count(x->id)) return false;
-    }
+    for (size_t i = 0; i < j; ++i)
+      if (assignments_of(*b[i], x->id) || reads_of(*b[i], x->id)) return false;
     const std::string from = x->id, to = t->id;
     if (j + 1 < b.size()) b[j + 1]->leading_comment = comment_lines(b[j]->leading_comment, b[j + 1]->leading_comment);
     b.erase(b.begin() + static_cast<std::ptrdiff_t>(j));
@@ -356,19 +391,13 @@ class Folder {
         visit_expr(**e, [&](const Expr &x) {
           if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++here;
         });
-      NameCounts nested;
-      for (StmtList *inner : nested_blocks(*b[k])) {
-        count_name_reads(*inner, nested);
-        count_assignments(*inner, nested);
-      }
-      if (nested.count(t)) return false;
+      for (StmtList *inner : nested_blocks(*b[k]))
+        if (mentions(*inner, t)) return false;
       if (auto *a = dyn_cast<AugAssign>(b[k].get()))
         if (auto *n = dyn_cast<Name>(a->target.get()); n && n->id == t) return false;
       if (here) uses.push_back(k);
       found += here;
-      NameCounts assigned;
-      stmt_assignments(*b[k], assigned);
-      if (assigned.count(t)) return true;
+      if (assignments_of(*b[k], t)) return true;
     }
     return true;
   }
@@ -434,12 +463,8 @@ class Folder {
       auto *v = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
       if (!v || !is_pure(*a->value, true)) continue;
       size_t k = i + 1;
-      for (; k < b.size(); ++k) {
-        NameCounts mentions;
-        count_stmt_reads(*b[k], mentions);
-        stmt_assignments(*b[k], mentions);
-        if (mentions.count(v->id)) break;
-      }
+      for (; k < b.size(); ++k)
+        if (reads_of(*b[k], v->id) || assignments_of(*b[k], v->id)) break;
       if (k == b.size()) continue;
       auto *acc = dyn_cast<AugAssign>(b[k].get());
       auto *target = acc ? dyn_cast<Name>(acc->target.get()) : nullptr;
@@ -524,22 +549,16 @@ class Folder {
         visit_expr(**e, [&](const Expr &x) {
           if (auto *n = dyn_cast<Name>(&x); n && n->id == t) ++own;
         });
-      NameCounts all;
-      count_stmt_reads(*b[k], all);
-      NameCounts nested;
-      for (StmtList *inner : nested_blocks(*b[k])) {
-        count_name_reads(*inner, nested);
-        count_assignments(*inner, nested);
-      }
+      const int all = reads_of(*b[k], t);
+      bool nested = false;
+      for (StmtList *inner : nested_blocks(*b[k])) nested = nested || mentions(*inner, t);
       if (auto *a = dyn_cast<AugAssign>(b[k].get()))
         if (auto *n = dyn_cast<Name>(a->target.get()); n && n->id == t) return b.size();
-      if (own == 0 && all.count(t) == 0) {
-        NameCounts assigned;
-        stmt_assignments(*b[k], assigned);
-        if (assigned.count(t)) return b.size();
+      if (own == 0 && all == 0) {
+        if (assignments_of(*b[k], t)) return b.size();
         continue;
       }
-      return own == 1 && all[t] == 1 && nested.count(t) == 0 ? k : b.size();
+      return own == 1 && all == 1 && !nested ? k : b.size();
     }
     return b.size();
   }
@@ -562,7 +581,7 @@ class Folder {
     for (size_t k = 0; k < b.size(); ++k) {
       for (ExprPtr *e : own_expressions(*b[k]))
         visit_expr(**e, [&](const Expr &x) {
-          if (auto *n = dyn_cast<Name>(&x)) use_at.emplace(n->id, k);
+          if (auto *n = dyn_cast<Name>(&x)) use_at.try_emplace(n->id, k);  // (no node made for a name seen)
         });
       writes_before[k + 1] = writes_before[k] + (writes_memory(*b[k]) ? 1 : 0);
     }
@@ -661,10 +680,7 @@ class Folder {
         return true;
       }
       // In between: x must be neither read nor assigned.
-      NameCounts names;
-      stmt_assignments(*b[i], names);
-      count_stmt_reads(*b[i], names);
-      if (names.count(x->id)) return false;
+      if (assignments_of(*b[i], x->id) || reads_of(*b[i], x->id)) return false;
     }
     return false;
   }
@@ -689,9 +705,7 @@ class Folder {
     // The statement that reads t: the first after b[i] that mentions it, at any depth.
     for (size_t k = i + 1; k < b.size(); ++k) {
       if (!b[k]) continue;
-      NameCounts mentions;
-      count_stmt_reads(*b[k], mentions);
-      if (!mentions.count(t)) continue;
+      if (!reads_of(*b[k], t)) continue;
       StmtPtr *use = nullptr;
       int use_depth = depth;
       std::function<void(StmtList &, int)> find = [&](StmtList &inner, int d) {
@@ -779,7 +793,7 @@ class Folder {
     return true;
   }
 
-  std::set<std::string> keep_;
+  std::unordered_set<std::string> keep_;  // (looked up for every statement: hashed, as the counts)
   const std::set<std::string> &index_values_;  // names of integer and boolean values
   NameCounts assigned_, reads_;
   std::set<std::string> params_;

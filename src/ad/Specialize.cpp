@@ -607,7 +607,11 @@ std::optional<Backward> differentiate(const Module &user_module, const SourceMan
   // Which --wrt parameters some specialization loads through, on the kernel
   // as written (inlining folds the branches -D values decide).
   BackwardRequest with_pointers = request;
-  if (const Function *written = user_module.find_function(request.function)) {
+  // (Only an untyped --wrt parameter is given a role by the generic trials, src/ad/GenericTypes.cpp: where
+  // every one has its type, which roles the kernel's parameters play is not needed.)
+  const bool wrt_typed = std::all_of(request.wrt.begin(), request.wrt.end(),
+                                     [&](const std::string &w) { return request.param_types.count(w) > 0; });
+  if (const Function *written = wrt_typed ? nullptr : user_module.find_function(request.function)) {
     sema::ParamTypes runtime_only = request.param_types;
     for (size_t k = 0; k < written->params.size(); ++k)
       if (written->is_constexpr_param(k)) runtime_only.erase(written->params[k].name);

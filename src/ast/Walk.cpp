@@ -97,7 +97,21 @@ void count_block_assignments(const StmtList &block, Map &out) {
   for (const StmtPtr &s : block) count_stmt_assignments(*s, out);
 }
 
+// The count of one name, where the counting templates index a map by every name.
+struct OneNameCount {
+  const std::string &name;
+  int count = 0;
+  int ignored = 0;
+  int &operator[](const std::string &n) { return n == name ? count : ignored; }
+};
+
 }  // namespace
+
+int assignments_of(const Stmt &s, const std::string &name) {
+  OneNameCount one{name};
+  count_stmt_assignments(s, one);
+  return one.count;
+}
 
 void stmt_assignments(const Stmt &s, std::map<std::string, int> &out) { count_stmt_assignments(s, out); }
 void count_assignments(const StmtList &block, std::map<std::string, int> &out) { count_block_assignments(block, out); }

@@ -440,14 +440,26 @@ std::string quote_string(const std::string &value) {
   return out + "\"";
 }
 
+// One stream per thread for the expression printers: the passes print an expression (a callee, a line's width)
+// tens of thousands of times for a long function, and making a stream costs more than most of those prints
+// (its locale). The printer changes no format flag, so a cleared stream prints as a new one would.
+namespace {
+std::ostringstream &expression_stream() {
+  thread_local std::ostringstream out;
+  out.str(std::string());
+  out.clear();
+  return out;
+}
+}  // namespace
+
 std::string print_expr(const Expr &e) {
-  std::ostringstream out;
+  std::ostringstream &out = expression_stream();
   ExprPrinter(out).print(e, kTest);
   return out.str();
 }
 
 std::string print_operand(const Expr &e) {
-  std::ostringstream out;
+  std::ostringstream &out = expression_stream();
   ExprPrinter(out).print(e, kUnary);
   return out.str();
 }

@@ -358,12 +358,18 @@ class Builder {
   // operators terminals or single-token rule contexts (term_op, ...).
   ExprPtr chain(ParserRuleContext *ctx) {
     const std::vector<ParseTree *> &kids = ctx->children;
+    // (An operator rule's text is its one token's: read from the token, not
+    // gathered from the rule's children.)
+    const size_t rule = ctx->getRuleIndex();
+    const bool operator_rule = rule == P::RuleTerm || rule == P::RuleArith_expr || rule == P::RuleShift_expr;
     ExprPtr acc = operand(static_cast<ParserRuleContext *>(kids[0]));
     for (size_t i = 1; i + 1 < kids.size(); i += 2) {
       ExprPtr rhs = operand(static_cast<ParserRuleContext *>(kids[i + 1]));
       SourceSpan s = acc->span;
       s.end = rhs->span.end;
-      acc = std::make_unique<BinOp>(binary_op(kids[i]->getText()), std::move(acc), std::move(rhs), s);
+      const std::string op =
+          operator_rule ? static_cast<ParserRuleContext *>(kids[i])->getStart()->getText() : kids[i]->getText();
+      acc = std::make_unique<BinOp>(binary_op(op), std::move(acc), std::move(rhs), s);
     }
     return acc;
   }

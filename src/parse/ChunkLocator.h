@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "TileLangLexer.h"
+#include "TileLangParser.h"
 #include "antlr4-runtime.h"
 #include "tgrad/diag/Diagnostics.h"
 
@@ -35,10 +37,11 @@ struct ChunkLocator {
   }
 
   SourceSpan span(const antlr4::Token *start, const antlr4::Token *stop) const {
-    SourceSpan s = span(start);
-    if (stop && stop->getType() != antlr4::Token::EOF && stop->getTokenIndex() >= start->getTokenIndex())
-      s.end = end_of(stop);
-    return s;
+    if (!start) return {};
+    // (The end of one token only: each end_of converts the token's text from code points.)
+    const bool to_stop =
+        stop && stop->getType() != antlr4::Token::EOF && stop->getTokenIndex() >= start->getTokenIndex();
+    return {file_id, pos(start->getLine(), start->getCharPositionInLine()), end_of(to_stop ? stop : start)};
   }
 
   SourceSpan span(antlr4::ParserRuleContext *ctx) const { return span(ctx->getStart(), ctx->getStop()); }
@@ -49,6 +52,16 @@ struct ChunkLocator {
   // The position just after the token's last character (multi-line strings
   // end on a later line).
   SourcePos end_of(const antlr4::Token *t) const {
+    // A token the lexer read covers its input, whose indices count code points
+    // as columns do: its end needs no text (converted from code points at every
+    // getText). Not a string (it may span lines), nor one the token source made
+    // up (NEWLINE, INDENT, DEDENT, EOF) or error recovery conjured (no input
+    // indices): their text says where they end.
+    const size_t type = t->getType(), start = t->getStartIndex(), stop = t->getStopIndex();
+    if (type != tgrad_antlr::TileLangLexer::STRING && type != tgrad_antlr::TileLangLexer::NEWLINE &&
+        type != tgrad_antlr::TileLangParser::INDENT && type != tgrad_antlr::TileLangParser::DEDENT &&
+        type != antlr4::Token::EOF && start != INVALID_INDEX && stop != INVALID_INDEX && start <= stop)
+      return pos(t->getLine(), t->getCharPositionInLine() + (stop - start + 1));
     std::string text = t->getText();
     size_t last_break = text.find_last_of('\n');
     if (last_break == std::string::npos)

@@ -127,13 +127,14 @@ void IndentTokenSource::fill() {
     if (failed()) return;
     at_line_start_ = false;
   }
-  check_limits(*t);
+  std::string text = t->getText();
+  check_limits(*t, text);
   if (failed()) return;
-  track_bracket(*t);
+  track_bracket(*t, text);
   if (failed()) return;
-  previous_text_ = t->getText();
+  record_end(*t, text);
+  previous_text_ = std::move(text);
   previous_type_ = type;
-  record_end(*t);
   pending_.push_back(std::move(t));
 }
 
@@ -168,8 +169,7 @@ void IndentTokenSource::on_first_token_of_line(const antlr4::Token &t) {
   }
 }
 
-void IndentTokenSource::record_end(const antlr4::Token &t) {
-  const std::string text = t.getText();
+void IndentTokenSource::record_end(const antlr4::Token &t, const std::string &text) {
   size_t last_break = text.find_last_of('\n');
   if (last_break == std::string::npos) {
     end_line_ = t.getLine();
@@ -181,22 +181,23 @@ void IndentTokenSource::record_end(const antlr4::Token &t) {
   end_column_ = code_points(text.substr(last_break + 1));
 }
 
-void IndentTokenSource::check_limits(const antlr4::Token &t) {
-  const std::string text = t.getText();
+void IndentTokenSource::check_limits(const antlr4::Token &t, const std::string &text) {
   if (++line_tokens_ > kMaxTokensPerLine)
     return fail(t.getLine(), t.getCharPositionInLine(),
                 "logical line too long: more than " + std::to_string(kMaxTokensPerLine) + " tokens");
   // A + - ~ is unary where an operand is expected: at the start of the line or
-  // after an operator, an opening bracket, a comma or a keyword.
-  bool operand_expected = previous_text_.empty() ||
-                          (previous_type_ != TileLangLexer::NAME && previous_type_ != TileLangLexer::NUMBER &&
-                           previous_type_ != TileLangLexer::STRING && previous_text_ != ")" &&
-                           previous_text_ != "]" && previous_text_ != "}") ||
-                          previous_text_ == "not" || previous_text_ == "and" || previous_text_ == "or" ||
-                          previous_text_ == "in" || previous_text_ == "is" || previous_text_ == "return" ||
-                          previous_text_ == "if" || previous_text_ == "else";
+  // after an operator, an opening bracket, a comma or a keyword. (Asked only
+  // of those three tokens: it compares the previous token with a dozen words.)
+  auto operand_expected = [&] {
+    return previous_text_.empty() ||
+           (previous_type_ != TileLangLexer::NAME && previous_type_ != TileLangLexer::NUMBER &&
+            previous_type_ != TileLangLexer::STRING && previous_text_ != ")" && previous_text_ != "]" &&
+            previous_text_ != "}") ||
+           previous_text_ == "not" || previous_text_ == "and" || previous_text_ == "or" || previous_text_ == "in" ||
+           previous_text_ == "is" || previous_text_ == "return" || previous_text_ == "if" || previous_text_ == "else";
+  };
   bool nests = text == "not" || text == "**" || text == "if" || text == "lambda" ||
-               ((text == "-" || text == "+" || text == "~") && operand_expected);
+               ((text == "-" || text == "+" || text == "~") && operand_expected());
   if (nests && ++line_nesting_ops_ > kMaxNestingOperators)
     return fail(t.getLine(), t.getCharPositionInLine(),
                 "expression nested too deeply: more than " + std::to_string(kMaxNestingOperators) +
@@ -206,8 +207,7 @@ void IndentTokenSource::check_limits(const antlr4::Token &t) {
                 "too many nested brackets (more than " + std::to_string(kMaxBracketDepth) + ")");
 }
 
-void IndentTokenSource::track_bracket(const antlr4::Token &t) {
-  const std::string text = t.getText();
+void IndentTokenSource::track_bracket(const antlr4::Token &t, const std::string &text) {
   if (text == "(" || text == "[" || text == "{") {
     brackets_.push_back({text, t.getLine(), t.getCharPositionInLine()});
     return;

@@ -61,9 +61,11 @@ class IndentTokenSource : public antlr4::TokenSource {
 
   void fill();
   void on_first_token_of_line(const antlr4::Token &t);
-  void track_bracket(const antlr4::Token &t);
-  void check_limits(const antlr4::Token &t);
-  void record_end(const antlr4::Token &t);
+  // `text`: the token's text, read once per token (ANTLR converts it from the
+  // input's code points on every getText()).
+  void track_bracket(const antlr4::Token &t, const std::string &text);
+  void check_limits(const antlr4::Token &t, const std::string &text);
+  void record_end(const antlr4::Token &t, const std::string &text);
   void finish(size_t line, size_t column);
   void fail(size_t line, size_t column, std::string message, size_t width = 1);
   void push_synthetic(size_t type, const std::string &text, size_t line, size_t column);

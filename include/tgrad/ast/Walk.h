@@ -32,5 +32,8 @@ void stmt_assignments(const Stmt &s, std::map<std::string, int> &out);
 // function's names share long prefixes: `tl_exp_a2_times_y`).
 void count_assignments(const StmtList &block, std::unordered_map<std::string, int> &out);
 void stmt_assignments(const Stmt &s, std::unordered_map<std::string, int> &out);
+// How many times one statement assigns `name`, as stmt_assignments counts it
+// (for a pass that asks about one name at a time: no map).
+int assignments_of(const Stmt &s, const std::string &name);
 
 }  // namespace tgrad::ast

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "src/ad/AnfWalk.h"
@@ -12,12 +13,21 @@
 
 namespace tgrad::ad::reverse {
 
-std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool erase) {
+std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::string> live, bool erase) {
   for (size_t k = body.size(); k-- > 0;) {
     Stmt &s = *body[k];
     auto drop = [&] { erase_keeping_comment(body, k); };
     if (auto *a = dyn_cast<Assign>(&s)) {
-      std::set<std::string> targets;
+      if (const Name *t = a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr) {
+        // (Most assignments bind one name: no set of targets.)
+        if (!live.erase(t->id)) {
+          if (erase) drop();
+          continue;
+        }
+        reads(*a->value, live);
+        continue;
+      }
+      std::unordered_set<std::string> targets;
       for (const ExprPtr &t : a->targets) reads(*t, targets);  // the names a target list binds
       bool needed = false;
       for (const std::string &t : targets) needed |= live.count(t) > 0;
@@ -42,11 +52,11 @@ std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool e
       std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
       // At the end of the body, live: what is live after the loop or at the
       // start of the next iteration. Iterate to the fixed point.
-      std::set<std::string> end = live, in;
+      std::unordered_set<std::string> end = live, in;
       while (true) {
         in = live_in(f->body, end, false);
         in.erase(var);
-        std::set<std::string> next = live;
+        std::unordered_set<std::string> next = live;
         next.insert(in.begin(), in.end());
         if (next == end) break;
         end = std::move(next);
@@ -63,7 +73,7 @@ std::set<std::string> live_in(StmtList &body, std::set<std::string> live, bool e
       continue;
     }
     if (auto *i = dyn_cast<If>(&s)) {
-      std::set<std::string> then_in = live_in(i->body, live, erase), else_in = live_in(i->orelse, live, erase);
+      std::unordered_set<std::string> then_in = live_in(i->body, live, erase), else_in = live_in(i->orelse, live, erase);
       auto only_pass = [](const StmtList &b) {
         for (const StmtPtr &x : b)
           if (!isa<Pass>(x.get())) return false;

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "tgrad/ast/Ast.h"
 
@@ -12,8 +13,10 @@ namespace tgrad::ad::reverse {
 // Dead-code removal by liveness, over nested loops and ifs: an assignment
 // stays only if a later statement (or the next iteration of a loop around
 // it) reads the value it assigns. Expression statements (stores,
-// tl.static_assert, ...) always stay. Returns the names live on entry.
-std::set<std::string> live_in(ast::StmtList &body, std::set<std::string> live, bool erase);
+// tl.static_assert, ...) always stay. Returns the names live on entry (a hash
+// set: liveness only asks whether a name is live, over every statement of a
+// long backward).
+std::unordered_set<std::string> live_in(ast::StmtList &body, std::unordered_set<std::string> live, bool erase);
 
 void remove_dead_code(ast::StmtList &body);
 // After a top-level loop, `X.dtype` (or `.shape`) of a value X the loop

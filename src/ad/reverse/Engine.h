@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/Anf.h"
@@ -313,7 +314,10 @@ class Engine {
   // Splits the generated kernels' loops so that iterations whose masks hold in every lane run without them
   // (src/ad/reverse/MaskPeeling.h), after the readability pass: each copy of a loop's body reads as written.
   void peel_masks(Module &out, Backward &result);
-  void make_readable(Module &out, const Backward &result) const;
+  // `checked`: the types finish() found for the function `checked_fn` of `out`, where they are the ones
+  // make_readable would find again (src/ad/reverse/Finish.cpp); else null.
+  void make_readable(Module &out, const Backward &result, const Function *checked_fn,
+                     const sema::TypeInfo *checked) const;
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);
 
@@ -507,11 +511,11 @@ class Engine {
 
   // triton and tl, then each user import that binds a name the emitted
   // functions read (libdevice, math, ...), then libdevice if a rule needs it.
-  void add_imports(Module &m, const std::set<std::string> &read);
+  void add_imports(Module &m, const std::unordered_set<std::string> &read);
 
   // The user's jit functions that a function reading `names` calls,
   // directly or not (the primal replay may), cloned into `out`.
-  void add_called_functions(const std::set<std::string> &names, Module &out);
+  void add_called_functions(const std::unordered_set<std::string> &names, Module &out);
 
   void cast_results(Function &bwd, const sema::TypeInfo &info);
 
@@ -620,8 +624,10 @@ class Engine {
   std::string select_lanes_helper();
   static constexpr const char *kLaneWiseCall = "lane-wise jit call";
 
-  // `v.to(w.dtype)` where v already has w's dtype: drop the cast.
-  static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info);
+  // `v.to(w.dtype)` where v already has w's dtype: drop the cast. The casts taken out go to `removed`: `info`
+  // names their nodes, which must not be freed while it is read (a new node at a freed one's address would
+  // take its type).
+  static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::vector<ExprPtr> &removed);
 
   const Module &module_;
   const SourceManager &sources_;

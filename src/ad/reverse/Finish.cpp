@@ -30,14 +30,17 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   }
   // A cast that is a no-op for the representative dtype is not one for
   // the others: a generic backward keeps them all.
-  if (!generic()) remove_noop_casts(bwd->body, *bwd_info);
+  std::vector<ExprPtr> removed_casts;  // (bwd_info names their nodes, and make_readable may read it)
+  if (!generic()) remove_noop_casts(bwd->body, *bwd_info, removed_casts);
   if (cast_returned_adjoints) cast_results(*bwd, *bwd_info);
 
   auto out = std::make_unique<Module>();
   result.backward_name = bwd->name;
   // The names the backward reads, inside loops and ifs too (a long one's
-  // largest walk): found once, for the helpers it calls and its imports.
-  std::set<std::string> bwd_read;
+  // largest walk): found once, for the helpers it calls and its imports
+  // (hash sets: only looked up, and the order of the functions and imports
+  // added is the module's).
+  std::unordered_set<std::string> bwd_read;
   block_reads(bwd->body, bwd_read);
   const Function *bwd_fn = bwd.get();
   add_called_functions(bwd_read, *out);
@@ -47,7 +50,7 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
     if (!dup) out->functions.push_back(std::move(f));
   }
   for (const auto &owner : owner_functions_) {
-    std::set<std::string> owner_read;
+    std::unordered_set<std::string> owner_read;
     block_reads(owner->body, owner_read);
     add_called_functions(owner_read, *out);
   }
@@ -55,7 +58,8 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   if (result.backward_kernel_writes) out->functions.push_back(std::move(bwd));
   for (auto &owner : owner_functions_) out->functions.push_back(std::move(owner));
   owner_functions_.clear();
-  std::set<std::string> read;  // inside loops and ifs too: a name used only there still needs its import
+  // Inside loops and ifs too: a name used only there still needs its import.
+  std::unordered_set<std::string> read;
   for (const auto &f : out->functions)
     if (f.get() == bwd_fn) read.insert(bwd_read.begin(), bwd_read.end());
     else block_reads(f->body, read);
@@ -67,9 +71,18 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   }
   add_imports(*out, read);
   // A value kept only for the dtype it was cast to (`stored_out.dtype`) is not computed for it.
+  bool bwd_rewritten = false;
   for (auto &f : out->functions)
-    if (!module_.find_function(f->name) && read_types_from_casts(f->body) > 0) remove_dead_code(f->body);
-  make_readable(*out, result);
+    if (!module_.find_function(f->name) && read_types_from_casts(f->body) > 0) {
+      remove_dead_code(f->body);
+      bwd_rewritten |= f.get() == bwd_fn;
+    }
+  // The readability pass types each function it rewrites with bwd_types_. Where the backward was checked with
+  // those very types (a kernel's) and has changed since only by dropping no-op casts (the same types) and
+  // casting what it returns (a node that pass reads no type of), the check's types serve it: sema does not
+  // run twice over the longest function. (A tile function's bwd_types_ are empty: it types it anew.)
+  const bool same_types = &bwd_types == &bwd_types_ && !bwd_rewritten;
+  make_readable(*out, result, bwd_fn, same_types ? &*bwd_info : nullptr);
   peel_masks(*out, result);
   result.source = header() + emit::print_module(*out);
   result.module = std::move(out);
@@ -122,7 +135,8 @@ std::set<std::string> computed_from(const StmtList &body, std::set<std::string> 
 
 }  // namespace
 
-void Engine::make_readable(Module &out, const Backward &result) const {
+void Engine::make_readable(Module &out, const Backward &result, const Function *checked_fn,
+                           const sema::TypeInfo *checked) const {
   // The names a reader knows: the user's (in any function of the kernel's
   // module) and those the launch protocol explains.
   std::set<std::string> keep;
@@ -147,9 +161,16 @@ void Engine::make_readable(Module &out, const Backward &result) const {
   for (const auto &[param, type] : bwd_types_)  // (a generic backward's: their representative types)
     if (type.is_tensor() && type.elem.is_pointer) pointers.insert(param);
   for (const Backward::SavedTile &t : result.saved_tiles) pointers.insert(t.scratch);
-  std::unique_ptr<Module> context = checking_module();
+  // Where the functions are typed: the user's module and every emitted function as it is before any is
+  // rewritten (cloned, unless the one typed already is all there is to type).
+  std::unique_ptr<Module> context;
   for (const auto &f : out.functions)
-    if (!context->find_function(f->name)) context->functions.push_back(clone(*f));
+    if (!module_.find_function(f->name) && !(f.get() == checked_fn && checked)) {
+      context = checking_module();
+      for (const auto &g : out.functions)
+        if (!context->find_function(g->name)) context->functions.push_back(clone(*g));
+      break;
+    }
   for (auto &f : out.functions) {
     if (module_.find_function(f->name)) continue;  // the user's helpers, as written
     sema::ParamTypes types = bwd_types_;
@@ -157,9 +178,16 @@ void Engine::make_readable(Module &out, const Backward &result) const {
       it = std::any_of(f->params.begin(), f->params.end(), [&](const Param &p) { return p.name == it->first; })
                ? std::next(it)
                : types.erase(it);
-    DiagEngine quiet(sources_);
     std::set<std::string> index_values;
-    if (std::optional<sema::TypeInfo> info = sema::analyze(*context, *f, types, quiet)) {
+    std::optional<sema::TypeInfo> typed;
+    const sema::TypeInfo *info = f.get() == checked_fn ? checked : nullptr;
+    if (!info) {
+      DiagEngine quiet(sources_);
+      typed = sema::analyze(*context, *f, types, quiet);
+      if (typed) info = &*typed;
+    }
+    std::vector<ExprPtr> removed_casts;  // (info names their nodes)
+    if (info) {
       index_values = integer_values(f->body, *info);
       // A generic backward's parameters given no type are integers in one representative and floats in another
       // (a scalar `logx`, int32 then fp32): what is computed from them is written out in neither, or the
@@ -172,7 +200,7 @@ void Engine::make_readable(Module &out, const Backward &result) const {
         for (const std::string &n : computed_from(f->body, std::move(untyped))) index_values.erase(n);
       }
       // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
-      if (!generic()) remove_noop_casts(f->body, *info);
+      if (!generic()) remove_noop_casts(f->body, *info, removed_casts);
       const bool dropped = drop_proven_shape_checks(*f, *info);
       if (dropped || !generic()) remove_dead_code(f->body);  // (what only a shape or a dtype read)
     }
@@ -227,7 +255,7 @@ void Engine::add_libdevice_import(Module &m) {
   m.imports.push_back(lib);
 }
 
-void Engine::add_imports(Module &m, const std::set<std::string> &read) {
+void Engine::add_imports(Module &m, const std::unordered_set<std::string> &read) {
   Import triton;
   triton.names = {{"triton", ""}};
   Import tl;
@@ -256,10 +284,10 @@ void Engine::add_imports(Module &m, const std::set<std::string> &read) {
   if (uses_libdevice_ && !bound.count("libdevice")) add_libdevice_import(m);
 }
 
-void Engine::add_called_functions(const std::set<std::string> &names, Module &out) {
+void Engine::add_called_functions(const std::unordered_set<std::string> &names, Module &out) {
   std::set<const Function *> seen;
   std::function<void(const Function &)> visit = [&](const Function &f) {
-    std::set<std::string> inner;
+    std::unordered_set<std::string> inner;
     block_reads(f.body, inner);
     for (const std::string &n : inner)
       if (const Function *g = module_.find_function(n); g && !seen.count(g)) {
@@ -310,7 +338,7 @@ SourceSpan Engine::param_span(const std::string &p) const {
   return fn_->name_span;
 }
 
-void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
+void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::vector<ExprPtr> &removed) {
   std::function<void(ExprPtr &)> visit = [&](ExprPtr &e) {
     if (auto *c = dyn_cast<Call>(e.get())) {
       for (ExprPtr &a : c->args) visit(a);
@@ -323,6 +351,7 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
         if (from && to && from->is_tensor() && to->kind == SType::Kind::DType && !to->dtype_is_pointer &&
             from->elem.dtype == to->dtype && !from->elem.is_pointer) {
           ExprPtr receiver = std::move(attr->value);
+          removed.push_back(std::move(e));
           e = std::move(receiver);
         }
       } else {
@@ -347,12 +376,12 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info) {
     if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit(r->value);
     // (Inside loops and ifs too: the loop over the forward's programs.)
     if (auto *i = dyn_cast<If>(st.get())) {
-      remove_noop_casts(i->body, info);
-      remove_noop_casts(i->orelse, info);
+      remove_noop_casts(i->body, info, removed);
+      remove_noop_casts(i->orelse, info, removed);
     } else if (auto *f = dyn_cast<For>(st.get())) {
-      remove_noop_casts(f->body, info);
+      remove_noop_casts(f->body, info, removed);
     } else if (auto *w = dyn_cast<While>(st.get())) {
-      remove_noop_casts(w->body, info);
+      remove_noop_casts(w->body, info, removed);
     }
   }
 }

@@ -568,7 +568,7 @@ std::optional<Backward> Engine::build_kernel() {
                        return std::find(k.inputs.begin(), k.inputs.end(), a.input) != k.inputs.end();
                      }))
       result.atomic_gradients.push_back(a);
-  finish(std::move(bwd), bwd_types, /*cast_returned_adjoints=*/false, result);
+  finish(std::move(bwd), bwd_types_, /*cast_returned_adjoints=*/false, result);  // (the readability pass's types)
   return result;
 }
 
