@@ -10,7 +10,16 @@ differentiates once per representative type, on as many threads as there
 are cores, to prove the backward generic), and prints the median wall time, the time per statement and the
 ratio to the size half as large (2.0 is linear).
 
+A second table nests loops: a kernel whose loops are nested 1 to 6 deep, each
+loop loading a tile, carrying two values, and holding two ifs on tl.constexpr
+flags without values (the shape of fla's NPU kernels, whose analyses once cost
+a constant factor per level of nesting). Each level adds the same 15 lines, so
+a time per level that stays flat (a ratio near 1 to the depth before, beyond
+the growth of the code) is polynomial; a ratio that stays near 2 or more is
+exponential in the depth.
+
     python3 bench/ad_time.py [--tgrad bazel-bin/tools/cli/tgrad] [--sizes 1000,2000,4000,8000]
+    python3 bench/ad_time.py --only nested [--depths 1,2,3,4,5,6]
 
 Build the CLI first (`tools/tgrad --help` or `bazel build //tools/cli:tgrad`).
 """
@@ -49,6 +58,36 @@ def kernel(n):
     return "\n".join(head + chain(n - 5) + [f"    tl.store(out_ptr + offs, a{n - 6}, mask=mask)", ""])
 
 
+def nested_loops(depth):
+    """A kernel whose loops are nested `depth` deep (see the module's docstring)."""
+    lines = ["import triton", "import triton.language as tl", "", "", "@triton.jit",
+             "def k(x_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr, USE_W: tl.constexpr, SCALE: tl.constexpr):",
+             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+             "    mask = offs < n",
+             "    acc0 = tl.zeros([BLOCK], dtype=tl.float32)",
+             "    s0 = tl.zeros([BLOCK], dtype=tl.float32)"]
+
+    def level(d, i):
+        out = [f"{i}for i{d} in range(2):",
+               f"{i}    x{d} = tl.load(x_ptr + offs + i{d} * n, mask=mask, other=0.0)",
+               f"{i}    if USE_W:",
+               f"{i}        w{d} = tl.load(w_ptr + offs + i{d} * n, mask=mask, other=0.0)",
+               f"{i}        t{d} = x{d} * w{d}",
+               f"{i}    else:",
+               f"{i}        t{d} = x{d} * 2.0",
+               f"{i}    if SCALE:",
+               f"{i}        t{d} = t{d} * 0.5",
+               f"{i}    acc{d} = acc{d} + t{d} * s{d}",
+               f"{i}    s{d} = s{d} + tl.sin(t{d})"]
+        if d + 1 < depth:
+            out += [f"{i}    acc{d + 1} = acc{d} * 0.5", f"{i}    s{d + 1} = s{d}"]
+            out += level(d + 1, i + "    ")
+            out += [f"{i}    acc{d} = acc{d} + acc{d + 1}", f"{i}    s{d} = s{d} * s{d + 1}"]
+        return out
+
+    return "\n".join(lines + level(0, "    ") + ["    tl.store(out_ptr + offs, acc0 + s0, mask=mask)", ""])
+
+
 def median_seconds(cmd, runs=3):
     times = []
     for _ in range(runs):
@@ -64,7 +103,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tgrad", default=os.path.join(os.path.dirname(__file__), "..", "bazel-bin/tools/cli/tgrad"))
     parser.add_argument("--sizes", default="1000,2000,4000,8000")
+    parser.add_argument("--depths", default="1,2,3,4,5,6")
+    parser.add_argument("--only", choices=("straight", "nested"), help="one table only")
     args = parser.parse_args()
+    if args.only != "nested":
+        straight_line(args)
+    if args.only != "straight":
+        nested(args)
+
+
+def straight_line(args):
     sizes = [int(s) for s in args.sizes.split(",")]
     print("| function | statements | median s | ms per statement | time / time at half the size |")
     print("| --- | --- | --- | --- | --- |")
@@ -84,6 +132,23 @@ def main():
                 ratio = f"{s / previous[n // 2]:.2f}" if n // 2 in previous else ""
                 previous[n] = s
                 print(f"| {what} | {n} | {s:.3f} | {1000 * s / n:.3f} | {ratio} |")
+
+
+def nested(args):
+    print()
+    print("| kernel | loop depth | lines | median s | time / time at one level less |")
+    print("| --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        previous = None
+        for depth in (int(d) for d in args.depths.split(",")):
+            path = os.path.join(tmp, f"nested_{depth}.py")
+            source = nested_loops(depth)
+            with open(path, "w") as f:
+                f.write(source)
+            s = median_seconds([args.tgrad, path, "--kernel", "k", "--wrt", "x_ptr,w_ptr"])
+            ratio = f"{s / previous:.2f}" if previous else ""
+            previous = s
+            print(f"| nested loops, generic | {depth} | {source.count(chr(10))} | {s:.3f} | {ratio} |")
 
 
 if __name__ == "__main__":
