@@ -64,6 +64,19 @@ class RoleFinder {
   std::vector<ParamRole> run(const Function &fn) {
     for (const Param &p : fn.params) flow_.roots[p.name] = {p.name};
     walk(fn.body);
+    // TEMPORARY (TGRAD_CHECK_FIXPOINTS): the walk without the loops' memo, compared.
+    static const bool check = std::getenv("TGRAD_CHECK_FIXPOINTS") != nullptr;
+    if (check && memo_) {
+      RoleFinder plain(module_, visiting_, known_);
+      plain.memo_ = false;
+      for (const Param &p : fn.params) plain.flow_.roots[p.name] = {p.name};
+      plain.walk(fn.body);
+      if (!(plain.flow_ == flow_) || plain.pointers_ != pointers_ || plain.integer_pointers_ != integer_pointers_ ||
+          plain.accesses_ != accesses_ || plain.returned_ != returned_ || plain.int_literals_ != int_literals_) {
+        std::cerr << "TGRAD_CHECK_FIXPOINTS: roles of " << fn.name << " differ\n";
+        std::abort();
+      }
+    }
     std::set<std::string> read;
     taken_reads(fn.body, read);
     std::vector<ParamRole> roles;
@@ -346,10 +359,23 @@ class RoleFinder {
           walk(*taken ? i->body : i->orelse);
           continue;
         }
-        const FlowState before = flow_;
+        // Only the names the branches assign can differ between them and
+        // from the state before: the rest of the state is neither copied
+        // nor joined (copying all of it at every if cost more than the walk).
+        if (!memo_) {  // TEMPORARY (TGRAD_CHECK_FIXPOINTS): as it was
+          const FlowState full = flow_;
+          walk(i->body);
+          FlowState after = std::move(flow_);
+          flow_ = full;
+          walk(i->orelse);
+          flow_.join(after);
+          continue;
+        }
+        const Names &assigned = names_of(*i).assigned;
+        const FlowState before = flow_.slice(assigned);
         walk(i->body);
-        FlowState after_body = std::move(flow_);
-        flow_ = before;
+        const FlowState after_body = flow_.slice(assigned);
+        flow_.restore(before, assigned);
         walk(i->orelse);
         flow_.join(after_body);
       } else if (auto *f = dyn_cast<For>(s.get())) {
@@ -377,16 +403,70 @@ class RoleFinder {
   // state and find the same: it is skipped. Nested loops otherwise cost two
   // walks per level, 2^depth walks of the innermost body (fla's five-deep
   // NPU kernels took minutes).
+  //
+  // Where the second walk does change the state, a loop inside walks from two
+  // states, and its loops from four. A walk reads the state only at the names
+  // the body reads or assigns (and the integer literals), and changes it only
+  // at those it assigns: a loop met again with the same state there leaves
+  // what it left then. What a walk adds besides (the pointers, their
+  // accesses, the integer pointers, the returned roots) only grows and was
+  // added then, so the walk is skipped.
   void walk_loop_body(const StmtList &body) {
+    if (!memo_) {  // TEMPORARY (TGRAD_CHECK_FIXPOINTS): as it was
+      ++loop_depth_;
+      const FlowState full = flow_;
+      walk(body);
+      flow_.join(full);
+      if (!(flow_ == full)) {
+        walk(body);
+        flow_.join(full);
+      }
+      --loop_depth_;
+      return;
+    }
+    const BlockNames &names = names_of(body);
+    std::vector<LoopVisit> &visits = loop_visits_[&body];
+    for (const LoopVisit &v : visits)
+      if (flow_.same_on(v.before, names.touched) && v.int_literals == int_literals_) {
+        flow_.restore(v.after, names.assigned);
+        return;
+      }
+    const FlowState met = flow_.slice(names.touched);
     ++loop_depth_;
-    const FlowState before = flow_;
+    const FlowState before = flow_.slice(names.assigned);
     walk(body);
     flow_.join(before);
-    if (!(flow_ == before)) {
+    if (!flow_.same_on(before, names.assigned)) {
       walk(body);
       flow_.join(before);
     }
     --loop_depth_;
+    visits.push_back({met, flow_.slice(names.assigned), int_literals_});
+  }
+
+  // The names a block (or an if's branches) assigns at any depth, and those
+  // it reads or assigns: where a walk may change the state, and where it reads it.
+  using Names = std::vector<std::string>;
+  struct BlockNames {
+    Names assigned, touched;
+  };
+  const BlockNames &names_of(const StmtList &block) { return names_of(body_names_[&block], {&block}); }
+  const BlockNames &names_of(const If &i) { return names_of(if_names_[&i], {&i.body, &i.orelse}); }
+  static const BlockNames &names_of(std::optional<BlockNames> &cached, std::initializer_list<const StmtList *> blocks) {
+    if (cached) return *cached;
+    std::map<std::string, int> assigned;
+    std::set<std::string> touched;
+    for (const StmtList *b : blocks) {
+      count_assignments(*b, assigned);
+      block_reads(*b, touched);
+    }
+    BlockNames out;
+    for (const auto &kv : assigned) {
+      out.assigned.push_back(kv.first);
+      touched.insert(kv.first);
+    }
+    out.touched.assign(touched.begin(), touched.end());
+    return *(cached = std::move(out));
   }
 
   // Names read by the branches a specialization keeps (all, without known values).
@@ -501,9 +581,60 @@ class RoleFinder {
     bool operator==(const FlowState &other) const {
       return roots == other.roots && loaded == other.loaded && direct_loads == other.direct_loads;
     }
+
+    // The entries of `names` (a name without one has none in the slice either).
+    FlowState slice(const std::vector<std::string> &names) const {
+      FlowState out;
+      auto copy = [&](const std::map<std::string, std::set<std::string>> &from,
+                      std::map<std::string, std::set<std::string>> &into) {
+        for (const std::string &n : names)
+          if (auto it = from.find(n); it != from.end()) into.emplace_hint(into.end(), *it);
+      };
+      copy(roots, out.roots);
+      copy(loaded, out.loaded);
+      copy(direct_loads, out.direct_loads);
+      return out;
+    }
+    // The entries of `names` made those of `part`, a slice at them (absent where it has none).
+    void restore(const FlowState &part, const std::vector<std::string> &names) {
+      auto put = [&](const std::map<std::string, std::set<std::string>> &from,
+                     std::map<std::string, std::set<std::string>> &into) {
+        for (const std::string &n : names) {
+          auto it = from.find(n);
+          if (it == from.end()) into.erase(n);
+          else into[n] = it->second;
+        }
+      };
+      put(part.roots, roots);
+      put(part.loaded, loaded);
+      put(part.direct_loads, direct_loads);
+    }
+    // Whether the entries of `names` are those of `part`, a slice at them.
+    bool same_on(const FlowState &part, const std::vector<std::string> &names) const {
+      auto same = [&](const std::map<std::string, std::set<std::string>> &mine,
+                      const std::map<std::string, std::set<std::string>> &theirs) {
+        for (const std::string &n : names) {
+          auto a = mine.find(n), b = theirs.find(n);
+          if ((a == mine.end()) != (b == theirs.end())) return false;
+          if (a != mine.end() && a->second != b->second) return false;
+        }
+        return true;
+      };
+      return same(roots, part.roots) && same(loaded, part.loaded) && same(direct_loads, part.direct_loads);
+    }
   };
   FlowState flow_;
   std::set<std::string> int_literals_;  // names given an integer literal outside loops
+  // Each loop body's walks: the state met (at the names it reads or
+  // assigns) and the state left (at those it assigns) (walk_loop_body).
+  struct LoopVisit {
+    FlowState before, after;
+    std::set<std::string> int_literals;
+  };
+  bool memo_ = true;  // TEMPORARY (TGRAD_CHECK_FIXPOINTS): false walks as before
+  std::map<const StmtList *, std::vector<LoopVisit>> loop_visits_;
+  std::map<const StmtList *, std::optional<BlockNames>> body_names_;  // names_of, per loop body
+  std::map<const If *, std::optional<BlockNames>> if_names_;          // and per if
   int loop_depth_ = 0;
   std::set<std::string> pointers_, integer_pointers_;
   std::set<std::string> returned_;  // the roots of the addresses the function returns
