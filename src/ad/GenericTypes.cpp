@@ -99,6 +99,26 @@ class RoleFinder {
     return it == accesses_.end() ? 0u : it->second;
   }
 
+  // Which branch each if of `block` takes with the known values ('1', '0',
+  // or '?' for both), at any depth, in the walk's order: all a walk reads of
+  // the known values (helpers are walked without them).
+  std::string branches_taken(const StmtList &block) const {
+    std::string out;
+    for (const StmtPtr &st : block) {
+      if (auto *i = dyn_cast<If>(st.get())) {
+        const std::optional<bool> taken = known_condition(*i->cond);
+        out += taken ? (*taken ? '1' : '0') : '?';
+        out += branches_taken(i->body);
+        out += branches_taken(i->orelse);
+      } else if (auto *f = dyn_cast<For>(st.get())) {
+        out += branches_taken(f->body);
+      } else if (auto *w = dyn_cast<While>(st.get())) {
+        out += branches_taken(w->body);
+      }
+    }
+    return out;
+  }
+
  private:
   // The parameters an address expression derives from.
   // The callee as Triton names it: `tl.make_tensor_descriptor` also where an
@@ -1157,11 +1177,35 @@ sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRo
 
 }  // namespace
 
-std::vector<ParamRole> param_roles(const Module &module, const Function &fn, const sema::ParamTypes &known) {
+std::vector<ParamRole> param_roles(const Module &module, const Function &fn, const sema::ParamTypes &known,
+                                   RoleMemo *memo) {
+  if (memo && !memo->serves(module, fn)) memo = nullptr;
   std::set<const Function *> visiting{&fn};
-  std::vector<ParamRole> every_branch = RoleFinder(module, visiting, nullptr).run(fn);
+  std::vector<ParamRole> every_branch;
+  if (memo && memo->every_branch_) {
+    every_branch = *memo->every_branch_;
+  } else {
+    every_branch = RoleFinder(module, visiting, nullptr).run(fn);
+    if (memo) memo->every_branch_ = every_branch;
+  }
   if (known.empty()) return every_branch;
-  std::vector<ParamRole> taken = RoleFinder(module, visiting, &known).run(fn);
+  RoleFinder finder(module, visiting, &known);
+  std::vector<ParamRole> taken;
+  if (memo) {
+    const std::string branches = finder.branches_taken(fn.body);
+    auto it = memo->taken_.find(branches);
+    taken = it != memo->taken_.end() ? it->second : (memo->taken_[branches] = finder.run(fn));
+  } else {
+    taken = finder.run(fn);
+  }
+  // TEMPORARY (TGRAD_CHECK_FIXPOINTS): the memo's answers against fresh walks.
+  if (memo && std::getenv("TGRAD_CHECK_FIXPOINTS")) {
+    std::set<const Function *> v{&fn};
+    if (RoleFinder(module, v, nullptr).run(fn) != every_branch || RoleFinder(module, v, &known).run(fn) != taken) {
+      std::cerr << "TGRAD_CHECK_FIXPOINTS: memoized roles of " << fn.name << " differ\n";
+      std::abort();
+    }
+  }
   // A parameter the taken branches leave unused keeps the role the others
   // give it: a weight pointer with HAS_WEIGHT=False is still a pointer (its
   // gradient is zero), not a number.
@@ -1190,8 +1234,8 @@ std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn)
 }
 
 sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
-                                        DType float_type) {
-  return representative_of(fn, param_roles(module, fn, given), given, float_type);
+                                        DType float_type, RoleMemo *memo) {
+  return representative_of(fn, param_roles(module, fn, given, memo), given, float_type);
 }
 
 std::optional<Backward> differentiate_generic(const Module &user_module, const SourceManager &sources,

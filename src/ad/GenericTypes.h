@@ -26,6 +26,7 @@
 // printed to standard error (why a representative was rejected).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,8 +51,34 @@ enum class ParamRole {
 // is a pointer. Where `known` gives tl.constexpr parameters values, an if on
 // them counts only for the branch it takes (as Triton compiles it): fla's
 // `seq_offsets` is a number without IS_SEQLEN_OFFSETS_TENSOR, a pointer with it.
+//
+// `memo`, where it serves `fn` of `module`, keeps what the walks of the
+// function found for the next call.
+class RoleMemo;
 std::vector<ParamRole> param_roles(const ast::Module &module, const ast::Function &fn,
-                                   const sema::ParamTypes &known = {});
+                                   const sema::ParamTypes &known = {}, RoleMemo *memo = nullptr);
+
+// param_roles's walks of one function of one module, kept for the many
+// questions the search for flags needing values asks about it: the roles
+// under each combination of flag values it tries (hundreds of walks of the
+// whole kernel for fla's NPU kernels, most of them alike). The roles with
+// every branch counted do not depend on the values; those with the branches
+// the values take depend only on which branch each if takes. Valid while the
+// module and the function are alive and unchanged; other functions are not
+// served. One thread's.
+class RoleMemo {
+ public:
+  RoleMemo(const ast::Module &module, const ast::Function &fn) : module_(&module), fn_(&fn) {}
+  bool serves(const ast::Module &module, const ast::Function &fn) const { return &module == module_ && &fn == fn_; }
+
+ private:
+  friend std::vector<ParamRole> param_roles(const ast::Module &, const ast::Function &, const sema::ParamTypes &,
+                                            RoleMemo *);
+  const ast::Module *module_;
+  const ast::Function *fn_;
+  std::optional<std::vector<ParamRole>> every_branch_;
+  std::map<std::string, std::vector<ParamRole>> taken_;  // by the branch each if takes, a letter per if
+};
 
 // The header line "# Generic: the same backward for x = *fp32, *fp16; ...".
 std::string generic_types_line(const std::vector<std::pair<std::string, std::vector<std::string>>> &types);
@@ -71,7 +98,8 @@ std::vector<unsigned> pointer_accesses(const ast::Module &module, const ast::Fun
 // scalars int32 (fp32 with a float default). Tiles and constexprs stay as
 // given.
 sema::ParamTypes uniform_representative(const ast::Module &module, const ast::Function &fn,
-                                        const sema::ParamTypes &given, sema::DType float_type);
+                                        const sema::ParamTypes &given, sema::DType float_type,
+                                        RoleMemo *memo = nullptr);
 
 size_t header_length(const std::string &source);
 

@@ -172,12 +172,13 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
 // nullopt where none types: Triton would not compile it.
 std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, const Function &fn,
                                                           const sema::ParamTypes &given,
-                                                          bool *by_representative) {
+                                                          bool *by_representative, RoleMemo *memo) {
   if (by_representative) *by_representative = false;
   for (sema::DType d : {sema::DType::FP32, sema::DType::FP16, sema::DType::BF16}) {
     SourceManager scratch;
     DiagEngine quiet(scratch);
-    if (std::optional<sema::TypeInfo> info = sema::analyze(module, fn, uniform_representative(module, fn, given, d), quiet)) {
+    if (std::optional<sema::TypeInfo> info =
+            sema::analyze(module, fn, uniform_representative(module, fn, given, d, memo), quiet)) {
       if (by_representative) *by_representative = true;
       return info;
     }
@@ -271,7 +272,8 @@ static bool reads_unvalued_flag(const Module &module, const Function &fn, const 
   return !flags_tested_in_helpers(module, fn, given).empty();
 }
 
-std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request) {
+std::vector<std::string> flags_needing_values(const Module &module, const Function &fn, const BackwardRequest &request,
+                                              RoleMemo *memo) {
   sema::ParamTypes given;
   for (size_t k = 0; k < fn.params.size(); ++k)
     if (fn.is_constexpr_param(k))
@@ -284,7 +286,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // (several passes of sema over the whole function) are skipped.
   if (!reads_unvalued_flag(module, fn, given)) return {};
   bool by_representative = false;
-  std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given, &by_representative);
+  std::optional<sema::TypeInfo> info = analyze_some_representative(module, fn, given, &by_representative, memo);
   const std::set<std::string> in_conditions = names_read_in_conditions(fn);
   // Flags without which the forward does not type as the backward types it
   // (its parameters typed; without them the analysis leaves them unknown, and
@@ -314,7 +316,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   auto flags_that_let_it_type = [&]() {
     return flags_letting([&](const sema::ParamTypes &with) {
       bool typed = false;
-      return analyze_some_representative(module, fn, with, &typed) && (typed || !info);
+      return analyze_some_representative(module, fn, with, &typed, memo) && (typed || !info);
     });
   };
   if (!info) return flags_that_let_it_type();
@@ -346,7 +348,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     sema::ParamTypes with = given, without = given;
     with[name] = SType::of_bool(true);
     without[name] = SType::of_bool(false);
-    if (param_roles(module, fn, with) != param_roles(module, fn, without)) flags.push_back(name);
+    if (param_roles(module, fn, with, memo) != param_roles(module, fn, without, memo)) flags.push_back(name);
   }
   // A flag choosing a dtype (`dtype = tl.float8e5 if FP8_OUTPUT else tl.float16`,
   // the Triton tutorial's attention): what is computed in that dtype, and its
@@ -377,7 +379,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
     auto types_with = [&](const sema::ParamTypes &g) {
       SourceManager scratch;
       DiagEngine quiet(scratch);
-      return sema::analyze(module, fn, uniform_representative(module, fn, g, d), quiet).has_value();
+      return sema::analyze(module, fn, uniform_representative(module, fn, g, d, memo), quiet).has_value();
     };
     if (types_with(given)) continue;
     for (const std::string &name : flags_letting(types_with))

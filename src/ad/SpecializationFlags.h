@@ -14,6 +14,8 @@
 
 namespace tgrad::ad {
 
+class RoleMemo;  // src/ad/GenericTypes.h
+
 // Past kQuietSpecializations the output is long enough to deserve a warning
 // naming the flags; past kMaxSpecializations (the time to differentiate
 // grows with the count: 32 take 5 to 10 s for fla's gated layer norms) -D is
@@ -52,9 +54,10 @@ Flag flag_values(const ast::Module &module, const ast::Function &fn, const std::
 // The forward typed with the first uniform representative it accepts
 // (fp32, fp16, bf16 for the parameters given no type), else as given;
 // nullopt where none types: Triton would not compile it.
+// (`memo`: param_roles's.)
 std::optional<sema::TypeInfo> analyze_some_representative(const ast::Module &module, const ast::Function &fn,
                                                           const sema::ParamTypes &given,
-                                                          bool *by_representative = nullptr);
+                                                          bool *by_representative = nullptr, RoleMemo *memo = nullptr);
 
 // The constexpr parameters of `fn` without a value in `given` that a jit
 // helper it calls tests in an if: a helper is differentiated as a tile
@@ -63,8 +66,9 @@ std::vector<std::string> flags_tested_in_helpers(const ast::Module &module, cons
                                                  const sema::ParamTypes &given);
 
 // The constexpr flags of `fn` whose values the backward depends on and the
-// request does not give.
+// request does not give. (`memo`: param_roles's, for `fn`: the search asks
+// again with each combination of the values of the flags found.)
 std::vector<std::string> flags_needing_values(const ast::Module &module, const ast::Function &fn,
-                                              const BackwardRequest &request);
+                                              const BackwardRequest &request, RoleMemo *memo = nullptr);
 
 }  // namespace tgrad::ad

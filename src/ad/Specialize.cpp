@@ -640,7 +640,8 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   if (std::getenv("TGRAD_DEBUG_LOWERED") && &module != &user_module) std::cerr << emit::print_module(module);
   const Function *fn = module.find_function(request.function);
   if (!fn) return differentiate_generic(module, sources, request, diags);
-  std::vector<std::string> names = flags_needing_values(module, *fn, request);
+  RoleMemo roles(module, *fn);
+  std::vector<std::string> names = flags_needing_values(module, *fn, request, &roles);
   const std::vector<std::string> first_found = names;
   // A flag's need can hide behind another's: while IS_VARLEN changes T's
   // type, what `if USE_G: b_g = tl.load(...) else: b_g = None` leaves has no
@@ -664,7 +665,7 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
         if (!flags[k].values.empty()) with.param_types[flags[k].name] = flags[k].values[rest % count].type;
         rest /= count;
       }
-      for (const std::string &n : flags_needing_values(module, *fn, with))
+      for (const std::string &n : flags_needing_values(module, *fn, with, &roles))
         if (std::find(names.begin(), names.end(), n) == names.end()) {
           names.push_back(n);
           grew = true;
