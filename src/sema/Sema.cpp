@@ -650,6 +650,15 @@ class Checker {
         fail(n.span, "'" + n.id + "' is not assigned on every path that reaches here (Triton needs it defined on all of them)");
       return it->second;
     }
+    // A name outside the environment means one thing for the whole analysis (the module does not change): found
+    // once (`tl` is read at every call of a long function).
+    if (auto known = outside_env_.find(n.id); known != outside_env_.end()) return known->second;
+    SType t = name_outside_env(n);
+    outside_env_.emplace(n.id, t);
+    return t;
+  }
+
+  SType name_outside_env(const Name &n) {
     for (const Constant &c : module_.constants)
       if (c.name == n.id) {
         Env empty;
@@ -683,6 +692,14 @@ class Checker {
     fail(n.span, "name '" + n.id + "' is not defined");
   }
 
+  // member_of, found once per namespace and name for the whole analysis (`tl.exp` at every call).
+  const std::optional<SType> &namespace_attribute(const std::string &ns, const std::string &attr) {
+    const std::string key = ns + "." + attr;
+    auto known = members_.find(key);
+    if (known == members_.end()) known = members_.emplace(key, member_of(ns, attr)).first;
+    return known->second;
+  }
+
   std::optional<SType> member_of(const std::string &ns, const std::string &attr) {
     std::optional<KnownName> k = namespace_member(ns, attr);
     if (!k) return std::nullopt;
@@ -705,7 +722,7 @@ class Checker {
     switch (base.kind) {
       case SType::Kind::Unknown: return SType::unknown();
       case SType::Kind::Namespace:
-        if (std::optional<SType> t = member_of(base.s, a.attr)) return *t;
+        if (const std::optional<SType> &t = namespace_attribute(base.s, a.attr)) return *t;
         // Kernels written for Triton 2.0 call tl.libdevice.NAME; Triton 3.6 has no such attribute.
         if (a.attr == "libdevice" && (base.s == "tl" || base.s == "triton.language"))
           fail(a.span, "'tl.libdevice' is not in Triton 3.6 (kernels written for Triton 2.0 use it): write "
@@ -1756,6 +1773,8 @@ class Checker {
   }
 
   const Module &module_;
+  std::unordered_map<std::string, SType> outside_env_;  // names(): those the module defines or imports, or builtins
+  std::unordered_map<std::string, std::optional<SType>> members_;  // namespace_attribute()
   TypeInfo &info_;
   int depth_ = 0;
 };
