@@ -432,10 +432,11 @@ class TgradKernel:
             arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
+        grid = [int(g) for g in grid]
         launch = ()
         if self._tuning is not None:
-            launch = (self._backward_launch(grid_function, [int(g) for g in grid], bound, arguments, options),)
-        result = op([int(g) for g in grid], *launch, *arguments, *(options[o] for o in self._own_options))
+            launch = (self._backward_launch(grid_function, grid, bound, arguments, options),)
+        result = op(grid, *launch, *arguments, *(options[o] for o in self._own_options))
         result = result if isinstance(result, (tuple, list)) else (result,)
         # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
         return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
@@ -526,7 +527,8 @@ class TgradKernel:
             # A config's own stages may not fit the backward's kernels (they hold more tiles than the forward's):
             # fewer stages, down to 2, before giving its block sizes up.
             grid_c, kernel_options, values = candidate
-            for fewer in range(kernel_options[0][1], 1, -1):
+            # (A config of 1 stage is tried as it is: the range always holds its own stages.)
+            for fewer in range(kernel_options[0][1], min(kernel_options[0][1], 2) - 1, -1):
                 candidate = (grid_c, [(w, min(s, fewer)) for w, s in kernel_options], values)
                 t = milliseconds(candidate)
                 if t != float("inf") or fewer <= 2:
