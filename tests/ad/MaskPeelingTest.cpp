@@ -54,7 +54,7 @@ TEST(MaskPeeling, RunsTheFullBlocksOfARaggedLoopWithoutMasks) {
       "        k = tl.load(K + offs_n[:, None] * D + offs_d[None, :])\n"
       "        s = tl.dot(q, tl.trans(k))\n"
       "        dq += tl.dot(s.to(tl.float16), k)\n"
-      "    for start_n in range(start_n_last_unmasked * BN, N, BN):\n" + body +
+      "    for start_n in tl.range(start_n_last_unmasked * BN, N, BN, num_stages=1):\n" + body +
       "    tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq)\n");
   ASSERT_TRUE(want->ok()) << want->all_messages();
   // (The causal mask and the ragged one hold together: `s = tl.where(mask, s, 0.0)` goes.)

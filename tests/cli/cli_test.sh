@@ -425,7 +425,11 @@ run owner_explain $MM --kernel matmul_kernel --wrt a_ptr,b_ptr --arg 'a_ptr=*fp1
 expect_rc owner_explain_exit_0 0 owner_explain
 expect_grep owner_explain_da "$TMP/owner_explain.err" "\\(da_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"
 expect_grep owner_explain_db "$TMP/owner_explain.err" "\\(db_ptr\\) is gathered by its owners: 'matmul_kernel_bwd_db_ptr'"
-expect_grep owner_kernel_loops "$TMP/owner_explain.out" 'for pid_n in range\(0, num_programs_1\):'
+# The owner loops over the forward's programs along N: full column blocks without masks, the ragged last one
+# with them, unpipelined (src/ad/reverse/MaskPeeling.h).
+expect_grep owner_kernel_loops "$TMP/owner_explain.out" 'for pid_n in range\(0, pid_n_last_unmasked\):'
+expect_grep owner_kernel_tail "$TMP/owner_explain.out" \
+  'for pid_n in tl.range\(pid_n_last_unmasked, num_programs_1, num_stages=1\):'
 # With the relu epilogue the owners need relu'(acc): read back from the stored output as (C > 0)
 # (src/ad/EpilogueReadBack.h), so the loop is not replayed and dA, dB go to their owners; C is passed as the
 # forward left it.

@@ -212,12 +212,8 @@ void Engine::make_readable(Module &out, const Backward &result, const Function *
 void Engine::peel_masks(Module &out, Backward &result) {
   for (auto &kernel : out.functions) {
     if (module_.find_function(kernel->name)) continue;  // the user's helpers, as written
-    // Not the owner-computes kernels: each copy of an owner's loop, with its four dots, gets its own pipelined
-    // shared-memory buffers, and the split loop ran slower (attention's dK/dV owner on an H200: 0.39 -> 0.43 ms)
-    // where the backward kernel's ran faster (dQ: 0.238 -> 0.224 ms).
-    if (std::any_of(result.owner_kernels.begin(), result.owner_kernels.end(),
-                    [&](const Backward::OwnerKernel &o) { return o.name == kernel->name; }))
-      continue;
+    // The owner-computes kernels too: their masked loops run unpipelined (MaskPeeling.h), without which each
+    // copy of an owner's loop, with its four dots, got pipelined buffers of its own and the split ran slower.
     sema::ParamTypes types = bwd_types_;
     for (const Backward::OwnerKernel &o : result.owner_kernels)
       if (o.name == kernel->name && !o.programs_param.empty())

@@ -23,7 +23,11 @@
 // three with the same iterations in the same order: before the run, the
 // run with those comparisons replaced by True (a load's mask and `other`
 // dropped), and after it. Nothing else changes, so the result is the same
-// value for value.
+// value for value. The two masked loops run a few iterations each (a ragged
+// tail, a causal diagonal's blocks) and are written `tl.range(..., num_stages=1)`:
+// pipelined, each copy of a loop with several dots took shared-memory buffers
+// of its own, and attention's dK/dV owner ran 16 % slower split than masked
+// (H100: 0.367 -> 0.427 ms); unpipelined, 7 % faster (0.340 ms).
 //
 // Applied only to loops that compute a tl.dot (compute-bound, where the
 // masks cost; a memory-bound loop's predicated loads cost next to nothing)

@@ -323,6 +323,87 @@ bool unswizzle(StmtList &block) {
   return changed;
 }
 
+// The first forward program whose loop runs the owner's iteration `iteration`, where that loop's end is `end`,
+// increasing in the program (`program`): `(program + c) * k` or `program * k + d` (k a positive integer or a
+// tl.constexpr, asserted positive), with the names `end` reads resolved through `defs` (the statements that
+// compute it in the owner's loop). A program runs the iteration when `iteration < end`, so the programs that do
+// are those from `iteration // k - c + 1` (`(iteration - d) // k + 1`) on: the owner's loop starts there instead
+// of testing every program (a causal forward's key blocks: the query blocks before the diagonal). Null where
+// `end` has neither form.
+ExprPtr first_program_running(const Expr &end, const std::string &program, const std::string &iteration,
+                              const std::map<std::string, const Expr *> &defs,
+                              const std::set<std::string> &constexpr_params, StmtList &assertions) {
+  // Names resolved to their definitions (a few levels: `hi = (start_m + 1) * BLOCK_M`).
+  std::function<const Expr *(const Expr *, int)> resolve = [&](const Expr *e, int depth) -> const Expr * {
+    auto *n = dyn_cast<Name>(e);
+    if (!n || n->id == program || depth > 4) return e;
+    auto d = defs.find(n->id);
+    return d == defs.end() ? e : resolve(d->second, depth + 1);
+  };
+  std::function<bool(const Expr &)> mentions = [&](const Expr &e) {
+    bool found = false;
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) {
+        if (n->id == program) found = true;
+        else if (auto d = defs.find(n->id); d != defs.end() && mentions(*d->second)) found = true;
+      }
+    });
+    return found;
+  };
+  auto is_program = [&](const Expr *e) {
+    auto *n = dyn_cast<Name>(resolve(e, 0));
+    return n && n->id == program;
+  };
+  // A positive step k: an integer literal, or a tl.constexpr parameter (asserted positive where it is used).
+  auto positive = [&](const Expr *k) -> bool {
+    if (auto *i = dyn_cast<IntLit>(k)) return i->value > 0;
+    auto *n = dyn_cast<Name>(k);
+    if (!n || !constexpr_params.count(n->id)) return false;
+    assertions.push_back(std::make_unique<ExprStmt>(call(
+        "tl.static_assert",
+        list(std::make_unique<Compare>(name(n->id), std::vector<CompareOpKind>{CompareOpKind::Gt}, list(int_lit(0)))))));
+    return true;
+  };
+  auto *mul = dyn_cast<BinOp>(resolve(&end, 0));
+  auto *add = mul;
+  if (mul && mul->op == BinaryOpKind::Mul) {
+    for (auto [inner, k] : {std::pair{mul->lhs.get(), mul->rhs.get()}, std::pair{mul->rhs.get(), mul->lhs.get()}}) {
+      if (mentions(*k)) continue;
+      auto *sum = dyn_cast<BinOp>(resolve(inner, 0));
+      if (is_program(inner)) {
+        // program * k: runs where iteration < program * k, from iteration // k + 1 on.
+        if (!positive(k)) return nullptr;
+        return binary(BinaryOpKind::Add, binary(BinaryOpKind::FloorDiv, name(iteration), clone(*k)), int_lit(1));
+      }
+      if (!sum || sum->op != BinaryOpKind::Add) continue;
+      for (auto [p, c] : {std::pair{sum->lhs.get(), sum->rhs.get()}, std::pair{sum->rhs.get(), sum->lhs.get()}}) {
+        if (!is_program(p) || mentions(*c)) continue;
+        if (!positive(k)) return nullptr;
+        ExprPtr first = binary(BinaryOpKind::FloorDiv, name(iteration), clone(*k));
+        if (auto *one = dyn_cast<IntLit>(c); one && one->value == 1) return first;  // (program + 1) * k
+        return binary(BinaryOpKind::Add, binary(BinaryOpKind::Sub, std::move(first), clone(*c)), int_lit(1));
+      }
+    }
+    return nullptr;
+  }
+  // program * k + d
+  if (add && add->op == BinaryOpKind::Add) {
+    for (auto [scaled, d] : {std::pair{add->lhs.get(), add->rhs.get()}, std::pair{add->rhs.get(), add->lhs.get()}}) {
+      if (mentions(*d)) continue;
+      auto *m = dyn_cast<BinOp>(resolve(scaled, 0));
+      if (!m || m->op != BinaryOpKind::Mul) continue;
+      for (auto [p, k] : {std::pair{m->lhs.get(), m->rhs.get()}, std::pair{m->rhs.get(), m->lhs.get()}}) {
+        if (!is_program(p) || mentions(*k)) continue;
+        if (!positive(k)) return nullptr;
+        return binary(BinaryOpKind::Add,
+                      binary(BinaryOpKind::FloorDiv, binary(BinaryOpKind::Sub, name(iteration), clone(*d)), clone(*k)),
+                      int_lit(1));
+      }
+    }
+  }
+  return nullptr;
+}
+
 struct Atomic {
   size_t index;            // in the reverse loop's body
   std::string pointer, mask;
@@ -886,11 +967,33 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         deep_reads(*inner->body[k], need);
       }
       for (size_t k = 0; k < inner->body.size(); ++k) (keep[k] ? before : rest).push_back(std::move(inner->body[k]));
-      ExprPtr runs = std::make_unique<Compare>(name(loop_var->id), std::vector<CompareOpKind>{CompareOpKind::Lt},
-                                               list(std::move(end)));
-      auto guard = std::make_unique<If>(std::move(runs), std::move(rest), StmtList{}, loop.span);
-      guard->leading_comment = "Only where that program's loop runs this iteration (its end depends on the program)";
-      before.push_back(std::move(guard));
+      // Where the end grows with the program, the programs that run this iteration are those from one on: the
+      // loop starts there, without a test per program (and MaskPeeling can split it at a causal diagonal).
+      std::map<std::string, const Expr *> end_defs;
+      for (const StmtPtr &st : before)
+        if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()))
+          end_defs.emplace(cast<Name>(a->targets[0].get())->id, a->value.get());
+      std::set<std::string> constexpr_params;
+      for (const Param &p : bwd.params)
+        if (p.annotation && emit::print_expr(*p.annotation).find("constexpr") != std::string::npos)
+          constexpr_params.insert(p.name);
+      StmtList assertions;
+      ExprPtr first = first_program_running(*end, program, loop_var->id, end_defs, constexpr_params, assertions);
+      if (first) {
+        auto *r = cast<Call>(inner->iter.get());
+        const std::string from = names.fresh(program + "_from");
+        for (StmtPtr &st : assertions) owner->body.push_back(std::move(st));
+        owner->body.push_back(assign(from, call("max", list(int_lit(0), std::move(first)))));
+        r->args[0] = name(from);
+        for (StmtPtr &st : rest) before.push_back(std::move(st));
+        inner->leading_comment = "From the first program whose loop runs this iteration (its end depends on the program)";
+      } else {
+        ExprPtr runs = std::make_unique<Compare>(name(loop_var->id), std::vector<CompareOpKind>{CompareOpKind::Lt},
+                                                 list(std::move(end)));
+        auto guard = std::make_unique<If>(std::move(runs), std::move(rest), StmtList{}, loop.span);
+        guard->leading_comment = "Only where that program's loop runs this iteration (its end depends on the program)";
+        before.push_back(std::move(guard));
+      }
       if (range->args.size() == 3 && isa<Name>(range->args[2].get())) {
         auto positive = std::make_unique<ExprStmt>(call(
             "tl.static_assert", list(std::make_unique<Compare>(clone(*range->args[2]),

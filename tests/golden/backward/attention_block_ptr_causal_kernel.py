@@ -143,7 +143,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         tl.atomic_add(dK_ptrs_2_base_offset_offset, bk_2, mask=t_8_and_t_9, sem="relaxed")
 
     # Masked: the iterations after the run
-    for start_n_2 in range(hi + start_n_2_last_unmasked * BLOCK_N, hi_2, BLOCK_N):
+    for start_n_2 in tl.range(hi + start_n_2_last_unmasked * BLOCK_N, hi_2, BLOCK_N, num_stages=1):
         K_ptrs_2_index0 = K_ptrs_2_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_2_index1 = K_ptrs_2_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_2_base_offset = K_ptrs_base + K_ptrs_2_index0[:, None] * K_ptrs_stride0
@@ -237,7 +237,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Masked: the iterations after the run
-    for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, hi, BLOCK_N):
+    for start_n in tl.range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, hi, BLOCK_N, num_stages=1):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
@@ -360,7 +360,6 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
-    O_block_index1_row_times_O_block_stride1 = Q_block_index1_row * O_block_stride1
     start_n = Q_block_offset1 + tl.program_id(0) * BLOCK_N
     K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
     K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -384,39 +383,102 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((HEAD_DIM, BLOCK_N), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    tl.static_assert(BLOCK_M > 0)
     tl.static_assert(BLOCK_N > 0)
-    for start_m in range(0, num_programs_0):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_m_count = max(num_programs_0 - max(0, start_n // BLOCK_M + 1), 0)
+    start_m_first_unmasked = min(start_m_count, (max(0 - max(0, start_n // BLOCK_M + 1) * BLOCK_M, 0) + BLOCK_M - 1) // BLOCK_M)
+    start_m_last_unmasked = max(start_m_first_unmasked, min(min(start_m_count, max(Q_block_shape0 - max(0, start_n // BLOCK_M + 1) * BLOCK_M, 0) // BLOCK_M), max(N_CTX - max(0, start_n // BLOCK_M + 1) * BLOCK_M, 0) // BLOCK_M))
+
+    # Masked: the iterations before the run
+    for start_m in tl.range(max(0, start_n // BLOCK_M + 1), max(0, start_n // BLOCK_M + 1) + start_m_first_unmasked, num_stages=1):
         Q_block_offset0 = start_m * BLOCK_M
-        hi = Q_block_offset0
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+        q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_14 = offs_m < N_CTX
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
+        bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
-        # Only where that program's loop runs this iteration (its end depends on the program)
-        if start_n < hi:
-            offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
-            Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
-            Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
-            t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
-            q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
-            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-            t_14 = offs_m < N_CTX
-            dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
-            dO_block_base_offset_offset = dO_block_base_offset + O_block_index1_row_times_O_block_stride1
-            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
-            bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
+        # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
 
-            # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-            bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, k) * qk_scale
-            p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
-            p_to_v_dtype = p.to(V.dtype.element_ty)
-            bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
-            # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-            dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
-            btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
-            # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
-            dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+    # From the first program whose loop runs this iteration (its end depends on the program)
+    # (unmasked: every lane within the bounds)
+    for start_m in range(max(0, start_n // BLOCK_M + 1) + start_m_first_unmasked, max(0, start_n // BLOCK_M + 1) + start_m_last_unmasked):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        q = tl.load(Q_block_base_offset_offset)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
+        bacc_6 = tl.load(dO_block_base_offset_offset).to(tl.float32)
+
+        # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+
+    # Masked: the iterations after the run
+    for start_m in tl.range(max(0, start_n // BLOCK_M + 1) + start_m_last_unmasked, num_programs_0, num_stages=1):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+        q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_14 = offs_m < N_CTX
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
+        bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
+
+        # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")

@@ -122,7 +122,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Masked: the iterations after the run
-    for start_n in range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, Q_block_shape0, BLOCK_N):
+    for start_n in tl.range(Q_block_offset1 + start_n_last_unmasked * BLOCK_N, Q_block_shape0, BLOCK_N, num_stages=1):
         K_ptrs_index0 = K_ptrs_offset0_3 + tl.arange(0, HEAD_DIM)
         K_ptrs_index1 = K_ptrs_offset1_3 + tl.arange(0, BLOCK_N)
         K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
@@ -268,7 +268,72 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((HEAD_DIM, BLOCK_N), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
-    for start_m in range(0, num_programs_0):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_m_count = max(num_programs_0, 0)
+    start_m_first_unmasked = min(start_m_count, (max(0, 0) + BLOCK_M - 1) // BLOCK_M)
+    start_m_last_unmasked = max(start_m_first_unmasked, min(min(start_m_count, max(Q_block_shape0, 0) // BLOCK_M), max(N_CTX, 0) // BLOCK_M))
+
+    # Masked: the iterations before the run
+    for start_m in tl.range(0, start_m_first_unmasked, num_stages=1):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
+        q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_8 = offs_m < N_CTX
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
+        bacc_4 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
+
+        # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
+
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+
+    # Unmasked: every lane within the bounds
+    for start_m in range(start_m_first_unmasked, start_m_last_unmasked):
+        Q_block_offset0 = start_m * BLOCK_M
+        offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
+        Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
+        Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
+        q = tl.load(Q_block_base_offset_offset)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
+        dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
+        bacc_4 = tl.load(dO_block_base_offset_offset).to(tl.float32)
+
+        # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, k) * qk_scale
+        p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
+        p_to_v_dtype = p.to(V.dtype.element_ty)
+        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
+
+        # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
+        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_4.to(p_to_v_dtype.dtype))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
+        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
+        dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+
+    # Masked: the iterations after the run
+    for start_m in tl.range(start_m_last_unmasked, num_programs_0, num_stages=1):
         Q_block_offset0 = start_m * BLOCK_M
         offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
         Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0

@@ -83,7 +83,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Masked: the iterations after the run
-    for start_n in range(start_n_last_unmasked * BLOCK_N, hi, BLOCK_N):
+    for start_n in tl.range(start_n_last_unmasked * BLOCK_N, hi, BLOCK_N, num_stages=1):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
         k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
@@ -181,35 +181,91 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    tl.static_assert(BLOCK_M > 0)
     tl.static_assert(BLOCK_N > 0)
-    for start_m in range(0, num_programs_0):
-        hi = (start_m + 1) * BLOCK_M
 
-        # Only where that program's loop runs this iteration (its end depends on the program)
-        if start_n < hi:
-            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
-            q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-            t_6 = offs_m < N_CTX
-            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
-            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
-            bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_m_count = max(num_programs_0 - max(0, start_n // BLOCK_M), 0)
+    start_m_first_unmasked = min(start_m_count, (max(start_n + BLOCK_N - 1 - max(0, start_n // BLOCK_M) * BLOCK_M, 0) + BLOCK_M - 1) // BLOCK_M)
+    start_m_last_unmasked = max(start_m_first_unmasked, min(start_m_count, max(N_CTX - max(0, start_n // BLOCK_M) * BLOCK_M, 0) // BLOCK_M))
 
-            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(k, tl.trans(q))
-            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
-            p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
-            bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+    # Masked: the iterations before the run
+    for start_m in tl.range(max(0, start_n // BLOCK_M), max(0, start_n // BLOCK_M) + start_m_first_unmasked, num_stages=1):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_6 = offs_m < N_CTX
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
+        bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
-            # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-            bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(k, tl.trans(q))
+        visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
+        p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
+        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
 
-            # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
+        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+
+    # From the first program whose loop runs this iteration (its end depends on the program)
+    # (unmasked: every lane within the bounds)
+    for start_m in range(max(0, start_n // BLOCK_M) + start_m_first_unmasked, max(0, start_n // BLOCK_M) + start_m_last_unmasked):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        q = tl.load(q_ptrs)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
+        bacc_4 = tl.load(do_ptrs).to(tl.float32)
+
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(k, tl.trans(q))
+        visible = offs_n[:, None] < N_CTX
+        p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
+        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
+        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+
+    # Masked: the iterations after the run
+    for start_m in tl.range(max(0, start_n // BLOCK_M) + start_m_last_unmasked, num_programs_0, num_stages=1):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_6 = offs_m < N_CTX
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
+        bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
+
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(k, tl.trans(q))
+        visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
+        p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
+        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
+        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")

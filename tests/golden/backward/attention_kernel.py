@@ -82,7 +82,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Masked: the iterations after the run
-    for start_n in range(start_n_last_unmasked * BLOCK_N, hi, BLOCK_N):
+    for start_n in tl.range(start_n_last_unmasked * BLOCK_N, hi, BLOCK_N, num_stages=1):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
         k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
@@ -180,7 +180,38 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
-    for start_m in range(0, num_programs_0):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    start_m_count = max(num_programs_0, 0)
+    start_m_last_unmasked = min(start_m_count, max(N_CTX, 0) // BLOCK_M)
+
+    # Unmasked: every lane within the bounds
+    for start_m in range(0, start_m_last_unmasked):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        q = tl.load(q_ptrs)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
+        bacc_4 = tl.load(do_ptrs).to(tl.float32)
+
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(k, tl.trans(q))
+        qk_3 = tl.where(offs_n[:, None] < N_CTX, qk * qk_scale, float("-inf"))
+        p = tl.math.exp2(qk_3 - row_stat[None, :])
+        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
+        bqk = tl.where(offs_n[:, None] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+
+    # Masked: the iterations after the run
+    for start_m in tl.range(start_m_last_unmasked, num_programs_0, num_stages=1):
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)

@@ -65,7 +65,7 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")
 
     # Masked: the iterations after the run
-    for k in range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K):
+    for k in tl.range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K, num_stages=1):
         sum = a_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
         dsum = da_ptr + offs_m[:, None] * stride_am + (k + offs_k)[None, :] * stride_ak
         t_and_t_2 = (offs_m[:, None] < M) & ((k + offs_k)[None, :] < K)

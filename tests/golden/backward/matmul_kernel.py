@@ -24,7 +24,29 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
 
     # Its gradient tile, summed over the forward's programs along axis 1 (the programs that read it) in registers
     da_ptr_tile = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_K), dtype=tl.float32)
-    for pid_n in range(0, num_programs_1):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    pid_n_count = max(num_programs_1, 0)
+    pid_n_last_unmasked = min(pid_n_count, max(N, 0) // BLOCK_SIZE_N)
+
+    # Unmasked: every lane within the bounds
+    for pid_n in range(0, pid_n_last_unmasked):
+        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        offs_bn = offs_cn % N
+        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        c_mask = offs_cm_col < M
+        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
+        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+        b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
+
+        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+
+    # Masked: the iterations after the run
+    for pid_n in tl.range(pid_n_last_unmasked, num_programs_1, num_stages=1):
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
@@ -62,7 +84,29 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
 
     # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
     db_ptr_tile = tl.zeros((BLOCK_SIZE_K, BLOCK_SIZE_N), dtype=tl.float32)
-    for pid_m in range(0, num_programs_0):
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    pid_m_count = max(num_programs_0, 0)
+    pid_m_last_unmasked = min(pid_m_count, max(M, 0) // BLOCK_SIZE_M)
+
+    # Unmasked: every lane within the bounds
+    for pid_m in range(0, pid_m_last_unmasked):
+        offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+        offs_am = offs_cm % M
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        c_mask = offs_cn_row < N
+        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
+        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+        a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
+
+        # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
+
+    # Masked: the iterations after the run
+    for pid_m in tl.range(pid_m_last_unmasked, num_programs_0, num_stages=1):
         offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)

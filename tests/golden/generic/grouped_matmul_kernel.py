@@ -76,7 +76,7 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         tl.atomic_add(dsum, ba, mask=t_and_t_2, sem="relaxed")
 
     # Masked: the iterations after the run
-    for k in range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K):
+    for k in tl.range(k_last_unmasked * BLOCK_SIZE_K, K, BLOCK_SIZE_K, num_stages=1):
         offs_m_col_times_stride_am = offs_m[:, None] * stride_am
         k_plus_offs_k_row_times_stride_ak = (k + offs_k)[None, :] * stride_ak
         sum = a_ptr + offs_m_col_times_stride_am + k_plus_offs_k_row_times_stride_ak
