@@ -317,7 +317,7 @@ class Engine {
   // `checked`: the types finish() found for the function `checked_fn` of `out`, where they are the ones
   // make_readable would find again (src/ad/reverse/Finish.cpp); else null.
   void make_readable(Module &out, const Backward &result, const Function *checked_fn,
-                     const sema::TypeInfo *checked) const;
+                     const sema::TypeInfo *checked);
 
   void sweep_block(const StmtList &block, const AccessAnalysis &access, std::vector<std::string> &explanations);
 
@@ -628,6 +628,12 @@ class Engine {
   // names their nodes, which must not be freed while it is read (a new node at a freed one's address would
   // take its type).
   static void remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::vector<ExprPtr> &removed);
+  // `x.to(T)` where x is `y.to(tl.float32)` of a float y of at most 32 bits (or tl.trans of one): `y.to(T)`,
+  // the same value (the widening is exact), without the float32 tile in between (the upstream gradient of a
+  // float16 output loaded, widened, then narrowed again for a tl.dot: attention's dO in the dK/dV owner).
+  // Valid for every float dtype a generic backward serves. Where a load is widened in place
+  // (`x = tl.load(...).to(tl.float32)`), the load gets a name of its own. New names from `names`.
+  static void skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, NameAllocator &names);
 
   const Module &module_;
   const SourceManager &sources_;

@@ -136,7 +136,7 @@ std::set<std::string> computed_from(const StmtList &body, std::set<std::string> 
 }  // namespace
 
 void Engine::make_readable(Module &out, const Backward &result, const Function *checked_fn,
-                           const sema::TypeInfo *checked) const {
+                           const sema::TypeInfo *checked) {
   // The names a reader knows: the user's (in any function of the kernel's
   // module) and those the launch protocol explains.
   std::set<std::string> keep;
@@ -199,6 +199,7 @@ void Engine::make_readable(Module &out, const Backward &result, const Function *
             untyped.insert(n);
         for (const std::string &n : computed_from(f->body, std::move(untyped))) index_values.erase(n);
       }
+      skip_exact_widenings(f->body, *info, names_);
       // A cast that is a no-op for the representative dtype is not one for the others: a generic backward keeps them.
       if (!generic()) remove_noop_casts(f->body, *info, removed_casts);
       const bool dropped = drop_proven_shape_checks(*f, *info);
@@ -380,6 +381,108 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::
       remove_noop_casts(w->body, info, removed);
     }
   }
+}
+
+void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, NameAllocator &names) {
+  // A float of at most 32 bits widened to float32: exactly its value.
+  auto widened_exactly = [&](const Call &c) -> const Expr * {
+    auto *attr = dyn_cast<Attribute>(c.func.get());
+    if (!attr || attr->attr != "to" || c.args.size() != 1 || !c.keywords.empty()) return nullptr;
+    const SType *from = info.type_of(attr->value.get());
+    const SType *to = info.type_of(c.args[0].get());
+    if (!from || !to || !from->is_tensor() || from->elem.is_pointer || to->kind != SType::Kind::DType ||
+        to->dtype_is_pointer || to->dtype != sema::DType::FP32 || !sema::is_float(from->elem.dtype) ||
+        sema::bits(from->elem.dtype) > 32)
+      return nullptr;
+    return attr->value.get();
+  };
+  // Names assigned once, in this body or its loops and ifs.
+  std::map<std::string, int> assignments;
+  std::function<void(const StmtList &)> count = [&](const StmtList &b) {
+    for (const StmtPtr &st : b) {
+      std::map<std::string, int> here;
+      stmt_assignments(*st, here);
+      for (const auto &kv : here) assignments[kv.first] += kv.second;
+    }
+  };
+  count(body);
+  // The operand of a narrowing cast, `x.to(T)` or `tl.trans(x).to(T)` with T not tl.float32: only such an x is worth
+  // reading before its widening (elsewhere the float32 value is what is used).
+  std::set<std::string> narrowed;
+  std::function<void(const StmtList &)> find_narrowed = [&](const StmtList &b) {
+    visit_exprs(b, [&](const Expr &e) {
+      auto *c = dyn_cast<Call>(&e);
+      auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+      if (!attr || attr->attr != "to" || c->args.size() != 1 || !c->keywords.empty()) return;
+      // (Decided by how the cast is written, not by its type, which a generic backward's representatives differ in.)
+      const std::string to = emit::print_expr(*c->args[0]);
+      if (to == "tl.float32" || to == "tl.fp32") return;
+      const Expr *operand = attr->value.get();
+      if (auto *t = dyn_cast<Call>(operand); t && callee(*t) == "tl.trans" && t->args.size() == 1) operand = t->args[0].get();
+      if (auto *n = dyn_cast<Name>(operand)) narrowed.insert(n->id);
+    });
+  };
+  find_narrowed(body);
+  // The load widened in place gets a name: `x_raw = tl.load(...)`, `x = x_raw.to(tl.float32)`.
+  std::map<std::string, std::string> narrow;  // widened name -> the name of its value before widening
+  std::function<void(StmtList &)> split = [&](StmtList &b) {
+    for (size_t k = 0; k < b.size(); ++k) {
+      if (auto *f = dyn_cast<For>(b[k].get())) split(f->body);
+      if (auto *i = dyn_cast<If>(b[k].get())) {
+        split(i->body);
+        split(i->orelse);
+      }
+      auto *a = dyn_cast<Assign>(b[k].get());
+      if (!a || a->targets.size() != 1 || !isa<Name>(a->targets[0].get())) continue;
+      const std::string &target = cast<Name>(a->targets[0].get())->id;
+      auto *c = dyn_cast<Call>(a->value.get());
+      const Expr *receiver = c ? widened_exactly(*c) : nullptr;
+      if (!receiver || assignments[target] != 1 || !narrowed.count(target)) continue;
+      if (auto *n = dyn_cast<Name>(receiver)) {
+        if (assignments[n->id] == 1) narrow[target] = n->id;
+        continue;
+      }
+      auto *load = dyn_cast<Call>(receiver);
+      if (!load || callee(*load) != "tl.load") continue;
+      const std::string raw = names.fresh(target + "_raw");
+      auto *attr = cast<Attribute>(c->func.get());
+      StmtPtr load_stmt = assign(raw, std::move(attr->value));
+      load_stmt->leading_comment = std::move(b[k]->leading_comment);
+      b[k]->leading_comment.clear();
+      attr->value = name(raw);
+      b.insert(b.begin() + static_cast<std::ptrdiff_t>(k), std::move(load_stmt));
+      ++k;
+      assignments[raw] = 1;
+      narrow[target] = raw;
+    }
+  };
+  split(body);
+  if (narrow.empty()) return;
+  // Each cast of such a name (or of tl.trans of one) reads the value before widening.
+  auto visit = [&](ExprPtr &root) { rewrite_expr(root, [&](ExprPtr &e) {
+    auto *c = dyn_cast<Call>(e.get());
+    auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+    if (!attr || attr->attr != "to" || c->args.size() != 1 || !c->keywords.empty()) return;
+    ExprPtr *operand = &attr->value;
+    if (auto *t = dyn_cast<Call>(operand->get()); t && callee(*t) == "tl.trans" && t->args.size() == 1 &&
+                                                     t->keywords.empty())
+      operand = &t->args[0];
+    if (auto *n = dyn_cast<Name>(operand->get()))
+      if (auto it = narrow.find(n->id); it != narrow.end()) *operand = name(it->second);
+  }); };
+  std::function<void(StmtList &)> rewrite = [&](StmtList &b) {
+    for (StmtPtr &st : b) {
+      if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
+      else if (auto *g = dyn_cast<AugAssign>(st.get())) visit(g->value);
+      else if (auto *x = dyn_cast<ExprStmt>(st.get())) visit(x->value);
+      else if (auto *f = dyn_cast<For>(st.get())) rewrite(f->body);
+      else if (auto *i = dyn_cast<If>(st.get())) {
+        rewrite(i->body);
+        rewrite(i->orelse);
+      }
+    }
+  };
+  rewrite(body);
 }
 
 }  // namespace tgrad::ad::reverse

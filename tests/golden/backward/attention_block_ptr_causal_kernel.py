@@ -59,6 +59,10 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     O_block_base_offset_offset = O_block_base_offset + Q_block_index1[None, :] * O_block_stride1
     dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
+    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
+    # (Loaded early: nothing in the backward writes this memory.)
+    bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0)
+
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
 
@@ -68,13 +72,13 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     hi_2 = (start_m + 1) * BLOCK_M
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
-
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     bm_i_6 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_14, other=0.0) * 0.6931471805599453
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_5_minus_one = tl.reshape(tl.sum(-bacc_6 * stored_out, 1, keep_dims=True), row_stat.shape)
+    bout_correction = -bacc_6_to_Out_type_element_ty.to(tl.float32)
+    bl_i_5_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    bl_i_5_minus_one = tl.reshape(bl_i_5_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_5_minus_one += bm_i_6 * 1.4426950408889634
@@ -121,8 +125,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
 
         # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-        bp_2 = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v_2))
-        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6.to(p_2_to_v_2_dtype.dtype))
+        bp_2 = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v_2))
+        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6_to_Out_type_element_ty.to(p_2_to_v_2_dtype.dtype))
 
         # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -173,8 +177,8 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_2_offset1_3 = V_ptrs_2_offset1_3 + 0
 
         # Grad of: acc_3 = acc_3 * alpha_2[:, None] + tl.dot(p_2.to(v_2.dtype), v_2)
-        bp_2 = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v_2))
-        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6.to(p_2_to_v_2_dtype.dtype))
+        bp_2 = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v_2))
+        bv_2 = tl.dot(tl.trans(p_2_to_v_2_dtype), bacc_6_to_Out_type_element_ty.to(p_2_to_v_2_dtype.dtype))
 
         # Grad of: v_2 = tl.load(V_ptrs_2_base + V_ptrs_2_index0[:, None] * V_ptrs_2_stride0 + V_ptrs_2_index1[None, :] * V_ptrs_2_stride1, mask=(V_ptrs_2_index0[:, None] >= 0) & (V_ptrs_2_index0[:, None] < V_ptrs_2_shape0), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -225,7 +229,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
@@ -259,7 +263,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         V_ptrs_offset1_3 = V_ptrs_offset1_3 + 0
 
         # Grad of: acc_2 = acc_2 * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i_2 = l_i_2 * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
@@ -403,18 +407,19 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         t_14 = offs_m < N_CTX
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
-        bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
-        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_6_to_Out_type_element_ty.to(p_to_v_dtype.dtype))
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
         btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
@@ -432,18 +437,19 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
-        bacc_6 = tl.load(dO_block_base_offset_offset).to(tl.float32)
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
-        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_6_to_Out_type_element_ty.to(p_to_v_dtype.dtype))
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
         btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
@@ -462,18 +468,19 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         t_14 = offs_m < N_CTX
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
+        bacc_6_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
-        bacc_6 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
-        bp = tl.dot(bacc_6.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_6_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p_to_v_dtype), bacc_6_to_Out_type_element_ty.to(p_to_v_dtype.dtype))
 
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
-        dV_tile = dV_tile + tl.dot(tl.trans(p_to_v_dtype), bacc_6.to(p_to_v_dtype.dtype))
+        dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
         btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
 

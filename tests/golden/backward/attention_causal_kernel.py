@@ -34,6 +34,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
     do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok
 
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
 
@@ -41,13 +45,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
-
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_2_minus_one += tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
+    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -69,7 +73,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -95,7 +99,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -197,18 +201,18 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         t_6 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
-        bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
         p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
-        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+        bp = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
@@ -223,18 +227,18 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         q = tl.load(q_ptrs)
         M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty = tl.load(do_ptrs)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
-        bacc_4 = tl.load(do_ptrs).to(tl.float32)
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         visible = offs_n[:, None] < N_CTX
         p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
-        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+        bp = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
 
@@ -249,18 +253,18 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
         t_6 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_6, other=float("inf")) * 1.4426950408889634
-        bacc_4 = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
         p = tl.math.exp2(tl.where(visible, qk * qk_scale, float("-inf")) - row_stat[None, :])
-        bp = tl.dot(v, tl.trans(bacc_4).to(V.dtype.element_ty))
+        bp = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4.to(tl.float16))
+        dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
 

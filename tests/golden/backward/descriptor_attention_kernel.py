@@ -52,10 +52,9 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     stored_out = tl.load(desc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
-    bacc_4 = bacc_4_to_dtype.to(tl.float32)
-
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
+    bl_i_3_minus_one_col = tl.sum(-bacc_4_to_dtype.to(tl.float32) * stored_out, 1, keep_dims=True)
+    bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_3_minus_one += tl.load(dM + row0 + offs_m) * 1.4426950408889634
@@ -93,7 +92,7 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
         offset_v_2 = offset_v_2 + BLOCK_N
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
-        bp = tl.dot(bacc_4.to(desc_v.dtype.element_ty), tl.trans(v))
+        bp = tl.dot(bacc_4_to_dtype.to(desc_v.dtype.element_ty), tl.trans(v))
 
         # Grad of: l_ij = tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
@@ -216,17 +215,16 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         ddesc_o_desc_base_offset = ddesc_o + desc_q_desc_index0_col * desc_q_desc_shape1
         ddesc_o_desc_base_offset_offset = ddesc_o_desc_base_offset + desc_q_desc_index1_row_scaled
         bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
-        bacc_4 = bacc_4_to_dtype.to(tl.float32)
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(tl.trans(k), tl.trans(q))
         p = tl.math.exp2(qk * qk_scale - tl.load(M + row0 + offs_m)[None, :])
         p_to_dtype = p.to(dtype)
-        bp = tl.dot(v, tl.trans(bacc_4).to(desc_v.dtype.element_ty))
+        bp = tl.dot(v, tl.trans(bacc_4_to_dtype).to(desc_v.dtype.element_ty))
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
-        ddesc_v_tile = ddesc_v_tile + tl.dot(p_to_dtype, bacc_4.to(p_to_dtype.dtype))
+        ddesc_v_tile = ddesc_v_tile + tl.dot(p_to_dtype, bacc_4_to_dtype.to(p_to_dtype.dtype))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 0), p.shape)
         btl_load = tl.dot((bp * p * 0.6931471805599453 * qk_scale).to(desc_q.dtype.element_ty), q)
         ddesc_k_tile = ddesc_k_tile + btl_load

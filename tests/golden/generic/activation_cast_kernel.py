@@ -45,10 +45,11 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
     activation_x = activation(x)
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
-    by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32)
+    by_raw = tl.load(dY + offsets, mask=mask, other=0.0)
+    by = by_raw.to(tl.float32)
 
     # Grad of: y = (activation(x) * x).to(OUT_DTYPE)
-    bactivation_x_times_x = by.to((activation_x * x).dtype)
+    bactivation_x_times_x = by_raw.to((activation_x * x).dtype)
     bx = tl.where(mask, bactivation_x_times_x * activation_x, 0.0)
     bx += activation_bwd(x, bactivation_x_times_x * x)
 

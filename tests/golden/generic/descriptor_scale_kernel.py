@@ -65,11 +65,11 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
         # (Loaded early: nothing in the backward writes this memory.)
-        by_times_tl_sigmoid_y_to = tl.load(dy_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+        by_times_tl_sigmoid_y_to_raw = tl.load(dy_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
         tl_sigmoid_y = tl.sigmoid(y)
 
         # Grad of: tl.store(y_desc_base + y_desc_index0[:, None] * y_desc_stride0 + y_desc_index1[None, :] * y_desc_stride1, (y * tl.sigmoid(y)).to(y_desc_base.dtype.element_ty), mask=(y_desc_index0[:, None] >= 0) & (y_desc_index0[:, None] < y_desc_shape0) & (y_desc_index1[None, :] >= 0) & (y_desc_index1[None, :] < y_desc_shape1))
-        by_times_tl_sigmoid_y = by_times_tl_sigmoid_y_to.to((y * tl_sigmoid_y).dtype)
+        by_times_tl_sigmoid_y = by_times_tl_sigmoid_y_to_raw.to((y * tl_sigmoid_y).dtype)
         by = by_times_tl_sigmoid_y * tl_sigmoid_y
         by += by_times_tl_sigmoid_y * y * tl_sigmoid_y * (1.0 - tl_sigmoid_y)
 

@@ -32,14 +32,14 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
         b = tl.load(b_ptr_offset + offs_n_row_times_stride_bn, mask=t_3_and_t_4, other=0.0)
         accumulator = tl.dot(a, b, accumulator)
     tl_sigmoid_accumulator_2_times_c = tl.sigmoid(accumulator * 0.1)
-    offs_n_row_3 = offs_n[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n_row_3
+    dc_ptrs = dc_ptr + stride_cm * offs_m[:, None] + stride_cn * offs_n[None, :]
 
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-    bc = tl.load(dc_ptrs, mask=(offs_m[:, None] < M) & (offs_n_row_3 < N), other=0.0).to(tl.float32)
+    bc_raw = tl.load(dc_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
+    bc = bc_raw.to(tl.float32)
 
     # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
-    btl_sigmoid_accumulator_2_times_c = bc.to(tl_sigmoid_accumulator_2_times_c.dtype)
+    btl_sigmoid_accumulator_2_times_c = bc_raw.to(tl_sigmoid_accumulator_2_times_c.dtype)
     baccumulator_2_times_c = btl_sigmoid_accumulator_2_times_c * tl_sigmoid_accumulator_2_times_c * (1.0 - tl_sigmoid_accumulator_2_times_c)
     baccumulator_2 = baccumulator_2_times_c * 0.1
 

@@ -75,7 +75,9 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             y = x_3_minus_mean_times_rstd * w + b
 
             # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-            by = tl.load(dY_2 + cols_3, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+            by_to_Y_2_dtype_element_ty_raw = tl.load(dY_2 + cols_3, mask=mask, other=0.0)
+            by_to_Y_2_dtype_element_ty = by_to_Y_2_dtype_element_ty_raw.to(tl.float32)
+            by = by_to_Y_2_dtype_element_ty_raw.to(y.dtype)
 
             # Grad of: y = (x - mean) * rstd * w + b
             bx_3_minus_mean_times_rstd = by * w
@@ -88,7 +90,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_B_plus_cols_3 = by.to(B.dtype.element_ty)
+            btl_load_B_plus_cols_3 = by_to_Y_2_dtype_element_ty.to(B.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -180,10 +182,9 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         rstd = tl.load(Rstd + row).to(tl.float32)
         x_3_minus_mean_times_rstd = x_2_minus_mean * rstd
         y = x_3_minus_mean_times_rstd * w + b
-        dY_2_plus_cols_3 = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by = tl.load(dY_2_plus_cols_3, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+        by = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0).to(y.dtype)
 
         # Grad of: y = (x - mean) * rstd * w + b
         bx_3_minus_mean_times_rstd = by * w

@@ -47,11 +47,9 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         rstd = tl.load(Rstd + row).to(tl.float32)
         x_times_rstd = x * rstd
         y = x_times_rstd * w
-        dY_plus_row_times_stride_y_row_plus_cols = dY + row * stride_y_row + cols
 
         # Grad of: tl.store(Y + row * stride_y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-        by_to_Y_dtype_element_ty = tl.load(dY_plus_row_times_stride_y_row_plus_cols, mask=mask, other=0.0).to(tl.float32)
-        by = by_to_Y_dtype_element_ty.to(y.dtype)
+        by = tl.load(dY + row * stride_y_row + cols, mask=mask, other=0.0).to(y.dtype)
 
         # Grad of: y = x * rstd * w
         bx_times_rstd = by * w

@@ -19,10 +19,9 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     num = tl.exp(shifted)
     denom = tl.sum(num, axis=0)
     y = num / denom
-    drow_out_plus_cols = dout_ptr + row * out_row_stride + cols
 
     # Grad of: tl.store(row_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
-    by = tl.load(drow_out_plus_cols, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+    by = tl.load(dout_ptr + row * out_row_stride + cols, mask=mask, other=0.0).to(y.dtype)
 
     # Grad of: y = num / denom
     # Grad of: denom = tl.sum(num, axis=0)

@@ -307,8 +307,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
 
     # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_8_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
-    bacc_8 = bacc_8_to_Out_type_element_ty.to(acc_8.dtype)
+    bacc_8 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(acc_8.dtype)
 
     # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
     bm_i_8 = bm_i_8_times_c * 0.6931471805599453

@@ -108,6 +108,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
     o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
     do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
+
+    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
+    # (Loaded early: nothing in the backward writes this memory.)
+    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -117,13 +121,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
-
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_2_minus_one += tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
+    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
+    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -150,7 +154,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -192,7 +196,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -330,8 +334,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
             t_7 = offs_m < N_CTX
             do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
             row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
+            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
@@ -343,10 +348,12 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             else:
                 qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
+            bp = bp_to_tl_float16.to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
+            dV_tile = dV_tile + bv
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
             bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
@@ -379,8 +386,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             q = tl.load(q_ptrs)
             M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
             do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs).to(tl.float32)
             row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
-            bacc_4 = tl.load(do_ptrs).to(tl.float32).to(tl.float32)
+            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
@@ -392,10 +400,12 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             else:
                 qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
+            bp = bp_to_tl_float16.to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
+            dV_tile = dV_tile + bv
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
             bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
@@ -430,8 +440,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
             t_7 = offs_m < N_CTX
             do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
             row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            bacc_4 = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
+            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
 
             # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
             bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
@@ -443,10 +454,12 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             else:
                 qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
             p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp = tl.dot(bacc_4.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
+            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
+            bp = bp_to_tl_float16.to(p.dtype)
 
             # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + tl.dot(tl.trans(p.to(tl.float16)), bacc_4.to(tl.float16))
+            dV_tile = dV_tile + bv
             bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
             bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
             bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)

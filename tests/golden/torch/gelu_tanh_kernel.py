@@ -51,7 +51,9 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
     y = x_times_half * tanh_inner_plus_one
 
     # Grad of: tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=mask)
-    by = tl.load(dY + offsets, mask=mask, other=0.0).to(tl.float32).to(y.dtype)
+    by_to_Y_dtype_element_ty_raw = tl.load(dY + offsets, mask=mask, other=0.0)
+    by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
+    by = by_to_Y_dtype_element_ty_raw.to(y.dtype)
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))
     binner = by * x_times_half * (1.0 - tanh_inner * tanh_inner)

@@ -73,8 +73,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     tl_sigmoid_g_last_row = tl_sigmoid_g_last[None, :]
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
-    by_2_to_Y_dtype_element_ty = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32)
-    by_2 = by_2_to_Y_dtype_element_ty.to((y * tl_sigmoid_g_last_row).dtype)
+    by_2 = tl.load(dY + offs, mask=m, other=0.0).to((y * tl_sigmoid_g_last_row).dtype)
 
     # Grad of: y = y * tl.sigmoid(g_last)[None, :]
     btl_sigmoid_g_last = tl.reshape(tl.sum(by_2 * y, 0, keep_dims=True), tl_sigmoid_g_last.shape)
@@ -113,8 +112,11 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     y = x * x
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
+    by_to_Y_dtype_element_ty_raw = tl.load(dY + offs, mask=m, other=0.0)
+    by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
+
     # Grad of: y = x * x
-    bx = tl.load(dY + offs, mask=m, other=0.0).to(tl.float32).to(y.dtype) * x * 2
+    bx = by_to_Y_dtype_element_ty_raw.to(y.dtype) * x * 2
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
