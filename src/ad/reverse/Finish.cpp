@@ -383,6 +383,22 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::
   }
 }
 
+namespace {
+// Each single-name assignment of `block` and of its loops and ifs, in order.
+void visit_stmts_assigning(const StmtList &block, const std::function<void(const std::string &, const Expr &)> &fn) {
+  for (const StmtPtr &st : block) {
+    if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()))
+      fn(cast<Name>(a->targets[0].get())->id, *a->value);
+    else if (auto *f = dyn_cast<For>(st.get()))
+      visit_stmts_assigning(f->body, fn);
+    else if (auto *i = dyn_cast<If>(st.get())) {
+      visit_stmts_assigning(i->body, fn);
+      visit_stmts_assigning(i->orelse, fn);
+    }
+  }
+}
+}  // namespace
+
 void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, NameAllocator &names) {
   // A float of at most 32 bits widened to float32: exactly its value.
   auto widened_exactly = [&](const Call &c) -> const Expr * {
@@ -423,6 +439,20 @@ void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, Na
     });
   };
   find_narrowed(body);
+  // Through widenings of widenings (a generic load upcast, then the store's cast's adjoint): `y = x.to(f32)`,
+  // `z = y.to(f32)`, z narrowed: so is y.
+  std::map<std::string, std::string> widened_from;
+  visit_stmts_assigning(body, [&](const std::string &target, const Expr &value) {
+    auto *c = dyn_cast<Call>(&value);
+    if (const Expr *receiver = c ? widened_exactly(*c) : nullptr)
+      if (auto *n = dyn_cast<Name>(receiver)) widened_from[target] = n->id;
+  });
+  for (std::vector<std::string> work(narrowed.begin(), narrowed.end()); !work.empty();) {
+    const std::string n = work.back();
+    work.pop_back();
+    if (auto w = widened_from.find(n); w != widened_from.end() && narrowed.insert(w->second).second)
+      work.push_back(w->second);
+  }
   // The load widened in place gets a name: `x_raw = tl.load(...)`, `x = x_raw.to(tl.float32)`.
   std::map<std::string, std::string> narrow;  // widened name -> the name of its value before widening
   std::function<void(StmtList &)> split = [&](StmtList &b) {
@@ -439,7 +469,7 @@ void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, Na
       const Expr *receiver = c ? widened_exactly(*c) : nullptr;
       if (!receiver || assignments[target] != 1 || !narrowed.count(target)) continue;
       if (auto *n = dyn_cast<Name>(receiver)) {
-        if (assignments[n->id] == 1) narrow[target] = n->id;
+        if (assignments[n->id] == 1) narrow[target] = narrow.count(n->id) ? narrow[n->id] : n->id;
         continue;
       }
       auto *load = dyn_cast<Call>(receiver);

@@ -978,12 +978,72 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         if (p.annotation && emit::print_expr(*p.annotation).find("constexpr") != std::string::npos)
           constexpr_params.insert(p.name);
       StmtList assertions;
-      ExprPtr first = first_program_running(*end, program, loop_var->id, end_defs, constexpr_params, assertions);
-      if (first) {
+      const std::string from = names.fresh(program + "_from");
+      // The statement that assigns `from`: one bound, or, where the end is chosen by an if on tl.constexpr
+      // parameters (a module generic over IS_CAUSAL: `hi = (start_m + 1) * BLOCK_M if IS_CAUSAL else N_CTX`), an
+      // if with a bound per branch. A branch whose end does not depend on the program runs every iteration the
+      // owners have (their grid is the largest number of iterations over the programs): from 0.
+      StmtPtr first_stmt;
+      if (ExprPtr first = first_program_running(*end, program, loop_var->id, end_defs, constexpr_params, assertions))
+        first_stmt = assign(from, call("max", list(int_lit(0), std::move(first))));
+      auto *end_name = dyn_cast<Name>(end.get());
+      const If *chooser = nullptr;
+      for (const StmtPtr &st : before)
+        if (auto *i = dyn_cast<If>(st.get()); i && end_name) {
+          std::set<std::string> assigned;
+          assigned_names(*st, assigned);
+          if (assigned.count(end_name->id)) chooser = i;
+        }
+      auto only_constexprs = [&](const Expr &cond) {
+        bool ok = true;
+        visit_expr(cond, [&](const Expr &x) {
+          if (auto *n = dyn_cast<Name>(&x)) ok &= constexpr_params.count(n->id) > 0;
+        });
+        return ok;
+      };
+      if (!first_stmt && chooser && !end_defs.count(end_name->id) && only_constexprs(*chooser->cond)) {
+        StmtList branches[2];
+        bool ok = true;
+        for (int side = 0; side < 2 && ok; ++side) {
+          const StmtList &branch = side == 0 ? chooser->body : chooser->orelse;
+          std::map<std::string, const Expr *> branch_defs = end_defs;
+          for (const StmtPtr &st : branch)
+            if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()))
+              branch_defs[cast<Name>(a->targets[0].get())->id] = a->value.get();
+            else ok = false;  // (plain assignments only)
+          auto d = branch_defs.find(end_name->id);
+          if (!ok || d == branch_defs.end()) {
+            ok = false;
+            break;
+          }
+          bool depends = false;
+          std::function<void(const Expr &, int)> reads_program = [&](const Expr &e, int depth) {
+            visit_expr(e, [&](const Expr &x) {
+              if (auto *n = dyn_cast<Name>(&x)) {
+                if (n->id == program) depends = true;
+                else if (auto b = branch_defs.find(n->id); b != branch_defs.end() && depth < 8)
+                  reads_program(*b->second, depth + 1);
+              }
+            });
+          };
+          reads_program(*d->second, 0);
+          if (!depends) {
+            branches[side].push_back(assign(from, int_lit(0)));
+            continue;
+          }
+          ExprPtr first = first_program_running(*d->second, program, loop_var->id, branch_defs, constexpr_params,
+                                                assertions);
+          if (!first) ok = false;
+          else branches[side].push_back(assign(from, call("max", list(int_lit(0), std::move(first)))));
+        }
+        if (ok)
+          first_stmt = std::make_unique<If>(clone(*chooser->cond), std::move(branches[0]), std::move(branches[1]),
+                                            chooser->span);
+      }
+      if (first_stmt) {
         auto *r = cast<Call>(inner->iter.get());
-        const std::string from = names.fresh(program + "_from");
         for (StmtPtr &st : assertions) owner->body.push_back(std::move(st));
-        owner->body.push_back(assign(from, call("max", list(int_lit(0), std::move(first)))));
+        owner->body.push_back(std::move(first_stmt));
         r->args[0] = name(from);
         for (StmtPtr &st : rest) before.push_back(std::move(st));
         inner->leading_comment = "From the first program whose loop runs this iteration (its end depends on the program)";

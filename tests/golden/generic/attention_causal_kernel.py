@@ -52,7 +52,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
+    bacc_4_to_Out_type_element_ty_raw = tl.load(do_ptrs, mask=t, other=0.0)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -66,7 +66,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
 
     # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -bacc_4_to_Out_type_element_ty.to(tl.float32)
+    bout_correction = -bacc_4_to_Out_type_element_ty_raw.to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
 
@@ -95,7 +95,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw.to(V.dtype.element_ty), tl.trans(v))
+        bp = bp_to_tl_float16.to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -137,7 +138,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
 
         # Grad of: acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        bp = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw.to(V.dtype.element_ty), tl.trans(v))
+        bp = bp_to_tl_float16.to(p.dtype)
 
         # Grad of: l_i = l_i * alpha + tl.sum(p, 1)
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
@@ -251,172 +253,151 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
     dV_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    tl.static_assert(BLOCK_M > 0)
+    if IS_CAUSAL:
+        start_m_from = max(0, start_n // BLOCK_M)
+    else:
+        start_m_from = 0
     tl.static_assert(BLOCK_N > 0)
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
-    start_m_count = max(num_programs_0, 0)
-    start_m_first_unmasked = min(start_m_count, (max(start_n + BLOCK_N - 1, 0) + BLOCK_M - 1) // BLOCK_M)
-    start_m_last_unmasked = max(start_m_first_unmasked, min(start_m_count, max(N_CTX, 0) // BLOCK_M))
+    start_m_count = max(num_programs_0 - start_m_from, 0)
+    start_m_first_unmasked = min(start_m_count, (max(start_n + BLOCK_N - 1 - start_m_from * BLOCK_M, 0) + BLOCK_M - 1) // BLOCK_M)
+    start_m_last_unmasked = max(start_m_first_unmasked, min(start_m_count, max(N_CTX - start_m_from * BLOCK_M, 0) // BLOCK_M))
 
     # Masked: the iterations before the run
-    for start_m in tl.range(0, start_m_first_unmasked, num_stages=1):
+    for start_m in tl.range(start_m_from, start_m_from + start_m_first_unmasked, num_stages=1):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        t = offs_m[:, None] < N_CTX
+        q = tl.load(q_ptrs, mask=t, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_7 = offs_m < N_CTX
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
+        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, tl.trans(k))
+        qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            hi = (start_m + 1) * BLOCK_M
-            hi_3 = hi
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            hi_3 = N_CTX
+            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
+        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+        bp = bp_to_tl_float16.to(p.dtype)
 
-        # Only where that program's loop runs this iteration (its end depends on the program)
-        if start_n < hi_3:
-            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
-            t = offs_m[:, None] < N_CTX
-            q = tl.load(q_ptrs, mask=t, other=0.0)
-            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-            t_7 = offs_m < N_CTX
-            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
-            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
-            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
-
-            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, tl.trans(k))
-            qk_2 = qk * qk_scale
-            if IS_CAUSAL:
-                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
-                qk_5 = tl.where(visible, qk_2, float("-inf"))
-            else:
-                qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-            p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
-            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
-            bp = bp_to_tl_float16.to(p.dtype)
-
-            # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + bv
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
-            bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
-            bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
-            if IS_CAUSAL:
-                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
-
-                # Grad of: qk = tl.where(visible, qk, float("-inf"))
-                bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
-            else:
-
-                # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-                bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
-            bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
-
-            # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dK_tile = dK_tile + bk
-
-    # Unmasked: every lane within the bounds
-    for start_m in range(start_m_first_unmasked, start_m_last_unmasked):
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + bv
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
+        bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            hi = (start_m + 1) * BLOCK_M
-            hi_3 = hi
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+
+            # Grad of: qk = tl.where(visible, qk, float("-inf"))
+            bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
-            hi_3 = N_CTX
 
-        # Only where that program's loop runs this iteration (its end depends on the program)
-        if start_n < hi_3:
-            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
-            q = tl.load(q_ptrs)
-            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
-            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs).to(tl.float32)
-            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
-            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
+            # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
-            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, tl.trans(k))
-            qk_2 = qk * qk_scale
-            if IS_CAUSAL:
-                visible = offs_n[None, :] < N_CTX
-                qk_5 = tl.where(visible, qk_2, float("-inf"))
-            else:
-                qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-            p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
-            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
-            bp = bp_to_tl_float16.to(p.dtype)
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
-            # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + bv
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
-            bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
-            bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
-            if IS_CAUSAL:
-                visible = offs_n[None, :] < N_CTX
+    # From the first program whose loop runs this iteration (its end depends on the program)
+    # (unmasked: every lane within the bounds)
+    for start_m in range(start_m_from + start_m_first_unmasked, start_m_from + start_m_last_unmasked):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        q = tl.load(q_ptrs)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs)
+        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
 
-                # Grad of: qk = tl.where(visible, qk, float("-inf"))
-                bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
-            else:
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, tl.trans(k))
+        qk_2 = qk * qk_scale
+        if IS_CAUSAL:
+            visible = offs_n[None, :] < N_CTX
+            qk_5 = tl.where(visible, qk_2, float("-inf"))
+        else:
+            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
+        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+        bp = bp_to_tl_float16.to(p.dtype)
 
-                # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-                bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
-            bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + bv
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
+        bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
+        if IS_CAUSAL:
+            visible = offs_n[None, :] < N_CTX
 
-            # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dK_tile = dK_tile + bk
+            # Grad of: qk = tl.where(visible, qk, float("-inf"))
+            bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
+        else:
+
+            # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
     # Masked: the iterations after the run
-    for start_m in tl.range(start_m_last_unmasked, num_programs_0, num_stages=1):
+    for start_m in tl.range(start_m_from + start_m_last_unmasked, num_programs_0, num_stages=1):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
+        t = offs_m[:, None] < N_CTX
+        q = tl.load(q_ptrs, mask=t, other=0.0)
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        t_7 = offs_m < N_CTX
+        do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
+        bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
+        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
+        row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
+
+        # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        qk = tl.dot(q, tl.trans(k))
+        qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            hi = (start_m + 1) * BLOCK_M
-            hi_3 = hi
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            hi_3 = N_CTX
+            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[:, None])
+        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
+        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+        bp = bp_to_tl_float16.to(p.dtype)
 
-        # Only where that program's loop runs this iteration (its end depends on the program)
-        if start_n < hi_3:
-            offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
-            t = offs_m[:, None] < N_CTX
-            q = tl.load(q_ptrs, mask=t, other=0.0)
-            M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-            t_7 = offs_m < N_CTX
-            do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
-            bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32)
-            row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-            bacc_4 = bacc_4_to_Out_type_element_ty.to(tl.float32)
+        # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dV_tile = dV_tile + bv
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
+        bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
+        if IS_CAUSAL:
+            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
 
-            # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-            bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-            qk = tl.dot(q, tl.trans(k))
-            qk_2 = qk * qk_scale
-            if IS_CAUSAL:
-                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
-                qk_5 = tl.where(visible, qk_2, float("-inf"))
-            else:
-                qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-            p = tl.math.exp2(qk_5 - row_stat[:, None])
-            bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty.to(V.dtype.element_ty), tl.trans(v))
-            bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty.to(tl.float16))
-            bp = bp_to_tl_float16.to(p.dtype)
+            # Grad of: qk = tl.where(visible, qk, float("-inf"))
+            bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
+        else:
 
-            # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dV_tile = dV_tile + bv
-            bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
-            bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
-            bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
-            if IS_CAUSAL:
-                visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
+            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
-                # Grad of: qk = tl.where(visible, qk, float("-inf"))
-                bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
-            else:
-
-                # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-                bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
-            bk = tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
-
-            # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            dK_tile = dK_tile + bk
+        # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")

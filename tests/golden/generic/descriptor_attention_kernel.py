@@ -47,7 +47,7 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0).to(tl.float32)
+    bacc_4_to_dtype_raw = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
 
     # Stored by the forward: read back, not computed again.
@@ -58,7 +58,8 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
 
     # Grad of: tl.store(desc_o_desc_base + desc_o_desc_index0[:, None] * desc_o_desc_stride0 + desc_o_desc_index1[None, :] * desc_o_desc_stride1, acc.to(dtype), mask=(desc_o_desc_index0[:, None] >= 0) & (desc_o_desc_index0[:, None] < desc_o_desc_shape0) & (desc_o_desc_index1[None, :] >= 0) & (desc_o_desc_index1[None, :] < desc_o_desc_shape1))
     # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one_col = tl.sum(-bacc_4_to_dtype.to(tl.float32) * stored_out, 1, keep_dims=True)
+    bout_correction = -bacc_4_to_dtype_raw.to(tl.float32)
+    bl_i_3_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     bl_i_3_minus_one = tl.reshape(bl_i_3_minus_one_col, row_stat.shape)
 
     # Grad of: m_i += tl.math.log2(l_i)
@@ -102,8 +103,8 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         offset_v_2 = offset_v_2 + BLOCK_N
 
         # Grad of: acc_2 = tl.dot(p.to(dtype), v, acc_2)
-        bv = tl.dot(tl.trans(p_to_dtype), bacc_4_to_dtype.to(p_to_dtype.dtype))
-        bp = tl.dot(bacc_4_to_dtype.to(desc_v.dtype.element_ty), tl.trans(v)).to(p.dtype)
+        bv = tl.dot(tl.trans(p_to_dtype), bacc_4_to_dtype_raw.to(p_to_dtype.dtype))
+        bp = tl.dot(bacc_4_to_dtype_raw.to(desc_v.dtype.element_ty), tl.trans(v)).to(p.dtype)
 
         # Grad of: v = tl.load(desc_v_desc_base + desc_v_desc_index0[:, None] * desc_v_desc_stride0 + desc_v_desc_index1[None, :] * desc_v_desc_stride1, mask=(desc_v_desc_index0[:, None] >= 0) & (desc_v_desc_index0[:, None] < desc_v_desc_shape0) & (desc_v_desc_index1[None, :] >= 0) & (desc_v_desc_index1[None, :] < desc_v_desc_shape1), other=0.0)
         # atomic: the offset is not affine in the program ids and tl.arange lanes

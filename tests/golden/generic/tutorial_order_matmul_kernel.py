@@ -35,12 +35,12 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = offs_cm_col < M
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = bc.to(tl.float32)
+        bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
+        bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        da_ptr_tile = da_ptr_tile + tl.dot(bc.to(b_ptr.dtype.element_ty), tl.trans(b))
+        da_ptr_tile = da_ptr_tile + tl.dot(bc_raw.to(b_ptr.dtype.element_ty), tl.trans(b))
 
     # Masked: the iterations after the run
     for pid_n in tl.range(pid_n_last_unmasked, num_pid_n, num_stages=1):
@@ -49,12 +49,12 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = bc.to(tl.float32)
+        bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
+        bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        da_ptr_tile = da_ptr_tile + tl.dot(bc.to(b_ptr.dtype.element_ty), tl.trans(b))
+        da_ptr_tile = da_ptr_tile + tl.dot(bc_raw.to(b_ptr.dtype.element_ty), tl.trans(b))
 
     # One addition per element and owner: programs along axis 1 no longer add to it one by one
     tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
@@ -89,12 +89,12 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = offs_cn_row < N
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = bc.to(tl.float32)
+        bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
+        bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc.to(a_ptr.dtype.element_ty))
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc_raw_2.to(a_ptr.dtype.element_ty))
 
     # Masked: the iterations after the run
     for pid_m in tl.range(pid_m_last_unmasked, num_pid_m, num_stages=1):
@@ -103,12 +103,12 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
-        bc = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = bc.to(tl.float32)
+        bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
+        bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc.to(a_ptr.dtype.element_ty))
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc_raw_2.to(a_ptr.dtype.element_ty))
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")

@@ -129,7 +129,6 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
             by_to_Y_2_dtype_element_ty_raw = tl.load(dY_2 + cols_3, mask=mask, other=0.0)
-            by_to_Y_2_dtype_element_ty = by_to_Y_2_dtype_element_ty_raw.to(tl.float32)
             by = by_to_Y_2_dtype_element_ty_raw.to(y.dtype)
 
             # Grad of: y = (x - mean) * rstd * w + b
@@ -143,7 +142,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_B_plus_cols_3 = by_to_Y_2_dtype_element_ty.to(B.dtype.element_ty)
+            btl_load_B_plus_cols_3 = by_to_Y_2_dtype_element_ty_raw.to(B.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
