@@ -9,6 +9,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/AstHelpers.h"
+#include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad::reverse {
@@ -192,6 +193,18 @@ struct Orientation {
       if (!axis || axis->value > 1) return nullptr;
       return call("tl.expand_dims", list(clone(*c->args[0]), int_lit(axis->value == 1 ? 0 : 1)));
     }
+    // tl.zeros(x.shape, dtype=...) and tl.full(x.shape, v, dtype=...) of a flipped x: the same call, whose
+    // shape is now the flipped one (a value the same in every lane is its own transpose).
+    if ((f == "tl.zeros" || f == "tl.full") && !c->args.empty()) {
+      auto *shape = dyn_cast<Attribute>(c->args[0].get());
+      auto *of = shape ? as_name(shape->value.get()) : nullptr;
+      if (!of || shape->attr != "shape" || !flipped.count(of->id)) return nullptr;
+      for (size_t k = 1; k < c->args.size(); ++k)
+        if (rank(*c->args[k]) != 0) return nullptr;
+      for (const Keyword &k : c->keywords)
+        if (rank(*k.value) != 0 && k.name != "dtype") return nullptr;
+      return clone(e);
+    }
     if (f == "tl.broadcast_to" && c->args.size() == 2 && c->keywords.empty()) {
       auto *shape = dyn_cast<Attribute>(c->args[1].get());
       auto *of = shape ? as_name(shape->value.get()) : nullptr;
@@ -325,6 +338,22 @@ void fold_transposed_products(StmtList &block, const Function &kernel) {
   }
 }
 
+// Every value a plain single-name assignment (at any depth) gives each name, in order.
+void visit_assignments(const StmtList &block, std::map<std::string, std::vector<const Expr *>> &out) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
+      if (auto *n = as_name(a->targets[0].get())) out[n->id].push_back(a->value.get());
+    if (auto *i = dyn_cast<If>(s.get())) {
+      visit_assignments(i->body, out);
+      visit_assignments(i->orelse, out);
+    } else if (auto *f = dyn_cast<For>(s.get())) {
+      visit_assignments(f->body, out);
+    } else if (auto *w = dyn_cast<While>(s.get())) {
+      visit_assignments(w->body, out);
+    }
+  }
+}
+
 // Each name's value where an assignment (at any depth) gives it one: the last such, for its type.
 void collect_definitions(const StmtList &block, std::map<std::string, const Expr *> &defs) {
   for (const StmtPtr &s : block) {
@@ -352,6 +381,18 @@ std::string orient_loop_tiles(Function &kernel, For &loop, const sema::TypeInfo 
   std::map<std::string, int> loop_assigned;
   count_assignments(loop.body, loop_assigned);
   for (const auto &kv : loop_assigned) o.in_loop.insert(kv.first);
+  // A name assigned the same expression everywhere (a mask written again in each branch of a tl.constexpr if,
+  // or in the replay and again in the adjoint) means one value wherever its inputs do: counted as assigned once.
+  std::map<std::string, std::vector<const Expr *>> all_defs;
+  visit_assignments(kernel.body, all_defs);
+  for (auto &[n, count] : assigned) {
+    auto d = all_defs.find(n);
+    if (count > 1 && d != all_defs.end() && static_cast<int>(d->second.size()) == count &&
+        std::all_of(d->second.begin(), d->second.end(), [&](const Expr *v) { return ast::equal(*v, *d->second[0]); })) {
+      if (loop_assigned[n] == count) loop_assigned[n] = 1;  // (every definition in the loop: the loop's own)
+      count = 1;
+    }
+  }
   for (const auto &[n, count] : assigned)
     if (count > 1) o.assigned_more_than_once.insert(n);
   for (const auto &[n, v] : defs) {
@@ -462,8 +503,13 @@ std::string orient_loop_tiles(Function &kernel, For &loop, const sema::TypeInfo 
     else if (past) deep_reads(*s, after);
   }
   for (const std::string &n : o.flipped)
-    if (after.count(n)) return "";
-  if (register_transposes(body, defs, o.in_loop) >= before) return "";
+    if (after.count(n)) {
+      if (debug) std::cerr << "orient: '" << n << "' is read after the loop\n";
+      return "";
+    }
+  const int now = register_transposes(body, defs, o.in_loop);
+  if (debug) std::cerr << "orient: register transposes " << before << " -> " << now << "\n";
+  if (now >= before) return "";
   loop.body = std::move(body);
   return "[" + (*shape)[0].str() + ", " + (*shape)[1].str() + "] tiles as [" + flipped_shape[0].str() + ", " +
          flipped_shape[1].str() + "]";

@@ -280,35 +280,35 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-        qk = tl.dot(q, tl.trans(k))
+        qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat[:, None])
-        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[None, :])
+        bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
+        bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
         bp = bp_to_tl_float16.to(p.dtype)
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + bv
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
+        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
 
     # From the first program whose loop runs this iteration (its end depends on the program)
     # (unmasked: every lane within the bounds)
@@ -324,35 +324,35 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-        qk = tl.dot(q, tl.trans(k))
+        qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            visible = offs_n[None, :] < N_CTX
+            visible = offs_n[:, None] < N_CTX
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat[:, None])
-        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[None, :])
+        bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
+        bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
         bp = bp_to_tl_float16.to(p.dtype)
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + bv
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            visible = offs_n[None, :] < N_CTX
+            visible = offs_n[:, None] < N_CTX
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
+        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
 
     # Masked: the iterations after the run
     for start_m in tl.range(start_m_from + start_m_last_unmasked, num_programs_0, num_stages=1):
@@ -369,35 +369,35 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
-        qk = tl.dot(q, tl.trans(k))
+        qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
-            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[None, :] < N_CTX, qk_2, float("-inf"))
-        p = tl.math.exp2(qk_5 - row_stat[:, None])
-        bp_to_tl_float16 = tl.dot(bacc_4_to_Out_type_element_ty_raw_2.to(V.dtype.element_ty), tl.trans(v))
-        bv = tl.dot(tl.trans(p.to(tl.float16)), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
+            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+        p = tl.math.exp2(qk_5 - row_stat[None, :])
+        bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
+        bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
         bp = bp_to_tl_float16.to(p.dtype)
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + bv
-        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 1), p.shape)
+        bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
         bqk_5_minus_m_ij_col = bp * p * 0.6931471805599453
         bqk_2 = tl.zeros(qk_2.shape, dtype=tl.float32)
         if IS_CAUSAL:
-            visible = (offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N_CTX)
+            visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
 
             # Grad of: qk = tl.where(visible, qk, float("-inf"))
             bqk_2 += tl.where(visible, bqk_5_minus_m_ij_col, 0.0)
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[None, :] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.trans(tl.dot(tl.trans(q), (bqk_2 * qk_scale).to(Q.dtype.element_ty)))
+        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
