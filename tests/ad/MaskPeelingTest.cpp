@@ -93,5 +93,49 @@ TEST(MaskPeeling, LeavesABoundThatMayNotBeAnInteger) {
   EXPECT_EQ(peel(*p, kernel_types()), 1);  // given as an integer, it splits
 }
 
+TEST(MaskPeeling, BoundsTheRunByAMaskUnderAConstexprIfOnlyWhereItIsCompiled) {
+  // A kernel generic over CAUSAL: the diagonal's mask is compiled only with CAUSAL, so it ends the unmasked run only
+  // then; without it the run goes to the ragged end.
+  const std::string kCausalPrologue =
+      "def k(Q, K, DQ, N, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):\n"
+      "    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)\n"
+      "    offs_d = tl.arange(0, D)\n"
+      "    q = tl.load(Q + offs_m[:, None] * D + offs_d[None, :])\n"
+      "    dq = tl.zeros((BM, D), dtype=tl.float32)\n";
+  auto body = [](const char *causal, const char *ragged) {
+    return std::string("        offs_n = start_n + tl.arange(0, BN)\n"
+                       "        k = tl.load(K + offs_n[:, None] * D + offs_d[None, :])\n"
+                       "        s = tl.dot(q, tl.trans(k))\n"
+                       "        if CAUSAL:\n"
+                       "            s = tl.where(") + causal + ", s, 0.0)\n" +
+           "        else:\n"
+           "            s = tl.where(" + ragged + ", s, 0.0)\n" +
+           "        dq += tl.dot(s.to(tl.float16), k)\n";
+  };
+  auto p = parse_text(std::string(kHead) + kCausalPrologue + "    for start_n in range(0, N, BN):\n" +
+                      body("(offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N)", "offs_n[None, :] < N") +
+                      "    tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq)\n");
+  ASSERT_TRUE(p->ok()) << p->all_messages();
+  sema::ParamTypes types = kernel_types();
+  EXPECT_EQ(peel(*p, types), 1);
+  auto want = parse_text(
+      std::string(kHead) + kCausalPrologue +
+      "    start_n_count = (max(N, 0) + BN - 1) // BN\n"
+      "    start_n_last_unmasked = min(start_n_count, max(N, 0) // BN)\n"
+      "    if CAUSAL:\n"
+      "        start_n_last_unmasked = min(start_n_last_unmasked, max(tl.program_id(0) * BM + 1, 0) // BN)\n"
+      "    for start_n in range(0, start_n_last_unmasked * BN, BN):\n"
+      "        offs_n = start_n + tl.arange(0, BN)\n"
+      "        k = tl.load(K + offs_n[:, None] * D + offs_d[None, :])\n"
+      "        s = tl.dot(q, tl.trans(k))\n"
+      "        dq += tl.dot(s.to(tl.float16), k)\n" +
+      "    for start_n in tl.range(start_n_last_unmasked * BN, N, BN, num_stages=1):\n" +
+      body("(offs_m[:, None] >= offs_n[None, :]) & (offs_n[None, :] < N)", "offs_n[None, :] < N") +
+      "    tl.store(DQ + offs_m[:, None] * D + offs_d[None, :], dq)\n");
+  ASSERT_TRUE(want->ok()) << want->all_messages();
+  EXPECT_TRUE(ast::equal(p->module->functions[0]->body, want->module->functions[0]->body))
+      << emit::print_function(*p->module->functions[0]) << "\nwant:\n" << emit::print_function(*want->module->functions[0]);
+}
+
 }  // namespace
 }  // namespace tgrad::testing

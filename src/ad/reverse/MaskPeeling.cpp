@@ -329,32 +329,118 @@ class Peeler {
     // The qualifying comparisons, and their bounds on the first lane.
     std::set<const Expr *> always_true;
     std::vector<ExprPtr> uppers, lowers;
+    // Bounds of comparisons under a tl.constexpr if (a module generic over IS_CAUSAL): they bound the run only
+    // where that branch is compiled, so a flag value without the causal mask keeps its whole unmasked run.
+    struct Guarded {
+      ExprPtr condition;
+      bool upper;
+      ExprPtr bound;
+    };
+    std::vector<Guarded> guarded;
     const std::set<std::string> available = available_before(at);
-    visit_exprs(f.body, [&](const Expr &e) {
+    std::set<std::string> constexprs;
+    for (const Param &p : kernel_.params)
+      if (p.annotation && emit::print_expr(*p.annotation).find("constexpr") != std::string::npos) constexprs.insert(p.name);
+    auto on_constexprs = [&](const Expr &cond) {
+      std::set<std::string> r;
+      reads(cond, r);
+      return !r.empty() && std::all_of(r.begin(), r.end(), [&](const std::string &n) { return constexprs.count(n) > 0; });
+    };
+    // Each expression of the body with the tl.constexpr conditions it is under (null: none).
+    std::vector<std::pair<const Expr *, ExprPtr>> exprs;
+    std::function<void(const StmtList &, const ExprPtr &)> walk = [&](const StmtList &block, const ExprPtr &guard) {
+      for (const StmtPtr &st : block) {
+        if (auto *i = dyn_cast<If>(st.get()); i && on_constexprs(*i->cond)) {
+          for (int side = 0; side < 2; ++side) {
+            ExprPtr c = side == 0 ? clone(*i->cond) : std::make_unique<UnaryOp>(UnaryOpKind::Not, clone(*i->cond));
+            if (guard) {
+              ExprList both;
+              both.push_back(clone(*guard));
+              both.push_back(std::move(c));
+              c = std::make_unique<BoolOp>(BoolOpKind::And, std::move(both));
+            }
+            walk(side == 0 ? i->body : i->orelse, c);
+          }
+          continue;
+        }
+        auto record = [&](const Expr &e) { exprs.emplace_back(&e, guard ? clone(*guard) : nullptr); };
+        if (auto *a = dyn_cast<Assign>(st.get())) visit_expr(*a->value, record);
+        else if (auto *g = dyn_cast<AugAssign>(st.get())) visit_expr(*g->value, record);
+        else if (auto *x = dyn_cast<ExprStmt>(st.get())) visit_expr(*x->value, record);
+        else if (auto *i = dyn_cast<If>(st.get())) visit_expr(*i->cond, record);
+        else if (auto *l = dyn_cast<For>(st.get())) visit_expr(*l->iter, record);
+        else if (auto *w = dyn_cast<While>(st.get())) visit_expr(*w->cond, record);
+        else if (auto *r = dyn_cast<Return>(st.get()); r && r->value) visit_expr(*r->value, record);
+        if (auto *i = dyn_cast<If>(st.get())) {
+          walk(i->body, guard);
+          walk(i->orelse, guard);
+        } else if (auto *l = dyn_cast<For>(st.get())) {
+          walk(l->body, guard);
+        } else if (auto *w = dyn_cast<While>(st.get())) {
+          walk(w->body, guard);
+        }
+      }
+    };
+    walk(f.body, nullptr);
+    for (auto &entry : exprs) {
+      const Expr &e = *entry.first;
+      ExprPtr &guard = entry.second;
       auto *c = dyn_cast<Compare>(&e);
-      if (!c) return;
+      if (!c) continue;
       std::optional<Constraint> k = constraint(*c, var->id, step, in_loop);
       if (debug) std::cerr << "peel: " << emit::print_expr(*c) << (k ? " qualifies" : " does not qualify") << "\n";
-      if (!k) return;
+      if (!k) continue;
       std::set<std::string> r;
       reads(*k->bound, r);
+      bool computed = true;
       for (const std::string &n : r)
-        if (!available.count(n) && (in_loop.count(n) || assigned_anywhere_.count(n))) return;  // not yet computed
+        if (!available.count(n) && (in_loop.count(n) || assigned_anywhere_.count(n))) computed = false;
+      if (!computed) continue;  // not yet computed before the loop
       // The same split for every representative type: the bound is an integer in all of them.
       std::set<std::string> from;
       parameters_read(*k->bound, from);
+      bool integer = true;
       for (const std::string &n : from)
         if (!integers_.count(n)) {
           if (debug) std::cerr << "peel: '" << n << "' may not be an integer\n";
-          return;
+          integer = false;
         }
+      if (!integer) continue;
       always_true.insert(&e);
-      std::vector<ExprPtr> &bounds = k->upper ? uppers : lowers;
       simplify(k->bound);
+      if (guard) {
+        auto same = [&](const Guarded &g) {
+          return g.upper == k->upper && equal(*g.bound, *k->bound) && equal(*g.condition, *guard);
+        };
+        if (std::none_of(guarded.begin(), guarded.end(), same))
+          guarded.push_back({std::move(guard), k->upper, std::move(k->bound)});
+        continue;
+      }
+      std::vector<ExprPtr> &bounds = k->upper ? uppers : lowers;
       if (std::none_of(bounds.begin(), bounds.end(), [&](const ExprPtr &b) { return equal(*b, *k->bound); }))
         bounds.push_back(std::move(k->bound));
-    });
+    }
     if (always_true.empty()) return std::nullopt;
+    // A bound under an if's condition and again under its negation (both branches mask alike) holds unguarded.
+    for (size_t a = 0; a < guarded.size(); ++a)
+      for (size_t b = 0; b < guarded.size(); ++b) {
+        if (a == b || !guarded[a].bound || !guarded[b].bound || guarded[a].upper != guarded[b].upper ||
+            !equal(*guarded[a].bound, *guarded[b].bound))
+          continue;
+        auto *negation = dyn_cast<UnaryOp>(guarded[b].condition.get());
+        if (!negation || negation->op != UnaryOpKind::Not || !equal(*negation->operand, *guarded[a].condition)) continue;
+        std::vector<ExprPtr> &bounds = guarded[a].upper ? uppers : lowers;
+        if (std::none_of(bounds.begin(), bounds.end(), [&](const ExprPtr &x) { return equal(*x, *guarded[a].bound); }))
+          bounds.push_back(clone(*guarded[a].bound));
+      }
+    // A guarded bound that also holds unguarded adds nothing.
+    guarded.erase(std::remove_if(guarded.begin(), guarded.end(),
+                                 [&](const Guarded &g) {
+                                   const std::vector<ExprPtr> &bounds = g.upper ? uppers : lowers;
+                                   return std::any_of(bounds.begin(), bounds.end(),
+                                                      [&](const ExprPtr &b) { return equal(*b, *g.bound); });
+                                 }),
+                  guarded.end());
     for (const ExprPtr &e : {std::cref(range->args[0]), std::cref(range->args[1])}) {
       std::set<std::string> r;
       reads(*e.get(), r);
@@ -382,6 +468,20 @@ class Peeler {
     out.back()->leading_comment =
         "The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)";
     std::string first, last;
+    const bool guarded_lowers = std::any_of(guarded.begin(), guarded.end(), [](const Guarded &g) { return !g.upper; });
+    auto first_of = [&](ExprPtr l) {  // (max(L - b0, 0) + W - 1) // W: the first iteration whose lanes are >= L
+      return binary(BinaryOpKind::FloorDiv,
+                    binary(BinaryOpKind::Sub,
+                           binary(BinaryOpKind::Add,
+                                  builtin2("max", binary(BinaryOpKind::Sub, std::move(l), clone(*b0)), int_lit(0)),
+                                  clone(width)),
+                           int_lit(1)),
+                    clone(width));
+    };
+    if (lowers.empty() && guarded_lowers) {
+      first = names_.fresh(var->id + "_first_unmasked");
+      out.push_back(assign(first, int_lit(0)));
+    }
     if (!lowers.empty()) {
       // first = min(n, (max(L - b0, 0) + W - 1) // W) for each lower bound L: the largest.
       ExprPtr f_expr;
@@ -398,6 +498,14 @@ class Peeler {
       first = names_.fresh(var->id + "_first_unmasked");
       out.push_back(assign(first, builtin2("min", name(n), std::move(f_expr))));
     }
+    for (Guarded &g : guarded)
+      if (!g.upper) {
+        StmtList then;
+        ExprPtr bounded = builtin2("min", name(n), builtin2("max", name(first), first_of(std::move(g.bound))));
+        simplify(bounded);
+        then.push_back(assign(first, std::move(bounded)));
+        out.push_back(std::make_unique<If>(std::move(g.condition), std::move(then), StmtList{}));
+      }
     {
       // last = max(first, min(n, max(U - b0, 0) // W)) for each upper bound U (b + W <= U): the smallest.
       ExprPtr l_expr = name(n);
@@ -410,6 +518,18 @@ class Peeler {
       if (!first.empty()) l_expr = builtin2("max", name(first), std::move(l_expr));
       last = names_.fresh(var->id + "_last_unmasked");
       out.push_back(assign(last, std::move(l_expr)));
+      for (Guarded &g : guarded)
+        if (g.upper) {
+          ExprPtr k = binary(BinaryOpKind::FloorDiv,
+                             builtin2("max", binary(BinaryOpKind::Sub, std::move(g.bound), clone(*b0)), int_lit(0)),
+                             clone(width));
+          ExprPtr bounded = builtin2("min", name(last), std::move(k));
+          if (!first.empty()) bounded = builtin2("max", name(first), std::move(bounded));
+          simplify(bounded);
+          StmtList then;
+          then.push_back(assign(last, std::move(bounded)));
+          out.push_back(std::make_unique<If>(std::move(g.condition), std::move(then), StmtList{}));
+        }
     }
     auto at_iteration = [&](const std::string &k) {
       ExprPtr at = binary(BinaryOpKind::Add, clone(lo), binary(BinaryOpKind::Mul, name(k), step_expr()));
@@ -632,6 +752,8 @@ int peel_masked_iterations(Function &kernel, NameAllocator &names, const Module 
         if (auto *i = dyn_cast<If>(block[k].get())) {
           drop_self(i->body);
           drop_self(i->orelse);
+          // An if left with nothing to do in either branch (a tl.constexpr if that only masked) goes too.
+          if (i->body.empty() && i->orelse.empty()) erase_keeping_comment(block, k);
         }
       }
     };

@@ -75,7 +75,9 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
     start_n_count = (max(hi_3, 0) + BLOCK_N - 1) // BLOCK_N
-    start_n_last_unmasked = min(min(start_n_count, max(N_CTX, 0) // BLOCK_N), max(start_m * BLOCK_M + 1, 0) // BLOCK_N)
+    start_n_last_unmasked = min(start_n_count, max(N_CTX, 0) // BLOCK_N)
+    if IS_CAUSAL:
+        start_n_last_unmasked = min(start_n_last_unmasked, max(start_m * BLOCK_M + 1, 0) // BLOCK_N)
 
     # Unmasked: every lane within the bounds
     for start_n in range(0, start_n_last_unmasked * BLOCK_N, BLOCK_N):
@@ -262,7 +264,9 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
 
     # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
     start_m_count = max(num_programs_0 - start_m_from, 0)
-    start_m_first_unmasked = min(start_m_count, (max(start_n + BLOCK_N - 1 - start_m_from * BLOCK_M, 0) + BLOCK_M - 1) // BLOCK_M)
+    start_m_first_unmasked = 0
+    if IS_CAUSAL:
+        start_m_first_unmasked = min(start_m_count, max(start_m_first_unmasked, (max(start_n + BLOCK_N - 1 - start_m_from * BLOCK_M, 0) + BLOCK_M - 1) // BLOCK_M))
     start_m_last_unmasked = max(start_m_first_unmasked, min(start_m_count, max(N_CTX - start_m_from * BLOCK_M, 0) // BLOCK_M))
 
     # Masked: the iterations before the run
