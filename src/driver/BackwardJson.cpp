@@ -20,6 +20,30 @@ using namespace ast;
 
 namespace {
 
+// Whether the gradient buffer `gradient` is written by one owner-computes kernel and by no other kernel of the
+// backward: each owner program adds its tile once, so each element receives one addition (two programs meet only
+// where the forward's own tiles alias, wrapped rows of a `% M` adding exact zeros), which a buffer in the input's
+// dtype takes as exactly as a float32 one.
+bool added_once_by_its_owner(const tgrad::ad::Backward &bwd, const std::string &gradient) {
+  const tgrad::ad::Backward::OwnerKernel *owner = nullptr;
+  for (const auto &o : bwd.owner_kernels)
+    if (std::find(o.gradients.begin(), o.gradients.end(), gradient) != o.gradients.end()) {
+      if (owner) return false;  // two owners (the two stages of a causal forward) add to it
+      owner = &o;
+    }
+  if (!owner || !bwd.module) return false;
+  for (const auto &f : bwd.module->functions) {
+    if (f->name == owner->name) continue;
+    bool mentioned = false;
+    tgrad::ad::visit_exprs(f->body, [&](const tgrad::ast::Expr &e) {
+      if (auto *n = tgrad::ast::dyn_cast<tgrad::ast::Name>(&e); n && n->id == gradient) mentioned = true;
+    });
+    if (mentioned) return false;
+  }
+  return true;
+}
+
+
 // ------------------------------------------------ launch expressions
 //
 // The grammar (include/tgrad/launch_protocol.schema.json, "expr"):
@@ -355,6 +379,11 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     } else if (zeros) {
       e["contents"] = "zeros";
       e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";
+      if (added_once_by_its_owner(bwd, bwd.gradient_buffers[k].second)) {
+        e["additions"] = "one per element";
+        e["why"] = "its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per "
+                   "element, the owner's); elements the forward does not load stay zero";
+      }
     } else {
       e["contents"] = "any";
       e["why"] = "the backward writes every element the forward loads (under the load's mask)";

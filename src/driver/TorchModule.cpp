@@ -665,12 +665,16 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       // Where the backward adds to the buffer (atomics, additions in place, several stores' sums), it adds in
       // float32, cast to the input's dtype at the end: added into a bf16 buffer, every addition rounds to
       // bf16 (Liger's group norm, 72000 additions per channel: dW off by 30 %).
-      const bool zeros = p["contents"] == "zeros";
+      // Where one owner-computes kernel adds each element once, the input's dtype holds that addition as float32
+      // would, without a float32 buffer to zero and a cast at the end.
+      const bool once = p.value("additions", "") == "one per element";
+      const bool zeros = p["contents"] == "zeros" && !once;
       if (zeros) accumulated.insert(p["of"].get<std::string>());
       py << "    " << p["name"].get<std::string>() << " = " << (zeros ? "_tgrad_float32_zeros_like(" : "_tgrad_zeros_like(")
          << p["of"].get<std::string>() << ")  # "
-         << (zeros ? p["why"].get<std::string>() + "; in float32, cast to the input's dtype at the end"
-                   : std::string("elements the forward does not load (a grid that does not cover the tensor) have gradient zero"))
+         << (zeros  ? p["why"].get<std::string>() + "; in float32, cast to the input's dtype at the end"
+             : once ? p["why"].get<std::string>()
+                    : std::string("elements the forward does not load (a grid that does not cover the tensor) have gradient zero"))
          << "\n";
     }
   for (const json &p : protocol["parameters"])

@@ -877,8 +877,8 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     tgrad_grid, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL), num_warps, num_stages, 3)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
     dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dK = _tgrad_zeros_like(K)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
+    dV = _tgrad_zeros_like(V)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     # the value of 'bl_i_2_minus_one' in each program of the forward, which attn_fwd_kernel_bwd_prologue computes once per program for the owner-computes kernels to read
     bl_i_2_minus_one_saved = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
@@ -888,7 +888,7 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_kernel_options[1])
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program; it holds the loop's [BLOCK_M, BLOCK_N] tiles as [BLOCK_N, BLOCK_M], its own tile's axis first, so that no computed tile is transposed in registers (each rewrite an identity of the transpose)
     attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
-    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(_tgrad_cast_like(dK, K)), _tgrad_out(_tgrad_cast_like(dV, V))
+    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(dK), _tgrad_out(dV)
 
 
 attn_fwd_kernel_backward = torch.library.custom_op("tgrad_torch_attention_causal_kernel::attn_fwd_kernel_backward", mutates_args=())(_tgrad_attn_fwd_kernel_backward)

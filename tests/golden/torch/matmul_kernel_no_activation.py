@@ -626,8 +626,8 @@ def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: ty
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
     tgrad_grid, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K), num_warps, num_stages, 2)
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
-    da_ptr = _tgrad_float32_zeros_like(a_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    db_ptr = _tgrad_float32_zeros_like(b_ptr)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
+    db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     # the forward's grid size along axis 1: matmul_kernel_bwd_da_ptr's programs loop over the forward's programs along it
     num_programs_1 = tgrad_grid[1]
     # the forward's grid size along axis 0: matmul_kernel_bwd_db_ptr's programs loop over the forward's programs along it
@@ -636,7 +636,7 @@ def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: ty
     _tgrad_launcher(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_1=num_programs_1, **_tgrad_kernel_options[0])
     # line 40: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
     _tgrad_launcher(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
-    return _tgrad_out(_tgrad_cast_like(da_ptr, a_ptr)), _tgrad_out(_tgrad_cast_like(db_ptr, b_ptr))
+    return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
 
 
 matmul_kernel_backward = triton_op("tgrad_torch_matmul_kernel_no_activation::matmul_kernel_backward", mutates_args={})(_tgrad_matmul_kernel_backward)
