@@ -566,6 +566,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -887,7 +891,7 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     attn_fwd_kernel_bwd_prologue[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
     attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_kernel_options[1])
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program; it holds the loop's [BLOCK_M, BLOCK_N] tiles as [BLOCK_N, BLOCK_M], its own tile's axis first, so that no computed tile is transposed in registers (each rewrite an identity of the transpose)
-    attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
+    attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
     return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(dK), _tgrad_out(dV)
 
 

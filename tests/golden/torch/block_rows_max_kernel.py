@@ -189,6 +189,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -495,9 +499,9 @@ def _tgrad_block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: typin
     _tgrad_device = _tgrad_device_of(X, Y)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'running' entering each iteration of the loop at line 51 (range(pid * BR, n_rows, tl.num_programs(0) * BR)), per program: the backward runs that loop in reverse
-    running_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,)), BC), dtype=torch.float32, device=_tgrad_device)
+    running_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,)), BC), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 51 (range(pid * BR, n_rows, tl.num_programs(0) * BR)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,))
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_rows - (_pid[0] * BR)), (tgrad_grid[0] * BR))), tgrad_grid, (0,))
     _tgrad_launcher(block_rows_max_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_rows, n_cols, BR, BC, dX=dX, dY=dY, running_tape=running_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X))
 

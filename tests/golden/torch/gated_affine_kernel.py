@@ -364,6 +364,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -686,10 +690,10 @@ def _tgrad_gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     _tgrad_launcher(gated_affine_kernel_bwd)[(_value_G,)](X, W, B, Y, n_cols, HAS_WEIGHT, HAS_BIAS, BLOCK, dX=dX, dW=dW, dB=dB, dY=dY, dW_partial=dW_partial, dB_partial=dB_partial, W_numel=W_numel, B_numel=B_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        _tgrad_launcher(gated_affine_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        _tgrad_launcher(gated_affine_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     # sums the G rows of dB_partial into dB
     if dB is not None:
-        _tgrad_launcher(gated_affine_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(B), 32),)](BLOCK=32, ROWS=64, gradient=dB, numel=_tgrad_numel(B), partial=dB_partial, rows=_value_G)
+        _tgrad_launcher(gated_affine_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(B), 32),)](BLOCK=32, ROWS=64, gradient=dB, numel=_tgrad_numel(B), partial=dB_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(_tgrad_cast_like(dW, W)), _tgrad_out(_tgrad_cast_like(dB, B))
 
 

@@ -203,6 +203,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -522,7 +526,7 @@ def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     gather_rows_kernel_bwd[(_value_G,)](X, T, IDX, PERM, Y, n_rows, C, BLOCK_ROWS, dX=dX, dT=dT, dY=dY, dT_partial=dT_partial, T_numel=T_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dT_partial into dT
     if dT is not None:
-        gather_rows_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(T), 32),)](BLOCK=32, ROWS=64, gradient=dT, numel=_tgrad_numel(T), partial=dT_partial, rows=_value_G)
+        gather_rows_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(T), 32),)](BLOCK=32, ROWS=64, gradient=dT, numel=_tgrad_numel(T), partial=dT_partial, rows=_value_G)
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dT)
 
 

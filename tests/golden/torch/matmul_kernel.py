@@ -319,6 +319,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -633,9 +637,9 @@ def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: ty
     # the forward's grid size along axis 0: matmul_kernel_bwd_db_ptr's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
     # line 40: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_1=num_programs_1, **_tgrad_kernel_options[0])
+    _tgrad_launcher(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_1=num_programs_1, **_tgrad_kernel_options[0])
     # line 40: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
+    _tgrad_launcher(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
     return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
 
 

@@ -214,6 +214,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -535,7 +539,7 @@ def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Option
     matvec_kernel_bwd[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
     if dX is not None:
-        matvec_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
+        matvec_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
     return _tgrad_out(_tgrad_cast_like(dA, A)), _tgrad_out(dX), _tgrad_out(_tgrad_cast_like(dW, W))
 
 

@@ -184,6 +184,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -490,9 +494,9 @@ def _tgrad_offset_recurrence_kernel_backward(tgrad_grid: typing.List[int], X: ty
     _tgrad_device = _tgrad_device_of(X, Y)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'h' entering each iteration of the loop at line 110 (range(SKIP + 1, n_cols - 1, SKIP - 1)), per program: the backward runs that loop in reverse
-    h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_cols - 1) - (SKIP + 1)), (SKIP - 1))), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((n_cols - 1) - (SKIP + 1)), (SKIP - 1))), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 110 (range(SKIP + 1, n_cols - 1, SKIP - 1)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_cols - 1) - (SKIP + 1)), (SKIP - 1))), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((n_cols - 1) - (SKIP + 1)), (SKIP - 1))), tgrad_grid, ())
     _tgrad_launcher(offset_recurrence_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_cols, SKIP, BLOCK, dX=dX, dY=dY, h_tape=h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X))
 

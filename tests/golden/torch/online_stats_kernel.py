@@ -249,6 +249,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -557,11 +561,11 @@ def _tgrad_online_stats_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     _tgrad_device = _tgrad_device_of(X, MEAN, LSE, ARGMAX)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the value of 'count' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
-    count_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
+    count_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
     # the value of 'm' entering each iteration of the loop at line 18 (range(0, n_cols, BLOCK)), per program: the backward runs that loop in reverse
-    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.float32, device=_tgrad_device)
+    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_cols - 0), BLOCK)), tgrad_grid, ()), 1), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 18 (range(0, n_cols, BLOCK)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_cols - 0), BLOCK)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_cols - 0), BLOCK)), tgrad_grid, ())
     _tgrad_launcher(online_stats_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, MEAN, LSE, ARGMAX, n_cols, BLOCK, dX=dX, dMEAN=dMEAN, dLSE=dLSE, count_tape=count_tape, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(dX)
 

@@ -181,6 +181,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -498,7 +502,7 @@ def _tgrad_padded_scale_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     _tgrad_launcher(padded_scale_kernel_bwd)[(_value_G,)](X, S, Y, n_cols, BLOCK, dX=dX, dS=dS, dY=dY, dS_partial=dS_partial, S_numel=S_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dS_partial into dS
     if dS is not None:
-        _tgrad_launcher(padded_scale_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(S), 32),)](BLOCK=32, ROWS=64, gradient=dS, numel=_tgrad_numel(S), partial=dS_partial, rows=_value_G)
+        _tgrad_launcher(padded_scale_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(S), 32),)](BLOCK=32, ROWS=64, gradient=dS, numel=_tgrad_numel(S), partial=dS_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dS)
 
 

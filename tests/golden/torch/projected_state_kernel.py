@@ -283,6 +283,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -592,9 +596,9 @@ def _tgrad_projected_state_kernel_backward(tgrad_grid: typing.List[int], X: typi
     dP = _tgrad_float32_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'state' entering each iteration of the loop at line 127 (range(n_steps)), per program: the backward runs that loop in reverse
-    state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ()), (BT * BK)), dtype=torch.float32, device=_tgrad_device)
+    state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ()), (BT * BK)), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 127 (range(n_steps)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ())
     _tgrad_launcher(projected_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX=dX, dP=dP, dG=dG, dY=dY, dGS=dGS, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dP, P)), _tgrad_out(_tgrad_cast_like(dG, G))
 

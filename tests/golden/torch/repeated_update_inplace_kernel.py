@@ -185,6 +185,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -494,9 +498,9 @@ def _tgrad_repeated_update_inplace_kernel_backward(tgrad_grid: typing.List[int],
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
     # the value of 'x_in_memory' entering each iteration of the loop at line 39 (range(0, n_steps)), per program: the backward runs that loop in reverse
-    x_in_memory_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    x_in_memory_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 39 (range(0, n_steps)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_steps - 0), 1)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ())
     repeated_update_inplace_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, n, n_steps, BLOCK, dX=dX, x_in_memory_tape=x_in_memory_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X))
 

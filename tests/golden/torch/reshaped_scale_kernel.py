@@ -195,6 +195,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -520,10 +524,10 @@ def _tgrad_reshaped_scale_kernel_backward(tgrad_grid: typing.List[int], X: typin
     reshaped_scale_kernel_bwd[(_value_G,)](X, S, Out, n, B, dX=dX, dS=dS, dOut=dOut, dX_partial=dX_partial, dS_partial=dS_partial, X_numel=X_numel, S_numel=S_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
     if dX is not None:
-        reshaped_scale_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
+        reshaped_scale_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
     # sums the G rows of dS_partial into dS
     if dS is not None:
-        reshaped_scale_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(S), 32),)](BLOCK=32, ROWS=64, gradient=dS, numel=_tgrad_numel(S), partial=dS_partial, rows=_value_G)
+        reshaped_scale_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(S), 32),)](BLOCK=32, ROWS=64, gradient=dS, numel=_tgrad_numel(S), partial=dS_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dS)
 
 

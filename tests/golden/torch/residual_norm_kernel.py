@@ -315,6 +315,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -638,7 +642,7 @@ def _tgrad_residual_norm_kernel_backward(tgrad_grid: typing.List[int], X: typing
     residual_norm_kernel_bwd[(_value_G,)](X, R, W, S, Y, n_cols, eps, BLOCK, dX=dX, dR=dR, dW=dW, dS=dS, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        residual_norm_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        residual_norm_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dR), _tgrad_out(dW)
 
 

@@ -182,6 +182,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -491,9 +495,9 @@ def _tgrad_reverse_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     # The backward overwrites this upstream gradient: the forward may write an address of H more than once.
     dH = _tgrad_consumed_upstream(dH, H)
     # the value of 'h' entering each iteration of the loop at line 81 (range(n_steps - 1, -1, -1)), per program: the backward runs that loop in reverse
-    h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 81 (range(n_steps - 1, -1, -1)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ())
     _tgrad_launcher(reverse_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, A, H, n_steps, BLOCK, dX=dX, dA=dA, dH=dH, h_tape=h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dA, A))
 

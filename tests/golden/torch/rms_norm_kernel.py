@@ -201,6 +201,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -521,7 +525,7 @@ def _tgrad_rms_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     rms_norm_fwd_kernel_bwd[(_value_G,)](X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, dX=dX, dW=dW, dY=dY, dRstd=dRstd, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        rms_norm_fwd_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        rms_norm_fwd_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dW)
 
 

@@ -189,6 +189,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -506,7 +510,7 @@ def _tgrad_running_sum_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     _tgrad_launcher(running_sum_kernel_bwd)[(_value_G,)](X, W, Y, n_cols, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        _tgrad_launcher(running_sum_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        _tgrad_launcher(running_sum_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(dX), _tgrad_out(dW)
 
 

@@ -200,6 +200,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -509,11 +513,11 @@ def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing
     # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
     dY = _tgrad_consumed_upstream(dY, Y)
     # the value of 'seq' entering each iteration of the loop at line 49 (range(n_chunks)), per program: the backward runs that loop in reverse
-    seq_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
+    seq_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
     # the value of 'state' entering each iteration of the loop at line 49 (range(n_chunks)), per program: the backward runs that loop in reverse
-    state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 49 (range(n_chunks)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ())
     _tgrad_launcher(segment_decay_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, dX=dX, dDECAY=dDECAY, dY=dY, seq_tape=seq_tape, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dDECAY, DECAY))
 

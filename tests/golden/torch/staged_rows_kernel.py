@@ -160,6 +160,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 

@@ -187,6 +187,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -505,7 +509,7 @@ def _tgrad_strided_inplace_scale_kernel_backward(tgrad_grid: typing.List[int], X
     _tgrad_launcher(strided_inplace_scale_kernel_bwd)[(_value_G,)](X, W, n_rows, n_cols, BLOCK, dX=dX, dW=dW, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        _tgrad_launcher(strided_inplace_scale_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        _tgrad_launcher(strided_inplace_scale_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dW)
 
 

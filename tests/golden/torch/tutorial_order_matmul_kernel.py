@@ -258,6 +258,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -568,9 +572,9 @@ def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], t
     da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     # line 120: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_da_ptr)[(triton.cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[0])
+    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_da_ptr)[(_tgrad_cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[0])
     # line 120: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((triton.cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), triton.cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[1])
+    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), _tgrad_cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[1])
     return _tgrad_out(da_ptr), _tgrad_out(db_ptr)
 
 

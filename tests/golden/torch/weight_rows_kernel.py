@@ -317,6 +317,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -639,13 +643,13 @@ def _tgrad_weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
     # the value of 'partial_in_memory' entering each iteration of the loop at line 20 (range(pid, n_rows, num_progs)), per program: the backward runs that loop in reverse
-    partial_in_memory_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - _pid[0]), tgrad_grid[0])), tgrad_grid, (0,)), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    partial_in_memory_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_rows - _pid[0]), tgrad_grid[0])), tgrad_grid, (0,)), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 20 (range(pid, n_rows, num_progs)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_rows - _pid[0]), tgrad_grid[0])), tgrad_grid, (0,))
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_rows - _pid[0]), tgrad_grid[0])), tgrad_grid, (0,))
     weight_rows_kernel_bwd[(_value_G,)](X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, dX=dX, dDY=dDY, dW=dW, dRSTD=dRSTD, dDX=dDX, dDW=dDW, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, partial_in_memory_tape=partial_in_memory_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        weight_rows_kernel_bwd_reduce[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        weight_rows_kernel_bwd_reduce[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dDY), _tgrad_out(_tgrad_cast_like(dW, W)), _tgrad_out(dRSTD)
 
 

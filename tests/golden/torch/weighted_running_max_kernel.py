@@ -222,6 +222,10 @@ def _tgrad_consumed_upstream(g, like):
     return out
 
 
+def _tgrad_cdiv(x, y):
+    return (x + y - 1) // y
+
+
 def _tgrad_grid3(grid):
     return list(grid) + [1] * (3 - len(grid))
 
@@ -537,13 +541,13 @@ def _tgrad_weighted_running_max_kernel_backward(tgrad_grid: typing.List[int], X:
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
     # the value of 'm' entering each iteration of the loop at line 96 (range(0, n_chunks)), per program: the backward runs that loop in reverse
-    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
+    m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 96 (range(0, n_chunks)); smaller, the gradients come out NaN
-    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, triton.cdiv((n_chunks - 0), 1)), tgrad_grid, ())
+    tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ())
     _tgrad_launcher(weighted_running_max_kernel_bwd)[(_value_G,)](X, W, Y, n_chunks, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
-        _tgrad_launcher(weighted_running_max_kernel_bwd_reduce)[(triton.cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+        _tgrad_launcher(weighted_running_max_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
     return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(dW)
 
 
