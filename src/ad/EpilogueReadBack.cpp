@@ -150,11 +150,58 @@ class Rewriter {
     return nullptr;
   }
 
+  // `y = e / d` with d = tl.sum(e, A), e = tl.exp(s), s = x - m, m = tl.max(x, A) (A a literal axis, given to both
+  // alike; m a scalar: a 1-D row), each of m, s, e, d assigned once at the top level and read only by the next:
+  // returns A and sets x; null elsewhere.
+  ExprPtr softmax_written_out(const Assign &y_def, std::string &x) {
+    auto *div = dyn_cast<BinOp>(y_def.value.get());
+    if (!div || div->op != BinaryOpKind::Div) return nullptr;
+    const Name *e = as_name(div->lhs.get()), *d = as_name(div->rhs.get());
+    Assign *d_def = d ? def(d->id) : nullptr;
+    Assign *e_def = e ? def(e->id) : nullptr;
+    if (!d_def || !e_def || read_count(d->id) != 1 || read_count(e->id) != 2) return nullptr;
+    // The axis of a reduction `f(v, A)` or `f(v, axis=A)` of a name v, with A an integer literal.
+    auto reduction = [&](const Expr &value, const std::string &fn, const Name *&v) -> const IntLit * {
+      auto *c = dyn_cast<Call>(&value);
+      if (!c || context_.builtin(*c) != fn || c->args.empty()) return nullptr;
+      v = as_name(c->args[0].get());
+      const Expr *axis = c->args.size() == 2 ? c->args[1].get() : nullptr;
+      for (const Keyword &kw : c->keywords) {
+        if (kw.name != "axis" || axis) return nullptr;
+        axis = kw.value.get();
+      }
+      return c->args.size() <= 2 && axis ? dyn_cast<IntLit>(axis) : nullptr;
+    };
+    const Name *summed = nullptr;
+    const IntLit *axis = reduction(*d_def->value, "tl.sum", summed);
+    if (!axis || !summed || summed->id != e->id) return nullptr;
+    auto *exp = dyn_cast<Call>(e_def->value.get());
+    if (!exp || context_.builtin(*exp) != "tl.exp" || exp->args.size() != 1 || !exp->keywords.empty()) return nullptr;
+    const Name *s = as_name(exp->args[0].get());
+    Assign *s_def = s ? def(s->id) : nullptr;
+    auto *sub = s_def ? dyn_cast<BinOp>(s_def->value.get()) : nullptr;
+    if (!sub || sub->op != BinaryOpKind::Sub || read_count(s->id) != 1) return nullptr;
+    const Name *xn = as_name(sub->lhs.get()), *m = as_name(sub->rhs.get());
+    Assign *m_def = m ? def(m->id) : nullptr;
+    if (!xn || !m_def || read_count(m->id) != 1) return nullptr;
+    const Name *maxed = nullptr;
+    const IntLit *max_axis = reduction(*m_def->value, "tl.max", maxed);
+    if (!max_axis || max_axis->value != axis->value || !maxed || maxed->id != xn->id) return nullptr;
+    // A row: x is 1-D and m a scalar (a 2-D tile's max would be broadcast through a reshape, not analysed).
+    const sema::SType *xt = context_.type_of(xn->id), *mt = context_.type_of(m->id);
+    if (!xt || !mt || !xt->is_tensor() || xt->shape.size() != 1 || !mt->shape.empty()) return nullptr;
+    x = xn->id;
+    return std::make_unique<IntLit>(axis->value, "");
+  }
+
+  // What a decline leaves the backward computing again (a softmax written out has no loop).
+  std::string recomputed_ = "the forward's loop is replayed for it";
+
   void decline(const Stmt &epilogue, const std::string &why) {
     const Stmt *origin = anf_.origin_of(&epilogue);
     const std::string e = "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) +
-                          ": the epilogue's derivative is computed from its input, as written (the forward's loop is "
-                          "replayed for it), not read from the stored output: " + why;
+                          ": the epilogue's derivative is computed from its input, as written (" + recomputed_ +
+                          "), not read from the stored output: " + why;
     if (std::find(out_.explanations.begin(), out_.explanations.end(), e) == out_.explanations.end())
       out_.explanations.push_back(e);
   }
@@ -175,6 +222,7 @@ class Rewriter {
   // The store at body[k]: rewrites the epilogue whose value it stores; returns the store's new position.
   size_t try_store(size_t k, const Call &store) {
     StmtList &body = anf_.fn->body;
+    recomputed_ = "the forward's loop is replayed for it";
     const Name *pointer = as_name(call_argument(store, 0, "pointer"));
     const Name *value = as_name(call_argument(store, 1, "value"));
     const Expr *mask_expr = call_argument(store, 2, "mask");
@@ -222,7 +270,19 @@ class Rewriter {
       const bool math = f.rfind("tl.", 0) == 0 || f.rfind("math.", 0) == 0 || f.find("libdevice") != std::string::npos;
       if (u && math && (last == "sigmoid" || last == "tanh") && u->args.size() == 1 && u->keywords.empty() &&
           as_name(u->args[0].get()))
-        return try_from_output(k, pointer->id, value->id, mask ? mask->id : "", *y_def, cast_def, last);
+        return try_from_output(k, pointer->id, value->id, mask ? mask->id : "", *y_def, cast_def, last,
+                               as_name(u->args[0].get())->id, nullptr);
+      // y = e / tl.sum(e, A), e = tl.exp(x - tl.max(x, A)): a softmax written out, whose derivative
+      // y (by - sum(by y)) needs only y. Read back, it replaces the replay of the max, the exponentials and the sum
+      // (tl.softmax's rule, src/ad/adjoints/rules.py).
+      std::string x;
+      if (ExprPtr axis = softmax_written_out(*y_def, x)) {
+        std::vector<Keyword> kws;
+        kws.push_back(Keyword{"dim", {}, std::move(axis)});
+        recomputed_ = "the softmax's max, exponentials and sum are computed again";
+        return try_from_output(k, pointer->id, value->id, mask ? mask->id : "", *y_def, cast_def, "softmax", x,
+                               call("tl.softmax", list(name(x)), std::move(kws)));
+      }
     }
     auto *max = y_def ? dyn_cast<Call>(y_def->value.get()) : nullptr;
     if (!max || context_.builtin(*max) != "tl.maximum" || max->args.size() != 2 || !max->keywords.empty()) return k;
@@ -363,12 +423,17 @@ class Rewriter {
   // y = f(x) (sigmoid, tanh), whose derivative is a function of y, stored by the store at body[k] (through a cast
   // to its own dtype): the replay defines y by reading it back, so the rule's y is the stored value and x is not
   // needed. Only where the buffer holds y exactly (its dtype given, y's); returns the store's new position.
+  // `x`: f's argument. `as_call`: for a function written out (a softmax), the call of Triton's that y_def
+  // becomes where the read-back is made (the statements it was computed by stay: only the replay stops needing
+  // them).
   size_t try_from_output(size_t k, const std::string &pointer, const std::string &value, const std::string &mask,
-                         Assign &y_def, Assign *cast_def, const std::string &f) {
+                         Assign &y_def, Assign *cast_def, const std::string &f, const std::string &x,
+                         ExprPtr as_call) {
     StmtList &body = anf_.fn->body;
     const std::string y = assigned_name(y_def);
-    const std::string x = as_name(cast<Call>(y_def.value.get())->args[0].get())->id;
-    if (!from_loops_.count(x)) return k;  // not from a loop: computing it again costs no replay
+    // Not from a loop, computing x again costs no replay; a softmax written out replays a max, exponentials and a
+    // sum, which the read-back saves whatever x is.
+    if (!as_call && !from_loops_.count(x)) return k;
     const Stmt &epilogue = y_def;
     const size_t y_at = position(body, y);
     const size_t cast_at = cast_def ? position(body, value) : y_at;
@@ -409,6 +474,7 @@ class Rewriter {
     std::set<std::string> needed;
     stmt_reads(y_def, needed);
     if (cast_def) stmt_reads(*cast_def, needed);
+    if (as_call) needed.insert(x);
     for (size_t j = y_at + 1; j < k; ++j) {
       if (j == cast_at) continue;
       std::map<std::string, int> assigned;
@@ -420,6 +486,8 @@ class Rewriter {
         }
     }
     // ---- The rewrite: y and its cast move down to the store; the replay defines y by the read-back.
+    const bool written_out = as_call != nullptr;
+    if (as_call) y_def.value = std::move(as_call);  // (the statements before it are read by nothing now)
     std::vector<StmtPtr> taken;
     auto take = [&](size_t j) {
       taken.insert(taken.begin(), std::move(body[j]));
@@ -442,8 +510,10 @@ class Rewriter {
     out_.explanations.push_back(
         "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) + ": the " + f +
         " epilogue's value is read from the output the forward stored through '" + base + "' (its derivative, " +
-        (f == "sigmoid" ? "y (1 - y)" : "1 - y^2") +
-        ", needs only y), so the backward does not replay the loop for its input; valid because this store is the "
+        (f == "sigmoid" ? "y (1 - y)" : f == "tanh" ? "1 - y^2" : "y (dy - sum(dy y)), a softmax's") +
+        ", needs only y), so the backward does not " +
+        (written_out ? std::string("compute its max, exponentials and sum again") : std::string("replay the loop for its input")) +
+        "; valid because this store is the "
         "kernel's only access to '" + base + "', which holds y exactly (both " + sema::tl_name(yt->elem.dtype) +
         "), and " +
         (proven ? "no two programs or lanes write one of its addresses (proven)"

@@ -61,7 +61,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"softmax", "softmax_kernel", {7, 1, 1},
                    {"out_ptr=fp32[7,100]:zeros", "in_ptr=fp32[7,100]", "in_row_stride=100", "out_row_stride=100", "n_cols=100"},
                    {"BLOCK_SIZE=128"}, {"in_ptr"},
-                   {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols"}},
+                   {"load through 'in_ptr' is a plain store, assuming in_row_stride >= n_cols",
+                    // (y (dy - sum(dy y)) from the stored y: checked against finite differences like any other)
+                    "the softmax epilogue's value is read from the output the forward stored through 'out_ptr'"}},
         KernelCase{"rms_norm", "rms_norm_fwd_kernel", {5, 1, 1},
                    {"X=fp32[5,100]", "W=fp32[100]", "Y=fp32[5,100]:zeros", "Rstd=fp32[5]:zeros", "stride_x_row=100",
                     "stride_y_row=100", "N=100", "eps=0.00001"},

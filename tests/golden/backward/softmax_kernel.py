@@ -8,24 +8,21 @@ import triton.language as tl
 @triton.jit
 def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr, din_ptr, dout_ptr):
     row = tl.program_id(0)
-    row_in = in_ptr + row * in_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    x = tl.load(row_in + cols, mask=mask, other=-float('inf'))
-    x_max = tl.max(x, axis=0)
-    shifted = x - x_max
-    num = tl.exp(shifted)
-    denom = tl.sum(num, axis=0)
-    y = num / denom
+    row_out = out_ptr + row * out_row_stride
 
     # Grad of: tl.store(row_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    # (Loaded early: nothing in the backward writes this memory.)
     by = tl.load(dout_ptr + row * out_row_stride + cols, mask=mask, other=0.0)
 
-    # Grad of: y = num / denom
-    # Grad of: denom = tl.sum(num, axis=0)
-    bnum = by / denom + tl.sum(-by * y / denom)
+    # Stored by the forward: read back, not computed again.
+    y = tl.load(row_out + cols, mask=mask, other=0.0)
 
-    # Grad of: num = tl.exp(shifted)
+    # Grad of: tl.store(row_out + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    # Grad of: y = num / denom
+    btl_load_row_in_plus_cols = y * (by - tl.sum(by * y, 0, keep_dims=False))
+
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
     tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
-    tl.store(din_ptr + row * in_row_stride + cols, bnum * num, mask=mask)
+    tl.store(din_ptr + row * in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)
