@@ -272,6 +272,56 @@ expect_grep malformed_has_caret_line "$TMP/bad.err" '^ *\^~*$'
 expect_grep malformed_caret_under_column "$TMP/bad.err" '^        \^$'
 expect_empty malformed_nothing_on_stdout "$TMP/bad.out"
 
+# Flags whose values change the backward: up to 64 combinations, one specialization each (a warning names them);
+# past 64, a located error asks for -D (src/ad/SpecializationFlags.h).
+cat >"$TMP/seven_flags.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def seven_flags_kernel(x_ptr, y_ptr, F0: tl.constexpr, F1: tl.constexpr, F2: tl.constexpr, F3: tl.constexpr,
+                       F4: tl.constexpr, F5: tl.constexpr, F6: tl.constexpr):
+    offs = tl.arange(0, 16)
+    x = tl.load(x_ptr + offs)
+    if F0:
+        a = x * 2.0
+    if F1:
+        b = x * 3.0
+    if F2:
+        c = x * 4.0
+    if F3:
+        d = x * 5.0
+    if F4:
+        e = x * 6.0
+    if F5:
+        f = x * 7.0
+    if F6:
+        g = x * 8.0
+    if F0:
+        x = x + a
+    if F1:
+        x = x + b
+    if F2:
+        x = x + c
+    if F3:
+        x = x + d
+    if F4:
+        x = x + e
+    if F5:
+        x = x + f
+    if F6:
+        x = x + g
+    tl.store(y_ptr + offs, x)
+EOF
+run seven_flags "$TMP/seven_flags.py" --wrt x_ptr
+expect_rc seven_flags_exit_1 1 seven_flags
+expect_grep seven_flags_located "$TMP/seven_flags.err" \
+  "seven_flags\.py:6:5: error: the backward of 'seven_flags_kernel' depends on the values of .*\(128 combinations\): give them with -D"
+run six_flags "$TMP/seven_flags.py" --wrt x_ptr -D F6=False
+expect_rc six_flags_exit_0 0 six_flags
+expect_grep six_flags_warns "$TMP/six_flags.err" "holds one specialization per combination of .* \(64\)"
+
 run bad_emit --emit source "$TMP/bad.py"
 expect_rc malformed_emit_exit_1 1 bad_emit
 expect_empty malformed_emit_nothing_on_stdout "$TMP/bad_emit.out"
