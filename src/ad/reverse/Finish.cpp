@@ -400,15 +400,18 @@ void visit_stmts_assigning(const StmtList &block, const std::function<void(const
 }  // namespace
 
 void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, NameAllocator &names) {
-  // A float of at most 32 bits widened to float32: exactly its value.
+  // A tile of floats of at most 32 bits widened to float32, written `.to(tl.float32)`: exactly its value. (Decided by
+  // how the cast is written and on tiles, which a generic backward's representatives all give float elements: a
+  // cast to `x.dtype` is float32 in one representative and float16 in another, and a scalar parameter may be an
+  // integer in one, so deciding by those types made the representatives' backwards differ.)
   auto widened_exactly = [&](const Call &c) -> const Expr * {
     auto *attr = dyn_cast<Attribute>(c.func.get());
     if (!attr || attr->attr != "to" || c.args.size() != 1 || !c.keywords.empty()) return nullptr;
+    const std::string to = emit::print_expr(*c.args[0]);
+    if (to != "tl.float32" && to != "tl.fp32") return nullptr;
     const SType *from = info.type_of(attr->value.get());
-    const SType *to = info.type_of(c.args[0].get());
-    if (!from || !to || !from->is_tensor() || from->elem.is_pointer || to->kind != SType::Kind::DType ||
-        to->dtype_is_pointer || to->dtype != sema::DType::FP32 || !sema::is_float(from->elem.dtype) ||
-        sema::bits(from->elem.dtype) > 32)
+    if (!from || !from->is_tensor() || from->shape.empty() || from->elem.is_pointer ||
+        !sema::is_float(from->elem.dtype) || sema::bits(from->elem.dtype) > 32)
       return nullptr;
     return attr->value.get();
   };

@@ -43,7 +43,6 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         row_times_stride_x_row = row * stride_x_row
         X_2 = X + row_times_stride_x_row
         dX_2 = dX + row_times_stride_x_row
-        dY_2 = dY + row * stride_y_row
         sum_acc_2 = sum_acc
         for start in range(0, N, BLOCK_SIZE):
             cols = start + tl.arange(0, BLOCK_SIZE)
@@ -75,8 +74,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             y = x_3_minus_mean_times_rstd * w + b
 
             # Grad of: tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
-            by_to_Y_2_dtype_element_ty_raw = tl.load(dY_2 + cols_3, mask=mask, other=0.0)
-            by = by_to_Y_2_dtype_element_ty_raw.to(y.dtype)
+            by = tl.load(dY + row * stride_y_row + cols_3, mask=mask, other=0.0).to(y.dtype)
 
             # Grad of: y = (x - mean) * rstd * w + b
             bx_3_minus_mean_times_rstd = by * w
@@ -89,7 +87,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
-            btl_load_B_plus_cols_3 = by_to_Y_2_dtype_element_ty_raw.to(B.dtype.element_ty)
+            btl_load_B_plus_cols_3 = by.to(B.dtype.element_ty)
 
             # partial sum: every program loads these addresses of 'B' (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
