@@ -1,5 +1,7 @@
 #include "src/ad/AnfWalk.h"
 
+#include <algorithm>
+
 namespace tgrad::ad {
 
 using namespace ast;
@@ -170,6 +172,34 @@ void rewrite_exprs(StmtList &block, const std::function<void(ExprPtr &)> &fn) {
       rewrite_expr(i->cond, fn);
       rewrite_exprs(i->body, fn);
       rewrite_exprs(i->orelse, fn);
+    }
+  }
+}
+
+std::set<std::string> constexpr_params(const Function &fn) {
+  std::set<std::string> out;
+  for (size_t k = 0; k < fn.params.size(); ++k)
+    if (fn.is_constexpr_param(k)) out.insert(fn.params[k].name);
+  return out;
+}
+
+bool reads_only(const Expr &cond, const std::set<std::string> &constexprs) {
+  std::set<std::string> r;
+  reads(cond, r);
+  return std::all_of(r.begin(), r.end(), [&](const std::string &n) { return constexprs.count(n) > 0; });
+}
+
+void each_assignment(const StmtList &block, const std::function<void(const std::string &, const Expr &)> &fn) {
+  for (const StmtPtr &st : block) {
+    if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1)
+      if (const Name *n = as_name(a->targets[0].get())) fn(n->id, *a->value);
+    if (auto *i = dyn_cast<If>(st.get())) {
+      each_assignment(i->body, fn);
+      each_assignment(i->orelse, fn);
+    } else if (auto *f = dyn_cast<For>(st.get())) {
+      each_assignment(f->body, fn);
+    } else if (auto *w = dyn_cast<While>(st.get())) {
+      each_assignment(w->body, fn);
     }
   }
 }

@@ -63,6 +63,14 @@ inline bool is_name(const ast::Expr *e, const std::string &id) {
 // or several targets).
 std::string assigned_name(const ast::Stmt &s);
 
+// Each plain single-name assignment `name = value` of a block, at any depth (loops, ifs), in order.
+void each_assignment(const ast::StmtList &block, const std::function<void(const std::string &, const ast::Expr &)> &fn);
+
+// The names of `fn`'s tl.constexpr parameters.
+std::set<std::string> constexpr_params(const ast::Function &fn);
+// Whether every name `cond` reads is one of `constexprs` (Triton decides such a condition when it compiles).
+bool reads_only(const ast::Expr &cond, const std::set<std::string> &constexprs);
+
 // The first statement of `block` (not nested) that is `name = ...`, or null.
 const ast::Assign *top_level_assignment(const ast::StmtList &block, const std::string &name);
 

@@ -194,35 +194,23 @@ class Rewriter {
     return std::make_unique<IntLit>(axis->value, "");
   }
 
-  // What a decline leaves the backward computing again (a softmax written out has no loop).
-  std::string recomputed_ = "the forward's loop is replayed for it";
-
-  void decline(const Stmt &epilogue, const std::string &why) {
+  // `recomputed`: what the backward computes again instead (a softmax written out has no loop to replay).
+  void decline(const Stmt &epilogue, const std::string &why,
+               const std::string &recomputed = "the forward's loop is replayed for it") {
     const Stmt *origin = anf_.origin_of(&epilogue);
     const std::string e = "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) +
-                          ": the epilogue's derivative is computed from its input, as written (" + recomputed_ +
+                          ": the epilogue's derivative is computed from its input, as written (" + recomputed +
                           "), not read from the stored output: " + why;
     if (std::find(out_.explanations.begin(), out_.explanations.end(), e) == out_.explanations.end())
       out_.explanations.push_back(e);
   }
 
   // Whether an if's condition is decided when Triton compiles: it reads tl.constexpr parameters only.
-  bool compile_time(const Expr &cond) const {
-    std::set<std::string> r;
-    reads(cond, r);
-    const Function &fn = *anf_.fn;
-    for (const std::string &n : r) {
-      size_t p = 0;
-      while (p < fn.params.size() && fn.params[p].name != n) ++p;
-      if (p == fn.params.size() || !fn.is_constexpr_param(p)) return false;
-    }
-    return true;
-  }
+  bool compile_time(const Expr &cond) const { return reads_only(cond, constexpr_params(*anf_.fn)); }
 
   // The store at body[k]: rewrites the epilogue whose value it stores; returns the store's new position.
   size_t try_store(size_t k, const Call &store) {
     StmtList &body = anf_.fn->body;
-    recomputed_ = "the forward's loop is replayed for it";
     const Name *pointer = as_name(call_argument(store, 0, "pointer"));
     const Name *value = as_name(call_argument(store, 1, "value"));
     const Expr *mask_expr = call_argument(store, 2, "mask");
@@ -279,7 +267,6 @@ class Rewriter {
       if (ExprPtr axis = softmax_written_out(*y_def, x)) {
         std::vector<Keyword> kws;
         kws.push_back(Keyword{"dim", {}, std::move(axis)});
-        recomputed_ = "the softmax's max, exponentials and sum are computed again";
         return try_from_output(k, pointer->id, value->id, mask ? mask->id : "", *y_def, cast_def, "softmax", x,
                                call("tl.softmax", list(name(x)), std::move(kws)));
       }
@@ -431,44 +418,48 @@ class Rewriter {
                          ExprPtr as_call) {
     StmtList &body = anf_.fn->body;
     const std::string y = assigned_name(y_def);
+    const Stmt &epilogue = y_def;
+    auto refuse = [&](const std::string &why) {
+      if (as_call) decline(epilogue, why, "the softmax's max, exponentials and sum are computed again");
+      else decline(epilogue, why);
+    };
     // Not from a loop, computing x again costs no replay; a softmax written out replays a max, exponentials and a
     // sum, which the read-back saves whatever x is.
     if (!as_call && !from_loops_.count(x)) return k;
-    const Stmt &epilogue = y_def;
     const size_t y_at = position(body, y);
     const size_t cast_at = cast_def ? position(body, value) : y_at;
     if (y_at == std::string::npos || body[y_at].get() != &y_def || cast_at == std::string::npos ||
         (cast_def && body[cast_at].get() != cast_def) || !(y_at <= cast_at && cast_at < k)) {
-      decline(epilogue, "it is not at the kernel's top level before the store");
+      refuse("it is not at the kernel's top level before the store");
       return k;
     }
     if (read_count(value) != 1 || (cast_def && read_count(y) != 1)) {
-      decline(epilogue, "its value is read by more than the store");
+      refuse("its value is read by more than the store");
       return k;
     }
     const std::string base = context_.base_of(pointer);
     if (base.empty() || accesses_[base] != 1) {
-      decline(epilogue, "the kernel accesses '" + (base.empty() ? pointer : base) +
+      refuse("the kernel accesses '" + (base.empty() ? pointer : base) +
                             "' elsewhere too, so what the backward would read there need not be what this store wrote");
       return k;
     }
     const sema::SType *yt = context_.type_of(y), *ct = context_.type_of(value), *pt = context_.type_of(base);
     if (!yt || !ct || !pt || !yt->is_tensor() || !sema::is_float(yt->elem.dtype)) return k;
     if (context_.generic_types) {
-      decline(epilogue, f + "'s derivative is a function of its output, but the buffers' types were not given: "
+      refuse(f + "'s derivative is a function of its output, but the buffers' types were not given: "
                             "read back from a buffer narrower than " + sema::tl_name(yt->elem.dtype) +
                             " it would be inexact (give --arg " + base + "=*" + sema::short_name(yt->elem.dtype) + ")");
       return k;
     }
     if (ct->elem.dtype != yt->elem.dtype || pt->elem.dtype != yt->elem.dtype) {
-      decline(epilogue, f + "'s derivative is a function of its output, but '" + base + "' holds it rounded to " +
+      refuse(f + "'s derivative is a function of its output, but '" + base + "' holds it rounded to " +
                             sema::tl_name(ct->elem.dtype != yt->elem.dtype ? ct->elem.dtype : pt->elem.dtype) +
                             ": read back, the derivative would be inexact");
       return k;
     }
     bool proven = false;
     if (std::string why = context_.shared_addresses(pointer, mask, proven); !why.empty()) {
-      decline(epilogue, "programs store to the same addresses of '" + base + "' (" + why + ")");
+      refuse("programs store to the same addresses of '" + base + "' (" + why + ")");
       return k;
     }
     std::set<std::string> needed;
@@ -481,7 +472,7 @@ class Rewriter {
       stmt_assignments(*body[j], assigned);
       for (const auto &kv : assigned)
         if (needed.count(kv.first)) {
-          decline(epilogue, "'" + kv.first + "', which it reads, is assigned again before the store");
+          refuse("'" + kv.first + "', which it reads, is assigned again before the store");
           return k;
         }
     }

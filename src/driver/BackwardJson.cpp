@@ -34,11 +34,9 @@ bool added_once_by_its_owner(const tgrad::ad::Backward &bwd, const std::string &
   if (!owner || !bwd.module) return false;
   for (const auto &f : bwd.module->functions) {
     if (f->name == owner->name) continue;
-    bool mentioned = false;
-    tgrad::ad::visit_exprs(f->body, [&](const tgrad::ast::Expr &e) {
-      if (auto *n = tgrad::ast::dyn_cast<tgrad::ast::Name>(&e); n && n->id == gradient) mentioned = true;
-    });
-    if (mentioned) return false;
+    std::set<std::string> read;
+    tgrad::ad::block_reads(f->body, read);
+    if (read.count(gradient)) return false;
   }
   return true;
 }

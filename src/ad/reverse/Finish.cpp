@@ -384,18 +384,11 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::
 }
 
 namespace {
-// Each single-name assignment of `block` and of its loops and ifs, in order.
-void visit_stmts_assigning(const StmtList &block, const std::function<void(const std::string &, const Expr &)> &fn) {
-  for (const StmtPtr &st : block) {
-    if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()))
-      fn(cast<Name>(a->targets[0].get())->id, *a->value);
-    else if (auto *f = dyn_cast<For>(st.get()))
-      visit_stmts_assigning(f->body, fn);
-    else if (auto *i = dyn_cast<If>(st.get())) {
-      visit_stmts_assigning(i->body, fn);
-      visit_stmts_assigning(i->orelse, fn);
-    }
-  }
+// A cast written `.to(tl.float32)` (how it is written: a generic backward's representatives differ in its type
+// where it is written `.to(x.dtype)`).
+bool written_to_float32(const Call &c) {
+  const std::string to = emit::print_expr(*c.args[0]);
+  return to == "tl.float32" || to == "tl.fp32";
 }
 }  // namespace
 
@@ -406,46 +399,32 @@ void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, Na
   // integer in one, so deciding by those types made the representatives' backwards differ.)
   auto widened_exactly = [&](const Call &c) -> const Expr * {
     auto *attr = dyn_cast<Attribute>(c.func.get());
-    if (!attr || attr->attr != "to" || c.args.size() != 1 || !c.keywords.empty()) return nullptr;
-    const std::string to = emit::print_expr(*c.args[0]);
-    if (to != "tl.float32" && to != "tl.fp32") return nullptr;
+    if (!attr || attr->attr != "to" || c.args.size() != 1 || !c.keywords.empty() || !written_to_float32(c))
+      return nullptr;
     const SType *from = info.type_of(attr->value.get());
     if (!from || !from->is_tensor() || from->shape.empty() || from->elem.is_pointer ||
         !sema::is_float(from->elem.dtype) || sema::bits(from->elem.dtype) > 32)
       return nullptr;
     return attr->value.get();
   };
-  // Names assigned once, in this body or its loops and ifs.
+  // How many times each name is assigned, in this body or its loops and ifs.
   std::map<std::string, int> assignments;
-  std::function<void(const StmtList &)> count = [&](const StmtList &b) {
-    for (const StmtPtr &st : b) {
-      std::map<std::string, int> here;
-      stmt_assignments(*st, here);
-      for (const auto &kv : here) assignments[kv.first] += kv.second;
-    }
-  };
-  count(body);
-  // The operand of a narrowing cast, `x.to(T)` or `tl.trans(x).to(T)` with T not tl.float32: only such an x is worth
-  // reading before its widening (elsewhere the float32 value is what is used).
+  count_assignments(body, assignments);
+  // The operand of a narrowing cast, `x.to(T)` or `tl.trans(x).to(T)` with T not written tl.float32: only such an x
+  // is worth reading before its widening (elsewhere the float32 value is what is used).
   std::set<std::string> narrowed;
-  std::function<void(const StmtList &)> find_narrowed = [&](const StmtList &b) {
-    visit_exprs(b, [&](const Expr &e) {
-      auto *c = dyn_cast<Call>(&e);
-      auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
-      if (!attr || attr->attr != "to" || c->args.size() != 1 || !c->keywords.empty()) return;
-      // (Decided by how the cast is written, not by its type, which a generic backward's representatives differ in.)
-      const std::string to = emit::print_expr(*c->args[0]);
-      if (to == "tl.float32" || to == "tl.fp32") return;
-      const Expr *operand = attr->value.get();
-      if (auto *t = dyn_cast<Call>(operand); t && callee(*t) == "tl.trans" && t->args.size() == 1) operand = t->args[0].get();
-      if (auto *n = dyn_cast<Name>(operand)) narrowed.insert(n->id);
-    });
-  };
-  find_narrowed(body);
+  visit_exprs(body, [&](const Expr &e) {
+    auto *c = dyn_cast<Call>(&e);
+    auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+    if (!attr || attr->attr != "to" || c->args.size() != 1 || !c->keywords.empty() || written_to_float32(*c)) return;
+    const Expr *operand = attr->value.get();
+    if (auto *t = dyn_cast<Call>(operand); t && callee(*t) == "tl.trans" && t->args.size() == 1) operand = t->args[0].get();
+    if (auto *n = dyn_cast<Name>(operand)) narrowed.insert(n->id);
+  });
   // Through widenings of widenings (a generic load upcast, then the store's cast's adjoint): `y = x.to(f32)`,
   // `z = y.to(f32)`, z narrowed: so is y.
   std::map<std::string, std::string> widened_from;
-  visit_stmts_assigning(body, [&](const std::string &target, const Expr &value) {
+  each_assignment(body, [&](const std::string &target, const Expr &value) {
     auto *c = dyn_cast<Call>(&value);
     if (const Expr *receiver = c ? widened_exactly(*c) : nullptr)
       if (auto *n = dyn_cast<Name>(receiver)) widened_from[target] = n->id;
@@ -492,7 +471,7 @@ void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, Na
   split(body);
   if (narrow.empty()) return;
   // Each cast of such a name (or of tl.trans of one) reads the value before widening.
-  auto visit = [&](ExprPtr &root) { rewrite_expr(root, [&](ExprPtr &e) {
+  rewrite_exprs(body, [&](ExprPtr &e) {
     auto *c = dyn_cast<Call>(e.get());
     auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
     if (!attr || attr->attr != "to" || c->args.size() != 1 || !c->keywords.empty()) return;
@@ -502,20 +481,7 @@ void Engine::skip_exact_widenings(StmtList &body, const sema::TypeInfo &info, Na
       operand = &t->args[0];
     if (auto *n = dyn_cast<Name>(operand->get()))
       if (auto it = narrow.find(n->id); it != narrow.end()) *operand = name(it->second);
-  }); };
-  std::function<void(StmtList &)> rewrite = [&](StmtList &b) {
-    for (StmtPtr &st : b) {
-      if (auto *a = dyn_cast<Assign>(st.get())) visit(a->value);
-      else if (auto *g = dyn_cast<AugAssign>(st.get())) visit(g->value);
-      else if (auto *x = dyn_cast<ExprStmt>(st.get())) visit(x->value);
-      else if (auto *f = dyn_cast<For>(st.get())) rewrite(f->body);
-      else if (auto *i = dyn_cast<If>(st.get())) {
-        rewrite(i->body);
-        rewrite(i->orelse);
-      }
-    }
-  };
-  rewrite(body);
+  });
 }
 
 }  // namespace tgrad::ad::reverse

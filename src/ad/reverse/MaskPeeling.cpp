@@ -338,13 +338,11 @@ class Peeler {
     };
     std::vector<Guarded> guarded;
     const std::set<std::string> available = available_before(at);
-    std::set<std::string> constexprs;
-    for (const Param &p : kernel_.params)
-      if (p.annotation && emit::print_expr(*p.annotation).find("constexpr") != std::string::npos) constexprs.insert(p.name);
-    auto on_constexprs = [&](const Expr &cond) {
+    const std::set<std::string> constexprs = constexpr_params(kernel_);
+    auto on_constexprs = [&](const Expr &cond) {  // (a condition on tl.constexpr parameters, not a literal)
       std::set<std::string> r;
       reads(cond, r);
-      return !r.empty() && std::all_of(r.begin(), r.end(), [&](const std::string &n) { return constexprs.count(n) > 0; });
+      return !r.empty() && reads_only(cond, constexprs);
     };
     // Each expression of the body with the tl.constexpr conditions it is under (null: none).
     std::vector<std::pair<const Expr *, ExprPtr>> exprs;
@@ -478,6 +476,10 @@ class Peeler {
                            int_lit(1)),
                     clone(width));
     };
+    auto last_of = [&](ExprPtr u) {  // max(U - b0, 0) // W: the iterations whose last lane is < U (b + W <= U)
+      return binary(BinaryOpKind::FloorDiv,
+                    builtin2("max", binary(BinaryOpKind::Sub, std::move(u), clone(*b0)), int_lit(0)), clone(width));
+    };
     if (lowers.empty() && guarded_lowers) {
       first = names_.fresh(var->id + "_first_unmasked");
       out.push_back(assign(first, int_lit(0)));
@@ -486,13 +488,7 @@ class Peeler {
       // first = min(n, (max(L - b0, 0) + W - 1) // W) for each lower bound L: the largest.
       ExprPtr f_expr;
       for (ExprPtr &l : lowers) {
-        ExprPtr k = binary(BinaryOpKind::FloorDiv,
-                           binary(BinaryOpKind::Sub,
-                                  binary(BinaryOpKind::Add,
-                                         builtin2("max", binary(BinaryOpKind::Sub, std::move(l), clone(*b0)), int_lit(0)),
-                                         clone(width)),
-                                  int_lit(1)),
-                           clone(width));
+        ExprPtr k = first_of(std::move(l));
         f_expr = f_expr ? builtin2("max", std::move(f_expr), std::move(k)) : std::move(k);
       }
       first = names_.fresh(var->id + "_first_unmasked");
@@ -509,21 +505,13 @@ class Peeler {
     {
       // last = max(first, min(n, max(U - b0, 0) // W)) for each upper bound U (b + W <= U): the smallest.
       ExprPtr l_expr = name(n);
-      for (ExprPtr &u : uppers) {
-        ExprPtr k = binary(BinaryOpKind::FloorDiv,
-                           builtin2("max", binary(BinaryOpKind::Sub, std::move(u), clone(*b0)), int_lit(0)),
-                           clone(width));
-        l_expr = builtin2("min", std::move(l_expr), std::move(k));
-      }
+      for (ExprPtr &u : uppers) l_expr = builtin2("min", std::move(l_expr), last_of(std::move(u)));
       if (!first.empty()) l_expr = builtin2("max", name(first), std::move(l_expr));
       last = names_.fresh(var->id + "_last_unmasked");
       out.push_back(assign(last, std::move(l_expr)));
       for (Guarded &g : guarded)
         if (g.upper) {
-          ExprPtr k = binary(BinaryOpKind::FloorDiv,
-                             builtin2("max", binary(BinaryOpKind::Sub, std::move(g.bound), clone(*b0)), int_lit(0)),
-                             clone(width));
-          ExprPtr bounded = builtin2("min", name(last), std::move(k));
+          ExprPtr bounded = builtin2("min", name(last), last_of(std::move(g.bound)));
           if (!first.empty()) bounded = builtin2("max", name(first), std::move(bounded));
           simplify(bounded);
           StmtList then;

@@ -323,6 +323,21 @@ bool unswizzle(StmtList &block) {
   return changed;
 }
 
+// Whether `e` reads `name`, itself or through the definitions `defs` of the names it reads (a few levels deep:
+// `hi = (start_m + 1) * BLOCK_M`; a definition that reads its own name ends the walk).
+bool reads_through(const Expr &e, const std::string &name, const std::map<std::string, const Expr *> &defs,
+                   int depth = 0) {
+  bool found = false;
+  visit_expr(e, [&](const Expr &x) {
+    if (auto *n = dyn_cast<Name>(&x)) {
+      if (n->id == name) found = true;
+      else if (auto d = defs.find(n->id); d != defs.end() && depth < 8 && reads_through(*d->second, name, defs, depth + 1))
+        found = true;
+    }
+  });
+  return found;
+}
+
 // The first forward program whose loop runs the owner's iteration `iteration`, where that loop's end is `end`,
 // increasing in the program (`program`): `(program + c) * k` or `program * k + d` (k a positive integer or a
 // tl.constexpr, asserted positive), with the names `end` reads resolved through `defs` (the statements that
@@ -332,7 +347,7 @@ bool unswizzle(StmtList &block) {
 // `end` has neither form.
 ExprPtr first_program_running(const Expr &end, const std::string &program, const std::string &iteration,
                               const std::map<std::string, const Expr *> &defs,
-                              const std::set<std::string> &constexpr_params, StmtList &assertions) {
+                              const std::set<std::string> &constexprs, StmtList &assertions) {
   // Names resolved to their definitions (a few levels: `hi = (start_m + 1) * BLOCK_M`).
   std::function<const Expr *(const Expr *, int)> resolve = [&](const Expr *e, int depth) -> const Expr * {
     auto *n = dyn_cast<Name>(e);
@@ -340,16 +355,7 @@ ExprPtr first_program_running(const Expr &end, const std::string &program, const
     auto d = defs.find(n->id);
     return d == defs.end() ? e : resolve(d->second, depth + 1);
   };
-  std::function<bool(const Expr &)> mentions = [&](const Expr &e) {
-    bool found = false;
-    visit_expr(e, [&](const Expr &x) {
-      if (auto *n = dyn_cast<Name>(&x)) {
-        if (n->id == program) found = true;
-        else if (auto d = defs.find(n->id); d != defs.end() && mentions(*d->second)) found = true;
-      }
-    });
-    return found;
-  };
+  auto mentions = [&](const Expr &e) { return reads_through(e, program, defs); };
   auto is_program = [&](const Expr *e) {
     auto *n = dyn_cast<Name>(resolve(e, 0));
     return n && n->id == program;
@@ -358,7 +364,7 @@ ExprPtr first_program_running(const Expr &end, const std::string &program, const
   auto positive = [&](const Expr *k) -> bool {
     if (auto *i = dyn_cast<IntLit>(k)) return i->value > 0;
     auto *n = dyn_cast<Name>(k);
-    if (!n || !constexpr_params.count(n->id)) return false;
+    if (!n || !constexprs.count(n->id)) return false;
     assertions.push_back(std::make_unique<ExprStmt>(call(
         "tl.static_assert",
         list(std::make_unique<Compare>(name(n->id), std::vector<CompareOpKind>{CompareOpKind::Gt}, list(int_lit(0)))))));
@@ -973,10 +979,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       for (const StmtPtr &st : before)
         if (auto *a = dyn_cast<Assign>(st.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()))
           end_defs.emplace(cast<Name>(a->targets[0].get())->id, a->value.get());
-      std::set<std::string> constexpr_params;
-      for (const Param &p : bwd.params)
-        if (p.annotation && emit::print_expr(*p.annotation).find("constexpr") != std::string::npos)
-          constexpr_params.insert(p.name);
+      const std::set<std::string> constexprs = constexpr_params(bwd);
       StmtList assertions;
       const std::string from = names.fresh(program + "_from");
       // The statement that assigns `from`: one bound, or, where the end is chosen by an if on tl.constexpr
@@ -984,7 +987,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       // if with a bound per branch. A branch whose end does not depend on the program runs every iteration the
       // owners have (their grid is the largest number of iterations over the programs): from 0.
       StmtPtr first_stmt;
-      if (ExprPtr first = first_program_running(*end, program, loop_var->id, end_defs, constexpr_params, assertions))
+      if (ExprPtr first = first_program_running(*end, program, loop_var->id, end_defs, constexprs, assertions))
         first_stmt = assign(from, call("max", list(int_lit(0), std::move(first))));
       auto *end_name = dyn_cast<Name>(end.get());
       const If *chooser = nullptr;
@@ -994,14 +997,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           assigned_names(*st, assigned);
           if (assigned.count(end_name->id)) chooser = i;
         }
-      auto only_constexprs = [&](const Expr &cond) {
-        bool ok = true;
-        visit_expr(cond, [&](const Expr &x) {
-          if (auto *n = dyn_cast<Name>(&x)) ok &= constexpr_params.count(n->id) > 0;
-        });
-        return ok;
-      };
-      if (!first_stmt && chooser && !end_defs.count(end_name->id) && only_constexprs(*chooser->cond)) {
+      if (!first_stmt && chooser && !end_defs.count(end_name->id) && reads_only(*chooser->cond, constexprs)) {
         StmtList branches[2];
         bool ok = true;
         for (int side = 0; side < 2 && ok; ++side) {
@@ -1016,22 +1012,11 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
             ok = false;
             break;
           }
-          bool depends = false;
-          std::function<void(const Expr &, int)> reads_program = [&](const Expr &e, int depth) {
-            visit_expr(e, [&](const Expr &x) {
-              if (auto *n = dyn_cast<Name>(&x)) {
-                if (n->id == program) depends = true;
-                else if (auto b = branch_defs.find(n->id); b != branch_defs.end() && depth < 8)
-                  reads_program(*b->second, depth + 1);
-              }
-            });
-          };
-          reads_program(*d->second, 0);
-          if (!depends) {
+          if (!reads_through(*d->second, program, branch_defs)) {
             branches[side].push_back(assign(from, int_lit(0)));
             continue;
           }
-          ExprPtr first = first_program_running(*d->second, program, loop_var->id, branch_defs, constexpr_params,
+          ExprPtr first = first_program_running(*d->second, program, loop_var->id, branch_defs, constexprs,
                                                 assertions);
           if (!first) ok = false;
           else branches[side].push_back(assign(from, call("max", list(int_lit(0), std::move(first)))));

@@ -338,22 +338,6 @@ void fold_transposed_products(StmtList &block, const Function &kernel) {
   }
 }
 
-// Every value a plain single-name assignment (at any depth) gives each name, in order.
-void visit_assignments(const StmtList &block, std::map<std::string, std::vector<const Expr *>> &out) {
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1)
-      if (auto *n = as_name(a->targets[0].get())) out[n->id].push_back(a->value.get());
-    if (auto *i = dyn_cast<If>(s.get())) {
-      visit_assignments(i->body, out);
-      visit_assignments(i->orelse, out);
-    } else if (auto *f = dyn_cast<For>(s.get())) {
-      visit_assignments(f->body, out);
-    } else if (auto *w = dyn_cast<While>(s.get())) {
-      visit_assignments(w->body, out);
-    }
-  }
-}
-
 // Each name's value where an assignment (at any depth) gives it one: the last such, for its type.
 void collect_definitions(const StmtList &block, std::map<std::string, const Expr *> &defs) {
   for (const StmtPtr &s : block) {
@@ -384,7 +368,7 @@ std::string orient_loop_tiles(Function &kernel, For &loop, const sema::TypeInfo 
   // A name assigned the same expression everywhere (a mask written again in each branch of a tl.constexpr if,
   // or in the replay and again in the adjoint) means one value wherever its inputs do: counted as assigned once.
   std::map<std::string, std::vector<const Expr *>> all_defs;
-  visit_assignments(kernel.body, all_defs);
+  each_assignment(kernel.body, [&](const std::string &n, const Expr &v) { all_defs[n].push_back(&v); });
   for (auto &[n, count] : assigned) {
     auto d = all_defs.find(n);
     if (count > 1 && d != all_defs.end() && static_cast<int>(d->second.size()) == count &&
