@@ -171,6 +171,9 @@ def _tgrad_grid3(grid):
 
 
 def _tgrad_multi_processor_count(device):
+    # (Tensors on the CPU: Triton's interpreter, TRITON_INTERPRET=1, runs the kernels there.)
+    if torch.device(device).type != "cuda":
+        return os.cpu_count() or 1
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
@@ -277,7 +280,10 @@ class TgradKernel:
         self._autotune_names = frozenset()
         self._configs = {}
         self._autotuner = None
-        while not isinstance(kernel, triton.runtime.JITFunction):
+        # (Under TRITON_INTERPRET=1, @triton.jit gives an InterpretedFunction, which launches the same way.)
+        jit_types = (triton.runtime.JITFunction,) + tuple(
+            t for t in (getattr(getattr(triton.runtime, "interpreter", None), "InterpretedFunction", None),) if t)
+        while not isinstance(kernel, jit_types):
             if isinstance(kernel, triton.runtime.Autotuner):
                 self._autotuner = kernel
                 self._autotune_keys = tuple(kernel.keys)
