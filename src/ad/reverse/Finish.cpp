@@ -9,6 +9,8 @@
 #include "src/ad/ProvenShapes.h"
 #include "src/ad/Readability.h"
 #include "src/ad/reverse/DeadCode.h"
+#include "src/ad/reverse/DiscardedRows.h"
+#include "src/ad/reverse/DotScaling.h"
 #include "src/ad/reverse/MaskPeeling.h"
 #include "src/ad/reverse/Engine.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -224,6 +226,17 @@ void Engine::peel_masks(Module &out, Backward &result) {
       it = std::any_of(kernel->params.begin(), kernel->params.end(), [&](const Param &p) { return p.name == it->first; })
                ? std::next(it)
                : types.erase(it);
+    // Before the split, so that each loop's sum gets one scaling after it and one copy of each rewrite is made.
+    if (const int dropped = drop_discarded_row_selections(*kernel, out, types, sources_))
+      result.explanations.push_back("'" + kernel->name + "': " + std::to_string(dropped) +
+                                    (dropped == 1 ? " tl.where selects" : " tl.where select") +
+                                    " only in rows that its writes' masks discard: computed without it "
+                                    "(src/ad/reverse/DiscardedRows.h)");
+    if (const int scaled = scale_dot_sums_after_loops(*kernel, out, types, sources_))
+      result.explanations.push_back("'" + kernel->name + "': " + std::to_string(scaled) +
+                                    (scaled == 1 ? " loop's sum of tl.dot products is" : " loops' sums of tl.dot products are") +
+                                    " scaled once after the loop, not each operand in every iteration "
+                                    "(src/ad/reverse/DotScaling.h)");
     if (const int split = peel_masked_iterations(*kernel, names_, out, types, request_.generic_params, sources_))
       result.explanations.push_back("'" + kernel->name + "': " + std::to_string(split) +
                                     (split == 1 ? " loop computing a tl.dot runs" : " loops computing a tl.dot run") +

@@ -421,7 +421,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
@@ -451,7 +451,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
@@ -482,10 +482,13 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_5_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")

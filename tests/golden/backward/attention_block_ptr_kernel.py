@@ -122,7 +122,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        btl_dot_q_k = bp * p * 0.6931471805599453 * qk_scale
+        btl_dot_q_k = bp * p
         bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
 
     # Masked: the iterations after the run
@@ -156,8 +156,11 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = tl.dot(q, k) * qk_scale
-        btl_dot_q_k = tl.where(cols[None, :] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(cols[None, :] < N_CTX, bp * p, 0.0)
         bq += tl.dot(btl_dot_q_k.to(K.dtype.element_ty), tl.trans(k))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -304,7 +307,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
@@ -333,7 +336,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
@@ -364,10 +367,13 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         # Grad of: v = tl.load(V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0 + V_ptrs_index1[None, :] * V_ptrs_stride1, mask=(V_ptrs_index0[:, None] >= 0) & (V_ptrs_index0[:, None] < V_ptrs_shape0), other=0.0)
         dV_tile = dV_tile + bv
         bp += tl.broadcast_to(tl.expand_dims(bl_i_3_minus_one, 1), p.shape)
-        btl_dot_q_k = tl.where(t_5, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        btl_dot_q_k = tl.where(t_5, bp * p, 0.0)
 
         # Grad of: k = tl.load(K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0 + K_ptrs_index1[None, :] * K_ptrs_stride1, mask=(K_ptrs_index1[None, :] >= 0) & (K_ptrs_index1[None, :] < K_ptrs_shape1), other=0.0)
         dK_tile = dK_tile + tl.dot(tl.trans(q), btl_dot_q_k.to(Q.dtype.element_ty))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")

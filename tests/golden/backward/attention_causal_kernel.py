@@ -81,7 +81,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(visible, qk, float("-inf"))
         # Grad of: qk = qk * qk_scale
-        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(visible, bp * p, 0.0)
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
@@ -107,10 +107,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(visible, qk, float("-inf"))
         # Grad of: qk = qk * qk_scale
-        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(visible, bp * p, 0.0)
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -214,7 +217,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(visible, bp * p, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
@@ -240,7 +243,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(visible, bp * p, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
@@ -266,10 +269,13 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-        bqk = tl.where(visible, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(visible, bp * p, 0.0)
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")

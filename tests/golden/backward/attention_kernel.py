@@ -80,7 +80,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = qk * qk_scale
-        bqk = bp * p * 0.6931471805599453 * qk_scale
+        bqk = bp * p
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
@@ -106,10 +106,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
         # Grad of: p = tl.math.exp2(qk - m_ij[:, None])
         # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
         # Grad of: qk = qk * qk_scale
-        bqk = tl.where(t_3, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = tl.where(t_3, bp * p, 0.0)
 
         # Grad of: qk = tl.dot(q, tl.trans(k))
         bq += tl.dot(bqk.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -202,14 +205,14 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
-        qk_3 = tl.where(offs_n[:, None] < N_CTX, qk * qk_scale, float("-inf"))
+        qk_3 = qk * qk_scale
         p = tl.math.exp2(qk_3 - row_stat[None, :])
         bp = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-        bqk = tl.where(offs_n[:, None] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = bp * p
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
@@ -228,17 +231,20 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
         bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
-        qk_3 = tl.where(offs_n[:, None] < N_CTX, qk * qk_scale, float("-inf"))
+        qk_3 = qk * qk_scale
         p = tl.math.exp2(qk_3 - row_stat[None, :])
         bp = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty).to(V.dtype.element_ty))
 
         # Grad of: v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dV_tile = dV_tile + tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty.to(tl.float16))
         bp += tl.broadcast_to(tl.expand_dims(bl_i_2_minus_one, 0), p.shape)
-        bqk = tl.where(offs_n[:, None] < N_CTX, bp * p * 0.6931471805599453, 0.0) * qk_scale
+        bqk = bp * p
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
         dK_tile = dK_tile + tl.dot(bqk.to(Q.dtype.element_ty), q)
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")

@@ -100,7 +100,10 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
         # Grad of: p = tl.math.exp2(qk)
         # Grad of: qk = qk * qk_scale - m_ij[:, None]
         # Grad of: qk = tl.dot(q, k)
-        bq += tl.dot((bp * p * 0.6931471805599453 * qk_scale).to(k.dtype), tl.trans(k))
+        bq += tl.dot((bp * p).to(k.dtype), tl.trans(k))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes

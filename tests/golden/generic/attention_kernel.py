@@ -120,7 +120,7 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: qk = qk * qk_scale
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot(bqk_2.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
 
     # Masked: the iterations after the run
     for start_n in tl.range(start_n_last_unmasked * BLOCK_N, hi_3, BLOCK_N, num_stages=1):
@@ -163,7 +163,10 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
         # Grad of: qk = qk * qk_scale
         # Grad of: qk = tl.dot(q, tl.trans(k))
-        bq += tl.dot((bqk_2 * qk_scale).to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+        bq += tl.dot(bqk_2.to(tl_trans_k.dtype), tl.trans(tl_trans_k))
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    bq = bq * qk_scale
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -290,7 +293,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+            qk_5 = qk_2
         p = tl.math.exp2(qk_5 - row_stat[None, :])
         bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
         bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
@@ -309,10 +312,10 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += bqk_5_minus_m_ij_col
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
+        dK_tile = dK_tile + tl.dot(bqk_2.to(Q.dtype.element_ty), q)
 
     # From the first program whose loop runs this iteration (its end depends on the program)
     # (unmasked: every lane within the bounds)
@@ -334,7 +337,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             visible = offs_n[:, None] < N_CTX
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+            qk_5 = qk_2
         p = tl.math.exp2(qk_5 - row_stat[None, :])
         bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
         bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
@@ -353,10 +356,10 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += bqk_5_minus_m_ij_col
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
+        dK_tile = dK_tile + tl.dot(bqk_2.to(Q.dtype.element_ty), q)
 
     # Masked: the iterations after the run
     for start_m in tl.range(start_m_from + start_m_last_unmasked, num_programs_0, num_stages=1):
@@ -379,7 +382,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
             visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_n[:, None] < N_CTX)
             qk_5 = tl.where(visible, qk_2, float("-inf"))
         else:
-            qk_5 = tl.where(offs_n[:, None] < N_CTX, qk_2, float("-inf"))
+            qk_5 = qk_2
         p = tl.math.exp2(qk_5 - row_stat[None, :])
         bp_to_tl_float16 = tl.dot(v, tl.trans(bacc_4_to_Out_type_element_ty_raw_2).to(V.dtype.element_ty))
         bv = tl.dot(p.to(tl.float16), bacc_4_to_Out_type_element_ty_raw_2.to(tl.float16))
@@ -398,10 +401,13 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         else:
 
             # Grad of: qk = tl.where(offs_n[None, :] < N_CTX, qk, float("-inf"))
-            bqk_2 += tl.where(offs_n[:, None] < N_CTX, bqk_5_minus_m_ij_col, 0.0)
+            bqk_2 += bqk_5_minus_m_ij_col
 
         # Grad of: k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-        dK_tile = dK_tile + tl.dot((bqk_2 * qk_scale).to(Q.dtype.element_ty), q)
+        dK_tile = dK_tile + tl.dot(bqk_2.to(Q.dtype.element_ty), q)
+
+    # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
+    dK_tile = dK_tile * qk_scale
 
     # One addition per element and owner: programs along axis 0 no longer add to it one by one
     tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
