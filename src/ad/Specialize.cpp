@@ -314,6 +314,17 @@ class Specializer {
     // specialization must have the same ones. Tapes: the union, in order of
     // first appearance (a tape one specialization does not use is scratch
     // it never touches).
+    // An input updated in place has one gradient buffer that holds the upstream gradient of its new contents on
+    // entry; a specialization that does not store to it would overwrite that buffer with its own gradient: every
+    // specialization must update the same inputs in place.
+    auto sorted_names = [](std::vector<std::string> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    for (const Specialization &s : specs_)
+      if (sorted_names(s.backward.in_place) != sorted_names(first.in_place))
+        return fail(specs_[0], s, "the inputs they update in place");
+    out.in_place = first.in_place;
     out.partial_sums = first.partial_sums;
     out.num_programs_param = first.num_programs_param;
     out.reduce_kernel = first.reduce_kernel;

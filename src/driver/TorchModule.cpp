@@ -618,7 +618,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
        << "# kernel's float arguments in fp64 (Triton passes them as fp32), changing what it computes.\n";
   py << "\n\n"
      << "def _tgrad_" << forward_op << "(" << signature({}) << ") -> " << returns(outputs.size()) << ":\n"
-     << arguments_back << "    # What the kernel stores to, new: the op returns it.\n";
+     << arguments_back
+     << "    _tgrad_refuse_overlapping("
+     << join_each(outputs, [](const Parameter *p) { return p->name + "=" + p->name; }) << ")\n"
+     << "    # What the kernel stores to, new: the op returns it.\n";
   for (const Parameter *p : outputs)
     py << "    " << p->name << " = " << (p->reread ? "_tgrad_clone(" + p->name + ")" : "_tgrad_new_like(" + p->name + ")")
        << (p->accumulated ? "  # the kernel adds to it: it starts as the caller's"
@@ -737,11 +740,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << "    return "
      << join_each(inputs_with_gradient,
                   [&](const Parameter *p) {
-                    return "_tgrad_out(" +
+                    // (An input passed as an expanded view gets its gradient once per memory cell.)
+                    return "_tgrad_out(_tgrad_unaliased(" +
                            (in_place.count(p->name) || accumulated.count(p->name)
                                 ? "_tgrad_cast_like(" + p->gradient + ", " + p->name + ")"
                                 : p->gradient) +
-                           ")";
+                           ", " + p->name + "))";
                   })
      << "\n\n\n"
      << make_op(backward_op);
@@ -751,7 +755,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::vector<std::string> fake_outputs, fake_gradients;
     for (const Parameter *p : outputs) fake_outputs.push_back("_tgrad_out(_tgrad_new_like(" + p->name + "))");
     for (const Parameter *p : inputs_with_gradient)
-      fake_gradients.push_back("_tgrad_out(_tgrad_new_like(" + p->name + "))");
+      fake_gradients.push_back("_tgrad_out(_tgrad_gradient_like(" + p->name + "))");
     py << "\n\n@" << forward_op << ".register_fake\n"
        << "def _(" << signature({}) << "):\n"
        << "    return " << join(fake_outputs) << "\n"

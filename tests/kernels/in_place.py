@@ -119,3 +119,23 @@ def strided_inplace_scale_kernel(X, W, n_rows, n_cols, BLOCK: tl.constexpr):
             x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
             w = tl.load(W + cols, mask=mask, other=0.0)
             tl.store(X + row * n_cols + cols, x * x * w, mask=mask)
+
+
+# A decaying state updated in place, its decay one number per row with SHARED (as mamba's selective state update
+# ties its dt and A over a head's rows) or one per element without: S <- S * g + g, Y <- 3 S. Two specializations
+# behind one launch protocol, both updating S in place: the gradient of S's new contents reaches the old ones. G is
+# read through its strides, so that a caller may pass an expanded view (mamba's einops.repeat of A).
+@triton.jit
+def shared_decay_inplace_kernel(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr,
+                                BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
+    if SHARED:
+        g = tl.load(G + row * stride_g_row)
+    else:
+        g = tl.load(G + row * stride_g_row + cols * stride_g_col, mask=inside, other=0.0)
+    s = s * g + g
+    tl.store(S + row * n_cols + cols, s, mask=inside)
+    tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)

@@ -99,3 +99,18 @@ def strided_inplace_scale_kernel(X, W, n_rows, n_cols, BLOCK: tl.constexpr):
             x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
             w = tl.load(W + cols, mask=mask, other=0.0)
             tl.store(X + row * n_cols + cols, x * x * w, mask=mask)
+
+
+@triton.jit
+def shared_decay_inplace_kernel(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
+    if SHARED:
+        g = tl.load(G + row * stride_g_row)
+    else:
+        g = tl.load(G + row * stride_g_row + cols * stride_g_col, mask=inside, other=0.0)
+    s = s * g + g
+    tl.store(S + row * n_cols + cols, s, mask=inside)
+    tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)

@@ -750,6 +750,61 @@ def _tgrad_float32_zeros_like(t):
     return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
 
 
+def _tgrad_overlaps(t):
+    """Whether two elements of `t` share memory: an expanded view (a stride 0 over a dimension of more
+    than one element, as `expand` and einops.repeat make), or strides that interleave."""
+    reach = 0
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def _tgrad_unaliased(g, like):
+    """The gradient of an input passed with overlapping strides. The backward indexes its gradient
+    buffer with the input's strides, so the elements that share a memory cell share their gradient
+    cell too, which holds the sum of their gradients: the gradient of the memory itself. Autograd's
+    backward of the view (a sum over an expanded dimension) would add that cell once per element
+    sharing it; it is returned once per cell instead, at the first element that shares it, zeros at
+    the others. An input without overlap gets its buffer back as it is."""
+    if g is None or like is None or not _tgrad_overlaps(like):
+        return g
+    offsets = torch.zeros((), dtype=torch.int64, device=g.device)
+    for size, stride in zip(like.shape, like.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device=g.device) * stride
+    flat = offsets.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    ordered = flat[order]
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    keep = torch.zeros_like(first)
+    keep[order[first]] = True
+    values = g.reshape(-1)  # (each element's cell, copied)
+    return torch.where(keep, values, torch.zeros((), dtype=g.dtype, device=g.device)).reshape(like.shape)
+
+
+def _tgrad_gradient_like(t):
+    """A tensor laid out as the gradient the backward op returns for `t` (what torch.compile traces)."""
+    if t is None:
+        return None
+    if _tgrad_overlaps(t):
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return _tgrad_new_like(t)
+
+
+def _tgrad_refuse_overlapping(**buffers):
+    """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
+    memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
+    gradient describes it."""
+    for name, t in buffers.items():
+        if isinstance(t, torch.Tensor) and _tgrad_overlaps(t):
+            raise ValueError(f"tgrad: {name} is passed with overlapping strides {tuple(t.stride())} for shape "
+                             f"{tuple(t.shape)} (an expanded view) and the kernel stores to it: several of its "
+                             f"elements share memory, so the stored values overwrite each other; pass "
+                             f"{name}.contiguous() (or a new tensor) instead")
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -1128,6 +1183,7 @@ class TgradKernel:
 
 
 def _tgrad_attn_fwd_block_ptr_kernel_forward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
+    _tgrad_refuse_overlapping(M=M, Out=Out)
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     Out = _tgrad_new_like(Out)
@@ -1153,7 +1209,7 @@ def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: t
     # at least the most iterations any program of the forward runs of the loop at line 21 (range(lo, hi, BLOCK_N)); smaller, the gradients come out NaN
     tape_trips_2 = max(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((((_pid[0] * BLOCK_M) if ((4 - STAGE) == 1) else (((_pid[0] + 1) * BLOCK_M) if ((4 - STAGE) == 2) else N_CTX)) - (0 if ((4 - STAGE) == 1) else ((_pid[0] * BLOCK_M) if ((4 - STAGE) == 2) else 0))), BLOCK_N)), tgrad_grid, (0,)), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((((_pid[0] + 1) * BLOCK_M) - (_pid[0] * BLOCK_M)), BLOCK_N)), tgrad_grid, (0,)))
     attn_fwd_block_ptr_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, m_i_3_tape=m_i_3_tape, m_i_2_tape=m_i_2_tape, tape_trips=tape_trips, tape_trips_2=tape_trips_2, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(_tgrad_cast_like(dQ, Q)), _tgrad_out(_tgrad_cast_like(dK, K)), _tgrad_out(_tgrad_cast_like(dV, V))
+    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dK, K), K)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dV, V), V))
 
 
 attn_fwd_block_ptr_kernel_backward = torch.library.custom_op("tgrad_torch_attention_block_ptr_kernel::attn_fwd_block_ptr_kernel_backward", mutates_args=())(_tgrad_attn_fwd_block_ptr_kernel_backward)
@@ -1166,7 +1222,7 @@ def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.
 
 @attn_fwd_block_ptr_kernel_backward.register_fake
 def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: int, stride_kk: int, stride_vz: int, stride_vh: int, stride_vn: int, stride_vk: int, stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_out(_tgrad_new_like(Q)), _tgrad_out(_tgrad_new_like(K)), _tgrad_out(_tgrad_new_like(V))
+    return _tgrad_out(_tgrad_gradient_like(Q)), _tgrad_out(_tgrad_gradient_like(K)), _tgrad_out(_tgrad_gradient_like(V))
 
 
 def _tgrad_setup_context(ctx, inputs, output):

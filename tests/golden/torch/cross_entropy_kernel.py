@@ -95,6 +95,61 @@ def _tgrad_float32_zeros_like(t):
     return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
 
 
+def _tgrad_overlaps(t):
+    """Whether two elements of `t` share memory: an expanded view (a stride 0 over a dimension of more
+    than one element, as `expand` and einops.repeat make), or strides that interleave."""
+    reach = 0
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def _tgrad_unaliased(g, like):
+    """The gradient of an input passed with overlapping strides. The backward indexes its gradient
+    buffer with the input's strides, so the elements that share a memory cell share their gradient
+    cell too, which holds the sum of their gradients: the gradient of the memory itself. Autograd's
+    backward of the view (a sum over an expanded dimension) would add that cell once per element
+    sharing it; it is returned once per cell instead, at the first element that shares it, zeros at
+    the others. An input without overlap gets its buffer back as it is."""
+    if g is None or like is None or not _tgrad_overlaps(like):
+        return g
+    offsets = torch.zeros((), dtype=torch.int64, device=g.device)
+    for size, stride in zip(like.shape, like.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device=g.device) * stride
+    flat = offsets.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    ordered = flat[order]
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    keep = torch.zeros_like(first)
+    keep[order[first]] = True
+    values = g.reshape(-1)  # (each element's cell, copied)
+    return torch.where(keep, values, torch.zeros((), dtype=g.dtype, device=g.device)).reshape(like.shape)
+
+
+def _tgrad_gradient_like(t):
+    """A tensor laid out as the gradient the backward op returns for `t` (what torch.compile traces)."""
+    if t is None:
+        return None
+    if _tgrad_overlaps(t):
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return _tgrad_new_like(t)
+
+
+def _tgrad_refuse_overlapping(**buffers):
+    """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
+    memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
+    gradient describes it."""
+    for name, t in buffers.items():
+        if isinstance(t, torch.Tensor) and _tgrad_overlaps(t):
+            raise ValueError(f"tgrad: {name} is passed with overlapping strides {tuple(t.stride())} for shape "
+                             f"{tuple(t.shape)} (an expanded view) and the kernel stores to it: several of its "
+                             f"elements share memory, so the stored values overwrite each other; pass "
+                             f"{name}.contiguous() (or a new tensor) instead")
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -473,6 +528,7 @@ class TgradKernel:
 
 
 def _tgrad_cross_entropy_kernel_forward(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+    _tgrad_refuse_overlapping(loss_ptr=loss_ptr)
     # What the kernel stores to, new: the op returns it.
     loss_ptr = _tgrad_new_like(loss_ptr)
     cross_entropy_kernel.jit[tuple(tgrad_grid)](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, **_tgrad_options(num_warps, num_stages))
@@ -487,7 +543,7 @@ def _tgrad_cross_entropy_kernel_backward(tgrad_grid: typing.List[int], logits_pt
     _tgrad_device = _tgrad_device_of(logits_ptr, targets_ptr, loss_ptr)
     dlogits_ptr = _tgrad_zeros_like(logits_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     cross_entropy_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, dlogits_ptr=dlogits_ptr, dloss_ptr=dloss_ptr, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(dlogits_ptr)
+    return _tgrad_out(_tgrad_unaliased(dlogits_ptr, logits_ptr))
 
 
 cross_entropy_kernel_backward = torch.library.custom_op("tgrad_torch_cross_entropy_kernel::cross_entropy_kernel_backward", mutates_args=())(_tgrad_cross_entropy_kernel_backward)
@@ -500,7 +556,7 @@ def _(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], t
 
 @cross_entropy_kernel_backward.register_fake
 def _(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], targets_ptr: typing.Optional[torch.Tensor], loss_ptr: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dloss_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_out(_tgrad_new_like(logits_ptr))
+    return _tgrad_out(_tgrad_gradient_like(logits_ptr))
 
 
 def _tgrad_setup_context(ctx, inputs, output):

@@ -106,6 +106,61 @@ def _tgrad_float32_zeros_like(t):
     return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
 
 
+def _tgrad_overlaps(t):
+    """Whether two elements of `t` share memory: an expanded view (a stride 0 over a dimension of more
+    than one element, as `expand` and einops.repeat make), or strides that interleave."""
+    reach = 0
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def _tgrad_unaliased(g, like):
+    """The gradient of an input passed with overlapping strides. The backward indexes its gradient
+    buffer with the input's strides, so the elements that share a memory cell share their gradient
+    cell too, which holds the sum of their gradients: the gradient of the memory itself. Autograd's
+    backward of the view (a sum over an expanded dimension) would add that cell once per element
+    sharing it; it is returned once per cell instead, at the first element that shares it, zeros at
+    the others. An input without overlap gets its buffer back as it is."""
+    if g is None or like is None or not _tgrad_overlaps(like):
+        return g
+    offsets = torch.zeros((), dtype=torch.int64, device=g.device)
+    for size, stride in zip(like.shape, like.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device=g.device) * stride
+    flat = offsets.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    ordered = flat[order]
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    keep = torch.zeros_like(first)
+    keep[order[first]] = True
+    values = g.reshape(-1)  # (each element's cell, copied)
+    return torch.where(keep, values, torch.zeros((), dtype=g.dtype, device=g.device)).reshape(like.shape)
+
+
+def _tgrad_gradient_like(t):
+    """A tensor laid out as the gradient the backward op returns for `t` (what torch.compile traces)."""
+    if t is None:
+        return None
+    if _tgrad_overlaps(t):
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return _tgrad_new_like(t)
+
+
+def _tgrad_refuse_overlapping(**buffers):
+    """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
+    memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
+    gradient describes it."""
+    for name, t in buffers.items():
+        if isinstance(t, torch.Tensor) and _tgrad_overlaps(t):
+            raise ValueError(f"tgrad: {name} is passed with overlapping strides {tuple(t.stride())} for shape "
+                             f"{tuple(t.shape)} (an expanded view) and the kernel stores to it: several of its "
+                             f"elements share memory, so the stored values overwrite each other; pass "
+                             f"{name}.contiguous() (or a new tensor) instead")
+
+
 def _tgrad_numel(t):
     return 0 if t is None else t.numel()
 
@@ -484,6 +539,7 @@ class TgradKernel:
 
 
 def _tgrad_decay_scan_kernel_forward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
+    _tgrad_refuse_overlapping(H=H)
     # What the kernel stores to, new: the op returns it.
     H = _tgrad_new_like(H)
     decay_scan_kernel.jit[tuple(tgrad_grid)](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, **_tgrad_options(num_warps, num_stages))
@@ -499,7 +555,7 @@ def _tgrad_decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.Op
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     decay_scan_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, dX=dX, dG=dG, dH=dH, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(_tgrad_cast_like(dX, X)), _tgrad_out(_tgrad_cast_like(dG, G))
+    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 
 decay_scan_kernel_backward = torch.library.custom_op("tgrad_torch_decay_scan_kernel::decay_scan_kernel_backward", mutates_args=())(_tgrad_decay_scan_kernel_backward)
@@ -512,7 +568,7 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.
 
 @decay_scan_kernel_backward.register_fake
 def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None):
-    return _tgrad_out(_tgrad_new_like(X)), _tgrad_out(_tgrad_new_like(G))
+    return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(G))
 
 
 def _tgrad_setup_context(ctx, inputs, output):

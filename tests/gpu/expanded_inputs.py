@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Inputs passed as expanded views, through the modules `--emit torch` wrote (run on the GPU machine).
+
+Mamba2's step passes its per-head A, dt, dt_bias and D to selective_state_update as einops.repeat views:
+stride 0 over the head dimension, one memory cell shared by every element of a head. The backward indexes a
+gradient buffer with the input's strides, so the elements that share a cell add their gradients into one cell.
+The module must give autograd each cell's gradient once (autograd's backward of the expand sums over the
+expanded dimension), eagerly and under torch.compile. A buffer the kernel stores to, passed as an expanded
+view, is refused with a message. Gradients are compared with torch.autograd in float64.
+
+    python3 tests/gpu/expanded_inputs.py       # from the repository root; prints one line per case
+    EXPANDED_CPU=1 TRITON_INTERPRET=1 python3 tests/gpu/expanded_inputs.py      # on the CPU, Triton's interpreter
+"""
+import importlib.util
+import os
+import sys
+
+import torch
+
+DEV = "cpu" if os.environ.get("EXPANDED_CPU") == "1" else "cuda"
+
+
+def load(name):
+    path = os.path.join("tests", "golden", "torch", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # torch.compile imports a traced function's module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+failures = 0
+
+
+def check(label, got, want, tol=1e-5):
+    global failures
+    err = (got.double() - want).abs().max().item() / max(1.0, want.abs().max().item())
+    ok = err <= tol
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: max error {err:.2e}")
+
+
+gen = torch.Generator(device=DEV).manual_seed(0)
+modes = ("eager",) if DEV == "cpu" else ("eager", "compile")
+
+# An in-place state whose decay is an expanded view: per row, G = g0[:, None].expand(rows, cols) (strides (1, 0)),
+# and one number for all, G = g0.expand(rows, cols) (strides (0, 0)).
+decay = load("shared_decay_inplace_kernel")
+rows, cols = 40, 100
+for mode in modes:
+    for per_row in (True, False):
+        s = torch.randn(rows, cols, generator=gen, device=DEV, requires_grad=True)
+        g0 = torch.rand(rows if per_row else 1, generator=gen, device=DEV, requires_grad=True)
+        ws, wy = (torch.randn(rows, cols, generator=gen, device=DEV) for _ in range(2))
+
+        def expanded(g0):
+            return (g0[:, None] if per_row else g0[None, :]).expand(rows, cols)
+
+        def run(s, g0):
+            g = expanded(g0)
+            new_s, y = decay.shared_decay_inplace_kernel[(rows,)](s, g, torch.empty(rows, cols, device=DEV), cols,
+                                                                   g.stride(0), g.stride(1), SHARED=False, BLOCK=128)
+            return (new_s * ws).sum() + (y * wy).sum()
+
+        (torch.compile(run, fullgraph=True) if mode == "compile" else run)(s, g0).backward()
+        sr, gr = s.detach().double().requires_grad_(), g0.detach().double().requires_grad_()
+        new = sr * expanded(gr) + expanded(gr)
+        ((new * ws.double()).sum() + (3 * new * wy.double()).sum()).backward()
+        what = "per row, strides (1, 0)" if per_row else "one number, strides (0, 0)"
+        check(f"in-place state, G expanded ({what}, {mode}): dG", g0.grad, gr.grad)
+        check(f"in-place state, G expanded ({what}, {mode}): dS", s.grad, sr.grad)
+
+# An output passed as an expanded view: refused.
+try:
+    rows, cols = 4, 8
+    x = torch.randn(rows, cols, device=DEV, requires_grad=True)
+    load("rms_norm_kernel").rms_norm_fwd_kernel[(rows,)](x, torch.ones(cols, device=DEV), torch.empty(1, cols, device=DEV).expand(rows, cols),
+                                     torch.empty(rows, device=DEV), x.stride(0), 0, cols, 1e-6, BLOCK_SIZE=8)
+    failures += 1
+    print("FAIL an output passed as an expanded view was launched")
+except ValueError as e:
+    ok = "overlapping strides" in str(e)
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} an output passed as an expanded view is refused: {str(e)[:100]}")
+
+print(f"{failures} failures")
+sys.exit(1 if failures else 0)
