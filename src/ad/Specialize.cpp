@@ -315,16 +315,22 @@ class Specializer {
     // first appearance (a tape one specialization does not use is scratch
     // it never touches).
     // An input updated in place has one gradient buffer that holds the upstream gradient of its new contents on
-    // entry; a specialization that does not store to it would overwrite that buffer with its own gradient: every
-    // specialization must update the same inputs in place.
-    auto sorted_names = [](std::vector<std::string> v) {
-      std::sort(v.begin(), v.end());
-      return v;
-    };
+    // entry. A specialization that neither loads nor stores it leaves that buffer as it is: its contents pass
+    // through, and so does their gradient. One that loads it without updating it would overwrite the buffer
+    // with its own gradient: refused.
     for (const Specialization &s : specs_)
-      if (sorted_names(s.backward.in_place) != sorted_names(first.in_place))
-        return fail(specs_[0], s, "the inputs they update in place");
-    out.in_place = first.in_place;
+      for (const std::string &x : s.backward.in_place)
+        if (std::find(out.in_place.begin(), out.in_place.end(), x) == out.in_place.end()) out.in_place.push_back(x);
+    for (const Specialization &s : specs_)
+      for (const std::string &x : out.in_place) {
+        const Backward &b = s.backward;
+        if (std::find(b.in_place.begin(), b.in_place.end(), x) != b.in_place.end()) continue;
+        const bool untouched =
+            std::any_of(b.zero_gradients.begin(), b.zero_gradients.end(), [&](const auto &z) { return z.first == x; }) &&
+            std::none_of(b.gradient_buffers.begin() + static_cast<long>(b.input_gradients), b.gradient_buffers.end(),
+                         [&](const auto &g) { return g.first == x; });
+        if (!untouched) return fail(specs_[0], s, "the inputs they update in place ('" + x + "')");
+      }
     out.partial_sums = first.partial_sums;
     out.num_programs_param = first.num_programs_param;
     out.reduce_kernel = first.reduce_kernel;

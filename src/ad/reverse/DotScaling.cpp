@@ -140,14 +140,17 @@ class Scaler {
     return false;
   }
 
-  // A scalar float the loop does not change: a literal, or an expression of names it does not assign.
+  // A number the loop does not change: a float literal, or a scalar of names it does not assign. (An integer
+  // scalar too: a generic backward's `scale` is int32 in one representative type and fp32 in another, and both
+  // must be rewritten alike; a product with an integer scales after the sum as well.)
   bool invariant_scalar(const Expr &e) const {
     if (isa<FloatLit>(&e)) return true;
     const sema::SType *t = info_.type_of(&e);
-    const bool scalar_float = t && ((t->is_tensor() && t->shape.empty() && !t->elem.is_pointer &&
-                                     sema::is_float(t->elem.dtype)) ||
-                                    t->kind == sema::SType::Kind::Float);
-    if (!scalar_float) return false;
+    const bool scalar_number =
+        t && ((t->is_tensor() && t->shape.empty() && !t->elem.is_pointer &&
+               (sema::is_float(t->elem.dtype) || (sema::is_integer(t->elem.dtype) && t->elem.dtype != sema::DType::Int1))) ||
+              t->kind == sema::SType::Kind::Float || t->kind == sema::SType::Kind::Int);
+    if (!scalar_number) return false;
     std::set<std::string> read;
     reads(e, read);
     for (const std::string &n : read)
