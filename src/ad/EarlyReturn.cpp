@@ -80,7 +80,19 @@ class ChoiceNames {
     const Expr *c = e.cond.get();
     if (auto *u = dyn_cast<UnaryOp>(c); u && u->op == UnaryOpKind::Not) c = u->operand.get();
     auto *n = dyn_cast<Name>(c);
-    return n && constexpr_params_.count(n->id) && number(*e.then_value) && number(*e.else_value);
+    if (n && constexpr_params_.count(n->id) && number(*e.then_value) && number(*e.else_value)) return true;
+    // `BLOCK if BLOCK <= 128 else SMALL` (mamba's chunk scan, as a tl.arange's end): every name a tl.constexpr
+    // parameter, so the whole choice is one; split into an if, the name it would get is no tl.constexpr, and
+    // Triton refuses it as an arange's end.
+    std::set<std::string> read;
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *name = dyn_cast<Name>(&x)) read.insert(name->id);
+    });
+    bool only_constexprs = !read.empty();
+    for (const std::string &r : read) only_constexprs &= constexpr_params_.count(r) > 0;
+    bool plain = true;  // names, numbers and arithmetic on them (no call that a branch would guard)
+    visit_expr(e, [&](const Expr &x) { plain &= !isa<Call>(&x) && !isa<Attribute>(&x) && !isa<Subscript>(&x); });
+    return only_constexprs && plain;
   }
   std::string fresh() {
     for (int k = 1;; ++k) {

@@ -258,6 +258,7 @@ std::unique_ptr<Function> clone_signature(const Function &f) {
 std::unique_ptr<Function> clone(const Function &f) {
   std::unique_ptr<Function> c = clone_signature(f);
   c->body = clone(f.body);
+  if (f.alternative) c->alternative = clone(*f.alternative);  // (a module read through an import keeps it)
   return c;
 }
 

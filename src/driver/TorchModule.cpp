@@ -261,26 +261,107 @@ std::set<std::string> python_identifiers(const std::string &text) {
   return out;
 }
 
+// The names a block reads before assigning them, given those `defined` before it (which it extends): what a
+// jit function reads from its module. A name the function assigns first is its own, also where the module has
+// one of that name too (tutorial matmul's `b = tl.load(...)` in the kernel, `b = b.T` under an `if` at module
+// level); Triton looks a name up in the function's scope first, then the module's, so a read before the
+// function's own assignment is the module's.
+void reads_before_assignment(const StmtList &block, std::set<std::string> &defined, std::set<std::string> &out) {
+  auto check = [&](const std::set<std::string> &read) {
+    for (const std::string &n : read)
+      if (!defined.count(n)) out.insert(n);
+  };
+  for (const StmtPtr &s : block) {
+    std::set<std::string> read;
+    if (auto *f = dyn_cast<For>(s.get())) {
+      ad::reads(*f->iter, read);
+      check(read);
+      ad::reads(*f->target, defined);
+      reads_before_assignment(f->body, defined, out);
+    } else if (auto *w = dyn_cast<While>(s.get())) {
+      ad::reads(*w->cond, read);
+      check(read);
+      reads_before_assignment(w->body, defined, out);
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      ad::reads(*i->cond, read);
+      check(read);
+      std::set<std::string> other = defined;
+      reads_before_assignment(i->body, defined, out);
+      reads_before_assignment(i->orelse, other, out);
+      defined.insert(other.begin(), other.end());
+    } else {
+      ad::stmt_reads(*s, read);
+      check(read);
+      std::map<std::string, int> assigned;
+      ast::stmt_assignments(*s, assigned);
+      for (const auto &a : assigned) defined.insert(a.first);
+    }
+  }
+}
+
+// The names the module's code reads from the module's scope: its functions' (less their own names), their
+// decorators', parameter defaults' and annotations', and its constants'.
+std::set<std::string> module_scope_reads(const Module &m) {
+  std::set<std::string> out;
+  for (const auto &f : m.functions) {
+    std::set<std::string> defined;
+    for (const Param &p : f->params) {
+      defined.insert(p.name);
+      if (p.default_value) ad::reads(*p.default_value, out);
+      if (p.annotation) ad::reads(*p.annotation, out);
+    }
+    reads_before_assignment(f->body, defined, out);
+    for (const Decorator &d : f->decorators) {
+      std::set<std::string> ids = python_identifiers(d.text);
+      out.insert(ids.begin(), ids.end());
+    }
+  }
+  for (const Constant &c : m.constants) ad::stmt_reads(*c.stmt, out);
+  return out;
+}
+
 // The module's imports less those of the user's file that nothing in it
 // reads: Liger's kernel files import their launchers' host helpers
 // (`from liger_kernel.ops.utils import ensure_contiguous`), which the
 // generated module would otherwise need installed to import. The module's
-// own imports (torch, triton, typing, ...) stay, as do an if's or a try's
-// alternatives and `NAME = a.b` bindings.
+// own imports (torch, triton, typing, ...) stay. A `NAME = a.b` binding, and
+// an if's or a try's alternatives, stay where the module reads a name they
+// bind (05-layer-norm's `layer_norm = LayerNorm.apply` would need the class,
+// which the module does not have).
 void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   std::vector<Import> imports = std::move(kernels.imports);
   kernels.imports.clear();
-  std::set<std::string> read = python_identifiers(emit::print_module(kernels) + host_definitions + kTorchRuntime);
+  std::set<std::string> read = python_identifiers(host_definitions + kTorchRuntime);
+  for (const std::string &n : module_scope_reads(kernels)) read.insert(n);
   static const std::set<std::string> own = {"collections", "itertools", "os", "typing", "torch", "triton",
                                            "torch.library", "torch.utils._python_dispatch"};
   auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
     if (!n.second.empty()) return n.second;
     return i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
   };
-  // A kept `NAME = libdevice.exp` binding reads the import of libdevice.
-  for (const Import &i : imports)
-    if (i.assignment || i.conditional)
+  // The bindings and alternatives kept: those whose names are read, and (a kept `NAME = libdevice.exp` reads
+  // the import of libdevice, which may be an alternative of a try) those these read in turn. An if's or a try's
+  // alternatives stay together.
+  auto reads_a_binding_of = [&](size_t k) {
+    for (size_t j = 0; j < imports.size(); ++j) {
+      const Import &i = imports[j];
+      const bool together = j == k || (imports[k].conditional && i.conditional && i.group == imports[k].group);
+      if (together)
+        for (const auto &n : i.names)
+          if (read.count(bound(i, n))) return true;
+    }
+    return false;
+  };
+  std::vector<bool> kept(imports.size(), false);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t k = 0; k < imports.size(); ++k) {
+      const Import &i = imports[k];
+      if (kept[k] || !(i.assignment || i.conditional) || !reads_a_binding_of(k)) continue;
+      kept[k] = grew = true;
       for (const auto &n : i.names) read.insert(n.first.substr(0, n.first.find('.')));
+    }
+  }
   // Names the module binds itself: its functions, its constants and the `NAME = a.b` bindings tgrad resolved an
   // import to. An import's name the module binds so is not imported: unsloth's geglu imports `triton_tanh` from
   // `.utils`, where it is `libdevice.tanh`; the module binds it so, and `from .utils import ...` would make it
@@ -288,10 +369,12 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   std::set<std::string> bound_here;
   for (const auto &f : kernels.functions) bound_here.insert(f->name);
   for (const Constant &c : kernels.constants) bound_here.insert(c.name);
-  for (const Import &i : imports)
-    if (i.assignment && !i.conditional)
-      for (const auto &n : i.names) bound_here.insert(bound(i, n));
-  for (Import &i : imports) {
+  for (size_t k = 0; k < imports.size(); ++k)
+    if (kept[k] && imports[k].assignment && !imports[k].conditional)
+      for (const auto &n : imports[k].names) bound_here.insert(bound(imports[k], n));
+  for (size_t k = 0; k < imports.size(); ++k) {
+    Import &i = imports[k];
+    if ((i.assignment || i.conditional) && !kept[k]) continue;
     const bool whole = i.conditional || i.assignment || own.count(i.is_from ? i.module : i.names.front().first);
     if (!whole) {
       // Of a plain import, the names the module reads and does not bind itself.
@@ -330,8 +413,9 @@ std::string host_definitions_read(const Module &forward, const Module &kernels) 
       }
   }
   std::string out;
+  std::set<std::string> written;  // (an if statement binding several names defines each of them)
   for (size_t k = 0; k < forward.host_definitions.size(); ++k)
-    if (used[k]) out += "\n\n" + forward.host_definitions[k].text;
+    if (used[k] && written.insert(forward.host_definitions[k].text).second) out += "\n\n" + forward.host_definitions[k].text;
   return out;
 }
 

@@ -114,7 +114,19 @@ class Scanner {
   void scan_block(size_t b, size_t e, bool top_level) {
     std::vector<size_t> decorator_lines;
     size_t k = b;
+    // A module-level if/try statement in progress: its first line, the line after its last branch, and the
+    // chunks before it (those after it are its branches').
+    struct Compound {
+      size_t first_line, end_line, chunks_before;
+    };
+    std::optional<Compound> compound;
+    auto close_compound = [&](size_t line) {
+      if (!compound || line < compound->end_line) return;
+      host_block(*compound);
+      compound.reset();
+    };
     while (k < e) {
+      close_compound(k);
       const int column = first(k).column;
       size_t body_end = k + 1;
       while (body_end < e && first(body_end).column > column) ++body_end;
@@ -134,7 +146,17 @@ class Scanner {
         }
         if (chunks_.size() > before && chunks_.back().kind == Chunk::Kind::HostName) chunks_.back().conditional = !top_level;
       } else if (w == "if" || w == "elif" || w == "else" || w == "try" || w == "except" || w == "finally") {
-        if (top_level && (w == "if" || w == "try")) ++group_;  // a new compound statement
+        if (top_level && (w == "if" || w == "try")) {  // a new compound statement
+          ++group_;
+          size_t end_line = body_end;  // through its elif/else/except/finally branches
+          while (end_line < e && first(end_line).column == column &&
+                 (word(end_line, 0) == "elif" || word(end_line, 0) == "else" || word(end_line, 0) == "except" ||
+                  word(end_line, 0) == "finally")) {
+            ++end_line;
+            while (end_line < e && first(end_line).column > column) ++end_line;
+          }
+          compound = Compound{k, end_line, chunks_.size()};
+        }
         if (body_end > k + 1) scan_block(k + 1, body_end, /*top_level=*/false);
       } else if (w == "import" || w == "from") {
         // Imports inside module-level if/try blocks too (`try: from
@@ -156,6 +178,22 @@ class Scanner {
       k = body_end;
     }
     warn_about_orphan_jit(decorator_lines, e);
+    close_compound(e);
+  }
+
+  // The host values a module-level if/try statement binds (`if cond: NUM_STAGES_OPTIONS = [1] else: ...`, as the
+  // tutorial attention's autotune configs read): the whole statement, as text, defines each of them for the host
+  // code a generated module carries (the branch is Python's to take).
+  template <class C> void host_block(const C &compound) {
+    Chunk block;
+    block.kind = Chunk::Kind::HostBlock;
+    block.first_line = first(compound.first_line).line;
+    block.text = lines_text(block.first_line, toks_[lines_[compound.end_line - 1].last].end_line);
+    for (size_t c = compound.chunks_before; c < chunks_.size(); ++c)
+      if (chunks_[c].kind == Chunk::Kind::HostName &&
+          std::find(block.bound_names.begin(), block.bound_names.end(), chunks_[c].host_name) == block.bound_names.end())
+        block.bound_names.push_back(chunks_[c].host_name);
+    if (!block.bound_names.empty()) chunks_.push_back(std::move(block));
   }
 
   // `@triton.jit` above something that is not a function (a class, the end

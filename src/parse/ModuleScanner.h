@@ -26,7 +26,7 @@
 namespace tgrad::parse {
 
 struct Chunk {
-  enum class Kind { Function, Import, Constant, HostName, Alias };
+  enum class Kind { Function, Import, Constant, HostName, Alias, HostBlock };
   Kind kind = Kind::Function;
   int first_line = 1;  // 1-based file line where `text` starts
   std::string text;    // whole lines, first_line onwards
@@ -35,6 +35,7 @@ struct Chunk {
   std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
   std::string host_name;                   // HostName, Alias: the name bound (a HostName's text: its lines)
   std::string alias_of;                    // Alias: the dotted name it binds (`triton_tanh = libdevice.tanh`)
+  std::vector<std::string> bound_names;    // HostBlock: the host names a module-level if/try statement binds
   SourceSpan span;                         // Alias: the statement
   bool conditional = false;                // Import, Alias, HostName or Function inside a module-level if/try block
   int group = 0;                           // which if/try statement (1, 2, ...) for a conditional chunk

@@ -165,6 +165,10 @@ void report_layout_and_syntax_errors(const IndentTokenSource &source, const Synt
 }
 
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
+  if (chunk.kind == Chunk::Kind::HostBlock) {  // a module-level if/try binding host values: kept as text
+    for (const std::string &name : chunk.bound_names) module.host_definitions.push_back({name, chunk.text});
+    return;
+  }
   if (chunk.kind == Chunk::Kind::HostName) {  // Python, not tile language: kept as text
     module.host_names.push_back(chunk.host_name);
     if (!chunk.conditional) module.host_definitions.push_back({chunk.host_name, chunk.text});
@@ -238,6 +242,20 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       f->group = chunk.group;
       if (!chunk.rename_to.empty()) f->name = chunk.rename_to;
       const std::string binding = chunk.rename_to.empty() ? "" : " (bound by `" + f->name + " = " + defined_as + "`)";
+      // Alternatives in the branches of one module-level if (`if TRITON3: def softplus ... else: def softplus
+      // ...`): the later in use, the earlier kept as its alternative; sema::supersede_fallback_functions may
+      // choose that one, where only it compiles with Triton 3.
+      for (auto &existing : module.functions)
+        if (existing->name == f->name && existing->conditional && f->conditional && existing->group == f->group) {
+          diags.warning(f->name_span, "jit function '" + f->name + "' is defined again here" + binding +
+                                          ", in another branch of the same module-level if (tgrad cannot tell which "
+                                          "branch Python takes): tgrad uses the definition whose code Triton 3 has "
+                                          "functions for, else this later one");
+          diags.note(existing->name_span, "the earlier definition of '" + f->name + "' is here");
+          f->alternative = std::move(existing);
+          existing = std::move(f);
+          return;
+        }
       // A later definition replaces an earlier one, as in Python.
       for (auto &existing : module.functions)
         if (existing->name == f->name) {
@@ -261,6 +279,7 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
       return;
     }
     case Chunk::Kind::HostName:
+    case Chunk::Kind::HostBlock:
     case Chunk::Kind::Alias: return;  // above
     case Chunk::Kind::Constant: {
       TileLangParser::Constant_chunkContext *tree = parse(&TileLangParser::constant_chunk);

@@ -1,7 +1,10 @@
 #include "tgrad/sema/Names.h"
 
+#include "tgrad/ast/Walk.h"
+
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace tgrad::sema {
@@ -240,7 +243,53 @@ std::optional<std::string> tl_function_bound_to(const ast::Module &module, const
   return std::nullopt;
 }
 
+namespace {
+
+// Whether `f` calls `tl.math.NAME` for a NAME Triton 3's tl.math does not have (its members, measured on Triton
+// 3.6 and 3.9: abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2, rsqrt, sin, sqrt, sqrt_rn,
+// umulhi). Triton 2's tl.math held libdevice's functions (`tl.math.log1p`), and a file that supports both
+// defines its helper once per version (mamba's softplus under `if TRITON3: ... else: ...`).
+bool calls_triton2_math(const ast::Function &f) {
+  static const std::set<std::string> triton3_math = {"abs",  "ceil", "cos",  "div_rn", "erf",   "exp",
+                                                     "exp2", "fdiv", "floor", "fma",   "log",   "log2",
+                                                     "rsqrt", "sin", "sqrt", "sqrt_rn", "umulhi"};
+  bool found = false;
+  std::function<void(const ast::Expr &)> expr = [&](const ast::Expr &e) {
+    if (auto *c = ast::dyn_cast<ast::Call>(&e))
+      if (auto *a = ast::dyn_cast<ast::Attribute>(c->func.get())) {
+        auto *m = ast::dyn_cast<ast::Attribute>(a->value.get());
+        auto *tl = m ? ast::dyn_cast<ast::Name>(m->value.get()) : nullptr;
+        if (tl && tl->id == "tl" && m->attr == "math" && !triton3_math.count(a->attr)) found = true;
+      }
+    ast::for_each_child(const_cast<ast::Expr &>(e), [&](ast::ExprPtr &child) { expr(*child); });
+  };
+  std::function<void(const ast::StmtList &)> block = [&](const ast::StmtList &b) {
+    for (const ast::StmtPtr &s : b) {
+      if (auto *a = ast::dyn_cast<ast::Assign>(s.get())) expr(*a->value);
+      if (auto *a = ast::dyn_cast<ast::AugAssign>(s.get())) expr(*a->value);
+      if (auto *a = ast::dyn_cast<ast::AnnAssign>(s.get()); a && a->value) expr(*a->value);
+      if (auto *x = ast::dyn_cast<ast::ExprStmt>(s.get())) expr(*x->value);
+      if (auto *r = ast::dyn_cast<ast::Return>(s.get()); r && r->value) expr(*r->value);
+      if (auto *i = ast::dyn_cast<ast::If>(s.get())) expr(*i->cond), block(i->body), block(i->orelse);
+      if (auto *l = ast::dyn_cast<ast::For>(s.get())) expr(*l->iter), block(l->body);
+      if (auto *w = ast::dyn_cast<ast::While>(s.get())) expr(*w->cond), block(w->body);
+    }
+  };
+  block(f.body);
+  return found;
+}
+
+}  // namespace
+
 void supersede_fallback_functions(ast::Module &module) {
+  // Two definitions of a jit function in the branches of one module-level if (the parser keeps the later, the
+  // earlier as its alternative): the one Triton 3 compiles, where the other calls what only Triton 2's tl.math had.
+  for (auto &f : module.functions)
+    if (f->alternative && calls_triton2_math(*f) && !calls_triton2_math(*f->alternative)) {
+      std::unique_ptr<ast::Function> other = std::move(f->alternative);
+      other->alternative = std::move(f);
+      f = std::move(other);
+    }
   for (auto &f : module.functions) {
     if (!f->conditional) continue;
     for (const ast::Import &imp : module.imports) {

@@ -362,6 +362,9 @@ struct Function {
   // the branch Triton 3.6 takes. find_function skips this definition; --emit
   // source still prints it (sema::supersede_fallback_functions sets it).
   bool superseded = false;
+  // The definition of the same name in another branch of the same module-level if, which this one replaced
+  // (sema::supersede_fallback_functions may put it back); not compared or printed.
+  std::unique_ptr<Function> alternative;
 
   bool is_constexpr_param(size_t i) const;
 };

@@ -348,6 +348,13 @@ class TgradKernel:
     def run(self, grid, *args, **kwargs):
         num_warps = kwargs.pop("num_warps", None) if "num_warps" in self._own_options else None
         num_stages = kwargs.pop("num_stages", None) if "num_stages" in self._own_options else None
+        # Triton's default of one CTA per program, which the tutorials' layer norm passes explicitly; the op launches
+        # every kernel so. Thread-block clusters (num_ctas > 1) it does not launch.
+        if "num_ctas" not in self._params and kwargs.get("num_ctas", 1) in (1, None):
+            kwargs.pop("num_ctas", None)
+        elif "num_ctas" not in self._params:
+            raise TypeError(f"tgrad: {self.__name__}: the op launches its kernels with num_ctas=1 (one CTA per "
+                            f"program); num_ctas={kwargs['num_ctas']} (thread-block clusters) is not supported")
         if len(args) > len(self._params):
             raise TypeError(f"{self.__name__}() takes {len(self._params)} arguments, {len(args)} given")
         bound = dict(self._defaults)
