@@ -205,6 +205,30 @@ class Rewriter {
       out_.explanations.push_back(e);
   }
 
+  // Whether a jit helper returns a leaky relu of its one parameter p, `tl.where(p >= 0, p, k * p)` (or `p > 0`,
+  // `p * k`), as its only statement: sets how the stored value tells the upper side, and k.
+  static bool leaky_relu_helper(const Function &h, CompareOpKind &above, double &slope) {
+    if (h.params.size() != 1 || h.body.size() != 1) return false;
+    const std::string &p = h.params[0].name;
+    auto *ret = dyn_cast<Return>(h.body[0].get());
+    auto *where = ret && ret->value ? dyn_cast<Call>(ret->value.get()) : nullptr;
+    if (!where || emit::print_expr(*where->func) != "tl.where" || where->args.size() != 3 || !where->keywords.empty())
+      return false;
+    auto *cmp = dyn_cast<Compare>(where->args[0].get());
+    if (!cmp || cmp->ops.size() != 1 || !is_name(cmp->left.get(), p) || !is_zero_literal(cmp->comparators[0].get()) ||
+        (cmp->ops[0] != CompareOpKind::Gt && cmp->ops[0] != CompareOpKind::GtE))
+      return false;
+    auto *mul = dyn_cast<BinOp>(where->args[2].get());
+    if (!is_name(where->args[1].get(), p) || !mul || mul->op != BinaryOpKind::Mul) return false;
+    const FloatLit *k = is_name(mul->rhs.get(), p) ? dyn_cast<FloatLit>(mul->lhs.get())
+                        : is_name(mul->lhs.get(), p) ? dyn_cast<FloatLit>(mul->rhs.get())
+                                                    : nullptr;
+    if (!k || !(k->value >= 0.0) || k->value >= 1.0) return false;
+    above = cmp->ops[0];
+    slope = k->value;
+    return true;
+  }
+
   // Whether an if's condition is decided when Triton compiles: it reads tl.constexpr parameters only.
   bool compile_time(const Expr &cond) const { return reads_only(cond, constexpr_params(*anf_.fn)); }
 
@@ -272,9 +296,23 @@ class Rewriter {
       }
     }
     auto *max = y_def ? dyn_cast<Call>(y_def->value.get()) : nullptr;
-    if (!max || context_.builtin(*max) != "tl.maximum" || max->args.size() != 2 || !max->keywords.empty()) return k;
-    const int zero_at = is_zero_literal(max->args[1].get()) ? 1 : is_zero_literal(max->args[0].get()) ? 0 : -1;
-    const Name *x = zero_at >= 0 ? as_name(max->args[1 - zero_at].get()) : nullptr;
+    if (!max) return k;
+    // A relu, tl.maximum(x, 0), or a helper's leaky relu: the kink at 0, and the value below it.
+    const Name *x = nullptr;
+    ExprPtr below;                                 // what y is where x is below the kink (relu: the 0; leaky: k * x)
+    CompareOpKind above = CompareOpKind::Gt;       // how the stored value says x is above it
+    std::string what = "relu";
+    double slope = 0.0;
+    if (context_.builtin(*max) == "tl.maximum" && max->args.size() == 2 && max->keywords.empty()) {
+      const int zero_at = is_zero_literal(max->args[1].get()) ? 1 : is_zero_literal(max->args[0].get()) ? 0 : -1;
+      x = zero_at >= 0 ? as_name(max->args[1 - zero_at].get()) : nullptr;
+      if (x) below = clone(*max->args[zero_at]);
+    } else if (const Function *h = context_.helper ? context_.helper(*max) : nullptr;
+               h && max->args.size() == 1 && max->keywords.empty() && as_name(max->args[0].get()) &&
+               leaky_relu_helper(*h, above, slope)) {
+      x = as_name(max->args[0].get());
+      what = "leaky relu";
+    }
     if (!x) return k;
     // x: a value carried out of a top-level loop (through copies).
     const std::string carried = resolve_copy(x->id);
@@ -348,24 +386,34 @@ class Rewriter {
     StmtPtr placeholder = assign(stored, clone(*fill));
     placeholder->leading_comment = "The epilogue's output, read back from what the forward stored through '" + base +
                                    "' (tgrad, src/ad/EpilogueReadBack.h).";
-    StmtPtr sign = assign(positive, std::make_unique<Compare>(name(stored), std::vector<CompareOpKind>{CompareOpKind::Gt},
+    StmtPtr sign = assign(positive, std::make_unique<Compare>(name(stored), std::vector<CompareOpKind>{above},
                                                               list(std::make_unique<FloatLit>(0.0, ""))));
+    // A leaky relu's lower side, k * x, a statement of its own before the epilogue (A-normal form).
+    StmtPtr lower;
+    if (!below) {
+      const std::string scaled = names_.fresh(x->id + "_scaled");
+      lower = assign(scaled, reverse::binary(BinaryOpKind::Mul, name(x->id), std::make_unique<FloatLit>(slope, "")));
+      below = name(scaled);
+    }
+    const std::string x_name = x->id;
     ExprList where_args;
     where_args.push_back(name(positive));
-    where_args.push_back(name(x->id));
-    where_args.push_back(clone(*max->args[zero_at]));
+    where_args.push_back(name(x_name));
+    where_args.push_back(std::move(below));
     y_def->value = std::make_unique<Call>(reverse::dotted_name("tl.where"), std::move(where_args), std::vector<Keyword>{});
     std::vector<StmtPtr> moved;
     if (flag_if) {
       // In the branch, before the epilogue; a tile of its type before the if, for what reads only its type.
       size_t at = 0;
       while (branch->at(at).get() != y_def) ++at;
+      if (lower) branch->insert(branch->begin() + static_cast<std::ptrdiff_t>(at), std::move(lower));
       branch->insert(branch->begin() + static_cast<std::ptrdiff_t>(at), std::move(sign));
       branch->insert(branch->begin() + static_cast<std::ptrdiff_t>(at), std::move(placeholder));
       moved.push_back(assign(stored_type, clone(*fill)));
     } else {
       moved.push_back(std::move(placeholder));
       moved.push_back(std::move(sign));
+      if (lower) moved.push_back(std::move(lower));
     }
     // Move the epilogue (or its if) and the cast to just before the store.
     std::vector<StmtPtr> taken;
@@ -394,16 +442,24 @@ class Rewriter {
     const Stmt *origin = anf_.origin_of(&epilogue);
     out_.explanations.push_back(
         "line " + std::to_string((origin ? origin : &epilogue)->span.begin.line) +
-        ": the relu epilogue's derivative is read from the output the forward stored through '" + base +
-        "': relu'(x) = (stored > 0), where x is the loop's result, so the backward does not replay the loop for it; "
+        ": the " + what + " epilogue's derivative is read from the output the forward stored through '" + base +
+        (what == "relu" ? std::string("': relu'(x) = (stored > 0)")
+                        : "': its slope is 1 where stored " + std::string(above == CompareOpKind::Gt ? ">" : ">=") +
+                              " 0, else " + emit::print_expr(FloatLit(slope, ""))) +
+        ", where x is the loop's result, so the backward does not replay the loop for it (a replay of a float32 "
+        "dot, in TF32, may round x to the other side of the kink); "
         "valid because this store is the kernel's only access to '" + base + "' and " +
         (proven ? "no two programs or lanes write one of its addresses (proven)"
                 : "it writes each of its addresses once (not proven: its offsets are not analysed; the store's own "
                   "adjoint takes that too)") +
         ", so the backward reads what this store wrote (the protocol passes '" + base +
-        "' as the forward left it); exact wherever x does not round to 0 in the dtype of '" + base +
-        "' (for float16, 0 < x < 2**-25 gives 0 where relu' is 1; at x == 0 it gives 0, torch.relu's convention, "
-        "where tl.maximum's tie gives 1/2)");
+        "' as the forward left it); exact wherever " + (what == "relu" ? std::string("x") : std::string("k * x")) +
+        " does not round to 0 in the dtype of '" + base + "' " +
+        (what == "relu"
+             ? std::string("(for float16, 0 < x < 2**-25 gives 0 where relu' is 1; at x == 0 it gives 0, torch.relu's "
+                           "convention, where tl.maximum's tie gives 1/2)")
+             : std::string("(for float16, a negative k * x above -2**-25 is stored as -0.0, which compares >= 0: "
+                           "slope 1 there)")));
     return k;
   }
 

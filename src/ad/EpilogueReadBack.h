@@ -43,7 +43,11 @@
 //
 // Conditions checked (elsewhere the kernel is left as it is, and --explain
 // says why where an epilogue was found):
-//   - the epilogue is `y = tl.maximum(x, 0)` (either order, 0 or 0.0) at the
+//   - the epilogue is `y = tl.maximum(x, 0)` (either order, 0 or 0.0), or a
+//     call of a jit helper that returns `tl.where(p >= 0, p, k * p)` of its
+//     parameter p (a leaky relu, `>` too, k a literal: the Triton tutorial
+//     matmul's `leaky_relu`; read back as `stored >= 0`, exact where k * x does
+//     not round to zero), at the
 //     kernel's top level, or in one branch of a top-level if whose condition
 //     reads tl.constexpr parameters only (`if ACTIVATION == "relu":`, which
 //     ANF writes `m = tl.maximum(x, 0.0); y = m` / `else: y = x`: the
@@ -102,6 +106,8 @@ struct EpilogueContext {
   // addresses are proven injective (else they are not analysed: runtime
   // strides).
   std::function<std::string(const std::string &pointer, const std::string &mask, bool &proven)> shared_addresses;
+  // The jit function of the module a call calls (a helper, `leaky_relu(acc)`), or null.
+  std::function<const ast::Function *(const ast::Call &)> helper;
   // Whether some parameters' types are representatives of several (no --arg): a derivative read back from a
   // buffer whose dtype is not known is not exact.
   bool generic_types = false;

@@ -774,6 +774,37 @@ TEST_P(KernelReference, TutorialOrderMatmul) {
   }
 }
 
+// leaky_matmul_kernel: C = leaky(A @ B) (the helper `leaky`: slope 0.01 below 0) in fp16 on a 2-D grid, and
+// without the epilogue; ragged in M, N and K.
+TEST_P(KernelReference, LeakyMatmul) {
+  const Parsed &file = kernel_file("matmul");
+  const int64_t M = 45, N = 37, K = 29, block = 16;
+  for (const std::string act : {"leaky_relu", ""}) {
+    SCOPED_TRACE("ACTIVATION=" + act);
+    Inputs in(990);
+    std::vector<double> a = in.uniform(M * K, -1, 1, DType::FP16), b = in.uniform(K * N, -1, 1, DType::FP16);
+    Host h;
+    size_t A = h.input("a", DType::FP16, a), B = h.input("b", DType::FP16, b);
+    size_t C = h.output("c", DType::FP16, M * N);
+    ASSERT_TRUE(run(file,
+                    make_launch("leaky_matmul_kernel", {cdiv(M, block), cdiv(N, block), 1},
+                                {{"a_ptr", Buf(A)}, {"b_ptr", Buf(B)}, {"c_ptr", Buf(C)}, {"M", Int(M)}, {"N", Int(N)},
+                                 {"K", Int(K)}, {"stride_am", Int(K)}, {"stride_ak", Int(1)}, {"stride_bk", Int(N)},
+                                 {"stride_bn", Int(1)}, {"stride_cm", Int(N)}, {"stride_cn", Int(1)},
+                                 {"BLOCK_SIZE_M", CInt(block)}, {"BLOCK_SIZE_N", CInt(block)},
+                                 {"BLOCK_SIZE_K", CInt(block)}, {"ACTIVATION", CStr(act)}}),
+                    h, mode()));
+    std::vector<double> ref(M * N);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a[m * K + k] * b[k * N + n];
+        ref[m * N + n] = narrow_fp16(act.empty() || s >= 0 ? s : 0.01 * s);
+      }
+    expect_close_narrow(DType::FP16, "leaky_matmul_kernel C", "45x37x29", h.data(C), ref, mode());
+  }
+}
+
 // ========================================================== attention.py
 
 // Reference attention for one launch. q: [Z][H][N][D], k, v: [Z][H][N][D]
@@ -1318,7 +1349,8 @@ TEST(KernelReferenceCoverage, EveryJitFunctionIsTested) {
       {"fn1", {"fn1", "fn2", "fn1_kernel", "fn2_kernel"}},
       {"helper_call", {"_gelu", "_tanh", "_gelu_tanh", "_gelu_and_grad", "bias_gelu_kernel"}},
       {"layer_norm", {"layer_norm_fwd_kernel"}},
-      {"matmul", {"matmul_kernel", "grouped_matmul_kernel", "tutorial_order_matmul_kernel"}},
+      {"matmul", {"matmul_kernel", "grouped_matmul_kernel", "tutorial_order_matmul_kernel", "leaky",
+                  "leaky_matmul_kernel"}},
       {"misc_ops", {"misc_ops_kernel", "mode_select_kernel"}},
       {"mixed_module",
        {"_plain", "_fast_exp", "_silu_scale_fwd_kernel", "_silu_scale_bwd_kernel", "_l2_normalize_kernel"}},

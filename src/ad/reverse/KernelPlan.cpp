@@ -641,6 +641,10 @@ bool Engine::read_back_epilogues() {
     return t && t->kind == SType::Kind::Builtin ? t->s : "";
   };
   context.type_of = [this](const std::string &n) { return type_of_name(n); };
+  context.helper = [this](const Call &c) -> const Function * {
+    auto *f = dyn_cast<Name>(c.func.get());
+    return f ? module_.find_function(f->id) : nullptr;
+  };
   AccessAnalysis access(*anf_.fn, name_types_);
   context.base_of = [&access](const std::string &p) { return access.base_of(p); };
   context.shared_addresses = [&access](const std::string &pointer, const std::string &mask,

@@ -457,7 +457,9 @@ class TgradKernel:
                                   for a in arguments)
         if key in self._launches:
             return self._launches[key]
-        if torch.compiler.is_compiling() or os.environ.get("TGRAD_TUNE_BACKWARD", "1") == "0":
+        # (Triton's interpreter, TRITON_INTERPRET=1, times nothing: the forward's values there too.)
+        if (torch.compiler.is_compiling() or os.environ.get("TGRAD_TUNE_BACKWARD", "1") == "0"
+                or os.environ.get("TRITON_INTERPRET", "0") == "1"):
             return []
         # No backward will run (inference, torch.no_grad): not worth the tuning's compiles; a later launch with
         # gradients tunes.
