@@ -583,7 +583,9 @@ def t_chunk_cumsum_fwd_kernel(K):
 
                 tag = (f"dt {dname(dtype)} batch={batch} seqlen={seqlen} nheads={nheads} chunk={chunk_size} "
                        f"dt_softplus={softplus} dt_bias={has_bias} dt_limit={limit}")
-                run_case(tag, K, leaf_dict(dt=dt, A=A, dt_bias=dt_bias), launch, ref, TOL[f32] * 5)
+                # (ddt comes back in dt's dtype: bf16 rounds it to 2**-8 relative, measured 2e-3 to 3e-3 on the H100.)
+                run_case(tag, K, leaf_dict(dt=dt, A=A, dt_bias=dt_bias), launch, ref,
+                         TOL[f32] * 5 if dtype == f32 else 1e-2)
 
 
 def ssd_inputs(batch, seqlen, nheads, chunk_size, dtype):
