@@ -29,6 +29,9 @@ namespace {
 const char *const kGrid = "tgrad_grid";
 // The backward's tuned launch values, which the ops take after the grid (TorchRuntime.py's _tgrad_launch_values).
 const char *const kLaunch = "tgrad_launch";
+// The integer arguments' list where the op's schema would pass PyTorch's limit of 64 arguments.
+const char *const kPacked = "tgrad_ints";
+constexpr size_t kMaxOpArguments = 64;
 
 bool is_float_type(const std::string &t) {
   return t == "fp32" || t == "fp16" || t == "bf16" || t == "fp64" || t == "float32" || t == "float16" || t == "bfloat16";
@@ -598,11 +601,30 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       numbers_back += "    " + p.name + " = " + p.name + " if " + p.name + "__number is None else " + p.name +
                       "__number  # a number where a flag says so: passed apart through the op's schema\n";
   // What each op's body starts with: its arguments as the kernels take them again.
-  const std::string arguments_back = dtypes_back + numbers_back;
+  // PyTorch's custom ops take at most 64 arguments (mamba's chunk scan kernel has 67 parameters, its backward op
+  // more with the upstream gradients): past that, the integer parameters (sizes, strides) cross the schema as one
+  // list, `tgrad_ints`, which each op function unpacks again.
+  size_t schema_arguments = 1 + (!bwd.owner_kernels.empty() && own_options.size() == 2 ? 1 : 0) + own_options.size();
+  for (const Parameter &p : params) schema_arguments += p.number_too ? 2 : 1;
+  for (const json &p : protocol["parameters"])
+    schema_arguments += p["role"] == "output gradient" || p.value("in_place", false) ? 1 : 0;
+  std::vector<std::string> packed;
+  if (schema_arguments > kMaxOpArguments)
+    for (const Parameter &p : params)
+      if (!p.pointer && !p.constexpr_param && p.annotation == "int") packed.push_back(p.name);
+  auto is_packed = [&](const Parameter &p) { return std::find(packed.begin(), packed.end(), p.name) != packed.end(); };
+  auto first_packed = [&](const Parameter &p) { return !packed.empty() && p.name == packed.front(); };
+  const std::string ints_back =
+      packed.empty() ? std::string()
+                     : "    " + join(packed) + (packed.size() == 1 ? "," : "") + " = " + kPacked +
+                           "  # the integer arguments, one list through the op's schema (at most 64 arguments)\n";
+  const std::string arguments_back = ints_back + dtypes_back + numbers_back;
   // wrap_triton where torch.compile traces the launch; outside it (TorchRuntime.py's _tgrad_launcher) the kernel
   // itself: wrap_triton's dispatch costs ~0.3 ms of host time per eager launch.
-  const std::string launch_prefix = float_scalars ? "" : "_tgrad_launcher(";
-  const std::string launch_suffix = float_scalars ? "" : ")";
+  // (A custom_op's body is opaque to torch.compile: its kernels launch directly, again unpipelined where their
+  // stages' shared memory does not fit.)
+  const std::string launch_prefix = float_scalars ? "_TgradUnpipelinedFallback(" : "_tgrad_launcher(";
+  const std::string launch_suffix = ")";
 
   // The launcher takes the name callers use: the jit alias of `alias = triton.jit(fn)`, else the function's.
   const std::string name = fn->jit_alias.empty() ? fn->name : fn->jit_alias;
@@ -678,6 +700,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::string s = std::string(kGrid) + ": typing.List[int]";
     if (tuned_launch) s += std::string(", ") + kLaunch + ": typing.List[int]";
     for (const Parameter &p : params) {
+      if (is_packed(p)) {
+        if (first_packed(p)) s += std::string(", ") + kPacked + ": typing.List[int]";
+        continue;
+      }
       s += ", " + p.name + ": " + p.annotation;
       if (p.number_too) s += ", " + p.name + "__number: typing.Optional[" + std::string(kScalar) + "]";
     }
@@ -880,6 +906,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   std::vector<std::string> input_names = {kGrid};
   if (tuned_launch) input_names.push_back(kLaunch);
   for (const Parameter &p : params) {
+    if (is_packed(p)) {
+      if (first_packed(p)) input_names.push_back(kPacked);
+      continue;
+    }
     input_names.push_back(p.name);
     if (p.number_too) input_names.push_back(p.name + "__number");
   }
@@ -889,7 +919,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
   py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
      << "    " << join(input_names) << " = inputs\n"
-     << numbers_back
+     << ints_back << numbers_back
      << "    _tgrad_save(ctx, " << join(saved) << ")\n"
      << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
   if (!non_differentiable.empty())
@@ -902,7 +932,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
   if (tuned_launch) call.push_back(kLaunch);
-  for (const Parameter &p : params) call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name);
+  for (const Parameter &p : params) {
+    if (is_packed(p)) {
+      if (first_packed(p)) call.push_back("[" + join(packed) + "]");
+      continue;
+    }
+    call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name);
+  }
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
   call.insert(call.end(), own_options.begin(), own_options.end());
@@ -910,6 +946,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   std::vector<std::string> result = {"None"};
   if (tuned_launch) result.push_back("None");
   for (const Parameter &p : params) {
+    if (is_packed(p)) {
+      if (first_packed(p)) result.push_back("None");
+      continue;
+    }
     result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
     if (p.number_too) result.push_back("None");
   }
@@ -957,6 +997,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << ", rename=True), " << eager << ",\n"
      << "                  dtypes={" << join(served) << "}, output_params=" << tuple_of(output_names)
      << (split.empty() ? "" : ",\n                  split_params=" + tuple_of(split));
+  if (!packed.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string &n : packed) quoted.push_back(emit::quote_string(n));
+    py << ",\n                  packed_params=" << tuple_of(quoted);
+  }
   if (tuned_launch) {
     std::vector<std::string> quoted;
     for (const std::string &c : launch_constexprs) quoted.push_back(emit::quote_string(c));

@@ -668,7 +668,29 @@ def _tgrad_launcher(kernel):
     a 2048^3 matmul's backward: 0.61 against 0.06 ms), more than the kernels take."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
         return wrap_triton(kernel)
-    return kernel
+    return _TgradUnpipelinedFallback(kernel)
+
+
+class _TgradUnpipelinedFallback:
+    """A kernel launched in eager mode that, where its pipeline stages' shared memory does not fit (OutOfResources:
+    a backward kernel holds more tiles than the forward whose num_stages it takes; mamba's bmm_chunk backward in
+    bf16 with a float32 output needed 311 KB of the H100's 227), is launched again unpipelined, num_stages=1, which
+    changes no value it computes. Nothing ran in the failed launch: Triton refuses it before it starts."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def __getitem__(self, grid):
+        launch = self._kernel[grid]
+
+        def run(*args, **kwargs):
+            try:
+                return launch(*args, **kwargs)
+            except Exception as error:  # (triton.runtime.errors.OutOfResources)
+                if type(error).__name__ != "OutOfResources" or kwargs.get("num_stages") == 1:
+                    raise
+                return launch(*args, **{**kwargs, "num_stages": 1})
+        return run
 
 
 def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
@@ -721,7 +743,7 @@ class TgradKernel:
     environment keeps the forward's launch values; TGRAD_TUNE_VERBOSE=1 prints each candidate's time."""
 
     def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=(),
-                 split_params=(), tuning=None):
+                 split_params=(), tuning=None, packed_params=()):
         self._op = op
         # (the forward op's function, the backward op's, setup_context, backward_with, the constexprs the
         # backward's launch values may set, the number of backward kernels taking launch options), or None.
@@ -729,6 +751,8 @@ class TgradKernel:
         self._launches = {}
         # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
         self._split_params = frozenset(split_params)
+        # Integer parameters the op takes as one list (its schema would otherwise pass PyTorch's 64 arguments).
+        self._packed_params = frozenset(packed_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
         self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
@@ -808,8 +832,15 @@ class TgradKernel:
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = []
+        packed = None  # the integer arguments as one list, where the op's schema would pass 64 arguments
         for p in self._params:
             value = bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p]
+            if p in self._packed_params:
+                if packed is None:
+                    packed = []
+                    arguments.append(packed)
+                packed.append(int(value))
+                continue
             arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
@@ -839,8 +870,8 @@ class TgradKernel:
     def _backward_launch(self, grid_function, grid, bound, arguments, options):
         """The backward's launch values for these arguments, encoded for the ops (a list of ints; empty:
         the forward's), tuned on their first eager launch."""
-        key = tuple(grid) + tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else a
-                                  for a in arguments)
+        key = tuple(grid) + tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor)
+                                  else tuple(a) if isinstance(a, list) else a for a in arguments)
         if key in self._launches:
             return self._launches[key]
         # (Triton's interpreter, TRITON_INTERPRET=1, times nothing: the forward's values there too.)
@@ -944,7 +975,7 @@ def _tgrad_attn_fwd_kernel_forward(tgrad_grid: typing.List[int], tgrad_launch: t
     # What the kernel stores to, new: the op returns it.
     M = _tgrad_new_like(M)
     Out = _tgrad_new_like(Out)
-    attn_fwd_kernel.jit[tuple(tgrad_grid)](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, **_tgrad_options(num_warps, num_stages))
+    _TgradUnpipelinedFallback(attn_fwd_kernel.jit)[tuple(tgrad_grid)](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(M), _tgrad_out(Out)
 
 
@@ -965,10 +996,10 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
     # runs the backward's per-program prefix once per program of the forward's grid (with a replay of the forward's loop where the owners need one) and saves what the owner-computes kernels need of it
-    attn_fwd_kernel_bwd_prologue[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
-    attn_fwd_kernel_bwd[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_kernel_options[1])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_prologue)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_kernel_options[1])
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program; it holds the loop's [BLOCK_M, BLOCK_N] tiles as [BLOCK_N, BLOCK_M], its own tile's axis first, so that no computed tile is transposed in registers (each rewrite an identity of the transpose)
-    attn_fwd_kernel_bwd_dK_dV[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_dK_dV)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(dK, K)), _tgrad_out(_tgrad_unaliased(dV, V))
 
 

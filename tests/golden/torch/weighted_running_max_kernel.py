@@ -318,7 +318,29 @@ def _tgrad_launcher(kernel):
     a 2048^3 matmul's backward: 0.61 against 0.06 ms), more than the kernels take."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
         return wrap_triton(kernel)
-    return kernel
+    return _TgradUnpipelinedFallback(kernel)
+
+
+class _TgradUnpipelinedFallback:
+    """A kernel launched in eager mode that, where its pipeline stages' shared memory does not fit (OutOfResources:
+    a backward kernel holds more tiles than the forward whose num_stages it takes; mamba's bmm_chunk backward in
+    bf16 with a float32 output needed 311 KB of the H100's 227), is launched again unpipelined, num_stages=1, which
+    changes no value it computes. Nothing ran in the failed launch: Triton refuses it before it starts."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def __getitem__(self, grid):
+        launch = self._kernel[grid]
+
+        def run(*args, **kwargs):
+            try:
+                return launch(*args, **kwargs)
+            except Exception as error:  # (triton.runtime.errors.OutOfResources)
+                if type(error).__name__ != "OutOfResources" or kwargs.get("num_stages") == 1:
+                    raise
+                return launch(*args, **{**kwargs, "num_stages": 1})
+        return run
 
 
 def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
@@ -371,7 +393,7 @@ class TgradKernel:
     environment keeps the forward's launch values; TGRAD_TUNE_VERBOSE=1 prints each candidate's time."""
 
     def __init__(self, kernel, op, params, defaults, outputs, eager=None, dtypes=None, output_params=(),
-                 split_params=(), tuning=None):
+                 split_params=(), tuning=None, packed_params=()):
         self._op = op
         # (the forward op's function, the backward op's, setup_context, backward_with, the constexprs the
         # backward's launch values may set, the number of backward kernels taking launch options), or None.
@@ -379,6 +401,8 @@ class TgradKernel:
         self._launches = {}
         # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
         self._split_params = frozenset(split_params)
+        # Integer parameters the op takes as one list (its schema would otherwise pass PyTorch's 64 arguments).
+        self._packed_params = frozenset(packed_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
         self._output_params = output_params
         # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
@@ -458,8 +482,15 @@ class TgradKernel:
             grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = []
+        packed = None  # the integer arguments as one list, where the op's schema would pass 64 arguments
         for p in self._params:
             value = bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p]
+            if p in self._packed_params:
+                if packed is None:
+                    packed = []
+                    arguments.append(packed)
+                packed.append(int(value))
+                continue
             arguments.extend(_tgrad_split(value) if p in self._split_params else (value,))
         options = {"num_warps": num_warps, "num_stages": num_stages}
         op = self._op if torch.compiler.is_compiling() else self._eager
@@ -489,8 +520,8 @@ class TgradKernel:
     def _backward_launch(self, grid_function, grid, bound, arguments, options):
         """The backward's launch values for these arguments, encoded for the ops (a list of ints; empty:
         the forward's), tuned on their first eager launch."""
-        key = tuple(grid) + tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else a
-                                  for a in arguments)
+        key = tuple(grid) + tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor)
+                                  else tuple(a) if isinstance(a, list) else a for a in arguments)
         if key in self._launches:
             return self._launches[key]
         # (Triton's interpreter, TRITON_INTERPRET=1, times nothing: the forward's values there too.)
