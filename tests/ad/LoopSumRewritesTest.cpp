@@ -205,6 +205,12 @@ TEST(DotScaling, LeavesSumsItCannotScaleAfterwards) {
       "        kt = tl.load(K + offs_n[:, None] * D + offs_d[None, :])\n"
       "        dq += tl.dot((tl.dot(q, tl.trans(kt)) * scale).to(tl.float16), kt)\n"
       "        dq = tl.minimum(dq, 1.0)\n",
+      // The scale is rounded by an integer cast: it cannot move past it.
+      "    dq = tl.zeros((BM, D), dtype=tl.float32)\n"
+      "    for start_n in range(0, N, BN):\n"
+      "        offs_n = start_n + tl.arange(0, BN)\n"
+      "        kt = tl.load(K + offs_n[:, None] * D + offs_d[None, :])\n"
+      "        dq += tl.dot((tl.dot(q, tl.trans(kt)) * scale).to(tl.int8).to(tl.float16), kt)\n",
       // A tile factor, not a scalar.
       "    dq = tl.zeros((BM, D), dtype=tl.float32)\n"
       "    w = tl.load(Q + offs_m).to(tl.float32)[:, None]\n"

@@ -107,7 +107,7 @@ class Scaler {
         else break;
       }
       auto *dot = dyn_cast<Call>(term->get());
-      if (!dot || callee(*dot) != "tl.dot" || dot->args.size() != 2 || dot->keyword("acc")) continue;
+      if (!dot || callee(*dot) != "tl.dot" || dot->args.size() != 2 || dot->keyword("acc") || !float_tile(dot)) continue;
       operand_factors(dot->args[0], factors);
       operand_factors(dot->args[1], factors);
       if (factors.empty()) continue;
@@ -161,7 +161,9 @@ class Scaler {
   // The scalar factors of a dot's operand: through casts, `tl.where(m, x, 0)`, and a name the loop assigns once
   // (its only definition, read only here).
   void operand_factors(ExprPtr &slot, std::vector<Factor> &out) {
-    if (ExprPtr *receiver = cast_receiver(*slot)) return operand_factors(*receiver, out);
+    // Through a cast between float types only: `(x * 0.5).to(tl.int8)` rounds what the scale made.
+    if (ExprPtr *receiver = cast_receiver(*slot))
+      return float_tile(slot.get()) && float_tile(receiver->get()) ? operand_factors(*receiver, out) : void();
     if (auto *c = dyn_cast<Call>(slot.get())) {
       if (callee(*c) == "tl.where" && c->args.size() == 3 && c->keywords.empty() && is_zero_literal(*c->args[2]))
         operand_factors(c->args[1], out);
@@ -181,6 +183,11 @@ class Scaler {
       if (kernel_assigned_[n->id] != 1 || kernel_reads_[n->id] != 1 || term_occurrences_[n->id] != 1) return;
       if (ExprPtr *value = definition_in_loop(n->id)) operand_factors(*value, out);
     }
+  }
+
+  bool float_tile(const Expr *e) const {
+    const sema::SType *t = info_.type_of(e);
+    return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype);
   }
 
   ExprPtr *definition_in_loop(const std::string &n) {
