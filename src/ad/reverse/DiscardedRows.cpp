@@ -2,7 +2,9 @@
 // (DiscardedRows.h).
 #include "src/ad/reverse/DiscardedRows.h"
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -324,11 +326,10 @@ class Rows {
   std::set<std::string> discarded_;
 };
 
-// Whether some tl.where of `kernel` selects by an expression written like the mask of one of its writes (a cheap
-// test before typing the kernel).
+// Whether `kernel` has both a masked write and a tl.where: without them there is nothing to drop (a cheap test
+// before typing the kernel).
 bool may_select_by_a_write_mask(const Function &kernel) {
   std::vector<const Expr *> masks;
-  std::vector<const Expr *> conditions;
   std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
     for (const StmtPtr &s : block) {
       if (std::optional<Write> w = as_write(*s); w && w->mask) masks.push_back(w->mask);
