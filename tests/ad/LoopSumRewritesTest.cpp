@@ -93,6 +93,8 @@ TEST(DiscardedRows, KeepsSelectionsWhoseRowsMeetOthers) {
       ".to(tl.float16), q)\n",
       // The selected tile is a dot's right operand: its rows are contracted.
       "        dk += tl.dot(tl.dot(kt, tl.trans(kt)).to(tl.float16), tl.where(offs_n[:, None] < N, kt, 0.0))\n",
+      // The same written with `@`: the right operand's rows are contracted.
+      "        dk += (tl.dot(kt, tl.trans(kt)).to(tl.float16) @ tl.where(offs_n[:, None] < N, kt, 0.0)).to(tl.float32)\n",
       // The selected tile is also summed whole.
       "        t = tl.where(offs_n[:, None] < N, s, 0.0)\n"
       "        dk += tl.dot(t.to(tl.float16), q) * tl.sum(t)\n",

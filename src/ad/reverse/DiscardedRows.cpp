@@ -259,6 +259,12 @@ class Rows {
       off_path_reads(*c->func, false, bad);
       return;
     }
+    // `a @ b` is a product like tl.dot's: its rows are a's, b's are contracted.
+    if (auto *b = dyn_cast<BinOp>(&e); b && b->op == BinaryOpKind::MatMul) {
+      off_path_reads(*b->lhs, row_wise, bad);
+      off_path_reads(*b->rhs, false, bad);
+      return;
+    }
     const bool lanes = isa<BinOp>(&e) || isa<UnaryOp>(&e) || isa<Compare>(&e);
     auto &mutable_e = const_cast<Expr &>(e);
     for_each_child(mutable_e, [&](ExprPtr &child) { off_path_reads(*child, row_wise && lanes, bad); });
@@ -312,6 +318,7 @@ class Rows {
           dropped += drop_selections(c->args[k]);
       return dropped;
     }
+    if (auto *b = dyn_cast<BinOp>(e.get()); b && b->op == BinaryOpKind::MatMul) return drop_selections(b->lhs);
     if (isa<BinOp>(e.get()) || isa<UnaryOp>(e.get()) || isa<Compare>(e.get()))
       for_each_child(*e, [&](ExprPtr &child) { dropped += drop_selections(child); });
     return dropped;
