@@ -16,11 +16,7 @@ using reverse::cast_to;
 using reverse::list;
 using reverse::name;
 
-bool is_zero_literal(const Expr *e) {
-  if (auto *f = e ? dyn_cast<FloatLit>(e) : nullptr) return f->value == 0.0;
-  if (auto *i = e ? dyn_cast<IntLit>(e) : nullptr) return i->value == 0;
-  return false;
-}
+using reverse::is_zero_literal;
 
 class Rewriter {
  public:
@@ -215,7 +211,7 @@ class Rewriter {
     if (!where || emit::print_expr(*where->func) != "tl.where" || where->args.size() != 3 || !where->keywords.empty())
       return false;
     auto *cmp = dyn_cast<Compare>(where->args[0].get());
-    if (!cmp || cmp->ops.size() != 1 || !is_name(cmp->left.get(), p) || !is_zero_literal(cmp->comparators[0].get()) ||
+    if (!cmp || cmp->ops.size() != 1 || !is_name(cmp->left.get(), p) || !is_zero_literal(*cmp->comparators[0]) ||
         (cmp->ops[0] != CompareOpKind::Gt && cmp->ops[0] != CompareOpKind::GtE))
       return false;
     auto *mul = dyn_cast<BinOp>(where->args[2].get());
@@ -304,7 +300,7 @@ class Rewriter {
     std::string what = "relu";
     double slope = 0.0;
     if (context_.builtin(*max) == "tl.maximum" && max->args.size() == 2 && max->keywords.empty()) {
-      const int zero_at = is_zero_literal(max->args[1].get()) ? 1 : is_zero_literal(max->args[0].get()) ? 0 : -1;
+      const int zero_at = is_zero_literal(*max->args[1]) ? 1 : is_zero_literal(*max->args[0]) ? 0 : -1;
       x = zero_at >= 0 ? as_name(max->args[1 - zero_at].get()) : nullptr;
       if (x) below = clone(*max->args[zero_at]);
     } else if (const Function *h = context_.helper ? context_.helper(*max) : nullptr;

@@ -264,56 +264,21 @@ std::set<std::string> python_identifiers(const std::string &text) {
   return out;
 }
 
-// The names a block reads before assigning them, given those `defined` before it (which it extends): what a
-// jit function reads from its module. A name the function assigns first is its own, also where the module has
-// one of that name too (tutorial matmul's `b = tl.load(...)` in the kernel, `b = b.T` under an `if` at module
-// level); Triton looks a name up in the function's scope first, then the module's, so a read before the
-// function's own assignment is the module's.
-void reads_before_assignment(const StmtList &block, std::set<std::string> &defined, std::set<std::string> &out) {
-  auto check = [&](const std::set<std::string> &read) {
-    for (const std::string &n : read)
-      if (!defined.count(n)) out.insert(n);
-  };
-  for (const StmtPtr &s : block) {
-    std::set<std::string> read;
-    if (auto *f = dyn_cast<For>(s.get())) {
-      ad::reads(*f->iter, read);
-      check(read);
-      ad::reads(*f->target, defined);
-      reads_before_assignment(f->body, defined, out);
-    } else if (auto *w = dyn_cast<While>(s.get())) {
-      ad::reads(*w->cond, read);
-      check(read);
-      reads_before_assignment(w->body, defined, out);
-    } else if (auto *i = dyn_cast<If>(s.get())) {
-      ad::reads(*i->cond, read);
-      check(read);
-      std::set<std::string> other = defined;
-      reads_before_assignment(i->body, defined, out);
-      reads_before_assignment(i->orelse, other, out);
-      defined.insert(other.begin(), other.end());
-    } else {
-      ad::stmt_reads(*s, read);
-      check(read);
-      std::map<std::string, int> assigned;
-      ast::stmt_assignments(*s, assigned);
-      for (const auto &a : assigned) defined.insert(a.first);
-    }
-  }
-}
-
 // The names the module's code reads from the module's scope: its functions' (less their own names), their
-// decorators', parameter defaults' and annotations', and its constants'.
+// decorators', parameter defaults' and annotations', and its constants'. A function's reads from the module are
+// the names live where it starts that are not its parameters: a name it assigns before reading is its own, also
+// where the module has one of that name too (tutorial matmul's `b = tl.load(...)` in the kernel, `b = b.T` under
+// an `if` at module level).
 std::set<std::string> module_scope_reads(const Module &m) {
   std::set<std::string> out;
   for (const auto &f : m.functions) {
-    std::set<std::string> defined;
+    std::set<std::string> live = ad::live_before(f->body, {});
     for (const Param &p : f->params) {
-      defined.insert(p.name);
+      live.erase(p.name);
       if (p.default_value) ad::reads(*p.default_value, out);
       if (p.annotation) ad::reads(*p.annotation, out);
     }
-    reads_before_assignment(f->body, defined, out);
+    out.insert(live.begin(), live.end());
     for (const Decorator &d : f->decorators) {
       std::set<std::string> ids = python_identifiers(d.text);
       out.insert(ids.begin(), ids.end());
@@ -601,10 +566,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       numbers_back += "    " + p.name + " = " + p.name + " if " + p.name + "__number is None else " + p.name +
                       "__number  # a number where a flag says so: passed apart through the op's schema\n";
   // What each op's body starts with: its arguments as the kernels take them again.
+  // A backward with owner-computes kernels takes launch values of its own (TgradKernel tunes them; see
+  // TorchRuntime.py): the ops take them after the grid, as ints, so that torch.compile sees constants.
+  const bool tuned_launch = !bwd.owner_kernels.empty() && own_options.size() == 2;
   // PyTorch's custom ops take at most 64 arguments (mamba's chunk scan kernel has 67 parameters, its backward op
   // more with the upstream gradients): past that, the integer parameters (sizes, strides) cross the schema as one
   // list, `tgrad_ints`, which each op function unpacks again.
-  size_t schema_arguments = 1 + (!bwd.owner_kernels.empty() && own_options.size() == 2 ? 1 : 0) + own_options.size();
+  size_t schema_arguments = 1 + (tuned_launch ? 1 : 0) + own_options.size();
   for (const Parameter &p : params) schema_arguments += p.number_too ? 2 : 1;
   for (const json &p : protocol["parameters"])
     schema_arguments += p["role"] == "output gradient" || p.value("in_place", false) ? 1 : 0;
@@ -612,8 +580,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   if (schema_arguments > kMaxOpArguments)
     for (const Parameter &p : params)
       if (!p.pointer && !p.constexpr_param && p.annotation == "int") packed.push_back(p.name);
-  auto is_packed = [&](const Parameter &p) { return std::find(packed.begin(), packed.end(), p.name) != packed.end(); };
-  auto first_packed = [&](const Parameter &p) { return !packed.empty() && p.name == packed.front(); };
+  // The op's kernel arguments in order: `each` for a parameter the schema takes as itself, `ints` once, in place
+  // of the first integer it takes as part of the list.
+  auto each_op_argument = [&](const std::function<void(const Parameter &)> &each, const std::function<void()> &ints) {
+    for (const Parameter &p : params) {
+      if (std::find(packed.begin(), packed.end(), p.name) == packed.end()) each(p);
+      else if (p.name == packed.front()) ints();
+    }
+  };
   const std::string ints_back =
       packed.empty() ? std::string()
                      : "    " + join(packed) + (packed.size() == 1 ? "," : "") + " = " + kPacked +
@@ -688,9 +662,6 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << kernels_source << "\n" << kTorchRuntime;
 
   // ---- the forward op
-  // A backward with owner-computes kernels takes launch values of its own (TgradKernel tunes them; see
-  // TorchRuntime.py): the ops take them after the grid, as ints, so that torch.compile sees constants.
-  const bool tuned_launch = !bwd.owner_kernels.empty() && own_options.size() == 2;
   std::vector<std::string> launch_constexprs;  // the constexprs the tuned launch values may set (block sizes)
   for (const Parameter &p : params)
     if (p.constexpr_param && p.annotation == kScalar) launch_constexprs.push_back(p.name);
@@ -699,14 +670,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   auto signature = [&](const std::vector<std::string> &extra_tensors) {
     std::string s = std::string(kGrid) + ": typing.List[int]";
     if (tuned_launch) s += std::string(", ") + kLaunch + ": typing.List[int]";
-    for (const Parameter &p : params) {
-      if (is_packed(p)) {
-        if (first_packed(p)) s += std::string(", ") + kPacked + ": typing.List[int]";
-        continue;
-      }
-      s += ", " + p.name + ": " + p.annotation;
-      if (p.number_too) s += ", " + p.name + "__number: typing.Optional[" + std::string(kScalar) + "]";
-    }
+    each_op_argument(
+        [&](const Parameter &p) {
+          s += ", " + p.name + ": " + p.annotation;
+          if (p.number_too) s += ", " + p.name + "__number: typing.Optional[" + std::string(kScalar) + "]";
+        },
+        [&] { s += std::string(", ") + kPacked + ": typing.List[int]"; });
     for (const std::string &t : extra_tensors) s += ", " + t + ": typing.Optional[torch.Tensor]";
     for (const std::string &option : own_options) s += ", " + option + ": typing.Optional[int] = None";
     return s;
@@ -905,14 +874,12 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       non_differentiable.push_back(output_ref(k));
   std::vector<std::string> input_names = {kGrid};
   if (tuned_launch) input_names.push_back(kLaunch);
-  for (const Parameter &p : params) {
-    if (is_packed(p)) {
-      if (first_packed(p)) input_names.push_back(kPacked);
-      continue;
-    }
-    input_names.push_back(p.name);
-    if (p.number_too) input_names.push_back(p.name + "__number");
-  }
+  each_op_argument(
+      [&](const Parameter &p) {
+        input_names.push_back(p.name);
+        if (p.number_too) input_names.push_back(p.name + "__number");
+      },
+      [&] { input_names.push_back(kPacked); });
   input_names.insert(input_names.end(), own_options.begin(), own_options.end());
   if (tuned_launch) scalars.insert(scalars.begin(), kLaunch);
   scalars.insert(scalars.begin(), kGrid);
@@ -932,27 +899,20 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
   std::vector<std::string> call = {kGrid};
   if (tuned_launch) call.push_back(kLaunch);
-  for (const Parameter &p : params) {
-    if (is_packed(p)) {
-      if (first_packed(p)) call.push_back("[" + join(packed) + "]");
-      continue;
-    }
-    call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name);
-  }
+  each_op_argument([&](const Parameter &p) { call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name); },
+                   [&] { call.push_back("[" + join(packed) + "]"); });
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
   call.insert(call.end(), own_options.begin(), own_options.end());
   py << "    " << gradients << " = backward(" << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
   if (tuned_launch) result.push_back("None");
-  for (const Parameter &p : params) {
-    if (is_packed(p)) {
-      if (first_packed(p)) result.push_back("None");
-      continue;
-    }
-    result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
-    if (p.number_too) result.push_back("None");
-  }
+  each_op_argument(
+      [&](const Parameter &p) {
+        result.push_back(p.gradient.empty() ? "None" : "_tgrad_if_given(" + p.gradient + ", " + p.name + ")");
+        if (p.number_too) result.push_back("None");
+      },
+      [&] { result.push_back("None"); });
   for (size_t k = 0; k < own_options.size(); ++k) result.push_back("None");
   py << "    return " << join(result) << "\n\n\n"
      << "def _tgrad_backward(ctx, " << join(grad_params) << "):\n"

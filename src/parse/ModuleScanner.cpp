@@ -109,17 +109,18 @@ class Scanner {
     chunks_.push_back(std::move(c));
   }
 
+  // A module-level if/try statement: its first line, the line after its last branch, and the chunks before it
+  // (those after it are its branches').
+  struct Compound {
+    size_t first_line, end_line, chunks_before;
+  };
+
   // Statements of one block: lines [b, e) whose first token is at the
   // block's column; deeper lines belong to the statement above them.
   void scan_block(size_t b, size_t e, bool top_level) {
     std::vector<size_t> decorator_lines;
     size_t k = b;
-    // A module-level if/try statement in progress: its first line, the line after its last branch, and the
-    // chunks before it (those after it are its branches').
-    struct Compound {
-      size_t first_line, end_line, chunks_before;
-    };
-    std::optional<Compound> compound;
+    std::optional<Compound> compound;  // a module-level if/try statement in progress
     auto close_compound = [&](size_t line) {
       if (!compound || line < compound->end_line) return;
       host_block(*compound);
@@ -184,7 +185,7 @@ class Scanner {
   // The host values a module-level if/try statement binds (`if cond: NUM_STAGES_OPTIONS = [1] else: ...`, as the
   // tutorial attention's autotune configs read): the whole statement, as text, defines each of them for the host
   // code a generated module carries (the branch is Python's to take).
-  template <class C> void host_block(const C &compound) {
+  void host_block(const Compound &compound) {
     Chunk block;
     block.kind = Chunk::Kind::HostBlock;
     block.first_line = first(compound.first_line).line;

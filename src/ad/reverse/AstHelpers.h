@@ -135,4 +135,56 @@ inline void erase_keeping_comment(StmtList &block, size_t k) {
   block.erase(block.begin() + static_cast<long>(k));
 }
 
+// `x.to(...)`, a cast: the slot of x, else null.
+inline ExprPtr *cast_receiver(Expr &e) {
+  auto *c = dyn_cast<Call>(&e);
+  auto *a = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+  return a && a->attr == "to" ? &a->value : nullptr;
+}
+inline const Expr *cast_receiver(const Expr &e) {
+  const ExprPtr *slot = cast_receiver(const_cast<Expr &>(e));
+  return slot ? slot->get() : nullptr;
+}
+
+// `0` or `0.0`.
+inline bool is_zero_literal(const Expr &e) {
+  if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
+  if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
+  return false;
+}
+
+// The last part of a called function's dotted name (tl.math.exp2 -> exp2).
+inline std::string callee_last_part(const Call &c) {
+  const std::string f = callee(c);
+  const size_t dot = f.rfind('.');
+  return dot == std::string::npos ? f : f.substr(dot + 1);
+}
+
+// Removes the assignments `x = x` a rewrite left (`s = tl.where(mask, s, 0.0)` with its mask dropped), at any
+// depth; an if left with nothing to do in either branch goes too, and a body left empty gets a `pass`.
+inline void drop_self_assignments(StmtList &block) {
+  for (size_t k = block.size(); k-- > 0;) {
+    if (auto *a = dyn_cast<Assign>(block[k].get()); a && a->targets.size() == 1)
+      if (auto *t = dyn_cast<Name>(a->targets[0].get()); t) {
+        auto *v = dyn_cast<Name>(a->value.get());
+        if (v && v->id == t->id) {
+          erase_keeping_comment(block, k);
+          continue;
+        }
+      }
+    if (auto *i = dyn_cast<If>(block[k].get())) {
+      drop_self_assignments(i->body);
+      drop_self_assignments(i->orelse);
+      if (i->body.empty() && i->orelse.empty()) erase_keeping_comment(block, k);
+      else if (i->body.empty()) i->body.push_back(std::make_unique<Pass>());
+    } else if (auto *f = dyn_cast<For>(block[k].get())) {
+      drop_self_assignments(f->body);
+      if (f->body.empty()) f->body.push_back(std::make_unique<Pass>());
+    } else if (auto *w = dyn_cast<While>(block[k].get())) {
+      drop_self_assignments(w->body);
+      if (w->body.empty()) w->body.push_back(std::make_unique<Pass>());
+    }
+  }
+}
+
 }  // namespace tgrad::ad::reverse

@@ -18,13 +18,6 @@ namespace tgrad::ad::reverse {
 
 namespace {
 
-// The last part of a called function's dotted name (tl.math.exp2 -> exp2).
-std::string short_name(const Call &c) {
-  std::string f = callee(c);
-  size_t dot = f.rfind('.');
-  return dot == std::string::npos ? f : f.substr(dot + 1);
-}
-
 // Functions whose lane (r, c) depends only on their operands' lanes (r, c), after broadcasting.
 bool lane_wise_function(const Call &c) {
   static const std::set<std::string> names = {
@@ -35,13 +28,7 @@ bool lane_wise_function(const Call &c) {
       "fast_dividef"};
   const std::string f = callee(c);
   const bool module_function = f.rfind("tl.", 0) == 0 || f.rfind("libdevice.", 0) == 0;
-  return module_function && names.count(short_name(c)) > 0;
-}
-
-// `x.to(...)`: a cast, lane for lane.
-bool is_cast(const Call &c) {
-  auto *a = dyn_cast<Attribute>(c.func.get());
-  return a && a->attr == "to";
+  return module_function && names.count(callee_last_part(c)) > 0;
 }
 
 // A store or an atomic read-modify-write: its pointer, value and mask.
@@ -80,7 +67,7 @@ class Rows {
   // Every distinct row predicate of the kernel's writes.
   std::vector<Predicate> predicates() {
     std::vector<Predicate> out;
-    each_statement(kernel_.body, [&](const Stmt &s) {
+    each_in(kernel_.body, [&](const Stmt &s) {
       std::optional<Write> w = as_write(s);
       if (!w || !w->mask || !w->value) return;
       std::vector<const Expr *> conjuncts;
@@ -107,7 +94,7 @@ class Rows {
     // The names that may hold discarded rows: every value assigned to them a [rows, *] tile.
     discarded_.clear();
     std::set<std::string> excluded;
-    each_statement(kernel_.body, [&](const Stmt &s) {
+    each_in(kernel_.body, [&](const Stmt &s) {
       const Expr *target = nullptr, *value = nullptr;
       if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1) target = a->targets[0].get(), value = a->value.get();
       if (auto *a = dyn_cast<AugAssign>(&s)) target = a->target.get(), value = a->value.get();
@@ -122,12 +109,12 @@ class Rows {
     for (bool changed = true; changed;) {
       changed = false;
       std::set<std::string> bad;
-      each_statement(kernel_.body, [&](const Stmt &s) { bad_reads(s, bad); });
+      each_in(kernel_.body, [&](const Stmt &s) { bad_reads(s, bad); });
       for (const std::string &n : bad) changed |= discarded_.erase(n) > 0;
     }
     if (discarded_.empty()) return 0;
     int dropped = 0;
-    each_statement(kernel_.body, [&](Stmt &s) {
+    each_in(kernel_.body, [&](Stmt &s) {
       ExprPtr *value = nullptr;
       if (auto *a = dyn_cast<Assign>(&s); a && a->targets.size() == 1 && as_name(a->targets[0].get()) &&
                                           discarded_.count(as_name(a->targets[0].get())->id))
@@ -153,28 +140,6 @@ class Rows {
         each_in(f->body, fn);
       } else if (auto *w = dyn_cast<While>(s.get())) {
         each_in(w->body, fn);
-      }
-    }
-  }
-  template <class Fn> void each_statement(StmtList &block, const Fn &fn) { each_in(block, fn); }
-
-  static void drop_self_assignments(StmtList &block) {
-    for (size_t k = block.size(); k-- > 0;) {
-      if (auto *a = dyn_cast<Assign>(block[k].get()); a && a->targets.size() == 1)
-        if (auto *t = as_name(a->targets[0].get()); t && is_name(a->value.get(), t->id)) {
-          erase_keeping_comment(block, k);
-          continue;
-        }
-      if (auto *i = dyn_cast<If>(block[k].get())) {
-        drop_self_assignments(i->body);
-        drop_self_assignments(i->orelse);
-        if (i->body.empty() && i->orelse.empty()) erase_keeping_comment(block, k);
-        else if (i->body.empty()) i->body.push_back(std::make_unique<Pass>());
-      } else if (auto *f = dyn_cast<For>(block[k].get())) {
-        drop_self_assignments(f->body);
-        if (f->body.empty()) f->body.push_back(std::make_unique<Pass>());
-      } else if (auto *w = dyn_cast<While>(block[k].get())) {
-        drop_self_assignments(w->body);
       }
     }
   }
@@ -243,8 +208,8 @@ class Rows {
       return;  // (what it reads is not the values)
     if (auto *c = dyn_cast<Call>(&e)) {
       const std::string f = callee(*c);
-      if (is_cast(*c)) {
-        off_path_reads(*cast<Attribute>(c->func.get())->value, row_wise, bad);
+      if (const Expr *receiver = cast_receiver(e)) {  // (a cast: lane for lane)
+        off_path_reads(*receiver, row_wise, bad);
         for (const ExprPtr &a : c->args) off_path_reads(*a, false, bad);
         for (const Keyword &k : c->keywords) off_path_reads(*k.value, false, bad);
         return;
@@ -252,7 +217,7 @@ class Rows {
       const bool dot = f == "tl.dot";
       const bool lanes = lane_wise_function(*c);
       for (size_t k = 0; k < c->args.size(); ++k) {
-        const bool broadcast_shape = short_name(*c) == "broadcast_to" && k == 1;
+        const bool broadcast_shape = callee_last_part(*c) == "broadcast_to" && k == 1;
         off_path_reads(*c->args[k], row_wise && !broadcast_shape && (lanes || (dot && (k == 0 || k == 2))), bad);
       }
       for (const Keyword &k : c->keywords) off_path_reads(*k.value, row_wise && dot && k.name == "acc", bad);
@@ -310,11 +275,11 @@ class Rows {
           return 1 + drop_selections(e);
         }
       }
-      if (is_cast(*c)) return drop_selections(cast<Attribute>(c->func.get())->value);
+      if (ExprPtr *receiver = cast_receiver(*e)) return drop_selections(*receiver);
       const bool dot = callee(*c) == "tl.dot";
       const bool lanes = lane_wise_function(*c);
       for (size_t k = 0; k < c->args.size(); ++k)
-        if ((lanes && !(short_name(*c) == "broadcast_to" && k == 1)) || (dot && (k == 0 || k == 2)))
+        if ((lanes && !(callee_last_part(*c) == "broadcast_to" && k == 1)) || (dot && (k == 0 || k == 2)))
           dropped += drop_selections(c->args[k]);
       return dropped;
     }

@@ -15,19 +15,6 @@ namespace tgrad::ad::reverse {
 
 namespace {
 
-bool is_zero_literal(const Expr &e) {
-  if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
-  if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
-  return false;
-}
-
-// `x.to(...)`: its receiver's slot, else null.
-ExprPtr *cast_receiver(Expr &e) {
-  auto *c = dyn_cast<Call>(&e);
-  auto *a = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
-  return a && a->attr == "to" ? &a->value : nullptr;
-}
-
 // `acc = tl.zeros(...)` or `acc = tl.full(shape, 0, ...)`.
 bool assigns_zeros(const Stmt &s, const std::string &acc) {
   auto *a = dyn_cast<Assign>(&s);

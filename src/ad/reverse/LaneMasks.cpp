@@ -42,21 +42,10 @@ bool singular(const std::string &function) {
   return names.count(function) > 0;
 }
 
-// The last part of a called function's dotted name (tl.math.log -> log).
-std::string function_name(const Call &c) {
-  std::string f = emit::print_expr(*c.func);
-  size_t dot = f.rfind('.');
-  return dot == std::string::npos ? f : f.substr(dot + 1);
-}
 
 // A tile, not a scalar: a value with lanes.
 bool is_tile(const SType *t) { return t && t->is_tensor() && !t->shape.empty(); }
 
-bool is_zero_literal(const Expr &e) {
-  if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
-  if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
-  return false;
-}
 
 // `tl.where(c, v, 0.0)`, `tl.where(c, 0.0, v)` or `tl.load(p, mask=c, other=0.0)`
 // (also cast with .to) with c a name: the mask `e` is zero outside of.
@@ -186,7 +175,7 @@ const std::set<std::string> &Engine::padding_may_be_nonfinite(bool overflow) {
       }
     }
     if (auto *c = dyn_cast<Call>(&e)) {
-      const std::string f = function_name(*c);
+      const std::string f = callee_last_part(*c);
       Padding args = Padding::Finite;
       for (const ExprPtr &a : c->args) args = worst(args, of(*a));
       if (f == "load") {
@@ -294,7 +283,7 @@ bool Engine::may_make_nan(const Expr &contribution, bool overflow) {
       // 0 / 0: a lane-varying divisor may be zero in the padding.
       if (b->op == BinaryOpKind::Div || b->op == BinaryOpKind::Pow) result = reads_tile(*b->rhs);
     } else if (auto *c = dyn_cast<Call>(&e)) {
-      if (singular(function_name(*c)))
+      if (singular(callee_last_part(*c)))
         for (const ExprPtr &a : c->args) result |= reads_tile(*a);
     }
   });

@@ -729,23 +729,8 @@ int peel_masked_iterations(Function &kernel, NameAllocator &names, const Module 
       const sema::SType *whole = after->type_of(c), *then = after->type_of(c->args[1].get());
       if (cond && cond->value && whole && then && whole->str() == then->str()) e = std::move(c->args[1]);
     });
-    // (`s = tl.where(mask, s, 0.0)` is now `s = s`: gone.)
-    std::function<void(StmtList &)> drop_self = [&](StmtList &block) {
-      for (size_t k = block.size(); k-- > 0;) {
-        if (auto *a = dyn_cast<Assign>(block[k].get()); a && a->targets.size() == 1)
-          if (auto *t = as_name(a->targets[0].get()); t && is_name(a->value.get(), t->id)) {
-            erase_keeping_comment(block, k);
-            continue;
-          }
-        if (auto *i = dyn_cast<If>(block[k].get())) {
-          drop_self(i->body);
-          drop_self(i->orelse);
-          // An if left with nothing to do in either branch (a tl.constexpr if that only masked) goes too.
-          if (i->body.empty() && i->orelse.empty()) erase_keeping_comment(block, k);
-        }
-      }
-    };
-    drop_self(const_cast<For *>(sp.fast)->body);
+    // (`s = tl.where(mask, s, 0.0)` is now `s = s`: gone; an if that only masked too.)
+    drop_self_assignments(const_cast<For *>(sp.fast)->body);
   }
   kernel.body = std::move(peeled->body);
   names = trial;
