@@ -90,6 +90,8 @@ class Rewriter {
   const std::string &declined() const { return declined_; }
   // Where declined() is about tl.constexpr values not given: the loop (else a default span).
   const SourceSpan &flags_at() const { return flags_at_; }
+  // And the tl.constexpr parameters those ifs read.
+  const std::vector<std::string> &flags() const { return flags_; }
 
   std::optional<SoftmaxStatistics> run() {
     StmtList &body = anf_.fn->body;
@@ -110,6 +112,7 @@ class Rewriter {
   std::map<std::string, Assign *> definition_;
   std::string declined_;
   SourceSpan flags_at_;
+  std::vector<std::string> flags_;
 
   void index(StmtList &block) {
     for (StmtPtr &s : block) {
@@ -592,6 +595,7 @@ class Rewriter {
     };
     walk(anf_.fn->body, {});
     if (line == 0) return "";
+    flags_.assign(flags.begin(), flags.end());
     std::string list;
     for (const std::string &n : flags) list += (list.empty() ? "" : ", ") + n;
     return "line " + std::to_string(line) + ": the loop's online softmax keeps its taped backward: the loop, or its "
@@ -909,11 +913,12 @@ class Rewriter {
 
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
                                                          NameAllocator &names, std::string *declined,
-                                                         SourceSpan *flags_at) {
+                                                         SourceSpan *flags_at, std::vector<std::string> *flags) {
   Rewriter r(anf, context, names);
   std::optional<SoftmaxStatistics> result = r.run();
   if (declined && !result) *declined = r.declined();
   if (flags_at && !result) *flags_at = r.flags_at();
+  if (flags && !result) *flags = r.flags();
   return result;
 }
 

@@ -98,9 +98,11 @@ struct SoftmaxStatisticsContext {
 // runs an online softmax that cannot be rewritten, `declined` (if given)
 // gets why, for --explain.
 // `flags_at` (if given) gets the loop's position where the reason is tl.constexpr
-// values not given (-D would let tgrad read the statistic): worth a note.
+// values not given (-D would let tgrad read the statistic): worth a note;
+// `flags` (if given) the tl.constexpr parameters those values are of.
 std::optional<SoftmaxStatistics> read_softmax_statistics(AnfFunction &anf, const SoftmaxStatisticsContext &context,
                                                          NameAllocator &names, std::string *declined = nullptr,
-                                                         SourceSpan *flags_at = nullptr);
+                                                         SourceSpan *flags_at = nullptr,
+                                                         std::vector<std::string> *flags = nullptr);
 
 }  // namespace tgrad::ad

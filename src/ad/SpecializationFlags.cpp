@@ -126,6 +126,7 @@ Flag flag_values(const Module &module, const Function &fn, const std::string &fl
   };
   // (With integer literals the other value's stand-in is already None: that branch serves it.)
   if (tested_against_none && (literals.empty() || isa<StrLit>(literals[0]))) f.values.push_back(none_value());
+  f.is_mode = bits != 0 || literals.empty() || !(isa<IntLit>(literals[0]) || isa<UnaryOp>(literals[0]));
   if (literals.empty()) {
     for (bool v : {true, false}) {
       FlagValue fv;

@@ -42,6 +42,10 @@ struct FlagValue {
 struct Flag {
   std::string name;
   std::vector<FlagValue> values;
+  // A mode: True or False, strings, or bits tested (`STAGE & 1`), so that its
+  // values are every value a launch gives it; not a number the kernel also
+  // computes with and compares with some literal (`BLOCK_M == 128`).
+  bool is_mode = false;
 };
 
 // A literal, a negated integer, or a module constant bound to one

@@ -61,8 +61,38 @@ class Specializer {
     split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : fn_);
   }
 
+  // Specialized to read an online softmax's stored statistic (differentiate_lowered): the specializations where
+  // ifs still hide the softmax, whose backwards would need its tape, get none where others read the statistic (one
+  // launch protocol cannot both hold a tape and not); a launch with their values stops at a static assertion.
+  void drop_taped_softmax() { drop_taped_softmax_ = true; }
+
   std::optional<Backward> run() {
     if (!differentiate_all()) return std::nullopt;
+    if (drop_taped_softmax_ &&
+        std::any_of(specs_.begin(), specs_.end(), [](const Specialization &s) { return s.backward.softmax_taped == 0; })) {
+      std::string listed, flags;
+      size_t count = 0;
+      for (auto it = specs_.begin(); it != specs_.end();) {
+        if (it->backward.softmax_taped == 0) {
+          ++it;
+          continue;
+        }
+        if (count++ < 4) listed += (listed.empty() ? "" : "; ") + assignment(it->choice);
+        for (const std::string &f : it->backward.softmax_taped_under)
+          if (flags.find("'" + f + "'") == std::string::npos &&
+              std::none_of(flags_.begin(), flags_.end(), [&](const Flag &g) { return g.name == f; }))
+            flags += (flags.empty() ? "'" : ", '") + f + "'";
+        taped_.push_back(it->choice);
+        it = specs_.erase(it);
+      }
+      if (count)
+        diags_.warning(fn_.name_span, "no backward of '" + fn_.name + "' with " + listed +
+                                          (count > 4 ? " (and " + std::to_string(count - 4) + " more)" : "") +
+                                          ": there ifs on " + flags + " hide its online softmax, whose backward would "
+                                          "need a tape the backwards for the other values do not (they read the "
+                                          "stored row statistic), so a launch with them stops at a tl.static_assert; "
+                                          "give them with -D for a backward of their own");
+    }
     // A flag that leaves an input unloaded drops its partial sums: with the
     // union given to every specialization, its rows stay zero there instead.
     std::vector<std::string> with_partial_sums;
@@ -82,7 +112,7 @@ class Specializer {
     // Warnings once, from the first.
     bool all_same = true;
     for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
-    all_same &= invalid_.empty();  // else the dispatcher refuses the values the forward does not compile with
+    all_same &= invalid_.empty() && taped_.empty();  // else the dispatcher refuses the values it has no backward of
     if (all_same) return std::move(specs_[0].backward);
     return combine();
   }
@@ -393,12 +423,16 @@ class Specializer {
         }
       // Values with which the forward does not type (for tl.constexpr
       // parameters of any value: `[BT, BV]` against `[BT, BK]` types only where
-      // BK == BV): no backward, and a message that says how to get one.
+      // BK == BV), or whose backward would tape a softmax the others read
+      // from its statistic: no backward, and a message that says how to get one.
+      const bool taped = std::find(taped_.begin(), taped_.end(), choice) != taped_.end();
       ExprList args;
       args.push_back(std::make_unique<BoolLit>(false));
       args.push_back(std::make_unique<StrLit>(
           "tgrad found no backward of " + fn_.name + " with " + assignment(choice) +
-              ": the forward does not type with them for every value of its other tl.constexpr parameters; "
+              (taped ? ": there its online softmax is hidden by ifs on other tl.constexpr parameters and would need "
+                       "a tape; "
+                     : ": the forward does not type with them for every value of its other tl.constexpr parameters; ") +
               "regenerate it with their values given by -D",
           ""));
       out.push_back(std::make_unique<ExprStmt>(std::make_unique<Call>(
@@ -433,6 +467,7 @@ class Specializer {
 
   std::optional<Backward> combine() {
     Backward out;
+    out.specializations = specs_.size();
     std::unique_ptr<Function> kernel;
     if (!merge_protocols(out, kernel)) return std::nullopt;
     out.module = std::make_unique<Module>();
@@ -500,6 +535,11 @@ class Specializer {
               return o.second == n.second && o.first.begin == n.first.begin;
             }))
           out.notes.push_back(n);
+      for (const std::string &f : s.backward.softmax_taped_under)
+        if (std::find(out.softmax_taped_under.begin(), out.softmax_taped_under.end(), f) ==
+            out.softmax_taped_under.end())
+          out.softmax_taped_under.push_back(f);
+      out.softmax_taped += s.backward.softmax_taped;
       // A consumed upstream gradient is a float32 copy for every
       // specialization: one launch protocol passes one buffer.
       out.add_buffer_needs(s.backward);
@@ -543,6 +583,8 @@ class Specializer {
   std::vector<Flag> flags_;
   std::vector<Specialization> specs_;
   std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
+  std::vector<std::vector<size_t>> taped_;    // values dropped by drop_taped_softmax()
+  bool drop_taped_softmax_ = false;
   std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };
 
@@ -689,11 +731,14 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
         }
     }
   }
-  auto attempt = [&](const std::vector<std::string> &flag_names, DiagEngine &d) -> std::optional<Backward> {
+  auto attempt = [&](const std::vector<std::string> &flag_names, DiagEngine &d,
+                     bool for_statistics = false) -> std::optional<Backward> {
     if (flag_names.empty()) return differentiate_generic(module, sources, request, d);
     std::vector<Flag> flags;
     for (const std::string &n : flag_names) flags.push_back(flag_values(module, *fn, n));
-    return Specializer(module, sources, request, d, *fn, std::move(flags)).run();
+    Specializer specializer(module, sources, request, d, *fn, std::move(flags));
+    if (for_statistics) specializer.drop_taped_softmax();
+    return specializer.run();
   };
   std::optional<Backward> out;
   // Past the cap, the flags only a helper tests are left out first: where
@@ -706,6 +751,9 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
     for (const std::string &f : flag_names) n *= std::max<size_t>(1, flag_values(module, *fn, f).values.size());
     return n;
   };
+  std::vector<std::string> used;             // the flags `out` is specialized on
+  std::vector<Diagnostic> pending;           // the diagnostics of the attempt `out` comes from
+  auto keep = [&](const DiagEngine &d) { pending.assign(d.diagnostics().begin(), d.diagnostics().end()); };
   if (combinations_of(names) > kMaxSpecializations) {
     sema::ParamTypes given_flags;
     for (size_t k = 0; k < fn->params.size(); ++k)
@@ -718,12 +766,17 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
     if (without_helpers.size() < names.size() && combinations_of(without_helpers) <= kMaxSpecializations) {
       DiagEngine quiet(sources);
       out = attempt(without_helpers, quiet);
-      if (out)
-        for (const Diagnostic &d : quiet.diagnostics()) diags.report(d);
+      if (out) {
+        keep(quiet);
+        used = without_helpers;
+      }
     }
   }
   if (!out && names == first_found) {
-    out = attempt(names, diags);
+    DiagEngine direct(sources);
+    out = attempt(names, direct);
+    keep(direct);
+    used = names;
   } else if (!out) {
     // The flags the values revealed, else (where a revealed flag leaves an
     // input of --wrt unloaded in a specialization, which the generic typing
@@ -734,8 +787,35 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
     const bool by_revealed = out.has_value();
     if (!out) out = attempt(first_found, first);
     const DiagEngine &kept = by_revealed || !out ? revealed : first;
-    for (const Diagnostic &d : kept.diagnostics()) diags.report(d);
+    keep(kept);
+    used = by_revealed ? names : first_found;
   }
+  // An online softmax hidden by ifs on tl.constexpr flags without values keeps a tape that grows with the loop's
+  // trips times the programs (the Triton tutorial's attention without -D: `if STAGE & 1:` around its loop,
+  // `warp_specialize` and `IS_HOPPER` in it; O(N^2) numbers per head). Where those flags are modes (True or
+  // False, strings, bits tested: every value they take has a specialization), the backward is tried specialized
+  // on them too, where each specialization's ifs fold away and its softmax reads the stored statistic. Kept where
+  // fewer of its specializations hold a tape. Flags compared with numbers they also compute with (`BLOCK_M ==
+  // 128` beside `tl.arange(0, BLOCK_M)`) stay generic: one value each would not serve the others.
+  if (out && out->softmax_taped > 0) {
+    std::vector<std::string> with = used;
+    for (const std::string &f : out->softmax_taped_under) {
+      if (std::find(with.begin(), with.end(), f) != with.end() || request.param_types.count(f)) continue;
+      bool constexpr_param = false;
+      for (size_t k = 0; k < fn->params.size(); ++k) constexpr_param |= fn->params[k].name == f && fn->is_constexpr_param(k);
+      if (constexpr_param && flag_values(module, *fn, f).is_mode) with.push_back(f);
+    }
+    if (with.size() > used.size() && combinations_of(with) <= kMaxSpecializations) {
+      DiagEngine quiet(sources);
+      std::optional<Backward> specialized = attempt(with, quiet, true);
+      if (specialized &&
+          specialized->softmax_taped * out->specializations < out->softmax_taped * specialized->specializations) {
+        out = std::move(specialized);
+        keep(quiet);
+      }
+    }
+  }
+  for (const Diagnostic &d : pending) diags.report(d);
   if (out) assert_given_constexprs(*fn, request, *out);
   if (out && &module != &user_module) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
   if (out)

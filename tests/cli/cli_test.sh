@@ -843,11 +843,55 @@ expect_grep derived_flag_names_params "$TMP/derived_flag.err" "derived_flag.py:8
 run derived_flag_given "$TMP/derived_flag.py" --wrt X -D BT=64 -D BC=32
 expect_rc derived_flag_given_exit_0 0 derived_flag_given
 
-# An online softmax under ifs on tl.constexpr values not given keeps its taped backward, and a note (printed
-# without --explain) names the values that would let tgrad read its backward from the stored statistic.
+# An online softmax under ifs on a tl.constexpr mode not given (`if STAGE == 1:`, `STAGE & 1`): tgrad specializes
+# on its values itself, and each specialization reads the stored statistic: no tape, no note.
 run softmax_flags tests/kernels/attention_block_ptr.py --fn attn_fwd_block_ptr_kernel --wrt Q,K,V
 expect_rc softmax_flags_exit_0 0 softmax_flags
-expect_grep softmax_flags_note "$TMP/softmax_flags.err" "attention_block_ptr.py:21:5: note: the loop's online softmax keeps its taped backward: .*tl.constexpr values tgrad was not given \\(STAGE\\); give them with -D"
+expect_no_grep softmax_flags_no_note "$TMP/softmax_flags.err" "note: the loop's online softmax"
+expect_no_grep softmax_flags_no_tape "$TMP/softmax_flags.out" "_tape"
+expect_grep softmax_flags_specialized "$TMP/softmax_flags.out" "^def attn_fwd_block_ptr_kernel_bwd_STAGE_3\\("
+# Under an if on a number it also computes with (`BLOCK_N == 64`), the backward stays generic in it: taped, with
+# the note; with a mode beside it (`SPLIT and BLOCK_N == 64`), the specializations where the mode leaves the if
+# are dropped with a warning (their launch stops at a static assertion), the others read the statistic.
+for variant in number mode; do
+  if [[ $variant == number ]]; then cond="BLOCK_N == 64"; else cond="SPLIT and BLOCK_N == 64"; fi
+  cat >"$TMP/softmax_$variant.py" <<EOF
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def online_kernel(S, V, Out, Lse, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                  SPLIT: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        s = tl.load(S + rows[:, None] * N + cols[None, :], mask=cols[None, :] < N, other=float("-inf"))
+        m_ij = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + cols[:, None] * D + offs_d[None, :], mask=cols[:, None] < N, other=0.0)
+        if $cond:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_ij
+    tl.store(Out + rows[:, None] * D + offs_d[None, :], acc / l_i[:, None])
+    tl.store(Lse + rows, m_i + tl.math.log2(l_i))
+EOF
+  run softmax_$variant "$TMP/softmax_$variant.py" --wrt S,V --arg 'Lse=*fp32'
+  expect_rc softmax_${variant}_exit_0 0 softmax_$variant
+done
+expect_grep softmax_number_note "$TMP/softmax_number.err" "softmax_number.py:13:5: note: the loop's online softmax keeps its taped backward: .*tl.constexpr values tgrad was not given \\(BLOCK_N\\); give them with -D"
+expect_grep softmax_number_taped "$TMP/softmax_number.out" "_tape"
+expect_grep softmax_mode_dropped "$TMP/softmax_mode.err" "warning: no backward of 'online_kernel' with SPLIT=True: there ifs on 'BLOCK_N' hide its online softmax"
+expect_no_grep softmax_mode_no_tape "$TMP/softmax_mode.out" "_tape"
+expect_grep softmax_mode_assertion "$TMP/softmax_mode.out" "tl.static_assert\\(False, \"tgrad found no backward of online_kernel with SPLIT=True: there its online softmax is hidden"
 run softmax_flags_given tests/kernels/attention_block_ptr.py --fn attn_fwd_block_ptr_kernel --wrt Q,K,V -D STAGE=1
 expect_rc softmax_flags_given_exit_0 0 softmax_flags_given
 expect_no_grep softmax_flags_given_no_note "$TMP/softmax_flags_given.err" "note: the loop's online softmax"

@@ -102,6 +102,13 @@ struct Backward {
   // Worth saying without --explain (a faster backward that -D values would
   // give): where, and what. differentiate() reports them as notes.
   std::vector<std::pair<SourceSpan, std::string>> notes;
+  // An online softmax kept with its taped backward because ifs on
+  // tl.constexpr parameters without values hide it (one of the notes): those
+  // parameters, and how many of the backward's specializations (of
+  // `specializations`) keep such a tape.
+  std::vector<std::string> softmax_taped_under;
+  size_t softmax_taped = 0;
+  size_t specializations = 1;
   // Inputs whose gradient buffers must start at zero (atomics, or adds in
   // place before any plain store); the others' buffers may hold anything.
   std::vector<std::string> zero_initialized;

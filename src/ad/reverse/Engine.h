@@ -650,6 +650,7 @@ class Engine {
   std::string read_back_explanation_;
   std::vector<std::string> epilogue_explanations_;  // (read_back_epilogues), for --explain
   std::vector<std::pair<SourceSpan, std::string>> notes_;  // Backward::notes
+  std::vector<std::string> softmax_taped_under_;            // Backward::softmax_taped_under
   std::map<std::string, std::string> read_back_witnesses_;  // such a value, its pointer generic -> the dtype the backward asserts
   std::map<std::string, std::string> saved_base_;  // such a value -> the pointer parameter it is stored through
   AnfFunction anf_;

@@ -503,6 +503,8 @@ std::optional<Backward> Engine::build_kernel() {
   if (!read_back_explanation_.empty()) result.explanations.push_back(read_back_explanation_);
   for (const std::string &e : epilogue_explanations_) result.explanations.push_back(e);
   result.notes = notes_;
+  result.softmax_taped_under = softmax_taped_under_;
+  result.softmax_taped = softmax_taped_under_.empty() ? 0 : 1;
   out_ = &sweep_;
   sweep_block(body, access, result.explanations);
   if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
@@ -615,13 +617,15 @@ bool Engine::read_back_softmax_statistics() {
   names.reserve_all(module_, *anf_.fn);
   std::string declined;
   SourceSpan flags_at;
-  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names, &declined, &flags_at);
+  std::vector<std::string> flags;
+  std::optional<SoftmaxStatistics> r = read_softmax_statistics(anf_, context, names, &declined, &flags_at, &flags);
   if (!r) {
     read_back_explanation_ = declined;  // (for --explain: why the taped backward stays)
     // Worth saying without --explain: the user has the values, and the difference is a tape and a replay.
     if (flags_at.begin.line > 0) {
       const size_t colon = declined.find(": ");
       notes_.push_back({flags_at, colon == std::string::npos ? declined : declined.substr(colon + 2)});
+      softmax_taped_under_ = flags;  // differentiate() may specialize on them itself
     }
     return false;
   }

@@ -383,6 +383,15 @@ class TgradKernel:
             if name not in self._params:
                 raise TypeError(f"{self.__name__}() got an unexpected keyword argument {name!r}")
             bound[name] = value
+        # A host tensor descriptor (triton.tools.tensor_descriptor.TensorDescriptor) describes its tensor by a
+        # shape, strides and a block shape the backward would have to match; the op differentiates tensors.
+        for name, value in bound.items():
+            if type(value).__name__ == "TensorDescriptor" and hasattr(value, "base"):
+                raise TypeError(f"tgrad: {self.__name__}: '{name}' is a host TensorDescriptor; the op takes tensors "
+                                f"only (its gradients are tensors laid out like them): pass the tensor itself "
+                                f"({name}=<the descriptor's base>) where the kernel makes its descriptor from a "
+                                f"tensor (tl.make_tensor_descriptor, with triton.set_allocator), as the Triton "
+                                f"tutorial's attention does")
         if self._autotune_keys is not None and not all(n in bound for n in self._autotune_names):
             config = self._config(grid, bound)
             bound.update(config[0])
