@@ -114,7 +114,20 @@ class Specializer {
     for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
     all_same &= invalid_.empty() && taped_.empty();  // else the dispatcher refuses the values it has no backward of
     if (all_same) return std::move(specs_[0].backward);
-    return combine();
+    std::optional<Backward> out = combine();
+    // One dispatcher launches every specialization's backward, so none has owner-computes kernels of its own
+    // (differentiate_one): the user may get them, and no atomics for those gradients, with the values given.
+    if (out && request_.owner_computes && !out->atomic_gradients.empty()) {
+      std::string inputs;
+      for (const Backward::AtomicGradient &a : out->atomic_gradients)
+        if (inputs.find("'" + a.input + "'") == std::string::npos) inputs += (inputs.empty() ? "'" : ", '") + a.input + "'";
+      out->notes.push_back({fn_.name_span, "the backward, one per value of " + flag_list() + ", adds the gradients of " +
+                                               inputs + " with tl.atomic_add; owner-computes kernels, which may "
+                                               "gather such gradients without atomics (--explain says where), are "
+                                               "made for a backward of one specialization only: give " + flag_list() +
+                                               " with -D for that"});
+    }
+    return out;
   }
 
  private:

@@ -141,7 +141,7 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
     i.names = {{m, ""}};
     return i;
   };
-  for (const char *m : {"collections", "itertools", "os", "typing", "torch", "triton"}) out->imports.push_back(plain(m));
+  for (const char *m : {"collections", "dataclasses", "itertools", "os", "typing", "torch", "triton"}) out->imports.push_back(plain(m));
   Import library;
   library.is_from = true;
   library.module = "torch.library";
@@ -301,7 +301,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   kernels.imports.clear();
   std::set<std::string> read = python_identifiers(host_definitions + kTorchRuntime);
   for (const std::string &n : module_scope_reads(kernels)) read.insert(n);
-  static const std::set<std::string> own = {"collections", "itertools", "os", "typing", "torch", "triton",
+  static const std::set<std::string> own = {"collections", "dataclasses", "itertools", "os", "typing", "torch", "triton",
                                            "torch.library", "torch.utils._python_dispatch"};
   auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
     if (!n.second.empty()) return n.second;

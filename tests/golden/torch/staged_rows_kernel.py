@@ -10,6 +10,7 @@
 # leaves it); autograd differentiates them with respect to X.
 # Eager and torch.compile(fullgraph=True). The ops are tgrad_torch_staged_rows_kernel::_staged_rows_kernel_forward and tgrad_torch_staged_rows_kernel::_staged_rows_kernel_backward.
 import collections
+import dataclasses
 import itertools
 import os
 import typing
@@ -151,6 +152,19 @@ def _tgrad_device_of(*tensors):
         if isinstance(t, torch.Tensor):
             return t.device
     raise TypeError("tgrad: the kernel was given no tensor")
+
+
+def _tgrad_is_host_descriptor(value):
+    """A triton.tools.tensor_descriptor.TensorDescriptor (a TMA descriptor the host built over a tensor)."""
+    return (type(value).__name__ == "TensorDescriptor" and dataclasses.is_dataclass(value)
+            and isinstance(getattr(value, "base", None), torch.Tensor))
+
+
+def _tgrad_same_values(a, b):
+    """Bit for bit, NaNs where the other has NaNs."""
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
 
 
 def _tgrad_out(t):
@@ -356,6 +370,8 @@ class TgradKernel:
         self._autotune_keys = None
         self._autotune_names = frozenset()
         self._configs = {}
+        self._config_objects = {}  # the autotuner's Config objects (their pre_hooks), by the same key
+        self._descriptors_checked = set()  # layouts of host descriptors _check_descriptors found equivalent
         self._autotuner = None
         # (Under TRITON_INTERPRET=1, @triton.jit gives an InterpretedFunction, which launches the same way.)
         jit_types = (triton.runtime.JITFunction,) + tuple(
@@ -395,15 +411,6 @@ class TgradKernel:
             if name not in self._params:
                 raise TypeError(f"{self.__name__}() got an unexpected keyword argument {name!r}")
             bound[name] = value
-        # A host tensor descriptor (triton.tools.tensor_descriptor.TensorDescriptor) describes its tensor by a
-        # shape, strides and a block shape the backward would have to match; the op differentiates tensors.
-        for name, value in bound.items():
-            if type(value).__name__ == "TensorDescriptor" and hasattr(value, "base"):
-                raise TypeError(f"tgrad: {self.__name__}: '{name}' is a host TensorDescriptor; the op takes tensors "
-                                f"only (its gradients are tensors laid out like them): pass the tensor itself "
-                                f"({name}=<the descriptor's base>) where the kernel makes its descriptor from a "
-                                f"tensor (tl.make_tensor_descriptor, with triton.set_allocator), as the Triton "
-                                f"tutorial's attention does")
         if self._autotune_keys is not None and not all(n in bound for n in self._autotune_names):
             config = self._config(grid, bound)
             bound.update(config[0])
@@ -416,17 +423,27 @@ class TgradKernel:
         missing = [p for p in self._params if p not in bound]
         if missing:
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
+        grid_function = grid if callable(grid) else None
+        if callable(grid):
+            grid = grid(bound)
+        if not isinstance(grid, (tuple, list)):
+            grid = (grid,)
+        # Host tensor descriptors (triton.tools.tensor_descriptor.TensorDescriptor): the op takes tensors, so it
+        # runs the kernel on each descriptor's base tensor, where the kernel makes its descriptor itself (`if
+        # isinstance(x, tl.tensor_descriptor): ... else: tl.make_tensor_descriptor(x, ...)`, the Triton tutorial's
+        # attention). That is the kernel the user launched only where its own shape, strides and block shape are
+        # the descriptor's: checked on the first launch of each layout (_check_descriptors).
+        descriptors = {n: v for n, v in bound.items() if _tgrad_is_host_descriptor(v)}
+        if descriptors:
+            self._check_descriptors([int(g) for g in grid], bound, descriptors, num_warps, num_stages)
+            for name, d in descriptors.items():
+                bound[name] = d.base
         for name, served in self._dtypes.items():
             value = bound[name]
             if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
                 raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
                                 f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
                                 f"with --arg {name}=TYPE for this dtype")
-        grid_function = grid if callable(grid) else None
-        if callable(grid):
-            grid = grid(bound)
-        if not isinstance(grid, (tuple, list)):
-            grid = (grid,)
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = []
         packed = None  # the integer arguments as one list, where the op's schema would pass 64 arguments
@@ -450,9 +467,70 @@ class TgradKernel:
         # An output buffer passed as None (the kernel does not store it with these flags) comes back None.
         return self._outputs(*(None if bound[n] is None else r for n, r in zip(self._output_params, result)))
 
-    def _config(self, grid, bound):
-        key = tuple(bound.get(k) for k in self._autotune_keys) + tuple(
+    def _check_descriptors(self, grid, bound, descriptors, num_warps, num_stages):
+        """Raises TypeError unless the kernel computes the same with these host descriptors as with their base
+        tensors: it runs both ways once per layout, on random copies of every float tensor of the launch (two
+        copies, one for each run), and compares every buffer afterwards bit for bit."""
+        key = (tuple(grid), num_warps, num_stages) + tuple(
+            (n, tuple(d.base.shape), tuple(d.base.stride()), d.base.dtype, tuple(d.shape), tuple(d.strides),
+             str(getattr(d, "padding", ""))) for n, d in sorted(descriptors.items())) + tuple(
+            (n, (tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor) else repr(v))
+            for n, v in sorted(bound.items()) if n not in descriptors)
+        if key in self._descriptors_checked:
+            return
+        names = ", ".join(f"'{n}'" for n in sorted(descriptors))
+        if torch.compiler.is_compiling():
+            raise RuntimeError(f"tgrad: {self.__name__}: the host TensorDescriptors passed for {names} are checked "
+                               "on their first eager launch: launch it once outside torch.compile with these shapes")
+        generator = torch.Generator(device=_tgrad_device_of(*(d.base for d in descriptors.values()))).manual_seed(0)
+        copies = {}
+
+        def randomized(t):  # one copy per tensor (a base passed twice stays one buffer); integers kept as they are
+            if id(t) not in copies:
+                c = t.detach().clone()
+                if c.is_floating_point():
+                    c.copy_(torch.randn(c.shape, generator=generator, device=c.device, dtype=torch.float32))
+                copies[id(t)] = c
+            return copies[id(t)]
+
+        first = {}
+        for n, v in bound.items():
+            if n in descriptors:
+                first[n] = randomized(v.base)
+            elif isinstance(v, torch.Tensor):
+                first[n] = randomized(v)
+            else:
+                first[n] = v
+        twins = {id(t): t.clone() for t in copies.values()}
+        second = {n: twins[id(v)] if isinstance(v, torch.Tensor) else v for n, v in first.items()}
+        for n, d in descriptors.items():  # (a dataclass: every field as the user's, over the copy)
+            first[n] = dataclasses.replace(d, base=first[n], shape=list(d.shape), strides=list(d.strides),
+                                           block_shape=list(d.block_shape))
+        # The autotuner's chosen config sets the descriptors' block shapes in its pre_hook (the tutorial's
+        # _host_descriptor_pre_hook), as Triton's launch does.
+        config = self._config_objects.get(self._config_key(bound)) if self._autotuner is not None else None
+        if config is not None and config.pre_hook is not None:
+            config.pre_hook(first)
+        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+        self.jit[tuple(grid)](**{p: first[p] for p in self._params}, **options)
+        self.jit[tuple(grid)](**{p: second[p] for p in self._params}, **options)
+        for n in first:
+            a = first[n].base if n in descriptors else first[n]
+            b = second[n]
+            if isinstance(a, torch.Tensor) and not _tgrad_same_values(a, b):
+                raise TypeError(f"tgrad: {self.__name__}: with the host TensorDescriptors passed for {names} the "
+                                f"kernel computes other values (in '{n}') than with their base tensors, where it makes "
+                                "descriptors of its own (another shape, strides or block shape): the op differentiates "
+                                "the kernel on tensors, so it cannot take these descriptors; pass the tensors, or "
+                                "descriptors laid out as the kernel lays out its own")
+        self._descriptors_checked.add(key)
+
+    def _config_key(self, bound):
+        return tuple(bound.get(k) for k in self._autotune_keys) + tuple(
             str(v.dtype) for v in bound.values() if isinstance(v, torch.Tensor))
+
+    def _config(self, grid, bound):
+        key = self._config_key(bound)
         if key in self._configs:
             return self._configs[key]
         if torch.compiler.is_compiling():
@@ -462,6 +540,7 @@ class TgradKernel:
         self._autotuner[grid](**{p: bound[p] for p in self._params if p in bound and p not in self._autotune_names})
         best = self._autotuner.best_config
         self._configs[key] = (dict(best.kwargs), best.num_warps, best.num_stages)
+        self._config_objects[key] = best
         return self._configs[key]
 
     def _backward_launch(self, grid_function, grid, bound, arguments, options):
