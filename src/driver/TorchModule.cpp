@@ -854,7 +854,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   };
   // The op's result, as setup_context receives it.
   auto output_ref = [&](size_t k) { return outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]"; };
-  std::vector<std::string> saved, scalars;
+  std::vector<std::string> saved, scalars, layouts, stand_ins;
   for (const Parameter &p : params) {
     if (!p.pointer) {
       scalars.push_back(p.name);
@@ -863,7 +863,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     int k = output_index(p);
     bool from_output = k >= 0 && (p.saved_output || !p.reread);
     // An output passed as None: the backward gets None there too (not the op's empty stand-in).
-    saved.push_back(from_output ? "_tgrad_if_given(" + output_ref(static_cast<size_t>(k)) + ", " + p.name + ")" : p.name);
+    std::string given = from_output ? "_tgrad_if_given(" + output_ref(static_cast<size_t>(k)) + ", " + p.name + ")" : p.name;
+    if (from_output && !p.saved_output) {
+      // An output whose values the backward does not read (it needs a buffer of its type only): its layout is
+      // kept, not the tensor, so that the caller may update the output in place before calling backward
+      // (unsloth's cross entropy adds to the losses it returns), which autograd refuses for a saved tensor.
+      saved.push_back("None");
+      layouts.push_back("_tgrad_layout(" + given + ")");
+      stand_ins.push_back(p.name);
+      continue;
+    }
+    saved.push_back(given);
   }
   std::vector<std::string> pointer_names;
   for (const Parameter &p : params)
@@ -889,6 +899,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << ints_back << numbers_back
      << "    _tgrad_save(ctx, " << join(saved) << ")\n"
      << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
+  if (!layouts.empty()) py << "    ctx.tgrad_layouts = (" << join(layouts) << (layouts.size() == 1 ? ",)" : ")") << "\n";
   if (!non_differentiable.empty())
     py << "    ctx.mark_non_differentiable(" << join(non_differentiable) << ")\n";
   std::vector<std::string> grad_params;
@@ -897,6 +908,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "    " << join(pointer_names) << (pointer_names.size() == 1 ? "," : "")
      << " = _tgrad_saved(ctx)\n"
      << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
+  if (!stand_ins.empty())
+    py << "    " << join(stand_ins) << (stand_ins.size() == 1 ? "," : "") << " = (_tgrad_stand_in(l) for l in ctx.tgrad_layouts)\n";
   std::vector<std::string> call = {kGrid};
   if (tuned_launch) call.push_back(kLaunch);
   each_op_argument([&](const Parameter &p) { call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name); },

@@ -233,11 +233,27 @@ def _tgrad_is_host_descriptor(value):
             and isinstance(getattr(value, "base", None), torch.Tensor))
 
 
-def _tgrad_same_values(a, b):
+def _tgrad_same_values(one, other):
     """Bit for bit, NaNs where the other has NaNs."""
-    if not a.is_floating_point():
-        return torch.equal(a, b)
-    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    if not one.is_floating_point():
+        return torch.equal(one, other)
+    return torch.equal(one.isnan(), other.isnan()) and torch.equal(one.nan_to_num(0.0), other.nan_to_num(0.0))
+
+
+def _tgrad_layout(t):
+    """What the backward keeps of an output whose values it does not read: its layout."""
+    return None if t is None else (tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+
+
+def _tgrad_stand_in(layout):
+    """A buffer laid out as that output was, for the backward kernels that take its address and read nothing
+    through it. (TGRAD_CHECK_STAND_INS=1, as tools/gpu_check sets it: filled with NaN, so that a read would show.)"""
+    if layout is None:
+        return None
+    t = torch.empty_strided(layout[0], layout[1], dtype=layout[2], device=layout[3])
+    if os.environ.get("TGRAD_CHECK_STAND_INS", "0") == "1" and t.is_floating_point():
+        t.fill_(float("nan"))
+    return t
 
 
 def _tgrad_out(t):
@@ -509,8 +525,8 @@ class TgradKernel:
         descriptors = {n: v for n, v in bound.items() if _tgrad_is_host_descriptor(v)}
         if descriptors:
             self._check_descriptors([int(g) for g in grid], bound, descriptors, num_warps, num_stages)
-            for name, d in descriptors.items():
-                bound[name] = d.base
+            for name, descriptor in descriptors.items():
+                bound[name] = descriptor.base
         for name, served in self._dtypes.items():
             value = bound[name]
             if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
@@ -544,18 +560,20 @@ class TgradKernel:
         """Raises TypeError unless the kernel computes the same with these host descriptors as with their base
         tensors: it runs both ways once per layout, on random copies of every float tensor of the launch (two
         copies, one for each run), and compares every buffer afterwards bit for bit."""
-        key = (tuple(grid), num_warps, num_stages) + tuple(
-            (n, tuple(d.base.shape), tuple(d.base.stride()), d.base.dtype, tuple(d.shape), tuple(d.strides),
-             str(getattr(d, "padding", ""))) for n, d in sorted(descriptors.items())) + tuple(
-            (n, (tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor) else repr(v))
-            for n, v in sorted(bound.items()) if n not in descriptors)
+        described = tuple((n, tuple(desc.base.shape), tuple(desc.base.stride()), desc.base.dtype, tuple(desc.shape),
+                           tuple(desc.strides), str(getattr(desc, "padding", "")))
+                          for n, desc in sorted(descriptors.items()))
+        others = tuple((n, (tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor) else repr(v))
+                       for n, v in sorted(bound.items()) if n not in descriptors)
+        key = (tuple(grid), num_warps, num_stages) + described + others
         if key in self._descriptors_checked:
             return
         names = ", ".join(f"'{n}'" for n in sorted(descriptors))
         if torch.compiler.is_compiling():
             raise RuntimeError(f"tgrad: {self.__name__}: the host TensorDescriptors passed for {names} are checked "
                                "on their first eager launch: launch it once outside torch.compile with these shapes")
-        generator = torch.Generator(device=_tgrad_device_of(*(d.base for d in descriptors.values()))).manual_seed(0)
+        bases = [desc.base for desc in descriptors.values()]
+        generator = torch.Generator(device=_tgrad_device_of(*bases)).manual_seed(0)
         copies = {}
 
         def randomized(t):  # one copy per tensor (a base passed twice stays one buffer); integers kept as they are
@@ -576,9 +594,9 @@ class TgradKernel:
                 first[n] = v
         twins = {id(t): t.clone() for t in copies.values()}
         second = {n: twins[id(v)] if isinstance(v, torch.Tensor) else v for n, v in first.items()}
-        for n, d in descriptors.items():  # (a dataclass: every field as the user's, over the copy)
-            first[n] = dataclasses.replace(d, base=first[n], shape=list(d.shape), strides=list(d.strides),
-                                           block_shape=list(d.block_shape))
+        for n, desc in descriptors.items():  # (a dataclass: every field as the user's, over the copy)
+            first[n] = dataclasses.replace(desc, base=first[n], shape=list(desc.shape), strides=list(desc.strides),
+                                           block_shape=list(desc.block_shape))
         # The autotuner's chosen config sets the descriptors' block shapes in its pre_hook (the tutorial's
         # _host_descriptor_pre_hook), as Triton's launch does.
         config = self._config_objects.get(self._config_key(bound)) if self._autotuner is not None else None
@@ -588,9 +606,8 @@ class TgradKernel:
         self.jit[tuple(grid)](**{p: first[p] for p in self._params}, **options)
         self.jit[tuple(grid)](**{p: second[p] for p in self._params}, **options)
         for n in first:
-            a = first[n].base if n in descriptors else first[n]
-            b = second[n]
-            if isinstance(a, torch.Tensor) and not _tgrad_same_values(a, b):
+            with_descriptor = first[n].base if n in descriptors else first[n]
+            if isinstance(with_descriptor, torch.Tensor) and not _tgrad_same_values(with_descriptor, second[n]):
                 raise TypeError(f"tgrad: {self.__name__}: with the host TensorDescriptors passed for {names} the "
                                 f"kernel computes other values (in '{n}') than with their base tensors, where it makes "
                                 "descriptors of its own (another shape, strides or block shape): the op differentiates "
@@ -754,13 +771,15 @@ def _(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr:
 
 def _tgrad_setup_context(ctx, inputs, output):
     tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, num_warps, num_stages = inputs
-    _tgrad_save(ctx, a_ptr, b_ptr, _tgrad_if_given(output, c_ptr))
+    _tgrad_save(ctx, a_ptr, b_ptr, None)
     ctx.tgrad_arguments = (tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, num_warps, num_stages)
+    ctx.tgrad_layouts = (_tgrad_layout(_tgrad_if_given(output, c_ptr)),)
 
 
 def _tgrad_backward_with(backward, ctx, _grad_c_ptr):
     a_ptr, b_ptr, c_ptr = _tgrad_saved(ctx)
     tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, num_warps, num_stages = ctx.tgrad_arguments
+    c_ptr, = (_tgrad_stand_in(l) for l in ctx.tgrad_layouts)
     da_ptr, db_ptr = backward(tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, _tgrad_upstream(_grad_c_ptr, c_ptr), num_warps, num_stages)
     return None, _tgrad_if_given(da_ptr, a_ptr), _tgrad_if_given(db_ptr, b_ptr), None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
 
