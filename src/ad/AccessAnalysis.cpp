@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -134,6 +135,24 @@ bool AccessAnalysis::is_zero(const Expr &e) const {
   return it != defs_.end() && is_zero(*it->second);
 }
 
+// A scalar whose value comes from parameters and literals through arithmetic only (no program id, no loop
+// variable, no load): the same in every program, lane and iteration.
+bool AccessAnalysis::from_parameters_only(const std::string &name, int depth) const {
+  if (depth > 16 || loops_.count(name) || redefined_.count(name) || in_loops_.count(name)) return false;
+  auto t = types_.find(name);
+  if (t != types_.end() && !t->second.shape.empty()) return false;
+  auto it = defs_.find(name);
+  if (it == defs_.end())  // a parameter: a number (a tl.constexpr's type may be its value), not a pointer
+    return t == types_.end() || !(t->second.is_tensor() && t->second.elem.is_pointer);
+  std::function<bool(const Expr &)> pure = [&](const Expr &e) {
+    if (isa<IntLit>(&e)) return true;
+    if (auto *n = dyn_cast<Name>(&e)) return from_parameters_only(n->id, depth + 1);
+    if (auto *b = dyn_cast<BinOp>(&e)) return pure(*b->lhs) && pure(*b->rhs);
+    return false;
+  };
+  return pure(*it->second);
+}
+
 AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
   Affine none;  // a value the same in every program and lane (a scalar argument, a constant)
   Affine bad;
@@ -202,7 +221,12 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
     case NodeKind::BinOp: {
       auto *b = cast<BinOp>(&v);
       auto operand = [&](const Expr &e) -> Affine {
-        if (auto *n = dyn_cast<Name>(&e)) return affine(n->id);
+        if (auto *n = dyn_cast<Name>(&e)) {
+          Affine a = affine(n->id);
+          // A number computed from parameters only (`half = HEAD_DIM // 2`): the same in every program and lane.
+          if (!a.valid && b->op == BinaryOpKind::Add && from_parameters_only(n->id)) return none;
+          return a;
+        }
         if (isa<IntLit>(&e)) return none;
         return bad;
       };
@@ -216,6 +240,13 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         out.grid_stride_var = l.grid_stride ? l.grid_stride_var : r.grid_stride_var;
         // Adding zero (`cols = start + tl.arange(...)` with `start = 0`, a loop run once) shifts nothing.
         out.shifted = l.shifted || r.shifted || (uniform(l) && !is_zero(*b->lhs)) || (uniform(r) && !is_zero(*b->rhs));
+        out.shift_names = l.shift_names;
+        out.shift_names.insert(out.shift_names.end(), r.shift_names.begin(), r.shift_names.end());
+        for (const auto &[side, form] : {std::pair<const Expr *, const Affine *>{b->lhs.get(), &l}, {b->rhs.get(), &r}})
+          if (uniform(*form) && !is_zero(*side)) {
+            std::optional<std::string> t = scalar_text(*side);
+            out.shift_names.push_back(b->op == BinaryOpKind::Add && t ? resolve_copy(*t) : "?");
+          }
         for (const auto &kv : r.pid) {
           if (out.pid.count(kv.first)) return bad;  // pid * a + pid * b: not analysed
           out.pid[kv.first] = kv.second;
@@ -233,6 +264,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         if (k) k = resolve_copy(*k);
         if (!k || (lu == ru)) return bad;
         Affine out = varying;
+        if (out.shifted) out.shift_names = {"?"};  // k * (v + s): not tracked
         for (auto &kv : out.pid) {
           if (kv.second != "1") return bad;
           kv.second = *k;
@@ -308,7 +340,7 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
     auto it = defs_.find(at);
     if (it == defs_.end()) break;  // reached the base parameter
     const Expr &v = *it->second;
-    if (auto *n = dyn_cast<Name>(&v)) {
+      if (auto *n = dyn_cast<Name>(&v)) {
       at = n->id;
       continue;
     }
@@ -376,9 +408,12 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
 }
 
 bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std::string &b,
-                                                const std::string &loop_var) const {
+                                                const std::string &loop_var, const std::string &mask_a,
+                                                const std::string &mask_b) const {
   Offset x = offset_of(a, true), y = offset_of(b, true);
-  if (!x.why.empty() || !y.why.empty() || x.untracked_shift || y.untracked_shift) return false;
+  if (!x.why.empty() || !y.why.empty()) return false;
+  if (masked_halves_own_iterations(x, y, loop_var, mask_a, mask_b)) return true;
+  if (x.untracked_shift || y.untracked_shift) return false;
   // Every non-literal uniform part the same; the literals summed.
   auto split = [](const std::vector<std::string> &parts, std::multiset<std::string> &names, int64_t &constant) {
     for (const std::string &p : parts) {
@@ -425,6 +460,74 @@ bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std:
   char *end = nullptr;
   const long long kv = std::strtoll(k.c_str(), &end, 10);
   return end && *end == 0 && kv > shift;
+}
+
+std::vector<const Compare *> AccessAnalysis::mask_conjuncts(const std::string &mask) const {
+  std::vector<const Compare *> conjuncts;
+  std::function<void(const std::string &, int)> gather = [&](const std::string &n, int depth) {
+    auto m = defs_.find(n);
+    if (depth > 16 || m == defs_.end() || redefined_.count(n)) return;
+    if (auto *c = dyn_cast<Compare>(m->second)) conjuncts.push_back(c);
+    if (auto *b = dyn_cast<BinOp>(m->second); b && b->op == BinaryOpKind::BitAnd)
+      for (const Expr *side : {b->lhs.get(), b->rhs.get()})
+        if (auto *x = dyn_cast<Name>(side)) gather(x->id, depth + 1);
+  };
+  if (!mask.empty()) gather(mask, 0);
+  return conjuncts;
+}
+
+std::optional<std::string> AccessAnalysis::lane_bound(const std::string &mask, const Term &lane) const {
+  for (const Compare *cmp : mask_conjuncts(mask)) {
+    if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
+    auto *lhs = dyn_cast<Name>(cmp->left.get());
+    Affine lanes = lhs ? affine(lhs->id) : Affine();
+    std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
+    if (lanes.valid && lanes.pid.empty() && lanes.loops.empty() && lanes.lanes.size() == 1 && !lanes.shifted &&
+        lanes.lanes[0].coefficient == "1" && lanes.lanes[0].source == lane.source && bound)
+      return resolve_copy(*bound);
+  }
+  return std::nullopt;
+}
+
+// iterations_touch_their_own's second form: v * C + lanes and v * C + S + lanes, the lanes masked by lanes < E.
+// An iteration's addresses lie in [v * C, v * C + C) when E <= C and S + E <= C, so two iterations' never meet.
+// Proven for numbers, and for E = S = C // 2 (a head's two halves): 2 * (C // 2) <= C for C >= 0 (a tl.constexpr
+// head size, or a count of elements: negative, the kernel addresses nothing).
+bool AccessAnalysis::masked_halves_own_iterations(const Offset &x, const Offset &y, const std::string &loop_var,
+                                                  const std::string &mask_x, const std::string &mask_y) const {
+  const Affine &f = x.form, &g = y.form;
+  if (mask_x.empty() || mask_y.empty() || f.pid != g.pid || f.lanes.size() != 1 || g.lanes.size() != 1 ||
+      f.loops.size() != 1 || g.loops.size() != 1)
+    return false;
+  const Term &lx = f.lanes[0], &ly = g.lanes[0];
+  if (lx.source != ly.source || lx.coefficient != "1" || ly.coefficient != "1" || f.loops[0].var != loop_var ||
+      g.loops[0].var != loop_var || value_of(f.loops[0].coefficient) != value_of(g.loops[0].coefficient))
+    return false;
+  // The uniform parts (beside the pointer's and inside its offset): the same, but for one name S more on one side.
+  std::multiset<std::string> xs(x.uniform_parts.begin(), x.uniform_parts.end()),
+      ys(y.uniform_parts.begin(), y.uniform_parts.end());
+  xs.insert(f.shift_names.begin(), f.shift_names.end());
+  ys.insert(g.shift_names.begin(), g.shift_names.end());
+  if (xs.count("?") || ys.count("?") || f.shifted != !f.shift_names.empty() || g.shifted != !g.shift_names.empty())
+    return false;
+  std::vector<std::string> only_x, only_y;
+  std::set_difference(xs.begin(), xs.end(), ys.begin(), ys.end(), std::back_inserter(only_x));
+  std::set_difference(ys.begin(), ys.end(), xs.begin(), xs.end(), std::back_inserter(only_y));
+  if (only_x.size() + only_y.size() > 1) return false;
+  const std::string shift = only_x.empty() ? (only_y.empty() ? "0" : only_y[0]) : only_x[0];
+  std::optional<std::string> ex = lane_bound(mask_x, lx), ey = lane_bound(mask_y, ly);
+  if (!ex || !ey || value_of(*ex) != value_of(*ey)) return false;
+  const std::string c = value_of(f.loops[0].coefficient), e = value_of(*ex), s = value_of(resolve_copy(shift));
+  auto number = [](const std::string &t) -> std::optional<long long> {
+    char *end = nullptr;
+    const long long v = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || !end || *end) return std::nullopt;
+    return v;
+  };
+  if (auto cn = number(c), en = number(e), sn = number(s); cn && en && sn) return *en <= *cn && *sn + *en <= *cn;
+  // E = C // 2, and S = 0 or S = E.
+  const bool half = e == c + " // 2" || e == "(" + c + ") // 2";
+  return half && (s == "0" || s == e);
 }
 
 AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::string &mask) const {
@@ -528,17 +631,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   // The mask's conjuncts (`(i0 >= 0) & (i0 < n0) & (i1 < n1)`, as a lowered
   // block pointer or descriptor masks): each only removes lanes, so one that
   // bounds the offset's lanes is enough.
-  std::vector<const Compare *> conjuncts;
-  std::function<void(const std::string &, int)> gather = [&](const std::string &n, int depth) {
-    auto m = defs_.find(n);
-    if (depth > 16 || m == defs_.end() || redefined_.count(n)) return;
-    if (auto *c = dyn_cast<Compare>(m->second)) conjuncts.push_back(c);
-    if (auto *b = dyn_cast<BinOp>(m->second); b && b->op == BinaryOpKind::BitAnd)
-      for (const Expr *side : {b->lhs.get(), b->rhs.get()})
-        if (auto *x = dyn_cast<Name>(side)) gather(x->id, depth + 1);
-  };
-  if (!mask.empty()) gather(mask, 0);
-  for (const Compare *cmp : conjuncts) {
+  for (const Compare *cmp : mask_conjuncts(mask)) {
     if (cmp->ops.size() == 1 && cmp->ops[0] == CompareOpKind::Lt) {
       auto *lhs = dyn_cast<Name>(cmp->left.get());
       Affine lanes = lhs ? affine(lhs->id) : Affine();

@@ -69,8 +69,12 @@ class AccessAnalysis {
   // k * (v + tl.arange(0, B)) with v stepping by B (or v * B + tl.arange(0, B)
   // with v stepping by 1), the same program terms and names, and integer
   // constants that differ by less than k. Rotary kernels read and write the
-  // pairs `x + 2 * cols` and `x + 2 * cols + 1` so.
-  bool iterations_touch_their_own(const std::string &a, const std::string &b, const std::string &loop_var) const;
+  // pairs `x + 2 * cols` and `x + 2 * cols + 1` so. Or, with the masks
+  // `mask_a`, `mask_b` (names, or ""): both offsets v * C + lanes (+ S for
+  // one of them, a name), the lanes masked by lanes < E, where E <= C and
+  // S + E <= C (E = S = C // 2: the two halves of a head, unsloth's rope).
+  bool iterations_touch_their_own(const std::string &a, const std::string &b, const std::string &loop_var,
+                                  const std::string &mask_a = "", const std::string &mask_b = "") const;
 
  private:
   struct Term {
@@ -92,6 +96,8 @@ class AccessAnalysis {
     std::vector<Term> lanes;                 // arange terms
     std::vector<LoopTerm> loops;             // loop-variable terms
     bool shifted = false;                    // a value the same everywhere was added: the constant part is not tracked
+    // What was added where shifted: names and literals, or "?" for anything else (a shifted form scaled).
+    std::vector<std::string> shift_names;
     // A program term is a grid-stride loop's variable: each iteration of a
     // program also has values of its own.
     bool grid_stride = false;
@@ -101,6 +107,7 @@ class AccessAnalysis {
     std::string lo, hi, step;  // the range's bounds as text ("0" when omitted, "1" for the step)
   };
   Affine affine(const std::string &name) const;
+  bool from_parameters_only(const std::string &name, int depth = 0) const;
   // A pointer's offset from its base parameter: the affine form, and the
   // parts the same in every program and lane (names or literals, as text).
   // Empty with `why` set where the chain from the base is not understood.
@@ -125,6 +132,12 @@ class AccessAnalysis {
   std::string resolve_copy(const std::string &text) const;
   bool merge_program_blocks(Affine &a, int axis) const;
   bool merge_loop_blocks(Affine &a) const;
+  // The comparisons a mask is the conjunction of (`(i0 >= 0) & (i0 < n0)`, as lowered block pointers mask).
+  std::vector<const ast::Compare *> mask_conjuncts(const std::string &mask) const;
+  // Where `mask` holds a conjunct `lanes < E` on the very tl.arange of `lane` (coefficient 1): E.
+  std::optional<std::string> lane_bound(const std::string &mask, const Term &lane) const;
+  bool masked_halves_own_iterations(const Offset &x, const Offset &y, const std::string &loop_var,
+                                    const std::string &mask_x, const std::string &mask_y) const;
 
   const ast::Function &fn_;
   const std::map<std::string, sema::SType> &types_;

@@ -660,6 +660,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"in_place", "strided_inplace_scale_kernel", {3, 1, 1},
                    {"X=fp32[7,40]", "W=fp32[40]", "n_rows=7", "n_cols=37"}, {"BLOCK=16"}, {"X", "W"},
                    {"'X' is updated in place"}},
+        // A head loop updating each head's two halves in place under a lane mask (unsloth's rope): 3 rows, 5 heads
+        // in groups of 2, a block of 8 lanes over halves of 4.
+        KernelCase{"in_place", "head_group_rope_inplace_kernel", {3, 3, 1},
+                   {"Q=fp32[3,40]", "COS=fp32[3,4]", "SIN=fp32[3,4]", "row_stride=40", "n_heads=5"},
+                   {"HEAD_DIM=8", "GROUP=2", "BLOCK=8"}, {"Q", "COS", "SIN"}, {"'Q' is updated in place"}},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},

@@ -139,3 +139,28 @@ def shared_decay_inplace_kernel(S, G, Y, n_cols, stride_g_row, stride_g_col, SHA
     s = s * g + g
     tl.store(S + row * n_cols + cols, s, mask=inside)
     tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)
+
+
+# Rotary embedding in place over a group of heads per program, each head's two halves rotated by one loop iteration
+# (the shape of unsloth's `_rope_embedding`): iteration k loads and stores columns k * HEAD_DIM + [0, HEAD_DIM / 2)
+# and HEAD_DIM / 2 later, under a mask on the lanes (the block may be wider than the half). No iteration touches
+# another's columns, since HEAD_DIM // 2 + HEAD_DIM // 2 <= HEAD_DIM: each reads what was there before the kernel.
+@triton.jit
+def head_group_rope_inplace_kernel(Q, COS, SIN, row_stride, n_heads, HEAD_DIM: tl.constexpr,
+                                   GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    group = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
+    half = HEAD_DIM // 2
+    inside = cols < half
+    c = tl.load(COS + row * half + cols, mask=inside, other=0.0)
+    s = tl.load(SIN + row * half + cols, mask=inside, other=0.0)
+    first_head = group * GROUP
+    last_head = min(first_head + GROUP, n_heads)
+    for k in range(first_head, last_head):
+        lo = row * row_stride + k * HEAD_DIM + cols
+        hi = row * row_stride + k * HEAD_DIM + cols + half
+        q1 = tl.load(Q + lo, mask=inside, other=0.0)
+        q2 = tl.load(Q + hi, mask=inside, other=0.0)
+        tl.store(Q + lo, q1 * c - q2 * s, mask=inside)
+        tl.store(Q + hi, q2 * c + q1 * s, mask=inside)

@@ -114,3 +114,23 @@ def shared_decay_inplace_kernel(S, G, Y, n_cols, stride_g_row, stride_g_col, SHA
     s = s * g + g
     tl.store(S + row * n_cols + cols, s, mask=inside)
     tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)
+
+
+@triton.jit
+def head_group_rope_inplace_kernel(Q, COS, SIN, row_stride, n_heads, HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    group = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
+    half = HEAD_DIM // 2
+    inside = cols < half
+    c = tl.load(COS + row * half + cols, mask=inside, other=0.0)
+    s = tl.load(SIN + row * half + cols, mask=inside, other=0.0)
+    first_head = group * GROUP
+    last_head = min(first_head + GROUP, n_heads)
+    for k in range(first_head, last_head):
+        lo = row * row_stride + k * HEAD_DIM + cols
+        hi = row * row_stride + k * HEAD_DIM + cols + half
+        q1 = tl.load(Q + lo, mask=inside, other=0.0)
+        q2 = tl.load(Q + hi, mask=inside, other=0.0)
+        tl.store(Q + lo, q1 * c - q2 * s, mask=inside)
+        tl.store(Q + hi, q2 * c + q1 * s, mask=inside)

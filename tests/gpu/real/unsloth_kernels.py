@@ -27,15 +27,11 @@
 # (no -D: every flag the hosts pass, LONG_INDEXING, BACKWARD_PASS, HAS_ROPE_INDICES, DO_SOFTCAPPING, DO_LOGIT_SCALING,
 # is a constexpr tgrad specializes or branches on itself). cos and sin get gradients here though unsloth's Functions
 # return None for them: they are float pointers the kernel loads, and their gradient is a check of its own.
-# tgrad refuses one forward kernel, which is not run here (the refusal is listed after the table):
-#   _rope_embedding (Fast_RoPE_Embedding, the path without position ids), with or without -D head_dim=128
-#   -D BLOCK_SIZE=64 -D n_heads=8 -D Q_row_stride=1024:
-#     unsloth/kernels/rope_embedding.py:154:14: error: 'Q' is both loaded and stored by this kernel, and a loop
-#     around both runs the store before a later iteration's load, at addresses not proven to be the iteration's own
-#     (line 157): the values loaded are not all the contents from before the kernel, so the gradient is not defined
-#     by them; write the result to another buffer
-#   (its head loop `for k in range(head_start, head_end)` updates Q in place, head k at columns k * head_dim + [0,
-#   head_dim), a disjoint range per iteration, which tgrad does not prove).
+#   tgrad SRC/unsloth/kernels/rope_embedding.py -I SRC --kernel _rope_embedding --wrt Q,cos,sin --emit torch \
+#         -o DIR/unsloth_rope_embedding_op.py
+# (_rope_embedding, the path without position ids, updates Q in place in a loop over a group of heads, head k at
+# columns k * head_dim + [0, head_dim / 2) and half a head later: tgrad refused it until 2026-11-27, when it learned
+# that such halves under a lane mask are each iteration's own; checked on the CPU interpreter then, not yet here.)
 # The modules are imported on their own, as a user imports them: tgrad binds the helpers the kernels read from
 # unsloth's utils (triton_tanh = libdevice.tanh, triton_cast) and drops the kernel files' `from .utils import ...`.
 # Each kernel runs in a process of its own (compiles in parallel; one crash hides nothing else). --only K runs one;
@@ -441,6 +437,42 @@ def t_rope_embedding_QK(K):
                  max(TOL[q_dtype], TOL[c_dtype]))
 
 
+def t_rope_embedding(K):
+    # Fast_RoPE_Embedding.forward: Q [batch, seq, n_heads, hd] reshaped to [batch * seq, n_heads * hd] (a copy where
+    # the reshape cannot view), cos, sin [seq or more, hd / 2] (squeezed); grid (rows, cdiv(n_heads, 4)) (a group
+    # of 4 heads per program, the last group smaller); BLOCK_SIZE, num_warps = calculate_settings(hd // 2).
+    # Its backward launches the same kernel with BACKWARD_PASS=True (sin negated): run here too.
+    for dtype in (f32, bf16):
+        for batch, sl, n_heads, hd in ((2, 5, 6, 64), (1, 7, 9, 128), (3, 4, 4, 80)):
+            for bwd in (False, True):
+                q = rnd(batch, sl, n_heads, hd, dtype=dtype)
+                cos = rnd(sl + 2, hd // 2, dtype=dtype)
+                sin = rnd(sl + 2, hd // 2, dtype=dtype)
+
+                def launch(K, q=q, cos=cos, sin=sin, batch=batch, sl=sl, n_heads=n_heads, hd=hd, bwd=bwd):
+                    Q = q.reshape(batch * sl, n_heads * hd)
+                    BLOCK, nw = calculate_settings(hd // 2)
+                    o = K[(Q.shape[0], (n_heads + 3) // 4)](Q, Q.stride(0), cos, cos.stride(0), sin, sin.stride(0), sl,
+                                                             hd, n_heads, BACKWARD_PASS=bwd, BLOCK_SIZE=BLOCK,
+                                                             num_warps=nw)
+                    return {"Q": o.Q}
+
+                def ref(x, batch=batch, sl=sl, n_heads=n_heads, hd=hd, bwd=bwd, out_dtype=None):
+                    h = hd // 2
+                    rows = torch.arange(batch * sl, device=DEV) % sl  # the row's position: row % seqlen
+                    c = x["cos"][rows][:, None, :]
+                    s = x["sin"][rows][:, None, :]
+                    s = -s if bwd else s
+                    t = x["q"].reshape(batch * sl, n_heads, hd)
+                    t0, t1 = t[..., :h], t[..., h:]
+                    out = torch.cat((t0 * c - t1 * s, t1 * c + t0 * s), -1).reshape(batch * sl, n_heads * hd)
+                    return {"Q": out if out_dtype is None else out.to(out_dtype)}
+
+                run_case(f"Q,cos,sin {dname(dtype)} batch={batch} seq={sl} n_heads={n_heads} hd={hd} "
+                         f"BACKWARD_PASS={bwd}", K, {"q": q, "cos": cos, "sin": sin}, launch, ref,
+                         lambda x, ref=ref, dtype=dtype: ref(x, out_dtype=dtype), TOL[dtype])
+
+
 # ---------------------------------------------------------------------------------------------- cross_entropy_loss.py
 # The flags Fast_CrossEntropyLoss.forward passes: DO_SOFTCAPPING = logit_softcapping != 0, SOFTCAP = logit_softcapping
 # (0 when off), DO_LOGIT_SCALING = logit_scaling != 0, LOGIT_SCALE = logit_scaling. Gemma 2's final_logit_softcapping
@@ -582,10 +614,11 @@ KERNELS = {
     "exact_forward_kernel": ("_exact_forward_kernel", t_exact_forward_kernel),
     "approx_forward_kernel": ("_approx_forward_kernel", t_approx_forward_kernel),
     "rope_embedding_QK": ("_rope_embedding_QK", t_rope_embedding_QK),
+    "rope_embedding": ("_rope_embedding", t_rope_embedding),
     "cross_entropy_forward": ("_cross_entropy_forward", t_cross_entropy_forward),
     "chunked_cross_entropy_forward": ("_chunked_cross_entropy_forward", t_chunked_cross_entropy_forward),
 }
-REFUSED = {"rope_embedding": "tgrad refuses _rope_embedding (Q loaded and stored in a head loop; see the header)"}
+REFUSED = {}
 
 def load_module(name):
     """unsloth_NAME_op.py from FOLDER, imported on its own: a generated module needs nothing of unsloth (tgrad
