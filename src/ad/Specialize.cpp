@@ -116,16 +116,32 @@ class Specializer {
     if (all_same) return std::move(specs_[0].backward);
     std::optional<Backward> out = combine();
     // One dispatcher launches every specialization's backward, so none has owner-computes kernels of its own
-    // (differentiate_one): the user may get them, and no atomics for those gradients, with the values given.
+    // (differentiate_one). Where the first specialization, differentiated alone, gathers some of the gradients
+    // added with atomics in owner-computes kernels, the values given with -D would: a note says so.
     if (out && request_.owner_computes && !out->atomic_gradients.empty()) {
-      std::string inputs;
-      for (const Backward::AtomicGradient &a : out->atomic_gradients)
-        if (inputs.find("'" + a.input + "'") == std::string::npos) inputs += (inputs.empty() ? "'" : ", '") + a.input + "'";
-      out->notes.push_back({fn_.name_span, "the backward, one per value of " + flag_list() + ", adds the gradients of " +
-                                               inputs + " with tl.atomic_add; owner-computes kernels, which may "
-                                               "gather such gradients without atomics (--explain says where), are "
-                                               "made for a backward of one specialization only: give " + flag_list() +
-                                               " with -D for that"});
+      const Specialization *atomic = &specs_[0];  // the first that adds with atomics
+      for (const Specialization &sp : specs_)
+        if (!sp.backward.atomic_gradients.empty()) {
+          atomic = &sp;
+          break;
+        }
+      BackwardRequest alone = request_;
+      for (size_t k = 0; k < flags_.size(); ++k)
+        alone.param_types[flags_[k].name] = flags_[k].values[atomic->choice[k]].type;
+      DiagEngine quiet(sources_);
+      std::optional<Backward> single = differentiate_generic(module_, sources_, alone, quiet);
+      std::string gathered;
+      if (single)
+        for (const Backward::OwnerKernel &o : single->owner_kernels)
+          for (const std::string &input : o.inputs)
+            if (gathered.find("'" + input + "'") == std::string::npos)
+              gathered += (gathered.empty() ? "'" : ", '") + input + "'";
+      if (!gathered.empty())
+        out->notes.push_back({fn_.name_span, "the backward, one per value of " + flag_list() + ", adds gradients with "
+                                             "tl.atomic_add that owner-computes kernels gather without atomics in a "
+                                             "backward of one specialization (with " + assignment(atomic->choice) +
+                                             ", those of " + gathered + "); one dispatcher cannot launch them: give " +
+                                             flag_list() + " with -D for that backward"});
     }
     return out;
   }

@@ -851,7 +851,7 @@ expect_no_grep softmax_flags_no_note "$TMP/softmax_flags.err" "note: the loop's 
 expect_no_grep softmax_flags_no_tape "$TMP/softmax_flags.out" "_tape"
 expect_grep softmax_flags_specialized "$TMP/softmax_flags.out" "^def attn_fwd_block_ptr_kernel_bwd_STAGE_3\\("
 # A specialized backward has no owner-computes kernels (one dispatcher launches them all): a note says -D gets them.
-expect_grep softmax_flags_owner_note "$TMP/softmax_flags.err" "note: the backward, one per value of 'STAGE', adds the gradients of .* with tl.atomic_add; owner-computes kernels, .* give 'STAGE' with -D for that"
+expect_grep softmax_flags_owner_note "$TMP/softmax_flags.err" "note: the backward, one per value of 'STAGE', adds gradients with tl.atomic_add that owner-computes kernels gather .*(with STAGE=1, those of .*'K'.*); one dispatcher cannot launch them: give 'STAGE' with -D for that backward"
 # Under an if on a number it also computes with (`BLOCK_N == 64`), the backward stays generic in it: taped, with
 # the note; with a mode beside it (`SPLIT and BLOCK_N == 64`), the specializations where the mode leaves the if
 # are dropped with a warning (their launch stops at a static assertion), the others read the statistic.
