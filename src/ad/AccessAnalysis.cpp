@@ -61,6 +61,14 @@ void AccessAnalysis::collect(const StmtList &block) {
 
 namespace {
 
+// The value of a text that is a whole integer literal ("256", "-1"), or none (a name, an expression).
+std::optional<long long> integer_text(const std::string &text) {
+  char *end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || !end || *end) return std::nullopt;
+  return v;
+}
+
 // The text of a coefficient operand: a literal integer or a name.
 std::optional<std::string> scalar_text(const Expr &e) {
   if (auto *i = dyn_cast<IntLit>(&e)) return std::to_string(i->value);
@@ -417,9 +425,7 @@ bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std:
   // Every non-literal uniform part the same; the literals summed.
   auto split = [](const std::vector<std::string> &parts, std::multiset<std::string> &names, int64_t &constant) {
     for (const std::string &p : parts) {
-      char *end = nullptr;
-      const long long v = std::strtoll(p.c_str(), &end, 10);
-      if (!p.empty() && end && *end == 0) constant += v;
+      if (std::optional<long long> v = integer_text(p)) constant += *v;
       else names.insert(p);
     }
   };
@@ -457,9 +463,8 @@ bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std:
   if (!merge_loop_blocks(scaled)) return false;
   const int64_t shift = xc > yc ? xc - yc : yc - xc;
   if (shift == 0) return true;
-  char *end = nullptr;
-  const long long kv = std::strtoll(k.c_str(), &end, 10);
-  return end && *end == 0 && kv > shift;
+  const std::optional<long long> kv = integer_text(k);
+  return kv && *kv > shift;
 }
 
 std::vector<const Compare *> AccessAnalysis::mask_conjuncts(const std::string &mask) const {
@@ -518,13 +523,8 @@ bool AccessAnalysis::masked_halves_own_iterations(const Offset &x, const Offset 
   std::optional<std::string> ex = lane_bound(mask_x, lx), ey = lane_bound(mask_y, ly);
   if (!ex || !ey || value_of(*ex) != value_of(*ey)) return false;
   const std::string c = value_of(f.loops[0].coefficient), e = value_of(*ex), s = value_of(resolve_copy(shift));
-  auto number = [](const std::string &t) -> std::optional<long long> {
-    char *end = nullptr;
-    const long long v = std::strtoll(t.c_str(), &end, 10);
-    if (t.empty() || !end || *end) return std::nullopt;
-    return v;
-  };
-  if (auto cn = number(c), en = number(e), sn = number(s); cn && en && sn) return *en <= *cn && *sn + *en <= *cn;
+  if (auto cn = integer_text(c), en = integer_text(e), sn = integer_text(s); cn && en && sn)
+    return *en <= *cn && *sn + *en <= *cn;
   // E = C // 2, and S = 0 or S = E.
   const bool half = e == c + " // 2" || e == "(" + c + ") // 2";
   return half && (s == "0" || s == e);

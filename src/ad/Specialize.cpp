@@ -40,6 +40,11 @@ struct Specialization {
   }
 };
 
+// Appends `'name'` to a list for a message ("'a', 'b'"), unless it is there.
+void add_quoted(std::string &list, const std::string &name) {
+  if (list.find("'" + name + "'") == std::string::npos) list += (list.empty() ? "'" : ", '") + name + "'";
+}
+
 // Renames calls and definitions of the functions in `renamed` within `f`.
 void rename_calls(Function &f, const std::map<std::string, std::string> &renamed) {
   rewrite_exprs(f.body, [&](ExprPtr &e) {
@@ -68,31 +73,7 @@ class Specializer {
 
   std::optional<Backward> run() {
     if (!differentiate_all()) return std::nullopt;
-    if (drop_taped_softmax_ &&
-        std::any_of(specs_.begin(), specs_.end(), [](const Specialization &s) { return s.backward.softmax_taped == 0; })) {
-      std::string listed, flags;
-      size_t count = 0;
-      for (auto it = specs_.begin(); it != specs_.end();) {
-        if (it->backward.softmax_taped == 0) {
-          ++it;
-          continue;
-        }
-        if (count++ < 4) listed += (listed.empty() ? "" : "; ") + assignment(it->choice);
-        for (const std::string &f : it->backward.softmax_taped_under)
-          if (flags.find("'" + f + "'") == std::string::npos &&
-              std::none_of(flags_.begin(), flags_.end(), [&](const Flag &g) { return g.name == f; }))
-            flags += (flags.empty() ? "'" : ", '") + f + "'";
-        taped_.push_back(it->choice);
-        it = specs_.erase(it);
-      }
-      if (count)
-        diags_.warning(fn_.name_span, "no backward of '" + fn_.name + "' with " + listed +
-                                          (count > 4 ? " (and " + std::to_string(count - 4) + " more)" : "") +
-                                          ": there ifs on " + flags + " hide its online softmax, whose backward would "
-                                          "need a tape the backwards for the other values do not (they read the "
-                                          "stored row statistic), so a launch with them stops at a tl.static_assert; "
-                                          "give them with -D for a backward of their own");
-    }
+    if (drop_taped_softmax_) drop_taped_specializations();
     // A flag that leaves an input unloaded drops its partial sums: with the
     // union given to every specialization, its rows stay zero there instead.
     std::vector<std::string> with_partial_sums;
@@ -115,38 +96,65 @@ class Specializer {
     all_same &= invalid_.empty() && taped_.empty();  // else the dispatcher refuses the values it has no backward of
     if (all_same) return std::move(specs_[0].backward);
     std::optional<Backward> out = combine();
-    // One dispatcher launches every specialization's backward, so none has owner-computes kernels of its own
-    // (differentiate_one). Where the first specialization, differentiated alone, gathers some of the gradients
-    // added with atomics in owner-computes kernels, the values given with -D would: a note says so.
-    if (out && request_.owner_computes && !out->atomic_gradients.empty()) {
-      const Specialization *atomic = &specs_[0];  // the first that adds with atomics
-      for (const Specialization &sp : specs_)
-        if (!sp.backward.atomic_gradients.empty()) {
-          atomic = &sp;
-          break;
-        }
-      BackwardRequest alone = request_;
-      for (size_t k = 0; k < flags_.size(); ++k)
-        alone.param_types[flags_[k].name] = flags_[k].values[atomic->choice[k]].type;
-      DiagEngine quiet(sources_);
-      std::optional<Backward> single = differentiate_generic(module_, sources_, alone, quiet);
-      std::string gathered;
-      if (single)
-        for (const Backward::OwnerKernel &o : single->owner_kernels)
-          for (const std::string &input : o.inputs)
-            if (gathered.find("'" + input + "'") == std::string::npos)
-              gathered += (gathered.empty() ? "'" : ", '") + input + "'";
-      if (!gathered.empty())
-        out->notes.push_back({fn_.name_span, "the backward, one per value of " + flag_list() + ", adds gradients with "
-                                             "tl.atomic_add that owner-computes kernels gather without atomics in a "
-                                             "backward of one specialization (with " + assignment(atomic->choice) +
-                                             ", those of " + gathered + "); one dispatcher cannot launch them: give " +
-                                             flag_list() + " with -D for that backward"});
-    }
+    if (out) note_owner_computes(*out);
     return out;
   }
 
  private:
+  // The specializations whose backward still tapes the softmax, moved to taped_, where some other reads the
+  // statistic (drop_taped_softmax()); a warning lists them.
+  void drop_taped_specializations() {
+    if (std::none_of(specs_.begin(), specs_.end(), [](const Specialization &s) { return s.backward.softmax_taped == 0; }))
+      return;
+    std::string listed, flags;
+    size_t count = 0;
+    for (auto it = specs_.begin(); it != specs_.end();) {
+      if (it->backward.softmax_taped == 0) {
+        ++it;
+        continue;
+      }
+      if (count++ < 4) listed += (listed.empty() ? "" : "; ") + assignment(it->choice);
+      for (const std::string &f : it->backward.softmax_taped_under)
+        if (std::none_of(flags_.begin(), flags_.end(), [&](const Flag &g) { return g.name == f; })) add_quoted(flags, f);
+      taped_.push_back(it->choice);
+      it = specs_.erase(it);
+    }
+    if (count)
+      diags_.warning(fn_.name_span, "no backward of '" + fn_.name + "' with " + listed +
+                                        (count > 4 ? " (and " + std::to_string(count - 4) + " more)" : "") +
+                                        ": there ifs on " + flags + " hide its online softmax, whose backward would "
+                                        "need a tape the backwards for the other values do not (they read the "
+                                        "stored row statistic), so a launch with them stops at a tl.static_assert; "
+                                        "give them with -D for a backward of their own");
+  }
+
+  // One dispatcher launches every specialization's backward, so none has owner-computes kernels of its own
+  // (differentiate_one). Where the first specialization that adds with atomics, differentiated alone, gathers
+  // some of those gradients in owner-computes kernels, the values given with -D would: a note says so.
+  void note_owner_computes(Backward &out) {
+    if (!request_.owner_computes || out.atomic_gradients.empty()) return;
+    const Specialization *atomic = &specs_[0];
+    for (const Specialization &sp : specs_)
+      if (!sp.backward.atomic_gradients.empty()) {
+        atomic = &sp;
+        break;
+      }
+    BackwardRequest alone = request_;
+    for (size_t k = 0; k < flags_.size(); ++k) alone.param_types[flags_[k].name] = flags_[k].values[atomic->choice[k]].type;
+    DiagEngine quiet(sources_);
+    std::optional<Backward> single = differentiate_generic(module_, sources_, alone, quiet);
+    std::string gathered;
+    if (single)
+      for (const Backward::OwnerKernel &o : single->owner_kernels)
+        for (const std::string &input : o.inputs) add_quoted(gathered, input);
+    if (!gathered.empty())
+      out.notes.push_back({fn_.name_span, "the backward, one per value of " + flag_list() + ", adds gradients with "
+                                          "tl.atomic_add that owner-computes kernels gather without atomics in a "
+                                          "backward of one specialization (with " + assignment(atomic->choice) +
+                                          ", those of " + gathered + "); one dispatcher cannot launch them: give " +
+                                          flag_list() + " with -D for that backward"});
+  }
+
   // One backward per combination of the flags' values, in specs_.
   bool differentiate_all() {
     size_t combinations = 1;
@@ -828,11 +836,10 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   // 128` beside `tl.arange(0, BLOCK_M)`) stay generic: one value each would not serve the others.
   if (out && out->softmax_taped > 0) {
     std::vector<std::string> with = used;
+    const std::set<std::string> constexprs = constexpr_params(*fn);
     for (const std::string &f : out->softmax_taped_under) {
       if (std::find(with.begin(), with.end(), f) != with.end() || request.param_types.count(f)) continue;
-      bool constexpr_param = false;
-      for (size_t k = 0; k < fn->params.size(); ++k) constexpr_param |= fn->params[k].name == f && fn->is_constexpr_param(k);
-      if (constexpr_param && flag_values(module, *fn, f).is_mode) with.push_back(f);
+      if (constexprs.count(f) && flag_values(module, *fn, f).is_mode) with.push_back(f);
     }
     if (with.size() > used.size() && combinations_of(with) <= kMaxSpecializations) {
       DiagEngine quiet(sources);

@@ -19,10 +19,6 @@
 
 namespace tgrad::ad::reverse {
 
-namespace {
-void drop_warp_specialization(StmtList &body);
-}  // namespace
-
 void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_types, bool cast_returned_adjoints,
                     Backward &result) {
   DiagEngine check(sources_);
@@ -89,36 +85,25 @@ void Engine::finish(std::unique_ptr<Function> bwd, const sema::ParamTypes &bwd_t
   // run twice over the longest function. (A tile function's bwd_types_ are empty: it types it anew.)
   const bool same_types = &bwd_types == &bwd_types_ && !bwd_rewritten;
   make_readable(*out, result, bwd_fn, same_types ? &*bwd_info : nullptr);
+  // A backward loop copies the forward's `tl.range(..., warp_specialize=...)`, a hint the forward's author gave for
+  // the forward's loop body (a pipeline of loads and dots). Triton's warp specialization compiles only loops of
+  // the shapes it knows, and a backward loop holds other work (the Triton tutorial's attention, launched with
+  // warp_specialize=True on an H100, failed to compile its backward: PassManager::run failed). A hint changes no
+  // value: the backward's loops go without it.
   for (auto &f : out->functions)
-    if (!module_.find_function(f->name)) drop_warp_specialization(f->body);
+    if (!module_.find_function(f->name))
+      rewrite_exprs(f->body, [](ExprPtr &e) {
+        if (auto *c = dyn_cast<Call>(e.get()); c && callee_last_part(*c) == "range")
+          c->keywords.erase(std::remove_if(c->keywords.begin(), c->keywords.end(),
+                                           [](const Keyword &k) { return k.name == "warp_specialize"; }),
+                            c->keywords.end());
+      });
   peel_masks(*out, result);
   result.source = header() + emit::print_module(*out);
   result.module = std::move(out);
 }
 
 namespace {
-
-// A backward loop copies the forward's `tl.range(..., warp_specialize=...)`, a hint the forward's author gave for
-// the forward's loop body (a pipeline of loads and dots). Triton's warp specialization compiles only loops of
-// the shapes it knows, and a backward loop holds other work (the Triton tutorial's attention, launched with
-// warp_specialize=True on an H100, failed to compile its backward: PassManager::run failed). A hint changes no
-// value: the backward's loops go without it.
-void drop_warp_specialization(StmtList &body) {
-  for (StmtPtr &st : body) {
-    if (auto *f = dyn_cast<For>(st.get())) {
-      if (auto *c = dyn_cast<Call>(f->iter.get()))
-        c->keywords.erase(std::remove_if(c->keywords.begin(), c->keywords.end(),
-                                         [](const Keyword &k) { return k.name == "warp_specialize"; }),
-                          c->keywords.end());
-      drop_warp_specialization(f->body);
-    } else if (auto *i = dyn_cast<If>(st.get())) {
-      drop_warp_specialization(i->body);
-      drop_warp_specialization(i->orelse);
-    } else if (auto *w = dyn_cast<While>(st.get())) {
-      drop_warp_specialization(w->body);
-    }
-  }
-}
 
 // Calls `fn` on every assignment of `body`, in ifs and loops too, in program order.
 void for_each_assignment(const StmtList &body, const std::function<void(const Assign &)> &fn) {
