@@ -35,7 +35,8 @@ as three declared outputs, what the command line's --emit modes print:
         kernel = "bias_gelu_kernel",
         wrt = ["X", "B"],
         # optional: args = ["X=*fp16", ...], defines = ["BLOCK=1024"],
-        # no_grad = ["Mean"], deps = ["utils.py"], deterministic = True
+        # no_grad = ["Mean"], deps = ["utils.py"], deterministic = True,
+        # tiling = ["BLOCK_M", "BLOCK_N"]
     )
 
   gelu_bias_grad.py      the backward kernel(s), Triton source (--emit python)
@@ -115,6 +116,8 @@ def _differentiate(ctx, function_flag, function, emit, out):
         args.add("-D", d)
     if getattr(ctx.attr, "deterministic", False):
         args.add("--deterministic")
+    if getattr(ctx.attr, "tiling", []):
+        args.add("--tiling", ",".join(ctx.attr.tiling))
     if not ctx.attr.warnings:
         args.add("-w")
     args.add("-o", out)
@@ -142,6 +145,8 @@ tgrad_backward = rule(
         "args": attr.string_list(doc = "Parameter types, NAME=TYPE (fp32[N], *fp16, i32)."),
         "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE."),
         "no_grad": attr.string_list(doc = "Kernels: outputs without upstream gradients (tgrad --no-grad)."),
+        "tiling": attr.string_list(doc = "Kernels: tl.constexpr block sizes that only tile the computation, which " +
+                                         "the torch module tunes for the backward (tgrad --tiling)."),
         "deps": attr.label_list(
             allow_files = [".py"],
             doc = "The modules the kernel file imports that tgrad reads (helpers in sibling files), at their " +
@@ -200,6 +205,9 @@ tgrad_gradient = rule(
         "defines": attr.string_list(doc = "tl.constexpr values, NAME=VALUE; none: a backward for every value."),
         "no_grad": attr.string_list(doc = "Outputs without upstream gradients (saved statistics): tgrad --no-grad."),
         "deterministic": attr.bool(doc = "Prefer bitwise-reproducible gradients: tgrad --deterministic."),
+        "tiling": attr.string_list(doc = "tl.constexpr block sizes that only tile the computation (the forward " +
+                                         "computes the same for any power of two): the torch module tunes them " +
+                                         "for the backward (tgrad --tiling)."),
         "deps": attr.label_list(
             allow_files = [".py"],
             doc = "The modules the kernel file imports that tgrad reads (helpers in sibling files), at their " +

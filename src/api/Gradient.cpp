@@ -2,6 +2,7 @@
 // differentiator's, the backward and what it is emitted as.
 #include "tgrad/api/Gradient.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -38,6 +39,34 @@ Result<std::string> Gradient::torch_module(const std::string &op_namespace) cons
   return *module;
 }
 
+// --tiling NAMES: each a tl.constexpr parameter of the kernel without a -D value (a value given is not the
+// module's to choose), once.
+static Status resolve_tiling(const std::vector<std::string> &entries, const ast::Function &fn,
+                             const sema::ParamTypes &given, std::vector<std::string> &out) {
+  for (const std::string &entry : entries) {
+    size_t start = 0;
+    while (start <= entry.size()) {
+      const size_t comma = std::min(entry.find(',', start), entry.size());
+      const std::string name = entry.substr(start, comma - start);
+      start = comma + 1;
+      if (name.empty()) return api_internal::request_error("--tiling " + entry + ": an empty name");
+      size_t k = 0;
+      while (k < fn.params.size() && fn.params[k].name != name) ++k;
+      if (k == fn.params.size())
+        return api_internal::request_error("--tiling " + entry + ": '" + fn.name + "' has no parameter '" + name + "'");
+      if (!fn.is_constexpr_param(k))
+        return api_internal::request_error("--tiling " + entry + ": '" + name +
+                                           "' is not a tl.constexpr parameter (only block sizes that tile the "
+                                           "computation can be launched with other values)");
+      if (given.count(name))
+        return api_internal::request_error("--tiling " + entry + ": '" + name +
+                                           "' has a value from -D, so the backward is generated for that value only");
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+  }
+  return {};
+}
+
 Result<Gradient> differentiate(KernelFile &file, const GradientRequest &request) {
   FileState &state = Access::state(file);
   std::string name = request.function;
@@ -58,6 +87,7 @@ Result<Gradient> differentiate(KernelFile &file, const GradientRequest &request)
   r.deterministic = request.deterministic;
   if (Status s = api_internal::resolve_wrt(request.wrt, *fn, r.wrt); !s) return s.error();
   if (Status s = api_internal::add_param_types(request.defines, request.types, r.param_types); !s) return s.error();
+  if (Status s = resolve_tiling(request.tiling, *fn, r.param_types, r.tiling); !s) return s.error();
   const size_t from = state.diags.diagnostics().size();
   std::optional<ad::Backward> backward = ad::differentiate(*state.module, state.sources, r, state.diags);
   if (!backward) return api_internal::input_error(state, from);

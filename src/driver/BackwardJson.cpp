@@ -580,6 +580,29 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
                            {"why", "sums the G rows of " + p.scratch + " into " + p.gradient}});
     }
     out["kernels"] = kernels;
+    if (!request.tiling.empty()) {
+      // Each kernel may take launch values of its own where the kernels share nothing but what they each write:
+      // every kernel an owner writing gradients no other kernel writes, no scratch, no prologue. Each then computes
+      // its gradients of the forward as launched with its own block sizes, which by the user's declaration is
+      // the forward as launched. Else one set of values serves every kernel (they meet in scratch and partial
+      // gradients, which are the same only for the same values).
+      bool apart = !has_partial_sums && bwd.prologue_kernel.empty() && !bwd.backward_kernel_writes &&
+                   scratch.empty() && !bwd.owner_kernels.empty();
+      std::set<std::string> written;
+      for (const json &p : params) apart &= p["role"] != "scratch";
+      for (const auto &o : bwd.owner_kernels)
+        for (const std::string &g : o.gradients) apart &= written.insert(g).second;
+      out["tiling"] = {{"constexprs", request.tiling},
+                       {"kernels_apart", apart},
+                       {"why", "the user declares (--tiling) that these constexprs only tile the computation: the "
+                               "forward's outputs are the same for any power of two in them, so the backward may be "
+                               "launched with values of its own, the grid sizes it reads being the forward's grid for "
+                               "those values" +
+                                   std::string(apart ? "; each kernel writes gradients no other kernel writes and "
+                                                       "they share no scratch, so each may take values of its own"
+                                                     : "; the kernels share scratch or gradients, so one set of "
+                                                       "values serves them all")}};
+    }
   } else {
     json returns = json::array();
     for (const std::string &w : request.wrt) returns.push_back({{"adjoint_of", w}});

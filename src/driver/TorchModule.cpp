@@ -568,7 +568,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   // What each op's body starts with: its arguments as the kernels take them again.
   // A backward with owner-computes kernels takes launch values of its own (TgradKernel tunes them; see
   // TorchRuntime.py): the ops take them after the grid, as ints, so that torch.compile sees constants.
-  const bool tuned_launch = !bwd.owner_kernels.empty() && own_options.size() == 2;
+  // --tiling: the launch values also set the declared block sizes, each backward kernel its own where they are
+  // apart (the protocol's "tiling").
+  const bool tiling = protocol.contains("tiling");
+  const bool tiling_apart = tiling && protocol["tiling"]["kernels_apart"].get<bool>();
+  const bool tuned_launch = (!bwd.owner_kernels.empty() || tiling) && own_options.size() == 2;
   // PyTorch's custom ops take at most 64 arguments (mamba's chunk scan kernel has 67 parameters, its backward op
   // more with the upstream gradients): past that, the integer parameters (sizes, strides) cross the schema as one
   // list, `tgrad_ints`, which each op function unpacks again.
@@ -725,14 +729,19 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << "\n\ndef _tgrad_" << backward_op << "(" << signature(upstream) << ") -> " << returns(inputs_with_gradient.size())
      << ":\n"
      << arguments_back << "    " << kGrid << " = _tgrad_grid3(" << kGrid << ")\n";
-  if (tuned_launch) {
-    std::vector<std::string> rebound = {kGrid};
-    rebound.insert(rebound.end(), launch_constexprs.begin(), launch_constexprs.end());
-    rebound.push_back("_tgrad_kernel_options");
+  std::vector<std::string> rebound = {kGrid};
+  rebound.insert(rebound.end(), launch_constexprs.begin(), launch_constexprs.end());
+  rebound.push_back("_tgrad_kernel_options");
+  if (tuned_launch && !tiling_apart) {
     py << "    # The backward's launch values, tuned by TgradKernel for these arguments' shapes, else the forward's: the\n"
-       << "    # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.\n"
+       << "    # forward's grid and constexprs under another of its autotuner's configs"
+       << (tiling ? " or under block sizes of its own (--tiling)" : "") << ", each kernel's warps and stages.\n"
        << "    " << join(rebound) << " = _tgrad_launch_values(" << kLaunch << ", " << kGrid << ", "
        << tuple_of(launch_constexprs) << ", num_warps, num_stages, " << launched_kernels << ")\n";
+  } else if (tuned_launch) {
+    py << "    # Each backward kernel below takes launch values of its own, tuned by TgradKernel for these arguments'\n"
+       << "    # shapes (--tiling: block sizes declared to only tile the computation), else the forward's, as launched:\n"
+       << "    _tgrad_forward_launch = (" << kGrid << ", " << tuple_of(launch_constexprs) << ")\n";
   }
   py << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";
@@ -776,6 +785,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
        << "    _value_" << value << " = max(" << expr(spec["min"]) << ", min(" << expr(spec["max"]) << ", "
        << expr(spec["default"]) << "))\n";
   }
+  std::ostringstream sizes;  // the sizes the kernels take (where each kernel has values of its own: before each)
   for (const json &p : protocol["parameters"]) {
     if (p["role"] == "scratch") {
       std::vector<std::string> dims;
@@ -784,8 +794,8 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
          << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
          << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
     } else if (p["role"] == "size") {
-      py << "    # " << p["why"].get<std::string>() << "\n"
-         << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
+      (tiling_apart ? sizes : py) << "    # " << p["why"].get<std::string>() << "\n"
+                                  << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
     }
   }
   int launch_index = 0;
@@ -801,6 +811,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
         if (v.is_object() && v.contains("buffer"))
           for (const Parameter *q : inputs_with_gradient)
             if (q->gradient == v["buffer"].get<std::string>()) given.push_back(q->gradient + " is not None");
+    if (tiling_apart && k.contains("call")) {
+      py << "    " << join(rebound) << " = _tgrad_launch_values(" << kLaunch << ", *_tgrad_forward_launch, num_warps, "
+         << "num_stages, " << launched_kernels << ", " << launch_index << ")\n"
+         << sizes.str();
+    }
     if (!given.empty()) py << "    if " << join(given, " and ") << ":\n";
     py << (given.empty() ? "    " : "        ") << launch_prefix << k["name"].get<std::string>() << launch_suffix << "[" << tuple_of(grid) << "](";
     std::vector<std::string> args;
@@ -979,7 +994,13 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     std::vector<std::string> quoted;
     for (const std::string &c : launch_constexprs) quoted.push_back(emit::quote_string(c));
     py << ",\n                  tuning=(_tgrad_" << forward_op << ", _tgrad_" << backward_op
-       << ", _tgrad_setup_context, _tgrad_backward_with, " << tuple_of(quoted) << ", " << launched_kernels << ")";
+       << ", _tgrad_setup_context, _tgrad_backward_with, " << tuple_of(quoted) << ", " << launched_kernels;
+    if (tiling) {
+      std::vector<std::string> declared;
+      for (const json &c : protocol["tiling"]["constexprs"]) declared.push_back(emit::quote_string(c.get<std::string>()));
+      py << ", " << tuple_of(declared) << ", " << (tiling_apart ? "True" : "False");
+    }
+    py << ")";
   }
   py << ")\n";
   return py.str();

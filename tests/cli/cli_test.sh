@@ -914,6 +914,31 @@ expect_grep dump_ast_shows_types "$TMP/types.out" 'target: Name c @11:5 : fp32\[
 run types_no_fn $FN1 --dump-ast --arg 'x=fp32[N]'
 expect_rc typing_needs_fn_exit_2 2 types_no_fn
 
+# --tiling: block sizes declared to only tile the computation; the module tunes them for the backward.
+run tiling_module tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --tiling BLOCK_SIZE_M,BLOCK_SIZE_N,BLOCK_SIZE_K --emit torch
+expect_rc tiling_module_exit_0 0 tiling_module
+expect_grep tiling_module_each_kernel "$TMP/tiling_module.out" "_tgrad_launch_values\(tgrad_launch, \*_tgrad_forward_launch, num_warps, num_stages, 2, 1\)"
+run tiling_json tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --tiling BLOCK_SIZE_M --tiling BLOCK_SIZE_K --emit json
+expect_rc tiling_json_exit_0 0 tiling_json
+expect_grep tiling_json_constexprs "$TMP/tiling_json.out" '"kernels_apart": true'
+run tiling_unknown tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --tiling BLOCK_SIZE_Q
+expect_rc tiling_unknown_exit_2 2 tiling_unknown
+expect_grep tiling_unknown_message "$TMP/tiling_unknown.err" "error: --tiling BLOCK_SIZE_Q: 'matmul_kernel' has no parameter 'BLOCK_SIZE_Q'"
+run tiling_runtime tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --tiling M
+expect_rc tiling_runtime_exit_2 2 tiling_runtime
+expect_grep tiling_runtime_message "$TMP/tiling_runtime.err" "error: --tiling M: 'M' is not a tl.constexpr parameter"
+run tiling_defined tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --tiling BLOCK_SIZE_M -D BLOCK_SIZE_M=64
+expect_rc tiling_defined_exit_2 2 tiling_defined
+expect_grep tiling_defined_message "$TMP/tiling_defined.err" "error: --tiling BLOCK_SIZE_M: 'BLOCK_SIZE_M' has a value from -D"
+expect_no_grep tiling_module_no_note "$TMP/tiling_module.err" "note: the module launches the owner-computes kernels"
+run tiling_note tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --emit torch
+expect_rc tiling_note_exit_0 0 tiling_note
+expect_grep tiling_note_names_flag "$TMP/tiling_note.err" "note: the module launches the owner-computes kernels of this backward with the forward's block sizes.*--tiling NAME"
+run tiling_note_quiet tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --emit torch -w
+expect_no_grep tiling_note_quiet_none "$TMP/tiling_note_quiet.err" "note: the module launches"
+run tiling_no_wrt tests/kernels/matmul.py --kernel matmul_kernel --tiling BLOCK_SIZE_M --emit json
+expect_rc tiling_no_wrt_exit_2 2 tiling_no_wrt
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then

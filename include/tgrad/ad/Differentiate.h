@@ -79,6 +79,13 @@ struct BackwardRequest {
   // owners reading the saved float32 tiles are slower than the atomics
   // (bench/RESULTS.md).
   bool deterministic = false;
+  // Kernels: tl.constexpr parameters the user declares to only tile the
+  // computation (`--tiling BLOCK_SIZE_M,BLOCK_SIZE_N`): the forward's outputs
+  // are the same for any power of two in them. Not used by differentiation;
+  // the launch protocol records it ("tiling") and the torch module tunes
+  // those values for the backward's kernels instead of holding them to the
+  // forward's autotune configs (src/driver/TorchRuntime.py).
+  std::vector<std::string> tiling = {};
 };
 
 struct Backward {

@@ -52,6 +52,12 @@ struct GradientRequest {
   // Prefer schedules whose gradients are bitwise identical run to run
   // (ad::BackwardRequest::deterministic).
   bool deterministic = false;
+  // Kernels: tl.constexpr parameters that only tile the computation (block
+  // sizes): the forward computes the same outputs for any power of two in
+  // them, as an autotuner's configs must. The torch module may then launch
+  // each backward kernel with values of its own, tuned for the backward
+  // (ad::BackwardRequest::tiling). Entries may list several, comma-separated.
+  std::vector<std::string> tiling = {};
   // The command recorded in the header of the emitted source, after
   // "Regenerate it with": "" for none.
   std::string command_line = {};

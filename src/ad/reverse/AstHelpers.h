@@ -2,6 +2,7 @@
 // `x = value`), and the error it throws to stop at a located message.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -113,6 +114,28 @@ inline StmtPtr buffer_dtype_assertion(const std::string &pointer, const std::str
   ExprPtr same = equals(std::make_unique<Attribute>(std::make_unique<Attribute>(name(pointer), "dtype"), "element_ty"),
                         dotted_name("tl." + dtype));
   return std::make_unique<ExprStmt>(call("tl.static_assert", list(std::move(same), std::make_unique<StrLit>(why, ""))));
+}
+
+// The message of the assertion that guards reading `value` back from `base`
+// (Engine::replay_stmt), and the value such an assertion guards: where
+// dead-code removal drops the read-back, its assertion goes too
+// (Engine::drop_unguarded_read_back_assertions).
+inline std::string read_back_assertion_message(const std::string &value, const std::string &base,
+                                               const std::string &dtype) {
+  return "tgrad: the backward reads '" + value + "' back from " + base + ", which must be a " + dtype +
+         " buffer (or give --arg " + base + "=*DTYPE)";
+}
+inline std::optional<std::string> read_back_assertion_value(const Stmt &s) {
+  static const std::string prefix = "tgrad: the backward reads '";
+  auto *e = dyn_cast<ExprStmt>(&s);
+  auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+  auto *f = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+  if (!f || f->attr != "static_assert" || c->args.size() != 2) return std::nullopt;
+  auto *why = dyn_cast<StrLit>(c->args[1].get());
+  if (!why || why->value.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const size_t end = why->value.find('\'', prefix.size());
+  if (end == std::string::npos) return std::nullopt;
+  return why->value.substr(prefix.size(), end - prefix.size());
 }
 
 inline bool is_float_tensor(const SType *t) { return t && t->is_tensor() && !t->elem.is_pointer && sema::is_float(t->elem.dtype); }

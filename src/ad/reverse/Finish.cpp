@@ -121,6 +121,30 @@ void for_each_assignment(const StmtList &body, const std::function<void(const As
   }
 }
 
+// A buffer-dtype assertion for a value read back (read_back_assertion_message) whose read-back dead-code
+// removal dropped guards nothing: without it, a generic backward would demand that dtype of a buffer it never
+// reads (a kernel storing tl.sum(x) as its output: the sum's adjoint needs no value of it).
+void drop_unguarded_read_back_assertions(StmtList &body) {
+  std::set<std::string> assigned;
+  for_each_assignment(body, [&](const Assign &a) {
+    for (const ExprPtr &t : a.targets)
+      if (auto *n = dyn_cast<Name>(t.get())) assigned.insert(n->id);
+  });
+  std::function<void(StmtList &)> drop = [&](StmtList &block) {
+    for (size_t k = block.size(); k-- > 0;) {
+      if (std::optional<std::string> v = read_back_assertion_value(*block[k]); v && !assigned.count(*v)) {
+        erase_keeping_comment(block, k);
+      } else if (auto *f = dyn_cast<For>(block[k].get())) {
+        drop(f->body);
+      } else if (auto *i = dyn_cast<If>(block[k].get())) {
+        drop(i->body);
+        drop(i->orelse);
+      }
+    }
+  };
+  drop(body);
+}
+
 // The names assigned values that sema types as integer or boolean tensors
 // (not pointers): index arithmetic and masks.
 std::set<std::string> integer_values(const StmtList &body, const sema::TypeInfo &info) {
@@ -220,6 +244,7 @@ void Engine::make_readable(Module &out, const Backward &result, const Function *
       const bool dropped = drop_proven_shape_checks(*f, *info);
       if (dropped || !generic()) remove_dead_code(f->body);  // (what only a shape or a dtype read)
     }
+    drop_unguarded_read_back_assertions(f->body);
     read_element_types_from_parameters(*f, pointers);
     fold_single_use_temporaries(*f, keep, index_values);
   }

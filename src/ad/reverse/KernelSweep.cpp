@@ -208,10 +208,7 @@ void Engine::replay_stmt(const Stmt &s, StmtList &dst) {
       a->value = cast_to(std::move(a->value), dotted_name(std::string("tl.") + d->second));
       // The value is read back exactly only from a buffer of its own dtype.
       const std::string base = saved_base_.at(it->first);
-      StmtPtr check = buffer_dtype_assertion(base, d->second,
-                                             "tgrad: the backward reads '" + it->first + "' back from " + base +
-                                                 ", which must be a " + d->second + " buffer (or give --arg " + base +
-                                                 "=*DTYPE)");
+      StmtPtr check = buffer_dtype_assertion(base, d->second, read_back_assertion_message(it->first, base, d->second));
       check->leading_comment = load->leading_comment;
       load->leading_comment.clear();
       dst.push_back(std::move(check));

@@ -28,9 +28,6 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_true(X, W, Y, Mean, n_c
     # (Loaded early: nothing in the backward writes this memory.)
     bmean_times_mean = tl.load(dMean + row).to(tl.float32)
 
-    # Saved by the forward: read, not computed again.
-    tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean_times_mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
-
     # Grad of: tl.store(Mean + row, mean * mean)
     # Grad of: y = y * w
     # Grad of: y = x * 2.0
@@ -83,9 +80,6 @@ def centered_rows_kernel_bwd_IS_CENTERED_true_HAS_WEIGHT_false(X, W, Y, Mean, n_
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     # Grad of: tl.store(Mean + row, mean * mean)
-    # Saved by the forward: read, not computed again.
-    tl.static_assert(Mean.dtype.element_ty == tl.float32, "tgrad: the backward reads 'mean_times_mean' back from Mean, which must be a float32 buffer (or give --arg Mean=*DTYPE)")
-
     # Grad of: tl.store(Mean + row, mean * mean)
     # Grad of: y = x * 2.0
     bx_2 = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32) * 2.0

@@ -515,12 +515,21 @@ class _TgradUnpipelinedFallback:
         return run
 
 
-def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels):
+def _tgrad_launch_values(launch, grid, constexprs, num_warps, num_stages, kernels, kernel=None):
     """The backward's launch values: those TgradKernel tuned for these arguments (`launch`, encoded by
     TgradKernel._encode_launch), else the forward's. Returns (the forward's grid under them, each of
-    `constexprs` under them, the launch options of each of the backward's `kernels`)."""
+    `constexprs` under them, the launch options of each of the backward's `kernels`). `kernel`: the
+    values of that kernel alone, where each kernel has its own (--tiling, kernels apart: one block per
+    kernel, TgradKernel._encode_kernels); the options of the others are the forward's then."""
     if not launch:
         return (grid, *constexprs, [_tgrad_options(num_warps, num_stages)] * kernels)
+    if kernel is not None:
+        size = 5 + 2 * len(constexprs)
+        block = launch[kernel * size:(kernel + 1) * size]
+        values = [block[6 + 2 * k] if block[5 + 2 * k] else value for k, value in enumerate(constexprs)]
+        options = [_tgrad_options(num_warps, num_stages)] * kernels
+        options[kernel] = {"num_warps": block[3], "num_stages": block[4]}
+        return (list(block[:3]), *values, options)
     values = list(constexprs)
     first = 3 + 2 * kernels  # after the grid and each kernel's (num_warps, num_stages): (given, value) pairs
     for k in range(len(values)):
@@ -570,6 +579,10 @@ class TgradKernel:
         # (the forward op's function, the backward op's, setup_context, backward_with, the constexprs the
         # backward's launch values may set, the number of backward kernels taking launch options), or None.
         self._tuning = tuning
+        # --tiling: the constexprs declared to only tile the computation, which the tuning may set to values of
+        # its own (not only the autotuner's configs), and whether each backward kernel may take values of its own.
+        self._tiling = tuple(tuning[6]) if tuning is not None and len(tuning) > 6 else ()
+        self._tiling_apart = bool(tuning[7]) if tuning is not None and len(tuning) > 7 else False
         self._launches = {}
         # Pointer parameters that a flag makes numbers: the op takes them in two slots (a tensor, a number).
         self._split_params = frozenset(split_params)
@@ -792,8 +805,20 @@ class TgradKernel:
             out += [1, constexprs[name]] if name in constexprs else [0, 0]
         return out
 
+    def _encode_kernels(self, launches):
+        """The launch list for per-kernel launch values (`launches`: each backward kernel's (grid, (num_warps,
+        num_stages), constexprs)): where the kernels may differ in their constexprs (--tiling with kernels apart),
+        one block per kernel of [grid (3), num_warps, num_stages, (given, value) of each constexpr]; else the
+        shared encoding (_encode_launch), every kernel's grid and constexprs being the first's."""
+        if not self._tiling_apart:
+            return self._encode_launch(launches[0][0], [o for _, o, _ in launches], launches[0][2])
+        out = []
+        for grid, (warps, stages), constexprs in launches:
+            out += self._encode_launch(grid, [(warps, stages)], constexprs)
+        return out
+
     def _tune_backward(self, grid_function, grid, bound, arguments, options):
-        forward, backward, setup_context, backward_with, names, kernels = self._tuning
+        forward, backward, setup_context, backward_with, names, kernels = self._tuning[:6]
         own = [options[o] for o in self._own_options]
         # Triton's defaults where the launch gave none.
         warps = options["num_warps"] if options["num_warps"] is not None else 4
@@ -802,11 +827,13 @@ class TgradKernel:
         with torch.no_grad():
             output = forward(list(grid), [], *arguments, *own)
 
-        def milliseconds(candidate):
-            grid_c, kernel_options, constexprs = candidate
+        def context(launches):
             ctx = _TgradTuningContext()
-            setup_context(ctx, (list(grid), self._encode_launch(grid_c, kernel_options, constexprs), *arguments, *own),
-                          output)
+            setup_context(ctx, (list(grid), self._encode_kernels(launches), *arguments, *own), output)
+            return ctx
+
+        def milliseconds(launches):
+            ctx = context(launches)
             upstream = (None,) * len(self._output_params)  # zeros
             try:
                 t = triton.testing.do_bench(lambda: backward_with(backward, ctx, *upstream), warmup=5, rep=25,
@@ -815,51 +842,113 @@ class TgradKernel:
                 failures.append(e)
                 t = float("inf")
             if verbose:
-                print(f"tgrad: {self.__name__} backward at {candidate}: " +
+                print(f"tgrad: {self.__name__} backward at {launches}: " +
                       (f"{t:.4f} ms" if t != float("inf") else f"fails ({type(failures[-1]).__name__})"))
             return t
+
+        def forward_grid(values):  # the forward's grid under these constexprs (the grid function of them)
+            g = grid_function({**bound, **values})
+            return [int(x) for x in (g if isinstance(g, (tuple, list)) else (g,))]
 
         failures = []
         verbose = os.environ.get("TGRAD_TUNE_VERBOSE", "0") != "0"  # each candidate's time, on stdout
         # The forward's launch values first: they need not fit the backward's kernels (the relu matmul's owners
         # at the forward's 128 x 256 x 64 tiles and 3 stages need 360 KB of shared memory).
-        candidates = [(list(grid), [(warps, stages)] * kernels, {})]
+        candidates = [[(list(grid), (warps, stages), {})] * kernels]
         # The autotuner's configs, each with the forward's grid for it (the grid function of its block sizes).
         if self._autotuner is not None and grid_function is not None:
             for config in self._autotuner.configs:
                 values = dict(config.kwargs)
                 if not all(n in names and type(v) is int for n, v in values.items()):
                     continue
-                grid_c = grid_function({**bound, **values})
-                grid_c = [int(g) for g in (grid_c if isinstance(grid_c, (tuple, list)) else (grid_c,))]
-                candidates.append((grid_c, [(config.num_warps or 4, config.num_stages or 3)] * kernels, values))
+                candidates.append([(forward_grid(values), (config.num_warps or 4, config.num_stages or 3), values)]
+                                  * kernels)
         timed = []
         for k, candidate in enumerate(candidates):
             # A config's own stages may not fit the backward's kernels (they hold more tiles than the forward's):
             # fewer stages, down to 2, before giving its block sizes up.
-            grid_c, kernel_options, values = candidate
             # (A config of 1 stage is tried as it is: the range always holds its own stages.)
-            for fewer in range(kernel_options[0][1], min(kernel_options[0][1], 2) - 1, -1):
-                candidate = (grid_c, [(w, min(s, fewer)) for w, s in kernel_options], values)
-                t = milliseconds(candidate)
+            first_stages = candidate[0][1][1]
+            for fewer in range(first_stages, min(first_stages, 2) - 1, -1):
+                launches = [(g, (w, min(s, fewer)), v) for g, (w, s), v in candidate]
+                t = milliseconds(launches)
                 if t != float("inf") or fewer <= 2:
                     break
-            timed.append((t, k, candidate))
+            timed.append((t, k, launches))
         best_time, _, best = min(timed)
         if best_time == float("inf"):
             raise failures[0]  # no candidate runs: the forward's values' error
+        reference = best  # values of the forward's own configs: what --tiling's values are checked against
+        # --tiling: the declared block sizes, each doubled or halved while that is faster, kernel by kernel where
+        # the kernels are apart (else all together), with the forward's grid for the values tried.
+        tiling = [n for n in self._tiling if n in names and type(bound.get(n)) is int]
+        if tiling and grid_function is not None:
+            for k in (range(kernels) if self._tiling_apart else [None]):
+                tried_values = set()  # each set of values timed once (timings that go round would loop forever)
+                improved = True
+                while improved:
+                    improved = False
+                    for name in tiling:
+                        for factor in (2, 0.5):
+                            while True:
+                                index = 0 if k is None else k
+                                value = best[index][2].get(name, bound[name])
+                                tried = int(value * factor)
+                                if tried < 16 or tried > 512:
+                                    break
+                                values = {**{n: bound[n] for n in tiling}, **best[index][2], name: tried}
+                                if tuple(sorted(values.items())) in tried_values:
+                                    break
+                                tried_values.add(tuple(sorted(values.items())))
+                                launch = (forward_grid(values), best[index][1], values)
+                                launches = [launch if k is None or j == k else best[j] for j in range(kernels)]
+                                if k is None:
+                                    launches = [(launch[0], best[j][1], values) for j in range(kernels)]
+                                t = milliseconds(launches)
+                                if t >= best_time * 0.98:  # (timing noise: a gain under 2 % is not taken)
+                                    break
+                                best_time, best, improved = t, launches, True
         # Then each kernel's warps and stages, the others held.
         for k in range(kernels):
             for option in ((4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (8, 4)):
-                if option == best[1][k]:
+                if option == best[k][1]:
                     continue
-                kernel_options = list(best[1])
-                kernel_options[k] = option
-                candidate = (best[0], kernel_options, best[2])
-                t = milliseconds(candidate)
+                launches = list(best)
+                launches[k] = (best[k][0], option, best[k][2])
+                t = milliseconds(launches)
                 if t < best_time:
-                    best_time, best = t, candidate
-        return self._encode_launch(*best)
+                    best_time, best = t, launches
+        if any(launch[2] != ref[2] for launch, ref in zip(best, reference)):
+            best = self._checked_tiling(best, reference, context, backward, backward_with, output)
+        return self._encode_kernels(best)
+
+    def _checked_tiling(self, tuned, reference, context, backward, backward_with, output):
+        """`tuned` where the backward computes with it what it computes with `reference` (values of the forward's
+        own configs), on these arguments with a random upstream gradient, to within what summing in another order
+        changes (relative norm 1e-2); else `reference`, with a warning: the constexprs given to --tiling do not only
+        tile the computation."""
+        import warnings  # (here: only this rare path needs it, and the module's imports stay the kernels')
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        generator = torch.Generator(device=_tgrad_device_of(*[o for o in outputs if isinstance(o, torch.Tensor)]))
+        generator.manual_seed(0)
+        upstream = tuple(torch.randn(o.shape, generator=generator, device=o.device, dtype=torch.float32).to(o.dtype)
+                         if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outputs)
+        upstream = upstream[:len(self._output_params)]
+        results = []
+        for launches in (reference, tuned):
+            gradients = backward_with(backward, context(launches), *upstream)
+            results.append([g.detach().float().clone() if isinstance(g, torch.Tensor) else None for g in gradients])
+        for ours, theirs in zip(*results):
+            if ours is None or theirs is None:
+                continue
+            scale = max(theirs.norm().item(), 1e-30)
+            if not (ours - theirs).norm().item() <= 1e-2 * scale:
+                warnings.warn(f"tgrad: {self.__name__}: with the block sizes --tiling lets it tune ({tuned}), the "
+                              f"backward computes other gradients than with the forward's ({reference}): those "
+                              "constexprs do not only tile the computation; the backward keeps the forward's values. "
+                              "Regenerate the module without --tiling for them.")
+                return reference
+        return tuned
 
 
 # ---------------------------------------------------------------- the op
