@@ -1,6 +1,8 @@
 #include "src/ad/MemoryAccumulators.h"
 
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -463,7 +465,281 @@ class Rewriter {
   std::vector<std::string> visiting_;  // names whose invariance is being decided  // `not c` for the else branches' conditions, while rewriting
 };
 
+// Additive updates of memory (keep_memory_accumulators_in_registers' second
+// rewrite, src/ad/MemoryAccumulators.h): `old = tl.load(P, mask=M,
+// other=0.0)`, `new = old + f`, `tl.store(P, new, mask=M)` in one block, as
+// `tl.atomic_add(P, f, mask=M)`.
+class AdditionRewriter {
+ public:
+  AdditionRewriter(const Function &fn, const sema::TypeInfo &types) : fn_(fn), types_(types) {
+    count_reads(fn.body, reads_);
+    count_assignments(fn.body, assigned_);
+    for (const Param &p : fn.params) params_.insert(p.name);
+    collect(fn.body);
+  }
+
+  // The body rewritten, or nothing where no update qualifies.
+  std::optional<StmtList> rewrite(std::vector<KeptAccumulator> &rewritten) {
+    std::vector<Update> found;
+    find(fn_.body, found);
+    // Only where every access to the buffer is such an update: another load would read what they add, another
+    // store would be overwritten by them or overwrite them (their order matters then; atomics have none).
+    std::map<std::string, size_t> updates_of;
+    for (const Update &u : found)
+      for (const std::string &b : bases(*u.load.pointer)) updates_of[b] += 1;
+    std::vector<const Update *> kept;
+    for (const Update &u : found) {
+      const std::set<std::string> b = bases(*u.load.pointer);
+      bool alone = b.size() == 1;
+      for (const std::string &x : b) alone &= accesses(fn_.body, x) == 2 * updates_of[x];
+      if (alone) kept.push_back(&u);
+    }
+    if (kept.empty()) return std::nullopt;
+    for (const Update *u : kept) {
+      chosen_.insert(u->store.call);
+      skipped_.insert(u->load_stmt);
+      skipped_.insert(u->add_stmt);
+      added_[u->store.call] = u->added;
+      rewritten.push_back({emit::print_expr(*u->load.pointer), "", u->load.call->span.begin.line});
+    }
+    return block(fn_.body);
+  }
+
+ private:
+  struct Update {
+    const Stmt *load_stmt = nullptr, *add_stmt = nullptr;
+    Access load, store;
+    const Expr *added = nullptr;  // f
+  };
+
+  // `name = tl.load(...)` (or `tl.load(...).to(T)`): the load.
+  static const Call *assigned_load(const Stmt &s, std::string &name) {
+    auto *a = dyn_cast<Assign>(&s);
+    if (!a || a->targets.size() != 1 || !isa<Name>(a->targets[0].get())) return nullptr;
+    const Expr *v = a->value.get();
+    if (auto *to = dyn_cast<Call>(v); to && isa<Attribute>(to->func.get()) &&
+                                      cast<Attribute>(to->func.get())->attr == "to" && to->args.size() == 1)
+      v = cast<Attribute>(to->func.get())->value.get();
+    auto *c = dyn_cast<Call>(v);
+    if (!c || emit::print_expr(*c->func) != "tl.load") return nullptr;
+    name = cast<Name>(a->targets[0].get())->id;
+    return c;
+  }
+
+  static bool is_zero(const Expr *e) {
+    if (!e) return false;
+    if (auto *i = dyn_cast<IntLit>(e)) return i->value == 0;
+    if (auto *f = dyn_cast<FloatLit>(e)) return f->value == 0.0;
+    return false;
+  }
+
+  // How often `name` is read in the function outside the statements `skip`.
+  size_t reads_outside(const std::string &name, std::initializer_list<const Stmt *> skip) const {
+    int n = reads_.count(name) ? reads_.at(name) : 0;
+    for (const Stmt *s : skip) {
+      std::map<std::string, int> in;
+      StmtList one;
+      one.push_back(clone(*s));
+      count_reads(one, in);
+      n -= in.count(name) ? in.at(name) : 0;
+    }
+    return static_cast<size_t>(n);
+  }
+
+  // `new = old + f` or `f + old` (then the sum's name), or `old += f` (then `old`), with f: the sum's name and f.
+  static std::optional<std::pair<std::string, const Expr *>> addition_to(const Stmt &s, const std::string &old) {
+    if (auto *a = dyn_cast<AugAssign>(&s)) {
+      auto *target = dyn_cast<Name>(a->target.get());
+      if (target && target->id == old && a->op == BinaryOpKind::Add) return std::make_pair(old, a->value.get());
+      return std::nullopt;
+    }
+    auto *a = dyn_cast<Assign>(&s);
+    auto *sum = a && a->targets.size() == 1 ? dyn_cast<BinOp>(a->value.get()) : nullptr;
+    auto *target = a && a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+    if (!sum || !target || sum->op != BinaryOpKind::Add) return std::nullopt;
+    auto *lhs = dyn_cast<Name>(sum->lhs.get());
+    auto *rhs = dyn_cast<Name>(sum->rhs.get());
+    const Expr *added = lhs && lhs->id == old ? sum->rhs.get() : rhs && rhs->id == old ? sum->lhs.get() : nullptr;
+    if (!added) return std::nullopt;
+    return std::make_pair(target->id, added);
+  }
+
+  void find(const StmtList &block, std::vector<Update> &out) {
+    for (size_t i = 0; i < block.size(); ++i) {
+      if (auto *f = dyn_cast<For>(block[i].get())) find(f->body, out);
+      if (auto *w = dyn_cast<While>(block[i].get())) find(w->body, out);
+      if (auto *c = dyn_cast<If>(block[i].get())) {
+        find(c->body, out);
+        find(c->orelse, out);
+      }
+      std::string old;
+      const Call *load = assigned_load(*block[i], old);
+      std::optional<Access> l = load ? access_of(*load) : std::nullopt;
+      // Lanes outside the mask add to nothing: they must load zero (a load without a mask has no such lanes).
+      if (!l || (l->mask ? !is_zero(l->other) : l->other != nullptr)) continue;
+      // The next statement that reads `old` must add to it, and the sum be stored back by the next one reading it.
+      size_t j = i + 1;
+      while (j < block.size() && reads_outside(old, {}) > 0 && reads_outside(old, {block[j].get()}) ==
+                                                                     reads_outside(old, {}))
+        ++j;
+      if (j >= block.size()) continue;
+      std::optional<std::pair<std::string, const Expr *>> update = addition_to(*block[j], old);
+      if (!update) continue;
+      const std::string &sum = update->first;
+      for (size_t k = j + 1; k < block.size(); ++k) {
+        auto *e = dyn_cast<ExprStmt>(block[k].get());
+        auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+        std::optional<Access> st = c ? access_of(*c) : std::nullopt;
+        if (!st || !equal(*st->pointer, *l->pointer) || !same_optional(st->mask, l->mask)) continue;
+        const Expr *v = st->value;
+        if (auto *to = dyn_cast<Call>(v); to && isa<Attribute>(to->func.get()) &&
+                                          cast<Attribute>(to->func.get())->attr == "to")
+          v = cast<Attribute>(to->func.get())->value.get();
+        auto *stored = dyn_cast<Name>(v);
+        if (!stored || stored->id != sum) break;
+        // `old` and the sum are read only by the addition and the store, and assigned only by the load and the
+        // addition: nothing else sees the values in memory.
+        std::map<std::string, int> assigned_here;
+        count_assignments_of(*block[i], assigned_here);
+        count_assignments_of(*block[j], assigned_here);
+        bool only_here = reads_outside(old, {block[j].get(), block[k].get()}) == 0 &&
+                         reads_outside(sum, {block[j].get(), block[k].get()}) == 0 &&
+                         assigned_[old] == assigned_here[old] && assigned_[sum] == assigned_here[sum];
+        // The address and mask mean the same at the store: nothing between assigns what they read.
+        std::set<std::string> read;
+        reads(*l->pointer, read);
+        if (l->mask) reads(*l->mask, read);
+        for (size_t m = i + 1; m < k && only_here; ++m) {
+          std::map<std::string, int> between;
+          count_assignments_of(*block[m], between);
+          for (const auto &kv : between) only_here &= !read.count(kv.first);
+        }
+        if (only_here) out.push_back({block[i].get(), block[j].get(), *l, *st, update->second});
+        break;
+      }
+    }
+  }
+
+  static void count_assignments_of(const Stmt &s, std::map<std::string, int> &out) {
+    StmtList one;
+    one.push_back(clone(s));
+    count_assignments(one, out);
+  }
+
+  StmtList block(const StmtList &in) {
+    StmtList out;
+    for (const StmtPtr &s : in) {
+      if (skipped_.count(s.get())) continue;
+      if (auto *f = dyn_cast<For>(s.get())) {
+        auto loop = std::make_unique<For>(clone(*f->target), clone(*f->iter), block(f->body), f->span);
+        loop->leading_comment = f->leading_comment;
+        out.push_back(std::move(loop));
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        auto copy = std::make_unique<If>(clone(*i->cond), block(i->body), block(i->orelse), i->span);
+        copy->guards_early_return = i->guards_early_return;
+        copy->leading_comment = i->leading_comment;
+        out.push_back(std::move(copy));
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        auto copy = std::make_unique<While>(clone(*w->cond), block(w->body), w->span);
+        copy->leading_comment = w->leading_comment;
+        out.push_back(std::move(copy));
+      } else if (auto *e = dyn_cast<ExprStmt>(s.get()); e && isa<Call>(e->value.get()) &&
+                                                      chosen_.count(cast<Call>(e->value.get()))) {
+        const Call &store = *cast<Call>(e->value.get());
+        std::optional<Access> st = access_of(store);
+        ExprList args;
+        args.push_back(clone(*st->pointer));
+        args.push_back(clone(*added_.at(&store)));
+        std::vector<Keyword> keywords;
+        if (st->mask) keywords.push_back({"mask", {}, clone(*st->mask)});
+        auto add = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl", store.span),
+                                                                      "atomic_add", store.span),
+                                          std::move(args), std::move(keywords), store.span);
+        auto stmt = std::make_unique<ExprStmt>(std::move(add), s->span);
+        stmt->leading_comment = s->leading_comment;
+        out.push_back(std::move(stmt));
+      } else {
+        out.push_back(clone(*s));
+      }
+    }
+    return out;
+  }
+
+  void collect(const StmtList &block) {
+    for (const StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        if (a->targets.size() == 1)
+          if (auto *n = dyn_cast<Name>(a->targets[0].get())) definitions_.emplace(n->id, a->value.get());
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        collect(i->body);
+        collect(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        collect(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        collect(w->body);
+      }
+    }
+  }
+
+  // The pointer parameters an address is based on, through the names it reads ("" for one not traced).
+  std::set<std::string> bases(const Expr &address) const {
+    std::set<std::string> out, seen;
+    std::function<void(const Expr &)> walk = [&](const Expr &e) {
+      visit_expr(e, [&](const Expr &x) {
+        auto *n = dyn_cast<Name>(&x);
+        if (!n) return;
+        const sema::SType *t = types_.type_of(n);
+        if (!t || !t->is_tensor() || !t->elem.is_pointer) return;
+        if (params_.count(n->id)) out.insert(n->id);
+        if (!seen.insert(n->id).second) return;
+        auto defs = definitions_.equal_range(n->id);
+        if (defs.first == defs.second && !params_.count(n->id)) out.insert("");
+        for (auto it = defs.first; it != defs.second; ++it) walk(*it->second);
+      });
+    };
+    walk(address);
+    return out;
+  }
+
+  // The memory accesses of a block (at any depth) whose address may be based on `base`.
+  size_t accesses(const StmtList &body, const std::string &base) const {
+    size_t n = 0;
+    visit_exprs(body, [&](const Expr &x) {
+      auto *c = dyn_cast<Call>(&x);
+      if (!c || !is_memory_access(emit::print_expr(*c->func))) return;
+      const Expr *p = call_argument(*c, 0, "pointer");
+      if (!p) {
+        n += 1000;  // not understood: refuse
+        return;
+      }
+      const std::set<std::string> b = bases(*p);
+      n += (b.count(base) || b.count("")) ? 1 : 0;
+    });
+    return n;
+  }
+
+  const Function &fn_;
+  const sema::TypeInfo &types_;
+  std::map<std::string, int> reads_, assigned_;
+  std::set<std::string> params_;
+  std::multimap<std::string, const Expr *> definitions_;
+  std::set<const Call *> chosen_;
+  std::set<const Stmt *> skipped_;
+  std::map<const Call *, const Expr *> added_;
+};
+
 }  // namespace
+
+std::unique_ptr<Function> additive_updates_as_atomic_adds(const Function &fn, const sema::TypeInfo &types,
+                                                          std::vector<KeptAccumulator> &rewritten) {
+  rewritten.clear();
+  AdditionRewriter r(fn, types);
+  std::optional<StmtList> body = r.rewrite(rewritten);
+  if (!body) return nullptr;
+  std::unique_ptr<Function> out = clone_signature(fn);
+  out->body = std::move(*body);
+  return out;
+}
 
 std::unique_ptr<Function> keep_memory_accumulators_in_registers(const Function &fn, const sema::TypeInfo &types,
                                                                  std::vector<KeptAccumulator> &kept) {

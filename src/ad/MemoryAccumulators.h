@@ -50,4 +50,25 @@ std::unique_ptr<ast::Function> keep_memory_accumulators_in_registers(const ast::
                                                                       const sema::TypeInfo &types,
                                                                       std::vector<KeptAccumulator> &kept);
 
+// Additive updates of memory the first rewrite leaves (their addresses move
+// with an inner loop: Liger's tiled rms norm backward adds each column block
+// of its rows to the program's own dW row), written as atomic additions:
+//
+//   old = tl.load(P, mask=M, other=0.0)
+//   new = old + f                        ==>   tl.atomic_add(P, f, mask=M)
+//   tl.store(P, new, mask=M)
+//
+// The buffer ends the same (up to where the rounding to its dtype happens),
+// and reverse mode differentiates atomic additions: f's adjoint is the
+// upstream gradient at P, the buffer's contents before the kernel get it
+// unchanged. Rewritten where the pattern is exact: the three statements in
+// one block in that order, `old` and `new` each assigned once and read once
+// (there), P and M the same expressions in the load and the store with no
+// name they read assigned in between, lanes outside M loading zero, and every
+// access to the buffer in the kernel one of these updates (another load would
+// read what they add; another store's order against them would matter). The
+// store may cast `new` (`new.to(T)`). `rewritten` lists each (value empty).
+std::unique_ptr<ast::Function> additive_updates_as_atomic_adds(const ast::Function &fn, const sema::TypeInfo &types,
+                                                               std::vector<KeptAccumulator> &rewritten);
+
 }  // namespace tgrad::ad

@@ -86,14 +86,27 @@ std::optional<Backward> Engine::run() {
 void Engine::keep_accumulators_in_registers(const Function *&fn, std::optional<sema::TypeInfo> &types) {
   std::vector<KeptAccumulator> kept;
   std::unique_ptr<Function> rewritten = keep_memory_accumulators_in_registers(*fn, *types, kept);
-  if (!rewritten) return;
+  if (rewritten) {
+    DiagEngine scratch(sources_);
+    std::optional<sema::TypeInfo> again = sema::analyze(module_, *rewritten, request_.param_types, scratch);
+    if (again && !scratch.has_errors()) {
+      registers_fn_ = std::move(rewritten);
+      fn = fn_ = registers_fn_.get();
+      types = std::move(again);
+      kept_accumulators_ = std::move(kept);
+    }
+  }
+  // Then the additive updates whose addresses move (src/ad/MemoryAccumulators.h): atomic additions.
+  std::vector<KeptAccumulator> added;
+  std::unique_ptr<Function> atomic = additive_updates_as_atomic_adds(*fn, *types, added);
+  if (!atomic) return;
   DiagEngine scratch(sources_);
-  std::optional<sema::TypeInfo> again = sema::analyze(module_, *rewritten, request_.param_types, scratch);
+  std::optional<sema::TypeInfo> again = sema::analyze(module_, *atomic, request_.param_types, scratch);
   if (!again || scratch.has_errors()) return;
-  registers_fn_ = std::move(rewritten);
-  fn = fn_ = registers_fn_.get();
+  atomic_fn_ = std::move(atomic);
+  fn = fn_ = atomic_fn_.get();
   types = std::move(again);
-  kept_accumulators_ = std::move(kept);
+  atomic_updates_ = std::move(added);
 }
 
 void Engine::check_wrt(const Function &fn, const std::string &w) {

@@ -665,6 +665,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"in_place", "head_group_rope_inplace_kernel", {3, 3, 1},
                    {"Q=fp32[3,40]", "COS=fp32[3,4]", "SIN=fp32[3,4]", "row_stride=40", "n_heads=5"},
                    {"HEAD_DIM=8", "GROUP=2", "BLOCK=8"}, {"Q", "COS", "SIN"}, {"'Q' is updated in place"}},
+        // A load, an addition and a store back at addresses an inner loop moves (Liger's tiled dW rows): 3 programs
+        // over 7 rows, column blocks of 16 over 37 columns.
+        KernelCase{"memory_additions", "tiled_partial_sums_kernel", {3, 1, 1},
+                   {"X=fp32[7,40]", "W=fp32[40]", "P=fp32[3,40]", "n_rows=7", "n_cols=37"}, {"BLOCK=16"},
+                   {"X", "W", "P"}, {"differentiated as tl.atomic_add", "'P': the kernel only adds to it"}},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},

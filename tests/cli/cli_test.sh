@@ -939,6 +939,14 @@ expect_no_grep tiling_note_quiet_none "$TMP/tiling_note_quiet.err" "note: the mo
 run tiling_no_wrt tests/kernels/matmul.py --kernel matmul_kernel --tiling BLOCK_SIZE_M --emit json
 expect_rc tiling_no_wrt_exit_2 2 tiling_no_wrt
 
+# A load, an addition and a store back whose loaded value is read elsewhere too: no atomic addition, the located error.
+run additions_read_back tests/kernels/memory_additions.py --kernel partial_sums_read_back_kernel --wrt X,P
+expect_rc additions_read_back_exit_1 1 additions_read_back
+expect_grep additions_read_back_error "$TMP/additions_read_back.err" "memory_additions.py:[0-9]+:[0-9]+: error: 'P' is both loaded and stored by this kernel"
+run additions_atomic tests/kernels/memory_additions.py --kernel tiled_partial_sums_kernel --wrt X,W,P --explain
+expect_rc additions_atomic_exit_0 0 additions_atomic
+expect_grep additions_atomic_explained "$TMP/additions_atomic.err" "adds to what it loaded and stores the sum back, every access to that buffer so; differentiated as tl.atomic_add"
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then

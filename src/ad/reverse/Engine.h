@@ -700,6 +700,8 @@ class Engine {
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::unique_ptr<Function> registers_fn_;  // ... and with its memory accumulators kept in registers
   std::vector<KeptAccumulator> kept_accumulators_;
+  std::unique_ptr<Function> atomic_fn_;  // ... and with its additive updates of memory as atomic additions
+  std::vector<KeptAccumulator> atomic_updates_;
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share

@@ -262,8 +262,16 @@ void Engine::audit_zero_gradients(Backward &result,
       for (const std::string &x : v) out += (out.empty() ? "'" : ", '") + x + "'";
       return out;
     };
-    bool read = false;
-    for (const MemoryOp &m : memory_) read |= !m.store && m.base == w && useful_.count(m.value);
+    bool read = false, only_added = true;
+    for (const MemoryOp &m : memory_) {
+      read |= !m.store && m.base == w && useful_.count(m.value);
+      if (m.base == w) only_added &= m.store && m.atomic == "tl.atomic_add";
+    }
+    if (only_added && in_place_.count(w)) {
+      result.explanations.push_back("'" + w + "': the kernel only adds to it, so its gradient is the upstream "
+                                    "gradient of what it holds after the kernel, unchanged");
+      continue;
+    }
     if (read) {
       result.explanations.push_back("'" + w + "': what it loads reaches the stores to " +
                                     (differentiated.empty() ? list(without_gradient) : list(differentiated)));
@@ -437,6 +445,21 @@ std::optional<Backward> Engine::build_kernel() {
     if (!why.empty()) consumed_[o] = why;
   }
 
+  // An input in --wrt that the kernel only adds to atomically (also what it loaded, added to and stored back:
+  // src/ad/MemoryAccumulators.h): its contents before the kernel reach its contents after unchanged, so its
+  // gradient is the upstream gradient itself. One buffer holds both, as for an update in place, and the backward
+  // only reads it (the atomic additions' adjoints).
+  for (const std::string &o : outputs) {
+    if (!wrt.count(o) || in_place_.count(o)) continue;
+    bool only_added = true;
+    for (const MemoryOp &m : memory_)
+      if (m.base == o) only_added &= m.store && m.atomic == "tl.atomic_add";
+    if (only_added) {
+      in_place_.insert(o);
+      partial_bases_.erase(o);
+    }
+  }
+
   // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.
   Backward result;
   for (const std::string &w : request_.wrt) {
@@ -469,6 +492,11 @@ std::optional<Backward> Engine::build_kernel() {
   }
   result.in_place.assign(in_place_.begin(), in_place_.end());
   audit_zero_gradients(result, store_of, no_grad);
+  for (const KeptAccumulator &k : atomic_updates_)
+    result.explanations.push_back("line " + std::to_string(k.line) + ": the kernel loads '" + k.pointer +
+                                  "', adds to what it loaded and stores the sum back, every access to that buffer "
+                                  "so; differentiated as tl.atomic_add (what is added gets the upstream gradient "
+                                  "there, the contents before the kernel get it unchanged)");
   for (const KeptAccumulator &k : kept_accumulators_)
     result.explanations.push_back("line " + std::to_string(k.line) + ": the loop loads '" + k.pointer +
                                   "' after storing it in an earlier iteration, an accumulator kept in memory; the "
