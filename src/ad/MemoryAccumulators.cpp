@@ -586,6 +586,10 @@ class AdditionRewriter {
       std::optional<std::pair<std::string, const Expr *>> update = addition_to(*block[j], old);
       if (!update) continue;
       const std::string &sum = update->first;
+      // What is added must not read what was loaded (`new = old + old * x` needs the values in memory).
+      std::set<std::string> read_by_added;
+      reads(*update->second, read_by_added);
+      if (read_by_added.count(old) || read_by_added.count(sum)) continue;
       for (size_t k = j + 1; k < block.size(); ++k) {
         auto *e = dyn_cast<ExprStmt>(block[k].get());
         auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;

@@ -63,7 +63,7 @@ std::unique_ptr<ast::Function> keep_memory_accumulators_in_registers(const ast::
 // upstream gradient at P, the buffer's contents before the kernel get it
 // unchanged. Rewritten where the pattern is exact: the three statements in
 // one block in that order, `old` and `new` each assigned once and read once
-// (there), P and M the same expressions in the load and the store with no
+// (there; f reads neither), P and M the same expressions in the load and the store with no
 // name they read assigned in between, lanes outside M loading zero, and every
 // access to the buffer in the kernel one of these updates (another load would
 // read what they add; another store's order against them would matter). The
