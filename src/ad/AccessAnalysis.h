@@ -75,6 +75,12 @@ class AccessAnalysis {
   // S + E <= C (E = S = C // 2: the two halves of a head, unsloth's rope).
   bool iterations_touch_their_own(const std::string &a, const std::string &b, const std::string &loop_var,
                                   const std::string &mask_a = "", const std::string &mask_b = "") const;
+  // Whether each iteration of the loop over `loop_var` touches through `a`
+  // and `b` (one base, one mask) an address block of its own: both offsets
+  // t * S + R + U with the same S and U, and R in [0, S) by the masks' bounds
+  // and remainders (src/ad/AccessBlocks.cpp; fla's chunk reductions).
+  bool iterations_own_blocks(const std::string &a, const std::string &b, const std::string &loop_var,
+                             const std::string &mask_a, const std::string &mask_b) const;
 
  private:
   struct Term {

@@ -665,6 +665,11 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"in_place", "head_group_rope_inplace_kernel", {3, 3, 1},
                    {"Q=fp32[3,40]", "COS=fp32[3,4]", "SIN=fp32[3,4]", "row_stride=40", "n_heads=5"},
                    {"HEAD_DIM=8", "GROUP=2", "BLOCK=8"}, {"Q", "COS", "SIN"}, {"'Q' is updated in place"}},
+        // A running state over 3 chunks in place, K = 12 and V = 10 in blocks of 8 (masked lanes), 2 sequences of 2
+        // heads: each iteration's block shown its own by the masks' bounds (src/ad/AccessBlocks.cpp).
+        KernelCase{"in_place", "chunk_state_reduction_kernel", {2, 2, 4},
+                   {"S=fp32[2,3,2,12,10]", "D=fp32[2,3,2]", "NT=3"}, {"H=2", "K=12", "V=10", "BK=8", "BV=8"},
+                   {"S", "D"}, {"'S' is updated in place"}},
         // A load, an addition and a store back at addresses an inner loop moves (Liger's tiled dW rows): 3 programs
         // over 7 rows, column blocks of 16 over 37 columns.
         KernelCase{"memory_additions", "tiled_partial_sums_kernel", {3, 1, 1},

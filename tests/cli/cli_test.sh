@@ -947,6 +947,11 @@ run additions_atomic tests/kernels/memory_additions.py --kernel tiled_partial_su
 expect_rc additions_atomic_exit_0 0 additions_atomic
 expect_grep additions_atomic_explained "$TMP/additions_atomic.err" "adds to what it loaded and stores the sum back, every access to that buffer so; differentiated as tl.atomic_add"
 
+# An in-place state over chunks whose masked lanes reach into the next chunk's block: the located error stays.
+run chunk_overlap tests/kernels/in_place.py --kernel chunk_state_overlap_kernel --wrt S,D
+expect_rc chunk_overlap_exit_1 1 chunk_overlap
+expect_grep chunk_overlap_error "$TMP/chunk_overlap.err" "in_place.py:[0-9]+:[0-9]+: error: 'S' is both loaded and stored by this kernel, and a loop around both"
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then

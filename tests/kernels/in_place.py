@@ -164,3 +164,43 @@ def head_group_rope_inplace_kernel(Q, COS, SIN, row_stride, n_heads, HEAD_DIM: t
         q2 = tl.load(Q + hi, mask=inside, other=0.0)
         tl.store(Q + lo, q1 * c - q2 * s, mask=inside)
         tl.store(Q + hi, q2 * c + q1 * s, mask=inside)
+
+
+# A running state over chunks kept in place (fla's chunk_h reductions): iteration t adds chunk t's [K, V] block of
+# head h into the state and stores the state back there, at ((n * NT + t) * H + h) * K * V + k * V + v with
+# h = nh % H and the lanes masked by k < K, v < V; the state then decays by exp(D). Each iteration's block is its own
+# because the masked lanes and h stay below H * K * V, the step of t (src/ad/AccessBlocks.cpp).
+@triton.jit
+def chunk_state_reduction_kernel(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+                                 BV: tl.constexpr):
+    i_k, i_v, i_nh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_n, i_h = i_nh // H, i_nh % H
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_kv = (o_k[:, None] < K) & (o_v[None, :] < V)
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    for i_t in range(NT):
+        p_s = S + ((i_n * NT + i_t) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+        b_h += tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)
+        tl.store(p_s, b_h, mask=m_kv)
+        d = tl.load(D + (i_n * NT + i_t) * H + i_h).to(tl.float32)
+        b_h *= tl.exp(d)
+
+
+# The same with lanes masked by k < K + 1: a block's last row reaches into the next iteration's block, so the
+# update is not shown to be in place and tgrad stops with a located error.
+@triton.jit
+def chunk_state_overlap_kernel(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+                               BV: tl.constexpr):
+    i_k, i_v, i_nh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_n, i_h = i_nh // H, i_nh % H
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_kv = (o_k[:, None] < K + 1) & (o_v[None, :] < V)
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    for i_t in range(NT):
+        p_s = S + ((i_n * NT + i_t) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+        b_h += tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)
+        tl.store(p_s, b_h, mask=m_kv)
+        d = tl.load(D + (i_n * NT + i_t) * H + i_h).to(tl.float32)
+        b_h *= tl.exp(d)

@@ -43,7 +43,8 @@ bool Engine::iterations_own_addresses(const MemoryOp &load, const MemoryOp &stor
   if (!var) return false;
   if (load.loops.size() == 1 && store.loops.size() == 1 &&
       ((l.walks_loop && w.walks_loop && l.offset_key == w.offset_key) ||
-       access.iterations_touch_their_own(load.pointer, store.pointer, var->id, load.mask, store.mask)))
+       access.iterations_touch_their_own(load.pointer, store.pointer, var->id, load.mask, store.mask) ||
+       access.iterations_own_blocks(load.pointer, store.pointer, var->id, load.mask, store.mask)))
     return true;
   auto injective = [](const AccessDecision &d) {
     return d.kind == AccessDecision::Kind::Injective || d.kind == AccessDecision::Kind::InjectiveAssuming;

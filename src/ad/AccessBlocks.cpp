@@ -1,0 +1,298 @@
+// AccessAnalysis::iterations_own_blocks: a loop whose iteration t touches an
+// address block [U + t * S, U + t * S + S) of its own, shown by bounding the
+// rest of the offset with the masks (fla's chunk reductions update
+// `h + ((boh + i_t) * H + i_h) * K * V + o_k * V + o_v` in place, under
+// `o_k < K` and `o_v < V`, with `i_h = i_nh % H`).
+//
+// The offsets are expanded into polynomials over atoms (names the expansion
+// stops at) with integer coefficients. An atom that a mask bounds (`o_k < K`,
+// o_k never negative) or a remainder (`x % H`, x never negative) is in
+// [0, bound - 1]; parameters and products of them count as at least 1 (sizes
+// and block sizes: a negative one addresses nothing). The proof:
+//   - offset = t * S + R + U: S free of t and of names the loop assigns,
+//     U free of t, of names the loop assigns and of lanes, the same U for the
+//     load and the store;
+//   - every term of R non-negative (non-negative coefficients, atoms >= 0),
+//     and S - max(R) a polynomial with non-negative coefficients and a
+//     positive constant (so at least 1).
+// Then R lies in [0, S): iteration t's addresses are U + t * S + [0, S),
+// which no other iteration's meet.
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/ad/AccessAnalysis.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+
+namespace {
+
+// A monomial: the atoms multiplied, sorted (repeats kept).
+using Monomial = std::vector<std::string>;
+using Polynomial = std::map<Monomial, int64_t>;
+
+Polynomial constant(int64_t c) { return c == 0 ? Polynomial{} : Polynomial{{Monomial{}, c}}; }
+Polynomial atom(const std::string &n) { return Polynomial{{Monomial{n}, 1}}; }
+
+Polynomial add(const Polynomial &a, const Polynomial &b, int64_t sign = 1) {
+  Polynomial out = a;
+  for (const auto &[m, c] : b) {
+    out[m] += sign * c;
+    if (out[m] == 0) out.erase(m);
+  }
+  return out;
+}
+
+Polynomial multiply(const Polynomial &a, const Polynomial &b) {
+  Polynomial out;
+  for (const auto &[ma, ca] : a)
+    for (const auto &[mb, cb] : b) {
+      Monomial m = ma;
+      m.insert(m.end(), mb.begin(), mb.end());
+      std::sort(m.begin(), m.end());
+      out[m] += ca * cb;
+      if (out[m] == 0) out.erase(m);
+    }
+  return out;
+}
+
+bool mentions(const Polynomial &p, const std::set<std::string> &names) {
+  for (const auto &[m, c] : p)
+    for (const std::string &a : m)
+      if (names.count(a)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool AccessAnalysis::iterations_own_blocks(const std::string &a, const std::string &b, const std::string &loop_var,
+                                           const std::string &mask_a, const std::string &mask_b) const {
+  // Names that stand for bounded values, with their bound (the polynomial `bound`: the value is < bound).
+  std::map<std::string, Polynomial> bounded;
+  std::set<std::string> lanes_or_loop;  // atoms that vary in the loop or across lanes
+  std::set<std::string> params;
+  for (const Param &p : fn_.params) params.insert(p.name);
+
+  std::function<bool(const std::string &, int)> nonnegative = [&](const std::string &n, int depth) -> bool {
+    if (depth > 24) return false;
+    auto it = defs_.find(n);
+    if (it == defs_.end()) {  // a parameter: a size or a block size (a negative one addresses nothing)
+      auto t = types_.find(n);
+      return params.count(n) && !(t != types_.end() && t->second.is_tensor() && t->second.elem.is_pointer);
+    }
+    if (redefined_.count(n)) return false;
+    const Expr &v = *it->second;
+    if (isa<IntLit>(&v)) return true;
+    if (auto *m = dyn_cast<Name>(&v)) return nonnegative(m->id, depth + 1);
+    if (auto *s = dyn_cast<Subscript>(&v))  // x[:, None]: the same values
+      if (auto *m = dyn_cast<Name>(s->value.get())) return nonnegative(m->id, depth + 1);
+    if (auto *c = dyn_cast<Call>(&v)) {
+      const std::string f = emit::print_expr(*c->func);
+      if (f == "tl.program_id" || f == "tl.num_programs" || f == "tl.arange") return true;
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
+        if (auto *m = dyn_cast<Name>(attr->value.get())) return nonnegative(m->id, depth + 1);
+      return false;
+    }
+    if (auto *bin = dyn_cast<BinOp>(&v)) {
+      if (bin->op != BinaryOpKind::Add && bin->op != BinaryOpKind::Mul && bin->op != BinaryOpKind::FloorDiv &&
+          bin->op != BinaryOpKind::Mod)
+        return false;
+      for (const Expr *side : {bin->lhs.get(), bin->rhs.get()}) {
+        if (isa<IntLit>(side)) continue;
+        auto *m = dyn_cast<Name>(side);
+        if (!m || !nonnegative(m->id, depth + 1)) return false;
+      }
+      return true;
+    }
+    return false;
+  };
+
+  // The masks' bounds: `x < E` (x, or x[:, None], never negative) bounds x by E.
+  std::function<std::optional<Polynomial>(const std::string &, int)> expand;
+  auto note_bounds = [&](const std::string &mask) {
+    if (mask.empty()) return;
+    for (const Compare *cmp : mask_conjuncts(mask)) {
+      if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
+      const Expr *left = cmp->left.get();
+      auto *n = dyn_cast<Name>(left);
+      // Through x[:, None] to x.
+      for (int hops = 0; n && hops < 4; ++hops) {
+        auto d = defs_.find(n->id);
+        auto *s = d == defs_.end() || redefined_.count(n->id) ? nullptr : dyn_cast<Subscript>(d->second);
+        auto *inner = s ? dyn_cast<Name>(s->value.get()) : nullptr;
+        if (!inner) break;
+        n = inner;
+      }
+      auto *bound = dyn_cast<Name>(cmp->comparators[0].get());
+      if (!n || !bound || !nonnegative(n->id, 0)) continue;
+      std::optional<Polynomial> e = expand(bound->id, 0);
+      if (e && !mentions(*e, lanes_or_loop)) bounded[n->id] = *e;
+    }
+  };
+
+  expand = [&](const std::string &n, int depth) -> std::optional<Polynomial> {
+    if (depth > 32) return std::nullopt;
+    if (n == loop_var) {
+      lanes_or_loop.insert(n);
+      return atom(n);
+    }
+    if (bounded.count(n)) {
+      lanes_or_loop.insert(n);
+      return atom(n);
+    }
+    auto it = defs_.find(n);
+    if (it == defs_.end()) return params.count(n) ? std::optional<Polynomial>(atom(n)) : std::nullopt;
+    if (redefined_.count(n) || loops_.count(n)) return std::nullopt;
+    const Expr &v = *it->second;
+    if (auto *i = dyn_cast<IntLit>(&v)) return constant(static_cast<int64_t>(i->value));
+    if (auto *m = dyn_cast<Name>(&v)) return expand(m->id, depth + 1);
+    if (auto *c = dyn_cast<Call>(&v)) {
+      if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
+        if (auto *m = dyn_cast<Name>(attr->value.get())) return expand(m->id, depth + 1);
+      const std::string f = emit::print_expr(*c->func);
+      if (f == "tl.arange") return std::nullopt;  // lanes not under a mask's bound
+      if (in_loops_.count(n)) return std::nullopt;
+      return atom(n);  // a program id, a loaded scalar: the same in every iteration of this program's loop
+    }
+    if (auto *bin = dyn_cast<BinOp>(&v)) {
+      auto side = [&](const Expr &e) -> std::optional<Polynomial> {
+        if (auto *i = dyn_cast<IntLit>(&e)) return constant(static_cast<int64_t>(i->value));
+        if (auto *m = dyn_cast<Name>(&e)) return expand(m->id, depth + 1);
+        return std::nullopt;
+      };
+      if (bin->op == BinaryOpKind::Mod) {
+        // x % H, x never negative: in [0, H - 1].
+        auto *x = dyn_cast<Name>(bin->lhs.get());
+        std::optional<Polynomial> h = side(*bin->rhs);
+        if (!x || !h || !nonnegative(x->id, 0) || mentions(*h, lanes_or_loop) || in_loops_.count(n)) return std::nullopt;
+        bounded[n] = *h;
+        lanes_or_loop.insert(n);
+        return atom(n);
+      }
+      if (bin->op == BinaryOpKind::FloorDiv) {
+        if (in_loops_.count(n)) return std::nullopt;
+        return atom(n);  // x // H outside the loop: the same in every iteration
+      }
+      std::optional<Polynomial> l = side(*bin->lhs), r = side(*bin->rhs);
+      if (!l || !r) return std::nullopt;
+      if (bin->op == BinaryOpKind::Add) return add(*l, *r);
+      if (bin->op == BinaryOpKind::Sub) return add(*l, *r, -1);
+      if (bin->op == BinaryOpKind::Mul) return multiply(*l, *r);
+      return std::nullopt;
+    }
+    if (auto *s = dyn_cast<Subscript>(&v))  // x[:, None]: the same values
+      if (auto *m = dyn_cast<Name>(s->value.get())) return expand(m->id, depth + 1);
+    return std::nullopt;
+  };
+
+  // A pointer's offset from its base: the sum of the offsets added along the chain.
+  auto offset = [&](const std::string &pointer) -> std::optional<Polynomial> {
+    Polynomial total;
+    std::string at = pointer;
+    for (int hops = 0; hops < 64; ++hops) {
+      if (redefined_.count(at)) return std::nullopt;
+      auto it = defs_.find(at);
+      if (it == defs_.end()) return total;  // the base parameter
+      const Expr &v = *it->second;
+      if (auto *m = dyn_cast<Name>(&v)) {
+        at = m->id;
+        continue;
+      }
+      auto *bin = dyn_cast<BinOp>(&v);
+      if (!bin || bin->op != BinaryOpKind::Add) return std::nullopt;
+      const Name *ptr = nullptr, *off = nullptr;
+      for (auto [p, o] : {std::pair<const Expr *, const Expr *>{bin->lhs.get(), bin->rhs.get()},
+                          {bin->rhs.get(), bin->lhs.get()}}) {
+        auto *pn = dyn_cast<Name>(p);
+        auto t = pn ? types_.find(pn->id) : types_.end();
+        if (pn && t != types_.end() && t->second.is_tensor() && t->second.elem.is_pointer) {
+          ptr = pn;
+          off = dyn_cast<Name>(o);
+          break;
+        }
+      }
+      if (!ptr || !off) return std::nullopt;
+      std::optional<Polynomial> e = expand(off->id, 0);
+      if (!e) return std::nullopt;
+      total = add(total, *e);
+      at = ptr->id;
+    }
+    return std::nullopt;
+  };
+
+  if (mask_a != mask_b || base_of(a) != base_of(b) || base_of(a).empty()) return false;
+  note_bounds(mask_a);
+  std::optional<Polynomial> pa = offset(a), pb = offset(b);
+  if (!pa || !pb) return false;
+
+  // Split each into t * S, the bounded rest R and the uniform rest U.
+  struct Split {
+    Polynomial step, rest, uniform;
+  };
+  auto split = [&](const Polynomial &p) -> std::optional<Split> {
+    Split s;
+    for (const auto &[m, c] : p) {
+      const size_t t = static_cast<size_t>(std::count(m.begin(), m.end(), loop_var));
+      if (t > 1) return std::nullopt;
+      Monomial rest;
+      for (const std::string &x : m)
+        if (x != loop_var) rest.push_back(x);
+      if (t == 1) {
+        for (const std::string &x : rest)
+          if (lanes_or_loop.count(x)) return std::nullopt;  // the step varies
+        s.step[rest] += c;
+      } else if (mentions(Polynomial{{m, c}}, lanes_or_loop)) {
+        s.rest[m] += c;
+      } else {
+        s.uniform[m] += c;
+      }
+    }
+    return s;
+  };
+  std::optional<Split> sa = split(*pa), sb = split(*pb);
+  if (!sa || !sb || sa->step != sb->step || sa->uniform != sb->uniform || sa->step.empty()) return false;
+  // The largest value of each R: every bounded atom at its bound minus 1, every coefficient non-negative.
+  auto largest = [&](const Polynomial &r) -> std::optional<Polynomial> {
+    Polynomial out;
+    for (const auto &[m, c] : r) {
+      if (c < 0) return std::nullopt;
+      Polynomial term = constant(c);
+      for (const std::string &x : m) {
+        auto bd = bounded.find(x);
+        if (bd == bounded.end()) {
+          if (lanes_or_loop.count(x)) return std::nullopt;
+          term = multiply(term, atom(x));  // a parameter, at least 1
+        } else {
+          term = multiply(term, add(bd->second, constant(1), -1));
+        }
+      }
+      out = add(out, term);
+    }
+    return out;
+  };
+  for (const Split *s : {&*sa, &*sb}) {
+    std::optional<Polynomial> top = largest(s->rest);
+    if (!top) return false;
+    const Polynomial gap = add(s->step, *top, -1);  // S - max(R): at least 1?
+    bool positive = false;
+    for (const auto &[m, c] : gap) {
+      if (c < 0) return false;
+      if (m.empty() && c > 0) positive = true;
+    }
+    if (!positive) return false;
+    // (Every atom of the step and of the gap a parameter or a value the loop does not change: at least 1 is
+    // assumed for parameters only.)
+    for (const auto &[m, c] : gap)
+      for (const std::string &x : m)
+        if (defs_.count(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace tgrad::ad
