@@ -83,6 +83,9 @@ class AccessAnalysis {
                              const std::string &mask_a, const std::string &mask_b) const;
 
  private:
+  // iterations_own_blocks with masked indices read by their masks' bounds (`masks`) or by their lanes' extents.
+  bool blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
+                        const std::string &mask_a, const std::string &mask_b, bool masks) const;
   struct Term {
     std::string coefficient;   // a known integer ("1", "256") or a name (a runtime scalar or constexpr)
     int64_t extent = 0;        // lanes: known extent (0 if symbolic)

@@ -6,8 +6,9 @@
 //
 // The offsets are expanded into polynomials over atoms (names the expansion
 // stops at) with integer coefficients. An atom that a mask bounds (`o_k < K`,
-// o_k never negative) or a remainder (`x % H`, x never negative) is in
-// [0, bound - 1]; parameters and products of them count as at least 1 (sizes
+// o_k never negative), a remainder (`x % H`, x never negative) or lanes
+// (`tl.arange(0, B)`) is in [0, bound - 1]; a masked index is read either by
+// its mask's bound or through its lanes (two attempts); parameters and products of them count as at least 1 (sizes
 // and block sizes: a negative one addresses nothing). The proof:
 //   - offset = t * S + R + U: S free of t and of names the loop assigns,
 //     U free of t, of names the loop assigns and of lanes, the same U for the
@@ -73,6 +74,15 @@ bool mentions(const Polynomial &p, const std::set<std::string> &names) {
 
 bool AccessAnalysis::iterations_own_blocks(const std::string &a, const std::string &b, const std::string &loop_var,
                                            const std::string &mask_a, const std::string &mask_b) const {
+  // Two readings of a masked index `o = i * B + tl.arange(0, B)` under `o < E`: o itself in [0, E) (where the loop
+  // steps over another index: fla's `o_k < K` inside a chunk's [K, V] block), or its lanes in [0, B) (where the
+  // loop is i itself: `o_d = i_d * BD + tl.arange(0, BD)`).
+  return blocks_by_bounds(a, b, loop_var, mask_a, mask_b, true) ||
+         blocks_by_bounds(a, b, loop_var, mask_a, mask_b, false);
+}
+
+bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
+                                      const std::string &mask_a, const std::string &mask_b, bool masks) const {
   // Names that stand for bounded values, with their bound (the polynomial `bound`: the value is < bound).
   std::map<std::string, Polynomial> bounded;
   std::set<std::string> lanes_or_loop;  // atoms that vary in the loop or across lanes
@@ -156,7 +166,19 @@ bool AccessAnalysis::iterations_own_blocks(const std::string &a, const std::stri
       if (auto *attr = dyn_cast<Attribute>(c->func.get()); attr && attr->attr == "to")
         if (auto *m = dyn_cast<Name>(attr->value.get())) return expand(m->id, depth + 1);
       const std::string f = emit::print_expr(*c->func);
-      if (f == "tl.arange") return std::nullopt;  // lanes not under a mask's bound
+      if (f == "tl.arange") {
+        // tl.arange(0, B): lanes in [0, B).
+        auto *start = c->args.size() == 2 ? dyn_cast<IntLit>(c->args[0].get()) : nullptr;
+        std::optional<Polynomial> extent;
+        if (start && start->value == 0) {
+          if (auto *i = dyn_cast<IntLit>(c->args[1].get())) extent = constant(static_cast<int64_t>(i->value));
+          else if (auto *e = dyn_cast<Name>(c->args[1].get())) extent = expand(e->id, depth + 1);
+        }
+        if (!extent || mentions(*extent, lanes_or_loop)) return std::nullopt;
+        bounded[n] = *extent;
+        lanes_or_loop.insert(n);
+        return atom(n);
+      }
       if (in_loops_.count(n)) return std::nullopt;
       return atom(n);  // a program id, a loaded scalar: the same in every iteration of this program's loop
     }
@@ -227,7 +249,7 @@ bool AccessAnalysis::iterations_own_blocks(const std::string &a, const std::stri
   };
 
   if (mask_a != mask_b || base_of(a) != base_of(b) || base_of(a).empty()) return false;
-  note_bounds(mask_a);
+  if (masks) note_bounds(mask_a);
   std::optional<Polynomial> pa = offset(a), pb = offset(b);
   if (!pa || !pb) return false;
 
