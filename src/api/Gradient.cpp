@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 
+#include "src/ad/AnfWalk.h"
 #include "src/api/Requests.h"
 #include "src/api/State.h"
 #include "src/driver/BackwardJson.h"
 #include "src/driver/TorchModule.h"
+#include "tgrad/ast/Walk.h"
+#include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad {
 
@@ -22,6 +26,29 @@ const std::string &Gradient::backward_name() const { return state_->backward.bac
 const std::string &Gradient::source() const { return state_->backward.source; }
 const std::vector<std::string> &Gradient::explanations() const { return state_->backward.explanations; }
 const ad::Backward &Gradient::backward() const { return state_->backward; }
+
+std::vector<std::string> Gradient::block_size_constexprs() const {
+  const ast::Function *fn = state_->file->module->find_function(state_->request.function);
+  std::vector<std::string> out;
+  if (!fn) return out;
+  std::set<std::string> used;
+  ad::visit_exprs(fn->body, [&](const ast::Expr &e) {
+    auto *c = ast::dyn_cast<ast::Call>(&e);
+    if (!c) return;
+    const std::string callee = emit::print_expr(*c->func);
+    if (callee == "tl.arange" && c->args.size() == 2) {
+      if (auto *n = ast::dyn_cast<ast::Name>(c->args[1].get())) used.insert(n->id);
+    } else if ((callee == "tl.zeros" || callee == "tl.full") && !c->args.empty()) {
+      ast::visit_expr(*c->args[0], [&](const ast::Expr &x) {
+        if (auto *n = ast::dyn_cast<ast::Name>(&x)) used.insert(n->id);
+      });
+    }
+  });
+  for (size_t k = 0; k < fn->params.size(); ++k)
+    if (fn->is_constexpr_param(k) && used.count(fn->params[k].name) && !state_->request.param_types.count(fn->params[k].name))
+      out.push_back(fn->params[k].name);
+  return out;
+}
 
 std::string Gradient::launch_protocol() const {
   return driver::backward_json(*state_->file->module, state_->request, state_->backward);

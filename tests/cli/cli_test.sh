@@ -933,7 +933,7 @@ expect_grep tiling_defined_message "$TMP/tiling_defined.err" "error: --tiling BL
 expect_no_grep tiling_module_no_note "$TMP/tiling_module.err" "note: the module launches the owner-computes kernels"
 run tiling_note tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --emit torch
 expect_rc tiling_note_exit_0 0 tiling_note
-expect_grep tiling_note_names_flag "$TMP/tiling_note.err" "note: the module launches the owner-computes kernels of this backward with the forward's block sizes.*--tiling NAME"
+expect_grep tiling_note_names_flag "$TMP/tiling_note.err" "note: the module launches the owner-computes kernels of this backward with the forward's block sizes.*block sizes are BLOCK_SIZE_M,BLOCK_SIZE_N,BLOCK_SIZE_K: those that only tile the computation.*given with --tiling"
 run tiling_note_quiet tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --emit torch -w
 expect_no_grep tiling_note_quiet_none "$TMP/tiling_note_quiet.err" "note: the module launches"
 run tiling_no_wrt tests/kernels/matmul.py --kernel matmul_kernel --tiling BLOCK_SIZE_M --emit json

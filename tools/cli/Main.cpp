@@ -178,13 +178,18 @@ int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::strin
       std::cerr << module.error().render();
       return kExitInputError;
     }
-    if (show_warnings && opts.tiling.empty() && !grad->backward().owner_kernels.empty())
+    const std::vector<std::string> blocks = grad->block_size_constexprs();
+    if (show_warnings && opts.tiling.empty() && !grad->backward().owner_kernels.empty() && !blocks.empty()) {
+      std::string names;
+      for (const std::string &b : blocks) names += (names.empty() ? "" : ",") + b;
       std::cerr << "tgrad: note: the module launches the owner-computes kernels of this backward with the forward's "
                    "block sizes (the forward's, or its autotune configs'), which may suit them badly (the relu "
                    "matmul's two owners at 2048^3, each timed alone on an H200: 0.24 ms at the best of its forward's "
-                   "configs, 0.10 ms at tiles of their own); if the kernel's block-size constexprs only "
-                   "tile the computation (it computes the same for any power of two in them), name them with "
-                   "--tiling NAME,... and the module tunes them for the backward\n";
+                   "configs, 0.10 ms at tiles of their own). The kernel's block sizes are "
+                << names
+                << ": those that only tile the computation (the kernel computes the same for any power of two in "
+                   "them; a head dimension does not), given with --tiling, the module tunes for the backward\n";
+    }
     return write_output(opts.output, *module) ? 0 : kExitInputError;
   }
   if (opts.explain) {

@@ -79,6 +79,10 @@ class Gradient {
   // (`--emit torch`), its ops in torch.ops.<op_namespace>. An Error of kind
   // Input for a tile function, or a launch value the module cannot express.
   Result<std::string> torch_module(const std::string &op_namespace) const;
+  // Kernels: the tl.constexpr parameters the kernel uses as block sizes (a
+  // tl.arange extent, a tl.zeros or tl.full shape), without a -D value: the
+  // candidates for GradientRequest::tiling, in parameter order.
+  std::vector<std::string> block_size_constexprs() const;
   // Why each memory adjoint is a store, a partial sum or an atomic
   // (`--explain`); empty for a tile function.
   const std::vector<std::string> &explanations() const;
