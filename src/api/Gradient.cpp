@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "src/ad/AnfWalk.h"
@@ -94,6 +95,26 @@ static Status resolve_tiling(const std::vector<std::string> &entries, const ast:
   return {};
 }
 
+// A scalar parameter annotated with a dtype (`T: tl.int64`, fla's ascend kernels) has that type, as --arg would
+// give it: the generic backward does not try the others (an fp32 T, which the kernel's author ruled out, gave
+// another backward than an int32 one and stopped the differentiation).
+static Status annotated_scalar_types(const ast::Function &fn, sema::ParamTypes &types) {
+  static const std::map<std::string, std::string> spelled = {
+      {"float16", "fp16"}, {"bfloat16", "bf16"}, {"float32", "fp32"}, {"float64", "fp64"}, {"int1", "int1"},
+      {"int8", "int8"},    {"int16", "int16"},   {"int32", "int32"},  {"int64", "int64"},  {"uint8", "uint8"},
+      {"uint16", "uint16"}, {"uint32", "uint32"}, {"uint64", "uint64"}};
+  for (size_t k = 0; k < fn.params.size(); ++k) {
+    const ast::Param &p = fn.params[k];
+    if (fn.is_constexpr_param(k) || types.count(p.name) || !p.annotation) continue;
+    auto *attr = ast::dyn_cast<ast::Attribute>(p.annotation.get());
+    auto *module = attr ? ast::dyn_cast<ast::Name>(attr->value.get()) : nullptr;
+    auto it = attr ? spelled.find(attr->attr) : spelled.end();
+    if (!module || module->id != "tl" || it == spelled.end()) continue;
+    if (Status s = api_internal::add_param_types({}, {p.name + "=" + it->second}, types); !s) return s;
+  }
+  return {};
+}
+
 Result<Gradient> differentiate(KernelFile &file, const GradientRequest &request) {
   FileState &state = Access::state(file);
   std::string name = request.function;
@@ -115,6 +136,7 @@ Result<Gradient> differentiate(KernelFile &file, const GradientRequest &request)
   if (Status s = api_internal::resolve_wrt(request.wrt, *fn, r.wrt); !s) return s.error();
   if (Status s = api_internal::add_param_types(request.defines, request.types, r.param_types); !s) return s.error();
   if (Status s = resolve_tiling(request.tiling, *fn, r.param_types, r.tiling); !s) return s.error();
+  if (Status s = annotated_scalar_types(*fn, r.param_types); !s) return s.error();
   const size_t from = state.diags.diagnostics().size();
   std::optional<ad::Backward> backward = ad::differentiate(*state.module, state.sources, r, state.diags);
   if (!backward) return api_internal::input_error(state, from);

@@ -952,6 +952,22 @@ run chunk_overlap tests/kernels/in_place.py --kernel chunk_state_overlap_kernel 
 expect_rc chunk_overlap_exit_1 1 chunk_overlap
 expect_grep chunk_overlap_error "$TMP/chunk_overlap.err" "in_place.py:[0-9]+:[0-9]+: error: 'S' is both loaded and stored by this kernel, and a loop around both"
 
+# A scalar annotated with a dtype (`n: tl.int64`) has that type: the generic backward does not try it as fp32.
+cat > "$TMP/annotated_scalar.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(X, Y, n: tl.int64, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=0.0)
+    tl.store(Y + offs, x * x, mask=offs < n)
+EOF
+run annotated_scalar "$TMP/annotated_scalar.py" --wrt X
+expect_rc annotated_scalar_exit_0 0 annotated_scalar
+expect_grep annotated_scalar_header "$TMP/annotated_scalar.out" "^# Generic: the same backward for X = \\*fp32, \\*fp16, \\*bf16; Y = \\*fp32, \\*fp16, \\*bf16\\.$"
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then
