@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -51,16 +50,106 @@ std::optional<Access> access_of(const Call &c) {
 
 bool same_optional(const Expr *a, const Expr *b) { return (!a && !b) || (a && b && equal(*a, *b)); }
 
+// `x.to(T)` read as x (a cast keeps the value a load or a sum gave).
+const Expr *without_cast(const Expr *e) {
+  auto *to = dyn_cast<Call>(e);
+  auto *attr = to ? dyn_cast<Attribute>(to->func.get()) : nullptr;
+  return attr && attr->attr == "to" ? attr->value.get() : e;
+}
+
+// The pointer parameters an address may be based on: its pointer-typed names, followed through their assignments
+// to parameters. Both rewrites ask it which buffer an access may touch.
+class PointerBases {
+ public:
+  PointerBases(const Function &fn, const sema::TypeInfo &types) : types_(types) {
+    for (const Param &p : fn.params) params_.insert(p.name);
+    collect(fn.body);
+  }
+
+  struct Traced {
+    std::set<std::string> bases;
+    bool untraced = false;  // a pointer name neither a parameter nor assigned: it may point anywhere
+  };
+  Traced of(const Expr &address) const {
+    Traced out;
+    std::set<std::string> seen;
+    walk(address, out, seen);
+    return out;
+  }
+
+  // How many loads, stores and atomics in a block (at any depth) may touch one of `bases`: an address without a
+  // traced base always, one with an untraced pointer name too where `untraced_shares`. An address not understood
+  // counts as `unknown` accesses; one in a branch Triton does not compile (a flag's other value) as none.
+  size_t accesses(const StmtList &body, const std::set<std::string> &bases, size_t unknown, bool untraced_shares) const {
+    size_t n = 0;
+    visit_exprs(body, [&](const Expr &x) {
+      auto *c = dyn_cast<Call>(&x);
+      if (!c || !is_memory_access(emit::print_expr(*c->func))) return;
+      const Expr *p = call_argument(*c, 0, "pointer");
+      if (!p) {
+        n += unknown;
+        return;
+      }
+      if (!types_.type_of(p)) return;
+      Traced b = of(*p);
+      bool shares = b.bases.empty() || (untraced_shares && b.untraced);
+      for (const std::string &x : b.bases) shares |= bases.count(x) > 0;
+      n += shares;
+    });
+    return n;
+  }
+
+ private:
+  void walk(const Expr &e, Traced &out, std::set<std::string> &seen) const {
+    visit_expr(e, [&](const Expr &x) {
+      auto *n = dyn_cast<Name>(&x);
+      if (!n) return;
+      const sema::SType *t = types_.type_of(n);
+      if (!t || !t->is_tensor() || !t->elem.is_pointer) return;
+      if (params_.count(n->id)) out.bases.insert(n->id);
+      if (!seen.insert(n->id).second) return;
+      auto defs = definitions_.equal_range(n->id);
+      if (defs.first == defs.second && !params_.count(n->id)) out.untraced = true;
+      for (auto it = defs.first; it != defs.second; ++it) walk(*it->second, out, seen);
+    });
+  }
+
+  void collect(const StmtList &block) {
+    for (const StmtPtr &s : block) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        for (const ExprPtr &t : a->targets) define(*t, *a->value);
+      } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
+        define(*a->target, *a->value);
+      } else if (auto *i = dyn_cast<If>(s.get())) {
+        collect(i->body);
+        collect(i->orelse);
+      } else if (auto *f = dyn_cast<For>(s.get())) {
+        collect(f->body);
+      } else if (auto *w = dyn_cast<While>(s.get())) {
+        collect(w->body);
+      }
+    }
+  }
+  void define(const Expr &target, const Expr &value) {
+    if (auto *n = dyn_cast<Name>(&target)) {
+      definitions_.emplace(n->id, &value);
+    } else if (auto *t = dyn_cast<Tuple>(&target)) {
+      auto *v = dyn_cast<Tuple>(&value);
+      for (size_t k = 0; k < t->elts.size(); ++k) define(*t->elts[k], v && k < v->elts.size() ? *v->elts[k] : value);
+    }
+  }
+
+  const sema::TypeInfo &types_;
+  std::set<std::string> params_;
+  std::multimap<std::string, const Expr *> definitions_;
+};
+
 class Rewriter {
  public:
   Rewriter(const Function &fn, const sema::TypeInfo &types, std::vector<KeptAccumulator> &kept)
-      : types_(types), kept_(kept) {
+      : types_(types), kept_(kept), pointers_(fn, types) {
     lower::collect_names(fn.body, taken_);
-    for (const Param &p : fn.params) {
-      taken_.insert(p.name);
-      params_.insert(p.name);
-    }
-    collect_definitions(fn.body);
+    for (const Param &p : fn.params) taken_.insert(p.name);
   }
 
   StmtList block(const StmtList &in) {
@@ -211,8 +300,8 @@ class Rewriter {
         std::optional<Access> st = access_of(*store_call(*block_in[*j]));
         if (!same_shape(*load, *st->value)) continue;
         // Nothing else in the loop touches a buffer this address may point into.
-        const std::set<std::string> bases = pointer_bases(*l->pointer);
-        if (bases.empty() || accesses_sharing(loop_body, bases) != 2) continue;
+        const std::set<std::string> bases = pointers_.of(*l->pointer).bases;
+        if (bases.empty() || pointers_.accesses(loop_body, bases, 2, false) != 2) continue;
         Candidate c{i, *j, *l, *st, fresh(hint(s, *l)), needed};
         used.insert(i);
         used.insert(*j);
@@ -312,73 +401,6 @@ class Rewriter {
     return a->shape == b->shape;
   }
 
-  // The pointer parameters an address may be based on: its pointer-typed
-  // names, followed through their assignments to parameters.
-  std::set<std::string> pointer_bases(const Expr &address) const {
-    std::set<std::string> out, seen;
-    pointer_bases(address, out, seen);
-    return out;
-  }
-  void pointer_bases(const Expr &e, std::set<std::string> &out, std::set<std::string> &seen) const {
-    visit_expr(e, [&](const Expr &x) {
-      auto *n = dyn_cast<Name>(&x);
-      if (!n) return;
-      const sema::SType *t = types_.type_of(n);
-      if (!t || !t->is_tensor() || !t->elem.is_pointer) return;
-      if (params_.count(n->id)) out.insert(n->id);
-      if (!seen.insert(n->id).second) return;
-      auto defs = definitions_.equal_range(n->id);
-      for (auto it = defs.first; it != defs.second; ++it) pointer_bases(*it->second, out, seen);
-    });
-  }
-
-  // How many loads, stores and atomics in a block (at any depth) go through
-  // an address with one of these bases (or one not traced).
-  size_t accesses_sharing(const StmtList &body, const std::set<std::string> &bases) const {
-    size_t n = 0;
-    visit_exprs(body, [&](const Expr &x) {
-      auto *c = dyn_cast<Call>(&x);
-      if (!c || !is_memory_access(emit::print_expr(*c->func))) return;
-      const Expr *p = call_argument(*c, 0, "pointer");
-      if (!p) {
-        n += 2;  // not understood: refuse
-        return;
-      }
-      if (!types_.type_of(p)) return;  // a branch Triton does not compile (a flag's other value)
-      std::set<std::string> b = pointer_bases(*p);
-      bool shares = b.empty();
-      for (const std::string &x : b) shares |= bases.count(x) > 0;
-
-      n += shares;
-    });
-    return n;
-  }
-
-  void collect_definitions(const StmtList &block) {
-    for (const StmtPtr &s : block) {
-      if (auto *a = dyn_cast<Assign>(s.get())) {
-        for (const ExprPtr &t : a->targets) define(*t, *a->value);
-      } else if (auto *a = dyn_cast<AugAssign>(s.get())) {
-        define(*a->target, *a->value);
-      } else if (auto *i = dyn_cast<If>(s.get())) {
-        collect_definitions(i->body);
-        collect_definitions(i->orelse);
-      } else if (auto *f = dyn_cast<For>(s.get())) {
-        collect_definitions(f->body);
-      } else if (auto *w = dyn_cast<While>(s.get())) {
-        collect_definitions(w->body);
-      }
-    }
-  }
-  void define(const Expr &target, const Expr &value) {
-    if (auto *n = dyn_cast<Name>(&target)) {
-      definitions_.emplace(n->id, &value);
-    } else if (auto *t = dyn_cast<Tuple>(&target)) {
-      auto *v = dyn_cast<Tuple>(&value);
-      for (size_t k = 0; k < t->elts.size(); ++k) define(*t->elts[k], v && k < v->elts.size() ? *v->elts[k] : value);
-    }
-  }
-
   // `x = tl.load(...)` (or `x += ...`) names the carried value after x.
   static std::string hint(const Stmt &s, const Access &load) {
     std::string target;
@@ -459,8 +481,8 @@ class Rewriter {
 
   const sema::TypeInfo &types_;
   std::vector<KeptAccumulator> &kept_;
-  std::set<std::string> taken_, params_;
-  std::multimap<std::string, const Expr *> definitions_;
+  PointerBases pointers_;
+  std::set<std::string> taken_;
   std::vector<ExprPtr> negations_;
   std::vector<std::string> visiting_;  // names whose invariance is being decided  // `not c` for the else branches' conditions, while rewriting
 };
@@ -471,11 +493,9 @@ class Rewriter {
 // `tl.atomic_add(P, f, mask=M)`.
 class AdditionRewriter {
  public:
-  AdditionRewriter(const Function &fn, const sema::TypeInfo &types) : fn_(fn), types_(types) {
+  AdditionRewriter(const Function &fn, const sema::TypeInfo &types) : fn_(fn), pointers_(fn, types) {
     count_reads(fn.body, reads_);
     count_assignments(fn.body, assigned_);
-    for (const Param &p : fn.params) params_.insert(p.name);
-    collect(fn.body);
   }
 
   // The body rewritten, or nothing where no update qualifies.
@@ -486,12 +506,12 @@ class AdditionRewriter {
     // store would be overwritten by them or overwrite them (their order matters then; atomics have none).
     std::map<std::string, size_t> updates_of;
     for (const Update &u : found)
-      for (const std::string &b : bases(*u.load.pointer)) updates_of[b] += 1;
+      for (const std::string &b : pointers_.of(*u.load.pointer).bases) updates_of[b] += 1;
     std::vector<const Update *> kept;
     for (const Update &u : found) {
-      const std::set<std::string> b = bases(*u.load.pointer);
-      bool alone = b.size() == 1;
-      for (const std::string &x : b) alone &= accesses(fn_.body, x) == 2 * updates_of[x];
+      const PointerBases::Traced t = pointers_.of(*u.load.pointer);
+      bool alone = t.bases.size() == 1 && !t.untraced;
+      for (const std::string &x : t.bases) alone &= pointers_.accesses(fn_.body, {x}, 1000, true) == 2 * updates_of[x];
       if (alone) kept.push_back(&u);
     }
     if (kept.empty()) return std::nullopt;
@@ -516,11 +536,7 @@ class AdditionRewriter {
   static const Call *assigned_load(const Stmt &s, std::string &name) {
     auto *a = dyn_cast<Assign>(&s);
     if (!a || a->targets.size() != 1 || !isa<Name>(a->targets[0].get())) return nullptr;
-    const Expr *v = a->value.get();
-    if (auto *to = dyn_cast<Call>(v); to && isa<Attribute>(to->func.get()) &&
-                                      cast<Attribute>(to->func.get())->attr == "to" && to->args.size() == 1)
-      v = cast<Attribute>(to->func.get())->value.get();
-    auto *c = dyn_cast<Call>(v);
+    auto *c = dyn_cast<Call>(without_cast(a->value.get()));
     if (!c || emit::print_expr(*c->func) != "tl.load") return nullptr;
     name = cast<Name>(a->targets[0].get())->id;
     return c;
@@ -533,17 +549,11 @@ class AdditionRewriter {
     return false;
   }
 
-  // How often `name` is read in the function outside the statements `skip`.
-  size_t reads_outside(const std::string &name, std::initializer_list<const Stmt *> skip) const {
-    int n = reads_.count(name) ? reads_.at(name) : 0;
-    for (const Stmt *s : skip) {
-      std::map<std::string, int> in;
-      StmtList one;
-      one.push_back(clone(*s));
-      count_reads(one, in);
-      n -= in.count(name) ? in.at(name) : 0;
-    }
-    return static_cast<size_t>(n);
+  // Whether a statement (at any depth) reads `name`.
+  static bool reads_name(const Stmt &s, const std::string &name) {
+    std::set<std::string> read;
+    deep_reads(s, read);
+    return read.count(name) > 0;
   }
 
   // `new = old + f` or `f + old` (then the sum's name), or `old += f` (then `old`), with f: the sum's name and f.
@@ -579,9 +589,7 @@ class AdditionRewriter {
       if (!l || (l->mask ? !is_zero(l->other) : l->other != nullptr)) continue;
       // The next statement that reads `old` must add to it, and the sum be stored back by the next one reading it.
       size_t j = i + 1;
-      while (j < block.size() && reads_outside(old, {}) > 0 && reads_outside(old, {block[j].get()}) ==
-                                                                     reads_outside(old, {}))
-        ++j;
+      while (j < block.size() && !reads_name(*block[j], old)) ++j;
       if (j >= block.size()) continue;
       std::optional<std::pair<std::string, const Expr *>> update = addition_to(*block[j], old);
       if (!update) continue;
@@ -595,19 +603,17 @@ class AdditionRewriter {
         auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
         std::optional<Access> st = c ? access_of(*c) : std::nullopt;
         if (!st || !equal(*st->pointer, *l->pointer) || !same_optional(st->mask, l->mask)) continue;
-        const Expr *v = st->value;
-        if (auto *to = dyn_cast<Call>(v); to && isa<Attribute>(to->func.get()) &&
-                                          cast<Attribute>(to->func.get())->attr == "to")
-          v = cast<Attribute>(to->func.get())->value.get();
-        auto *stored = dyn_cast<Name>(v);
+        auto *stored = dyn_cast<Name>(without_cast(st->value));
         if (!stored || stored->id != sum) break;
-        // `old` and the sum are read only by the addition and the store, and assigned only by the load and the
-        // addition: nothing else sees the values in memory.
+        // `old` and the sum are read only by the addition and the store (statements reading a name count once),
+        // and assigned only by the load and the addition: nothing else sees the values in memory.
+        auto read_there = [&](const std::string &n) {
+          return (reads_name(*block[j], n) ? 1 : 0) + (reads_name(*block[k], n) ? 1 : 0);
+        };
         std::map<std::string, int> assigned_here;
-        count_assignments_of(*block[i], assigned_here);
-        count_assignments_of(*block[j], assigned_here);
-        bool only_here = reads_outside(old, {block[j].get(), block[k].get()}) == 0 &&
-                         reads_outside(sum, {block[j].get(), block[k].get()}) == 0 &&
+        stmt_assignments(*block[i], assigned_here);
+        stmt_assignments(*block[j], assigned_here);
+        bool only_here = reads_[old] == read_there(old) && reads_[sum] == read_there(sum) &&
                          assigned_[old] == assigned_here[old] && assigned_[sum] == assigned_here[sum];
         // The address and mask mean the same at the store: nothing between assigns what they read.
         std::set<std::string> read;
@@ -615,19 +621,13 @@ class AdditionRewriter {
         if (l->mask) reads(*l->mask, read);
         for (size_t m = i + 1; m < k && only_here; ++m) {
           std::map<std::string, int> between;
-          count_assignments_of(*block[m], between);
+          stmt_assignments(*block[m], between);
           for (const auto &kv : between) only_here &= !read.count(kv.first);
         }
         if (only_here) out.push_back({block[i].get(), block[j].get(), *l, *st, update->second});
         break;
       }
     }
-  }
-
-  static void count_assignments_of(const Stmt &s, std::map<std::string, int> &out) {
-    StmtList one;
-    one.push_back(clone(s));
-    count_assignments(one, out);
   }
 
   StmtList block(const StmtList &in) {
@@ -669,64 +669,9 @@ class AdditionRewriter {
     return out;
   }
 
-  void collect(const StmtList &block) {
-    for (const StmtPtr &s : block) {
-      if (auto *a = dyn_cast<Assign>(s.get())) {
-        if (a->targets.size() == 1)
-          if (auto *n = dyn_cast<Name>(a->targets[0].get())) definitions_.emplace(n->id, a->value.get());
-      } else if (auto *i = dyn_cast<If>(s.get())) {
-        collect(i->body);
-        collect(i->orelse);
-      } else if (auto *f = dyn_cast<For>(s.get())) {
-        collect(f->body);
-      } else if (auto *w = dyn_cast<While>(s.get())) {
-        collect(w->body);
-      }
-    }
-  }
-
-  // The pointer parameters an address is based on, through the names it reads ("" for one not traced).
-  std::set<std::string> bases(const Expr &address) const {
-    std::set<std::string> out, seen;
-    std::function<void(const Expr &)> walk = [&](const Expr &e) {
-      visit_expr(e, [&](const Expr &x) {
-        auto *n = dyn_cast<Name>(&x);
-        if (!n) return;
-        const sema::SType *t = types_.type_of(n);
-        if (!t || !t->is_tensor() || !t->elem.is_pointer) return;
-        if (params_.count(n->id)) out.insert(n->id);
-        if (!seen.insert(n->id).second) return;
-        auto defs = definitions_.equal_range(n->id);
-        if (defs.first == defs.second && !params_.count(n->id)) out.insert("");
-        for (auto it = defs.first; it != defs.second; ++it) walk(*it->second);
-      });
-    };
-    walk(address);
-    return out;
-  }
-
-  // The memory accesses of a block (at any depth) whose address may be based on `base`.
-  size_t accesses(const StmtList &body, const std::string &base) const {
-    size_t n = 0;
-    visit_exprs(body, [&](const Expr &x) {
-      auto *c = dyn_cast<Call>(&x);
-      if (!c || !is_memory_access(emit::print_expr(*c->func))) return;
-      const Expr *p = call_argument(*c, 0, "pointer");
-      if (!p) {
-        n += 1000;  // not understood: refuse
-        return;
-      }
-      const std::set<std::string> b = bases(*p);
-      n += (b.count(base) || b.count("")) ? 1 : 0;
-    });
-    return n;
-  }
-
   const Function &fn_;
-  const sema::TypeInfo &types_;
+  PointerBases pointers_;
   std::map<std::string, int> reads_, assigned_;
-  std::set<std::string> params_;
-  std::multimap<std::string, const Expr *> definitions_;
   std::set<const Call *> chosen_;
   std::set<const Stmt *> skipped_;
   std::map<const Call *, const Expr *> added_;

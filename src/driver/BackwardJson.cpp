@@ -588,8 +588,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
       // gradients, which are the same only for the same values).
       bool apart = !has_partial_sums && bwd.prologue_kernel.empty() && !bwd.backward_kernel_writes &&
                    scratch.empty() && !bwd.owner_kernels.empty();
-      std::set<std::string> written;
-      for (const json &p : params) apart &= p["role"] != "scratch";
+      std::set<std::string> written;  // (every scratch parameter is in `scratch` too)
       for (const auto &o : bwd.owner_kernels)
         for (const std::string &g : o.gradients) apart &= written.insert(g).second;
       out["tiling"] = {{"constexprs", request.tiling},

@@ -207,6 +207,9 @@ class Engine {
   // whether each of its iterations loads and stores addresses of its own.
   static size_t shared_loops(const MemoryOp &a, const MemoryOp &b);
   static bool iterations_own_addresses(const MemoryOp &load, const MemoryOp &store, const AccessAnalysis &access);
+  // Whether every access the kernel makes through `base` is a tl.atomic_add (its contents before the kernel pass
+  // to its contents after unchanged).
+  bool only_added_atomically(const std::string &base) const;
 
   static std::string name_or_empty(const Expr *e);
 

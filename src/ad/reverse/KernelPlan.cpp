@@ -236,6 +236,12 @@ void Engine::refuse_untraced_pointer(const std::string &w) {
   walk(anf_.fn->body);
 }
 
+bool Engine::only_added_atomically(const std::string &base) const {
+  for (const MemoryOp &m : memory_)
+    if (m.base == base && !(m.store && m.atomic == "tl.atomic_add")) return false;
+  return true;
+}
+
 void Engine::audit_zero_gradients(Backward &result,
                                   const std::map<std::string, std::vector<const MemoryOp *>> &store_of,
                                   const std::set<std::string> &no_grad) {
@@ -262,12 +268,9 @@ void Engine::audit_zero_gradients(Backward &result,
       for (const std::string &x : v) out += (out.empty() ? "'" : ", '") + x + "'";
       return out;
     };
-    bool read = false, only_added = true;
-    for (const MemoryOp &m : memory_) {
-      read |= !m.store && m.base == w && useful_.count(m.value);
-      if (m.base == w) only_added &= m.store && m.atomic == "tl.atomic_add";
-    }
-    if (only_added && in_place_.count(w)) {
+    bool read = false;
+    for (const MemoryOp &m : memory_) read |= !m.store && m.base == w && useful_.count(m.value);
+    if (in_place_.count(w) && only_added_atomically(w)) {
       result.explanations.push_back("'" + w + "': the kernel only adds to it, so its gradient is the upstream "
                                     "gradient of what it holds after the kernel, unchanged");
       continue;
@@ -450,14 +453,9 @@ std::optional<Backward> Engine::build_kernel() {
   // gradient is the upstream gradient itself. One buffer holds both, as for an update in place, and the backward
   // only reads it (the atomic additions' adjoints).
   for (const std::string &o : outputs) {
-    if (!wrt.count(o) || in_place_.count(o)) continue;
-    bool only_added = true;
-    for (const MemoryOp &m : memory_)
-      if (m.base == o) only_added &= m.store && m.atomic == "tl.atomic_add";
-    if (only_added) {
-      in_place_.insert(o);
-      partial_bases_.erase(o);
-    }
+    if (!wrt.count(o) || in_place_.count(o) || !only_added_atomically(o)) continue;
+    in_place_.insert(o);
+    partial_bases_.erase(o);
   }
 
   // 3. Gradient buffers: inputs in --wrt order, then outputs in parameter order.

@@ -671,7 +671,8 @@ class TgradKernel:
         # the kernels are apart (else all together), with the forward's grid for the values tried.
         tiling = [n for n in self._tiling if n in names and type(bound.get(n)) is int]
         if tiling and grid_function is not None:
-            for k in (range(kernels) if self._tiling_apart else [None]):
+            # The kernels whose values change together: each on its own, or all at once.
+            for changed in ([[k] for k in range(kernels)] if self._tiling_apart else [list(range(kernels))]):
                 tried_values = set()  # each set of values timed once (timings that go round would loop forever)
                 improved = True
                 while improved:
@@ -679,19 +680,17 @@ class TgradKernel:
                     for name in tiling:
                         for factor in (2, 0.5):
                             while True:
-                                index = 0 if k is None else k
-                                value = best[index][2].get(name, bound[name])
-                                tried = int(value * factor)
+                                current = best[changed[0]][2]
+                                tried = int(current.get(name, bound[name]) * factor)
                                 if tried < 16 or tried > 512:
                                     break
-                                values = {**{n: bound[n] for n in tiling}, **best[index][2], name: tried}
+                                values = {**{n: bound[n] for n in tiling}, **current, name: tried}
                                 if tuple(sorted(values.items())) in tried_values:
                                     break
                                 tried_values.add(tuple(sorted(values.items())))
-                                launch = (forward_grid(values), best[index][1], values)
-                                launches = [launch if k is None or j == k else best[j] for j in range(kernels)]
-                                if k is None:
-                                    launches = [(launch[0], best[j][1], values) for j in range(kernels)]
+                                grid_v = forward_grid(values)
+                                launches = [(grid_v, best[j][1], values) if j in changed else best[j]
+                                            for j in range(kernels)]
                                 t = milliseconds(launches)
                                 if t >= best_time * 0.98:  # (timing noise: a gain under 2 % is not taken)
                                     break
