@@ -790,8 +790,10 @@ class Normalizer {
                      "known before the kernel runs, which is unrolled); reverse mode for runtime loops is not "
                      "implemented");
       case NodeKind::While:
-        fail(s.span, "while loops cannot be differentiated: tgrad cannot know their trip count to replay them, and "
-                     "taping them is not implemented; write the loop as `for i in range(...)` with a bound");
+        fail(s.span, "tgrad cannot count this while loop's trips to replay it: a while loop differentiates where its "
+                     "last statement steps one variable (`v += step`), its condition compares that variable with "
+                     "bounds the loop does not change (`while lo <= v and v < hi:`), and nothing else assigns it "
+                     "(src/ad/WhileLoops.h); otherwise write it as `for i in range(...)` with a bound");
       case NodeKind::Pass: return;
       case NodeKind::Assert: emit(clone(s)); return;
 #define TGRAD_EXPR(Name) case NodeKind::Name:

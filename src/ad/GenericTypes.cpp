@@ -712,9 +712,12 @@ class GenericDifferentiation {
     // Every parameter typed: no representative to choose, and the roles below would decide nothing. Nor do
     // they where the others are tl.constexpr: their roles (a constexpr, or a dtype one) leave no pointer,
     // scalar or tile to try types for, and the kernel is differentiated as typed below.
+    // A tl.constexpr whose default is a dtype (unsloth's `acc_dtype: tl.constexpr = tl.float32`) without a value
+    // is one, though: each value is tried as for any dtype given as a tl.constexpr.
     bool all_typed = true;
     for (size_t k = 0; k < fn_.params.size(); ++k)
-      all_typed &= request_.param_types.count(pname(k)) > 0 || fn_.is_constexpr_param(k);
+      all_typed &= request_.param_types.count(pname(k)) > 0 ||
+                   (fn_.is_constexpr_param(k) && !defaults_to_dtype(fn_.params[k]));
     if (all_typed) return differentiate_typed(module_, sources_, request_, diags_);
     std::vector<ParamRole> &roles = roles_ = param_roles(module_, fn_, request_.param_types);
     // A --wrt pointer this specialization does not load (`if HAS_WEIGHT:
@@ -738,7 +741,8 @@ class GenericDifferentiation {
         case ParamRole::Tile: tiles_.push_back(k); break;
       }
     }
-    if (float_pointers_.empty() && integer_pointers_.empty() && scalars_.empty() && tiles_.empty())
+    if (float_pointers_.empty() && integer_pointers_.empty() && scalars_.empty() && tiles_.empty() &&
+        dtype_params_.empty())
       return differentiate_typed(module_, sources_, request_, diags_);
     for (size_t k : scalars_)
       if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
@@ -762,6 +766,12 @@ class GenericDifferentiation {
 
  private:
   const std::string &pname(size_t k) const { return fn_.params[k].name; }
+
+  static bool defaults_to_dtype(const Param &p) {
+    auto *a = p.default_value ? dyn_cast<Attribute>(p.default_value.get()) : nullptr;
+    auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
+    return base && base->id == "tl" && sema::is_dtype_name(a->attr);
+  }
 
   Trial attempt(const sema::ParamTypes &types) const {
     Trial t;

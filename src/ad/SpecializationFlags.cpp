@@ -189,8 +189,40 @@ std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, 
   return sema::analyze(module, fn, given, quiet);
 }
 
+// `names` with, for each local tl.constexpr in it, the names its definitions read, to a fixed point: a condition on a
+// local constexpr (`SHOULD_FUSE_MUL: tl.constexpr = FUSE_MUL_PRE or FUSE_MUL_POST`, unsloth's grouped GEMM) tests
+// the flags it is computed from.
+static void add_sources_of_locals(const Function &fn, std::set<std::string> &names) {
+  std::map<std::string, std::set<std::string>> sources;
+  std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
+    for (const StmtPtr &st : block) {
+      if (auto *a = dyn_cast<AnnAssign>(st.get()); a && a->value && is_constexpr_annotation(a->annotation.get())) {
+        if (auto *n = dyn_cast<Name>(a->target.get())) reads(*a->value, sources[n->id]);
+      } else if (auto *i = dyn_cast<If>(st.get())) {
+        walk(i->body);
+        walk(i->orelse);
+      } else if (auto *f = dyn_cast<For>(st.get())) {
+        walk(f->body);
+      } else if (auto *w = dyn_cast<While>(st.get())) {
+        walk(w->body);
+      }
+    }
+  };
+  walk(fn.body);
+  std::vector<std::string> pending(names.begin(), names.end());
+  while (!pending.empty()) {
+    const std::string n = pending.back();
+    pending.pop_back();
+    auto it = sources.find(n);
+    if (it == sources.end()) continue;
+    for (const std::string &m : it->second)
+      if (names.insert(m).second) pending.push_back(m);
+  }
+}
+
 // The constexpr flags whose guarded definitions need values.
-// The names read in the conditions of the function's ifs, at any depth.
+// The names read in the conditions of the function's ifs, at any depth, and what the locals they read are computed
+// from.
 static std::set<std::string> names_read_in_conditions(const Function &fn) {
   std::set<std::string> in_conditions;
   std::function<void(const StmtList &)> conditions = [&](const StmtList &block) {
@@ -207,6 +239,7 @@ static std::set<std::string> names_read_in_conditions(const Function &fn) {
     }
   };
   conditions(fn.body);
+  add_sources_of_locals(fn, in_conditions);
   return in_conditions;
 }
 
@@ -268,6 +301,7 @@ static bool reads_unvalued_flag(const Module &module, const Function &fn, const 
   };
   block(fn.body);
   for (const auto &f : module.functions) block(f->body);
+  add_sources_of_locals(fn, in_conditions);
   for (const std::string &n : in_conditions)
     if (unvalued.count(n)) return true;
   return !flags_tested_in_helpers(module, fn, given).empty();
@@ -333,6 +367,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   for (const Expr *cond : constexpr_guarded_conditions(guarded, registers_info ? *registers_info : *info)) {
     std::set<std::string> read;
     reads(*cond, read);
+    add_sources_of_locals(guarded, read);
     for (size_t k = 0; k < fn.params.size(); ++k)
       if (fn.is_constexpr_param(k) && read.count(fn.params[k].name) && !given.count(fn.params[k].name) &&
           std::find(flags.begin(), flags.end(), fn.params[k].name) == flags.end())

@@ -12,6 +12,7 @@
 #include "src/ad/AnfWalk.h"
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/EarlyReturn.h"
+#include "src/ad/WhileLoops.h"
 #include "src/ad/GenericTypes.h"
 #include "src/ad/MemoryAccumulators.h"
 #include "src/ad/SpecializationFlags.h"
@@ -62,8 +63,10 @@ class Specializer {
     // `x = a if c else b` an if, whose paths must agree on x's type as
     // Triton's ternary with a runtime condition requires (ttt's `i_last =
     // (BT - 1) if ... else (T % BT - 1)` does not compile where T is int64).
-    guarded_ = guard_early_returns(fn_);
-    split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : fn_);
+    counted_ = while_loops_as_counted_fors(fn_);
+    const Function &counted = counted_ ? *counted_ : fn_;
+    guarded_ = guard_early_returns(counted);
+    split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : counted);
   }
 
   // Specialized to read an online softmax's stored statistic (differentiate_lowered): the specializations where
@@ -222,7 +225,7 @@ class Specializer {
   bool forward_compiles(const std::vector<size_t> &choice, bool strict) const {
     sema::ParamTypes given = request_.param_types;
     for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
-    const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : fn_;
+    const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : counted_ ? *counted_ : fn_;
     // Strict: with the parameters typed as the backward types them (the
     // lenient fallback leaves them unknown, and unknown types agree with
     // anything).
@@ -622,7 +625,7 @@ class Specializer {
   std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
   std::vector<std::vector<size_t>> taped_;    // values dropped by drop_taped_softmax()
   bool drop_taped_softmax_ = false;
-  std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
+  std::unique_ptr<Function> counted_, guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };
 
 // The literal of a constexpr value given with -D: a string, number, bool
@@ -731,6 +734,16 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   const Module *lowered_or_inlined =
       lower::with_block_pointers_lowered(inlined ? *inlined : user_module, request.function, diags, lowered);
   if (!lowered_or_inlined) return std::nullopt;
+  // While loops that step one variable become counted for loops (src/ad/WhileLoops.h) for every stage that reads
+  // the kernel: the flags' and the generic trials' analyses type the loop as reverse mode differentiates it.
+  std::unique_ptr<Module> counted;
+  if (const Function *written = lowered_or_inlined->find_function(request.function))
+    if (std::unique_ptr<Function> rewritten = while_loops_as_counted_fors(*written)) {
+      counted = clone(*lowered_or_inlined);
+      for (size_t k = 0; k < lowered_or_inlined->functions.size(); ++k)
+        if (lowered_or_inlined->functions[k].get() == written) counted->functions[k] = std::move(rewritten);
+      lowered_or_inlined = counted.get();
+    }
   const Module &module = *lowered_or_inlined;
   // TGRAD_DEBUG_LOWERED: the kernel as differentiated, helpers inlined and block pointers lowered.
   if (std::getenv("TGRAD_DEBUG_LOWERED") && &module != &user_module) std::cerr << emit::print_module(module);

@@ -140,6 +140,13 @@ class ExprTranslator {
       if (sema::is_compiler_hint(callee) && !c->args.empty())
         return translate(*c->args[0], depth + 1);
       if (callee == "tl.num_programs" && axis()) return json{{"grid", *axis()}};
+      // A choice between scalars (a while loop's trip count, src/ad/WhileLoops.h): the protocol's if.
+      if (callee == "tl.where" && c->args.size() == 3 && c->keywords.empty()) {
+        auto cond = translate(*c->args[0], depth + 1), a = translate(*c->args[1], depth + 1),
+             b = translate(*c->args[2], depth + 1);
+        if (!cond || !a || !b) return std::nullopt;
+        return op("if", {*cond, *a, *b});
+      }
       const char *name = callee == "tl.cdiv" || callee == "triton.cdiv"                 ? "cdiv"
                          : callee == "min" || callee == "tl.minimum"                       ? "min"
                          : callee == "max" || callee == "tl.maximum"                       ? "max"

@@ -86,10 +86,23 @@ Evaluator::Flow Evaluator::exec(const Stmt &s, Frame &frame) {
     case NodeKind::For: return exec_for(*cast<For>(&s), frame);
     case NodeKind::While: {
       auto *n = cast<While>(&s);
+      // Its trips are counted as a for loop's: reverse mode differentiates a stepped while loop as a counted for
+      // loop at the same place (src/ad/WhileLoops.h), whose tapes need the most trips any program runs.
+      int64_t trips = 0;
+      auto record_trips = [&] {
+        if (!options_.loop_trips) return;
+        int64_t &most = (*options_.loop_trips)[{s.span.begin.line, s.span.begin.column}];
+        most = std::max(most, trips);
+      };
       while (truth(eval(*n->cond, frame), n->cond->span)) {
         count_iteration(s.span);
-        if (exec_block(n->body, frame) == Flow::Return) return Flow::Return;
+        ++trips;
+        if (exec_block(n->body, frame) == Flow::Return) {
+          record_trips();
+          return Flow::Return;
+        }
       }
+      record_trips();
       return Flow::Normal;
     }
     case NodeKind::Return: {

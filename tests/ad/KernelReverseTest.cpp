@@ -675,6 +675,25 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"memory_additions", "tiled_partial_sums_kernel", {3, 1, 1},
                    {"X=fp32[7,40]", "W=fp32[40]", "P=fp32[3,40]", "n_rows=7", "n_cols=37"}, {"BLOCK=16"},
                    {"X", "W", "P"}, {"differentiated as tl.atomic_add", "'P': the kernel only adds to it"}},
+        // While loops that step one variable, as counted for loops (src/ad/WhileLoops.h): a grid-stride row loop
+        // (the step's sign known at run time), tiles of groups of loaded sizes dealt in turn with two bounds (as
+        // unsloth's grouped GEMM), rows walked down with `-=` (and up, the step negative), and a value carried
+        // through the trips (the loop is taped).
+        KernelCase{"while_loops", "persistent_rows_kernel", {3, 1, 1},
+                   {"X=fp32[7,20]", "W=fp32[20]", "Y=fp32[7,20]:zeros", "n_rows=7", "n_cols=20", "NUM_PROGRAMS=3"},
+                   {"BLOCK=32"}, {"X", "W"}, {}},
+        KernelCase{"while_loops", "grouped_tiles_kernel", {3, 1, 1},
+                   {"X=fp32[36,20]", "W=fp32[4,20]", "Y=fp32[36,20]:zeros", "sizes=int32[4]:uniform(0,10)",
+                    "n_groups=4", "n_cols=20", "NUM_SMS=3"},
+                   {"BLOCK_M=2", "BLOCK_N=32"}, {"X", "W"}, {}},
+        KernelCase{"while_loops", "descending_rows_kernel", {3, 1, 1},
+                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "n_rows=8", "n_cols=20", "STEP=3"}, {"BLOCK=32"}, {"X"}, {}},
+        KernelCase{"while_loops", "descending_rows_kernel", {3, 1, 1},
+                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "n_rows=8", "n_cols=20", "STEP=-3"}, {"BLOCK=32"}, {"X"}, {}},
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,8]", "Y=fp32[2,8]:zeros", "n=3"}, {"B=8"}, {"X"}, {},
+                   "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n"
+                   "    o = tl.program_id(0) * B + tl.arange(0, B)\n    x = tl.load(X + o)\n"
+                   "    while n > 0:\n        x = x * x * 0.5\n        n -= 1\n    tl.store(Y + o, x)\n"},
         // Taped loops nested in an accumulating loop, in a taped loop, and in a runtime if (both branches).
         KernelCase{"recurrence", "nested_scan_kernel", {2, 1, 1},
                    {"X=fp32[2,3,4,16]", "Y=fp32[2,16]:zeros", "n_outer=3", "n_inner=4"}, {"BLOCK=16"}, {"X"}, {}},
@@ -937,12 +956,13 @@ TEST(KernelReverseErrors, TapedLoopWithARuntimeStep) {
       << m;
 }
 
+// A while loop whose trips depend on values it computes has no count before it starts (src/ad/WhileLoops.h).
 TEST(KernelReverseErrors, WhileLoops) {
   std::string m = errors_of(std::string(kHead) +
-                                "def k(X, Y, n, B: tl.constexpr):\n    x = tl.load(X + tl.arange(0, B))\n"
-                                "    while n > 0:\n        x = x * 2.0\n        n -= 1\n    tl.store(Y + tl.arange(0, B), x)\n",
-                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"n", "i32"}});
-  EXPECT_NE(m.find("t.py:6:5: error: while loops cannot be differentiated"), std::string::npos) << m;
+                                "def k(X, Y, B: tl.constexpr):\n    x = tl.load(X + tl.arange(0, B))\n"
+                                "    while tl.sum(x * x) > 1.0:\n        x = x * 0.5\n    tl.store(Y + tl.arange(0, B), x)\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+  EXPECT_NE(m.find("t.py:6:5: error: tgrad cannot count this while loop's trips to replay it"), std::string::npos) << m;
 }
 
 TEST(KernelReverseErrors, WrtMustBeAFloatPointer) {

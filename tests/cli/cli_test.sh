@@ -947,6 +947,15 @@ run additions_atomic tests/kernels/memory_additions.py --kernel tiled_partial_su
 expect_rc additions_atomic_exit_0 0 additions_atomic
 expect_grep additions_atomic_explained "$TMP/additions_atomic.err" "adds to what it loaded and stores the sum back, every access to that buffer so; differentiated as tl.atomic_add"
 
+# A while loop whose trip count depends on values it computes: no count before it starts, a located error (and no
+# crash); one that steps a variable between bounds differentiates with no other flag.
+run while_data tests/kernels/while_loops.py --kernel until_converged_kernel --wrt X
+expect_rc while_data_exit_1 1 while_data
+expect_grep while_data_error "$TMP/while_data.err" "while_loops.py:[0-9]+:5: error: tgrad cannot count this while loop's trips to replay it"
+run while_persistent tests/kernels/while_loops.py --kernel grouped_tiles_kernel --wrt X,W
+expect_rc while_persistent_exit_0 0 while_persistent
+expect_grep while_persistent_counted "$TMP/while_persistent.out" "for tidx_k in range\\(0, tidx_trips\\):"
+
 # An in-place state over chunks whose masked lanes reach into the next chunk's block: the located error stays.
 run chunk_overlap tests/kernels/in_place.py --kernel chunk_state_overlap_kernel --wrt S,D
 expect_rc chunk_overlap_exit_1 1 chunk_overlap
