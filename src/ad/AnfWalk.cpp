@@ -21,6 +21,12 @@ void visit_exprs(const StmtList &block, const std::function<void(const Expr &)> 
       visit_exprs(i->body, fn);
       visit_exprs(i->orelse, fn);
     }
+    // (A-normal form has neither; a kernel as written may: `acc_dtype` read inside a persistent kernel's while loop.)
+    if (auto *a = dyn_cast<AnnAssign>(st.get()); a && a->value) visit_expr(*a->value, fn);
+    if (auto *w = dyn_cast<While>(st.get())) {
+      visit_expr(*w->cond, fn);
+      visit_exprs(w->body, fn);
+    }
   }
 }
 

@@ -687,9 +687,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "n_groups=4", "n_cols=20", "NUM_SMS=3"},
                    {"BLOCK_M=2", "BLOCK_N=32"}, {"X", "W"}, {}},
         KernelCase{"while_loops", "descending_rows_kernel", {3, 1, 1},
-                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "n_rows=8", "n_cols=20", "STEP=3"}, {"BLOCK=32"}, {"X"}, {}},
+                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "first=7", "n_rows=8", "n_cols=20", "STEP=3"}, {"BLOCK=32"},
+                   {"X"}, {}},
         KernelCase{"while_loops", "descending_rows_kernel", {3, 1, 1},
-                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "n_rows=8", "n_cols=20", "STEP=-3"}, {"BLOCK=32"}, {"X"}, {}},
+                   {"X=fp32[8,20]", "Y=fp32[8,20]:zeros", "first=2", "n_rows=8", "n_cols=20", "STEP=-3"}, {"BLOCK=32"},
+                   {"X"}, {}},
         KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,8]", "Y=fp32[2,8]:zeros", "n=3"}, {"B=8"}, {"X"}, {},
                    "import triton\nimport triton.language as tl\n@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n"
                    "    o = tl.program_id(0) * B + tl.arange(0, B)\n    x = tl.load(X + o)\n"

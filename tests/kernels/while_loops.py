@@ -43,10 +43,11 @@ def grouped_tiles_kernel(X, W, Y, sizes, n_groups, n_cols, NUM_SMS, BLOCK_M: tl.
         done += tiles
 
 
-# Rows from the last down, the bound below written first and `-=` for the step.
+# Rows walked from `first - program id` by `-= STEP` (down for a positive STEP, up for a negative one), the bound
+# below written first.
 @triton.jit
-def descending_rows_kernel(X, Y, n_rows, n_cols, STEP, BLOCK: tl.constexpr):
-    row = n_rows - 1 - tl.program_id(0)
+def descending_rows_kernel(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.constexpr):
+    row = first - tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     carry = tl.zeros([BLOCK], dtype=tl.float32)
