@@ -110,6 +110,8 @@ def _tgrad_float32_zeros_like(t):
 def _tgrad_overlaps(t):
     """Whether two elements of `t` share memory: an expanded view (a stride 0 over a dimension of more
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
+    if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
+        return False
     reach = 0
     for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
         if stride <= reach:
@@ -283,6 +285,8 @@ def _tgrad_multi_processor_count(device):
 def _tgrad_max_over_programs(value, grid, axes):
     """The largest value(pid) over the forward's programs (pid: (axis 0, axis 1, axis 2)); only the
     axes `value` depends on are walked."""
+    if not axes:
+        return value((0, 0, 0))
     best = None
     for ids in itertools.product(*(range(grid[a]) if a in axes else (0,) for a in range(3))):
         v = value(ids)
@@ -406,8 +410,11 @@ class TgradKernel:
         self._packed_params = frozenset(packed_params)
         # The parameters the op returns, in order: one passed as None comes back as None.
         self._output_params = output_params
-        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line).
+        # The float dtypes the backward was written and checked for, per pointer (its `# Generic:` line), and as
+        # torch dtypes (what a launch compares).
         self._dtypes = dtypes or {}
+        self._torch_dtypes = {name: frozenset(getattr(torch, d) for d in served if hasattr(torch, d))
+                              for name, served in self._dtypes.items()}
         # Outside torch.compile: the same functions under a torch.autograd.Function, without the op dispatch.
         self._eager = eager.apply if eager is not None else op
         self._params = params
@@ -469,8 +476,8 @@ class TgradKernel:
             for name, value in values.items():
                 if name not in bound:
                     bound[name] = value(bound)
-        missing = [p for p in self._params if p not in bound]
-        if missing:
+        if len(bound) < len(self._params):
+            missing = [p for p in self._params if p not in bound]
             raise TypeError(f"{self.__name__}() missing arguments: {', '.join(missing)}")
         grid_function = grid if callable(grid) else None
         if callable(grid):
@@ -482,21 +489,25 @@ class TgradKernel:
         # isinstance(x, tl.tensor_descriptor): ... else: tl.make_tensor_descriptor(x, ...)`, the Triton tutorial's
         # attention). That is the kernel the user launched only where its own shape, strides and block shape are
         # the descriptor's: checked on the first launch of each layout (_check_descriptors).
-        descriptors = {n: v for n, v in bound.items() if _tgrad_is_host_descriptor(v)}
+        descriptors = {n: v for n, v in bound.items()
+                       if type(v).__name__ == "TensorDescriptor" and _tgrad_is_host_descriptor(v)}
         if descriptors:
             self._check_descriptors([int(g) for g in grid], bound, descriptors, num_warps, num_stages)
             for name, descriptor in descriptors.items():
                 bound[name] = descriptor.base
-        for name, served in self._dtypes.items():
+        for name, allowed in self._torch_dtypes.items():
             value = bound[name]
-            if isinstance(value, torch.Tensor) and value.is_floating_point() and str(value.dtype)[6:] not in served:
+            if isinstance(value, torch.Tensor) and value.dtype not in allowed and value.is_floating_point():
+                served = self._dtypes[name]
                 raise TypeError(f"tgrad: {self.__name__}: '{name}' is {value.dtype}, and the backward was written and "
                                 f"checked for {', '.join(served)} only (its `# Generic:` line): regenerate the module "
                                 f"with --arg {name}=TYPE for this dtype")
         # A dtype crosses the op's schema as its name (the op makes it a dtype again).
         arguments = []
         packed = None  # the integer arguments as one list, where the op's schema would pass 64 arguments
-        for p in self._params:
+        if not self._packed_params and not self._split_params:  # (most kernels: each argument as itself)
+            arguments = [v.name if isinstance(v, triton.language.dtype) else v for v in map(bound.__getitem__, self._params)]
+        for p in self._params if self._packed_params or self._split_params else ():
             value = bound[p].name if isinstance(bound[p], triton.language.dtype) else bound[p]
             if p in self._packed_params:
                 if packed is None:
@@ -696,43 +707,49 @@ class TgradKernel:
             raise failures[0]  # no candidate runs: the forward's values' error
         reference = best  # values of the forward's own configs: what --tiling's values are checked against
         # --tiling: the declared block sizes, each doubled or halved while that is faster, kernel by kernel where
-        # the kernels are apart (else all together), with the forward's grid for the values tried.
+        # the kernels are apart (else all together), with the forward's grid for the values tried; then each
+        # kernel's warps and stages, the others held. Rounds of both while a round gains: block sizes that pay only
+        # with 8 warps (the relu matmul's owners: 128 x 64 x 256) are found once the warps have changed.
         tiling = [n for n in self._tiling if n in names and type(bound.get(n)) is int]
-        if tiling and grid_function is not None:
-            # The kernels whose values change together: each on its own, or all at once.
-            for changed in ([[k] for k in range(kernels)] if self._tiling_apart else [list(range(kernels))]):
-                tried_values = set()  # each set of values timed once (timings that go round would loop forever)
-                improved = True
-                while improved:
-                    improved = False
-                    for name in tiling:
-                        for factor in (2, 0.5):
-                            while True:
-                                current = best[changed[0]][2]
-                                tried = int(current.get(name, bound[name]) * factor)
-                                if tried < 16 or tried > 512:
-                                    break
-                                values = {**{n: bound[n] for n in tiling}, **current, name: tried}
-                                if tuple(sorted(values.items())) in tried_values:
-                                    break
-                                tried_values.add(tuple(sorted(values.items())))
-                                grid_v = forward_grid(values)
-                                launches = [(grid_v, best[j][1], values) if j in changed else best[j]
-                                            for j in range(kernels)]
-                                t = milliseconds(launches)
-                                if t >= best_time * 0.98:  # (timing noise: a gain under 2 % is not taken)
-                                    break
-                                best_time, best, improved = t, launches, True
-        # Then each kernel's warps and stages, the others held.
-        for k in range(kernels):
-            for option in ((4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (8, 4)):
-                if option == best[k][1]:
-                    continue
-                launches = list(best)
-                launches[k] = (best[k][0], option, best[k][2])
-                t = milliseconds(launches)
-                if t < best_time:
-                    best_time, best = t, launches
+        tried_values = [set() for _ in range(kernels)]  # each set of values timed once per kernel (and warps)
+        for _ in range(3 if tiling and grid_function is not None else 1):
+            round_start = best_time
+            if tiling and grid_function is not None:
+                # The kernels whose values change together: each on its own, or all at once.
+                for changed in ([[k] for k in range(kernels)] if self._tiling_apart else [list(range(kernels))]):
+                    improved = True
+                    while improved:
+                        improved = False
+                        for name in tiling:
+                            for factor in (2, 0.5):
+                                while True:
+                                    current = best[changed[0]][2]
+                                    tried = int(current.get(name, bound[name]) * factor)
+                                    if tried < 16 or tried > 512:
+                                        break
+                                    values = {**{n: bound[n] for n in tiling}, **current, name: tried}
+                                    seen = (tuple(sorted(values.items())), best[changed[0]][1])
+                                    if seen in tried_values[changed[0]]:
+                                        break
+                                    tried_values[changed[0]].add(seen)
+                                    grid_v = forward_grid(values)
+                                    launches = [(grid_v, best[j][1], values) if j in changed else best[j]
+                                                for j in range(kernels)]
+                                    t = milliseconds(launches)
+                                    if t >= best_time * 0.98:  # (timing noise: a gain under 2 % is not taken)
+                                        break
+                                    best_time, best, improved = t, launches, True
+            for k in range(kernels):
+                for option in ((4, 2), (4, 3), (4, 4), (8, 2), (8, 3), (8, 4)):
+                    if option == best[k][1]:
+                        continue
+                    launches = list(best)
+                    launches[k] = (best[k][0], option, best[k][2])
+                    t = milliseconds(launches)
+                    if t < best_time:
+                        best_time, best = t, launches
+            if best_time >= round_start * 0.98:
+                break
         if any(launch[2] != ref[2] for launch, ref in zip(best, reference)):
             best = self._checked_tiling(best, reference, context, backward, backward_with, output)
         return self._encode_kernels(best)
