@@ -237,6 +237,10 @@ class Rewriter {
     std::map<std::string, int> changed;
     count_assignments(body, changed);
     if (changed[v] != 1 || !invariant(amount, changed) || reads_name(amount, v)) return false;
+    // A float step (`t += 0.5`) counts no integer trips; such a loop is refused as it stands.
+    bool float_step = false;
+    visit_expr(amount, [&](const Expr &x) { float_step |= isa<FloatLit>(&x); });
+    if (float_step) return false;
     bool returns = false;
     for (const StmtPtr &s : body)
       visit_stmt_tree(*s, [&](const Stmt &x) { returns |= isa<Return>(&x); });

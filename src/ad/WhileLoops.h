@@ -18,9 +18,9 @@
 // - the condition is a conjunction (`and`, or a chained comparison) of
 //   comparisons of v with expressions the body does not change, and of
 //   conditions that do not read v and that the body does not change;
-// - the body's last statement is `v += step` (or `v = v + step`), step an
-//   expression the body does not change, and v is assigned nowhere else in
-//   the body;
+// - the body's last statement is `v += step` (or `v -= step`, `v = v + step`),
+//   step an integer expression the body does not change (no float literal in
+//   it), and v is assigned nowhere else in the body;
 // - the direction the step takes has a bound: an upper bound of v for a
 //   positive step, a lower one for a negative step. Where the step's sign is
 //   known only at run time, the count follows it; a step of zero, or one

@@ -952,6 +952,9 @@ expect_grep additions_atomic_explained "$TMP/additions_atomic.err" "adds to what
 run while_data tests/kernels/while_loops.py --kernel until_converged_kernel --wrt X
 expect_rc while_data_exit_1 1 while_data
 expect_grep while_data_error "$TMP/while_data.err" "while_loops.py:[0-9]+:5: error: tgrad cannot count this while loop's trips to replay it"
+run while_float tests/kernels/while_loops.py --kernel float_step_kernel --wrt X
+expect_rc while_float_exit_1 1 while_float
+expect_grep while_float_error "$TMP/while_float.err" "while_loops.py:[0-9]+:5: error: tgrad cannot count this while loop's trips to replay it"
 run while_persistent tests/kernels/while_loops.py --kernel grouped_tiles_kernel --wrt X,W
 expect_rc while_persistent_exit_0 0 while_persistent
 expect_grep while_persistent_counted "$TMP/while_persistent.out" "for tidx_k in range\\(0, tidx_trips\\):"

@@ -59,3 +59,14 @@ def until_converged_kernel(X, Y, n_cols, BLOCK: tl.constexpr):
         x = x * 0.5
         total = tl.sum(x * x)
     tl.store(Y + cols, x, mask=cols < n_cols)
+
+
+@triton.jit
+def float_step_kernel(X, Y, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + cols)
+    elapsed = 0.0
+    while elapsed < n:
+        x = x * 0.9
+        elapsed += 0.5
+    tl.store(Y + cols, x)
