@@ -679,6 +679,24 @@ class TgradKernel:
         # with 8 warps (the relu matmul's owners: 128 x 64 x 256) are found once the warps have changed.
         tiling = [n for n in self._tiling if n in names and type(bound.get(n)) is int]
         tried_values = [set() for _ in range(kernels)]  # each set of values timed once per kernel (and warps)
+        # Start points: the declared block sizes' values permuted among them. An owner computes a transposed
+        # product (the relu matmul's dA owner is dC B^T over A's tiles), so the forward's tile turned round may
+        # suit it where one doubling at a time would pass through worse tiles (the forward's 128 x 256 x 64 is
+        # dA's 128 x 64 x 256 and dB's 64 x 128 x 256, its best tiles timed alone).
+        if tiling and grid_function is not None and len(tiling) > 1:
+            for changed in ([[k] for k in range(kernels)] if self._tiling_apart else [list(range(kernels))]):
+                start = best[changed[0]][2]
+                values = [start.get(n, bound[n]) for n in tiling]
+                for order in sorted(set(itertools.permutations(values))):
+                    if list(order) == values:
+                        continue
+                    permuted = {**start, **dict(zip(tiling, order))}
+                    tried_values[changed[0]].add((tuple(sorted(permuted.items())), best[changed[0]][1]))
+                    grid_v = forward_grid(permuted)
+                    launches = [(grid_v, best[j][1], permuted) if j in changed else best[j] for j in range(kernels)]
+                    t = milliseconds(launches)
+                    if t < best_time * 0.98:
+                        best_time, best = t, launches
         for _ in range(3 if tiling and grid_function is not None else 1):
             round_start = best_time
             if tiling and grid_function is not None:
