@@ -176,11 +176,29 @@ std::set<std::string> computed_from(const StmtList &body, std::set<std::string> 
 
 void Engine::make_readable(Module &out, const Backward &result, const Function *checked_fn,
                            const sema::TypeInfo *checked) {
-  // The names a reader knows: the user's (in any function of the kernel's
-  // module) and those the launch protocol explains.
+  // The names a reader knows: the user's (in the differentiated function and
+  // in the helpers of the module the output keeps as written; not in the
+  // file's other kernels, whose names a reader of this backward never saw)
+  // and those the launch protocol explains.
   std::set<std::string> keep;
   std::map<std::string, int> user;
-  for (const auto &f : module_.functions) {
+  std::set<const Function *> read;  // the differentiated function and the module's functions it calls, at any depth
+  // (The function as the user wrote it: fn_ may be a rewrite whose names, `choice`, `x_in_memory_stored`, are tgrad's.)
+  const Function *written = module_.find_function(fn_->name);
+  std::vector<const Function *> pending = {written ? written : fn_};
+  for (const auto &g : out.functions)
+    if (const Function *f = module_.find_function(g->name)) pending.push_back(f);
+  while (!pending.empty()) {
+    const Function *f = pending.back();
+    pending.pop_back();
+    if (!read.insert(f).second) continue;
+    visit_exprs(f->body, [&](const Expr &e) {
+      auto *c = dyn_cast<Call>(&e);
+      auto *callee = c ? dyn_cast<Name>(c->func.get()) : nullptr;
+      if (const Function *g = callee ? module_.find_function(callee->id) : nullptr) pending.push_back(g);
+    });
+  }
+  for (const Function *f : read) {
     count_assignments(f->body, user);
     for (const Param &p : f->params) user[p.name];
   }

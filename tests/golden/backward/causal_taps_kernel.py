@@ -14,13 +14,12 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     for i in tl.static_range(NTAPS):
         w = tl.load(W + i)
         src = o_t - i
-        t = src >= 0
-        x = tl.load(X + src, mask=t & (src < T), other=0.0)
+        x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0)
 
         # Grad of: acc += w * x
         # Grad of: x = tl.load(X + src, mask=(src >= 0) & (src < T), other=0.0).to(tl.float32)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + src, bacc_2 * w, mask=t & (src < T), sem="relaxed")
+        tl.atomic_add(dX + src, bacc_2 * w, mask=(src >= 0) & (src < T), sem="relaxed")
 
         # Grad of: w = tl.load(W + i).to(tl.float32)
         # atomic: the offset has no program id: every program reads these addresses

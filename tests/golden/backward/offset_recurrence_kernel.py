@@ -9,8 +9,7 @@ import triton.language as tl
 def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.constexpr, dX, dY, h_tape, tape_trips):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
-    t = lanes < n_cols
-    h = tl.load(X + row * n_cols + lanes, mask=t, other=0.0)
+    h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -50,4 +49,4 @@ def offset_recurrence_kernel_bwd(X, Y, n_cols, SKIP: tl.constexpr, BLOCK: tl.con
 
     # Grad of: h = tl.load(X + row * n_cols + lanes, mask=lanes < n_cols, other=0.0)
     # atomic: another load through 'X' may share addresses with other programs
-    tl.atomic_add(dX + row * n_cols + lanes, bh_2, mask=t, sem="relaxed")
+    tl.atomic_add(dX + row * n_cols + lanes, bh_2, mask=lanes < n_cols, sem="relaxed")

@@ -16,8 +16,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    t = o_t[:, None] < T
-    m = t & (o_d[None, :] < D)
+    m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     if i_t * BT + BT <= T:
@@ -66,8 +65,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    t = o_t[:, None] < T
-    m = t & (o_d[None, :] < D)
+    m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x

@@ -42,8 +42,7 @@ def causal_taps_kernel_bwd(X, W, Y, T, NTAPS: tl.constexpr, BT: tl.constexpr, dX
     for i in tl.static_range(NTAPS):
         w = tl.load(W + i).to(tl.float32)
         src = o_t - i
-        t = src >= 0
-        t_and_t_2 = t & (src < T)
+        t_and_t_2 = (src >= 0) & (src < T)
         x = tl.load(X + src, mask=t_and_t_2, other=0.0).to(tl.float32)
 
         # Grad of: acc += w * x

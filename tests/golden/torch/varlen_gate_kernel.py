@@ -50,8 +50,7 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
     eos = tl.load(cu_seqlens_plus_i_n + 1).to(tl.int64)
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    t = o_t[:, None] < eos - bos
-    m = t & (o_d[None, :] < D)
+    m = (o_t[:, None] < eos - bos) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
@@ -86,8 +85,7 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     bos = i_n * T
     o_t = i_t * BT + tl.arange(0, BT)
     o_d = tl.arange(0, BD)
-    t = o_t[:, None] < T
-    m = t & (o_d[None, :] < D)
+    m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
