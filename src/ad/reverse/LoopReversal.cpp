@@ -393,8 +393,10 @@ void Engine::sweep_taped_loop(const For &f, const AccessAnalysis &access, std::v
     barrier[0]->leading_comment = "The forward replay above wrote this program's tapes; the reversed loop reads them.";
     emit_stmt(std::move(barrier[0]));
   }
-  std::string head = L.reverse_index + " = " + L.trips + " - 1 - " + L.rev + "\n" + var + " = " + L.start + " + " +
-                     L.reverse_index + " * " + L.step + "\n";
+  // (range(0, n) and range(start, n) read as a person writes them: no `0 +`, no `* 1`)
+  const std::string scaled = L.step == "1" ? L.reverse_index : L.reverse_index + " * " + L.step;
+  std::string head = L.reverse_index + " = " + L.trips + " - 1 - " + L.rev + "\n" + var + " = " +
+                     (L.start == "0" ? scaled : L.start + " + " + scaled) + "\n";
   for (const TapedValue &v : L.values) {
     // A generic backward casts a float back to the type the value has before the loop, whatever the
     // representative (a literal dtype would differ between them).
@@ -458,6 +460,8 @@ void Engine::replay_taped_loop(const For &f, const TapedLoop &L, StmtList &dst) 
                            : std::string();
   if (L.negative_step)
     head += L.trips + " = (" + L.start + " - " + L.stop + " - (" + L.step + ") - 1) // (-(" + L.step + "))\n";
+  else if (L.step == "1")  // (range(start, stop): stop - start trips, as a reader writes it)
+    head += L.trips + " = " + (L.start == "0" ? L.stop : L.stop + " - (" + L.start + ")") + "\n";
   else
     head += L.trips + " = (" + L.stop + " - " + L.start + " + " + L.step + " - 1) // " + L.step + "\n";
   if (L.assert_step) head += "tl.static_assert(" + L.step + " > 0)\n";

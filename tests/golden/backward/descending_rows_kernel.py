@@ -18,7 +18,7 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     row_trips = tl.where(0 <= row_start and row_start < n_rows, tl_where, 0)
 
     # The trip count of the loop below, for the reversed loop.
-    trips = (row_trips - 0 + 1 - 1) // 1
+    trips = row_trips
     for row_k in range(0, row_trips):
 
         # The iteration's incoming values, for the reversed loop.
@@ -30,7 +30,7 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     for reversed in range(0, trips):
 
         # Iterations in reverse.
-        row_k = 0 + (trips - 1 - reversed) * 1
+        row_k = trips - 1 - reversed
         row_3 = row_start - row_k * STEP
         x = tl.load(X + row_3 * n_cols + cols, mask=mask, other=0.0)
 

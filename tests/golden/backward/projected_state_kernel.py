@@ -17,7 +17,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for s in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -41,7 +41,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        s = 0 + iteration_2 * 1
+        s = iteration_2
         state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
         p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
@@ -87,7 +87,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for s in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -106,7 +106,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        s = 0 + iteration_2 * 1
+        s = iteration_2
         state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
         p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK

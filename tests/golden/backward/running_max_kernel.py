@@ -13,7 +13,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_chunks - 0 + 1 - 1) // 1
+    trips = n_chunks
     for i in range(0, n_chunks):
 
         # The iteration's incoming values, for the reversed loop.
@@ -31,7 +31,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        i = 0 + iteration_2 * 1
+        i = iteration_2
         m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
 

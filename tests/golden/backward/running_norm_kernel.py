@@ -18,7 +18,7 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for t in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -45,7 +45,7 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        t = 0 + iteration_2 * 1
+        t = iteration_2
         m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan'))
         x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)

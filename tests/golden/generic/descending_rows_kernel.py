@@ -19,14 +19,12 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     row_trips = tl.where(0 <= row_start and row_start < n_rows, tl_where, 0)
 
     # The trip count of the loop below, for the reversed loop.
-    trips = (row_trips - 0 + 1 - 1) // 1
-
     # Grad of: for row_k in range(0, row_trips):
     bcarry_2 = tl.zeros(carry.shape, dtype=tl.float32)
-    for reversed in range(0, trips):
+    for reversed in range(0, row_trips):
 
         # Iterations in reverse.
-        row_k = 0 + (trips - 1 - reversed) * 1
+        row_k = row_trips - 1 - reversed
         row_3 = row_start - row_k * STEP
         row_3_times_n_cols = row_3 * n_cols
         x = tl.load(X + row_3_times_n_cols + cols, mask=mask, other=0.0)

@@ -14,7 +14,7 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for t in range(0, n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -32,7 +32,7 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        t = 0 + iteration_2 * 1
+        t = iteration_2
         h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         offs = (row * n_steps + t) * BLOCK + lanes
         tl_load_A_plus_offs = tl.load(A + offs)

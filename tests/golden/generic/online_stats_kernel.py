@@ -57,7 +57,7 @@ def online_stats_kernel_bwd(X, MEAN, LSE, ARGMAX, n_cols, BLOCK: tl.constexpr, d
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        start = 0 + iteration_2 * BLOCK
+        start = iteration_2 * BLOCK
         count = tl.load(count_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         cols = start + tl.arange(0, BLOCK)

@@ -19,7 +19,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for s in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -45,7 +45,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        s = 0 + iteration_2 * 1
+        s = iteration_2
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         s_times_BK_times_BK = s * BK * BK
         o_k_row = o_k[None, :]
@@ -95,7 +95,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for s in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -115,7 +115,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        s = 0 + iteration_2 * 1
+        s = iteration_2
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(state.dtype)
         s_times_BK_times_BK = s * BK * BK
         o_k_row = o_k[None, :]

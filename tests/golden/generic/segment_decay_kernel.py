@@ -16,7 +16,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_chunks - 0 + 1 - 1) // 1
+    trips = n_chunks
     for c in range(n_chunks):
 
         # The iteration's incoming values, for the reversed loop.
@@ -39,7 +39,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        c = 0 + iteration_2 * 1
+        c = iteration_2
         seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         scale = tl.exp(tl.load(DECAY + c))

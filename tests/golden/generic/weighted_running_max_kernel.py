@@ -35,7 +35,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
     # The same for every forward program: computed once.
     lanes = tl.arange(0, BLOCK)
     w = tl.load(W + lanes).to(tl.float32)
-    trips = (n_chunks - 0 + 1 - 1) // 1
+    trips = n_chunks
 
     # Each program of the backward's grid takes every G-th program of the forward's.
     for row in range(tl.program_id(0), num_programs, tl.num_programs(0)):
@@ -66,7 +66,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
 
             # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
             iteration_2 = trips - 1 - reversed
-            i = 0 + iteration_2 * 1
+            i = iteration_2
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m_2.dtype)
             row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
             dX_offset_plus_lanes = dX + row_times_n_chunks_plus_i_times_BLOCK + lanes

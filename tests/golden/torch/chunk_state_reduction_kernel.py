@@ -52,7 +52,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (NT - 0 + 1 - 1) // 1
+    trips = NT
     for i_t in range(NT):
 
         # The iteration's incoming values, for the reversed loop.
@@ -74,7 +74,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        i_t = 0 + iteration_2 * 1
+        i_t = iteration_2
         b_h_2 = tl.load(b_h_tape + (tape_row * tape_trips + iteration_2) * (BK * BV) + tl.arange(0, BK)[:, None] * BV + tl.arange(0, BV)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         product_times_V = ((i_n * NT + i_t) * H + i_h) * K * V
         p_s = S + product_times_V + o_k[:, None] * V + o_v[None, :]

@@ -40,7 +40,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for step in range(0, n_steps):
 
         # The iteration's incoming values, for the reversed loop.

@@ -61,7 +61,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for t in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -89,7 +89,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        t = 0 + iteration_2 * 1
+        t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
@@ -145,7 +145,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    trips = (n_steps - 0 + 1 - 1) // 1
+    trips = n_steps
     for t in range(n_steps):
 
         # The iteration's incoming values, for the reversed loop.
@@ -173,7 +173,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
 
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
-        t = 0 + iteration_2 * 1
+        t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
