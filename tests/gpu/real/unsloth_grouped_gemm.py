@@ -9,7 +9,8 @@
 #   tgrad unsloth/kernels/moe/grouped_gemm/kernels/forward.py -I . --kernel _grouped_gemm_forward_kernel \
 #         --wrt x_ptr,w_ptr,topk_weights_ptr -D USE_TMA_LOAD_W=False -D USE_TMA_LOAD_X=False -D USE_TMA_STORE=False \
 #         --emit torch -o MODULE.py
-# Usage: python3 tests/gpu/real/unsloth_grouped_gemm.py MODULE.py [--cpu]   (--cpu: TRITON_INTERPRET=1, fp32; the
+# Usage: python3 tests/gpu/real/unsloth_grouped_gemm.py MODULE.py [--cpu] [--compile]   (--compile: each launch under
+# torch.compile(fullgraph=True); --cpu: TRITON_INTERPRET=1, fp32; the
 # interpreter needs a shim for float tl.atomic_xchg, which the backward uses for y's upstream gradient)
 import importlib.util
 import sys
@@ -17,9 +18,11 @@ import torch
 
 path = sys.argv[1]
 CPU = "--cpu" in sys.argv
+COMPILE = "--compile" in sys.argv  # each launch inside torch.compile(fullgraph=True), as a compiled model runs it
 dev = "cpu" if CPU else "cuda"
 spec = importlib.util.spec_from_file_location("gg", path)
 mod = importlib.util.module_from_spec(spec)
+sys.modules["gg"] = mod  # (torch.compile imports the module of the ops by name)
 spec.loader.exec_module(mod)
 kernel = mod._grouped_gemm_forward_kernel
 FAILS = CHECKS = 0
@@ -70,13 +73,17 @@ def run(dtype, permute_x, permute_y, fuse_post, E=4, N=96, K=64, tokens=37, topk
     tw = tw64.to(dtype).requires_grad_(True)
     y = torch.empty(total, N, device=dev, dtype=dtype)
     NUM_SMS = 8 if CPU else torch.cuda.get_device_properties(dev).multi_processor_count
-    out = kernel[lambda META: (NUM_SMS,)](
-        x_ptr=x, w_ptr=w.view(-1, K), m_sizes_ptr=m_sizes, gather_indices_ptr=gather,
-        topk_weights_ptr=tw if fuse_post else None, y_ptr=y, NUM_TOKENS=tokens, NUM_EXPERTS=E, TOPK=topk, N=N, K=K,
-        NUM_SMS=NUM_SMS, PERMUTE_X=permute_x, PERMUTE_Y=permute_y, FUSE_MUL_POST=fuse_post, FLATTEN=True,
-        USE_TMA_LOAD_W=False, USE_TMA_LOAD_X=False, USE_TMA_STORE=False, BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
-        BLOCK_SIZE_K=BK, num_warps=warps, num_stages=2)
-    yk = out.y_ptr
+    def launch(x, w, tw, y):
+        return kernel[lambda META: (NUM_SMS,)](
+            x_ptr=x, w_ptr=w.view(-1, K), m_sizes_ptr=m_sizes, gather_indices_ptr=gather,
+            topk_weights_ptr=tw if fuse_post else None, y_ptr=y, NUM_TOKENS=tokens, NUM_EXPERTS=E, TOPK=topk, N=N,
+            K=K, NUM_SMS=NUM_SMS, PERMUTE_X=permute_x, PERMUTE_Y=permute_y, FUSE_MUL_POST=fuse_post, FLATTEN=True,
+            USE_TMA_LOAD_W=False, USE_TMA_LOAD_X=False, USE_TMA_STORE=False, BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+            BLOCK_SIZE_K=BK, num_warps=warps, num_stages=2).y_ptr
+    if COMPILE:
+        torch._dynamo.reset()
+        launch = torch.compile(launch, fullgraph=True)
+    yk = launch(x, w, tw, y)
     inputs = [x, w] + ([tw] if fuse_post else [])
     grads = torch.autograd.grad((yk.double() * upstream).sum(), inputs)
     xr, wr, twr = (x64.clone().requires_grad_(True), w64.clone().requires_grad_(True), tw64.clone().requires_grad_(True))
@@ -84,7 +91,8 @@ def run(dtype, permute_x, permute_y, fuse_post, E=4, N=96, K=64, tokens=37, topk
     rinputs = [xr, wr] + ([twr] if fuse_post else [])
     rgrads = torch.autograd.grad((yr * upstream).sum(), rinputs)
     tol = {torch.float32: 2e-3, torch.float16: 2e-2, torch.bfloat16: 6e-2}[dtype]  # tl.dot at tf32 for fp32
-    label = f"{str(dtype)[6:]} permute_x={permute_x} permute_y={permute_y} fuse_mul_post={fuse_post}"
+    label = (f"{str(dtype)[6:]} permute_x={permute_x} permute_y={permute_y} fuse_mul_post={fuse_post}"
+             + (" compiled" if COMPILE else ""))
     for name, got, want in [("y", yk.double(), yr)] + [(f"d{n}", a.double(), b) for n, a, b in
                                                         zip(["x", "w", "topk_weights"], grads, rgrads)]:
         err = (got - want).abs().max().item() / max(1.0, want.abs().max().item())
