@@ -54,21 +54,26 @@ bool reads_name(const Expr &e, const std::string &id) {
 }
 
 // Whether `e` reads nothing the loop body changes and nothing from memory: it
-// has the same value before the loop and at each test of the condition.
+// has the same value before the loop and at each test of the condition. Its
+// calls must be Triton's own (not loads or atomics) or min/max: a jit helper
+// may read memory the body writes.
 bool invariant(const Expr &e, const std::map<std::string, int> &changed) {
   bool ok = true;
   visit_expr(e, [&](const Expr &x) {
     if (auto *n = dyn_cast<Name>(&x); n && changed.count(n->id)) ok = false;
     if (auto *c = dyn_cast<Call>(&x)) {
       const std::string callee = emit::print_expr(*c->func);
-      if (callee.find("load") != std::string::npos || callee.find("atomic") != std::string::npos) ok = false;
+      const bool triton = callee.rfind("tl.", 0) == 0 || callee.rfind("triton.", 0) == 0;
+      if (!(triton || callee == "min" || callee == "max") || callee.find("load") != std::string::npos ||
+          callee.find("atomic") != std::string::npos)
+        ok = false;
     }
   });
   return ok;
 }
 
+// The comparisons of the condition, sorted: v's bounds and the tests without v.
 struct Bounds {
-  // Exclusive bounds in the direction of each step sign: v < e, v <= e - 1 ...
   std::vector<const Expr *> below, below_or_equal;  // v < e, v <= e (upper bounds)
   std::vector<const Expr *> above, above_or_equal;  // v > e, v >= e (lower bounds)
   std::vector<const Expr *> other;                  // conditions that do not read v
