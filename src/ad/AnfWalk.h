@@ -38,8 +38,10 @@ std::set<std::string> live_before(const ast::Stmt &s, std::set<std::string> live
 std::set<std::string> live_before(const ast::StmtList &block, std::set<std::string> live_after);
 // The names live at the end of a loop body (a for or a while): those live
 // after the loop and those the next iteration reads first.
+// `body_in`, if given, receives the names live at the body's start for that
+// end (what live_before(body, end) gives), computed on the way.
 std::set<std::string> live_at_loop_end(const ast::StmtList &body, const std::set<std::string> &live_after,
-                                       const std::string &loop_var);
+                                       const std::string &loop_var, std::set<std::string> *body_in = nullptr);
 
 // Every expression node of `e`, children first (tgrad/ast/Walk.h).
 using ast::visit_expr;
