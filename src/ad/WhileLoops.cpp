@@ -162,9 +162,11 @@ std::optional<Step> stepped_variable(const Stmt &last) {
   return std::nullopt;
 }
 
-// The sign of an amount written as a number (`1`, `-1`); 0 where only the run knows it.
+// The sign of an amount written as a number (`1`, `-1`) or a grid size; 0 where only the run knows it.
 int known_sign(const Expr &amount) {
   if (auto *i = dyn_cast<IntLit>(&amount)) return i->value > 0 ? 1 : 0;
+  // A grid size (`pid += tl.num_programs(0)`, the persistent kernel's step) is at least one.
+  if (auto *c = dyn_cast<Call>(&amount); c && emit::print_expr(*c->func) == "tl.num_programs") return 1;
   if (auto *u = dyn_cast<UnaryOp>(&amount); u && u->op == UnaryOpKind::Neg) return -known_sign(*u->operand);
   return 0;
 }

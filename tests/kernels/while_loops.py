@@ -17,6 +17,19 @@ def persistent_rows_kernel(X, W, Y, n_rows, n_cols, NUM_PROGRAMS, BLOCK: tl.cons
         row += NUM_PROGRAMS
 
 
+# The same walk stepping by the grid's size: a step known to be positive (tgrad counts one direction only).
+@triton.jit
+def grid_stride_rows_kernel(X, W, Y, n_rows, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(W + cols, mask=mask, other=0.0)
+    while row < n_rows:
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        tl.store(Y + row * n_cols + cols, tl.sin(x) * w, mask=mask)
+        row += tl.num_programs(0)
+
+
 # Groups of rows of sizes read from memory, their tiles dealt to the programs in turn as a grouped GEMM's persistent
 # kernel deals them: the tile index is carried from group to group, and a while loop with two bounds takes the
 # tiles of the current group that fall to this program.

@@ -15,6 +15,18 @@ def persistent_rows_kernel(X, W, Y, n_rows, n_cols, NUM_PROGRAMS, BLOCK: tl.cons
 
 
 @triton.jit
+def grid_stride_rows_kernel(X, W, Y, n_rows, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(W + cols, mask=mask, other=0.0)
+    while row < n_rows:
+        x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+        tl.store(Y + row * n_cols + cols, tl.sin(x) * w, mask=mask)
+        row += tl.num_programs(0)
+
+
+@triton.jit
 def grouped_tiles_kernel(X, W, Y, sizes, n_groups, n_cols, NUM_SMS, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     tidx = tl.program_id(0)
     done = 0
