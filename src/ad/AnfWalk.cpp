@@ -104,69 +104,111 @@ void block_reads(const StmtList &block, std::set<std::string> &out, const StmtLi
 }
 void block_reads(const StmtList &block, std::unordered_set<std::string> &out) { block_reads_into(block, out, nullptr); }
 
-std::set<std::string> live_at_loop_end(const StmtList &body, const std::set<std::string> &live_after,
-                                       const std::string &loop_var, std::set<std::string> *body_in) {
-  std::set<std::string> end = live_after;
-  while (true) {
-    std::set<std::string> in = live_before(body, end);
-    std::set<std::string> next = in;
-    next.erase(loop_var);
-    next.insert(live_after.begin(), live_after.end());
-    if (next == end) {
-      if (body_in) *body_in = std::move(in);
-      return end;
-    }
-    end = std::move(next);
+namespace {
+
+// Liveness as a function of what is live after: live_before(s, L) = gen ∪ (L − kill), or gen alone where `all`
+// (a return: nothing after it runs). Summaries compose, so a loop's fixed point has a closed form: at its body's
+// end, L ∪ (gen(body) − {var}) is live (the names live after the loop, and those the next iteration reads before
+// assigning), and before the loop L ∪ (gen(body) − {var}) ∪ reads(range). One walk of each statement, where
+// iterating each loop to its fixed point walked the innermost body of loops nested d deep 2^d times or more.
+struct Liveness {
+  std::set<std::string> gen, kill;
+  bool all = false;  // kills every name
+
+  std::set<std::string> apply(std::set<std::string> live) const {
+    if (all) return gen;
+    for (const std::string &k : kill) live.erase(k);
+    live.insert(gen.begin(), gen.end());
+    return live;
   }
+};
+
+Liveness block_liveness(const StmtList &block);
+
+// `first` then `second`: gen(first) ∪ (gen(second) − kill(first)), kill(first) ∪ kill(second).
+Liveness then(const Liveness &first, const Liveness &second) {
+  Liveness out;
+  out.gen = first.gen;
+  if (!first.all)
+    for (const std::string &g : second.gen)
+      if (!first.kill.count(g)) out.gen.insert(g);
+  out.all = first.all || second.all;
+  if (!out.all) {
+    out.kill = first.kill;
+    out.kill.insert(second.kill.begin(), second.kill.end());
+  }
+  return out;
 }
 
-std::set<std::string> live_before(const Stmt &s, std::set<std::string> live) {
+Liveness stmt_liveness(const Stmt &s) {
+  Liveness out;
   if (auto *a = dyn_cast<Assign>(&s)) {
-    for (const ExprPtr &t : a->targets) {
-      std::set<std::string> bound;
-      reads(*t, bound);  // the names a target list binds
-      for (const std::string &n : bound) live.erase(n);
-    }
-    reads(*a->value, live);
-    return live;
+    for (const ExprPtr &t : a->targets) reads(*t, out.kill);  // the names a target list binds
+    reads(*a->value, out.gen);
+    return out;
   }
   if (auto *a = dyn_cast<AnnAssign>(&s)) {
-    if (auto *t = dyn_cast<Name>(a->target.get())) live.erase(t->id);
-    if (a->value) reads(*a->value, live);
-    return live;
+    if (auto *t = dyn_cast<Name>(a->target.get())) out.kill.insert(t->id);
+    if (a->value) reads(*a->value, out.gen);
+    return out;
   }
   if (auto *f = dyn_cast<For>(&s)) {
     const std::string var = isa<Name>(f->target.get()) ? cast<Name>(f->target.get())->id : "";
-    // (The body's live-in at the fixpoint comes with it: evaluating the body once more per loop made nested
-    // loops cost 3^depth walks of the innermost body, 2^depth now.)
-    std::set<std::string> in;
-    live_at_loop_end(f->body, live, var, &in);
-    in.erase(var);
-    live.insert(in.begin(), in.end());  // zero iterations keep what is live after
-    reads(*f->iter, live);
-    return live;
+    out.gen = block_liveness(f->body).gen;  // zero iterations keep what is live after: no kill
+    out.gen.erase(var);
+    reads(*f->iter, out.gen);
+    return out;
   }
   if (auto *w = dyn_cast<While>(&s)) {
-    std::set<std::string> in;
-    live_at_loop_end(w->body, live, "", &in);
-    live.insert(in.begin(), in.end());
-    reads(*w->cond, live);
-    return live;
+    out.gen = block_liveness(w->body).gen;
+    reads(*w->cond, out.gen);
+    return out;
   }
   if (auto *i = dyn_cast<If>(&s)) {
-    std::set<std::string> then_in = live_before(i->body, live), else_in = live_before(i->orelse, live);
-    then_in.insert(else_in.begin(), else_in.end());
-    reads(*i->cond, then_in);
-    return then_in;
+    Liveness a = block_liveness(i->body), b = block_liveness(i->orelse);
+    out.gen = std::move(a.gen);
+    out.gen.insert(b.gen.begin(), b.gen.end());
+    reads(*i->cond, out.gen);
+    // Killed on both paths: (L − k1) ∪ (L − k2) = L − (k1 ∩ k2).
+    if (a.all && b.all) {
+      out.all = true;
+    } else if (a.all || b.all) {
+      out.kill = a.all ? std::move(b.kill) : std::move(a.kill);
+    } else {
+      for (const std::string &k : a.kill)
+        if (b.kill.count(k)) out.kill.insert(k);
+    }
+    return out;
   }
-  if (isa<Return>(&s)) live.clear();  // nothing after a return runs
-  stmt_reads(s, live);
-  return live;
+  if (isa<Return>(&s)) out.all = true;  // nothing after a return runs
+  stmt_reads(s, out.gen);
+  return out;
+}
+
+Liveness block_liveness(const StmtList &block) {
+  Liveness out;
+  for (size_t k = block.size(); k-- > 0;) out = then(stmt_liveness(*block[k]), out);
+  return out;
+}
+
+}  // namespace
+
+std::set<std::string> live_at_loop_end(const StmtList &body, const std::set<std::string> &live_after,
+                                       const std::string &loop_var, std::set<std::string> *body_in) {
+  const Liveness b = block_liveness(body);
+  std::set<std::string> end = live_after;
+  for (const std::string &g : b.gen)
+    if (g != loop_var) end.insert(g);
+  if (body_in) *body_in = b.apply(end);
+  return end;
+}
+
+std::set<std::string> live_before(const Stmt &s, std::set<std::string> live) {
+  return stmt_liveness(s).apply(std::move(live));
 }
 
 std::set<std::string> live_before(const StmtList &block, std::set<std::string> live) {
-  for (size_t k = block.size(); k-- > 0;) live = live_before(*block[k], std::move(live));
-  return live;
+  return block_liveness(block).apply(std::move(live));
 }
 
 // Calls `fn` on every expression node of `e`, children first; `fn` may
