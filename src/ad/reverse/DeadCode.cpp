@@ -13,6 +13,17 @@
 
 namespace tgrad::ad::reverse {
 
+namespace {
+
+// Each loop's fixed point so far in one remove_dead_code: a later visit of the loop (the next iteration of an
+// enclosing loop's fixed point, or the erasing pass) has at least as much live after it, and the analysis is
+// monotone, so the earlier fixed point is a start below the new one: one walk confirms it where the loop's own
+// reads did not change, instead of the two or more of a start from what is live after (2^depth walks of the
+// innermost body of loops nested d deep).
+thread_local std::unordered_map<const Stmt *, std::unordered_set<std::string>> *loop_ends = nullptr;
+
+}  // namespace
+
 std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::string> live, bool erase) {
   for (size_t k = body.size(); k-- > 0;) {
     Stmt &s = *body[k];
@@ -53,14 +64,18 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
       // At the end of the body, live: what is live after the loop or at the
       // start of the next iteration. Iterate to the fixed point.
       std::unordered_set<std::string> end = live, in;
+      if (loop_ends)
+        if (auto known = loop_ends->find(f); known != loop_ends->end()) end.insert(known->second.begin(), known->second.end());
       while (true) {
         in = live_in(f->body, end, false);
         in.erase(var);
         std::unordered_set<std::string> next = live;
         next.insert(in.begin(), in.end());
+        next.insert(end.begin(), end.end());  // (from a warm start: never below it)
         if (next == end) break;
         end = std::move(next);
       }
+      if (loop_ends) (*loop_ends)[f] = end;
       if (erase) {
         live_in(f->body, end, true);
         if (f->body.empty()) {
@@ -108,7 +123,13 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
   return live;
 }
 
-void remove_dead_code(StmtList &body) { live_in(body, {}, true); }
+void remove_dead_code(StmtList &body) {
+  std::unordered_map<const Stmt *, std::unordered_set<std::string>> ends;
+  auto *outer = loop_ends;
+  loop_ends = &ends;
+  live_in(body, {}, true);
+  loop_ends = outer;
+}
 
 std::set<std::string> names_accessed_by(const StmtList &block, const std::string &access) {
   std::set<std::string> out;
