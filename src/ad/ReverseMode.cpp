@@ -10,7 +10,6 @@
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/EarlyReturn.h"
 #include "src/ad/Redundancy.h"
-#include "src/ad/WhileLoops.h"
 #include "src/ad/reverse/Engine.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -27,9 +26,8 @@ std::optional<Backward> Engine::run() {
   for (const auto &kv : request_.param_types)
     kernel_ |= kv.second.is_tensor() && kv.second.elem.is_pointer;
   if (kernel_) {
-    // While loops that step one variable become counted for loops; early returns and `x = a if c else b`
-    // become ifs; then every runtime parameter read needs a type.
-    if ((counted_fn_ = while_loops_as_counted_fors(*fn))) fn = fn_ = counted_fn_.get();
+    // Early returns and `x = a if c else b` become ifs (stepped while loops are counted for loops already:
+    // differentiate() rewrites the module, src/ad/WhileLoops.h); then every runtime parameter read needs a type.
     if ((guarded_fn_ = guard_early_returns(*fn))) fn = fn_ = guarded_fn_.get();
     if ((split_fn_ = conditional_assignments_as_ifs(*fn))) fn = fn_ = split_fn_.get();
     if (!report_untyped_parameters(*fn)) return std::nullopt;

@@ -63,10 +63,8 @@ class Specializer {
     // `x = a if c else b` an if, whose paths must agree on x's type as
     // Triton's ternary with a runtime condition requires (ttt's `i_last =
     // (BT - 1) if ... else (T % BT - 1)` does not compile where T is int64).
-    counted_ = while_loops_as_counted_fors(fn_);
-    const Function &counted = counted_ ? *counted_ : fn_;
-    guarded_ = guard_early_returns(counted);
-    split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : counted);
+    guarded_ = guard_early_returns(fn_);
+    split_ = conditional_assignments_as_ifs(guarded_ ? *guarded_ : fn_);
   }
 
   // Specialized to read an online softmax's stored statistic (differentiate_lowered): the specializations where
@@ -225,7 +223,7 @@ class Specializer {
   bool forward_compiles(const std::vector<size_t> &choice, bool strict) const {
     sema::ParamTypes given = request_.param_types;
     for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
-    const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : counted_ ? *counted_ : fn_;
+    const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : fn_;
     // Strict: with the parameters typed as the backward types them (the
     // lenient fallback leaves them unknown, and unknown types agree with
     // anything).
@@ -625,7 +623,7 @@ class Specializer {
   std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
   std::vector<std::vector<size_t>> taped_;    // values dropped by drop_taped_softmax()
   bool drop_taped_softmax_ = false;
-  std::unique_ptr<Function> counted_, guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
+  std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };
 
 // The literal of a constexpr value given with -D: a string, number, bool

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/ad/reverse/AstHelpers.h"
 #include "src/lower/Walk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -16,35 +17,39 @@ using namespace ast;
 
 namespace {
 
-ExprPtr name(const std::string &id, SourceSpan span) { return std::make_unique<Name>(id, span); }
+using reverse::assign;
+using reverse::list;
+using reverse::name;
+
+// The counted loop's new nodes carry the while loop's span: an error in them points at the loop.
 ExprPtr integer(long long v, SourceSpan span) {
   if (v < 0) return std::make_unique<UnaryOp>(UnaryOpKind::Neg, integer(-v, span), span);
   return std::make_unique<IntLit>(static_cast<uint64_t>(v), std::to_string(v), span);
 }
 ExprPtr binop(BinaryOpKind op, ExprPtr a, ExprPtr b, SourceSpan span) {
-  return std::make_unique<BinOp>(op, std::move(a), std::move(b), span);
+  return reverse::binary(op, std::move(a), std::move(b), span);
 }
 ExprPtr call(const std::string &callee, ExprList args, SourceSpan span) {
-  ExprPtr func;
-  size_t dot = callee.find('.');
-  if (dot == std::string::npos)
-    func = name(callee, span);
-  else
-    func = std::make_unique<Attribute>(name(callee.substr(0, dot), span), callee.substr(dot + 1), span);
-  return std::make_unique<Call>(std::move(func), std::move(args), std::vector<Keyword>{}, span);
+  return reverse::call(callee, std::move(args), {}, span);
 }
 ExprPtr compare(ExprPtr a, CompareOpKind op, ExprPtr b, SourceSpan span) {
-  ExprList right;
-  right.push_back(std::move(b));
-  return std::make_unique<Compare>(std::move(a), std::vector<CompareOpKind>{op}, std::move(right), span);
+  return std::make_unique<Compare>(std::move(a), std::vector<CompareOpKind>{op}, list(std::move(b)), span);
 }
 ExprPtr where(ExprPtr c, ExprPtr a, ExprPtr b, SourceSpan span) {
-  ExprList args;
-  args.push_back(std::move(c));
-  args.push_back(std::move(a));
-  args.push_back(std::move(b));
-  return call("tl.where", std::move(args), span);
+  return call("tl.where", list(std::move(c), std::move(a), std::move(b)), span);
 }
+// Whether a statement of `block`, at any depth, is one `pred` holds for.
+bool any_statement(const StmtList &block, const std::function<bool(const Stmt &)> &pred) {
+  for (const StmtPtr &s : block) {
+    if (pred(*s)) return true;
+    if (auto *i = dyn_cast<If>(s.get()); i && (any_statement(i->body, pred) || any_statement(i->orelse, pred)))
+      return true;
+    if (auto *f = dyn_cast<For>(s.get()); f && any_statement(f->body, pred)) return true;
+    if (auto *w = dyn_cast<While>(s.get()); w && any_statement(w->body, pred)) return true;
+  }
+  return false;
+}
+
 bool reads_name(const Expr &e, const std::string &id) {
   bool found = false;
   visit_expr(e, [&](const Expr &x) {
@@ -248,10 +253,7 @@ class Rewriter {
     bool float_step = false;
     visit_expr(amount, [&](const Expr &x) { float_step |= isa<FloatLit>(&x); });
     if (float_step) return false;
-    bool returns = false;
-    for (const StmtPtr &s : body)
-      visit_stmt_tree(*s, [&](const Stmt &x) { returns |= isa<Return>(&x); });
-    if (returns) return false;
+    if (any_statement(body, [](const Stmt &x) { return isa<Return>(&x); })) return false;
     Bounds bounds;
     if (!add_conjuncts(*w.cond, v, bounds, changed)) return false;
     // The sign of the step v takes (the amount's, or its opposite for `-=`).
@@ -262,10 +264,10 @@ class Rewriter {
 
     const SourceSpan span = w.span;
     const std::string start = fresh(v + "_start"), trips = fresh(v + "_trips"), k = fresh(v + "_k");
-    // `e` moved by `times` steps: e + times * amount (e - ... for `-=`); one step where `times` is null.
+    // `e` moved by `times` steps: e + times * amount (e - ... for `-=`).
     auto stepped = [&](ExprPtr e, ExprPtr times) {
-      ExprPtr moved = times ? binop(BinaryOpKind::Mul, std::move(times), clone(amount), span) : clone(amount);
-      return binop(step->subtract ? BinaryOpKind::Sub : BinaryOpKind::Add, std::move(e), std::move(moved), span);
+      return binop(step->subtract ? BinaryOpKind::Sub : BinaryOpKind::Add, std::move(e),
+                   binop(BinaryOpKind::Mul, std::move(times), clone(amount), span), span);
     };
     // The step's size upwards (`amount`, or `-amount` for `-=`) and downwards (the opposite).
     auto negated = [&]() { return std::make_unique<UnaryOp>(UnaryOpKind::Neg, clone(amount), span); };
@@ -343,32 +345,6 @@ class Rewriter {
     return true;
   }
 
-  static ExprList list(ExprPtr a, ExprPtr b) {
-    ExprList out;
-    out.push_back(std::move(a));
-    out.push_back(std::move(b));
-    return out;
-  }
-  static StmtPtr assign(const std::string &target, ExprPtr value, SourceSpan span) {
-    ExprList targets;
-    targets.push_back(name(target, span));
-    return std::make_unique<Assign>(std::move(targets), std::move(value), span);
-  }
-  static void visit_stmt_tree(const Stmt &s, const std::function<void(const Stmt &)> &fn) {
-    fn(s);
-    auto each = [&](const StmtList &b) {
-      for (const StmtPtr &x : b) visit_stmt_tree(*x, fn);
-    };
-    if (auto *i = dyn_cast<If>(&s)) {
-      each(i->body);
-      each(i->orelse);
-    } else if (auto *f = dyn_cast<For>(&s)) {
-      each(f->body);
-    } else if (auto *w = dyn_cast<While>(&s)) {
-      each(w->body);
-    }
-  }
-
   std::set<std::string> taken_;
   bool changed_ = false;
 };
@@ -376,20 +352,7 @@ class Rewriter {
 }  // namespace
 
 std::unique_ptr<Function> while_loops_as_counted_fors(const Function &fn) {
-  bool any = false;
-  std::function<void(const StmtList &)> find = [&](const StmtList &b) {
-    for (const StmtPtr &s : b) {
-      if (isa<While>(s.get())) any = true;
-      if (auto *i = dyn_cast<If>(s.get())) {
-        find(i->body);
-        find(i->orelse);
-      } else if (auto *f = dyn_cast<For>(s.get())) {
-        find(f->body);
-      }
-    }
-  };
-  find(fn.body);
-  if (!any) return nullptr;
+  if (!any_statement(fn.body, [](const Stmt &s) { return isa<While>(&s); })) return nullptr;
   Rewriter r(fn);
   StmtList body = r.block(fn.body);
   if (!r.changed()) return nullptr;

@@ -62,8 +62,8 @@ inline ExprPtr dotted_name(const std::string &dotted) {
   return e;
 }
 
-inline ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}) {
-  return std::make_unique<Call>(dotted_name(dotted), std::move(args), std::move(kws));
+inline ExprPtr call(const std::string &dotted, ExprList args, std::vector<Keyword> kws = {}, const SourceSpan &s = {}) {
+  return std::make_unique<Call>(dotted_name(dotted), std::move(args), std::move(kws), s);
 }
 
 inline ExprList list(ExprPtr a) {
@@ -104,8 +104,8 @@ inline ExprPtr equals(ExprPtr a, ExprPtr b) {
 }
 
 // `a <op> b`
-inline ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b) {
-  return std::make_unique<BinOp>(op, std::move(a), std::move(b));
+inline ExprPtr binary(BinaryOpKind op, ExprPtr a, ExprPtr b, const SourceSpan &s = {}) {
+  return std::make_unique<BinOp>(op, std::move(a), std::move(b), s);
 }
 
 // `tl.static_assert(pointer.dtype.element_ty == tl.<dtype>, why)`: the backward

@@ -699,7 +699,6 @@ class Engine {
   std::set<const MemoryOp *> final_reads_;
   std::set<std::string> final_read_bases_;  // their buffers: the backward reads them as the forward left them
   std::set<std::string> initial_read_bases_;  // buffers loaded before a store that may overwrite what was read
-  std::unique_ptr<Function> counted_fn_;  // the forward with its stepped while loops as counted for loops
   std::unique_ptr<Function> guarded_fn_;  // the forward with its early returns turned into ifs, if it has any
   std::unique_ptr<Function> split_fn_;    // ... and with `x = a if c else b` written as an if
   std::unique_ptr<Function> registers_fn_;  // ... and with its memory accumulators kept in registers
