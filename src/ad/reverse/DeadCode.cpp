@@ -20,11 +20,21 @@ namespace {
 // monotone, so the earlier fixed point is a start below the new one: one walk confirms it where the loop's own
 // reads did not change, instead of the two or more of a start from what is live after (2^depth walks of the
 // innermost body of loops nested d deep).
-thread_local std::unordered_map<const Stmt *, std::unordered_set<std::string>> *loop_ends = nullptr;
+using LoopEnds = std::unordered_map<const Stmt *, std::unordered_set<std::string>>;
+
+std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::string> live, bool erase,
+                                        LoopEnds *loop_ends);
 
 }  // namespace
 
 std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::string> live, bool erase) {
+  return live_in(body, std::move(live), erase, nullptr);
+}
+
+namespace {
+
+std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::string> live, bool erase,
+                                        LoopEnds *loop_ends) {
   for (size_t k = body.size(); k-- > 0;) {
     Stmt &s = *body[k];
     auto drop = [&] { erase_keeping_comment(body, k); };
@@ -67,7 +77,7 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
       if (loop_ends)
         if (auto known = loop_ends->find(f); known != loop_ends->end()) end.insert(known->second.begin(), known->second.end());
       while (true) {
-        in = live_in(f->body, end, false);
+        in = live_in(f->body, end, false, loop_ends);
         in.erase(var);
         std::unordered_set<std::string> next = live;
         next.insert(in.begin(), in.end());
@@ -77,7 +87,7 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
       }
       if (loop_ends) (*loop_ends)[f] = end;
       if (erase) {
-        live_in(f->body, end, true);
+        live_in(f->body, end, true, loop_ends);
         if (f->body.empty()) {
           drop();
           continue;
@@ -88,7 +98,8 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
       continue;
     }
     if (auto *i = dyn_cast<If>(&s)) {
-      std::unordered_set<std::string> then_in = live_in(i->body, live, erase), else_in = live_in(i->orelse, live, erase);
+      std::unordered_set<std::string> then_in = live_in(i->body, live, erase, loop_ends),
+                                      else_in = live_in(i->orelse, live, erase, loop_ends);
       auto only_pass = [](const StmtList &b) {
         for (const StmtPtr &x : b)
           if (!isa<Pass>(x.get())) return false;
@@ -123,12 +134,11 @@ std::unordered_set<std::string> live_in(StmtList &body, std::unordered_set<std::
   return live;
 }
 
+}  // namespace
+
 void remove_dead_code(StmtList &body) {
-  std::unordered_map<const Stmt *, std::unordered_set<std::string>> ends;
-  auto *outer = loop_ends;
-  loop_ends = &ends;
-  live_in(body, {}, true);
-  loop_ends = outer;
+  LoopEnds ends;
+  live_in(body, {}, true, &ends);
 }
 
 std::set<std::string> names_accessed_by(const StmtList &block, const std::string &access) {
