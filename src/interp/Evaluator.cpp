@@ -89,20 +89,15 @@ Evaluator::Flow Evaluator::exec(const Stmt &s, Frame &frame) {
       // Its trips are counted as a for loop's: reverse mode differentiates a stepped while loop as a counted for
       // loop at the same place (src/ad/WhileLoops.h), whose tapes need the most trips any program runs.
       int64_t trips = 0;
-      auto record_trips = [&] {
-        if (!options_.loop_trips) return;
-        int64_t &most = (*options_.loop_trips)[{s.span.begin.line, s.span.begin.column}];
-        most = std::max(most, trips);
-      };
       while (truth(eval(*n->cond, frame), n->cond->span)) {
         count_iteration(s.span);
         ++trips;
         if (exec_block(n->body, frame) == Flow::Return) {
-          record_trips();
+          record_trips(s.span, trips);
           return Flow::Return;
         }
       }
-      record_trips();
+      record_trips(s.span, trips);
       return Flow::Normal;
     }
     case NodeKind::Return: {
@@ -198,23 +193,24 @@ Evaluator::Flow Evaluator::exec_for(const For &s, Frame &frame) {
   for (const Value &v : bounds)
     if (is_tensor(v) && v.t->type.dtype == DType::Int64) index_type = DType::Int64;
   int64_t trips = 0;
-  auto record_trips = [&] {
-    if (!options_.loop_trips || is_static) return;
-    int64_t &most = (*options_.loop_trips)[{s.span.begin.line, s.span.begin.column}];
-    most = std::max(most, trips);
-  };
   for (long long i = start; step > 0 ? i < stop : i > stop; i += step) {
     count_iteration(s.span);
     ++trips;
     frame.vars[var->id] =
         is_static ? Value::of_int(i) : Value::of_tensor(make_scalar(ElemType{index_type, false}, 0, i, float64()));
     if (exec_block(s.body, frame) == Flow::Return) {
-      record_trips();
+      if (!is_static) record_trips(s.span, trips);
       return Flow::Return;
     }
   }
-  record_trips();
+  if (!is_static) record_trips(s.span, trips);
   return Flow::Normal;
+}
+
+void Evaluator::record_trips(const SourceSpan &loop, int64_t trips) {
+  if (!options_.loop_trips) return;
+  int64_t &most = (*options_.loop_trips)[{loop.begin.line, loop.begin.column}];
+  most = std::max(most, trips);
 }
 
 // ------------------------------------------------------------ expressions

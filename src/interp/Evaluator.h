@@ -95,6 +95,9 @@ class Evaluator {
   Value eval_call(const ast::Call &c, Frame &frame);
   Value global(const std::string &name, const SourceSpan &span);
   void count_iteration(const SourceSpan &span);
+  // The most trips a runtime loop (a for, or a while: tgrad counts stepped while loops as for loops) has run in any
+  // program, by its position (Options::loop_trips): a taped loop's backward needs that bound.
+  void record_trips(const SourceSpan &loop, int64_t trips);
 
   const ast::Module &module_;
   Memory &memory_;
