@@ -10,6 +10,7 @@
 
 #include "tgrad/ast/Ast.h"
 #include "tgrad/ast/Walk.h"
+#include "tgrad/sema/DType.h"
 
 namespace tgrad::ad {
 
@@ -53,6 +54,13 @@ void visit_exprs(const ast::StmtList &block, const std::function<void(const ast:
 using ast::rewrite_expr;
 // The same over every expression a block's statements read, at any depth.
 void rewrite_exprs(ast::StmtList &block, const std::function<void(ast::ExprPtr &)> &fn);
+
+// Whether `e` is a dtype written `tl.<name>` (`tl.float32`; false for null).
+inline bool is_tl_dtype(const ast::Expr *e) {
+  auto *a = e ? ast::dyn_cast<ast::Attribute>(e) : nullptr;
+  auto *base = a ? ast::dyn_cast<ast::Name>(a->value.get()) : nullptr;
+  return base && base->id == "tl" && sema::is_dtype_name(a->attr);
+}
 
 // `e` as a name, or null (also for a null `e`); whether it is the name `id`.
 inline const ast::Name *as_name(const ast::Expr *e) { return e ? ast::dyn_cast<ast::Name>(e) : nullptr; }

@@ -717,7 +717,7 @@ class GenericDifferentiation {
     bool all_typed = true;
     for (size_t k = 0; k < fn_.params.size(); ++k)
       all_typed &= request_.param_types.count(pname(k)) > 0 ||
-                   (fn_.is_constexpr_param(k) && !defaults_to_dtype(fn_.params[k]));
+                   (fn_.is_constexpr_param(k) && !is_tl_dtype(fn_.params[k].default_value.get()));
     if (all_typed) return differentiate_typed(module_, sources_, request_, diags_);
     std::vector<ParamRole> &roles = roles_ = param_roles(module_, fn_, request_.param_types);
     // A --wrt pointer this specialization does not load (`if HAS_WEIGHT:
@@ -767,11 +767,6 @@ class GenericDifferentiation {
  private:
   const std::string &pname(size_t k) const { return fn_.params[k].name; }
 
-  static bool defaults_to_dtype(const Param &p) {
-    auto *a = p.default_value ? dyn_cast<Attribute>(p.default_value.get()) : nullptr;
-    auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-    return base && base->id == "tl" && sema::is_dtype_name(a->attr);
-  }
 
   Trial attempt(const sema::ParamTypes &types) const {
     Trial t;

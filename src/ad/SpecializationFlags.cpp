@@ -189,11 +189,11 @@ std::optional<sema::TypeInfo> analyze_some_representative(const Module &module, 
   return sema::analyze(module, fn, given, quiet);
 }
 
-// `names` with, for each local tl.constexpr in it, the names its definitions read, to a fixed point: a condition on a
-// local constexpr (`SHOULD_FUSE_MUL: tl.constexpr = FUSE_MUL_PRE or FUSE_MUL_POST`, unsloth's grouped GEMM) tests
-// the flags it is computed from.
-static void add_sources_of_locals(const Function &fn, std::set<std::string> &names) {
-  std::map<std::string, std::set<std::string>> sources;
+using LocalSources = std::map<std::string, std::set<std::string>>;
+
+// Each local tl.constexpr with the names its definitions read.
+static LocalSources local_constexpr_sources(const Function &fn) {
+  LocalSources sources;
   std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
     for (const StmtPtr &st : block) {
       if (auto *a = dyn_cast<AnnAssign>(st.get()); a && a->value && is_constexpr_annotation(a->annotation.get())) {
@@ -209,6 +209,13 @@ static void add_sources_of_locals(const Function &fn, std::set<std::string> &nam
     }
   };
   walk(fn.body);
+  return sources;
+}
+
+// `names` with, for each local tl.constexpr in it, the names its definitions read, to a fixed point: a condition on a
+// local constexpr (`SHOULD_FUSE_MUL: tl.constexpr = FUSE_MUL_PRE or FUSE_MUL_POST`, unsloth's grouped GEMM) tests
+// the flags it is computed from.
+static void add_sources_of_locals(const LocalSources &sources, std::set<std::string> &names) {
   std::vector<std::string> pending(names.begin(), names.end());
   while (!pending.empty()) {
     const std::string n = pending.back();
@@ -239,7 +246,7 @@ static std::set<std::string> names_read_in_conditions(const Function &fn) {
     }
   };
   conditions(fn.body);
-  add_sources_of_locals(fn, in_conditions);
+  add_sources_of_locals(local_constexpr_sources(fn), in_conditions);
   return in_conditions;
 }
 
@@ -301,7 +308,7 @@ static bool reads_unvalued_flag(const Module &module, const Function &fn, const 
   };
   block(fn.body);
   for (const auto &f : module.functions) block(f->body);
-  add_sources_of_locals(fn, in_conditions);
+  add_sources_of_locals(local_constexpr_sources(fn), in_conditions);
   for (const std::string &n : in_conditions)
     if (unvalued.count(n)) return true;
   return !flags_tested_in_helpers(module, fn, given).empty();
@@ -364,10 +371,11 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   if (registers) registers_info = analyze_some_representative(module, *registers, given);
   const Function &guarded = registers_info ? *registers : fn;
   std::vector<std::string> flags;
+  const LocalSources guarded_sources = local_constexpr_sources(guarded);
   for (const Expr *cond : constexpr_guarded_conditions(guarded, registers_info ? *registers_info : *info)) {
     std::set<std::string> read;
     reads(*cond, read);
-    add_sources_of_locals(guarded, read);
+    add_sources_of_locals(guarded_sources, read);
     for (size_t k = 0; k < fn.params.size(); ++k)
       if (fn.is_constexpr_param(k) && read.count(fn.params[k].name) && !given.count(fn.params[k].name) &&
           std::find(flags.begin(), flags.end(), fn.params[k].name) == flags.end())
@@ -391,12 +399,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
   // casts, differ with each value.
   visit_exprs(fn.body, [&](const Expr &e) {
     auto *i = dyn_cast<IfExp>(&e);
-    auto is_dtype = [](const Expr &x) {
-      auto *a = dyn_cast<Attribute>(&x);
-      auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-      return base && base->id == "tl" && sema::is_dtype_name(a->attr);
-    };
-    if (!i || !is_dtype(*i->then_value) || !is_dtype(*i->else_value)) return;
+    if (!i || !is_tl_dtype(i->then_value.get()) || !is_tl_dtype(i->else_value.get())) return;
     std::set<std::string> read;
     reads(*i->cond, read);
     for (size_t k = 0; k < fn.params.size(); ++k)
