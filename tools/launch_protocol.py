@@ -114,6 +114,14 @@ def choose_launch_values(protocol, env):
     return env.values
 
 
+def check_assumptions(protocol, env):
+    """Raises ValueError where the launch breaks what the backward's plain gradient stores assume (the
+    protocol's "assumptions": rows that do not overlap); its programs' stores would race."""
+    for a in protocol.get("assumptions", []):
+        if a["check"] is not None and not evaluate(a["check"], env):
+            raise ValueError(f"{protocol['forward']}: the backward assumes {a['assumes']} ({a['message']})")
+
+
 def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poison=False):
     """Launches a backward as its launch protocol (--emit json) says, with no knowledge of the kernel
     (needs PyTorch):
@@ -129,6 +137,7 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
         numel={n: t.numel() for n, t in tensors.items()}, grid=grid,
         multi_processor_count=torch.cuda.get_device_properties(0).multi_processor_count)
     choose_launch_values(protocol, env)
+    check_assumptions(protocol, env)
     buffers = {}
     copy_back = []  # (the caller's gradient tensor, the float32 buffer the backward computed it in)
     for p in protocol["parameters"]:

@@ -192,6 +192,14 @@ class ExprTranslator {
     return json{{"max_over_programs", op("max", {0, op("cdiv", {op("sub", {*hi, lo}), step})})}};
   }
 
+  // `e` as an expression over launch values where `target`, a statement of the function, runs: the locals it reads
+  // take their values on the path to it.
+  std::optional<json> at(const Stmt &target, const Expr &e) {
+    env_.clear();
+    if (!execute(fn_.body, target)) return fail("the statement was not found");
+    return translate(e);
+  }
+
   const std::string &why() const { return why_; }
 
  private:
@@ -206,7 +214,7 @@ class ExprTranslator {
   // differ; a name a loop assigns is unknown after it. Returns whether the
   // target was reached (its path's values are in env_).
   using Env = std::map<std::string, std::optional<json>>;
-  bool execute(const StmtList &body, const For &target) {
+  bool execute(const StmtList &body, const Stmt &target) {
     for (const StmtPtr &s : body) {
       if (s.get() == &target) return true;
       if (auto *a = dyn_cast<Assign>(s.get())) {
@@ -294,6 +302,53 @@ void find_loops(const StmtList &body, int line, int column, std::vector<const Fo
 }
 
 json numel(const std::string &p) { return json{{"numel", p}}; }
+
+// The backward's `tl.device_assert(COND, "tgrad: ...")` statements: the layouts its plain gradient stores assume
+// (rows that do not overlap: `stride >= n_cols`, src/ad/AccessAnalysis.cpp), in the order they appear.
+void find_assumptions(const StmtList &body, std::vector<std::pair<const ExprStmt *, const Call *>> &out) {
+  for (const StmtPtr &s : body) {
+    if (auto *e = dyn_cast<ExprStmt>(s.get())) {
+      auto *c = dyn_cast<Call>(e->value.get());
+      if (c && c->args.size() == 2 && emit::print_expr(*c->func) == "tl.device_assert")
+        if (auto *m = dyn_cast<StrLit>(c->args[1].get()); m && m->value.rfind("tgrad: ", 0) == 0) out.push_back({e, c});
+    } else if (auto *f = dyn_cast<For>(s.get())) {
+      find_assumptions(f->body, out);
+    } else if (auto *i = dyn_cast<If>(s.get())) {
+      find_assumptions(i->body, out);
+      find_assumptions(i->orelse, out);
+    } else if (auto *w = dyn_cast<While>(s.get())) {
+      find_assumptions(w->body, out);
+    }
+  }
+}
+
+// What the backward's plain stores assume of the launch, as checks over launch values a launcher evaluates before
+// it runs the backward: a device assertion fires only in Triton's debug mode, and where the assumption fails (an
+// input whose rows overlap, `x.expand(...)`: stride 0), programs' plain stores race and the gradient is wrong
+// without a word. Each assertion of every kernel counts, whichever flag values or branch launch it: a launch that
+// breaks one is refused even where its branch would not have needed it (rows that overlap are rare; a wrong
+// gradient is not an option).
+json host_assumptions(const ast::Module &backward) {
+  json out = json::array();
+  for (const auto &fn : backward.functions) {
+    std::vector<std::pair<const ExprStmt *, const Call *>> found;
+    find_assumptions(fn->body, found);
+    for (const auto &[stmt, call] : found) {
+      ExprTranslator translate(*fn);
+      std::optional<json> check = translate.at(*stmt, *call->args[0]);
+      json e = {{"kernel", fn->name},
+                {"assumes", emit::print_expr(*call->args[0])},
+                {"message", cast<StrLit>(call->args[1].get())->value}};
+      e["check"] = check ? *check : json(nullptr);
+      if (!check) e["why"] = "not checked before the launch: " + translate.why();
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const json &o) {
+        return o["check"] == e["check"] && o["assumes"] == e["assumes"];
+      });
+      if (!seen) out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -618,6 +673,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   json adjoints = json::array();
   for (const std::string &e : bwd.explanations) adjoints.push_back({{"why", e}});
   out["memory_adjoints"] = adjoints;
+  if (bwd.module)
+    if (json assumed = host_assumptions(*bwd.module); !assumed.empty()) out["assumptions"] = assumed;
   return out;
 }
 

@@ -111,6 +111,16 @@ class PythonExpr {
   std::string device_;  // the Python name of the device the kernels run on
 };
 
+// The launch arguments ({"arg": NAME}) an expression reads.
+void launch_args_read(const json &e, std::set<std::string> &out) {
+  if (e.is_object()) {
+    if (e.contains("arg") && e["arg"].is_string()) out.insert(e["arg"].get<std::string>());
+    for (const auto &kv : e.items()) launch_args_read(kv.value(), out);
+  } else if (e.is_array()) {
+    for (const json &x : e) launch_args_read(x, out);
+  }
+}
+
 // ------------------------------------------------ the kernels' source
 
 bool same_import(const Import &a, const Import &b) {
@@ -742,6 +752,21 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     py << "    # Each backward kernel below takes launch values of its own, tuned by TgradKernel for these arguments'\n"
        << "    # shapes (--tiling: block sizes declared to only tile the computation), else the forward's, as launched:\n"
        << "    _tgrad_forward_launch = (" << kGrid << ", " << tuple_of(launch_constexprs) << ")\n";
+  }
+  if (protocol.contains("assumptions")) {
+    bool first = true;
+    for (const json &a : protocol["assumptions"]) {
+      if (a["check"].is_null()) continue;
+      if (first)
+        py << "    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in\n"
+           << "    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.\n";
+      first = false;
+      std::set<std::string> read;
+      launch_args_read(a["check"], read);
+      py << "    _tgrad_assume(" << expr(a["check"]) << ", " << emit::quote_string(a["assumes"].get<std::string>()) << ", "
+         << emit::quote_string(protocol["forward"].get<std::string>()) << ", "
+         << join_each(read, [](const std::string &n) { return n + "=" + n; }) << ")\n";
+    }
   }
   py << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";

@@ -72,6 +72,19 @@ def main():
             if not natural(value):
                 print(f"{path}: {what}: {expr!r} is {value!r}, not a non-negative integer")
                 failures += 1
+        # What the plain gradient stores assume: a condition that evaluates to a boolean.
+        for a in protocol.get("assumptions", []):
+            if a["check"] is None:
+                continue
+            try:
+                holds = launch_protocol.evaluate(a["check"], env)
+            except Exception as e:  # noqa: BLE001 - reported as a failure
+                print(f"{path}: assumption {a['assumes']!r} does not evaluate: {type(e).__name__}: {e}")
+                failures += 1
+                continue
+            if not isinstance(holds, bool):
+                print(f"{path}: assumption {a['assumes']!r} is {holds!r}, not a boolean")
+                failures += 1
     print(f"{len(sys.argv) - 2} protocols checked, {failures} failures")
     sys.exit(1 if failures else 0)
 

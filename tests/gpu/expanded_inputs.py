@@ -83,5 +83,27 @@ except ValueError as e:
     failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} an output passed as an expanded view is refused: {str(e)[:100]}")
 
+# An input passed as an expanded view whose gradient the backward writes with plain stores, one row per program
+# (softmax: it assumes in_row_stride >= n_cols): the rows would share cells and the stores race, so the backward
+# refuses the launch with a message instead of returning one row's gradient for the sum of all.
+softmax = load("softmax_kernel")
+for mode in modes:
+    rows, cols = 6, 10
+    base = torch.randn(1, cols, generator=gen, device=DEV, requires_grad=True)
+
+    def run(base):
+        x = base.expand(rows, cols)
+        y = softmax.softmax_kernel[(rows,)](torch.empty(rows, cols, device=DEV), x, x.stride(0), cols, cols, BLOCK_SIZE=16)
+        return (y.out_ptr * torch.arange(rows * cols, device=DEV).reshape(rows, cols)).sum()
+
+    try:
+        (torch.compile(run, fullgraph=True) if mode == "compile" else run)(base).backward()
+        failures += 1
+        print(f"FAIL softmax of an expanded input ({mode}): the backward ran, gradient {base.grad}")
+    except Exception as e:  # (torch.compile wraps the op's ValueError)
+        ok = "assumes in_row_stride >= n_cols" in str(e)
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} softmax of an expanded input ({mode}) is refused: {str(e)[:100]}")
+
 print(f"{failures} failures")
 sys.exit(1 if failures else 0)

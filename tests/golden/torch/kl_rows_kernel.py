@@ -150,6 +150,17 @@ def _tgrad_gradient_like(t):
     return _tgrad_new_like(t)
 
 
+def _tgrad_assume(holds, assumes, kernel, **values):
+    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
+    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
+    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+    if not holds:
+        given = ", ".join(f"{name}={value}" for name, value in values.items())
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
+                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
+                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+
+
 def _tgrad_refuse_overlapping(**buffers):
     """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
     memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
@@ -817,6 +828,9 @@ kl_rows_kernel_forward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl
 
 def _tgrad_kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: typing.Optional[torch.Tensor], Q: typing.Optional[torch.Tensor], Loss: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
+    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((stride >= n_cols), "stride >= n_cols", "kl_rows_kernel", n_cols=n_cols, stride=stride)
     _tgrad_device = _tgrad_device_of(P, Q, Loss)
     dP = _tgrad_zeros_like(P)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dQ = _tgrad_zeros_like(Q)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero

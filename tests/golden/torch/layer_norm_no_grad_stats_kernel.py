@@ -341,6 +341,17 @@ def _tgrad_gradient_like(t):
     return _tgrad_new_like(t)
 
 
+def _tgrad_assume(holds, assumes, kernel, **values):
+    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
+    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
+    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+    if not holds:
+        given = ", ".join(f"{name}={value}" for name, value in values.items())
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
+                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
+                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+
+
 def _tgrad_refuse_overlapping(**buffers):
     """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
     memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
@@ -1010,6 +1021,9 @@ layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_
 
 def _tgrad_layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
+    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((stride_x_row >= N), "stride_x_row >= N", "layer_norm_fwd_kernel", N=N, stride_x_row=stride_x_row)
     _tgrad_device = _tgrad_device_of(X, Y, W, B, Mean, Rstd)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero

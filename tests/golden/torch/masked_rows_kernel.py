@@ -133,6 +133,17 @@ def _tgrad_gradient_like(t):
     return _tgrad_new_like(t)
 
 
+def _tgrad_assume(holds, assumes, kernel, **values):
+    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
+    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
+    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+    if not holds:
+        given = ", ".join(f"{name}={value}" for name, value in values.items())
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
+                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
+                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+
+
 def _tgrad_refuse_overlapping(**buffers):
     """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
     memory cell from one launch: which one stays is up to the order of the GPU's writes, and no

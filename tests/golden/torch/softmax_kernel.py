@@ -135,6 +135,17 @@ def _tgrad_gradient_like(t):
     return _tgrad_new_like(t)
 
 
+def _tgrad_assume(holds, assumes, kernel, **values):
+    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
+    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
+    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+    if not holds:
+        given = ", ".join(f"{name}={value}" for name, value in values.items())
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
+                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
+                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+
+
 def _tgrad_refuse_overlapping(**buffers):
     """A buffer the kernel stores to, passed with overlapping strides, gets several values at one
     memory cell from one launch: which one stays is up to the order of the GPU's writes, and no
@@ -802,6 +813,9 @@ softmax_kernel_forward = torch.library.custom_op("tgrad_torch_softmax_kernel::so
 
 def _tgrad_softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: typing.Optional[torch.Tensor], in_ptr: typing.Optional[torch.Tensor], in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
+    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
+    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((in_row_stride >= n_cols), "in_row_stride >= n_cols", "softmax_kernel", in_row_stride=in_row_stride, n_cols=n_cols)
     _tgrad_device = _tgrad_device_of(out_ptr, in_ptr)
     din_ptr = _tgrad_zeros_like(in_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     _TgradUnpipelinedFallback(softmax_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, din_ptr=din_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))
