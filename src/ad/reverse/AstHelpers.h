@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "src/ad/AnfWalk.h"
 #include "tgrad/ast/Ast.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/sema/Sema.h"
@@ -27,6 +28,31 @@ inline ExprPtr name(const std::string &id, const SourceSpan &s = {}) { return st
 
 // A call's callee as written: "tl.dot", "min", "x.to".
 inline std::string callee(const Call &c) { return emit::print_expr(*c.func); }
+
+// `v.to(T)` of a range loop's variable v (a program id the backward loops over) as `tl.cast(v, T)`: Triton's
+// interpreter (TRITON_INTERPRET=1) runs range loops in Python, where v is an int, which has no `.to`; compiled
+// Triton gives a tensor either way, and tl.cast takes both.
+// (In A-normal form the cast's receiver is a copy of v: `t = v`, `i = t.to(tl.int64)`.)
+inline void cast_loop_variable_portably(StmtList &block, const std::string &v) {
+  std::set<std::string> copies = {v};
+  for (size_t before = 0; before != copies.size();) {
+    before = copies.size();
+    each_assignment(block, [&](const std::string &target, const Expr &value) {
+      if (auto *n = dyn_cast<Name>(&value); n && copies.count(n->id)) copies.insert(target);
+    });
+  }
+  rewrite_exprs(block, [&](ExprPtr &e) {
+    auto *c = dyn_cast<Call>(e.get());
+    auto *to = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+    auto *receiver = to && to->attr == "to" ? dyn_cast<Name>(to->value.get()) : nullptr;
+    if (!receiver || !copies.count(receiver->id)) return;
+    ExprList args;
+    args.push_back(std::move(to->value));
+    for (ExprPtr &a : c->args) args.push_back(std::move(a));
+    e = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), "cast"), std::move(args),
+                               std::move(c->keywords), c->span);
+  });
+}
 
 // `x[:, None]` (1: a column) or `x[None, :]` (2: a row), else 0.
 inline int broadcast_axis(const Subscript &s) {

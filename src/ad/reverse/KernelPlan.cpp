@@ -953,6 +953,7 @@ void Engine::loop_over_forward_programs(Function &bwd, const Backward &result, c
     if (callee == "tl.program_id") e = name(pid);
     else if (callee == "tl.num_programs") e = name(result.num_programs_param);
   });
+  cast_loop_variable_portably(bwd.body, pid);
   StmtList prelude;
   for (const auto &p : result.partial_sums) {
     StmtPtr row = assign(row_of.at(p.input), std::make_unique<BinOp>(BinaryOpKind::Add, name(p.scratch),

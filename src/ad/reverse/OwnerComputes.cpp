@@ -105,7 +105,10 @@ std::optional<std::vector<std::string>> dimension_texts(const SType &t) {
 // pid2, in int64 (times a tile's element count it may pass 2**31):
 // `pid(a)` and `count(a)` give the program id and grid size along axis a.
 ExprPtr flat_program(const std::function<ExprPtr(int)> &pid, const std::function<ExprPtr(int)> &count) {
-  ExprPtr flat = cast_to(pid(0), dotted_name("tl.int64"));
+  ExprPtr first = pid(0);
+  // (A loop's variable, an int under Triton's interpreter: tl.cast, which takes ints, not `.to`.)
+  ExprPtr flat = isa<Name>(first.get()) ? call("tl.cast", list(std::move(first), dotted_name("tl.int64")))
+                                        : cast_to(std::move(first), dotted_name("tl.int64"));
   for (int a = 1; a < 3; ++a)
     flat = binary(BinaryOpKind::Add, binary(BinaryOpKind::Mul, std::move(flat), count(a)), pid(a));
   return flat;
@@ -904,6 +907,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
       if (program_axis_of(*e) == axis) e = name(program);
       else if (program_axis_of(*e, "tl.num_programs") == axis) e = name(programs);
     });
+    cast_loop_variable_portably(seq, program);
 
     // 6. Split: what depends on the program looped over goes in the loop.
     const std::set<std::string> per_program = dependents(seq, {program}, [](const Expr &) { return false; });

@@ -411,7 +411,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
@@ -441,7 +441,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
@@ -472,7 +472,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_14, other=float("inf")) * 1.4426950408889634
 
         # 'bl_i_5_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_5_minus_one = tl.load(bl_i_5_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)

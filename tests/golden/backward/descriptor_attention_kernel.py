@@ -220,7 +220,7 @@ def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, d
         bacc_4_to_dtype = tl.load(ddesc_o_desc_base_offset_offset, mask=t_and_t_2_and_t_3_and_t_4, other=0.0)
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(tl.trans(k), tl.trans(q))
         p = tl.math.exp2(qk * qk_scale - tl.load(M + row0 + offs_m)[None, :])
         p_to_dtype = p.to(dtype)

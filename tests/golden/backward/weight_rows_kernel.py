@@ -44,7 +44,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
         partial_in_memory_2 = partial_in_memory
 
         # This program's row of the tapes of the loop below, and its trip count.
-        tape_row = pid.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        tape_row = tl.cast(pid, tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
         trips = (n_rows - pid + num_progs - 1) // num_progs
         for row in range(pid, n_rows, num_progs):
 

@@ -42,7 +42,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
         m_2 = m
 
         # This program's row of the tapes of the loop below, and its trip count.
-        tape_row = row.to(tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        tape_row = tl.cast(row, tl.int64) + num_programs * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
         for i in range(0, n_chunks):
 
             # The iteration's incoming values, for the reversed loop.

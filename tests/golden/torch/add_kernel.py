@@ -401,7 +401,8 @@ class TgradKernel:
         self._outputs = outputs
         self.__name__ = kernel.__name__ if hasattr(kernel, "__name__") else params[0]
         # The decorators' data, read once here (not while torch.compile traces a launch).
-        self._heuristics = []
+        self._heuristics = []  # @triton.heuristics under the autotuner, outermost first
+        self._outer_heuristics = []  # those over it (all of them without one), outermost first
         self._autotune_keys = None
         self._autotune_names = frozenset()
         self._configs = {}
@@ -417,7 +418,10 @@ class TgradKernel:
                 self._autotune_keys = tuple(kernel.keys)
                 self._autotune_names = frozenset(k for c in kernel.configs for k in c.kwargs)
             elif isinstance(kernel, triton.runtime.Heuristics):
-                self._heuristics.insert(0, dict(kernel.values))
+                # Applied as Triton applies them: the outer decorator first. Heuristics outside the autotuner
+                # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
+                # `@triton.autotune`); those inside it may read a config's values (a block size).
+                (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -446,6 +450,10 @@ class TgradKernel:
             if name not in self._params:
                 raise TypeError(f"{self.__name__}() got an unexpected keyword argument {name!r}")
             bound[name] = value
+        for values in self._outer_heuristics:
+            for name, value in values.items():
+                if name not in bound:
+                    bound[name] = value(bound)
         if self._autotune_keys is not None and not all(n in bound for n in self._autotune_names):
             config = self._config(grid, bound)
             bound.update(config[0])

@@ -346,7 +346,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -390,7 +390,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -435,7 +435,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((start_m.to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -825,7 +825,8 @@ class TgradKernel:
         self._outputs = outputs
         self.__name__ = kernel.__name__ if hasattr(kernel, "__name__") else params[0]
         # The decorators' data, read once here (not while torch.compile traces a launch).
-        self._heuristics = []
+        self._heuristics = []  # @triton.heuristics under the autotuner, outermost first
+        self._outer_heuristics = []  # those over it (all of them without one), outermost first
         self._autotune_keys = None
         self._autotune_names = frozenset()
         self._configs = {}
@@ -841,7 +842,10 @@ class TgradKernel:
                 self._autotune_keys = tuple(kernel.keys)
                 self._autotune_names = frozenset(k for c in kernel.configs for k in c.kwargs)
             elif isinstance(kernel, triton.runtime.Heuristics):
-                self._heuristics.insert(0, dict(kernel.values))
+                # Applied as Triton applies them: the outer decorator first. Heuristics outside the autotuner
+                # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
+                # `@triton.autotune`); those inside it may read a config's values (a block size).
+                (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -870,6 +874,10 @@ class TgradKernel:
             if name not in self._params:
                 raise TypeError(f"{self.__name__}() got an unexpected keyword argument {name!r}")
             bound[name] = value
+        for values in self._outer_heuristics:
+            for name, value in values.items():
+                if name not in bound:
+                    bound[name] = value(bound)
         if self._autotune_keys is not None and not all(n in bound for n in self._autotune_names):
             config = self._config(grid, bound)
             bound.update(config[0])
