@@ -28,7 +28,9 @@ its best: the same tuning for both.
 import argparse
 import datetime
 import importlib.util
+import json
 import os
+import sys
 import tempfile
 
 import torch
@@ -707,6 +709,16 @@ TGRAD_ATTN_CONFIG = {
 }
 
 
+def layout_flags(protocol, forward, args, grid, **constexprs):
+    """The backward's layout flags (1 where the strides keep a gradient's cells apart: its plain stores), from the
+    launch protocol's expressions for this launch."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+    import launch_protocol  # noqa: E402
+    env = launch_protocol.LaunchEnv(args=dict(zip(forward.arg_names, args), **constexprs), grid=grid)
+    return {p["name"]: launch_protocol.evaluate(p["value"], env) for p in protocol["parameters"]
+            if p.get("role") == "size" and p["name"].endswith("_disjoint")}
+
+
 def bench_attention(gen, Z, H, N, D, causal, tmp):
     fwd = load("tests/kernels/attention.py", tmp)
     bwd = load(f"tests/golden/backward/attention{'_causal' if causal else ''}_kernel.py", tmp)
@@ -736,10 +748,20 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     ogrid = (triton.cdiv(N, obm), Z * H)  # the prologue's: the forward's programs at the owners' BLOCK_M
     osaved = {p: torch.empty(ogrid[0] * ogrid[1] * obm, device="cuda") for p in saved}
 
+    # The gradient buffers the launch protocol says must start at zero (atomic additions); the others the
+    # backward writes wherever the forward loaded, which this grid covers.
+    protocol = json.load(open(f"tests/golden/backward/protocol_attention{'_causal' if causal else ''}_kernel.json"))
+    flags = layout_flags(protocol, fwd.attn_fwd_kernel, (q, k, v, sm_scale, lse, out, *strides, H, N), grid,
+                         HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal)
+    zeroed = [{"dQ": dq, "dK": dk, "dV": dv}[p["name"]] for p in protocol["parameters"]
+              if p.get("role") == "input gradient" and p.get("contents") == "zeros"
+              and flags.get(p.get("zeros_unless")) != 1]
+
     def gen_fn():
-        dq.zero_(); dk.zero_(); dv.zero_()
+        for g in zeroed:
+            g.zero_()
         args = (q, k, v, sm_scale, lse, out, *strides, H, N)
-        common = dict(HEAD_DIM=D, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do)
+        common = dict(HEAD_DIM=D, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do, **flags)
         okw = dict(common, BLOCK_M=obm, BLOCK_N=obn, num_warps=owarps, num_stages=ostages)
         if prologue:
             prologue[ogrid](*args, **okw, **osaved)

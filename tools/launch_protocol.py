@@ -63,6 +63,17 @@ _OPS = {
 }
 
 
+def disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
+
+
 def evaluate(expr, env):
     """The value of a protocol expression in a launch."""
     if isinstance(expr, (bool, int, str)):
@@ -88,6 +99,8 @@ def evaluate(expr, env):
         return not evaluate(body, env)
     if kind == "if":
         return evaluate(body[1], env) if evaluate(body[0], env) else evaluate(body[2], env)
+    if kind == "disjoint":
+        return disjoint([evaluate(x, env) for x in body[0]], [evaluate(x, env) for x in body[1]])
     if kind == "max_over_programs":
         axes = sorted(_program_axes(body, set()))
         best = None

@@ -76,6 +76,40 @@ std::optional<std::string> scalar_text(const Expr &e) {
   return std::nullopt;
 }
 
+// The product of two coefficients as one canonical text: the integer factors multiplied, the names sorted, joined
+// by '*' ("BLOCK_M*stride_qm"), so that equal products compare equal as texts.
+std::string multiply_coefficients(const std::string &a, const std::string &b) {
+  long long number = 1;
+  std::vector<std::string> names;
+  for (const std::string &text : {a, b}) {
+    size_t start = 0;
+    while (true) {
+      const size_t end = text.find('*', start);
+      const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (std::optional<long long> v = integer_text(factor)) number *= *v;
+      else names.push_back(factor);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  std::sort(names.begin(), names.end());
+  std::string out = number != 1 || names.empty() ? std::to_string(number) : "";
+  for (const std::string &n : names) out += (out.empty() ? "" : "*") + n;
+  return out;
+}
+
+// `x[:, None]` -> 0, `x[None, :]` -> 1: the axis of a 2-D tile a 1-D tile's values vary along; -1 otherwise.
+int broadcast_tile_axis(const Subscript &s) {
+  if (s.indices.size() != 2) return -1;
+  auto whole = [](const Expr &e) {
+    auto *sl = dyn_cast<Slice>(&e);
+    return sl && !sl->lower && !sl->upper && !sl->step;
+  };
+  if (whole(*s.indices[0]) && isa<NoneLit>(s.indices[1].get())) return 0;
+  if (isa<NoneLit>(s.indices[0].get()) && whole(*s.indices[1])) return 1;
+  return -1;
+}
+
 std::string builtin_of(const Expr &func) {
   // tl.program_id / tl.arange as written (the ANF keeps the callee's spelling).
   if (auto *a = dyn_cast<Attribute>(&func)) {
@@ -193,8 +227,17 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
     case NodeKind::IntLit: return none;
     case NodeKind::Subscript: {  // x[:, None]: the same values, another shape
       auto *s = cast<Subscript>(&v);
-      if (auto *n = dyn_cast<Name>(s->value.get())) return affine(n->id);
-      return bad;
+      auto *n = dyn_cast<Name>(s->value.get());
+      if (!n) return bad;
+      Affine a = affine(n->id);
+      if (general_ && a.valid && !a.lanes.empty()) {
+        // Which axis of the 2-D tile the 1-D tile's lanes now vary along.
+        const int axis = broadcast_tile_axis(*s);
+        auto t = types_.find(n->id);
+        if (axis < 0 || t == types_.end() || t->second.shape.size() != 1) return bad;
+        for (Term &lane : a.lanes) lane.tile_axis = axis;
+      }
+      return a;
     }
     case NodeKind::Call: {
       if (const Name *hinted = hinted_value(v)) return affine(hinted->id);
@@ -240,7 +283,19 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       };
       Affine l = operand(*b->lhs), r = operand(*b->rhs);
       if (!l.valid || !r.valid) return bad;
-      auto uniform = [](const Affine &a) { return a.pid.empty() && a.lanes.empty() && a.loops.empty(); };
+      auto uniform = [](const Affine &a) {
+        return a.pid.empty() && a.lanes.empty() && a.loops.empty() && a.radix.empty();
+      };
+      // Layout analysis: `pid // D` and `pid % D` of a program id and a number the same everywhere.
+      if (general_ && (b->op == BinaryOpKind::FloorDiv || b->op == BinaryOpKind::Mod)) {
+        std::optional<std::string> divisor = scalar_text(*b->rhs);
+        const bool pure_pid = l.pid.size() == 1 && l.pid.begin()->second == "1" && l.lanes.empty() &&
+                              l.loops.empty() && l.radix.empty() && !l.shifted && !l.grid_stride;
+        if (!pure_pid || !uniform(r) || !divisor) return bad;
+        Affine out;
+        out.radix.push_back({l.pid.begin()->first, resolve_copy(*divisor), b->op == BinaryOpKind::Mod, "1"});
+        return out;
+      }
       if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) {
         if (b->op == BinaryOpKind::Sub && !uniform(r)) return bad;  // subtracting lanes: not analysed
         Affine out = l;
@@ -261,6 +316,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         }
         out.lanes.insert(out.lanes.end(), r.lanes.begin(), r.lanes.end());
         out.loops.insert(out.loops.end(), r.loops.begin(), r.loops.end());
+        out.radix.insert(out.radix.end(), r.radix.begin(), r.radix.end());
         return out;
       }
       if (b->op == BinaryOpKind::Mul) {
@@ -273,18 +329,21 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         if (!k || (lu == ru)) return bad;
         Affine out = varying;
         if (out.shifted) out.shift_names = {"?"};  // k * (v + s): not tracked
-        for (auto &kv : out.pid) {
-          if (kv.second != "1") return bad;
-          kv.second = *k;
-        }
-        for (Term &t : out.lanes) {
-          if (t.coefficient != "1") return bad;
-          t.coefficient = *k;
-        }
-        for (LoopTerm &t : out.loops) {
-          if (t.coefficient != "1") return bad;
-          t.coefficient = *k;
-        }
+        // (Layout analysis multiplies coefficients: `(pid * B + lanes) * stride`; the others take one factor.)
+        auto scale = [&](std::string &coefficient) {
+          if (general_) coefficient = multiply_coefficients(coefficient, *k);
+          else if (coefficient != "1") return false;
+          else coefficient = *k;
+          return true;
+        };
+        for (auto &kv : out.pid)
+          if (!scale(kv.second)) return bad;
+        for (Term &t : out.lanes)
+          if (!scale(t.coefficient)) return bad;
+        for (LoopTerm &t : out.loops)
+          if (!scale(t.coefficient)) return bad;
+        for (RadixTerm &t : out.radix)
+          if (!scale(t.coefficient)) return bad;
         return out;
       }
       return bad;
@@ -410,6 +469,7 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
     out.form.grid_stride |= o.grid_stride;
     out.form.lanes.insert(out.form.lanes.end(), o.lanes.begin(), o.lanes.end());
     out.form.loops.insert(out.form.loops.end(), o.loops.begin(), o.loops.end());
+    out.form.radix.insert(out.form.radix.end(), o.radix.begin(), o.radix.end());
     at = ptr_side->id;
   }
   return out;
@@ -743,6 +803,8 @@ std::string AccessAnalysis::value_of(const std::string &text) const {
 std::string AccessAnalysis::key(const Affine &a) const {
   std::string k;
   for (const auto &kv : a.pid) k += "pid" + std::to_string(kv.first) + "*" + kv.second + "+";
+  for (const RadixTerm &t : a.radix)
+    k += "pid" + std::to_string(t.axis) + (t.remainder ? "%" : "//") + t.divisor + "*" + t.coefficient + "+";
   for (const Term &t : a.lanes)
     k += "arange(" + (t.extent ? std::to_string(t.extent) : t.extent_symbol) + ")*" + t.coefficient + "+";
   for (const LoopTerm &t : a.loops) {
@@ -751,6 +813,274 @@ std::string AccessAnalysis::key(const Affine &a) const {
          ")*" + t.coefficient + "+";
   }
   return k;
+}
+
+}  // namespace tgrad::ad
+
+namespace tgrad::ad {
+
+namespace {
+
+// An expression of a coefficient or extent text: a product of integers and names ("BLOCK_M*stride_qm").
+ExprPtr product_expr(const std::string &text) {
+  ExprPtr out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find('*', start);
+    const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    ExprPtr f;
+    if (std::optional<long long> v = integer_text(factor); v && *v >= 0)
+      f = std::make_unique<IntLit>(static_cast<uint64_t>(*v), "");
+    else
+      f = std::make_unique<Name>(factor);
+    out = out ? std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(out), std::move(f)) : std::move(f);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+ExprPtr num_programs(int axis) {
+  ExprList args;
+  args.push_back(std::make_unique<IntLit>(static_cast<uint64_t>(axis), ""));
+  return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), "num_programs"),
+                                std::move(args), std::vector<Keyword>{});
+}
+
+}  // namespace
+
+AccessDecision AccessAnalysis::classify_load(const std::string &pointer, const std::string &mask) const {
+  AccessDecision d = classify(pointer, mask);
+  if (d.kind != AccessDecision::Kind::Shared || d.programs_share) return d;
+  if (std::optional<AccessDecision> layout = classify_layout(pointer, mask)) return std::move(*layout);
+  return d;
+}
+
+std::optional<AccessDecision> AccessAnalysis::classify_layout(const std::string &pointer, const std::string &mask) const {
+  return layout_box(pointer, mask, -1, "");
+}
+
+std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(const std::string &pointer, const std::string &mask,
+                                                                   int summed_axis, const std::string &loop_var) const {
+  if (summed_axis < 0 || loop_var.empty()) return std::nullopt;
+  return layout_box(pointer, mask, summed_axis, loop_var);
+}
+
+std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &pointer, const std::string &mask,
+                                                          int summed_axis, const std::string &loop_var) const {
+  struct Guard {
+    bool &flag;
+    explicit Guard(bool &f) : flag(f) { flag = true; }
+    ~Guard() { flag = false; }
+  } guard(general_);
+  Offset chain = offset_of(pointer, false);
+  if (!chain.why.empty() || !chain.form.valid) return std::nullopt;
+  const Affine &form = chain.form;
+  // A loop moving the addresses, or a grid-stride loop standing for a program id: not this analysis's.
+  // A loop moving the addresses (but the owners' loop, whose iterations become programs), or a grid-stride loop
+  // standing for a program id: not this analysis's.
+  const bool owner = summed_axis >= 0;
+  if (form.grid_stride || form.loops.size() != (owner ? 1u : 0u)) return std::nullopt;
+  if (owner && (form.loops[0].var != loop_var || form.pid.count(summed_axis) ||
+                std::any_of(form.radix.begin(), form.radix.end(), [&](const RadixTerm &r) { return r.axis == summed_axis; })))
+    return std::nullopt;
+
+  // The tile axes the pointer varies along: each must be one lane term's, and each lane term on its own axis.
+  auto ptr_type = types_.find(pointer);
+  if (ptr_type == types_.end() || !ptr_type->second.is_tensor()) return std::nullopt;
+  std::set<int> varying_axes, lane_axes;
+  for (size_t k = 0; k < ptr_type->second.shape.size(); ++k)
+    if (const sema::Dim &d = ptr_type->second.shape[k]; !(d.value && *d.value == 1)) varying_axes.insert(static_cast<int>(k));
+  for (const Term &lane : form.lanes) {
+    // (A 1-D pointer tile's lanes vary along its axis 0 however they were formed.)
+    const int axis = ptr_type->second.shape.size() == 1 ? 0 : lane.tile_axis;
+    if (!lane_axes.insert(axis).second || lane.coefficient == "0") return std::nullopt;
+  }
+  if (lane_axes != varying_axes) return std::nullopt;
+  const bool two_d = ptr_type->second.shape.size() > 1;
+
+  // A value the layout check reads must be a launch value: a number, a parameter, or a grid size.
+  std::set<std::string> params;
+  for (const Param &p : fn_.params) params.insert(p.name);
+  auto launch_value = [&](const std::string &text) {
+    if (text.empty()) return false;
+    size_t start = 0;
+    while (true) {
+      const size_t end = text.find('*', start);
+      const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!integer_text(factor) && !params.count(factor)) return false;
+      if (end == std::string::npos) return true;
+      start = end + 1;
+    }
+  };
+  // The bound a mask puts on a unit index: a conjunct `x < E` where x is that lane tile, plus `pid * B` where it
+  // walks blocks of programs along `axis`.
+  auto mask_bound = [&](const Term &lane, int axis, const std::string &block,
+                        const std::string &walked = "") -> std::optional<std::string> {
+    for (const Compare *cmp : mask_conjuncts(mask)) {
+      if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
+      auto *lhs = dyn_cast<Name>(cmp->left.get());
+      std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
+      if (!lhs || !bound) continue;
+      // (A mask of another rank broadcasts along other axes than its lanes name.)
+      auto lhs_type = types_.find(lhs->id);
+      if (lhs_type == types_.end() || lhs_type->second.shape.size() != ptr_type->second.shape.size()) continue;
+      Affine x = affine(lhs->id);
+      if (!walked.empty() && (x.loops.size() != 1 || x.loops[0].var != walked || x.loops[0].coefficient != "1"))
+        continue;
+      if (!x.valid || x.shifted || x.loops.size() != (walked.empty() ? 0u : 1u) || !x.radix.empty() || x.lanes.size() != 1 ||
+          x.lanes[0].coefficient != "1" || x.lanes[0].source != lane.source ||
+          (two_d && x.lanes[0].tile_axis != lane.tile_axis))
+        continue;
+      if (axis < 0 ? !x.pid.empty() : (x.pid.size() != 1 || !x.pid.count(axis) || value_of(x.pid.at(axis)) != value_of(block)))
+        continue;
+      return resolve_copy(*bound);
+    }
+    return std::nullopt;
+  };
+  auto extent_text = [](const Term &t) { return t.extent ? std::to_string(t.extent) : t.extent_symbol; };
+  // A product's factors by their values where -D gave them.
+  auto product_value = [&](const std::string &text) {
+    std::string out = "1";
+    size_t start = 0;
+    while (true) {
+      const size_t end = text.find('*', start);
+      out = multiply_coefficients(out, value_of(text.substr(start, end == std::string::npos ? std::string::npos : end - start)));
+      if (end == std::string::npos) return out;
+      start = end + 1;
+    }
+  };
+
+  struct Index {
+    std::string stride;  // a product text
+    ExprPtr extent;
+    std::optional<long long> extent_number;
+    std::string what;    // for the reason
+  };
+  std::vector<Index> box;
+  std::vector<bool> lane_used(form.lanes.size(), false);
+  std::set<int> axes_seen;
+  for (const auto &[axis, coefficient] : form.pid) {
+    if (axis < 0) return std::nullopt;
+    // `pid * B + tl.arange(0, B)` times a stride: one index over the blocks' rows.
+    bool merged = false;
+    for (size_t k = 0; k < form.lanes.size() && !merged; ++k) {
+      const Term &lane = form.lanes[k];
+      const std::string extent = extent_text(lane);
+      if (lane_used[k] || extent.empty() || lane.tile_axis < 0 ||
+          multiply_coefficients(product_value(lane.coefficient), value_of(extent)) != product_value(coefficient))
+        continue;
+      lane_used[k] = merged = true;
+      if (std::optional<std::string> bound = mask_bound(lane, axis, extent)) {
+        if (!launch_value(value_of(*bound))) return std::nullopt;
+        box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
+                       "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source + " < " + *bound});
+      } else {
+        if (!launch_value(value_of(extent))) return std::nullopt;
+        box.push_back({lane.coefficient,
+                       std::make_unique<BinOp>(BinaryOpKind::Mul, num_programs(axis), product_expr(value_of(extent))),
+                       std::nullopt, "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source});
+      }
+    }
+    if (!merged) box.push_back({coefficient, num_programs(axis), std::nullopt, "program_id(" + std::to_string(axis) + ")"});
+    axes_seen.insert(axis);
+  }
+  // `pid // D` and `pid % D` of one axis, both: the pair tells the programs along it apart.
+  std::map<int, std::vector<const RadixTerm *>> radix_of;
+  for (const RadixTerm &r : form.radix) radix_of[r.axis].push_back(&r);
+  for (const auto &[axis, terms] : radix_of) {
+    if (axis < 0 || terms.size() != 2 || terms[0]->remainder == terms[1]->remainder ||
+        value_of(terms[0]->divisor) != value_of(terms[1]->divisor) || axes_seen.count(axis))
+      return std::nullopt;
+    const RadixTerm &quotient = terms[0]->remainder ? *terms[1] : *terms[0];
+    const RadixTerm &remainder = terms[0]->remainder ? *terms[0] : *terms[1];
+    const std::string divisor = value_of(quotient.divisor);
+    if (!launch_value(divisor)) return std::nullopt;
+    // cdiv(num_programs, D) quotients, D remainders.
+    ExprPtr quotients = std::make_unique<BinOp>(
+        BinaryOpKind::FloorDiv,
+        std::make_unique<BinOp>(BinaryOpKind::Sub,
+                                std::make_unique<BinOp>(BinaryOpKind::Add, num_programs(axis), product_expr(divisor)),
+                                std::make_unique<IntLit>(1, "")),
+        product_expr(divisor));
+    const std::string p = "program_id(" + std::to_string(axis) + ")";
+    box.push_back({quotient.coefficient, std::move(quotients), std::nullopt, p + " // " + quotient.divisor});
+    box.push_back({remainder.coefficient, product_expr(divisor), integer_text(divisor), p + " % " + quotient.divisor});
+    axes_seen.insert(axis);
+  }
+  // The owners' loop: `v + tl.arange(0, B)` with v stepping by B from 0, bounded by the mask; each iteration is
+  // an owner program, whose rows these are.
+  if (owner) {
+    auto loop = loops_.find(loop_var);
+    if (loop == loops_.end() || !(loop->second.lo == "0" || (defs_.count(loop->second.lo) && is_zero(Name(loop->second.lo)))))
+      return std::nullopt;
+    bool merged = false;
+    for (size_t k = 0; k < form.lanes.size() && !merged; ++k) {
+      const Term &lane = form.lanes[k];
+      const std::string extent = extent_text(lane);
+      if (lane_used[k] || extent.empty() || lane.tile_axis < 0 || value_of(loop->second.step) != value_of(extent) ||
+          product_value(lane.coefficient) != product_value(form.loops[0].coefficient))
+        continue;
+      std::optional<std::string> bound = mask_bound(lane, -1, "", loop_var);
+      if (!bound || !launch_value(value_of(*bound))) return std::nullopt;
+      lane_used[k] = merged = true;
+      box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
+                     loop_var + " + " + lane.source + " < " + *bound});
+    }
+    if (!merged) return std::nullopt;
+  }
+  // Every program axis the kernel reads (but the one the owners sum over) must tell its programs apart here.
+  for (int axis : program_axes_)
+    if (axis != summed_axis && (axis < 0 || !axes_seen.count(axis))) return std::nullopt;
+  if (axes_seen.empty() && !owner) return std::nullopt;
+  for (size_t k = 0; k < form.lanes.size(); ++k) {
+    if (lane_used[k]) continue;
+    const Term &lane = form.lanes[k];
+    std::optional<std::string> bound = mask_bound(lane, -1, "");
+    const std::string extent = bound ? value_of(*bound) : value_of(extent_text(lane));
+    if (!launch_value(extent)) return std::nullopt;
+    box.push_back({lane.coefficient, product_expr(extent), integer_text(extent),
+                   lane.source + (bound ? " < " + *bound : std::string())});
+  }
+  for (Index &i : box) {
+    i.stride = product_value(i.stride);
+    if (!launch_value(i.stride)) return std::nullopt;
+  }
+
+  AccessDecision d;
+  d.offset_key = key(form);
+  std::vector<std::string> uniform_parts = chain.uniform_parts;
+  std::sort(uniform_parts.begin(), uniform_parts.end());
+  for (const std::string &u : uniform_parts) d.offset_key += "+" + u;
+  if (chain.untracked_shift) d.offset_key += "+shift@" + pointer;
+  d.mask_key = mask.empty() ? "" : "mask " + mask;
+  std::string terms;
+  for (const Index &i : box) terms += (terms.empty() ? "" : " + ") + ("(" + i.what + ") * " + i.stride);
+  // Strides and extents all numbers: decided here.
+  bool numbers = true;
+  std::vector<std::pair<long long, long long>> known;  // (stride, extent)
+  for (const Index &i : box) {
+    std::optional<long long> stride = integer_text(i.stride);
+    numbers &= stride.has_value() && i.extent_number.has_value();
+    if (stride && i.extent_number) known.push_back({std::llabs(*stride), *i.extent_number});
+  }
+  if (numbers) {
+    std::sort(known.begin(), known.end());
+    long long reach = 0;
+    for (const auto &[stride, extent] : known) {
+      if (extent <= 1) continue;
+      if (stride <= reach) return std::nullopt;
+      reach += (extent - 1) * stride;
+    }
+    d.kind = AccessDecision::Kind::Injective;
+    d.reason = "offset = " + terms + ": each address belongs to one program and lane (the strides keep the cells apart)";
+    return d;
+  }
+  d.kind = AccessDecision::Kind::InjectiveAssuming;
+  d.reason = "offset = " + terms + ": each address belongs to one program and lane where these strides keep the "
+             "indices' cells apart (no overlap), which the launcher checks";
+  for (Index &i : box) d.layout.emplace_back(std::move(i.extent), product_expr(i.stride));
+  return d;
 }
 
 }  // namespace tgrad::ad

@@ -53,6 +53,12 @@ struct AccessDecision {
   // The loop whose variable the lanes walk (`v + tl.arange(0, B)` in `range(lo, hi, B)`), or "": each of its
   // iterations has addresses of its own.
   std::string walked_loop_var;
+  // InjectiveAssuming by layout (AccessAnalysis::classify_layout): the offset is a sum of indices times strides,
+  // each index over [0, extent): (extent, stride) for each, as expressions over the kernel's parameters and
+  // tl.num_programs. Distinct programs and lanes have distinct index tuples; their addresses are distinct where
+  // no two cells of that box of strides meet, which only the launch's values tell (the launch protocol's
+  // "disjoint" check; no device assertion expresses it).
+  std::vector<std::pair<ast::ExprPtr, ast::ExprPtr>> layout;
 };
 
 class AccessAnalysis {
@@ -63,6 +69,21 @@ class AccessAnalysis {
   std::string base_of(const std::string &pointer) const;
   // How the adjoint of a load through `pointer` (masked by `mask`, or "") can be written.
   AccessDecision classify(const std::string &pointer, const std::string &mask) const;
+  // Where classify finds the offset not analysed (program ids split by `//` and `%`, tiles of several
+  // tl.arange axes, strides given at run time): whether it is a box of indices times strides, one index per
+  // program axis (`pid`, or `pid // D` and `pid % D` both) or block of programs (`pid * B + tl.arange(0, B)`),
+  // one per tile axis: then Injective where the strides are numbers that keep the box's cells apart,
+  // InjectiveAssuming with `layout` set where they are given at run time. Nullopt where it is not such a box.
+  std::optional<AccessDecision> classify_layout(const std::string &pointer, const std::string &mask) const;
+  // classify_layout for the flush of an owner-computes kernel (src/ad/reverse/OwnerComputes.h) that sums the
+  // forward's programs along `summed_axis` and makes each iteration of the loop over `loop_var` a program: the
+  // offset of a load in that loop must not depend on the summed axis, and the loop's blocks (`v + tl.arange(0,
+  // B)`, v from 0 by B, under a mask bound) are one index of the box.
+  std::optional<AccessDecision> classify_owner_layout(const std::string &pointer, const std::string &mask,
+                                                      int summed_axis, const std::string &loop_var) const;
+  // How a load's gradient is written: classify, and where that finds the offset merely not analysed (not shared
+  // for certain), classify_layout.
+  AccessDecision classify_load(const std::string &pointer, const std::string &mask) const;
   // Whether, within one program, each iteration of the loop over `loop_var`
   // touches through `a` and `b` (two pointers off one base) addresses no
   // other iteration touches through either: both offsets are
@@ -83,6 +104,8 @@ class AccessAnalysis {
                              const std::string &mask_a, const std::string &mask_b) const;
 
  private:
+  std::optional<AccessDecision> layout_box(const std::string &pointer, const std::string &mask, int summed_axis,
+                                           const std::string &loop_var) const;
   // iterations_own_blocks with masked indices read by their masks' bounds (`masks`) or by their lanes' extents.
   bool blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
                         const std::string &mask_a, const std::string &mask_b, bool masks) const;
@@ -94,6 +117,15 @@ class AccessAnalysis {
     std::string source;        // which values: "tl.arange(0, 128)", "+ start" once merged with a loop variable
     bool walks_programs = false;  // merged with a program id stepping by the extent (a 2-D grid's column blocks)
     std::string walked_var = {};  // walks_loop: that loop's variable
+    int tile_axis = 0;            // the axis of the tile it varies along (`x[None, :]`: 1); layout analysis only
+  };
+  // `pid // divisor` (remainder false) or `pid % divisor` of the program id along `axis`, times `coefficient`:
+  // formed only in layout analysis (general_).
+  struct RadixTerm {
+    int axis;
+    std::string divisor;
+    bool remainder;
+    std::string coefficient;
   };
   struct LoopTerm {
     std::string var;          // the loop variable of `for var in range(lo, hi, step)`
@@ -104,6 +136,7 @@ class AccessAnalysis {
     std::map<int, std::string> pid;          // program axis -> coefficient
     std::vector<Term> lanes;                 // arange terms
     std::vector<LoopTerm> loops;             // loop-variable terms
+    std::vector<RadixTerm> radix;            // program ids split by // and % (layout analysis only)
     bool shifted = false;                    // a value the same everywhere was added: the constant part is not tracked
     // What was added where shifted: names and literals, or "?" for anything else (a shifted form scaled).
     std::vector<std::string> shift_names;
@@ -148,6 +181,9 @@ class AccessAnalysis {
   bool masked_halves_own_iterations(const Offset &x, const Offset &y, const std::string &loop_var,
                                     const std::string &mask_x, const std::string &mask_y) const;
 
+  // Layout analysis (classify_layout) is running: affine() also forms products of coefficients, `pid // D`,
+  // `pid % D` and tile axes, which the other analyses do not read (they see such offsets as not analysed).
+  mutable bool general_ = false;
   const ast::Function &fn_;
   const std::map<std::string, sema::SType> &types_;
   std::map<std::string, const ast::Expr *> defs_;  // SSA name -> its (first) defining value

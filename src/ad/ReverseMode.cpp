@@ -369,6 +369,16 @@ void Backward::add_buffer_needs(const Backward &other) {
       consumed_upstream.push_back(c);
   for (const std::string &o : other.saved_outputs)
     if (std::find(saved_outputs.begin(), saved_outputs.end(), o) == saved_outputs.end()) saved_outputs.push_back(o);
+  for (const LayoutAssumption &l : other.layout_assumptions) {
+    auto text = [](const LayoutAssumption &x) {
+      std::string t = x.input + "|" + x.kernel + "|" + x.flag;
+      for (const auto &[e, s] : x.extent_stride) t += "|" + emit::print_expr(*e) + "," + emit::print_expr(*s);
+      return t;
+    };
+    if (std::none_of(layout_assumptions.begin(), layout_assumptions.end(),
+                     [&](const LayoutAssumption &o) { return text(o) == text(l); }))
+      layout_assumptions.push_back(l);
+  }
   for (const AtomicGradient &a : other.atomic_gradients)
     if (std::none_of(atomic_gradients.begin(), atomic_gradients.end(), [&](const AtomicGradient &o) {
           return o.input == a.input && o.load.begin == a.load.begin && o.load.file_id == a.load.file_id;
@@ -385,6 +395,8 @@ std::vector<std::string> Backward::parameters_after_forward() const {
   for (const Tape &t : tapes) out.push_back(t.scratch);
   for (const Tape &t : tapes)
     if (std::find(out.begin(), out.end(), t.trips_param) == out.end()) out.push_back(t.trips_param);
+  for (const LayoutAssumption &l : layout_assumptions)
+    if (std::find(out.begin(), out.end(), l.flag) == out.end()) out.push_back(l.flag);
   return out;
 }
 

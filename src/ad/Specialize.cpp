@@ -428,6 +428,12 @@ class Specializer {
         if (!seen) out.tapes.push_back(t);
       }
     }
+    // Layout flags: the union (a specialization whose store of a gradient needs none does not take it).
+    for (const Specialization &s : specs_) {
+      Backward flags_only;
+      flags_only.layout_assumptions = s.backward.layout_assumptions;
+      out.add_buffer_needs(flags_only);
+    }
     // The dispatcher's signature, in the order a single backward's would be.
     const std::vector<std::string> extra = out.parameters_after_forward();
     // Every argument of every specialization has its place, and no two take the same one.

@@ -439,6 +439,12 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     } else if (zeros) {
       e["contents"] = "zeros";
       e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";
+      for (const ad::Backward::LayoutAssumption &l : bwd.layout_assumptions)
+        if (l.input == of) {
+          e["zeros_unless"] = l.flag;
+          e["why"] = "the backward stores every element the forward loads where " + l.flag + " is 1, and adds "
+                     "atomically into zeros where it is 0";
+        }
       if (added_once_by_its_owner(bwd, bwd.gradient_buffers[k].second)) {
         e["additions"] = "one per element";
         e["why"] = "its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per "
@@ -550,6 +556,42 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     scratch.push_back({{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}});
     owner_params.insert(t.scratch);  // not the backward kernel's
   }
+  // Layout flags: 1 where a box of strides keeps a gradient's cells apart (its plain stores), else 0 (its atomic
+  // additions into zeros). One flag's boxes in several specializations must all be apart.
+  std::map<std::string, json> flag_checks;
+  std::map<std::string, std::string> flag_texts;
+  std::vector<std::string> flags_in_order;
+  for (const ad::Backward::LayoutAssumption &l : bwd.layout_assumptions) {
+    json extents = json::array(), strides = json::array();
+    std::string text;
+    bool expressed = forward != nullptr;
+    for (const auto &[extent, stride] : l.extent_stride) {
+      if (!expressed) break;
+      ExprTranslator translate(*forward);
+      std::optional<json> e = translate.translate(*extent), s = translate.translate(*stride);
+      expressed = e && s;
+      if (!expressed) break;
+      extents.push_back(*e);
+      strides.push_back(*s);
+      text += (text.empty() ? "" : ", ") + emit::print_expr(*stride) + " over " + emit::print_expr(*extent);
+    }
+    // (Not expressed: 0, the atomic additions, always right.)
+    json check = expressed ? json{{"disjoint", json::array({extents, strides})}} : json(false);
+    if (!flag_checks.count(l.flag)) {
+      flags_in_order.push_back(l.flag);
+      flag_checks[l.flag] = check;
+      flag_texts[l.flag] = "'" + l.input + "' (" + text + ")";
+    } else if (flag_checks[l.flag] != check) {
+      flag_checks[l.flag] = op("and", {flag_checks[l.flag], check});
+      flag_texts[l.flag] += " and (" + text + ")";
+    }
+  }
+  for (const std::string &f : flags_in_order)
+    params.push_back({{"name", f}, {"types", {"i32"}}, {"role", "size"}, {"pass_by_keyword", true},
+                      {"value", op("if", {flag_checks[f], 1, 0})},
+                      {"why", "1 where the strides keep the cells of " + flag_texts[f] + " apart: each program and "
+                              "lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) "
+                              "makes the backward add them atomically into zeros"}});
   // Owner-computes kernels: the forward's grid size along the axis each loops over.
   std::set<std::string> programs_params;
   for (const auto &o : bwd.owner_kernels) {
@@ -673,8 +715,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   json adjoints = json::array();
   for (const std::string &e : bwd.explanations) adjoints.push_back({{"why", e}});
   out["memory_adjoints"] = adjoints;
-  if (bwd.module)
-    if (json assumed = host_assumptions(*bwd.module); !assumed.empty()) out["assumptions"] = assumed;
+  json assumed = bwd.module ? host_assumptions(*bwd.module) : json::array();
+  if (!assumed.empty()) out["assumptions"] = assumed;
   return out;
 }
 

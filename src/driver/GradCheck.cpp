@@ -76,6 +76,10 @@ std::optional<int64_t> launch_value(const ast::Expr &e, const interp::Launch &la
       default: return std::nullopt;
     }
   }
+  // tl.num_programs(a): the forward's grid (a layout flag's box of program ids).
+  if (auto *c = dyn_cast<Call>(&e); c && c->args.size() == 1 && c->keywords.empty() &&
+                                     emit::print_expr(*c->func) == "tl.num_programs")
+    if (auto *axis = dyn_cast<IntLit>(c->args[0].get()); axis && axis->value < 3) return launch.grid[axis->value];
   if (auto *c = dyn_cast<Call>(&e); c && c->args.size() == 2 && c->keywords.empty()) {
     const std::string f = emit::print_expr(*c->func);
     auto x = launch_value(*c->args[0], launch), y = launch_value(*c->args[1], launch);
@@ -350,6 +354,29 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
     std::optional<int64_t> numel = tile_elements(t.tile_shape, "the saved tile '" + t.value + "'");
     if (!numel) return std::nullopt;
     saved[t.scratch] = poisoned_scratch(t.scratch, programs * *numel, t.dtype);
+  }
+  // Layout flags: 1 where this launch's strides keep each box's cells apart (the plain stores), else 0.
+  for (const ad::Backward::LayoutAssumption &l : bwd->layout_assumptions) {
+    std::vector<std::pair<int64_t, int64_t>> box;  // (|stride|, extent)
+    bool known = true;
+    for (const auto &[extent, stride] : l.extent_stride) {
+      std::optional<int64_t> e = launch_value(*extent, launch), s = launch_value(*stride, launch);
+      known &= e && s;
+      if (!known) break;
+      box.push_back({*s < 0 ? -*s : *s, *e});
+    }
+    std::sort(box.begin(), box.end());
+    bool apart = known;
+    int64_t reach = 0;
+    for (const auto &[stride, extent] : box) {
+      if (!apart || extent <= 1) continue;
+      apart = stride > reach;
+      reach += (extent - 1) * stride;
+    }
+    // (A flag several boxes share is 1 only where all are apart.)
+    auto had = back.args.find(l.flag);
+    const bool before = had == back.args.end() || had->second.n != 0;
+    back.args[l.flag] = int_arg(apart && before ? 1 : 0);
   }
   if (!bwd->prologue_kernel.empty()) {
     interp::Launch prologue = back;

@@ -78,6 +78,12 @@ class PythonExpr {
     if (kind == "device") return "_tgrad_multi_processor_count(" + device_ + ")";
     if (kind == "not") return "(not " + (*this)(body) + ")";
     if (kind == "if") return "(" + (*this)(body[1]) + " if " + (*this)(body[0]) + " else " + (*this)(body[2]) + ")";
+    if (kind == "disjoint") {
+      std::vector<std::string> extents, strides;
+      for (const json &x : body[0]) extents.push_back((*this)(x));
+      for (const json &x : body[1]) strides.push_back((*this)(x));
+      return "_tgrad_disjoint(" + tuple_of(extents) + ", " + tuple_of(strides) + ")";
+    }
     if (kind == "max_over_programs") {
       std::set<int> axes;
       program_axes(body, axes);
@@ -788,6 +794,20 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       const bool once = p.value("additions", "") == "one per element";
       const bool zeros = p["contents"] == "zeros" && !once;
       if (zeros) accumulated.insert(p["of"].get<std::string>());
+      // Stored once per element where a layout flag is 1 (the strides keep the cells apart), added atomically
+      // where it is 0: the input's dtype serves the stores, float32 the additions.
+      if (zeros && p.contains("zeros_unless")) {
+        const json *flag_value = nullptr;
+        for (const json &q : protocol["parameters"])
+          if (q["name"] == p["zeros_unless"] && q.contains("value") && !q["value"].is_null()) flag_value = &q["value"];
+        if (flag_value) {
+          const std::string of = p["of"].get<std::string>();
+          py << "    " << p["name"].get<std::string>() << " = _tgrad_zeros_like(" << of << ") if " << expr(*flag_value)
+             << " else _tgrad_float32_zeros_like(" << of << ")  # " << p["why"].get<std::string>()
+             << "; where it adds, in float32, cast to the input's dtype at the end\n";
+          continue;
+        }
+      }
       py << "    " << p["name"].get<std::string>() << " = " << (zeros ? "_tgrad_float32_zeros_like(" : "_tgrad_zeros_like(")
          << p["of"].get<std::string>() << ")  # "
          << (zeros  ? p["why"].get<std::string>() + "; in float32, cast to the input's dtype at the end"

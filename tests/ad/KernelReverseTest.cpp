@@ -464,6 +464,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
                    {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
                    {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=True"}, {"X", "G"}, {}, ""},
+        // A masked store in a loop (its upstream gradient taken by an atomic exchange), a cumsum per chunk.
+        KernelCase{"scan", "chunked_cumsum_kernel", {2, 1, 1}, {"X=fp32[2,13]", "Y=fp32[2,13]:zeros", "T=13"},
+                   {"BT=8"}, {"X"}, {}, ""},
         // tl.gather along a row and on a vector.
         KernelCase{"gather", "gather_rows_kernel", {2, 1, 1},
                    {"X=fp32[7,8]", "T=fp32[8]", "IDX=int32[7,8]:uniform(0,8)", "PERM=int32[8]:uniform(0,8)",
@@ -998,7 +1001,8 @@ TEST(KernelReverse, PartialSumsOnlyWhereProgramsDifferByAxis0) {
 }
 
 TEST(KernelReverse, RowsProofNeedsTheMaskToBoundTheOffsetLanes) {
-  // mask = c - 5 < n lets lanes up to n + 4 through: rows may overlap, so the gradient is atomic.
+  // mask = c - 5 < n lets lanes up to n + 4 through: the rows' lanes are all B of the tile, not n, so the plain
+  // store assumes rows of n >= B lanes apart (the launcher checks: a box of extents (programs, B), strides (n, 1)).
   auto p = parse_text(std::string(kHead) +
                       "def k(X, Y, n, B: tl.constexpr):\n    r = tl.program_id(0)\n    c = tl.arange(0, B)\n"
                       "    m = c - 5 < n\n    x = tl.load(X + r * n + c, mask=m, other=0.0)\n"
@@ -1013,7 +1017,76 @@ TEST(KernelReverse, RowsProofNeedsTheMaskToBoundTheOffsetLanes) {
   }
   auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
   ASSERT_TRUE(bwd) << p->all_messages();
-  EXPECT_NE(bwd->source.find("tl.atomic_add(dX"), std::string::npos) << bwd->source;
+  EXPECT_NE(bwd->source.find("if X_disjoint:"), std::string::npos) << bwd->source;
+  ASSERT_EQ(bwd->layout_assumptions.size(), 1u);
+  std::vector<std::string> box;
+  for (const auto &[extent, stride] : bwd->layout_assumptions[0].extent_stride)
+    box.push_back(emit::print_expr(*extent) + " by " + emit::print_expr(*stride));
+  EXPECT_EQ(box, (std::vector<std::string>{"tl.num_programs(0) by n", "B by 1"}));
+}
+
+// The layout analysis (AccessAnalysis::classify_layout): an offset that is a box of indices times strides given at
+// run time is a plain store with the box for the launcher to check; anything that lets two programs or lanes meet
+// whatever the strides stays atomic.
+std::string gradient_write_of(const std::string &body, const std::vector<const char *> &types) {
+  auto p = parse_text(std::string(kHead) + body);
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  std::string error;
+  for (const char *t : types) {
+    auto parsed = driver::parse_param_type(t, error);
+    request.param_types[parsed->first] = parsed->second;
+  }
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  if (!bwd) return "error: " + p->all_messages();
+  std::string box;
+  for (const auto &l : bwd->layout_assumptions)
+    for (const auto &[extent, stride] : l.extent_stride)
+      box += (box.empty() ? "" : ", ") + emit::print_expr(*extent) + " by " + emit::print_expr(*stride);
+  const bool atomic = bwd->source.find("tl.atomic_add(dX") != std::string::npos;
+  const bool store = bwd->source.find("tl.store(dX") != std::string::npos;
+  // A layout-flagged store: `if X_disjoint: tl.store(...) else: tl.atomic_add(...)`.
+  const bool flagged = !box.empty() && bwd->source.find("if X_disjoint:") != std::string::npos;
+  return flagged && store && atomic ? "store where [" + box + "] apart, else atomic"
+         : atomic                   ? "atomic"
+         : store                    ? "store"
+                                    : "neither:\n" + bwd->source;
+}
+
+TEST(KernelReverse, LayoutBoxesOfProgramIdsSplitByDivisionAndTilesOfTwoAxes) {
+  const std::vector<const char *> types = {"X=*fp32", "Y=*fp32", "H=i32", "N=i32", "sz=i32", "sh=i32", "sm=i32",
+                                           "sd=i32"};
+  // Attention's (batch, head) program split by // and %, rows of blocks of programs under a mask, a column tile.
+  const std::string attention =
+      "def k(X, Y, H, N, sz, sh, sm, sd, BM: tl.constexpr, D: tl.constexpr):\n"
+      "    pm = tl.program_id(0)\n    hz = tl.program_id(1)\n    z = hz // H\n    h = hz % H\n"
+      "    rows = pm * BM + tl.arange(0, BM)\n    cols = tl.arange(0, D)\n"
+      "    o = z * sz + h * sh + rows[:, None] * sm + cols[None, :] * sd\n"
+      "    x = tl.load(X + o, mask=rows[:, None] < N, other=0.0)\n    tl.store(Y + o, x * x, mask=rows[:, None] < N)\n";
+  EXPECT_EQ(gradient_write_of(attention, types),
+            "store where [N by sm, (tl.num_programs(1) + H - 1) // H by sz, H by sh, D by sd] apart, else atomic");
+  // Only the quotient: the programs hz = 0 .. H - 1 meet at z = 0.
+  const std::string quotient_only =
+      "def k(X, Y, H, N, sz, sh, sm, sd, BM: tl.constexpr, D: tl.constexpr):\n"
+      "    pm = tl.program_id(0)\n    z = tl.program_id(1) // H\n"
+      "    rows = pm * BM + tl.arange(0, BM)\n    cols = tl.arange(0, D)\n"
+      "    o = z * sz + rows[:, None] * sm + cols[None, :] * sd\n"
+      "    x = tl.load(X + o, mask=rows[:, None] < N, other=0.0)\n    tl.store(Y + o, x * x, mask=rows[:, None] < N)\n";
+  EXPECT_EQ(gradient_write_of(quotient_only, types), "atomic");
+  // Two tiles along one axis: c + c2 repeats addresses whatever the strides.
+  const std::string one_axis_twice =
+      "def k(X, Y, H, N, sz, sh, sm, sd, BM: tl.constexpr, D: tl.constexpr):\n"
+      "    r = tl.program_id(0)\n    c = tl.arange(0, BM)\n    c2 = tl.arange(0, BM) * sd\n"
+      "    o = r * sm + c + c2\n    x = tl.load(X + o)\n    tl.store(Y + o, x * x)\n";
+  EXPECT_EQ(gradient_write_of(one_axis_twice, types), "atomic");
+  // A program axis the offset does not read: its programs share addresses.
+  const std::string unread_axis =
+      "def k(X, Y, H, N, sz, sh, sm, sd, BM: tl.constexpr, D: tl.constexpr):\n"
+      "    rows = tl.program_id(0) * BM + tl.arange(0, BM)\n    cols = tl.arange(0, D)\n    j = tl.program_id(1)\n"
+      "    o = rows[:, None] * sm + cols[None, :] * sd\n"
+      "    x = tl.load(X + o, mask=rows[:, None] < N, other=0.0)\n    tl.store(Y + o + j * 0, x * x, mask=rows[:, None] < N)\n";
+  EXPECT_EQ(gradient_write_of(unread_axis, types), "atomic");
 }
 
 // The explanations of a kernel's backward: the max of a numerically stable softmax is proven to cancel out of

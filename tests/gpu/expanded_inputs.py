@@ -16,6 +16,7 @@ import os
 import sys
 
 import torch
+import triton
 
 DEV = "cpu" if os.environ.get("EXPANDED_CPU") == "1" else "cuda"
 
@@ -104,6 +105,36 @@ for mode in modes:
         ok = "assumes in_row_stride >= n_cols" in str(e)
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} softmax of an expanded input ({mode}) is refused: {str(e)[:100]}")
+
+# Attention with K and V shared by every head (grouped-query attention's expand: stride 0 over heads). The backward
+# stores dQ, dK and dV with plain stores where the strides keep each gradient's cells apart (the layout flags the
+# module computes: Q_disjoint, K_disjoint, V_disjoint); for these K and V they do not, and the heads' gradients
+# must add (atomically) into the one shared cell, as autograd's backward of the expand sums them. Q stays apart.
+if DEV == "cuda":
+    attention = load("attention_kernel")
+    for mode in modes:
+        Z, H, N, D = 2, 3, 200, 64
+        q = torch.randn(Z, H, N, D, generator=gen, device=DEV).half().requires_grad_()
+        k1, v1 = (torch.randn(Z, 1, N, D, generator=gen, device=DEV).half().requires_grad_() for _ in range(2))
+        wo = torch.randn(Z, H, N, D, generator=gen, device=DEV)
+
+        def run(q, k1, v1):
+            k, v = k1.expand(Z, H, N, D), v1.expand(Z, H, N, D)
+            out = torch.empty(Z, H, N, D, device=DEV, dtype=torch.float16)
+            lse = torch.empty(Z, H, N, device=DEV)
+            strides = [s for t in (q, k, v, out) for s in t.stride()]
+            o = attention.attn_fwd_kernel[(triton.cdiv(N, 64), Z * H)](q, k, v, D ** -0.5, lse, out, *strides, H, N,
+                                                                       HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64,
+                                                                       IS_CAUSAL=False, num_warps=4, num_stages=2)
+            return (o.Out.float() * wo).sum()
+
+        (torch.compile(run, fullgraph=True) if mode == "compile" else run)(q, k1, v1).backward()
+        qr, kr, vr = (t.detach().double().requires_grad_() for t in (q, k1, v1))
+        ref = torch.nn.functional.scaled_dot_product_attention(qr, kr.expand(Z, H, N, D), vr.expand(Z, H, N, D),
+                                                               scale=D ** -0.5)
+        (ref * wo.double()).sum().backward()
+        for name, got, want in (("dQ", q.grad, qr.grad), ("dK", k1.grad, kr.grad), ("dV", v1.grad, vr.grad)):
+            check(f"attention, K and V expanded over heads ({mode}): {name}", got, want, tol=2e-2)
 
 print(f"{failures} failures")
 sys.exit(1 if failures else 0)

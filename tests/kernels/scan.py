@@ -46,3 +46,17 @@ def decay_scan_kernel(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.
     _, h = tl.associative_scan((decay, x), 1, _first_order, reverse=REVERSE)
     suffix = tl.cumsum(x, 1, reverse=True)
     tl.store(H + offsets, h + 0.5 * suffix, mask=mask)
+
+
+@triton.jit
+def chunked_cumsum_kernel(X, Y, T, BT: tl.constexpr):
+    # Per row, the running sum within each chunk of BT steps (a chunked scan's local pass). The store sits in a
+    # loop, so the backward takes its upstream gradient with an atomic exchange, masked on the ragged last chunk:
+    # what a masked-off lane of the exchange returns is undefined, and the reversed cumsum of the backward would
+    # carry it into the lanes that count.
+    row = tl.program_id(0)
+    for i_t in range(tl.cdiv(T, BT)):
+        o = i_t * BT + tl.arange(0, BT)
+        m = o < T
+        x = tl.load(X + row * T + o, mask=m, other=0.0)
+        tl.store(Y + row * T + o, tl.cumsum(x, 0), mask=m)

@@ -257,6 +257,19 @@ struct Backward {
   };
   std::vector<AtomicGradient> atomic_gradients;
 
+  // Gradients written with plain stores where each address is one program's and lane's only for strides that
+  // keep a box of indices apart (AccessDecision::layout: `(pid // H) * stride_z + (pid % H) * stride_h + rows *
+  // stride_m + cols`), else (an expanded view: stride 0) added atomically: the kernel chooses by `flag`, a runtime
+  // parameter the launcher sets to 1 where the box's cells are apart ({"disjoint": [extents, strides]}). The
+  // gradient buffer starts at zero, which a launcher may skip where the flag is 1.
+  struct LayoutAssumption {
+    std::string input;  // the forward's pointer parameter whose gradient is stored so
+    std::string kernel;  // the kernel that stores it ("": the backward kernel)
+    std::string flag;    // the kernels' parameter: 1 where the cells are apart
+    std::vector<std::pair<std::shared_ptr<const ast::Expr>, std::shared_ptr<const ast::Expr>>> extent_stride;
+  };
+  std::vector<LayoutAssumption> layout_assumptions;
+
   // --wrt inputs whose gradient is provably zero (what they load reaches no
   // differentiated store), with the reason. The backward does not write
   // their gradient buffers: they are listed in zero_initialized too.

@@ -311,7 +311,11 @@ class Engine {
   std::string add_reduce_kernel(const std::string &wanted);
   // Moves the gradients the reverse loop scatters with atomics to
   // owner-computes kernels where that is valid (src/ad/reverse/OwnerComputes.h).
-  void gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result);
+  void gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result, const AccessAnalysis &access);
+  // An owner-computes kernel that alone writes a gradient flushes it with a plain store where each owner's
+  // addresses are its own (AccessAnalysis::classify_owner_layout of the forward's load), not an atomic addition
+  // into zeros: no zero fill, and no atomics.
+  void store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access);
   // The emitted functions with their single-use temporaries folded into
   // their uses (src/ad/Readability.h), the user's names kept.
   // Splits the generated kernels' loops so that iterations whose masks hold in every lane run without them
@@ -706,6 +710,7 @@ class Engine {
   std::unique_ptr<Function> atomic_fn_;  // ... and with its additive updates of memory as atomic additions
   std::vector<KeptAccumulator> atomic_updates_;
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
+  std::vector<Backward::LayoutAssumption> layout_assumptions_;  // what plain gradient stores assume of strides
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums

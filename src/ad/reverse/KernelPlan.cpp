@@ -308,7 +308,7 @@ std::optional<Backward> Engine::build_kernel() {
   for (const MemoryOp &m : memory_)
     if (!m.store) {
       ++loads_per_base_[m.base];
-      AccessDecision d = access.classify(m.pointer, m.mask);
+      AccessDecision d = access.classify_load(m.pointer, m.mask);
       offset_keys_[m.base].insert(d.offset_key);
       mask_keys_[m.base].insert(d.mask_key);
       kinds[m.base].insert(d.kind);
@@ -535,6 +535,7 @@ std::optional<Backward> Engine::build_kernel() {
   sweep_block(body, access, result.explanations);
   if (!result.partial_sums.empty()) result.num_programs_param = names_.fresh("num_programs");
   result.tapes = tapes_;
+  result.layout_assumptions = layout_assumptions_;  // (their flags are parameters)
   std::unique_ptr<Function> bwd = backward_shell(result.parameters_after_forward());
   replay_block(body, bwd->body);
   for (StmtPtr &st : sweep_) bwd->body.push_back(std::move(st));
@@ -588,7 +589,7 @@ std::optional<Backward> Engine::build_kernel() {
   bwd_types_ = bwd_types;
   if (request_.owner_computes && result.partial_sums.empty() && result.tapes.empty() && result.in_place.empty() &&
       result.consumed_upstream.empty())
-    gather_by_owner(*bwd, bwd_types, result);
+    gather_by_owner(*bwd, bwd_types, result, access);
   // What owner-computes kernels took over is added once per element and owner.
   for (const Backward::AtomicGradient &a : atomic_gradients_)
     if (std::none_of(result.owner_kernels.begin(), result.owner_kernels.end(),
@@ -600,7 +601,8 @@ std::optional<Backward> Engine::build_kernel() {
   return result;
 }
 
-void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result) {
+void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, Backward &result,
+                             const AccessAnalysis &access) {
   // Nothing to gather without atomics: spare the module copy the new kernels are typed in.
   if (names_accessed_by(bwd.body, "tl.atomic_add").empty()) return;
   NameAllocator function_names;
@@ -628,6 +630,104 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
     const bool gathered = !owners.kernels.empty();
     for (auto &k : owners.kernels) owner_functions_.push_back(std::move(k));
     if (!gathered || names_accessed_by(bwd.body, "tl.atomic_add").empty()) break;
+  }
+  store_owner_flushes(bwd, result, access);
+}
+
+void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access) {
+  // Gradients the backward kernel still touches, or more than one owner writes (the two stages of a causal
+  // forward each add to dK): their owners keep adding.
+  std::set<std::string> main_reads;
+  if (result.backward_kernel_writes) block_reads(bwd.body, main_reads);
+  std::map<std::string, int> writers;
+  for (const Backward::OwnerKernel &k : result.owner_kernels)
+    for (const std::string &g : k.gradients) ++writers[g];
+  for (Backward::OwnerKernel &k : result.owner_kernels) {
+    auto fn = std::find_if(owner_functions_.begin(), owner_functions_.end(),
+                           [&](const std::unique_ptr<Function> &f) { return f && f->name == k.name; });
+    if (fn == owner_functions_.end()) continue;
+    std::map<std::string, const Expr *> defs;
+    each_assignment((*fn)->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
+    // Whether a pointer of the owner is based on the gradient parameter g.
+    std::function<bool(const std::string &, const std::string &, int)> based_on = [&](const std::string &p,
+                                                                                     const std::string &g, int depth) {
+      if (p == g) return true;
+      auto d = defs.find(p);
+      if (depth > 32 || d == defs.end()) return false;
+      std::set<std::string> names;
+      reads(*d->second, names);
+      return std::any_of(names.begin(), names.end(), [&](const std::string &n) { return based_on(n, g, depth + 1); });
+    };
+    bool all_plain = true;
+    for (size_t i = 0; i < k.gradients.size(); ++i) {
+      const std::string &g = k.gradients[i], &input = k.inputs[i];
+      all_plain = false;
+      if (writers[g] != 1 || main_reads.count(g)) continue;
+      // The forward's one load of the input, in the loop whose iterations the owners' programs are.
+      const MemoryOp *load = nullptr;
+      bool one = true;
+      for (const MemoryOp &m : memory_)
+        if (m.base == input) {
+          one &= !m.store && !load && m.loops.size() == 1 && m.loops[0]->span.begin.line == k.loop_line &&
+                 m.loops[0]->span.begin.column == k.loop_column;
+          load = &m;
+        }
+      auto *var = one && load ? dyn_cast<Name>(load->loops[0]->target.get()) : nullptr;
+      if (!var || !k.grid_sizes.empty()) continue;
+      std::optional<AccessDecision> d = access.classify_owner_layout(load->pointer, load->mask, k.summed_axis, var->id);
+      if (!d) continue;
+      std::string flag;
+      // Its flush: the top-level tl.atomic_add through a pointer based on g.
+      bool rewritten = false;
+      for (StmtPtr &s : (*fn)->body) {
+        auto *x = dyn_cast<ExprStmt>(s.get());
+        auto *c = x ? dyn_cast<Call>(x->value.get()) : nullptr;
+        auto *p = c && callee(*c) == "tl.atomic_add" && !c->args.empty() ? dyn_cast<Name>(c->args[0].get()) : nullptr;
+        if (!p || !based_on(p->id, g, 0)) continue;
+        std::vector<Keyword> kws;
+        for (const Keyword &kw : c->keywords)
+          if (kw.name == "mask") kws.push_back({kw.name, kw.name_span, clone(*kw.value)});
+        ExprList args;
+        args.push_back(clone(*c->args[0]));
+        args.push_back(clone(*c->args[1]));
+        StmtPtr store = std::make_unique<ExprStmt>(call("tl.store", std::move(args), std::move(kws)));
+        s->leading_comment.clear();
+        if (d->layout.empty()) {
+          s = std::move(store);
+          s->leading_comment = "One store per element and owner: no other owner writes these addresses";
+        } else {
+          // Apart only for the launch's strides (an expanded view is not): the launcher's flag chooses.
+          flag = names_.fresh(input + "_disjoint");
+          StmtList then_store, else_add;
+          then_store.push_back(std::move(store));
+          else_add.push_back(std::move(s));
+          s = std::make_unique<If>(name(flag), std::move(then_store), std::move(else_add));
+          s->leading_comment = "One store per element and owner where the strides keep the owners' rows apart (" +
+                               flag + ", from the launcher); else (an expanded view) one addition each";
+        }
+        rewritten = true;
+        break;
+      }
+      if (!rewritten) continue;
+      if (d->layout.empty()) {
+        result.zero_initialized.erase(
+            std::remove(result.zero_initialized.begin(), result.zero_initialized.end(), input),
+            result.zero_initialized.end());
+      } else {
+        Backward::LayoutAssumption assumed{input, k.name, flag, {}};
+        for (auto &[extent, stride] : d->layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
+        result.layout_assumptions.push_back(std::move(assumed));
+        // Every kernel takes the flag (they share the backward's parameters).
+        for (auto &f : owner_functions_)
+          if (f) f->params.push_back({flag, {}, nullptr, nullptr});
+        bwd.params.push_back({flag, {}, nullptr, nullptr});
+      }
+      result.explanations.push_back("'" + input + "': " + k.name + " stores each gradient tile once, a plain store" +
+                                    (d->layout.empty() ? "" : " where " + flag + " (else one atomic addition)") +
+                                    ": " + d->reason);
+      all_plain = d->layout.empty();
+    }
+    k.plain_store = all_plain && !k.gradients.empty();
   }
 }
 

@@ -124,6 +124,9 @@ void Engine::consume_upstream(const MemoryOp &op) {
     xchg_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
     taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), std::move(xchg_kws));
   }
+  // A masked-off lane of an atomic returns no defined value (Triton leaves it to the hardware: garbage or NaN,
+  // which a tl.sum or tl.dot over the taken tile carries into the lanes that count): 0.0 there, selected.
+  if (takes && !op.mask.empty()) taken = call("tl.where", list(name(op.mask), std::move(taken), zero()));
   // The buffer is a float32 copy of the upstream gradient; the adjoint
   // takes the stored value's type where the backward is typed.
   const SType *vt = takes ? type_of_name(op.value) : nullptr;
@@ -168,7 +171,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   }
   if (!gradient_buffer_.count(op.base)) return;  // `other` only
   LoadFacts facts;
-  facts.access = access.classify(op.pointer, op.mask);
+  facts.access = access.classify_load(op.pointer, op.mask);
   facts.loop_depth = op.loop_depth();
   facts.in_branch = op.in_branch;
   facts.register_tile_fits = register_tile_dims(op).has_value();
@@ -182,6 +185,15 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   buffer.in_place = in_place_.count(op.base) > 0 || buffer.read_back;
   buffer.written_before = contributions_[op.base];
   WriteDecision d = decide_gradient_write(std::move(facts), buffer);
+  // A layout-guarded store is only for a gradient stored once, by one plain store: else the additions stay atomic.
+  if (!d.access.layout.empty() && d.how != GradientWrite::PlainStore) {
+    d.how = GradientWrite::Atomic;
+    d.buffer_starts_at_zero = true;
+    d.what = "tl.atomic_add";
+    d.comment = "atomic: the gradient is added more than once here (a plain store per program would need the strides "
+                "to keep the rows apart, and one store per element)";
+    d.access.layout.clear();
+  }
   if (d.counts_as_written) ++contributions_[op.base];
   if (d.buffer_starts_at_zero) needs_zeros_.insert(op.base);
   auto kws = [&] {
@@ -228,14 +240,32 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
     }
     case GradientWrite::PlainStore:
     case GradientWrite::AddToEarlier:
-      if (d.access.kind == AccessDecision::Kind::InjectiveAssuming)
+      if (d.access.kind == AccessDecision::Kind::InjectiveAssuming && d.access.assumption)
         emit_stmt(std::make_unique<ExprStmt>(call(
             "tl.device_assert",
             list(std::move(d.access.assumption), std::make_unique<StrLit>(d.access.assumption_message, "")))));
-      if (d.how == GradientWrite::PlainStore)
+      if (!d.access.layout.empty()) {
+        // Whether a box of strides keeps its cells apart only the launch tells (an expanded view, stride 0, does
+        // not): the launcher passes the flag, and the store falls back to adding atomically into zeros.
+        const std::string flag = names_.fresh(op.base + "_disjoint");
+        Backward::LayoutAssumption assumed{op.base, "", flag, {}};
+        for (auto &[extent, stride] : d.access.layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
+        layout_assumptions_.push_back(std::move(assumed));
+        needs_zeros_.insert(op.base);
+        std::vector<Keyword> atomic_kws = kws();
+        atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+        StmtList store, add;
+        store.push_back(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
+        add.push_back(std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))));
+        auto branch = std::make_unique<If>(name(flag), std::move(store), std::move(add), op.call->span);
+        branch->leading_comment = "One program and lane per address where the strides keep the rows apart (" + flag +
+                                  ", from the launcher); else (an expanded view) the rows' gradients add";
+        emit_stmt(std::move(branch));
+      } else if (d.how == GradientWrite::PlainStore) {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
-      else
+      } else {
         add_in_place(d.comment);
+      }
       break;
   }
   explanations.push_back(where + "a " + d.what + ": " + d.access.reason);

@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -163,12 +163,15 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_3_minus_one_saved):
+def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -214,7 +217,7 @@ def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz,
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_3_minus_one_saved):
+def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids

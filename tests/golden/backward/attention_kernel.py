@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint):
     tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -23,7 +23,8 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     qk_scale = sm_scale * 1.44269504
     q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
     dq_ptrs = dq_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk
-    q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+    t = offs_m[:, None] < N_CTX
+    q = tl.load(q_ptrs, mask=t, other=0.0)
     hi = N_CTX
     M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
     t_5 = offs_m < N_CTX
@@ -36,13 +37,13 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     # (Loaded early: nothing in the backward writes this memory.)
-    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+    bacc_4_to_Out_type_element_ty = tl.load(do_ptrs, mask=t, other=0.0)
 
     # Stored by the forward: read back, not computed again.
     row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_5, other=float("inf")) * 1.4426950408889634
 
     # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(o_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0).to(tl.float32)
+    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
     # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
@@ -115,12 +116,15 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=offs_m[:, None] < N_CTX, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dq_ptrs, bq, mask=t)
+    else:
+        tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
     tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -159,7 +163,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
     tl.static_assert(IS_CAUSAL == False, "tgrad: this backward was generated for IS_CAUSAL=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
@@ -179,10 +183,11 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
     dk_ptrs = dk_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
-    k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    t_2 = offs_n[:, None] < N_CTX
+    k = tl.load(k_ptrs, mask=t_2, other=0.0)
     v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
     dv_ptrs = dv_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk
-    v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+    v = tl.load(v_ptrs, mask=t_2, other=0.0)
 
     # Its gradient tiles, summed over the forward's programs along axis 0 (the programs that read it) in registers
     dK_tile = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
@@ -246,6 +251,14 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
     dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dk_ptrs, dK_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
-    tl.atomic_add(dv_ptrs, dV_tile, mask=offs_n[:, None] < N_CTX, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (K_disjoint, from the launcher); else (an expanded view) one addition each
+    if K_disjoint:
+        tl.store(dk_ptrs, dK_tile, mask=t_2)
+    else:
+        tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+
+    # One store per element and owner where the strides keep the owners' rows apart (V_disjoint, from the launcher); else (an expanded view) one addition each
+    if V_disjoint:
+        tl.store(dv_ptrs, dV_tile, mask=t_2)
+    else:
+        tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")

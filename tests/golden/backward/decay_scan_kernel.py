@@ -13,12 +13,14 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 
 
 @triton.jit
-def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
+def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH, G_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
     mask = (rows[:, None] < n_rows) & (steps[None, :] < T)
     offsets = rows[:, None] * T + steps[None, :]
+    dX_plus_offsets = dX + offsets
     x = tl.load(X + offsets, mask=mask, other=0.0)
+    dG_plus_offsets = dG + offsets
     g = tl.load(G + offsets, mask=mask, other=0.0)
     decay = tl.sigmoid(g)
 
@@ -32,13 +34,22 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     bh_plus_suffix_times_half_f32 = bh_plus_suffix_times_half
     g_x = tl.associative_scan((decay_f32, decay_f32 * bh_plus_suffix_times_half_f32, ones, bh_plus_suffix_times_half_f32), 1, _tgrad_affine_scan, reverse=not REVERSE)[3]
     x_previous = tl.associative_scan((decay_f32, x, ones, tl.zeros_like(decay_f32)), 1, _tgrad_affine_scan, reverse=REVERSE)[3]
-    bx = tl.cumsum(bh_plus_suffix_times_half * 0.5, 1, reverse=False) + g_x
 
     # Grad of: decay = tl.sigmoid(g)
+    btl_load_G_plus_offsets = g_x * x_previous * decay * (1.0 - decay)
+
     # Grad of: g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offsets, g_x * x_previous * decay * (1.0 - decay), mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offsets, bx, mask=mask, sem="relaxed")
+    btl_load_X_plus_offsets = tl.cumsum(bh_plus_suffix_times_half * 0.5, 1, reverse=False) + g_x
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask, sem="relaxed")

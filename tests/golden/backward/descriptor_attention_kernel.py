@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
+def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint):
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -106,12 +106,15 @@ def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, d
     bq = bq * (qk_scale * 0.6931471805599453)
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (desc_q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if desc_q_disjoint:
+        tl.store(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4)
+    else:
+        tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, bl_i_3_minus_one_saved):
+def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint, bl_i_3_minus_one_saved):
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -157,7 +160,7 @@ def descriptor_attention_kernel_bwd_prologue(sm_scale, M, Z, H, desc_q, desc_k, 
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, num_programs_0, bl_i_3_minus_one_saved):
+def descriptor_attention_kernel_bwd_ddesc_k_ddesc_v(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint, num_programs_0, bl_i_3_minus_one_saved):
     tl.static_assert(FP8 == False, "tgrad: this backward was generated for FP8=False (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 24 this program owns the gradient tile of, and its fixed program ids

@@ -21,7 +21,7 @@ def descriptor_scale_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl
 
 
 @triton.jit
-def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs):
+def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -76,8 +76,13 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
         dW_sum += tl.reshape(tl.sum(by * x, 0, keep_dims=True), w.shape)
 
         # Grad of: x = tl.load(x_desc_base + x_desc_index0[:, None] * x_desc_stride0 + x_desc_index1[None, :] * x_desc_stride1, mask=(x_desc_index0[:, None] >= 0) & (x_desc_index0[:, None] < x_desc_shape0) & (x_desc_index1[None, :] >= 0) & (x_desc_index1[None, :] < x_desc_shape1), other=0.0).to(tl.float32)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dx_desc_base_offset_offset, bx, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+        btl_load = bx
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4)
+        else:
+            tl.atomic_add(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if pid + tl.num_programs(0) >= num_programs:

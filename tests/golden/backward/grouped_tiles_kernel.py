@@ -33,11 +33,12 @@ def grouped_tiles_kernel_bwd(X, W, Y, sizes, n_groups, n_cols, NUM_SMS, BLOCK_M:
             mask = (r[:, None] < m_size) & (cols[None, :] < n_cols)
             offsets = (row_start + r)[:, None] * n_cols + cols[None, :]
             x = tl.load(X + offsets, mask=mask, other=0.0)
+            dY_plus_offsets = dY + offsets
             tl_sigmoid_x = tl.sigmoid(x)
 
             # Grad of: tl.store(Y + offsets, tl.sigmoid(x) * w[None, :], mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            btl_sigmoid_x_times_w_row = tl.atomic_xchg(dY + offsets, 0.0, mask=mask, sem="relaxed")
+            btl_sigmoid_x_times_w_row = tl.where(mask, tl.atomic_xchg(dY_plus_offsets, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bw_row = tl.sum(btl_sigmoid_x_times_w_row * tl_sigmoid_x, 0, keep_dims=True)
             bw += tl.reshape(bw_row, w.shape)

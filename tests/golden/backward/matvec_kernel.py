@@ -21,7 +21,7 @@ def matvec_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr
 
 
 @triton.jit
-def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs):
+def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs, A_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of X; the reduction kernel sums the rows
     dX_row = dX_partial + tl.program_id(0) * X_numel
@@ -46,7 +46,9 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         rm = forward_pid * BM + tl.arange(0, BM)
         mask = rm < n_rows
-        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask[:, None], other=0.0)
+        dA_plus_rm_col_times_K_plus_rk_row = dA + rm[:, None] * K + rk_row
+        mask_col = mask[:, None]
+        a = tl.load(A + rm[:, None] * K + rk_row, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
@@ -76,8 +78,11 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         dX_sum += tl.cast(bx, tl.float32)
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask[:, None], sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (A_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if A_disjoint:
+            tl.store(dA_plus_rm_col_times_K_plus_rk_row, ba, mask=mask_col)
+        else:
+            tl.atomic_add(dA_plus_rm_col_times_K_plus_rk_row, ba, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

@@ -52,7 +52,7 @@ def persistent_rows_kernel_bwd(X, W, Y, n_rows, n_cols, NUM_PROGRAMS, BLOCK: tl.
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.exp(x) * w, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            btl_exp_x_times_w = tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed")
+            btl_exp_x_times_w = tl.where(mask, tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bw += btl_exp_x_times_w * tl_exp_x
             bx = btl_exp_x_times_w * w * tl_exp_x

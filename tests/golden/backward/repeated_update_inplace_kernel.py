@@ -34,6 +34,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration_2 = trips - 1 - reversed
         x_in_memory = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
         x = x_in_memory
+        dX_plus_offsets_2 = dX + offsets
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
@@ -41,7 +42,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         # Grad of: x_in_memory = tl.where(inside, x_in_memory_stored.to(x_in_memory.dtype), x_in_memory)
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
+        bx_in_memory_stored_2 = tl.where(inside, tl.atomic_xchg(dX_plus_offsets_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx_in_memory_stored = tl.where(inside, bx_in_memory_3, 0.0) + bx_in_memory_stored_2
 

@@ -25,14 +25,14 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
 
     # Grad of: tl.store(OUT + offsets + HALF, b * cos + a * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dOUT_plus_offsets_2_plus_HALF, 0.0, mask=mask, sem="relaxed")
+    bb_times_cos_plus_a_times_sin = tl.where(mask, tl.atomic_xchg(dOUT_plus_offsets_2_plus_HALF, 0.0, mask=mask, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
     bcos = tl.sum(bb_times_cos_plus_a_times_sin * b, 0, keep_dims=True)
 
     # Grad of: tl.store(OUT + offsets, a * cos - b * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dOUT_plus_offsets, 0.0, mask=mask, sem="relaxed")
+    ba_times_cos_minus_b_times_sin = tl.where(mask, tl.atomic_xchg(dOUT_plus_offsets, 0.0, mask=mask, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
     bb = bb_times_cos_plus_a_times_sin * cos + bb_times_sin * sin
@@ -41,11 +41,11 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dQ_plus_offsets + HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(Q + offsets, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]

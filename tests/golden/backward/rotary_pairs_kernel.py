@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY):
+def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
@@ -40,12 +40,18 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     bx = tl.reshape(tl.join(bx0, bx1), x.shape)
 
     # Grad of: sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (SIN_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if SIN_disjoint:
+        tl.store(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col)
+    else:
+        tl.atomic_add(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col, sem="relaxed")
 
     # Grad of: cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=1.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (COS_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if COS_disjoint:
+        tl.store(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col)
+    else:
+        tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes

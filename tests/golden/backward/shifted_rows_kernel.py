@@ -6,13 +6,14 @@ import triton.language as tl
 
 
 @triton.jit
-def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, X_disjoint):
     tl.static_assert(OFFSETS_TENSOR == True, "tgrad: this backward was generated for OFFSETS_TENSOR=True (-D); regenerate it for the value you launch with")
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     src = rows + tl.load(offsets + tl.program_id(0))
     cols = tl.arange(0, D)
     mask = rows < n_rows
     cols_row = cols[None, :]
+    dX_plus_rows_col_times_D_plus_cols_row = dX + rows[:, None] * D + cols_row
     mask_col = mask[:, None]
     x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
@@ -20,11 +21,15 @@ def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: t
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
+    bx = bx_times_t * t
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col, sem="relaxed")

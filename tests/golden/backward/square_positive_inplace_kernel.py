@@ -11,10 +11,11 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
     inside = offsets < n
     dX_plus_offsets = dX + offsets
     x = tl.load(X + offsets, mask=inside, other=0.0)
+    inside_and_t = inside & (x > 0)
 
     # Grad of: tl.store(X + offsets, x * x, mask=inside & (x > 0))
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bx_times_x = tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside & (x > 0), sem="relaxed")
+    bx_times_x = tl.where(inside_and_t, tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside_and_t, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bx = bx_times_x * x * 2
 

@@ -44,7 +44,7 @@ def strided_inplace_scale_kernel_bwd(X, W, n_rows, n_cols, BLOCK: tl.constexpr, 
 
                 # Grad of: tl.store(X + row * n_cols + cols, x * x * w, mask=mask)
                 # Taken (an exchange leaves 0.0 for the values this store overwrote)
-                bx_times_x_times_w = tl.atomic_xchg(dX_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed")
+                bx_times_x_times_w = tl.where(mask, tl.atomic_xchg(dX_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
                 tl.debug_barrier()
                 bw = bx_times_x_times_w * (x * x)
                 bx = bx_times_x_times_w * w * x * 2

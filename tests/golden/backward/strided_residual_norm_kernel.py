@@ -30,7 +30,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
 
             # Grad of: tl.store(Y + row * n_cols + cols, s * rstd, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bs_2_times_rstd = tl.atomic_xchg(dY_plus_row_times_n_cols_5_plus_cols_2, 0.0, mask=mask_2, sem="relaxed")
+            bs_2_times_rstd = tl.where(mask_2, tl.atomic_xchg(dY_plus_row_times_n_cols_5_plus_cols_2, 0.0, mask=mask_2, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bs_2 = bs_2_times_rstd * rstd
             brstd += tl.sum(bs_2_times_rstd * s_2)
@@ -49,6 +49,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             dR_plus_row_times_n_cols_2_plus_cols = dR + row * n_cols + cols
             tl_load_2 = tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
             s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
@@ -56,7 +57,7 @@ def strided_residual_norm_kernel_bwd(X, R, S, Y, n_rows, n_cols, BLOCK: tl.const
             tl.debug_barrier()
 
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+            bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bs = bsquares_2 * s * 2 + bs_3
 

@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=True.
     i_t = tl.program_id(0)
@@ -17,12 +17,14 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0)
     if i_t * BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
+    dG_plus_offs = dG + offs
     g = tl.load(G + offs, mask=m, other=0.0)
     y = x * x
     t_4_col = (tl.arange(0, BT) == i_last_3)[:, None]
@@ -43,16 +45,24 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
 
     # Grad of: y = x * x
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, by_2 * tl_sigmoid_g_last[None, :] * x * 2, mask=m, sem="relaxed")
+    btl_load_X_plus_offs = by_2 * tl_sigmoid_g_last[None, :] * x * 2
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=False.
     i_t = tl.program_id(0)
@@ -62,17 +72,23 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0)
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
     # Grad of: y = x * x
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, tl.load(dY + offs, mask=m, other=0.0) * x * 2, mask=m, sem="relaxed")
+    btl_load_X_plus_offs = tl.load(dY + offs, mask=m, other=0.0) * x * 2
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # One backward per value of 'IS_VARLEN', 'USE_G': Triton compiles only the one this launch's value selects.
     if IS_VARLEN:
@@ -81,6 +97,6 @@ def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constex
         else:
             tl.static_assert(False, "tgrad found no backward of varlen_tail_gate_kernel with IS_VARLEN=True, USE_G=False: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     elif USE_G:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, G_disjoint, X_disjoint)
     else:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, X_disjoint)

@@ -13,7 +13,7 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_0(Q, K, V, sm_scale, M, Out, stride_qz, 
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=1.
     start_m = tl.program_id(0)
@@ -219,12 +219,15 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=2.
     start_m = tl.program_id(0)
@@ -432,12 +435,15 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_2_base_offset_offset, bk_2, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=3.
     start_m = tl.program_id(0)
@@ -766,21 +772,24 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # One backward per value of 'STAGE': Triton compiles only the one this launch's value selects.
     if STAGE == 0:
         attn_fwd_block_ptr_kernel_bwd_STAGE_0(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV)
     elif STAGE == 1:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     elif STAGE == 2:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     elif STAGE == 3:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     else:
         tl.static_assert(False, "tgrad found no backward of attn_fwd_block_ptr_kernel with STAGE=None: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")

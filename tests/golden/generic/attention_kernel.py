@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -169,12 +169,15 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bq = bq * qk_scale
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dq_ptrs, bq, mask=t)
+    else:
+        tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -219,7 +222,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
     off_hz = tl.program_id(1)
@@ -409,6 +412,14 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
     dK_tile = dK_tile * qk_scale
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
-    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (K_disjoint, from the launcher); else (an expanded view) one addition each
+    if K_disjoint:
+        tl.store(dk_ptrs, dK_tile, mask=t_2)
+    else:
+        tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+
+    # One store per element and owner where the strides keep the owners' rows apart (V_disjoint, from the launcher); else (an expanded view) one addition each
+    if V_disjoint:
+        tl.store(dv_ptrs, dV_tile, mask=t_2)
+    else:
+        tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")

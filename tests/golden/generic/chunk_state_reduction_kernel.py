@@ -66,7 +66,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # Grad of: tl.store(p_s, b_h, mask=m_kv)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bb_h_3_2 = tl.atomic_xchg(dp_s, 0.0, mask=m_kv, sem="relaxed")
+        bb_h_3_2 = tl.where(m_kv, tl.atomic_xchg(dp_s, 0.0, mask=m_kv, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bb_h_3 = bb_h_4 * tl_exp_d + bb_h_3_2
 

@@ -14,12 +14,14 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 
 
 @triton.jit
-def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
+def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH, G_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
     mask = (rows[:, None] < n_rows) & (steps[None, :] < T)
     offsets = rows[:, None] * T + steps[None, :]
+    dX_plus_offsets = dX + offsets
     x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+    dG_plus_offsets = dG + offsets
     g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     decay = tl.sigmoid(g)
 
@@ -40,9 +42,17 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     # Grad of: g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     btl_load_G_plus_offsets = (g_x * x_previous * decay * (1.0 - decay)).to(G.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offsets, bx.to(X.dtype.element_ty), mask=mask, sem="relaxed")
+    btl_load_X_plus_offsets = bx.to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask, sem="relaxed")

@@ -28,13 +28,14 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
         row_3 = row_start - row_k * STEP
         row_3_times_n_cols = row_3 * n_cols
         x = tl.load(X + row_3_times_n_cols + cols, mask=mask, other=0.0)
+        dY_plus_row_3_times_n_cols_2_plus_cols = dY + row_3 * n_cols + cols
 
         # Grad of: for row_k in range(0, row_trips):
         bcarry_3 = bcarry_2
 
         # Grad of: tl.store(Y + row * n_cols + cols, carry, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bcarry_3_2 = tl.atomic_xchg(dY + row_3 * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+        bcarry_3_2 = tl.where(mask, tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bcarry_3 += bcarry_3_2
 

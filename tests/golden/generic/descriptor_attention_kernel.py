@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
+def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint):
 
     # The backward with FP8=False.
     dtype = tl.float16
@@ -127,15 +127,18 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl.atomic_add(ddesc_k_desc_base_offset_offset, btl_load, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (desc_q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if desc_q_disjoint:
+        tl.store(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4)
+    else:
+        tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
+def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint):
 
     # One backward per value of 'FP8': Triton compiles only the one this launch's value selects.
     if FP8:
         tl.static_assert(False, "tgrad found no backward of descriptor_attention_kernel with FP8=True: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     else:
-        descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o)
+        descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint)

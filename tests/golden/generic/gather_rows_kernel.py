@@ -23,7 +23,7 @@ def gather_rows_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.cons
 
 
 @triton.jit
-def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dT, dY, dT_partial, T_numel, num_programs):
+def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dT, dY, dT_partial, T_numel, num_programs, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of T; the reduction kernel sums the rows
     dT_row = dT_partial + tl.program_id(0) * T_numel
@@ -45,6 +45,7 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         rows = forward_pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         mask = rows < n_rows
+        dX_plus_rows_col_times_C_plus_cols_row = dX + rows[:, None] * C + cols_row
         mask_col = mask[:, None]
         x = tl.load(X + rows[:, None] * C + cols_row, mask=mask_col, other=0.0)
         idx = tl.load(IDX + rows[:, None] * C + cols_row, mask=mask_col, other=0)
@@ -66,8 +67,11 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
         dT_sum += tl.cast(bt_times_t * t * 2, tl.float32)
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + rows[:, None] * C + cols_row, bx, mask=mask_col, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_rows_col_times_C_plus_cols_row, bx, mask=mask_col)
+        else:
+            tl.atomic_add(dX_plus_rows_col_times_C_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

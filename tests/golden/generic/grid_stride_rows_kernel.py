@@ -54,7 +54,7 @@ def grid_stride_rows_kernel_bwd(X, W, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.sin(x) * w, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            btl_sin_x_times_w = tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed")
+            btl_sin_x_times_w = tl.where(mask, tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bw += btl_sin_x_times_w * tl.sin(x)
             bx = btl_sin_x_times_w * w * tl.cos(x)

@@ -26,17 +26,19 @@ def head_group_rope_inplace_kernel_bwd(Q, COS, SIN, row_stride, n_heads, HEAD_DI
         hi = row * row_stride + k * HEAD_DIM + cols + half
         q1 = tl.load(Q + lo, mask=inside, other=0.0)
         q2 = tl.load(Q + hi, mask=inside, other=0.0)
+        dQ_plus_lo_2 = dQ + lo
+        dQ_plus_hi_2 = dQ + hi
 
         # Grad of: tl.store(Q + hi, q2 * c + q1 * s, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bq2_times_c_plus_q1_times_s = tl.atomic_xchg(dQ + hi, 0.0, mask=inside, sem="relaxed")
+        bq2_times_c_plus_q1_times_s = tl.where(inside, tl.atomic_xchg(dQ_plus_hi_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bs += bq2_times_c_plus_q1_times_s * q1
         bc += bq2_times_c_plus_q1_times_s * q2
 
         # Grad of: tl.store(Q + lo, q1 * c - q2 * s, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bq1_times_c_minus_q2_times_s = tl.atomic_xchg(dQ + lo, 0.0, mask=inside, sem="relaxed")
+        bq1_times_c_minus_q2_times_s = tl.where(inside, tl.atomic_xchg(dQ_plus_lo_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bq2_times_s = -bq1_times_c_minus_q2_times_s
         bq2 = bq2_times_c_plus_q1_times_s * c + bq2_times_s * s

@@ -36,6 +36,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration_2 = trips - 1 - reversed
         x_in_memory_2 = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(x_in_memory.dtype)
         x = x_in_memory_2
+        dX_plus_offsets_2 = dX + offsets
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
@@ -45,7 +46,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
+        bx_in_memory_stored_2 = tl.where(inside, tl.atomic_xchg(dX_plus_offsets_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx_in_memory_stored += bx_in_memory_stored_2
 

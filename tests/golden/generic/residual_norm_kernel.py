@@ -89,6 +89,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             row_times_n_cols_2 = row * n_cols
             tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
             s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
@@ -96,7 +97,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             tl.debug_barrier()
 
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+            bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bs = bsquares_2 * s * 2 + bs_3
 
@@ -159,7 +160,7 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         tl.debug_barrier()
 
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed")
+        bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
 

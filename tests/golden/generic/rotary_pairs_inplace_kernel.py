@@ -24,12 +24,12 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed")
+        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_cos_minus_x1_times_sin = tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed")
+        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
         bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin

@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # The backward with SHARED=True.
     row = tl.program_id(0)
@@ -18,6 +18,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
     dS_plus_row_times_n_cols_plus_cols = dS + row_times_n_cols + cols
     s = tl.load(S + row_times_n_cols + cols, mask=inside, other=0.0)
     row_times_stride_g_row = row * stride_g_row
+    dG_plus_row_times_stride_g_row = dG + row_times_stride_g_row
     g = tl.load(G + row_times_stride_g_row)
 
     # Grad of: tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)
@@ -25,16 +26,20 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
 
     # Grad of: tl.store(S + row * n_cols + cols, s, mask=inside)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bs_2_2 = tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed")
+    bs_2_2 = tl.where(inside, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bs_2 += bs_2_2
 
     # Grad of: s = s * g + g
     bs = bs_2 * g
+    bg = tl.sum(bs_2) + tl.sum(bs_2 * s)
 
     # Grad of: g = tl.load(G + row * stride_g_row)
-    # atomic: offsets over several program axes or several tl.arange tiles are not analysed yet
-    tl.atomic_add(dG + row_times_stride_g_row, tl.sum(bs_2) + tl.sum(bs_2 * s), sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_row_times_stride_g_row, bg)
+    else:
+        tl.atomic_add(dG_plus_row_times_stride_g_row, bg, sem="relaxed")
 
     # Grad of: s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
     # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
@@ -43,7 +48,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # The backward with SHARED=False.
     row = tl.program_id(0)
@@ -62,7 +67,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
 
     # Grad of: tl.store(S + row * n_cols + cols, s, mask=inside)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bs_2_2 = tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed")
+    bs_2_2 = tl.where(inside, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bs_2 += bs_2_2
 
@@ -71,8 +76,11 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
     bg = bs_2 + bs_2 * s
 
     # Grad of: g = tl.load(G + row * stride_g_row + cols * stride_g_col, mask=inside, other=0.0)
-    # atomic: the tl.arange lanes are strided
-    tl.atomic_add(dG_plus_row_times_stride_g_row_offset, bg, mask=inside, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_row_times_stride_g_row_offset, bg, mask=inside)
+    else:
+        tl.atomic_add(dG_plus_row_times_stride_g_row_offset, bg, mask=inside, sem="relaxed")
 
     # Grad of: s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
     # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
@@ -81,10 +89,10 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # One backward per value of 'SHARED': Triton compiles only the one this launch's value selects.
     if SHARED:
-        shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY)
+        shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY, G_disjoint)
     else:
-        shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY)
+        shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY, G_disjoint)

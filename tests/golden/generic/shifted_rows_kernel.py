@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, X_disjoint):
 
     # The backward with OFFSETS_TENSOR=True.
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -16,6 +16,7 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
     cols = tl.arange(0, D)
     mask = rows < n_rows
     cols_row = cols[None, :]
+    dX_plus_rows_col_times_D_plus_cols_row = dX + rows[:, None] * D + cols_row
     mask_col = mask[:, None]
     x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
@@ -23,18 +24,22 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
+    bx = bx_times_t * t
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
-def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, TABLE_disjoint, X_disjoint):
 
     # The backward with OFFSETS_TENSOR=False.
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -42,28 +47,38 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D
     cols = tl.arange(0, D)
     mask = rows < n_rows
     cols_row = cols[None, :]
+    dX_plus_rows_col_times_D_plus_cols_row = dX + rows[:, None] * D + cols_row
     mask_col = mask[:, None]
     x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
+    dTABLE_plus_src_col_times_D_offset = dTABLE + src_col_times_D + cols_row
     t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
+    bx = bx_times_t * t
+    bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (TABLE_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if TABLE_disjoint:
+        tl.store(dTABLE_plus_src_col_times_D_offset, bt, mask=mask_col)
+    else:
+        tl.atomic_add(dTABLE_plus_src_col_times_D_offset, bt, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
-def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, X_disjoint, TABLE_disjoint):
 
     # One backward per value of 'OFFSETS_TENSOR': Triton compiles only the one this launch's value selects.
     if OFFSETS_TENSOR:
-        shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY)
+        shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY, X_disjoint)
     else:
-        shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY)
+        shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY, TABLE_disjoint, X_disjoint)

@@ -7,12 +7,13 @@ import triton.language as tl
 
 
 @triton.jit
-def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr, dX, dS, dY):
+def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr, dX, dS, dY, X_disjoint):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     src = cols - SHIFT
     row_times_n_cols = row * n_cols
+    dX_plus_row_times_n_cols_plus_src = dX + row_times_n_cols + src
     t_2_and_t_3 = (src >= 0) & (src < n_cols)
     x = tl.load(X + row_times_n_cols + src, mask=t_2_and_t_3, other=state)
 
@@ -20,8 +21,11 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     bx = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
-    # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
-    tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_row_times_n_cols_plus_src, bx, mask=t_2_and_t_3)
+    else:
+        tl.atomic_add(dX_plus_row_times_n_cols_plus_src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     tl.store(dS + row * SHIFT + cols, tl.where(t_2_and_t_3, 0.0, bx), mask=cols < SHIFT)

@@ -45,7 +45,7 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
 
 
 @triton.jit
-def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # The backward with IS_VARLEN=False.
     i_t = tl.program_id(0)
@@ -55,7 +55,9 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    dG_plus_offs = dG + offs
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
@@ -69,21 +71,29 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg.to(G.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_G_plus_offs = bg.to(G.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     btl_load_X_plus_offs = (bx_times_tl_sigmoid_g * tl_sigmoid_g).to(X.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # One backward per value of 'IS_VARLEN': Triton compiles only the one this launch's value selects.
     if IS_VARLEN:
         varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY)
     else:
-        varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY)
+        varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY, G_disjoint, X_disjoint)

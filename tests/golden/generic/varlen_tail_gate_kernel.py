@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=True.
     i_t = tl.program_id(0)
@@ -18,12 +18,14 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     if i_t * BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
+    dG_plus_offs = dG + offs
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
     t_4_col = (tl.arange(0, BT) == i_last_3)[:, None]
@@ -43,21 +45,27 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     btl_where_t_4_col_g_zero = tl.broadcast_to(tl.expand_dims(bg_last, 0), tl_where_t_4_col_g_zero.shape)
 
     # Grad of: y = x * x
-    bx = by_2 * tl_sigmoid_g_last_row * x * 2
-
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     btl_load_G_plus_offs = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0).to(G.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_X_plus_offs = (by_2 * tl_sigmoid_g_last_row * x * 2).to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=False.
     i_t = tl.program_id(0)
@@ -67,6 +75,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
 
@@ -75,15 +84,18 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
 
     # Grad of: y = x * x
-    bx = by_to_Y_dtype_element_ty_raw.to(y.dtype) * x * 2
-
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_X_plus_offs = (by_to_Y_dtype_element_ty_raw.to(y.dtype) * x * 2).to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # One backward per value of 'IS_VARLEN', 'USE_G': Triton compiles only the one this launch's value selects.
     if IS_VARLEN:
@@ -92,6 +104,6 @@ def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constex
         else:
             tl.static_assert(False, "tgrad found no backward of varlen_tail_gate_kernel with IS_VARLEN=True, USE_G=False: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     elif USE_G:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, G_disjoint, X_disjoint)
     else:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, X_disjoint)

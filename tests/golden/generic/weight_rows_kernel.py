@@ -101,7 +101,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
             # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
+            bpartial_in_memory_stored_2 = tl.where(col_mask, tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bpartial_in_memory_stored += bpartial_in_memory_stored_2
 

@@ -35,3 +35,13 @@ def decay_scan_kernel(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.
     _, h = tl.associative_scan((decay, x), 1, _first_order, reverse=REVERSE)
     suffix = tl.cumsum(x, 1, reverse=True)
     tl.store(H + offsets, h + 0.5 * suffix, mask=mask)
+
+
+@triton.jit
+def chunked_cumsum_kernel(X, Y, T, BT: tl.constexpr):
+    row = tl.program_id(0)
+    for i_t in range(tl.cdiv(T, BT)):
+        o = i_t * BT + tl.arange(0, BT)
+        m = o < T
+        x = tl.load(X + row * T + o, mask=m, other=0.0)
+        tl.store(Y + row * T + o, tl.cumsum(x, 0), mask=m)

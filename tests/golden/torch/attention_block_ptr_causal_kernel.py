@@ -89,7 +89,7 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_0(Q, K, V, sm_scale, M, Out, stride_qz, 
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=1.
     start_m = tl.program_id(0)
@@ -295,12 +295,15 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=2.
     start_m = tl.program_id(0)
@@ -508,12 +511,15 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_2_base_offset_offset, bk_2, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # The backward with STAGE=3.
     start_m = tl.program_id(0)
@@ -842,22 +848,25 @@ def attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, 
         tl.atomic_add(dK_ptrs_base_offset_offset, bk, mask=t_3_and_t_4, sem="relaxed")
 
     # Grad of: q = tl.load(Q_block_base + Q_block_index0[:, None] * Q_block_stride0 + Q_block_index1[None, :] * Q_block_stride1, mask=(Q_block_index0[:, None] >= 0) & (Q_block_index0[:, None] < Q_block_shape0), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_block_base_offset_offset, bq, mask=t_and_t_2)
+    else:
+        tl.atomic_add(dQ_block_base_offset_offset, bq, mask=t_and_t_2, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
 
     # One backward per value of 'STAGE': Triton compiles only the one this launch's value selects.
     if STAGE == 0:
         attn_fwd_block_ptr_kernel_bwd_STAGE_0(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV)
     elif STAGE == 1:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_1(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     elif STAGE == 2:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_2(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     elif STAGE == 3:
-        attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut)
+        attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     else:
         tl.static_assert(False, "tgrad found no backward of attn_fwd_block_ptr_kernel with STAGE=None: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
 
@@ -930,6 +939,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -1620,10 +1640,12 @@ attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attenti
 def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: typing.Union[int, float, bool], stride_kk: typing.Union[int, float, bool], stride_vz: int, stride_vh: int, stride_vn: typing.Union[int, float, bool], stride_vk: typing.Union[int, float, bool], stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dQ = _tgrad_zeros_like(Q) if (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0) else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(attn_fwd_block_ptr_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
+    _TgradUnpipelinedFallback(attn_fwd_block_ptr_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dK, K), K)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dV, V), V))
 
 

@@ -67,7 +67,7 @@ def attn_fwd_kernel(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, 
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -229,12 +229,15 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bq = bq * qk_scale
 
     # Grad of: q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dq_ptrs, bq, mask=t)
+    else:
+        tl.atomic_add(dq_ptrs, bq, mask=t, sem="relaxed")
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -279,7 +282,7 @@ def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, num_programs_0, bl_i_2_minus_one_saved):
+def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
     off_hz = tl.program_id(1)
@@ -469,9 +472,17 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
     dK_tile = dK_tile * qk_scale
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
-    tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (K_disjoint, from the launcher); else (an expanded view) one addition each
+    if K_disjoint:
+        tl.store(dk_ptrs, dK_tile, mask=t_2)
+    else:
+        tl.atomic_add(dk_ptrs, dK_tile, mask=t_2, sem="relaxed")
+
+    # One store per element and owner where the strides keep the owners' rows apart (V_disjoint, from the launcher); else (an expanded view) one addition each
+    if V_disjoint:
+        tl.store(dv_ptrs, dV_tile, mask=t_2)
+    else:
+        tl.atomic_add(dv_ptrs, dV_tile, mask=t_2, sem="relaxed")
 
 
 
@@ -542,6 +553,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -1235,18 +1257,24 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
     tgrad_grid, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL), num_warps, num_stages, 3)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dQ = _tgrad_zeros_like(Q) if (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0) else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dK = _tgrad_zeros_like(K)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     dV = _tgrad_zeros_like(V)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
     # the value of 'bl_i_2_minus_one' in each program of the forward, which attn_fwd_kernel_bwd_prologue computes once per program for the owner-computes kernels to read
     bl_i_2_minus_one_saved = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
+    # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
+    # 1 where the strides keep the cells of 'K' (stride_kz over (tl.num_programs(1) + H - 1) // H, stride_kh over H, stride_kn over N_CTX, stride_kk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    K_disjoint = (1 if _tgrad_disjoint(((((tgrad_grid[1] + H) - 1) // H), H, N_CTX, HEAD_DIM), (stride_kz, stride_kh, stride_kn, stride_kk)) else 0)
+    # 1 where the strides keep the cells of 'V' (stride_vz over (tl.num_programs(1) + H - 1) // H, stride_vh over H, stride_vn over N_CTX, stride_vk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    V_disjoint = (1 if _tgrad_disjoint(((((tgrad_grid[1] + H) - 1) // H), H, N_CTX, HEAD_DIM), (stride_vz, stride_vh, stride_vn, stride_vk)) else 0)
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
     # runs the backward's per-program prefix once per program of the forward's grid (with a replay of the forward's loop where the owners need one) and saves what the owner-computes kernels need of it
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_prologue)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, **_tgrad_kernel_options[1])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_prologue)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, **_tgrad_kernel_options[1])
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program; it holds the loop's [BLOCK_M, BLOCK_N] tiles as [BLOCK_N, BLOCK_M], its own tile's axis first, so that no computed tile is transposed in registers (each rewrite an identity of the transpose)
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_dK_dV)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_dK_dV)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(dK, K)), _tgrad_out(_tgrad_unaliased(dV, V))
 
 

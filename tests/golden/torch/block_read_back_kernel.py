@@ -38,6 +38,7 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
+        dS_plus_row_times_n_cols_plus_cols = dS + row * n_cols + cols
         row_times_n_cols_2 = row * n_cols
         tl_exp_tl_load = tl.exp(tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0))
         dS_plus_row_times_n_cols_3_plus_cols = dS + row_times_n_cols_2 + cols
@@ -56,7 +57,7 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
         tl.debug_barrier()
 
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        btl_exp_tl_load = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+        btl_exp_tl_load = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         tl.store(dX + row_times_n_cols_2 + cols, btl_exp_tl_load * tl_exp_tl_load, mask=mask)
 
@@ -129,6 +130,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

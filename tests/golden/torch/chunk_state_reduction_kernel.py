@@ -97,7 +97,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # Grad of: tl.store(p_s, b_h, mask=m_kv)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bb_h_3_2 = tl.atomic_xchg(dp_s, 0.0, mask=m_kv, sem="relaxed")
+        bb_h_3_2 = tl.where(m_kv, tl.atomic_xchg(dp_s, 0.0, mask=m_kv, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bb_h_3 = bb_h_4 * tl_exp_d + bb_h_3_2
 
@@ -177,6 +177,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -48,12 +48,14 @@ def _tgrad_affine_scan(a1, b1, c1, d1, a2, b2, c2, d2):
 
 
 @triton.jit
-def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH):
+def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, dX, dG, dH, G_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     steps = tl.arange(0, BLOCK_T)
     mask = (rows[:, None] < n_rows) & (steps[None, :] < T)
     offsets = rows[:, None] * T + steps[None, :]
+    dX_plus_offsets = dX + offsets
     x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+    dG_plus_offsets = dG + offsets
     g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     decay = tl.sigmoid(g)
 
@@ -74,12 +76,20 @@ def decay_scan_kernel_bwd(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T:
     # Grad of: g = tl.load(G + offsets, mask=mask, other=0.0).to(tl.float32)
     btl_load_G_plus_offsets = (g_x * x_previous * decay * (1.0 - decay)).to(G.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dG_plus_offsets, btl_load_G_plus_offsets, mask=mask, sem="relaxed")
 
     # Grad of: x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offsets, bx.to(X.dtype.element_ty), mask=mask, sem="relaxed")
+    btl_load_X_plus_offsets = bx.to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask)
+    else:
+        tl.atomic_add(dX_plus_offsets, btl_load_X_plus_offsets, mask=mask, sem="relaxed")
 
 
 
@@ -150,6 +160,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -839,9 +860,13 @@ decay_scan_kernel_forward = torch.library.custom_op("tgrad_torch_decay_scan_kern
 def _tgrad_decay_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], T: int, BLOCK_ROWS: typing.Union[int, float, bool], BLOCK_T: typing.Union[int, float, bool], REVERSE: typing.Union[int, float, bool], dH: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, G, H)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(decay_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, dX=dX, dG=dG, dH=dH, **_tgrad_options(num_warps, num_stages))
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint((n_rows, T), (T, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dG = _tgrad_zeros_like(G) if (1 if _tgrad_disjoint((n_rows, T), (T, 1)) else 0) else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'G' (T over n_rows, 1 over T) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    G_disjoint = (1 if _tgrad_disjoint((n_rows, T), (T, 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (T over n_rows, 1 over T) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((n_rows, T), (T, 1)) else 0)
+    _TgradUnpipelinedFallback(decay_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, H, n_rows, T, BLOCK_ROWS, BLOCK_T, REVERSE, dX=dX, dG=dG, dH=dH, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 

@@ -56,13 +56,14 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
         row_3 = row_start - row_k * STEP
         row_3_times_n_cols = row_3 * n_cols
         x = tl.load(X + row_3_times_n_cols + cols, mask=mask, other=0.0)
+        dY_plus_row_3_times_n_cols_2_plus_cols = dY + row_3 * n_cols + cols
 
         # Grad of: for row_k in range(0, row_trips):
         bcarry_3 = bcarry_2
 
         # Grad of: tl.store(Y + row * n_cols + cols, carry, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bcarry_3_2 = tl.atomic_xchg(dY + row_3 * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+        bcarry_3_2 = tl.where(mask, tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bcarry_3 += bcarry_3_2
 
@@ -142,6 +143,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -80,7 +80,7 @@ def descriptor_attention_kernel(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
+def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint):
 
     # The backward with FP8=False.
     dtype = tl.float16
@@ -199,18 +199,21 @@ def descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k,
         tl.atomic_add(ddesc_k_desc_base_offset_offset, btl_load, mask=t_5_and_t_6_and_t_7_and_t_8, sem="relaxed")
 
     # Grad of: q = tl.load(desc_q_desc_base + desc_q_desc_index0[:, None] * desc_q_desc_stride0 + desc_q_desc_index1[None, :] * desc_q_desc_stride1, mask=(desc_q_desc_index0[:, None] >= 0) & (desc_q_desc_index0[:, None] < desc_q_desc_shape0) & (desc_q_desc_index1[None, :] >= 0) & (desc_q_desc_index1[None, :] < desc_q_desc_shape1), other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (desc_q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if desc_q_disjoint:
+        tl.store(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4)
+    else:
+        tl.atomic_add(ddesc_q_desc_base_offset_offset, bq, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
 
 @triton.jit
-def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o):
+def descriptor_attention_kernel_bwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8: tl.constexpr, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint):
 
     # One backward per value of 'FP8': Triton compiles only the one this launch's value selects.
     if FP8:
         tl.static_assert(False, "tgrad found no backward of descriptor_attention_kernel with FP8=True: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     else:
-        descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o)
+        descriptor_attention_kernel_bwd_FP8_false(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q, ddesc_k, ddesc_v, dM, ddesc_o, desc_q_disjoint)
 
 
 
@@ -281,6 +284,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -971,10 +985,12 @@ descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descr
 def _tgrad_descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: typing.Optional[torch.Tensor], desc_k: typing.Optional[torch.Tensor], desc_v: typing.Optional[torch.Tensor], desc_o: typing.Optional[torch.Tensor], N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], ddesc_o: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(M, desc_q, desc_k, desc_v, desc_o)
-    ddesc_q = _tgrad_float32_zeros_like(desc_q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    ddesc_q = _tgrad_zeros_like(desc_q) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_M), tgrad_grid[1], HEAD_DIM), (HEAD_DIM, (HEAD_DIM * N_CTX), 1)) else 0) else _tgrad_float32_zeros_like(desc_q)  # the backward stores every element the forward loads where desc_q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     ddesc_k = _tgrad_float32_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     ddesc_v = _tgrad_float32_zeros_like(desc_v)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(descriptor_attention_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q=ddesc_q, ddesc_k=ddesc_k, ddesc_v=ddesc_v, dM=dM, ddesc_o=ddesc_o, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'desc_q' (HEAD_DIM over tl.num_programs(0) * BLOCK_M, HEAD_DIM * N_CTX over tl.num_programs(1), 1 over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    desc_q_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_M), tgrad_grid[1], HEAD_DIM), (HEAD_DIM, (HEAD_DIM * N_CTX), 1)) else 0)
+    _TgradUnpipelinedFallback(descriptor_attention_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q=ddesc_q, ddesc_k=ddesc_k, ddesc_v=ddesc_v, dM=dM, ddesc_o=ddesc_o, desc_q_disjoint=desc_q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_q, desc_q), desc_q)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_k, desc_k), desc_k)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_v, desc_v), desc_v))
 
 

@@ -49,7 +49,7 @@ def descriptor_scale_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl
 
 
 @triton.jit
-def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs):
+def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -109,8 +109,11 @@ def descriptor_scale_kernel_bwd(X, W, Y, M, N, BM: tl.constexpr, BN: tl.constexp
         # Grad of: x = tl.load(x_desc_base + x_desc_index0[:, None] * x_desc_stride0 + x_desc_index1[None, :] * x_desc_stride1, mask=(x_desc_index0[:, None] >= 0) & (x_desc_index0[:, None] < x_desc_shape0) & (x_desc_index1[None, :] >= 0) & (x_desc_index1[None, :] < x_desc_shape1), other=0.0).to(tl.float32)
         btl_load = bx.to(X.dtype.element_ty)
 
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4)
+        else:
+            tl.atomic_add(dx_desc_base_offset_offset, btl_load, mask=t_and_t_2_and_t_3_and_t_4, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if pid + tl.num_programs(0) >= num_programs:
@@ -185,6 +188,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -874,7 +888,7 @@ descriptor_scale_kernel_forward = torch.library.custom_op("tgrad_torch_descripto
 def _tgrad_descriptor_scale_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], M: typing.Union[int, float, bool], N: int, BM: typing.Union[int, float, bool], BN: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, W, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint((M, N), (N, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -884,7 +898,9 @@ def _tgrad_descriptor_scale_kernel_backward(tgrad_grid: typing.List[int], X: typ
     W_numel = _tgrad_numel(W)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    _TgradUnpipelinedFallback(descriptor_scale_kernel_bwd)[(_value_G,)](X, W, Y, M, N, BM, BN, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'X' (N over M, 1 over N) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((M, N), (N, 1)) else 0)
+    _TgradUnpipelinedFallback(descriptor_scale_kernel_bwd)[(_value_G,)](X, W, Y, M, N, BM, BN, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
         _TgradUnpipelinedFallback(descriptor_scale_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)

@@ -54,7 +54,7 @@ def gather_rows_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.cons
 
 
 @triton.jit
-def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dT, dY, dT_partial, T_numel, num_programs):
+def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dT, dY, dT_partial, T_numel, num_programs, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of T; the reduction kernel sums the rows
     dT_row = dT_partial + tl.program_id(0) * T_numel
@@ -76,6 +76,7 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         rows = forward_pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         mask = rows < n_rows
+        dX_plus_rows_col_times_C_plus_cols_row = dX + rows[:, None] * C + cols_row
         mask_col = mask[:, None]
         x = tl.load(X + rows[:, None] * C + cols_row, mask=mask_col, other=0.0)
         idx = tl.load(IDX + rows[:, None] * C + cols_row, mask=mask_col, other=0)
@@ -97,8 +98,11 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
         dT_sum += tl.cast(bt_times_t * t * 2, tl.float32)
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + rows[:, None] * C + cols_row, bx, mask=mask_col, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_rows_col_times_C_plus_cols_row, bx, mask=mask_col)
+        else:
+            tl.atomic_add(dX_plus_rows_col_times_C_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
@@ -173,6 +177,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -862,7 +877,7 @@ gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_ke
 def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], T: typing.Optional[torch.Tensor], IDX: typing.Optional[torch.Tensor], PERM: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, T, IDX, PERM, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dT = _tgrad_zeros_like(T)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -872,7 +887,9 @@ def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     T_numel = _tgrad_numel(T)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    _TgradUnpipelinedFallback(gather_rows_kernel_bwd)[(_value_G,)](X, T, IDX, PERM, Y, n_rows, C, BLOCK_ROWS, dX=dX, dT=dT, dY=dY, dT_partial=dT_partial, T_numel=T_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'X' (C over tl.num_programs(0) * BLOCK_ROWS, 1 over C) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0)
+    _TgradUnpipelinedFallback(gather_rows_kernel_bwd)[(_value_G,)](X, T, IDX, PERM, Y, n_rows, C, BLOCK_ROWS, dX=dX, dT=dT, dY=dY, dT_partial=dT_partial, T_numel=T_numel, num_programs=num_programs, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dT_partial into dT
     if dT is not None:
         _TgradUnpipelinedFallback(gather_rows_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(T), 32),)](BLOCK=32, ROWS=64, gradient=dT, numel=_tgrad_numel(T), partial=dT_partial, rows=_value_G)

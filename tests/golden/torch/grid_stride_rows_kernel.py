@@ -81,7 +81,7 @@ def grid_stride_rows_kernel_bwd(X, W, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX
 
             # Grad of: tl.store(Y + row * n_cols + cols, tl.sin(x) * w, mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            btl_sin_x_times_w = tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed")
+            btl_sin_x_times_w = tl.where(mask, tl.atomic_xchg(dY_plus_row_3_times_n_cols_2_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bw += btl_sin_x_times_w * tl.sin(x)
             bx = btl_sin_x_times_w * w * tl.cos(x)
@@ -167,6 +167,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -74,11 +74,12 @@ def grouped_tiles_kernel_bwd(X, W, Y, sizes, n_groups, n_cols, NUM_SMS, BLOCK_M:
             mask = (r[:, None] < m_size) & (cols[None, :] < n_cols)
             offsets = (row_start + r)[:, None] * n_cols + cols[None, :]
             x = tl.load(X + offsets, mask=mask, other=0.0)
+            dY_plus_offsets = dY + offsets
             tl_sigmoid_x = tl.sigmoid(x)
 
             # Grad of: tl.store(Y + offsets, tl.sigmoid(x) * w[None, :], mask=mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            btl_sigmoid_x_times_w_row = tl.atomic_xchg(dY + offsets, 0.0, mask=mask, sem="relaxed")
+            btl_sigmoid_x_times_w_row = tl.where(mask, tl.atomic_xchg(dY_plus_offsets, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bw_row = tl.sum(btl_sigmoid_x_times_w_row * tl_sigmoid_x, 0, keep_dims=True)
             bw += tl.reshape(bw_row, w.shape)
@@ -162,6 +163,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -61,17 +61,19 @@ def head_group_rope_inplace_kernel_bwd(Q, COS, SIN, row_stride, n_heads, HEAD_DI
         hi = row * row_stride + k * HEAD_DIM + cols + half
         q1 = tl.load(Q + lo, mask=inside, other=0.0)
         q2 = tl.load(Q + hi, mask=inside, other=0.0)
+        dQ_plus_lo_2 = dQ + lo
+        dQ_plus_hi_2 = dQ + hi
 
         # Grad of: tl.store(Q + hi, q2 * c + q1 * s, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bq2_times_c_plus_q1_times_s = tl.atomic_xchg(dQ + hi, 0.0, mask=inside, sem="relaxed")
+        bq2_times_c_plus_q1_times_s = tl.where(inside, tl.atomic_xchg(dQ_plus_hi_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bs += bq2_times_c_plus_q1_times_s * q1
         bc += bq2_times_c_plus_q1_times_s * q2
 
         # Grad of: tl.store(Q + lo, q1 * c - q2 * s, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bq1_times_c_minus_q2_times_s = tl.atomic_xchg(dQ + lo, 0.0, mask=inside, sem="relaxed")
+        bq1_times_c_minus_q2_times_s = tl.where(inside, tl.atomic_xchg(dQ_plus_lo_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bq2_times_s = -bq1_times_c_minus_q2_times_s
         bq2 = bq2_times_c_plus_q1_times_s * c + bq2_times_s * s
@@ -164,6 +166,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

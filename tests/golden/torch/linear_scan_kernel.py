@@ -146,6 +146,17 @@ def _tgrad_gradient_like(t):
     return _tgrad_new_like(t)
 
 
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
+
+
 def _tgrad_assume(holds, assumes, kernel, **values):
     """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
     `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its

@@ -51,7 +51,7 @@ def matvec_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr
 
 
 @triton.jit
-def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs):
+def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs, A_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of X; the reduction kernel sums the rows
     dX_row = dX_partial + tl.program_id(0) * X_numel
@@ -76,6 +76,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
     for forward_pid in range(tl.program_id(0), num_programs, tl.num_programs(0)):
         rm = forward_pid * BM + tl.arange(0, BM)
         mask = rm < n_rows
+        dA_plus_rm_col_times_K_plus_rk_row = dA + rm[:, None] * K + rk_row
         mask_col = mask[:, None]
         a = tl.load(A + rm[:, None] * K + rk_row, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
@@ -108,8 +109,11 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         dX_sum += tl.cast(bx_times_x * x * 2 + tl.reshape(btl_reshape_x, x.shape), tl.float32)
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + rm[:, None] * K + rk_row, ba, mask=mask_col, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (A_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if A_disjoint:
+            tl.store(dA_plus_rm_col_times_K_plus_rk_row, ba, mask=mask_col)
+        else:
+            tl.atomic_add(dA_plus_rm_col_times_K_plus_rk_row, ba, mask=mask_col, sem="relaxed")
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
@@ -184,6 +188,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -874,7 +889,7 @@ matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matv
 def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(A, X, W, Y, Z)
-    dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dA = _tgrad_zeros_like(A) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0) else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
@@ -885,7 +900,9 @@ def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Option
     X_numel = _tgrad_numel(X)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    _TgradUnpipelinedFallback(matvec_kernel_bwd)[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'A' (K over tl.num_programs(0) * BM, 1 over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    A_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0)
+    _TgradUnpipelinedFallback(matvec_kernel_bwd)[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, A_disjoint=A_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
     if dX is not None:
         _TgradUnpipelinedFallback(matvec_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)

@@ -60,6 +60,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         iteration_2 = trips - 1 - reversed
         x_in_memory_2 = tl.load(x_in_memory_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(x_in_memory.dtype)
         x = x_in_memory_2
+        dX_plus_offsets_2 = dX + offsets
 
         # Grad of: for step in range(0, n_steps):
         bx_in_memory_3 = bx_in_memory_2
@@ -69,7 +70,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
 
         # Grad of: tl.store(X + offsets, x_in_memory_stored, mask=inside)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx_in_memory_stored_2 = tl.atomic_xchg(dX + offsets, 0.0, mask=inside, sem="relaxed")
+        bx_in_memory_stored_2 = tl.where(inside, tl.atomic_xchg(dX_plus_offsets_2, 0.0, mask=inside, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx_in_memory_stored += bx_in_memory_stored_2
 
@@ -155,6 +156,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -124,6 +124,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             row_times_n_cols_2 = row * n_cols
             tl_load_2 = tl.load(R + row_times_n_cols_2 + cols, mask=mask, other=0.0)
             s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
+            dS_plus_row_times_n_cols_3_plus_cols = dS + row * n_cols + cols
 
             # Grad of: squares += tl.sum(s * s)
             # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
@@ -131,7 +132,7 @@ def residual_norm_kernel_bwd_loops(X, R, W, S, Y, n_cols, eps, BLOCK: tl.constex
             tl.debug_barrier()
 
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bs_3 = tl.atomic_xchg(dS + row * n_cols + cols, 0.0, mask=mask, sem="relaxed")
+            bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bs = bsquares_2 * s * 2 + bs_3
 
@@ -194,7 +195,7 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         tl.debug_barrier()
 
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bs_3 = tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed")
+        bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
 
@@ -285,6 +286,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

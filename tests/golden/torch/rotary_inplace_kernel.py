@@ -55,14 +55,14 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
 
     # Grad of: tl.store(first + HALF, b * cos + a * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bb_times_cos_plus_a_times_sin = tl.atomic_xchg(dfirst_plus_HALF, 0.0, mask=mask, sem="relaxed")
+    bb_times_cos_plus_a_times_sin = tl.where(mask, tl.atomic_xchg(dfirst_plus_HALF, 0.0, mask=mask, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bsin = tl.sum(bb_times_cos_plus_a_times_sin * a, 0, keep_dims=True)
     bcos = tl.sum(bb_times_cos_plus_a_times_sin * b, 0, keep_dims=True)
 
     # Grad of: tl.store(first, a * cos - b * sin, mask=mask)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    ba_times_cos_minus_b_times_sin = tl.atomic_xchg(dfirst, 0.0, mask=mask, sem="relaxed")
+    ba_times_cos_minus_b_times_sin = tl.where(mask, tl.atomic_xchg(dfirst, 0.0, mask=mask, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bb_times_sin = -ba_times_cos_minus_b_times_sin
     bb = bb_times_cos_plus_a_times_sin * cos + bb_times_sin * sin
@@ -71,11 +71,11 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(first + HALF, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dfirst_plus_HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(first, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
@@ -153,6 +153,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

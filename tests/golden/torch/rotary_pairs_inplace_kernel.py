@@ -54,12 +54,12 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed")
+        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_cos_minus_x1_times_sin = tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed")
+        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
         bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
@@ -150,6 +150,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

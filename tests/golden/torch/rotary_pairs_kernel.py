@@ -36,7 +36,7 @@ def rotary_pairs_kernel(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: 
 
 
 @triton.jit
-def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY):
+def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
@@ -71,12 +71,18 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     bx = tl.reshape(tl.join(bx0, bx1.to(bx0.dtype)), x.shape)
 
     # Grad of: sin = tl.load(SIN + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (SIN_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if SIN_disjoint:
+        tl.store(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col)
+    else:
+        tl.atomic_add(dSIN_plus_rows_col_3_times_HALF_offset, bsin, mask=row_mask_col, sem="relaxed")
 
     # Grad of: cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask[:, None], other=1.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (COS_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if COS_disjoint:
+        tl.store(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col)
+    else:
+        tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -151,6 +157,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -841,9 +858,13 @@ def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dCOS = _tgrad_float32_zeros_like(COS)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dSIN = _tgrad_float32_zeros_like(SIN)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, **_tgrad_options(num_warps, num_stages))
+    dCOS = _tgrad_zeros_like(COS) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0) else _tgrad_float32_zeros_like(COS)  # the backward stores every element the forward loads where COS_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dSIN = _tgrad_zeros_like(SIN) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0) else _tgrad_float32_zeros_like(SIN)  # the backward stores every element the forward loads where SIN_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'SIN' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    SIN_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    # 1 where the strides keep the cells of 'COS' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    COS_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, SIN_disjoint=SIN_disjoint, COS_disjoint=COS_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dCOS, COS), COS)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dSIN, SIN), SIN))
 
 

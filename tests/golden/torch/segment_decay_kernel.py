@@ -76,13 +76,14 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
+        dY_plus_c_times_dim_2_plus_offs = dY + c * dim + offs
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bstate_3_2 = tl.atomic_xchg(dY + c * dim + offs, 0.0, mask=mask, sem="relaxed")
+        bstate_3_2 = tl.where(mask, tl.atomic_xchg(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bstate_3 += bstate_3_2
 
@@ -170,6 +171,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

@@ -38,7 +38,7 @@ def shared_decay_inplace_kernel(S, G, Y, n_cols, stride_g_row, stride_g_col, SHA
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # The backward with SHARED=True.
     row = tl.program_id(0)
@@ -48,6 +48,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
     dS_plus_row_times_n_cols_plus_cols = dS + row_times_n_cols + cols
     s = tl.load(S + row_times_n_cols + cols, mask=inside, other=0.0)
     row_times_stride_g_row = row * stride_g_row
+    dG_plus_row_times_stride_g_row = dG + row_times_stride_g_row
     g = tl.load(G + row_times_stride_g_row)
 
     # Grad of: tl.store(Y + row * n_cols + cols, 3.0 * s, mask=inside)
@@ -55,16 +56,20 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
 
     # Grad of: tl.store(S + row * n_cols + cols, s, mask=inside)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bs_2_2 = tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed")
+    bs_2_2 = tl.where(inside, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bs_2 += bs_2_2
 
     # Grad of: s = s * g + g
     bs = bs_2 * g
+    bg = tl.sum(bs_2) + tl.sum(bs_2 * s)
 
     # Grad of: g = tl.load(G + row * stride_g_row)
-    # atomic: offsets over several program axes or several tl.arange tiles are not analysed yet
-    tl.atomic_add(dG + row_times_stride_g_row, tl.sum(bs_2) + tl.sum(bs_2 * s), sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_row_times_stride_g_row, bg)
+    else:
+        tl.atomic_add(dG_plus_row_times_stride_g_row, bg, sem="relaxed")
 
     # Grad of: s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
     # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
@@ -73,7 +78,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, s
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # The backward with SHARED=False.
     row = tl.program_id(0)
@@ -92,7 +97,7 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
 
     # Grad of: tl.store(S + row * n_cols + cols, s, mask=inside)
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bs_2_2 = tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed")
+    bs_2_2 = tl.where(inside, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=inside, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bs_2 += bs_2_2
 
@@ -101,8 +106,11 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
     bg = bs_2 + bs_2 * s
 
     # Grad of: g = tl.load(G + row * stride_g_row + cols * stride_g_col, mask=inside, other=0.0)
-    # atomic: the tl.arange lanes are strided
-    tl.atomic_add(dG_plus_row_times_stride_g_row_offset, bg, mask=inside, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_row_times_stride_g_row_offset, bg, mask=inside)
+    else:
+        tl.atomic_add(dG_plus_row_times_stride_g_row_offset, bg, mask=inside, sem="relaxed")
 
     # Grad of: s = tl.load(S + row * n_cols + cols, mask=inside, other=0.0)
     # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
@@ -111,13 +119,13 @@ def shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, 
 
 
 @triton.jit
-def shared_decay_inplace_kernel_bwd(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY):
+def shared_decay_inplace_kernel_bwd(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED: tl.constexpr, BLOCK: tl.constexpr, dS, dG, dY, G_disjoint):
 
     # One backward per value of 'SHARED': Triton compiles only the one this launch's value selects.
     if SHARED:
-        shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY)
+        shared_decay_inplace_kernel_bwd_SHARED_true(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY, G_disjoint)
     else:
-        shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY)
+        shared_decay_inplace_kernel_bwd_SHARED_false(S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS, dG, dY, G_disjoint)
 
 
 
@@ -188,6 +196,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -878,10 +897,12 @@ shared_decay_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_share
 def _tgrad_shared_decay_inplace_kernel_backward(tgrad_grid: typing.List[int], S: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, stride_g_row: int, stride_g_col: typing.Union[int, float, bool], SHARED: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dS: typing.Optional[torch.Tensor], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(S, G, Y)
-    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dG = _tgrad_zeros_like(G) if (1 if (_tgrad_disjoint((tgrad_grid[0],), (stride_g_row,)) and _tgrad_disjoint((tgrad_grid[0], n_cols), (stride_g_row, stride_g_col))) else 0) else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # The backward overwrites this upstream gradient: the kernel updates S in place, and it becomes the gradient of the contents before.
     dS = _tgrad_consumed_upstream(dS, S)
-    _TgradUnpipelinedFallback(shared_decay_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS=dS, dG=dG, dY=dY, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'G' (stride_g_row over tl.num_programs(0)) and (stride_g_row over tl.num_programs(0), stride_g_col over n_cols) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    G_disjoint = (1 if (_tgrad_disjoint((tgrad_grid[0],), (stride_g_row,)) and _tgrad_disjoint((tgrad_grid[0], n_cols), (stride_g_row, stride_g_col))) else 0)
+    _TgradUnpipelinedFallback(shared_decay_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS=dS, dG=dG, dY=dY, G_disjoint=G_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dS, S), S)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 

@@ -37,7 +37,7 @@ def shifted_rows_kernel(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.co
 
 
 @triton.jit
-def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, X_disjoint):
 
     # The backward with OFFSETS_TENSOR=True.
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -45,6 +45,7 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
     cols = tl.arange(0, D)
     mask = rows < n_rows
     cols_row = cols[None, :]
+    dX_plus_rows_col_times_D_plus_cols_row = dX + rows[:, None] * D + cols_row
     mask_col = mask[:, None]
     x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
@@ -52,18 +53,22 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D:
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
+    bx = bx_times_t * t
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
     # atomic: the offset is not affine in the program ids and tl.arange lanes
     tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
-def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, TABLE_disjoint, X_disjoint):
 
     # The backward with OFFSETS_TENSOR=False.
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -71,31 +76,41 @@ def shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D
     cols = tl.arange(0, D)
     mask = rows < n_rows
     cols_row = cols[None, :]
+    dX_plus_rows_col_times_D_plus_cols_row = dX + rows[:, None] * D + cols_row
     mask_col = mask[:, None]
     x = tl.load(X + rows[:, None] * D + cols_row, mask=mask_col, other=0.0)
     src_col_times_D = src[:, None] * D
+    dTABLE_plus_src_col_times_D_offset = dTABLE + src_col_times_D + cols_row
     t = tl.load(TABLE + src_col_times_D + cols_row, mask=mask_col, other=0.0)
 
     # Grad of: tl.store(Y + rows[:, None] * D + cols[None, :], x * t, mask=mask[:, None])
     bx_times_t = tl.load(dY + rows[:, None] * D + cols_row, mask=mask_col, other=0.0).to(tl.float32)
+    bx = bx_times_t * t
+    bt = bx_times_t * x
 
     # Grad of: t = tl.load(TABLE + src[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dTABLE + src_col_times_D + cols_row, bx_times_t * x, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (TABLE_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if TABLE_disjoint:
+        tl.store(dTABLE_plus_src_col_times_D_offset, bt, mask=mask_col)
+    else:
+        tl.atomic_add(dTABLE_plus_src_col_times_D_offset, bt, mask=mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * D + cols[None, :], mask=mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * D + cols_row, bx_times_t * t, mask=mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_D_plus_cols_row, bx, mask=mask_col, sem="relaxed")
 
 
 @triton.jit
-def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY):
+def shifted_rows_kernel_bwd(X, TABLE, Y, offsets, n_rows, D: tl.constexpr, BR: tl.constexpr, OFFSETS_TENSOR: tl.constexpr, dX, dTABLE, dY, X_disjoint, TABLE_disjoint):
 
     # One backward per value of 'OFFSETS_TENSOR': Triton compiles only the one this launch's value selects.
     if OFFSETS_TENSOR:
-        shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY)
+        shifted_rows_kernel_bwd_OFFSETS_TENSOR_true(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY, X_disjoint)
     else:
-        shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY)
+        shifted_rows_kernel_bwd_OFFSETS_TENSOR_false(X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX, dTABLE, dY, TABLE_disjoint, X_disjoint)
 
 
 
@@ -166,6 +181,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -857,9 +883,13 @@ def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, TABLE, Y, offsets)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dTABLE = _tgrad_float32_zeros_like(TABLE)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(shifted_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX=dX, dTABLE=dTABLE, dY=dY, **_tgrad_options(num_warps, num_stages))
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dTABLE = _tgrad_zeros_like(TABLE) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0) else _tgrad_float32_zeros_like(TABLE)  # the backward stores every element the forward loads where TABLE_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    # 1 where the strides keep the cells of 'TABLE' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    TABLE_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    _TgradUnpipelinedFallback(shifted_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX=dX, dTABLE=dTABLE, dY=dY, X_disjoint=X_disjoint, TABLE_disjoint=TABLE_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dTABLE, TABLE), TABLE))
 
 

@@ -32,12 +32,13 @@ def shifted_with_state_kernel(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.co
 
 
 @triton.jit
-def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr, dX, dS, dY):
+def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: tl.constexpr, dX, dS, dY, X_disjoint):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     src = cols - SHIFT
     row_times_n_cols = row * n_cols
+    dX_plus_row_times_n_cols_plus_src = dX + row_times_n_cols + src
     t_2_and_t_3 = (src >= 0) & (src < n_cols)
     x = tl.load(X + row_times_n_cols + src, mask=t_2_and_t_3, other=state)
 
@@ -45,8 +46,11 @@ def shifted_with_state_kernel_bwd(X, S, Y, n_cols, SHIFT: tl.constexpr, BLOCK: t
     bx = tl.load(dY + row_times_n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
 
     # Grad of: x = tl.load(X + row * n_cols + src, mask=(src >= 0) & (src < n_cols), other=state)
-    # atomic: programs may share addresses (offset = program_id * n_cols + lanes)
-    tl.atomic_add(dX + row_times_n_cols + src, bx, mask=t_2_and_t_3, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_row_times_n_cols_plus_src, bx, mask=t_2_and_t_3)
+    else:
+        tl.atomic_add(dX_plus_row_times_n_cols_plus_src, bx, mask=t_2_and_t_3, sem="relaxed")
 
     # Grad of: state = tl.load(S + row * SHIFT + cols, mask=cols < SHIFT, other=0.0)
     tl.store(dS + row * SHIFT + cols, tl.where(t_2_and_t_3, 0.0, bx), mask=cols < SHIFT)
@@ -120,6 +124,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -807,9 +822,11 @@ shifted_with_state_kernel_forward = triton_op("tgrad_torch_shifted_with_state_ke
 def _tgrad_shifted_with_state_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, SHIFT: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, S, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint((tgrad_grid[0], BLOCK), (n_cols, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    _tgrad_launcher(shifted_with_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, S, Y, n_cols, SHIFT, BLOCK, dX=dX, dS=dS, dY=dY, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'X' (n_cols over tl.num_programs(0), 1 over BLOCK) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], BLOCK), (n_cols, 1)) else 0)
+    _tgrad_launcher(shifted_with_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, S, Y, n_cols, SHIFT, BLOCK, dX=dX, dS=dS, dY=dY, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(dS, S))
 
 

@@ -98,11 +98,11 @@ def signed_rotation_kernel_bwd(X, C, S, YA, YB, n, INVERSE: tl.constexpr, BLOCK:
     tl.store(dC + offs, bc, mask=mask)
 
     # Grad of: b = tl.load(X + 2 * offs + 1, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dX_plus_offs_times_two + 1, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(X + 2 * offs, mask=mask, other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
+    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
     tl.atomic_add(dX_plus_offs_times_two, ba, mask=mask, sem="relaxed")
 
 
@@ -174,6 +174,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

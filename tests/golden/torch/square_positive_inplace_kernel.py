@@ -35,10 +35,11 @@ def square_positive_inplace_kernel_bwd(X, n, BLOCK: tl.constexpr, dX):
     inside = offsets < n
     dX_plus_offsets = dX + offsets
     x = tl.load(X + offsets, mask=inside, other=0.0)
+    inside_and_t = inside & (x > 0)
 
     # Grad of: tl.store(X + offsets, x * x, mask=inside & (x > 0))
     # Taken (an exchange leaves 0.0 for the values this store overwrote)
-    bx_times_x = tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside & (x > 0), sem="relaxed")
+    bx_times_x = tl.where(inside_and_t, tl.atomic_xchg(dX_plus_offsets, 0.0, mask=inside_and_t, sem="relaxed"), 0.0)
     tl.debug_barrier()
     bx = bx_times_x * x * 2
 
@@ -116,6 +117,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):

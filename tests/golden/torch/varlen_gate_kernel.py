@@ -77,7 +77,7 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
 
 
 @triton.jit
-def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # The backward with IS_VARLEN=False.
     i_t = tl.program_id(0)
@@ -87,7 +87,9 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
+    dG_plus_offs = dG + offs
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
@@ -101,24 +103,32 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     bg = bx_times_tl_sigmoid_g * x * tl_sigmoid_g * (1.0 - tl_sigmoid_g)
 
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, bg.to(G.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_G_plus_offs = bg.to(G.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     btl_load_X_plus_offs = (bx_times_tl_sigmoid_g * tl_sigmoid_g).to(X.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # One backward per value of 'IS_VARLEN': Triton compiles only the one this launch's value selects.
     if IS_VARLEN:
         varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY)
     else:
-        varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY)
+        varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX, dG, dY, G_disjoint, X_disjoint)
 
 
 
@@ -189,6 +199,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -878,9 +899,13 @@ varlen_gate_kernel_forward = torch.library.custom_op("tgrad_torch_varlen_gate_ke
 def _tgrad_varlen_gate_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], cu_seqlens: typing.Optional[torch.Tensor], T: typing.Union[int, float, bool], D: int, IS_VARLEN: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, G, Y, cu_seqlens)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(varlen_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX=dX, dG=dG, dY=dY, **_tgrad_options(num_warps, num_stages))
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dG = _tgrad_zeros_like(G) if (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0) else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'G' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    G_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
+    _TgradUnpipelinedFallback(varlen_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX=dX, dG=dG, dY=dY, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 

@@ -48,7 +48,7 @@ def varlen_tail_gate_kernel(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, 
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=True.
     i_t = tl.program_id(0)
@@ -58,12 +58,14 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     if i_t * BT + BT <= T:
         i_last = BT - 1
         i_last_3 = i_last
     else:
         i_last_3 = T % BT - 1
+    dG_plus_offs = dG + offs
     g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
     t_4_col = (tl.arange(0, BT) == i_last_3)[:, None]
@@ -83,21 +85,27 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, 
     btl_where_t_4_col_g_zero = tl.broadcast_to(tl.expand_dims(bg_last, 0), tl_where_t_4_col_g_zero.shape)
 
     # Grad of: y = x * x
-    bx = by_2 * tl_sigmoid_g_last_row * x * 2
-
     # Grad of: g = tl.load(G + offs, mask=m, other=0.0).to(tl.float32)
     btl_load_G_plus_offs = tl.where(t_4_col, btl_where_t_4_col_g_zero, 0.0).to(G.dtype.element_ty)
 
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dG + offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if G_disjoint:
+        tl.store(dG_plus_offs, btl_load_G_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dG_plus_offs, btl_load_G_plus_offs, mask=m, sem="relaxed")
 
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_X_plus_offs = (by_2 * tl_sigmoid_g_last_row * x * 2).to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, X_disjoint):
 
     # The backward with IS_VARLEN=False, USE_G=False.
     i_t = tl.program_id(0)
@@ -107,6 +115,7 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     o_d = tl.arange(0, BD)
     m = (o_t[:, None] < T) & (o_d[None, :] < D)
     offs = (bos + o_t[:, None]) * D + o_d[None, :]
+    dX_plus_offs = dX + offs
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     y = x * x
 
@@ -115,15 +124,18 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
     by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
 
     # Grad of: y = x * x
-    bx = by_to_Y_dtype_element_ty_raw.to(y.dtype) * x * 2
-
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + offs, bx.to(X.dtype.element_ty), mask=m, sem="relaxed")
+    btl_load_X_plus_offs = (by_to_Y_dtype_element_ty_raw.to(y.dtype) * x * 2).to(X.dtype.element_ty)
+
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_offs, btl_load_X_plus_offs, mask=m)
+    else:
+        tl.atomic_add(dX_plus_offs, btl_load_X_plus_offs, mask=m, sem="relaxed")
 
 
 @triton.jit
-def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY):
+def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constexpr, USE_G: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, dX, dG, dY, G_disjoint, X_disjoint):
 
     # One backward per value of 'IS_VARLEN', 'USE_G': Triton compiles only the one this launch's value selects.
     if IS_VARLEN:
@@ -132,9 +144,9 @@ def varlen_tail_gate_kernel_bwd(X, G, Y, cu_seqlens, T, D, IS_VARLEN: tl.constex
         else:
             tl.static_assert(False, "tgrad found no backward of varlen_tail_gate_kernel with IS_VARLEN=True, USE_G=False: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     elif USE_G:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, G_disjoint, X_disjoint)
     else:
-        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY)
+        varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX, dG, dY, X_disjoint)
 
 
 
@@ -205,6 +217,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
@@ -892,9 +915,13 @@ varlen_tail_gate_kernel_forward = triton_op("tgrad_torch_varlen_tail_gate_kernel
 def _tgrad_varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], cu_seqlens: typing.Optional[torch.Tensor], T: int, D: int, IS_VARLEN: typing.Union[int, float, bool], USE_G: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, G, Y, cu_seqlens)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    _tgrad_launcher(varlen_tail_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX=dX, dG=dG, dY=dY, **_tgrad_options(num_warps, num_stages))
+    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dG = _tgrad_zeros_like(G) if (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0) else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'G' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    G_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
+    _tgrad_launcher(varlen_tail_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX=dX, dG=dG, dY=dY, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 

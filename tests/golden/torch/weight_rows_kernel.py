@@ -137,7 +137,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
             # Grad of: tl.store(dw_row + cols, partial_in_memory_stored, mask=col_mask)
             # Taken (an exchange leaves 0.0 for the values this store overwrote)
-            bpartial_in_memory_stored_2 = tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed")
+            bpartial_in_memory_stored_2 = tl.where(col_mask, tl.atomic_xchg(ddw_row_plus_cols, 0.0, mask=col_mask, sem="relaxed"), 0.0)
             tl.debug_barrier()
             bpartial_in_memory_stored += bpartial_in_memory_stored_2
 
@@ -287,6 +287,17 @@ def _tgrad_gradient_like(t):
     if _tgrad_overlaps(t):
         return torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return _tgrad_new_like(t)
+
+
+def _tgrad_disjoint(extents, strides):
+    """Whether no two cells of the box of indices i_k in [0, extents[k]) at sum(i_k * strides[k]) meet: by
+    increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping test)."""
+    reach = 0
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1):
+        if stride <= reach:
+            return False
+        reach += (extent - 1) * stride
+    return True
 
 
 def _tgrad_assume(holds, assumes, kernel, **values):
