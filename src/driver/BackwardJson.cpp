@@ -447,8 +447,12 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         }
       if (added_once_by_its_owner(bwd, bwd.gradient_buffers[k].second)) {
         e["additions"] = "one per element";
-        e["why"] = "its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per "
-                   "element, the owner's); elements the forward does not load stay zero";
+        e["why"] = e.contains("zeros_unless")
+                       ? "its owner-computes kernel stores each tile once where " +
+                             e["zeros_unless"].get<std::string>() + " is 1, else adds it once into zeros (one "
+                             "addition per element, the owner's); elements the forward does not load stay zero"
+                       : "its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per "
+                         "element, the owner's); elements the forward does not load stay zero";
       }
     } else {
       e["contents"] = "any";
