@@ -63,7 +63,8 @@ json op(const char *name, std::vector<json> args) { return json{{name, std::move
 
 class ExprTranslator {
  public:
-  explicit ExprTranslator(const Function &fn) : fn_(fn) {}
+  // `known`: parameters whose values the request gives (-D): their values, and an if on them takes its branch.
+  explicit ExprTranslator(const Function &fn, const sema::ParamTypes *known = nullptr) : fn_(fn), known_(known) {}
 
   // The expression over launch values, or nullopt with `why` set.
   std::optional<json> translate(const Expr &e, int depth = 0) {
@@ -78,7 +79,14 @@ class ExprTranslator {
         return fail("'" + n->id + "' is not computed in a way the protocol expresses before the loop");
       }
       for (const Param &p : fn_.params)
-        if (p.name == n->id) return json{{"arg", n->id}};
+        if (p.name == n->id) {
+          if (known_)
+            if (auto k = known_->find(n->id); k != known_->end() && k->second.known) {
+              if (k->second.kind == sema::SType::Kind::Bool) return json(k->second.b);
+              if (k->second.kind == sema::SType::Kind::Int) return json(k->second.n);
+            }
+          return json{{"arg", n->id}};
+        }
       return fail("'" + n->id + "' is not a launch argument or a value computed before the loop");
     }
     if (auto *b = dyn_cast<BinOp>(&e)) {
@@ -226,6 +234,12 @@ class ExprTranslator {
         std::string why = why_;
         std::optional<json> cond = translate(*i->cond);
         why_ = why;
+        // A condition the request decides (-D IS_VARLEN=False): only its branch runs.
+        if (cond && (cond->is_boolean() || cond->is_number_integer())) {
+          const bool taken = cond->is_boolean() ? cond->get<bool>() : cond->get<long long>() != 0;
+          if (execute(taken ? i->body : i->orelse, target)) return true;
+          continue;
+        }
         Env before = env_;
         const bool in_then = execute(i->body, target);
         Env then_env = env_;
@@ -281,6 +295,7 @@ class ExprTranslator {
   }
 
   const Function &fn_;
+  const sema::ParamTypes *known_ = nullptr;
   Env env_;
   std::string why_;
 };
@@ -493,7 +508,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     std::vector<const For *> loops;
     if (forward) find_loops(forward->body, t.loop_line, t.loop_column, loops);
     const For *loop = loops.empty() ? nullptr : loops[0];
-    ExprTranslator translate(*forward);
+    ExprTranslator translate(*forward, &request.param_types);
     std::optional<json> trips;
     std::vector<json> each;
     for (const For *l : loops)
@@ -505,7 +520,8 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         " (" + t.loop_range + "); smaller, the gradients come out NaN" +
         (trips ? std::string()
                : "; tgrad cannot express the bound: " + (loop ? translate.why() : std::string("the loop was not found")) +
-                     ". Pass the largest trip count yourself");
+                     ". Pass the largest trip count yourself, or give the tl.constexpr flags its computation tests "
+                     "(an `if IS_VARLEN:` whose branch loads the length) with -D");
   }
   // A tile's element count from its factors: numbers, or constexpr arguments by name.
   auto elements_of = [&](const std::vector<std::string> &tile) {

@@ -931,6 +931,13 @@ run tiling_defined tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_
 expect_rc tiling_defined_exit_2 2 tiling_defined
 expect_grep tiling_defined_message "$TMP/tiling_defined.err" "error: --tiling BLOCK_SIZE_M: 'BLOCK_SIZE_M' has a value from -D"
 expect_no_grep tiling_module_no_note "$TMP/tiling_module.err" "note: the module launches the owner-computes kernels"
+# A taped loop's trip count under `if IS_VARLEN:` (its branch loads the length): expressible once -D gives the flag.
+run varlen_tape tests/kernels/varlen_tape.py --kernel varlen_decay_kernel --wrt X,G --emit torch
+expect_rc varlen_tape_exit_1 1 varlen_tape
+expect_grep varlen_tape_says_D "$TMP/varlen_tape.err" "cannot size 'tape_trips'.*give the tl.constexpr flags its computation tests .* with -D"
+run varlen_tape_D tests/kernels/varlen_tape.py --kernel varlen_decay_kernel --wrt X,G -D IS_VARLEN=False --emit torch
+expect_rc varlen_tape_D_exit_0 0 varlen_tape_D
+expect_grep varlen_tape_D_trips "$TMP/varlen_tape_D.out" "tape_trips = _tgrad_max_over_programs\(lambda _pid: max\(0, _tgrad_cdiv\(\(_tgrad_cdiv\(T, BT\)"
 run tiling_note tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_ptr --emit torch
 expect_rc tiling_note_exit_0 0 tiling_note
 expect_grep tiling_note_names_flag "$TMP/tiling_note.err" "note: the module launches the owner-computes kernels of this backward with the forward's block sizes.*block sizes are BLOCK_SIZE_M,BLOCK_SIZE_N,BLOCK_SIZE_K: those that only tile the computation.*given with --tiling"
