@@ -736,11 +736,15 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     # forward's query blocks (num_programs_0). The logsumexp M and the output are read back: no tape. dQ, dK, dV
     # start at zero (one addition per element).
     owners = [getattr(bwd, n) for n in dir(bwd) if n.startswith("attn_fwd_kernel_bwd_d")]
-    # Where the owners read per-program row statistics (rowsum(dO * O)), the prologue kernel computes them on the
-    # forward's grid into float32 scratch rows of BLOCK_M (the launch protocol's saved_tiles).
+    # Where the owners read per-program row statistics (rowsum(dO * O)), a prologue kernel computes them on the
+    # forward's grid into float32 scratch rows of BLOCK_M; where the protocol lays the scratch out like the
+    # logsumexp M ("like"), the dQ kernel saves them at M's rows itself and there is no prologue.
     prologue = getattr(bwd, "attn_fwd_kernel_bwd_prologue", None)
     saved = {p: torch.empty(grid[0] * grid[1] * bm, device="cuda") for p in (prologue.arg_names if prologue else [])
              if p.endswith("_saved")}
+    like_m = {p["name"]: torch.empty_like(lse)
+              for p in json.load(open(f"tests/golden/backward/protocol_attention{'_causal' if causal else ''}"
+                                      "_kernel.json"))["parameters"] if p.get("role") == "scratch" and p.get("like") == "M"}
 
     tuned = TGRAD_ATTN_CONFIG.get((D, bool(causal)), {"dkdv": (bm, bn, 4, 3), "dq": (bm, bn, 4, 3)})
     obm, obn, owarps, ostages = tuned["dkdv"]
@@ -761,7 +765,7 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
         for g in zeroed:
             g.zero_()
         args = (q, k, v, sm_scale, lse, out, *strides, H, N)
-        common = dict(HEAD_DIM=D, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do, **flags)
+        common = dict(HEAD_DIM=D, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do, **flags, **like_m)
         okw = dict(common, BLOCK_M=obm, BLOCK_N=obn, num_warps=owarps, num_stages=ostages)
         if prologue:
             prologue[ogrid](*args, **okw, **osaved)

@@ -182,7 +182,11 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
         elif role == "scratch":
             shape = [evaluate(d, env) for d in p["shape"]]
             dtype = getattr(torch, p.get("dtype", "float32"))
-            buffer = torch.empty(shape, device="cuda", dtype=dtype)
+            if "like" in p:  # addressed with that tensor's offsets: laid out like it
+                like = tensors[p["like"]]
+                buffer = torch.empty_strided(like.shape, like.stride(), device="cuda", dtype=dtype)
+            else:
+                buffer = torch.empty(shape, device="cuda", dtype=dtype)
             if poison:  # the backward must write what it reads
                 buffer.fill_(float("nan") if dtype.is_floating_point else -12345)
             buffers[p["name"]] = buffer

@@ -563,18 +563,28 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
   // Saved tiles: [programs, numel(value)] each, which the prologue writes and the owner-computes kernels read.
   std::set<std::string> owner_params;
   for (const auto &t : bwd.saved_tiles) {
-    const json shape = json::array({programs, elements_of(t.tile_shape)});
-    const std::string why = "the value of '" + t.value + "' in each program of the forward, which " +
-                            bwd.prologue_kernel + " computes once per program for the owner-computes kernels to " +
-                            "read";
+    // Laid out like an output of the forward (the backward kernel saves a row statistic at that output's rows),
+    // or one row per forward program (the prologue saves it).
+    const json shape = t.like.empty() ? json::array({programs, elements_of(t.tile_shape)}) : json::array({numel(t.like)});
+    const std::string why =
+        t.like.empty() ? "the value of '" + t.value + "' in each program of the forward, which " + bwd.prologue_kernel +
+                             " computes once per program for the owner-computes kernels to read"
+                       : "the row statistic '" + t.value + "', which " + bwd.backward_name + " saves at the rows of '" +
+                             t.like + "' (laid out like it) for the owner-computes kernels to read";
     const bool integer = sema::is_integer(t.dtype);
     const std::string type = std::string("*") + (integer ? "i" : "fp") + std::to_string(sema::bits(t.dtype));
     const std::string dtype = sema::tl_name(t.dtype);
-    params.push_back({{"name", t.scratch}, {"types", {t.dtype == sema::DType::BF16 ? "*bf16" : type}},
-                      {"role", "scratch"}, {"pass_by_keyword", true}, {"dtype", dtype}, {"shape", shape},
-                      {"contents", "any"}, {"why", why}});
-    scratch.push_back({{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}});
-    owner_params.insert(t.scratch);  // not the backward kernel's
+    json param = {{"name", t.scratch}, {"types", {t.dtype == sema::DType::BF16 ? "*bf16" : type}},
+                  {"role", "scratch"}, {"pass_by_keyword", true}, {"dtype", dtype}, {"shape", shape},
+                  {"contents", "any"}, {"why", why}};
+    json entry = {{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}};
+    if (!t.like.empty()) {
+      param["like"] = t.like;
+      entry["like"] = t.like;
+    }
+    params.push_back(param);
+    scratch.push_back(entry);
+    if (t.like.empty()) owner_params.insert(t.scratch);  // not the backward kernel's (a prologue's)
   }
   // Layout flags: 1 where a box of strides keeps a gradient's cells apart (its plain stores), else 0 (its atomic
   // additions into zeros). One flag's boxes in several specializations must all be apart.
@@ -680,7 +690,11 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         grid[o.summed_axis] = trips ? *trips : json(nullptr);
         json owner_call = call;
         if (!o.programs_param.empty()) owner_call["keyword"].push_back(o.programs_param);
-        for (const std::string &t : o.saved_tiles) owner_call["keyword"].push_back(t);
+        for (const std::string &t : o.saved_tiles)
+          if (!owner_params.count(t) && std::find(owner_call["keyword"].begin(), owner_call["keyword"].end(), t) != owner_call["keyword"].end())
+            continue;  // (saved by the backward kernel: in its call already)
+          else
+            owner_call["keyword"].push_back(t);
         json entry = {{"name", o.name}, {"grid", grid}, {"call", owner_call}, {"why", o.why}};
         if (!trips)
           entry["why"] = o.why + "; tgrad cannot express the loop's trip count (" + why_not +

@@ -835,9 +835,14 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     if (p["role"] == "scratch") {
       std::vector<std::string> dims;
       for (const json &d : p["shape"]) dims.push_back(expr(d));
-      py << "    # " << p["why"].get<std::string>() << "\n"
-         << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
-         << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
+      py << "    # " << p["why"].get<std::string>() << "\n";
+      if (p.contains("like"))  // (addressed with that tensor's offsets: its strides)
+        py << "    " << p["name"].get<std::string>() << " = torch.empty_strided(" << p["like"].get<std::string>()
+           << ".shape, " << p["like"].get<std::string>() << ".stride(), dtype=torch." << p.value("dtype", "float32")
+           << ", device=_tgrad_device)\n";
+      else
+        py << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
+           << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
     } else if (p["role"] == "size") {
       (tiling_apart ? sizes : py) << "    # " << p["why"].get<std::string>() << "\n"
                                   << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";

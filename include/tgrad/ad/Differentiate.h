@@ -192,6 +192,11 @@ struct Backward {
     std::string value;                    // the value saved ("baccumulator_2")
     std::vector<std::string> tile_shape;  // its element count, as factors: numbers or constexpr parameter names
     sema::DType dtype = sema::DType::FP32;
+    // Where not "": the backward kernel saves the value, a row statistic, at the offsets of this output of the
+    // forward (whose store of a tile of the value's shape gives each row one program and lane: attention's
+    // logsumexp M), into a scratch laid out like it; the owners read it there. No prologue: the backward kernel
+    // runs before the owners, on the forward's grid at any block sizes of its own.
+    std::string like;
   };
   std::string prologue_kernel;            // "" where no owner needs one
   std::vector<SavedTile> saved_tiles;

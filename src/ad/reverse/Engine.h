@@ -316,6 +316,10 @@ class Engine {
   // addresses are its own (AccessAnalysis::classify_owner_layout of the forward's load), not an atomic addition
   // into zeros: no zero fill, and no atomics.
   void store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access);
+  // Where the backward kernel runs before the owners and computes the row statistics the prologue saves, it saves
+  // them itself, at the rows of an output the forward stores in tiles of the statistic's shape (Backward::
+  // SavedTile::like), and the prologue kernel goes.
+  void fold_prologue(Function &bwd, Backward &result, const AccessAnalysis &access);
   // The emitted functions with their single-use temporaries folded into
   // their uses (src/ad/Readability.h), the user's names kept.
   // Splits the generated kernels' loops so that iterations whose masks hold in every lane run without them

@@ -632,6 +632,123 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
     if (!gathered || names_accessed_by(bwd.body, "tl.atomic_add").empty()) break;
   }
   store_owner_flushes(bwd, result, access);
+  fold_prologue(bwd, result, access);
+}
+
+void Engine::fold_prologue(Function &bwd, Backward &result, const AccessAnalysis &access) {
+  if (result.prologue_kernel.empty() || !result.backward_kernel_writes || result.saved_tiles.empty()) return;
+  auto prologue = std::find_if(owner_functions_.begin(), owner_functions_.end(), [&](const std::unique_ptr<Function> &f) {
+    return f && f->name == result.prologue_kernel;
+  });
+  if (prologue == owner_functions_.end()) return;
+  std::map<std::string, const Expr *> defs;  // the backward kernel's (A-normal form: each value named once)
+  std::map<std::string, size_t> top_index;   // where a top-level statement assigns it
+  each_assignment(bwd.body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
+  for (size_t k = 0; k < bwd.body.size(); ++k) {
+    std::set<std::string> assigned;
+    if (auto *a = dyn_cast<Assign>(bwd.body[k].get()))
+      for (const ExprPtr &t : a->targets)
+        if (auto *n = dyn_cast<Name>(t.get())) assigned.insert(n->id);
+    if (auto *a = dyn_cast<AugAssign>(bwd.body[k].get()))
+      if (auto *n = dyn_cast<Name>(a->target.get())) assigned.insert(n->id);
+    for (const std::string &n : assigned) top_index[n] = k;
+  }
+  // The offsets of a pointer from its base parameter, as the names added along its chain in the backward kernel.
+  std::function<bool(const std::string &, const std::string &, std::vector<std::string> &, int)> offsets_from =
+      [&](const std::string &p, const std::string &base, std::vector<std::string> &out, int depth) {
+        if (p == base) return true;
+        auto d = defs.find(p);
+        auto *b = d == defs.end() ? nullptr : dyn_cast<BinOp>(d->second);
+        if (depth > 32 || !b || b->op != BinaryOpKind::Add) return false;
+        auto *l = dyn_cast<Name>(b->lhs.get());
+        auto *r = dyn_cast<Name>(b->rhs.get());
+        if (!l || !r) return false;
+        std::vector<std::string> tried = out;
+        tried.push_back(r->id);
+        if (offsets_from(l->id, base, tried, depth + 1)) { out = tried; return true; }
+        tried = out;
+        tried.push_back(l->id);
+        if (offsets_from(r->id, base, tried, depth + 1)) { out = tried; return true; }
+        return false;
+      };
+  struct Plan {
+    Backward::SavedTile *tile;
+    std::string base, mask;
+    std::vector<std::string> offsets;
+    size_t after = 0;  // the top-level statement after which the backward kernel has everything
+  };
+  std::vector<Plan> plans;
+  for (Backward::SavedTile &t : result.saved_tiles) {
+    if (t.tile_shape.size() != 1 || !top_index.count(t.value)) return;
+    std::optional<Plan> found;
+    for (const MemoryOp &m : memory_) {
+      // A store of the forward, once per program, of a tile of the statistic's shape, each row one program's.
+      if (!m.store || !m.atomic.empty() || !m.loops.empty() || m.in_branch || m.mask.empty()) continue;
+      const SType *pt = type_of_name(m.pointer);
+      if (!pt || !pt->is_tensor() || pt->shape.size() != 1 || pt->shape[0].str() != t.tile_shape[0]) continue;
+      if (access.classify(m.pointer, m.mask).kind != AccessDecision::Kind::Injective) continue;
+      Plan p{&t, m.base, m.mask, {}, top_index[t.value]};
+      if (!offsets_from(m.pointer, m.base, p.offsets, 0) || !top_index.count(m.mask)) continue;
+      bool defined = true;
+      for (const std::string &o : p.offsets) {
+        defined &= defs.count(o) == 0 || top_index.count(o) > 0;  // (a parameter, or computed before the loops)
+        if (top_index.count(o)) p.after = std::max(p.after, top_index[o]);
+      }
+      p.after = std::max(p.after, top_index[m.mask]);
+      if (defined) found = p;
+      break;
+    }
+    if (!found) return;
+    plans.push_back(*found);
+  }
+  // The owners read each at the same offsets, which they compute in the loop over the forward's programs.
+  auto address = [](const Plan &p) {
+    ExprPtr at = name(p.tile->scratch);
+    for (const std::string &o : p.offsets) at = std::make_unique<BinOp>(BinaryOpKind::Add, std::move(at), name(o));
+    return at;
+  };
+  for (auto &f : owner_functions_) {
+    if (!f || f->name == result.prologue_kernel) continue;
+    std::set<std::string> owner_names;
+    each_assignment(f->body, [&](const std::string &n, const Expr &) { owner_names.insert(n); });
+    for (const Plan &p : plans) {
+      bool reads = false;
+      for (const Param &q : f->params) reads |= q.name == p.tile->scratch;
+      if (!reads) continue;
+      for (const std::string &o : p.offsets)
+        if (defs.count(o) && !owner_names.count(o)) return;
+      if (!owner_names.count(p.mask)) return;
+    }
+  }
+  for (auto &f : owner_functions_) {
+    if (!f || f->name == result.prologue_kernel) continue;
+    for (const Plan &p : plans)
+      rewrite_exprs(f->body, [&](ExprPtr &e) {
+        auto *c = dyn_cast<Call>(e.get());
+        if (!c || callee(*c) != "tl.load" || c->args.empty()) return;
+        std::set<std::string> read;
+        reads(*c->args[0], read);
+        if (!read.count(p.tile->scratch)) return;
+        std::vector<Keyword> kws;
+        kws.push_back({"mask", {}, name(p.mask)});
+        kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+        e = call("tl.load", list(address(p)), std::move(kws));
+      });
+  }
+  // The backward kernel saves them, in order, each after what it reads.
+  std::sort(plans.begin(), plans.end(), [](const Plan &a, const Plan &b) { return a.after > b.after; });
+  for (const Plan &p : plans) {
+    std::vector<Keyword> kws;
+    kws.push_back({"mask", {}, name(p.mask)});
+    StmtPtr save = std::make_unique<ExprStmt>(call("tl.store", list(address(p), name(p.tile->value)), std::move(kws)));
+    save->leading_comment = "Saved for the owner-computes kernels at the rows of '" + p.base +
+                            "': each owner reads it instead of computing it again for every program it sums over";
+    bwd.body.insert(bwd.body.begin() + static_cast<std::ptrdiff_t>(p.after + 1), std::move(save));
+    bwd.params.push_back({p.tile->scratch, {}, nullptr, nullptr});
+    p.tile->like = p.base;
+  }
+  owner_functions_.erase(prologue);
+  result.prologue_kernel.clear();
 }
 
 void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access) {

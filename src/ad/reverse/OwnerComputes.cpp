@@ -1149,7 +1149,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           scratch = old->scratch;
         } else {
           scratch = names.fresh(v + "_saved");
-          new_saved.push_back({scratch, v, *dims, t->elem.dtype});
+          new_saved.push_back({scratch, v, *dims, t->elem.dtype, ""});
         }
         reads_saved.push_back(scratch);
         ExprPtr flat = flat_program(
@@ -1198,7 +1198,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           scratch = fresh->scratch;
         } else {
           scratch = names.fresh(v + "_saved");
-          new_saved.push_back({scratch, v, dims, t->elem.dtype});
+          new_saved.push_back({scratch, v, dims, t->elem.dtype, ""});
         }
         reads_saved.push_back(scratch);
         ExprPtr flat = flat_program(

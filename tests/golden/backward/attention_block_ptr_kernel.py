@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -79,6 +79,9 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
     # Grad of: m_i += tl.math.log2(l_i)
     bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
+
+    # Saved for the owner-computes kernels at the rows of 'M': each owner reads it instead of computing it again for every program it sums over
+    tl.store(bl_i_3_minus_one_saved + offs_m + off_hz * N_CTX, bl_i_3_minus_one, mask=t_8)
 
     # Grad of: for start_n in range(lo, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -171,52 +174,6 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_3_minus_one_saved):
-    tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
-    start_m = tl.program_id(0)
-    off_hz = tl.program_id(1)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    o_offset = off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-    Q_block_shape0 = N_CTX
-    Q_block_offset0 = start_m * BLOCK_M
-    Q_block_offset1 = 0
-    O_block_base = Out + o_offset
-    O_block_stride0 = stride_om
-    O_block_stride1 = stride_ok
-    offs_m = Q_block_offset0 + tl.arange(0, BLOCK_M)
-    Q_block_index1 = Q_block_offset1 + tl.arange(0, HEAD_DIM)
-    t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
-    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
-    t_8 = offs_m < N_CTX
-    O_block_base_offset = O_block_base + offs_m[:, None] * O_block_stride0
-    dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
-    O_block_base_offset_offset = O_block_base_offset + Q_block_index1[None, :] * O_block_stride1
-    dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1[None, :] * O_block_stride1
-
-    # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
-
-    # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(O_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
-
-    # Grad of: tl.store(O_block_base + O_block_index0[:, None] * O_block_stride0 + O_block_index1[None, :] * O_block_stride1, acc.to(Out.type.element_ty), mask=(O_block_index0[:, None] >= 0) & (O_block_index0[:, None] < O_block_shape0))
-    bacc_4 = tl.load(dO_block_base_offset_offset, mask=t_and_t_2, other=0.0).to(tl.float32)
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, m_i * 0.6931471805599453, mask=offs_m < N_CTX)
-    bm_i_4 = tl.load(dM + off_hz * N_CTX + offs_m, mask=t_8, other=0.0) * 0.6931471805599453
-
-    # Grad of: acc = acc / l_i[:, None]
-    bl_i_3_minus_one = tl.reshape(tl.sum(-bacc_4 * stored_out, 1, keep_dims=True), row_stat.shape)
-
-    # Grad of: m_i += tl.math.log2(l_i)
-    bl_i_3_minus_one += bm_i_4 * 1.4426950408889634
-
-    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
-    tl.store(bl_i_3_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_3_minus_one)
-
-
-@triton.jit
 def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
 
@@ -255,6 +212,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     V_ptrs_stride1 = V_block_stride1
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
+    off_hz_times_N_CTX = off_hz * N_CTX
     start_n = Q_block_offset1 + tl.program_id(0) * BLOCK_N
     K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
     K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -292,7 +250,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
         t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
         q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_8 = offs_m < N_CTX
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
@@ -300,7 +258,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_8, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
@@ -322,14 +280,14 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         Q_block_base_offset = Q_block_base + offs_m[:, None] * Q_block_stride0
         Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
         q = tl.load(Q_block_base_offset_offset)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
         bacc_4_to_Out_type_element_ty = tl.load(dO_block_base_offset_offset)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m) * 1.4426950408889634
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + offs_m + off_hz_times_N_CTX)
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)
@@ -352,7 +310,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         Q_block_base_offset_offset = Q_block_base_offset + Q_block_index1_row * Q_block_stride1
         t_and_t_2 = (offs_m[:, None] >= 0) & (offs_m[:, None] < Q_block_shape0)
         q = tl.load(Q_block_base_offset_offset, mask=t_and_t_2, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_8 = offs_m < N_CTX
         dO_block_base_offset = dOut + o_offset + offs_m[:, None] * O_block_stride0
         dO_block_base_offset_offset = dO_block_base_offset + Q_block_index1_row * O_block_stride1
@@ -360,7 +318,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_8, other=float("inf")) * 1.4426950408889634
 
         # 'bl_i_3_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_3_minus_one = tl.load(bl_i_3_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_8, other=0.0)
         qk = tl.dot(q, k) * qk_scale
         p = tl.math.exp2(tl.where(t_5, qk, float("-inf")) - row_stat[:, None])
         p_to_v_dtype = p.to(V.dtype.element_ty)

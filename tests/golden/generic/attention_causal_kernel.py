@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint, bl_i_2_minus_one_saved):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -69,6 +69,9 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bout_correction = -bacc_4_to_Out_type_element_ty_raw.to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+
+    # Saved for the owner-computes kernels at the rows of 'M': each owner reads it instead of computing it again for every program it sums over
+    tl.store(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, bl_i_2_minus_one, mask=t_7)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -177,51 +180,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
-    start_m = tl.program_id(0)
-    off_hz = tl.program_id(1)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    off_z_to_tl_int64_4_times_stride_oz = off_z.to(tl.int64) * stride_oz
-    off_h_to_tl_int64_4_times_stride_oh = off_h.to(tl.int64) * stride_oh
-    o_base = Out + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
-    do_base = dOut + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    t = offs_m[:, None] < N_CTX
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
-    t_7 = offs_m < N_CTX
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    offs_m_col_4_times_stride_om = offs_m[:, None] * stride_om
-    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
-    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
-
-    # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-
-    # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-    bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
-
-    # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
-    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
-
-    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
-    tl.store(bl_i_2_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_2_minus_one)
-
-
-@triton.jit
 def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
@@ -243,6 +201,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
+    off_hz_times_N_CTX = off_hz * N_CTX
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
@@ -281,7 +240,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         t = offs_m[:, None] < N_CTX
         q = tl.load(q_ptrs, mask=t, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
@@ -289,7 +248,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_7, other=0.0)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -326,14 +285,14 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         q = tl.load(q_ptrs)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs)
         bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -370,7 +329,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         t = offs_m[:, None] < N_CTX
         q = tl.load(q_ptrs, mask=t, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
@@ -378,7 +337,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_7, other=0.0)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:

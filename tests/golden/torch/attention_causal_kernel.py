@@ -67,7 +67,7 @@ def attn_fwd_kernel(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, 
 
 
 @triton.jit
-def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint):
+def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint, bl_i_2_minus_one_saved):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     off_z = off_hz // H
@@ -129,6 +129,9 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
     bout_correction = -bacc_4_to_Out_type_element_ty_raw.to(tl.float32)
     bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
     bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
+
+    # Saved for the owner-computes kernels at the rows of 'M': each owner reads it instead of computing it again for every program it sums over
+    tl.store(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, bl_i_2_minus_one, mask=t_7)
 
     # Grad of: for start_n in range(0, hi, BLOCK_N):
     bq = tl.zeros(q.shape, dtype=tl.float32)
@@ -237,51 +240,6 @@ def attn_fwd_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_
 
 
 @triton.jit
-def attn_fwd_kernel_bwd_prologue(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
-    start_m = tl.program_id(0)
-    off_hz = tl.program_id(1)
-    off_z = off_hz // H
-    off_h = off_hz % H
-    off_z_to_tl_int64_4_times_stride_oz = off_z.to(tl.int64) * stride_oz
-    off_h_to_tl_int64_4_times_stride_oh = off_h.to(tl.int64) * stride_oh
-    o_base = Out + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
-    do_base = dOut + off_z_to_tl_int64_4_times_stride_oz + off_h_to_tl_int64_4_times_stride_oh
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    t = offs_m[:, None] < N_CTX
-    off_hz_times_N_CTX = off_hz * N_CTX
-    M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
-    t_7 = offs_m < N_CTX
-
-    # Grad of: tl.store(M + off_hz * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
-    # (Loaded early: nothing in the backward writes this memory.)
-    blse = tl.load(dM + off_hz_times_N_CTX + offs_m, mask=t_7, other=0.0).to(tl.float32)
-    offs_m_col_4_times_stride_om = offs_m[:, None] * stride_om
-    offs_d_row_4_times_stride_ok = offs_d[None, :] * stride_ok
-    o_ptrs = o_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    do_ptrs = do_base + offs_m_col_4_times_stride_om + offs_d_row_4_times_stride_ok
-    tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
-
-    # Stored by the forward: read back, not computed again.
-    row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
-
-    # Stored by the forward (rounded to its dtype): read back, not computed again.
-    stored_out = tl.load(o_ptrs, mask=t, other=0.0).to(tl.float32)
-
-    # Grad of: tl.store(o_ptrs, acc.to(Out.type.element_ty), mask=offs_m[:, None] < N_CTX)
-    # Grad of: lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-    bl_i_2_minus_one = blse * 0.6931471805599453 * 1.4426950408889634
-
-    # Grad of: acc = acc / l_i[:, None]
-    bout_correction = -tl.load(do_ptrs, mask=t, other=0.0).to(tl.float32).to(tl.float32)
-    bl_i_2_minus_one_col = tl.sum(bout_correction * stored_out, 1, keep_dims=True)
-    bl_i_2_minus_one += tl.reshape(bl_i_2_minus_one_col, row_stat.shape)
-
-    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
-    tl.store(bl_i_2_minus_one_saved + ((tl.program_id(0).to(tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M), bl_i_2_minus_one)
-
-
-@triton.jit
 def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_2_minus_one_saved, K_disjoint, V_disjoint):
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
@@ -303,6 +261,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     offs_d = tl.arange(0, HEAD_DIM)
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
+    off_hz_times_N_CTX = off_hz * N_CTX
     tl.static_assert(M.dtype.element_ty == tl.float32, "tgrad: the backward reads the softmax's row statistic back from M, which must be a float32 buffer (with --arg M=*fp16 or *bf16 tgrad writes a backward that does not read it)")
     start_n = 0 + tl.program_id(0) * BLOCK_N
     offs_d_row_2_times_stride_kk = offs_d[None, :] * stride_kk
@@ -341,7 +300,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         t = offs_m[:, None] < N_CTX
         q = tl.load(q_ptrs, mask=t, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
@@ -349,7 +308,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_7, other=0.0)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -386,14 +345,14 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         q = tl.load(q_ptrs)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs)
         bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -430,7 +389,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d_row * stride_qk
         t = offs_m[:, None] < N_CTX
         q = tl.load(q_ptrs, mask=t, other=0.0)
-        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz * N_CTX + offs_m
+        M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
@@ -438,7 +397,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
-        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + ((tl.cast(start_m, tl.int64) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)) * BLOCK_M + tl.arange(0, BLOCK_M))
+        bl_i_2_minus_one = tl.load(bl_i_2_minus_one_saved + offs_m + off_hz_times_N_CTX, mask=t_7, other=0.0)
         qk = tl.dot(k, tl.trans(q))
         qk_2 = qk * qk_scale
         if IS_CAUSAL:
@@ -1255,13 +1214,13 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     # The backward's launch values, tuned by TgradKernel for these arguments' shapes, else the forward's: the
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
-    tgrad_grid, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL), num_warps, num_stages, 3)
+    tgrad_grid, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL), num_warps, num_stages, 2)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
     dQ = _tgrad_zeros_like(Q) if (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0) else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dK = _tgrad_zeros_like(K)  # its owner-computes kernel stores each tile once where K_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
     dV = _tgrad_zeros_like(V)  # its owner-computes kernel stores each tile once where V_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
-    # the value of 'bl_i_2_minus_one' in each program of the forward, which attn_fwd_kernel_bwd_prologue computes once per program for the owner-computes kernels to read
-    bl_i_2_minus_one_saved = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), BLOCK_M), dtype=torch.float32, device=_tgrad_device)
+    # the row statistic 'bl_i_2_minus_one', which attn_fwd_kernel_bwd saves at the rows of 'M' (laid out like it) for the owner-computes kernels to read
+    bl_i_2_minus_one_saved = torch.empty_strided(M.shape, M.stride(), dtype=torch.float32, device=_tgrad_device)
     # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
     # 1 where the strides keep the cells of 'K' (stride_kz over (tl.num_programs(1) + H - 1) // H, stride_kh over H, stride_kn over N_CTX, stride_kk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
@@ -1270,11 +1229,9 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     V_disjoint = (1 if _tgrad_disjoint(((((tgrad_grid[1] + H) - 1) // H), H, N_CTX, HEAD_DIM), (stride_vz, stride_vh, stride_vn, stride_vk)) else 0)
     # the forward's grid size along axis 0: attn_fwd_kernel_bwd_dK_dV's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
-    # runs the backward's per-program prefix once per program of the forward's grid (with a replay of the forward's loop where the owners need one) and saves what the owner-computes kernels need of it
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_prologue)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[0])
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, **_tgrad_kernel_options[1])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, **_tgrad_kernel_options[0])
     # line 50: the gradients of 'K', 'V' (dK_dV) are gathered by their owners: 'attn_fwd_kernel_bwd_dK_dV' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration; the row statistics it reads of each forward program (a reduction over tiles that program loads) come from the prologue kernel, which computes them once per program; it holds the loop's [BLOCK_M, BLOCK_N] tiles as [BLOCK_N, BLOCK_M], its own tile's axis first, so that no computed tile is transposed in registers (each rewrite an identity of the transpose)
-    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_dK_dV)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, num_programs_0=num_programs_0, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, **_tgrad_kernel_options[2])
+    _TgradUnpipelinedFallback(attn_fwd_kernel_bwd_dK_dV)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((((_pid[0] + 1) * BLOCK_M) if IS_CAUSAL else N_CTX) - 0), BLOCK_N)), tgrad_grid, (0,)), tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, bl_i_2_minus_one_saved=bl_i_2_minus_one_saved, Q_disjoint=Q_disjoint, K_disjoint=K_disjoint, V_disjoint=V_disjoint, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(dK, K)), _tgrad_out(_tgrad_unaliased(dV, V))
 
 
@@ -1328,4 +1285,4 @@ class _tgrad_eager_attn_fwd_kernel(torch.autograd.Function):
 attn_fwd_kernel = TgradKernel(attn_fwd_kernel, attn_fwd_kernel_forward, ("Q", "K", "V", "sm_scale", "M", "Out", "stride_qz", "stride_qh", "stride_qm", "stride_qk", "stride_kz", "stride_kh", "stride_kn", "stride_kk", "stride_vz", "stride_vh", "stride_vn", "stride_vk", "stride_oz", "stride_oh", "stride_om", "stride_ok", "H", "N_CTX", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "IS_CAUSAL"), {},
                   collections.namedtuple("attn_fwd_kernel_outputs", ("M", "Out"), rename=True), _tgrad_eager_attn_fwd_kernel,
                   dtypes={"Q": ("float16",), "K": ("float16",), "V": ("float16",), "M": ("float32",), "Out": ("float16", "float32", "bfloat16")}, output_params=("M", "Out"),
-                  tuning=(_tgrad_attn_fwd_kernel_forward, _tgrad_attn_fwd_kernel_backward, _tgrad_setup_context, _tgrad_backward_with, ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "IS_CAUSAL"), 3))
+                  tuning=(_tgrad_attn_fwd_kernel_forward, _tgrad_attn_fwd_kernel_backward, _tgrad_setup_context, _tgrad_backward_with, ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "IS_CAUSAL"), 2))
