@@ -10,6 +10,7 @@ bench/bwd_bench.py's TGRAD_ATTN_CONFIG takes the best.
 """
 import argparse
 import itertools
+import json
 import os
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bwd_bench import attn_bwd_hand, load  # noqa: E402
+from bwd_bench import attn_bwd_hand, layout_flags, load  # noqa: E402
 
 
 def main():
@@ -46,6 +47,18 @@ def main():
             base = (q, k, v, sm_scale, lse, out, *strides, H, N)
             owners = [getattr(bwd, n) for n in dir(bwd) if n.startswith("attn_fwd_kernel_bwd_d")]
             prologue = getattr(bwd, "attn_fwd_kernel_bwd_prologue", None)
+            # The launch protocol's layout flags (1 for these contiguous tensors) and the row statistic the dQ kernel
+            # saves at the logsumexp's rows for the owners (scratch laid out like M), filled once before the owners
+            # are timed.
+            protocol = json.load(open(f"tests/golden/backward/protocol_attention{'_causal' if causal else ''}_kernel.json"))
+            flags = layout_flags(protocol, fwd.attn_fwd_kernel, (q, k, v, sm_scale, lse, out, *strides, H, N),
+                                 (triton.cdiv(N, 64), Z * H), HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64, IS_CAUSAL=causal)
+            like_m = {p["name"]: torch.empty_like(lse) for p in protocol["parameters"]
+                      if p.get("role") == "scratch" and p.get("like") == "M"}
+            if like_m:
+                bwd.attn_fwd_kernel_bwd[(triton.cdiv(N, 64), Z * H)](
+                    *base, HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse,
+                    dOut=do, **flags, **like_m)
 
             def err(a, b):
                 return (a.float() - b.float()).norm().item() / b.float().norm().item()
@@ -56,13 +69,12 @@ def main():
             for which, (bm, bn), warps, stages in itertools.chain.from_iterable(
                     itertools.product((w,), shapes[w], (4, 8), (2, 3, 4)) for w in ("dK/dV", "dQ")):
                 kw = dict(HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, dQ=dq, dK=dk, dV=dv, dM=dlse, dOut=do,
-                          num_warps=warps, num_stages=stages)
+                          num_warps=warps, num_stages=stages, **flags, **like_m)
                 grid = (triton.cdiv(N, bm), Z * H)
                 saved = {p: torch.empty(grid[0] * grid[1] * bm, device="cuda")
                          for p in (prologue.arg_names if prologue else []) if p.endswith("_saved")}
 
-                def dkdv():
-                    dk.zero_(); dv.zero_()
+                def dkdv():  # (no zero fill: with the layout flags at 1 every element is stored)
                     if prologue:
                         prologue[grid](*base, **kw, **saved)
                     for kernel in owners:
@@ -71,7 +83,6 @@ def main():
                                                             **{p: t for p, t in saved.items() if p in kernel.arg_names})
 
                 def dqk():
-                    dq.zero_()
                     bwd.attn_fwd_kernel_bwd[grid](*base, **kw)
 
                 for part, fn, pairs in (("dK/dV", dkdv, ((dk, hk), (dv, hv))), ("dQ", dqk, ((dq, hq),))):

@@ -706,6 +706,9 @@ def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):
 TGRAD_ATTN_CONFIG = {
     (64, False): {"dkdv": (32, 128, 4, 4), "dq": (128, 64, 8, 3)},
     (64, True): {"dkdv": (32, 64, 4, 3), "dq": (64, 64, 4, 3)},
+    # bench/attention_tune.py --shape 4,16,2048,128 on an H100 (2026-11-27): the best of its grid.
+    (128, False): {"dkdv": (64, 128, 8, 3), "dq": (128, 64, 8, 4)},
+    (128, True): {"dkdv": (64, 64, 4, 2), "dq": (128, 64, 8, 3)},
 }
 
 
@@ -719,7 +722,7 @@ def layout_flags(protocol, forward, args, grid, **constexprs):
             if p.get("role") == "size" and p["name"].endswith("_disjoint")}
 
 
-def bench_attention(gen, Z, H, N, D, causal, tmp):
+def bench_attention(gen, Z, H, N, D, causal, tmp, through_module=True):
     fwd = load("tests/kernels/attention.py", tmp)
     bwd = load(f"tests/golden/backward/attention{'_causal' if causal else ''}_kernel.py", tmp)
     q, k, v = (torch.randn(Z, H, N, D, generator=gen, device="cuda").half() for _ in range(3))
@@ -790,21 +793,26 @@ def bench_attention(gen, Z, H, N, D, causal, tmp):
     flops = 5 * 2 * Z * H * N * N * D // (2 if causal else 1)  # five N x N x D matmuls, half of them masked if causal
     case = f"attention {Z}x{H}x{N}x{D} fp16{' causal' if causal else ''}"
     module = torch_module("attention_kernel", tmp)  # one generic module serves IS_CAUSAL True and False
-    through_module = launcher_row(
+    through_module = [] if not through_module else [launcher_row(
         case, lambda q_, k_, v_: module.attn_fwd_kernel[grid](q_, k_, v_, sm_scale, torch.empty_like(lse),
                                                               torch.empty_like(out), *strides, H, N, HEAD_DIM=D,
                                                               BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal, num_warps=4),
-        [q, k, v], [None, do], -flops, [hq, hk, hv])
+        [q, k, v], [None, do], -flops, [hq, hk, hv])]
     hand_name = f"hand-written (FA2: {'dK/dV and dQ in one launch' if causal else 'a dQ, then a dK/dV kernel'})"
     return [(case, name, do_bench(fn, quantiles=[0.5]), -flops, err if name == "tgrad" else None)
             for name, fn in (("tgrad", gen_fn), (hand_name, hand_fn),
-                             ("torch.autograd (SDPA)", torch_fn))] + [through_module]
+                             ("torch.autograd (SDPA)", torch_fn))] + through_module
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out")
     parser.add_argument("--only", help="comma-separated subset of softmax,rms,layer_norm,matmul,attention")
+    parser.add_argument("--attention-shapes", default="4,16,2048,64",
+                        help="Z,H,N,D of each attention case, separated by ';' (fp16; N a multiple of 128, as the "
+                             "hand-written backward asserts)")
+    parser.add_argument("--no-module", action="store_true",
+                        help="attention: leave out the rows through the torch module (each new shape tunes it first)")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else {"softmax", "rms", "layer_norm", "matmul", "attention"}
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -824,8 +832,10 @@ def main():
                     rows += bench_matmul_owner(gen, size, size, size, dtype, tmp)
                     rows += bench_matmul_owner(gen, size, size, size, dtype, tmp, tutorial_order=True)
         if "attention" in only:
-            for causal in (False, True):
-                rows += bench_attention(gen, 4, 16, 2048, 64, causal, tmp)
+            for shape in args.attention_shapes.split(";"):
+                Z, H, N, D = (int(x) for x in shape.split(","))
+                for causal in (False, True):
+                    rows += bench_attention(gen, Z, H, N, D, causal, tmp, through_module=not args.no_module)
     table = "| case | backward | median ms | GB/s or TFLOP/s | tgrad / hand-written speed | tgrad vs hand-written rel. diff |\n| --- | --- | --- | --- | --- | --- |\n"
     hand = {case: ms for case, name, ms, _, _ in rows if name.startswith("hand-written")}
     for case, name, ms, work, err in rows:
