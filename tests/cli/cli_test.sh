@@ -931,6 +931,27 @@ run tiling_defined tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_
 expect_rc tiling_defined_exit_2 2 tiling_defined
 expect_grep tiling_defined_message "$TMP/tiling_defined.err" "error: --tiling BLOCK_SIZE_M: 'BLOCK_SIZE_M' has a value from -D"
 expect_no_grep tiling_module_no_note "$TMP/tiling_module.err" "note: the module launches the owner-computes kernels"
+# A name assigned values of two types on the two branches of an if (Triton compiles one branch per specialization;
+# tgrad types both): the error names the name, the if and the types, not an unknown function.
+cat > "$TMP/branch_types.py" <<'PY'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x, out, seqpos, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    if seqpos is not None:
+        p = tl.load(seqpos + i)
+    else:
+        p = i
+    c = tl.arange(0, BLOCK)
+    a = tl.load(x + i * n + c, mask=c < n)
+    tl.store(out + i * n + c, a * tl.cos(p * 0.5), mask=c < n)
+PY
+run branch_types "$TMP/branch_types.py" --kernel k --wrt x
+expect_rc branch_types_exit_1 1 branch_types
+expect_grep branch_types_names_p "$TMP/branch_types.err" "'p' is fp32 where \`seqpos is not None\` \(line 8\) and int32 otherwise"
 # A taped loop's trip count under `if IS_VARLEN:` (its branch loads the length): expressible once -D gives the flag.
 run varlen_tape tests/kernels/varlen_tape.py --kernel varlen_decay_kernel --wrt X,G --emit torch
 expect_rc varlen_tape_exit_1 1 varlen_tape

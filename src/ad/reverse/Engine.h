@@ -112,6 +112,10 @@ class Engine {
 
   // The text a one-line span covers in the user's source, or "".
   std::string source_text(const SourceSpan &span) const;
+  // Where an expression's type is unknown because a name it reads (a few steps back) is assigned values of two
+  // types on the two branches of an if: which name, where and which types ("'p' is fp32 where `seqpos is not
+  // None` (line 14) and int32 otherwise").
+  std::optional<std::string> divergent_branch_types(const Expr &value);
 
   // Whether a value of this type holds a tensor (tuples included).
   static bool holds_tensor(const SType &t);

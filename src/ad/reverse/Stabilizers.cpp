@@ -37,6 +37,14 @@ void Engine::check_dependence_kept(const std::string &target, const Expr &value,
   std::string why = "tgrad cannot tell what this expression computes";
   std::string advice = "Define the function in this file as a @triton.jit function, or use the tl, tl.math and "
                        "libdevice functions tgrad knows";
+  // Often the cause is upstream: a name an if assigns a value of one type on one branch and of another on the
+  // other (`p = tl.load(seqpos + i)` where `seqpos is not None`, `p = i` else). Triton compiles one branch per
+  // specialization; tgrad, typing both, cannot tell what follows.
+  if (std::optional<std::string> merge = divergent_branch_types(value)) {
+    why = "tgrad cannot tell what this expression computes: " + *merge;
+    advice = "Give the parameters' types with --arg so that both branches agree, or assign the same type on both "
+             "(`p = i * 1.0`)";
+  }
   if (auto *c = dyn_cast<Call>(&value)) {
     // The callee as the user wrote it (A-normal form may have named its
     // attribute chain), and the module name it starts from.
@@ -60,6 +68,66 @@ void Engine::check_dependence_kept(const std::string &target, const Expr &value,
     }
   }
   fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. " + advice);
+}
+
+std::optional<std::string> Engine::divergent_branch_types(const Expr &value) {
+  // The names the value reads, and theirs (a few A-normal-form steps back), untyped ones first.
+  std::map<std::string, const Expr *> defs;
+  each_assignment(anf_.fn->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
+  std::set<std::string> seen, frontier;
+  reads(value, frontier);
+  for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
+    std::set<std::string> next;
+    for (const std::string &n : frontier) {
+      if (!seen.insert(n).second) continue;
+      // (Even a name sema typed: it may have kept one branch's type, `p` int32 though one branch loads fp32.)
+      // An if (at any depth) whose two branches both assign n, with values sema types differently.
+      std::optional<std::string> found;
+      std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
+        for (const StmtPtr &s : block) {
+          if (found) return;
+          if (auto *f = dyn_cast<For>(s.get())) walk(f->body);
+          auto *i = dyn_cast<If>(s.get());
+          if (!i) continue;
+          std::string user_name;  // the name as the user wrote it (A-normal form renames merged values)
+          auto assigned_type = [&](const StmtList &branch) -> const SType * {
+            const SType *out = nullptr;
+            for (const StmtPtr &b : branch)
+              if (auto *a = dyn_cast<Assign>(b.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
+                                                         cast<Name>(a->targets[0].get())->id == n) {
+                out = isa<Name>(a->value.get()) ? type_of_name(cast<Name>(a->value.get())->id)
+                                                : anf_types_.type_of(a->value.get());
+                std::string written = source_text(a->targets[0]->span);
+                // (A merge copy `p_3 = p` has no span of its own: the copied name, where n is it renamed.)
+                if (auto *v = dyn_cast<Name>(a->value.get()); written.empty() && v && n.rfind(v->id + "_", 0) == 0)
+                  written = v->id;
+                if (user_name.empty() && !written.empty() &&
+                    written.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                        std::string::npos)
+                  user_name = written;
+              }
+            return out;
+          };
+          const SType *x = assigned_type(i->body), *y = assigned_type(i->orelse);
+          if (x && y && is_known(*x) && is_known(*y) && x->str() != y->str()) {
+            std::string cond = source_text(i->cond->span);
+            if (cond.empty()) cond = emit::print_expr(*i->cond);
+            found = "'" + (user_name.empty() ? n : user_name) + "' is " + x->str() + " where `" + cond + "` (line " +
+                    std::to_string(i->span.begin.line) +
+                    ") and " + y->str() + " otherwise";
+            return;
+          }
+          walk(i->body);
+          walk(i->orelse);
+        }
+      };
+      walk(anf_.fn->body);
+      if (found) return found;
+      if (auto d = defs.find(n); d != defs.end()) reads(*d->second, next);
+    }
+    frontier = std::move(next);
+  }
+  return std::nullopt;
 }
 
 void Engine::collect_blocks(const StmtList &block, std::vector<const StmtList *> &out) {
