@@ -1,0 +1,284 @@
+// Layout boxes (AccessAnalysis::classify_layout, classify_owner_layout): offsets that are sums of indices times
+// strides given at run time, one index per program axis (pid, or pid // D and pid % D together), per block of
+// programs and per tile axis; each address is one program's and lane's where the box's strides keep its cells apart,
+// which the launch decides (the backward's layout flags, Backward::LayoutAssumption).
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "src/ad/AccessAnalysis.h"
+#include "src/ad/AccessText.h"
+#include "tgrad/emit/PythonPrinter.h"
+
+namespace tgrad::ad {
+
+using namespace ast;
+using namespace access_text;
+
+namespace {
+
+// An expression of a coefficient or extent text: a product of integers and names ("BLOCK_M*stride_qm").
+ExprPtr product_expr(const std::string &text) {
+  ExprPtr out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find('*', start);
+    const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    ExprPtr f;
+    if (std::optional<long long> v = integer_text(factor); v && *v >= 0)
+      f = std::make_unique<IntLit>(static_cast<uint64_t>(*v), "");
+    else
+      f = std::make_unique<Name>(factor);
+    out = out ? std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(out), std::move(f)) : std::move(f);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+ExprPtr num_programs(int axis) {
+  ExprList args;
+  args.push_back(std::make_unique<IntLit>(static_cast<uint64_t>(axis), ""));
+  return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), "num_programs"),
+                                std::move(args), std::vector<Keyword>{});
+}
+
+}  // namespace
+
+AccessDecision AccessAnalysis::classify_load(const std::string &pointer, const std::string &mask) const {
+  AccessDecision d = classify(pointer, mask);
+  if (d.kind != AccessDecision::Kind::Shared || d.programs_share) return d;
+  if (std::optional<AccessDecision> layout = classify_layout(pointer, mask)) return std::move(*layout);
+  return d;
+}
+
+std::optional<AccessDecision> AccessAnalysis::classify_layout(const std::string &pointer, const std::string &mask) const {
+  return layout_box(pointer, mask, -1, "");
+}
+
+std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(const std::string &pointer, const std::string &mask,
+                                                                   int summed_axis, const std::string &loop_var) const {
+  if (summed_axis < 0 || loop_var.empty()) return std::nullopt;
+  return layout_box(pointer, mask, summed_axis, loop_var);
+}
+
+std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &pointer, const std::string &mask,
+                                                          int summed_axis, const std::string &loop_var) const {
+  struct Guard {
+    bool &flag;
+    explicit Guard(bool &f) : flag(f) { flag = true; }
+    ~Guard() { flag = false; }
+  } guard(general_);
+  Offset chain = offset_of(pointer, false);
+  if (!chain.why.empty() || !chain.form.valid) return std::nullopt;
+  const Affine &form = chain.form;
+  // A loop moving the addresses, or a grid-stride loop standing for a program id: not this analysis's.
+  // A loop moving the addresses (but the owners' loop, whose iterations become programs), or a grid-stride loop
+  // standing for a program id: not this analysis's.
+  const bool owner = summed_axis >= 0;
+  if (form.grid_stride || form.loops.size() != (owner ? 1u : 0u)) return std::nullopt;
+  if (owner && (form.loops[0].var != loop_var || form.pid.count(summed_axis) ||
+                std::any_of(form.radix.begin(), form.radix.end(), [&](const RadixTerm &r) { return r.axis == summed_axis; })))
+    return std::nullopt;
+
+  // The tile axes the pointer varies along: each must be one lane term's, and each lane term on its own axis.
+  auto ptr_type = types_.find(pointer);
+  if (ptr_type == types_.end() || !ptr_type->second.is_tensor()) return std::nullopt;
+  std::set<int> varying_axes, lane_axes;
+  for (size_t k = 0; k < ptr_type->second.shape.size(); ++k)
+    if (const sema::Dim &d = ptr_type->second.shape[k]; !(d.value && *d.value == 1)) varying_axes.insert(static_cast<int>(k));
+  for (const Term &lane : form.lanes) {
+    // (A 1-D pointer tile's lanes vary along its axis 0 however they were formed.)
+    const int axis = ptr_type->second.shape.size() == 1 ? 0 : lane.tile_axis;
+    if (!lane_axes.insert(axis).second || lane.coefficient == "0") return std::nullopt;
+  }
+  if (lane_axes != varying_axes) return std::nullopt;
+  const bool two_d = ptr_type->second.shape.size() > 1;
+
+  // A value the layout check reads must be a launch value: a number, a parameter, or a grid size.
+  std::set<std::string> params;
+  for (const Param &p : fn_.params) params.insert(p.name);
+  auto launch_value = [&](const std::string &text) {
+    if (text.empty()) return false;
+    size_t start = 0;
+    while (true) {
+      const size_t end = text.find('*', start);
+      const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!integer_text(factor) && !params.count(factor)) return false;
+      if (end == std::string::npos) return true;
+      start = end + 1;
+    }
+  };
+  // The bound a mask puts on a unit index: a conjunct `x < E` where x is that lane tile, plus `pid * B` where it
+  // walks blocks of programs along `axis`.
+  auto mask_bound = [&](const Term &lane, int axis, const std::string &block,
+                        const std::string &walked = "") -> std::optional<std::string> {
+    for (const Compare *cmp : mask_conjuncts(mask)) {
+      if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
+      auto *lhs = dyn_cast<Name>(cmp->left.get());
+      std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
+      if (!lhs || !bound) continue;
+      // (A mask of another rank broadcasts along other axes than its lanes name.)
+      auto lhs_type = types_.find(lhs->id);
+      if (lhs_type == types_.end() || lhs_type->second.shape.size() != ptr_type->second.shape.size()) continue;
+      Affine x = affine(lhs->id);
+      if (!walked.empty() && (x.loops.size() != 1 || x.loops[0].var != walked || x.loops[0].coefficient != "1"))
+        continue;
+      if (!x.valid || x.shifted || x.loops.size() != (walked.empty() ? 0u : 1u) || !x.radix.empty() || x.lanes.size() != 1 ||
+          x.lanes[0].coefficient != "1" || x.lanes[0].source != lane.source ||
+          (two_d && x.lanes[0].tile_axis != lane.tile_axis))
+        continue;
+      if (axis < 0 ? !x.pid.empty() : (x.pid.size() != 1 || !x.pid.count(axis) || value_of(x.pid.at(axis)) != value_of(block)))
+        continue;
+      return resolve_copy(*bound);
+    }
+    return std::nullopt;
+  };
+  auto extent_text = [](const Term &t) { return t.extent ? std::to_string(t.extent) : t.extent_symbol; };
+  // A product's factors by their values where -D gave them.
+  auto product_value = [&](const std::string &text) {
+    std::string out = "1";
+    size_t start = 0;
+    while (true) {
+      const size_t end = text.find('*', start);
+      out = multiply_coefficients(out, value_of(text.substr(start, end == std::string::npos ? std::string::npos : end - start)));
+      if (end == std::string::npos) return out;
+      start = end + 1;
+    }
+  };
+
+  struct Index {
+    std::string stride;  // a product text
+    ExprPtr extent;
+    std::optional<long long> extent_number;
+    std::string what;    // for the reason
+  };
+  std::vector<Index> box;
+  std::vector<bool> lane_used(form.lanes.size(), false);
+  std::set<int> axes_seen;
+  for (const auto &[axis, coefficient] : form.pid) {
+    if (axis < 0) return std::nullopt;
+    // `pid * B + tl.arange(0, B)` times a stride: one index over the blocks' rows.
+    bool merged = false;
+    for (size_t k = 0; k < form.lanes.size() && !merged; ++k) {
+      const Term &lane = form.lanes[k];
+      const std::string extent = extent_text(lane);
+      if (lane_used[k] || extent.empty() || lane.tile_axis < 0 ||
+          multiply_coefficients(product_value(lane.coefficient), value_of(extent)) != product_value(coefficient))
+        continue;
+      lane_used[k] = merged = true;
+      if (std::optional<std::string> bound = mask_bound(lane, axis, extent)) {
+        if (!launch_value(value_of(*bound))) return std::nullopt;
+        box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
+                       "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source + " < " + *bound});
+      } else {
+        if (!launch_value(value_of(extent))) return std::nullopt;
+        box.push_back({lane.coefficient,
+                       std::make_unique<BinOp>(BinaryOpKind::Mul, num_programs(axis), product_expr(value_of(extent))),
+                       std::nullopt, "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source});
+      }
+    }
+    if (!merged) box.push_back({coefficient, num_programs(axis), std::nullopt, "program_id(" + std::to_string(axis) + ")"});
+    axes_seen.insert(axis);
+  }
+  // `pid // D` and `pid % D` of one axis, both: the pair tells the programs along it apart.
+  std::map<int, std::vector<const RadixTerm *>> radix_of;
+  for (const RadixTerm &r : form.radix) radix_of[r.axis].push_back(&r);
+  for (const auto &[axis, terms] : radix_of) {
+    if (axis < 0 || terms.size() != 2 || terms[0]->remainder == terms[1]->remainder ||
+        value_of(terms[0]->divisor) != value_of(terms[1]->divisor) || axes_seen.count(axis))
+      return std::nullopt;
+    const RadixTerm &quotient = terms[0]->remainder ? *terms[1] : *terms[0];
+    const RadixTerm &remainder = terms[0]->remainder ? *terms[0] : *terms[1];
+    const std::string divisor = value_of(quotient.divisor);
+    if (!launch_value(divisor)) return std::nullopt;
+    // cdiv(num_programs, D) quotients, D remainders.
+    ExprPtr quotients = std::make_unique<BinOp>(
+        BinaryOpKind::FloorDiv,
+        std::make_unique<BinOp>(BinaryOpKind::Sub,
+                                std::make_unique<BinOp>(BinaryOpKind::Add, num_programs(axis), product_expr(divisor)),
+                                std::make_unique<IntLit>(1, "")),
+        product_expr(divisor));
+    const std::string p = "program_id(" + std::to_string(axis) + ")";
+    box.push_back({quotient.coefficient, std::move(quotients), std::nullopt, p + " // " + quotient.divisor});
+    box.push_back({remainder.coefficient, product_expr(divisor), integer_text(divisor), p + " % " + quotient.divisor});
+    axes_seen.insert(axis);
+  }
+  // The owners' loop: `v + tl.arange(0, B)` with v stepping by B from 0, bounded by the mask; each iteration is
+  // an owner program, whose rows these are.
+  if (owner) {
+    auto loop = loops_.find(loop_var);
+    if (loop == loops_.end() || !(loop->second.lo == "0" || (defs_.count(loop->second.lo) && is_zero(Name(loop->second.lo)))))
+      return std::nullopt;
+    bool merged = false;
+    for (size_t k = 0; k < form.lanes.size() && !merged; ++k) {
+      const Term &lane = form.lanes[k];
+      const std::string extent = extent_text(lane);
+      if (lane_used[k] || extent.empty() || lane.tile_axis < 0 || value_of(loop->second.step) != value_of(extent) ||
+          product_value(lane.coefficient) != product_value(form.loops[0].coefficient))
+        continue;
+      std::optional<std::string> bound = mask_bound(lane, -1, "", loop_var);
+      if (!bound || !launch_value(value_of(*bound))) return std::nullopt;
+      lane_used[k] = merged = true;
+      box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
+                     loop_var + " + " + lane.source + " < " + *bound});
+    }
+    if (!merged) return std::nullopt;
+  }
+  // Every program axis the kernel reads (but the one the owners sum over) must tell its programs apart here.
+  for (int axis : program_axes_)
+    if (axis != summed_axis && (axis < 0 || !axes_seen.count(axis))) return std::nullopt;
+  if (axes_seen.empty() && !owner) return std::nullopt;
+  for (size_t k = 0; k < form.lanes.size(); ++k) {
+    if (lane_used[k]) continue;
+    const Term &lane = form.lanes[k];
+    std::optional<std::string> bound = mask_bound(lane, -1, "");
+    const std::string extent = bound ? value_of(*bound) : value_of(extent_text(lane));
+    if (!launch_value(extent)) return std::nullopt;
+    box.push_back({lane.coefficient, product_expr(extent), integer_text(extent),
+                   lane.source + (bound ? " < " + *bound : std::string())});
+  }
+  for (Index &i : box) {
+    i.stride = product_value(i.stride);
+    if (!launch_value(i.stride)) return std::nullopt;
+  }
+
+  AccessDecision d;
+  d.offset_key = key(form);
+  std::vector<std::string> uniform_parts = chain.uniform_parts;
+  std::sort(uniform_parts.begin(), uniform_parts.end());
+  for (const std::string &u : uniform_parts) d.offset_key += "+" + u;
+  if (chain.untracked_shift) d.offset_key += "+shift@" + pointer;
+  d.mask_key = mask.empty() ? "" : "mask " + mask;
+  std::string terms;
+  for (const Index &i : box) terms += (terms.empty() ? "" : " + ") + ("(" + i.what + ") * " + i.stride);
+  // Strides and extents all numbers: decided here.
+  bool numbers = true;
+  std::vector<std::pair<long long, long long>> known;  // (stride, extent)
+  for (const Index &i : box) {
+    std::optional<long long> stride = integer_text(i.stride);
+    numbers &= stride.has_value() && i.extent_number.has_value();
+    if (stride && i.extent_number) known.push_back({std::llabs(*stride), *i.extent_number});
+  }
+  if (numbers) {
+    std::sort(known.begin(), known.end());
+    long long reach = 0;
+    for (const auto &[stride, extent] : known) {
+      if (extent <= 1) continue;
+      if (stride <= reach) return std::nullopt;
+      reach += (extent - 1) * stride;
+    }
+    d.kind = AccessDecision::Kind::Injective;
+    d.reason = "offset = " + terms + ": each address belongs to one program and lane (the strides keep the cells apart)";
+    return d;
+  }
+  d.kind = AccessDecision::Kind::InjectiveAssuming;
+  d.reason = "offset = " + terms + ": each address belongs to one program and lane where these strides keep the "
+             "indices' cells apart (no overlap), which the launcher checks";
+  for (Index &i : box) d.layout.emplace_back(std::move(i.extent), product_expr(i.stride));
+  return d;
+}
+
+}  // namespace tgrad::ad
