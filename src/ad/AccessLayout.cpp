@@ -10,6 +10,7 @@
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/AccessText.h"
+#include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad {
@@ -256,20 +257,14 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   for (const Index &i : box) terms += (terms.empty() ? "" : " + ") + ("(" + i.what + ") * " + i.stride);
   // Strides and extents all numbers: decided here.
   bool numbers = true;
-  std::vector<std::pair<long long, long long>> known;  // (stride, extent)
+  std::vector<std::pair<int64_t, int64_t>> known;  // (stride, extent)
   for (const Index &i : box) {
     std::optional<long long> stride = integer_text(i.stride);
     numbers &= stride.has_value() && i.extent_number.has_value();
-    if (stride && i.extent_number) known.push_back({std::llabs(*stride), *i.extent_number});
+    if (stride && i.extent_number) known.push_back({*stride, *i.extent_number});
   }
   if (numbers) {
-    std::sort(known.begin(), known.end());
-    long long reach = 0;
-    for (const auto &[stride, extent] : known) {
-      if (extent <= 1) continue;
-      if (stride <= reach) return std::nullopt;
-      reach += (extent - 1) * stride;
-    }
+    if (!Backward::cells_apart(std::move(known))) return std::nullopt;
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = " + terms + ": each address belongs to one program and lane (the strides keep the cells apart)";
     return d;

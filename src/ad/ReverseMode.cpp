@@ -3,6 +3,7 @@
 // or the kernel's (src/ad/reverse/KernelPlan.cpp), and differentiate_typed,
 // which adds a kernel's one-pass version. The engine's other parts, one
 // file per responsibility, are listed in src/ad/reverse/Engine.h.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -384,6 +385,18 @@ void Backward::add_buffer_needs(const Backward &other) {
           return o.input == a.input && o.load.begin == a.load.begin && o.load.file_id == a.load.file_id;
         }))
       atomic_gradients.push_back(a);
+}
+
+bool Backward::cells_apart(std::vector<std::pair<int64_t, int64_t>> stride_extent) {
+  for (auto &[stride, extent] : stride_extent) stride = stride < 0 ? -stride : stride;
+  std::sort(stride_extent.begin(), stride_extent.end());
+  int64_t reach = 0;
+  for (const auto &[stride, extent] : stride_extent) {
+    if (extent <= 1) continue;
+    if (stride <= reach) return false;
+    reach += (extent - 1) * stride;
+  }
+  return true;
 }
 
 std::vector<std::string> Backward::parameters_after_forward() const {

@@ -595,9 +595,11 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     json extents = json::array(), strides = json::array();
     std::string text;
     bool expressed = forward != nullptr;
+    std::optional<ExprTranslator> translator;
+    if (forward) translator.emplace(*forward);
     for (const auto &[extent, stride] : l.extent_stride) {
       if (!expressed) break;
-      ExprTranslator translate(*forward);
+      ExprTranslator &translate = *translator;
       std::optional<json> e = translate.translate(*extent), s = translate.translate(*stride);
       expressed = e && s;
       if (!expressed) break;

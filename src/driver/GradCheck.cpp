@@ -362,22 +362,15 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   }
   // Layout flags: 1 where this launch's strides keep each box's cells apart (the plain stores), else 0.
   for (const ad::Backward::LayoutAssumption &l : bwd->layout_assumptions) {
-    std::vector<std::pair<int64_t, int64_t>> box;  // (|stride|, extent)
+    std::vector<std::pair<int64_t, int64_t>> box;  // (stride, extent)
     bool known = true;
     for (const auto &[extent, stride] : l.extent_stride) {
       std::optional<int64_t> e = launch_value(*extent, launch), s = launch_value(*stride, launch);
       known &= e && s;
       if (!known) break;
-      box.push_back({*s < 0 ? -*s : *s, *e});
+      box.push_back({*s, *e});
     }
-    std::sort(box.begin(), box.end());
-    bool apart = known;
-    int64_t reach = 0;
-    for (const auto &[stride, extent] : box) {
-      if (!apart || extent <= 1) continue;
-      apart = stride > reach;
-      reach += (extent - 1) * stride;
-    }
+    const bool apart = known && ad::Backward::cells_apart(std::move(box));
     // (A flag several boxes share is 1 only where all are apart.)
     auto had = back.args.find(l.flag);
     const bool before = had == back.args.end() || had->second.n != 0;

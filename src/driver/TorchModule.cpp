@@ -777,6 +777,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   py << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })
      << ")\n";
   std::set<std::string> accumulated;  // inputs whose gradient buffer the backward adds to
+  std::set<std::string> sizes_given;  // size parameters computed already (a layout flag its buffer's dtype reads)
   for (const json &p : protocol["parameters"])
     if (p["role"] == "input gradient" && !p.value("in_place", false)) {
       // Always zeros here, also where the protocol says "any": the backward
@@ -797,14 +798,19 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       // Stored once per element where a layout flag is 1 (the strides keep the cells apart), added atomically
       // where it is 0: the input's dtype serves the stores, float32 the additions.
       if (zeros && p.contains("zeros_unless")) {
-        const json *flag_value = nullptr;
+        const json *flag = nullptr;  // its size parameter
         for (const json &q : protocol["parameters"])
-          if (q["name"] == p["zeros_unless"] && q.contains("value") && !q["value"].is_null()) flag_value = &q["value"];
+          if (q["name"] == p["zeros_unless"] && q.contains("value") && !q["value"].is_null()) flag = &q;
+        const json *flag_value = flag ? &(*flag)["value"] : nullptr;
         if (flag_value) {
-          const std::string of = p["of"].get<std::string>();
-          py << "    " << p["name"].get<std::string>() << " = _tgrad_zeros_like(" << of << ") if " << expr(*flag_value)
-             << " else _tgrad_float32_zeros_like(" << of << ")  # " << p["why"].get<std::string>()
-             << "; where it adds, in float32, cast to the input's dtype at the end\n";
+          const std::string of = p["of"].get<std::string>(), flag_name = p["zeros_unless"].get<std::string>();
+          // The flag once, here, where every kernel takes the same values (else before each kernel, as its sizes).
+          if (!tiling_apart && sizes_given.insert(flag_name).second)
+            py << "    # " << (*flag)["why"].get<std::string>() << "\n"
+               << "    " << flag_name << " = " << expr(*flag_value) << "\n";
+          py << "    " << p["name"].get<std::string>() << " = _tgrad_zeros_like(" << of << ") if "
+             << (tiling_apart ? expr(*flag_value) : flag_name) << " else _tgrad_float32_zeros_like(" << of << ")  # "
+             << p["why"].get<std::string>() << "; where it adds, in float32, cast to the input's dtype at the end\n";
           continue;
         }
       }
@@ -843,7 +849,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       else
         py << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
            << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
-    } else if (p["role"] == "size") {
+    } else if (p["role"] == "size" && !sizes_given.count(p["name"].get<std::string>())) {
       (tiling_apart ? sizes : py) << "    # " << p["why"].get<std::string>() << "\n"
                                   << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";
     }

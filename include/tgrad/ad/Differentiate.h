@@ -274,6 +274,10 @@ struct Backward {
     std::vector<std::pair<std::shared_ptr<const ast::Expr>, std::shared_ptr<const ast::Expr>>> extent_stride;
   };
   std::vector<LayoutAssumption> layout_assumptions;
+  // Whether no two cells of a box of indices i_k in [0, extent_k) at sum(i_k * stride_k) meet, given (stride,
+  // extent) pairs: by increasing |stride|, each beyond the reach of the smaller ones (PyTorch's non-overlapping
+  // test; the protocol's {"disjoint": ...}).
+  static bool cells_apart(std::vector<std::pair<int64_t, int64_t>> stride_extent);
 
   // --wrt inputs whose gradient is provably zero (what they load reaches no
   // differentiated store), with the reason. The backward does not write

@@ -320,6 +320,14 @@ class Engine {
   // addresses are its own (AccessAnalysis::classify_owner_layout of the forward's load), not an atomic addition
   // into zeros: no zero fill, and no atomics.
   void store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access);
+  // The gradient of `input` stored once per program and lane where the launch's strides keep the cells of
+  // `layout` (AccessDecision::layout, taken) apart, added atomically into zeros else: a fresh flag parameter
+  // (`<input>_disjoint`), the statement `if flag: <store> else: <add>`, and what the launcher must compute
+  // (appended to `assumptions`, for `kernel`: "" the backward kernel; the flag is its last element's).
+  StmtPtr store_where_apart(const std::string &input, const std::string &kernel,
+                            std::vector<std::pair<ExprPtr, ExprPtr>> &&layout, StmtPtr store, StmtPtr add,
+                            const std::function<std::string(const std::string &flag)> &comment,
+                            std::vector<Backward::LayoutAssumption> &assumptions);
   // Where the backward kernel runs before the owners and computes the row statistics the prologue saves, it saves
   // them itself, at the rows of an output the forward stores in tiles of the statistic's shape (Backward::
   // SavedTile::like), and the prologue kernel goes.

@@ -91,6 +91,22 @@ void Engine::mirror_pointers(ExprPtr &e) {
   }
 }
 
+StmtPtr Engine::store_where_apart(const std::string &input, const std::string &kernel,
+                                  std::vector<std::pair<ExprPtr, ExprPtr>> &&layout, StmtPtr store, StmtPtr add,
+                                  const std::function<std::string(const std::string &flag)> &comment,
+                                  std::vector<Backward::LayoutAssumption> &assumptions) {
+  const std::string flag = names_.fresh(input + "_disjoint");
+  Backward::LayoutAssumption assumed{input, kernel, flag, {}};
+  for (auto &[extent, stride] : layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
+  assumptions.push_back(std::move(assumed));
+  StmtList then_store, else_add;
+  then_store.push_back(std::move(store));
+  else_add.push_back(std::move(add));
+  auto branch = std::make_unique<If>(name(flag), std::move(then_store), std::move(else_add));
+  branch->leading_comment = comment(flag);
+  return branch;
+}
+
 void Engine::consume_upstream(const MemoryOp &op) {
   begin_block(anf_.origin_of(op.stmt));
   const bool takes = useful_.count(op.value) > 0;
@@ -247,20 +263,18 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
       if (!d.access.layout.empty()) {
         // Whether a box of strides keeps its cells apart only the launch tells (an expanded view, stride 0, does
         // not): the launcher passes the flag, and the store falls back to adding atomically into zeros.
-        const std::string flag = names_.fresh(op.base + "_disjoint");
-        Backward::LayoutAssumption assumed{op.base, "", flag, {}};
-        for (auto &[extent, stride] : d.access.layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
-        layout_assumptions_.push_back(std::move(assumed));
         needs_zeros_.insert(op.base);
         std::vector<Keyword> atomic_kws = kws();
         atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
-        StmtList store, add;
-        store.push_back(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
-        add.push_back(std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))));
-        auto branch = std::make_unique<If>(name(flag), std::move(store), std::move(add), op.call->span);
-        branch->leading_comment = "One program and lane per address where the strides keep the rows apart (" + flag +
-                                  ", from the launcher); else (an expanded view) the rows' gradients add";
-        emit_stmt(std::move(branch));
+        emit_stmt(store_where_apart(
+            op.base, "", std::move(d.access.layout),
+            std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())),
+            std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
+            [](const std::string &flag) {
+              return "One program and lane per address where the strides keep the rows apart (" + flag +
+                     ", from the launcher); else (an expanded view) the rows' gradients add";
+            },
+            layout_assumptions_));
       } else if (d.how == GradientWrite::PlainStore) {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {

@@ -228,42 +228,6 @@ bool touches(const Stmt &s, const std::set<std::string> &tainted) {
   return false;
 }
 
-// The gradient buffers a pointer is computed from (its definitions, followed back).
-std::set<std::string> gradient_bases(const std::string &pointer, const std::multimap<std::string, const Expr *> &defs,
-                                     const std::set<std::string> &gradient_params) {
-  std::set<std::string> seen, out;
-  std::vector<std::string> work{pointer};
-  while (!work.empty()) {
-    std::string n = work.back();
-    work.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (gradient_params.count(n)) out.insert(n);
-    auto range = defs.equal_range(n);
-    for (auto it = range.first; it != range.second; ++it) {
-      std::set<std::string> r;
-      reads(*it->second, r);
-      work.insert(work.end(), r.begin(), r.end());
-    }
-  }
-  return out;
-}
-
-void collect_defs(const StmtList &block, std::multimap<std::string, const Expr *> &defs) {
-  for (const StmtPtr &s : block) {
-    if (auto *a = dyn_cast<Assign>(s.get())) {
-      std::set<std::string> targets;
-      for (const ExprPtr &t : a->targets) reads(*t, targets);
-      for (const std::string &t : targets) defs.insert({t, a->value.get()});
-    }
-    if (auto *f = dyn_cast<For>(s.get())) collect_defs(f->body, defs);
-    if (auto *i = dyn_cast<If>(s.get())) {
-      collect_defs(i->body, defs);
-      collect_defs(i->orelse, defs);
-    }
-    if (auto *w = dyn_cast<While>(s.get())) collect_defs(w->body, defs);
-  }
-}
-
 // `X = tl.swizzle2d(p0, p1, n0, n1, G)` with p0, p1 the program ids along
 // axes 0 and 1 and n0, n1 the grid's sizes there renumbers the programs of the
 // whole grid: a permutation. Summing over every program in the swizzled order
@@ -519,6 +483,42 @@ bool replace_definitions(StmtList &block, const std::string &v, const std::set<c
 }
 
 }  // namespace
+
+// The gradient buffers a pointer is computed from (its definitions, followed back).
+std::set<std::string> gradient_bases(const std::string &pointer, const std::multimap<std::string, const Expr *> &defs,
+                                     const std::set<std::string> &gradient_params) {
+  std::set<std::string> seen, out;
+  std::vector<std::string> work{pointer};
+  while (!work.empty()) {
+    std::string n = work.back();
+    work.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (gradient_params.count(n)) out.insert(n);
+    auto range = defs.equal_range(n);
+    for (auto it = range.first; it != range.second; ++it) {
+      std::set<std::string> r;
+      reads(*it->second, r);
+      work.insert(work.end(), r.begin(), r.end());
+    }
+  }
+  return out;
+}
+
+void collect_defs(const StmtList &block, std::multimap<std::string, const Expr *> &defs) {
+  for (const StmtPtr &s : block) {
+    if (auto *a = dyn_cast<Assign>(s.get())) {
+      std::set<std::string> targets;
+      for (const ExprPtr &t : a->targets) reads(*t, targets);
+      for (const std::string &t : targets) defs.insert({t, a->value.get()});
+    }
+    if (auto *f = dyn_cast<For>(s.get())) collect_defs(f->body, defs);
+    if (auto *i = dyn_cast<If>(s.get())) {
+      collect_defs(i->body, defs);
+      collect_defs(i->orelse, defs);
+    }
+    if (auto *w = dyn_cast<While>(s.get())) collect_defs(w->body, defs);
+  }
+}
 
 // The prologue: the backward's statements before its reverse loop, run once
 // per forward program on the forward's grid (as the backward kernel ran

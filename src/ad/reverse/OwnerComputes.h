@@ -33,7 +33,9 @@
 // Elsewhere the backward is left as it is, and the reason is an explanation.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,5 +78,11 @@ OwnerComputesResult gather_gradients_by_owner(ast::Function &backward,
                                               const SourceManager &sources, NameAllocator &names,
                                               NameAllocator &function_names, bool allow_prologue,
                                               const std::vector<Backward::SavedTile> &prior = {});
+
+// The gradient buffers (of `gradient_params`) a pointer is computed from: its definitions in `defs` followed back.
+std::set<std::string> gradient_bases(const std::string &pointer, const std::multimap<std::string, const ast::Expr *> &defs,
+                                     const std::set<std::string> &gradient_params);
+// Every single-target assignment of a block, at any depth, name -> value (several where a loop or if reassigns).
+void collect_defs(const ast::StmtList &block, std::multimap<std::string, const ast::Expr *> &defs);
 
 }  // namespace tgrad::ad::reverse

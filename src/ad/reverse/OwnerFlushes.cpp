@@ -8,6 +8,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/Engine.h"
+#include "src/ad/reverse/OwnerComputes.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad::reverse {
@@ -140,22 +141,11 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
     auto fn = std::find_if(owner_functions_.begin(), owner_functions_.end(),
                            [&](const std::unique_ptr<Function> &f) { return f && f->name == k.name; });
     if (fn == owner_functions_.end()) continue;
-    std::map<std::string, const Expr *> defs;
-    each_assignment((*fn)->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
-    // Whether a pointer of the owner is based on the gradient parameter g.
-    std::function<bool(const std::string &, const std::string &, int)> based_on = [&](const std::string &p,
-                                                                                     const std::string &g, int depth) {
-      if (p == g) return true;
-      auto d = defs.find(p);
-      if (depth > 32 || d == defs.end()) return false;
-      std::set<std::string> names;
-      reads(*d->second, names);
-      return std::any_of(names.begin(), names.end(), [&](const std::string &n) { return based_on(n, g, depth + 1); });
-    };
-    bool all_plain = true;
+    std::multimap<std::string, const Expr *> defs;
+    collect_defs((*fn)->body, defs);
+    size_t plain = 0;  // gradients flushed with a plain store, whatever the launch's strides
     for (size_t i = 0; i < k.gradients.size(); ++i) {
       const std::string &g = k.gradients[i], &input = k.inputs[i];
-      all_plain = false;
       if (writers[g] != 1 || main_reads.count(g)) continue;
       // The forward's one load of the input, in the loop whose iterations the owners' programs are.
       const MemoryOp *load = nullptr;
@@ -170,6 +160,7 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
       if (!var || !k.grid_sizes.empty()) continue;
       std::optional<AccessDecision> d = access.classify_owner_layout(load->pointer, load->mask, k.summed_axis, var->id);
       if (!d) continue;
+      const bool needs_flag = !d->layout.empty();
       std::string flag;
       // Its flush: the top-level tl.atomic_add through a pointer based on g.
       bool rewritten = false;
@@ -177,7 +168,7 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
         auto *x = dyn_cast<ExprStmt>(s.get());
         auto *c = x ? dyn_cast<Call>(x->value.get()) : nullptr;
         auto *p = c && callee(*c) == "tl.atomic_add" && !c->args.empty() ? dyn_cast<Name>(c->args[0].get()) : nullptr;
-        if (!p || !based_on(p->id, g, 0)) continue;
+        if (!p || !gradient_bases(p->id, defs, {g}).count(g)) continue;
         std::vector<Keyword> kws;
         for (const Keyword &kw : c->keywords)
           if (kw.name == "mask") kws.push_back({kw.name, kw.name_span, clone(*kw.value)});
@@ -186,42 +177,40 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
         args.push_back(clone(*c->args[1]));
         StmtPtr store = std::make_unique<ExprStmt>(call("tl.store", std::move(args), std::move(kws)));
         s->leading_comment.clear();
-        if (d->layout.empty()) {
+        if (!needs_flag) {
           s = std::move(store);
           s->leading_comment = "One store per element and owner: no other owner writes these addresses";
         } else {
           // Apart only for the launch's strides (an expanded view is not): the launcher's flag chooses.
-          flag = names_.fresh(input + "_disjoint");
-          StmtList then_store, else_add;
-          then_store.push_back(std::move(store));
-          else_add.push_back(std::move(s));
-          s = std::make_unique<If>(name(flag), std::move(then_store), std::move(else_add));
-          s->leading_comment = "One store per element and owner where the strides keep the owners' rows apart (" +
-                               flag + ", from the launcher); else (an expanded view) one addition each";
+          s = store_where_apart(input, k.name, std::move(d->layout), std::move(store), std::move(s),
+                                [](const std::string &flag) {
+                                  return "One store per element and owner where the strides keep the owners' rows "
+                                         "apart (" + flag + ", from the launcher); else (an expanded view) one "
+                                         "addition each";
+                                },
+                                result.layout_assumptions);
+          flag = result.layout_assumptions.back().flag;  // (the one store_where_apart added)
         }
         rewritten = true;
         break;
       }
       if (!rewritten) continue;
-      if (d->layout.empty()) {
+      if (!needs_flag) {
         result.zero_initialized.erase(
             std::remove(result.zero_initialized.begin(), result.zero_initialized.end(), input),
             result.zero_initialized.end());
       } else {
-        Backward::LayoutAssumption assumed{input, k.name, flag, {}};
-        for (auto &[extent, stride] : d->layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
-        result.layout_assumptions.push_back(std::move(assumed));
         // Every kernel takes the flag (they share the backward's parameters).
         for (auto &f : owner_functions_)
           if (f) f->params.push_back({flag, {}, nullptr, nullptr});
         bwd.params.push_back({flag, {}, nullptr, nullptr});
       }
       result.explanations.push_back("'" + input + "': " + k.name + " stores each gradient tile once, a plain store" +
-                                    (d->layout.empty() ? "" : " where " + flag + " (else one atomic addition)") +
+                                    (needs_flag ? " where " + flag + " (else one atomic addition)" : "") +
                                     ": " + d->reason);
-      all_plain = d->layout.empty();
+      plain += !needs_flag;
     }
-    k.plain_store = all_plain && !k.gradients.empty();
+    k.plain_store = plain > 0 && plain == k.gradients.size();
   }
 }
 

@@ -901,12 +901,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -1640,11 +1635,11 @@ attn_fwd_block_ptr_kernel_forward = torch.library.custom_op("tgrad_torch_attenti
 def _tgrad_attn_fwd_block_ptr_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.Optional[torch.Tensor], V: typing.Optional[torch.Tensor], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Out: typing.Optional[torch.Tensor], stride_qz: int, stride_qh: int, stride_qm: int, stride_qk: int, stride_kz: int, stride_kh: int, stride_kn: typing.Union[int, float, bool], stride_kk: typing.Union[int, float, bool], stride_vz: int, stride_vh: int, stride_vn: typing.Union[int, float, bool], stride_vk: typing.Union[int, float, bool], stride_oz: int, stride_oh: int, stride_om: int, stride_ok: int, H: int, N_CTX: int, HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], STAGE: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], dOut: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_zeros_like(Q) if (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0) else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
+    dQ = _tgrad_zeros_like(Q) if Q_disjoint else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dK = _tgrad_float32_zeros_like(K)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dV = _tgrad_float32_zeros_like(V)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     _TgradUnpipelinedFallback(attn_fwd_block_ptr_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ=dQ, dK=dK, dV=dV, dM=dM, dOut=dOut, Q_disjoint=Q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dK, K), K)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dV, V), V))
 

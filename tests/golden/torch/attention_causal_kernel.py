@@ -474,12 +474,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -1216,13 +1211,13 @@ def _tgrad_attn_fwd_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: 
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
     tgrad_grid, HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (HEAD_DIM, BLOCK_M, BLOCK_N, IS_CAUSAL), num_warps, num_stages, 2)
     _tgrad_device = _tgrad_device_of(Q, K, V, M, Out)
-    dQ = _tgrad_zeros_like(Q) if (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0) else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
+    dQ = _tgrad_zeros_like(Q) if Q_disjoint else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dK = _tgrad_zeros_like(K)  # its owner-computes kernel stores each tile once where K_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
     dV = _tgrad_zeros_like(V)  # its owner-computes kernel stores each tile once where V_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
     # the row statistic 'bl_i_2_minus_one', which attn_fwd_kernel_bwd saves at the rows of 'M' (laid out like it) for the owner-computes kernels to read
     bl_i_2_minus_one_saved = torch.empty_strided(M.shape, M.stride(), dtype=torch.float32, device=_tgrad_device)
-    # 1 where the strides keep the cells of 'Q' (stride_qm over N_CTX, stride_qz over (tl.num_programs(1) + H - 1) // H, stride_qh over H, stride_qk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    Q_disjoint = (1 if _tgrad_disjoint((N_CTX, (((tgrad_grid[1] + H) - 1) // H), H, HEAD_DIM), (stride_qm, stride_qz, stride_qh, stride_qk)) else 0)
     # 1 where the strides keep the cells of 'K' (stride_kz over (tl.num_programs(1) + H - 1) // H, stride_kh over H, stride_kn over N_CTX, stride_kk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     K_disjoint = (1 if _tgrad_disjoint(((((tgrad_grid[1] + H) - 1) // H), H, N_CTX, HEAD_DIM), (stride_kz, stride_kh, stride_kn, stride_kk)) else 0)
     # 1 where the strides keep the cells of 'V' (stride_vz over (tl.num_programs(1) + H - 1) // H, stride_vh over H, stride_vn over N_CTX, stride_vk over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros

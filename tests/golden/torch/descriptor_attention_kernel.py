@@ -246,12 +246,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -985,11 +980,11 @@ descriptor_attention_kernel_forward = torch.library.custom_op("tgrad_torch_descr
 def _tgrad_descriptor_attention_kernel_backward(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M: typing.Optional[torch.Tensor], Z: typing.Union[int, float, bool], H: typing.Union[int, float, bool], desc_q: typing.Optional[torch.Tensor], desc_k: typing.Optional[torch.Tensor], desc_v: typing.Optional[torch.Tensor], desc_o: typing.Optional[torch.Tensor], N_CTX: typing.Union[int, float, bool], HEAD_DIM: typing.Union[int, float, bool], BLOCK_M: typing.Union[int, float, bool], BLOCK_N: typing.Union[int, float, bool], FP8: typing.Union[int, float, bool], dM: typing.Optional[torch.Tensor], ddesc_o: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(M, desc_q, desc_k, desc_v, desc_o)
-    ddesc_q = _tgrad_zeros_like(desc_q) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_M), tgrad_grid[1], HEAD_DIM), (HEAD_DIM, (HEAD_DIM * N_CTX), 1)) else 0) else _tgrad_float32_zeros_like(desc_q)  # the backward stores every element the forward loads where desc_q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    ddesc_k = _tgrad_float32_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    ddesc_v = _tgrad_float32_zeros_like(desc_v)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'desc_q' (HEAD_DIM over tl.num_programs(0) * BLOCK_M, HEAD_DIM * N_CTX over tl.num_programs(1), 1 over HEAD_DIM) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     desc_q_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_M), tgrad_grid[1], HEAD_DIM), (HEAD_DIM, (HEAD_DIM * N_CTX), 1)) else 0)
+    ddesc_q = _tgrad_zeros_like(desc_q) if desc_q_disjoint else _tgrad_float32_zeros_like(desc_q)  # the backward stores every element the forward loads where desc_q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    ddesc_k = _tgrad_float32_zeros_like(desc_k)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    ddesc_v = _tgrad_float32_zeros_like(desc_v)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     _TgradUnpipelinedFallback(descriptor_attention_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, ddesc_q=ddesc_q, ddesc_k=ddesc_k, ddesc_v=ddesc_v, dM=dM, ddesc_o=ddesc_o, desc_q_disjoint=desc_q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_q, desc_q), desc_q)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_k, desc_k), desc_k)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(ddesc_v, desc_v), desc_v))
 

@@ -83,12 +83,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):

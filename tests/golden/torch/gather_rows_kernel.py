@@ -139,12 +139,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -877,7 +872,9 @@ gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_ke
 def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], T: typing.Optional[torch.Tensor], IDX: typing.Optional[torch.Tensor], PERM: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, T, IDX, PERM, Y)
-    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (C over tl.num_programs(0) * BLOCK_ROWS, 1 over C) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dT = _tgrad_zeros_like(T)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -887,8 +884,6 @@ def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
     T_numel = _tgrad_numel(T)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    # 1 where the strides keep the cells of 'X' (C over tl.num_programs(0) * BLOCK_ROWS, 1 over C) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0)
     _TgradUnpipelinedFallback(gather_rows_kernel_bwd)[(_value_G,)](X, T, IDX, PERM, Y, n_rows, C, BLOCK_ROWS, dX=dX, dT=dT, dY=dY, dT_partial=dT_partial, T_numel=T_numel, num_programs=num_programs, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dT_partial into dT
     if dT is not None:

@@ -150,12 +150,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -889,7 +884,9 @@ matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matv
 def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(A, X, W, Y, Z)
-    dA = _tgrad_zeros_like(A) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0) else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'A' (K over tl.num_programs(0) * BM, 1 over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    A_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0)
+    dA = _tgrad_zeros_like(A) if A_disjoint else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
@@ -900,8 +897,6 @@ def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Option
     X_numel = _tgrad_numel(X)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    # 1 where the strides keep the cells of 'A' (K over tl.num_programs(0) * BM, 1 over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    A_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0)
     _TgradUnpipelinedFallback(matvec_kernel_bwd)[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, A_disjoint=A_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
     if dX is not None:

@@ -119,12 +119,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -858,12 +853,12 @@ def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dCOS = _tgrad_zeros_like(COS) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0) else _tgrad_float32_zeros_like(COS)  # the backward stores every element the forward loads where COS_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    dSIN = _tgrad_zeros_like(SIN) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0) else _tgrad_float32_zeros_like(SIN)  # the backward stores every element the forward loads where SIN_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    # 1 where the strides keep the cells of 'SIN' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    SIN_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
     # 1 where the strides keep the cells of 'COS' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     COS_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    dCOS = _tgrad_zeros_like(COS) if COS_disjoint else _tgrad_float32_zeros_like(COS)  # the backward stores every element the forward loads where COS_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'SIN' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    SIN_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    dSIN = _tgrad_zeros_like(SIN) if SIN_disjoint else _tgrad_float32_zeros_like(SIN)  # the backward stores every element the forward loads where SIN_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, SIN_disjoint=SIN_disjoint, COS_disjoint=COS_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dCOS, COS), COS)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dSIN, SIN), SIN))
 

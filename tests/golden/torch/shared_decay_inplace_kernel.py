@@ -158,12 +158,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -897,11 +892,11 @@ shared_decay_inplace_kernel_forward = torch.library.custom_op("tgrad_torch_share
 def _tgrad_shared_decay_inplace_kernel_backward(tgrad_grid: typing.List[int], S: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_cols: int, stride_g_row: int, stride_g_col: typing.Union[int, float, bool], SHARED: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dS: typing.Optional[torch.Tensor], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(S, G, Y)
-    dG = _tgrad_zeros_like(G) if (1 if (_tgrad_disjoint((tgrad_grid[0],), (stride_g_row,)) and _tgrad_disjoint((tgrad_grid[0], n_cols), (stride_g_row, stride_g_col))) else 0) else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    # The backward overwrites this upstream gradient: the kernel updates S in place, and it becomes the gradient of the contents before.
-    dS = _tgrad_consumed_upstream(dS, S)
     # 1 where the strides keep the cells of 'G' (stride_g_row over tl.num_programs(0)) and (stride_g_row over tl.num_programs(0), stride_g_col over n_cols) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     G_disjoint = (1 if (_tgrad_disjoint((tgrad_grid[0],), (stride_g_row,)) and _tgrad_disjoint((tgrad_grid[0], n_cols), (stride_g_row, stride_g_col))) else 0)
+    dG = _tgrad_zeros_like(G) if G_disjoint else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # The backward overwrites this upstream gradient: the kernel updates S in place, and it becomes the gradient of the contents before.
+    dS = _tgrad_consumed_upstream(dS, S)
     _TgradUnpipelinedFallback(shared_decay_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, dS=dS, dG=dG, dY=dY, G_disjoint=G_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dS, S), S)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 

@@ -143,12 +143,7 @@ def _tgrad_overlaps(t):
     than one element, as `expand` and einops.repeat make), or strides that interleave."""
     if t.is_contiguous():  # (the common case, answered without Python: a contiguous tensor never overlaps)
         return False
-    reach = 0
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz > 1):
-        if stride <= reach:
-            return True
-        reach += (size - 1) * stride
-    return False
+    return not _tgrad_disjoint(t.shape, t.stride())
 
 
 def _tgrad_unaliased(g, like):
@@ -883,12 +878,12 @@ def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, TABLE, Y, offsets)
-    dX = _tgrad_zeros_like(X) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0) else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    dTABLE = _tgrad_zeros_like(TABLE) if (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0) else _tgrad_float32_zeros_like(TABLE)  # the backward stores every element the forward loads where TABLE_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'X' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'TABLE' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     TABLE_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    dTABLE = _tgrad_zeros_like(TABLE) if TABLE_disjoint else _tgrad_float32_zeros_like(TABLE)  # the backward stores every element the forward loads where TABLE_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     _TgradUnpipelinedFallback(shifted_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX=dX, dTABLE=dTABLE, dY=dY, X_disjoint=X_disjoint, TABLE_disjoint=TABLE_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dTABLE, TABLE), TABLE))
 
