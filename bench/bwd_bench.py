@@ -573,18 +573,23 @@ def bench_matmul(gen, M, N, K, tmp):
     # The hand-written one masks the upstream gradient first, as a hand-written backward does.
     dc_eff = (dc.float() * (c > 0)).half()
 
+    flags_a = matmul_flags("matmul_kernel", fwd, a, b, c, RELU_OWNER_CONFIG["da"], ACTIVATION="relu")
+    flags_b = matmul_flags("matmul_kernel", fwd, a, b, c, RELU_OWNER_CONFIG["db"], ACTIVATION="relu")
+    zeroed = zeroed_gradients("matmul_kernel", {"a_ptr": da, "b_ptr": db}, flags_a, flags_b)
+
     def gen_fn():
-        da.zero_(); db.zero_()
+        for g in zeroed:
+            g.zero_()
         obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["da"]
         bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, obm), triton.cdiv(K, obk))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, obn), num_warps=warps,
-            num_stages=stages)
+            num_stages=stages, **flags_a)
         obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["db"]
         bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, obk), triton.cdiv(N, obn))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, obm), num_warps=warps,
-            num_stages=stages)
+            num_stages=stages, **flags_b)
 
     hda, hdb = torch.empty_like(a), torch.empty_like(b)
 
@@ -652,26 +657,35 @@ def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):
     da, db = torch.zeros_like(a), torch.zeros_like(b)
     fwd_bm, fwd_bn = 128, 128  # the forward's grid the backward sums over
 
+    fwd = load("tests/kernels/matmul.py", tmp)
+    given = dict(GROUP_SIZE_M=8) if tutorial_order else dict(ACTIVATION="")
+    flags_a = matmul_flags(golden, fwd, a, b, c, OWNER_CONFIG["da"], tutorial_order, **given)
+    flags_b = matmul_flags(golden, fwd, a, b, c, OWNER_CONFIG["db"], tutorial_order, **given)
+    zeroed = zeroed_gradients(golden, {"a_ptr": da, "b_ptr": db}, flags_a, flags_b)
+
     def gen_fn():
-        da.zero_(); db.zero_()
+        for g in zeroed:
+            g.zero_()
         if tutorial_order:
             bm, bn, bk, warps, stages = OWNER_CONFIG["da"]
             bwd.tutorial_order_matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
                 a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
-                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages)
+                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages, **flags_a)
             bm, bn, bk, warps, stages = OWNER_CONFIG["db"]
             bwd.tutorial_order_matmul_kernel_bwd_db_ptr[(triton.cdiv(K, bk), triton.cdiv(N, bn))](
                 a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
-                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages)
+                da_ptr=da, db_ptr=db, dc_ptr=dc, num_warps=warps, num_stages=stages, **flags_b)
             return
         bm, bn, bk, warps, stages = OWNER_CONFIG["da"]
         bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="",
-            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, bn), num_warps=warps, num_stages=stages)
+            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, bn), num_warps=warps, num_stages=stages,
+            **flags_a)
         bm, bn, bk, warps, stages = OWNER_CONFIG["db"]
         bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, bk), triton.cdiv(N, bn))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, ACTIVATION="",
-            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, bm), num_warps=warps, num_stages=stages)
+            da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, bm), num_warps=warps, num_stages=stages,
+            **flags_b)
 
     hda, hdb = torch.empty_like(a), torch.empty_like(b)
     bm, bn, bk = 128, 128, 32
@@ -720,6 +734,29 @@ def layout_flags(protocol, forward, args, grid, **constexprs):
     env = launch_protocol.LaunchEnv(args=dict(zip(forward.arg_names, args), **constexprs), grid=grid)
     return {p["name"]: launch_protocol.evaluate(p["value"], env) for p in protocol["parameters"]
             if p.get("role") == "size" and p["name"].endswith("_disjoint")}
+
+
+def matmul_flags(golden, fwd, a, b, c, config, tutorial_order=False, **constexprs):
+    """The layout flags of a matmul backward (tests/golden/backward/GOLDEN.py) for the forward's launch whose blocks
+    are the owner kernel's (`config`: BLOCK_SIZE_M, _N, _K, warps, stages); `tutorial_order`: the forward is
+    tutorial_order_matmul_kernel, on its 1-D grid."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk = config[:3]
+    protocol = json.load(open(f"tests/golden/backward/protocol_{golden}.json"))
+    kernel = fwd.tutorial_order_matmul_kernel if tutorial_order else fwd.matmul_kernel
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),) if tutorial_order else (triton.cdiv(M, bm), triton.cdiv(N, bn))
+    return layout_flags(protocol, kernel, (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride()), grid,
+                        BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, **constexprs)
+
+
+def zeroed_gradients(golden, gradients, *flag_sets):
+    """The gradient buffers the launch protocol says must start at zero, given the layout flags (zeros_unless)."""
+    protocol = json.load(open(f"tests/golden/backward/protocol_{golden}.json"))
+    flags = {k: v for f in flag_sets for k, v in f.items()}
+    return [gradients[p["of"]] for p in protocol["parameters"]
+            if p.get("role") == "input gradient" and p.get("contents") == "zeros"
+            and flags.get(p.get("zeros_unless")) != 1 and p.get("of") in gradients]
 
 
 def bench_attention(gen, Z, H, N, D, causal, tmp, through_module=True):

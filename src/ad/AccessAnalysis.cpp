@@ -160,6 +160,30 @@ bool AccessAnalysis::from_parameters_only(const std::string &name, int depth) co
   return pure(*it->second);
 }
 
+bool AccessAnalysis::never_negative(const Affine &form) const {
+  if (!form.valid || form.shifted || form.grid_stride || !form.loops.empty() || !form.radix.empty()) return false;
+  const std::set<std::string> constexprs = constexpr_params(fn_);
+  auto positive = [&](const std::string &coefficient) {
+    size_t start = 0;
+    while (true) {
+      const size_t end = coefficient.find('*', start);
+      const std::string factor = coefficient.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (std::optional<long long> v = integer_text(factor)) {
+        if (*v <= 0) return false;
+      } else if (!constexprs.count(factor)) {
+        return false;
+      }
+      if (end == std::string::npos) return true;
+      start = end + 1;
+    }
+  };
+  for (const auto &[axis, coefficient] : form.pid)
+    if (!positive(coefficient)) return false;
+  for (const Term &t : form.lanes)
+    if (!positive(t.coefficient)) return false;
+  return true;
+}
+
 AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
   Affine none;  // a value the same in every program and lane (a scalar argument, a constant)
   Affine bad;
@@ -251,6 +275,12 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
       auto uniform = [](const Affine &a) {
         return a.pid.empty() && a.lanes.empty() && a.loops.empty() && a.radix.empty();
       };
+      // `i % B` where the flush keeps only lanes with i < B (in_bounds_), i a block of programs or lanes: i.
+      if (b->op == BinaryOpKind::Mod && !in_bounds_.empty()) {
+        auto *i = dyn_cast<Name>(b->lhs.get());
+        std::optional<std::string> divisor = scalar_text(*b->rhs);
+        if (i && divisor && in_bounds_.count({i->id, *divisor}) && never_negative(l)) return l;
+      }
       // Layout analysis: `pid // D` and `pid % D` of a program id and a number the same everywhere.
       if (general_ && (b->op == BinaryOpKind::FloorDiv || b->op == BinaryOpKind::Mod)) {
         std::optional<std::string> divisor = scalar_text(*b->rhs);
@@ -366,6 +396,11 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
   std::string at = pointer;
   while (true) {
     if (redefined_.count(at)) {
+      if (std::optional<Induction> ind = general_ ? induction(at) : std::nullopt) {
+        out.form.loops.push_back(ind->term);
+        at = ind->start;
+        continue;
+      }
       out.why = "the pointer is advanced by a loop or chosen by an if: its addresses are not analysed";
       return out;
     }
@@ -438,6 +473,75 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
     at = ptr_side->id;
   }
   return out;
+}
+
+std::optional<std::string> AccessAnalysis::product_of_parameters(const std::string &name, int depth) const {
+  if (depth > 8 || redefined_.count(name) || loops_.count(name)) return std::nullopt;
+  auto it = defs_.find(name);
+  if (it == defs_.end()) {
+    auto t = types_.find(name);
+    const bool parameter = std::any_of(fn_.params.begin(), fn_.params.end(), [&](const Param &p) { return p.name == name; });
+    if (!parameter || (t != types_.end() && (!t->second.shape.empty() || t->second.elem.is_pointer))) return std::nullopt;
+    return name;
+  }
+  auto *b = dyn_cast<BinOp>(it->second);
+  if (!b || b->op != BinaryOpKind::Mul) return std::nullopt;
+  auto factor = [&](const Expr &e) -> std::optional<std::string> {
+    if (auto *i = dyn_cast<IntLit>(&e)) return std::to_string(i->value);
+    if (auto *n = dyn_cast<Name>(&e)) return product_of_parameters(n->id, depth + 1);
+    return std::nullopt;
+  };
+  std::optional<std::string> l = factor(*b->lhs), r = factor(*b->rhs);
+  if (!l || !r) return std::nullopt;
+  return multiply_coefficients(*l, *r);
+}
+
+std::optional<AccessAnalysis::Induction> AccessAnalysis::induction(const std::string &p) const {
+  auto range = all_defs_.equal_range(p);
+  if (std::distance(range.first, range.second) != 2) return std::nullopt;
+  // `p = start` at the top level, then `for v in range(0, n):` whose body ends its iteration with `p = next`,
+  // `next = p + step` in that body.
+  const Assign *init = nullptr;
+  const For *loop = nullptr;
+  size_t update_at = 0;
+  std::string next;
+  for (const StmtPtr &s : fn_.body) {
+    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), p)) {
+      if (init || loop) return std::nullopt;
+      init = a;
+    }
+    auto *f = dyn_cast<For>(s.get());
+    if (!f || !init) continue;
+    for (size_t k = 0; k < f->body.size(); ++k)
+      if (auto *a = dyn_cast<Assign>(f->body[k].get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), p)) {
+        auto *n = dyn_cast<Name>(a->value.get());
+        if (!n || loop) return std::nullopt;
+        loop = f;
+        update_at = k;
+        next = n->id;
+      }
+  }
+  auto *start = init ? dyn_cast<Name>(init->value.get()) : nullptr;
+  auto *var = loop ? dyn_cast<Name>(loop->target.get()) : nullptr;
+  auto l = var ? loops_.find(var->id) : loops_.end();
+  if (!start || l == loops_.end() || l->second.lo != "0" || l->second.step != "1") return std::nullopt;
+  // The update is the iteration's last read or write of p; p is read nowhere else (after the loop it would be
+  // start + n * step).
+  std::set<std::string> read_after;
+  for (size_t k = update_at + 1; k < loop->body.size(); ++k) deep_reads(*loop->body[k], read_after);
+  std::set<std::string> read_elsewhere;
+  for (const StmtPtr &s : fn_.body)
+    if (s.get() != static_cast<const Stmt *>(loop)) deep_reads(*s, read_elsewhere);
+  if (read_after.count(p) || read_elsewhere.count(p)) return std::nullopt;
+  auto step_def = defs_.find(next);
+  auto *b = step_def != defs_.end() && !redefined_.count(next) ? dyn_cast<BinOp>(step_def->second) : nullptr;
+  if (!b || b->op != BinaryOpKind::Add) return std::nullopt;
+  const Expr *step = is_name(b->lhs.get(), p) ? b->rhs.get() : is_name(b->rhs.get(), p) ? b->lhs.get() : nullptr;
+  std::optional<std::string> amount;
+  if (auto *i = step ? dyn_cast<IntLit>(step) : nullptr) amount = std::to_string(i->value);
+  else if (auto *n = step ? dyn_cast<Name>(step) : nullptr) amount = product_of_parameters(n->id);
+  if (!amount) return std::nullopt;
+  return Induction{start->id, LoopTerm{var->id, *amount}};
 }
 
 bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std::string &b,

@@ -79,8 +79,11 @@ class AccessAnalysis {
   // forward's programs along `summed_axis` and makes each iteration of the loop over `loop_var` a program: the
   // offset of a load in that loop must not depend on the summed axis, and the loop's blocks (`v + tl.arange(0,
   // B)`, v from 0 by B, under a mask bound) are one index of the box.
-  std::optional<AccessDecision> classify_owner_layout(const std::string &pointer, const std::string &mask,
-                                                      int summed_axis, const std::string &loop_var) const;
+  // `in_bounds`: pairs (i, B) of an index i whose lanes the flush keeps only where i < B (src/ad/reverse/ZeroLanes.h):
+  // there `i % B` is i, where i is a block of programs or lanes (never negative).
+  std::optional<AccessDecision> classify_owner_layout(
+      const std::string &pointer, const std::string &mask, int summed_axis, const std::string &loop_var,
+      const std::set<std::pair<std::string, std::string>> &in_bounds = {}) const;
   // How a load's gradient is written: classify, and where that finds the offset merely not analysed (not shared
   // for certain), classify_layout.
   AccessDecision classify_load(const std::string &pointer, const std::string &mask) const;
@@ -150,6 +153,8 @@ class AccessAnalysis {
   };
   Affine affine(const std::string &name) const;
   bool from_parameters_only(const std::string &name, int depth = 0) const;
+  // A form of program ids and lanes with positive coefficients (numbers, tl.constexpr parameters), nothing added.
+  bool never_negative(const Affine &form) const;
   // A pointer's offset from its base parameter: the affine form, and the
   // parts the same in every program and lane (names or literals, as text).
   // Empty with `why` set where the chain from the base is not understood.
@@ -162,6 +167,16 @@ class AccessAnalysis {
     std::string why;  // non-empty: not analysed
   };
   Offset offset_of(const std::string &pointer, bool one_program) const;
+  // A pointer a top-level loop `for v in range(0, n)` advances by a fixed step at the end of each iteration, read
+  // only in that loop before the advance (`p = p + BLOCK_K * stride_ak`, the tutorial matmul's): at every read it is
+  // `start + v * step`. Layout analysis only.
+  struct Induction {
+    std::string start;  // the pointer before the loop
+    LoopTerm term;      // v times the step (a product of parameters and numbers, as text)
+  };
+  std::optional<Induction> induction(const std::string &pointer) const;
+  // A scalar's value as a product of parameters and numbers ("BLOCK_K*stride_ak"), or none.
+  std::optional<std::string> product_of_parameters(const std::string &name, int depth = 0) const;
   // An integer literal 0, or a name assigned one (never reassigned).
   bool is_zero(const ast::Expr &e) const;
   // The program axis a grid-stride loop (from tl.program_id(a) by
@@ -184,6 +199,8 @@ class AccessAnalysis {
   // Layout analysis (classify_layout) is running: affine() also forms products of coefficients, `pid // D`,
   // `pid % D` and tile axes, which the other analyses do not read (they see such offsets as not analysed).
   mutable bool general_ = false;
+  // classify_owner_layout's in_bounds, while it runs: `i % B` read as i.
+  mutable std::set<std::pair<std::string, std::string>> in_bounds_;
   const ast::Function &fn_;
   const std::map<std::string, sema::SType> &types_;
   std::map<std::string, const ast::Expr *> defs_;  // SSA name -> its (first) defining value

@@ -10,6 +10,7 @@
 
 #include "src/ad/AccessAnalysis.h"
 #include "src/ad/AccessText.h"
+#include "src/ad/AnfWalk.h"
 #include "tgrad/ad/Differentiate.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -59,9 +60,18 @@ std::optional<AccessDecision> AccessAnalysis::classify_layout(const std::string 
   return layout_box(pointer, mask, -1, "");
 }
 
-std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(const std::string &pointer, const std::string &mask,
-                                                                   int summed_axis, const std::string &loop_var) const {
+std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(
+    const std::string &pointer, const std::string &mask, int summed_axis, const std::string &loop_var,
+    const std::set<std::pair<std::string, std::string>> &in_bounds) const {
   if (summed_axis < 0 || loop_var.empty()) return std::nullopt;
+  struct Bounds {
+    std::set<std::pair<std::string, std::string>> &held;
+    Bounds(std::set<std::pair<std::string, std::string>> &h, const std::set<std::pair<std::string, std::string>> &b)
+        : held(h) {
+      held = b;
+    }
+    ~Bounds() { held.clear(); }
+  } bounds(in_bounds_, in_bounds);
   return layout_box(pointer, mask, summed_axis, loop_var);
 }
 
@@ -138,6 +148,45 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     return std::nullopt;
   };
   auto extent_text = [](const Term &t) { return t.extent ? std::to_string(t.extent) : t.extent_symbol; };
+  // The bound of `v * B + lanes` in the owners' loop written the tutorial's way, `lanes < E - v * B`: E.
+  auto remaining_bound = [&](const Term &lane, const std::string &block) -> std::optional<std::string> {
+    for (const Compare *cmp : mask_conjuncts(mask)) {
+      if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
+      auto *lhs = dyn_cast<Name>(cmp->left.get());
+      auto *rhs = dyn_cast<Name>(cmp->comparators[0].get());
+      auto lhs_type = lhs ? types_.find(lhs->id) : types_.end();
+      if (!rhs || lhs_type == types_.end() || lhs_type->second.shape.size() != ptr_type->second.shape.size()) continue;
+      Affine x = affine(lhs->id);
+      if (!x.valid || x.shifted || !x.loops.empty() || !x.pid.empty() || !x.radix.empty() || x.lanes.size() != 1 ||
+          x.lanes[0].coefficient != "1" || x.lanes[0].source != lane.source ||
+          (two_d && x.lanes[0].tile_axis != lane.tile_axis))
+        continue;
+      auto rest = defs_.find(rhs->id);
+      auto *sub = rest != defs_.end() && !redefined_.count(rhs->id) ? dyn_cast<BinOp>(rest->second) : nullptr;
+      auto *done = sub && sub->op == BinaryOpKind::Sub ? dyn_cast<Name>(sub->rhs.get()) : nullptr;
+      std::optional<std::string> total = sub ? scalar_text(*sub->lhs) : std::nullopt;
+      auto walked = done ? defs_.find(done->id) : defs_.end();
+      auto *product = walked != defs_.end() && !redefined_.count(done->id) ? dyn_cast<BinOp>(walked->second) : nullptr;
+      if (!total || !product || product->op != BinaryOpKind::Mul) continue;
+      const Expr *v = product->lhs.get(), *b = product->rhs.get();
+      if (!ad::is_name(v, loop_var)) std::swap(v, b);
+      std::optional<std::string> b_text = scalar_text(*b);
+      if (!ad::is_name(v, loop_var) || !b_text || value_of(*b_text) != value_of(block)) continue;
+      return resolve_copy(*total);
+    }
+    return std::nullopt;
+  };
+  // The bound the flush's lanes are kept under (in_bounds_, ZeroLanes.h) of `pid * B + lanes` along `axis`.
+  auto kept_bound = [&](const Term &lane, int axis, const std::string &block) -> std::optional<std::string> {
+    for (const auto &[index, bound] : in_bounds_) {
+      Affine x = affine(index);
+      if (x.valid && !x.shifted && x.loops.empty() && x.radix.empty() && x.lanes.size() == 1 &&
+          x.lanes[0].coefficient == "1" && x.lanes[0].source == lane.source && x.pid.size() == 1 && x.pid.count(axis) &&
+          value_of(x.pid.at(axis)) == value_of(block))
+        return resolve_copy(bound);
+    }
+    return std::nullopt;
+  };
   // A product's factors by their values where -D gave them.
   auto product_value = [&](const std::string &text) {
     std::string out = "1";
@@ -170,7 +219,9 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
           multiply_coefficients(product_value(lane.coefficient), value_of(extent)) != product_value(coefficient))
         continue;
       lane_used[k] = merged = true;
-      if (std::optional<std::string> bound = mask_bound(lane, axis, extent)) {
+      std::optional<std::string> bound = mask_bound(lane, axis, extent);
+      if (!bound) bound = kept_bound(lane, axis, extent);
+      if (bound) {
         if (!launch_value(value_of(*bound))) return std::nullopt;
         box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
                        "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source + " < " + *bound});
@@ -217,14 +268,20 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     for (size_t k = 0; k < form.lanes.size() && !merged; ++k) {
       const Term &lane = form.lanes[k];
       const std::string extent = extent_text(lane);
-      if (lane_used[k] || extent.empty() || lane.tile_axis < 0 || value_of(loop->second.step) != value_of(extent) ||
-          product_value(lane.coefficient) != product_value(form.loops[0].coefficient))
-        continue;
-      std::optional<std::string> bound = mask_bound(lane, -1, "", loop_var);
+      if (lane_used[k] || extent.empty() || lane.tile_axis < 0) continue;
+      // `v + tl.arange(0, B)` with v stepping by B, or `v * B + tl.arange(0, B)` with v stepping by 1 (a pointer the
+      // loop advances by B times the lanes' stride: Induction).
+      const bool by_block = value_of(loop->second.step) == value_of(extent) &&
+                            product_value(lane.coefficient) == product_value(form.loops[0].coefficient);
+      const bool by_one = value_of(loop->second.step) == "1" &&
+                          multiply_coefficients(product_value(lane.coefficient), value_of(extent)) ==
+                              product_value(form.loops[0].coefficient);
+      if (!by_block && !by_one) continue;
+      std::optional<std::string> bound = by_block ? mask_bound(lane, -1, "", loop_var) : remaining_bound(lane, extent);
       if (!bound || !launch_value(value_of(*bound))) return std::nullopt;
       lane_used[k] = merged = true;
       box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
-                     loop_var + " + " + lane.source + " < " + *bound});
+                     loop_var + (by_one ? " * " + extent : std::string()) + " + " + lane.source + " < " + *bound});
     }
     if (!merged) return std::nullopt;
   }

@@ -8,7 +8,9 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/reverse/Engine.h"
+#include "src/ad/reverse/GroupedOrder.h"
 #include "src/ad/reverse/OwnerComputes.h"
+#include "src/ad/reverse/ZeroLanes.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad::reverse {
@@ -143,6 +145,17 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
     if (fn == owner_functions_.end()) continue;
     std::multimap<std::string, const Expr *> defs;
     collect_defs((*fn)->body, defs);
+    // Owners of a forward in grouped program order (a 1-D grid read as the 2-D grid it enumerates,
+    // GroupedOrder.h) take pid_m and pid_n as program ids: their addresses are the forward's read so.
+    std::unique_ptr<Function> grid_2d;
+    std::optional<AccessAnalysis> grid_2d_access;
+    if (!k.grid_sizes.empty()) {
+      grid_2d = clone(*anf_.fn);
+      if (!read_grouped_order_as_2d(grid_2d->body, grid_2d->body.size())) continue;
+      grid_2d_access.emplace(*grid_2d, name_types_);
+    }
+    const AccessAnalysis &addresses = grid_2d_access ? *grid_2d_access : access;
+    const Function &forward = grid_2d ? *grid_2d : *anf_.fn;
     size_t plain = 0;  // gradients flushed with a plain store, whatever the launch's strides
     for (size_t i = 0; i < k.gradients.size(); ++i) {
       const std::string &g = k.gradients[i], &input = k.inputs[i];
@@ -157,21 +170,57 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
           load = &m;
         }
       auto *var = one && load ? dyn_cast<Name>(load->loops[0]->target.get()) : nullptr;
-      if (!var || !k.grid_sizes.empty()) continue;
-      std::optional<AccessDecision> d = access.classify_owner_layout(load->pointer, load->mask, k.summed_axis, var->id);
-      if (!d) continue;
-      const bool needs_flag = !d->layout.empty();
-      std::string flag;
+      if (!var) continue;
       // Its flush: the top-level tl.atomic_add through a pointer based on g.
-      bool rewritten = false;
+      StmtPtr *flush = nullptr;
       for (StmtPtr &s : (*fn)->body) {
         auto *x = dyn_cast<ExprStmt>(s.get());
         auto *c = x ? dyn_cast<Call>(x->value.get()) : nullptr;
-        auto *p = c && callee(*c) == "tl.atomic_add" && !c->args.empty() ? dyn_cast<Name>(c->args[0].get()) : nullptr;
-        if (!p || !gradient_bases(p->id, defs, {g}).count(g)) continue;
+        auto *p = c && callee(*c) == "tl.atomic_add" && c->args.size() >= 2 ? dyn_cast<Name>(c->args[0].get()) : nullptr;
+        if (p && gradient_bases(p->id, defs, {g}).count(g)) {
+          flush = &s;
+          break;
+        }
+      }
+      if (!flush) continue;
+      auto *c = cast<Call>(cast<ExprStmt>(flush->get())->value.get());
+      std::optional<AccessDecision> d =
+          addresses.classify_owner_layout(load->pointer, load->mask, k.summed_axis, var->id);
+      // Where the offset wraps around (`offs_cm % M`), the lanes past the bound may add nothing: left out of the
+      // flush, the rest are each one owner's (ZeroLanes.h).
+      std::optional<ZeroBound> zero_outside;
+      if (!d)
+        if (auto *tile = dyn_cast<Name>(c->args[1].get()))
+          if ((zero_outside = zero_outside_bound(**fn, tile->id)) &&
+              same_top_level_value(**fn, forward, zero_outside->index))
+            d = addresses.classify_owner_layout(load->pointer, load->mask, k.summed_axis, var->id,
+                                                {{zero_outside->index, zero_outside->bound}});
+      if (!d) continue;
+      // The launch knows the 1-D grid only: a box whose extent is a count of the 2-D grid's programs is not its.
+      if (grid_2d) {
+        bool counts_programs = false;
+        for (const auto &[extent, stride] : d->layout)
+          for (const Expr *e : {extent.get(), stride.get()})
+            visit_expr(*e, [&](const Expr &x) {
+              if (auto *call = dyn_cast<Call>(&x); call && callee(*call) == "tl.num_programs") counts_programs = true;
+            });
+        if (counts_programs) continue;
+      }
+      const bool needs_flag = !d->layout.empty();
+      std::string flag;
+      bool rewritten = false;
+      {
+        StmtPtr &s = *flush;
         std::vector<Keyword> kws;
         for (const Keyword &kw : c->keywords)
           if (kw.name == "mask") kws.push_back({kw.name, kw.name_span, clone(*kw.value)});
+        if (zero_outside) {
+          ExprPtr within = name(zero_outside->predicate);
+          if (kws.empty())
+            kws.push_back({"mask", {}, std::move(within)});
+          else
+            kws[0].value = std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::move(kws[0].value), std::move(within));
+        }
         ExprList args;
         args.push_back(clone(*c->args[0]));
         args.push_back(clone(*c->args[1]));
@@ -192,7 +241,6 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
           flag = result.layout_assumptions.back().flag;  // (the one store_where_apart added)
         }
         rewritten = true;
-        break;
       }
       if (!rewritten) continue;
       if (!needs_flag) {
@@ -205,9 +253,14 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
           if (f) f->params.push_back({flag, {}, nullptr, nullptr});
         bwd.params.push_back({flag, {}, nullptr, nullptr});
       }
-      result.explanations.push_back("'" + input + "': " + k.name + " stores each gradient tile once, a plain store" +
-                                    (needs_flag ? " where " + flag + " (else one atomic addition)" : "") +
-                                    ": " + d->reason);
+      result.explanations.push_back(
+          "'" + input + "': " + k.name + " stores each gradient tile once, a plain store" +
+          (needs_flag ? " where " + flag + " (else one atomic addition)" : "") + ": " + d->reason +
+          (zero_outside ? std::string("; the ") + (zero_outside->axis == 0 ? "rows" : "columns") + " past " +
+                              zero_outside->index + " < " + zero_outside->bound +
+                              " add nothing (their upstream gradient is loaded as 0 there) and are left out, so " +
+                              zero_outside->index + " % " + zero_outside->bound + " is " + zero_outside->index
+                        : std::string()));
       plain += !needs_flag;
     }
     k.plain_store = plain > 0 && plain == k.gradients.size();

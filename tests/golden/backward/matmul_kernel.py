@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1):
+def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
     tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
@@ -16,8 +16,9 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_am = offs_cm % M
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    t_3 = offs_cm[:, None] < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -36,7 +37,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = offs_cm_col < M
+        c_mask = t_3
         c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
         baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
@@ -52,7 +53,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        c_mask = t_3 & (offs_cn[None, :] < N)
         c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
         baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
@@ -61,12 +62,15 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0):
+def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
     tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
@@ -76,8 +80,9 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    t_4 = offs_cn[None, :] < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -96,7 +101,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
-        c_mask = offs_cn_row < N
+        c_mask = t_4
         c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
         baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
@@ -112,7 +117,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        c_mask = (offs_cm[:, None] < M) & t_4
         c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
         baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
@@ -121,5 +126,8 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")

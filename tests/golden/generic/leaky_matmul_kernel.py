@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1):
+def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 188 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -17,8 +17,9 @@ def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    t_3 = offs_cm[:, None] < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -37,7 +38,7 @@ def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        t_3_and_t_4 = offs_cm_col < M
+        t_3_and_t_4 = t_3
         baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "leaky_relu":
@@ -65,7 +66,7 @@ def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        t_3_and_t_4 = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        t_3_and_t_4 = t_3 & (offs_cn[None, :] < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "leaky_relu":
@@ -85,12 +86,15 @@ def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0):
+def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 188 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
@@ -100,8 +104,9 @@ def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    t_4 = offs_cn[None, :] < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -120,7 +125,7 @@ def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        t_3_and_t_4 = offs_cn_row < N
+        t_3_and_t_4 = t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "leaky_relu":
@@ -148,7 +153,7 @@ def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        t_3_and_t_4 = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        t_3_and_t_4 = (offs_cm[:, None] < M) & t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "leaky_relu":
@@ -168,5 +173,8 @@ def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stri
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")

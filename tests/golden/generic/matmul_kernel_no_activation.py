@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1):
+def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -17,8 +17,9 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    t_3 = offs_cm[:, None] < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -38,7 +39,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = offs_cm_col < M
+        c_mask = t_3
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -65,7 +66,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        c_mask = t_3 & (offs_cn[None, :] < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -84,12 +85,15 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0):
+def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
@@ -99,8 +103,9 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    t_4 = offs_cn[None, :] < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -120,7 +125,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = offs_cn_row < N
+        c_mask = t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -147,7 +152,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        c_mask = (offs_cm[:, None] < M) & t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -166,5 +171,8 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")

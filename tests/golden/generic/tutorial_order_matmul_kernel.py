@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 120 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -18,6 +18,8 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     offs_cm_col = offs_cm[:, None]
+    t_3 = offs_cm_col < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -34,7 +36,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = offs_cm_col < M
+        c_mask = t_3
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
@@ -48,7 +50,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        c_mask = t_3 & (offs_cn[None, :] < N)
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
@@ -56,12 +58,15 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(bc_raw.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 120 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
@@ -72,6 +77,8 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     offs_cn_row = offs_cn[None, :]
+    t_4 = offs_cn_row < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -88,7 +95,7 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
-        c_mask = offs_cn_row < N
+        c_mask = t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
@@ -102,7 +109,7 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
-        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        c_mask = (offs_cm[:, None] < M) & t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
@@ -110,5 +117,8 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc_raw_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")

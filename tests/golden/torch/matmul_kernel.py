@@ -58,7 +58,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 @triton.jit
-def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1):
+def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -68,8 +68,9 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cm_col = offs_cm[:, None]
-    stride_cm_times_offs_cm_col = stride_cm * offs_cm_col
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    t_3 = offs_cm[:, None] < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -89,7 +90,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = offs_cm_col < M
+        c_mask = t_3
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -116,7 +117,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        c_mask = t_3 & (offs_cn[None, :] < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -135,12 +136,15 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0):
+def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
@@ -150,8 +154,9 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    offs_cn_row = offs_cn[None, :]
-    stride_cn_times_offs_cn_row = stride_cn * offs_cn_row
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    t_4 = offs_cn[None, :] < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     k_remaining = K - k * BLOCK_SIZE_K
     t = offs_k[None, :] < k_remaining
     t_2 = offs_k[:, None] < k_remaining
@@ -171,7 +176,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = offs_cn_row < N
+        c_mask = t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -198,7 +203,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
-        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        c_mask = (offs_cm[:, None] < M) & t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
         baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
         if ACTIVATION == "relu":
@@ -217,8 +222,11 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")
 
 
 
@@ -985,16 +993,20 @@ def _tgrad_matmul_kernel_backward(tgrad_grid: typing.List[int], tgrad_launch: ty
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
     tgrad_grid, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K), num_warps, num_stages, 2)
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
-    da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
-    db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
+    da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel stores each tile once where a_ptr_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
+    db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel stores each tile once where b_ptr_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
+    # 1 where the strides keep the cells of 'a_ptr' (stride_am over M, stride_ak over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    a_ptr_disjoint = (1 if _tgrad_disjoint((M, K), (stride_am, stride_ak)) else 0)
+    # 1 where the strides keep the cells of 'b_ptr' (stride_bn over N, stride_bk over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    b_ptr_disjoint = (1 if _tgrad_disjoint((N, K), (stride_bn, stride_bk)) else 0)
     # the forward's grid size along axis 1: matmul_kernel_bwd_da_ptr's programs loop over the forward's programs along it
     num_programs_1 = tgrad_grid[1]
     # the forward's grid size along axis 0: matmul_kernel_bwd_db_ptr's programs loop over the forward's programs along it
     num_programs_0 = tgrad_grid[0]
     # line 40: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_1=num_programs_1, **_tgrad_kernel_options[0])
+    _tgrad_launcher(matmul_kernel_bwd_da_ptr)[(tgrad_grid[0], _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, a_ptr_disjoint=a_ptr_disjoint, b_ptr_disjoint=b_ptr_disjoint, num_programs_1=num_programs_1, **_tgrad_kernel_options[0])
     # line 40: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0)), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
+    _tgrad_launcher(matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[1], tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, a_ptr_disjoint=a_ptr_disjoint, b_ptr_disjoint=b_ptr_disjoint, num_programs_0=num_programs_0, **_tgrad_kernel_options[1])
     return _tgrad_out(_tgrad_unaliased(da_ptr, a_ptr)), _tgrad_out(_tgrad_unaliased(db_ptr, b_ptr))
 
 

@@ -53,7 +53,7 @@ def tutorial_order_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride
 
 
 @triton.jit
-def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 120 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -64,6 +64,8 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     offs_cm_col = offs_cm[:, None]
+    t_3 = offs_cm_col < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -80,7 +82,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = offs_cm_col < M
+        c_mask = t_3
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
@@ -94,7 +96,7 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
-        c_mask = (offs_cm_col < M) & (offs_cn[None, :] < N)
+        c_mask = t_3 & (offs_cn[None, :] < N)
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
@@ -102,12 +104,15 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         da_ptr_tile = da_ptr_tile + tl.dot(bc_raw.to(b_ptr.dtype.element_ty), tl.trans(b))
 
-    # One addition per element and owner: programs along axis 1 no longer add to it one by one
-    tl.atomic_add(da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak), da_ptr_tile, mask=t, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
 
 
 @triton.jit
-def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, da_ptr, db_ptr, dc_ptr, a_ptr_disjoint, b_ptr_disjoint):
 
     # The iteration of the loop at line 120 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
@@ -118,6 +123,8 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     offs_cn_row = offs_cn[None, :]
+    t_4 = offs_cn_row < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
     t = offs_k[None, :] < K - k * BLOCK_SIZE_K
     t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
@@ -134,7 +141,7 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
-        c_mask = offs_cn_row < N
+        c_mask = t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
@@ -148,7 +155,7 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
-        c_mask = (offs_cm[:, None] < M) & (offs_cn_row < N)
+        c_mask = (offs_cm[:, None] < M) & t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
         bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
@@ -156,8 +163,11 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), bc_raw_2.to(a_ptr.dtype.element_ty))
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk), db_ptr_tile, mask=t_2, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")
 
 
 
@@ -924,12 +934,16 @@ def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], t
     # forward's grid and constexprs under another of its autotuner's configs, each kernel's warps and stages.
     tgrad_grid, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, _tgrad_kernel_options = _tgrad_launch_values(tgrad_launch, tgrad_grid, (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M), num_warps, num_stages, 2)
     _tgrad_device = _tgrad_device_of(a_ptr, b_ptr, c_ptr)
-    da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
-    db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel adds each tile once (tl.atomic_add into zeros: one addition per element, the owner's); elements the forward does not load stay zero
+    da_ptr = _tgrad_zeros_like(a_ptr)  # its owner-computes kernel stores each tile once where a_ptr_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
+    db_ptr = _tgrad_zeros_like(b_ptr)  # its owner-computes kernel stores each tile once where b_ptr_disjoint is 1, else adds it once into zeros (one addition per element, the owner's); elements the forward does not load stay zero
+    # 1 where the strides keep the cells of 'a_ptr' (stride_am over M, stride_ak over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    a_ptr_disjoint = (1 if _tgrad_disjoint((M, K), (stride_am, stride_ak)) else 0)
+    # 1 where the strides keep the cells of 'b_ptr' (stride_bn over N, stride_bk over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    b_ptr_disjoint = (1 if _tgrad_disjoint((N, K), (stride_bn, stride_bk)) else 0)
     # line 120: the gradient of 'a_ptr' (da_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_da_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 1 (its addresses do not depend on tl.program_id(1); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_da_ptr)[(_tgrad_cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[0])
+    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_da_ptr)[(_tgrad_cdiv(M, BLOCK_SIZE_M), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, a_ptr_disjoint=a_ptr_disjoint, b_ptr_disjoint=b_ptr_disjoint, **_tgrad_kernel_options[0])
     # line 120: the gradient of 'b_ptr' (db_ptr) is gathered by its owners: 'tutorial_order_matmul_kernel_bwd_db_ptr' runs one program per iteration of the loop and program along the other axes, loops over the forward's programs along axis 0 (its addresses do not depend on tl.program_id(0); the 1-D grid's grouped ordering enumerates each (pid_m, pid_n) once, so axis 0 stands for pid_m over num_pid_m programs and axis 1 for pid_n over num_pid_n, valid where the forward runs num_pid_m * num_pid_n programs as that ordering requires), sums their contributions in registers and adds the tile once, instead of an atomic addition from every program in every iteration
-    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), _tgrad_cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, **_tgrad_kernel_options[1])
+    _tgrad_launcher(tutorial_order_matmul_kernel_bwd_db_ptr)[(_tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((_tgrad_cdiv(K, BLOCK_SIZE_K) - 0), 1)), tgrad_grid, ()), _tgrad_cdiv(N, BLOCK_SIZE_N), tgrad_grid[2])](a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, da_ptr=da_ptr, db_ptr=db_ptr, dc_ptr=dc_ptr, a_ptr_disjoint=a_ptr_disjoint, b_ptr_disjoint=b_ptr_disjoint, **_tgrad_kernel_options[1])
     return _tgrad_out(_tgrad_unaliased(da_ptr, a_ptr)), _tgrad_out(_tgrad_unaliased(db_ptr, b_ptr))
 
 
