@@ -20,7 +20,7 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bwd_bench import attn_bwd_hand, layout_flags, load  # noqa: E402
+from bwd_bench import attn_bwd_hand, layout_flags, load, owner_grid  # noqa: E402
 
 
 def main():
@@ -79,7 +79,7 @@ def main():
                         prologue[grid](*base, **kw, **saved)
                     for kernel in owners:
                         programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
-                        kernel[(triton.cdiv(N, bn), Z * H)](*base, **kw, **{programs: grid[0]},
+                        kernel[owner_grid(protocol, kernel, triton.cdiv(N, bn), Z * H)](*base, **kw, **{programs: grid[0]},
                                                             **{p: t for p, t in saved.items() if p in kernel.arg_names})
 
                 def dqk():

@@ -750,6 +750,14 @@ def matmul_flags(golden, fwd, a, b, c, config, tutorial_order=False, **constexpr
                         BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, **constexprs)
 
 
+def owner_grid(protocol, kernel, blocks, others):
+    """An owner-computes kernel's grid: (its blocks, the other axis), or the two swapped where the launch protocol
+    launches it longest first (src/ad/reverse/LongestFirst.h: its axis 1 is the protocol's axis 0 of the forward)."""
+    name = kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__
+    entry = next(k for k in protocol["kernels"] if k["name"] == name)
+    return (others, blocks) if entry["grid"][0] == {"grid": 1} else (blocks, others)
+
+
 def zeroed_gradients(golden, gradients, *flag_sets):
     """The gradient buffers the launch protocol says must start at zero, given the layout flags (zeros_unless)."""
     protocol = json.load(open(f"tests/golden/backward/protocol_{golden}.json"))
@@ -813,7 +821,7 @@ def bench_attention(gen, Z, H, N, D, causal, tmp, through_module=True):
                                                               num_warps=qwarps, num_stages=qstages)
         for kernel in owners:
             programs = [p for p in kernel.arg_names if p.startswith("num_programs_0")][0]
-            kernel[(triton.cdiv(N, obn), Z * H)](*args, **okw, **{programs: ogrid[0]},
+            kernel[owner_grid(protocol, kernel, triton.cdiv(N, obn), Z * H)](*args, **okw, **{programs: ogrid[0]},
                                                  **{p: t for p, t in osaved.items() if p in kernel.arg_names})
 
     hq, hk, hv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

@@ -690,6 +690,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
                                 translate.why() + ")";
         }
         grid[o.summed_axis] = trips ? *trips : json(nullptr);
+        if (o.longest_first) std::swap(grid[0], grid[1]);  // (src/ad/reverse/LongestFirst.h)
         json owner_call = call;
         if (!o.programs_param.empty()) owner_call["keyword"].push_back(o.programs_param);
         for (const std::string &t : o.saved_tiles)

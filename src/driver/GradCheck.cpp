@@ -400,6 +400,7 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
       owner.grid[a] = *size;
     }
     owner.grid[static_cast<size_t>(o.summed_axis)] = most == loop_trips.end() ? 0 : most->second;
+    if (o.longest_first) std::swap(owner.grid[0], owner.grid[1]);  // (src/ad/reverse/LongestFirst.h)
     if (!o.programs_param.empty())
       owner.args[o.programs_param] = int_arg(launch.grid[static_cast<size_t>(o.summed_axis)]);
     if (!interp::run_kernel(*bwd->module, owner, m, run, diags)) return std::nullopt;

@@ -166,6 +166,9 @@ struct Backward {
     // loop's iterations replace. The kernel computes the count it loops over
     // itself, so `programs_param` is "". Empty: the forward's grid.
     std::vector<std::shared_ptr<const ast::Expr>> grid_sizes;
+    // Axes 0 and 1 of its grid swapped (src/ad/reverse/LongestFirst.h): the sizes above (the forward's grid with
+    // the summed axis replaced) are launched as (size 1, size 0, size 2), so that its longest programs start first.
+    bool longest_first = false;
     int loop_line = 0, loop_column = 0;  // the forward's loop whose iterations the grid enumerates
     std::string loop_range;      // "range(0, tl.cdiv(K, BLOCK_SIZE_K))"
     // The backward kernel as the owner was cut from it, up to and with that

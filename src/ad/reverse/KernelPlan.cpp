@@ -5,6 +5,7 @@
 #include "src/ad/IssueEarly.h"
 #include "src/ad/Redundancy.h"
 #include "src/ad/reverse/Engine.h"
+#include "src/ad/reverse/LongestFirst.h"
 #include "src/ad/reverse/OwnerComputes.h"
 #include "tgrad/emit/PythonPrinter.h"
 #include "tgrad/parse/Parser.h"
@@ -633,6 +634,13 @@ void Engine::gather_by_owner(Function &bwd, const sema::ParamTypes &bwd_types, B
   }
   store_owner_flushes(bwd, result, access);
   fold_prologue(bwd, result, access);
+  for (Backward::OwnerKernel &k : result.owner_kernels)
+    for (auto &f : owner_functions_)
+      if (f && f->name == k.name && launch_longest_first(*f, k))
+        result.explanations.push_back(
+            "'" + k.name + "' is launched with the axes of its grid swapped (" + k.name + "[(grid 1, grid 0)]): its "
+            "programs' work falls with their block (its loop over the forward's programs starts at its own block), "
+            "so that every block's longest programs start first (src/ad/reverse/LongestFirst.h)");
 }
 
 bool Engine::read_back_softmax_statistics() {

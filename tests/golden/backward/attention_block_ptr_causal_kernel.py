@@ -290,7 +290,7 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     tl.static_assert(STAGE == 3, "tgrad: this backward was generated for STAGE=3 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
-    off_hz = tl.program_id(1)
+    off_hz = tl.program_id(0)
     off_z = off_hz // H
     off_h = off_hz % H
     q_offset = off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
@@ -325,9 +325,9 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     K_ptrs_offset0_2 = K_ptrs_offset0 + 0
     K_ptrs_offset1_2 = K_ptrs_offset0 + Q_block_offset1
     off_hz_times_N_CTX = off_hz * N_CTX
-    start_n = Q_block_offset1 + tl.program_id(0) * BLOCK_N
-    K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
-    K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    start_n = Q_block_offset1 + tl.program_id(1) * BLOCK_N
+    K_ptrs_index0 = K_ptrs_offset0_2 + tl.program_id(1) * 0 + tl.arange(0, HEAD_DIM)
+    K_ptrs_index1 = K_ptrs_offset1_2 + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     K_ptrs_base_offset = K_ptrs_base + K_ptrs_index0[:, None] * K_ptrs_stride0
     dK_ptrs_base_offset = dK + kv_offset + K_ptrs_index0[:, None] * K_ptrs_stride0
     K_ptrs_base_offset_offset = K_ptrs_base_offset + K_ptrs_index1[None, :] * K_ptrs_stride1
@@ -336,8 +336,8 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     k = tl.load(K_ptrs_base_offset_offset, mask=t_3_and_t_4, other=0.0)
     cols = start_n + offs_n
     t_5 = cols[None, :] < N_CTX
-    V_ptrs_index0 = K_ptrs_offset1_2 + tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    V_ptrs_index1 = K_ptrs_offset0_2 + tl.program_id(0) * 0 + tl.arange(0, HEAD_DIM)
+    V_ptrs_index0 = K_ptrs_offset1_2 + tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    V_ptrs_index1 = K_ptrs_offset0_2 + tl.program_id(1) * 0 + tl.arange(0, HEAD_DIM)
     V_ptrs_base_offset = V_ptrs_base + V_ptrs_index0[:, None] * V_ptrs_stride0
     dV_ptrs_base_offset = dV + v_offset + V_ptrs_index0[:, None] * V_ptrs_stride0
     V_ptrs_base_offset_offset = V_ptrs_base_offset + V_ptrs_index1[None, :] * V_ptrs_stride1

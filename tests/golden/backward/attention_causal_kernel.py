@@ -132,7 +132,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     tl.static_assert(IS_CAUSAL == True, "tgrad: this backward was generated for IS_CAUSAL=True (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 50 this program owns the gradient tile of, and its fixed program ids
-    off_hz = tl.program_id(1)
+    off_hz = tl.program_id(0)
     off_z = off_hz // H
     off_h = off_hz % H
     q_base = Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
@@ -145,7 +145,7 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
     qk_scale = sm_scale * 1.44269504
     offs_d_row = offs_d[None, :]
     off_hz_times_N_CTX = off_hz * N_CTX
-    start_n = 0 + tl.program_id(0) * BLOCK_N
+    start_n = 0 + tl.program_id(1) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
     dk_ptrs = dk_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk
