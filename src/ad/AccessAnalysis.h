@@ -84,6 +84,13 @@ class AccessAnalysis {
   std::optional<AccessDecision> classify_owner_layout(
       const std::string &pointer, const std::string &mask, int summed_axis, const std::string &loop_var,
       const std::set<std::pair<std::string, std::string>> &in_bounds = {}) const;
+  // Loads through one base at offsets that differ only by numbers the same everywhere (rotary embeddings' two
+  // halves, `Q + o` and `Q + o + HALF`; pairs `X + 2 * i` and `X + 2 * i + 1`), under one mask: whether together
+  // they give each address one program, lane and load. The shifts, in the order of `pointers`, must be 0, s, 2s, ...
+  // (s a number, or a parameter for two loads): a box index over the loads of stride s joins the layout box of the
+  // first load's offset (classify_layout), decided by numbers or left to the launch (`layout`). Nullopt otherwise.
+  std::optional<AccessDecision> classify_layout_union(const std::vector<std::string> &pointers,
+                                                      const std::string &mask) const;
   // How a load's gradient is written: classify, and where that finds the offset merely not analysed (not shared
   // for certain), classify_layout.
   AccessDecision classify_load(const std::string &pointer, const std::string &mask) const;
@@ -107,8 +114,10 @@ class AccessAnalysis {
                              const std::string &mask_a, const std::string &mask_b) const;
 
  private:
+  // `selector`: an index more (stride text, extent), classify_layout_union's choice among shifted loads.
   std::optional<AccessDecision> layout_box(const std::string &pointer, const std::string &mask, int summed_axis,
-                                           const std::string &loop_var) const;
+                                           const std::string &loop_var,
+                                           const std::pair<std::string, int64_t> *selector = nullptr) const;
   // iterations_own_blocks with masked indices read by their masks' bounds (`masks`) or by their lanes' extents.
   bool blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
                         const std::string &mask_a, const std::string &mask_b, bool masks) const;

@@ -75,8 +75,56 @@ std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(
   return layout_box(pointer, mask, summed_axis, loop_var);
 }
 
+std::optional<AccessDecision> AccessAnalysis::classify_layout_union(const std::vector<std::string> &pointers,
+                                                                   const std::string &mask) const {
+  if (pointers.size() < 2) return std::nullopt;
+  struct Guard {
+    bool &flag;
+    explicit Guard(bool &f) : flag(f) { flag = true; }
+    ~Guard() { flag = false; }
+  } guard(general_);
+  // The same affine form; the parts the same everywhere the same but for one shift each (none for the first).
+  std::vector<Offset> chains;
+  for (const std::string &p : pointers) {
+    chains.push_back(offset_of(p, false));
+    const Offset &c = chains.back();
+    if (!c.why.empty() || !c.form.valid || c.untracked_shift || key(c.form) != key(chains[0].form)) return std::nullopt;
+  }
+  std::multiset<std::string> common(chains[0].uniform_parts.begin(), chains[0].uniform_parts.end());
+  std::vector<std::string> shifts = {"0"};
+  for (size_t k = 1; k < chains.size(); ++k) {
+    std::multiset<std::string> parts(chains[k].uniform_parts.begin(), chains[k].uniform_parts.end());
+    for (const std::string &c : common) {
+      auto it = parts.find(c);
+      if (it == parts.end()) return std::nullopt;
+      parts.erase(it);
+    }
+    if (parts.size() != 1) return std::nullopt;
+    std::string shift = value_of(resolve_copy(*parts.begin()));
+    if (!integer_text(shift)) {
+      std::optional<std::string> product = product_of_parameters(shift);
+      if (!product) return std::nullopt;
+      shift = *product;
+    }
+    shifts.push_back(shift);
+  }
+  // 0, s, 2s, ...: numbers in that progression, or two loads 0 and s.
+  std::string stride = shifts[1];
+  if (chains.size() > 2) {
+    std::optional<long long> s = integer_text(stride);
+    if (!s || *s <= 0) return std::nullopt;
+    for (size_t k = 0; k < shifts.size(); ++k)
+      if (integer_text(shifts[k]) != std::optional<long long>(*s * static_cast<long long>(k))) return std::nullopt;
+  } else if (std::optional<long long> s = integer_text(stride); s && *s <= 0) {
+    return std::nullopt;
+  }
+  const std::pair<std::string, int64_t> selector{stride, static_cast<int64_t>(pointers.size())};
+  return layout_box(pointers[0], mask, -1, "", &selector);
+}
+
 std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &pointer, const std::string &mask,
-                                                          int summed_axis, const std::string &loop_var) const {
+                                                          int summed_axis, const std::string &loop_var,
+                                                          const std::pair<std::string, int64_t> *selector) const {
   struct Guard {
     bool &flag;
     explicit Guard(bool &f) : flag(f) { flag = true; }
@@ -204,6 +252,7 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     ExprPtr extent;
     std::optional<long long> extent_number;
     std::string what;    // for the reason
+    int64_t least = 1;   // what the extent is at least (a block of programs: its lanes), where not a number
   };
   std::vector<Index> box;
   std::vector<bool> lane_used(form.lanes.size(), false);
@@ -230,6 +279,7 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
         box.push_back({lane.coefficient,
                        std::make_unique<BinOp>(BinaryOpKind::Mul, num_programs(axis), product_expr(value_of(extent))),
                        std::nullopt, "program_id(" + std::to_string(axis) + ") * " + extent + " + " + lane.source});
+        if (lane.extent > 1) box.back().least = lane.extent;  // (one program at least: its lanes)
       }
     }
     if (!merged) box.push_back({coefficient, num_programs(axis), std::nullopt, "program_id(" + std::to_string(axis) + ")"});
@@ -298,6 +348,10 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     box.push_back({lane.coefficient, product_expr(extent), integer_text(extent),
                    lane.source + (bound ? " < " + *bound : std::string())});
   }
+  if (selector)
+    box.push_back({selector->first, std::make_unique<IntLit>(static_cast<uint64_t>(selector->second), ""),
+                   selector->second, "which of " + std::to_string(selector->second) + " loads shifted by " +
+                                         selector->first});
   for (Index &i : box) {
     i.stride = product_value(i.stride);
     if (!launch_value(i.stride)) return std::nullopt;
@@ -325,6 +379,30 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     d.kind = AccessDecision::Kind::Injective;
     d.reason = "offset = " + terms + ": each address belongs to one program and lane (the strides keep the cells apart)";
     return d;
+  }
+  // Strides all numbers, some extents not: the cells meet for certain where they meet at the least extents; and
+  // where only the index of the strictly largest stride has an unknown extent, which no smaller index reaches past,
+  // that extent does not matter (a box of a row of pairs, `X + 2 * offs` and `X + 2 * offs + 1`, under `offs < n`).
+  if (std::all_of(box.begin(), box.end(), [](const Index &i) { return integer_text(i.stride).has_value(); })) {
+    std::vector<std::pair<int64_t, int64_t>> least;
+    size_t largest = 0;
+    for (size_t k = 0; k < box.size(); ++k) {
+      const int64_t stride = std::llabs(*integer_text(box[k].stride));
+      least.push_back({stride, box[k].extent_number ? *box[k].extent_number : box[k].least});
+      if (stride > least[largest].first) largest = k;
+    }
+    if (!Backward::cells_apart(least)) return std::nullopt;
+    bool decided = true;
+    for (size_t k = 0; k < box.size(); ++k)
+      if (k != largest) decided &= box[k].extent_number.has_value() && least[k].first < least[largest].first;
+    if (decided) {
+      least[largest].second = 2;  // (any extent past 1: nothing lies beyond the largest stride)
+      if (!Backward::cells_apart(std::move(least))) return std::nullopt;
+      d.kind = AccessDecision::Kind::Injective;
+      d.reason = "offset = " + terms + ": each address belongs to one program and lane (the strides keep the cells "
+                 "apart, whatever the extent of the index of the largest stride)";
+      return d;
+    }
   }
   d.kind = AccessDecision::Kind::InjectiveAssuming;
   d.reason = "offset = " + terms + ": each address belongs to one program and lane where these strides keep the "

@@ -376,9 +376,12 @@ void Backward::add_buffer_needs(const Backward &other) {
       for (const auto &[e, s] : x.extent_stride) t += "|" + emit::print_expr(*e) + "," + emit::print_expr(*s);
       return t;
     };
-    if (std::none_of(layout_assumptions.begin(), layout_assumptions.end(),
-                     [&](const LayoutAssumption &o) { return text(o) == text(l); }))
+    auto same = std::find_if(layout_assumptions.begin(), layout_assumptions.end(),
+                             [&](const LayoutAssumption &o) { return text(o) == text(l); });
+    if (same == layout_assumptions.end())
       layout_assumptions.push_back(l);
+    else
+      same->zeros_anyway |= l.zeros_anyway;
   }
   for (const AtomicGradient &a : other.atomic_gradients)
     if (std::none_of(atomic_gradients.begin(), atomic_gradients.end(), [&](const AtomicGradient &o) {

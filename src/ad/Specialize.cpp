@@ -434,6 +434,13 @@ class Specializer {
       flags_only.layout_assumptions = s.backward.layout_assumptions;
       out.add_buffer_needs(flags_only);
     }
+    // A specialization that writes a gradient without the flag (atomically, or not at all: an input it does not
+    // load) needs its zeros whatever the flag.
+    for (Backward::LayoutAssumption &l : out.layout_assumptions)
+      for (const Specialization &s : specs_)
+        if (std::none_of(s.backward.layout_assumptions.begin(), s.backward.layout_assumptions.end(),
+                         [&](const Backward::LayoutAssumption &o) { return o.input == l.input; }))
+          l.zeros_anyway = true;
     // The dispatcher's signature, in the order a single backward's would be.
     const std::vector<std::string> extra = out.parameters_after_forward();
     // Every argument of every specialization has its place, and no two take the same one.

@@ -454,8 +454,12 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     } else if (zeros) {
       e["contents"] = "zeros";
       e["why"] = "the backward adds to it (atomics, or additions in place) or does not write every element";
+      const bool zeros_anyway = std::any_of(bwd.layout_assumptions.begin(), bwd.layout_assumptions.end(),
+                                            [&](const ad::Backward::LayoutAssumption &l) {
+                                              return l.input == of && l.zeros_anyway;
+                                            });
       for (const ad::Backward::LayoutAssumption &l : bwd.layout_assumptions)
-        if (l.input == of) {
+        if (l.input == of && !zeros_anyway) {
           e["zeros_unless"] = l.flag;
           e["why"] = "the backward stores every element the forward loads where " + l.flag + " is 1, and adds "
                      "atomically into zeros where it is 0";

@@ -1008,6 +1008,48 @@ run annotated_scalar "$TMP/annotated_scalar.py" --wrt X
 expect_rc annotated_scalar_exit_0 0 annotated_scalar
 expect_grep annotated_scalar_header "$TMP/annotated_scalar.out" "^# Generic: the same backward for X = \\*fp32, \\*fp16, \\*bf16; Y = \\*fp32, \\*fp16, \\*bf16\\.$"
 
+# A gradient stored under a layout flag inside a runtime if: where the branch is not taken nothing is stored, so
+# the buffer's zeros are needed whatever the flag (no "zeros_unless"), as torch's gradient there is 0.
+cat > "$TMP/flag_in_branch.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def branch_kernel(X, Y, n, stride, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    y = tl.zeros([BLOCK], dtype=tl.float32)
+    if n > 0:
+        x = tl.load(X + pid * stride + offs)
+        y = x * 2.0
+    tl.store(Y + pid * BLOCK + offs, y)
+EOF
+run flag_in_branch "$TMP/flag_in_branch.py" --wrt X --emit json
+expect_rc flag_in_branch_exit_0 0 flag_in_branch
+expect_grep flag_in_branch_flag "$TMP/flag_in_branch.out" '"name": "X_disjoint"'
+expect_no_grep flag_in_branch_zeros_kept "$TMP/flag_in_branch.out" '"zeros_unless"'
+
+# Two loads at shifted offsets (a rotary kernel's halves) that together read each address once: plain stores,
+# decided from the numbers (a pair per lane: X + 2 * offs and X + 2 * offs + 1 under offs < n).
+cat > "$TMP/pairs.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def pairs_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(X + 2 * offs, mask=mask, other=0.0)
+    b = tl.load(X + 2 * offs + 1, mask=mask, other=0.0)
+    tl.store(Y + offs, a * b, mask=mask)
+EOF
+run pairs "$TMP/pairs.py" --wrt X
+expect_rc pairs_exit_0 0 pairs
+expect_no_grep pairs_no_atomics "$TMP/pairs.out" 'atomic_add'
+expect_grep pairs_plain_store "$TMP/pairs.out" 'tl.store\(dX'
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then

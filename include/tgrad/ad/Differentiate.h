@@ -269,12 +269,16 @@ struct Backward {
   // keep a box of indices apart (AccessDecision::layout: `(pid // H) * stride_z + (pid % H) * stride_h + rows *
   // stride_m + cols`), else (an expanded view: stride 0) added atomically: the kernel chooses by `flag`, a runtime
   // parameter the launcher sets to 1 where the box's cells are apart ({"disjoint": [extents, strides]}). The
-  // gradient buffer starts at zero, which a launcher may skip where the flag is 1.
+  // gradient buffer starts at zero, which a launcher may skip where the flag is 1 and the forward loads every element
+  // (and no store runs under a runtime if: zeros_anyway).
   struct LayoutAssumption {
     std::string input;  // the forward's pointer parameter whose gradient is stored so
     std::string kernel;  // the kernel that stores it ("": the backward kernel)
     std::string flag;    // the kernels' parameter: 1 where the cells are apart
     std::vector<std::pair<std::shared_ptr<const ast::Expr>, std::shared_ptr<const ast::Expr>>> extent_stride;
+    // A store it guards runs under a runtime if: elements a skipped branch does not store keep the buffer's zeros,
+    // which no launcher may then skip, whatever the flag.
+    bool zeros_anyway = false;
   };
   std::vector<LayoutAssumption> layout_assumptions;
   // Whether no two cells of a box of indices i_k in [0, extent_k) at sum(i_k * stride_k) meet, given (stride,

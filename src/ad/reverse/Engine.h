@@ -732,6 +732,9 @@ class Engine {
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why
+  // Pointer parameters whose loads read disjoint addresses (AccessAnalysis::classify_layout_union) -> the loads'
+  // pointers, in program order, and their one mask.
+  std::map<std::string, std::pair<std::vector<std::string>, std::string>> disjoint_loads_;
   std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
   std::vector<MemoryOp> memory_;
   std::optional<std::set<std::string>> kernel_reads_;       // every name the ANF kernel reads (computed once, if needed)

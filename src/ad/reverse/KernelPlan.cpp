@@ -333,10 +333,26 @@ std::optional<Backward> Engine::build_kernel() {
       shared_bases_[base] = "another load through '" + base + "' may share addresses with other programs";
   // Loads of one buffer at offsets not proven equal (`X + o` and `X + o + 1`):
   // one program's addresses may be another's, so their gradients meet.
-  for (const auto &[base, keys] : offset_keys_)
-    if (keys.size() > 1 && !partial_bases_.count(base) && !shared_bases_.count(base))
-      shared_bases_[base] = "the loads through '" + base + "' have offsets not proven equal: one program's "
-                            "addresses may be another's";
+  // Unless they are shifted copies of one offset that together give each address one program, lane and load (a
+  // rotary kernel's halves): then each load's gradient is stored on its own.
+  for (const auto &[base, keys] : offset_keys_) {
+    if (keys.size() <= 1 || partial_bases_.count(base) || shared_bases_.count(base)) continue;
+    std::vector<std::string> pointers;
+    std::set<std::string> masks;
+    bool top_level = true;
+    for (const MemoryOp &m : memory_)
+      if (!m.store && m.base == base) {
+        pointers.push_back(m.pointer);
+        masks.insert(m.mask);
+        top_level &= m.loop_depth() == 0;
+      }
+    if (top_level && masks.size() == 1 && access.classify_layout_union(pointers, *masks.begin())) {
+      disjoint_loads_[base] = {pointers, *masks.begin()};
+      continue;
+    }
+    shared_bases_[base] = "the loads through '" + base + "' have offsets not proven equal: one program's "
+                          "addresses may be another's";
+  }
   find_final_reads(access);
   // 2. Activity: loads through a --wrt pointer start it.
   for (bool changed = true; changed;) {

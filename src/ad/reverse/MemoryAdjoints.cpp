@@ -2,6 +2,7 @@
 // upstream gradients of stores, and where the gradient of each load is
 // written (as src/ad/reverse/MemorySchedule.h decides).
 #include "src/ad/reverse/Engine.h"
+#include "tgrad/ast/Equal.h"
 #include "src/ad/reverse/MemorySchedule.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -95,10 +96,21 @@ StmtPtr Engine::store_where_apart(const std::string &input, const std::string &k
                                   std::vector<std::pair<ExprPtr, ExprPtr>> &&layout, StmtPtr store, StmtPtr add,
                                   const std::function<std::string(const std::string &flag)> &comment,
                                   std::vector<Backward::LayoutAssumption> &assumptions) {
-  const std::string flag = names_.fresh(input + "_disjoint");
-  Backward::LayoutAssumption assumed{input, kernel, flag, {}};
-  for (auto &[extent, stride] : layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
-  assumptions.push_back(std::move(assumed));
+  // One flag per input, kernel and box: the loads of a rotary kernel's two halves share theirs.
+  std::string flag;
+  for (const Backward::LayoutAssumption &a : assumptions) {
+    bool same = a.input == input && a.kernel == kernel && a.extent_stride.size() == layout.size();
+    for (size_t k = 0; same && k < layout.size(); ++k)
+      same = ast::equal(*a.extent_stride[k].first, *layout[k].first) &&
+             ast::equal(*a.extent_stride[k].second, *layout[k].second);
+    if (same) flag = a.flag;
+  }
+  if (flag.empty()) {
+    flag = names_.fresh(input + "_disjoint");
+    Backward::LayoutAssumption assumed{input, kernel, flag, {}};
+    for (auto &[extent, stride] : layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
+    assumptions.push_back(std::move(assumed));
+  }
   StmtList then_store, else_add;
   then_store.push_back(std::move(store));
   else_add.push_back(std::move(add));
@@ -187,7 +199,11 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   }
   if (!gradient_buffer_.count(op.base)) return;  // `other` only
   LoadFacts facts;
-  facts.access = access.classify_load(op.pointer, op.mask);
+  auto disjoint = disjoint_loads_.find(op.base);
+  std::optional<AccessDecision> together;
+  if (disjoint != disjoint_loads_.end())
+    together = access.classify_layout_union(disjoint->second.first, disjoint->second.second);
+  facts.access = together ? std::move(*together) : access.classify_load(op.pointer, op.mask);
   facts.loop_depth = op.loop_depth();
   facts.in_branch = op.in_branch;
   facts.register_tile_fits = register_tile_dims(op).has_value();
@@ -200,6 +216,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   buffer.read_back = final_reads_.count(&op) > 0;
   buffer.in_place = in_place_.count(op.base) > 0 || buffer.read_back;
   buffer.written_before = contributions_[op.base];
+  buffer.disjoint_loads = together.has_value();
   WriteDecision d = decide_gradient_write(std::move(facts), buffer);
   // A layout-guarded store is only for a gradient stored once, by one plain store: else the additions stay atomic.
   if (!d.access.layout.empty() && d.how != GradientWrite::PlainStore) {
@@ -266,7 +283,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
         needs_zeros_.insert(op.base);
         std::vector<Keyword> atomic_kws = kws();
         atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
-        emit_stmt(store_where_apart(
+        StmtPtr branch = store_where_apart(
             op.base, "", std::move(d.access.layout),
             std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())),
             std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
@@ -274,7 +291,12 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
               return "One program and lane per address where the strides keep the rows apart (" + flag +
                      ", from the launcher); else (an expanded view) the rows' gradients add";
             },
-            layout_assumptions_));
+            layout_assumptions_);
+        // Under a runtime if, a store may not run: its elements keep the buffer's zeros whatever the flag.
+        if (d.buffer_starts_at_zero)
+          for (Backward::LayoutAssumption &a : layout_assumptions_)
+            if (a.flag == cast<Name>(cast<If>(branch.get())->cond.get())->id) a.zeros_anyway = true;
+        emit_stmt(std::move(branch));
       } else if (d.how == GradientWrite::PlainStore) {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {

@@ -50,9 +50,11 @@ WriteDecision decide_gradient_write(LoadFacts facts, const BufferFacts &buffer) 
     const std::string assuming = d.kind == AccessDecision::Kind::InjectiveAssuming && d.assumption
                                      ? ", assuming " + emit::print_expr(*d.assumption)
                                      : "";
+    // (Loads at disjoint addresses, disjoint_loads, each write their own: a plain store each, in place an addition
+    // each, and the buffer starts at zero only where a store may not run.)
     const bool once = facts.loop_depth == 0 || (facts.loop_depth == 1 && d.walks_loop);
-    const bool plain = !buffer.in_place && buffer.written_before == 0 && once &&
-                       (buffer.loads == 1 || buffer.mask_variants == 1);
+    const bool plain = !buffer.in_place && (buffer.written_before == 0 || buffer.disjoint_loads) && once &&
+                       (buffer.loads == 1 || buffer.mask_variants == 1 || buffer.disjoint_loads);
     out.counts_as_written = true;
     if (plain) {
       out.how = GradientWrite::PlainStore;

@@ -57,6 +57,9 @@ struct BufferFacts {
   bool in_place = false;      // the kernel also stores to it: one buffer holds both gradients
   bool read_back = false;     // this load reads back what the kernel stored there (the final contents)
   int written_before = 0;     // gradients of earlier loads written to it as stores or additions
+  // Its loads read disjoint addresses, together one program and lane per address (AccessAnalysis::
+  // classify_layout_union: a rotary kernel's two halves): each load's gradient is stored on its own.
+  bool disjoint_loads = false;
 };
 
 struct WriteDecision {

@@ -238,7 +238,7 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
                                          "addition each";
                                 },
                                 result.layout_assumptions);
-          flag = result.layout_assumptions.back().flag;  // (the one store_where_apart added)
+          flag = cast<Name>(cast<If>(s.get())->cond.get())->id;  // (the flag store_where_apart tests)
         }
         rewritten = true;
       }

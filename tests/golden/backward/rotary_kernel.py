@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, dOUT):
+def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, dOUT, Q_disjoint):
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
@@ -19,6 +19,7 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     Q_plus_offsets = Q + offsets
     dQ_plus_offsets = dQ + offsets
     a = tl.load(Q_plus_offsets, mask=mask, other=0.0)
+    dQ_plus_offsets_2_plus_HALF = dQ_plus_offsets + HALF
     b = tl.load(Q_plus_offsets + HALF, mask=mask, other=0.0)
     dOUT_plus_offsets = dOUT + offsets
     dOUT_plus_offsets_2_plus_HALF = dOUT_plus_offsets + HALF
@@ -41,12 +42,18 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dQ_plus_offsets + HALF, bb, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_plus_offsets_2_plus_HALF, bb, mask=mask)
+    else:
+        tl.atomic_add(dQ_plus_offsets_2_plus_HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(Q + offsets, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_plus_offsets, ba, mask=mask)
+    else:
+        tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
     tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))

@@ -64,9 +64,7 @@ def signed_rotation_kernel_bwd(X, C, S, YA, YB, n, INVERSE: tl.constexpr, BLOCK:
     tl.store(dC + offs, bc, mask=mask)
 
     # Grad of: b = tl.load(X + 2 * offs + 1, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dX_plus_offs_times_two + 1, bb, mask=mask, sem="relaxed")
+    tl.store(dX_plus_offs_times_two + 1, bb, mask=mask)
 
     # Grad of: a = tl.load(X + 2 * offs, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dX_plus_offs_times_two, ba, mask=mask, sem="relaxed")
+    tl.store(dX_plus_offs_times_two, ba, mask=mask)

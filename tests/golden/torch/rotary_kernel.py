@@ -37,7 +37,7 @@ def rotary_kernel(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.const
 
 
 @triton.jit
-def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, dOUT):
+def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, dOUT, Q_disjoint):
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
@@ -50,6 +50,7 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     Q_plus_offsets = Q + offsets
     dQ_plus_offsets = dQ + offsets
     a = tl.load(Q_plus_offsets, mask=mask, other=0.0)
+    dQ_plus_offsets_2_plus_HALF = dQ_plus_offsets + HALF
     b = tl.load(Q_plus_offsets + HALF, mask=mask, other=0.0)
     dOUT_plus_offsets = dOUT + offsets
     dOUT_plus_offsets_2_plus_HALF = dOUT_plus_offsets + HALF
@@ -72,12 +73,18 @@ def rotary_kernel_bwd(Q, COS, SIN, OUT, n_heads, HEADS: tl.constexpr, HALF: tl.c
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(Q + offsets + HALF, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dQ_plus_offsets + HALF, bb, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_plus_offsets_2_plus_HALF, bb, mask=mask)
+    else:
+        tl.atomic_add(dQ_plus_offsets_2_plus_HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(Q + offsets, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if Q_disjoint:
+        tl.store(dQ_plus_offsets, ba, mask=mask)
+    else:
+        tl.atomic_add(dQ_plus_offsets, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
     tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))
@@ -847,12 +854,14 @@ rotary_kernel_forward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_forw
 def _tgrad_rotary_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], OUT: typing.Optional[torch.Tensor], n_heads: int, HEADS: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], dOUT: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(Q, COS, SIN, OUT)
-    dQ = _tgrad_float32_zeros_like(Q)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'Q' (2 * HALF * n_heads over tl.num_programs(0), 2 * HALF over n_heads, 1 over HALF, HALF over 2) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    Q_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], n_heads, HALF, 2), (((2 * HALF) * n_heads), (2 * HALF), 1, HALF)) else 0)
+    dQ = _tgrad_zeros_like(Q) if Q_disjoint else _tgrad_float32_zeros_like(Q)  # the backward stores every element the forward loads where Q_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the forward may write an address of OUT more than once.
     dOUT = _tgrad_consumed_upstream(dOUT, OUT)
-    _tgrad_launcher(rotary_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, COS, SIN, OUT, n_heads, HEADS, HALF, dQ=dQ, dCOS=dCOS, dSIN=dSIN, dOUT=dOUT, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(rotary_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, COS, SIN, OUT, n_heads, HEADS, HALF, dQ=dQ, dCOS=dCOS, dSIN=dSIN, dOUT=dOUT, Q_disjoint=Q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(dCOS, COS)), _tgrad_out(_tgrad_unaliased(dSIN, SIN))
 
 

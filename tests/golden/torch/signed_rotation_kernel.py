@@ -98,12 +98,10 @@ def signed_rotation_kernel_bwd(X, C, S, YA, YB, n, INVERSE: tl.constexpr, BLOCK:
     tl.store(dC + offs, bc, mask=mask)
 
     # Grad of: b = tl.load(X + 2 * offs + 1, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dX_plus_offs_times_two + 1, bb, mask=mask, sem="relaxed")
+    tl.store(dX_plus_offs_times_two + 1, bb, mask=mask)
 
     # Grad of: a = tl.load(X + 2 * offs, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dX_plus_offs_times_two, ba, mask=mask, sem="relaxed")
+    tl.store(dX_plus_offs_times_two, ba, mask=mask)
 
 
 
@@ -870,11 +868,11 @@ signed_rotation_kernel_forward = torch.library.custom_op("tgrad_torch_signed_rot
 def _tgrad_signed_rotation_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], C: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], YA: typing.Optional[torch.Tensor], YB: typing.Optional[torch.Tensor], n: typing.Union[int, float, bool], INVERSE: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dYA: typing.Optional[torch.Tensor], dYB: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, C, S, YA, YB)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dC = _tgrad_zeros_like(C)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dS = _tgrad_zeros_like(S)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     _TgradUnpipelinedFallback(signed_rotation_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, C, S, YA, YB, n, INVERSE, BLOCK, dX=dX, dC=dC, dS=dS, dYA=dYA, dYB=dYB, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(dC, C)), _tgrad_out(_tgrad_unaliased(dS, S))
+    return _tgrad_out(_tgrad_unaliased(dX, X)), _tgrad_out(_tgrad_unaliased(dC, C)), _tgrad_out(_tgrad_unaliased(dS, S))
 
 
 signed_rotation_kernel_backward = torch.library.custom_op("tgrad_torch_signed_rotation_kernel::signed_rotation_kernel_backward", mutates_args=())(_tgrad_signed_rotation_kernel_backward)

@@ -894,12 +894,12 @@ varlen_gate_kernel_forward = torch.library.custom_op("tgrad_torch_varlen_gate_ke
 def _tgrad_varlen_gate_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], cu_seqlens: typing.Optional[torch.Tensor], T: typing.Union[int, float, bool], D: int, IS_VARLEN: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BD: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, G, Y, cu_seqlens)
-    # 1 where the strides keep the cells of 'X' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
-    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'G' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     G_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
-    dG = _tgrad_zeros_like(G) if G_disjoint else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
     _TgradUnpipelinedFallback(varlen_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, BT, BD, dX=dX, dG=dG, dY=dY, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 

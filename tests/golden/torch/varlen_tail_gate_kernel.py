@@ -913,9 +913,9 @@ def _tgrad_varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: typ
     # 1 where the strides keep the cells of 'X' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     X_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
     dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'G' (D over T, D * T over tl.num_programs(1), 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     G_disjoint = (1 if _tgrad_disjoint((T, tgrad_grid[1], D), (D, (D * T), 1)) else 0)
-    dG = _tgrad_zeros_like(G) if G_disjoint else _tgrad_float32_zeros_like(G)  # the backward stores every element the forward loads where G_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     _tgrad_launcher(varlen_tail_gate_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, dX=dX, dG=dG, dY=dY, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
