@@ -225,6 +225,9 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
     d.what = "tl.atomic_add";
     d.comment = "atomic: the gradient is added more than once here (a plain store per program would need the strides "
                 "to keep the rows apart, and one store per element)";
+    d.access.reason = "it adds to another gradient of '" + op.base + "' (" +
+                      (buffer.in_place ? "the buffer is updated in place" : "the buffer is loaded more than once") +
+                      "), which a store chosen by the launch's strides cannot (" + d.access.reason + ")";
     d.access.layout.clear();
   }
   if (d.counts_as_written) ++contributions_[op.base];
