@@ -136,5 +136,41 @@ if DEV == "cuda":
         for name, got, want in (("dQ", q.grad, qr.grad), ("dK", k1.grad, kr.grad), ("dV", v1.grad, vr.grad)):
             check(f"attention, K and V expanded over heads ({mode}): {name}", got, want, tol=2e-2)
 
+# The matmul's owners store dA and dB once per element where the strides keep the cells apart (a_ptr_disjoint,
+# b_ptr_disjoint), leaving out the rows past M that `offs_cm % M` wraps onto the first rows: A passed transposed
+# (strides (1, M): apart, the plain stores with other strides), A as one row expanded over M (stride 0: the owners
+# add atomically into the one row), B as one column expanded over N (stride 0). Ragged sizes, none a multiple of a
+# block.
+if DEV == "cuda":
+    matmul = load("matmul_kernel_no_activation")
+    M, K, N = 300, 200, 260
+    for mode in modes:
+        for layout in ("A transposed", "A one row expanded", "B one column expanded"):
+            a_src = (torch.randn(K, M, generator=gen, device=DEV) if layout == "A transposed" else
+                     torch.randn(1, K, generator=gen, device=DEV) if layout == "A one row expanded" else
+                     torch.randn(M, K, generator=gen, device=DEV)).half().requires_grad_()
+            b_src = (torch.randn(K, 1, generator=gen, device=DEV) if layout == "B one column expanded" else
+                     torch.randn(K, N, generator=gen, device=DEV)).half().requires_grad_()
+            wc = torch.randn(M, N, generator=gen, device=DEV)
+
+            def views(a_src, b_src):
+                a = a_src.t() if layout == "A transposed" else a_src.expand(M, K)
+                return a, b_src.expand(K, N)
+
+            def run(a_src, b_src):
+                a, b = views(a_src, b_src)
+                c = torch.empty(M, N, device=DEV, dtype=torch.float16)
+                grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]), triton.cdiv(N, meta["BLOCK_SIZE_N"]))  # noqa: E731
+                out = matmul.matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                                 c.stride(0), c.stride(1), ACTIVATION="")
+                return (out.c_ptr.float() * wc).sum()
+
+            (torch.compile(run, fullgraph=True) if mode == "compile" else run)(a_src, b_src).backward()
+            ar, br = (t.detach().double().requires_grad_() for t in (a_src, b_src))
+            a_ref, b_ref = views(ar, br)
+            ((a_ref @ b_ref) * wc.double()).sum().backward()
+            check(f"matmul, {layout} ({mode}): dA", a_src.grad, ar.grad, tol=1e-2)
+            check(f"matmul, {layout} ({mode}): dB", b_src.grad, br.grad, tol=1e-2)
+
 print(f"{failures} failures")
 sys.exit(1 if failures else 0)

@@ -148,8 +148,22 @@ def _tgrad_new_like(t):
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
+def _tgrad_cells(t, dtype):
+    """Zeros for the memory cells of `t`, an input whose elements share cells (an expanded view): one flat
+    buffer over the span its strides reach, which the kernel indexes with t's strides as it would a
+    buffer strided like t. Not a tensor with t's overlapping strides: torch.compile may give a kernel that
+    writes into such a tensor a dense copy instead (measured: the matmul's dB of a column expanded over N,
+    all wrong under torch.compile(fullgraph=True) before 2026-11-27)."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if size > 0)
+    return torch.zeros(span, dtype=dtype, device=t.device)
+
+
 def _tgrad_zeros_like(t):
-    return None if t is None else _tgrad_new_like(t).zero_()
+    if t is None:
+        return None
+    if _tgrad_overlaps(t):
+        return _tgrad_cells(t, t.dtype)
+    return _tgrad_new_like(t).zero_()
 
 
 def _tgrad_float32_zeros_like(t):
@@ -157,6 +171,8 @@ def _tgrad_float32_zeros_like(t):
     keeps float32 sums, cast to t's dtype once at the end."""
     if t is None:
         return None
+    if _tgrad_overlaps(t):
+        return _tgrad_cells(t, torch.float32)
     return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
 
 
@@ -187,7 +203,9 @@ def _tgrad_unaliased(g, like):
     first[1:] = ordered[1:] != ordered[:-1]
     keep = torch.zeros_like(first)
     keep[order[first]] = True
-    values = g.reshape(-1)  # (each element's cell, copied)
+    # Each element's cell: gathered from the flat buffer of cells (_tgrad_cells), or copied by reshape from a
+    # buffer strided like the input.
+    values = g.reshape(-1) if tuple(g.shape) == tuple(like.shape) else g[flat]
     return torch.where(keep, values, torch.zeros((), dtype=g.dtype, device=g.device)).reshape(like.shape)
 
 
