@@ -246,6 +246,13 @@ class RoleFinder {
       for (const Keyword &k : c.keywords)
         for (const std::string &r : loaded_from(*k.value)) integer_pointers_.insert(r);
     }
+    // A product accumulated in integers (`tl.dot(a, b, out_dtype=tl.int32)`, an int8 matmul): its operands are
+    // integers, and so is what their loads read.
+    if (callee == "tl.dot")
+      if (const Expr *out = call_argument(c, 3, "out_dtype"); out && is_tl_dtype(out))
+        if (const std::string t = cast<Attribute>(out)->attr; t.find("int") != std::string::npos)
+          for (size_t k = 0; k < 2 && k < c.args.size(); ++k)
+            for (const std::string &r : loaded_from(*c.args[k])) integer_pointers_.insert(r);
     // tl.gather's index (also `x.gather(index, axis)`; a name bound to tl.gather is callee_of's "tl.gather"):
     // integers.
     const bool method = isa<Attribute>(c.func.get()) && cast<Attribute>(c.func.get())->attr == "gather" &&
@@ -755,7 +762,8 @@ class GenericDifferentiation {
     for (size_t k : integer_pointers_)
       if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
         diags_.error(fn_.params[k].span, "'" + pname(k) + "' points to integers, as far as tgrad can tell (what '" +
-                                             fn_.name + "' loads through it is used as an integer: in an address, as a random seed or a gather index, or as the "
+                                             fn_.name + "' loads through it is used as an integer: in an address, as a random seed or a gather index, in a bit "
+                                             "operation, as an operand of a tl.dot accumulated in integers, or as the "
                                              "value of a loop-carried integer): it carries no "
                                              "gradient. Leave it out of --wrt, or give its type: --arg " + pname(k) +
                                              "=*fp32");

@@ -1050,6 +1050,23 @@ expect_rc pairs_exit_0 0 pairs
 expect_no_grep pairs_no_atomics "$TMP/pairs.out" 'atomic_add'
 expect_grep pairs_plain_store "$TMP/pairs.out" 'tl.store\(dX'
 
+# An int8 matmul (a product accumulated in int32): the pointers it loads hold integers, with no gradient to give.
+cat > "$TMP/int8_dot.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def int8_dot_kernel(A, B, C, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    a = tl.load(A + r[:, None] * BLOCK + r[None, :])
+    b = tl.load(B + r[:, None] * BLOCK + r[None, :])
+    tl.store(C + r[:, None] * BLOCK + r[None, :], tl.dot(a, b, out_dtype=tl.int32))
+EOF
+run int8_dot "$TMP/int8_dot.py" --wrt A
+expect_rc int8_dot_exit_1 1 int8_dot
+expect_grep int8_dot_error "$TMP/int8_dot.err" "int8_dot.py:[0-9]+:[0-9]+: error: 'A' points to integers, as far as tgrad can tell .*tl.dot accumulated in integers"
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then
