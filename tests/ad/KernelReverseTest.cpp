@@ -454,6 +454,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "    h = tl.zeros([B], dtype=tl.float32)\n    for _ in range(0, T):\n"
                    "        h = h * tl.load(p) + tl.load(p)\n        tl.store(q, h)\n"
                    "        p += (-1 if REVERSE else 1) * B\n        q += (-1 if REVERSE else 1) * B\n"},
+        // rwkv6's spelling: `(-1 if not REVERSE else 1)`, in a loop that counts down.
+        KernelCase{"", "k", {2, 1, 1}, {"X=fp32[2,5,8]", "Y=fp32[2,5,8]:zeros", "T=5"}, {"REVERSE=False", "B=8"}, {"X"},
+                   {"the loop's carried 'p' steps by"}, "import triton\nimport triton.language as tl\n@triton.jit\n"
+                   "def k(X, Y, T, REVERSE: tl.constexpr, B: tl.constexpr):\n"
+                   "    base = tl.program_id(0) * T + ((T - 1) if not REVERSE else 0)\n"
+                   "    p = X + base * B + tl.arange(0, B)\n    q = Y + base * B + tl.arange(0, B)\n"
+                   "    h = tl.zeros([B], dtype=tl.float32)\n    for _ in range(T - 1, -1, -1):\n"
+                   "        h = h * tl.load(p) + tl.load(p)\n        tl.store(q, h)\n"
+                   "        p += (-1 if not REVERSE else 1) * B\n        q += (-1 if not REVERSE else 1) * B\n"},
         // Scans: a running sum with a user combine function; a first-order recurrence over (coefficient, state)
         // pairs, forwards and reversed, beside a reversed tl.cumsum.
         KernelCase{"scan", "running_sum_kernel", {3, 1, 1},

@@ -169,10 +169,11 @@ std::optional<ExprPtr> Engine::loop_invariant(const Expr &e, const StmtList &bod
     if (!r) return std::nullopt;
     return ExprPtr(std::make_unique<BinOp>(b->op, std::move(*l), std::move(*r)));
   }
-  if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) {
+  // (`not REVERSE` too: the condition of fla's `(-1 if not REVERSE else 1)`.)
+  if (auto *u = dyn_cast<UnaryOp>(&e); u && (u->op == UnaryOpKind::Neg || u->op == UnaryOpKind::Not)) {
     std::optional<ExprPtr> x = loop_invariant(*u->operand, body, assigned, depth + 1);
     if (!x) return std::nullopt;
-    return ExprPtr(std::make_unique<UnaryOp>(UnaryOpKind::Neg, std::move(*x)));
+    return ExprPtr(std::make_unique<UnaryOp>(u->op, std::move(*x)));
   }
   // `(-1 if REVERSE else 1)` on a tl.constexpr (fla's recurrent kernels): known when Triton compiles.
   if (auto *i = dyn_cast<IfExp>(&e)) {
