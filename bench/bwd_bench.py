@@ -805,9 +805,7 @@ def bench_attention(gen, Z, H, N, D, causal, tmp, through_module=True):
     protocol = json.load(open(f"tests/golden/backward/protocol_attention{'_causal' if causal else ''}_kernel.json"))
     flags = layout_flags(protocol, fwd.attn_fwd_kernel, (q, k, v, sm_scale, lse, out, *strides, H, N), grid,
                          HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, IS_CAUSAL=causal)
-    zeroed = [{"dQ": dq, "dK": dk, "dV": dv}[p["name"]] for p in protocol["parameters"]
-              if p.get("role") == "input gradient" and p.get("contents") == "zeros"
-              and flags.get(p.get("zeros_unless")) != 1]
+    zeroed = zeroed_gradients(f"attention{'_causal' if causal else ''}_kernel", {"Q": dq, "K": dk, "V": dv}, flags)
 
     def gen_fn():
         for g in zeroed:

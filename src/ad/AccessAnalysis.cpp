@@ -164,18 +164,11 @@ bool AccessAnalysis::never_negative(const Affine &form) const {
   if (!form.valid || form.shifted || form.grid_stride || !form.loops.empty() || !form.radix.empty()) return false;
   const std::set<std::string> constexprs = constexpr_params(fn_);
   auto positive = [&](const std::string &coefficient) {
-    size_t start = 0;
-    while (true) {
-      const size_t end = coefficient.find('*', start);
-      const std::string factor = coefficient.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (std::optional<long long> v = integer_text(factor)) {
-        if (*v <= 0) return false;
-      } else if (!constexprs.count(factor)) {
-        return false;
-      }
-      if (end == std::string::npos) return true;
-      start = end + 1;
+    for (const std::string &factor : coefficient_factors(coefficient)) {
+      std::optional<long long> v = integer_text(factor);
+      if (v ? *v <= 0 : !constexprs.count(factor)) return false;
     }
+    return true;
   };
   for (const auto &[axis, coefficient] : form.pid)
     if (!positive(coefficient)) return false;

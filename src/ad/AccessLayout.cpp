@@ -24,21 +24,25 @@ namespace {
 // An expression of a coefficient or extent text: a product of integers and names ("BLOCK_M*stride_qm").
 ExprPtr product_expr(const std::string &text) {
   ExprPtr out;
-  size_t start = 0;
-  while (true) {
-    const size_t end = text.find('*', start);
-    const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  for (const std::string &factor : coefficient_factors(text)) {
     ExprPtr f;
     if (std::optional<long long> v = integer_text(factor); v && *v >= 0)
       f = std::make_unique<IntLit>(static_cast<uint64_t>(*v), "");
     else
       f = std::make_unique<Name>(factor);
     out = out ? std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(out), std::move(f)) : std::move(f);
-    if (end == std::string::npos) break;
-    start = end + 1;
   }
   return out;
 }
+
+// Sets a flag or a set of the analysis for the scope of a query (mutable state the affine forms read), and clears it
+// after.
+template <class T>
+struct Scoped {
+  T &held;
+  Scoped(T &h, T value) : held(h) { held = std::move(value); }
+  ~Scoped() { held = T{}; }
+};
 
 ExprPtr num_programs(int axis) {
   ExprList args;
@@ -64,25 +68,14 @@ std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(
     const std::string &pointer, const std::string &mask, int summed_axis, const std::string &loop_var,
     const std::set<std::pair<std::string, std::string>> &in_bounds) const {
   if (summed_axis < 0 || loop_var.empty()) return std::nullopt;
-  struct Bounds {
-    std::set<std::pair<std::string, std::string>> &held;
-    Bounds(std::set<std::pair<std::string, std::string>> &h, const std::set<std::pair<std::string, std::string>> &b)
-        : held(h) {
-      held = b;
-    }
-    ~Bounds() { held.clear(); }
-  } bounds(in_bounds_, in_bounds);
+  Scoped<std::set<std::pair<std::string, std::string>>> bounds(in_bounds_, in_bounds);
   return layout_box(pointer, mask, summed_axis, loop_var);
 }
 
 std::optional<AccessDecision> AccessAnalysis::classify_layout_union(const std::vector<std::string> &pointers,
                                                                    const std::string &mask) const {
   if (pointers.size() < 2) return std::nullopt;
-  struct Guard {
-    bool &flag;
-    explicit Guard(bool &f) : flag(f) { flag = true; }
-    ~Guard() { flag = false; }
-  } guard(general_);
+  Scoped<bool> general(general_, true);
   // The same affine form; the parts the same everywhere the same but for one shift each (none for the first).
   std::vector<Offset> chains;
   for (const std::string &p : pointers) {
@@ -125,11 +118,7 @@ std::optional<AccessDecision> AccessAnalysis::classify_layout_union(const std::v
 std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &pointer, const std::string &mask,
                                                           int summed_axis, const std::string &loop_var,
                                                           const std::pair<std::string, int64_t> *selector) const {
-  struct Guard {
-    bool &flag;
-    explicit Guard(bool &f) : flag(f) { flag = true; }
-    ~Guard() { flag = false; }
-  } guard(general_);
+  Scoped<bool> general(general_, true);
   Offset chain = offset_of(pointer, false);
   if (!chain.why.empty() || !chain.form.valid) return std::nullopt;
   const Affine &form = chain.form;
@@ -161,14 +150,9 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   for (const Param &p : fn_.params) params.insert(p.name);
   auto launch_value = [&](const std::string &text) {
     if (text.empty()) return false;
-    size_t start = 0;
-    while (true) {
-      const size_t end = text.find('*', start);
-      const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    for (const std::string &factor : coefficient_factors(text))
       if (!integer_text(factor) && !params.count(factor)) return false;
-      if (end == std::string::npos) return true;
-      start = end + 1;
-    }
+    return true;
   };
   // The bound a mask puts on a unit index: a conjunct `x < E` where x is that lane tile, plus `pid * B` where it
   // walks blocks of programs along `axis`.
@@ -238,13 +222,8 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   // A product's factors by their values where -D gave them.
   auto product_value = [&](const std::string &text) {
     std::string out = "1";
-    size_t start = 0;
-    while (true) {
-      const size_t end = text.find('*', start);
-      out = multiply_coefficients(out, value_of(text.substr(start, end == std::string::npos ? std::string::npos : end - start)));
-      if (end == std::string::npos) return out;
-      start = end + 1;
-    }
+    for (const std::string &factor : coefficient_factors(text)) out = multiply_coefficients(out, value_of(factor));
+    return out;
   };
 
   struct Index {

@@ -29,22 +29,28 @@ inline std::optional<std::string> scalar_text(const Expr &e) {
   return std::nullopt;
 }
 
+// The factors of a product text, split at '*' ("BLOCK_M*stride_qm" -> BLOCK_M, stride_qm; "" -> one empty factor).
+inline std::vector<std::string> coefficient_factors(const std::string &text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find('*', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
 // The product of two coefficients as one canonical text: the integer factors multiplied, the names sorted, joined
 // by '*' ("BLOCK_M*stride_qm"), so that equal products compare equal as texts.
 inline std::string multiply_coefficients(const std::string &a, const std::string &b) {
   long long number = 1;
   std::vector<std::string> names;
-  for (const std::string &text : {a, b}) {
-    size_t start = 0;
-    while (true) {
-      const size_t end = text.find('*', start);
-      const std::string factor = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  for (const std::string &text : {a, b})
+    for (const std::string &factor : coefficient_factors(text)) {
       if (std::optional<long long> v = integer_text(factor)) number *= *v;
       else names.push_back(factor);
-      if (end == std::string::npos) break;
-      start = end + 1;
     }
-  }
   std::sort(names.begin(), names.end());
   std::string out = number != 1 || names.empty() ? std::to_string(number) : "";
   for (const std::string &n : names) out += (out.empty() ? "" : "*") + n;

@@ -321,13 +321,14 @@ class Engine {
   // into zeros: no zero fill, and no atomics.
   void store_owner_flushes(Function &bwd, Backward &result, const AccessAnalysis &access);
   // The gradient of `input` stored once per program and lane where the launch's strides keep the cells of
-  // `layout` (AccessDecision::layout, taken) apart, added atomically into zeros else: a fresh flag parameter
-  // (`<input>_disjoint`), the statement `if flag: <store> else: <add>`, and what the launcher must compute
-  // (appended to `assumptions`, for `kernel`: "" the backward kernel; the flag is its last element's).
+  // `layout` (AccessDecision::layout, taken) apart, added atomically into zeros else: a flag parameter
+  // (`<input>_disjoint`, the one an equal box of `input` in `kernel` already has, else a fresh one appended to
+  // `assumptions`; `kernel` "" the backward kernel) and the statement `if flag: <store> else: <add>`, whose test
+  // names it. `zeros_anyway`: the store may not run (a runtime if), so the buffer keeps its zeros whatever the flag.
   StmtPtr store_where_apart(const std::string &input, const std::string &kernel,
                             std::vector<std::pair<ExprPtr, ExprPtr>> &&layout, StmtPtr store, StmtPtr add,
                             const std::function<std::string(const std::string &flag)> &comment,
-                            std::vector<Backward::LayoutAssumption> &assumptions);
+                            std::vector<Backward::LayoutAssumption> &assumptions, bool zeros_anyway = false);
   // Where the backward kernel runs before the owners and computes the row statistics the prologue saves, it saves
   // them itself, at the rows of an output the forward stores in tiles of the statistic's shape (Backward::
   // SavedTile::like), and the prologue kernel goes.

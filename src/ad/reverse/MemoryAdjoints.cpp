@@ -95,22 +95,23 @@ void Engine::mirror_pointers(ExprPtr &e) {
 StmtPtr Engine::store_where_apart(const std::string &input, const std::string &kernel,
                                   std::vector<std::pair<ExprPtr, ExprPtr>> &&layout, StmtPtr store, StmtPtr add,
                                   const std::function<std::string(const std::string &flag)> &comment,
-                                  std::vector<Backward::LayoutAssumption> &assumptions) {
+                                  std::vector<Backward::LayoutAssumption> &assumptions, bool zeros_anyway) {
   // One flag per input, kernel and box: the loads of a rotary kernel's two halves share theirs.
-  std::string flag;
-  for (const Backward::LayoutAssumption &a : assumptions) {
+  Backward::LayoutAssumption *assumed = nullptr;
+  for (Backward::LayoutAssumption &a : assumptions) {
     bool same = a.input == input && a.kernel == kernel && a.extent_stride.size() == layout.size();
     for (size_t k = 0; same && k < layout.size(); ++k)
       same = ast::equal(*a.extent_stride[k].first, *layout[k].first) &&
              ast::equal(*a.extent_stride[k].second, *layout[k].second);
-    if (same) flag = a.flag;
+    if (same) assumed = &a;
   }
-  if (flag.empty()) {
-    flag = names_.fresh(input + "_disjoint");
-    Backward::LayoutAssumption assumed{input, kernel, flag, {}};
-    for (auto &[extent, stride] : layout) assumed.extent_stride.emplace_back(std::move(extent), std::move(stride));
-    assumptions.push_back(std::move(assumed));
+  if (!assumed) {
+    assumptions.push_back({input, kernel, names_.fresh(input + "_disjoint"), {}});
+    assumed = &assumptions.back();
+    for (auto &[extent, stride] : layout) assumed->extent_stride.emplace_back(std::move(extent), std::move(stride));
   }
+  assumed->zeros_anyway |= zeros_anyway;
+  const std::string flag = assumed->flag;
   StmtList then_store, else_add;
   then_store.push_back(std::move(store));
   else_add.push_back(std::move(add));
@@ -286,7 +287,8 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
         needs_zeros_.insert(op.base);
         std::vector<Keyword> atomic_kws = kws();
         atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
-        StmtPtr branch = store_where_apart(
+        // (Under a runtime if, a store may not run: its elements keep the buffer's zeros whatever the flag.)
+        emit_stmt(store_where_apart(
             op.base, "", std::move(d.access.layout),
             std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())),
             std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
@@ -294,12 +296,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
               return "One program and lane per address where the strides keep the rows apart (" + flag +
                      ", from the launcher); else (an expanded view) the rows' gradients add";
             },
-            layout_assumptions_);
-        // Under a runtime if, a store may not run: its elements keep the buffer's zeros whatever the flag.
-        if (d.buffer_starts_at_zero)
-          for (Backward::LayoutAssumption &a : layout_assumptions_)
-            if (a.flag == cast<Name>(cast<If>(branch.get())->cond.get())->id) a.zeros_anyway = true;
-        emit_stmt(std::move(branch));
+            layout_assumptions_, /*zeros_anyway=*/d.buffer_starts_at_zero));
       } else if (d.how == GradientWrite::PlainStore) {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {

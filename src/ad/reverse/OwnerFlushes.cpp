@@ -208,46 +208,38 @@ void Engine::store_owner_flushes(Function &bwd, Backward &result, const AccessAn
       }
       const bool needs_flag = !d->layout.empty();
       std::string flag;
-      bool rewritten = false;
-      {
-        StmtPtr &s = *flush;
-        std::vector<Keyword> kws;
-        for (const Keyword &kw : c->keywords)
-          if (kw.name == "mask") kws.push_back({kw.name, kw.name_span, clone(*kw.value)});
-        if (zero_outside) {
-          ExprPtr within = name(zero_outside->predicate);
-          if (kws.empty())
-            kws.push_back({"mask", {}, std::move(within)});
-          else
-            kws[0].value = std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::move(kws[0].value), std::move(within));
-        }
-        ExprList args;
-        args.push_back(clone(*c->args[0]));
-        args.push_back(clone(*c->args[1]));
-        StmtPtr store = std::make_unique<ExprStmt>(call("tl.store", std::move(args), std::move(kws)));
-        s->leading_comment.clear();
-        if (!needs_flag) {
-          s = std::move(store);
-          s->leading_comment = "One store per element and owner: no other owner writes these addresses";
-        } else {
-          // Apart only for the launch's strides (an expanded view is not): the launcher's flag chooses.
-          s = store_where_apart(input, k.name, std::move(d->layout), std::move(store), std::move(s),
-                                [](const std::string &flag) {
-                                  return "One store per element and owner where the strides keep the owners' rows "
-                                         "apart (" + flag + ", from the launcher); else (an expanded view) one "
-                                         "addition each";
-                                },
-                                result.layout_assumptions);
-          flag = cast<Name>(cast<If>(s.get())->cond.get())->id;  // (the flag store_where_apart tests)
-        }
-        rewritten = true;
+      StmtPtr &s = *flush;
+      std::vector<Keyword> kws;
+      for (const Keyword &kw : c->keywords)
+        if (kw.name == "mask") kws.push_back({kw.name, kw.name_span, clone(*kw.value)});
+      if (zero_outside) {
+        ExprPtr within = name(zero_outside->predicate);
+        if (kws.empty())
+          kws.push_back({"mask", {}, std::move(within)});
+        else
+          kws[0].value = std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::move(kws[0].value), std::move(within));
       }
-      if (!rewritten) continue;
+      ExprList args;
+      args.push_back(clone(*c->args[0]));
+      args.push_back(clone(*c->args[1]));
+      StmtPtr store = std::make_unique<ExprStmt>(call("tl.store", std::move(args), std::move(kws)));
+      s->leading_comment.clear();
       if (!needs_flag) {
+        s = std::move(store);
+        s->leading_comment = "One store per element and owner: no other owner writes these addresses";
         result.zero_initialized.erase(
             std::remove(result.zero_initialized.begin(), result.zero_initialized.end(), input),
             result.zero_initialized.end());
       } else {
+        // Apart only for the launch's strides (an expanded view is not): the launcher's flag chooses.
+        s = store_where_apart(input, k.name, std::move(d->layout), std::move(store), std::move(s),
+                              [](const std::string &flag) {
+                                return "One store per element and owner where the strides keep the owners' rows "
+                                       "apart (" + flag + ", from the launcher); else (an expanded view) one "
+                                       "addition each";
+                              },
+                              result.layout_assumptions);
+        flag = cast<Name>(cast<If>(s.get())->cond.get())->id;  // (the flag store_where_apart tests)
         // Every kernel takes the flag (they share the backward's parameters).
         for (auto &f : owner_functions_)
           if (f) f->params.push_back({flag, {}, nullptr, nullptr});

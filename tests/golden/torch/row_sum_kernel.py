@@ -72,22 +72,20 @@ def _tgrad_cells(t, dtype):
     return torch.zeros(span, dtype=dtype, device=t.device)
 
 
-def _tgrad_zeros_like(t):
+def _tgrad_zeros_like(t, dtype=None):
+    """Zeros laid out like `t` (in `dtype`, else t's): strided like it, or its cells where its elements share them."""
     if t is None:
         return None
+    dtype = t.dtype if dtype is None else dtype
     if _tgrad_overlaps(t):
-        return _tgrad_cells(t, t.dtype)
-    return _tgrad_new_like(t).zero_()
+        return _tgrad_cells(t, dtype)
+    return torch.empty_strided(t.shape, t.stride(), dtype=dtype, device=t.device).zero_()
 
 
 def _tgrad_float32_zeros_like(t):
     """Zeros laid out like `t` in float32: a gradient the backward adds to (atomics, additions in place)
     keeps float32 sums, cast to t's dtype once at the end."""
-    if t is None:
-        return None
-    if _tgrad_overlaps(t):
-        return _tgrad_cells(t, torch.float32)
-    return torch.empty_strided(t.shape, t.stride(), dtype=torch.float32, device=t.device).zero_()
+    return _tgrad_zeros_like(t, torch.float32)
 
 
 def _tgrad_overlaps(t):
