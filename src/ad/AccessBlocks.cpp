@@ -18,6 +18,7 @@
 //     positive constant (so at least 1).
 // Then R lies in [0, S): iteration t's addresses are U + t * S + [0, S),
 // which no other iteration's meet.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "src/ad/AccessAnalysis.h"
+#include "src/ad/AccessText.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad {
@@ -81,22 +83,30 @@ bool AccessAnalysis::iterations_own_blocks(const std::string &a, const std::stri
          blocks_by_bounds(a, b, loop_var, mask_a, mask_b, false);
 }
 
-bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
-                                      const std::string &mask_a, const std::string &mask_b, bool masks) const {
+// Offsets as polynomials over atoms, with the bounds the masks, remainders and lanes put on atoms.
+class OffsetPolynomials {
+ public:
+  OffsetPolynomials(const AccessAnalysis &access, const std::string &loop_var) : a_(access), loop_var_(loop_var) {
+    for (const Param &p : a_.fn_.params) params_.insert(p.name);
+  }
+
   // Names that stand for bounded values, with their bound (the polynomial `bound`: the value is < bound).
   std::map<std::string, Polynomial> bounded;
   std::set<std::string> lanes_or_loop;  // atoms that vary in the loop or across lanes
-  std::set<std::string> params;
-  for (const Param &p : fn_.params) params.insert(p.name);
 
-  std::function<bool(const std::string &, int)> nonnegative = [&](const std::string &n, int depth) -> bool {
+  bool nonnegative(const std::string &n, int depth) const {
     if (depth > 24) return false;
-    auto it = defs_.find(n);
-    if (it == defs_.end()) {  // a parameter: a size or a block size (a negative one addresses nothing)
-      auto t = types_.find(n);
-      return params.count(n) && !(t != types_.end() && t->second.is_tensor() && t->second.elem.is_pointer);
+    if (auto loop = a_.loops_.find(n); loop != a_.loops_.end()) {  // range(lo, hi, step), lo >= 0 and step > 0
+      std::optional<long long> lo = access_text::integer_text(loop->second.lo),
+                               step = access_text::integer_text(loop->second.step);
+      return lo && *lo >= 0 && step && *step > 0;
     }
-    if (redefined_.count(n)) return false;
+    auto it = a_.defs_.find(n);
+    if (it == a_.defs_.end()) {  // a parameter: a size or a block size (a negative one addresses nothing)
+      auto t = a_.types_.find(n);
+      return params_.count(n) && !(t != a_.types_.end() && t->second.is_tensor() && t->second.elem.is_pointer);
+    }
+    if (a_.redefined_.count(n)) return false;
     const Expr &v = *it->second;
     if (isa<IntLit>(&v)) return true;
     if (auto *m = dyn_cast<Name>(&v)) return nonnegative(m->id, depth + 1);
@@ -121,34 +131,36 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
       return true;
     }
     return false;
-  };
+  }
 
   // The masks' bounds: `x < E` (x, or x[:, None], never negative) bounds x by E.
-  std::function<std::optional<Polynomial>(const std::string &, int)> expand;
-  auto note_bounds = [&](const std::string &mask) {
+  void note_bounds(const std::string &mask) {
     if (mask.empty()) return;
-    for (const Compare *cmp : mask_conjuncts(mask)) {
+    for (const Compare *cmp : a_.mask_conjuncts(mask)) {
       if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
-      const Expr *left = cmp->left.get();
-      auto *n = dyn_cast<Name>(left);
-      // Through x[:, None] to x.
-      for (int hops = 0; n && hops < 4; ++hops) {
-        auto d = defs_.find(n->id);
-        auto *s = d == defs_.end() || redefined_.count(n->id) ? nullptr : dyn_cast<Subscript>(d->second);
-        auto *inner = s ? dyn_cast<Name>(s->value.get()) : nullptr;
-        if (!inner) break;
-        n = inner;
-      }
+      const Name *n = through_broadcasts(dyn_cast<Name>(cmp->left.get()));
       auto *bound = dyn_cast<Name>(cmp->comparators[0].get());
       if (!n || !bound || !nonnegative(n->id, 0)) continue;
       std::optional<Polynomial> e = expand(bound->id, 0);
       if (e && !mentions(*e, lanes_or_loop)) bounded[n->id] = *e;
     }
-  };
+  }
 
-  expand = [&](const std::string &n, int depth) -> std::optional<Polynomial> {
+  // Through x[:, None] to x.
+  const Name *through_broadcasts(const Name *n) const {
+    for (int hops = 0; n && hops < 4; ++hops) {
+      auto d = a_.defs_.find(n->id);
+      auto *s = d == a_.defs_.end() || a_.redefined_.count(n->id) ? nullptr : dyn_cast<Subscript>(d->second);
+      auto *inner = s ? dyn_cast<Name>(s->value.get()) : nullptr;
+      if (!inner) break;
+      n = inner;
+    }
+    return n;
+  }
+
+  std::optional<Polynomial> expand(const std::string &n, int depth) {
     if (depth > 32) return std::nullopt;
-    if (n == loop_var) {
+    if (n == loop_var_) {
       lanes_or_loop.insert(n);
       return atom(n);
     }
@@ -156,9 +168,9 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
       lanes_or_loop.insert(n);
       return atom(n);
     }
-    auto it = defs_.find(n);
-    if (it == defs_.end()) return params.count(n) ? std::optional<Polynomial>(atom(n)) : std::nullopt;
-    if (redefined_.count(n) || loops_.count(n)) return std::nullopt;
+    auto it = a_.defs_.find(n);
+    if (it == a_.defs_.end()) return params_.count(n) ? std::optional<Polynomial>(atom(n)) : std::nullopt;
+    if (a_.redefined_.count(n) || a_.loops_.count(n)) return std::nullopt;
     const Expr &v = *it->second;
     if (auto *i = dyn_cast<IntLit>(&v)) return constant(static_cast<int64_t>(i->value));
     if (auto *m = dyn_cast<Name>(&v)) return expand(m->id, depth + 1);
@@ -179,48 +191,54 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
         lanes_or_loop.insert(n);
         return atom(n);
       }
-      if (in_loops_.count(n)) return std::nullopt;
+      if (a_.in_loops_.count(n)) return std::nullopt;
       return atom(n);  // a program id, a loaded scalar: the same in every iteration of this program's loop
     }
     if (auto *bin = dyn_cast<BinOp>(&v)) {
-      auto side = [&](const Expr &e) -> std::optional<Polynomial> {
-        if (auto *i = dyn_cast<IntLit>(&e)) return constant(static_cast<int64_t>(i->value));
-        if (auto *m = dyn_cast<Name>(&e)) return expand(m->id, depth + 1);
-        return std::nullopt;
-      };
       if (bin->op == BinaryOpKind::Mod) {
         // x % H, x never negative: in [0, H - 1].
         auto *x = dyn_cast<Name>(bin->lhs.get());
-        std::optional<Polynomial> h = side(*bin->rhs);
-        if (!x || !h || !nonnegative(x->id, 0) || mentions(*h, lanes_or_loop) || in_loops_.count(n)) return std::nullopt;
+        std::optional<Polynomial> h = side(*bin->rhs, depth);
+        if (!x || !h || !nonnegative(x->id, 0) || mentions(*h, lanes_or_loop) || a_.in_loops_.count(n))
+          return std::nullopt;
         bounded[n] = *h;
         lanes_or_loop.insert(n);
         return atom(n);
       }
       if (bin->op == BinaryOpKind::FloorDiv) {
-        if (in_loops_.count(n)) return std::nullopt;
+        if (a_.in_loops_.count(n)) return std::nullopt;
         return atom(n);  // x // H outside the loop: the same in every iteration
       }
-      std::optional<Polynomial> l = side(*bin->lhs), r = side(*bin->rhs);
-      if (!l || !r) return std::nullopt;
-      if (bin->op == BinaryOpKind::Add) return add(*l, *r);
-      if (bin->op == BinaryOpKind::Sub) return add(*l, *r, -1);
-      if (bin->op == BinaryOpKind::Mul) return multiply(*l, *r);
-      return std::nullopt;
+      return side(v, depth);
     }
     if (auto *s = dyn_cast<Subscript>(&v))  // x[:, None]: the same values
       if (auto *m = dyn_cast<Name>(s->value.get())) return expand(m->id, depth + 1);
     return std::nullopt;
-  };
+  }
+
+  // An operand: a number, a name, or sums and products of them written inline (`o_t * (H * K)`: A-normal form
+  // keeps products of tl.constexpr parameters as written).
+  std::optional<Polynomial> side(const Expr &e, int depth) {
+    if (auto *i = dyn_cast<IntLit>(&e)) return constant(static_cast<int64_t>(i->value));
+    if (auto *m = dyn_cast<Name>(&e)) return expand(m->id, depth + 1);
+    auto *bin = dyn_cast<BinOp>(&e);
+    if (!bin || depth > 32) return std::nullopt;
+    std::optional<Polynomial> l = side(*bin->lhs, depth + 1), r = side(*bin->rhs, depth + 1);
+    if (!l || !r) return std::nullopt;
+    if (bin->op == BinaryOpKind::Add) return add(*l, *r);
+    if (bin->op == BinaryOpKind::Sub) return add(*l, *r, -1);
+    if (bin->op == BinaryOpKind::Mul) return multiply(*l, *r);
+    return std::nullopt;
+  }
 
   // A pointer's offset from its base: the sum of the offsets added along the chain.
-  auto offset = [&](const std::string &pointer) -> std::optional<Polynomial> {
+  std::optional<Polynomial> offset(const std::string &pointer) {
     Polynomial total;
     std::string at = pointer;
     for (int hops = 0; hops < 64; ++hops) {
-      if (redefined_.count(at)) return std::nullopt;
-      auto it = defs_.find(at);
-      if (it == defs_.end()) return total;  // the base parameter
+      if (a_.redefined_.count(at)) return std::nullopt;
+      auto it = a_.defs_.find(at);
+      if (it == a_.defs_.end()) return total;  // the base parameter
       const Expr &v = *it->second;
       if (auto *m = dyn_cast<Name>(&v)) {
         at = m->id;
@@ -232,8 +250,8 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
       for (auto [p, o] : {std::pair<const Expr *, const Expr *>{bin->lhs.get(), bin->rhs.get()},
                           {bin->rhs.get(), bin->lhs.get()}}) {
         auto *pn = dyn_cast<Name>(p);
-        auto t = pn ? types_.find(pn->id) : types_.end();
-        if (pn && t != types_.end() && t->second.is_tensor() && t->second.elem.is_pointer) {
+        auto t = pn ? a_.types_.find(pn->id) : a_.types_.end();
+        if (pn && t != a_.types_.end() && t->second.is_tensor() && t->second.elem.is_pointer) {
           ptr = pn;
           off = dyn_cast<Name>(o);
           break;
@@ -246,7 +264,23 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
       at = ptr->id;
     }
     return std::nullopt;
-  };
+  }
+
+  bool defined(const std::string &n) const { return a_.defs_.count(n) > 0; }
+
+ private:
+  const AccessAnalysis &a_;
+  std::string loop_var_;
+  std::set<std::string> params_;
+};
+
+bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b, const std::string &loop_var,
+                                      const std::string &mask_a, const std::string &mask_b, bool masks) const {
+  OffsetPolynomials polys(*this, loop_var);
+  std::map<std::string, Polynomial> &bounded = polys.bounded;
+  std::set<std::string> &lanes_or_loop = polys.lanes_or_loop;
+  auto offset = [&](const std::string &pointer) { return polys.offset(pointer); };
+  auto note_bounds = [&](const std::string &mask) { polys.note_bounds(mask); };
 
   if (mask_a != mask_b || base_of(a) != base_of(b) || base_of(a).empty()) return false;
   if (masks) note_bounds(mask_a);
@@ -312,7 +346,77 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
     // assumed for parameters only.)
     for (const auto &[m, c] : gap)
       for (const std::string &x : m)
-        if (defs_.count(x)) return false;
+        if (polys.defined(x)) return false;
+  }
+  return true;
+}
+
+bool AccessAnalysis::iterations_write_apart(const std::string &pointer, const std::string &mask,
+                                            const std::string &loop_var) const {
+  auto range = loops_.find(loop_var);
+  if (range == loops_.end() || range->second.lo != "0" || range->second.step != "1") return false;
+  // o's range in an iteration: loop_var * B + [0, B). Read without the masks' bounds (o itself expands).
+  OffsetPolynomials plain(*this, loop_var);
+  auto walked = [&](const std::string &o) {
+    std::optional<Polynomial> p = plain.expand(o, 0);
+    if (!p || p->size() != 2) return false;
+    std::optional<Polynomial> step, lanes;
+    for (const auto &[m, c] : *p) {
+      if (m == Monomial{loop_var}) step = constant(c);
+      else if (m.size() == 2 && std::count(m.begin(), m.end(), loop_var) == 1) {
+        step = atom(m[0] == loop_var ? m[1] : m[0]);
+        if (c != 1) return false;
+      } else if (m.size() == 1 && c == 1 && plain.bounded.count(m[0])) {
+        lanes = plain.bounded.at(m[0]);
+      }
+    }
+    return step && lanes && *step == *lanes;
+  };
+  // The offset with the mask's bounds: o an atom under its bound E.
+  OffsetPolynomials polys(*this, loop_var);
+  polys.note_bounds(mask);
+  std::optional<Polynomial> offset = polys.offset(pointer);
+  if (!offset) return false;
+  // The one term of a walked index, c * o (c a positive number), and the other terms.
+  std::string o;
+  int64_t c = 0;
+  Polynomial others;
+  for (const auto &[m, k] : *offset) {
+    if (m.size() == 1 && !o.empty() && m[0] == o) return false;
+    if (m.size() == 1 && o.empty() && k > 0 && polys.bounded.count(m[0]) && walked(m[0])) {
+      o = m[0];
+      c = k;
+      continue;
+    }
+    others[m] = k;
+  }
+  if (o.empty()) return false;
+  bool varying = false;
+  for (const auto &[m, k] : others)
+    for (const std::string &x : m) {
+      if (x == o || x == loop_var) return false;  // o or the iteration elsewhere: not this form
+      if (polys.lanes_or_loop.count(x)) varying = true;
+    }
+  if (!varying) return true;  // c * o plus values the same for every lane and iteration
+  // The other terms that vary (lanes of other axes): multiples of c * E, E a monomial of parameters or a number.
+  const Polynomial &bound = polys.bounded.at(o);
+  if (bound.size() != 1) return false;
+  const Monomial &e_atoms = bound.begin()->first;
+  const int64_t e_number = bound.begin()->second * c;
+  if (e_number <= 0) return false;
+  for (const std::string &x : e_atoms)
+    if (defs_.count(x)) return false;  // parameters only (sizes)
+  for (const auto &[m, k] : others) {
+    bool varies = false;
+    for (const std::string &x : m) varies = varies || polys.lanes_or_loop.count(x);
+    if (!varies) continue;  // the same in every iteration
+    if (k % e_number != 0) return false;
+    Monomial rest = m;
+    for (const std::string &x : e_atoms) {
+      auto at = std::find(rest.begin(), rest.end(), x);
+      if (at == rest.end()) return false;
+      rest.erase(at);
+    }
   }
   return true;
 }

@@ -60,6 +60,17 @@ std::optional<Backward> Engine::run() {
   }
   anf_types_ = std::move(*anf_types);
   record_name_types();
+  if (kernel_ && forward_stored_values()) {
+    // New statements: their types before the passes below read them.
+    std::optional<sema::TypeInfo> again = sema::analyze(module_, *anf_.fn, request_.param_types, diags_);
+    if (!again) {
+      diags_.error(fn->name_span, "internal error: the A-normal form of '" + fn->name + "' failed semantic analysis "
+                                  "after loads reading back stored values were replaced by those values");
+      return std::nullopt;
+    }
+    anf_types_ = std::move(*again);
+    record_name_types();
+  }
   bool rewritten = kernel_ && find_saved_values();
   if (kernel_ && read_back_softmax_statistics()) rewritten = true;
   if (kernel_ && read_back_epilogues()) rewritten = true;

@@ -682,6 +682,16 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"in_place", "chunk_state_reduction_kernel", {2, 2, 4},
                    {"S=fp32[2,3,2,12,10]", "D=fp32[2,3,2]", "NT=3"}, {"H=2", "K=12", "V=10", "BK=8", "BV=8"},
                    {"S", "D"}, {"'S' is updated in place"}},
+        // Loads reading back what the same program stored (src/ad/StoredValueForwarding.h): 3 programs over 7 rows of
+        // 37 columns in blocks of 16 (masked lanes), the third loop reading the first's column blocks; a helper's
+        // store read back and written again.
+        KernelCase{"read_back", "two_pass_kernel", {3, 1, 1},
+                   {"X=fp32[7,37]", "W=fp32[7]", "Y=fp32[7,37]:zeros", "n_rows=7"}, {"N=37", "BLOCK_R=4", "BLOCK_N=16"},
+                   {"X", "W"}, {"in the iteration of the earlier loop with the same index"}},
+        KernelCase{"read_back", "reread_kernel", {3, 1, 1},
+                   {"X=fp32[40]", "Y=fp32[40]:zeros", "Z=fp32[40]:zeros", "n=37", "scale=0.7"}, {"BLOCK=16"}, {"X"},
+                   {"the load of 'Y' at line 46 reads back what the store at line 35 wrote in the same program, so "
+                    "it takes that value"}},
         // A load, an addition and a store back at addresses an inner loop moves (Liger's tiled dW rows): 3 programs
         // over 7 rows, column blocks of 16 over 37 columns.
         KernelCase{"memory_additions", "tiled_partial_sums_kernel", {3, 1, 1},
@@ -820,10 +830,12 @@ TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
 
 TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
   // A load that may read what the kernel stored: the values loaded are not the input's.
+  // (At the addresses the store wrote, the load would take the stored value: src/ad/StoredValueForwarding.h. One
+  // element further on, it reads another program's store or the contents from before the kernel.)
   std::string m = errors_of(std::string(kHead) +
                                 "def k(X, B: tl.constexpr):\n    o = tl.program_id(0) * B + tl.arange(0, B)\n"
                                 "    tl.store(X + o, tl.zeros([B], dtype=tl.float32) + 1.0)\n"
-                                "    x = tl.load(X + o)\n    tl.store(X + o, x * 2.0)\n",
+                                "    x = tl.load(X + o + 1)\n    tl.store(X + o, x * 2.0)\n",
                             {"X"}, {{"X", "*fp32"}});
   EXPECT_NE(m.find("t.py:7:9: error: 'X' is both loaded and stored by this kernel, and this load comes after a store "
                    "through it (line 6)"),
@@ -839,6 +851,50 @@ TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
                     "store before a later iteration's load"),
             std::string::npos)
       << m2;
+}
+
+TEST(KernelReverseErrors, ReadBacksNotForwarded) {
+  // Where a load's values are not one earlier store's in the same program, the load stays and the in-place check
+  // refuses it (src/ad/StoredValueForwarding.h takes only what it can show).
+  struct Case {
+    const char *what, *body, *error;
+  };
+  const Case cases[] = {
+      {"the first loop writes the same addresses in every iteration: the buffer keeps the last one's value",
+       "def k(X, Y, N, K: tl.constexpr, BK: tl.constexpr):\n    cols = tl.arange(0, BK)\n    m = cols < N\n"
+       "    for i in range(K):\n        x = tl.load(X + i * BK + cols, mask=m, other=0.0)\n"
+       "        tl.store(Y + cols, x * 2.0, mask=m)\n"
+       "    for i in range(K):\n        y = tl.load(Y + cols, mask=m, other=0.0)\n"
+       "        tl.store(Y + cols, y + 1.0, mask=m)\n",
+       "t.py:11:13: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"the stored value carries a sum over the iterations",
+       "def k(X, Y, N, K: tl.constexpr, BK: tl.constexpr):\n    acc = tl.zeros([BK], dtype=tl.float32)\n"
+       "    for i in range(K):\n        x = tl.load(X + i * BK + tl.arange(0, BK))\n        acc += x\n"
+       "        tl.store(Y + i * BK + tl.arange(0, BK), acc)\n"
+       "    for i in range(K):\n        y = tl.load(Y + i * BK + tl.arange(0, BK))\n"
+       "        tl.store(Y + i * BK + tl.arange(0, BK), y * y)\n",
+       "t.py:11:13: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"the load keeps lanes the store's mask skipped",
+       "def k(X, Y, N):\n    o = tl.arange(0, 16)\n    x = tl.load(X + o)\n    tl.store(Y + o, x * 3.0, mask=o < N)\n"
+       "    y = tl.load(Y + o)\n    tl.store(Y + o, y * x)\n",
+       "t.py:8:9: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"another store between, at other addresses that may meet the load's",
+       "def k(X, Y, N):\n    o = tl.arange(0, 16)\n    x = tl.load(X + o)\n    tl.store(Y + o, x * 3.0)\n"
+       "    tl.store(Y + 16 - o, x)\n    y = tl.load(Y + o)\n    tl.store(Y + o, y * x)\n",
+       "t.py:9:9: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"the address's names change between the store and the load",
+       "def k(X, Y, N):\n    o = tl.arange(0, 16)\n    x = tl.load(X + o)\n    tl.store(Y + o, x * 3.0)\n"
+       "    o = o + N\n    y = tl.load(Y + o)\n    tl.store(Y + o, y * x)\n",
+       "t.py:9:9: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"a scalar stored over a block: the load reads a tile",
+       "def k(X, Y, N):\n    o = tl.arange(0, 16)\n    x = tl.load(X + o)\n    tl.store(Y + o, tl.sum(x))\n"
+       "    y = tl.load(Y + o)\n    tl.store(Y + o, y * x)\n",
+       "t.py:8:9: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+  };
+  for (const Case &c : cases) {
+    std::string m = errors_of(std::string(kHead) + c.body, {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"N", "i32"}});
+    EXPECT_NE(m.find(c.error), std::string::npos) << c.what << "\n" << m;
+  }
 }
 
 TEST(KernelReverseErrors, InnerLoopsWalkingBlocksSayNothingOfTheLoopAroundThem) {

@@ -271,6 +271,9 @@ class Engine {
   // output the forward stores (src/ad/EpilogueReadBack.h): rewrites the
   // A-normal form; true if it did.
   bool read_back_epilogues();
+  // src/ad/StoredValueForwarding.h: loads that read back what the same program stored take the stored value;
+  // whether any did.
+  bool forward_stored_values();
 
   // The pointer parameters of the forward kernel and of the backward
   // (gradient buffers, scratch): the request's pointer types and `more`.
@@ -672,7 +675,8 @@ class Engine {
   // (read_back_softmax_statistics), and why.
   std::vector<SoftmaxStatistics::ReadBack> read_back_;
   std::string read_back_explanation_;
-  std::vector<std::string> epilogue_explanations_;  // (read_back_epilogues), for --explain
+  std::vector<std::string> epilogue_explanations_;
+  std::vector<std::string> forwarding_explanations_;  // (forward_stored_values), for --explain  // (read_back_epilogues), for --explain
   std::vector<std::pair<SourceSpan, std::string>> notes_;  // Backward::notes
   std::vector<std::string> softmax_taped_under_;            // Backward::softmax_taped_under
   std::map<std::string, std::string> read_back_witnesses_;  // such a value, its pointer generic -> the dtype the backward asserts

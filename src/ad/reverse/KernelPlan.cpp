@@ -4,6 +4,7 @@
 
 #include "src/ad/IssueEarly.h"
 #include "src/ad/Redundancy.h"
+#include "src/ad/StoredValueForwarding.h"
 #include "src/ad/reverse/Engine.h"
 #include "src/ad/reverse/LongestFirst.h"
 #include "src/ad/reverse/OwnerComputes.h"
@@ -545,6 +546,7 @@ std::optional<Backward> Engine::build_kernel() {
   }
   if (!read_back_explanation_.empty()) result.explanations.push_back(read_back_explanation_);
   for (const std::string &e : epilogue_explanations_) result.explanations.push_back(e);
+  for (const std::string &e : forwarding_explanations_) result.explanations.push_back(e);
   result.notes = notes_;
   result.softmax_taped_under = softmax_taped_under_;
   result.softmax_taped = softmax_taped_under_.empty() ? 0 : 1;
@@ -690,6 +692,23 @@ bool Engine::read_back_softmax_statistics() {
   read_back_explanation_ = r->explanation;
   read_back_witnesses_ = r->witnesses;
   return true;
+}
+
+bool Engine::forward_stored_values() {
+  AccessAnalysis access(*anf_.fn, name_types_);
+  NameAllocator names;
+  names.reserve_all(module_, *anf_.fn);
+  for (const auto &kv : name_types_) names.reserve(kv.first);
+  std::vector<ForwardedLoad> done = ad::forward_stored_values(anf_, anf_types_, name_types_, access, names);
+  for (const ForwardedLoad &f : done)
+    forwarding_explanations_.push_back(
+        "the load of '" + f.base + "' at line " + std::to_string(f.load_line) + " reads back what the store at line " +
+        std::to_string(f.store_line) + " wrote in the same program" +
+        (f.recomputed ? " (in the iteration of the earlier loop with the same index): the stored value is computed "
+                        "again before the load"
+                      : "") +
+        ", so it takes that value, rounded to the buffer's type (src/ad/StoredValueForwarding.h)");
+  return !done.empty();
 }
 
 bool Engine::read_back_epilogues() {

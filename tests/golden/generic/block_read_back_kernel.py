@@ -12,25 +12,17 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        dS_plus_row_times_n_cols_plus_cols = dS + row * n_cols + cols
         row_times_n_cols_2 = row * n_cols
         tl_exp_tl_load = tl.exp(tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0))
-        dS_plus_row_times_n_cols_3_plus_cols = dS + row_times_n_cols_2 + cols
-        s = tl.load(S + row_times_n_cols_2 + cols, mask=mask, other=0.0)
+        S_plus_row_times_n_cols_3_plus_cols = S + row * n_cols + cols
+        s = tl.where(mask, tl_exp_tl_load.to(S.dtype.element_ty), 0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * s, mask=mask)
         bs = tl.load(dY + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32) * s * 2
 
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
-        # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
-        tl.debug_barrier()
-        tl.store(dS_plus_row_times_n_cols_3_plus_cols, tl.load(dS_plus_row_times_n_cols_3_plus_cols, mask=mask, other=0.0) + bs, mask=mask)
+        btl_exp_tl_load = tl.where(mask, bs, 0.0).to(tl_exp_tl_load.dtype)
 
         # Grad of: tl.store(S + row * n_cols + cols, tl.exp(tl.load(X + row * n_cols + cols, mask=mask, other=0.0)), mask=mask)
-        # After a barrier: the gradients of the loads that read this store back are added
-        tl.debug_barrier()
-
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        btl_exp_tl_load = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
-        tl.debug_barrier()
+        btl_exp_tl_load += tl.load(dS + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(dX + row_times_n_cols_2 + cols, btl_exp_tl_load * tl_exp_tl_load, mask=mask)

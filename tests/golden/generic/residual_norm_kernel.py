@@ -130,10 +130,10 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         row_times_n_cols = row * n_cols
         tl_load_2 = tl.load(R + row_times_n_cols + cols, mask=mask, other=0.0)
         s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
-        dS_plus_row_times_n_cols_3_plus_cols = dS + row_times_n_cols + cols
+        S_plus_row_times_n_cols_3_plus_cols = S + row_times_n_cols + cols
         tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
-        s_2 = tl.load(S + row_times_n_cols + cols, mask=mask, other=0.0)
+        s_2 = tl.where(mask, s.to(S.dtype.element_ty), 0.0)
         dY_plus_row_times_n_cols_5_plus_cols_2 = dY + row_times_n_cols + cols
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
@@ -142,27 +142,21 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * rstd * w, mask=mask)
         bs_2_times_rstd = bs_2_times_rstd_times_w * w
-        bs_2 = bs_2_times_rstd * rstd
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
         dW_sum += tl.cast(bs_2_times_rstd_times_w * (s_2 * rstd), tl.float32)
 
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
-        # 'S' is read back after the kernel stores it: this gradient adds to its upstream gradient, which the store's adjoint takes (after a barrier: every thread sees the earlier writes)
-        tl.debug_barrier()
-        tl.store(dS_plus_row_times_n_cols_3_plus_cols, tl.load(dS_plus_row_times_n_cols_3_plus_cols, mask=mask, other=0.0) + bs_2, mask=mask)
-
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)
-        # Grad of: squares += tl.sum(s * s)
-        # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
-        # After a barrier: the gradients of the loads that read this store back are added
-        tl.debug_barrier()
+        bs_times_s = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols
 
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bs_3 = tl.where(mask, tl.atomic_xchg(dS_plus_row_times_n_cols_3_plus_cols, 0.0, mask=mask, sem="relaxed"), 0.0)
-        tl.debug_barrier()
-        bs = -tl.sum(bs_2_times_rstd * s_2) * rstd / tl_sqrt * 0.5 / tl_sqrt / n_cols * s * 2 + bs_3
+        # Grad of: squares += tl.sum(s * s)
+        bs = tl.where(mask, bs_2_times_rstd * rstd, 0.0).to(s.dtype) + bs_times_s * s
+        bs += bs_times_s * s
+
+        # Grad of: tl.store(S + row * n_cols + cols, s, mask=mask)
+        bs += tl.load(dS + row_times_n_cols + cols, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: s = tl.load(X + row * n_cols + cols, mask=mask, other=0.0) + tl.load(R + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dR + row_times_n_cols + cols, bs, mask=mask)
