@@ -73,7 +73,9 @@ class AccessAnalysis {
   // tl.arange axes, strides given at run time): whether it is a box of indices times strides, one index per
   // program axis (`pid`, or `pid // D` and `pid % D` both) or block of programs (`pid * B + tl.arange(0, B)`),
   // one per tile axis: then Injective where the strides are numbers that keep the box's cells apart,
-  // InjectiveAssuming with `layout` set where they are given at run time. Nullopt where it is not such a box.
+  // InjectiveAssuming with `layout` set where they are given at run time. A loop around the load whose blocks walk a
+  // tile axis (`i * B + tl.arange(0, B)` from i = 0 by 1, under a mask bound) is one index more (walks_loop set).
+  // Nullopt where it is not such a box.
   std::optional<AccessDecision> classify_layout(const std::string &pointer, const std::string &mask) const;
   // classify_layout for the flush of an owner-computes kernel (src/ad/reverse/OwnerComputes.h) that sums the
   // forward's programs along `summed_axis` and makes each iteration of the loop over `loop_var` a program: the

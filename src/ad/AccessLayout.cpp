@@ -61,7 +61,23 @@ AccessDecision AccessAnalysis::classify_load(const std::string &pointer, const s
 }
 
 std::optional<AccessDecision> AccessAnalysis::classify_layout(const std::string &pointer, const std::string &mask) const {
-  return layout_box(pointer, mask, -1, "");
+  if (std::optional<AccessDecision> d = layout_box(pointer, mask, -1, "")) return d;
+  // A loop around the load walking blocks of one of its tile axes (`i * B + tl.arange(0, B)`, i from 0 by 1, or
+  // `v + tl.arange(0, B)`, v from 0 by B): the loop's blocks are one index of the box, and each iteration reads
+  // addresses of its own.
+  std::string walked;
+  {
+    Scoped<bool> general(general_, true);
+    Offset chain = offset_of(pointer, false);
+    if (chain.why.empty() && chain.form.valid && chain.form.loops.size() == 1) walked = chain.form.loops[0].var;
+  }
+  if (walked.empty()) return std::nullopt;
+  std::optional<AccessDecision> d = layout_box(pointer, mask, -1, walked);
+  if (d) {
+    d->walks_loop = true;
+    d->walked_loop_var = walked;
+  }
+  return d;
 }
 
 std::optional<AccessDecision> AccessAnalysis::classify_owner_layout(
@@ -126,7 +142,9 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   // A loop moving the addresses (but the owners' loop, whose iterations become programs), or a grid-stride loop
   // standing for a program id: not this analysis's.
   const bool owner = summed_axis >= 0;
-  if (form.grid_stride || form.loops.size() != (owner ? 1u : 0u)) return std::nullopt;
+  const bool walked = !owner && !loop_var.empty();  // a loop walking blocks of a tile axis: one index more
+  if (form.grid_stride || form.loops.size() != (owner || walked ? 1u : 0u)) return std::nullopt;
+  if (walked && form.loops[0].var != loop_var) return std::nullopt;
   if (owner && (form.loops[0].var != loop_var || form.pid.count(summed_axis) ||
                 std::any_of(form.radix.begin(), form.radix.end(), [&](const RadixTerm &r) { return r.axis == summed_axis; })))
     return std::nullopt;
@@ -154,10 +172,16 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
       if (!integer_text(factor) && !params.count(factor)) return false;
     return true;
   };
+  // A product's factors by their values where -D gave them.
+  auto product_value = [&](const std::string &text) {
+    std::string out = "1";
+    for (const std::string &factor : coefficient_factors(text)) out = multiply_coefficients(out, value_of(factor));
+    return out;
+  };
   // The bound a mask puts on a unit index: a conjunct `x < E` where x is that lane tile, plus `pid * B` where it
   // walks blocks of programs along `axis`.
-  auto mask_bound = [&](const Term &lane, int axis, const std::string &block,
-                        const std::string &walked = "") -> std::optional<std::string> {
+  auto mask_bound = [&](const Term &lane, int axis, const std::string &block, const std::string &walked = "",
+                        const std::string &walked_step = "1") -> std::optional<std::string> {
     for (const Compare *cmp : mask_conjuncts(mask)) {
       if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
       auto *lhs = dyn_cast<Name>(cmp->left.get());
@@ -167,7 +191,8 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
       auto lhs_type = types_.find(lhs->id);
       if (lhs_type == types_.end() || lhs_type->second.shape.size() != ptr_type->second.shape.size()) continue;
       Affine x = affine(lhs->id);
-      if (!walked.empty() && (x.loops.size() != 1 || x.loops[0].var != walked || x.loops[0].coefficient != "1"))
+      if (!walked.empty() && (x.loops.size() != 1 || x.loops[0].var != walked ||
+                              product_value(x.loops[0].coefficient) != product_value(walked_step)))
         continue;
       if (!x.valid || x.shifted || x.loops.size() != (walked.empty() ? 0u : 1u) || !x.radix.empty() || x.lanes.size() != 1 ||
           x.lanes[0].coefficient != "1" || x.lanes[0].source != lane.source ||
@@ -218,12 +243,6 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
         return resolve_copy(bound);
     }
     return std::nullopt;
-  };
-  // A product's factors by their values where -D gave them.
-  auto product_value = [&](const std::string &text) {
-    std::string out = "1";
-    for (const std::string &factor : coefficient_factors(text)) out = multiply_coefficients(out, value_of(factor));
-    return out;
   };
 
   struct Index {
@@ -288,8 +307,9 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
     axes_seen.insert(axis);
   }
   // The owners' loop: `v + tl.arange(0, B)` with v stepping by B from 0, bounded by the mask; each iteration is
-  // an owner program, whose rows these are.
-  if (owner) {
+  // an owner program, whose rows these are. (Or a loop around a load walking the blocks of a tile axis: each
+  // iteration its own block.)
+  if (owner || walked) {
     auto loop = loops_.find(loop_var);
     if (loop == loops_.end() || !(loop->second.lo == "0" || (defs_.count(loop->second.lo) && is_zero(Name(loop->second.lo)))))
       return std::nullopt;
@@ -307,10 +327,20 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
                               product_value(form.loops[0].coefficient);
       if (!by_block && !by_one) continue;
       std::optional<std::string> bound = by_block ? mask_bound(lane, -1, "", loop_var) : remaining_bound(lane, extent);
+      if (!bound && by_one) bound = mask_bound(lane, -1, "", loop_var, extent);  // `(v * B + lanes) < E`
+      // Unmasked, a walking loop's blocks end with its range: `v * B + lanes` < hi * B.
+      if (!bound && by_one && walked && launch_value(value_of(loop->second.hi)))
+        bound = multiply_coefficients(value_of(loop->second.hi), value_of(extent));
       if (!bound || !launch_value(value_of(*bound))) return std::nullopt;
       lane_used[k] = merged = true;
       box.push_back({lane.coefficient, product_expr(value_of(*bound)), integer_text(value_of(*bound)),
                      loop_var + (by_one ? " * " + extent : std::string()) + " + " + lane.source + " < " + *bound});
+    }
+    if (!merged && walked && value_of(loop->second.step) == "1" && launch_value(value_of(loop->second.hi))) {
+      // `for t in range(n)` moving a whole tile (`t * STRIDE + ...`): t is an index of extent n.
+      const std::string hi = value_of(loop->second.hi);
+      box.push_back({form.loops[0].coefficient, product_expr(hi), integer_text(hi), loop_var + " < " + hi});
+      merged = true;
     }
     if (!merged) return std::nullopt;
   }

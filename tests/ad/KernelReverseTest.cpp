@@ -1154,6 +1154,49 @@ TEST(KernelReverse, LayoutBoxesOfProgramIdsSplitByDivisionAndTilesOfTwoAxes) {
   EXPECT_EQ(gradient_write_of(unread_axis, types), "atomic");
 }
 
+TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
+  const std::vector<const char *> types = {"X=*fp32", "Y=*fp32", "n=i32", "sm=i32", "steps=i32"};
+  // Column blocks of a block of rows walked by the loop (i * BC + lanes, under a mask): one index of the box.
+  const std::string columns =
+      "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"
+      "    rows = tl.program_id(0) * BR + tl.arange(0, BR)\n    acc = tl.zeros([BR], dtype=tl.float32)\n"
+      "    for i in range(tl.cdiv(N, BC)):\n        cols = i * BC + tl.arange(0, BC)\n"
+      "        x = tl.load(X + rows[:, None] * sm + cols[None, :], mask=(rows[:, None] < n) & (cols[None, :] < N), "
+      "other=0.0)\n        acc += tl.sum(x * x, 1)\n"
+      "    tl.store(Y + rows, acc, mask=rows < n)\n";
+  EXPECT_EQ(gradient_write_of(columns, types), "store where [n by sm, N by 1] apart, else atomic");
+  // A loop moving a whole tile (t * BR * BC): t and the rows' lanes are one index, to the loop's end.
+  const std::string tiles =
+      "def k(X, Y, n, sm, steps, BR: tl.constexpr, BC: tl.constexpr):\n"
+      "    pid = tl.program_id(0)\n    r = tl.arange(0, BR)\n    c = tl.arange(0, BC)\n"
+      "    acc = tl.zeros([BR, BC], dtype=tl.float32)\n"
+      "    for t in range(steps):\n        x = tl.load(X + pid * sm + t * BR * BC + r[:, None] * BC + c[None, :])\n"
+      "        acc += x * x\n"
+      "    tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)\n";
+  EXPECT_EQ(gradient_write_of(tiles, types),
+            "store where [tl.num_programs(0) by sm, BR * steps by BC, BC by 1] apart, else atomic");
+  // The loop's blocks not starting at 0 (a start only the launch knows): not an index of the box.
+  const std::string shifted =
+      "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"
+      "    rows = tl.program_id(0) * BR + tl.arange(0, BR)\n    acc = tl.zeros([BR], dtype=tl.float32)\n"
+      "    for i in range(steps, tl.cdiv(N, BC)):\n        cols = i * BC + tl.arange(0, BC)\n"
+      "        x = tl.load(X + rows[:, None] * sm + cols[None, :], mask=(rows[:, None] < n) & (cols[None, :] < N), "
+      "other=0.0)\n        acc += tl.sum(x * x, 1)\n"
+      "    tl.store(Y + rows, acc, mask=rows < n)\n";
+  EXPECT_EQ(gradient_write_of(shifted, types), "atomic");
+  // The loop inside another loop that does not move the addresses: each address is loaded in every outer
+  // iteration, so the gradients add (atomically: a flagged store is for a gradient written once).
+  const std::string repeated =
+      "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"
+      "    rows = tl.program_id(0) * BR + tl.arange(0, BR)\n    acc = tl.zeros([BR], dtype=tl.float32)\n"
+      "    for rep in range(steps):\n        for i in range(tl.cdiv(N, BC)):\n"
+      "            cols = i * BC + tl.arange(0, BC)\n"
+      "            x = tl.load(X + rows[:, None] * sm + cols[None, :], mask=(rows[:, None] < n) & (cols[None, :] < N), "
+      "other=0.0)\n            acc += tl.sum(x * x, 1)\n"
+      "    tl.store(Y + rows, acc, mask=rows < n)\n";
+  EXPECT_EQ(gradient_write_of(repeated, types), "atomic");
+}
+
 // The explanations of a kernel's backward: the max of a numerically stable softmax is proven to cancel out of
 // what the kernel stores (its gradient is zero and not computed) only where it does.
 std::string explanations_of(const std::string &source, const std::vector<std::pair<std::string, std::string>> &types) {

@@ -65,6 +65,6 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
         # Grad of: b_h += tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)
         bb_h_2 = tl.zeros_like(bb_h_2) + bb_h_3
 
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dp_s, bb_h_3, mask=m_kv, sem="relaxed")
     tl.debug_barrier()

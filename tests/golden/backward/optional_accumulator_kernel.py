@@ -22,7 +22,7 @@ def optional_accumulator_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=True.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -53,6 +53,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
 
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
+            dX_offset_plus_cols = dX + (row * n_chunks + c) * BLOCK + cols
             x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
             dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
             w = tl.load(W + c * BLOCK + cols)
@@ -69,12 +70,15 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             bx = bacc_z_2 * w + bacc_2 * x + bacc_2 * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bx, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=False.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -92,19 +96,25 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         bacc_2 = tl.load(dY + row * BLOCK + cols)
         for c in range(n_chunks):
+            dX_offset_plus_cols = dX + (row * n_chunks + c) * BLOCK + cols
             x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
 
             # Grad of: acc += x * x
+            bx = bacc_2 * x * 2
+
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + (row * n_chunks + c) * BLOCK + cols, bacc_2 * x * 2, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # One backward per value of 'HAS_Z': Triton compiles only the one this launch's value selects.
     if HAS_Z:
-        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint)
     else:
-        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint)

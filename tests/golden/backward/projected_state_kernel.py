@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # The backward with USE_GATE=True.
     row = tl.program_id(0)
@@ -45,8 +45,10 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
         p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX + product + o_k[None, :]
         x = tl.load(X + product + o_k[None, :])
         state_3 = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
+        dG_offset_plus_o_t = dG + (row * n_steps + s) * BT + o_t
         g = tl.load(G + (row * n_steps + s) * BT + o_t)
 
         # Grad of: for s in range(n_steps):
@@ -57,8 +59,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bstate_3 += tl.broadcast_to(tl.expand_dims(bgate_2 * g, 1), state_3.shape)
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + (row * n_steps + s) * BT + o_t, bg, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if G_disjoint:
+            tl.store(dG_offset_plus_o_t, bg)
+        else:
+            tl.atomic_add(dG_offset_plus_o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
@@ -67,8 +72,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bp = tl.dot(tl.trans(state), btl_dot_state_2_p, input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -77,7 +85,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint):
 
     # The backward with USE_GATE=False.
     row = tl.program_id(0)
@@ -110,6 +118,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * (BT * BK) + tl.arange(0, BT)[:, None] * BK + tl.arange(0, BK)[None, :], mask=iteration_2 < tape_trips, other=float('nan'))
         p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX_plus_product + o_k[None, :]
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -121,8 +130,11 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         bp = tl.dot(tl.trans(state), btl_dot_state_2_p, input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -131,10 +143,10 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
 
 @triton.jit
-def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # One backward per value of 'USE_GATE': Triton compiles only the one this launch's value selects.
     if USE_GATE:
-        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint)
     else:
-        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint)

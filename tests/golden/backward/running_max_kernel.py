@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
@@ -33,6 +33,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         iteration_2 = trips - 1 - reversed
         i = iteration_2
         m = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        dX_offset_plus_lanes = dX + (row * n_chunks + i) * BLOCK + lanes
         x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
 
         # Grad of: for i in range(0, n_chunks):
@@ -43,6 +44,9 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         bx = tl.where(x > m, bm_3, tl.where(m == x, bm_3 * 0.5, 0.0))
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + (row * n_chunks + i) * BLOCK + lanes, bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_offset_plus_lanes, bx)
+        else:
+            tl.atomic_add(dX_offset_plus_lanes, bx, sem="relaxed")
     tl.debug_barrier()

@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr, dX, dDECAY, dY, seq_tape, state_tape, tape_trips):
+def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr, dX, dDECAY, dY, seq_tape, state_tape, tape_trips, X_disjoint):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
@@ -40,6 +40,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         c = iteration_2
         seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+        dX_plus_c_times_dim_plus_offs = dX + c * dim + offs
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
@@ -63,6 +64,9 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         tl.atomic_add(dDECAY + c, tl.where(t, tl.sum(bstate_3 * state), 0.0) * scale, sem="relaxed")
 
         # Grad of: x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
-        # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + c * dim + offs, bstate_3, mask=mask, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_c_times_dim_plus_offs, bstate_3, mask=mask)
+        else:
+            tl.atomic_add(dX_plus_c_times_dim_plus_offs, bstate_3, mask=mask, sem="relaxed")
     tl.debug_barrier()

@@ -42,7 +42,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         bx_3 = bx_times_w_col_2 * w[:, None]
         bw += tl.reshape(tl.sum(bx_times_w_col_2 * x_3, 1, keep_dims=True), w.shape)
 
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dX + rows[:, None] * N + cols_row_2_2, bx_3, mask=mask_4, sem="relaxed")
     for i_2 in range(tl.cdiv(N, BLOCK_N)):
         mask_2 = row_mask[:, None] & ((i_2 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :] < N)
@@ -53,7 +53,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         bx_2 = tl.broadcast_to(tl.expand_dims(btotal_2, 1), (x_2 * x_2).shape) * x_2 * 2
 
         # Grad of: x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dX + rows[:, None] * N + cols_2_row_2, bx_2, mask=mask_2, sem="relaxed")
     for i in range(tl.cdiv(N, BLOCK_N)):
         cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -69,7 +69,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         bw += tl.reshape(tl.sum(bx_times_w_col * x, 1, keep_dims=True), w.shape)
 
         # Grad of: x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dX + rows[:, None] * N + cols[None, :], bx, mask=mask, sem="relaxed")
 
     # Grad of: w = tl.load(W + rows, mask=row_mask, other=0.0)

@@ -21,7 +21,7 @@ def weighted_running_max_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips):
+def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -66,6 +66,7 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             iteration_2 = trips - 1 - reversed
             i = iteration_2
             m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan'))
+            dX_offset_plus_lanes = dX + (row * n_chunks + i) * BLOCK + lanes
             x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
             x_times_w = x * w
 
@@ -76,11 +77,15 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # Grad of: m = tl.maximum(m, x * w)
             bm_2 += tl.where(m_2 > x_times_w, bm_3, tl.where(m_2 == x_times_w, bm_3 * 0.5, 0.0))
             bx_times_w = tl.where(x_times_w > m_2, bm_3, tl.where(m_2 == x_times_w, bm_3 * 0.5, 0.0))
+            btl_load_X_offset_plus_lanes = bx_times_w * w
             bw += bx_times_w * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + (row * n_chunks + i) * BLOCK + lanes, bx_times_w * w, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes)
+            else:
+                tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'

@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_tape, tape_trips):
+def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_tape, tape_trips, X_disjoint, A_disjoint):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     h = tl.zeros([BLOCK], dtype=tl.float32)
@@ -35,16 +35,25 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         t = iteration_2
         h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         offs = (row * n_steps + t) * BLOCK + lanes
+        dA_plus_offs = dA + offs
         tl_load_A_plus_offs = tl.load(A + offs)
+        dX_plus_offs = dX + offs
 
         # Grad of: for t in range(0, n_steps):
         bh_3 = bh_2
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + offs, bh_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_offs, bh_3)
+        else:
+            tl.atomic_add(dX_plus_offs, bh_3, sem="relaxed")
+        btl_load_A_plus_offs = bh_3 * h
         bh_2 = tl.zeros_like(bh_2) + bh_3 * tl_load_A_plus_offs
 
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + offs, bh_3 * h, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (A_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if A_disjoint:
+            tl.store(dA_plus_offs, btl_load_A_plus_offs)
+        else:
+            tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs, sem="relaxed")
     tl.debug_barrier()

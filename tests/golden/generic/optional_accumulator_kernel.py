@@ -23,7 +23,7 @@ def optional_accumulator_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=True.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -60,6 +60,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
             row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            dX_offset_plus_cols = dX + row_times_n_chunks_plus_c_times_BLOCK + cols
             x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
             dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
             w = tl.load(W + c * BLOCK + cols)
@@ -76,12 +77,15 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             bx = bacc_z_2 * w + bacc_2 * x + bacc_2 * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=False.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -100,21 +104,25 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         bacc_2 = tl.load(dY + row * BLOCK + cols).to(tl.float32)
         for c in range(n_chunks):
             row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            dX_offset_plus_cols = dX + row_times_n_chunks_plus_c_times_BLOCK + cols
             x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
 
             # Grad of: acc += x * x
             bx = bacc_2 * x * 2
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # One backward per value of 'HAS_Z': Triton compiles only the one this launch's value selects.
     if HAS_Z:
-        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint)
     else:
-        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint)

@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # The backward with USE_GATE=True.
     row = tl.program_id(0)
@@ -51,9 +51,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX + product + o_k[None, :]
         x = tl.load(X + product + o_k[None, :])
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         row_times_n_steps_2_plus_s_times_BT = (row * n_steps + s) * BT
+        dG_offset_plus_o_t = dG + row_times_n_steps_2_plus_s_times_BT + o_t
         g = tl.load(G + row_times_n_steps_2_plus_s_times_BT + o_t)
 
         # Grad of: for s in range(n_steps):
@@ -64,8 +66,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bstate_3 += tl.broadcast_to(tl.expand_dims(bgate_2 * g, 1), state_3.shape)
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + row_times_n_steps_2_plus_s_times_BT + o_t, bg, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if G_disjoint:
+            tl.store(dG_offset_plus_o_t, bg)
+        else:
+            tl.atomic_add(dG_offset_plus_o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
@@ -74,8 +79,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -84,7 +92,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint):
 
     # The backward with USE_GATE=False.
     row = tl.program_id(0)
@@ -121,6 +129,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX_plus_product + o_k[None, :]
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -132,8 +141,11 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -142,10 +154,10 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
 
 @triton.jit
-def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # One backward per value of 'USE_GATE': Triton compiles only the one this launch's value selects.
     if USE_GATE:
-        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint)
     else:
-        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint)

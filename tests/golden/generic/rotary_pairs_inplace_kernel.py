@@ -38,11 +38,11 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
-        # atomic: the offset moves with a loop variable in a way that is not analysed
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dx_row + d * 2 + 1, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
-        # atomic: the offset moves with a loop variable in a way that is not analysed
+        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
         tl.atomic_add(dx_row + d * 2, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)

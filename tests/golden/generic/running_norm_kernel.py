@@ -8,7 +8,7 @@ import triton.language as tl
 
 
 @triton.jit
-def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # The backward with BY_ROWS=True.
     pid = tl.program_id(0)
@@ -54,6 +54,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
+        dsum = dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :]
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
@@ -86,13 +87,16 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         bx += tl.where(hit, tl.expand_dims(btl_max_x_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dsum, bx)
+        else:
+            tl.atomic_add(dsum, bx, sem="relaxed")
     tl.debug_barrier()
 
 
 @triton.jit
-def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # The backward with BY_ROWS=False.
     pid = tl.program_id(0)
@@ -138,6 +142,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
+        dsum = dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :]
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
@@ -170,16 +175,19 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         bx += tl.where(hit, tl.expand_dims(btl_max_x_zero / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dsum, bx)
+        else:
+            tl.atomic_add(dsum, bx, sem="relaxed")
     tl.debug_barrier()
 
 
 @triton.jit
-def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # One backward per value of 'BY_ROWS': Triton compiles only the one this launch's value selects.
     if BY_ROWS:
-        running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips)
+        running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips, X_disjoint)
     else:
-        running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips)
+        running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips, X_disjoint)

@@ -22,7 +22,7 @@ def weighted_running_max_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips):
+def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -85,8 +85,11 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
             btl_load_X_offset_plus_lanes = (bx_times_w * w).to(X.dtype.element_ty)
 
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes)
+            else:
+                tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'

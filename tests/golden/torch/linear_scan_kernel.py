@@ -33,7 +33,7 @@ def linear_scan_kernel(X, A, H, n_steps, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_tape, tape_trips):
+def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_tape, tape_trips, X_disjoint, A_disjoint):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     h = tl.zeros([BLOCK], dtype=tl.float32)
@@ -61,18 +61,27 @@ def linear_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h_
         t = iteration_2
         h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         offs = (row * n_steps + t) * BLOCK + lanes
+        dA_plus_offs = dA + offs
         tl_load_A_plus_offs = tl.load(A + offs)
+        dX_plus_offs = dX + offs
 
         # Grad of: for t in range(0, n_steps):
         bh_3 = bh_2
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + offs, bh_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_offs, bh_3)
+        else:
+            tl.atomic_add(dX_plus_offs, bh_3, sem="relaxed")
+        btl_load_A_plus_offs = bh_3 * h
         bh_2 = tl.zeros_like(bh_2) + bh_3 * tl_load_A_plus_offs
 
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + offs, bh_3 * h, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (A_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if A_disjoint:
+            tl.store(dA_plus_offs, btl_load_A_plus_offs)
+        else:
+            tl.atomic_add(dA_plus_offs, btl_load_A_plus_offs, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -853,13 +862,17 @@ linear_scan_kernel_forward = triton_op("tgrad_torch_linear_scan_kernel::linear_s
 def _tgrad_linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], A: typing.Optional[torch.Tensor], H: typing.Optional[torch.Tensor], n_steps: int, BLOCK: typing.Union[int, float, bool], dH: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, A, H)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BLOCK * n_steps over tl.num_programs(0), 1 over BLOCK * n_steps) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BLOCK * n_steps)), ((BLOCK * n_steps), 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'A' (BLOCK * n_steps over tl.num_programs(0), 1 over BLOCK * n_steps) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    A_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BLOCK * n_steps)), ((BLOCK * n_steps), 1)) else 0)
+    dA = _tgrad_zeros_like(A) if A_disjoint else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # the value of 'h' entering each iteration of the loop at line 26 (range(0, n_steps)), per program: the backward runs that loop in reverse
     h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 26 (range(0, n_steps)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(linear_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, A, H, n_steps, BLOCK, dX=dX, dA=dA, dH=dH, h_tape=h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(linear_scan_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, A, H, n_steps, BLOCK, dX=dX, dA=dA, dH=dH, h_tape=h_tape, tape_trips=tape_trips, X_disjoint=X_disjoint, A_disjoint=A_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dA, A), A))
 
 

@@ -55,7 +55,7 @@ def optional_accumulator_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=True.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -92,6 +92,7 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
         # Grad of: tl.store(Y + row * BLOCK + cols, acc)
         for c in range(n_chunks):
             row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            dX_offset_plus_cols = dX + row_times_n_chunks_plus_c_times_BLOCK + cols
             x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
             dW_plus_c_times_BLOCK_plus_cols = dW_row + c * BLOCK + cols
             w = tl.load(W + c * BLOCK + cols)
@@ -108,12 +109,15 @@ def optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z: tl.c
             bx = bacc_z_2 * w + bacc_2 * x + bacc_2 * x
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint):
 
     # The backward with HAS_Z=False.
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -132,24 +136,28 @@ def optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z: tl.
         bacc_2 = tl.load(dY + row * BLOCK + cols).to(tl.float32)
         for c in range(n_chunks):
             row_times_n_chunks_plus_c_times_BLOCK = (row * n_chunks + c) * BLOCK
+            dX_offset_plus_cols = dX + row_times_n_chunks_plus_c_times_BLOCK + cols
             x = tl.load(X + row_times_n_chunks_plus_c_times_BLOCK + cols)
 
             # Grad of: acc += x * x
             bx = bacc_2 * x * 2
 
             # Grad of: x = tl.load(X + (row * n_chunks + c) * BLOCK + cols)
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX + row_times_n_chunks_plus_c_times_BLOCK + cols, bx, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_cols, bx)
+            else:
+                tl.atomic_add(dX_offset_plus_cols, bx, sem="relaxed")
 
 
 @triton.jit
-def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs):
+def optional_accumulator_kernel_bwd(X, W, Y, Z, n_chunks, HAS_Z: tl.constexpr, BLOCK: tl.constexpr, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint):
 
     # One backward per value of 'HAS_Z': Triton compiles only the one this launch's value selects.
     if HAS_Z:
-        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_true(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dZ, dW_partial, W_numel, num_programs, X_disjoint)
     else:
-        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs)
+        optional_accumulator_kernel_bwd_HAS_Z_false(X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX, dW, dY, dW_partial, W_numel, num_programs, X_disjoint)
 
 
 
@@ -930,7 +938,9 @@ optional_accumulator_kernel_forward = triton_op("tgrad_torch_optional_accumulato
 def _tgrad_optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_chunks: int, HAS_Z: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, W, Y, Z)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BLOCK * n_chunks over tl.num_programs(0), 1 over BLOCK * n_chunks) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BLOCK * n_chunks)), ((BLOCK * n_chunks), 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -940,7 +950,7 @@ def _tgrad_optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X:
     W_numel = _tgrad_numel(W)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    _tgrad_launcher(optional_accumulator_kernel_bwd)[(_value_G,)](X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX=dX, dW=dW, dY=dY, dZ=dZ, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(optional_accumulator_kernel_bwd)[(_value_G,)](X, W, Y, Z, n_chunks, HAS_Z, BLOCK, dX=dX, dW=dW, dY=dY, dZ=dZ, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
         _tgrad_launcher(optional_accumulator_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)

@@ -42,7 +42,7 @@ def projected_state_kernel(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.cons
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # The backward with USE_GATE=True.
     row = tl.program_id(0)
@@ -85,9 +85,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         product = ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX + product + o_k[None, :]
         x = tl.load(X + product + o_k[None, :])
         state_3 = state_2 - tl.dot(state_2, p, input_precision="ieee") * 0.1 + x
         row_times_n_steps_2_plus_s_times_BT = (row * n_steps + s) * BT
+        dG_offset_plus_o_t = dG + row_times_n_steps_2_plus_s_times_BT + o_t
         g = tl.load(G + row_times_n_steps_2_plus_s_times_BT + o_t)
 
         # Grad of: for s in range(n_steps):
@@ -98,8 +100,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bstate_3 += tl.broadcast_to(tl.expand_dims(bgate_2 * g, 1), state_3.shape)
 
         # Grad of: g = tl.load(G + (row * n_steps + s) * BT + o_t)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dG + row_times_n_steps_2_plus_s_times_BT + o_t, bg, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (G_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if G_disjoint:
+            tl.store(dG_offset_plus_o_t, bg)
+        else:
+            tl.atomic_add(dG_offset_plus_o_t, bg, sem="relaxed")
 
         # Grad of: state = state - tl.dot(state, p, input_precision="ieee") * 0.1 + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3
@@ -108,8 +113,11 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -118,7 +126,7 @@ def projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K: tl.cons
 
 
 @triton.jit
-def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips):
+def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint):
 
     # The backward with USE_GATE=False.
     row = tl.program_id(0)
@@ -155,6 +163,7 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         o_k_row = o_k[None, :]
         p = tl.load(P + s_times_BK_times_BK + o_k[:, None] * BK + o_k_row)
         dX_plus_product = dX + ((row * n_steps + s) * BT + o_t[:, None]) * BK
+        dX_plus_product_plus_o_k_row_2 = dX_plus_product + o_k[None, :]
 
         # Grad of: for s in range(n_steps):
         bstate_3 = bstate_2
@@ -166,8 +175,11 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
         bp = tl.dot(tl.trans(state_2), btl_dot_state_2_p.to(state.dtype), input_precision="ieee")
 
         # Grad of: x = tl.load(X + ((row * n_steps + s) * BT + o_t[:, None]) * BK + o_k[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX_plus_product + o_k[None, :], bstate_3, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_product_plus_o_k_row_2, bstate_3)
+        else:
+            tl.atomic_add(dX_plus_product_plus_o_k_row_2, bstate_3, sem="relaxed")
 
         # Grad of: p = tl.load(P + s * BK * BK + o_k[:, None] * BK + o_k[None, :])
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -176,13 +188,13 @@ def projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K: tl.con
 
 
 @triton.jit
-def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips):
+def projected_state_kernel_bwd(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, USE_GATE: tl.constexpr, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint):
 
     # One backward per value of 'USE_GATE': Triton compiles only the one this launch's value selects.
     if USE_GATE:
-        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_true(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, dGS, state_tape, tape_trips, G_disjoint, X_disjoint)
     else:
-        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips)
+        projected_state_kernel_bwd_USE_GATE_false(X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX, dP, dG, dY, state_tape, tape_trips, X_disjoint)
 
 
 
@@ -963,14 +975,18 @@ projected_state_kernel_forward = triton_op("tgrad_torch_projected_state_kernel::
 def _tgrad_projected_state_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], P: typing.Optional[torch.Tensor], G: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], GS: typing.Optional[torch.Tensor], n_steps: int, K: typing.Union[int, float, bool], BT: typing.Union[int, float, bool], BK: typing.Union[int, float, bool], USE_GATE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dGS: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, P, G, Y, GS)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BK * BT * n_steps over tl.num_programs(0), BK over BT * n_steps, 1 over BK) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BT * n_steps), BK), (((BK * BT) * n_steps), BK, 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dP = _tgrad_float32_zeros_like(P)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dG = _tgrad_float32_zeros_like(G)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # the value of 'state' entering each iteration of the loop at line 127 (range(n_steps)), per program: the backward runs that loop in reverse
     state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ()), (BT * BK)), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 127 (range(n_steps)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(projected_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX=dX, dP=dP, dG=dG, dY=dY, dGS=dGS, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'G' (BT * n_steps over tl.num_programs(0), 1 over BT * n_steps) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    G_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BT * n_steps)), ((BT * n_steps), 1)) else 0)
+    _tgrad_launcher(projected_state_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, dX=dX, dP=dP, dG=dG, dY=dY, dGS=dGS, state_tape=state_tape, tape_trips=tape_trips, G_disjoint=G_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dP, P), P)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dG, G), G))
 
 

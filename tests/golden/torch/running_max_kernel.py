@@ -33,7 +33,7 @@ def running_max_kernel(X, Y, n_chunks, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
     row = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
     m = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
@@ -63,6 +63,7 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         i = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         row_times_n_chunks_plus_i_times_BLOCK = (row * n_chunks + i) * BLOCK
+        dX_offset_plus_lanes = dX + row_times_n_chunks_plus_i_times_BLOCK + lanes
         x = tl.load(X + row_times_n_chunks_plus_i_times_BLOCK + lanes)
 
         # Grad of: for i in range(0, n_chunks):
@@ -73,8 +74,11 @@ def running_max_kernel_bwd(X, Y, n_chunks, BLOCK: tl.constexpr, dX, dY, m_tape, 
         bx = tl.where(x > m_2, bm_3, tl.where(m_2 == x, bm_3 * 0.5, 0.0))
 
         # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes)
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dX + row_times_n_chunks_plus_i_times_BLOCK + lanes, bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_offset_plus_lanes, bx)
+        else:
+            tl.atomic_add(dX_offset_plus_lanes, bx, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -855,12 +859,14 @@ running_max_kernel_forward = triton_op("tgrad_torch_running_max_kernel::running_
 def _tgrad_running_max_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BLOCK * n_chunks over tl.num_programs(0), 1 over BLOCK * n_chunks) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BLOCK * n_chunks)), ((BLOCK * n_chunks), 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # the value of 'm' entering each iteration of the loop at line 14 (range(0, n_chunks)), per program: the backward runs that loop in reverse
     m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 14 (range(0, n_chunks)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(running_max_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_chunks, BLOCK, dX=dX, dY=dY, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(running_max_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_chunks, BLOCK, dX=dX, dY=dY, m_tape=m_tape, tape_trips=tape_trips, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X))
 
 

@@ -46,7 +46,7 @@ def running_norm_kernel(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_RO
 
 
 @triton.jit
-def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # The backward with BY_ROWS=True.
     pid = tl.program_id(0)
@@ -92,6 +92,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BR + tl.arange(0, BR), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
+        dsum = dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :]
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_one = tl.max(x, 1)
         m_new = tl.maximum(m_2, tl_max_x_one)
@@ -124,13 +125,16 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
         bx += tl.where(hit, tl.expand_dims(btl_max_x_one / tl.sum(hit.to(tl.float32), 1), 1), 0.0)
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dsum, bx)
+        else:
+            tl.atomic_add(dsum, bx, sem="relaxed")
     tl.debug_barrier()
 
 
 @triton.jit
-def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # The backward with BY_ROWS=False.
     pid = tl.program_id(0)
@@ -176,6 +180,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         t = iteration_2
         m_2 = tl.load(m_tape + (tape_row * tape_trips + iteration_2) * BC + tl.arange(0, BC), mask=iteration_2 < tape_trips, other=float('nan')).to(m.dtype)
         t_times_BR_times_BC = t * BR * BC
+        dsum = dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :]
         x = tl.load(base + t_times_BR_times_BC + r[:, None] * BC + c[None, :])
         tl_max_x_zero = tl.max(x, 0)
         m_new = tl.maximum(m_2, tl_max_x_zero)
@@ -208,19 +213,22 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
         bx += tl.where(hit, tl.expand_dims(btl_max_x_zero / tl.sum(hit.to(tl.float32), 0), 0), 0.0)
 
         # Grad of: x = tl.load(base + t * BR * BC + r[:, None] * BC + c[None, :])
-        # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dbase + t_times_BR_times_BC + r[:, None] * BC + c[None, :], bx, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dsum, bx)
+        else:
+            tl.atomic_add(dsum, bx, sem="relaxed")
     tl.debug_barrier()
 
 
 @triton.jit
-def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips):
+def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, BY_ROWS: tl.constexpr, dX, dY, m_tape, tape_trips, X_disjoint):
 
     # One backward per value of 'BY_ROWS': Triton compiles only the one this launch's value selects.
     if BY_ROWS:
-        running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips)
+        running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips, X_disjoint)
     else:
-        running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips)
+        running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR, BC, BY_ROWS, dX, dY, m_tape, tape_trips, X_disjoint)
 
 
 
@@ -1000,12 +1008,14 @@ running_norm_kernel_forward = triton_op("tgrad_torch_running_norm_kernel::runnin
 def _tgrad_running_norm_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_steps: int, BR: typing.Union[int, float, bool], BC: typing.Union[int, float, bool], BY_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BC * BR * n_steps over tl.num_programs(0), BC over BR * n_steps, 1 over BC) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BR * n_steps), BC), (((BC * BR) * n_steps), BC, 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # the value of 'm' entering each iteration of the loop at line 74 (range(n_steps)), per program: the backward runs that loop in reverse
     m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ()), max(BR, BC)), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 74 (range(n_steps)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_steps - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(running_norm_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_steps, BR, BC, BY_ROWS, dX=dX, dY=dY, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(running_norm_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, Y, n_steps, BR, BC, BY_ROWS, dX=dX, dY=dY, m_tape=m_tape, tape_trips=tape_trips, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X))
 
 

@@ -38,7 +38,7 @@ def segment_decay_kernel(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr, dX, dDECAY, dY, seq_tape, state_tape, tape_trips):
+def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexpr, dX, dDECAY, dY, seq_tape, state_tape, tape_trips, X_disjoint):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
@@ -73,6 +73,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         c = iteration_2
         seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
         state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        dX_plus_c_times_dim_plus_offs = dX + c * dim + offs
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
@@ -98,8 +99,11 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         tl.atomic_add(dDECAY + c, btl_load_DECAY_plus_c, sem="relaxed")
 
         # Grad of: x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
-        # atomic: the offset moves with a loop variable in a way that is not analysed
-        tl.atomic_add(dX + c * dim + offs, bstate_3, mask=mask, sem="relaxed")
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+        if X_disjoint:
+            tl.store(dX_plus_c_times_dim_plus_offs, bstate_3, mask=mask)
+        else:
+            tl.atomic_add(dX_plus_c_times_dim_plus_offs, bstate_3, mask=mask, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -880,7 +884,9 @@ segment_decay_kernel_forward = triton_op("tgrad_torch_segment_decay_kernel::segm
 def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], DECAY: typing.Optional[torch.Tensor], SEQ: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_chunks: int, dim: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, DECAY, SEQ, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (1 over dim, dim over n_chunks) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((dim, n_chunks), (1, dim)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dDECAY = _tgrad_float32_zeros_like(DECAY)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
     dY = _tgrad_consumed_upstream(dY, Y)
@@ -890,7 +896,7 @@ def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing
     state_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 49 (range(n_chunks)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(segment_decay_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, dX=dX, dDECAY=dDECAY, dY=dY, seq_tape=seq_tape, state_tape=state_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(segment_decay_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, dX=dX, dDECAY=dDECAY, dY=dY, seq_tape=seq_tape, state_tape=state_tape, tape_trips=tape_trips, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dDECAY, DECAY), DECAY))
 
 

@@ -49,7 +49,7 @@ def weighted_running_max_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK
 
 
 @triton.jit
-def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips):
+def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, dW, dY, dW_partial, W_numel, num_programs, m_tape, tape_trips, X_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of W; the reduction kernel sums the rows
     dW_row = dW_partial + tl.program_id(0) * W_numel
@@ -112,8 +112,11 @@ def weighted_running_max_kernel_bwd(X, W, Y, n_chunks, BLOCK: tl.constexpr, dX, 
             # Grad of: x = tl.load(X + (row * n_chunks + i) * BLOCK + lanes).to(tl.float32)
             btl_load_X_offset_plus_lanes = (bx_times_w * w).to(X.dtype.element_ty)
 
-            # atomic: the offset is not affine in the program ids and tl.arange lanes
-            tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
+            # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+            if X_disjoint:
+                tl.store(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes)
+            else:
+                tl.atomic_add(dX_offset_plus_lanes, btl_load_X_offset_plus_lanes, sem="relaxed")
         tl.debug_barrier()
 
         # partial sum in registers: every program loads these addresses of 'W'
@@ -901,7 +904,9 @@ weighted_running_max_kernel_forward = triton_op("tgrad_torch_weighted_running_ma
 def _tgrad_weighted_running_max_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_chunks: int, BLOCK: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, W, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (BLOCK * n_chunks over tl.num_programs(0), 1 over BLOCK * n_chunks) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], (BLOCK * n_chunks)), ((BLOCK * n_chunks), 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
@@ -915,7 +920,7 @@ def _tgrad_weighted_running_max_kernel_backward(tgrad_grid: typing.List[int], X:
     m_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 96 (range(0, n_chunks)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(weighted_running_max_kernel_bwd)[(_value_G,)](X, W, Y, n_chunks, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, m_tape=m_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    _tgrad_launcher(weighted_running_max_kernel_bwd)[(_value_G,)](X, W, Y, n_chunks, BLOCK, dX=dX, dW=dW, dY=dY, dW_partial=dW_partial, W_numel=W_numel, num_programs=num_programs, m_tape=m_tape, tape_trips=tape_trips, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dW_partial into dW
     if dW is not None:
         _tgrad_launcher(weighted_running_max_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
