@@ -1185,7 +1185,7 @@ TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
       "    tl.store(Y + rows, acc, mask=rows < n)\n";
   EXPECT_EQ(gradient_write_of(shifted, types), "atomic");
   // The loop inside another loop that does not move the addresses: each address is loaded in every outer
-  // iteration, so the gradients add (atomically: a flagged store is for a gradient written once).
+  // iteration, so the gradients add: in place where the flag says the program's addresses are its own.
   const std::string repeated =
       "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"
       "    rows = tl.program_id(0) * BR + tl.arange(0, BR)\n    acc = tl.zeros([BR], dtype=tl.float32)\n"
@@ -1194,7 +1194,7 @@ TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
       "            x = tl.load(X + rows[:, None] * sm + cols[None, :], mask=(rows[:, None] < n) & (cols[None, :] < N), "
       "other=0.0)\n            acc += tl.sum(x * x, 1)\n"
       "    tl.store(Y + rows, acc, mask=rows < n)\n";
-  EXPECT_EQ(gradient_write_of(repeated, types), "atomic");
+  EXPECT_EQ(gradient_write_of(repeated, types), "store where [n by sm, N by 1] apart, else atomic");
 }
 
 // The explanations of a kernel's backward: the max of a numerically stable softmax is proven to cancel out of

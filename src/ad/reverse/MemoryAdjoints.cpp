@@ -219,8 +219,10 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   buffer.written_before = contributions_[op.base];
   buffer.disjoint_loads = together.has_value();
   WriteDecision d = decide_gradient_write(std::move(facts), buffer);
-  // A layout-guarded store is only for a gradient stored once, by one plain store: else the additions stay atomic.
-  if (!d.access.layout.empty() && d.how != GradientWrite::PlainStore) {
+  // A layout-guarded write is a plain store, or an addition in place (a gradient added more than once: several
+  // loads at one offset, or an update in place), which under the flag touches this program's addresses only.
+  // Partial sums stay atomic.
+  if (!d.access.layout.empty() && d.how != GradientWrite::PlainStore && d.how != GradientWrite::AddToEarlier) {
     d.how = GradientWrite::Atomic;
     d.buffer_starts_at_zero = true;
     d.what = "tl.atomic_add";
@@ -276,7 +278,6 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
       break;
     }
     case GradientWrite::PlainStore:
-    case GradientWrite::AddToEarlier:
       if (d.access.kind == AccessDecision::Kind::InjectiveAssuming && d.access.assumption)
         emit_stmt(std::make_unique<ExprStmt>(call(
             "tl.device_assert",
@@ -302,6 +303,38 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
       } else {
         add_in_place(d.comment);
       }
+      break;
+    case GradientWrite::AddToEarlier:
+      if (!d.access.layout.empty()) {
+        // Under the flag, each address is this program's: the gradient adds in place, after a barrier (another
+        // thread of the program may have written it); else atomically. The buffer starts at zero either way (or
+        // holds the upstream gradient, in place), since the additions need what is there.
+        needs_zeros_.insert(op.base);
+        StmtPtr barrier = std::make_unique<ExprStmt>(call("tl.debug_barrier", {}));
+        barrier->leading_comment = d.comment + " (after a barrier: every thread sees the earlier writes)";
+        emit_stmt(std::move(barrier));
+        std::vector<Keyword> load_kws = kws();
+        if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+        ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add,
+                                              call("tl.load", list(dual(op.pointer)), std::move(load_kws)), name(bx));
+        std::vector<Keyword> atomic_kws = kws();
+        atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+        emit_stmt(store_where_apart(
+            op.base, "", std::move(d.access.layout),
+            std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())),
+            std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
+            [](const std::string &flag) {
+              return "One program and lane per address where the strides keep the rows apart (" + flag +
+                     ", from the launcher): added in place; else (an expanded view) added atomically";
+            },
+            layout_assumptions_, /*zeros_anyway=*/true));
+        break;
+      }
+      if (d.access.kind == AccessDecision::Kind::InjectiveAssuming && d.access.assumption)
+        emit_stmt(std::make_unique<ExprStmt>(call(
+            "tl.device_assert",
+            list(std::move(d.access.assumption), std::make_unique<StrLit>(d.access.assumption_message, "")))));
+      add_in_place(d.comment);
       break;
   }
   explanations.push_back(where + "a " + d.what + ": " + d.access.reason);

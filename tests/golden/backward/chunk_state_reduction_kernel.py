@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, dS, dD, b_h_tape, tape_trips):
+def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, dS, dD, b_h_tape, tape_trips, S_disjoint):
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
     i_nh = tl.program_id(2)
@@ -64,7 +64,14 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # Grad of: b_h += tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)
         bb_h_2 = tl.zeros_like(bb_h_2) + bb_h_3
+        btl_load_p_s = bb_h_3
 
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dp_s, bb_h_3, mask=m_kv, sem="relaxed")
+        # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (S_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if S_disjoint:
+            tl.store(dp_s, tl.load(dp_s, mask=m_kv, other=0.0) + btl_load_p_s, mask=m_kv)
+        else:
+            tl.atomic_add(dp_s, btl_load_p_s, mask=m_kv, sem="relaxed")
     tl.debug_barrier()

@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN):
+def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, Q_disjoint):
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
@@ -41,12 +41,24 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(first + HALF, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dfirst_plus_HALF, bb, mask=mask, sem="relaxed")
+    # 'Q' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+    tl.debug_barrier()
+
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+    if Q_disjoint:
+        tl.store(dfirst_plus_HALF, tl.load(dfirst_plus_HALF, mask=mask, other=0.0) + bb, mask=mask)
+    else:
+        tl.atomic_add(dfirst_plus_HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(first, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
+    # 'Q' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+    tl.debug_barrier()
+
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+    if Q_disjoint:
+        tl.store(dfirst, tl.load(dfirst, mask=mask, other=0.0) + ba, mask=mask)
+    else:
+        tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
     tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))

@@ -7,7 +7,7 @@ import triton.language as tl
 
 
 @triton.jit
-def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, dX, dW, dY):
+def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, dX, dW, dY, X_disjoint):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_mask = rows < n_rows
     w = tl.load(W + rows, mask=row_mask, other=0.0)
@@ -27,6 +27,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         mask_3 = row_mask[:, None] & (cols_3[None, :] < N)
         mask_4 = row_mask[:, None] & ((i_3 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :] < N)
         cols_row_2_2 = (i_3 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        dX_plus_rows_col_times_N_plus_cols_row_2_2 = dX + rows[:, None] * N + cols_row_2_2
         x_3 = tl.load(X + rows[:, None] * N + cols_row_2_2, mask=mask_4, other=0.0)
         w_col_2 = w[:, None]
         dY_plus_rows_col_5_times_N_offset = dY + rows[:, None] * N + cols_3[None, :]
@@ -46,22 +47,36 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         bx_3 = bx_times_w_col_2 * w_col_2
         bw += tl.reshape(tl.sum(bx_times_w_col_2 * x_3, 1, keep_dims=True), w.shape)
 
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dX + rows[:, None] * N + cols_row_2_2, bx_3, mask=mask_4, sem="relaxed")
+        # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dX_plus_rows_col_times_N_plus_cols_row_2_2, tl.load(dX_plus_rows_col_times_N_plus_cols_row_2_2, mask=mask_4, other=0.0) + bx_3, mask=mask_4)
+        else:
+            tl.atomic_add(dX_plus_rows_col_times_N_plus_cols_row_2_2, bx_3, mask=mask_4, sem="relaxed")
     for i_2 in range(tl.cdiv(N, BLOCK_N)):
         mask_2 = row_mask[:, None] & ((i_2 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :] < N)
         cols_2_row_2 = (i_2 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        dX_plus_rows_col_3_times_N_offset = dX + rows[:, None] * N + cols_2_row_2
         x_2 = tl.load(X + rows[:, None] * N + cols_2_row_2, mask=mask_2, other=0.0)
 
         # Grad of: total += tl.sum(x * x, axis=1)
         bx_2 = tl.broadcast_to(tl.expand_dims(btotal_2, 1), (x_2 * x_2).shape) * x_2 * 2
 
         # Grad of: x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dX + rows[:, None] * N + cols_2_row_2, bx_2, mask=mask_2, sem="relaxed")
+        # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dX_plus_rows_col_3_times_N_offset, tl.load(dX_plus_rows_col_3_times_N_offset, mask=mask_2, other=0.0) + bx_2, mask=mask_2)
+        else:
+            tl.atomic_add(dX_plus_rows_col_3_times_N_offset, bx_2, mask=mask_2, sem="relaxed")
     for i in range(tl.cdiv(N, BLOCK_N)):
         cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols[None, :] < N)
+        dX_plus_rows_col_times_N_plus_cols_row_2 = dX + rows[:, None] * N + cols[None, :]
         x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
         dY_plus_rows_col_2_times_N_offset = dY + rows[:, None] * N + cols[None, :]
 
@@ -73,8 +88,14 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr,
         bw += tl.reshape(tl.sum(bx_times_w_col * x, 1, keep_dims=True), w.shape)
 
         # Grad of: x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dX + rows[:, None] * N + cols[None, :], bx, mask=mask, sem="relaxed")
+        # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dX_plus_rows_col_times_N_plus_cols_row_2, tl.load(dX_plus_rows_col_times_N_plus_cols_row_2, mask=mask, other=0.0) + bx, mask=mask)
+        else:
+            tl.atomic_add(dX_plus_rows_col_times_N_plus_cols_row_2, bx, mask=mask, sem="relaxed")
 
     # Grad of: w = tl.load(W + rows, mask=row_mask, other=0.0)
     tl.store(dW + rows, bw, mask=row_mask)

@@ -38,7 +38,7 @@ def chunk_state_reduction_kernel(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: 
 
 
 @triton.jit
-def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, dS, dD, b_h_tape, tape_trips):
+def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, dS, dD, b_h_tape, tape_trips, S_disjoint):
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
     i_nh = tl.program_id(2)
@@ -103,9 +103,16 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # Grad of: b_h += tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)
         bb_h_2 = tl.zeros_like(bb_h_2) + bb_h_3
+        btl_load_p_s = bb_h_3.to(S.dtype.element_ty)
 
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dp_s, bb_h_3.to(S.dtype.element_ty), mask=m_kv, sem="relaxed")
+        # 'S' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (S_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if S_disjoint:
+            tl.store(dp_s, tl.load(dp_s, mask=m_kv, other=0.0) + btl_load_p_s, mask=m_kv)
+        else:
+            tl.atomic_add(dp_s, btl_load_p_s, mask=m_kv, sem="relaxed")
     tl.debug_barrier()
 
 
@@ -893,7 +900,9 @@ def _tgrad_chunk_state_reduction_kernel_backward(tgrad_grid: typing.List[int], S
     b_h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((NT - 0), 1)), tgrad_grid, ()), (BK * BV)), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 182 (range(NT)); smaller, the gradients come out NaN
     tape_trips = _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((NT - 0), 1)), tgrad_grid, ())
-    _tgrad_launcher(chunk_state_reduction_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, D, NT, H, K, V, BK, BV, dS=dS, dD=dD, b_h_tape=b_h_tape, tape_trips=tape_trips, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'S' (V over K, 1 over V, H * K * NT * V over (tl.num_programs(2) + H - 1) // H, K * V over H, H * K * V over NT) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    S_disjoint = (1 if _tgrad_disjoint((K, V, (((tgrad_grid[2] + H) - 1) // H), H, NT), (V, 1, (((H * K) * NT) * V), (K * V), ((H * K) * V))) else 0)
+    _tgrad_launcher(chunk_state_reduction_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](S, D, NT, H, K, V, BK, BV, dS=dS, dD=dD, b_h_tape=b_h_tape, tape_trips=tape_trips, S_disjoint=S_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dS, S), S)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dD, D), D))
 
 

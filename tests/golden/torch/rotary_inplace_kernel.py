@@ -37,7 +37,7 @@ def rotary_inplace_kernel(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.co
 
 
 @triton.jit
-def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN):
+def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: tl.constexpr, dQ, dCOS, dSIN, Q_disjoint):
     row = tl.program_id(0)
     h = tl.arange(0, HEADS)
     d = tl.arange(0, HALF)
@@ -71,12 +71,24 @@ def rotary_inplace_kernel_bwd(Q, COS, SIN, n_heads, HEADS: tl.constexpr, HALF: t
     bcos += tl.sum(ba_times_cos_minus_b_times_sin * a, 0, keep_dims=True)
 
     # Grad of: b = tl.load(first + HALF, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dfirst_plus_HALF, bb, mask=mask, sem="relaxed")
+    # 'Q' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+    tl.debug_barrier()
+
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+    if Q_disjoint:
+        tl.store(dfirst_plus_HALF, tl.load(dfirst_plus_HALF, mask=mask, other=0.0) + bb, mask=mask)
+    else:
+        tl.atomic_add(dfirst_plus_HALF, bb, mask=mask, sem="relaxed")
 
     # Grad of: a = tl.load(first, mask=mask, other=0.0)
-    # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-    tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
+    # 'Q' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+    tl.debug_barrier()
+
+    # One program and lane per address where the strides keep the rows apart (Q_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+    if Q_disjoint:
+        tl.store(dfirst, tl.load(dfirst, mask=mask, other=0.0) + ba, mask=mask)
+    else:
+        tl.atomic_add(dfirst, ba, mask=mask, sem="relaxed")
 
     # Grad of: sin = tl.load(SIN + row * HALF + d)[None, :]
     tl.store(dSIN + row * HALF + d, tl.reshape(bsin, tl_load_2.shape))
@@ -866,7 +878,9 @@ def _tgrad_rotary_inplace_kernel_backward(tgrad_grid: typing.List[int], Q: typin
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the kernel updates Q in place, and it becomes the gradient of the contents before.
     dQ = _tgrad_consumed_upstream(dQ, Q)
-    _tgrad_launcher(rotary_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, COS, SIN, n_heads, HEADS, HALF, dQ=dQ, dCOS=dCOS, dSIN=dSIN, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'Q' (2 * HALF * n_heads over tl.num_programs(0), 1 over HALF, 2 * HALF over n_heads, HALF over 2) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    Q_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], HALF, n_heads, 2), (((2 * HALF) * n_heads), 1, (2 * HALF), HALF)) else 0)
+    _tgrad_launcher(rotary_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](Q, COS, SIN, n_heads, HEADS, HALF, dQ=dQ, dCOS=dCOS, dSIN=dSIN, Q_disjoint=Q_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dQ, Q), Q)), _tgrad_out(_tgrad_unaliased(dCOS, COS)), _tgrad_out(_tgrad_unaliased(dSIN, SIN))
 
 
