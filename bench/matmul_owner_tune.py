@@ -19,7 +19,7 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bwd_bench import load, matmul_hand  # noqa: E402
+from bwd_bench import load, matmul_flags, matmul_hand  # noqa: E402
 
 
 def main():
@@ -36,19 +36,23 @@ def main():
     best = {}
     with tempfile.TemporaryDirectory() as tmp:
         bwd = load(f"tests/golden/backward/matmul_kernel{'' if args.relu else '_no_activation'}.py", tmp)
+        fwd = load("tests/kernels/matmul.py", tmp)
         if args.relu:
-            c = load("tests/kernels/matmul.py", tmp).matmul(a, b, activation="relu")  # the backward reads C
+            c = fwd.matmul(a, b, activation="relu")  # the backward reads C
+        golden = "matmul_kernel" if args.relu else "matmul_kernel_no_activation"
 
         def launcher(which, bm, bn, bk, warps, stages):
+            # The layout flags the launch protocol asks for (these contiguous tensors: 1, plain stores).
+            flags = matmul_flags(golden, fwd, a, b, c, (bm, bn, bk), ACTIVATION=act)
             if which == "da":
                 return lambda: bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, bm), triton.cdiv(K, bk))](
                     a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
                     ACTIVATION=act, da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, bn),
-                    num_warps=warps, num_stages=stages)
+                    num_warps=warps, num_stages=stages, **flags)
             return lambda: bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, bk), triton.cdiv(N, bn))](
                 a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
                 ACTIVATION=act, da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, bm),
-                num_warps=warps, num_stages=stages)
+                num_warps=warps, num_stages=stages, **flags)
 
         print("| kernel | BLOCK_SIZE_M | BLOCK_SIZE_N | BLOCK_SIZE_K | warps | stages | median ms |\n| --- | --- | --- | --- | --- | --- | --- |")
         for which, (out_a, step, out_b), warps, stages in itertools.product(
