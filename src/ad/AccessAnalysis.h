@@ -90,7 +90,8 @@ class AccessAnalysis {
   // halves, `Q + o` and `Q + o + HALF`; pairs `X + 2 * i` and `X + 2 * i + 1`), under one mask: whether together
   // they give each address one program, lane and load. The shifts, in the order of `pointers`, must be 0, s, 2s, ...
   // (s a number, or a parameter for two loads): a box index over the loads of stride s joins the layout box of the
-  // first load's offset (classify_layout), decided by numbers or left to the launch (`layout`). Nullopt otherwise.
+  // first load's offset (classify_layout), decided by numbers or left to the launch (`layout`); in a loop walking
+  // blocks of a tile axis, its blocks are one index more. Nullopt otherwise.
   std::optional<AccessDecision> classify_layout_union(const std::vector<std::string> &pointers,
                                                       const std::string &mask) const;
   // How a load's gradient is written: classify, and where that finds the offset merely not analysed (not shared

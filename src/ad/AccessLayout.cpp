@@ -128,7 +128,16 @@ std::optional<AccessDecision> AccessAnalysis::classify_layout_union(const std::v
     return std::nullopt;
   }
   const std::pair<std::string, int64_t> selector{stride, static_cast<int64_t>(pointers.size())};
-  return layout_box(pointers[0], mask, -1, "", &selector);
+  // In a loop walking blocks of a tile axis (the pairs of a rotary kernel's column blocks): that loop's blocks are
+  // one index more (classify_layout).
+  if (chains[0].form.loops.size() > 1) return std::nullopt;
+  const std::string walked = chains[0].form.loops.empty() ? "" : chains[0].form.loops[0].var;
+  std::optional<AccessDecision> d = layout_box(pointers[0], mask, -1, walked, &selector);
+  if (d && !walked.empty()) {
+    d->walks_loop = true;
+    d->walked_loop_var = walked;
+  }
+  return d;
 }
 
 std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &pointer, const std::string &mask,

@@ -1175,6 +1175,15 @@ TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
       "    tl.store(Y + pid * BR * BC + r[:, None] * BC + c[None, :], acc)\n";
   EXPECT_EQ(gradient_write_of(tiles, types),
             "store where [tl.num_programs(0) by sm, BR * steps by BC, BC by 1] apart, else atomic");
+  // Pairs in a loop walking a row (a rotary kernel's x[2i], x[2i + 1]): the two loads and the loop's blocks are
+  // indices of one box.
+  const std::string pairs =
+      "def k(X, Y, n, sm, steps, HALF: tl.constexpr, BC: tl.constexpr):\n    row = tl.program_id(0)\n"
+      "    for start in range(0, HALF, BC):\n        d = start + tl.arange(0, BC)\n        m = d < HALF\n"
+      "        x0 = tl.load(X + row * sm + d * 2, mask=m, other=0.0)\n"
+      "        x1 = tl.load(X + row * sm + d * 2 + 1, mask=m, other=0.0)\n"
+      "        tl.store(Y + row * HALF + d, x0 * x1, mask=m)\n";
+  EXPECT_EQ(gradient_write_of(pairs, types), "store where [tl.num_programs(0) by sm, HALF by 2, 2 by 1] apart, else atomic");
   // The loop's blocks not starting at 0 (a start only the launch knows): not an index of the box.
   const std::string shifted =
       "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"

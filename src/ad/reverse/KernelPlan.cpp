@@ -340,14 +340,17 @@ std::optional<Backward> Engine::build_kernel() {
     if (keys.size() <= 1 || partial_bases_.count(base) || shared_bases_.count(base)) continue;
     std::vector<std::string> pointers;
     std::set<std::string> masks;
-    bool top_level = true;
+    // All at the top level, or all in one loop (whose blocks the union's box takes as an index).
+    std::optional<std::vector<const For *>> loops;
+    bool one_place = true;
     for (const MemoryOp &m : memory_)
       if (!m.store && m.base == base) {
         pointers.push_back(m.pointer);
         masks.insert(m.mask);
-        top_level &= m.loop_depth() == 0;
+        if (!loops) loops = m.loops;
+        one_place &= *loops == m.loops && m.loop_depth() <= 1;
       }
-    if (top_level && masks.size() == 1 && access.classify_layout_union(pointers, *masks.begin())) {
+    if (one_place && masks.size() == 1 && access.classify_layout_union(pointers, *masks.begin())) {
       disjoint_loads_[base] = {pointers, *masks.begin()};
       continue;
     }

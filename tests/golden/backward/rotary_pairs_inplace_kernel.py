@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN):
+def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN, X_disjoint):
     row = tl.program_id(0)
     x_row = X + row * row_stride
     dx_row = dX + row * row_stride
@@ -15,19 +15,19 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         mask = d < HALF
         cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
         sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
+        dx_row_plus_d_times_two = dx_row + d * 2
         x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
+        dx_row_plus_d_times_two_2_plus_one = dx_row + d * 2 + 1
         x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
-        dx_row_plus_d_times_two_3 = dx_row + d * 2
-        dx_row_plus_d_times_two_4_plus_one = dx_row + d * 2 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
+        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_2_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed"), 0.0)
+        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
         bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
@@ -36,12 +36,24 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dx_row + d * 2 + 1, bx1, mask=mask, sem="relaxed")
+        # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dx_row_plus_d_times_two_2_plus_one, tl.load(dx_row_plus_d_times_two_2_plus_one, mask=mask, other=0.0) + bx1, mask=mask)
+        else:
+            tl.atomic_add(dx_row_plus_d_times_two_2_plus_one, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dx_row + d * 2, bx0, mask=mask, sem="relaxed")
+        # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dx_row_plus_d_times_two, tl.load(dx_row_plus_d_times_two, mask=mask, other=0.0) + bx0, mask=mask)
+        else:
+            tl.atomic_add(dx_row_plus_d_times_two, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
         tl.store(dSIN + row * HALF + d, bsin, mask=mask)

@@ -37,7 +37,7 @@ def rotary_pairs_inplace_kernel(X, COS, SIN, row_stride, HALF: tl.constexpr, BLO
 
 
 @triton.jit
-def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN):
+def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, dX, dCOS, dSIN, X_disjoint):
     row = tl.program_id(0)
     row_times_row_stride = row * row_stride
     x_row = X + row_times_row_stride
@@ -47,19 +47,19 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         mask = d < HALF
         cos = tl.load(COS + row * HALF + d, mask=mask, other=1.0)
         sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
+        dx_row_plus_d_times_two = dx_row + d * 2
         x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
+        dx_row_plus_d_times_two_2_plus_one = dx_row + d * 2 + 1
         x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
-        dx_row_plus_d_times_two_3 = dx_row + d * 2
-        dx_row_plus_d_times_two_4_plus_one = dx_row + d * 2 + 1
 
         # Grad of: tl.store(x_row + d * 2 + 1, x0 * sin + x1 * cos, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_4_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
+        bx0_times_sin_plus_x1_times_cos = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_2_plus_one, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
 
         # Grad of: tl.store(x_row + d * 2, x0 * cos - x1 * sin, mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two_3, 0.0, mask=mask, sem="relaxed"), 0.0)
+        bx0_times_cos_minus_x1_times_sin = tl.where(mask, tl.atomic_xchg(dx_row_plus_d_times_two, 0.0, mask=mask, sem="relaxed"), 0.0)
         tl.debug_barrier()
         bx1_times_sin = -bx0_times_cos_minus_x1_times_sin
         bx1 = bx0_times_sin_plus_x1_times_cos * cos + bx1_times_sin * sin
@@ -68,12 +68,24 @@ def rotary_pairs_inplace_kernel_bwd(X, COS, SIN, row_stride, HALF: tl.constexpr,
         bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
         # Grad of: x1 = tl.load(x_row + d * 2 + 1, mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dx_row + d * 2 + 1, bx1, mask=mask, sem="relaxed")
+        # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dx_row_plus_d_times_two_2_plus_one, tl.load(dx_row_plus_d_times_two_2_plus_one, mask=mask, other=0.0) + bx1, mask=mask)
+        else:
+            tl.atomic_add(dx_row_plus_d_times_two_2_plus_one, bx1, mask=mask, sem="relaxed")
 
         # Grad of: x0 = tl.load(x_row + d * 2, mask=mask, other=0.0)
-        # atomic: the gradient is added more than once here (a plain store per program would need the strides to keep the rows apart, and one store per element)
-        tl.atomic_add(dx_row + d * 2, bx0, mask=mask, sem="relaxed")
+        # 'X' is updated in place: this gradient adds to that of what passes through (after a barrier: every thread sees the earlier writes)
+        tl.debug_barrier()
+
+        # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher): added in place; else (an expanded view) added atomically
+        if X_disjoint:
+            tl.store(dx_row_plus_d_times_two, tl.load(dx_row_plus_d_times_two, mask=mask, other=0.0) + bx0, mask=mask)
+        else:
+            tl.atomic_add(dx_row_plus_d_times_two, bx0, mask=mask, sem="relaxed")
 
         # Grad of: sin = tl.load(SIN + row * HALF + d, mask=mask, other=0.0)
         tl.store(dSIN + row * HALF + d, bsin, mask=mask)
@@ -863,7 +875,9 @@ def _tgrad_rotary_pairs_inplace_kernel_backward(tgrad_grid: typing.List[int], X:
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the kernel updates X in place, and it becomes the gradient of the contents before.
     dX = _tgrad_consumed_upstream(dX, X)
-    _tgrad_launcher(rotary_pairs_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, row_stride, HALF, BLOCK, dX=dX, dCOS=dCOS, dSIN=dSIN, **_tgrad_options(num_warps, num_stages))
+    # 1 where the strides keep the cells of 'X' (row_stride over tl.num_programs(0), 2 over HALF, 1 over 2) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((tgrad_grid[0], HALF, 2), (row_stride, 2, 1)) else 0)
+    _tgrad_launcher(rotary_pairs_inplace_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, row_stride, HALF, BLOCK, dX=dX, dCOS=dCOS, dSIN=dSIN, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(dCOS, COS)), _tgrad_out(_tgrad_unaliased(dSIN, SIN))
 
 
