@@ -237,7 +237,7 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
         if (ty != types_.end() && ty->second.is_tensor() && ty->second.shape.size() == 1) {
           const sema::Dim &d = ty->second.shape[0];
           if (d.value) t.extent = *d.value;
-          else t.extent_symbol = d.symbol;
+          else t.extent_symbol = dimension_text(d.symbol).value_or(d.symbol);  // "2 * HALF" as "2*HALF"
         }
         if (c->args.size() == 2)
           if (auto *start = dyn_cast<IntLit>(c->args[0].get()); !start || start->value != 0) return bad;
@@ -261,6 +261,13 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
           return a;
         }
         if (isa<IntLit>(&e)) return none;
+        // `(2 * HALF)`, `(D // 2)` written inline: a number the same everywhere, where its names are parameters.
+        if (std::optional<std::string> t = scalar_text(e)) {
+          std::set<std::string> names;
+          reads(e, names);
+          if (std::all_of(names.begin(), names.end(), [&](const std::string &n) { return from_parameters_only(n); }))
+            return none;
+        }
         return bad;
       };
       Affine l = operand(*b->lhs), r = operand(*b->rhs);
@@ -444,7 +451,9 @@ AccessAnalysis::Offset AccessAnalysis::offset_of(const std::string &pointer, boo
     // the key names it (an SSA name or a literal), or, where a shift is
     // buried inside the form, makes the key this pointer's own.
     if (o.valid && o.pid.empty() && o.lanes.empty() && o.loops.empty())
-      out.uniform_parts.push_back(isa<Name>(off_side) ? cast<Name>(off_side)->id : emit::print_expr(*off_side));
+      out.uniform_parts.push_back(isa<Name>(off_side)              ? cast<Name>(off_side)->id
+                                  : scalar_text(*off_side).has_value() ? *scalar_text(*off_side)  // "HEAD_DIM//2"
+                                                                       : emit::print_expr(*off_side));
     else if (o.shifted)
       out.untracked_shift = true;
     if (!o.valid) {
@@ -774,11 +783,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
         d.kind = AccessDecision::Kind::InjectiveAssuming;
         d.reason = "offset = " + program_term + " * " + coefficient + " + lanes masked by lanes < " + *bound +
                    ": programs own disjoint rows when " + coefficient + " >= " + *bound;
-        auto operand = [](const std::string &text) -> ExprPtr {
-          if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))
-            return std::make_unique<IntLit>(std::stoull(text), "");
-          return std::make_unique<Name>(text);
-        };
+        auto operand = [](const std::string &text) -> ExprPtr { return text_expr(text); };
         ExprList rhs;
         rhs.push_back(operand(*bound));
         d.assumption = std::make_unique<Compare>(operand(coefficient), std::vector<CompareOpKind>{CompareOpKind::GtE},

@@ -22,18 +22,7 @@ using namespace access_text;
 namespace {
 
 // An expression of a coefficient or extent text: a product of integers and names ("BLOCK_M*stride_qm").
-ExprPtr product_expr(const std::string &text) {
-  ExprPtr out;
-  for (const std::string &factor : coefficient_factors(text)) {
-    ExprPtr f;
-    if (std::optional<long long> v = integer_text(factor); v && *v >= 0)
-      f = std::make_unique<IntLit>(static_cast<uint64_t>(*v), "");
-    else
-      f = std::make_unique<Name>(factor);
-    out = out ? std::make_unique<BinOp>(BinaryOpKind::Mul, std::move(out), std::move(f)) : std::move(f);
-  }
-  return out;
-}
+ExprPtr product_expr(const std::string &text) { return text_expr(text); }
 
 // Sets a flag or a set of the analysis for the scope of a query (mutable state the affine forms read), and clears it
 // after.
@@ -110,7 +99,7 @@ std::optional<AccessDecision> AccessAnalysis::classify_layout_union(const std::v
     }
     if (parts.size() != 1) return std::nullopt;
     std::string shift = value_of(resolve_copy(*parts.begin()));
-    if (!integer_text(shift)) {
+    if (!integer_text(shift) && !quotient_sides(shift)) {  // (`HEAD_DIM // 2` written inline: one quotient)
       std::optional<std::string> product = product_of_parameters(shift);
       if (!product) return std::nullopt;
       shift = *product;
@@ -177,8 +166,11 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   for (const Param &p : fn_.params) params.insert(p.name);
   auto launch_value = [&](const std::string &text) {
     if (text.empty()) return false;
-    for (const std::string &factor : coefficient_factors(text))
-      if (!integer_text(factor) && !params.count(factor)) return false;
+    auto known = [&](const std::string &t) { return integer_text(t) || params.count(t); };
+    for (const std::string &factor : coefficient_factors(text)) {
+      auto q = quotient_sides(factor);
+      if (q ? !(known(q->first) && known(q->second)) : !known(factor)) return false;
+    }
     return true;
   };
   // A product's factors by their values where -D gave them.

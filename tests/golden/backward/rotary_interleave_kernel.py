@@ -37,6 +37,8 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     bcos = bx0_times_sin_plus_x1_times_cos * x1 + bx0_times_cos_minus_x1_times_sin * x0
 
     # Grad of: x0, x1 = tl.split(tl.reshape(x, [HALF, 2]))
+    bx = tl.reshape(tl.join(bx0, bx1), x.shape)
+
     # Grad of: sin = tl.load(SIN + row * HALF + tl.arange(0, HALF))
     tl.store(dSIN + row * HALF + tl.arange(0, HALF), bsin)
 
@@ -44,4 +46,5 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     tl.store(dCOS + row * HALF + tl.arange(0, HALF), bcos)
 
     # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
-    tl.store(dX + row * WIDTH + tl.arange(0, WIDTH), tl.reshape(tl.join(bx0, bx1), x.shape))
+    # atomic: programs may share addresses (offset = program_id * WIDTH + lanes)
+    tl.atomic_add(dX + row * WIDTH + tl.arange(0, WIDTH), bx, sem="relaxed")

@@ -6,12 +6,13 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint):
+def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
     half_cols = tl.arange(0, HALF)
     rows_col_times_t = rows[:, None] * (2 * HALF)
+    dX_plus_rows_col_times_t_plus_cols_row = dX + rows_col_times_t + cols[None, :]
     row_mask_col = row_mask[:, None]
     x = tl.load(X + rows_col_times_t + cols[None, :], mask=row_mask_col, other=0.0)
     dCOS_plus_rows_col_2_times_HALF_offset = dCOS + rows[:, None] * HALF + half_cols[None, :]
@@ -54,5 +55,8 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
         tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows_col_times_t + cols[None, :], bx, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col, sem="relaxed")

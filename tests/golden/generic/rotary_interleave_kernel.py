@@ -47,4 +47,5 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     tl.store(dCOS + row * HALF + tl.arange(0, HALF), bcos)
 
     # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
-    tl.store(dX + row * WIDTH + tl.arange(0, WIDTH), bx)
+    # atomic: programs may share addresses (offset = program_id * WIDTH + lanes)
+    tl.atomic_add(dX + row * WIDTH + tl.arange(0, WIDTH), bx, sem="relaxed")

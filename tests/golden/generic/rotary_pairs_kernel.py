@@ -7,14 +7,14 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint):
+def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
     half_cols = tl.arange(0, HALF)
-    cols_row = cols[None, :]
+    dX_plus_rows_col_times_t_plus_cols_row = dX + rows[:, None] * (2 * HALF) + cols[None, :]
     row_mask_col = row_mask[:, None]
-    x = tl.load(X + rows[:, None] * (2 * HALF) + cols_row, mask=row_mask_col, other=0.0)
+    x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask_col, other=0.0)
     dCOS_plus_rows_col_2_times_HALF_offset = dCOS + rows[:, None] * HALF + half_cols[None, :]
     cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask_col, other=1.0)
     dSIN_plus_rows_col_3_times_HALF_offset = dSIN + rows[:, None] * HALF + half_cols[None, :]
@@ -23,7 +23,7 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
     y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    dY_plus_rows_col_4_times_t_offset = dY + rows[:, None] * (2 * HALF) + cols_row
+    dY_plus_rows_col_4_times_t_offset = dY + rows[:, None] * (2 * HALF) + cols[None, :]
 
     # Grad of: tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
     btl_reshape_y = tl.load(dY_plus_rows_col_4_times_t_offset, mask=row_mask_col, other=0.0).to(tl.float32)
@@ -56,5 +56,8 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
         tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * (2 * HALF) + cols_row, bx, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col, sem="relaxed")

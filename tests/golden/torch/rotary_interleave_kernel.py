@@ -74,7 +74,8 @@ def rotary_interleave_kernel_bwd(X, COS, SIN, Y, S, HALF: tl.constexpr, dX, dCOS
     tl.store(dCOS + row * HALF + tl.arange(0, HALF), bcos)
 
     # Grad of: x = tl.load(X + row * WIDTH + tl.arange(0, WIDTH))
-    tl.store(dX + row * WIDTH + tl.arange(0, WIDTH), bx)
+    # atomic: programs may share addresses (offset = program_id * WIDTH + lanes)
+    tl.atomic_add(dX + row * WIDTH + tl.arange(0, WIDTH), bx, sem="relaxed")
 
 
 
@@ -855,11 +856,11 @@ rotary_interleave_kernel_forward = triton_op("tgrad_torch_rotary_interleave_kern
 def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], S: typing.Optional[torch.Tensor], HALF: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dS: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y, S)
-    dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
+    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dCOS = _tgrad_zeros_like(COS)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dSIN = _tgrad_zeros_like(SIN)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     _tgrad_launcher(rotary_interleave_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, S, HALF, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, dS=dS, **_tgrad_options(num_warps, num_stages))
-    return _tgrad_out(_tgrad_unaliased(dX, X)), _tgrad_out(_tgrad_unaliased(dCOS, COS)), _tgrad_out(_tgrad_unaliased(dSIN, SIN))
+    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(dCOS, COS)), _tgrad_out(_tgrad_unaliased(dSIN, SIN))
 
 
 rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_tgrad_rotary_interleave_kernel_backward)

@@ -36,14 +36,14 @@ def rotary_pairs_kernel(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: 
 
 
 @triton.jit
-def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint):
+def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_ROWS: tl.constexpr, dX, dCOS, dSIN, dY, SIN_disjoint, COS_disjoint, X_disjoint):
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, 2 * HALF)
     half_cols = tl.arange(0, HALF)
-    cols_row = cols[None, :]
+    dX_plus_rows_col_times_t_plus_cols_row = dX + rows[:, None] * (2 * HALF) + cols[None, :]
     row_mask_col = row_mask[:, None]
-    x = tl.load(X + rows[:, None] * (2 * HALF) + cols_row, mask=row_mask_col, other=0.0)
+    x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask_col, other=0.0)
     dCOS_plus_rows_col_2_times_HALF_offset = dCOS + rows[:, None] * HALF + half_cols[None, :]
     cos = tl.load(COS + rows[:, None] * HALF + half_cols[None, :], mask=row_mask_col, other=1.0)
     dSIN_plus_rows_col_3_times_HALF_offset = dSIN + rows[:, None] * HALF + half_cols[None, :]
@@ -52,7 +52,7 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
     x0 = tl_split_tl_reshape_x[0]
     x1 = tl_split_tl_reshape_x[1]
     y = tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    dY_plus_rows_col_4_times_t_offset = dY + rows[:, None] * (2 * HALF) + cols_row
+    dY_plus_rows_col_4_times_t_offset = dY + rows[:, None] * (2 * HALF) + cols[None, :]
 
     # Grad of: tl.store(Y + rows[:, None] * (2 * HALF) + cols[None, :], tl.reshape(y, [BLOCK_ROWS, 2 * HALF]), mask=row_mask[:, None])
     btl_reshape_y = tl.load(dY_plus_rows_col_4_times_t_offset, mask=row_mask_col, other=0.0).to(tl.float32)
@@ -85,8 +85,11 @@ def rotary_pairs_kernel_bwd(X, COS, SIN, Y, n_rows, HALF: tl.constexpr, BLOCK_RO
         tl.atomic_add(dCOS_plus_rows_col_2_times_HALF_offset, bcos, mask=row_mask_col, sem="relaxed")
 
     # Grad of: x = tl.load(X + rows[:, None] * (2 * HALF) + cols[None, :], mask=row_mask[:, None], other=0.0)
-    # atomic: the offset is not affine in the program ids and tl.arange lanes
-    tl.atomic_add(dX + rows[:, None] * (2 * HALF) + cols_row, bx, mask=row_mask_col, sem="relaxed")
+    # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add
+    if X_disjoint:
+        tl.store(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col)
+    else:
+        tl.atomic_add(dX_plus_rows_col_times_t_plus_cols_row, bx, mask=row_mask_col, sem="relaxed")
 
 
 
@@ -868,14 +871,16 @@ rotary_pairs_kernel_forward = torch.library.custom_op("tgrad_torch_rotary_pairs_
 def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y)
-    dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    # 1 where the strides keep the cells of 'X' (2 * HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over 2 * HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), (2 * HALF)), ((2 * HALF), 1)) else 0)
+    dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'COS' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     COS_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
     dCOS = _tgrad_zeros_like(COS) if COS_disjoint else _tgrad_float32_zeros_like(COS)  # the backward stores every element the forward loads where COS_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     # 1 where the strides keep the cells of 'SIN' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
     SIN_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
     dSIN = _tgrad_zeros_like(SIN) if SIN_disjoint else _tgrad_float32_zeros_like(SIN)  # the backward stores every element the forward loads where SIN_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, SIN_disjoint=SIN_disjoint, COS_disjoint=COS_disjoint, **_tgrad_options(num_warps, num_stages))
+    _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, SIN_disjoint=SIN_disjoint, COS_disjoint=COS_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dCOS, COS), COS)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dSIN, SIN), SIN))
 
 
