@@ -688,11 +688,11 @@ INSTANTIATE_TEST_SUITE_P(
         // 37 columns in blocks of 16 (masked lanes), the third loop reading the first's column blocks; a helper's
         // store read back and written again.
         KernelCase{"read_back", "two_pass_kernel", {3, 1, 1},
-                   {"X=fp32[7,37]", "W=fp32[7]", "Y=fp32[7,37]:zeros", "n_rows=7"}, {"N=37", "BLOCK_R=4", "BLOCK_N=16"},
+                   {"X=fp32[7,40]", "W=fp32[7]", "Y=fp32[7,37]:zeros", "n_rows=7", "stride_x=40"}, {"N=37", "BLOCK_R=4", "BLOCK_N=16"},
                    {"X", "W"}, {"in the iteration of the earlier loop with the same index"}},
         KernelCase{"read_back", "reread_kernel", {3, 1, 1},
                    {"X=fp32[40]", "Y=fp32[40]:zeros", "Z=fp32[40]:zeros", "n=37", "scale=0.7"}, {"BLOCK=16"}, {"X"},
-                   {"the load of 'Y' at line 46 reads back what the store at line 35 wrote in the same program, so "
+                   {"the load of 'Y' at line 47 reads back what the store at line 36 wrote in the same program, so "
                     "it takes that value"}},
         // A load, an addition and a store back at addresses an inner loop moves (Liger's tiled dW rows): 3 programs
         // over 7 rows, column blocks of 16 over 37 columns.

@@ -71,6 +71,29 @@ for mode in modes:
         check(f"in-place state, G expanded ({what}, {mode}): dG", g0.grad, gr.grad)
         check(f"in-place state, G expanded ({what}, {mode}): dS", s.grad, sr.grad)
 
+# An input loaded in loops over column blocks, its gradient added in place under the layout flag (two_pass_kernel:
+# three loads of X, tests/kernels/read_back.py), passed as one row expanded over all rows (strides (0, 1)): the flag
+# is 0 for it, and the rows' gradients add atomically into the one row, as autograd's backward of the expand sums.
+two_pass = load("two_pass_kernel")
+for mode in modes:
+    rows, cols = 12, 40
+    x0 = torch.randn(1, cols, generator=gen, device=DEV, requires_grad=True)
+    w = torch.randn(rows, generator=gen, device=DEV, requires_grad=True)
+    wy = torch.randn(rows, cols, generator=gen, device=DEV)
+
+    def run(x0, w):
+        x = x0.expand(rows, cols)
+        y = two_pass.two_pass_kernel[(triton.cdiv(rows, 4),)](x, w, torch.empty(rows, cols, device=DEV), rows,
+                                                               x.stride(0), N=cols, BLOCK_R=4, BLOCK_N=16)
+        return (y.Y * wy).sum()
+
+    (torch.compile(run, fullgraph=True) if mode == "compile" else run)(x0, w).backward()
+    xr, wr = x0.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    xe = xr.expand(rows, cols)
+    ((xe * wr[:, None] + torch.sqrt((xe * xe).sum(1, keepdim=True) + 1.0)) * wy.double()).sum().backward()
+    check(f"two passes over column blocks, X one row expanded ({mode}): dX", x0.grad, xr.grad)
+    check(f"two passes over column blocks, X one row expanded ({mode}): dW", w.grad, wr.grad)
+
 # An output passed as an expanded view: refused.
 try:
     rows, cols = 4, 8

@@ -3,20 +3,20 @@ import triton.language as tl
 
 
 @triton.jit
-def two_pass_kernel(X, W, Y, n_rows, N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+def two_pass_kernel(X, W, Y, n_rows, stride_x, N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_mask = rows < n_rows
     w = tl.load(W + rows, mask=row_mask, other=0.0)
     for i in range(tl.cdiv(N, BLOCK_N)):
         cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols[None, :] < N)
-        x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
         tl.store(Y + rows[:, None] * N + cols[None, :], x * w[:, None], mask=mask)
     total = tl.zeros([BLOCK_R], dtype=tl.float32)
     for i in range(tl.cdiv(N, BLOCK_N)):
         cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols[None, :] < N)
-        x = tl.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
         total += tl.sum(x * x, axis=1)
     for i in range(tl.cdiv(N, BLOCK_N)):
         cols = i * BLOCK_N + tl.arange(0, BLOCK_N)
