@@ -431,7 +431,11 @@ class Forwarder {
     const std::string var1 = name_of(first->target.get());
     if (!st || var1.empty()) return;
     const std::string base = base_of(*st), value = name_of(st->value);
-    if (!iterations_own(*st, *st, var1)) return;
+    // The store is the loop's only write to the buffer (another, later in the body or in another iteration, could
+    // overwrite what it wrote), and its iterations write addresses of their own.
+    int writes = 0;
+    for (const StmtPtr &x : first->body) writes += writes_base(*x, base) ? 1 : 0;
+    if (writes != 1 || !iterations_own(*st, *st, var1)) return;
     std::set<std::string> between;  // assigned after the first loop's end and before the load
     for (size_t b = a + 1; b < block.size(); ++b) {
       const Stmt &s = *block[b];

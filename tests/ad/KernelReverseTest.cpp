@@ -869,6 +869,13 @@ TEST(KernelReverseErrors, ReadBacksNotForwarded) {
        "    for i in range(K):\n        y = tl.load(Y + cols, mask=m, other=0.0)\n"
        "        tl.store(Y + cols, y + 1.0, mask=m)\n",
        "t.py:11:13: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
+      {"the first loop writes the addresses again after the store",
+       "def k(X, Y, N, K: tl.constexpr, BK: tl.constexpr):\n"
+       "    for i in range(K):\n        x = tl.load(X + i * BK + tl.arange(0, BK))\n"
+       "        tl.store(Y + i * BK + tl.arange(0, BK), x)\n        tl.store(Y + i * BK + tl.arange(0, BK), x * 2.0)\n"
+       "    for i in range(K):\n        y = tl.load(Y + i * BK + tl.arange(0, BK))\n"
+       "        tl.store(Y + i * BK + tl.arange(0, BK), y * y)\n",
+       "t.py:10:13: error: 'Y' is both loaded and stored by this kernel, and this load comes after a store"},
       {"the stored value carries a sum over the iterations",
        "def k(X, Y, N, K: tl.constexpr, BK: tl.constexpr):\n    acc = tl.zeros([BK], dtype=tl.float32)\n"
        "    for i in range(K):\n        x = tl.load(X + i * BK + tl.arange(0, BK))\n        acc += x\n"
