@@ -222,7 +222,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
   // A layout-guarded write is a plain store, or an addition in place (a gradient added more than once: several
   // loads at one offset, or an update in place), which under the flag touches this program's addresses only.
   // Partial sums stay atomic.
-  if (!d.access.layout.empty() && d.how != GradientWrite::PlainStore && d.how != GradientWrite::AddToEarlier) {
+  if (!d.access.layout.empty() && (d.how == GradientWrite::RegisterPartialSum || d.how == GradientWrite::PartialSumRow)) {
     d.how = GradientWrite::Atomic;
     d.buffer_starts_at_zero = true;
     d.what = "tl.atomic_add";
