@@ -125,21 +125,6 @@ struct Liveness {
 
 Liveness block_liveness(const StmtList &block);
 
-// `first` then `second`: gen(first) ∪ (gen(second) − kill(first)), kill(first) ∪ kill(second).
-Liveness then(const Liveness &first, const Liveness &second) {
-  Liveness out;
-  out.gen = first.gen;
-  if (!first.all)
-    for (const std::string &g : second.gen)
-      if (!first.kill.count(g)) out.gen.insert(g);
-  out.all = first.all || second.all;
-  if (!out.all) {
-    out.kill = first.kill;
-    out.kill.insert(second.kill.begin(), second.kill.end());
-  }
-  return out;
-}
-
 Liveness stmt_liveness(const Stmt &s) {
   Liveness out;
   if (auto *a = dyn_cast<Assign>(&s)) {
@@ -186,8 +171,22 @@ Liveness stmt_liveness(const Stmt &s) {
 }
 
 Liveness block_liveness(const StmtList &block) {
+  // A statement s then what follows it (`out`): gen(s) ∪ (gen(out) − kill(s)), kill(s) ∪ kill(out), from the last
+  // statement back, updating `out` in place (copying its sets for each statement made a block's liveness quadratic
+  // in its length).
   Liveness out;
-  for (size_t k = block.size(); k-- > 0;) out = then(stmt_liveness(*block[k]), out);
+  for (size_t k = block.size(); k-- > 0;) {
+    Liveness s = stmt_liveness(*block[k]);
+    if (s.all) {  // nothing after it runs
+      out.gen = std::move(s.gen);
+      out.kill.clear();
+      out.all = true;
+      continue;
+    }
+    for (const std::string &g : s.kill) out.gen.erase(g);
+    out.gen.insert(s.gen.begin(), s.gen.end());
+    if (!out.all) out.kill.insert(s.kill.begin(), s.kill.end());
+  }
   return out;
 }
 
