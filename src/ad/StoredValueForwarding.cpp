@@ -112,24 +112,25 @@ class Forwarder {
 
   std::string base_of(const Access &m) const { return m.pointer.empty() ? "" : access_.base_of(m.pointer); }
 
+  // `fn` on each memory access of `s` and of the blocks nested in it, in program order.
+  void each_access(const Stmt &s, const std::function<void(const Access &)> &fn) const {
+    if (auto *f = dyn_cast<For>(&s))
+      for (const StmtPtr &x : f->body) each_access(*x, fn);
+    if (auto *i = dyn_cast<If>(&s)) {
+      for (const StmtPtr &x : i->body) each_access(*x, fn);
+      for (const StmtPtr &x : i->orelse) each_access(*x, fn);
+    }
+    if (auto *w = dyn_cast<While>(&s))
+      for (const StmtPtr &x : w->body) each_access(*x, fn);
+    if (std::optional<Access> m = access_of(s)) fn(*m);
+  }
+
   void survey(const StmtList &block) {
     std::set<std::string> loaded;
-    std::function<void(const StmtList &)> walk = [&](const StmtList &b) {
-      for (const StmtPtr &s : b) {
-        if (auto *f = dyn_cast<For>(s.get())) walk(f->body);
-        if (auto *i = dyn_cast<If>(s.get())) {
-          walk(i->body);
-          walk(i->orelse);
-        }
-        if (auto *w = dyn_cast<While>(s.get())) walk(w->body);
-        std::optional<Access> m = access_of(*s);
-        if (!m) continue;
-        std::string base = base_of(*m);
-        if (base.empty()) continue;
-        (m->load() ? loaded : written_bases_).insert(base);
-      }
-    };
-    walk(block);
+    for (const StmtPtr &s : block)
+      each_access(*s, [&](const Access &m) {
+        if (std::string base = base_of(m); !base.empty()) (m.load() ? loaded : written_bases_).insert(base);
+      });
     for (const std::string &b : loaded)
       if (written_bases_.count(b)) loaded_and_written_.insert(b);
   }
@@ -225,21 +226,21 @@ class Forwarder {
   // Whether `s` (at any depth) loads (`loads`) or writes `base`.
   bool touches_base(const Stmt &s, const std::string &base, bool loads) const {
     bool found = false;
-    std::function<void(const Stmt &)> walk = [&](const Stmt &t) {
-      if (found) return;
-      if (auto *f = dyn_cast<For>(&t))
-        for (const StmtPtr &x : f->body) walk(*x);
-      if (auto *i = dyn_cast<If>(&t)) {
-        for (const StmtPtr &x : i->body) walk(*x);
-        for (const StmtPtr &x : i->orelse) walk(*x);
-      }
-      if (auto *w = dyn_cast<While>(&t))
-        for (const StmtPtr &x : w->body) walk(*x);
-      std::optional<Access> m = access_of(t);
-      if (m && m->writes() != loads && base_of(*m) == base) found = true;
-    };
-    walk(s);
+    each_access(s, [&](const Access &m) { found = found || (m.writes() != loads && base_of(m) == base); });
     return found;
+  }
+
+  // A statement of a loop's body as the statements that run in it: itself, or the statements of both branches of
+  // an if (none for a nested loop).
+  static std::vector<const Stmt *> statements_of(const Stmt &s) {
+    std::vector<const Stmt *> out;
+    if (auto *iff = dyn_cast<If>(&s)) {
+      for (const StmtList *list : {&iff->body, &iff->orelse})
+        for (const StmtPtr &x : *list) out.push_back(x.get());
+    } else if (!isa<For>(&s) && !isa<While>(&s)) {
+      out.push_back(&s);
+    }
+    return out;
   }
 
   void visit(StmtList &block) {
@@ -465,22 +466,13 @@ class Forwarder {
     second_assigned.erase(var2);
     // The same range: its names unchanged from the first loop's start to the second's.
     {
-      std::set<std::string> r1, r2;
+      std::set<std::string> r1;
       reads(*first.iter, r1);
-      reads(*second.iter, r2);
       if (!equal(*first.iter, *second.iter) || meets(r1, first_assigned) || meets(r1, between)) return;
     }
     // The load: a statement of the second loop's body (or of an if in it), before any write to the buffer there.
     for (size_t j = 0; j < second.body.size(); ++j) {
-      const Stmt &s = *second.body[j];
-      std::vector<const Stmt *> candidates;
-      if (auto *iff = dyn_cast<If>(&s)) {
-        for (const StmtList *list : {&iff->body, &iff->orelse})
-          for (const StmtPtr &x : *list) candidates.push_back(x.get());
-      } else if (!isa<For>(&s) && !isa<While>(&s)) {
-        candidates.push_back(&s);
-      }
-      for (const Stmt *c : candidates) {
+      for (const Stmt *c : statements_of(*second.body[j])) {
         std::optional<Access> m = access_of(*c);
         if (!m) continue;
         if (m->writes() && base_of(*m) == base) return;  // written before the load in the same iteration
@@ -489,7 +481,7 @@ class Forwarder {
         if (!same_lanes(st, {var1}, *m, {var2}, leaves)) continue;
         leaves.erase(kIteration);
         if (meets(leaves, first_assigned) || meets(leaves, between) || meets(leaves, second_assigned)) continue;
-        if (!later_writes_own_iterations(second, j, *m, var2, base)) return;
+        if (!later_writes_own_iterations(second, j, *m, var2, base, second_assigned)) return;
         std::set<std::string> outside;
         std::optional<std::vector<const Stmt *>> slice = value_slice(first, store_index, value, outside);
         if (!slice) return;
@@ -521,40 +513,32 @@ class Forwarder {
   }
 
   // The second loop's writes to the buffer: none before the load's statement `j`, and each one touching
-  // addresses its own iteration's load touches (a later iteration's load must not read them).
+  // addresses its own iteration's load touches (a later iteration's load must not read them). `assigned`: the
+  // names the loop's body assigns.
   bool later_writes_own_iterations(const For &second, size_t j, const Access &load, const std::string &var,
-                                   const std::string &base) const {
+                                   const std::string &base, const std::set<std::string> &assigned) const {
     for (size_t k = 0; k < second.body.size(); ++k) {
       const Stmt &s = *second.body[k];
       if (!writes_base(s, base)) continue;
       if (k < j || isa<For>(&s) || isa<While>(&s)) return false;
-      std::vector<const Stmt *> writes;
-      if (auto *iff = dyn_cast<If>(&s)) {
-        for (const StmtList *list : {&iff->body, &iff->orelse})
-          for (const StmtPtr &x : *list) writes.push_back(x.get());
-      } else {
-        writes.push_back(&s);
-      }
-      for (const Stmt *w : writes) {
+      for (const Stmt *w : statements_of(s)) {
         std::optional<Access> m = access_of(*w);
         if (!m || !m->writes() || base_of(*m) != base) continue;
         if (m->builtin != "tl.store" || m->pointer.empty()) return false;
         // The load's own addresses written back (an update), the loop's iterations writing apart.
         std::set<std::string> leaves;
-        const bool same = same_lanes(*m, {var}, load, {var}, leaves) && !meets(leaves, assigned_in(second)) &&
+        const bool same = same_lanes(*m, {var}, load, {var}, leaves) && !meets(leaves, assigned) &&
                           access_.iterations_write_apart(m->pointer, m->mask, var);
         if (!same && !iterations_own(*m, load, var)) return false;
       }
       if (k == j) {
         // The load's own statement (an if holding both): the write must come after the load.
         bool seen_load = false;
-        if (auto *iff = dyn_cast<If>(&s))
-          for (const StmtList *list : {&iff->body, &iff->orelse})
-            for (const StmtPtr &x : *list) {
-              if (x.get() == load.stmt) seen_load = true;
-              std::optional<Access> m = access_of(*x);
-              if (m && m->writes() && base_of(*m) == base && !seen_load) return false;
-            }
+        for (const Stmt *x : statements_of(s)) {
+          if (x == load.stmt) seen_load = true;
+          std::optional<Access> m = access_of(*x);
+          if (m && m->writes() && base_of(*m) == base && !seen_load) return false;
+        }
       }
     }
     return true;

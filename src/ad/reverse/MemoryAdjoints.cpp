@@ -240,7 +240,16 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
     if (!op.mask.empty()) k.push_back({"mask", {}, name(op.mask)});
     return k;
   };
-  auto add_in_place = [&](const std::string &comment) {
+  // Relaxed: the additions commute and nothing in this kernel reads the sums, so they need no ordering (the
+  // default, acq_rel, fences every addition: 2 to 2.5x slower for flash attention's dK and dV on an H100).
+  auto atomic_addition = [&] {
+    std::vector<Keyword> atomic_kws = kws();
+    atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+    return std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws)));
+  };
+  // `tl.store(dp, tl.load(dp) + bx)` after a barrier with `comment` (returned: the caller emits it, perhaps under a
+  // layout flag).
+  auto addition_in_place = [&](const std::string &comment) -> StmtPtr {
     StmtPtr barrier = std::make_unique<ExprStmt>(call("tl.debug_barrier", {}));
     barrier->leading_comment = comment + " (after a barrier: every thread sees the earlier writes)";
     emit_stmt(std::move(barrier));
@@ -248,7 +257,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
     if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
     ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add, call("tl.load", list(dual(op.pointer)), std::move(load_kws)),
                                           name(bx));
-    emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())));
+    return std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws()));
   };
   const std::string where = "line " + std::to_string(line) + ": the gradient of the load through '" + op.base + "' is ";
   switch (d.how) {
@@ -260,18 +269,13 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
                              "no atomics): " + d.access.reason);
       return;
     case GradientWrite::PartialSumRow:
-      add_in_place(d.comment);
+      emit_stmt(addition_in_place(d.comment));
       explanations.push_back(where +
                              "added to this program's row of a partial-sum buffer, which a reduction kernel sums "
                              "(deterministic, no atomics): " + d.access.reason);
       return;
     case GradientWrite::Atomic: {
-      // Relaxed: the additions commute and nothing in this kernel reads the
-      // sums, so they need no ordering (the default, acq_rel, fences every
-      // addition: 2 to 2.5x slower for flash attention's dK and dV on an H100).
-      std::vector<Keyword> atomic_kws = kws();
-      atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
-      StmtPtr st = std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws)));
+      StmtPtr st = atomic_addition();
       st->leading_comment = d.comment;
       emit_stmt(std::move(st));
       atomic_gradients_.push_back({op.base, op.call->span, d.access.reason});
@@ -286,13 +290,10 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
         // Whether a box of strides keeps its cells apart only the launch tells (an expanded view, stride 0, does
         // not): the launcher passes the flag, and the store falls back to adding atomically into zeros.
         needs_zeros_.insert(op.base);
-        std::vector<Keyword> atomic_kws = kws();
-        atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
         // (Under a runtime if, a store may not run: its elements keep the buffer's zeros whatever the flag.)
         emit_stmt(store_where_apart(
             op.base, "", std::move(d.access.layout),
-            std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())),
-            std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
+            std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())), atomic_addition(),
             [](const std::string &flag) {
               return "One program and lane per address where the strides keep the rows apart (" + flag +
                      ", from the launcher); else (an expanded view) the rows' gradients add";
@@ -301,7 +302,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
       } else if (d.how == GradientWrite::PlainStore) {
         emit_stmt(std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), name(bx)), kws())));
       } else {
-        add_in_place(d.comment);
+        emit_stmt(addition_in_place(d.comment));
       }
       break;
     case GradientWrite::AddToEarlier:
@@ -310,19 +311,9 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
         // thread of the program may have written it); else atomically. The buffer starts at zero either way (or
         // holds the upstream gradient, in place), since the additions need what is there.
         needs_zeros_.insert(op.base);
-        StmtPtr barrier = std::make_unique<ExprStmt>(call("tl.debug_barrier", {}));
-        barrier->leading_comment = d.comment + " (after a barrier: every thread sees the earlier writes)";
-        emit_stmt(std::move(barrier));
-        std::vector<Keyword> load_kws = kws();
-        if (!op.mask.empty()) load_kws.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
-        ExprPtr sum = std::make_unique<BinOp>(BinaryOpKind::Add,
-                                              call("tl.load", list(dual(op.pointer)), std::move(load_kws)), name(bx));
-        std::vector<Keyword> atomic_kws = kws();
-        atomic_kws.push_back({"sem", {}, std::make_unique<StrLit>("relaxed", "")});
+        StmtPtr in_place = addition_in_place(d.comment);
         emit_stmt(store_where_apart(
-            op.base, "", std::move(d.access.layout),
-            std::make_unique<ExprStmt>(call("tl.store", list(dual(op.pointer), std::move(sum)), kws())),
-            std::make_unique<ExprStmt>(call("tl.atomic_add", list(dual(op.pointer), name(bx)), std::move(atomic_kws))),
+            op.base, "", std::move(d.access.layout), std::move(in_place), atomic_addition(),
             [](const std::string &flag) {
               return "One program and lane per address where the strides keep the rows apart (" + flag +
                      ", from the launcher): added in place; else (an expanded view) added atomically";
@@ -334,7 +325,7 @@ void Engine::load_adjoint(const MemoryOp &op, const AccessAnalysis &access, std:
         emit_stmt(std::make_unique<ExprStmt>(call(
             "tl.device_assert",
             list(std::move(d.access.assumption), std::make_unique<StrLit>(d.access.assumption_message, "")))));
-      add_in_place(d.comment);
+      emit_stmt(addition_in_place(d.comment));
       break;
   }
   explanations.push_back(where + "a " + d.what + ": " + d.access.reason);
