@@ -200,7 +200,10 @@ AccessAnalysis::Affine AccessAnalysis::affine(const std::string &name) const {
     a.loops.push_back({name, "1"});
     return a;
   }
-  if (redefined_.count(name)) return bad;  // a loop-carried value: its iterations are not analysed
+  if (redefined_.count(name)) {  // a loop-carried value: its iterations are not analysed, but for an induction
+    if (std::optional<Affine> ind = general_ ? integer_induction(name) : std::nullopt) return *ind;
+    return bad;
+  }
   auto it = defs_.find(name);
   if (it == defs_.end()) return none;  // a parameter
   const Expr &v = *it->second;
@@ -544,6 +547,76 @@ std::optional<AccessAnalysis::Induction> AccessAnalysis::induction(const std::st
   else if (auto *n = step ? dyn_cast<Name>(step) : nullptr) amount = product_of_parameters(n->id);
   if (!amount) return std::nullopt;
   return Induction{start->id, LoopTerm{var->id, *amount}};
+}
+
+std::optional<AccessAnalysis::Affine> AccessAnalysis::integer_induction(const std::string &x) const {
+  auto range = all_defs_.equal_range(x);
+  if (std::distance(range.first, range.second) != 2) return std::nullopt;
+  const Assign *init = nullptr, *update = nullptr;
+  const For *loop = nullptr;
+  size_t update_at = 0;
+  for (const StmtPtr &s : fn_.body) {
+    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), x)) {
+      if (init || loop) return std::nullopt;
+      init = a;
+    }
+    auto *f = dyn_cast<For>(s.get());
+    if (!f || !init) continue;
+    for (size_t k = 0; k < f->body.size(); ++k)
+      if (auto *a = dyn_cast<Assign>(f->body[k].get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), x)) {
+        if (loop) return std::nullopt;
+        loop = f;
+        update = a;
+        update_at = k;
+      }
+  }
+  auto *var = loop ? dyn_cast<Name>(loop->target.get()) : nullptr;
+  auto l = var ? loops_.find(var->id) : loops_.end();
+  if (!init || l == loops_.end() || grid_stride_axis(l->second)) return std::nullopt;
+  // Read in the loop only, before the advance (elsewhere it would be the start, or the start plus the trips).
+  std::set<std::string> read_after, read_elsewhere;
+  for (size_t k = update_at + 1; k < loop->body.size(); ++k) deep_reads(*loop->body[k], read_after);
+  for (const StmtPtr &s : fn_.body)
+    if (s.get() != static_cast<const Stmt *>(loop)) deep_reads(*s, read_elsewhere);
+  if (read_after.count(x) || read_elsewhere.count(x)) return std::nullopt;
+  // The advance: `x = x + step`, or `x = next` with `next = x + step`.
+  const BinOp *advance = dyn_cast<BinOp>(update->value.get());
+  if (auto *n = dyn_cast<Name>(update->value.get()))
+    if (auto d = defs_.find(n->id); d != defs_.end() && !redefined_.count(n->id)) advance = dyn_cast<BinOp>(d->second);
+  if (!advance || advance->op != BinaryOpKind::Add) return std::nullopt;
+  const Expr *step = is_name(advance->lhs.get(), x) ? advance->rhs.get() : is_name(advance->rhs.get(), x) ? advance->lhs.get() : nullptr;
+  if (!step) return std::nullopt;
+  // The start: a name (the lowering's copy of the offset before the loop).
+  auto *start = dyn_cast<Name>(init->value.get());
+  if (!start || redefined_.count(start->id)) return std::nullopt;
+  if (is_zero(*step)) return affine(start->id);  // never advanced: its start
+  std::optional<std::string> amount = scalar_text(*step);
+  if (!amount || value_of(resolve_copy(*amount)) != value_of(resolve_copy(l->second.step))) return std::nullopt;
+  // start - lo: 0 where both are the same value or both zero; a where start = a + lo.
+  const std::string lo = resolve_copy(l->second.lo);
+  std::optional<std::string> rest;  // "" for none
+  if (resolve_copy(start->id) == lo || (lo == "0" && is_zero(*start))) rest = "";
+  else if (auto d = defs_.find(start->id); d != defs_.end())
+    if (auto *b = dyn_cast<BinOp>(d->second); b && b->op == BinaryOpKind::Add) {
+      auto *p = dyn_cast<Name>(b->lhs.get());
+      auto *q = dyn_cast<Name>(b->rhs.get());
+      if (p && q && resolve_copy(q->id) == lo) rest = p->id;
+      else if (p && q && resolve_copy(p->id) == lo) rest = q->id;
+    }
+  if (!rest && lo == "0") rest = start->id;  // from 0: x = start + v
+  if (!rest) return std::nullopt;
+  Affine out;
+  if (!rest->empty()) {
+    out = affine(*rest);
+    if (!out.valid) return std::nullopt;
+    Name shift(*rest);
+    if (out.pid.empty() && out.lanes.empty() && out.loops.empty() && out.radix.empty() && !is_zero(shift)) {
+      out.shifted = true;
+      out.shift_names.push_back(resolve_copy(*rest));
+    }
+  }
+  out.loops.push_back({var->id, "1"});
+  return out;
 }
 
 bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std::string &b,

@@ -195,6 +195,11 @@ class AccessAnalysis {
     LoopTerm term;      // v times the step (a product of parameters and numbers, as text)
   };
   std::optional<Induction> induction(const std::string &pointer) const;
+  // An integer offset a top-level loop `for v in range(lo, hi, s)` advances by s (or by 0) at the end of each
+  // iteration, as a lowered block pointer's offset is after `tl.advance(p, (0, s))`, started before the loop at
+  // `lo` or at `a + lo` (`tl.advance(p, (0, lo))`, then the loop from lo), and read only in that loop before the
+  // advance: at every read it is v, or a + v (its start where advanced by 0). Layout analysis only.
+  std::optional<Affine> integer_induction(const std::string &name) const;
   // A scalar's value as a product of parameters and numbers ("BLOCK_K*stride_ak"), or none.
   std::optional<std::string> product_of_parameters(const std::string &name, int depth = 0) const;
   // An integer literal 0, or a name assigned one (never reassigned).

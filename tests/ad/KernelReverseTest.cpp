@@ -1213,6 +1213,26 @@ TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
       "other=0.0)\n            acc += tl.sum(x * x, 1)\n"
       "    tl.store(Y + rows, acc, mask=rows < n)\n";
   EXPECT_EQ(gradient_write_of(repeated, types), "store where [n by sm, N by 1] apart, else atomic");
+  // An integer offset the loop advances by its own step (a lowered block pointer's, after tl.advance): at each
+  // read it is the loop variable, or the loop variable plus its start where the loop starts at 0.
+  const std::string advanced =
+      "def k(X, Y, n, sm, steps, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):\n"
+      "    rows = tl.program_id(0) * BR + tl.arange(0, BR)\n    acc = tl.zeros([BR], dtype=tl.float32)\n"
+      "    off = 0\n"
+      "    for start in range(0, N, BC):\n        cols = off + tl.arange(0, BC)\n"
+      "        x = tl.load(X + rows[:, None] * sm + cols[None, :], mask=(rows[:, None] < n) & (cols[None, :] < N), "
+      "other=0.0)\n        acc += tl.sum(x * x, 1)\n        off += BC\n"
+      "    tl.store(Y + rows, acc, mask=rows < n)\n";
+  EXPECT_EQ(gradient_write_of(advanced, types), "store where [n by sm, N by 1] apart, else atomic");
+  // Advanced by another step than the loop's (two blocks a step): its values are not the loop variable's.
+  std::string twice = advanced;
+  twice.replace(twice.find("off += BC"), 9, "off += 2 * BC");
+  EXPECT_EQ(gradient_write_of(twice, types), "atomic");
+  // Read after the advance in the iteration: the next block's offset there.
+  std::string late = advanced;
+  late.replace(late.find("        off += BC\n"), 18, "");
+  late.replace(late.find("        cols = off"), 8, "        off += BC\n        ");
+  EXPECT_EQ(gradient_write_of(late, types), "atomic");
 }
 
 // The explanations of a kernel's backward: the max of a numerically stable softmax is proven to cancel out of

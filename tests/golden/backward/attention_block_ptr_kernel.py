@@ -6,7 +6,7 @@ import triton.language as tl
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, bl_i_3_minus_one_saved):
+def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, K_disjoint, V_disjoint, bl_i_3_minus_one_saved):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -174,7 +174,7 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
 
 
 @triton.jit
-def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_3_minus_one_saved):
+def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, dQ, dK, dV, dM, dOut, Q_disjoint, num_programs_0, bl_i_3_minus_one_saved, K_disjoint, V_disjoint):
     tl.static_assert(STAGE == 1, "tgrad: this backward was generated for STAGE=1 (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 21 this program owns the gradient tile of, and its fixed program ids
@@ -336,6 +336,14 @@ def attn_fwd_block_ptr_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, st
     # The loop's scalar factors, applied once to its sum (src/ad/reverse/DotScaling.h)
     dK_tile = dK_tile * (qk_scale * 0.6931471805599453)
 
-    # One addition per element and owner: programs along axis 0 no longer add to it one by one
-    tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")
-    tl.atomic_add(dV_ptrs_base_offset_offset, dV_tile, mask=t_6_and_t_7, sem="relaxed")
+    # One store per element and owner where the strides keep the owners' rows apart (K_disjoint, from the launcher); else (an expanded view) one addition each
+    if K_disjoint:
+        tl.store(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4)
+    else:
+        tl.atomic_add(dK_ptrs_base_offset_offset, dK_tile, mask=t_3_and_t_4, sem="relaxed")
+
+    # One store per element and owner where the strides keep the owners' rows apart (V_disjoint, from the launcher); else (an expanded view) one addition each
+    if V_disjoint:
+        tl.store(dV_ptrs_base_offset_offset, dV_tile, mask=t_6_and_t_7)
+    else:
+        tl.atomic_add(dV_ptrs_base_offset_offset, dV_tile, mask=t_6_and_t_7, sem="relaxed")
