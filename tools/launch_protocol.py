@@ -181,7 +181,8 @@ def launch(protocol, backward, forward_args, grid, tensors, grads, upstream, poi
             buffers[p["name"]] = g
         elif role == "scratch":
             shape = [evaluate(d, env) for d in p["shape"]]
-            dtype = getattr(torch, p.get("dtype", "float32"))
+            # (In the dtype of the tensor passed for "dtype_of" where the protocol names one.)
+            dtype = tensors[p["dtype_of"]].dtype if "dtype_of" in p else getattr(torch, p.get("dtype", "float32"))
             if "like" in p:  # addressed with that tensor's offsets: laid out like it
                 like = tensors[p["like"]]
                 buffer = torch.empty_strided(like.shape, like.stride(), device="cuda", dtype=dtype)

@@ -573,8 +573,12 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     const std::string why =
         t.like.empty() ? "the value of '" + t.value + "' in each program of the forward, which " + bwd.prologue_kernel +
                              " computes once per program for the owner-computes kernels to read"
-                       : "the row statistic '" + t.value + "', which " + bwd.backward_name + " saves at the rows of '" +
-                             t.like + "' (laid out like it) for the owner-computes kernels to read";
+        : t.by_backward_kernel
+            ? "the row statistic '" + t.value + "', which " + bwd.backward_name + " saves at the rows of '" + t.like +
+                  "' (laid out like it) for the owner-computes kernels to read"
+            : "the tile '" + t.value + "' in the dtype of '" + t.dtype_of + "' (what the owner-computes kernels cast "
+                  "it to), which " + bwd.prologue_kernel + " computes once at each element of '" + t.like +
+                  "' (laid out like it) for them to read";
     const bool integer = sema::is_integer(t.dtype);
     const std::string type = std::string("*") + (integer ? "i" : "fp") + std::to_string(sema::bits(t.dtype));
     const std::string dtype = sema::tl_name(t.dtype);
@@ -582,13 +586,19 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
                   {"role", "scratch"}, {"pass_by_keyword", true}, {"dtype", dtype}, {"shape", shape},
                   {"contents", "any"}, {"why", why}};
     json entry = {{"name", t.scratch}, {"dtype", dtype}, {"shape", shape}, {"contents", "any"}, {"why", why}};
+    if (!t.dtype_of.empty()) {  // (the dtype a launch passes there: `dtype` is the one this backward was typed for)
+      for (const json &q : params)
+        if (q.contains("name") && q["name"] == t.dtype_of && q.contains("types")) param["types"] = q["types"];
+      param["dtype_of"] = t.dtype_of;
+      entry["dtype_of"] = t.dtype_of;
+    }
     if (!t.like.empty()) {
       param["like"] = t.like;
       entry["like"] = t.like;
     }
     params.push_back(param);
     scratch.push_back(entry);
-    if (t.like.empty()) owner_params.insert(t.scratch);  // not the backward kernel's (a prologue's)
+    if (!t.by_backward_kernel) owner_params.insert(t.scratch);  // not the backward kernel's (a prologue's)
   }
   // Layout flags: 1 where a box of strides keeps a gradient's cells apart (its plain stores), else 0 (its atomic
   // additions into zeros). One flag's boxes in several specializations must all be apart.

@@ -351,9 +351,10 @@ std::optional<GradCheckResult> grad_check_kernel(const ast::Module &module, cons
   // Saved tiles: [programs, numel(value)] each, poisoned; the prologue, on the forward's grid, writes them all.
   std::map<std::string, interp::KernelArg> saved;
   for (const ad::Backward::SavedTile &t : bwd->saved_tiles) {
-    if (!t.like.empty()) {  // laid out like an output: as many elements, which the backward kernel saves
-      saved[t.scratch] = poisoned_scratch(t.scratch, static_cast<int64_t>(memory.buffers()[buffer_of(t.like)].size()), t.dtype);
-      back.args[t.scratch] = saved[t.scratch];
+    if (!t.like.empty()) {  // laid out like an output: as many elements (the backward kernel's, or the prologue's)
+      const sema::DType dtype = t.dtype_of.empty() ? t.dtype : memory.buffers()[buffer_of(t.dtype_of)].dtype;
+      saved[t.scratch] = poisoned_scratch(t.scratch, static_cast<int64_t>(memory.buffers()[buffer_of(t.like)].size()), dtype);
+      if (t.by_backward_kernel) back.args[t.scratch] = saved[t.scratch];
       continue;
     }
     std::optional<int64_t> numel = tile_elements(t.tile_shape, "the saved tile '" + t.value + "'");

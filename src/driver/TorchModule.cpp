@@ -842,13 +842,15 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
       std::vector<std::string> dims;
       for (const json &d : p["shape"]) dims.push_back(expr(d));
       py << "    # " << p["why"].get<std::string>() << "\n";
+      // (In the dtype of the tensor passed for `dtype_of` where the protocol names one.)
+      const std::string dtype = p.contains("dtype_of") ? p["dtype_of"].get<std::string>() + ".dtype"
+                                                       : "torch." + p.value("dtype", std::string("float32"));
       if (p.contains("like"))  // (addressed with that tensor's offsets: its strides)
         py << "    " << p["name"].get<std::string>() << " = torch.empty_strided(" << p["like"].get<std::string>()
-           << ".shape, " << p["like"].get<std::string>() << ".stride(), dtype=torch." << p.value("dtype", "float32")
-           << ", device=_tgrad_device)\n";
+           << ".shape, " << p["like"].get<std::string>() << ".stride(), dtype=" << dtype << ", device=_tgrad_device)\n";
       else
-        py << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims)
-           << ", dtype=torch." << p.value("dtype", "float32") << ", device=_tgrad_device)\n";
+        py << "    " << p["name"].get<std::string>() << " = torch.empty(" << tuple_of(dims) << ", dtype=" << dtype
+           << ", device=_tgrad_device)\n";
     } else if (p["role"] == "size" && !sizes_given.count(p["name"].get<std::string>())) {
       (tiling_apart ? sizes : py) << "    # " << p["why"].get<std::string>() << "\n"
                                   << "    " << p["name"].get<std::string>() << " = " << expr(p["value"]) << "\n";

@@ -195,11 +195,18 @@ struct Backward {
     std::string value;                    // the value saved ("baccumulator_2")
     std::vector<std::string> tile_shape;  // its element count, as factors: numbers or constexpr parameter names
     sema::DType dtype = sema::DType::FP32;
-    // Where not "": the backward kernel saves the value, a row statistic, at the offsets of this output of the
-    // forward (whose store of a tile of the value's shape gives each row one program and lane: attention's
-    // logsumexp M), into a scratch laid out like it; the owners read it there. No prologue: the backward kernel
-    // runs before the owners, on the forward's grid at any block sizes of its own.
+    // Where not "": the value is saved at the offsets of this output of the forward, into a scratch laid out like
+    // it, where the owners read it, whatever their block sizes. Either a row statistic (whose store of a tile of
+    // the value's shape gives each row one program and lane: attention's logsumexp M) that the backward kernel
+    // saves (`by_backward_kernel`: no prologue, the backward kernel runs before the owners, on the forward's grid
+    // at any block sizes of its own), or a tile the prologue saves at the addresses the forward's loads of it read
+    // (`dtype_of`: the relu epilogue's masked upstream gradient, like the output C).
     std::string like;
+    bool by_backward_kernel = false;
+    // Where not "": the tile is saved in the element type of this pointer parameter, the type its every use casts
+    // it to (the relu epilogue's masked upstream gradient, an operand of tl.dot in B's dtype): `dtype` is that
+    // parameter's as typed here, and a launch allocates the scratch in the dtype of the tensor it passes there.
+    std::string dtype_of;
   };
   std::string prologue_kernel;            // "" where no owner needs one
   std::vector<SavedTile> saved_tiles;

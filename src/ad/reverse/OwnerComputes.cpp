@@ -116,6 +116,13 @@ ExprPtr flat_program(const std::function<ExprPtr(int)> &pid, const std::function
 
 // The address of a saved tile's elements: scratch + flat * numel + the
 // row-major offsets of a tile of `dims` (at most two).
+// `scratch + o1 + o2 + ...`: a tile saved laid out like a forward output, at that output's offsets.
+ExprPtr offset_address(const std::string &scratch, const std::vector<std::string> &offsets) {
+  ExprPtr at = name(scratch);
+  for (const std::string &o : offsets) at = std::make_unique<BinOp>(BinaryOpKind::Add, std::move(at), name(o));
+  return at;
+}
+
 ExprPtr saved_address(const std::string &scratch, ExprPtr flat, const std::vector<std::string> &dims) {
   ExprPtr numel = int_lit(1);
   for (size_t k = 0; k < dims.size(); ++k)
@@ -452,6 +459,174 @@ std::vector<std::string> row_statistics(const StmtList &loop_body, const std::se
   return out;
 }
 
+// `p.dtype.element_ty` of a pointer `p` computed from one float pointer parameter P (of `types`) with P's element
+// type (`pointer_param`: P, or "" where not one): P.
+std::string element_type_of_parameter(const Expr &e, const sema::ParamTypes &types,
+                                      const std::function<std::string(const std::string &)> &pointer_param) {
+  auto *element = dyn_cast<Attribute>(&e);
+  auto *dtype = element && element->attr == "element_ty" ? dyn_cast<Attribute>(element->value.get()) : nullptr;
+  auto *p = dtype && dtype->attr == "dtype" ? dyn_cast<Name>(dtype->value.get()) : nullptr;
+  const std::string param = p ? pointer_param(p->id) : "";
+  auto t = types.find(param);
+  if (t == types.end() || !t->second.is_tensor() || !t->second.elem.is_pointer || !sema::is_float(t->second.elem.dtype))
+    return "";
+  return param;
+}
+
+// Tiles of the forward program's prefix that the owner's loop body reads only as `v.to(P.dtype.element_ty)`, one
+// pointer parameter P for all its reads, and whose computation loads two tiles or more (the relu epilogue's
+// `tl.where(C > 0, dC, 0)`, an operand of tl.dot in B's dtype): saved once per program in P's element type, each
+// owner loads one tile instead of computing it from several in every iteration, and reads the same values its
+// cast gave. value -> P, and the mask the owner loads it under.
+struct CastOperandTile {
+  std::string pointer;               // P
+  std::string mask;                  // the mask of the loads it is computed from, outside which it is 0
+  std::string like;                  // the forward's pointer parameter one of them loads from
+  std::vector<std::string> offsets;  // the names those loads add to their bases (parameters, or the prefix's)
+};
+std::map<std::string, CastOperandTile> cast_operand_tiles(const StmtList &loop_body, const std::set<const Stmt *> &prefix,
+                                                      const sema::ParamTypes &types,
+                                                      const std::function<const SType *(const std::string &)> &type_of_name,
+                                                      const std::function<std::string(const std::string &)> &pointer_param,
+                                                      const std::set<std::string> &forward_pointers,
+                                                      const std::function<const Expr *(const std::string &)> &definition,
+                                                      const std::set<std::string> &prologue_names,
+                                                      const std::map<std::string, std::string> &input_of) {
+  std::vector<const Stmt *> all;
+  flatten(loop_body, all);
+  std::map<std::string, std::vector<const Stmt *>> prefix_defs;
+  std::set<std::string> assigned_elsewhere;
+  for (const Stmt *s : all) {
+    if (isa<If>(s)) continue;
+    std::map<std::string, int> assigned;
+    stmt_assignments(*s, assigned);
+    for (const auto &kv : assigned) {
+      if (prefix.count(s)) prefix_defs[kv.first].push_back(s);
+      else assigned_elsewhere.insert(kv.first);
+    }
+  }
+  // Each name's reads outside the prefix, and the casts among them (per target pointer): a read of v inside
+  // `v.to(P.dtype.element_ty)` counts as both.
+  std::map<std::string, int> reads_outside, casts;
+  std::map<std::string, std::set<std::string>> cast_targets;
+  for (const Stmt *s : all) {
+    if (prefix.count(s) || isa<If>(s)) continue;
+    std::set<std::string> r;
+    stmt_reads(*s, r);
+    const Expr *value = isa<Assign>(s) ? cast<Assign>(s)->value.get() : isa<ExprStmt>(s) ? cast<ExprStmt>(s)->value.get() : nullptr;
+    if (!value) {
+      for (const std::string &n : r) reads_outside[n] += 1000;  // (a loop's, an update's: not a cast)
+      continue;
+    }
+    visit_expr(*value, [&](const Expr &e) {
+      if (auto *n = dyn_cast<Name>(&e)) ++reads_outside[n->id];
+      auto *c = dyn_cast<Call>(&e);
+      auto *to = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+      auto *v = to && to->attr == "to" && c->args.size() == 1 && c->keywords.empty() ? dyn_cast<Name>(to->value.get()) : nullptr;
+      const std::string p = v ? element_type_of_parameter(*c->args[0], types, pointer_param) : "";
+      if (p.empty()) return;
+      ++casts[v->id];
+      cast_targets[v->id].insert(p);
+    });
+  }
+  std::map<std::string, CastOperandTile> out;
+  for (const auto &[v, defs] : prefix_defs) {
+    if (assigned_elsewhere.count(v) || !casts.count(v) || casts[v] != reads_outside[v] || cast_targets[v].size() != 1)
+      continue;
+    if (std::any_of(defs.begin(), defs.end(), [](const Stmt *d) { return !isa<Assign>(d); })) continue;
+    const SType *t = type_of_name(v);
+    if (!is_float_tensor(t) || t->shape.size() != 2 || !dimension_texts(*t)) continue;
+    // The tiles its computation loads, through the prefix's definitions.
+    std::set<std::string> need{v}, seen;
+    int loads = 0;
+    while (!need.empty()) {
+      const std::string n = *need.begin();
+      need.erase(need.begin());
+      if (!seen.insert(n).second) continue;
+      auto d = prefix_defs.find(n);
+      if (d == prefix_defs.end()) continue;
+      for (const Stmt *s : d->second) {
+        std::set<std::string> r;
+        stmt_reads(*s, r);
+        need.insert(r.begin(), r.end());
+        if (auto *a = dyn_cast<Assign>(s))
+          visit_expr(*a->value, [&](const Expr &e) {
+            if (auto *c = dyn_cast<Call>(&e); c && callee(*c) == "tl.load") ++loads;
+          });
+      }
+    }
+    if (loads < 2) continue;
+    // The mask of its loads, where they share one (other=0) and v is 0 wherever it is false: the owner loads the
+    // saved tile under it, so that what it knows of the lanes outside (their gradient is zero: ZeroLanes.h, the
+    // peeled loops of MaskPeeling.h) still holds.
+    std::string mask, like;
+    std::vector<std::string> offsets;
+    bool one_mask = true;
+    std::function<bool(const Expr &)> zero_outside = [&](const Expr &e) -> bool {
+      if (auto *i = dyn_cast<IntLit>(&e)) return i->value == 0;
+      if (auto *f = dyn_cast<FloatLit>(&e)) return f->value == 0.0;
+      if (auto *n = dyn_cast<Name>(&e)) {
+        auto d = prefix_defs.find(n->id);
+        if (d == prefix_defs.end() || d->second.size() != 1 || !isa<Assign>(d->second[0])) return false;
+        return zero_outside(*cast<Assign>(d->second[0])->value);
+      }
+      if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && zero_outside(*u->operand);
+      if (auto *b = dyn_cast<BinOp>(&e)) {
+        if (b->op == BinaryOpKind::Mul) return zero_outside(*b->lhs) || zero_outside(*b->rhs);
+        if (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub) return zero_outside(*b->lhs) && zero_outside(*b->rhs);
+        return false;
+      }
+      auto *c = dyn_cast<Call>(&e);
+      if (!c) return false;
+      if (auto *to = dyn_cast<Attribute>(c->func.get()); to && to->attr == "to") return zero_outside(*to->value);
+      const std::string f = callee(*c);
+      if (f == "tl.where" && c->args.size() == 3) return zero_outside(*c->args[1]) && zero_outside(*c->args[2]);
+      if (f != "tl.load") return false;
+      const Expr *mask_kw = c->keyword("mask");
+      auto *m = mask_kw ? dyn_cast<Name>(mask_kw) : nullptr;
+      const Expr *other = c->keyword("other");
+      auto *pointer = c->args.size() == 1 ? dyn_cast<Name>(c->args[0].get()) : nullptr;
+      if (!m || !other || !zero_outside(*other) || !pointer) return false;
+      one_mask &= mask.empty() || mask == m->id;
+      mask = m->id;
+      // Its base and offsets: `p = q + o` along the chain, q the pointer, o a name.
+      std::string at = pointer->id, base;
+      std::vector<std::string> offs;
+      for (int depth = 0; depth < 16 && base.empty(); ++depth) {
+        if (types.count(at)) {
+          base = at;
+          break;
+        }
+        const Expr *def = definition(at);
+        auto *add = def ? dyn_cast<BinOp>(def) : nullptr;
+        auto *l = add && add->op == BinaryOpKind::Add ? dyn_cast<Name>(add->lhs.get()) : nullptr;
+        auto *r = add && add->op == BinaryOpKind::Add ? dyn_cast<Name>(add->rhs.get()) : nullptr;
+        if (!l || !r) return false;
+        const SType *lt = type_of_name(l->id);
+        const bool left_pointer = types.count(l->id) ? types.at(l->id).elem.is_pointer : lt && lt->elem.is_pointer;
+        at = left_pointer ? l->id : r->id;
+        offs.push_back(left_pointer ? r->id : l->id);
+      }
+      if (base.empty()) return false;
+      for (const std::string &o : offs)
+        if (!types.count(o) && !prologue_names.count(o)) return false;  // (the prologue has the prefix's names only)
+      std::sort(offs.begin(), offs.end());
+      one_mask &= offsets.empty() || offsets == offs;
+      offsets = offs;
+      // (An upstream gradient is addressed with its output's offsets: laid out like it.)
+      if (forward_pointers.count(base)) like = base;
+      else if (auto in = input_of.find(base); in != input_of.end() && forward_pointers.count(in->second)) like = in->second;
+      return one_mask;
+    };
+    auto d = prefix_defs.find(v);
+    if (!zero_outside(*cast<Assign>(d->second[0])->value) || !one_mask || mask.empty() || !prefix_defs.count(mask) ||
+        like.empty())
+      continue;
+    out[v] = {*cast_targets[v].begin(), mask, like, offsets};
+  }
+  return out;
+}
+
 // Replaces the statements of `block` (and of its ifs) in `prefix` that assign `v` by `load`, at the first.
 bool replace_definitions(StmtList &block, const std::string &v, const std::set<const Stmt *> &prefix, StmtPtr &&load) {
   bool placed = false;
@@ -524,9 +699,10 @@ void collect_defs(const StmtList &block, std::multimap<std::string, const Expr *
 // per forward program on the forward's grid (as the backward kernel ran
 // them), writing no gradient, then saving each value in `saved` at its
 // program's row of the scratch buffer.
-static std::unique_ptr<Function> build_prologue(const Function &bwd, size_t loop_at,
-                                                const std::vector<Backward::SavedTile> &saved,
-                                                NameAllocator &function_names) {
+static std::unique_ptr<Function> build_prologue(
+    const Function &bwd, size_t loop_at, const std::vector<Backward::SavedTile> &saved,
+    const std::map<std::string, std::pair<std::vector<std::string>, std::string>> &saved_at,
+    NameAllocator &function_names) {
   auto prologue = std::make_unique<Function>();
   prologue->name = function_names.fresh(bwd.name + "_prologue");
   prologue->span = bwd.span;
@@ -546,8 +722,20 @@ static std::unique_ptr<Function> build_prologue(const Function &bwd, size_t loop
     const Backward::SavedTile &t = saved[k];
     ExprPtr flat = flat_program([](int a) { return call("tl.program_id", list(int_lit(a))); },
                                 [](int a) { return call("tl.num_programs", list(int_lit(a))); });
-    auto store = std::make_unique<ExprStmt>(
-        call("tl.store", list(saved_address(t.scratch, std::move(flat), t.tile_shape), name(t.value))));
+    // (In the pointer's element type where the owners read it so: the cast each of their uses made.)
+    ExprPtr value = name(t.value);
+    if (!t.dtype_of.empty())
+      value = std::make_unique<Call>(std::make_unique<Attribute>(std::move(value), "to"),
+                                     list(dotted_name(t.dtype_of + ".dtype.element_ty")), std::vector<Keyword>{});
+    std::vector<Keyword> kws;
+    ExprPtr address;
+    if (auto at = saved_at.find(t.scratch); at != saved_at.end()) {  // laid out like a forward output
+      address = offset_address(t.scratch, at->second.first);
+      kws.push_back({"mask", {}, name(at->second.second)});
+    } else {
+      address = saved_address(t.scratch, std::move(flat), t.tile_shape);
+    }
+    auto store = std::make_unique<ExprStmt>(call("tl.store", list(std::move(address), std::move(value)), std::move(kws)));
     if (k == 0)
       store->leading_comment = "Saved for the owner-computes kernels, at this program's row: each owner reads "
                                "them instead of computing them again for every program it sums over";
@@ -671,6 +859,31 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     return info && d != defs.end() ? info->type_of(d->second) : nullptr;
   };
 
+  // The pointer parameter a pointer is computed from, where it is one float pointer with that parameter's element
+  // type as the backward types it ("" otherwise).
+  std::set<std::string> pointer_params, forward_pointers;
+  for (const auto &[n, t] : types)
+    if (t.is_tensor() && t.elem.is_pointer) {
+      pointer_params.insert(n);
+      if (!gradient_params.count(n)) forward_pointers.insert(n);
+    }
+  // A name's one definition in the backward kernel, or null; the names its statements before the reverse loop
+  // assign (what a prologue computes).
+  auto definition = [&](const std::string &n) -> const Expr * {
+    return defs.count(n) == 1 ? defs.find(n)->second : nullptr;
+  };
+  std::set<std::string> prologue_names;
+  for (size_t k = 0; k < loop_at && k < body.size(); ++k) assigned_names(*body[k], prologue_names);
+  // Tiles saved laid out like a forward output (cast_operand_tiles): scratch -> the offsets and mask the prologue
+  // stores them at.
+  std::map<std::string, std::pair<std::vector<std::string>, std::string>> saved_at;
+  auto pointer_param = [&](const std::string &p) -> std::string {
+    if (pointer_params.count(p)) return p;
+    std::set<std::string> from = gradient_bases(p, defs, pointer_params);
+    const SType *t = from.size() == 1 ? type_of_name(p) : nullptr;
+    if (!t || !t->is_tensor() || !t->elem.is_pointer || t->elem.dtype != types.at(*from.begin()).elem.dtype) return "";
+    return *from.begin();
+  };
   // The gradients one owner kernel gathers: first all of them together
   // (attention's dK and dV need the same recomputed scores: one kernel
   // computes them once), then, where that declines, each on its own.
@@ -1149,7 +1362,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           scratch = old->scratch;
         } else {
           scratch = names.fresh(v + "_saved");
-          new_saved.push_back({scratch, v, *dims, t->elem.dtype, ""});
+          new_saved.push_back({scratch, v, *dims, t->elem.dtype, "", false, ""});
         }
         reads_saved.push_back(scratch);
         ExprPtr flat = flat_program(
@@ -1177,7 +1390,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     // Row statistics of the forward's program (FA2's rowsum(dO * O): a reduction over tiles the program
     // loads) that every owner would recompute in every iteration: the prologue computes them once per
     // program and the owners load them.
-    bool saved_statistics = false;
+    bool saved_statistics = false, saved_cast_tiles = false;
     if (reads_saved.empty() && !grouped) {
       // (What the statements from this loop on assign: a value an earlier call's prologue saved after them
       // is this loop's only where they leave it alone.)
@@ -1198,7 +1411,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
           scratch = fresh->scratch;
         } else {
           scratch = names.fresh(v + "_saved");
-          new_saved.push_back({scratch, v, dims, t->elem.dtype, ""});
+          new_saved.push_back({scratch, v, dims, t->elem.dtype, "", false, ""});
         }
         reads_saved.push_back(scratch);
         ExprPtr flat = flat_program(
@@ -1210,6 +1423,36 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
         replace_definitions(program_loop.body, v, from_prefix, std::move(load));
         saved_statistics = true;
       }
+      // Tiles computed from several loads that the owner reads only cast to a pointer's element type (the relu
+      // epilogue's masked dC): the prologue saves each once per program in that type.
+      if (prior.empty())
+        for (const auto &[value, tile] :
+             cast_operand_tiles(program_loop.body, from_prefix, types, type_of_name, pointer_param, forward_pointers,
+                                definition, prologue_names, input_of)) {
+          const std::string v = value, pointer = tile.pointer;  // (named for the lambda below)
+          const std::vector<std::string> dims = *dimension_texts(*type_of_name(v));
+          auto same = [&](const Backward::SavedTile &x) { return x.value == v && x.dtype_of == pointer; };
+          std::string scratch;
+          if (auto old = std::find_if(out.saved.begin(), out.saved.end(), same); old != out.saved.end()) {
+            scratch = old->scratch;
+          } else if (auto fresh = std::find_if(new_saved.begin(), new_saved.end(), same); fresh != new_saved.end()) {
+            scratch = fresh->scratch;
+          } else {
+            scratch = names.fresh(v + "_saved");
+            new_saved.push_back({scratch, v, dims, types.at(pointer).elem.dtype, tile.like, false, pointer});
+            saved_at[scratch] = {tile.offsets, tile.mask};
+          }
+          reads_saved.push_back(scratch);
+          std::vector<Keyword> masked;
+          masked.push_back({"mask", {}, name(tile.mask)});
+          masked.push_back({"other", {}, std::make_unique<FloatLit>(0.0, "0.0")});
+          StmtPtr load = assign(v, call("tl.load", list(offset_address(scratch, tile.offsets)), std::move(masked)));
+          load->leading_comment = "'" + v + "' in " + pointer + "'s dtype, which its every use here casts it to, "
+                                  "saved by the prologue laid out like '" + tile.like + "': one tile loaded instead "
+                                  "of the tiles it is computed from";
+          replace_definitions(program_loop.body, v, from_prefix, std::move(load));
+          saved_statistics = saved_cast_tiles = true;
+        }
       if (saved_statistics) {
         remove_dead_code(owner->body);
         for (const std::string &scratch : reads_saved) owner->params.push_back({scratch, {}, nullptr, nullptr});
@@ -1218,7 +1461,9 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     sema::ParamTypes owner_types = types;
     if (!grouped) owner_types[programs] = SType::tensor({sema::DType::Int32, false}, {});
     for (const auto *saved : {&out.saved, &new_saved})
-      for (const Backward::SavedTile &t : *saved) owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
+      for (const Backward::SavedTile &t : *saved)
+        if (std::find(reads_saved.begin(), reads_saved.end(), t.scratch) != reads_saved.end())
+          owner_types[t.scratch] = SType::tensor({t.dtype, true}, {});
     DiagEngine check(sources);
     std::optional<sema::TypeInfo> owner_info = sema::analyze(context, *owner, owner_types, check);
     if (!owner_info || check.has_errors()) {
@@ -1278,6 +1523,10 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
                  "), sums their contributions in registers and adds the tile once, instead of an atomic addition " +
                  "from every program in every iteration" +
                  (reads_saved.empty() ? std::string()
+                  : saved_cast_tiles
+                      ? "; the tiles it reads that the forward's program computes from several loads and it casts to "
+                        "a pointer's element type (a masked upstream gradient, an operand of tl.dot) come from the "
+                        "prologue kernel, which computes each element once, in that type, laid out like the output"
                   : saved_statistics
                       ? "; the row statistics it reads of each forward program (a reduction over tiles that program "
                         "loads) come from the prologue kernel, which computes them once per program"
@@ -1303,7 +1552,7 @@ OwnerComputesResult gather_gradients_by_owner(Function &bwd,
     }
     gathered.insert(group.begin(), group.end());
   }
-  if (!out.saved.empty()) out.prologue = build_prologue(bwd, loop_at, out.saved, function_names);
+  if (!out.saved.empty()) out.prologue = build_prologue(bwd, loop_at, out.saved, saved_at, function_names);
   if (!out.kernels.empty()) {
     remove_dead_code(body);
     out.backward_kernel_writes = writes_memory(body);

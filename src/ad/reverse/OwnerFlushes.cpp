@@ -59,7 +59,7 @@ void Engine::fold_prologue(Function &bwd, Backward &result, const AccessAnalysis
   };
   std::vector<Plan> plans;
   for (Backward::SavedTile &t : result.saved_tiles) {
-    if (t.tile_shape.size() != 1 || !top_index.count(t.value)) return;
+    if (t.tile_shape.size() != 1 || !top_index.count(t.value) || !t.like.empty()) return;
     std::optional<Plan> found;
     for (const MemoryOp &m : memory_) {
       // A store of the forward, once per program, of a tile of the statistic's shape, each row one program's.
@@ -126,6 +126,7 @@ void Engine::fold_prologue(Function &bwd, Backward &result, const AccessAnalysis
     bwd.body.insert(bwd.body.begin() + static_cast<std::ptrdiff_t>(p.after + 1), std::move(save));
     bwd.params.push_back({p.tile->scratch, {}, nullptr, nullptr});
     p.tile->like = p.base;
+    p.tile->by_backward_kernel = true;
   }
   owner_functions_.erase(prologue);
   result.prologue_kernel.clear();

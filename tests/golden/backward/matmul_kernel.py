@@ -6,7 +6,35 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
+def matmul_kernel_bwd_prologue(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, baccumulator_2_saved, baccumulator_2_saved_2, a_ptr_disjoint, b_ptr_disjoint):
+    tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+    dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+
+    # Grad of: tl.store(c_ptrs, c, mask=c_mask)
+    # Stored by the forward (rounded to its dtype): read back, not computed again.
+    c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
+
+    # Grad of: c = accumulator.to(tl.float16)
+    baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+
+    # Grad of: accumulator = tl.maximum(accumulator, 0.0)
+    baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+
+    # Saved for the owner-computes kernels, at this program's row: each owner reads them instead of computing them again for every program it sums over
+    tl.store(baccumulator_2_saved + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, baccumulator_2.to(b_ptr.dtype.element_ty), mask=c_mask)
+    tl.store(baccumulator_2_saved_2 + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, baccumulator_2.to(a_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, baccumulator_2_saved, a_ptr_disjoint, b_ptr_disjoint):
     tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
@@ -35,12 +63,11 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
-        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_mask = t_3
-        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
-        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+
+        # 'baccumulator_2' in b_ptr's dtype, which its every use here casts it to, saved by the prologue laid out like 'c_ptr': one tile loaded instead of the tiles it is computed from
+        baccumulator_2 = tl.load(baccumulator_2_saved + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, mask=c_mask, other=0.0)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
@@ -51,12 +78,11 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         offs_bn = offs_cn % N
         b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
-        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
         c_mask = t_3 & (offs_cn[None, :] < N)
-        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
-        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+
+        # 'baccumulator_2' in b_ptr's dtype, which its every use here casts it to, saved by the prologue laid out like 'c_ptr': one tile loaded instead of the tiles it is computed from
+        baccumulator_2 = tl.load(baccumulator_2_saved + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, mask=c_mask, other=0.0)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
@@ -70,7 +96,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
 
 
 @triton.jit
-def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
+def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, baccumulator_2_saved_2, a_ptr_disjoint, b_ptr_disjoint):
     tl.static_assert(ACTIVATION == "relu", "tgrad: this backward was generated for ACTIVATION=\"relu\" (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
@@ -99,12 +125,11 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
-        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_mask = t_4
-        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
-        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+
+        # 'baccumulator_2' in a_ptr's dtype, which its every use here casts it to, saved by the prologue laid out like 'c_ptr': one tile loaded instead of the tiles it is computed from
+        baccumulator_2 = tl.load(baccumulator_2_saved_2 + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, mask=c_mask, other=0.0)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
@@ -115,12 +140,11 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         offs_am = offs_cm % M
         a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
-        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
         c_mask = (offs_cm[:, None] < M) & t_4
-        c_stored_positive = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32) > 0.0
-        baccumulator_4 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-        baccumulator_2 = tl.where(c_stored_positive, baccumulator_4, 0.0)
+
+        # 'baccumulator_2' in a_ptr's dtype, which its every use here casts it to, saved by the prologue laid out like 'c_ptr': one tile loaded instead of the tiles it is computed from
+        baccumulator_2 = tl.load(baccumulator_2_saved_2 + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row, mask=c_mask, other=0.0)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
