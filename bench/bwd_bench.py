@@ -577,19 +577,28 @@ def bench_matmul(gen, M, N, K, tmp):
     flags_b = matmul_flags("matmul_kernel", fwd, a, b, c, RELU_OWNER_CONFIG["db"], ACTIVATION="relu")
     zeroed = zeroed_gradients("matmul_kernel", {"a_ptr": da, "b_ptr": db}, flags_a, flags_b)
 
+    # The masked upstream gradient, which the prologue computes once per element, in the dtype each owner casts it
+    # to (B's for dA, A's for dB), laid out like C (the launch protocol's scratch buffers with dtype_of).
+    saved_b, saved_a = torch.empty_like(c, dtype=b.dtype), torch.empty_like(c, dtype=a.dtype)
+    saved = {"baccumulator_2_saved": saved_b, "baccumulator_2_saved_2": saved_a}
+    pbm, pbn = RELU_PROLOGUE_BLOCKS
+
     def gen_fn():
         for g in zeroed:
             g.zero_()
+        bwd.matmul_kernel_bwd_prologue[(triton.cdiv(M, pbm), triton.cdiv(N, pbn))](
+            a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=pbm, BLOCK_SIZE_N=pbn, BLOCK_SIZE_K=32,
+            ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, **saved, **flags_a)
         obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["da"]
         bwd.matmul_kernel_bwd_da_ptr[(triton.cdiv(M, obm), triton.cdiv(K, obk))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_1=triton.cdiv(N, obn), num_warps=warps,
-            num_stages=stages, **flags_a)
+            num_stages=stages, baccumulator_2_saved=saved_b, **flags_a)
         obm, obn, obk, warps, stages = RELU_OWNER_CONFIG["db"]
         bwd.matmul_kernel_bwd_db_ptr[(triton.cdiv(K, obk), triton.cdiv(N, obn))](
             a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=obm, BLOCK_SIZE_N=obn, BLOCK_SIZE_K=obk,
             ACTIVATION="relu", da_ptr=da, db_ptr=db, dc_ptr=dc, num_programs_0=triton.cdiv(M, obm), num_warps=warps,
-            num_stages=stages, **flags_b)
+            num_stages=stages, baccumulator_2_saved_2=saved_a, **flags_b)
 
     hda, hdb = torch.empty_like(a), torch.empty_like(b)
 
@@ -642,6 +651,8 @@ OWNER_CONFIG = {"da": (128, 64, 128, 4, 3), "db": (64, 128, 128, 4, 3)}
 # The same for the relu epilogue's owners (tests/golden/backward/matmul_kernel.py, which also load C and mask dC by
 # C > 0): `python3 bench/matmul_owner_tune.py --size 2048 --relu` on the H100, 2026-11-27.
 RELU_OWNER_CONFIG = {"da": (128, 64, 256, 8, 4), "db": (64, 128, 256, 8, 3)}
+# The relu backward's prologue (an elementwise pass over C: any blocks; its saved tiles are laid out like C).
+RELU_PROLOGUE_BLOCKS = (64, 128)
 
 
 def bench_matmul_owner(gen, M, N, K, dtype, tmp, tutorial_order=False):

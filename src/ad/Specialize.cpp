@@ -674,7 +674,12 @@ void assert_given_constexprs(const Function &forward, const BackwardRequest &req
     if (!forward.is_constexpr_param(k) || it == request.param_types.end()) continue;
     ExprPtr value = literal_of_value(it->second);
     if (!value) continue;
-    const std::string text = p + "=" + emit::print_expr(*value);
+    // (A string value in single quotes, as -D takes it: torch.compile's copy of a kernel's source, in
+    // PyTorch 2.11, drops the backslashes of escaped double quotes in a string, which then ends early.)
+    auto *str = dyn_cast<StrLit>(value.get());
+    const std::string text = p + "=" + (str && str->value.find_first_of("'\\") == std::string::npos
+                                            ? "'" + str->value + "'"
+                                            : emit::print_expr(*value));
     ExprList args;
     ExprList compared;
     compared.push_back(std::move(value));

@@ -7,7 +7,7 @@ import triton.language as tl
 
 @triton.jit
 def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
-    tl.static_assert(ACTIVATION == "", "tgrad: this backward was generated for ACTIVATION=\"\" (-D); regenerate it for the value you launch with")
+    tl.static_assert(ACTIVATION == "", "tgrad: this backward was generated for ACTIVATION='' (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(1)
@@ -65,7 +65,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
 
 @triton.jit
 def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
-    tl.static_assert(ACTIVATION == "", "tgrad: this backward was generated for ACTIVATION=\"\" (-D); regenerate it for the value you launch with")
+    tl.static_assert(ACTIVATION == "", "tgrad: this backward was generated for ACTIVATION='' (-D); regenerate it for the value you launch with")
 
     # The iteration of the loop at line 40 this program owns the gradient tile of, and its fixed program ids
     k = tl.program_id(0)
