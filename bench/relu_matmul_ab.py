@@ -15,12 +15,14 @@ gen = torch.Generator(device="cuda").manual_seed(0)
 a, b, dc = (torch.randn(*s, generator=gen, device="cuda").half() for s in ((M, K), (K, N), (M, N)))
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--before", default="a7f8ed2", help="the commit whose golden is the 'before' row")
+parser.add_argument("--before-file", help="that golden as a file (where the checkout has no git history)")
 args = parser.parse_args()
 with tempfile.TemporaryDirectory() as tmp:
-    before = os.path.join(tmp, "matmul_relu_before.py")
-    with open(before, "w") as f:  # (a checkout without git history: run with the previous golden copied there)
-        f.write(subprocess.run(["git", "show", f"{args.before}:tests/golden/backward/matmul_kernel.py"],
-                               capture_output=True, text=True, check=True).stdout)
+    before = args.before_file or os.path.join(tmp, "matmul_relu_before.py")
+    if not args.before_file:
+        with open(before, "w") as f:
+            f.write(subprocess.run(["git", "show", f"{args.before}:tests/golden/backward/matmul_kernel.py"],
+                                   capture_output=True, text=True, check=True).stdout)
     new = load("tests/golden/backward/matmul_kernel.py", tmp)
     old = load(before, tmp)
     fwd = load("tests/kernels/matmul.py", tmp)
