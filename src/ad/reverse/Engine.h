@@ -743,6 +743,7 @@ class Engine {
   std::map<std::string, int> contributions_;               // pointer parameter -> gradients written so far
   std::vector<MemoryOp> memory_;
   std::optional<std::set<std::string>> kernel_reads_;       // every name the ANF kernel reads (computed once, if needed)
+  std::optional<std::set<std::string>> loop_assigned_;     // names the ANF assigns inside a loop (once, if needed)
   std::map<std::string, std::vector<const Assign *>> defs_of_;  // name -> its definitions (any depth)
   std::map<const For *, std::vector<const Stmt *>> init_copy_;   // loop -> the statements setting its carried values
   std::set<std::string> active_, useful_;

@@ -372,6 +372,55 @@ ExprPtr Engine::zero_adjoint(const std::string &x) {
   const bool narrow = t && t->is_tensor() && !t->elem.is_pointer &&
                       (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16 ||
                        (generic() && t->elem.dtype == sema::DType::FP32));
+  // A value a loop carries (a matmul's accumulator, whose epilogue an if on a tl.constexpr guards: assigned before
+  // the loop and in it): its zeros are written from its type where each dimension is a number or a tl.constexpr
+  // parameter, so that the adjoint does not read the value, which would keep the loop's replay alive for its shape
+  // alone. (Not a value of one iteration: its adjoint is made where the value is, and `x.shape` follows the
+  // owners' reoriented tiles, src/ad/reverse/TileOrientation.h.)
+  if (!loop_assigned_) {
+    loop_assigned_.emplace();
+    std::map<std::string, std::set<int>> depths;  // name -> the loop depths it is assigned at
+    std::function<void(const StmtList &, int)> walk = [&](const StmtList &block, int depth) {
+      for (const StmtPtr &s : block) {
+        if (!isa<For>(s.get()) && !isa<While>(s.get()) && !isa<If>(s.get())) {  // (their own targets only)
+          std::map<std::string, int> assigned;
+          stmt_assignments(*s, assigned);
+          for (const auto &kv : assigned) depths[kv.first].insert(depth);
+        }
+        if (auto *f = dyn_cast<For>(s.get())) walk(f->body, depth + 1);
+        if (auto *w = dyn_cast<While>(s.get())) walk(w->body, depth + 1);
+        if (auto *i = dyn_cast<If>(s.get())) {
+          walk(i->body, depth);
+          walk(i->orelse, depth);
+        }
+      }
+    };
+    walk(anf_.fn->body, 0);
+    for (const auto &[n, at] : depths)
+      if (at.size() > 1) loop_assigned_->insert(n);
+  }
+  ExprList dims;
+  if (t && t->is_tensor() && !t->elem.is_pointer && !t->shape.empty() && loop_assigned_->count(x) &&
+      sema::is_float(t->elem.dtype) && (narrow || !generic()))
+    for (const sema::Dim &d : t->shape) {
+      if (d.value) {
+        dims.push_back(int_lit(*d.value));
+        continue;
+      }
+      bool constexpr_param = false;
+      for (size_t k = 0; k < fn_->params.size(); ++k)
+        constexpr_param |= fn_->params[k].name == d.symbol && fn_->is_constexpr_param(k);
+      if (!constexpr_param) {
+        dims.clear();
+        break;
+      }
+      dims.push_back(name(d.symbol));
+    }
+  if (!dims.empty()) {
+    std::vector<Keyword> kws;
+    kws.push_back({"dtype", {}, dotted_name(narrow ? "tl.float32" : std::string("tl.") + sema::tl_name(t->elem.dtype))});
+    return call("tl.zeros", list(std::make_unique<List>(std::move(dims))), std::move(kws));
+  }
   if (narrow) {
     std::vector<Keyword> kws;
     kws.push_back({"dtype", {}, dotted_name("tl.float32")});

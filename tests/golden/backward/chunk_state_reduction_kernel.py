@@ -31,7 +31,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
         b_h = (b_h + tl.load(p_s, mask=m_kv, other=0.0)) * tl_exp_d
 
     # Grad of: for i_t in range(NT):
-    bb_h_2 = tl.zeros_like(b_h)
+    bb_h_2 = tl.zeros([BK, BV], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

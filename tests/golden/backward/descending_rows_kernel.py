@@ -10,7 +10,6 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     row = first - tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    carry = tl.zeros([BLOCK], dtype=tl.float32)
     row_start = row
     quotient = (n_rows - row_start - STEP - 1) // tl.maximum(-STEP, 1)
     quotient_2 = (row_start + 1 + STEP - 1) // tl.maximum(STEP, 1)
@@ -18,19 +17,12 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     row_trips = tl.where(0 <= row_start and row_start < n_rows, tl_where, 0)
 
     # The trip count of the loop below, for the reversed loop.
-    trips = row_trips
-    for row_k in range(0, row_trips):
-
-        # The iteration's incoming values, for the reversed loop.
-        x = tl.load(X + (row_start - row_k * STEP) * n_cols + cols, mask=mask, other=0.0)
-        carry = carry * 0.5 + x * x
-
     # Grad of: for row_k in range(0, row_trips):
-    bcarry_2 = tl.zeros_like(carry)
-    for reversed in range(0, trips):
+    bcarry_2 = tl.zeros([BLOCK], dtype=tl.float32)
+    for reversed in range(0, row_trips):
 
         # Iterations in reverse.
-        row_k = trips - 1 - reversed
+        row_k = row_trips - 1 - reversed
         row_3_times_n_cols = (row_start - row_k * STEP) * n_cols
         x = tl.load(X + row_3_times_n_cols + cols, mask=mask, other=0.0)
         dY_plus_row_3_times_n_cols_2_plus_cols = dY + (row_start - row_k * STEP) * n_cols + cols

@@ -6,67 +6,168 @@ import triton.language as tl
 
 
 @triton.jit
-def leaky_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr):
+def leaky_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_1, a_ptr_disjoint, b_ptr_disjoint):
+
+    # The iteration of the loop at line 188 this program owns the gradient tile of, and its fixed program ids
+    k = tl.program_id(1)
     pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
     offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     offs_am = offs_cm % M
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
+    t_3 = offs_cm[:, None] < M
+    da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
+    t = offs_k[None, :] < K - k * BLOCK_SIZE_K
+    t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
+
+    # Its gradient tile, summed over the forward's programs along axis 1 (the programs that read it) in registers
+    da_ptr_tile = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_K), dtype=tl.float32)
+
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    pid_n_count = max(num_programs_1, 0)
+    pid_n_last_unmasked = min(pid_n_count, max(N, 0) // BLOCK_SIZE_N)
+
+    # Unmasked: every lane within the bounds
+    for pid_n in range(0, pid_n_last_unmasked):
+        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        offs_bn = offs_cn % N
+        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        t_3_and_t_4 = t_3
+        baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
+        if ACTIVATION == "leaky_relu":
+
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32) >= 0.0
+
+            # Grad of: accumulator = leaky(accumulator)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, 0.0, baccumulator_5) * 0.01
+        else:
+
+            # Grad of: if ACTIVATION == "leaky_relu":
+            baccumulator_2 += baccumulator_5
+        b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
+
+        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+
+    # Masked: the iterations after the run
+    for pid_n in tl.range(pid_n_last_unmasked, num_programs_1, num_stages=1):
+        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        offs_bn = offs_cn % N
+        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        c_ptrs = c_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn * offs_cn[None, :]
+        t_3_and_t_4 = t_3 & (offs_cn[None, :] < N)
+        baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
+        if ACTIVATION == "leaky_relu":
+
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32) >= 0.0
+
+            # Grad of: accumulator = leaky(accumulator)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, 0.0, baccumulator_5) * 0.01
+        else:
+
+            # Grad of: if ACTIVATION == "leaky_relu":
+            baccumulator_2 += baccumulator_5
+        b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
+
+        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        da_ptr_tile = da_ptr_tile + tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
+
+    # One store per element and owner where the strides keep the owners' rows apart (a_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if a_ptr_disjoint:
+        tl.store(da_ptrs_2, da_ptr_tile, mask=t & t_3)
+    else:
+        tl.atomic_add(da_ptrs_2, da_ptr_tile, mask=t, sem="relaxed")
+
+
+@triton.jit
+def leaky_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, ACTIVATION: tl.constexpr, da_ptr, db_ptr, dc_ptr, num_programs_0, a_ptr_disjoint, b_ptr_disjoint):
+
+    # The iteration of the loop at line 188 this program owns the gradient tile of, and its fixed program ids
+    k = tl.program_id(0)
+    pid_n = tl.program_id(1)
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    a_ptrs_2 = a_ptrs
-    b_ptrs_2 = b_ptrs
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs_2, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs_2, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K * stride_ak
-        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K * stride_bk
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    t_3_and_t_4 = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
+    t_4 = offs_cn[None, :] < N
+    db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
+    t = offs_k[None, :] < K - k * BLOCK_SIZE_K
+    t_2 = offs_k[:, None] < K - k * BLOCK_SIZE_K
 
-    # Grad of: tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-    # Grad of: c = accumulator.to(tl.float16)
-    baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32)
+    # Its gradient tile, summed over the forward's programs along axis 0 (the programs that read it) in registers
+    db_ptr_tile = tl.zeros((BLOCK_SIZE_K, BLOCK_SIZE_N), dtype=tl.float32)
 
-    # Grad of: if ACTIVATION == "leaky_relu":
-    baccumulator_2 = tl.zeros_like(accumulator)
-    if ACTIVATION == "leaky_relu":
+    # The iterations whose lanes are all within the masks' bounds run without them (src/ad/reverse/MaskPeeling.h)
+    pid_m_count = max(num_programs_0, 0)
+    pid_m_last_unmasked = min(pid_m_count, max(M, 0) // BLOCK_SIZE_M)
 
-        # Stored by the forward (rounded to its dtype): read back, not computed again.
-        c_stored_positive = tl.load(c_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32) >= 0.0
+    # Unmasked: every lane within the bounds
+    for pid_m in range(0, pid_m_last_unmasked):
+        offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+        offs_am = offs_cm % M
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        t_3_and_t_4 = t_4
+        baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
+        if ACTIVATION == "leaky_relu":
 
-        # Grad of: accumulator = leaky(accumulator)
-        baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
-        baccumulator_2 += tl.where(c_stored_positive, 0.0, baccumulator_5) * 0.01
-    else:
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32) >= 0.0
 
-        # Grad of: if ACTIVATION == "leaky_relu":
-        baccumulator_2 += baccumulator_5
-    a_ptrs_2 = a_ptrs
-    b_ptrs_2 = b_ptrs
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs_2, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs_2, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        a_ptrs_2 = a_ptrs_2 + BLOCK_SIZE_K * stride_ak
-        b_ptrs_2 = b_ptrs_2 + BLOCK_SIZE_K * stride_bk
+            # Grad of: accumulator = leaky(accumulator)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, 0.0, baccumulator_5) * 0.01
+        else:
 
-        # Grad of: accumulator = tl.dot(a, b, accumulator)
-        ba = tl.dot(baccumulator_2.to(b_ptr.dtype.element_ty), tl.trans(b))
-        bb = tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
+            # Grad of: if ACTIVATION == "leaky_relu":
+            baccumulator_2 += baccumulator_5
+        a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(db_ptrs_2, bb, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, sem="relaxed")
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
 
-        # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        # atomic: the pointer is advanced by a loop or chosen by an if: its addresses are not analysed
-        tl.atomic_add(da_ptrs_2, ba, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, sem="relaxed")
-        da_ptrs_2 = da_ptrs_2 + BLOCK_SIZE_K * stride_ak
-        db_ptrs_2 = db_ptrs_2 + BLOCK_SIZE_K * stride_bk
+    # Masked: the iterations after the run
+    for pid_m in tl.range(pid_m_last_unmasked, num_programs_0, num_stages=1):
+        offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+        offs_am = offs_cm % M
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn_times_offs_cn_row
+        t_3_and_t_4 = (offs_cm[:, None] < M) & t_4
+        baccumulator_5 = tl.load(dc_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
+        if ACTIVATION == "leaky_relu":
+
+            # Stored by the forward (rounded to its dtype): read back, not computed again.
+            c_stored_positive = tl.load(c_ptrs, mask=t_3_and_t_4, other=0.0).to(tl.float32) >= 0.0
+
+            # Grad of: accumulator = leaky(accumulator)
+            baccumulator_2 += tl.where(c_stored_positive, baccumulator_5, 0.0)
+            baccumulator_2 += tl.where(c_stored_positive, 0.0, baccumulator_5) * 0.01
+        else:
+
+            # Grad of: if ACTIVATION == "leaky_relu":
+            baccumulator_2 += baccumulator_5
+        a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
+
+        # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        db_ptr_tile = db_ptr_tile + tl.dot(tl.trans(a), baccumulator_2.to(a_ptr.dtype.element_ty))
+
+    # One store per element and owner where the strides keep the owners' rows apart (b_ptr_disjoint, from the launcher); else (an expanded view) one addition each
+    if b_ptr_disjoint:
+        tl.store(db_ptrs_2, db_ptr_tile, mask=t_2 & t_4)
+    else:
+        tl.atomic_add(db_ptrs_2, db_ptr_tile, mask=t_2, sem="relaxed")

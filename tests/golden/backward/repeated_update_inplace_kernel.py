@@ -24,7 +24,7 @@ def repeated_update_inplace_kernel_bwd(X, n, n_steps, BLOCK: tl.constexpr, dX, x
         x_in_memory = tl.where(inside, x + x * x * 0.25, x_in_memory)
 
     # Grad of: for step in range(0, n_steps):
-    bx_in_memory_2 = tl.zeros_like(x_in_memory)
+    bx_in_memory_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

@@ -24,7 +24,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         h = tl.load(A + offs) * h + tl.load(X + offs)
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
-    bh_2 = tl.zeros_like(h)
+    bh_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

@@ -37,7 +37,7 @@ def running_norm_kernel_bwd(X, Y, n_steps, BR: tl.constexpr, BC: tl.constexpr, B
     bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :])
 
     # Grad of: for t in range(n_steps):
-    bm_2 = tl.zeros_like(m)
+    bm_2 = tl.zeros([BR], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

@@ -29,7 +29,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         state = tl.where(t, scale, 0.0) * state + x
 
     # Grad of: for c in range(n_chunks):
-    bstate_2 = tl.zeros_like(state)
+    bstate_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

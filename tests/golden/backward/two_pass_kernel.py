@@ -18,7 +18,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, stride_x, N: tl.constexpr, BLOCK_R: tl.
         total = total + tl.sum(x_2 * x_2, axis=1)
 
     # Grad of: for i in range(tl.cdiv(N, BLOCK_N)):
-    btotal_2 = tl.zeros_like(total)
+    btotal_2 = tl.zeros([BLOCK_R], dtype=tl.float32)
     bw = tl.zeros_like(w)
     for i_3 in range(tl.cdiv(N, BLOCK_N)):
         cols_3 = i_3 * BLOCK_N + tl.arange(0, BLOCK_N)

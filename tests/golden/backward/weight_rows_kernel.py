@@ -59,7 +59,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
         # Grad of: for row in range(pid, n_rows, num_progs):
         bw = tl.zeros_like(w)
-        bpartial_in_memory_2 = tl.zeros_like(partial_in_memory_2)
+        bpartial_in_memory_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
         # The forward replay above wrote this program's tapes; the reversed loop reads them.
         tl.debug_barrier()

@@ -17,7 +17,6 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
     o_v = i_v * BV + tl.arange(0, BV)
     m_kv = (o_k[:, None] < K) & (o_v[None, :] < V)
     b_h = tl.zeros([BK, BV], dtype=tl.float32)
-    b_h_2 = b_h
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -26,16 +25,16 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (i_t - 0) // 1
-        tl.store(b_h_tape + (tape_row * tape_trips + iteration) * (BK * BV) + tl.arange(0, BK)[:, None] * BV + tl.arange(0, BV)[None, :], b_h_2, mask=iteration < tape_trips)
+        tl.store(b_h_tape + (tape_row * tape_trips + iteration) * (BK * BV) + tl.arange(0, BK)[:, None] * BV + tl.arange(0, BV)[None, :], b_h, mask=iteration < tape_trips)
         product_times_V = ((i_n * NT + i_t) * H + i_h) * K * V
         p_s = S + product_times_V + o_k[:, None] * V + o_v[None, :]
         i_n_times_NT_2_plus_i_t_times_H = (i_n * NT + i_t) * H
         d = tl.load(D + i_n_times_NT_2_plus_i_t_times_H + i_h).to(tl.float32)
         tl_exp_d = tl.exp(d)
-        b_h_2 = (b_h_2 + tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)) * tl_exp_d
+        b_h = (b_h + tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32)) * tl_exp_d
 
     # Grad of: for i_t in range(NT):
-    bb_h_2 = tl.zeros(b_h.shape, dtype=tl.float32)
+    bb_h_2 = tl.zeros([BK, BV], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -44,7 +43,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         i_t = iteration_2
-        b_h_2 = tl.load(b_h_tape + (tape_row * tape_trips + iteration_2) * (BK * BV) + tl.arange(0, BK)[:, None] * BV + tl.arange(0, BV)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        b_h = tl.load(b_h_tape + (tape_row * tape_trips + iteration_2) * (BK * BV) + tl.arange(0, BK)[:, None] * BV + tl.arange(0, BV)[None, :], mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         product_times_V = ((i_n * NT + i_t) * H + i_h) * K * V
         p_s = S + product_times_V + o_k[:, None] * V + o_v[None, :]
         dp_s = dS + product_times_V + o_k[:, None] * V + o_v[None, :]
@@ -56,7 +55,7 @@ def chunk_state_reduction_kernel_bwd(S, D, NT, H: tl.constexpr, K: tl.constexpr,
         bb_h_4 = bb_h_2
 
         # Grad of: b_h *= tl.exp(d)
-        bd = tl.sum(bb_h_4 * (b_h_2 + tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32))) * tl_exp_d
+        bd = tl.sum(bb_h_4 * (b_h + tl.load(p_s, mask=m_kv, other=0.0).to(tl.float32))) * tl_exp_d
 
         # Grad of: d = tl.load(D + (i_n * NT + i_t) * H + i_h).to(tl.float32)
         btl_load_sum = bd.to(D.dtype.element_ty)

@@ -16,7 +16,6 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_am = offs_cm % M
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     da_ptrs_2 = da_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     stride_cm_times_offs_cm_col = stride_cm * offs_cm[:, None]
     t_3 = offs_cm[:, None] < M
     da_ptrs_2 = da_ptrs_2 + k * (BLOCK_SIZE_K * stride_ak)
@@ -41,7 +40,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = t_3
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
-        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
         if ACTIVATION == "relu":
 
             # Stored by the forward (rounded to its dtype): read back, not computed again.
@@ -68,7 +67,7 @@ def matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = t_3 & (offs_cn[None, :] < N)
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
-        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
         if ACTIVATION == "relu":
 
             # Stored by the forward (rounded to its dtype): read back, not computed again.
@@ -102,7 +101,6 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     offs_bn = offs_cn % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     db_ptrs_2 = db_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     stride_cn_times_offs_cn_row = stride_cn * offs_cn[None, :]
     t_4 = offs_cn[None, :] < N
     db_ptrs_2 = db_ptrs_2 + k * (BLOCK_SIZE_K * stride_bk)
@@ -127,7 +125,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
-        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
         if ACTIVATION == "relu":
 
             # Stored by the forward (rounded to its dtype): read back, not computed again.
@@ -154,7 +152,7 @@ def matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
         dc_ptrs = dc_ptr + stride_cm_times_offs_cm_col + stride_cn_times_offs_cn_row
         c_mask = (offs_cm[:, None] < M) & t_4
         baccumulator_5 = tl.load(dc_ptrs, mask=c_mask, other=0.0).to(tl.float32).to(tl.float32)
-        baccumulator_2 = tl.zeros(accumulator.shape, dtype=tl.float32)
+        baccumulator_2 = tl.zeros([BLOCK_SIZE_M, BLOCK_SIZE_N], dtype=tl.float32)
         if ACTIVATION == "relu":
 
             # Stored by the forward (rounded to its dtype): read back, not computed again.

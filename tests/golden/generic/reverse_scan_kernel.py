@@ -12,7 +12,6 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
     lanes = tl.arange(0, BLOCK)
     h = tl.zeros([BLOCK], dtype=tl.float32)
     n_steps_minus_one = n_steps - 1
-    h_2 = h
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -21,12 +20,12 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
 
         # The iteration's incoming values, for the reversed loop.
         iteration = (t - n_steps_minus_one) // -1
-        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h_2, mask=iteration < tape_trips)
+        tl.store(h_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), h, mask=iteration < tape_trips)
         offs = (row * n_steps + t) * BLOCK + lanes
-        h_2 = tl.load(A + offs) * h_2 + tl.load(X + offs)
+        h = tl.load(A + offs) * h + tl.load(X + offs)
 
     # Grad of: for t in range(n_steps - 1, -1, -1):
-    bh_2 = tl.zeros(h.shape, dtype=tl.float32)
+    bh_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -35,7 +34,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         # Iterations in reverse; each starts from its incoming values on the tape (NaN past tape_trips).
         iteration_2 = trips - 1 - reversed
         t = n_steps_minus_one + iteration_2 * -1
-        h_2 = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        h = tl.load(h_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         offs = (row * n_steps + t) * BLOCK + lanes
         tl_load_A_plus_offs = tl.load(A + offs)
 
@@ -54,5 +53,5 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         bh_2 = tl.zeros_like(bh_2) + bh_3 * tl_load_A_plus_offs
 
         # atomic: the offset is not affine in the program ids and tl.arange lanes
-        tl.atomic_add(dA + offs, bh_3 * h_2, sem="relaxed")
+        tl.atomic_add(dA + offs, bh_3 * h, sem="relaxed")
     tl.debug_barrier()

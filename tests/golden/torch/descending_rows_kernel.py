@@ -39,7 +39,6 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
     row = first - tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    carry = tl.zeros([BLOCK], dtype=tl.float32)
     row_start = row
     quotient = (n_rows - row_start - STEP - 1) // tl.maximum(-STEP, 1)
     quotient_2 = (row_start + 1 + STEP - 1) // tl.maximum(STEP, 1)
@@ -48,7 +47,7 @@ def descending_rows_kernel_bwd(X, Y, first, n_rows, n_cols, STEP, BLOCK: tl.cons
 
     # The trip count of the loop below, for the reversed loop.
     # Grad of: for row_k in range(0, row_trips):
-    bcarry_2 = tl.zeros(carry.shape, dtype=tl.float32)
+    bcarry_2 = tl.zeros([BLOCK], dtype=tl.float32)
     for reversed in range(0, row_trips):
 
         # Iterations in reverse.

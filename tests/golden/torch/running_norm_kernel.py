@@ -81,7 +81,7 @@ def running_norm_kernel_bwd_BY_ROWS_true(X, Y, n_steps, BR: tl.constexpr, BC: tl
     bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :]).to(tl.float32)
 
     # Grad of: for t in range(n_steps):
-    bm_2 = tl.zeros(m.shape, dtype=tl.float32)
+    bm_2 = tl.zeros([BR], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -169,7 +169,7 @@ def running_norm_kernel_bwd_BY_ROWS_false(X, Y, n_steps, BR: tl.constexpr, BC: t
     bacc_2 = tl.load(dY + pid * BR * BC + r[:, None] * BC + c[None, :]).to(tl.float32)
 
     # Grad of: for t in range(n_steps):
-    bm_2 = tl.zeros(m.shape, dtype=tl.float32)
+    bm_2 = tl.zeros([BC], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()

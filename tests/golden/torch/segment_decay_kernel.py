@@ -43,7 +43,6 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
     mask = offs < dim
     state = tl.zeros([BLOCK], dtype=tl.float32)
     seq = 0
-    state_2 = state
 
     # This program's row of the tapes of the loop below, and its trip count.
     tape_row = tl.program_id(0).to(tl.int64) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
@@ -53,16 +52,16 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         # The iteration's incoming values, for the reversed loop.
         iteration = (c - 0) // 1
         tl.store(seq_tape + (tape_row * tape_trips + iteration) * 1 + 0, seq, mask=iteration < tape_trips)
-        tl.store(state_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), state_2, mask=iteration < tape_trips)
+        tl.store(state_tape + (tape_row * tape_trips + iteration) * BLOCK + tl.arange(0, BLOCK), state, mask=iteration < tape_trips)
         x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
         seq = seq_new
-        state_2 = tl.where(t, scale, 0.0) * state_2 + x
+        state = tl.where(t, scale, 0.0) * state + x
 
     # Grad of: for c in range(n_chunks):
-    bstate_2 = tl.zeros(state.shape, dtype=tl.float32)
+    bstate_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
     # The forward replay above wrote this program's tapes; the reversed loop reads them.
     tl.debug_barrier()
@@ -72,7 +71,7 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         iteration_2 = trips - 1 - reversed
         c = iteration_2
         seq = tl.load(seq_tape + (tape_row * tape_trips + iteration_2) * 1 + 0, mask=iteration_2 < tape_trips, other=0)
-        state_2 = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
+        state = tl.load(state_tape + (tape_row * tape_trips + iteration_2) * BLOCK + tl.arange(0, BLOCK), mask=iteration_2 < tape_trips, other=float('nan')).to(tl.float32)
         dX_plus_c_times_dim_plus_offs = dX + c * dim + offs
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
@@ -93,10 +92,8 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
 
         # Grad of: scale = tl.where(seq_new == seq, scale, 0.0)
         # Grad of: scale = tl.exp(tl.load(DECAY + c))
-        btl_load_DECAY_plus_c = tl.where(t, tl.sum(bstate_3 * state_2), 0.0) * scale
-
         # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dDECAY + c, btl_load_DECAY_plus_c, sem="relaxed")
+        tl.atomic_add(dDECAY + c, tl.where(t, tl.sum(bstate_3 * state), 0.0) * scale, sem="relaxed")
 
         # Grad of: x = tl.load(X + c * dim + offs, mask=mask, other=0.0)
         # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add

@@ -50,16 +50,15 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, stride_x, N: tl.constexpr, BLOCK_R: tl.
     row_mask = rows < n_rows
     w = tl.load(W + rows, mask=row_mask, other=0.0)
     total = tl.zeros([BLOCK_R], dtype=tl.float32)
-    total_2 = total
     for i_2 in range(tl.cdiv(N, BLOCK_N)):
         mask_2 = row_mask[:, None] & ((i_2 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :] < N)
         rows_col_3_times_stride_x = rows[:, None] * stride_x
         cols_2_row_2 = (i_2 * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
         x_2 = tl.load(X + rows_col_3_times_stride_x + cols_2_row_2, mask=mask_2, other=0.0)
-        total_2 = total_2 + tl.sum(x_2 * x_2, axis=1)
+        total = total + tl.sum(x_2 * x_2, axis=1)
 
     # Grad of: for i in range(tl.cdiv(N, BLOCK_N)):
-    btotal_2 = tl.zeros(total.shape, dtype=tl.float32)
+    btotal_2 = tl.zeros([BLOCK_R], dtype=tl.float32)
     bw = tl.zeros(w.shape, dtype=tl.float32)
     for i_3 in range(tl.cdiv(N, BLOCK_N)):
         cols_3 = i_3 * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -71,7 +70,7 @@ def two_pass_kernel_bwd(X, W, Y, n_rows, stride_x, N: tl.constexpr, BLOCK_R: tl.
         x_3 = tl.load(X + rows_col_times_stride_x_2 + cols_row_2_2, mask=mask_4, other=0.0)
         w_col_2 = w[:, None]
         dY_plus_rows_col_5_times_N_offset = dY + rows[:, None] * N + cols_3[None, :]
-        tl_sqrt_total_2_plus_one = tl.sqrt(total_2 + 1.0)
+        tl_sqrt_total_2_plus_one = tl.sqrt(total + 1.0)
 
         # Grad of: tl.store(Y + rows[:, None] * N + cols[None, :], y + tl.sqrt(total + 1.0)[:, None], mask=mask)
         # Taken (an exchange leaves 0.0 for the values this store overwrote)

@@ -101,7 +101,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
 
         # Grad of: for row in range(pid, n_rows, num_progs):
         bw = tl.zeros(w.shape, dtype=tl.float32)
-        bpartial_in_memory_2 = tl.zeros(partial_in_memory_2.shape, dtype=tl.float32)
+        bpartial_in_memory_2 = tl.zeros([BLOCK], dtype=tl.float32)
 
         # The forward replay above wrote this program's tapes; the reversed loop reads them.
         tl.debug_barrier()
