@@ -765,9 +765,24 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
   if (offset.pid.empty()) {
     d.programs_share = true;
     d.reason = "the offset has no program id: every program reads these addresses";
-    // Within the program, distinct lanes (and loop blocks) read distinct addresses.
-    if (merge_loop_blocks(offset) && offset.lanes.size() <= 1 && (offset.lanes.empty() || offset.lanes[0].coefficient == "1"))
-      d.kind = AccessDecision::Kind::Broadcast;
+    // Within the program, distinct lanes (and loop blocks) read distinct addresses: one lane term of coefficient 1,
+    // or two in mixed radix (`r[:, None] * K + r[None, :]`, r = tl.arange(0, K): a [K, K] tile, row-major), the
+    // outer one's coefficient at least the inner one's extent.
+    auto lanes_apart = [&](const std::vector<Term> &lanes) {
+      if (lanes.size() <= 1) return lanes.empty() || lanes[0].coefficient == "1";
+      if (lanes.size() != 2) return false;
+      for (int inner = 0; inner < 2; ++inner) {
+        const Term &in = lanes[inner], &out = lanes[1 - inner];
+        if (in.coefficient != "1" || in.walks_loop || out.walks_loop) continue;
+        const std::string extent = in.extent ? std::to_string(in.extent) : in.extent_symbol;
+        const std::string c = value_of(out.coefficient), e = value_of(extent);
+        if (extent.empty() || c.empty()) continue;
+        const bool numbers = std::all_of(c.begin(), c.end(), ::isdigit) && std::all_of(e.begin(), e.end(), ::isdigit);
+        if (c == e || (numbers && std::stoll(c) >= std::stoll(e))) return true;
+      }
+      return false;
+    };
+    if (merge_loop_blocks(offset) && lanes_apart(offset.lanes)) d.kind = AccessDecision::Kind::Broadcast;
     return d;
   }
   // Programs that differ along an axis the offset does not depend on read

@@ -1163,6 +1163,22 @@ TEST(KernelReverse, LayoutBoxesOfProgramIdsSplitByDivisionAndTilesOfTwoAxes) {
   EXPECT_EQ(gradient_write_of(unread_axis, types), "atomic");
 }
 
+// A tile every program loads alike, its lanes in two axes (`r[:, None] * K + r[None, :]`, a [K, K] weight): summed
+// per program into a partial-sum row, deterministic, where the outer axis's coefficient keeps the rows apart; where
+// rows overlap (a coefficient under the inner extent), lanes meet: atomic.
+TEST(KernelReverse, TwoAxisTileEveryProgramLoadsIsPartialSummed) {
+  const std::vector<const char *> types = {"X=*fp32", "Y=*fp32", "n=i32", "sm=i32", "steps=i32"};
+  const std::string square =
+      "def k(X, Y, n, sm, steps, K: tl.constexpr):\n    r = tl.arange(0, K)\n"
+      "    w = tl.load(X + r[:, None] * K + r[None, :])\n"
+      "    tl.store(Y + tl.program_id(0) * K + r, tl.sum(w * w, 1))\n";
+  EXPECT_EQ(gradient_write_of(square, types), "store");
+  std::string overlapping = square;
+  overlapping.replace(overlapping.find("tl.arange(0, K)"), 15, "tl.arange(0, 16)");
+  overlapping.replace(overlapping.find("r[:, None] * K"), 14, "r[:, None] * 8");
+  EXPECT_EQ(gradient_write_of(overlapping, types), "atomic");
+}
+
 TEST(KernelReverse, LayoutBoxesWithALoopWalkingBlocks) {
   const std::vector<const char *> types = {"X=*fp32", "Y=*fp32", "n=i32", "sm=i32", "steps=i32"};
   // Column blocks of a block of rows walked by the loop (i * BC + lanes, under a mask): one index of the box.

@@ -22,14 +22,19 @@ def matvec_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr
 
 
 @triton.jit
-def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs, A_disjoint):
+def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, dW_partial, X_numel, W_numel, num_programs, A_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of X; the reduction kernel sums the rows
     dX_row = dX_partial + tl.program_id(0) * X_numel
     for zero_start in range(0, X_numel, 1024):
         zero_offsets = zero_start + tl.arange(0, 1024)
         tl.store(dX_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < X_numel)
+    dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start_2 in range(0, W_numel, 1024):
+        zero_offsets_2 = zero_start_2 + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets_2, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets_2 < W_numel)
     tl.debug_barrier()
+    dW_sum = tl.zeros([K, K], dtype=tl.float32)
     dX_sum = tl.zeros([K], dtype=tl.float32)
 
     # The same for every forward program: computed once.
@@ -52,10 +57,6 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         a = tl.load(A + rm[:, None] * K + rk_row, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
-        # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
-        # (Loaded early: nothing in the backward writes this memory.)
-        btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32)
-
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
         brow = tl.reshape(tl.load(dZ + forward_pid * K + rk).to(tl.float32), row.shape)
 
@@ -65,11 +66,11 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         bx_times_x = tl.reshape(btl_reshape_x_times_x, x_times_x.shape)
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW + rk_col_times_K + rk_row, bw, sem="relaxed")
+        # partial sum in registers: every program loads these addresses of 'W'
+        dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
-        by = tl.reshape(btl_reshape_y, y.shape)
+        by = tl.reshape(tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32), y.shape)
 
         # Grad of: y = tl.dot(a, tl.reshape(x, [K, 1]), input_precision="ieee")
         ba = tl.sum(tl.expand_dims(by.to(tl.float32), -2) * tl.expand_dims(tl_reshape_x.to(tl.float32), -3), axis=-1)
@@ -88,4 +89,5 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + rk_col_times_K + rk_row, dW_sum)
             tl.store(dX_row + rk, dX_sum)

@@ -51,14 +51,19 @@ def matvec_kernel_bwd_reduce(partial, gradient, numel, rows, BLOCK: tl.constexpr
 
 
 @triton.jit
-def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, X_numel, num_programs, A_disjoint):
+def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, dA, dX, dW, dY, dZ, dX_partial, dW_partial, X_numel, W_numel, num_programs, A_disjoint):
 
     # This program's rows of the partial sums: every program loads the same addresses of X; the reduction kernel sums the rows
     dX_row = dX_partial + tl.program_id(0) * X_numel
     for zero_start in range(0, X_numel, 1024):
         zero_offsets = zero_start + tl.arange(0, 1024)
         tl.store(dX_row + zero_offsets, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets < X_numel)
+    dW_row = dW_partial + tl.program_id(0) * W_numel
+    for zero_start_2 in range(0, W_numel, 1024):
+        zero_offsets_2 = zero_start_2 + tl.arange(0, 1024)
+        tl.store(dW_row + zero_offsets_2, tl.zeros([1024], dtype=tl.float32), mask=zero_offsets_2 < W_numel)
     tl.debug_barrier()
+    dW_sum = tl.zeros([K, K], dtype=tl.float32)
     dX_sum = tl.zeros([K], dtype=tl.float32)
 
     # The same for every forward program: computed once.
@@ -81,10 +86,6 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         a = tl.load(A + rm[:, None] * K + rk_row, mask=mask_col, other=0.0)
         y = tl.dot(a, tl_reshape_x, input_precision="ieee")
 
-        # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
-        # (Loaded early: nothing in the backward writes this memory.)
-        btl_reshape_y = tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32)
-
         # Grad of: tl.store(Z + tl.program_id(0) * K + rk, tl.reshape(row, [K]))
         brow = tl.reshape(tl.load(dZ + forward_pid * K + rk).to(tl.float32), row.shape)
 
@@ -94,11 +95,11 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
         bx_times_x = tl.reshape(btl_reshape_x_times_x, x_times_x.shape)
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
-        # atomic: the offset has no program id: every program reads these addresses
-        tl.atomic_add(dW + rk_col_times_K + rk_row, bw, sem="relaxed")
+        # partial sum in registers: every program loads these addresses of 'W'
+        dW_sum += tl.cast(bw, tl.float32)
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
-        by = tl.reshape(btl_reshape_y, y.shape)
+        by = tl.reshape(tl.load(dY + rm, mask=mask, other=0.0).to(tl.float32), y.shape)
 
         # Grad of: y = tl.dot(a, tl.reshape(x, [K, 1]), input_precision="ieee")
         ba = tl.sum(tl.expand_dims(by.to(tl.float32), -2) * tl.expand_dims(tl_reshape_x.to(tl.float32), -3), axis=-1)
@@ -117,6 +118,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:
+            tl.store(dW_row + rk_col_times_K + rk_row, dW_sum)
             tl.store(dX_row + rk, dX_sum)
 
 
@@ -904,20 +906,27 @@ def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Option
     A_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0)
     dA = _tgrad_zeros_like(A) if A_disjoint else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
-    dW = _tgrad_float32_zeros_like(W)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
+    dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch
     _value_G = max(1, min(tgrad_grid[0], min(tgrad_grid[0], _tgrad_multi_processor_count(_tgrad_device))))
     # per-program partial sums of dX; each program zeroes its row
     dX_partial = torch.empty((_value_G, _tgrad_numel(X)), dtype=torch.float32, device=_tgrad_device)
+    # per-program partial sums of dW; each program zeroes its row
+    dW_partial = torch.empty((_value_G, _tgrad_numel(W)), dtype=torch.float32, device=_tgrad_device)
     # the length of a row of dX_partial
     X_numel = _tgrad_numel(X)
+    # the length of a row of dW_partial
+    W_numel = _tgrad_numel(W)
     # the forward's programs along axis 0, which the backward's programs share out
     num_programs = tgrad_grid[0]
-    _TgradUnpipelinedFallback(matvec_kernel_bwd)[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, X_numel=X_numel, num_programs=num_programs, A_disjoint=A_disjoint, **_tgrad_options(num_warps, num_stages))
+    _TgradUnpipelinedFallback(matvec_kernel_bwd)[(_value_G,)](A, X, W, Y, Z, n_rows, K, BM, dA=dA, dX=dX, dW=dW, dY=dY, dZ=dZ, dX_partial=dX_partial, dW_partial=dW_partial, X_numel=X_numel, W_numel=W_numel, num_programs=num_programs, A_disjoint=A_disjoint, **_tgrad_options(num_warps, num_stages))
     # sums the G rows of dX_partial into dX
     if dX is not None:
         _TgradUnpipelinedFallback(matvec_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(X), 32),)](BLOCK=32, ROWS=64, gradient=dX, numel=_tgrad_numel(X), partial=dX_partial, rows=_value_G)
-    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dA, A), A)), _tgrad_out(_tgrad_unaliased(dX, X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dW, W), W))
+    # sums the G rows of dW_partial into dW
+    if dW is not None:
+        _TgradUnpipelinedFallback(matvec_kernel_bwd_reduce)[(_tgrad_cdiv(_tgrad_numel(W), 32),)](BLOCK=32, ROWS=64, gradient=dW, numel=_tgrad_numel(W), partial=dW_partial, rows=_value_G)
+    return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dA, A), A)), _tgrad_out(_tgrad_unaliased(dX, X)), _tgrad_out(_tgrad_unaliased(dW, W))
 
 
 matvec_kernel_backward = torch.library.custom_op("tgrad_torch_matvec_kernel::matvec_kernel_backward", mutates_args=())(_tgrad_matvec_kernel_backward)
