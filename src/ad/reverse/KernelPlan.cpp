@@ -6,6 +6,7 @@
 #include "src/ad/Redundancy.h"
 #include "src/ad/StoredValueForwarding.h"
 #include "src/ad/reverse/Engine.h"
+#include "src/ad/reverse/GroupedOrder.h"
 #include "src/ad/reverse/LongestFirst.h"
 #include "src/ad/reverse/OwnerComputes.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -449,6 +450,49 @@ std::optional<Backward> Engine::build_kernel() {
   // each store's adjoint, in reverse order, takes the upstream gradient at
   // its addresses and leaves zeros there for the earlier ones (consumes
   // it). The backward then writes that buffer: it takes a float32 copy.
+  // The program axes a name's value depends on (through its definitions, loads' addresses and loop ranges; -1 for
+  // an axis not written as a literal), to tell a store every program makes with one value from one whose value
+  // differs between the programs that share its addresses.
+  std::map<std::string, std::vector<const Expr *>> value_defs;
+  std::function<void(const StmtList &)> collect_value_defs = [&](const StmtList &block) {
+    for (const StmtPtr &st : block) {
+      if (auto *a = dyn_cast<Assign>(st.get()))
+        for (const ExprPtr &t : a->targets) {
+          std::set<std::string> names;
+          reads(*t, names);
+          for (const std::string &n : names) value_defs[n].push_back(a->value.get());
+        }
+      if (auto *a = dyn_cast<AugAssign>(st.get()))
+        if (auto *n = dyn_cast<Name>(a->target.get())) value_defs[n->id].push_back(a->value.get());
+      if (auto *f = dyn_cast<For>(st.get())) {
+        if (auto *n = dyn_cast<Name>(f->target.get())) value_defs[n->id].push_back(f->iter.get());
+        collect_value_defs(f->body);
+      }
+      if (auto *i = dyn_cast<If>(st.get())) {
+        collect_value_defs(i->body);
+        collect_value_defs(i->orelse);
+      }
+      if (auto *w = dyn_cast<While>(st.get())) collect_value_defs(w->body);
+    }
+  };
+  collect_value_defs(body);
+  std::map<std::string, std::set<int>> axes_of;
+  std::function<std::set<int>(const std::string &)> program_axes_of = [&](const std::string &n) -> std::set<int> {
+    if (auto known = axes_of.find(n); known != axes_of.end()) return known->second;
+    axes_of[n] = {};  // (a loop-carried value reads itself: the fixed point from below)
+    std::set<int> out;
+    auto defs = value_defs.find(n);
+    if (defs != value_defs.end())
+      for (const Expr *v : defs->second)
+        visit_expr(*v, [&](const Expr &e) {
+          const int axis = program_axis_of(e);
+          if (axis >= -1) out.insert(axis);
+          if (auto *name = dyn_cast<Name>(&e); name && name->id != n)
+            for (int a : program_axes_of(name->id)) out.insert(a);
+        });
+    axes_of[n] = out;
+    return out;
+  };
   for (const std::string &o : outputs) {
     if (consumed_.count(o)) continue;  // updated in place
     std::string why = overwrites.count(o) ? overwrites.at(o) : "";
@@ -459,6 +503,19 @@ std::optional<Backward> Engine::build_kernel() {
       }
       AccessDecision d = access.classify(m->pointer, m->mask);
       if (d.programs_share) {
+        // Programs that store different values at one address (each its own program's value): which lands last,
+        // and so what the output holds, the GPU does not fix; no program's value is the one to differentiate.
+        std::set<int> value_axes = program_axes_of(m->value), address_axes = program_axes_of(m->pointer);
+        if (!m->mask.empty())
+          for (int a : program_axes_of(m->mask)) address_axes.insert(a);
+        for (int a : value_axes)
+          if (!address_axes.count(a) || a < 0)
+            fail(m->call->span, "programs store values that depend on " +
+                                    (a < 0 ? std::string("their program ids") : "tl.program_id(" + std::to_string(a) + ")") +
+                                    " to the same addresses of '" + o + "' (" + d.reason + "): what the output "
+                                    "holds is whichever program's store lands last, which the GPU does not fix, so "
+                                    "it has no gradient tgrad can compute; store each program's value at addresses "
+                                    "of its own (or reduce them with tl.atomic_add, whose gradient is defined)");
         consume_atomically_.insert(m);
         if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
       } else if (why.empty() && (m->loop_depth() > 1 || (m->loop_depth() == 1 && !d.walks_loop))) {

@@ -229,9 +229,10 @@ std::map<std::string, CastOperandTile> cast_operand_tiles(const StmtList &loop_b
       std::sort(offs.begin(), offs.end());
       one_mask &= offsets.empty() || offsets == offs;
       offsets = offs;
-      // (An upstream gradient is addressed with its output's offsets: laid out like it.)
-      if (forward_pointers.count(base)) like = base;
-      else if (auto in = input_of.find(base); in != input_of.end() && forward_pointers.count(in->second)) like = in->second;
+      // Through an upstream gradient only, which is addressed with its output's offsets: laid out like that output,
+      // and each element computed by the one program that stored it (a forward input's offsets may be every
+      // program's, whose values of the tile could differ: their saves would race).
+      if (auto in = input_of.find(base); in != input_of.end() && forward_pointers.count(in->second)) like = in->second;
       return one_mask;
     };
     auto d = prefix_defs.find(v);

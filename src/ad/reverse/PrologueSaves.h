@@ -40,8 +40,9 @@ struct CastOperandTile {
 // Tiles of the forward program's prefix that the owner's loop body reads only as `v.to(P.dtype.element_ty)` (one
 // pointer parameter P of `types` for all its reads; `pointer_param` maps a pointer to the parameter it is computed
 // from), computed from two loads or more, all under one mask with `other` 0 (v is 0 where the mask is false) and at
-// one set of offsets, one of them through a forward pointer or the upstream gradient of one (`forward_pointers`,
-// `input_of`: gradient -> its input): saved in P's element type, laid out like that forward pointer's tensor, at
+// one set of offsets, one of them through the upstream gradient of a forward output (`forward_pointers`, `input_of`:
+// gradient -> its input), which that output's program alone stores: saved in P's element type, laid out like the
+// output's tensor, at
 // those offsets (names of `prologue_names` or parameters). `definition`: a name's one definition in the backward
 // kernel, or null. value -> where and how it is saved.
 std::map<std::string, CastOperandTile> cast_operand_tiles(
