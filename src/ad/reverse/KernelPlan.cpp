@@ -504,18 +504,24 @@ std::optional<Backward> Engine::build_kernel() {
       AccessDecision d = access.classify(m->pointer, m->mask);
       if (d.programs_share) {
         // Programs that store different values at one address (each its own program's value): which lands last,
-        // and so what the output holds, the GPU does not fix; no program's value is the one to differentiate.
+        // and so what the output holds, the GPU does not fix, and one program takes the upstream gradient. Right
+        // where one program runs along each such axis (the launches of fla's token shift in decoding, of a kernel
+        // written for a grid of one): a warning says so, located, rather than a refusal of kernels launched so.
         std::set<int> value_axes = program_axes_of(m->value), address_axes = program_axes_of(m->pointer);
         if (!m->mask.empty())
           for (int a : program_axes_of(m->mask)) address_axes.insert(a);
+        std::string racing;
         for (int a : value_axes)
           if (!address_axes.count(a) || a < 0)
-            fail(m->call->span, "programs store values that depend on " +
-                                    (a < 0 ? std::string("their program ids") : "tl.program_id(" + std::to_string(a) + ")") +
-                                    " to the same addresses of '" + o + "' (" + d.reason + "): what the output "
-                                    "holds is whichever program's store lands last, which the GPU does not fix, so "
-                                    "it has no gradient tgrad can compute; store each program's value at addresses "
-                                    "of its own (or reduce them with tl.atomic_add, whose gradient is defined)");
+            racing += (racing.empty() ? "" : ", ") + (a < 0 ? std::string("a program id tgrad cannot tell")
+                                                             : "tl.program_id(" + std::to_string(a) + ")");
+        if (!racing.empty())
+          diags_.warning(m->call->span,
+                         "programs store values that depend on " + racing + " to the same addresses of '" + o +
+                             "' (" + d.reason + "): the output holds whichever store lands last, which the GPU does "
+                             "not fix, and the backward gives the upstream gradient to one program's value: it is "
+                             "right only for a launch with one program along that axis; for more, store each "
+                             "program's value at addresses of its own");
         consume_atomically_.insert(m);
         if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
       } else if (why.empty() && (m->loop_depth() > 1 || (m->loop_depth() == 1 && !d.walks_loop))) {
