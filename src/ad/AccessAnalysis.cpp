@@ -501,57 +501,10 @@ std::optional<std::string> AccessAnalysis::product_of_parameters(const std::stri
   return multiply_coefficients(*l, *r);
 }
 
-std::optional<AccessAnalysis::Induction> AccessAnalysis::induction(const std::string &p) const {
-  auto range = all_defs_.equal_range(p);
-  if (std::distance(range.first, range.second) != 2) return std::nullopt;
-  // `p = start` at the top level, then `for v in range(0, n):` whose body ends its iteration with `p = next`,
-  // `next = p + step` in that body.
-  const Assign *init = nullptr;
-  const For *loop = nullptr;
-  size_t update_at = 0;
-  std::string next;
-  for (const StmtPtr &s : fn_.body) {
-    if (auto *a = dyn_cast<Assign>(s.get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), p)) {
-      if (init || loop) return std::nullopt;
-      init = a;
-    }
-    auto *f = dyn_cast<For>(s.get());
-    if (!f || !init) continue;
-    for (size_t k = 0; k < f->body.size(); ++k)
-      if (auto *a = dyn_cast<Assign>(f->body[k].get()); a && a->targets.size() == 1 && is_name(a->targets[0].get(), p)) {
-        auto *n = dyn_cast<Name>(a->value.get());
-        if (!n || loop) return std::nullopt;
-        loop = f;
-        update_at = k;
-        next = n->id;
-      }
-  }
-  auto *start = init ? dyn_cast<Name>(init->value.get()) : nullptr;
-  auto *var = loop ? dyn_cast<Name>(loop->target.get()) : nullptr;
-  auto l = var ? loops_.find(var->id) : loops_.end();
-  if (!start || l == loops_.end() || l->second.lo != "0" || l->second.step != "1") return std::nullopt;
-  // The update is the iteration's last read or write of p; p is read nowhere else (after the loop it would be
-  // start + n * step).
-  std::set<std::string> read_after;
-  for (size_t k = update_at + 1; k < loop->body.size(); ++k) deep_reads(*loop->body[k], read_after);
-  std::set<std::string> read_elsewhere;
-  for (const StmtPtr &s : fn_.body)
-    if (s.get() != static_cast<const Stmt *>(loop)) deep_reads(*s, read_elsewhere);
-  if (read_after.count(p) || read_elsewhere.count(p)) return std::nullopt;
-  auto step_def = defs_.find(next);
-  auto *b = step_def != defs_.end() && !redefined_.count(next) ? dyn_cast<BinOp>(step_def->second) : nullptr;
-  if (!b || b->op != BinaryOpKind::Add) return std::nullopt;
-  const Expr *step = is_name(b->lhs.get(), p) ? b->rhs.get() : is_name(b->rhs.get(), p) ? b->lhs.get() : nullptr;
-  std::optional<std::string> amount;
-  if (auto *i = step ? dyn_cast<IntLit>(step) : nullptr) amount = std::to_string(i->value);
-  else if (auto *n = step ? dyn_cast<Name>(step) : nullptr) amount = product_of_parameters(n->id);
-  if (!amount) return std::nullopt;
-  return Induction{start->id, LoopTerm{var->id, *amount}};
-}
-
-std::optional<AccessAnalysis::Affine> AccessAnalysis::integer_induction(const std::string &x) const {
+std::optional<AccessAnalysis::Advanced> AccessAnalysis::advanced_by_loop(const std::string &x) const {
   auto range = all_defs_.equal_range(x);
   if (std::distance(range.first, range.second) != 2) return std::nullopt;
+  // `x = start` at the top level, then a top-level `for v in range(...)` whose body assigns x once.
   const Assign *init = nullptr, *update = nullptr;
   const For *loop = nullptr;
   size_t update_at = 0;
@@ -570,10 +523,12 @@ std::optional<AccessAnalysis::Affine> AccessAnalysis::integer_induction(const st
         update_at = k;
       }
   }
+  auto *start = init ? dyn_cast<Name>(init->value.get()) : nullptr;
   auto *var = loop ? dyn_cast<Name>(loop->target.get()) : nullptr;
   auto l = var ? loops_.find(var->id) : loops_.end();
-  if (!init || l == loops_.end() || grid_stride_axis(l->second)) return std::nullopt;
-  // Read in the loop only, before the advance (elsewhere it would be the start, or the start plus the trips).
+  if (!start || l == loops_.end()) return std::nullopt;
+  // The update is the iteration's last read or write of x; x is read nowhere else (after the loop it would be
+  // the start plus the trips' steps, before it the start).
   std::set<std::string> read_after, read_elsewhere;
   for (size_t k = update_at + 1; k < loop->body.size(); ++k) deep_reads(*loop->body[k], read_after);
   for (const StmtPtr &s : fn_.body)
@@ -586,36 +541,50 @@ std::optional<AccessAnalysis::Affine> AccessAnalysis::integer_induction(const st
   if (!advance || advance->op != BinaryOpKind::Add) return std::nullopt;
   const Expr *step = is_name(advance->lhs.get(), x) ? advance->rhs.get() : is_name(advance->rhs.get(), x) ? advance->lhs.get() : nullptr;
   if (!step) return std::nullopt;
-  // The start: a name (the lowering's copy of the offset before the loop).
-  auto *start = dyn_cast<Name>(init->value.get());
-  if (!start || redefined_.count(start->id)) return std::nullopt;
-  if (is_zero(*step)) return affine(start->id);  // never advanced: its start
-  std::optional<std::string> amount = scalar_text(*step);
-  if (!amount || value_of(resolve_copy(*amount)) != value_of(resolve_copy(l->second.step))) return std::nullopt;
-  // start - lo: 0 where both are the same value or both zero; a where start = a + lo.
-  const std::string lo = resolve_copy(l->second.lo);
+  return Advanced{start->id, var->id, &l->second, step, isa<Name>(update->value.get())};
+}
+
+std::optional<AccessAnalysis::Induction> AccessAnalysis::induction(const std::string &p) const {
+  // `p = start`, then `for v in range(0, n):` whose iteration ends with `p = next`, `next = p + step`.
+  std::optional<Advanced> a = advanced_by_loop(p);
+  if (!a || !a->through_name || a->loop->lo != "0" || a->loop->step != "1") return std::nullopt;
+  std::optional<std::string> amount;
+  if (auto *i = dyn_cast<IntLit>(a->step)) amount = std::to_string(i->value);
+  else if (auto *n = dyn_cast<Name>(a->step)) amount = product_of_parameters(n->id);
+  if (!amount) return std::nullopt;
+  return Induction{a->start, LoopTerm{a->var, *amount}};
+}
+
+std::optional<AccessAnalysis::Affine> AccessAnalysis::integer_induction(const std::string &x) const {
+  std::optional<Advanced> a = advanced_by_loop(x);
+  if (!a || grid_stride_axis(*a->loop) || redefined_.count(a->start)) return std::nullopt;
+  if (is_zero(*a->step)) return affine(a->start);  // never advanced: its start
+  std::optional<std::string> amount = scalar_text(*a->step);
+  if (!amount || value_of(resolve_copy(*amount)) != value_of(resolve_copy(a->loop->step))) return std::nullopt;
+  // start - lo: 0 where both are the same value or both zero; r where start = r + lo.
+  const std::string lo = resolve_copy(a->loop->lo);
   std::optional<std::string> rest;  // "" for none
-  if (resolve_copy(start->id) == lo || (lo == "0" && is_zero(*start))) rest = "";
-  else if (auto d = defs_.find(start->id); d != defs_.end())
+  if (resolve_copy(a->start) == lo) rest = "";
+  else if (auto d = defs_.find(a->start); d != defs_.end())
     if (auto *b = dyn_cast<BinOp>(d->second); b && b->op == BinaryOpKind::Add) {
       auto *p = dyn_cast<Name>(b->lhs.get());
       auto *q = dyn_cast<Name>(b->rhs.get());
       if (p && q && resolve_copy(q->id) == lo) rest = p->id;
       else if (p && q && resolve_copy(p->id) == lo) rest = q->id;
     }
-  if (!rest && lo == "0") rest = start->id;  // from 0: x = start + v
+  if (!rest && lo == "0") rest = a->start;  // from 0: x = start + v
   if (!rest) return std::nullopt;
   Affine out;
   if (!rest->empty()) {
     out = affine(*rest);
     if (!out.valid) return std::nullopt;
-    Name shift(*rest);
-    if (out.pid.empty() && out.lanes.empty() && out.loops.empty() && out.radix.empty() && !is_zero(shift)) {
+    const std::string shift = resolve_copy(*rest);
+    if (out.pid.empty() && out.lanes.empty() && out.loops.empty() && out.radix.empty() && shift != "0") {
       out.shifted = true;
-      out.shift_names.push_back(resolve_copy(*rest));
+      out.shift_names.push_back(shift);
     }
   }
-  out.loops.push_back({var->id, "1"});
+  out.loops.push_back({a->var, "1"});
   return out;
 }
 
@@ -777,8 +746,8 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
         const std::string extent = in.extent ? std::to_string(in.extent) : in.extent_symbol;
         const std::string c = value_of(out.coefficient), e = value_of(extent);
         if (extent.empty() || c.empty()) continue;
-        const bool numbers = std::all_of(c.begin(), c.end(), ::isdigit) && std::all_of(e.begin(), e.end(), ::isdigit);
-        if (c == e || (numbers && std::stoll(c) >= std::stoll(e))) return true;
+        const std::optional<long long> cn = integer_text(c), en = integer_text(e);
+        if (c == e || (cn && en && *cn >= *en)) return true;
       }
       return false;
     };

@@ -195,6 +195,16 @@ class AccessAnalysis {
     LoopTerm term;      // v times the step (a product of parameters and numbers, as text)
   };
   std::optional<Induction> induction(const std::string &pointer) const;
+  // A name assigned twice, `x = start` (a name) at the top level and once in the body of a later top-level
+  // `for v in range(...)`, by `x = x + step` or `x = next` with `next = x + step`, that assignment its iteration's
+  // last read or write of x, and x read nowhere outside that loop: what induction and integer_induction share.
+  struct Advanced {
+    std::string start, var;
+    const Loop *loop;
+    const ast::Expr *step;
+    bool through_name;  // `x = next`, not `x = x + step`
+  };
+  std::optional<Advanced> advanced_by_loop(const std::string &name) const;
   // An integer offset a top-level loop `for v in range(lo, hi, s)` advances by s (or by 0) at the end of each
   // iteration, as a lowered block pointer's offset is after `tl.advance(p, (0, s))`, started before the loop at
   // `lo` or at `a + lo` (`tl.advance(p, (0, lo))`, then the loop from lo), and read only in that loop before the

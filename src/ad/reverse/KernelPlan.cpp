@@ -452,46 +452,56 @@ std::optional<Backward> Engine::build_kernel() {
   // it). The backward then writes that buffer: it takes a float32 copy.
   // The program axes a name's value depends on (through its definitions, loads' addresses and loop ranges; -1 for
   // an axis not written as a literal), to tell a store every program makes with one value from one whose value
-  // differs between the programs that share its addresses.
-  std::map<std::string, std::vector<const Expr *>> value_defs;
-  std::function<void(const StmtList &)> collect_value_defs = [&](const StmtList &block) {
-    for (const StmtPtr &st : block) {
-      if (auto *a = dyn_cast<Assign>(st.get()))
-        for (const ExprPtr &t : a->targets) {
-          std::set<std::string> names;
-          reads(*t, names);
-          for (const std::string &n : names) value_defs[n].push_back(a->value.get());
-        }
-      if (auto *a = dyn_cast<AugAssign>(st.get()))
-        if (auto *n = dyn_cast<Name>(a->target.get())) value_defs[n->id].push_back(a->value.get());
-      if (auto *f = dyn_cast<For>(st.get())) {
-        if (auto *n = dyn_cast<Name>(f->target.get())) value_defs[n->id].push_back(f->iter.get());
-        collect_value_defs(f->body);
-      }
-      if (auto *i = dyn_cast<If>(st.get())) {
-        collect_value_defs(i->body);
-        collect_value_defs(i->orelse);
-      }
-      if (auto *w = dyn_cast<While>(st.get())) collect_value_defs(w->body);
-    }
-  };
-  collect_value_defs(body);
-  std::map<std::string, std::set<int>> axes_of;
-  std::function<std::set<int>(const std::string &)> program_axes_of = [&](const std::string &n) -> std::set<int> {
-    if (auto known = axes_of.find(n); known != axes_of.end()) return known->second;
-    axes_of[n] = {};  // (a loop-carried value reads itself: the fixed point from below)
-    std::set<int> out;
-    auto defs = value_defs.find(n);
-    if (defs != value_defs.end())
-      for (const Expr *v : defs->second)
-        visit_expr(*v, [&](const Expr &e) {
-          const int axis = program_axis_of(e);
-          if (axis >= -1) out.insert(axis);
-          if (auto *name = dyn_cast<Name>(&e); name && name->id != n)
-            for (int a : program_axes_of(name->id)) out.insert(a);
+  // differs between the programs that share its addresses. One walk in program order (A-normal form: a value's
+  // operands are defined before it), each loop's body again until what it carries settles; made where first asked.
+  std::optional<std::map<std::string, std::set<int>>> axes_of;
+  auto program_axes_of = [&](const std::string &n) -> std::set<int> {
+    if (!axes_of) {
+      axes_of.emplace();
+      std::map<std::string, std::set<int>> &axes = *axes_of;
+      bool changed = false;
+      auto assign = [&](const Expr &target, const Expr &value) {
+        std::set<int> from;
+        visit_expr(value, [&](const Expr &e) {
+          if (const int axis = program_axis_of(e); axis >= -1) from.insert(axis);
+          if (auto *name = dyn_cast<Name>(&e))
+            if (auto it = axes.find(name->id); it != axes.end()) from.insert(it->second.begin(), it->second.end());
         });
-    axes_of[n] = out;
-    return out;
+        std::set<std::string> targets;
+        reads(target, targets);
+        for (const std::string &t : targets)
+          for (int axis : from) changed |= axes[t].insert(axis).second;
+      };
+      std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
+        for (const StmtPtr &st : block) {
+          if (auto *a = dyn_cast<Assign>(st.get()))
+            for (const ExprPtr &t : a->targets) assign(*t, *a->value);
+          if (auto *a = dyn_cast<AugAssign>(st.get())) assign(*a->target, *a->value);
+          if (auto *i = dyn_cast<If>(st.get())) {
+            walk(i->body);
+            walk(i->orelse);
+          }
+          auto loop_body = [&](const StmtList &inner) {
+            const bool before = changed;
+            bool any = false;
+            do {
+              changed = false;
+              walk(inner);
+              any |= changed;
+            } while (changed);
+            changed = before || any;  // (what changed here, an enclosing loop's walk must see)
+          };
+          if (auto *f = dyn_cast<For>(st.get())) {
+            assign(*f->target, *f->iter);
+            loop_body(f->body);
+          }
+          if (auto *w = dyn_cast<While>(st.get())) loop_body(w->body);
+        }
+      };
+      walk(body);
+    }
+    auto it = axes_of->find(n);
+    return it == axes_of->end() ? std::set<int>{} : it->second;
   };
   for (const std::string &o : outputs) {
     if (consumed_.count(o)) continue;  // updated in place

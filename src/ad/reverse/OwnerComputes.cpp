@@ -102,13 +102,6 @@ ExprPtr flat_program(const std::function<ExprPtr(int)> &pid, const std::function
 
 // The address of a saved tile's elements: scratch + flat * numel + the
 // row-major offsets of a tile of `dims` (at most two).
-// `scratch + o1 + o2 + ...`: a tile saved laid out like a forward output, at that output's offsets.
-ExprPtr offset_address(const std::string &scratch, const std::vector<std::string> &offsets) {
-  ExprPtr at = name(scratch);
-  for (const std::string &o : offsets) at = std::make_unique<BinOp>(BinaryOpKind::Add, std::move(at), name(o));
-  return at;
-}
-
 ExprPtr saved_address(const std::string &scratch, ExprPtr flat, const std::vector<std::string> &dims) {
   ExprPtr numel = int_lit(1);
   for (size_t k = 0; k < dims.size(); ++k)

@@ -10,6 +10,7 @@
 #include "src/ad/reverse/Engine.h"
 #include "src/ad/reverse/GroupedOrder.h"
 #include "src/ad/reverse/OwnerComputes.h"
+#include "src/ad/reverse/PrologueSaves.h"
 #include "src/ad/reverse/ZeroLanes.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -82,11 +83,7 @@ void Engine::fold_prologue(Function &bwd, Backward &result, const AccessAnalysis
     plans.push_back(*found);
   }
   // The owners read each at the same offsets, which they compute in the loop over the forward's programs.
-  auto address = [](const Plan &p) {
-    ExprPtr at = name(p.tile->scratch);
-    for (const std::string &o : p.offsets) at = std::make_unique<BinOp>(BinaryOpKind::Add, std::move(at), name(o));
-    return at;
-  };
+  auto address = [](const Plan &p) { return offset_address(p.tile->scratch, p.offsets); };
   for (auto &f : owner_functions_) {
     if (!f || f->name == result.prologue_kernel) continue;
     std::set<std::string> owner_names;

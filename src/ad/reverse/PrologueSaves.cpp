@@ -22,6 +22,12 @@ std::optional<std::vector<std::string>> dimension_texts(const SType &t) {
   return out;
 }
 
+ExprPtr offset_address(const std::string &scratch, const std::vector<std::string> &offsets) {
+  ExprPtr at = name(scratch);
+  for (const std::string &o : offsets) at = std::make_unique<BinOp>(BinaryOpKind::Add, std::move(at), name(o));
+  return at;
+}
+
 void flatten(const StmtList &block, std::vector<const Stmt *> &out) {
   for (const StmtPtr &s : block) {
     out.push_back(s.get());

@@ -21,6 +21,9 @@ namespace tgrad::ad::reverse {
 // tgrad cannot write down).
 std::optional<std::vector<std::string>> dimension_texts(const sema::SType &t);
 
+// `scratch + o1 + o2 + ...`: a value saved laid out like a forward output, at that output's offsets (names).
+ast::ExprPtr offset_address(const std::string &scratch, const std::vector<std::string> &offsets);
+
 // Statements of `block` in order, with those of the ifs in it (the guard of a causal owner).
 void flatten(const ast::StmtList &block, std::vector<const ast::Stmt *> &out);
 
