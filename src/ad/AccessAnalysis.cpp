@@ -845,7 +845,7 @@ AccessDecision AccessAnalysis::classify(const std::string &pointer, const std::s
         rhs.push_back(operand(*bound));
         d.assumption = std::make_unique<Compare>(operand(coefficient), std::vector<CompareOpKind>{CompareOpKind::GtE},
                                                  std::move(rhs));
-        d.assumption_message = "tgrad: rows overlap (" + coefficient + " < " + *bound + "): the gradient store would race";
+        d.assumption_message = "tgrad: rows overlap (" + coefficient + " < " + *bound + "): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)";
         return d;
       }
     }

@@ -121,6 +121,7 @@ class PythonExpr {
 void launch_args_read(const json &e, std::set<std::string> &out) {
   if (e.is_object()) {
     if (e.contains("arg") && e["arg"].is_string()) out.insert(e["arg"].get<std::string>());
+    if (e.contains("grid")) out.insert(kGrid);  // (the launch's grid, as the op holds it)
     for (const auto &kv : e.items()) launch_args_read(kv.value(), out);
   } else if (e.is_array()) {
     for (const json &x : e) launch_args_read(x, out);
@@ -764,14 +765,17 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     for (const json &a : protocol["assumptions"]) {
       if (a["check"].is_null()) continue;
       if (first)
-        py << "    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in\n"
-           << "    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.\n";
+        py << "    # What the backward assumes of this launch (its tl.device_assert checks only in Triton's debug mode): a\n"
+           << "    # launch that breaks it would race, a wrong gradient; it is refused.\n";
       first = false;
       std::set<std::string> read;
       launch_args_read(a["check"], read);
+      std::string message = a["message"].get<std::string>();
+      if (message.rfind("tgrad: ", 0) == 0) message = message.substr(7);
       py << "    _tgrad_assume(" << expr(a["check"]) << ", " << emit::quote_string(a["assumes"].get<std::string>()) << ", "
-         << emit::quote_string(protocol["forward"].get<std::string>()) << ", "
-         << join_each(read, [](const std::string &n) { return n + "=" + n; }) << ")\n";
+         << emit::quote_string(message) << ", " << emit::quote_string(protocol["forward"].get<std::string>()) << ", "
+         << join_each(read, [](const std::string &n) { return (n == kGrid ? std::string("grid") : n) + "=" + n; })
+         << ")\n";
     }
   }
   py << "    _tgrad_device = _tgrad_device_of(" << join_each(pointer_params, [](const Parameter *p) { return p->name; })

@@ -880,9 +880,26 @@ TEST(KernelReverse, ProgramsStoringTheirOwnValuesAtOneAddressWarn) {
   EXPECT_NE(warnings_of(racy).find("t.py:7:5: warning: programs store values that depend on tl.program_id(0) to the "
                                    "same addresses of 'Y'"),
             std::string::npos);
+  // The backward asserts one program along that axis, which the launch protocol checks before launching it.
+  {
+    auto p = parse_text(std::string(kHead) + racy);
+    ad::BackwardRequest request;
+    request.function = "k";
+    request.wrt = {"X"};
+    auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+    ASSERT_TRUE(bwd) << p->all_messages();
+    EXPECT_NE(bwd->source.find("tl.device_assert(tl.num_programs(0) == 1"), std::string::npos) << bwd->source;
+  }
   const std::string alike =
       "def k(X, Y, N):\n    o = tl.arange(0, 16)\n    x = tl.load(X + o)\n    tl.store(Y + o, x * x)\n";
   EXPECT_EQ(warnings_of(alike).find("warning: programs store"), std::string::npos);
+  auto p = parse_text(std::string(kHead) + alike);
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  ASSERT_TRUE(bwd) << p->all_messages();
+  EXPECT_EQ(bwd->source.find("tl.device_assert"), std::string::npos) << bwd->source;
 }
 
 TEST(KernelReverseErrors, ReadBacksNotForwarded) {

@@ -734,6 +734,9 @@ class Engine {
   std::vector<Backward::LayoutAssumption> layout_assumptions_;  // what plain gradient stores assume of strides
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
+  // Such stores whose value differs between the programs that share its addresses (a race in the forward's own
+  // output) -> the program axes along which it does: the backward is right only for one program along each.
+  std::map<const MemoryOp *, std::set<int>> racy_axes_;
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why

@@ -521,17 +521,25 @@ std::optional<Backward> Engine::build_kernel() {
         if (!m->mask.empty())
           for (int a : program_axes_of(m->mask)) address_axes.insert(a);
         std::string racing;
+        bool unknown_axis = false;
         for (int a : value_axes)
-          if (!address_axes.count(a) || a < 0)
+          if (!address_axes.count(a) || a < 0) {
             racing += (racing.empty() ? "" : ", ") + (a < 0 ? std::string("a program id tgrad cannot tell")
                                                              : "tl.program_id(" + std::to_string(a) + ")");
+            if (a >= 0) racy_axes_[m].insert(a);
+            unknown_axis |= a < 0;
+          }
+        // The backward asserts one program along each such axis (consume_upstream), which the launch protocol
+        // checks before it launches: a launch with more is refused rather than given a wrong gradient.
         if (!racing.empty())
           diags_.warning(m->call->span,
                          "programs store values that depend on " + racing + " to the same addresses of '" + o +
                              "' (" + d.reason + "): the output holds whichever store lands last, which the GPU does "
                              "not fix, and the backward gives the upstream gradient to one program's value: it is "
-                             "right only for a launch with one program along that axis; for more, store each "
-                             "program's value at addresses of its own");
+                             "right only for a launch with one program along that axis" +
+                             (unknown_axis ? std::string(", which tgrad cannot check")
+                                           : std::string(", and its launch refuses more")) +
+                             "; for more, store each program's value at addresses of its own");
         consume_atomically_.insert(m);
         if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
       } else if (why.empty() && (m->loop_depth() > 1 || (m->loop_depth() == 1 && !d.walks_loop))) {

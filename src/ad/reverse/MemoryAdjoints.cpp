@@ -138,6 +138,24 @@ void Engine::consume_upstream(const MemoryOp &op) {
     barrier->leading_comment = "After a barrier: the gradients of the loads that read this store back are added";
     emit_stmt(std::move(barrier));
   }
+  if (auto racy = racy_axes_.find(&op); racy != racy_axes_.end())
+    for (int axis : racy->second) {
+      // The programs along this axis store values of their own here: the output, and so its upstream gradient, is
+      // one program's, which is right only where one program runs along the axis (KernelPlan warns). The launch
+      // protocol checks this assertion before it launches (src/driver/BackwardJson.cpp: host_assumptions).
+      ExprList one;
+      one.push_back(int_lit(1));
+      ExprPtr single = std::make_unique<Compare>(call("tl.num_programs", list(int_lit(axis))),
+                                                 std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(one));
+      StmtPtr check = std::make_unique<ExprStmt>(call(
+          "tl.device_assert",
+          list(std::move(single),
+               std::make_unique<StrLit>("tgrad: programs along axis " + std::to_string(axis) + " store their own values at "
+                                        "the same addresses of " + op.base + ": launch one along that axis", ""))));
+      check->leading_comment = "Programs along axis " + std::to_string(axis) + " store their own values here, one of "
+                               "which stays: right for one program along it";
+      emit_stmt(std::move(check));
+    }
   if (atomically) {
     comment = "Taken by one program (an atomic exchange leaves 0.0): the forward's programs all store here";
     taken = call("tl.atomic_xchg", list(dual(op.pointer), zero()), kws());

@@ -75,7 +75,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             bmean += tl.sum(-bx_3_minus_mean)
 
             # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dX_2 + cols_3, bx_3_minus_mean, mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
@@ -104,7 +104,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
             btl_load_X_2_plus_cols_2 = bx_2_minus_mean
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -119,7 +119,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
             btl_load_X_2_plus_cols = bsum_acc_2
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -186,7 +186,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         btl_load_X_2_plus_cols = bx_2_minus_mean + tl.sum(-bx_2_minus_mean) / N
 
         # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
         tl.store(dX + row * stride_x_row + cols, btl_load_X_2_plus_cols, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.

@@ -21,5 +21,5 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
     btl_load_sum = bout + tl.sum(-bout) / tl.sum(tl_exp_shifted, axis=0) * tl_exp_shifted
 
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
+    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(din_ptr + row * in_row_stride + cols, btl_load_sum, mask=mask)

@@ -24,5 +24,5 @@ def softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, B
     btl_load_row_in_plus_cols = y * (by - tl.sum(by * y, 0, keep_dims=False))
 
     # Grad of: x = tl.load(row_in + cols, mask=mask, other=-float('inf')).to(tl.float32)
-    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
+    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(din_ptr + row * in_row_stride + cols, btl_load_row_in_plus_cols, mask=mask)

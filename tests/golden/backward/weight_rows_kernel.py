@@ -106,11 +106,11 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
             tl.store(dRSTD + row, brstd)
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dDY + row * stride + cols, bdy_times_x * x + bdy_times_w * w, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dX + row * stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 

@@ -36,5 +36,5 @@ def cross_entropy_kernel_bwd(logits_ptr, targets_ptr, loss_ptr, stride, n_cols, 
 
     # Grad of: logits = tl.load(logits_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     btl_load = blogits.to(logits_ptr.dtype.element_ty)
-    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(dlogits_ptr + row_times_stride + cols, btl_load, mask=mask)

@@ -42,9 +42,9 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     bp_log = bp_log_2 + tl.sum(-bp_log_2) / tl_sum_tl_exp_p_log_zero * tl_exp_p_log
 
     # Grad of: q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
-    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(dQ + row_times_stride + cols, bq_log, mask=mask)
 
     # Grad of: p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
-    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(dP + row_times_stride + cols, bp_log, mask=mask)

@@ -25,5 +25,5 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
 
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     btl_load_sum = bshifted.to(in_ptr.dtype.element_ty)
-    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
+    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(din_ptr + row_times_in_row_stride + cols, btl_load_sum, mask=mask)

@@ -66,7 +66,7 @@ def rms_norm_fwd_kernel_bwd(X, W, Y, Rstd, stride_x_row, stride_y_row, N, eps, B
         bx = bx_times_rstd * rstd + bx_times_x * x + bx_times_x * x
 
         # Grad of: x = tl.load(X + row * stride_x_row + cols, mask=mask, other=0.).to(tl.float32)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
         tl.store(dX + row_times_stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.

@@ -122,11 +122,11 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             tl.store(dRSTD + row, brstd)
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dX + row_times_stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 
@@ -169,7 +169,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
             tl.store(dRSTD + row, tl.sum(bdy_times_rstd * dy))
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dDY + row_times_stride_2 + cols, bdy_times_rstd * rstd, mask=col_mask)
 
 

@@ -166,15 +166,14 @@ def _tgrad_disjoint(extents, strides):
     return True
 
 
-def _tgrad_assume(holds, assumes, kernel, **values):
-    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
-    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
-    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+def _tgrad_assume(holds, assumes, message, kernel, **values):
+    """Refuses a backward launch that breaks what the backward assumes of it: rows that do not overlap (`stride >=
+    n_cols`: each program stores its rows' gradient), one program along an axis whose programs store values of their
+    own at shared addresses. A launch that breaks one has programs race for a cell (an input passed as an expanded
+    view, stride 0; a forward whose last store wins): the gradient would be wrong. `message` says what to do."""
     if not holds:
         given = ", ".join(f"{name}={value}" for name, value in values.items())
-        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
-                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
-                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes}, and this launch has {given}: {message}")
 
 
 def _tgrad_refuse_overlapping(**buffers):

@@ -72,11 +72,11 @@ def kl_rows_kernel_bwd(P, Q, Loss, stride, n_cols, BLOCK: tl.constexpr, dP, dQ, 
     bp_log = bp_log_2 + tl.sum(-bp_log_2) / tl_sum_tl_exp_p_log_zero * tl_exp_p_log
 
     # Grad of: q = tl.load(Q + row * stride + cols, mask=mask, other=float('-inf'))
-    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(dQ + row_times_stride + cols, bq_log, mask=mask)
 
     # Grad of: p = tl.load(P + row * stride + cols, mask=mask, other=float('-inf'))
-    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+    tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(dP + row_times_stride + cols, bp_log, mask=mask)
 
 
@@ -172,15 +172,14 @@ def _tgrad_disjoint(extents, strides):
     return True
 
 
-def _tgrad_assume(holds, assumes, kernel, **values):
-    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
-    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
-    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+def _tgrad_assume(holds, assumes, message, kernel, **values):
+    """Refuses a backward launch that breaks what the backward assumes of it: rows that do not overlap (`stride >=
+    n_cols`: each program stores its rows' gradient), one program along an axis whose programs store values of their
+    own at shared addresses. A launch that breaks one has programs race for a cell (an input passed as an expanded
+    view, stride 0; a forward whose last store wins): the gradient would be wrong. `message` says what to do."""
     if not holds:
         given = ", ".join(f"{name}={value}" for name, value in values.items())
-        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
-                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
-                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes}, and this launch has {given}: {message}")
 
 
 def _tgrad_refuse_overlapping(**buffers):
@@ -858,9 +857,9 @@ kl_rows_kernel_forward = torch.library.custom_op("tgrad_torch_kl_rows_kernel::kl
 
 def _tgrad_kl_rows_kernel_backward(tgrad_grid: typing.List[int], P: typing.Optional[torch.Tensor], Q: typing.Optional[torch.Tensor], Loss: typing.Optional[torch.Tensor], stride: int, n_cols: typing.Union[int, float, bool], BLOCK: typing.Union[int, float, bool], dLoss: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
-    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
-    _tgrad_assume((stride >= n_cols), "stride >= n_cols", "kl_rows_kernel", n_cols=n_cols, stride=stride)
+    # What the backward assumes of this launch (its tl.device_assert checks only in Triton's debug mode): a
+    # launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((stride >= n_cols), "stride >= n_cols", "rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)", "kl_rows_kernel", n_cols=n_cols, stride=stride)
     _tgrad_device = _tgrad_device_of(P, Q, Loss)
     dP = _tgrad_zeros_like(P)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dQ = _tgrad_zeros_like(Q)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero

@@ -129,7 +129,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
             bmean += tl.sum(-bx_3_minus_mean)
 
             # Grad of: x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dX_2 + cols_3, bx_3_minus_mean.to(X.dtype.element_ty), mask=mask)
 
             # Grad of: b = tl.load(B + cols, mask=mask, other=0.).to(tl.float32)
@@ -163,7 +163,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
             btl_load_X_2_plus_cols_2 = bx_2_minus_mean.to(X.dtype.element_ty)
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -179,7 +179,7 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
 
             # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
             btl_load_X_2_plus_cols = bsum_acc_2.to(X.dtype.element_ty)
-            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+            tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
 
             # 'X' is loaded 3 times: this gradient adds to the others (after a barrier: every thread sees the earlier writes)
             tl.debug_barrier()
@@ -252,7 +252,7 @@ def layer_norm_fwd_kernel_bwd_one_pass(X, Y, W, B, Mean, Rstd, stride_x_row, str
         bx = bx_2_minus_mean + tl.sum(-bx_2_minus_mean) / N
 
         # Grad of: x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient store would race")
+        tl.device_assert(stride_x_row >= N, "tgrad: rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
         tl.store(dX + row_times_stride_x_row + cols, bx.to(X.dtype.element_ty), mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
@@ -363,15 +363,14 @@ def _tgrad_disjoint(extents, strides):
     return True
 
 
-def _tgrad_assume(holds, assumes, kernel, **values):
-    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
-    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
-    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+def _tgrad_assume(holds, assumes, message, kernel, **values):
+    """Refuses a backward launch that breaks what the backward assumes of it: rows that do not overlap (`stride >=
+    n_cols`: each program stores its rows' gradient), one program along an axis whose programs store values of their
+    own at shared addresses. A launch that breaks one has programs race for a cell (an input passed as an expanded
+    view, stride 0; a forward whose last store wins): the gradient would be wrong. `message` says what to do."""
     if not holds:
         given = ", ".join(f"{name}={value}" for name, value in values.items())
-        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
-                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
-                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes}, and this launch has {given}: {message}")
 
 
 def _tgrad_refuse_overlapping(**buffers):
@@ -1051,9 +1050,9 @@ layer_norm_fwd_kernel_forward = torch.library.custom_op("tgrad_torch_layer_norm_
 
 def _tgrad_layer_norm_fwd_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], B: typing.Optional[torch.Tensor], Mean: typing.Optional[torch.Tensor], Rstd: typing.Optional[torch.Tensor], stride_x_row: int, stride_y_row: int, N: int, eps: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
-    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
-    _tgrad_assume((stride_x_row >= N), "stride_x_row >= N", "layer_norm_fwd_kernel", N=N, stride_x_row=stride_x_row)
+    # What the backward assumes of this launch (its tl.device_assert checks only in Triton's debug mode): a
+    # launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((stride_x_row >= N), "stride_x_row >= N", "rows overlap (stride_x_row < N): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)", "layer_norm_fwd_kernel", N=N, stride_x_row=stride_x_row)
     _tgrad_device = _tgrad_device_of(X, Y, W, B, Mean, Rstd)
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero

@@ -51,7 +51,7 @@ def log_softmax_kernel_bwd(out_ptr, in_ptr, in_row_stride, out_row_stride, n_col
 
     # Grad of: x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     btl_load_sum = bshifted.to(in_ptr.dtype.element_ty)
-    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient store would race")
+    tl.device_assert(in_row_stride >= n_cols, "tgrad: rows overlap (in_row_stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
     tl.store(din_ptr + row_times_in_row_stride + cols, btl_load_sum, mask=mask)
 
 
@@ -147,15 +147,14 @@ def _tgrad_disjoint(extents, strides):
     return True
 
 
-def _tgrad_assume(holds, assumes, kernel, **values):
-    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
-    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
-    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+def _tgrad_assume(holds, assumes, message, kernel, **values):
+    """Refuses a backward launch that breaks what the backward assumes of it: rows that do not overlap (`stride >=
+    n_cols`: each program stores its rows' gradient), one program along an axis whose programs store values of their
+    own at shared addresses. A launch that breaks one has programs race for a cell (an input passed as an expanded
+    view, stride 0; a forward whose last store wins): the gradient would be wrong. `message` says what to do."""
     if not holds:
         given = ", ".join(f"{name}={value}" for name, value in values.items())
-        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
-                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
-                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes}, and this launch has {given}: {message}")
 
 
 def _tgrad_refuse_overlapping(**buffers):
@@ -833,9 +832,9 @@ log_softmax_kernel_forward = torch.library.custom_op("tgrad_torch_log_softmax_ke
 
 def _tgrad_log_softmax_kernel_backward(tgrad_grid: typing.List[int], out_ptr: typing.Optional[torch.Tensor], in_ptr: typing.Optional[torch.Tensor], in_row_stride: int, out_row_stride: int, n_cols: typing.Union[int, float, bool], BLOCK_SIZE: typing.Union[int, float, bool], dout_ptr: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> torch.Tensor:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
-    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
-    _tgrad_assume((in_row_stride >= n_cols), "in_row_stride >= n_cols", "log_softmax_kernel", in_row_stride=in_row_stride, n_cols=n_cols)
+    # What the backward assumes of this launch (its tl.device_assert checks only in Triton's debug mode): a
+    # launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((in_row_stride >= n_cols), "in_row_stride >= n_cols", "rows overlap (in_row_stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)", "log_softmax_kernel", in_row_stride=in_row_stride, n_cols=n_cols)
     _tgrad_device = _tgrad_device_of(out_ptr, in_ptr)
     din_ptr = _tgrad_zeros_like(in_ptr)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     _TgradUnpipelinedFallback(log_softmax_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, din_ptr=din_ptr, dout_ptr=dout_ptr, **_tgrad_options(num_warps, num_stages))

@@ -158,11 +158,11 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_true(X, DY, W, RSTD, DX, DW, n_rows, n_col
             tl.store(dRSTD + row, brstd)
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dDY + row_times_stride_2 + cols, bdy, mask=col_mask)
 
             # Grad of: x = tl.load(X + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dX + row_times_stride + cols, bdy_times_x * dy, mask=col_mask)
         tl.debug_barrier()
 
@@ -205,7 +205,7 @@ def weight_rows_kernel_bwd_HAS_WEIGHT_false(X, DY, W, RSTD, DX, DW, n_rows, n_co
             tl.store(dRSTD + row, tl.sum(bdy_times_rstd * dy))
 
             # Grad of: dy = tl.load(DY + row * stride + cols, mask=col_mask, other=0.0)
-            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient store would race")
+            tl.device_assert(stride >= n_cols, "tgrad: rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)")
             tl.store(dDY + row_times_stride_2 + cols, bdy_times_rstd * rstd, mask=col_mask)
 
 
@@ -311,15 +311,14 @@ def _tgrad_disjoint(extents, strides):
     return True
 
 
-def _tgrad_assume(holds, assumes, kernel, **values):
-    """Refuses a backward launch that breaks what its plain gradient stores assume (rows that do not overlap:
-    `stride >= n_cols`). Such a launch (an input passed as an expanded view, stride 0, or strides smaller than its
-    rows) has programs store to the same gradient cells: the last store wins, and the gradient is wrong."""
+def _tgrad_assume(holds, assumes, message, kernel, **values):
+    """Refuses a backward launch that breaks what the backward assumes of it: rows that do not overlap (`stride >=
+    n_cols`: each program stores its rows' gradient), one program along an axis whose programs store values of their
+    own at shared addresses. A launch that breaks one has programs race for a cell (an input passed as an expanded
+    view, stride 0; a forward whose last store wins): the gradient would be wrong. `message` says what to do."""
     if not holds:
         given = ", ".join(f"{name}={value}" for name, value in values.items())
-        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes} (rows that do not overlap: each "
-                         f"program stores its rows' gradient), and this launch has {given}: pass the input with "
-                         f"rows that do not overlap (a contiguous tensor, x.contiguous(), and its strides)")
+        raise ValueError(f"tgrad: the backward of {kernel} assumes {assumes}, and this launch has {given}: {message}")
 
 
 def _tgrad_refuse_overlapping(**buffers):
@@ -998,9 +997,9 @@ weight_rows_kernel_forward = torch.library.custom_op("tgrad_torch_weight_rows_ke
 
 def _tgrad_weight_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], DY: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], RSTD: typing.Optional[torch.Tensor], DX: typing.Optional[torch.Tensor], DW: typing.Optional[torch.Tensor], n_rows: int, n_cols: typing.Union[int, float, bool], stride: int, BLOCK: typing.Union[int, float, bool], HAS_WEIGHT: typing.Union[int, float, bool], dDX: typing.Optional[torch.Tensor], dDW: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
-    # What the backward's plain gradient stores assume of this launch (its tl.device_assert checks only in
-    # Triton's debug mode): a launch that breaks it would race, a wrong gradient; it is refused.
-    _tgrad_assume((stride >= n_cols), "stride >= n_cols", "weight_rows_kernel", n_cols=n_cols, stride=stride)
+    # What the backward assumes of this launch (its tl.device_assert checks only in Triton's debug mode): a
+    # launch that breaks it would race, a wrong gradient; it is refused.
+    _tgrad_assume((stride >= n_cols), "stride >= n_cols", "rows overlap (stride < n_cols): the gradient stores would race; pass rows that do not overlap (a contiguous tensor)", "weight_rows_kernel", n_cols=n_cols, stride=stride)
     _tgrad_device = _tgrad_device_of(X, DY, W, RSTD, DX, DW)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dDY = _tgrad_zeros_like(DY)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
