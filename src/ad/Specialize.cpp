@@ -17,6 +17,7 @@
 #include "src/ad/MemoryAccumulators.h"
 #include "src/ad/SpecializationFlags.h"
 #include "src/lower/BlockPointers.h"
+#include "src/lower/FailingBranches.h"
 #include "src/lower/InlineCalls.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -312,8 +313,18 @@ class Specializer {
   }
   std::string assignment(const std::vector<size_t> &choice) const {
     std::string s;
-    for (size_t k = 0; k < flags_.size(); ++k)
-      s += (k ? ", " : "") + flags_[k].name + "=" + flags_[k].values[choice[k]].text;
+    for (size_t k = 0; k < flags_.size(); ++k) {
+      const FlagValue &v = flags_[k].values[choice[k]];
+      if (v.suffix != "other") {
+        s += (k ? ", " : "") + flags_[k].name + "=" + v.text;
+        continue;
+      }
+      // The stand-in for every value the kernel compares with none of (the dispatcher's last branch).
+      std::string compared;
+      for (const FlagValue &o : flags_[k].values)
+        if (&o != &v) compared += (compared.empty() ? "" : ", ") + o.text;
+      s += (k ? ", " : "") + flags_[k].name + " other than " + compared;
+    }
     return s;
   }
   std::string suffix(const std::vector<size_t> &choice) const {
@@ -717,8 +728,11 @@ void assert_given_constexprs(const Function &forward, const BackwardRequest &req
 static std::optional<Backward> differentiate_lowered(const Module &user_module, const SourceManager &sources,
                                                      const BackwardRequest &request, DiagEngine &diags);
 
-std::optional<Backward> differentiate(const Module &user_module, const SourceManager &sources,
+std::optional<Backward> differentiate(const Module &written_module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
+  // Branches that raise (or assert False) become assertions of the condition avoiding them (src/lower/FailingBranches.h).
+  std::unique_ptr<Module> asserted = lower::with_failing_branches_asserted(written_module);
+  const Module &user_module = asserted ? *asserted : written_module;
   // Which --wrt parameters some specialization loads through, on the kernel
   // as written (inlining folds the branches -D values decide).
   BackwardRequest with_pointers = request;

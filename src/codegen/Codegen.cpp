@@ -15,6 +15,7 @@
 #include "src/codegen/Pipeline.h"
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
+#include "src/lower/FailingBranches.h"
 
 namespace tgrad::codegen {
 
@@ -108,9 +109,12 @@ std::string CompiledKernel::metadata_json() const {
   return j.dump(2) + "\n";
 }
 
-std::optional<CompiledKernel> compile_kernel(const ast::Module &user_module, const CompileOptions &o,
+std::optional<CompiledKernel> compile_kernel(const ast::Module &written_module, const CompileOptions &o,
                                              DiagEngine &diags) {
   const int errors = diags.error_count();
+  // Branches that raise become assertions of the condition avoiding them (src/lower/FailingBranches.h).
+  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(written_module);
+  const ast::Module &user_module = asserted ? *asserted : written_module;
   // The kernel as the interpreter runs it: memory helpers inlined, block pointers lowered.
   std::unique_ptr<ast::Module> inlined = lower::inline_memory_helpers(user_module, o.kernel, diags, o.params), lowered;
   if (diags.error_count() > errors) return std::nullopt;

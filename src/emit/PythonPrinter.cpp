@@ -419,10 +419,17 @@ std::string float_spelling(double v) {
 }
 
 std::string quote_string(const std::string &value) {
-  std::string out = "\"";
+  // Single quotes where the text holds double quotes and no single one: no escapes, which inductor's copy of a
+  // kernel's source (torch.compile, PyTorch 2.11) drops from escaped double quotes.
+  const char quote = value.find('"') != std::string::npos && value.find('\'') == std::string::npos ? '\'' : '"';
+  std::string out(1, quote);
   for (unsigned char c : value) {
     switch (c) {
-      case '"': out += "\\\""; break;
+      case '"':
+      case '\'':
+        if (c == static_cast<unsigned char>(quote)) out += '\\';
+        out += static_cast<char>(c);
+        break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
@@ -437,7 +444,7 @@ std::string quote_string(const std::string &value) {
         }
     }
   }
-  return out + "\"";
+  return out + quote;
 }
 
 // One stream per thread for the expression printers: the passes print an expression (a callee, a line's width)

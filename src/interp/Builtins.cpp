@@ -527,19 +527,23 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     Bound b(*this, name, {"x", "y", "propagate_nan"}, args, kwargs, span);
     auto [x, y] = promote_pair(b.get("x"), b.get("y"), false, span);
     const bool is_max = name == "tl.maximum";
+    // tl.PropagateNan.ALL (nonzero): a NaN operand yields NaN.
+    const bool propagate = b.has("propagate_nan") && b.integer("propagate_nan", 0) != 0;
     if (x->is_float())
-      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [is_max](double p, double q) {
+      return Value::of_tensor(zip_float(*x, *y, x->type, f64, [is_max, propagate](double p, double q) {
         // Triton's default (PropagateNan.NONE) follows the hardware: a NaN operand yields the other one.
-        if (std::isnan(p)) return q;
-        if (std::isnan(q)) return p;
+        if (std::isnan(p)) return propagate ? p : q;
+        if (std::isnan(q)) return propagate ? q : p;
         return is_max ? std::max(p, q) : std::min(p, q);
       }));
     return Value::of_tensor(zip_int(*x, *y, x->type, [is_max](int64_t p, int64_t q) { return is_max ? std::max(p, q) : std::min(p, q); }));
   }
   if (name == "tl.clamp") {
     Bound b(*this, name, {"x", "min", "max", "propagate_nan"}, args, kwargs, span);
-    Value lo = call_builtin(Value::of_builtin("tl.maximum"), {b.get("x"), b.get("min")}, {}, span);
-    return call_builtin(Value::of_builtin("tl.minimum"), {lo, b.get("max")}, {}, span);
+    std::map<std::string, Value> nan;
+    if (b.has("propagate_nan")) nan.emplace("propagate_nan", b.get("propagate_nan"));
+    Value lo = call_builtin(Value::of_builtin("tl.maximum"), {b.get("x"), b.get("min")}, nan, span);
+    return call_builtin(Value::of_builtin("tl.minimum"), {lo, b.get("max")}, nan, span);
   }
   if (name == "tl.abs") {
     Bound b(*this, name, {"x"}, args, kwargs, span);
@@ -714,6 +718,12 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
       if (arg)
         return Value::of_tensor(reduce(*t, axis, keep, kind, et(out), f64, b.flag("tie_break_left", true)));
       TensorRef values = reduce(*t, axis, keep, kind, et(out), f64);
+      if (name != "tl.sum" && b.has("propagate_nan") && b.integer("propagate_nan", 0) != 0 && t->is_float()) {
+        // tl.PropagateNan.ALL: a row holding a NaN reduces to NaN (its NaNs summed: NaN where there is one, else 0).
+        TensorRef nans = map_float(*t, t->type, f64, [](double v) { return std::isnan(v) ? v : 0.0; });
+        TensorRef any = reduce(*nans, axis, keep, ReduceKind::Sum, et(out), f64);
+        values = zip_float(*values, *any, values->type, f64, [](double v, double n) { return std::isnan(n) ? n : v; });
+      }
       if (name != "tl.sum" && b.flag("return_indices", false)) {
         TensorRef idx = reduce(*t, axis, keep, kind == ReduceKind::Max ? ReduceKind::ArgMax : ReduceKind::ArgMin,
                                et(DType::Int32), f64, b.flag("return_indices_tie_break_left", true));

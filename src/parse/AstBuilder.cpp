@@ -94,9 +94,21 @@ class Builder {
       return unsupported_stmt(ctx, "'" + ctx->getStart()->getText() + "' is not supported" + kInJit +
                                        "; pass the value as a parameter (module constants must be tl.constexpr)");
     if (dynamic_cast<P::DelStmtContext *>(ctx)) return unsupported_stmt(ctx, std::string("'del' is not supported") + kInJit);
-    if (dynamic_cast<P::RaiseStmtContext *>(ctx))
-      return unsupported_stmt(ctx, std::string("'raise' is not supported") + kInJit +
-                                       "; use tl.device_assert or tl.static_assert");
+    if (dynamic_cast<P::RaiseStmtContext *>(ctx)) {
+      // Triton's code generator has no `raise`: compiling one is an error, but only where the generator visits it,
+      // and it visits only the branch a tl.constexpr condition takes (`else: raise ValueError(...)` after the values
+      // a helper supports). A failed static assertion is exactly that error, at the same place: the statement reads
+      // as one, its message the statement's source (src/lower/FailingBranches.h turns a branch that raises into an
+      // assertion of the condition that avoids it).
+      std::string text = ctx->getText();
+      if (antlr4::CharStream *input = ctx->getStart()->getInputStream())
+        text = input->getText(antlr4::misc::Interval(ctx->getStart()->getStartIndex(), ctx->getStop()->getStopIndex()));
+      ExprList args;
+      args.push_back(std::make_unique<BoolLit>(false, s));
+      args.push_back(std::make_unique<StrLit>(text, "", s));
+      auto callee = std::make_unique<Attribute>(std::make_unique<Name>("tl", s), "static_assert", s);
+      return std::make_unique<ExprStmt>(std::make_unique<Call>(std::move(callee), std::move(args), std::vector<Keyword>{}, s), s);
+    }
     if (dynamic_cast<P::ImportStmtInBodyContext *>(ctx))
       return unsupported_stmt(ctx, std::string("'import' is not supported") + kInJit + "; import at module level");
     if (dynamic_cast<P::YieldStmtContext *>(ctx))

@@ -90,6 +90,7 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
     // through them that tl does not export (nsa's bitonic top-k).
     if (attr == "standard") return ns("tl.standard");
     if (attr == "core") return ns("tl.core");
+    if (attr == "PropagateNan") return ns("tl.PropagateNan");
     if (is_tl_function(attr)) return fn("tl." + attr);
     if (is_untyped_tl_builtin(attr)) return fn("tl." + attr);
     return std::nullopt;
@@ -100,6 +101,12 @@ std::optional<KnownName> namespace_member(const std::string &space, const std::s
     if (space == "tl.core" && (attr == "CONSTEXPR_0" || attr == "CONSTEXPR_1"))
       return KnownName{KnownName::Kind::Int, attr, DType::FP32, attr == "CONSTEXPR_0" ? 0.0 : 1.0};
     return namespace_member("tl", attr);  // what tl exports from them
+  }
+  // tl.maximum / tl.minimum / tl.clamp / tl.max / tl.min's propagate_nan: Triton's ir.PROPAGATE_NAN values.
+  if (space == "tl.PropagateNan") {
+    if (attr == "NONE") return KnownName{KnownName::Kind::Int, attr, DType::FP32, 0.0};
+    if (attr == "ALL") return KnownName{KnownName::Kind::Int, attr, DType::FP32, 65535.0};
+    return std::nullopt;
   }
   if (space == "tl.extra") {
     if (attr == "cuda") return ns("tl.extra.cuda");

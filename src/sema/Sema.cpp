@@ -1389,7 +1389,14 @@ class Checker {
     if (name == "tl.static_assert") {
       Args a = bind(name, {"cond", "msg"}, args, kwargs, span);
       const SType &c = a.get("cond");
-      if (c.is_tensor()) fail(span, "tl.static_assert needs a condition known before the kernel runs; use tl.device_assert for tensors");
+      if (c.is_tensor()) {
+        // (A `raise` reads as a failing assertion, asserted away where a branch avoids it: src/lower/FailingBranches.h.)
+        if (a.has("msg") && a.get("msg").kind == SType::Kind::Str && a.get("msg").s.rfind("raise", 0) == 0)
+          fail(span, "'raise' compiles only in a branch that a tl.constexpr condition rules out (Triton's code "
+                     "generator has no raise); this one is under a condition known only when the kernel runs: check "
+                     "it with tl.device_assert(condition, message) instead");
+        fail(span, "tl.static_assert needs a condition known before the kernel runs; use tl.device_assert for tensors");
+      }
       if (c.known && ((c.kind == SType::Kind::Bool && !c.b) || (c.kind == SType::Kind::Int && c.n == 0)))
         fail(span, "static assertion failed" + (a.has("msg") && a.get("msg").kind == SType::Kind::Str ? ": " + a.get("msg").s : std::string()));
       return SType::none();

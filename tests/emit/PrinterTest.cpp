@@ -72,7 +72,10 @@ TEST(Printer, GeneratedLiterals) {
   EXPECT_EQ(print_expr(FloatLit(1e-5, "1e-5")), "1e-5");  // as written
   EXPECT_EQ(print_expr(IntLit(255, "")), "255");
   EXPECT_EQ(print_expr(IntLit(255, "0xFF")), "0xFF");
-  EXPECT_EQ(print_expr(StrLit("a\"b\\c\n", "")), "\"a\\\"b\\\\c\\n\"");
+  // Single quotes where the text has a double quote and no single one (no escaped quotes), else double quotes.
+  EXPECT_EQ(print_expr(StrLit("a\"b\\c\n", "")), "'a\"b\\\\c\\n'");
+  EXPECT_EQ(print_expr(StrLit("a\"b'c", "")), "\"a\\\"b'c\"");
+  EXPECT_EQ(print_expr(StrLit("it's", "")), "\"it's\"");
   EXPECT_EQ(print_expr(BoolLit(false)), "False");
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "src/lower/BlockPointers.h"
+#include "src/lower/FailingBranches.h"
 #include "src/lower/InlineCalls.h"
 #include "tests/parse/ParseHelpers.h"
 #include "tgrad/ast/Equal.h"
@@ -160,6 +161,51 @@ def k(V, W, Y, N, A: tl.constexpr, B: tl.constexpr):
   EXPECT_FALSE(lower::lower_block_pointers(*p->module, *p->diags, "k"));
   EXPECT_NE(p->all_messages().find("is given block pointers of block shapes [A, B] and [B, A]"), std::string::npos)
       << p->all_messages();
+}
+
+TEST(FailingBranches, ABranchThatRaisesBecomesAnAssertionOfTheConditionAvoidingIt) {
+  // `raise` reads as a failing static assertion (src/parse/AstBuilder.cpp); the elif chain's last else, then a
+  // then-branch that asserts False, and an if without else; a loop's body too.
+  auto p = parse_text(std::string(kHeader) + R"(
+@triton.jit
+def act(x, MODE: tl.constexpr, CHECK: tl.constexpr):
+    if MODE == "relu":
+        y = tl.maximum(x, 0.0)
+    elif MODE == "silu":
+        y = x * tl.sigmoid(x)
+    else:
+        z = x
+        raise ValueError(f"unsupported {MODE}")
+    if CHECK:
+        tl.static_assert(False, "no checks")
+    else:
+        y = y * 2.0
+    for i in range(3):
+        if i > CHECK:
+            raise RuntimeError("too many")
+    return y
+)");
+  ASSERT_TRUE(p->ok()) << p->all_messages();
+  auto asserted = lower::with_failing_branches_asserted(*p->module);
+  ASSERT_TRUE(asserted);
+  expect_function(*asserted, R"(
+@triton.jit
+def act(x, MODE: tl.constexpr, CHECK: tl.constexpr):
+    if MODE == "relu":
+        y = tl.maximum(x, 0.0)
+    else:
+        tl.static_assert(MODE == "silu", 'raise ValueError(f"unsupported {MODE}")')
+        y = x * tl.sigmoid(x)
+    tl.static_assert(not CHECK, "no checks")
+    y = y * 2.0
+    for i in range(3):
+        tl.static_assert(not i > CHECK, 'raise RuntimeError("too many")')
+    return y
+)", "act");
+  // Nothing to rewrite: no copy.
+  auto plain = parse_text(std::string(kHeader) + "@triton.jit\ndef f(x, M: tl.constexpr):\n    if M:\n        x = x + 1\n    return x\n");
+  ASSERT_TRUE(plain->ok()) << plain->all_messages();
+  EXPECT_FALSE(lower::with_failing_branches_asserted(*plain->module));
 }
 
 }  // namespace

@@ -136,8 +136,9 @@ def abs(y, x, by):
 
 
 @triton.jit
-def maximum(y, a, b, by):
-    # d max(a, b) = da where a > b, db where b > a; a tie splits the gradient evenly
+def maximum(y, a, b, by, propagate_nan=None):
+    # d max(a, b) = da where a > b, db where b > a; a tie splits the gradient evenly (propagate_nan changes the
+    # value only where an operand is NaN)
     ba = tl.where(a > b, by, tl.where(a == b, by * 0.5, 0.0))
     bb = tl.where(b > a, by, tl.where(a == b, by * 0.5, 0.0))
 
@@ -167,8 +168,9 @@ def clamp(y, x, min, max, by, propagate_nan=None):
 
 
 @triton.jit
-def minimum(y, a, b, by):
-    # d min(a, b) = da where a < b, db where b < a; a tie splits the gradient evenly
+def minimum(y, a, b, by, propagate_nan=None):
+    # d min(a, b) = da where a < b, db where b < a; a tie splits the gradient evenly (propagate_nan changes the
+    # value only where an operand is NaN)
     ba = tl.where(a < b, by, tl.where(a == b, by * 0.5, 0.0))
     bb = tl.where(b < a, by, tl.where(a == b, by * 0.5, 0.0))
 
@@ -386,8 +388,9 @@ def sum(y, x, by, axis=None, keep_dims=False):
 
 
 @triton.jit
-def max(y, x, by, axis=None, keep_dims=False):
-    # d max(x) flows to the lanes equal to the maximum; k tied lanes get 1/k each
+def max(y, x, by, axis=None, keep_dims=False, propagate_nan=None):
+    # d max(x) flows to the lanes equal to the maximum; k tied lanes get 1/k each (a NaN maximum, propagate_nan=ALL:
+    # no lane equals it, and its gradient is NaN)
     if axis is None:
         hit = x == y
         bx = tl.where(hit, by / tl.sum(hit.to(tl.float32)), 0.0)
@@ -400,8 +403,9 @@ def max(y, x, by, axis=None, keep_dims=False):
 
 
 @triton.jit
-def min(y, x, by, axis=None, keep_dims=False):
-    # d min(x) flows to the lanes equal to the minimum; k tied lanes get 1/k each
+def min(y, x, by, axis=None, keep_dims=False, propagate_nan=None):
+    # d min(x) flows to the lanes equal to the minimum; k tied lanes get 1/k each (a NaN minimum, propagate_nan=ALL:
+    # no lane equals it, and its gradient is NaN)
     if axis is None:
         hit = x == y
         bx = tl.where(hit, by / tl.sum(hit.to(tl.float32)), 0.0)

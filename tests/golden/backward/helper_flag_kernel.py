@@ -117,6 +117,6 @@ def helper_flag_kernel_bwd(X, Y, n, ACT: tl.constexpr, TWICE: tl.constexpr, BLOC
         else:
             helper_flag_kernel_bwd_ACT_exp_TWICE_false(X, Y, n, ACT, TWICE, BLOCK, dX, dY)
     elif TWICE:
-        tl.static_assert(False, "tgrad found no backward of helper_flag_kernel with ACT='', TWICE=True: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
+        tl.static_assert(False, "tgrad found no backward of helper_flag_kernel with ACT other than 'square', 'exp', TWICE=True: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
     else:
-        tl.static_assert(False, "tgrad found no backward of helper_flag_kernel with ACT='', TWICE=False: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
+        tl.static_assert(False, "tgrad found no backward of helper_flag_kernel with ACT other than 'square', 'exp', TWICE=False: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")

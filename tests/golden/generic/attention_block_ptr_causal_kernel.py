@@ -792,4 +792,4 @@ def attn_fwd_block_ptr_kernel_bwd(Q, K, V, sm_scale, M, Out, stride_qz, stride_q
     elif STAGE == 3:
         attn_fwd_block_ptr_kernel_bwd_STAGE_3(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, dQ, dK, dV, dM, dOut, Q_disjoint)
     else:
-        tl.static_assert(False, "tgrad found no backward of attn_fwd_block_ptr_kernel with STAGE=None: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
+        tl.static_assert(False, "tgrad found no backward of attn_fwd_block_ptr_kernel with STAGE other than 0, 1, 2, 3: the forward does not type with them for every value of its other tl.constexpr parameters; regenerate it with their values given by -D")
