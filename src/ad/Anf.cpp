@@ -530,6 +530,30 @@ class Normalizer {
         if (isa<List>(&e)) return std::make_unique<List>(std::move(elts), e.span);
         return std::make_unique<Tuple>(std::move(elts), e.span);
       }
+      case NodeKind::BoolOp: {
+        // `and` / `or` on int1 tiles (sema types them so) are & and | lane by lane; an operand known when Triton
+        // compiles that does not decide (True in an `and`) drops out, as Triton drops it. Values without a gradient.
+        auto *b = cast<BoolOp>(&e);
+        const sema::SType *t = type_of(e);
+        if (!is_static(e) && t && t->is_tensor() && !t->shape.empty()) {
+          ExprList operands;
+          for (const ExprPtr &x : b->values) {
+            if (const sema::SType *xt = type_of(*x); xt && !xt->is_tensor())
+              if (std::optional<bool> truth = sema::known_truth(*xt); truth && *truth == (b->op == BoolOpKind::And))
+                continue;
+            operands.push_back(atom(*x));
+          }
+          const BinaryOpKind lanes = b->op == BoolOpKind::And ? BinaryOpKind::BitAnd : BinaryOpKind::BitOr;
+          for (size_t k = 1; k < operands.size(); ++k) {
+            auto combined = std::make_unique<BinOp>(lanes, std::move(operands[0]), std::move(operands[k]), e.span);
+            if (k + 1 == operands.size()) return combined;
+            operands[0] = atom(*combined);
+          }
+          if (!operands.empty()) return std::move(operands[0]);
+        }
+        if (is_static(e)) return rename(e);
+        fail(e.span, "this expression cannot be differentiated yet");
+      }
       case NodeKind::Name: return rename(e);
       default:
         if (is_static(e)) return rename(e);

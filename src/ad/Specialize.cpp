@@ -19,6 +19,7 @@
 #include "src/lower/BlockPointers.h"
 #include "src/lower/FailingBranches.h"
 #include "src/lower/InlineCalls.h"
+#include "src/lower/ModuleNamespaces.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -731,8 +732,11 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
 std::optional<Backward> differentiate(const Module &written_module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
   // Branches that raise (or assert False) become assertions of the condition avoiding them (src/lower/FailingBranches.h).
-  std::unique_ptr<Module> asserted = lower::with_failing_branches_asserted(written_module);
-  const Module &user_module = asserted ? *asserted : written_module;
+  // Calls into user modules imported as namespaces call the copies read (src/lower/ModuleNamespaces.h).
+  std::unique_ptr<Module> resolved = lower::with_namespace_calls_resolved(written_module);
+  const Module &read = resolved ? *resolved : written_module;
+  std::unique_ptr<Module> asserted = lower::with_failing_branches_asserted(read);
+  const Module &user_module = asserted ? *asserted : read;
   // Which --wrt parameters some specialization loads through, on the kernel
   // as written (inlining folds the branches -D values decide).
   BackwardRequest with_pointers = request;

@@ -269,6 +269,7 @@ std::unique_ptr<Module> clone(const Module &m) {
   for (const Constant &c : m.constants) out->constants.push_back({c.name, c.span, clone(*c.stmt), c.imported});
   for (const auto &f : m.functions) out->functions.push_back(clone(*f));
   out->host_names = m.host_names;
+  out->module_namespaces = m.module_namespaces;
   return out;
 }
 

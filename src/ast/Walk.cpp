@@ -65,6 +65,48 @@ void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn) {
   fn(e);
 }
 
+void visit_stmt_exprs(const Stmt &s, const std::function<void(const Expr &)> &fn) {
+  auto expr = [&](const ExprPtr &e) {
+    if (e) visit_expr(*e, fn);
+  };
+  auto block = [&](const StmtList &b) {
+    for (const StmtPtr &x : b) visit_stmt_exprs(*x, fn);
+  };
+  if (auto *e = dyn_cast<ExprStmt>(&s)) expr(e->value);
+  if (auto *a = dyn_cast<Assign>(&s)) {
+    for (const ExprPtr &t : a->targets) expr(t);
+    expr(a->value);
+  }
+  if (auto *a = dyn_cast<AugAssign>(&s)) {
+    expr(a->target);
+    expr(a->value);
+  }
+  if (auto *a = dyn_cast<AnnAssign>(&s)) {
+    expr(a->target);
+    expr(a->annotation);
+    expr(a->value);
+  }
+  if (auto *i = dyn_cast<If>(&s)) {
+    expr(i->cond);
+    block(i->body);
+    block(i->orelse);
+  }
+  if (auto *f = dyn_cast<For>(&s)) {
+    expr(f->target);
+    expr(f->iter);
+    block(f->body);
+  }
+  if (auto *w = dyn_cast<While>(&s)) {
+    expr(w->cond);
+    block(w->body);
+  }
+  if (auto *r = dyn_cast<Return>(&s)) expr(r->value);
+  if (auto *a = dyn_cast<Assert>(&s)) {
+    expr(a->test);
+    expr(a->msg);
+  }
+}
+
 namespace {
 
 template <class Map>

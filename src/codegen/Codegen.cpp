@@ -15,6 +15,7 @@
 #include "src/codegen/Pipeline.h"
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
+#include "src/lower/ModuleNamespaces.h"
 #include "src/lower/FailingBranches.h"
 
 namespace tgrad::codegen {
@@ -113,8 +114,11 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &written_module, 
                                              DiagEngine &diags) {
   const int errors = diags.error_count();
   // Branches that raise become assertions of the condition avoiding them (src/lower/FailingBranches.h).
-  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(written_module);
-  const ast::Module &user_module = asserted ? *asserted : written_module;
+  // Calls into user modules imported as namespaces call the copies read (src/lower/ModuleNamespaces.h).
+  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(written_module);
+  const ast::Module &read = resolved ? *resolved : written_module;
+  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(read);
+  const ast::Module &user_module = asserted ? *asserted : read;
   // The kernel as the interpreter runs it: memory helpers inlined, block pointers lowered.
   std::unique_ptr<ast::Module> inlined = lower::inline_memory_helpers(user_module, o.kernel, diags, o.params), lowered;
   if (diags.error_count() > errors) return std::nullopt;

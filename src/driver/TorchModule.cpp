@@ -13,6 +13,7 @@
 #include "src/ad/ConstexprPaths.h"
 #include "src/ad/GenericTypes.h"
 #include "src/driver/BackwardJson.h"
+#include "src/lower/ModuleNamespaces.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::driver {
@@ -178,6 +179,16 @@ std::unique_ptr<Module> kernels_module(const Module &forward, const Function &ke
     if (!i.followed) add_import(i);
   for (const Import &i : backward.imports)
     add_import(i);
+  // Then those of the user's modules the copied helpers came from (`from triton.language.extra import libdevice`
+  // in the module defining a helper the forward calls): drop_unread_imports keeps those the module reads. Not
+  // their relative imports (what those bind that the module reads is copied here), nor their bindings and
+  // alternatives (`exp_fn = libdevice.exp` in a try: the backward's imports carry those it reads).
+  for (const Import &i : forward.imports)
+    if (i.followed && !i.conditional && !i.assignment && !(i.is_from && !i.module.empty() && i.module[0] == '.')) {
+      Import here = i;
+      here.followed = false;  // (printed: this module needs it itself)
+      add_import(here);
+    }
   auto add_constant = [&](const Constant &c) {
     for (const Constant &d : out->constants)
       if (d.name == c.name) return;
@@ -669,7 +680,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
      << "# leaves it); autograd differentiates them with respect to " << wrt_list << ".\n"
      << "# Eager and torch.compile(fullgraph=True). The ops are " << op_namespace << "::" << forward_op << " and "
      << op_namespace << "::" << backward_op << ".\n";
-  std::unique_ptr<Module> kernels = kernels_module(module, *fn, *bwd.module);
+  // The forward calls the copies of what it reads from a user module imported as a namespace (`tle.program_id` as
+  // `tle_program_id`, defined in this module): the import of the user's package would fail here.
+  std::unique_ptr<Module> resolved = lower::with_namespace_calls_resolved(module);
+  const Function *kernel = resolved ? resolved->find_function(fn->name) : fn;
+  std::unique_ptr<Module> kernels = kernels_module(resolved ? *resolved : module, *kernel, *bwd.module);
   drop_unread_imports(*kernels, host_definitions_read(module, *kernels));
   std::string kernels_source = emit::print_module(*kernels);
   // The host code the decorators read goes after the imports, before the

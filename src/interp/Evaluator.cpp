@@ -250,17 +250,20 @@ Value Evaluator::eval(const Expr &e, Frame &frame) {
     case NodeKind::BoolOp: {
       auto *n = cast<BoolOp>(&e);
       // Python's short-circuit on values known before the kernel runs and on
-      // Triton scalars; tiles need & and |.
-      Value v;
+      // Triton scalars; on int1 tiles element-wise, as & and | (sema typed them).
+      Value v, tiles;
       for (const ExprPtr &x : n->values) {
         v = eval(*x, frame);
-        if (is_tensor(v) && !v.t->shape.empty())
-          fail(x->span, std::string("'") + spelling(n->op) + "' needs scalars; use '" +
-                            (n->op == BoolOpKind::And ? "&" : "|") + "' for element-wise logic on tiles");
+        if (is_tensor(v) && !v.t->shape.empty()) {
+          tiles = tiles.kind == Value::Kind::None ? v
+                                                  : binary(n->op == BoolOpKind::And ? BinaryOpKind::BitAnd : BinaryOpKind::BitOr,
+                                                           tiles, v, x->span);
+          continue;
+        }
         bool t = truth(v, x->span);
         if (n->op == BoolOpKind::And ? !t : t) return v;
       }
-      return v;
+      return tiles.kind == Value::Kind::None ? v : tiles;
     }
     case NodeKind::Compare: {
       auto *n = cast<Compare>(&e);

@@ -4,6 +4,7 @@
 
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
+#include "src/lower/ModuleNamespaces.h"
 
 #include "src/interp/Evaluator.h"
 
@@ -140,8 +141,11 @@ const ast::Function *find(const ast::Module &m, const std::string &name, DiagEng
 
 }  // namespace
 
-bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &memory, const RunOptions &options,
+bool run_kernel(const ast::Module &written_module, const Launch &launch, Memory &memory, const RunOptions &options,
                 DiagEngine &diags) {
+  // Calls into user modules imported as namespaces call the copies read (src/lower/ModuleNamespaces.h).
+  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(written_module);
+  const ast::Module &user_module = resolved ? *resolved : written_module;
   // Block pointers run as the pointer arithmetic they stand for (src/lower/BlockPointers.h), helpers that
   // make them inlined first with the launch's constexpr values, as reverse mode reads the kernel
   // (src/lower/InlineCalls.h: a helper may return a tensor descriptor).
@@ -228,9 +232,11 @@ bool run_kernel(const ast::Module &user_module, const Launch &launch, Memory &me
   return true;
 }
 
-std::optional<std::vector<Value>> run_function(const ast::Module &user_module, const std::string &name,
+std::optional<std::vector<Value>> run_function(const ast::Module &written_module, const std::string &name,
                                                const std::map<std::string, Value> &args, Memory &memory,
                                                const RunOptions &options, DiagEngine &diags) {
+  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(written_module);
+  const ast::Module &user_module = resolved ? *resolved : written_module;
   std::unique_ptr<ast::Module> lowered;
   const ast::Module *lowered_or_user = lower::with_block_pointers_lowered(user_module, name, diags, lowered);
   if (!lowered_or_user) return std::nullopt;

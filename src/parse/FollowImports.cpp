@@ -6,8 +6,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
+#include "tgrad/ast/Walk.h"
 #include "tgrad/parse/Parser.h"
 
 namespace tgrad::parse {
@@ -166,16 +168,53 @@ struct Follower {
     into.imports.insert(into.imports.begin(), theirs.begin(), theirs.end());
   }
 
+  // A user module imported as a namespace, `alias`: what the importer reads from it (`alias.NAME`, in its
+  // functions and constants) is copied here as `alias_NAME`, the rest of the module as support, and the alias
+  // recorded (src/lower/ModuleNamespaces.h rewrites the reads).
+  void take_namespace(Module &module, const std::string &path, const std::string &dotted, const std::string &alias) {
+    const std::string file = locate(path, dotted);
+    if (file.empty()) return;
+    const Module *from = load(file);
+    if (!from) return;
+    std::set<std::string> read;
+    auto note = [&](const Expr &e) {
+      if (auto *a = dyn_cast<Attribute>(&e))
+        if (auto *base = dyn_cast<Name>(a->value.get()); base && base->id == alias) read.insert(a->attr);
+    };
+    for (const auto &f : module.functions)
+      for (const StmtPtr &st : f->body) visit_stmt_exprs(*st, note);
+    for (const Constant &c : module.constants) visit_stmt_exprs(*c.stmt, note);
+    const std::string prefix = alias + "_";
+    bool any = false;
+    for (const std::string &name : read) any |= take(module, *from, dotted, name, prefix + name);
+    if (!any) return;
+    take_support(module, *from, dotted);
+    module.module_namespaces[alias] = prefix;
+  }
+
   void follow(Module &module, const std::string &path) {
     const std::vector<Import> imports = module.imports;
     for (const Import &imp : imports) {
-      if (!imp.is_from || imp.followed) continue;
+      if (imp.followed || imp.assignment) continue;
+      if (!imp.is_from) {  // import pkg.kernels as K
+        for (const auto &[name, alias] : imp.names)
+          if (!alias.empty() && !is_library_module(name)) take_namespace(module, path, name, alias);
+        continue;
+      }
       const std::string file = locate(path, imp.module);
-      if (file.empty()) continue;
-      const Module *from = load(file);
-      if (!from) continue;
+      const Module *from = file.empty() ? nullptr : load(file);
       bool any = false;
-      for (const auto &[name, alias] : imp.names) any |= take(module, *from, imp.module, name, alias.empty() ? name : alias);
+      for (const auto &[name, alias] : imp.names) {
+        if (from && take(module, *from, imp.module, name, alias.empty() ? name : alias)) {
+          any = true;
+          continue;
+        }
+        // Not a name the package defines: a module of the package (`from flag_gems.utils import
+        // triton_lang_extension as tle`, `from . import utils`).
+        if (is_library_module(imp.module)) continue;
+        const bool dots_only = imp.module.find_first_not_of('.') == std::string::npos;
+        take_namespace(module, path, imp.module + (dots_only ? "" : ".") + name, alias.empty() ? name : alias);
+      }
       if (any) take_support(module, *from, imp.module);
     }
   }

@@ -541,17 +541,32 @@ class Checker {
         // Python's and/or on values known when Triton compiles: the first
         // operand that decides (falsy for `and`, truthy for `or`), else the
         // last; a constexpr `if` on the result takes one branch.
+        // On tiles, Triton's and/or are element-wise (logical_and / logical_or; Triton 3.9 warns that they are
+        // deprecated there, for & and |), int1 lane by lane; operands known when Triton compiles still decide as in
+        // Python, lazily (a later operand is not evaluated).
         SType last;
         bool all_known = true;
+        std::vector<std::pair<const Expr *, SType>> tiles;
         for (const ExprPtr &x : n->values) {
           last = eval(*x, env);
-          if (last.is_tensor() && !last.shape.empty())
-            fail(x->span, std::string("'") + spelling(n->op) + "' needs scalars; use '" +
-                              (n->op == BoolOpKind::And ? "&" : "|") + "' for element-wise logic on tiles");
+          if (last.is_tensor() && !last.shape.empty()) {
+            if (last.elem.is_pointer || last.elem.dtype != DType::Int1)
+              fail(x->span, std::string("'") + spelling(n->op) + "' on " + last.elem.str() +
+                                " tiles: Triton reinterprets their bits as int1; compare them first (x != 0), or use '" +
+                                (n->op == BoolOpKind::And ? "&" : "|") + "'");
+            tiles.push_back({x.get(), last});
+            all_known = false;
+            continue;
+          }
           all_known &= last.known;
           if (!all_known) continue;
           std::optional<bool> truth = known_truth(last);
           if (truth && *truth == (n->op == BoolOpKind::Or)) return last;
+        }
+        if (!tiles.empty()) {
+          SymShape shape = tiles[0].second.shape;
+          for (size_t k = 1; k < tiles.size(); ++k) shape = broadcast_shapes(shape, tiles[k].second.shape, tiles[k].first->span);
+          return SType::tensor(ElemType{DType::Int1, false}, shape);
         }
         if (all_known) return last;
         return SType::of_bool(false, false);

@@ -718,6 +718,38 @@ expect_rc unread_module_exit_1 1 unread_module
 expect_grep unread_module_located "$TMP/unread_module.err" "unread.py:8:21: error: 'tanh' is imported from 'mylib', which tgrad does not read"
 expect_no_grep unread_module_no_backward "$TMP/unread_module.out" 'def k_bwd'
 
+# A user module imported as a namespace: `from . import helper_module as hm` then `hm.softplus(x)`, and
+# `import pkg.acts as A` then `A.square(x)` through -I (src/lower/ModuleNamespaces.h): `tgrad check` passes.
+run ns_check check $KERNELS/namespace_import.py --kernel namespace_softplus_kernel --grid 3 --arg 'X=fp32[300]' \
+  --arg 'Y=fp32[300]:zeros' --arg n_elements=300 -D BLOCK=128 --wrt X
+expect_rc ns_check_exit_0 0 ns_check
+expect_grep ns_check_verdict "$TMP/ns_check.out" '^PASS$'
+mkdir -p "$TMP/nsinc/pkg"
+: >"$TMP/nsinc/pkg/__init__.py"
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef _twice(x):\n    return x * 2.0\n\n\n@triton.jit\ndef square(x):\n    return _twice(x) * x\n' >"$TMP/nsinc/pkg/acts.py"
+printf 'import triton\nimport triton.language as tl\nimport pkg.acts as A\n\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(Y + o, A.square(tl.load(X + o)))\n' >"$TMP/ns_abs.py"
+run ns_abs check "$TMP/ns_abs.py" -I "$TMP/nsinc" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32[16]:zeros' -D B=16 --wrt X
+expect_rc ns_abs_exit_0 0 ns_abs
+expect_grep ns_abs_verdict "$TMP/ns_abs.out" '^PASS$'
+# A warning of the file's reading is printed once, not again after the backward is written.
+printf 'import triton\nimport triton.language as tl\n\n\n@my_decorator\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(Y + o, tl.load(X + o) * 2.0)\n' >"$TMP/decorated.py"
+run decorated "$TMP/decorated.py" --kernel k --wrt X
+expect_rc decorated_exit_0 0 decorated
+CHECKS=$((CHECKS + 1))
+[ "$(grep -c "decorator '@my_decorator'" "$TMP/decorated.err")" = 1 ] || fail decorated_warning_once "$(cat "$TMP/decorated.err")"
+
+# `and` / `or` on int1 tiles (FlagGems' masks; element-wise in Triton, deprecated there for & and |): `tgrad check`
+# passes; on float tiles it is a located error.
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(X, Y, M, N, BM: tl.constexpr, BN: tl.constexpr):\n    r = tl.arange(0, BM)\n    c = tl.arange(0, BN)\n    mask = r[:, None] < M and c[None, :] < N\n    x = tl.load(X + r[:, None] * N + c[None, :], mask=mask, other=0.0)\n    tl.store(Y + r[:, None] * N + c[None, :], x * x, mask=mask or r[:, None] < 0)\n' >"$TMP/tile_and.py"
+run tile_and check "$TMP/tile_and.py" --kernel k --grid 1 --arg 'X=fp32[24]' --arg 'Y=fp32[24]:zeros' --arg M=4 --arg N=6 \
+  -D BM=8 -D BN=8 --wrt X
+expect_rc tile_and_exit_0 0 tile_and
+expect_grep tile_and_verdict "$TMP/tile_and.out" '^PASS$'
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    x = tl.load(X + o)\n    tl.store(Y + o, x, mask=x and o < 4)\n' >"$TMP/float_and.py"
+run float_and "$TMP/float_and.py" --kernel k --wrt X
+expect_rc float_and_exit_1 1 float_and
+expect_grep float_and_located "$TMP/float_and.err" "float_and.py:9:29: error: 'and' on fp32 tiles: Triton reinterprets their bits as int1"
+
 # Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
 printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast

@@ -93,17 +93,26 @@ void print_diagnostics(const std::vector<tgrad::StoredDiagnostic> &diagnostics) 
   }
 }
 
+// The input file's diagnostics not printed yet: each step prints what it added (a warning of the file's reading is
+// printed once, not again after the step that differentiates it).
+void print_new_diagnostics(const tgrad::KernelFile &file) {
+  static size_t printed = 0;
+  const std::vector<tgrad::StoredDiagnostic> &all = file.diagnostics();
+  if (printed > all.size()) printed = 0;
+  print_diagnostics(std::vector<tgrad::StoredDiagnostic>(all.begin() + static_cast<std::ptrdiff_t>(printed), all.end()));
+  printed = all.size();
+}
+
 int usage_error(const std::string &message) {
   std::cerr << "tgrad: error: " << message << "\n(run 'tgrad --help' for usage)\n";
   return kExitUsageError;
 }
 
-// The exit status of a failed call, after printing why. Errors in the input
-// print the file's whole log: the warnings of earlier steps again with this
-// step's diagnostics, as a compiler run prints everything it found.
+// The exit status of a failed call, after printing why: this step's diagnostics (the earlier steps' were printed
+// when they ran).
 int failed(const tgrad::Error &error, const tgrad::KernelFile &file) {
   if (error.kind == tgrad::Error::Kind::Request) return usage_error(error.message);
-  print_diagnostics(file.diagnostics());
+  print_new_diagnostics(file);
   if (!error.message.empty()) std::cerr << "tgrad: error: " << error.message << '\n';
   return kExitInputError;
 }
@@ -122,7 +131,7 @@ std::optional<tgrad::KernelFile> load(const std::string &input, const std::vecto
     if (!file.error().message.empty()) std::cerr << "tgrad: error: " << file.error().message << '\n';
     return std::nullopt;
   }
-  print_diagnostics(file->diagnostics());
+  print_new_diagnostics(*file);
   return std::move(*file);
 }
 
@@ -146,7 +155,7 @@ int emit_backward(const Options &opts, tgrad::KernelFile &file, const std::strin
   request.command_line = opts.command_line;
   tgrad::Result<tgrad::Gradient> grad = tgrad::differentiate(file, request);
   if (!grad) return failed(grad.error(), file);
-  print_diagnostics(file.diagnostics());
+  print_new_diagnostics(file);
   if (opts.emit == "json") return write_output(opts.output, grad->launch_protocol()) ? 0 : kExitInputError;
   if (opts.emit == "ptx" || opts.emit == "llvm") {
     // Every backward kernel, compiled: DIR/KERNEL.ptx (or .ll) and DIR/KERNEL.json.
@@ -293,7 +302,7 @@ int run_interpreter(const RunOptions &o) {
   if (!o.out_dir.empty() && !ensure_dir(o.out_dir, error)) return usage_error(error);
   tgrad::Result<tgrad::RunResult> ran = tgrad::run(*file, o.launch);
   if (!ran) return failed(ran.error(), *file);
-  print_diagnostics(file->diagnostics());
+  print_new_diagnostics(*file);
   std::ostringstream report;
   auto save = [&](const tgrad::Tensor &t) {
     if (o.out_dir.empty()) return true;
@@ -339,7 +348,7 @@ int run_check(const RunOptions &o) {
   request.deterministic = o.deterministic;
   tgrad::Result<tgrad::GradientCheck> checked = tgrad::check_gradient(*file, request);
   if (!checked) return failed(checked.error(), *file);
-  print_diagnostics(file->diagnostics());
+  print_new_diagnostics(*file);
   const bool kernel = !o.launch.kernel.empty();
   const std::string name = file->find_function(kernel ? o.launch.kernel : o.launch.function)->name;
   return print_check(*checked,
@@ -368,7 +377,7 @@ int run_compile(const CompileOptions &o) {
   if (!file) return kExitInputError;
   tgrad::Result<tgrad::CompiledKernel> compiled = tgrad::compile(*file, o.request);
   if (!compiled) return failed(compiled.error(), *file);
-  print_diagnostics(file->diagnostics());
+  print_new_diagnostics(*file);
   if (!write_output(o.output, compiled->text)) return kExitInputError;
   std::string json = o.json;
   if (json.empty() && o.output != "-") json = sidecar_path(o.output);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -409,6 +410,10 @@ struct Module {
     std::string text;
   };
   std::vector<HostDefinition> host_definitions;
+  // A user module imported as a namespace (`from flag_gems.utils import triton_lang_extension as tle`, `import
+  // pkg.kernels as K`) -> the prefix under which the functions and constants the importer reads from it
+  // (`tle.program_id`) were copied here (`tle_program_id`): src/lower/ModuleNamespaces.h rewrites the calls.
+  std::map<std::string, std::string> module_namespaces;
 
   // By name, or by the alias of `alias = triton.jit(name)` (the jit function
   // callers use).

@@ -23,6 +23,9 @@ void visit_expr(const Expr &e, const std::function<void(const Expr &)> &fn);
 // is given (its replacement is not walked).
 void rewrite_expr(ExprPtr &e, const std::function<void(ExprPtr &)> &fn);
 
+// Calls `fn` on every expression node of a statement and of the statements inside it (read only).
+void visit_stmt_exprs(const Stmt &s, const std::function<void(const Expr &)> &fn);
+
 // How many times each name is assigned in a block, at any depth (assignment
 // and augmented-assignment targets, loop variables).
 void count_assignments(const StmtList &block, std::map<std::string, int> &out);
