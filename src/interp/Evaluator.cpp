@@ -400,21 +400,15 @@ Value Evaluator::eval_subscript(const Subscript &s, Frame &frame) {
     return (*base.elems)[k < 0 ? k + n : k];
   }
   if (!is_tensor(base)) fail(s.value->span, base.describe() + " cannot be indexed");
-  // Triton's indexing: ':' keeps an axis, None inserts one of size 1.
-  Shape shape;
-  size_t axis = 0;
+  // Triton 3.6's indexing (as sema types it): the k-th index, None, inserts an axis of size 1 at position k of
+  // the shape so far (past its end: at the end); ':' keeps what is there.
+  Shape shape = base.t->shape;
   for (size_t k = 0; k < idx.size(); ++k) {
-    if (idx[k].kind == Value::Kind::None) {
-      shape.push_back(1);
-    } else if (idx[k].kind == Value::Kind::Slice) {
-      if (axis >= base.t->shape.size()) fail(s.indices[k]->span, "too many indices for a tensor of shape " + shape_str(base.t->shape));
-      shape.push_back(base.t->shape[axis++]);
-    } else {
+    if (idx[k].kind == Value::Kind::None)
+      shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(std::min(k, shape.size())), 1);
+    else if (idx[k].kind != Value::Kind::Slice)
       fail(s.indices[k]->span, "tensors can only be indexed with ':' and None in Triton");
-    }
   }
-  if (axis != base.t->shape.size())
-    fail(s.span, "index a tensor of rank " + std::to_string(base.t->shape.size()) + " with one ':' per axis");
   return Value::of_tensor(reshape(*base.t, shape));
 }
 

@@ -814,21 +814,17 @@ class Checker {
       if (auto *n = dyn_cast<Name>(s.value.get()))
         fail(s.span, "'" + n->id + "' is indexed like a tuple, and tgrad reads it as " + base.str() +
                          ": tuple parameters are not supported yet; pass its elements as separate parameters");
-    SymShape shape;
-    size_t axis = 0;
+    // Triton 3.6's indexing (measured): the k-th index, None, inserts an axis of size 1 at position k of the
+    // shape so far (past its end: at the end); ':' keeps what is there. So a program id's `pid[:, None]` is a
+    // tensor of shape [1], as is `pid[None, :]` (torchao's and FlagGems' kernels rely on it; Triton 3.9 refuses
+    // a ':' beyond the rank).
+    SymShape shape = base.shape;
     for (size_t k = 0; k < idx.size(); ++k) {
-      if (idx[k].kind == SType::Kind::None) {
-        shape.push_back(Dim::known(1));
-      } else if (idx[k].kind == SType::Kind::Slice) {
-        if (axis >= base.shape.size())
-          fail(s.indices[k]->span, "too many indices for a tensor of shape " + shape_str(base.shape));
-        shape.push_back(base.shape[axis++]);
-      } else {
+      if (idx[k].kind == SType::Kind::None)
+        shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(std::min(k, shape.size())), Dim::known(1));
+      else if (idx[k].kind != SType::Kind::Slice)
         fail(s.indices[k]->span, "tensors can only be indexed with ':' and None in Triton");
-      }
     }
-    if (axis != base.shape.size())
-      fail(s.span, "index a tensor of rank " + std::to_string(base.shape.size()) + " with one ':' per axis");
     return SType::tensor(base.elem, shape);
   }
 

@@ -80,6 +80,19 @@ TEST(Types, ArangeAndIndexing) {
   EXPECT_EQ(known.result(), "int32[128]");
 }
 
+// Triton 3.6's indexing (measured on the H100): the k-th None inserts an axis at position k of the shape so far, at
+// its end past it; ':' keeps what is there. A program id indexed as a column or a row is a tensor of shape [1]
+// (torchao's blockwise fp8 kernels); a 2-D tile's `x[None, :]` is [1, M, N].
+TEST(Types, IndexingFollowsTriton36) {
+  Analysed a = analyse("p = tl.program_id(0)\ncol = p[:, None]\nrow = p[None, :]\nm = col * 4 + row\nt = x[None, :]\n"
+                       "return m\n",
+                       {{"x", tile(DType::FP32, {Dim::known(4), Dim::known(8)})}});
+  EXPECT_EQ(a.var("col"), "int32[1]");
+  EXPECT_EQ(a.var("row"), "int32[1]");
+  EXPECT_EQ(a.result(), "int32[1]");
+  EXPECT_EQ(a.var("t"), "fp32[1, 4, 8]");
+}
+
 TEST(Types, PromotionFollowsTriton) {
   EXPECT_EQ(analyse("return x + y\n", {{"x", tile(DType::FP16, {N()})}, {"y", tile(DType::BF16, {N()})}}).result(), "fp16[N]");
   EXPECT_EQ(analyse("return x / y\n", {{"x", tile(DType::FP16, {N()})}, {"y", tile(DType::FP16, {N()})}}).result(), "fp32[N]");
