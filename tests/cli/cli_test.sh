@@ -750,6 +750,17 @@ run float_and "$TMP/float_and.py" --kernel k --wrt X
 expect_rc float_and_exit_1 1 float_and
 expect_grep float_and_located "$TMP/float_and.err" "float_and.py:9:29: error: 'and' on fp32 tiles: Triton reinterprets their bits as int1"
 
+# A mask that is None under a tl.constexpr flag (FlagGems' bmm): the upstream gradient's load takes no `other`
+# there (Triton refuses one without a mask); the backward generates for both values and passes `tgrad check`.
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(X, Y, n, EVEN: tl.constexpr, B: tl.constexpr):\n    o = tl.arange(0, B)\n    if EVEN:\n        mask = None\n    else:\n        mask = o < n\n    x = tl.load(X + o, mask=mask)\n    tl.store(Y + o, x * x, mask=mask)\n' >"$TMP/none_mask.py"
+run none_mask "$TMP/none_mask.py" --kernel k --wrt X
+expect_rc none_mask_exit_0 0 none_mask
+for even in True False; do
+  run none_mask_check_$even check "$TMP/none_mask.py" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32[16]:zeros' \
+    --arg n=16 -D EVEN=$even -D B=16 --wrt X
+  expect_grep none_mask_check_${even}_verdict "$TMP/none_mask_check_$even.out" '^PASS$'
+done
+
 # Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
 printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast

@@ -77,6 +77,13 @@ class Engine {
   void record_name_types(const StmtList &block);
 
   const SType *type_of_name(const std::string &n) const;
+  // Whether a load's or a store's mask is None where this instance is typed (`mask_c = None` under a tl.constexpr
+  // flag, FlagGems' bmm): the access is unmasked (a load of its upstream gradient takes no `other`, which Triton
+  // refuses without a mask; no tl.where selects by it).
+  bool mask_is_none(const std::string &mask) const {
+    const SType *t = type_of_name(mask);
+    return t && t->kind == SType::Kind::None;
+  }
 
   static const Name *as_name(const Expr &e) { return dyn_cast<Name>(&e); }
 

@@ -95,6 +95,7 @@ void Engine::collect(const StmtList &block, const AccessAnalysis &access, bool i
     }
     op.value = store ? name_or_empty(call_argument(*c, 1, "value")) : target;
     op.mask = name_or_empty(call_argument(*c, store ? 2 : 1, "mask"));
+    if (mask_is_none(op.mask)) op.mask.clear();  // (`mask_c = None` under a tl.constexpr flag: no mask here)
     if (!store) op.other = name_or_empty(call_argument(*c, 2, "other"));
     if (call_argument(*c, 3, "boundary_check"))
       fail(c->span, "block pointers (boundary_check) are not supported by whole-kernel reverse mode yet");
