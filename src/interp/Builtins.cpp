@@ -191,6 +191,13 @@ double apply_math(const std::string &f, double x) {
 Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std::map<std::string, Value> kwargs,
                               const SourceSpan &span) {
   std::string name = callee.s;
+  if (callee.self && callee.self->kind == Value::Kind::DType && name.rfind("dtype.", 0) == 0) {
+    // A tl.dtype's predicate (`dtype.is_floating()`).
+    const std::optional<bool> holds = callee.self->b ? std::optional<bool>() : sema::dtype_predicate(name.substr(6), callee.self->dtype);
+    if (!holds) fail(span, "'" + name.substr(6) + "' of a dtype is not known to tgrad's interpreter");
+    if (!args.empty() || !kwargs.empty()) fail(span, "tl.dtype." + name.substr(6) + "() takes no arguments");
+    return Value::of_bool(*holds);
+  }
   if (callee.self) {
     args.insert(args.begin(), *callee.self);
     // Tensor methods are the tl functions of the same name.

@@ -376,6 +376,13 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
         return element;
       }
       if (a.attr == "primitive_bitwidth") return Value::of_int(base.b ? 64 : sema::bits(base.dtype));
+      if (a.attr == "value") return base;  // (a constexpr's value: what it wraps)
+      if (!base.b && base.s != "type") {
+        if (a.attr == "int_bitwidth" && sema::kind(base.dtype) != sema::DKind::Float) return Value::of_int(sema::bits(base.dtype));
+        if (a.attr == "fp_mantissa_width" && sema::kind(base.dtype) == sema::DKind::Float)
+          return Value::of_int(base.dtype == sema::DType::FP16 ? 10 : base.dtype == sema::DType::BF16 ? 7
+                               : base.dtype == sema::DType::FP32 ? 23 : 52);
+      }
       return Value::of_builtin("dtype." + a.attr, std::make_shared<Value>(base));
     }
     case Value::Kind::Int:

@@ -157,4 +157,32 @@ std::optional<DType> computation_type(DType a, bool a_is_python, DType b, bool b
   return integer_promote(a, b);
 }
 
+// A tl.dtype's predicate (`is_floating()`, `is_int_signed()`, ...) on a dtype of tgrad's: its value; none for a
+// name that is not one.
+std::optional<bool> dtype_predicate(const std::string &m, DType d) {
+  const DKind k = kind(d);
+  if (m == "is_floating") return k == DKind::Float;
+  if (m == "is_int") return k == DKind::Int || k == DKind::UInt || k == DKind::Bool;
+  if (m == "is_int_signed") return k == DKind::Int;
+  if (m == "is_int_unsigned") return k == DKind::UInt || k == DKind::Bool;
+  if (m == "is_bool" || m == "is_int1") return d == DType::Int1;
+  if (m == "is_fp16") return d == DType::FP16;
+  if (m == "is_bf16") return d == DType::BF16;
+  if (m == "is_fp32") return d == DType::FP32;
+  if (m == "is_fp64") return d == DType::FP64;
+  if (m == "is_fp8" || m == "is_fp8e4nv" || m == "is_fp8e5" || m == "is_fp8e4b15") return false;
+  if (m == "is_standard_floating") return d == DType::FP16 || d == DType::BF16 || d == DType::FP32 || d == DType::FP64;
+  if (m == "is_int8") return d == DType::Int8;
+  if (m == "is_int16") return d == DType::Int16;
+  if (m == "is_int32") return d == DType::Int32;
+  if (m == "is_int64") return d == DType::Int64;
+  if (m == "is_uint8") return d == DType::UInt8;
+  if (m == "is_uint16") return d == DType::UInt16;
+  if (m == "is_uint32") return d == DType::UInt32;
+  if (m == "is_uint64") return d == DType::UInt64;
+  if (m == "is_ptr" || m == "is_block") return false;
+  return std::nullopt;
+}
+
+
 }  // namespace tgrad::sema

@@ -778,6 +778,21 @@ class Checker {
           return SType::of_dtype(base.dtype, a.attr == "scalar" && base.dtype_is_pointer);
         }
         if (a.attr == "primitive_bitwidth") return SType::of_int(base.dtype_is_pointer ? 64 : bits(base.dtype));
+        // A constexpr's `.value` is what it wraps (FlagGems' `dtype.value.is_floating()`).
+        if (a.attr == "value") return base;
+        if (!base.dtype_is_pointer && !base.dtype_is_tensor_type) {
+          if (a.attr == "int_bitwidth") {
+            if (kind(base.dtype) == DKind::Float) fail(a.span, std::string("'") + short_name(base.dtype) + "' has no int_bitwidth");
+            return SType::of_int(bits(base.dtype));
+          }
+          if (a.attr == "fp_mantissa_width") {
+            const int width = base.dtype == DType::FP16 ? 10 : base.dtype == DType::BF16 ? 7 : base.dtype == DType::FP32 ? 23
+                              : base.dtype == DType::FP64 ? 52 : -1;
+            if (width < 0) fail(a.span, std::string("'") + short_name(base.dtype) + "' is not a floating-point dtype");
+            return SType::of_int(width);
+          }
+          if (dtype_predicate(a.attr, base.dtype)) return SType::builtin("dtype." + a.attr, std::make_shared<SType>(base));
+        }
         return SType::unknown();
       case SType::Kind::Int:
       case SType::Kind::Float:
@@ -1251,6 +1266,10 @@ class Checker {
 
   SType builtin(const SType &callee, std::vector<SType> args, std::map<std::string, SType> kwargs, const SourceSpan &span) {
     std::string name = callee.s;
+    if (name.rfind("dtype.", 0) == 0 && callee.self) {
+      if (!args.empty() || !kwargs.empty()) fail(span, "tl.dtype." + name.substr(6) + "() takes no arguments");
+      return SType::of_bool(*dtype_predicate(name.substr(6), callee.self->dtype));
+    }
     if (callee.self) {
       args.insert(args.begin(), *callee.self);
       if (name.rfind("tensor.", 0) == 0 && name != "tensor.to") {

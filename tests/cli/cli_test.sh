@@ -761,6 +761,15 @@ for even in True False; do
   expect_grep none_mask_check_${even}_verdict "$TMP/none_mask_check_$even.out" '^PASS$'
 done
 
+# A tl.dtype's predicates and attributes (`dtype.value.is_floating()`, `int_bitwidth`) decide constexpr ifs whose
+# branches return constants of different types (FlagGems' limits): typed as the dtype takes, `tgrad check` passes.
+run limits_check check $KERNELS/dtype_limits.py --kernel masked_max_kernel --grid 1 --arg 'X=fp32[10]' \
+  --arg 'Y=fp32[1]:zeros' --arg n=10 -D BLOCK=16 --wrt X
+expect_rc limits_check_exit_0 0 limits_check
+expect_grep limits_check_verdict "$TMP/limits_check.out" '^PASS$'
+run limits_generic $KERNELS/dtype_limits.py --kernel masked_max_kernel --wrt X
+expect_rc limits_generic_exit_0 0 limits_generic
+
 # Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
 printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast

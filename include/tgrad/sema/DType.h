@@ -35,6 +35,9 @@ int bits(DType t);
 bool is_float(DType t);
 bool is_integer(DType t);  // Int1 included
 bool is_signed(DType t);   // signed integers and floats
+// A tl.dtype's predicate (`is_floating()`, `is_int_signed()`, `is_fp16()`, ...) on `t`; none for a name that is
+// not one (FlagGems' limits pick a value by them).
+std::optional<bool> dtype_predicate(const std::string &method, DType t);
 // The integer dtype of 8, 16, 32 or 64 bits (tl.core.get_int_dtype); none for another width.
 std::optional<DType> integer_dtype(long long bits, bool is_signed);
 
