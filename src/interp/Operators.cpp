@@ -267,7 +267,10 @@ Value Evaluator::unary(UnaryOpKind op, const Value &a, const SourceSpan &span) {
     if (is_tensor(a) && a.t->shape.empty()) return Value::of_bool(!truth(a, span));
     if (a.kind == Value::Kind::None || a.kind == Value::Kind::Str || a.kind == Value::Kind::Tuple)
       return Value::of_bool(!truth(a, span));
-    fail(span, "'not' needs a scalar; use '~' on int1 tiles");
+    // An int1 tile (sema typed it): lane by lane.
+    if (is_tensor(a) && a.t->type.dtype == sema::DType::Int1 && !a.t->type.is_pointer)
+      return Value::of_tensor(zip_int(*a.t, *a.t, a.t->type, [](int64_t x, int64_t) { return static_cast<int64_t>(x == 0); }));
+    fail(span, "'not' needs a scalar or an int1 tile");
   }
   if (!is_tensor(a)) fail(span, std::string("unsupported operand for '") + spelling(op) + "': " + a.describe());
   const Tensor &t = *a.t;

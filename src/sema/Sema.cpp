@@ -1052,7 +1052,13 @@ class Checker {
   SType unary(UnaryOpKind op, const SType &a, const SourceSpan &span) {
     if (a.kind == SType::Kind::Unknown) return a;
     if (op == UnaryOpKind::Not) {
-      if (a.is_tensor() && !a.shape.empty()) fail(span, "'not' needs a scalar; use '~' on int1 tiles");
+      // On a tile, Triton's `not` is its element-wise negation (tensor.__not__: logical not of int1 lanes).
+      if (a.is_tensor() && !a.shape.empty()) {
+        if (a.elem.is_pointer || a.elem.dtype != DType::Int1)
+          fail(span, "'not' on " + a.elem.str() + " tiles: Triton reinterprets their bits as int1; compare them first "
+                     "(x == 0)");
+        return SType::tensor(ElemType{DType::Int1, false}, a.shape);
+      }
       if (a.known && a.kind == SType::Kind::Bool) return SType::of_bool(!a.b);
       if (a.known && a.kind == SType::Kind::Int) return SType::of_bool(a.n == 0);
       return a.is_tensor() ? SType::tensor(ElemType{DType::Int1, false}, {}) : SType::of_bool(false, false);

@@ -745,6 +745,10 @@ run tile_and check "$TMP/tile_and.py" --kernel k --grid 1 --arg 'X=fp32[24]' --a
   -D BM=8 -D BN=8 --wrt X
 expect_rc tile_and_exit_0 0 tile_and
 expect_grep tile_and_verdict "$TMP/tile_and.out" '^PASS$'
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(X, T, Y, n, ignore_index, B: tl.constexpr):\n    o = tl.arange(0, B)\n    m = o < n\n    t = tl.load(T + o, mask=m, other=0)\n    keep = not (t == ignore_index) and m\n    x = tl.load(X + o, mask=m, other=0.0)\n    tl.store(Y + o, tl.where(keep, x * x, 0.0), mask=m)\n' >"$TMP/tile_not.py"
+run tile_not check "$TMP/tile_not.py" --kernel k --grid 1 --arg 'X=fp32[10]' --arg 'T=int32[10]' --arg 'Y=fp32[10]:zeros' \
+  --arg n=10 --arg ignore_index=0 -D B=16 --wrt X
+expect_grep tile_not_verdict "$TMP/tile_not.out" '^PASS$'
 printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    o = tl.arange(0, B)\n    x = tl.load(X + o)\n    tl.store(Y + o, x, mask=x and o < 4)\n' >"$TMP/float_and.py"
 run float_and "$TMP/float_and.py" --kernel k --wrt X
 expect_rc float_and_exit_1 1 float_and
