@@ -95,13 +95,28 @@ class Inliner {
     return memo_[&f] = found;
   }
 
+  // Whether `f` (or a helper it calls) reads a program id or the grid (FlagGems' `tle.program_id(axis)`, which
+  // returns `tl.program_id(axis).to(tl.int64)`): inlined, the layout analysis sees the id its addresses use (else
+  // every gradient store of such a kernel is an atomic addition).
+  bool reads_program_id(const Function &f) {
+    if (auto it = program_memo_.find(&f); it != program_memo_.end()) return it->second;
+    program_memo_[&f] = false;
+    bool found = false;
+    for (const std::string &c : callees(f.body)) {
+      for (const char *prefix : {"tl.", "triton.language."})
+        if (c == std::string(prefix) + "program_id" || c == std::string(prefix) + "num_programs") found = true;
+      if (const Function *g = module_.find_function(c); g && g != &f && reads_program_id(*g)) found = true;
+    }
+    return program_memo_[&f] = found;
+  }
+
   const Function *memory_helper(const Expr &e) {
     auto *c = dyn_cast<Call>(&e);
     auto *n = c ? dyn_cast<Name>(c->func.get()) : nullptr;
     if (!n) return nullptr;
     const Function *f = module_.find_function(n->id);
     if (!f || f == &kernel_) return nullptr;
-    return accesses_memory(*f) || returns_pointer_argument(*f, *c) ? f : nullptr;
+    return accesses_memory(*f) || returns_pointer_argument(*f, *c) || reads_program_id(*f) ? f : nullptr;
   }
 
   // The name an address expression starts from (`X` of `X + row * N`,
@@ -338,7 +353,9 @@ class Inliner {
     if (target && !returns) fail(call.span, "'" + f.name + "' returns nothing, and its result is used");
     if (!body.empty() && body.front()->leading_comment.empty())
       body.front()->leading_comment =
-          "Inlined: " + f.name + "(...) (" + (accesses_memory(f) ? "it loads or stores memory" : "it returns an address") + ").";
+          "Inlined: " + f.name + "(...) (" +
+          (accesses_memory(f) ? "it loads or stores memory" : reads_program_id(f) ? "it reads a program id" : "it returns an address") +
+          ").";
     for (StmtPtr &s : body) out.push_back(std::move(s));
   }
 
@@ -395,6 +412,7 @@ class Inliner {
   CompileTimeConditions decided_;  // what Triton decides when it compiles
   std::set<std::string> taken_;
   std::map<const Function *, bool> memo_;
+  std::map<const Function *, bool> program_memo_;  // reads_program_id
   std::set<std::string> pointers_;  // the kernel's names that hold pointers, as far as the statements so far say
   bool inlined_ = false;
 };

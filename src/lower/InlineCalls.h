@@ -1,5 +1,6 @@
 // Jit helpers that load or store memory, inlined into the kernel before
-// differentiation.
+// differentiation (and those that read a program id, `tle.program_id(axis)`:
+// the layout analysis needs to see the id their callers' addresses use).
 //
 // A helper that only computes on tiles is differentiated once per
 // signature and called from the backward (readable, and what Tangent

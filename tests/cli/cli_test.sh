@@ -774,6 +774,17 @@ expect_grep limits_check_verdict "$TMP/limits_check.out" '^PASS$'
 run limits_generic $KERNELS/dtype_limits.py --kernel masked_max_kernel --wrt X
 expect_rc limits_generic_exit_0 0 limits_generic
 
+# A helper that computes a program id (FlagGems' `tle.program_id`: `tl.program_id(axis).to(tl.int64)`) is inlined:
+# the layout analysis sees the id, and the gradient is stored, not added atomically.
+printf 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef pid64(axis: tl.constexpr):\n    return tl.program_id(axis).to(tl.int64)\n\n\n@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n    o = pid64(0) * B + tl.arange(0, B)\n    x = tl.load(X + o, mask=o < n)\n    tl.store(Y + o, x * x, mask=o < n)\n' >"$TMP/pid_helper.py"
+run pid_helper "$TMP/pid_helper.py" --kernel k --wrt X
+expect_rc pid_helper_exit_0 0 pid_helper
+expect_grep pid_helper_store "$TMP/pid_helper.out" '^    tl.store\(dX \+ o'
+expect_no_grep pid_helper_no_atomic "$TMP/pid_helper.out" 'atomic_add'
+run pid_helper_check check "$TMP/pid_helper.py" --kernel k --grid 3 --arg 'X=fp32[40]' --arg 'Y=fp32[40]:zeros' --arg n=40 \
+  -D B=16 --wrt X
+expect_grep pid_helper_check_verdict "$TMP/pid_helper_check.out" '^PASS$'
+
 # Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
 printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast
