@@ -471,6 +471,29 @@ class Specializer {
     return true;
   }
 
+  // A specialization's assertion that one program stores along an axis (src/ad/reverse/MemoryAdjoints.cpp: a store
+  // of the forward's programs' own values at shared addresses) holds for the launches with its flag values only: a
+  // launch protocol check of it (BackwardJson.cpp reads the assertions whose message starts "tgrad: ") would refuse
+  // the launches of every other value too (fla's token shift in training, whose decoding branch stores the state).
+  // The device assertion stays; its message names the values.
+  void only_this_specialization(StmtList &block, const std::vector<size_t> &choice) const {
+    for (StmtPtr &st : block) {
+      if (auto *f = dyn_cast<For>(st.get())) only_this_specialization(f->body, choice);
+      if (auto *w = dyn_cast<While>(st.get())) only_this_specialization(w->body, choice);
+      if (auto *i = dyn_cast<If>(st.get())) {
+        only_this_specialization(i->body, choice);
+        only_this_specialization(i->orelse, choice);
+      }
+      auto *e = dyn_cast<ExprStmt>(st.get());
+      auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
+      if (!c || c->args.size() != 2 || emit::print_expr(*c->func) != "tl.device_assert") continue;
+      auto *m = dyn_cast<StrLit>(c->args[1].get());
+      static const std::string racy = "tgrad: programs along axis ";
+      if (m && m->value.rfind(racy, 0) == 0)
+        c->args[1] = std::make_unique<StrLit>("tgrad, with " + assignment(choice) + ": " + m->value.substr(7), "");
+    }
+  }
+
   // if FLAG: ... / if FLAG == 'a': ... elif ...: the calls for flag k onwards.
   StmtList dispatch(size_t k, std::vector<size_t> &choice) const {
     StmtList out;
@@ -566,6 +589,7 @@ class Specializer {
         std::unique_ptr<Function> g = clone(*f);
         g->name = renamed.at(f->name);
         rename_calls(*g, renamed);
+        only_this_specialization(g->body, s.choice);
         if (f->name == s.backward.backward_name && !g->body.empty())
           g->body.front()->leading_comment = "The backward with " + assignment(s.choice) + ".";
         out.module->functions.push_back(std::move(g));

@@ -742,8 +742,12 @@ class Engine {
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
   // Such stores whose value differs between the programs that share its addresses (a race in the forward's own
-  // output) -> the program axes along which it does: the backward is right only for one program along each.
-  std::map<const MemoryOp *, std::set<int>> racy_axes_;
+  // output) -> the program axes along which it does: the backward is right only for one program along each (that
+  // gets to the store) -> how that is checked: not at all (the conditions around the store read that axis, and a
+  // launch may have more programs of which one gets there), by a device assertion (the store is under an if), or
+  // also by the launch protocol before the launch.
+  enum class RacyCheck { None, OnDevice, AtLaunch };
+  std::map<const MemoryOp *, std::map<int, RacyCheck>> racy_axes_;
   std::set<std::string> partial_bases_;                    // inputs whose gradients go through partial sums
   std::map<std::string, std::string> partial_row_;         // such an input -> this program's partial-sum row
   std::map<std::string, std::string> shared_bases_;       // pointer parameters whose loads all add atomically -> why

@@ -521,25 +521,49 @@ std::optional<Backward> Engine::build_kernel() {
         std::set<int> value_axes = program_axes_of(m->value), address_axes = program_axes_of(m->pointer);
         if (!m->mask.empty())
           for (int a : program_axes_of(m->mask)) address_axes.insert(a);
+        // The axes the runtime conditions around the store read (an early return, `if g_t >= eos: return` in fla's
+        // token shift): along those, a launch may have several programs of which one gets to the store.
+        std::set<int> guard_axes;
+        for (const auto &[branch, taken] : m->branches) {
+          std::set<std::string> read;
+          reads(*branch->cond, read);
+          for (const std::string &r : read)
+            for (int a : program_axes_of(r)) guard_axes.insert(a);
+          visit_expr(*branch->cond, [&](const Expr &e) {
+            if (const int a = program_axis_of(e); a >= -1) guard_axes.insert(a);
+          });
+        }
         std::string racing;
-        bool unknown_axis = false;
+        bool unknown_axis = false, guarded = false;
         for (int a : value_axes)
           if (!address_axes.count(a) || a < 0) {
             racing += (racing.empty() ? "" : ", ") + (a < 0 ? std::string("a program id tgrad cannot tell")
                                                              : "tl.program_id(" + std::to_string(a) + ")");
-            if (a >= 0) racy_axes_[m].insert(a);
+            const bool by_guard = guard_axes.count(a) > 0 || guard_axes.count(-1) > 0;
+            if (a >= 0)
+              racy_axes_[m][a] = by_guard             ? RacyCheck::None
+                                 : m->branches.empty() ? RacyCheck::AtLaunch
+                                                       : RacyCheck::OnDevice;
             unknown_axis |= a < 0;
+            guarded |= a >= 0 && by_guard;
           }
         // The backward asserts one program along each such axis (consume_upstream), which the launch protocol
-        // checks before it launches: a launch with more is refused rather than given a wrong gradient.
+        // checks before it launches (a launch with more is refused rather than given a wrong gradient) where the
+        // store is under no if: under one, only the launches that take it need one program (a tl.constexpr flag
+        // may skip the store), and the device assertion checks those (in Triton's debug mode). Along an axis the
+        // conditions around the store read, a launch may have more programs, of which one gets to the store (fla's
+        // token shift in decoding): only the warning says what the backward assumes.
         if (!racing.empty())
           diags_.warning(m->call->span,
                          "programs store values that depend on " + racing + " to the same addresses of '" + o +
                              "' (" + d.reason + "): the output holds whichever store lands last, which the GPU does "
                              "not fix, and the backward gives the upstream gradient to one program's value: it is "
                              "right only for a launch with one program along that axis" +
-                             (unknown_axis ? std::string(", which tgrad cannot check")
-                                           : std::string(", and its launch refuses more")) +
+                             (unknown_axis ? std::string(" (of those that get to the store), which tgrad cannot check")
+                              : guarded    ? std::string(" that gets to the store, which the conditions before it "
+                                                         "decide and tgrad cannot check")
+                              : m->branches.empty() ? std::string(", and its launch refuses more")
+                                                    : std::string(", which the backward asserts (Triton's debug mode)")) +
                              "; for more, store each program's value at addresses of its own");
         consume_atomically_.insert(m);
         if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;

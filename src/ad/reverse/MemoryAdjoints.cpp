@@ -139,7 +139,10 @@ void Engine::consume_upstream(const MemoryOp &op) {
     emit_stmt(std::move(barrier));
   }
   if (auto racy = racy_axes_.find(&op); racy != racy_axes_.end())
-    for (int axis : racy->second) {
+    for (const auto &[axis, how] : racy->second) {
+      // (Where the conditions around the store read the axis, a launch may have more programs along it, of which
+      // one gets here: nothing to assert; the warning says so.)
+      if (how == RacyCheck::None) continue;
       // The programs along this axis store values of their own here: the output, and so its upstream gradient, is
       // one program's, which is right only where one program runs along the axis (KernelPlan warns). The launch
       // protocol checks this assertion before it launches (src/driver/BackwardJson.cpp: host_assumptions).
@@ -150,7 +153,10 @@ void Engine::consume_upstream(const MemoryOp &op) {
       StmtPtr check = std::make_unique<ExprStmt>(call(
           "tl.device_assert",
           list(std::move(single),
-               std::make_unique<StrLit>("tgrad: programs along axis " + std::to_string(axis) + " store their own values at "
+               // ("tgrad: " marks an assertion the launch protocol checks before the launch, src/driver/BackwardJson.cpp:
+               // under an if, a launch that skips the store needs no such check.)
+               std::make_unique<StrLit>(std::string(how == RacyCheck::AtLaunch ? "tgrad: " : "tgrad, where this runs: ") +
+                                        "programs along axis " + std::to_string(axis) + " store their own values at "
                                         "the same addresses of " + op.base + ": launch one along that axis", ""))));
       check->leading_comment = "Programs along axis " + std::to_string(axis) + " store their own values here, one of "
                                "which stays: right for one program along it";
