@@ -4,6 +4,8 @@
 
 #include "src/api/Requests.h"
 #include "src/api/State.h"
+#include "src/lower/FailingBranches.h"
+#include "src/lower/ModuleNamespaces.h"
 #include "tgrad/emit/AstDump.h"
 #include "tgrad/sema/Sema.h"
 
@@ -39,8 +41,27 @@ Result<Types> type(KernelFile &file, const TypeRequest &request) {
   if (Status s = api_internal::add_param_types(request.defines, request.types, params); !s) return s.error();
   const size_t from = state.diags.diagnostics().size();
   Types types;
+  // The module as the stages that differentiate and compile read it: calls into namespaces resolved, branches that
+  // raise asserted away (src/lower/ModuleNamespaces.h, src/lower/FailingBranches.h). A function that types only so
+  // (a helper raising for the dtypes it does not support, typed without a dtype) reads; its types are not shown.
+  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(*state.module);
+  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(resolved ? *resolved : *state.module);
+  const ast::Module *rewritten = asserted ? asserted.get() : resolved.get();
   for (const auto &f : state.module->functions) {
     if (selected && f.get() != selected) continue;
+    if (rewritten) {
+      DiagEngine quiet(state.sources);
+      if (std::optional<sema::TypeInfo> written = sema::analyze(*state.module, *f, params, quiet)) {
+        written->types.for_each([&](const ast::Expr *e, const sema::SType &t) {
+          if (t.kind != sema::SType::Kind::Unknown) Access::types(types)[e] = t.str();
+        });
+        continue;
+      }
+      if (const ast::Function *g = rewritten->find_function(f->name)) {
+        if (!sema::analyze(*rewritten, *g, params, state.diags)) return api_internal::input_error(state, from);
+        continue;
+      }
+    }
     std::optional<sema::TypeInfo> info = sema::analyze(*state.module, *f, params, state.diags);
     if (!info) return api_internal::input_error(state, from);
     info->types.for_each([&](const ast::Expr *e, const sema::SType &t) {

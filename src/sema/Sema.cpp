@@ -189,6 +189,16 @@ class Checker {
   }
 
   void merge_return(std::optional<SType> &result, const SType &t, const SourceSpan &span) {
+    // Constants of different kinds from returns under conditions tgrad cannot decide (FlagGems' limits: -inf for a
+    // float dtype, 0 for an unsigned one, typed without the dtype): Triton compiles one of them per specialization;
+    // the value is unknown here.
+    auto constant = [](const SType &x) {
+      return !x.is_tensor() && (x.kind == SType::Kind::Int || x.kind == SType::Kind::Float || x.kind == SType::Kind::Bool);
+    };
+    if (result && constant(*result) && constant(t) && !same_type(*result, t)) {
+      result = SType::unknown();
+      return;
+    }
     if (result && result->kind != SType::Kind::Unknown && t.kind != SType::Kind::Unknown && !same_type(*result, t))
       fail(span, "this return gives " + t.str() + ", an earlier one " + result->str() + "; every return must give one type");
     if (!result || result->kind == SType::Kind::Unknown) result = t;
@@ -800,6 +810,10 @@ class Checker {
         // `i_s.to(tl.int64)` on a constexpr number: Triton makes it a scalar
         // tensor first (semantic.to_tensor), then casts (measured on the H100,
         // Triton 3.6: `(i // NTS).to(tl.int64)` in a tl.static_range loop).
+        if (a.attr == "value") return base;  // (a constexpr's value: what it wraps)
+        // A tl.constexpr parameter given no value may be a dtype or anything else Triton passes (FlagGems' limits
+        // read `dtype.value.is_floating()`): its attributes are unknown, not errors.
+        if (!base.known && a.attr != "to") return SType::unknown();
         if (a.attr == "to") {
           if (std::optional<DType> d = number_dtype(base))
             return SType::builtin("tensor.to", std::make_shared<SType>(SType::tensor(ElemType{*d, false}, {})));

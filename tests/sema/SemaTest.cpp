@@ -80,6 +80,20 @@ TEST(Types, ArangeAndIndexing) {
   EXPECT_EQ(known.result(), "int32[128]");
 }
 
+// A helper returning a constant per dtype under constexpr ifs (FlagGems' limits), typed without the dtype: the
+// returns' kinds differ by a condition tgrad cannot decide, so the value is unknown, not an error; with the dtype,
+// the branch it takes decides.
+TEST(Types, ConstantsReturnedPerDtype) {
+  const std::string body = "d = dtype.value\nif d.is_floating():\n    return float('-inf')\nif d.is_int_signed():\n"
+                           "    return -1 * 2 ** (d.int_bitwidth - 1)\nreturn 0\n";
+  Analysed unknown = analyse(body, {}, "x, dtype: tl.constexpr");
+  EXPECT_EQ(unknown.result(), "?") << unknown.errors;
+  Analysed f16 = analyse(body, {{"dtype", SType::of_dtype(DType::FP16)}}, "x, dtype: tl.constexpr");
+  EXPECT_EQ(f16.result(), "constexpr float -inf") << f16.errors;
+  Analysed i32 = analyse(body, {{"dtype", SType::of_dtype(DType::Int32)}}, "x, dtype: tl.constexpr");
+  EXPECT_EQ(i32.result(), "constexpr int -2147483648") << i32.errors;
+}
+
 // Triton 3.6's indexing (measured on the H100): the k-th None inserts an axis at position k of the shape so far, at
 // its end past it; ':' keeps what is there. A program id indexed as a column or a row is a tensor of shape [1]
 // (torchao's blockwise fp8 kernels); a 2-D tile's `x[None, :]` is [1, M, N].
