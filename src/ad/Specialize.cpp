@@ -17,9 +17,8 @@
 #include "src/ad/MemoryAccumulators.h"
 #include "src/ad/SpecializationFlags.h"
 #include "src/lower/BlockPointers.h"
-#include "src/lower/FailingBranches.h"
 #include "src/lower/InlineCalls.h"
-#include "src/lower/ModuleNamespaces.h"
+#include "src/lower/SourceRewrites.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -477,21 +476,14 @@ class Specializer {
   // the launches of every other value too (fla's token shift in training, whose decoding branch stores the state).
   // The device assertion stays; its message names the values.
   void only_this_specialization(StmtList &block, const std::vector<size_t> &choice) const {
-    for (StmtPtr &st : block) {
-      if (auto *f = dyn_cast<For>(st.get())) only_this_specialization(f->body, choice);
-      if (auto *w = dyn_cast<While>(st.get())) only_this_specialization(w->body, choice);
-      if (auto *i = dyn_cast<If>(st.get())) {
-        only_this_specialization(i->body, choice);
-        only_this_specialization(i->orelse, choice);
-      }
-      auto *e = dyn_cast<ExprStmt>(st.get());
-      auto *c = e ? dyn_cast<Call>(e->value.get()) : nullptr;
-      if (!c || c->args.size() != 2 || emit::print_expr(*c->func) != "tl.device_assert") continue;
+    rewrite_exprs(block, [&](ExprPtr &e) {
+      auto *c = dyn_cast<Call>(e.get());
+      if (!c || c->args.size() != 2 || emit::print_expr(*c->func) != "tl.device_assert") return;
       auto *m = dyn_cast<StrLit>(c->args[1].get());
       static const std::string racy = "tgrad: programs along axis ";
       if (m && m->value.rfind(racy, 0) == 0)
         c->args[1] = std::make_unique<StrLit>("tgrad, with " + assignment(choice) + ": " + m->value.substr(7), "");
-    }
+    });
   }
 
   // if FLAG: ... / if FLAG == 'a': ... elif ...: the calls for flag k onwards.
@@ -755,12 +747,8 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
 
 std::optional<Backward> differentiate(const Module &written_module, const SourceManager &sources,
                                       const BackwardRequest &request, DiagEngine &diags) {
-  // Branches that raise (or assert False) become assertions of the condition avoiding them (src/lower/FailingBranches.h).
-  // Calls into user modules imported as namespaces call the copies read (src/lower/ModuleNamespaces.h).
-  std::unique_ptr<Module> resolved = lower::with_namespace_calls_resolved(written_module);
-  const Module &read = resolved ? *resolved : written_module;
-  std::unique_ptr<Module> asserted = lower::with_failing_branches_asserted(read);
-  const Module &user_module = asserted ? *asserted : read;
+  std::unique_ptr<Module> rewritten = lower::with_source_rewrites(written_module);  // (src/lower/SourceRewrites.h)
+  const Module &user_module = rewritten ? *rewritten : written_module;
   // Which --wrt parameters some specialization loads through, on the kernel
   // as written (inlining folds the branches -D values decide).
   BackwardRequest with_pointers = request;

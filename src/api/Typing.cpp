@@ -4,8 +4,7 @@
 
 #include "src/api/Requests.h"
 #include "src/api/State.h"
-#include "src/lower/FailingBranches.h"
-#include "src/lower/ModuleNamespaces.h"
+#include "src/lower/SourceRewrites.h"
 #include "tgrad/emit/AstDump.h"
 #include "tgrad/sema/Sema.h"
 
@@ -41,12 +40,11 @@ Result<Types> type(KernelFile &file, const TypeRequest &request) {
   if (Status s = api_internal::add_param_types(request.defines, request.types, params); !s) return s.error();
   const size_t from = state.diags.diagnostics().size();
   Types types;
-  // The module as the stages that differentiate and compile read it: calls into namespaces resolved, branches that
-  // raise asserted away (src/lower/ModuleNamespaces.h, src/lower/FailingBranches.h). A function that types only so
-  // (a helper raising for the dtypes it does not support, typed without a dtype) reads; its types are not shown.
-  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(*state.module);
-  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(resolved ? *resolved : *state.module);
-  const ast::Module *rewritten = asserted ? asserted.get() : resolved.get();
+  // The module as the stages that differentiate and compile read it (src/lower/SourceRewrites.h). A function that
+  // types only so (a helper raising for the dtypes it does not support, typed without a dtype) reads; its types are
+  // not shown.
+  std::unique_ptr<ast::Module> source_rewrites = lower::with_source_rewrites(*state.module);
+  const ast::Module *rewritten = source_rewrites.get();
   for (const auto &f : state.module->functions) {
     if (selected && f.get() != selected) continue;
     if (rewritten) {

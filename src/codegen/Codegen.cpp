@@ -15,8 +15,7 @@
 #include "src/codegen/Pipeline.h"
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
-#include "src/lower/ModuleNamespaces.h"
-#include "src/lower/FailingBranches.h"
+#include "src/lower/SourceRewrites.h"
 
 namespace tgrad::codegen {
 
@@ -113,12 +112,8 @@ std::string CompiledKernel::metadata_json() const {
 std::optional<CompiledKernel> compile_kernel(const ast::Module &written_module, const CompileOptions &o,
                                              DiagEngine &diags) {
   const int errors = diags.error_count();
-  // Branches that raise become assertions of the condition avoiding them (src/lower/FailingBranches.h).
-  // Calls into user modules imported as namespaces call the copies read (src/lower/ModuleNamespaces.h).
-  std::unique_ptr<ast::Module> resolved = lower::with_namespace_calls_resolved(written_module);
-  const ast::Module &read = resolved ? *resolved : written_module;
-  std::unique_ptr<ast::Module> asserted = lower::with_failing_branches_asserted(read);
-  const ast::Module &user_module = asserted ? *asserted : read;
+  std::unique_ptr<ast::Module> rewritten = lower::with_source_rewrites(written_module);  // (src/lower/SourceRewrites.h)
+  const ast::Module &user_module = rewritten ? *rewritten : written_module;
   // The kernel as the interpreter runs it: memory helpers inlined, block pointers lowered.
   std::unique_ptr<ast::Module> inlined = lower::inline_memory_helpers(user_module, o.kernel, diags, o.params), lowered;
   if (diags.error_count() > errors) return std::nullopt;

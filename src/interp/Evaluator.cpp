@@ -379,9 +379,8 @@ Value Evaluator::eval_attribute(const Attribute &a, Frame &frame) {
       if (a.attr == "value") return base;  // (a constexpr's value: what it wraps)
       if (!base.b && base.s != "type") {
         if (a.attr == "int_bitwidth" && sema::kind(base.dtype) != sema::DKind::Float) return Value::of_int(sema::bits(base.dtype));
-        if (a.attr == "fp_mantissa_width" && sema::kind(base.dtype) == sema::DKind::Float)
-          return Value::of_int(base.dtype == sema::DType::FP16 ? 10 : base.dtype == sema::DType::BF16 ? 7
-                               : base.dtype == sema::DType::FP32 ? 23 : 52);
+        if (a.attr == "fp_mantissa_width")
+          if (const std::optional<int> width = sema::fp_mantissa_width(base.dtype)) return Value::of_int(*width);
       }
       return Value::of_builtin("dtype." + a.attr, std::make_shared<Value>(base));
     }

@@ -41,6 +41,13 @@ bool is_memory_builtin(const std::string &callee) {
 }
 
 // The callee of every call of a block, as written.
+// tl.program_id or tl.num_programs.
+bool is_program_builtin(const std::string &callee) {
+  for (const char *prefix : {"tl.", "triton.language."})
+    if (callee == std::string(prefix) + "program_id" || callee == std::string(prefix) + "num_programs") return true;
+  return false;
+}
+
 std::vector<std::string> callees(const StmtList &block) {
   std::vector<std::string> out;
   visit_block(block, [&](const Expr &e) {
@@ -83,32 +90,25 @@ class Inliner {
   }
 
  private:
-  // Whether `f` (or a helper it calls) loads, stores or makes block pointers.
-  bool accesses_memory(const Function &f) {
-    if (auto it = memo_.find(&f); it != memo_.end()) return it->second;
-    memo_[&f] = false;  // recursion (Triton refuses it) stops here
+  // Whether `f`, or a helper it calls at any depth, calls a builtin `is_builtin` accepts (`memo`: the answers so far).
+  bool calls_builtin(const Function &f, bool (*is_builtin)(const std::string &), std::map<const Function *, bool> &memo) {
+    if (auto it = memo.find(&f); it != memo.end()) return it->second;
+    memo[&f] = false;  // recursion (Triton refuses it) stops here
     bool found = false;
     for (const std::string &c : callees(f.body)) {
-      if (is_memory_builtin(c)) found = true;
-      else if (const Function *g = module_.find_function(c); g && g != &f && accesses_memory(*g)) found = true;
+      if (is_builtin(c)) found = true;
+      else if (const Function *g = module_.find_function(c); g && g != &f && calls_builtin(*g, is_builtin, memo)) found = true;
     }
-    return memo_[&f] = found;
+    return memo[&f] = found;
   }
+
+  // Whether `f` (or a helper it calls) loads, stores or makes block pointers.
+  bool accesses_memory(const Function &f) { return calls_builtin(f, is_memory_builtin, memo_); }
 
   // Whether `f` (or a helper it calls) reads a program id or the grid (FlagGems' `tle.program_id(axis)`, which
   // returns `tl.program_id(axis).to(tl.int64)`): inlined, the layout analysis sees the id its addresses use (else
   // every gradient store of such a kernel is an atomic addition).
-  bool reads_program_id(const Function &f) {
-    if (auto it = program_memo_.find(&f); it != program_memo_.end()) return it->second;
-    program_memo_[&f] = false;
-    bool found = false;
-    for (const std::string &c : callees(f.body)) {
-      for (const char *prefix : {"tl.", "triton.language."})
-        if (c == std::string(prefix) + "program_id" || c == std::string(prefix) + "num_programs") found = true;
-      if (const Function *g = module_.find_function(c); g && g != &f && reads_program_id(*g)) found = true;
-    }
-    return program_memo_[&f] = found;
-  }
+  bool reads_program_id(const Function &f) { return calls_builtin(f, is_program_builtin, program_memo_); }
 
   const Function *memory_helper(const Expr &e) {
     auto *c = dyn_cast<Call>(&e);

@@ -185,4 +185,14 @@ std::optional<bool> dtype_predicate(const std::string &m, DType d) {
 }
 
 
+std::optional<int> fp_mantissa_width(DType d) {
+  switch (d) {
+    case DType::FP16: return 10;
+    case DType::BF16: return 7;
+    case DType::FP32: return 23;
+    case DType::FP64: return 52;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace tgrad::sema

@@ -796,10 +796,9 @@ class Checker {
             return SType::of_int(bits(base.dtype));
           }
           if (a.attr == "fp_mantissa_width") {
-            const int width = base.dtype == DType::FP16 ? 10 : base.dtype == DType::BF16 ? 7 : base.dtype == DType::FP32 ? 23
-                              : base.dtype == DType::FP64 ? 52 : -1;
-            if (width < 0) fail(a.span, std::string("'") + short_name(base.dtype) + "' is not a floating-point dtype");
-            return SType::of_int(width);
+            const std::optional<int> width = fp_mantissa_width(base.dtype);
+            if (!width) fail(a.span, std::string("'") + short_name(base.dtype) + "' is not a floating-point dtype");
+            return SType::of_int(*width);
           }
           if (dtype_predicate(a.attr, base.dtype)) return SType::builtin("dtype." + a.attr, std::make_shared<SType>(base));
         }

@@ -38,6 +38,8 @@ bool is_signed(DType t);   // signed integers and floats
 // A tl.dtype's predicate (`is_floating()`, `is_int_signed()`, `is_fp16()`, ...) on `t`; none for a name that is
 // not one (FlagGems' limits pick a value by them).
 std::optional<bool> dtype_predicate(const std::string &method, DType t);
+// A float dtype's `fp_mantissa_width` (fp16 10, bf16 7, fp32 23, fp64 52); none for the others.
+std::optional<int> fp_mantissa_width(DType t);
 // The integer dtype of 8, 16, 32 or 64 bits (tl.core.get_int_dtype); none for another width.
 std::optional<DType> integer_dtype(long long bits, bool is_signed);
 
