@@ -6,6 +6,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
 namespace tgrad::ad {
@@ -611,6 +612,161 @@ class Normalizer {
     for (const StmtPtr &s : body) stmt(*s);
   }
 
+  // A compile-time if on element types that chooses dtypes or constants, or
+  // casts (FlagGems' norms: `if tl.constexpr(X.dtype.element_ty ==
+  // tl.float16) or ...: cdtype = tl.float32` / `else: cdtype =
+  // X.dtype.element_ty`; its cumsum: `if x.dtype.is_fp16(): x =
+  // x.to(tl.float32)`): rather than the branch these types take, each name
+  // it assigns gets one value with a conditional expression on the same
+  // condition, which Triton decides when it compiles the backward as it
+  // decides the forward's if (`cdtype = tl.float32 if ... else
+  // X.dtype.element_ty`, `x = x.to(tl.float32 if x.dtype.is_fp16() else
+  // x.dtype)`). So one backward serves every element type (a generic
+  // backward: src/ad/GenericTypes.h) and reads as the user wrote it. Only
+  // where each branch holds nothing but assignments of compile-time values
+  // (names, attributes, literals) or casts of a name to itself (`x =
+  // x.to(D)`), and nested ifs of the same kind; a name assigned on one path
+  // only must have had a value before. Otherwise the branch taken, as before.
+  struct DispatchName {
+    std::string name;
+    bool cast = false;  // every assignment `name = name.to(D)`
+  };
+  bool keep_dtype_dispatch(const If &i) {
+    if (!reads_element_type(*i.cond)) return false;
+    std::vector<DispatchName> assigned;
+    if (!dispatch_branch_names(i.body, assigned) || !dispatch_branch_names(i.orelse, assigned)) return false;
+    std::vector<std::string> names;
+    for (const DispatchName &d : assigned) names.push_back(d.name);
+    std::vector<ExprPtr> values;
+    for (const DispatchName &d : assigned) {
+      if (!current_.count(d.name) && (d.cast || !assigned_in_every_path(i.body, d.name) ||
+                                      !assigned_in_every_path(i.orelse, d.name)))
+        return false;
+      auto before = [&]() -> ExprPtr {
+        if (!current_.count(d.name)) return nullptr;
+        ExprPtr n = std::make_unique<Name>(d.name, i.span);
+        return d.cast ? std::make_unique<Attribute>(std::move(n), "dtype", i.span) : std::move(n);
+      };
+      ExprPtr then_value = branch_value(i.body, d, names, before());
+      ExprPtr else_value = branch_value(i.orelse, d, names, before());
+      if (!then_value || !else_value) return false;
+      ExprPtr chosen = std::make_unique<IfExp>(clone(*i.cond), std::move(then_value), std::move(else_value), i.span);
+      if (d.cast) {
+        ExprList args;
+        args.push_back(std::move(chosen));
+        chosen = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>(d.name, i.span), "to", i.span),
+                                        std::move(args), std::vector<Keyword>{}, i.span);
+      }
+      values.push_back(std::move(chosen));
+    }
+    // Every value reads the names as they were before the if (the condition
+    // is evaluated first): renamed before any is assigned.
+    for (ExprPtr &v : values) rename_in_place(*v);
+    for (size_t k = 0; k < assigned.size(); ++k) assign_to(Name(assigned[k].name, i.span), std::move(values[k]), i.span);
+    return true;
+  }
+  static bool reads_element_type(const Expr &e) {
+    bool found = false;
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *a = dyn_cast<Attribute>(&x)) found |= a->attr == "dtype" || a->attr == "element_ty" || a->attr == "type";
+    });
+    return found;
+  }
+  static bool reads_any(const Expr &e, const std::vector<std::string> &names) {
+    bool found = false;
+    visit_expr(e, [&](const Expr &x) {
+      if (auto *n = dyn_cast<Name>(&x)) found |= std::find(names.begin(), names.end(), n->id) != names.end();
+    });
+    return found;
+  }
+  // Compile-time values a dispatch branch may assign: names, attributes of
+  // them, literals (`tl.float32`, `X.dtype.element_ty`, `1e-6`).
+  static bool plain_value(const Expr &e) {
+    if (isa<Name>(&e) || isa<IntLit>(&e) || isa<FloatLit>(&e) || isa<BoolLit>(&e) || isa<StrLit>(&e) || isa<NoneLit>(&e))
+      return true;
+    if (auto *a = dyn_cast<Attribute>(&e)) return plain_value(*a->value);
+    if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && plain_value(*u->operand);
+    return false;
+  }
+  // `name.to(D)` with D a plain value: D; else null.
+  static const Expr *self_cast_dtype(const Expr &value, const std::string &name) {
+    auto *c = dyn_cast<Call>(&value);
+    auto *to = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
+    auto *of = to ? dyn_cast<Name>(to->value.get()) : nullptr;
+    if (!of || to->attr != "to" || of->id != name || c->args.size() != 1 || !c->keywords.empty() ||
+        !plain_value(*c->args[0]))
+      return nullptr;
+    return c->args[0].get();
+  }
+  // The names a dispatch branch assigns, appended to `names` in order; false
+  // where it holds anything else, or a name is both cast and given a value.
+  bool dispatch_branch_names(const StmtList &branch, std::vector<DispatchName> &names) const {
+    for (const StmtPtr &s : branch) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        auto *n = a->targets.size() == 1 ? dyn_cast<Name>(a->targets[0].get()) : nullptr;
+        if (!n) return false;
+        const bool cast = self_cast_dtype(*a->value, n->id) != nullptr;
+        if (!cast && !plain_value(*a->value)) return false;
+        auto it = std::find_if(names.begin(), names.end(), [&](const DispatchName &d) { return d.name == n->id; });
+        if (it == names.end())
+          names.push_back({n->id, cast});
+        else if (it->cast != cast)
+          return false;
+        continue;
+      }
+      if (auto *nested = dyn_cast<If>(s.get())) {
+        if (!reads_element_type(*nested->cond)) return false;
+        if (!dispatch_branch_names(nested->body, names) || !dispatch_branch_names(nested->orelse, names)) return false;
+        continue;
+      }
+      if (isa<Pass>(s.get())) continue;
+      return false;
+    }
+    return true;
+  }
+  static bool assigned_in_every_path(const StmtList &branch, const std::string &name) {
+    for (const StmtPtr &s : branch) {
+      if (auto *a = dyn_cast<Assign>(s.get()); a && cast<Name>(a->targets[0].get())->id == name) return true;
+      if (auto *nested = dyn_cast<If>(s.get());
+          nested && assigned_in_every_path(nested->body, name) && assigned_in_every_path(nested->orelse, name))
+        return true;
+    }
+    return false;
+  }
+  // What `d` has after `branch` (its value, or for a cast its dtype; through
+  // nested ifs as conditional expressions), or `otherwise` where the branch
+  // leaves it. Null where a value or condition reads a name the if assigns
+  // after the branch assigned it (or a cast is applied twice).
+  ExprPtr branch_value(const StmtList &branch, const DispatchName &d, const std::vector<std::string> &assigned,
+                       ExprPtr otherwise) const {
+    ExprPtr value = std::move(otherwise);
+    bool changed = false;
+    for (const StmtPtr &s : branch) {
+      if (auto *a = dyn_cast<Assign>(s.get())) {
+        const std::string &target = cast<Name>(a->targets[0].get())->id;
+        const bool mine = target == d.name;
+        // (A cast's operand is the name as it was: only its dtype is read.)
+        const Expr *cast_to = self_cast_dtype(*a->value, target);
+        const Expr *v = cast_to ? cast_to : a->value.get();
+        if (reads_any(*v, assigned)) return nullptr;
+        if (!mine) continue;
+        if (d.cast && changed) return nullptr;
+        value = clone(*v);
+        changed = true;
+        continue;
+      }
+      if (auto *nested = dyn_cast<If>(s.get())) {
+        if (reads_any(*nested->cond, assigned)) return nullptr;
+        ExprPtr then_value = branch_value(nested->body, d, assigned, value ? clone(*value) : nullptr);
+        ExprPtr else_value = branch_value(nested->orelse, d, assigned, value ? clone(*value) : nullptr);
+        if (!then_value || !else_value) return nullptr;
+        value = std::make_unique<IfExp>(clone(*nested->cond), std::move(then_value), std::move(else_value), nested->span);
+        changed = true;
+      }
+    }
+    return value;
+  }
+
   // `for i in tl.static_range(a, b, c)` with known bounds: the body once per
   // value of i, i bound to that constant (Triton unrolls it the same way).
   // In a kernel, bounds without values leave it a loop (false).
@@ -802,6 +958,7 @@ class Normalizer {
         if (!c || !c->known)
           fail(i->cond->span, "an if on a value computed at run time cannot be differentiated in a tile function yet; "
                               "make the condition tl.constexpr (give it with -D) or use tl.where");
+        if (keep_dtype_dispatch(*i)) return;
         bool taken = c->kind == sema::SType::Kind::Bool ? c->b : c->kind == sema::SType::Kind::Int ? c->n != 0
                      : c->kind != sema::SType::Kind::None;
         block(taken ? i->body : i->orelse);

@@ -1,0 +1,49 @@
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rms_scale_kernel(X, W, Y, n_cols, eps, BLOCK: tl.constexpr):
+    if tl.constexpr(X.dtype.element_ty == tl.float16) or tl.constexpr(X.dtype.element_ty == tl.bfloat16):
+        cdtype = tl.float32
+    else:
+        cdtype = X.dtype.element_ty
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(cdtype)
+    w = tl.load(W + cols, mask=mask, other=0.0)
+    rrms = 1 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    y = (x * rrms).to(Y.dtype.element_ty) * w
+    tl.store(Y + row * n_cols + cols, y, mask=mask)
+
+
+@triton.jit
+def energy_cumsum_kernel(X, Y, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
+    if x.dtype.is_fp16() or x.dtype.is_bf16():
+        x = x.to(tl.float32)
+    e = x * x
+    y = tl.cumsum(e, 0) / (tl.sum(e, 0) + 1.0)
+    tl.store(Y + row * n_cols + cols, y, mask=mask)
+
+
+@triton.jit
+def mixed_matmul_kernel(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        rk = k + tl.arange(0, BLOCK_K)
+        a = tl.load(A + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(B + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        if a.dtype != b.dtype:
+            a = a.to(C.dtype.element_ty)
+            b = b.to(C.dtype.element_ty)
+        acc += tl.dot(a, b, allow_tf32=False)
+    tl.store(C + rm[:, None] * N + rn[None, :], acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
