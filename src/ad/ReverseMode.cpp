@@ -139,6 +139,9 @@ void Engine::check_wrt(const Function &fn, const std::string &w) {
     return;
   }
   const SType &t = it->second;
+  // An optional pointer passed as None (a specialization of src/ad/Specialize.h): nothing is loaded through it,
+  // and its gradient is None too.
+  if (kernel_ && t.kind == SType::Kind::None) return;
   bool float_pointer = t.is_tensor() && t.elem.is_pointer && sema::is_float(t.elem.dtype);
   if (kernel_ && !float_pointer)
     diags_.error(fn.params[k].span, "'" + w + "' is " + t.str() +

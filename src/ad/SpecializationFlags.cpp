@@ -49,10 +49,54 @@ ExprPtr literal_of(const Expr &e, const Module &module, int depth) {
   return nullptr;
 }
 
+// Whether `e` is `name is None` or `name is not None` (either way round).
+static bool tests_against_none(const Expr &e, const std::string &name) {
+  auto *c = dyn_cast<Compare>(&e);
+  return c && c->comparators.size() == 1 && (c->ops[0] == CompareOpKind::Is || c->ops[0] == CompareOpKind::IsNot) &&
+         ((is_flag_name(*c->left, name) && isa<NoneLit>(c->comparators[0].get())) ||
+          (is_flag_name(*c->comparators[0], name) && isa<NoneLit>(c->left.get())));
+}
+
+std::vector<std::string> optional_pointers(const Function &fn, const sema::ParamTypes &given) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < fn.params.size(); ++k) {
+    const std::string &name = fn.params[k].name;
+    if (fn.is_constexpr_param(k) || given.count(name)) continue;
+    bool tested = false;
+    visit_exprs(fn.body, [&](const Expr &e) { tested |= tests_against_none(e, name); });
+    if (tested) out.push_back(name);
+  }
+  return out;
+}
+
+void give_flag_value(sema::ParamTypes &types, const Flag &flag, const FlagValue &value) {
+  if (value.untyped)
+    types.erase(flag.name);
+  else
+    types[flag.name] = value.type;
+}
+
 // The values to differentiate `flag` with: each literal the function compares
 // it with (==, !=) and one equal to none; else True and False.
 Flag flag_values(const Module &module, const Function &fn, const std::string &flag) {
   Flag f{flag, {}};
+  for (size_t k = 0; k < fn.params.size(); ++k)
+    if (fn.params[k].name == flag && !fn.is_constexpr_param(k)) {
+      // An optional pointer: None, or a tensor (typed by the generic trials).
+      FlagValue none;
+      none.type = SType::none();
+      none.text = "None";
+      none.suffix = "none";
+      none.literal = std::make_unique<NoneLit>();
+      f.values.push_back(std::move(none));
+      FlagValue tensor;
+      tensor.text = "a tensor";
+      tensor.suffix = "tensor";
+      tensor.untyped = true;
+      f.values.push_back(std::move(tensor));
+      f.is_mode = true;
+      return f;
+    }
   std::vector<ExprPtr> owned;
   std::vector<const Expr *> literals;
   std::string name = flag;  // the flag's name in the function visited (a helper's parameter)
@@ -346,7 +390,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
       if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name)) continue;
       for (const FlagValue &v : flag_values(module, fn, name).values) {
         sema::ParamTypes with = given;
-        with[name] = v.type;
+        give_flag_value(with, flag_values(module, fn, name), v);
         if (types(with)) {
           out.push_back(name);
           break;

@@ -37,6 +37,9 @@ struct FlagValue {
   std::string suffix;   // true, relu
   ast::ExprPtr literal;      // compared with, or null for the truth test
   bool truth = false;   // tested as `if FLAG:` (true) / else (false)
+  // An optional pointer's value "a tensor": the parameter stays without a
+  // type, for the generic trials to type (src/ad/GenericTypes.h).
+  bool untyped = false;
 };
 
 struct Flag {
@@ -53,8 +56,20 @@ struct Flag {
 ast::ExprPtr literal_of(const ast::Expr &e, const ast::Module &module, int depth = 0);
 
 // The values to differentiate `flag` with: each literal the function compares
-// it with (==, !=) and one equal to none; else True and False.
+// it with (==, !=) and one equal to none; else True and False. For an
+// optional pointer (below): None, then a tensor.
 Flag flag_values(const ast::Module &module, const ast::Function &fn, const std::string &flag);
+
+// `types` with `flag` given `value` (an optional pointer's tensor: no type).
+void give_flag_value(sema::ParamTypes &types, const Flag &flag, const FlagValue &value);
+
+// Optional pointers: runtime parameters of `fn` without a type in `given`
+// that a condition tests against None (`if w_ptr is None: w = 1 else: w =
+// tl.load(w_ptr + cols)`, FlagGems' norms). Triton specializes a None
+// argument as a tl.constexpr None, so it compiles one branch per launch;
+// tgrad differentiates once with None and once with a tensor, and the
+// backward dispatches on `w_ptr is None` like a flag's value.
+std::vector<std::string> optional_pointers(const ast::Function &fn, const sema::ParamTypes &given);
 
 // The forward typed with the first uniform representative it accepts
 // (fp32, fp16, bf16 for the parameters given no type), else as given;

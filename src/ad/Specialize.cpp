@@ -142,7 +142,7 @@ class Specializer {
         break;
       }
     BackwardRequest alone = request_;
-    for (size_t k = 0; k < flags_.size(); ++k) alone.param_types[flags_[k].name] = flags_[k].values[atomic->choice[k]].type;
+    for (size_t k = 0; k < flags_.size(); ++k) give_flag_value(alone.param_types, flags_[k], flags_[k].values[atomic->choice[k]]);
     DiagEngine quiet(sources_);
     std::optional<Backward> single = differentiate_generic(module_, sources_, alone, quiet);
     std::string gathered;
@@ -223,7 +223,7 @@ class Specializer {
   // refuses that launch, so it needs no backward).
   bool forward_compiles(const std::vector<size_t> &choice, bool strict) const {
     sema::ParamTypes given = request_.param_types;
-    for (size_t k = 0; k < flags_.size(); ++k) given[flags_[k].name] = flags_[k].values[choice[k]].type;
+    for (size_t k = 0; k < flags_.size(); ++k) give_flag_value(given, flags_[k], flags_[k].values[choice[k]]);
     const Function &as_typed = split_ ? *split_ : guarded_ ? *guarded_ : fn_;
     // Strict: with the parameters typed as the backward types them (the
     // lenient fallback leaves them unknown, and unknown types agree with
@@ -237,7 +237,7 @@ class Specializer {
   std::optional<Backward> differentiate_one(const std::vector<size_t> &choice) {
     BackwardRequest r = request_;
     r.owner_computes = false;  // one dispatcher launches every specialization's backward
-    for (size_t k = 0; k < flags_.size(); ++k) r.param_types[flags_[k].name] = flags_[k].values[choice[k]].type;
+    for (size_t k = 0; k < flags_.size(); ++k) give_flag_value(r.param_types, flags_[k], flags_[k].values[choice[k]]);
     DiagEngine quiet(sources_);
     std::optional<Backward> b = differentiate_generic(module_, sources_, r, quiet);
     if (!b) {
@@ -315,6 +315,10 @@ class Specializer {
     std::string s;
     for (size_t k = 0; k < flags_.size(); ++k) {
       const FlagValue &v = flags_[k].values[choice[k]];
+      if (v.untyped) {  // an optional pointer given a tensor
+        s += (k ? ", " : "") + flags_[k].name + " " + v.text;
+        continue;
+      }
       if (v.suffix != "other") {
         s += (k ? ", " : "") + flags_[k].name + "=" + v.text;
         continue;
@@ -607,6 +611,22 @@ class Specializer {
     out.generic_types = first.generic_types;
     for (auto &[name, served] : out.generic_types)
       if (std::vector<std::string> all = served_by_all(name); !all.empty()) served = all;
+    // An optional pointer is typed only where it is a tensor: the types those specializations serve.
+    for (const Flag &f : flags_) {
+      if (std::none_of(f.values.begin(), f.values.end(), [](const FlagValue &v) { return v.untyped; })) continue;
+      if (std::any_of(out.generic_types.begin(), out.generic_types.end(), [&](const auto &g) { return g.first == f.name; }))
+        continue;
+      std::vector<std::string> served = served_by_all(f.name);
+      if (served.empty()) continue;
+      auto position = [&](const std::string &name) {
+        for (size_t k = 0; k < fn_.params.size(); ++k)
+          if (fn_.params[k].name == name) return k;
+        return fn_.params.size();
+      };
+      auto at = std::find_if(out.generic_types.begin(), out.generic_types.end(),
+                             [&](const auto &g) { return position(g.first) > position(f.name); });
+      out.generic_types.insert(at, {f.name, served});
+    }
     for (const Specialization &s : specs_) {
       for (const std::string &e : s.backward.explanations) out.explanations.push_back(assignment(s.choice) + ": " + e);
       for (const auto &n : s.backward.notes)
@@ -645,7 +665,8 @@ class Specializer {
     for (const Flag &f : flags_) {
       values += (values.empty() ? "" : "; ") + f.name + " =";
       for (size_t v = 0; v < f.values.size(); ++v)
-        values += (v ? ", " : " ") + (f.values[v].literal || f.values[v].truth || f.values[v].type.kind == SType::Kind::Bool
+        values += (v ? ", " : " ") + (f.values[v].literal || f.values[v].truth || f.values[v].untyped ||
+                                                  f.values[v].type.kind == SType::Kind::Bool
                                           ? f.values[v].text
                                           : std::string("any other value"));
     }
@@ -797,6 +818,7 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   if (!fn) return differentiate_generic(module, sources, request, diags);
   RoleMemo roles(module, *fn);
   std::vector<std::string> names = flags_needing_values(module, *fn, request, &roles);
+  for (const std::string &p : optional_pointers(*fn, request.param_types)) names.push_back(p);
   const std::vector<std::string> first_found = names;
   // A flag's need can hide behind another's: while IS_VARLEN changes T's
   // type, what `if USE_G: b_g = tl.load(...) else: b_g = None` leaves has no
@@ -817,7 +839,7 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
       BackwardRequest with = request;
       for (size_t k = 0, rest = index; k < flags.size(); ++k) {
         const size_t count = std::max<size_t>(1, flags[k].values.size());
-        if (!flags[k].values.empty()) with.param_types[flags[k].name] = flags[k].values[rest % count].type;
+        if (!flags[k].values.empty()) give_flag_value(with.param_types, flags[k], flags[k].values[rest % count]);
         rest /= count;
       }
       for (const std::string &n : flags_needing_values(module, *fn, with, &roles))

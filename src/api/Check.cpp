@@ -20,6 +20,7 @@ using api_internal::PreparedLaunch;
 // `generic`: the backward is differentiated with the -D values only, as
 // without types; the --arg specs still make the buffers it runs with.
 void forget_argument_types(ad::BackwardRequest &request, const PreparedLaunch &p) {
+  // (A pointer passed as None too: the generic backward dispatches on it, `if W is None:`.)
   for (const auto &arg : p.args) request.param_types.erase(arg.first);
 }
 
@@ -68,6 +69,8 @@ Result<GradientCheck> check_gradient(KernelFile &file, const CheckRequest &check
     for (auto &[name, spec] : p.args) {
       if (spec.kind == driver::ArgSpec::Kind::Buffer)
         request.param_types[name] = sema::SType::tensor(sema::ElemType{spec.buffer.dtype, true}, {});
+      else if (spec.kind == driver::ArgSpec::Kind::None)
+        request.param_types[name] = sema::SType::none();
       else if (spec.kind == driver::ArgSpec::Kind::Int)
         request.param_types[name] = sema::SType::tensor(
             sema::ElemType{spec.n >= INT32_MIN && spec.n <= INT32_MAX ? sema::DType::Int32 : sema::DType::Int64, false},
@@ -97,6 +100,9 @@ Result<GradientCheck> check_gradient(KernelFile &file, const CheckRequest &check
       request.param_types[name] = sema::SType::tensor(sema::ElemType{spec.buffer.dtype, false}, shape);
       inputs[name] = interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
                                          driver::fill_values(spec.buffer, o.seed, stream++), true);
+    } else if (spec.kind == driver::ArgSpec::Kind::None) {
+      request.param_types[name] = sema::SType::none();
+      inputs[name] = interp::Value::none();
     } else if (spec.kind == driver::ArgSpec::Kind::Int) {
       request.param_types[name] = sema::SType::of_int(spec.n);
       inputs[name] = interp::Value::of_int(spec.n);

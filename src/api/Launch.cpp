@@ -82,6 +82,8 @@ void build_launch(const LaunchRequest &o, const PreparedLaunch &p, bool float64,
       a.kind = interp::KernelArg::Kind::Buffer;
       a.buffer = memory.buffers().size();
       memory.add(std::move(b));
+    } else if (spec.kind == driver::ArgSpec::Kind::None) {
+      a.kind = interp::KernelArg::Kind::None;
     } else if (spec.kind == driver::ArgSpec::Kind::Int) {
       a.kind = interp::KernelArg::Kind::Int;
       a.n = spec.n;

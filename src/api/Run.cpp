@@ -50,6 +50,8 @@ Result<RunResult> run(KernelFile &file, const LaunchRequest &request) {
     if (spec.kind == driver::ArgSpec::Kind::Buffer)
       args[name] = interp::make_tensor(spec.buffer.dtype, spec.buffer.shape,
                                        driver::fill_values(spec.buffer, request.seed, stream++), request.float64);
+    else if (spec.kind == driver::ArgSpec::Kind::None)
+      args[name] = interp::Value::none();
     else if (spec.kind == driver::ArgSpec::Kind::Int)
       args[name] = interp::Value::of_int(spec.n);
     else

@@ -94,6 +94,10 @@ std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text
   std::string name, v;
   if (!split_assignment(text, "--arg", name, v, error)) return std::nullopt;
   ArgSpec spec;
+  if (v == "None") {
+    spec.kind = ArgSpec::Kind::None;
+    return std::make_pair(name, spec);
+  }
   if (parse_int(v, spec.n)) {
     spec.kind = ArgSpec::Kind::Int;
     return std::make_pair(name, spec);
@@ -108,7 +112,7 @@ std::optional<std::pair<std::string, ArgSpec>> parse_arg(const std::string &text
   };
   size_t open = v.find('['), close = v.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open)
-    return fail("expected a number or a buffer DTYPE[d0,d1,...] (for example fp32[1024])");
+    return fail("expected a number, None or a buffer DTYPE[d0,d1,...] (for example fp32[1024])");
   std::string dtype = trim(v.substr(0, open));
   std::optional<DType> d = sema::parse_dtype(dtype);
   if (!d) return fail("unknown dtype '" + dtype + "' (use one of " + kDtypeList + ")");

@@ -28,7 +28,8 @@ struct BufferSpec {
 };
 
 struct ArgSpec {
-  enum class Kind { Int, Float, Buffer } kind = Kind::Int;
+  // None: a pointer the caller passes as None (Triton specializes on it; `if W is None:` in the kernel).
+  enum class Kind { Int, Float, Buffer, None } kind = Kind::Int;
   long long n = 0;
   double x = 0;
   BufferSpec buffer;

@@ -181,7 +181,7 @@ bool run_kernel(const ast::Module &written_module, const Launch &launch, Memory 
       continue;
     }
     const KernelArg &a = it->second;
-    if (fn->is_constexpr_param(k) != (a.kind == KernelArg::Kind::Constexpr)) {
+    if (fn->is_constexpr_param(k) != (a.kind == KernelArg::Kind::Constexpr) && a.kind != KernelArg::Kind::None) {
       diags.error(p.span, fn->is_constexpr_param(k)
                               ? "'" + p.name + "' is tl.constexpr: give it with -D " + p.name + "=VALUE, not --arg"
                               : "'" + p.name + "' is a runtime parameter: give it with --arg " + p.name + "=..., not -D");
@@ -202,6 +202,7 @@ bool run_kernel(const ast::Module &written_module, const Launch &launch, Memory 
         args[p.name] = Value::of_tensor(make_scalar(ElemType{DType::FP32, false}, a.x, 0, options.float64));
         break;
       case KernelArg::Kind::Constexpr: args[p.name] = a.constexpr_value; break;
+      case KernelArg::Kind::None: args[p.name] = Value::none(); break;
     }
   }
   for (const auto &kv : launch.args) {

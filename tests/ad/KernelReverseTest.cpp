@@ -778,6 +778,17 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"dtype_dispatch", "mixed_matmul_kernel", {2, 2, 1},
                    {"A=fp32[20,24]", "B=fp32[24,18]", "C=fp32[20,18]:zeros", "M=20", "N=18", "K=24"},
                    {"BLOCK_M=16", "BLOCK_N=16", "BLOCK_K=16"}, {"A", "B"}, {}},
+        // Pointers tested against None (tests/kernels/optional_pointers.py): each passed as None or a tensor; the
+        // generic check runs the backward's dispatch on them.
+        KernelCase{"optional_pointers", "optional_affine_norm_kernel", {3, 1, 1},
+                   {"X=fp32[3,20]", "W=None", "B=fp32[20]", "Y=fp32[3,20]:zeros", "n_cols=20", "eps=0.001"},
+                   {"BLOCK=32"}, {"X", "B"}, {}},
+        KernelCase{"optional_pointers", "optional_affine_norm_kernel", {3, 1, 1},
+                   {"X=fp32[3,20]", "W=fp32[20]", "B=None", "Y=fp32[3,20]:zeros", "n_cols=20", "eps=0.001"},
+                   {"BLOCK=32"}, {"X", "W"}, {}},
+        KernelCase{"optional_pointers", "optional_affine_norm_kernel", {3, 1, 1},
+                   {"X=fp32[3,20]", "W=fp32[20]", "B=fp32[20]", "Y=fp32[3,20]:zeros", "n_cols=20", "eps=0.001"},
+                   {"BLOCK=32"}, {"X", "W", "B"}, {}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},

@@ -75,6 +75,9 @@ inline KernelSetup setup(const KernelCase &c) {
       a.buffer = s.memory.buffers().size();
       s.memory.add(b);
       s.request.param_types[spec->first] = sema::SType::tensor({spec->second.buffer.dtype, true}, {});
+    } else if (spec->second.kind == driver::ArgSpec::Kind::None) {
+      a.kind = interp::KernelArg::Kind::None;
+      s.request.param_types[spec->first] = sema::SType::none();
     } else if (spec->second.kind == driver::ArgSpec::Kind::Int) {
       a.kind = interp::KernelArg::Kind::Int;
       a.n = spec->second.n;

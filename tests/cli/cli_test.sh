@@ -443,6 +443,14 @@ expect_rc check_kernel_passes_exit_0 0 check_kernel
 expect_grep check_kernel_verdict "$TMP/check_kernel.out" '^PASS$'
 run check_kernel_scalar check $VADD $VADD_ARGS --arg n_elements=1000 --wrt n_elements
 expect_rc check_kernel_wrt_scalar_exit_2 2 check_kernel_scalar
+# A pointer passed as None (`if W is None:` in the kernel), through the generic backward's dispatch on it.
+OPT_ARGS="--kernel optional_affine_norm_kernel --grid 3 -D BLOCK=32 --arg X=fp32[3,20] --arg Y=fp32[3,20] --arg n_cols=20 --arg eps=0.001"
+run check_none_pointer check $KERNELS/optional_pointers.py $OPT_ARGS --arg W=None --arg B=fp32[20] --wrt X,B --generic
+expect_rc check_none_pointer_exit_0 0 check_none_pointer
+expect_grep check_none_pointer_verdict "$TMP/check_none_pointer.out" '^PASS$'
+run check_none_wrt check $KERNELS/optional_pointers.py $OPT_ARGS --arg W=None --arg B=fp32[20] --wrt X,W
+expect_rc check_none_wrt_exit_2 2 check_none_wrt
+expect_grep check_none_wrt_message "$TMP/check_none_wrt.err" "'W' is not a floating-point tile and carries no gradient"
 
 # A loop reversed with a tape: the JSON sizes the tape, the check sizes it from the interpreter's trip counts.
 REC=$KERNELS/recurrence.py
@@ -998,8 +1006,8 @@ run tiling_defined tests/kernels/matmul.py --kernel matmul_kernel --wrt a_ptr,b_
 expect_rc tiling_defined_exit_2 2 tiling_defined
 expect_grep tiling_defined_message "$TMP/tiling_defined.err" "error: --tiling BLOCK_SIZE_M: 'BLOCK_SIZE_M' has a value from -D"
 expect_no_grep tiling_module_no_note "$TMP/tiling_module.err" "note: the module launches the owner-computes kernels"
-# A name assigned values of two types on the two branches of an if (Triton compiles one branch per specialization;
-# tgrad types both): the error names the name, the if and the types, not an unknown function.
+# A pointer tested against None (Triton compiles one branch per specialization: None, or a tensor): one backward
+# each, dispatched on the pointer.
 cat > "$TMP/branch_types.py" <<'PY'
 import triton
 import triton.language as tl
@@ -1017,8 +1025,30 @@ def k(x, out, seqpos, n, BLOCK: tl.constexpr):
     tl.store(out + i * n + c, a * tl.cos(p * 0.5), mask=c < n)
 PY
 run branch_types "$TMP/branch_types.py" --kernel k --wrt x
-expect_rc branch_types_exit_1 1 branch_types
-expect_grep branch_types_names_p "$TMP/branch_types.err" "'p' is fp32 where \`seqpos is not None\` \(line 8\) and int32 otherwise"
+expect_rc branch_types_exit_0 0 branch_types
+expect_grep branch_types_dispatch "$TMP/branch_types.out" "^    if seqpos is None:$"
+expect_grep branch_types_generic "$TMP/branch_types.out" "seqpos = \*fp32; n = int32"
+# A name assigned values of two types on the two branches of an if on a runtime value (Triton refuses it too): a
+# located error naming the name and the types.
+cat > "$TMP/branch_runtime_types.py" <<'PY'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x, out, seqpos, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    if n > 4:
+        p = tl.load(seqpos + i)
+    else:
+        p = i
+    c = tl.arange(0, BLOCK)
+    a = tl.load(x + i * n + c, mask=c < n)
+    tl.store(out + i * n + c, a * tl.cos(p * 0.5), mask=c < n)
+PY
+run branch_runtime_types "$TMP/branch_runtime_types.py" --kernel k --wrt x
+expect_rc branch_runtime_types_exit_1 1 branch_runtime_types
+expect_grep branch_runtime_types_names_p "$TMP/branch_runtime_types.err" "'p' is fp32 on one path of this if and int32 on the other"
 # A taped loop's trip count under `if IS_VARLEN:` (its branch loads the length): expressible once -D gives the flag.
 run varlen_tape tests/kernels/varlen_tape.py --kernel varlen_decay_kernel --wrt X,G --emit torch
 expect_rc varlen_tape_exit_1 1 varlen_tape

@@ -2,7 +2,7 @@
 """Buffers a caller passes as None, through the modules `--emit torch` wrote (run on the GPU machine).
 
 Kernels take optional buffers guarded by flags (flash-attention's layer norm passes RESIDUAL, X1, W1, B1,
-Y1, ... as None when unused). The generated op must launch the kernel with None there, return None for an
+Y1, ... as None when unused), or test the pointer itself (`if W is None:`, FlagGems' norms). The generated op must launch the kernel with None there, return None for an
 output passed as None, and give no gradient to an input passed as None, eagerly and under torch.compile.
 Gradients are compared with torch.autograd in float64.
 
@@ -105,7 +105,44 @@ def optional_case(has_z, compiled):
         check(label + " dW", w.grad, w64.grad)
 
 
+normed = load("optional_affine_norm_kernel")
+
+
+def optional_pointer_case(has_weight, has_bias, compiled):
+    # No flag: the kernel tests `W is None` itself (tests/kernels/optional_pointers.py); the backward dispatches on it.
+    rows, n = 6, 100
+    x = torch.randn(rows, n, device=dev, requires_grad=True)
+    w = (torch.rand(n, device=dev) + 0.5).requires_grad_() if has_weight else None
+    b = torch.randn(n, device=dev, requires_grad=True) if has_bias else None
+
+    def run(x, w, b):
+        out = normed.optional_affine_norm_kernel[(rows,)](x, w, b, torch.empty(rows, n, device=dev), n, 1e-3, BLOCK=128)
+        return out if isinstance(out, torch.Tensor) else out[0]
+
+    out = (torch.compile(run, fullgraph=True) if compiled else run)(x, w, b)
+    g = torch.randn(rows, n, device=dev, dtype=torch.float64)
+    (out.double() * g).sum().backward()
+    x64 = x.detach().double().requires_grad_()
+    w64 = w.detach().double().requires_grad_() if w is not None else None
+    b64 = b.detach().double().requires_grad_() if b is not None else None
+    xc = x64 - x64.mean(1, keepdim=True)
+    want = xc * torch.rsqrt((xc * xc).mean(1, keepdim=True) + 1e-3) * (w64 if w64 is not None else 1.0)
+    want = want + (b64 if b64 is not None else 0.0)
+    (want * g).sum().backward()
+    label = f"optional_affine_norm W={'tensor' if has_weight else 'None'} B={'tensor' if has_bias else 'None'} " \
+            f"{'compile' if compiled else 'eager'}"
+    check(label + " Y", out, want)
+    check(label + " dX", x.grad, x64.grad)
+    if has_weight:
+        check(label + " dW", w.grad, w64.grad)
+    if has_bias:
+        check(label + " dB", b.grad, b64.grad)
+
+
 for compiled in (False, True):
+    for has_weight in (False, True):
+        for has_bias in (False, True):
+            optional_pointer_case(has_weight, has_bias, compiled)
     for has_weight in (False, True):
         for has_bias in (False, True):
             gated_case(has_weight, has_bias, compiled)

@@ -71,7 +71,7 @@ struct RunOptions {
 // A kernel argument: a buffer (by index in Memory), a runtime scalar, or,
 // for tl.constexpr parameters, a Python value.
 struct KernelArg {
-  enum class Kind { Buffer, Int, Float, Constexpr };
+  enum class Kind { Buffer, Int, Float, Constexpr, None };  // None: a pointer passed as None
   Kind kind = Kind::Int;
   size_t buffer = 0;
   long long n = 0;
