@@ -97,7 +97,7 @@ class Specializer {
     for (const Specialization &s : specs_) all_same &= same_backward(specs_[0].backward, s.backward);
     all_same &= invalid_.empty() && taped_.empty();  // else the dispatcher refuses the values it has no backward of
     if (all_same) return std::move(specs_[0].backward);
-    std::optional<Backward> out = combine();
+    std::optional<Backward> out = combine_dropping_conflicts();
     if (out) note_owner_computes(*out);
     return out;
   }
@@ -243,7 +243,7 @@ class Specializer {
     if (!b) {
       for (const Diagnostic &d : quiet.diagnostics()) diags_.report(d);
       diags_.note(fn_.name_span, "while differentiating '" + fn_.name + "' with " + assignment(choice) +
-                                     " (one backward per value of " + flag_list() + "); give them with -D otherwise");
+                                     " (one backward per value of " + flag_list() + "); " + how_to_give() + " otherwise");
     }
     return b;
   }
@@ -285,6 +285,21 @@ class Specializer {
           out.push_back(t);
     }
     return out;
+  }
+
+  // How a user fixes the values: -D for tl.constexpr flags; for an optional pointer, its type (a tensor's) with --arg.
+  std::string how_to_give() const {
+    std::string flags, pointers;
+    for (const Flag &f : flags_) {
+      const bool pointer = std::any_of(f.values.begin(), f.values.end(), [](const FlagValue &v) { return v.untyped; });
+      if (pointer)
+        pointers += (pointers.empty() ? "" : " ") + std::string("--arg ") + f.name + "=*fp32";
+      else
+        flags += (flags.empty() ? "'" : ", '") + f.name + "'";
+    }
+    if (pointers.empty()) return "give " + flags + " with -D";
+    const std::string typed = "give the optional pointers a type (" + pointers + ", for a backward of tensors only)";
+    return flags.empty() ? typed : "give " + flags + " with -D, and " + typed.substr(5);
   }
 
   std::string flag_list() const {
@@ -338,9 +353,10 @@ class Specializer {
   }
 
   bool fail(const Specialization &a, const Specialization &b, const std::string &what) {
+    if (quiet_merge_) return false;
     diags_.error(fn_.name_span, "the backward of '" + fn_.name + "' with " + assignment(a.choice) + " and with " +
                                     assignment(b.choice) + " differ in " + what +
-                                    ", which one launch protocol cannot serve: give " + flag_list() + " with -D");
+                                    ", which one launch protocol cannot serve: " + how_to_give());
     return false;
   }
 
@@ -352,6 +368,7 @@ class Specializer {
   // writes under this flag's value starts at zero (zero_initialized is a
   // union too), an upstream gradient or scratch it does not read is unused.
   bool merge_protocols(Backward &out, std::unique_ptr<Function> &signature) {
+    for (Specialization &s : specs_) s.to_dispatcher.clear();
     const Backward &first = specs_[0].backward;
     const Function *shell = first.module->find_function(first.backward_name);
     const size_t forward_params = fn_.params.size();
@@ -508,12 +525,15 @@ class Specializer {
       // BK == BV), or whose backward would tape a softmax the others read
       // from its statistic: no backward, and a message that says how to get one.
       const bool taped = std::find(taped_.begin(), taped_.end(), choice) != taped_.end();
+      const bool unmerged = std::find(unmerged_.begin(), unmerged_.end(), choice) != unmerged_.end();
       ExprList args;
       args.push_back(std::make_unique<BoolLit>(false));
       args.push_back(std::make_unique<StrLit>(
           "tgrad found no backward of " + fn_.name + " with " + assignment(choice) +
               (taped ? ": there its online softmax is hidden by ifs on other tl.constexpr parameters and would need "
                        "a tape; "
+               : unmerged ? ": its backward needs a launch protocol (tapes, partial sums, arguments) the others do not "
+                            "share; "
                      : ": the forward does not type with them for every value of its other tl.constexpr parameters; ") +
               "regenerate it with their values given by -D",
           ""));
@@ -545,6 +565,49 @@ class Specializer {
       tail.push_back(std::move(node));
     }
     return tail;
+  }
+
+  // combine(), where the specializations cannot share one launch protocol, without those that conflict with the
+  // most others (the Triton tutorial's attention with FP8_OUTPUT and STAGE 0, a combination no launch uses, tapes
+  // one loop where the others tape two): a launch with their values stops at the dispatcher's static assertion,
+  // and a warning names them. Where the conflicts remain, the first one's error.
+  std::optional<Backward> combine_dropping_conflicts() {
+    quiet_merge_ = true;
+    std::optional<Backward> out = combine();
+    while (!out && specs_.size() > 2) {
+      std::vector<size_t> conflicts(specs_.size(), 0);
+      std::vector<Specialization> all = std::move(specs_);
+      for (size_t i = 0; i < all.size(); ++i)
+        for (size_t j = i + 1; j < all.size(); ++j) {
+          specs_.clear();
+          specs_.push_back(std::move(all[i]));
+          specs_.push_back(std::move(all[j]));
+          Backward scratch;
+          std::unique_ptr<Function> signature;
+          const bool merged = merge_protocols(scratch, signature);
+          all[i] = std::move(specs_[0]);
+          all[j] = std::move(specs_[1]);
+          if (!merged) ++conflicts[i], ++conflicts[j];
+        }
+      specs_ = std::move(all);
+      const size_t worst = static_cast<size_t>(std::max_element(conflicts.begin(), conflicts.end()) - conflicts.begin());
+      if (conflicts[worst] == 0) break;
+      unmerged_.push_back(specs_[worst].choice);
+      specs_.erase(specs_.begin() + static_cast<long>(worst));
+      out = combine();
+    }
+    quiet_merge_ = false;
+    if (!out) return combine();  // reports the conflict left
+    if (!unmerged_.empty()) {
+      std::string listed;
+      for (size_t k = 0; k < unmerged_.size() && k < 4; ++k) listed += (k ? "; " : "") + assignment(unmerged_[k]);
+      if (unmerged_.size() > 4) listed += " (and " + std::to_string(unmerged_.size() - 4) + " more)";
+      diags_.warning(fn_.name_span, "no backward of '" + fn_.name + "' with " + listed + ": its backward needs a "
+                                    "launch protocol (tapes, partial sums, arguments) the others do not share, so a "
+                                    "launch with them stops at a tl.static_assert; " + how_to_give() +
+                                    " for a backward of their own");
+    }
+    return out;
   }
 
   std::optional<Backward> combine() {
@@ -684,6 +747,8 @@ class Specializer {
   std::vector<Specialization> specs_;
   std::vector<std::vector<size_t>> invalid_;  // values with which the forward itself does not compile
   std::vector<std::vector<size_t>> taped_;    // values dropped by drop_taped_softmax()
+  std::vector<std::vector<size_t>> unmerged_;  // values dropped by combine_dropping_conflicts()
+  bool quiet_merge_ = false;                   // merge_protocols' conflicts not reported (a trial)
   bool drop_taped_softmax_ = false;
   std::unique_ptr<Function> guarded_, split_;  // fn_ as reverse mode types it (null: unchanged)
 };

@@ -11,6 +11,7 @@
 #include "llvm/IR/Metadata.h"
 #include "llvm/Support/raw_ostream.h"
 #include "src/codegen/Emitter.h"
+#include "tgrad/ast/Walk.h"
 #include "src/codegen/Lower.h"
 #include "src/codegen/Pipeline.h"
 #include "src/lower/BlockPointers.h"
@@ -63,6 +64,11 @@ bool runtime_params(const ast::Function &fn, const CompileOptions &o, std::vecto
       continue;
     }
     const sema::ElemType &e = it->second.elem;
+    if (sema::is_fp8(e.dtype)) {
+      diags.error(p.span, "'" + p.name + "' is " + e.str() + ": tgrad's PTX backend does not compile fp8 values yet");
+      ok = false;
+      continue;
+    }
     if (!e.is_pointer && e.dtype == DType::Int1) {
       diags.error(p.span, "a bool parameter ('" + p.name + "') is not supported by the PTX backend yet");
       ok = false;
@@ -129,6 +135,17 @@ std::optional<CompiledKernel> compile_kernel(const ast::Module &written_module, 
   if (!runtime_params(*fn, o, runtime, diags)) return std::nullopt;
   std::optional<sema::TypeInfo> types = sema::analyze(*module, *fn, o.params, diags);
   if (!types) return std::nullopt;
+  // fp8 values (a cast to tl.float8e4nv): not lowered yet; the first is reported where it is made.
+  bool fp8 = false;
+  for (const ast::StmtPtr &s : fn->body)
+    ast::visit_stmt_exprs(*s, [&](const ast::Expr &e) {
+      const sema::SType *t = types->type_of(&e);
+      if (!fp8 && !ast::isa<ast::Name>(&e) && t && t->is_tensor() && sema::is_fp8(t->elem.dtype)) {
+        diags.error(e.span, "this is " + t->elem.str() + ": tgrad's PTX backend does not compile fp8 values yet");
+        fp8 = true;
+      }
+    });
+  if (fp8) return std::nullopt;
 
   std::string error;
   std::unique_ptr<llvm::TargetMachine> machine = make_target_machine(o.arch, error);

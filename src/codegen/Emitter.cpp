@@ -32,6 +32,13 @@ llvm::Type *Emitter::type_of(ElemType e) {
     case DType::BF16: return llvm::Type::getBFloatTy(c);
     case DType::FP32: return llvm::Type::getFloatTy(c);
     case DType::FP64: return llvm::Type::getDoubleTy(c);
+    case DType::FP8E4B15:
+    case DType::FP8E4NV:
+    case DType::FP8E4B8:
+    case DType::FP8E5:
+    case DType::FP8E5B16:
+      // (compile() refuses fp8 values at their location first; this guards the walk.)
+      throw Unsupported{{}, "tgrad's PTX backend does not compile fp8 values yet"};
   }
   return nullptr;
 }

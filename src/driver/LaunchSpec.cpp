@@ -250,7 +250,12 @@ bool write_npy(const std::string &path, DType dtype, const interp::Shape &shape,
   size_t width;
   switch (dtype) {
     case DType::FP16: descr = "<f2"; width = 2; break;
-    case DType::BF16:
+    case DType::BF16:  // (numpy has no bf16 or fp8: their values, exactly, as float32)
+    case DType::FP8E4B15:
+    case DType::FP8E4NV:
+    case DType::FP8E4B8:
+    case DType::FP8E5:
+    case DType::FP8E5B16:
     case DType::FP32: descr = "<f4"; width = 4; break;
     case DType::FP64: descr = "<f8"; width = 8; break;
     case DType::Int1: descr = "|b1"; width = 1; break;

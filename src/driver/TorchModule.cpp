@@ -474,7 +474,8 @@ struct Parameter {
 std::string torch_float_dtype(const std::string &type) {
   static const std::map<std::string, std::string> names = {
       {"*fp32", "float32"}, {"*fp16", "float16"}, {"*bf16", "bfloat16"}, {"*fp64", "float64"},
-      {"*fp8e4nv", "float8_e4m3fn"}, {"*fp8e5", "float8_e5m2"}};
+      {"*fp8e4nv", "float8_e4m3fn"}, {"*fp8e5", "float8_e5m2"}, {"*fp8e4b8", "float8_e4m3fnuz"},
+      {"*fp8e5b16", "float8_e5m2fnuz"}};
   auto it = names.find(type);
   return it == names.end() ? "" : it->second;
 }

@@ -16,6 +16,11 @@ DKind kind(DType t) {
     case DType::Int16:
     case DType::Int32:
     case DType::Int64: return DKind::Int;
+    case DType::FP8E4B15:
+    case DType::FP8E4NV:
+    case DType::FP8E4B8:
+    case DType::FP8E5:
+    case DType::FP8E5B16:
     case DType::FP16:
     case DType::BF16:
     case DType::FP32:
@@ -38,7 +43,12 @@ int bits(DType t) {
   switch (t) {
     case DType::Int1: return 1;
     case DType::Int8:
-    case DType::UInt8: return 8;
+    case DType::UInt8:
+    case DType::FP8E4B15:
+    case DType::FP8E4NV:
+    case DType::FP8E4B8:
+    case DType::FP8E5:
+    case DType::FP8E5B16: return 8;
     case DType::Int16:
     case DType::UInt16:
     case DType::FP16:
@@ -54,6 +64,7 @@ int bits(DType t) {
 }
 
 bool is_float(DType t) { return kind(t) == DKind::Float; }
+bool is_fp8(DType t) { return is_float(t) && bits(t) == 8; }
 bool is_integer(DType t) { return !is_float(t); }
 bool is_signed(DType t) { return kind(t) == DKind::Int || kind(t) == DKind::Float; }
 
@@ -68,6 +79,11 @@ const char *short_name(DType t) {
     case DType::UInt16: return "uint16";
     case DType::UInt32: return "uint32";
     case DType::UInt64: return "uint64";
+    case DType::FP8E4B15: return "fp8e4b15";
+    case DType::FP8E4NV: return "fp8e4nv";
+    case DType::FP8E4B8: return "fp8e4b8";
+    case DType::FP8E5: return "fp8e5";
+    case DType::FP8E5B16: return "fp8e5b16";
     case DType::FP16: return "fp16";
     case DType::BF16: return "bf16";
     case DType::FP32: return "fp32";
@@ -82,6 +98,11 @@ const char *tl_name(DType t) {
     case DType::BF16: return "bfloat16";
     case DType::FP32: return "float32";
     case DType::FP64: return "float64";
+    case DType::FP8E4B15: return "float8e4b15";
+    case DType::FP8E4NV: return "float8e4nv";
+    case DType::FP8E4B8: return "float8e4b8";
+    case DType::FP8E5: return "float8e5";
+    case DType::FP8E5B16: return "float8e5b16";
     default: return short_name(t);
   }
 }
@@ -89,13 +110,28 @@ const char *tl_name(DType t) {
 std::optional<DType> parse_dtype(const std::string &raw) {
   std::string name = raw.rfind("tl.", 0) == 0 ? raw.substr(3) : raw;
   for (DType t : {DType::Int1, DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16,
-                  DType::UInt32, DType::UInt64, DType::FP16, DType::BF16, DType::FP32, DType::FP64})
+                  DType::UInt32, DType::UInt64, DType::FP8E4B15, DType::FP8E4NV, DType::FP8E4B8, DType::FP8E5,
+                  DType::FP8E5B16, DType::FP16, DType::BF16, DType::FP32, DType::FP64})
     if (name == short_name(t) || name == tl_name(t)) return t;
   return std::nullopt;
 }
 
-bool is_fp8_dtype_name(const std::string &attr) { return attr.rfind("float8", 0) == 0; }
-bool is_dtype_name(const std::string &attr) { return parse_dtype(attr).has_value() || is_fp8_dtype_name(attr); }
+bool is_dtype_name(const std::string &attr) { return parse_dtype(attr).has_value(); }
+
+int exponent_bias(DType t) {
+  switch (t) {
+    case DType::FP8E4B15: return 15;
+    case DType::FP8E4NV: return 7;
+    case DType::FP8E4B8: return 8;
+    case DType::FP8E5: return 15;
+    case DType::FP8E5B16: return 16;
+    case DType::FP16: return 15;
+    case DType::BF16:
+    case DType::FP32: return 127;
+    case DType::FP64: return 1023;
+    default: return 0;
+  }
+}
 
 std::string ElemType::str() const { return std::string(is_pointer ? "*" : "") + short_name(dtype); }
 
@@ -148,6 +184,13 @@ std::optional<DType> computation_type(DType a, bool a_is_python, DType b, bool b
   // 4) bf16 stays bf16 only with bf16.
   if (a == DType::BF16 && b == DType::BF16) return div_or_mod ? DType::FP32 : DType::BF16;
   if (a == DType::BF16 || b == DType::BF16) return DType::FP32;
+  // 5) fp8 with the same fp8 stays; two different fp8 types compute in fp16.
+  if (is_fp8(a) && is_fp8(b)) return a == b ? a : DType::FP16;
+  if (is_fp8(a) || is_fp8(b)) {
+    error = std::string("unexpected types ") + short_name(a) + " and " + short_name(b) + " (Triton computes with an fp8 "
+            "tensor only beside another fp8 or a wider float; cast the integer first)";
+    return std::nullopt;
+  }
   // 6) integers.
   if (div_or_mod && is_signed(a) != is_signed(b) && a != DType::Int1 && b != DType::Int1) {
     error = std::string("cannot use / or % between ") + short_name(a) + " and " + short_name(b) +
@@ -170,7 +213,12 @@ std::optional<bool> dtype_predicate(const std::string &m, DType d) {
   if (m == "is_bf16") return d == DType::BF16;
   if (m == "is_fp32") return d == DType::FP32;
   if (m == "is_fp64") return d == DType::FP64;
-  if (m == "is_fp8" || m == "is_fp8e4nv" || m == "is_fp8e5" || m == "is_fp8e4b15") return false;
+  if (m == "is_fp8") return is_fp8(d);
+  if (m == "is_fp8e4nv") return d == DType::FP8E4NV;
+  if (m == "is_fp8e4b8") return d == DType::FP8E4B8;
+  if (m == "is_fp8e4b15") return d == DType::FP8E4B15;
+  if (m == "is_fp8e5") return d == DType::FP8E5;
+  if (m == "is_fp8e5b16") return d == DType::FP8E5B16;
   if (m == "is_standard_floating") return d == DType::FP16 || d == DType::BF16 || d == DType::FP32 || d == DType::FP64;
   if (m == "is_int8") return d == DType::Int8;
   if (m == "is_int16") return d == DType::Int16;
@@ -191,6 +239,11 @@ std::optional<int> fp_mantissa_width(DType d) {
     case DType::BF16: return 7;
     case DType::FP32: return 23;
     case DType::FP64: return 52;
+    case DType::FP8E4B15:
+    case DType::FP8E4NV:
+    case DType::FP8E4B8: return 3;
+    case DType::FP8E5:
+    case DType::FP8E5B16: return 2;
     default: return std::nullopt;
   }
 }

@@ -590,21 +590,6 @@ class Checker {
           if (n->ops.size() > 1 && (left.is_tensor() || right.is_tensor()))
             fail(e.span, "chained comparisons are not supported by Triton on tensors; combine two comparisons with '&'");
           r = compare(n->ops[k], left, right, e.span);
-          // `dtype == tl.float8e5` with dtype a dtype tgrad types (the Triton
-          // tutorial's attention): fp8 dtypes are not typed yet, but no typed
-          // dtype is one of them, so the comparison is decided.
-          const CompareOpKind op = n->ops[k];
-          if ((op == CompareOpKind::Eq || op == CompareOpKind::NotEq) && n->ops.size() == 1) {
-            auto is_fp8 = [](const Expr &x) {
-              auto *a = dyn_cast<Attribute>(&x);
-              auto *base = a ? dyn_cast<Name>(a->value.get()) : nullptr;
-              return base && base->id == "tl" && is_fp8_dtype_name(a->attr);
-            };
-            const bool typed_left = left.kind == SType::Kind::DType && left.known;
-            const bool typed_right = right.kind == SType::Kind::DType && right.known;
-            if ((typed_left && is_fp8(*n->comparators[0])) || (typed_right && is_fp8(*n->left)))
-              r = SType::of_bool(op == CompareOpKind::NotEq);
-          }
           left = right;
         }
         return r;
@@ -1815,8 +1800,9 @@ class Checker {
       const SType &x = a.get("input"), &y = a.get("other");
       if (x.is_tensor()) {
         DType in = x.elem.dtype;
-        if (in != DType::FP16 && in != DType::BF16 && in != DType::FP32 && in != DType::Int8 && in != DType::FP64)
-          fail(span, "tl.dot does not take " + x.elem.str() + " operands (fp16, bf16, fp32, int8)");
+        if (in != DType::FP16 && in != DType::BF16 && in != DType::FP32 && in != DType::Int8 && in != DType::FP64 &&
+            !is_fp8(in))
+          fail(span, "tl.dot does not take " + x.elem.str() + " operands (fp8, fp16, bf16, fp32, int8)");
       }
       if (a.has("input_precision") && a.get("input_precision").kind == SType::Kind::Str) {
         const std::string &p = a.get("input_precision").s;

@@ -789,6 +789,9 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"optional_pointers", "optional_affine_norm_kernel", {3, 1, 1},
                    {"X=fp32[3,20]", "W=fp32[20]", "B=fp32[20]", "Y=fp32[3,20]:zeros", "n_cols=20", "eps=0.001"},
                    {"BLOCK=32"}, {"X", "W", "B"}, {}},
+        // A cast to fp8 and back (tests/kernels/fp8_quantize.py): straight through, in float32.
+        KernelCase{"fp8_quantize", "fake_quant_rows_kernel", {3, 1, 1},
+                   {"X=fp32[3,20]", "Y=fp32[3,20]:zeros", "n_cols=20"}, {"BLOCK=32"}, {"X"}, {}},
         // A runtime if/elif/else; the check runs one branch per mode.
         KernelCase{"runtime_if", "scaled_act_kernel", {4, 1, 1},
                    {"x_ptr=fp32[1000]", "out_ptr=fp32[1000]:zeros", "n_elements=1000", "mode=1", "scale=1.5"},

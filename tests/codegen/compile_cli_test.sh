@@ -35,6 +35,19 @@ status=$?
 grep -q "error: 'tl.dot' is not supported by the PTX backend yet" "$dir/out.txt" ||
   fail "no located diagnostic for tl.dot: $(cat "$dir/out.txt")"
 
+"$tgrad" compile tests/kernels/fp8_quantize.py --kernel fake_quant_rows_kernel --arg 'X=*fp32' --arg 'Y=*fp32' \
+  --arg n_cols=i32 -D BLOCK=32 > "$dir/out.txt" 2>&1
+status=$?
+[[ $status == 1 ]] || fail "fp8: exit status $status (want 1): $(cat "$dir/out.txt")"
+grep -q "fp8_quantize.py:15:10: error: this is fp8e4nv: tgrad's PTX backend does not compile fp8 values yet" "$dir/out.txt" ||
+  fail "no located diagnostic for an fp8 cast: $(cat "$dir/out.txt")"
+"$tgrad" compile tests/kernels/fp8_quantize.py --kernel fake_quant_rows_kernel --arg 'X=*fp8e4nv' --arg 'Y=*fp32' \
+  --arg n_cols=i32 -D BLOCK=32 > "$dir/out.txt" 2>&1
+status=$?
+[[ $status == 1 ]] || fail "fp8 pointer: exit status $status (want 1): $(cat "$dir/out.txt")"
+grep -q "error: 'X' is \*fp8e4nv: tgrad's PTX backend does not compile fp8 values yet" "$dir/out.txt" ||
+  fail "no located diagnostic for an fp8 pointer: $(cat "$dir/out.txt")"
+
 "$tgrad" compile tests/kernels/vector_add.py --kernel add_kernel --num-warps 5 > "$dir/out.txt" 2>&1
 status=$?
 [[ $status == 2 ]] || fail "--num-warps 5: exit status $status (want 2)"

@@ -21,6 +21,13 @@ enum class DType {
   UInt16,
   UInt32,
   UInt64,
+  // Triton's 8-bit floats (tl.float8e4nv is torch.float8_e4m3fn, tl.float8e5 torch.float8_e5m2; the b8/b16
+  // variants are the fnuz ones; e4b15 is Triton's own), in Triton's order.
+  FP8E4B15,
+  FP8E4NV,
+  FP8E4B8,
+  FP8E5,
+  FP8E5B16,
   FP16,
   BF16,
   FP32,
@@ -49,9 +56,10 @@ const char *short_name(DType t);
 const char *tl_name(DType t);
 // Accepts both spellings ("fp32" or "float32"), with or without "tl.".
 std::optional<DType> parse_dtype(const std::string &name);
-// `tl.float8e5`, `tl.float8e4nv`, ...: fp8 dtypes, which tgrad does not type yet.
-bool is_fp8_dtype_name(const std::string &attr);
-// A dtype `tl.<attr>` names: one tgrad types, or an fp8 one.
+bool is_fp8(DType t);
+// The exponent bias of a float dtype (fp8e4nv 7, fp16 15, fp32 127, ...).
+int exponent_bias(DType t);
+// A dtype `tl.<attr>` names.
 bool is_dtype_name(const std::string &attr);
 
 // The element type of a value: a dtype, or a pointer to one.

@@ -370,7 +370,7 @@ ExprPtr Engine::zero_adjoint(const std::string &x) {
   const SType *t = type_of_name(x);
   // Generic: the value may be half precision for another caller.
   const bool narrow = t && t->is_tensor() && !t->elem.is_pointer &&
-                      (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16 ||
+                      (t->elem.dtype == sema::DType::FP16 || t->elem.dtype == sema::DType::BF16 || sema::is_fp8(t->elem.dtype) ||
                        (generic() && t->elem.dtype == sema::DType::FP32));
   // A value a loop carries (a matmul's accumulator, whose epilogue an if on a tl.constexpr guards: assigned before
   // the loop and in it): its zeros are written from its type where each dimension is a number or a tl.constexpr
@@ -539,6 +539,18 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
     for (const Keyword *k : op.kws)
       if (k->name == "bitcast" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value))
         fail(value.span, "a bitcast is not differentiable: it reinterprets bits, it does not convert values");
+  // The cast of an fp8 value (`q.to(tl.float32)` after a quantizing `q = (x * s).to(tl.float8e4nv)`): its
+  // gradient stays in float32. Cast back to fp8, as the rule casts back to the operand's dtype, it would keep 2 or
+  // 3 bits of mantissa and saturate at 448 (e4m3): the straight-through gradient of the quantization, lost.
+  if (op.key == "cast" && !op.args.empty())
+    if (auto *x = as_name(*op.args[0]))
+      if (const SType *t = type_of_name(x->id); t && t->is_tensor() && sema::is_fp8(t->elem.dtype)) {
+        ExprList to;
+        to.push_back(dotted_name("tl.float32"));
+        contribute(x->id, std::make_unique<Call>(std::make_unique<Attribute>(name(bt), "to"), std::move(to), std::vector<Keyword>{}),
+                   op.key, target, value.span);
+        return;
+      }
 
   const Function *rule = find_rule(op.key);
   if (!rule) {
