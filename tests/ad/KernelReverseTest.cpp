@@ -825,6 +825,64 @@ std::string errors_of(const std::string &source, const std::vector<std::string> 
 
 const char *kHead = "import triton\nimport triton.language as tl\n@triton.jit\n";
 
+// The generic backward (no types given) of kernel `k` in `source`; empty where it fails.
+std::string generic_backward_of(const std::string &source, const std::vector<std::string> &wrt) {
+  auto p = parse_text(source);
+  EXPECT_TRUE(p->ok()) << p->all_messages();
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = wrt;
+  auto b = ad::differentiate(*p->module, p->sources, request, *p->diags);
+  EXPECT_TRUE(b) << p->all_messages();
+  return b ? b->source : "";
+}
+
+// Compile-time ifs on element types (src/ad/Anf.cpp, keep_dtype_dispatch): one conditional expression per name, also
+// through an elif chain and for a cast of a name to itself; one generic backward where each element type kept only
+// its own branch.
+TEST(KernelReverse, ElementTypeIfsKeptAsConditionalExpressions) {
+  const std::string body =
+      "def k(X, Y, n, BLOCK: tl.constexpr):\n"
+      "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+      "    if X.dtype.element_ty == tl.float16:\n"
+      "        cdtype = tl.float32\n"
+      "    elif X.dtype.element_ty == tl.bfloat16:\n"
+      "        cdtype = tl.float32\n"
+      "    else:\n"
+      "        cdtype = X.dtype.element_ty\n"
+      "    x = tl.load(X + offs, mask=offs < n, other=0.0)\n"
+      "    if x.dtype.is_fp16():\n"
+      "        x = x.to(tl.float32)\n"
+      "    tl.store(Y + offs, (x.to(cdtype) * 2.0).to(Y.dtype.element_ty), mask=offs < n)\n";
+  const std::string out = generic_backward_of(std::string(kHead) + body, {"X"});
+  EXPECT_NE(out.find("cdtype = tl.float32 if X.dtype.element_ty == tl.float16 else tl.float32 if "
+                     "X.dtype.element_ty == tl.bfloat16 else X.dtype.element_ty"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(".to(tl.float32 if X.dtype.element_ty.is_fp16() else X.dtype.element_ty)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# Generic: the same backward for X = *fp32, *fp16, *bf16"), std::string::npos) << out;
+}
+
+// An if on element types whose branch computes (not a compile-time value or a cast of the name itself) is the
+// branch taken, as before: here the backwards differ by element type, and the error names the parameter.
+TEST(KernelReverseErrors, ElementTypeIfsThatComputeAreTheBranchTaken) {
+  const std::string source = std::string(kHead) +
+      "def k(X, Y, n, BLOCK: tl.constexpr):\n"
+      "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+      "    x = tl.load(X + offs, mask=offs < n, other=0.0)\n"
+      "    if x.dtype.is_fp16():\n"
+      "        x = x * 2.0\n"
+      "    tl.store(Y + offs, x, mask=offs < n)\n";
+  auto p = parse_text(source);
+  ASSERT_TRUE(p->ok()) << p->all_messages();
+  ad::BackwardRequest request;
+  request.function = "k";
+  request.wrt = {"X"};
+  EXPECT_FALSE(ad::differentiate(*p->module, p->sources, request, *p->diags));
+  EXPECT_NE(p->all_messages().find("depends on the element type of 'X'"), std::string::npos) << p->all_messages();
+}
+
 TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
   // Both loads read the same addresses: plain stores of their gradients would
   // keep only one of them. (Their masks differ, so they are not one common
