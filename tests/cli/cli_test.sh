@@ -450,7 +450,7 @@ expect_rc check_none_pointer_exit_0 0 check_none_pointer
 expect_grep check_none_pointer_verdict "$TMP/check_none_pointer.out" '^PASS$'
 run check_none_wrt check $KERNELS/optional_pointers.py $OPT_ARGS --arg W=None --arg B=fp32[20] --wrt X,W
 expect_rc check_none_wrt_exit_2 2 check_none_wrt
-expect_grep check_none_wrt_message "$TMP/check_none_wrt.err" "'W' is not a floating-point tile and carries no gradient"
+expect_grep check_none_wrt_message "$TMP/check_none_wrt.err" "'W' is passed as None \\(--arg W=None\\) and has no gradient; leave it out of --wrt"
 
 # A loop reversed with a tape: the JSON sizes the tape, the check sizes it from the interpreter's trip counts.
 REC=$KERNELS/recurrence.py

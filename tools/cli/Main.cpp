@@ -393,8 +393,9 @@ void add_launch_options(CLI::App *cmd, RunOptions &o) {
   cmd->add_option("-D", o.launch.defines, "A tl.constexpr parameter: NAME=VALUE (128, 0.5, True, tl.float16, 'relu')");
   cmd->add_option("-I", o.include_dirs, "A directory where imported modules (from mypkg.ops import f) are looked for");
   cmd->add_option("--arg", o.launch.args,
-                  "An argument: NAME=SPEC, a scalar (1024, 0.5) or a buffer DTYPE[d0,d1,...] with an optional "
-                  "fill :uniform(A,B) (default uniform(-1,1)), :zeros, :ones or :npy(PATH) (a .npy file's elements)");
+                  "An argument: NAME=SPEC, a scalar (1024, 0.5), None (a pointer the kernel tests against None) or a "
+                  "buffer DTYPE[d0,d1,...] with an optional fill :uniform(A,B) (default uniform(-1,1)), :zeros, :ones "
+                  "or :npy(PATH) (a .npy file's elements)");
   cmd->add_option("--seed", o.launch.seed, "Seed of the random buffer contents (default 0)");
   cmd->add_flag("--float64", o.launch.float64, "Compute every floating value in double (for gradient checks)");
   cmd->add_option("--max-iterations", o.launch.max_iterations, "Stop a program after this many loop iterations (default 1e8)");
