@@ -12,6 +12,7 @@
 
 #include "src/ad/AnfWalk.h"
 #include "src/ad/Specialize.h"
+#include "src/ad/SpecializationFlags.h"
 #include "src/lower/InlineCalls.h"
 #include "tgrad/ast/Equal.h"
 #include "tgrad/emit/PythonPrinter.h"
@@ -670,7 +671,11 @@ class RoleFinder {
 
 // ------------------------------------------------------------ trials
 
-SType pointer_to(DType d) { return SType::tensor(sema::ElemType{d, true}, {}); }
+SType pointer_to(DType d, bool not_none = false) {
+  SType t = SType::tensor(sema::ElemType{d, true}, {});
+  t.not_none = not_none;
+  return t;
+}
 SType scalar_of(DType d) { return SType::tensor(sema::ElemType{d, false}, {}); }
 
 // A scalar's first representative: fp32 where its default is a float.
@@ -711,9 +716,11 @@ sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRo
 
 class GenericDifferentiation {
  public:
+  // `not_none`: parameters without a type known to be tensors (an optional pointer's tensor specialization): each
+  // trial's pointer types for them are marked not None.
   GenericDifferentiation(const Module &module, const SourceManager &sources, const BackwardRequest &request,
-                         DiagEngine &diags, const Function &fn)
-      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn) {}
+                         DiagEngine &diags, const Function &fn, std::set<std::string> not_none = {})
+      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), not_none_(std::move(not_none)) {}
 
   std::optional<Backward> run() {
     // Every parameter typed: no representative to choose, and the roles below would decide nothing. Nor do
@@ -776,7 +783,10 @@ class GenericDifferentiation {
   const std::string &pname(size_t k) const { return fn_.params[k].name; }
 
 
-  Trial attempt(const sema::ParamTypes &types) const {
+  Trial attempt(const sema::ParamTypes &given) const {
+    sema::ParamTypes types = given;
+    for (const std::string &n : not_none_)
+      if (auto it = types.find(n); it != types.end() && it->second.is_tensor()) it->second.not_none = true;
     Trial t;
     t.types = types;
     BackwardRequest r = request_;
@@ -1121,6 +1131,7 @@ class GenericDifferentiation {
   std::vector<int> base_ranks_;
   std::vector<std::pair<std::string, std::vector<std::string>>> checked_;
   std::vector<std::pair<std::string, std::vector<std::string>>> rejected_;  // types the forward itself refuses
+  std::set<std::string> not_none_;
 };
 
 }  // namespace
@@ -1174,10 +1185,14 @@ sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRo
   sema::ParamTypes types = given;
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const Param &p = fn.params[k];
-    if (types.count(p.name)) continue;
+    // (An optional pointer known to be a tensor gets a pointer type, marked not None.)
+    const auto given_type = types.find(p.name);
+    const bool tensor = given_type != types.end() && is_tensor_pointer_marker(given_type->second);
+    if (given_type != types.end() && !tensor) continue;
+    if (tensor) types.erase(p.name);
     switch (roles[k]) {
-      case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type); break;
-      case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32); break;
+      case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type, tensor); break;
+      case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32, tensor); break;
       case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(p)); break;
       case ParamRole::DTypeConstexpr: types[p.name] = SType::of_dtype(float_type); break;
       case ParamRole::Constexpr:
@@ -1256,11 +1271,20 @@ std::optional<Backward> differentiate_generic(const Module &user_module, const S
   // Conditional expressions the flags' values decide (one specialization's)
   // reduced first: A-normal form would name their branches as locals, and
   // Triton needs some of them as constexprs (a block shape chosen by a flag).
-  std::unique_ptr<Module> folded = lower::fold_decided_conditionals(user_module, request.function, request.param_types);
+  // Optional pointers a specialization knows are tensors (tensor_pointer_marker): without a type here, for the
+  // trials to type, and not None.
+  BackwardRequest untyped = request;
+  std::set<std::string> not_none;
+  for (const auto &[name, type] : request.param_types)
+    if (is_tensor_pointer_marker(type)) {
+      not_none.insert(name);
+      untyped.param_types.erase(name);
+    }
+  std::unique_ptr<Module> folded = lower::fold_decided_conditionals(user_module, untyped.function, untyped.param_types);
   const Module &module = folded ? *folded : user_module;
-  const Function *fn = module.find_function(request.function);
-  if (!fn) return differentiate_typed(module, sources, request, diags);
-  std::optional<Backward> out = GenericDifferentiation(module, sources, request, diags, *fn).run();
+  const Function *fn = module.find_function(untyped.function);
+  if (!fn) return differentiate_typed(module, sources, untyped, diags);
+  std::optional<Backward> out = GenericDifferentiation(module, sources, untyped, diags, *fn, not_none).run();
   if (out && folded && !out->forward) out->forward = std::shared_ptr<const Function>(clone(*fn).release());
   return out;
 }

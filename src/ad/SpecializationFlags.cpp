@@ -70,11 +70,16 @@ std::vector<std::string> optional_pointers(const Function &fn, const sema::Param
 }
 
 void give_flag_value(sema::ParamTypes &types, const Flag &flag, const FlagValue &value) {
-  if (value.untyped)
-    types.erase(flag.name);
-  else
-    types[flag.name] = value.type;
+  types[flag.name] = value.untyped ? tensor_pointer_marker() : value.type;
 }
+
+SType tensor_pointer_marker() {
+  SType t;
+  t.not_none = true;
+  return t;
+}
+
+bool is_tensor_pointer_marker(const SType &t) { return t.kind == SType::Kind::Unknown && t.not_none; }
 
 // The values to differentiate `flag` with: each literal the function compares
 // it with (==, !=) and one equal to none; else True and False.

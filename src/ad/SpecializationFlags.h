@@ -38,7 +38,8 @@ struct FlagValue {
   ast::ExprPtr literal;      // compared with, or null for the truth test
   bool truth = false;   // tested as `if FLAG:` (true) / else (false)
   // An optional pointer's value "a tensor": the parameter stays without a
-  // type, for the generic trials to type (src/ad/GenericTypes.h).
+  // type, for the generic trials to type (src/ad/GenericTypes.h), and is
+  // not None (tensor_pointer_marker).
   bool untyped = false;
 };
 
@@ -60,8 +61,13 @@ ast::ExprPtr literal_of(const ast::Expr &e, const ast::Module &module, int depth
 // optional pointer (below): None, then a tensor.
 Flag flag_values(const ast::Module &module, const ast::Function &fn, const std::string &flag);
 
-// `types` with `flag` given `value` (an optional pointer's tensor: no type).
+// `types` with `flag` given `value` (an optional pointer's tensor: the marker below).
 void give_flag_value(sema::ParamTypes &types, const Flag &flag, const FlagValue &value);
+
+// The type an optional pointer's tensor specialization gives it: none yet (the generic trials type it, each of
+// their pointer types marked not None, SType::not_none), but not None.
+sema::SType tensor_pointer_marker();
+bool is_tensor_pointer_marker(const sema::SType &t);
 
 // Optional pointers: runtime parameters of `fn` without a type in `given`
 // that a condition tests against None (`if w_ptr is None: w = 1 else: w =

@@ -883,7 +883,6 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   if (!fn) return differentiate_generic(module, sources, request, diags);
   RoleMemo roles(module, *fn);
   std::vector<std::string> names = flags_needing_values(module, *fn, request, &roles);
-  for (const std::string &p : optional_pointers(*fn, request.param_types)) names.push_back(p);
   const std::vector<std::string> first_found = names;
   // A flag's need can hide behind another's: while IS_VARLEN changes T's
   // type, what `if USE_G: b_g = tl.load(...) else: b_g = None` leaves has no
@@ -914,14 +913,18 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
         }
     }
   }
-  auto attempt = [&](const std::vector<std::string> &flag_names, DiagEngine &d,
-                     bool for_statistics = false) -> std::optional<Backward> {
-    if (flag_names.empty()) return differentiate_generic(module, sources, request, d);
+  auto attempt_with = [&](const BackwardRequest &r, const std::vector<std::string> &flag_names, DiagEngine &d,
+                          bool for_statistics) -> std::optional<Backward> {
+    if (flag_names.empty()) return differentiate_generic(module, sources, r, d);
     std::vector<Flag> flags;
     for (const std::string &n : flag_names) flags.push_back(flag_values(module, *fn, n));
-    Specializer specializer(module, sources, request, d, *fn, std::move(flags));
+    Specializer specializer(module, sources, r, d, *fn, std::move(flags));
     if (for_statistics) specializer.drop_taped_softmax();
     return specializer.run();
+  };
+  auto attempt = [&](const std::vector<std::string> &flag_names, DiagEngine &d,
+                     bool for_statistics = false) -> std::optional<Backward> {
+    return attempt_with(request, flag_names, d, for_statistics);
   };
   std::optional<Backward> out;
   // Past the cap, the flags only a helper tests are left out first: where
@@ -994,6 +997,30 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
           specialized->softmax_taped * out->specializations < out->softmax_taped * specialized->specializations) {
         out = std::move(specialized);
         keep(quiet);
+      }
+    }
+  }
+  // Pointers tested against None whose None-ness the backward depends on (`w = 1 if W is None else tl.load(...)`:
+  // the branches' types differ, so no one backward serves both): one backward per case, dispatched on `W is None`.
+  // Only where the backward without them fails: a test the backward can keep (skip_rows_kernel's `if MASK is not
+  // None:` around its work) stays one backward.
+  // A pointer given a type (--arg W=*fp32) is a tensor: not None there.
+  if (const std::vector<std::string> optional = optional_pointers(*fn, {}); !out && !optional.empty()) {
+    BackwardRequest tensors = request;
+    std::vector<std::string> with = used;
+    for (const std::string &p : optional) {
+      auto given = tensors.param_types.find(p);
+      if (given == tensors.param_types.end())
+        with.push_back(p);
+      else if (given->second.is_tensor() && given->second.elem.is_pointer)
+        given->second.not_none = true;
+    }
+    if (combinations_of(with) <= kMaxSpecializations) {
+      DiagEngine specialized(sources);
+      if (std::optional<Backward> b = attempt_with(tensors, with, specialized, false)) {
+        out = std::move(b);
+        keep(specialized);
+        used = with;
       }
     }
   }

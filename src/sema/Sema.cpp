@@ -1077,13 +1077,14 @@ class Checker {
   SType compare(CompareOpKind op, const SType &a, const SType &b, const SourceSpan &span) {
     if (a.kind == SType::Kind::Unknown || b.kind == SType::Kind::Unknown) return SType::unknown();
     if (op == CompareOpKind::Is || op == CompareOpKind::IsNot || op == CompareOpKind::In || op == CompareOpKind::NotIn) {
-      // Against None, a tensor need not have a known value, only a known
-      // kind: it `is not None` whatever its elements (fla's helper `if
-      // b_lamb is not None:` called with a loaded tile). So is a pointer: a
-      // caller passing None for one gets Triton's specialization on None,
-      // which tgrad differentiates apart (src/ad/SpecializationFlags.h,
-      // optional_pointers).
-      auto tile_of_numbers = [](const SType &t) { return t.is_tensor(); };
+      // Against None, a tile of numbers need not have a known value, only a
+      // known kind: it `is not None` whatever its elements (fla's helper `if
+      // b_lamb is not None:` called with a loaded tile). A pointer is another
+      // matter: the kernel's caller may pass None for it (Triton specializes
+      // on that), and the backward stays generic over it, unless it is known
+      // to be a tensor (an optional pointer's specialization,
+      // src/ad/SpecializationFlags.h).
+      auto tile_of_numbers = [](const SType &t) { return t.is_tensor() && (!t.elem.is_pointer || t.not_none); };
       const bool against_none = a.kind == SType::Kind::None || b.kind == SType::Kind::None;
       bool known = against_none && ((a.known && b.known) || tile_of_numbers(a) || tile_of_numbers(b));
       bool same = a.kind == b.kind;

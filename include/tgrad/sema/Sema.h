@@ -57,6 +57,10 @@ struct SType {
   std::string s;    // Str contents; Namespace / Builtin qualified name
   std::string sym;  // an Int of unknown value: its expression ("BLOCK", "BLOCK * 2")
   DType dtype = DType::FP32;
+  // Tensor: a pointer argument known to be a tensor, not None (an optional pointer's tensor specialization,
+  // src/ad/SpecializationFlags.h): `p is None` is decided for it. Unknown: the same said of a parameter not typed
+  // yet (the generic trials give it its types).
+  bool not_none = false;
   bool dtype_is_pointer = false;
   bool dtype_is_tensor_type = false;  // `x.type` rather than `x.dtype`
 

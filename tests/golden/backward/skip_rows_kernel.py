@@ -8,7 +8,12 @@ import triton.language as tl
 @triton.jit
 def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        if tl.load(MASK + row) != 0:
+        process = 1
+        if MASK is not None:
+            process_3 = tl.load(MASK + row)
+        else:
+            process_3 = process
+        if process_3 != 0:
             cols = tl.arange(0, BLOCK)
             x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
 

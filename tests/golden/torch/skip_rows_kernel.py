@@ -2,7 +2,6 @@
 #   tgrad tests/kernels/merges.py --fn skip_rows_kernel --emit torch --wrt X,MASK
 # Regenerate it with that command rather than editing it.
 # Generic: the same backward for X = *fp32, *fp16, *bf16; MASK = *fp32, *fp16, *bf16; Y = *fp32, *fp16, *bf16; n_rows = int32; n_cols = int32.
-# Specialized: one backward per value of MASK = None, a tensor.
 #
 # Launch it as the Triton kernel, from this module:
 #     Y, = skip_rows_kernel[grid](X, MASK, Y, n_rows, n_cols, BLOCK=BLOCK)
@@ -35,28 +34,14 @@ def skip_rows_kernel(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def skip_rows_kernel_bwd_MASK_none(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
-
-    # The backward with MASK=None.
+def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        cols = tl.arange(0, BLOCK)
-        row_times_n_cols = row * n_cols
-        t = cols < n_cols
-        x = tl.load(X + row_times_n_cols + cols, mask=t, other=0.0)
-
-        # Grad of: tl.store(Y + row * n_cols + cols, x * x, mask=cols < n_cols)
-        bx = tl.load(dY + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32) * x * 2
-
-        # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, bx, mask=t)
-
-
-@triton.jit
-def skip_rows_kernel_bwd_MASK_tensor(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
-
-    # The backward with MASK a tensor.
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        if tl.load(MASK + row) != 0:
+        process = 1
+        if MASK is not None:
+            process_3 = tl.load(MASK + row)
+        else:
+            process_3 = process
+        if process_3 != 0:
             cols = tl.arange(0, BLOCK)
             row_times_n_cols = row * n_cols
             t_2 = cols < n_cols
@@ -67,16 +52,6 @@ def skip_rows_kernel_bwd_MASK_tensor(X, MASK, Y, n_rows, n_cols, BLOCK: tl.const
 
             # Grad of: x = tl.load(X + row * n_cols + cols, mask=cols < n_cols, other=0.0)
             tl.store(dX + row_times_n_cols + cols, bx, mask=t_2)
-
-
-@triton.jit
-def skip_rows_kernel_bwd(X, MASK, Y, n_rows, n_cols, BLOCK: tl.constexpr, dX, dMASK, dY):
-
-    # One backward per value of 'MASK': Triton compiles only the one this launch's value selects.
-    if MASK is None:
-        skip_rows_kernel_bwd_MASK_none(X, MASK, Y, n_rows, n_cols, BLOCK, dX, dMASK, dY)
-    else:
-        skip_rows_kernel_bwd_MASK_tensor(X, MASK, Y, n_rows, n_cols, BLOCK, dX, dMASK, dY)
 
 
 
