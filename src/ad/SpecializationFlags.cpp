@@ -57,11 +57,11 @@ static bool tests_against_none(const Expr &e, const std::string &name) {
           (is_flag_name(*c->comparators[0], name) && isa<NoneLit>(c->left.get())));
 }
 
-std::vector<std::string> optional_pointers(const Function &fn, const sema::ParamTypes &given) {
+std::vector<std::string> optional_pointers(const Function &fn) {
   std::vector<std::string> out;
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const std::string &name = fn.params[k].name;
-    if (fn.is_constexpr_param(k) || given.count(name)) continue;
+    if (fn.is_constexpr_param(k)) continue;
     bool tested = false;
     visit_exprs(fn.body, [&](const Expr &e) { tested |= tests_against_none(e, name); });
     if (tested) out.push_back(name);
@@ -395,7 +395,7 @@ std::vector<std::string> flags_needing_values(const Module &module, const Functi
       if (!fn.is_constexpr_param(k) || !in_conditions.count(name) || given.count(name)) continue;
       for (const FlagValue &v : flag_values(module, fn, name).values) {
         sema::ParamTypes with = given;
-        give_flag_value(with, flag_values(module, fn, name), v);
+        with[name] = v.type;  // (a tl.constexpr flag: never an optional pointer)
         if (types(with)) {
           out.push_back(name);
           break;

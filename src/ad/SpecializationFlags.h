@@ -50,6 +50,10 @@ struct Flag {
   // values are every value a launch gives it; not a number the kernel also
   // computes with and compares with some literal (`BLOCK_M == 128`).
   bool is_mode = false;
+  // An optional pointer (optional_pointers below): None, or a tensor.
+  bool is_optional_pointer() const {
+    return std::any_of(values.begin(), values.end(), [](const FlagValue &v) { return v.untyped; });
+  }
 };
 
 // A literal, a negated integer, or a module constant bound to one
@@ -69,13 +73,14 @@ void give_flag_value(sema::ParamTypes &types, const Flag &flag, const FlagValue 
 sema::SType tensor_pointer_marker();
 bool is_tensor_pointer_marker(const sema::SType &t);
 
-// Optional pointers: runtime parameters of `fn` without a type in `given`
-// that a condition tests against None (`if w_ptr is None: w = 1 else: w =
-// tl.load(w_ptr + cols)`, FlagGems' norms). Triton specializes a None
-// argument as a tl.constexpr None, so it compiles one branch per launch;
-// tgrad differentiates once with None and once with a tensor, and the
-// backward dispatches on `w_ptr is None` like a flag's value.
-std::vector<std::string> optional_pointers(const ast::Function &fn, const sema::ParamTypes &given);
+// Optional pointers: runtime parameters of `fn` that a condition tests
+// against None (`if w_ptr is None: w = 1 else: w = tl.load(w_ptr + cols)`,
+// FlagGems' norms). Triton specializes a None argument as a tl.constexpr
+// None, so it compiles one branch per launch; where the backward needs it,
+// tgrad differentiates once with None and once with a tensor (those without
+// a type; one given a pointer type is a tensor), and the backward
+// dispatches on `w_ptr is None` like a flag's value.
+std::vector<std::string> optional_pointers(const ast::Function &fn);
 
 // The forward typed with the first uniform representative it accepts
 // (fp32, fp16, bf16 for the parameters given no type), else as given;

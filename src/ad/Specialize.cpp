@@ -287,12 +287,18 @@ class Specializer {
     return out;
   }
 
+  // The position of a parameter of the forward (past the last for another name).
+  size_t param_index(const std::string &name) const {
+    for (size_t k = 0; k < fn_.params.size(); ++k)
+      if (fn_.params[k].name == name) return k;
+    return fn_.params.size();
+  }
+
   // How a user fixes the values: -D for tl.constexpr flags; for an optional pointer, its type (a tensor's) with --arg.
   std::string how_to_give() const {
     std::string flags, pointers;
     for (const Flag &f : flags_) {
-      const bool pointer = std::any_of(f.values.begin(), f.values.end(), [](const FlagValue &v) { return v.untyped; });
-      if (pointer)
+      if (f.is_optional_pointer())
         pointers += (pointers.empty() ? "" : " ") + std::string("--arg ") + f.name + "=*fp32";
       else
         flags += (flags.empty() ? "'" : ", '") + f.name + "'";
@@ -381,11 +387,6 @@ class Specializer {
       for (size_t k = 0; k < forward_params; ++k)
         if (f->params[k].name != fn_.params[k].name) return fail(specs_[0], s, "their arguments");
     }
-    auto param_index = [&](const std::string &name) {
-      for (size_t k = 0; k < fn_.params.size(); ++k)
-        if (fn_.params[k].name == name) return k;
-      return fn_.params.size();
-    };
     // Gradient buffers: the --wrt inputs (the same in all), then every output
     // in parameter order; each under the name the first specialization having
     // it gave it.
@@ -676,18 +677,13 @@ class Specializer {
       if (std::vector<std::string> all = served_by_all(name); !all.empty()) served = all;
     // An optional pointer is typed only where it is a tensor: the types those specializations serve.
     for (const Flag &f : flags_) {
-      if (std::none_of(f.values.begin(), f.values.end(), [](const FlagValue &v) { return v.untyped; })) continue;
+      if (!f.is_optional_pointer()) continue;
       if (std::any_of(out.generic_types.begin(), out.generic_types.end(), [&](const auto &g) { return g.first == f.name; }))
         continue;
       std::vector<std::string> served = served_by_all(f.name);
       if (served.empty()) continue;
-      auto position = [&](const std::string &name) {
-        for (size_t k = 0; k < fn_.params.size(); ++k)
-          if (fn_.params[k].name == name) return k;
-        return fn_.params.size();
-      };
       auto at = std::find_if(out.generic_types.begin(), out.generic_types.end(),
-                             [&](const auto &g) { return position(g.first) > position(f.name); });
+                             [&](const auto &g) { return param_index(g.first) > param_index(f.name); });
       out.generic_types.insert(at, {f.name, served});
     }
     for (const Specialization &s : specs_) {
@@ -1005,7 +1001,7 @@ static std::optional<Backward> differentiate_lowered(const Module &user_module, 
   // Only where the backward without them fails: a test the backward can keep (skip_rows_kernel's `if MASK is not
   // None:` around its work) stays one backward.
   // A pointer given a type (--arg W=*fp32) is a tensor: not None there.
-  if (const std::vector<std::string> optional = optional_pointers(*fn, {}); !out && !optional.empty()) {
+  if (const std::vector<std::string> optional = optional_pointers(*fn); !out && !optional.empty()) {
     BackwardRequest tensors = request;
     std::vector<std::string> with = used;
     for (const std::string &p : optional) {

@@ -49,14 +49,15 @@ Result<GradientCheck> check_gradient(KernelFile &file, const CheckRequest &check
   std::string wrt_text;
   for (size_t k = 0; k < check.wrt.size(); ++k) wrt_text += (k ? "," : "") + check.wrt[k];
   for (const std::string &w : request.wrt)
-    for (const auto &a : p.args)
+    for (const auto &a : p.args) {
       if (a.first == w && a.second.kind == driver::ArgSpec::Kind::None)
         return api_internal::request_error("--wrt " + wrt_text + ": '" + w +
                                            "' is passed as None (--arg " + w + "=None) and has no gradient; leave it "
                                            "out of --wrt");
-      else if (a.first == w && (a.second.kind != driver::ArgSpec::Kind::Buffer || !sema::is_float(a.second.buffer.dtype)))
+      if (a.first == w && (a.second.kind != driver::ArgSpec::Kind::Buffer || !sema::is_float(a.second.buffer.dtype)))
         return api_internal::request_error("--wrt " + wrt_text + ": '" + w +
                                            "' is not a floating-point tile and carries no gradient");
+    }
   driver::GradCheckOptions options;
   options.seed = o.seed;
   options.rtol = check.rtol;

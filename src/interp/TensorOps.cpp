@@ -136,10 +136,11 @@ int normalize_axis(int axis, size_t rank) {
 
 }  // namespace
 
-// An 8-bit float: nearest even at `mantissa` bits, subnormals below 2^(1 - bias), saturated at the largest finite
-// value (Triton's conversions to fp8 on NVIDIA GPUs are cvt.rn.satfinite); NaN stays NaN.
-static double to_fp8(double v, int mantissa, int bias, double largest) {
+// An 8-bit float: nearest even at its mantissa's bits, subnormals below 2^(1 - bias), saturated at the largest
+// finite value (Triton's conversions to fp8 on NVIDIA GPUs are cvt.rn.satfinite); NaN stays NaN.
+static double to_fp8(double v, DType t, double largest) {
   if (std::isnan(v) || v == 0) return v;
+  const int mantissa = *sema::fp_mantissa_width(t), bias = sema::exponent_bias(t);
   const double a = std::fabs(v);
   const int e = std::max(static_cast<int>(std::floor(std::log2(a))), 1 - bias);
   const double quantum = std::ldexp(1.0, e - mantissa);
@@ -150,11 +151,11 @@ static double to_fp8(double v, int mantissa, int bias, double largest) {
 double round_float(DType t, double v, bool float64) {
   if (float64) return v;
   switch (t) {
-    case DType::FP8E4NV: return to_fp8(v, 3, 7, 448.0);
-    case DType::FP8E4B8: return to_fp8(v, 3, 8, 240.0);
-    case DType::FP8E4B15: return to_fp8(v, 3, 15, 1.875);
-    case DType::FP8E5: return to_fp8(v, 2, 15, 57344.0);
-    case DType::FP8E5B16: return to_fp8(v, 2, 16, 57344.0);
+    case DType::FP8E4NV: return to_fp8(v, t, 448.0);
+    case DType::FP8E4B8: return to_fp8(v, t, 240.0);
+    case DType::FP8E4B15: return to_fp8(v, t, 1.875);
+    case DType::FP8E5: return to_fp8(v, t, 57344.0);
+    case DType::FP8E5B16: return to_fp8(v, t, 57344.0);
     case DType::FP16: return to_fp16(v);
     case DType::BF16: return to_bf16(v);
     case DType::FP32: return static_cast<double>(static_cast<float>(v));

@@ -545,10 +545,7 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
   if (op.key == "cast" && !op.args.empty())
     if (auto *x = as_name(*op.args[0]))
       if (const SType *t = type_of_name(x->id); t && t->is_tensor() && sema::is_fp8(t->elem.dtype)) {
-        ExprList to;
-        to.push_back(dotted_name("tl.float32"));
-        contribute(x->id, std::make_unique<Call>(std::make_unique<Attribute>(name(bt), "to"), std::move(to), std::vector<Keyword>{}),
-                   op.key, target, value.span);
+        contribute(x->id, cast_to(name(bt), dotted_name("tl.float32")), op.key, target, value.span);
         return;
       }
 
