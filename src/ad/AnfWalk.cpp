@@ -48,6 +48,9 @@ void stmt_reads_into(const Stmt &s, Names &out) {
       expr_reads_into(*cast<AugAssign>(&s)->target, out);
       expr_reads_into(*cast<AugAssign>(&s)->value, out);
       return;
+    case NodeKind::AnnAssign:  // `ACC: tl.constexpr = helper(X.dtype.element_ty)` reads `helper`
+      if (cast<AnnAssign>(&s)->value) expr_reads_into(*cast<AnnAssign>(&s)->value, out);
+      return;
     case NodeKind::ExprStmt: expr_reads_into(*cast<ExprStmt>(&s)->value, out); return;
     case NodeKind::Return:
       if (cast<Return>(&s)->value) expr_reads_into(*cast<Return>(&s)->value, out);
@@ -87,6 +90,10 @@ void deep_reads_into(const Stmt &s, Names &out, const StmtList *skip) {
     expr_reads_into(*i->cond, out);
     block_reads_into(i->body, out, skip);
     block_reads_into(i->orelse, out, skip);
+  }
+  if (auto *w = dyn_cast<While>(&s)) {  // (kernels as written: a persistent kernel's while loop)
+    expr_reads_into(*w->cond, out);
+    block_reads_into(w->body, out, skip);
   }
 }
 

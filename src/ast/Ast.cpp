@@ -1,5 +1,7 @@
 #include "tgrad/ast/Ast.h"
 
+#include <algorithm>
+
 namespace tgrad::ast {
 
 const char *kind_name(NodeKind kind) {
@@ -89,6 +91,11 @@ bool is_constexpr_annotation(const Expr *e) {
     if (const auto *root = dyn_cast<Name>(mid->value.get()))
       return root->id == "triton" && mid->attr == "language";
   return false;
+}
+
+bool Function::is_constexpr_function() const {
+  return std::any_of(decorators.begin(), decorators.end(),
+                     [](const Decorator &d) { return d.kind == DecoratorKind::ConstexprFunction; });
 }
 
 bool Function::is_constexpr_param(size_t i) const {

@@ -211,6 +211,7 @@ class Dumper {
       case DecoratorKind::Jit: return "jit";
       case DecoratorKind::Autotune: return "autotune";
       case DecoratorKind::Heuristics: return "heuristics";
+      case DecoratorKind::ConstexprFunction: return "constexpr_function";
       case DecoratorKind::Other: return "other";
     }
     return "other";

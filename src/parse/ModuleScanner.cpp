@@ -229,6 +229,9 @@ class Scanner {
       d.kind = ast::DecoratorKind::Autotune;
     else if (d.name == "triton.heuristics" || d.name == "heuristics")
       d.kind = ast::DecoratorKind::Heuristics;
+    else if (d.name == "triton.constexpr_function" || d.name == "constexpr_function" || d.name == "tl.constexpr" ||
+             d.name == "triton.language.constexpr" || d.name == "constexpr")
+      d.kind = ast::DecoratorKind::ConstexprFunction;
     else
       d.kind = ast::DecoratorKind::Other;
     return d;
@@ -239,7 +242,7 @@ class Scanner {
     for (size_t line : decorator_lines) decos.push_back(make_decorator(line));
     bool jit = false, triton_decorated = false;
     for (const ast::Decorator &d : decos) {
-      jit |= d.kind == ast::DecoratorKind::Jit;
+      jit |= d.kind == ast::DecoratorKind::Jit || d.kind == ast::DecoratorKind::ConstexprFunction;
       triton_decorated |= d.kind != ast::DecoratorKind::Other;
     }
     const std::string &name = word(k, 1);

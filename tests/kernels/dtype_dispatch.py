@@ -55,3 +55,32 @@ def mixed_matmul_kernel(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.con
             b = b.to(C.dtype.element_ty)
         acc += tl.dot(a, b, allow_tf32=False)
     tl.store(C + rm[:, None] * N + rn[None, :], acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# Python functions Triton calls while it compiles (`@triton.constexpr_function`, or FlagGems' `@tl.constexpr`),
+# on compile-time values: the backward keeps the call and the function.
+@triton.constexpr_function
+def accumulation_type(dtype):
+    if dtype.is_fp16() or dtype.is_bf16():
+        return tl.float32
+    return dtype
+
+
+@tl.constexpr
+def output_type(dtype):
+    if dtype.is_fp64():
+        return tl.float64
+    else:
+        return tl.float32
+
+
+@triton.jit
+def accumulated_cumsum_kernel(X, Y, n_cols, BLOCK: tl.constexpr):
+    # A cumsum of squares accumulated in the type accumulation_type picks for X's element type.
+    acc_dtype: tl.constexpr = accumulation_type(X.dtype.element_ty)
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(acc_dtype)
+    y = tl.cumsum(x * x, 0).to(output_type(Y.dtype.element_ty))
+    tl.store(Y + row * n_cols + cols, y, mask=mask)

@@ -317,6 +317,9 @@ enum class DecoratorKind {
   Jit,         // @triton.jit, @triton.jit(...), @jit
   Autotune,    // @triton.autotune(...)
   Heuristics,  // @triton.heuristics(...)
+  // @triton.constexpr_function, @tl.constexpr: a Python function Triton calls while compiling, on compile-time
+  // values (`acc_dtype: tl.constexpr = get_accum_type(X.dtype.element_ty)`); read like a jit helper, never a kernel
+  ConstexprFunction,
   Other,       // a project's own wrapper: kept as text, with a warning
 };
 
@@ -368,6 +371,8 @@ struct Function {
   std::unique_ptr<Function> alternative;
 
   bool is_constexpr_param(size_t i) const;
+  // Decorated @triton.constexpr_function or @tl.constexpr: a compile-time helper, never a kernel.
+  bool is_constexpr_function() const;
 };
 
 struct Import {
