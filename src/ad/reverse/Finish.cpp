@@ -265,6 +265,9 @@ void Engine::make_readable(Module &out, const Backward &result, const Function *
     drop_unguarded_read_back_assertions(f->body);
     read_element_types_from_parameters(*f, pointers);
     fold_single_use_temporaries(*f, keep, index_values);
+    // What the folds left unread (a pointer sum whose uses took the user's expression back, an adjoint's cast
+    // folded into its one use), in a generic backward too, where the removal above does not run.
+    remove_dead_code(f->body);
   }
 }
 

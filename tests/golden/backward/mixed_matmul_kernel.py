@@ -14,7 +14,6 @@ def mixed_matmul_kernel_bwd_dA(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
     rm_col_3 = rm[:, None]
     k = 0 + tl.program_id(1) * BLOCK_K
     rk = k + tl.arange(0, BLOCK_K)
-    A_plus_rm_col_times_K_plus_rk_row = A + rm[:, None] * K + rk[None, :]
     dA_plus_rm_col_times_K_plus_rk_row = dA + rm[:, None] * K + rk[None, :]
     t_and_t_2 = (rm[:, None] < M) & (rk[None, :] < K)
     t_3 = rk[:, None] < K
@@ -69,7 +68,6 @@ def mixed_matmul_kernel_bwd_dB(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
     k = 0 + tl.program_id(0) * BLOCK_K
     rk = k + tl.arange(0, BLOCK_K)
     t_2 = rk[None, :] < K
-    B_plus_rk_col_times_N_plus_rn_row = B + rk[:, None] * N + rn[None, :]
     dB_plus_rk_col_times_N_plus_rn_row = dB + rk[:, None] * N + rn[None, :]
     t_3_and_t_4 = (rk[:, None] < K) & (rn[None, :] < N)
 

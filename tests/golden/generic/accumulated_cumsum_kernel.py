@@ -24,7 +24,6 @@ def accumulated_cumsum_kernel_bwd(X, Y, n_cols, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.store(Y + row * n_cols + cols, y, mask=mask)
     by_raw = tl.load(dY + row_times_n_cols + cols, mask=mask, other=0.0)
-    by = by_raw.to(tl.float32)
 
     # Grad of: y = tl.cumsum(x * x, 0).to(output_type(Y.dtype.element_ty))
     bx = tl.cumsum(by_raw.to(tl.cumsum(x * x, 0).dtype), 0, reverse=True) * x * 2

@@ -244,7 +244,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
-        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
@@ -288,7 +287,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         M_plus_off_hz_times_N_CTX_plus_offs_m = M + off_hz_times_N_CTX + offs_m
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs)
-        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner
@@ -333,7 +331,6 @@ def attn_fwd_kernel_bwd_dK_dV(Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, s
         t_7 = offs_m < N_CTX
         do_ptrs = do_base + offs_m[:, None] * stride_om + offs_d_row * stride_ok
         bacc_4_to_Out_type_element_ty_raw_2 = tl.load(do_ptrs, mask=t, other=0.0)
-        bacc_4_to_Out_type_element_ty = bacc_4_to_Out_type_element_ty_raw_2.to(tl.float32)
         row_stat = tl.load(M_plus_off_hz_times_N_CTX_plus_offs_m, mask=t_7, other=float("inf")).to(tl.float32) * 1.4426950408889634
 
         # 'bl_i_2_minus_one' of the forward's program, a reduction the prologue computed once per program: not recomputed by every owner

@@ -36,7 +36,6 @@ def grouped_matmul_kernel_bwd(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
 
     # Grad of: tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     bc_raw = tl.load(dc_ptrs, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
-    bc = bc_raw.to(tl.float32)
 
     # Grad of: c = tl.sigmoid(accumulator * 0.1).to(tl.float16)
     btl_sigmoid_accumulator_2_times_c = bc_raw.to(tl_sigmoid_accumulator_2_times_c.dtype)

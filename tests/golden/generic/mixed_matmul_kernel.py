@@ -16,7 +16,6 @@ def mixed_matmul_kernel_bwd_dA(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
     k = 0 + tl.program_id(1) * BLOCK_K
     rm_col_times_K = rm[:, None] * K
     rk = k + tl.arange(0, BLOCK_K)
-    A_plus_rm_col_times_K_plus_rk_row = A + rm_col_times_K + rk[None, :]
     dA_plus_rm_col_times_K_plus_rk_row = dA + rm_col_times_K + rk[None, :]
     t_and_t_2 = (rm[:, None] < M) & (rk[None, :] < K)
     t_3 = rk[:, None] < K
@@ -34,7 +33,6 @@ def mixed_matmul_kernel_bwd_dA(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
         dC_plus_rm_col_3_times_N_plus_rn_row_3 = dC + rm_col_3 * N + rn[None, :]
         t_5_and_t_6 = rm_col_3 < M
         bacc_2_to_C_dtype_element_ty_raw = tl.load(dC_plus_rm_col_3_times_N_plus_rn_row_3, mask=t_5_and_t_6, other=0.0)
-        bacc_2_to_C_dtype_element_ty = bacc_2_to_C_dtype_element_ty_raw.to(tl.float32)
         b = tl.load(B + rk[:, None] * N + rn[None, :], mask=t_3, other=0.0)
         b_2 = b.to(C.dtype.element_ty if A.dtype.element_ty != B.dtype.element_ty else B.dtype.element_ty)
         ba_2 = tl.dot(bacc_2_to_C_dtype_element_ty_raw.to(b_2.dtype), tl.trans(b_2), allow_tf32=False)
@@ -48,7 +46,6 @@ def mixed_matmul_kernel_bwd_dA(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
         dC_plus_rm_col_3_times_N_plus_rn_row_3 = dC + rm_col_3 * N + rn[None, :]
         t_5_and_t_6 = (rm_col_3 < M) & (rn[None, :] < N)
         bacc_2_to_C_dtype_element_ty_raw = tl.load(dC_plus_rm_col_3_times_N_plus_rn_row_3, mask=t_5_and_t_6, other=0.0)
-        bacc_2_to_C_dtype_element_ty = bacc_2_to_C_dtype_element_ty_raw.to(tl.float32)
         b = tl.load(B + rk[:, None] * N + rn[None, :], mask=t_3 & (rn[None, :] < N), other=0.0)
         b_2 = b.to(C.dtype.element_ty if A.dtype.element_ty != B.dtype.element_ty else B.dtype.element_ty)
         ba_2 = tl.dot(bacc_2_to_C_dtype_element_ty_raw.to(b_2.dtype), tl.trans(b_2), allow_tf32=False)
@@ -74,7 +71,6 @@ def mixed_matmul_kernel_bwd_dB(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
     rk = k + tl.arange(0, BLOCK_K)
     t_2 = rk[None, :] < K
     rk_col_times_N = rk[:, None] * N
-    B_plus_rk_col_times_N_plus_rn_row = B + rk_col_times_N + rn[None, :]
     dB_plus_rk_col_times_N_plus_rn_row = dB + rk_col_times_N + rn[None, :]
     t_3_and_t_4 = (rk[:, None] < K) & (rn[None, :] < N)
 
@@ -85,7 +81,6 @@ def mixed_matmul_kernel_bwd_dB(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
         dC_plus_rm_col_3_times_N_plus_rn_row_3 = dC + rm[:, None] * N + rn_row_3
         t_5_and_t_6 = (rm[:, None] < M) & (rn_row_3 < N)
         bacc_2_to_C_dtype_element_ty_raw_2 = tl.load(dC_plus_rm_col_3_times_N_plus_rn_row_3, mask=t_5_and_t_6, other=0.0)
-        bacc_2_to_C_dtype_element_ty = bacc_2_to_C_dtype_element_ty_raw_2.to(tl.float32)
         a = tl.load(A + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & t_2, other=0.0)
         a_2 = a.to(C.dtype.element_ty if A.dtype.element_ty != B.dtype.element_ty else A.dtype.element_ty)
         bb_2 = tl.dot(tl.trans(a_2), bacc_2_to_C_dtype_element_ty_raw_2.to(a_2.dtype), allow_tf32=False)

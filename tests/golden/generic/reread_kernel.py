@@ -12,7 +12,6 @@ def reread_kernel_bwd(X, Y, Z, n, scale, BLOCK: tl.constexpr, dX, dY, dZ):
     mask = offs < n
     x = tl.load(X + offs, mask=mask, other=0.0)
     x_2 = tl.exp(x)
-    Y_plus_offs = Y + offs
     dY_plus_offs = dY + offs
     x_2_times_scale = x_2 * scale
     y = tl.where(mask, x_2_times_scale.to(Y.dtype.element_ty), 0.0)

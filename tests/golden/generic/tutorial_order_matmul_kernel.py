@@ -38,7 +38,6 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = t_3
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
@@ -52,7 +51,6 @@ def tutorial_order_matmul_kernel_bwd_da_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr + stride_cm * offs_cm_col + stride_cn * offs_cn[None, :]
         c_mask = t_3 & (offs_cn[None, :] < N)
         bc_raw = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        bc = bc_raw.to(tl.float32)
         b = tl.load(b_ptrs + k * (BLOCK_SIZE_K * stride_bk), mask=t_2, other=0.0)
 
         # Grad of: a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
@@ -97,7 +95,6 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
@@ -111,7 +108,6 @@ def tutorial_order_matmul_kernel_bwd_db_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride
         dc_ptrs = dc_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn_row
         c_mask = (offs_cm[:, None] < M) & t_4
         bc_raw_2 = tl.load(dc_ptrs, mask=c_mask, other=0.0)
-        bc = bc_raw_2.to(tl.float32)
         a = tl.load(a_ptrs + k * (BLOCK_SIZE_K * stride_ak), mask=t, other=0.0)
 
         # Grad of: b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)

@@ -81,7 +81,6 @@ def varlen_tail_gate_kernel_bwd_IS_VARLEN_false_USE_G_false(X, G, Y, cu_seqlens,
 
     # Grad of: tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=m)
     by_to_Y_dtype_element_ty_raw = tl.load(dY + offs, mask=m, other=0.0)
-    by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
 
     # Grad of: y = x * x
     # Grad of: x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)

@@ -70,7 +70,6 @@ def activation_cast_kernel_bwd(X, Y, n_elements, OUT_DTYPE: tl.constexpr, BLOCK:
 
     # Grad of: tl.store(Y + offsets, y, mask=mask)
     by_raw = tl.load(dY + offsets, mask=mask, other=0.0)
-    by = by_raw.to(tl.float32)
 
     # Grad of: y = (activation(x) * x).to(OUT_DTYPE)
     bactivation_x_times_x = by_raw.to((activation_x * x).dtype)

@@ -40,7 +40,6 @@ def block_read_back_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY)
         mask = cols < n_cols
         row_times_n_cols_2 = row * n_cols
         tl_exp_tl_load = tl.exp(tl.load(X + row_times_n_cols_2 + cols, mask=mask, other=0.0))
-        S_plus_row_times_n_cols_3_plus_cols = S + row * n_cols + cols
         s = tl.where(mask, tl_exp_tl_load.to(S.dtype.element_ty), 0.0)
 
         # Grad of: tl.store(Y + row * n_cols + cols, s * s, mask=mask)

@@ -53,7 +53,6 @@ def gelu_tanh_kernel_bwd(X, Y, n_elements, BLOCK: tl.constexpr, dX, dY):
 
     # Grad of: tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=mask)
     by_to_Y_dtype_element_ty_raw = tl.load(dY + offsets, mask=mask, other=0.0)
-    by_to_Y_dtype_element_ty = by_to_Y_dtype_element_ty_raw.to(tl.float32)
     by = by_to_Y_dtype_element_ty_raw.to(y.dtype)
 
     # Grad of: y = 0.5 * x * (1.0 + tanh(inner))

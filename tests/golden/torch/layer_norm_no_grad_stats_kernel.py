@@ -173,7 +173,6 @@ def layer_norm_fwd_kernel_bwd_loops(X, Y, W, B, Mean, Rstd, stride_x_row, stride
         bsum_acc_2 = tl.broadcast_to(tl.expand_dims(bmean / N, 0), sum_acc_2.shape)
         for start in range(0, N, BLOCK_SIZE):
             cols = start + tl.arange(0, BLOCK_SIZE)
-            X_2_plus_cols = X_2 + cols
             dX_2_plus_cols = dX_2 + cols
             t = cols < N
 

@@ -165,7 +165,6 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
         row_times_n_cols = row * n_cols
         tl_load_2 = tl.load(R + row_times_n_cols + cols, mask=mask, other=0.0)
         s = tl.load(X + row_times_n_cols + cols, mask=mask, other=0.0) + tl_load_2
-        S_plus_row_times_n_cols_3_plus_cols = S + row_times_n_cols + cols
         tl_sqrt = tl.sqrt((squares + tl.sum(s * s)) / n_cols + eps)
         rstd = 1.0 / tl_sqrt
         s_2 = tl.where(mask, s.to(S.dtype.element_ty), 0.0)

@@ -58,7 +58,6 @@ def varlen_gate_kernel_bwd_IS_VARLEN_true(X, G, Y, cu_seqlens, T, D, IS_VARLEN: 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
     bx_times_tl_sigmoid_g_to_raw = tl.load(dY + offs, mask=m, other=0.0)
-    bx_times_tl_sigmoid_g_to = bx_times_tl_sigmoid_g_to_raw.to(tl.float32)
     tl_sigmoid_g = tl.sigmoid(g)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
@@ -95,7 +94,6 @@ def varlen_gate_kernel_bwd_IS_VARLEN_false(X, G, Y, cu_seqlens, T, D, IS_VARLEN:
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
     bx_times_tl_sigmoid_g_to_raw = tl.load(dY + offs, mask=m, other=0.0)
-    bx_times_tl_sigmoid_g_to = bx_times_tl_sigmoid_g_to_raw.to(tl.float32)
     tl_sigmoid_g = tl.sigmoid(g)
 
     # Grad of: tl.store(Y + offs, (x * tl.sigmoid(g)).to(Y.dtype.element_ty), mask=m)
