@@ -1,5 +1,6 @@
 #include "src/ad/ScanCombine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -70,6 +71,28 @@ ScanCombine classify_scan_combine(const ast::Module &module, const ast::Function
     result.state = coefficient_first ? 1 : 0;
   }
   return result;
+}
+
+ReduceCombine classify_reduce_combine(const ast::Module &module, const ast::Function &combine) {
+  if (combine.params.size() != 2) return ReduceCombine::Other;
+  std::mt19937_64 rng(0x7ed0);
+  std::uniform_real_distribution<double> operand(-2.0, 2.0);
+  bool sum = true, product = true, max = true, min = true;
+  for (int trial = 0; trial < 8; ++trial) {
+    const double a = operand(rng), b = operand(rng);
+    std::optional<std::vector<double>> y = run_combine(module, combine, {a, b});
+    if (!y || y->size() != 1) return ReduceCombine::Other;
+    const double r = (*y)[0];
+    sum &= close(r, a + b);
+    product &= close(r, a * b);
+    max &= close(r, std::max(a, b));
+    min &= close(r, std::min(a, b));
+  }
+  if (sum) return ReduceCombine::Sum;
+  if (product) return ReduceCombine::Product;
+  if (max) return ReduceCombine::Max;
+  if (min) return ReduceCombine::Min;
+  return ReduceCombine::Other;
 }
 
 }  // namespace tgrad::ad

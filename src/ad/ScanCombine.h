@@ -28,4 +28,10 @@ struct ScanCombine {
 // second's) and returns `inputs` values.
 ScanCombine classify_scan_combine(const ast::Module &module, const ast::Function &combine, size_t inputs);
 
+// What the combine function of a tl.reduce over one tensor computes, recognised the same way (on random operands
+// of both signs): a sum, a product, a maximum or a minimum, whose reductions have known adjoints; Other for the
+// rest (a Welford step over tuples, a bitwise or).
+enum class ReduceCombine { Other, Sum, Product, Max, Min };
+ReduceCombine classify_reduce_combine(const ast::Module &module, const ast::Function &combine);
+
 }  // namespace tgrad::ad

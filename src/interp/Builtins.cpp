@@ -791,6 +791,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     return Value::of_tuple({Value::of_tensor(halves[0]), Value::of_tensor(halves[1])});
   }
   if (name == "tl.associative_scan") return associative_scan(args, kwargs, span);
+  if (name == "tl.reduce") return combine_reduce(args, kwargs, span);
   if (name == "tl.softmax") {
     Bound b(*this, name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
     TensorRef x = b.tensor("x");
@@ -953,6 +954,74 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
   if (!tuple) return Value::of_tensor(results[0]);
   std::vector<Value> out;
   for (const auto &r : results) out.push_back(Value::of_tensor(r));
+  return Value::of_tuple(std::move(out));
+}
+
+// tl.reduce with a combine function: the function folds the elements along the axis into one, first to last (Triton
+// combines in a tree; for an associative function, as Triton requires, the two agree up to rounding). No axis
+// reduces the whole tensor; keep_dims keeps the reduced axes with length 1.
+Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span) {
+  const std::string name = "tl.reduce";
+  Bound b(*this, name, {"input", "axis", "combine_fn", "keep_dims"}, std::move(args), std::move(kwargs), span);
+  const Value &input = b.get("input");
+  const bool tuple = input.kind == Value::Kind::Tuple;
+  std::vector<TensorRef> inputs;
+  if (tuple) {
+    for (const Value &v : *input.elems) inputs.push_back(to_tensor(v, span));
+  } else {
+    inputs.push_back(b.tensor("input"));
+  }
+  if (inputs.empty()) fail(span, name + " needs at least one tensor");
+  const Shape shape = inputs[0]->shape;
+  for (const TensorRef &t : inputs)
+    if (t->shape != shape || shape.empty()) fail(span, name + " needs tensors of one shape with at least one axis");
+  std::optional<int> axis_value = b.axis("axis");
+  const bool keep = b.flag("keep_dims", false);
+  int axis = 0;
+  if (axis_value) {
+    axis = *axis_value < 0 ? *axis_value + static_cast<int>(shape.size()) : *axis_value;
+    if (axis < 0 || axis >= static_cast<int>(shape.size())) fail(span, name + ": axis out of range");
+  } else {  // the whole tensor: its elements in order, as one axis
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    for (TensorRef &t : inputs) t = reshape(*t, {n});
+  }
+  const Value &combine = b.get("combine_fn");
+  if (combine.kind != Value::Kind::Function) fail(span, name + " needs a @triton.jit combine function");
+  const ast::Function &fn = *combine.fn;
+  if (fn.params.size() != 2 * inputs.size()) fail(span, "the combine function '" + fn.name + "' takes the wrong number of arguments");
+  const Shape folded = inputs[0]->shape;
+  Shape slice_shape = folded;
+  slice_shape.erase(slice_shape.begin() + axis);
+  std::vector<TensorRef> running;
+  for (const TensorRef &t : inputs) running.push_back(slice_along(*t, axis, 0));
+  for (int64_t p = 1; p < folded[axis]; ++p) {
+    std::map<std::string, Value> call_args;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      call_args[fn.params[k].name] = Value::of_tensor(running[k]);
+      call_args[fn.params[inputs.size() + k].name] = Value::of_tensor(slice_along(*inputs[k], axis, p));
+    }
+    Value r = call(fn, call_args, span);
+    std::vector<Value> parts = r.kind == Value::Kind::Tuple ? *r.elems : std::vector<Value>{r};
+    if (parts.size() != inputs.size())
+      fail(span, "the combine function '" + fn.name + "' returned " + std::to_string(parts.size()) + " values, not " +
+                     std::to_string(inputs.size()));
+    for (size_t k = 0; k < parts.size(); ++k) {
+      TensorRef c = to_tensor(parts[k], span);
+      if (c->type != inputs[k]->type)
+        fail(span, "the combine function '" + fn.name + "' returned " + c->type.str() + " for " + inputs[k]->type.str());
+      running[k] = broadcast_to(c, slice_shape);
+    }
+  }
+  if (keep) {
+    Shape kept = shape;
+    if (axis_value) kept[axis] = 1;
+    else kept.assign(shape.size(), 1);
+    for (TensorRef &r : running) r = reshape(*r, kept);
+  }
+  if (!tuple) return Value::of_tensor(running[0]);
+  std::vector<Value> out;
+  for (const auto &r : running) out.push_back(Value::of_tensor(r));
   return Value::of_tuple(std::move(out));
 }
 

@@ -34,6 +34,7 @@ class Evaluator {
   // Runs `fn` with its parameters bound; the returned value (None if none).
   Value call(const ast::Function &fn, const std::map<std::string, Value> &args, const SourceSpan &call_span);
   Value associative_scan(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span);
+  Value combine_reduce(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span);
 
   void set_program(std::array<int64_t, 3> pid, std::array<int64_t, 3> grid) {
     pid_ = pid;

@@ -19,7 +19,7 @@ const std::set<std::string> kTlFunctions = {
     "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
     "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
     "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi", "rand",
-    "randn", "randint", "randint4x", "philox", "join", "split", "interleave", "associative_scan", "gather",
+    "randn", "randint", "randint4x", "philox", "join", "split", "interleave", "associative_scan", "reduce", "gather",
     "swizzle2d"};
 
 // tl.math and libdevice functions tgrad implements (typing, interpreter,
@@ -38,7 +38,6 @@ const std::set<std::string> kMathFunctions = {
 const std::set<std::string> kTlUntyped = {
     "make_block_ptr", "advance", "make_tensor_descriptor", "load_tensor_descriptor", "store_tensor_descriptor",
     "dot_scaled", "sort", "topk", "histogram", "map_elementwise", "reduce_or", "flip", "cat",
-    "reduce",
     "xor_sum", "inline_asm_elementwise", "float8e5", "float8e4nv", "float8e4b15", "float8e5b16", "float8e4b8",
     "pointer_type", "tensor", "dtype", "block_type"};
 

@@ -1753,23 +1753,25 @@ class Checker {
       SymShape s(x.shape.begin(), x.shape.end() - 1);
       return SType::tuple({SType::tensor(x.elem, s), SType::tensor(x.elem, s)});
     }
-    if (name == "tl.associative_scan") {
-      Args a = bind(name, {"input", "axis", "combine_fn", "reverse"}, args, kwargs, span);
+    if (name == "tl.associative_scan" || name == "tl.reduce") {
+      const bool scan = name == "tl.associative_scan";
+      Args a = bind(name, {"input", "axis", "combine_fn", scan ? "reverse" : "keep_dims"}, args, kwargs, span);
       const SType &in = a.get("input");
       std::vector<SType> inputs = in.kind == SType::Kind::Tuple ? in.elems : std::vector<SType>{in};
-      if (inputs.empty()) fail(span, "tl.associative_scan needs at least one tensor");
+      const std::string verb = scan ? "scans" : "reduces";
+      if (inputs.empty()) fail(span, name + " needs at least one tensor");
       for (const SType &t : inputs) {
-        if (!t.is_tensor() || t.shape.empty()) fail(span, "tl.associative_scan scans tensors, got " + t.str());
+        if (!t.is_tensor() || t.shape.empty()) fail(span, name + " " + verb + " tensors, got " + t.str());
         if (t.shape != inputs[0].shape)
-          fail(span, "tl.associative_scan needs inputs of one shape, got " + shape_str(inputs[0].shape) + " and " +
+          fail(span, name + " needs inputs of one shape, got " + shape_str(inputs[0].shape) + " and " +
                          shape_str(t.shape));
       }
       std::optional<int> axis = axis_arg(a, "axis", name, span);
-      if (!axis) fail(span, "tl.associative_scan needs an axis");
-      normalize_axis(*axis, inputs[0].shape.size(), span);
+      if (!axis && scan) fail(span, "tl.associative_scan needs an axis");
+      const int k_axis = axis ? normalize_axis(*axis, inputs[0].shape.size(), span) : -1;
       const SType &combine = a.get("combine_fn");
       if (combine.kind != SType::Kind::Function)
-        fail(span, "tl.associative_scan needs a @triton.jit combine function, got " + combine.str());
+        fail(span, name + " needs a @triton.jit combine function, got " + combine.str());
       // The combine function takes two elements (each as many scalars as
       // there are inputs) and returns one of the same types.
       const Function &fn = *combine.fn;
@@ -1782,12 +1784,24 @@ class Checker {
       SType r = call_function(fn, scalars, span);
       std::vector<SType> results = r.kind == SType::Kind::Tuple ? r.elems : std::vector<SType>{r};
       if (results.size() != inputs.size())
-        fail(span, "the combine function '" + fn.name + "' returns " + std::to_string(results.size()) +
-                       " values; the scan has " + std::to_string(inputs.size()) + " inputs");
+        fail(span, "the combine function '" + fn.name + "' returns " + std::to_string(results.size()) + " values; " +
+                       name + " has " + std::to_string(inputs.size()) + " inputs");
       for (size_t k = 0; k < results.size(); ++k)
         if (results[k].kind != SType::Kind::Unknown && (!results[k].is_tensor() || results[k].elem != inputs[k].elem))
           fail(span, "the combine function '" + fn.name + "' returns " + results[k].str() + " for an input of " +
                          inputs[k].elem.str() + ": Triton needs the input's type");
+      if (!scan) {  // the reduced shape, as tl.sum's
+        const bool keep = flag(a, "keep_dims", false);
+        for (SType &t : inputs) {
+          if (k_axis < 0) {
+            t.shape = keep ? SymShape(t.shape.size(), Dim::known(1)) : SymShape{};
+          } else if (keep) {
+            t.shape[k_axis] = Dim::known(1);
+          } else {
+            t.shape.erase(t.shape.begin() + k_axis);
+          }
+        }
+      }
       if (in.kind != SType::Kind::Tuple) return inputs[0];
       return SType::tuple(inputs);
     }

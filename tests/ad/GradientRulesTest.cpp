@@ -103,6 +103,12 @@ std::vector<Case> cases() {
       {"max_keep", "x", "return tl.max(x, 0, keep_dims=True) + x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"max_all", "x", "return tl.max(x) * 1.0", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"min_axis", "x", "return tl.min(x, axis=0)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      // tl.reduce with combine functions: a product (axis, keep_dims, the whole tile), a maximum, a sum.
+      {"reduce_product", "x", "return tl.reduce(x, 1, times)", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
+      {"reduce_product_keep", "x", "return tl.reduce(x, 0, times, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
+      {"reduce_product_all", "x", "return tl.reduce(x, None, times) * 1.0", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
+      {"reduce_max", "x", "return tl.reduce(x, axis=0, combine_fn=larger)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      {"reduce_sum_keep", "x", "return tl.reduce(x * x, 1, plus, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum", "x", "return tl.cumsum(x, 1)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum_reverse", "x", "return tl.cumsum(x, 0, reverse=True)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"softmax", "x", "return tl.softmax(x)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
@@ -150,7 +156,11 @@ class GradientRules : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GradientRules, MatchesFiniteDifferencesInFloat64) {
   const Case &c = GetParam();
+  // (Combine functions for the tl.reduce cases.)
   std::string text = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice\n\n"
+                     "@triton.jit\ndef times(a, b):\n    return a * b\n\n"
+                     "@triton.jit\ndef larger(a, b):\n    return tl.maximum(a, b)\n\n"
+                     "@triton.jit\ndef plus(a, b):\n    return b + a\n\n"
                      "@triton.jit\ndef f(" + c.signature + "):\n";
   std::istringstream in(c.body);
   std::string line;
@@ -199,7 +209,7 @@ TEST(GradientRules, EveryRuleInTheTableHasACase) {
                                    "broadcast_to", "sum", "max", "min", "cumsum", "softmax", "dot", "sqrt_rn", "div_rn",
                                    "fdiv", "exp10", "log10", "log1p", "expm1", "cbrt", "tan", "asin", "acos", "atan",
                                    "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split", "clamp", "gather",
-                                   "interleave"};
+                                   "interleave", "reduce_product"};
   for (const std::string &r : ad::rule_names()) EXPECT_TRUE(covered.count(r)) << "rule '" << r << "' has no gradient check";
 }
 

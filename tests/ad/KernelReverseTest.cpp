@@ -775,6 +775,12 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"dtype_dispatch", "mixed_matmul_kernel", {2, 2, 1},
                    {"A=fp16[20,24]", "B=fp32[24,18]", "C=fp32[20,18]:zeros", "M=20", "N=18", "K=24"},
                    {"BLOCK_M=16", "BLOCK_N=16", "BLOCK_K=16"}, {"A", "B"}, {}},
+        // tl.reduce with the user's combine functions (tests/kernels/combine_reduce.py).
+        KernelCase{"combine_reduce", "row_product_kernel", {2, 1, 1},
+                   {"X=fp32[7,10]:uniform(0.5,1.5)", "Y=fp32[7]:zeros", "n_rows=7", "n_cols=10"},
+                   {"BLOCK_M=4", "BLOCK_N=16"}, {"X"}, {}},
+        KernelCase{"combine_reduce", "combine_softmax_kernel", {3, 1, 1},
+                   {"X=fp32[3,20]", "Y=fp32[3,20]:zeros", "Low=fp32[3]:zeros", "n_cols=20"}, {"BLOCK=32"}, {"X"}, {}},
         KernelCase{"dtype_dispatch", "accumulated_cumsum_kernel", {3, 1, 1},
                    {"X=fp16[3,20]", "Y=fp32[3,20]:zeros", "n_cols=20"}, {"BLOCK=32"}, {"X"}, {}},
         KernelCase{"dtype_dispatch", "accumulated_cumsum_kernel", {3, 1, 1},
@@ -887,6 +893,26 @@ TEST(KernelReverseErrors, ElementTypeIfsThatComputeAreTheBranchTaken) {
   EXPECT_NE(p->all_messages().find("depends on the element type of 'X'"), std::string::npos) << p->all_messages();
 }
 
+// The gradient of a product through tl.reduce at rows holding one zero (the others' product at the zero, 0
+// elsewhere) and two (0 everywhere): computed without dividing by the zeros.
+TEST(KernelReverse, ProductCombineGradientAtZeros) {
+  KernelSetup s = setup(KernelCase{"combine_reduce", "row_product_kernel", {2, 1, 1},
+                                   {"X=fp32[7,10]:uniform(0.5,1.5)", "Y=fp32[7]:zeros", "n_rows=7", "n_cols=10"},
+                                   {"BLOCK_M=4", "BLOCK_N=16"}, {"X"}, {}});
+  ASSERT_TRUE(s.parsed->ok()) << s.parsed->all_messages();
+  bool found = false;
+  for (interp::Buffer &b : s.memory.buffers())
+    if (b.name == "X") {
+      found = true;
+      for (int at : {1 * 10 + 7, 2 * 10 + 3, 2 * 10 + 4, 5 * 10 + 0, 6 * 10 + 9}) b.f[at] = 0.0;
+    }
+  ASSERT_TRUE(found);
+  auto result = driver::grad_check_kernel(*s.parsed->module, s.parsed->sources, s.request, s.launch, s.memory, {},
+                                          *s.parsed->diags, 96);
+  ASSERT_TRUE(result) << s.parsed->all_messages();
+  EXPECT_TRUE(result->pass) << result->args[0].relative_error << "\n" << result->backward_source;
+}
+
 TEST(KernelReverse, TwoLoadsThroughOnePointerAccumulate) {
   // Both loads read the same addresses: plain stores of their gradients would
   // keep only one of them. (Their masks differ, so they are not one common
@@ -947,6 +973,26 @@ TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
                     "store before a later iteration's load"),
             std::string::npos)
       << m2;
+}
+
+// tl.reduce whose combine function is none of sum, product, maximum, minimum (a Welford step over tuples, an
+// affine combine): a located error naming the function, never a wrong gradient.
+TEST(KernelReverseErrors, ReduceWithAnUnknownCombineFunction) {
+  std::string m = errors_of(std::string(kHead) +
+                                "def f(a, b):\n    return a * b + a\n\n\n@triton.jit\n"
+                                "def k(X, Y, B: tl.constexpr):\n    x = tl.load(X + tl.arange(0, B))\n"
+                                "    tl.store(Y, tl.reduce(x, 0, f))\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+  EXPECT_NE(m.find("error: tgrad differentiates tl.reduce of one tensor whose combine function sums, multiplies, or "
+                   "takes the maximum or the minimum of two elements; 'f' computes none of these"),
+            std::string::npos)
+      << m;
+  std::string t = errors_of(std::string(kHead) +
+                                "def f(a, n, b, m):\n    return a + b, n + m\n\n\n@triton.jit\n"
+                                "def k(X, Y, B: tl.constexpr):\n    x = tl.load(X + tl.arange(0, B))\n"
+                                "    s, c = tl.reduce((x, x * 0 + 1), 0, f)\n    tl.store(Y, s / c)\n",
+                            {"X"}, {{"X", "*fp32"}, {"Y", "*fp32"}});
+  EXPECT_NE(t.find("'f' reduces several tensors together"), std::string::npos) << t;
 }
 
 // Every program storing at one address: where each stores its own program's value, the output is whichever store

@@ -418,6 +418,27 @@ def min(y, x, by, axis=None, keep_dims=False, propagate_nan=None):
 
 
 @triton.jit
+def reduce_product(y, x, by, axis=None, combine_fn=None, keep_dims=False):
+    # d prod(x) / dx_i = the product of the other lanes: prod(x) / x_i where no lane is 0; at the one 0 lane where
+    # there is exactly one, the others' product (0 at the rest); 0 where two or more are. Computed from the nonzero
+    # lanes' product (tl.reduce with the forward's combine function) and the count of zeros: no division by 0
+    zero = x == 0
+    nonzero = tl.where(zero, 1.0, x)
+    if axis is None:
+        zeros = tl.sum(zero.to(tl.int32), axis, keep_dims=keep_dims)
+        others = by * tl.reduce(nonzero, axis, combine_fn, keep_dims=keep_dims)
+        bx = tl.where(zeros == 0, others / nonzero, tl.where(zero & (zeros == 1), others, 0.0))
+    elif keep_dims:
+        zeros = tl.sum(zero.to(tl.int32), axis, keep_dims=True)
+        others = by * tl.reduce(nonzero, axis, combine_fn, keep_dims=True)
+        bx = tl.where(zeros == 0, others / nonzero, tl.where(zero & (zeros == 1), others, 0.0))
+    else:
+        zeros = tl.expand_dims(tl.sum(zero.to(tl.int32), axis), axis)
+        others = tl.expand_dims(by * tl.reduce(nonzero, axis, combine_fn), axis)
+        bx = tl.where(zeros == 0, others / nonzero, tl.where(zero & (zeros == 1), others, 0.0))
+
+
+@triton.jit
 def cumsum(y, x, by, axis=0, reverse=False):
     # y_i = sum_{j <= i} x_j, so bx_j = sum_{i >= j} by_i: a cumsum in the other direction
     bx = tl.cumsum(by, axis, reverse=not reverse)

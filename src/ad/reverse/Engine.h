@@ -596,6 +596,9 @@ class Engine {
   // bp reached, G * p[t-1] with G the same recurrence of bp). Both are
   // scans of _tgrad_affine_scan, so no element is shifted by hand.
   void differentiate_scan(const Op &op, const std::string &target, const Expr &value);
+  // tl.reduce over one tensor with a combine function that sums, multiplies, or takes the maximum or minimum: the
+  // adjoint of tl.sum, tl.max, tl.min or a product; any other combine function is a located error.
+  void differentiate_reduce(const Op &op, const std::string &target, const Expr &value);
 
   static bool n_active(const Expr &e, const std::set<std::string> &active);
 

@@ -514,6 +514,7 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
   }
   if (op.key == "jit call") return differentiate_call(op, target, value, active);
   if (op.key == "associative_scan") return differentiate_scan(op, target, value);
+  if (op.key == "reduce") return differentiate_reduce(op, target, value);
   if ((op.key == "trans" || op.key == "permute") && op.args.size() > 1) {
     // Explicit dims: the adjoint applies the inverse permutation.
     std::vector<int64_t> order;
@@ -814,6 +815,48 @@ int64_t Engine::static_int(const Expr &e) {
   if (auto *i = dyn_cast<IntLit>(&e)) return static_cast<int64_t>(i->value);
   if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) return -static_int(*u->operand);
   fail(e.span, "a permutation must be written with integer literals to be differentiated");
+}
+
+void Engine::differentiate_reduce(const Op &op, const std::string &target, const Expr &value) {
+  const Expr *input = op.args.size() > 0 ? op.args[0] : nullptr;
+  const Expr *axis = op.args.size() > 1 ? op.args[1] : nullptr;
+  const Expr *combine = op.args.size() > 2 ? op.args[2] : nullptr;
+  const Keyword *keep_dims = nullptr;
+  for (const Keyword *k : op.kws) {
+    if (k->name == "input") input = k->value.get();
+    else if (k->name == "axis") axis = k->value.get();
+    else if (k->name == "combine_fn") combine = k->value.get();
+    else if (k->name == "keep_dims") keep_dims = k;
+  }
+  const SType *fn_type = combine ? anf_types_.type_of(combine) : nullptr;
+  if (!input || !fn_type || fn_type->kind != SType::Kind::Function)
+    fail(value.span, "tgrad cannot tell which combine function this tl.reduce uses");
+  const SType *input_type = anf_types_.type_of(input);
+  const bool several = isa<Tuple>(input) || (input_type && input_type->kind == SType::Kind::Tuple);
+  const ReduceCombine kind = several ? ReduceCombine::Other : classify_reduce_combine(module_, *fn_type->fn);
+  if (kind == ReduceCombine::Other)
+    fail(value.span, "tgrad differentiates tl.reduce of one tensor whose combine function sums, multiplies, or takes "
+                     "the maximum or the minimum of two elements; '" + fn_type->fn->name + "' " +
+                         (several ? "reduces several tensors together (a Welford step, an index with its value)"
+                                            : "computes none of these") +
+                         ". Write the reduction with tl.sum, tl.max or tl.min (a mean and a variance as two sums), "
+                         "or as a loop");
+  // The rule of the reduction it computes, with the forward's operands: (x, axis) and keep_dims, and for a product
+  // the combine function too (the rule reduces the nonzero lanes with it).
+  Op as_rule = op;
+  as_rule.key = kind == ReduceCombine::Sum ? "sum" : kind == ReduceCombine::Max ? "max" : kind == ReduceCombine::Min
+                                                                                        ? "min" : "reduce_product";
+  as_rule.args.clear();
+  as_rule.kws.clear();
+  as_rule.args.push_back(input);
+  std::optional<NoneLit> no_axis;
+  if (!axis) axis = &no_axis.emplace(value.span);
+  as_rule.args.push_back(axis);
+  if (kind == ReduceCombine::Product) as_rule.args.push_back(combine);
+  if (keep_dims) as_rule.kws.push_back(keep_dims);
+  const Function *rule = find_rule(as_rule.key);
+  if (!rule) fail(value.span, "tgrad has no adjoint rule for '" + as_rule.key + "'");
+  instantiate(*rule, as_rule, target, value);
 }
 
 void Engine::instantiate(const Function &rule, const Op &op, const std::string &target, const Expr &value) {
