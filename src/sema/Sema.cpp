@@ -820,6 +820,9 @@ class Checker {
       if (k < -n || k >= n) fail(s.indices[0]->span, "tuple index " + std::to_string(k) + " out of range");
       return base.elems[k < 0 ? k + n : k];
     }
+    // A tl.constexpr parameter without a value: a jit helper's caller may pass a tensor there (attorch's
+    // `last_dim_mask: tl.constexpr` receives a mask; Triton reads the annotation only on kernels), a kernel's a tuple.
+    if (is_unknown_constexpr(base)) return SType::unknown();
     if (!base.is_tensor()) fail(s.value->span, base.str() + " cannot be indexed");
     // `stride_q[0]`, `res[i]` on a parameter: Triton passes tuples to kernels; tgrad types its parameters as
     // pointers, numbers and constexprs only.

@@ -280,6 +280,13 @@ TEST(Names, HelpersOfTritonsStandardAndCoreModules) {
   EXPECT_TRUE(helper.info) << helper.errors;
 }
 
+// A jit helper's tl.constexpr parameter read without its caller may hold a tensor (attorch's
+// calc_mean_and_inv_std indexes `last_dim_mask[None, :]`: Triton reads the annotation only on kernels): unknown.
+TEST(Unknown, IndexedConstexprParameterWithoutAValue) {
+  Analysed a = analyse("return tl.where(m[None, :], x, 0.0)\n", {}, "x, m: tl.constexpr");
+  EXPECT_TRUE(a.info) << a.errors;
+}
+
 TEST(Unknown, UntypedParametersPropagateWithoutErrors) {
   Analysed a = analyse("a = tl.exp(x) * 2\nb = tl.sum(a, axis=0)\nreturn b + y\n", {});
   EXPECT_TRUE(a.info) << a.errors;
