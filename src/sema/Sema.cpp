@@ -193,7 +193,8 @@ class Checker {
     // float dtype, 0 for an unsigned one, typed without the dtype): Triton compiles one of them per specialization;
     // the value is unknown here.
     auto constant = [](const SType &x) {
-      return !x.is_tensor() && (x.kind == SType::Kind::Int || x.kind == SType::Kind::Float || x.kind == SType::Kind::Bool);
+      return !x.is_tensor() && (x.kind == SType::Kind::Int || x.kind == SType::Kind::Float ||
+                                x.kind == SType::Kind::Bool || x.kind == SType::Kind::DType);
     };
     if (result && constant(*result) && constant(t) && !same_type(*result, t)) {
       result = SType::unknown();
@@ -1763,6 +1764,9 @@ class Checker {
       std::vector<SType> inputs = in.kind == SType::Kind::Tuple ? in.elems : std::vector<SType>{in};
       const std::string verb = scan ? "scans" : "reduces";
       if (inputs.empty()) fail(span, name + " needs at least one tensor");
+      // (A helper read without its caller: inputs of unknown type give an unknown result.)
+      for (const SType &t : inputs)
+        if (t.kind == SType::Kind::Unknown) return SType::unknown();
       for (const SType &t : inputs) {
         if (!t.is_tensor() || t.shape.empty()) fail(span, name + " " + verb + " tensors, got " + t.str());
         if (t.shape != inputs[0].shape)
@@ -1790,7 +1794,10 @@ class Checker {
         fail(span, "the combine function '" + fn.name + "' returns " + std::to_string(results.size()) + " values; " +
                        name + " has " + std::to_string(inputs.size()) + " inputs");
       for (size_t k = 0; k < results.size(); ++k)
-        if (results[k].kind != SType::Kind::Unknown && (!results[k].is_tensor() || results[k].elem != inputs[k].elem))
+        // (`a and b` on two int1 elements: tgrad types Python's and/or on 0-d tensors as an unknown bool; Triton
+        // computes an int1.)
+        if (results[k].kind != SType::Kind::Unknown && (!results[k].is_tensor() || results[k].elem != inputs[k].elem) &&
+            !(results[k].kind == SType::Kind::Bool && inputs[k].elem == ElemType{DType::Int1, false}))
           fail(span, "the combine function '" + fn.name + "' returns " + results[k].str() + " for an input of " +
                          inputs[k].elem.str() + ": Triton needs the input's type");
       if (!scan) {  // the reduced shape, as tl.sum's

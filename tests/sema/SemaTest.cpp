@@ -287,6 +287,28 @@ TEST(Unknown, IndexedConstexprParameterWithoutAValue) {
   EXPECT_TRUE(a.info) << a.errors;
 }
 
+// tl.reduce with a combine function: the reduced shape as tl.sum's (an axis, keep_dims, no axis), a tuple of
+// tensors reduced together, and an int1 `a and b` combine (FlagGems' all/any).
+TEST(Types, ReduceWithACombineFunction) {
+  auto type_of_return = [](const std::string &ret, const std::string &combine) {
+    auto p = parse_text("import triton\nimport triton.language as tl\n\n@triton.jit\ndef c(a, b):\n    return " +
+                        combine + "\n\n@triton.jit\ndef c2(a, n, b, m):\n    return a + b, n + m\n\n"
+                        "@triton.jit\ndef f(x, y):\n    return " + ret + "\n");
+    if (!p->ok()) return "PARSE: " + p->all_messages();
+    const ast::Function *f = p->module->find_function("f");
+    auto info = sema::analyze(*p->module, *f, {{"x", tile(DType::FP32, {Dim::known(4), Dim::known(8)})},
+                                               {"y", tile(DType::Int1, {Dim::known(4), Dim::known(8)})}},
+                              *p->diags);
+    return info ? info->result.str() : "ERROR: " + p->all_messages();
+  };
+  EXPECT_EQ(type_of_return("tl.reduce(x, 1, c)", "a * b"), "fp32[4]");
+  EXPECT_EQ(type_of_return("tl.reduce(x, 0, c, keep_dims=True)", "a * b"), "fp32[1, 8]");
+  EXPECT_EQ(type_of_return("tl.reduce(x, None, c)", "tl.maximum(a, b)"), "fp32");
+  EXPECT_EQ(type_of_return("tl.reduce((x, x), 1, c2)", "a"), "tuple(fp32[4], fp32[4])");
+  EXPECT_EQ(type_of_return("tl.reduce(y, 1, c)", "a and b"), "int1[4]");
+  EXPECT_NE(type_of_return("tl.reduce(x, 1, c)", "a > b").find("returns int1 for an input of fp32"), std::string::npos);
+}
+
 TEST(Unknown, UntypedParametersPropagateWithoutErrors) {
   Analysed a = analyse("a = tl.exp(x) * 2\nb = tl.sum(a, axis=0)\nreturn b + y\n", {});
   EXPECT_TRUE(a.info) << a.errors;
