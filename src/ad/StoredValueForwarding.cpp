@@ -321,6 +321,131 @@ class Forwarder {
     out_.push_back({base_of(store), load.call->span.begin.line, store.call->span.begin.line, recomputed});
   }
 
+  // One lane of a stored row: the store writes `B + o` (o a 1-D tile of distinct offsets: `tl.arange(0, N)`, plus a
+  // scalar), the load reads the scalar address `B + i` (the triton-lang/kernels cross entropy reads back the
+  // probability at the row's label, `PROBS + row * N + idx`). Where o's lane equal to i is one the store's mask
+  // kept, the load reads that lane's stored value. Any other i reads another program's store (a race of the
+  // forward itself) or past the buffer: nothing with a gradient to keep.
+  struct OneLane {
+    std::string offsets, index;   // o and i
+    std::set<std::string> leaves; // names the store read that must not change before the load
+  };
+
+  // `pointer`'s definition as `base + offset` (either order): the two names, the pointer's first.
+  std::optional<std::pair<std::string, std::string>> base_plus_offset(const std::string &pointer) const {
+    auto d = definition_.find(pointer);
+    auto *add = d == definition_.end() ? nullptr : dyn_cast<BinOp>(d->second);
+    if (!add || add->op != BinaryOpKind::Add) return std::nullopt;
+    std::string l = name_of(add->lhs.get()), r = name_of(add->rhs.get());
+    const SType *lt = type_of_name(l), *rt = type_of_name(r);
+    if (!lt || !rt || !lt->is_tensor() || !rt->is_tensor()) return std::nullopt;
+    if (lt->elem.is_pointer && !rt->elem.is_pointer) return std::make_pair(l, r);
+    if (rt->elem.is_pointer && !lt->elem.is_pointer) return std::make_pair(r, l);
+    return std::nullopt;
+  }
+
+  // Whether the 1-D integer tile `offsets` holds distinct values: `tl.arange(a, b)`, or a scalar added to one
+  // (the definitions as typed, followed through names assigned once).
+  bool distinct_lanes(const std::string &offsets) const {
+    auto definition = [&](const std::string &n) -> const Expr * {
+      auto d = definition_.find(n);
+      return d == definition_.end() ? nullptr : d->second;
+    };
+    auto is_arange = [&](const std::string &n) {
+      const Expr *d = definition(n);
+      auto *c = d ? dyn_cast<Call>(d) : nullptr;
+      return c && builtin(*c) == "tl.arange";
+    };
+    if (is_arange(offsets)) return true;
+    const Expr *d = definition(offsets);
+    auto *add = d ? dyn_cast<BinOp>(d) : nullptr;
+    if (!add || add->op != BinaryOpKind::Add) return false;
+    const std::string l = name_of(add->lhs.get()), r = name_of(add->rhs.get());
+    const std::string other = is_arange(l) ? r : is_arange(r) ? l : "";
+    const SType *t = other.empty() ? nullptr : type_of_name(other);
+    return t && (!t->is_tensor() || t->shape.empty());
+  }
+
+  std::optional<OneLane> one_lane(const Access &store, const Access &load) const {
+    if (load.pointer.empty() || (load.mask_given && load.mask.empty())) return std::nullopt;
+    if (call_argument(*load.call, 3, "boundary_check")) return std::nullopt;
+    const SType *sp = type_of_name(store.pointer), *lp = type_of_name(load.pointer);
+    if (!sp || !lp || !sp->is_tensor() || !lp->is_tensor() || sp->shape.size() != 1 || !lp->shape.empty())
+      return std::nullopt;
+    auto s = base_plus_offset(store.pointer), l = base_plus_offset(load.pointer);
+    if (!s || !l) return std::nullopt;
+    const SType *ot = type_of_name(s->second), *it = type_of_name(l->second);
+    if (!ot || !it || ot->shape.size() != 1 || !it->shape.empty() || !sema::is_integer(ot->elem.dtype) ||
+        !sema::is_integer(it->elem.dtype))
+      return std::nullopt;
+    OneLane lane;
+    lane.offsets = s->second;
+    lane.index = l->second;
+    if (!same_value(s->first, {}, l->first, {}, lane.leaves) || !distinct_lanes(lane.offsets)) return std::nullopt;
+    // (Not the index: the load reads it where it runs, computed after the store or not.)
+    lane.leaves.insert({lane.offsets, name_of(store.value)});
+    if (!store.mask.empty()) lane.leaves.insert(store.mask);
+    return lane;
+  }
+
+  // x = tl.sum(tl.where((o == i) & M, value.to(P.dtype.element_ty), 0), 0), then the load's own mask and `other`.
+  void record_one_lane(const Access &store, const Access &load, const std::string &value, const OneLane &lane) {
+    const Stmt *origin = anf_.origin_of(load.stmt);
+    const SourceSpan span = load.call->span;
+    StmtList out;
+    auto assign = [&](const std::string &target, ExprPtr e) {
+      ExprList t;
+      t.push_back(std::make_unique<Name>(target));
+      out.push_back(std::make_unique<Assign>(std::move(t), std::move(e), load.stmt->span));
+    };
+    auto call = [&](const std::string &fn, ExprList args) {
+      return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), fn), std::move(args),
+                                    std::vector<Keyword>{}, span);
+    };
+    const std::string stored = names_.fresh(load.target + "_stored");
+    ExprList cast_args;
+    cast_args.push_back(std::make_unique<Attribute>(
+        std::make_unique<Attribute>(std::make_unique<Name>(store.pointer), "dtype"), "element_ty"));
+    assign(stored, std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>(value), "to"),
+                                          std::move(cast_args), std::vector<Keyword>{}, span));
+    std::string hit = names_.fresh(load.target + "_lane");
+    auto eq = std::make_unique<Compare>(std::make_unique<Name>(lane.offsets), std::vector<CompareOpKind>{CompareOpKind::Eq},
+                                        ExprList{}, span);
+    eq->comparators.push_back(std::make_unique<Name>(lane.index));
+    assign(hit, std::move(eq));
+    if (!store.mask.empty()) {
+      const std::string kept = names_.fresh(load.target + "_lane_stored");
+      assign(kept, std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::make_unique<Name>(hit),
+                                           std::make_unique<Name>(store.mask), span));
+      hit = kept;
+    }
+    const std::string picked = names_.fresh(load.target + "_picked");
+    ExprList where;
+    where.push_back(std::make_unique<Name>(hit));
+    where.push_back(std::make_unique<Name>(stored));
+    where.push_back(std::make_unique<FloatLit>(0.0, "0.0"));
+    assign(picked, call("where", std::move(where)));
+    ExprList sum;
+    sum.push_back(std::make_unique<Name>(picked));
+    sum.push_back(std::make_unique<IntLit>(0, "0"));
+    ExprPtr read = call("sum", std::move(sum));
+    if (load.mask_given && load.other) {
+      const std::string gathered = names_.fresh(load.target + "_gathered");
+      assign(gathered, std::move(read));
+      ExprList args;
+      args.push_back(std::make_unique<Name>(load.mask));
+      args.push_back(std::make_unique<Name>(gathered));
+      args.push_back(clone(*load.other));
+      read = call("where", std::move(args));
+    }
+    assign(load.target, std::move(read));
+    if (origin)
+      for (const StmtPtr &st : out) anf_.origin[st.get()] = origin;
+    rewritten_loads_.insert(load.stmt);
+    replacements_[load.stmt] = std::move(out);
+    out_.push_back({base_of(store), load.call->span.begin.line, store.call->span.begin.line, false, true});
+  }
+
   // Same block: `block[k]` stores, a later statement of the block (or one nested in it) loads the same addresses.
   void try_same_block(StmtList &block, size_t k) {
     std::optional<Access> st = forwardable_store(*block[k]);
@@ -354,10 +479,15 @@ class Forwarder {
         std::optional<Access> m = access_of(s);
         if (m && m->load() && !in_writing_loop && base_of(*m) == base && !rewritten_loads_.count(&s)) {
           std::set<std::string> leaves = {value};
+          auto unchanged = [&](const std::set<std::string> &names) {
+            bool changed = meets(names, assigned);
+            for (const std::set<std::string> *l : loops) changed = changed || meets(names, *l);
+            return !changed;
+          };
           if (same_lanes(*st, {}, *m, {}, leaves)) {
-            bool changed = meets(leaves, assigned);
-            for (const std::set<std::string> *l : loops) changed = changed || meets(leaves, *l);
-            if (!changed) record(*st, *m, value, {}, false);
+            if (unchanged(leaves)) record(*st, *m, value, {}, false);
+          } else if (std::optional<OneLane> lane = one_lane(*st, *m); lane && unchanged(lane->leaves)) {
+            record_one_lane(*st, *m, value, *lane);
           }
         }
         if (m && m->writes() && base_of(*m) == base) {

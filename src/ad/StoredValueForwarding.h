@@ -43,7 +43,12 @@
 //     write reads its final contents, which the backward reads back as the
 //     forward left them (src/ad/reverse/InPlace.cpp), cheaper than computing
 //     the value again.
-// In both, the store's value must have the pointer's shape (a smaller value
+//   - One lane: the store writes a row `B + o` (o distinct offsets, `tl.arange(0, N)` plus a scalar), a later
+//     statement of the block loads one scalar address `B + i` (the triton-lang/kernels cross entropy reads the
+//     probability at the row's label back, `PROBS + row * N + idx`): its value is the stored lane where o == i
+//     (and the store's mask kept it), `tl.sum(tl.where((o == i) & M, x_stored, 0.0), 0)`. Any other i reads
+//     another program's store or past the buffer, a race or a fault of the forward itself.
+// In all, the store's value must have the pointer's shape (a smaller value
 // broadcast over the addresses reads back in the pointer's shape), and a
 // masked load needs the store's mask (lanes the store skipped hold the old
 // contents). Lanes or programs of the store that meet at an address would
@@ -68,6 +73,7 @@ struct ForwardedLoad {
   int load_line = 0;     // the load's line, as the user wrote it
   int store_line = 0;    // the store it reads back
   bool recomputed = false;  // the two-loop shape: the stored value is computed again
+  bool one_lane = false;    // a scalar load of one lane of a stored row, at an index computed at run time
 };
 
 // Rewrites `anf` (a kernel in A-normal form, typed by `types`) in place and

@@ -775,6 +775,13 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"dtype_dispatch", "mixed_matmul_kernel", {2, 2, 1},
                    {"A=fp16[20,24]", "B=fp32[24,18]", "C=fp32[20,18]:zeros", "M=20", "N=18", "K=24"},
                    {"BLOCK_M=16", "BLOCK_N=16", "BLOCK_K=16"}, {"A", "B"}, {}},
+        // One lane of a stored row read back at a label (tests/kernels/label_read_back.py).
+        KernelCase{"label_read_back", "label_logprob_kernel", {4, 1, 1},
+                   {"X=fp32[4,20]", "LogP=fp32[4,20]:zeros", "Labels=int32[4]:uniform(0,20)", "Loss=fp32[4]:zeros",
+                    "n_cols=20"},
+                   {"BLOCK=32"}, {"X"},
+                   {"the load of 'LogP' at line 17 reads back what the store at line 15 wrote in the same program (the "
+                    "one lane whose offset equals the address it reads"}},
         // tl.reduce with the user's combine functions (tests/kernels/combine_reduce.py).
         KernelCase{"combine_reduce", "row_product_kernel", {2, 1, 1},
                    {"X=fp32[7,10]:uniform(0.5,1.5)", "Y=fp32[7]:zeros", "n_rows=7", "n_cols=10"},
@@ -963,6 +970,14 @@ TEST(KernelReverseErrors, ReadAfterWriteThroughMemory) {
                    "through it (line 6)"),
             std::string::npos)
       << m;
+  // One scalar read back from a stored row whose lanes' offsets repeat (`o // 2`): which lane's value the address
+  // holds is the forward's race, not a lane to pick; refused as before.
+  std::string lanes = errors_of(std::string(kHead) +
+                                    "def k(X, Y, Z, I, B: tl.constexpr):\n    o = tl.arange(0, B) // 2\n"
+                                    "    tl.store(X + o, tl.load(Y + tl.arange(0, B)) * 2.0)\n"
+                                    "    tl.store(Z, tl.load(X + tl.load(I)))\n",
+                                {"Y"}, {{"X", "*fp32"}, {"Y", "*fp32"}, {"Z", "*fp32"}, {"I", "*i32"}});
+  EXPECT_NE(lanes.find("error: 'X' is read back after this kernel stores to it"), std::string::npos) << lanes;
   // A loop that stores what a later iteration loads, at addresses that move by less than a block (an
   // accumulator at fixed addresses is carried in a register instead: tests/kernels/accumulators.py).
   std::string m2 = errors_of(std::string(kHead) +

@@ -816,6 +816,7 @@ bool Engine::forward_stored_values() {
         (f.recomputed ? " (in the iteration of the earlier loop with the same index): the stored value is computed "
                         "again before the load"
                       : "") +
+        (f.one_lane ? " (the one lane whose offset equals the address it reads, picked from the stored row)" : "") +
         ", so it takes that value, rounded to the buffer's type (src/ad/StoredValueForwarding.h)");
   return !done.empty();
 }
