@@ -103,6 +103,9 @@ std::vector<Case> cases() {
       {"max_keep", "x", "return tl.max(x, 0, keep_dims=True) + x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"max_all", "x", "return tl.max(x) * 1.0", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"min_axis", "x", "return tl.min(x, axis=0)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      // return_indices=True: the values' gradient is the reduction's; the indices have none.
+      {"max_indices", "x", "m, i = tl.max(x, 1, return_indices=True)\nreturn m * (i + 1).to(tl.float32)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      {"min_indices_keep", "x", "m, i = tl.min(x, 0, return_indices=True, keep_dims=True)\nreturn m + x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       // tl.reduce with combine functions: a product (axis, keep_dims, the whole tile), a maximum, a sum.
       {"reduce_product", "x", "return tl.reduce(x, 1, times)", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
       {"reduce_product_keep", "x", "return tl.reduce(x, 0, times, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},

@@ -1,6 +1,7 @@
 // What the adjoint of one statement is: the rule of its operation
 // instantiated, calls of jit functions, scans, and the accumulation of
 // contributions with unbroadcast.
+#include <algorithm>
 #include <functional>
 
 #include "src/ad/Rules.h"
@@ -550,6 +551,26 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
         return;
       }
 
+  // `m, i = tl.max(x, axis, return_indices=True)`: the values' gradient is tl.max's, the indices have none.
+  if ((op.key == "max" || op.key == "min") &&
+      std::any_of(op.kws.begin(), op.kws.end(), [](const Keyword *k) {
+        return k->name == "return_indices" && !(isa<BoolLit>(k->value.get()) && !cast<BoolLit>(k->value.get())->value);
+      })) {
+    const SType *result = type_of_name(target);
+    std::optional<std::string> bv = element_adjoint(target, 0);
+    if (!result || result->kind != SType::Kind::Tuple || !bv) return;  // only the indices were used
+    ExprList first;
+    first.push_back(int_lit(0));
+    const std::string values = names_.fresh(target + "_values");
+    emit_stmt(assign(values, std::make_unique<Subscript>(name(target), std::move(first))));
+    name_types_[values] = result->elems[0];
+    adjoint_[values] = *bv;
+    Op as_values = op;
+    as_values.kws.erase(std::remove_if(as_values.kws.begin(), as_values.kws.end(),
+                                       [](const Keyword *k) { return k->name.rfind("return_indices", 0) == 0; }),
+                        as_values.kws.end());
+    return instantiate(*find_rule(op.key), as_values, values, value);
+  }
   const Function *rule = find_rule(op.key);
   if (!rule) {
     std::string supported;
