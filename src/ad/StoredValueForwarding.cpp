@@ -286,10 +286,8 @@ class Forwarder {
     return !store.mask_given || same_value(store.mask, ls, load.mask, ll, leaves);
   }
 
-  void record(const Access &store, const Access &load, const std::string &value, StmtList prefix, bool recomputed) {
-    const Stmt *origin = anf_.origin_of(load.stmt);
-    StmtList out = std::move(prefix);
-    // x_stored = value.to(P.dtype.element_ty): the store rounds to the buffer's type, the load reads that.
+  // `x_stored = value.to(P.dtype.element_ty)` into `out`: the store rounds to the buffer's type, the load reads that.
+  std::string cast_as_stored(StmtList &out, const Access &load, const std::string &value) {
     ExprPtr element = std::make_unique<Attribute>(
         std::make_unique<Attribute>(std::make_unique<Name>(load.pointer), "dtype"), "element_ty");
     ExprList cast_args;
@@ -297,28 +295,40 @@ class Forwarder {
     std::string stored = names_.fresh(load.target + "_stored");
     auto cast = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>(value), "to"),
                                        std::move(cast_args), std::vector<Keyword>{}, load.call->span);
-    ExprList t1;
-    t1.push_back(std::make_unique<Name>(stored));
-    out.push_back(std::make_unique<Assign>(std::move(t1), std::move(cast), load.stmt->span));
-    ExprPtr read;
-    if (load.mask_given && load.other) {
-      ExprList args;
-      args.push_back(std::make_unique<Name>(load.mask));
-      args.push_back(std::make_unique<Name>(stored));
-      args.push_back(clone(*load.other));
-      read = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), "where"), std::move(args),
-                                    std::vector<Keyword>{}, load.call->span);
-    } else {
-      read = std::make_unique<Name>(stored);  // lanes outside the mask without `other` are undefined in Triton
-    }
-    ExprList t2;
-    t2.push_back(std::make_unique<Name>(load.target));
-    out.push_back(std::make_unique<Assign>(std::move(t2), std::move(read), load.stmt->span));
-    if (origin)
+    ExprList target;
+    target.push_back(std::make_unique<Name>(stored));
+    out.push_back(std::make_unique<Assign>(std::move(target), std::move(cast), load.stmt->span));
+    return stored;
+  }
+
+  // What the load gives for the value `read`: `tl.where(mask, read, other)` where it has a mask and an `other`
+  // (lanes outside the mask without `other` are undefined in Triton).
+  static ExprPtr as_loaded(const Access &load, const std::string &read) {
+    if (!load.mask_given || !load.other) return std::make_unique<Name>(read);
+    ExprList args;
+    args.push_back(std::make_unique<Name>(load.mask));
+    args.push_back(std::make_unique<Name>(read));
+    args.push_back(clone(*load.other));
+    return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), "where"), std::move(args),
+                                  std::vector<Keyword>{}, load.call->span);
+  }
+
+  // `out` (ending with the assignment to the load's name) takes the load statement's place.
+  void replace_load(const Access &store, const Access &load, StmtList out, bool recomputed, bool one_lane) {
+    if (const Stmt *origin = anf_.origin_of(load.stmt))
       for (const StmtPtr &s : out) anf_.origin[s.get()] = origin;
     rewritten_loads_.insert(load.stmt);
     replacements_[load.stmt] = std::move(out);
-    out_.push_back({base_of(store), load.call->span.begin.line, store.call->span.begin.line, recomputed});
+    out_.push_back({base_of(store), load.call->span.begin.line, store.call->span.begin.line, recomputed, one_lane});
+  }
+
+  void record(const Access &store, const Access &load, const std::string &value, StmtList prefix, bool recomputed) {
+    StmtList out = std::move(prefix);
+    const std::string stored = cast_as_stored(out, load, value);
+    ExprList target;
+    target.push_back(std::make_unique<Name>(load.target));
+    out.push_back(std::make_unique<Assign>(std::move(target), as_loaded(load, stored), load.stmt->span));
+    replace_load(store, load, std::move(out), recomputed, false);
   }
 
   // One lane of a stored row: the store writes `B + o` (o a 1-D tile of distinct offsets: `tl.arange(0, N)`, plus a
@@ -388,9 +398,8 @@ class Forwarder {
     return lane;
   }
 
-  // x = tl.sum(tl.where((o == i) & M, value.to(P.dtype.element_ty), 0), 0), then the load's own mask and `other`.
+  // x = tl.sum(tl.where((o == i) & M, value.to(P.dtype.element_ty), 0.0), 0), then the load's own mask and `other`.
   void record_one_lane(const Access &store, const Access &load, const std::string &value, const OneLane &lane) {
-    const Stmt *origin = anf_.origin_of(load.stmt);
     const SourceSpan span = load.call->span;
     StmtList out;
     auto assign = [&](const std::string &target, ExprPtr e) {
@@ -402,17 +411,12 @@ class Forwarder {
       return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), fn), std::move(args),
                                     std::vector<Keyword>{}, span);
     };
-    const std::string stored = names_.fresh(load.target + "_stored");
-    ExprList cast_args;
-    cast_args.push_back(std::make_unique<Attribute>(
-        std::make_unique<Attribute>(std::make_unique<Name>(store.pointer), "dtype"), "element_ty"));
-    assign(stored, std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>(value), "to"),
-                                          std::move(cast_args), std::vector<Keyword>{}, span));
+    const std::string stored = cast_as_stored(out, load, value);
     std::string hit = names_.fresh(load.target + "_lane");
-    auto eq = std::make_unique<Compare>(std::make_unique<Name>(lane.offsets), std::vector<CompareOpKind>{CompareOpKind::Eq},
-                                        ExprList{}, span);
-    eq->comparators.push_back(std::make_unique<Name>(lane.index));
-    assign(hit, std::move(eq));
+    ExprList index;
+    index.push_back(std::make_unique<Name>(lane.index));
+    assign(hit, std::make_unique<Compare>(std::make_unique<Name>(lane.offsets),
+                                          std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(index), span));
     if (!store.mask.empty()) {
       const std::string kept = names_.fresh(load.target + "_lane_stored");
       assign(kept, std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::make_unique<Name>(hit),
@@ -428,22 +432,10 @@ class Forwarder {
     ExprList sum;
     sum.push_back(std::make_unique<Name>(picked));
     sum.push_back(std::make_unique<IntLit>(0, "0"));
-    ExprPtr read = call("sum", std::move(sum));
-    if (load.mask_given && load.other) {
-      const std::string gathered = names_.fresh(load.target + "_gathered");
-      assign(gathered, std::move(read));
-      ExprList args;
-      args.push_back(std::make_unique<Name>(load.mask));
-      args.push_back(std::make_unique<Name>(gathered));
-      args.push_back(clone(*load.other));
-      read = call("where", std::move(args));
-    }
-    assign(load.target, std::move(read));
-    if (origin)
-      for (const StmtPtr &st : out) anf_.origin[st.get()] = origin;
-    rewritten_loads_.insert(load.stmt);
-    replacements_[load.stmt] = std::move(out);
-    out_.push_back({base_of(store), load.call->span.begin.line, store.call->span.begin.line, false, true});
+    const std::string gathered = names_.fresh(load.target + "_gathered");
+    assign(gathered, call("sum", std::move(sum)));
+    assign(load.target, as_loaded(load, gathered));
+    replace_load(store, load, std::move(out), false, true);
   }
 
   // Same block: `block[k]` stores, a later statement of the block (or one nested in it) loads the same addresses.
