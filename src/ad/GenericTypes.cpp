@@ -225,8 +225,12 @@ class RoleFinder {
       // Bit operations take integers: a loaded value they take directly
       // (or through sums and other bit operations) came from integers
       // (packed weights unpacked with `(w >> 2) & 3`).
-      if (auto *b = dyn_cast<BinOp>(&x); b && is_bitwise(b->op))
+      // So does floor division: Triton refuses `//` on floats ("unexpected type fp32"), and tl.cdiv is one.
+      if (auto *b = dyn_cast<BinOp>(&x); b && (is_bitwise(b->op) || b->op == BinaryOpKind::FloorDiv))
         for (const Expr *operand : {b->lhs.get(), b->rhs.get()})
+          for (const std::string &r : summed_loads(*operand)) integer_pointers_.insert(r);
+      if (auto *c = dyn_cast<Call>(&x); c && callee_of(*c) == "tl.cdiv")
+        for (const ExprPtr &operand : c->args)
           for (const std::string &r : summed_loads(*operand)) integer_pointers_.insert(r);
       if (auto *u = dyn_cast<UnaryOp>(&x); u && u->op == UnaryOpKind::Invert)
         for (const std::string &r : summed_loads(*u->operand)) integer_pointers_.insert(r);
@@ -360,6 +364,9 @@ class RoleFinder {
         // `p += stride`: the target stays what it was; the step is an offset.
         if (auto *n = dyn_cast<Name>(a->target.get())) {
           for (const std::string &r : loaded_from(*a->value)) flow_.loaded[n->id].insert(r);
+          if (a->op == BinaryOpKind::FloorDiv)  // `idx //= tl.load(shape + d)`: both sides integers
+            for (const Expr *operand : {a->target.get(), a->value.get()})
+              for (const std::string &r : summed_loads(*operand)) integer_pointers_.insert(r);
           // `total = 0` before a loop that adds `tl.sum(tl.load(P + ...))`:
           // the 0 made it an int32, which Triton requires the loop to keep,
           // so what is added is an integer and P holds integers (Liger's
@@ -770,7 +777,7 @@ class GenericDifferentiation {
       if (std::find(request_.wrt.begin(), request_.wrt.end(), pname(k)) != request_.wrt.end()) {
         diags_.error(fn_.params[k].span, "'" + pname(k) + "' points to integers, as far as tgrad can tell (what '" +
                                              fn_.name + "' loads through it is used as an integer: in an address, as a random seed or a gather index, in a bit "
-                                             "operation, as an operand of a tl.dot accumulated in integers, or as the "
+                                             "operation or a floor division, as an operand of a tl.dot accumulated in integers, or as the "
                                              "value of a loop-carried integer): it carries no "
                                              "gradient. Leave it out of --wrt, or give its type: --arg " + pname(k) +
                                              "=*fp32");

@@ -1164,6 +1164,26 @@ run int8_dot "$TMP/int8_dot.py" --wrt A
 expect_rc int8_dot_exit_1 1 int8_dot
 expect_grep int8_dot_error "$TMP/int8_dot.err" "int8_dot.py:[0-9]+:[0-9]+: error: 'A' points to integers, as far as tgrad can tell .*tl.dot accumulated in integers"
 
+# A loaded value divided with `//` (or tl.cdiv) is an integer: Triton refuses floor division on floats.
+cat > "$TMP/floordiv.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def blocks_kernel(Counts, X, Y, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    blocks = tl.cdiv(tl.load(Counts + i), BLOCK)
+    rest = tl.load(Counts + i) // 4
+    x = tl.load(X + i)
+    tl.store(Y + i, x * blocks + rest)
+EOF2
+run floordiv "$TMP/floordiv.py" --wrt Counts,X
+expect_rc floordiv_exit_1 1 floordiv
+expect_grep floordiv_error "$TMP/floordiv.err" "floordiv.py:[0-9]+:[0-9]+: error: 'Counts' points to integers, as far as tgrad can tell .*a floor division"
+run floordiv_x "$TMP/floordiv.py" --wrt X
+expect_rc floordiv_x_exit_0 0 floordiv_x
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then
