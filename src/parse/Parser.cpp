@@ -1,5 +1,7 @@
 #include "tgrad/parse/Parser.h"
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <optional>
 
@@ -164,6 +166,20 @@ void report_layout_and_syntax_errors(const IndentTokenSource &source, const Synt
   diags.report(syntax_first ? *layout : *syntax);
 }
 
+// The name after `def` in a function chunk's text (its decorators first).
+std::string def_name(const std::string &text) {
+  size_t at = 0;
+  while ((at = text.find("def ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n' || text[at - 1] == ' ') {
+      size_t begin = at + 4, end = begin;
+      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+      if (end > begin) return text.substr(begin, end - begin);
+    }
+    at += 4;
+  }
+  return "";
+}
+
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
   if (chunk.kind == Chunk::Kind::HostBlock) {  // a module-level if/try binding host values: kept as text
     for (const std::string &name : chunk.bound_names) module.host_definitions.push_back({name, chunk.text});
@@ -207,9 +223,22 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
   parser.removeErrorListeners();
   SyntaxErrorListener listener(locator, source);
   parser.addErrorListener(&listener);
+  // A Python function Triton calls while compiling (@triton.constexpr_function) may use what tile language does
+  // not have (comprehensions, `math.log2`): where it does not read as tile language, it is kept as host Python,
+  // its errors unreported (Triton runs it as Python; a kernel whose gradient depends on it says so).
+  const bool compile_time_helper =
+      chunk.kind == Chunk::Kind::Function &&
+      std::any_of(chunk.decorators.begin(), chunk.decorators.end(),
+                  [](const ast::Decorator &d) { return d.kind == ast::DecoratorKind::ConstexprFunction; });
+  DiagEngine trial(diags.sources());
+  DiagEngine &sink = compile_time_helper ? trial : diags;
+  auto keep_as_host_python = [&](const std::string &name) {
+    module.host_names.push_back(name);
+    if (!chunk.conditional) module.host_definitions.push_back({name, chunk.text});
+  };
   // Reports the chunk's syntax errors; true if there were any.
   auto report_syntax_errors = [&]() {
-    report_layout_and_syntax_errors(source, listener, diags);
+    report_layout_and_syntax_errors(source, listener, sink);
     return source.failed() || listener.error().has_value();
   };
 
@@ -235,8 +264,15 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
   switch (chunk.kind) {
     case Chunk::Kind::Function: {
       TileLangParser::Function_chunkContext *tree = parse(&TileLangParser::function_chunk);
-      if (report_syntax_errors()) return;
-      std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, diags);
+      if (report_syntax_errors()) {
+        if (compile_time_helper) keep_as_host_python(def_name(chunk.text));
+        return;
+      }
+      std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, sink);
+      if (compile_time_helper && trial.has_errors()) {
+        keep_as_host_python(f->name);
+        return;
+      }
       const std::string defined_as = f->name;
       f->conditional = chunk.conditional;
       f->group = chunk.group;

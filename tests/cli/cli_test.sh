@@ -1164,6 +1164,38 @@ run int8_dot "$TMP/int8_dot.py" --wrt A
 expect_rc int8_dot_exit_1 1 int8_dot
 expect_grep int8_dot_error "$TMP/int8_dot.err" "int8_dot.py:[0-9]+:[0-9]+: error: 'A' points to integers, as far as tgrad can tell .*tl.dot accumulated in integers"
 
+# A @triton.constexpr_function Triton runs as Python: one that reads as tile language is a helper the backward keeps
+# (math.log2 of a block size); one that does not (a comprehension) stays host Python, and the file still reads.
+cat > "$TMP/host_helpers.py" <<'EOF2'
+import math
+import triton
+import triton.language as tl
+
+
+@triton.constexpr_function
+def log2_block(n):
+    return int(math.log2(n))
+
+
+@triton.constexpr_function
+def doubled(n):
+    return [2 * k for k in range(n)]
+
+
+@triton.jit
+def log_scale_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    LOG: tl.constexpr = log2_block(BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, x * LOG, mask=offs < n)
+EOF2
+run host_helpers_ast "$TMP/host_helpers.py" --dump-ast
+expect_rc host_helpers_ast_exit_0 0 host_helpers_ast
+run host_helpers "$TMP/host_helpers.py" --wrt 0
+expect_rc host_helpers_exit_0 0 host_helpers
+expect_grep host_helpers_keeps_helper "$TMP/host_helpers.out" '^def log2_block\(n\):'
+expect_grep host_helpers_keeps_call "$TMP/host_helpers.out" 'LOG: tl.constexpr = log2_block\(BLOCK\)'
+
 # A loaded value divided with `//` (or tl.cdiv) is an integer: Triton refuses floor division on floats.
 cat > "$TMP/floordiv.py" <<'EOF2'
 import triton

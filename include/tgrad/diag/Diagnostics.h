@@ -73,6 +73,7 @@ class DiagEngine {
 
   bool has_errors() const { return error_count_ > 0; }
   int error_count() const { return error_count_; }
+  const SourceManager &sources() const { return sources_; }
   const std::vector<Diagnostic> &diagnostics() const { return diags_; }
 
   std::string render(const Diagnostic &d) const;
