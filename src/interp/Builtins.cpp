@@ -792,6 +792,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
   }
   if (name == "tl.associative_scan") return associative_scan(args, kwargs, span);
   if (name == "tl.reduce") return combine_reduce(args, kwargs, span);
+  if (name == "tl.extract_slice" || name == "tl.insert_slice") return slice_op(name, args, kwargs, span);
   if (name == "tl.softmax") {
     Bound b(*this, name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
     TensorRef x = b.tensor("x");
@@ -1023,6 +1024,75 @@ Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, V
   std::vector<Value> out;
   for (const auto &r : running) out.push_back(Value::of_tensor(r));
   return Value::of_tuple(std::move(out));
+}
+
+// triton-ascend's tl.extract_slice(ful, offsets, sizes, strides): the tensor of shape `sizes` whose element j is
+// ful's element offsets + j * strides; tl.insert_slice(ful, sub, offsets, sizes, strides): ful with those elements
+// replaced by sub's. An element outside ful is an error (the hardware would read or write past the tile).
+Value Evaluator::slice_op(const std::string &name, std::vector<Value> args, std::map<std::string, Value> kwargs,
+                          const SourceSpan &span) {
+  const bool insert = name == "tl.insert_slice";
+  Bound b(*this, name,
+          insert ? std::vector<std::string>{"ful", "sub", "offsets", "sizes", "strides"}
+                 : std::vector<std::string>{"ful", "offsets", "sizes", "strides"},
+          std::move(args), std::move(kwargs), span);
+  TensorRef ful = b.tensor("ful");
+  const size_t rank = ful->shape.size();
+  auto ints = [&](const std::string &p) {
+    const Value &v = b.get(p);
+    std::vector<int64_t> out;
+    if (v.kind == Value::Kind::Tuple) {
+      for (const Value &e : *v.elems) out.push_back(to_int(e, span, name + "() " + p));
+    } else {
+      out.push_back(to_int(v, span, name + "() " + p));
+    }
+    if (out.size() != rank)
+      fail(span, name + "() needs " + std::to_string(rank) + " " + p + " for a tensor of rank " + std::to_string(rank) +
+                     ", got " + std::to_string(out.size()));
+    return out;
+  };
+  const std::vector<int64_t> offsets = ints("offsets"), sizes = ints("sizes"), strides = ints("strides");
+  Shape slice_shape(sizes.begin(), sizes.end());
+  int64_t count = 1;
+  for (int64_t n : sizes) count *= n;
+  // The flat index in ful of the slice's element k (row-major in both).
+  auto source_index = [&](int64_t k) {
+    int64_t flat = 0, rest = k;
+    std::vector<int64_t> j(rank);
+    for (size_t d = rank; d-- > 0;) {
+      j[d] = rest % sizes[d];
+      rest /= sizes[d];
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t at = offsets[d] + j[d] * strides[d];
+      if (at < 0 || at >= ful->shape[d])
+        fail(span, name + "(): element " + std::to_string(at) + " of axis " + std::to_string(d) + " is outside the tensor's " +
+                       std::to_string(ful->shape[d]));
+      flat = flat * ful->shape[d] + at;
+    }
+    return flat;
+  };
+  if (!insert) {
+    auto out = std::make_shared<Tensor>();
+    out->type = ful->type;
+    out->shape = slice_shape;
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t at = source_index(k);
+      if (ful->is_float()) out->f.push_back(ful->f[at]);
+      else out->i.push_back(ful->i[at]);
+    }
+    return Value::of_tensor(out);
+  }
+  TensorRef sub = b.tensor("sub");
+  if (sub->shape != slice_shape) fail(span, name + "(): sub has shape " + sub->type_str() + ", the slice is " + shape_str(slice_shape));
+  if (sub->type != ful->type) sub = convert(*sub, ful->type, float64());
+  auto out = std::make_shared<Tensor>(*ful);
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t at = source_index(k);
+    if (out->is_float()) out->f[at] = sub->f[k];
+    else out->i[at] = sub->i[k];
+  }
+  return Value::of_tensor(out);
 }
 
 }  // namespace tgrad::interp

@@ -35,6 +35,8 @@ class Evaluator {
   Value call(const ast::Function &fn, const std::map<std::string, Value> &args, const SourceSpan &call_span);
   Value associative_scan(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span);
   Value combine_reduce(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span);
+  Value slice_op(const std::string &name, std::vector<Value> args, std::map<std::string, Value> kwargs,
+                 const SourceSpan &span);
 
   void set_program(std::array<int64_t, 3> pid, std::array<int64_t, 3> grid) {
     pid_ = pid;

@@ -19,7 +19,7 @@ const std::set<std::string> kTlFunctions = {
     "cumsum", "cumprod", "dot", "trans", "permute", "reshape", "view", "expand_dims", "broadcast_to", "broadcast",
     "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
     "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi", "rand",
-    "randn", "randint", "randint4x", "philox", "join", "split", "interleave", "associative_scan", "reduce", "gather",
+    "randn", "randint", "randint4x", "philox", "join", "split", "interleave", "associative_scan", "reduce", "extract_slice", "insert_slice", "gather",
     "swizzle2d"};
 
 // tl.math and libdevice functions tgrad implements (typing, interpreter,

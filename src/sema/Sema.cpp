@@ -1815,6 +1815,31 @@ class Checker {
       if (in.kind != SType::Kind::Tuple) return inputs[0];
       return SType::tuple(inputs);
     }
+    // triton-ascend's slices of a tile (fla's ascend causal conv takes one row of its weights): the shape is `sizes`.
+    if (name == "tl.extract_slice" || name == "tl.insert_slice") {
+      const bool insert = name == "tl.insert_slice";
+      Args a = bind(name,
+                    insert ? std::vector<std::string>{"ful", "sub", "offsets", "sizes", "strides"}
+                           : std::vector<std::string>{"ful", "offsets", "sizes", "strides"},
+                    args, kwargs, span);
+      const SType &ful = a.get("ful");
+      if (ful.kind == SType::Kind::Unknown || shape_unknown(a.get("sizes"))) return SType::unknown();
+      if (!ful.is_tensor() || ful.shape.empty()) fail(span, name + " slices a tensor, got " + ful.str());
+      const SymShape sizes = shape_arg(a.get("sizes"), span);
+      for (const char *p : {"offsets", "sizes", "strides"}) {
+        const SType &t = a.get(p);
+        const size_t n = t.kind == SType::Kind::Tuple ? t.elems.size() : 1;
+        if (n != ful.shape.size())
+          fail(span, name + " needs " + std::to_string(ful.shape.size()) + " " + p + " for " + ful.str() + ", got " +
+                         std::to_string(n));
+      }
+      if (!insert) return SType::tensor(ful.elem, sizes);
+      const SType &sub = a.get("sub");
+      if (sub.kind == SType::Kind::Unknown) return ful;
+      if (!sub.is_tensor() || sub.shape != sizes)
+        fail(span, name + " inserts a tensor of the slice's shape " + shape_str(sizes) + ", got " + sub.str());
+      return ful;
+    }
     if (name == "tl.softmax") {
       Args a = bind(name, {"x", "dim", "keep_dims", "ieee_rounding"}, args, kwargs, span);
       fp32_or_64("tl.softmax", a.get("x"));

@@ -106,6 +106,9 @@ std::vector<Case> cases() {
       // return_indices=True: the values' gradient is the reduction's; the indices have none.
       {"max_indices", "x", "m, i = tl.max(x, 1, return_indices=True)\nreturn m * (i + 1).to(tl.float32)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"min_indices_keep", "x", "m, i = tl.min(x, 0, return_indices=True, keep_dims=True)\nreturn m + x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      // triton-ascend's slices: one row taken (strided over columns), one row replaced.
+      {"extract_slice", "x", "return tl.extract_slice(x, [1, 0], [1, 2], [1, 2]) * 2.0", {"x=fp32[4,4]"}, {"x"}},
+      {"insert_slice", "x, s", "return tl.insert_slice(x, s * s, [2, 0], [1, 4], [1, 1]) * x", {"x=fp32[4,4]", "s=fp32[1,4]"}, {"x", "s"}},
       // tl.reduce with combine functions: a product (axis, keep_dims, the whole tile), a maximum, a sum.
       {"reduce_product", "x", "return tl.reduce(x, 1, times)", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
       {"reduce_product_keep", "x", "return tl.reduce(x, 0, times, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
@@ -212,7 +215,7 @@ TEST(GradientRules, EveryRuleInTheTableHasACase) {
                                    "broadcast_to", "sum", "max", "min", "cumsum", "softmax", "dot", "sqrt_rn", "div_rn",
                                    "fdiv", "exp10", "log10", "log1p", "expm1", "cbrt", "tan", "asin", "acos", "atan",
                                    "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split", "clamp", "gather",
-                                   "interleave", "reduce_product"};
+                                   "interleave", "reduce_product", "extract_slice", "insert_slice"};
   for (const std::string &r : ad::rule_names()) EXPECT_TRUE(covered.count(r)) << "rule '" << r << "' has no gradient check";
 }
 

@@ -439,6 +439,19 @@ def reduce_product(y, x, by, axis=None, combine_fn=None, keep_dims=False):
 
 
 @triton.jit
+def extract_slice(y, ful, by, offsets=None, sizes=None, strides=None):
+    # y = the elements offsets + j * strides of ful (triton-ascend): their adjoints go back there, 0 elsewhere
+    bful = tl.insert_slice(tl.zeros(ful.shape, dtype=by.dtype), by, offsets, sizes, strides)
+
+
+@triton.jit
+def insert_slice(y, ful, sub, by, offsets=None, sizes=None, strides=None):
+    # y = ful with the slice replaced by sub (triton-ascend): sub takes the slice's adjoints, ful the others
+    bful = tl.insert_slice(by, tl.zeros(sub.shape, dtype=by.dtype), offsets, sizes, strides)
+    bsub = tl.extract_slice(by, offsets, sizes, strides)
+
+
+@triton.jit
 def cumsum(y, x, by, axis=0, reverse=False):
     # y_i = sum_{j <= i} x_j, so bx_j = sum_{i >= j} by_i: a cumsum in the other direction
     bx = tl.cumsum(by, axis, reverse=not reverse)
