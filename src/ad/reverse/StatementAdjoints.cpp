@@ -859,14 +859,18 @@ void Engine::differentiate_reduce(const Op &op, const std::string &target, const
     fail(value.span, "tgrad differentiates tl.reduce of one tensor whose combine function sums, multiplies, or takes "
                      "the maximum or the minimum of two elements; '" + fn_type->fn->name + "' " +
                          (several ? "reduces several tensors together (a Welford step, an index with its value)"
-                                            : "computes none of these") +
+                                  : "computes none of these") +
                          ". Write the reduction with tl.sum, tl.max or tl.min (a mean and a variance as two sums), "
                          "or as a loop");
   // The rule of the reduction it computes, with the forward's operands: (x, axis) and keep_dims, and for a product
   // the combine function too (the rule reduces the nonzero lanes with it).
   Op as_rule = op;
-  as_rule.key = kind == ReduceCombine::Sum ? "sum" : kind == ReduceCombine::Max ? "max" : kind == ReduceCombine::Min
-                                                                                        ? "min" : "reduce_product";
+  switch (kind) {
+    case ReduceCombine::Sum: as_rule.key = "sum"; break;
+    case ReduceCombine::Max: as_rule.key = "max"; break;
+    case ReduceCombine::Min: as_rule.key = "min"; break;
+    default: as_rule.key = "reduce_product"; break;
+  }
   as_rule.args.clear();
   as_rule.kws.clear();
   as_rule.args.push_back(input);
