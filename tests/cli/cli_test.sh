@@ -1196,6 +1196,28 @@ expect_rc host_helpers_exit_0 0 host_helpers
 expect_grep host_helpers_keeps_helper "$TMP/host_helpers.out" '^def log2_block\(n\):'
 expect_grep host_helpers_keeps_call "$TMP/host_helpers.out" 'LOG: tl.constexpr = log2_block\(BLOCK\)'
 
+# A kernel whose gradient depends on what such host Python computes: a located error naming the function.
+cat > "$TMP/host_helpers2.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.constexpr_function
+def doubled(n):
+    return [2 * k for k in range(n)]
+
+
+@triton.jit
+def doubled_scale_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    S: tl.constexpr = doubled(BLOCK)[1]
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, x * S, mask=offs < n)
+EOF2
+run host_helpers2 "$TMP/host_helpers2.py" --wrt 0
+expect_rc host_helpers2_exit_1 1 host_helpers2
+expect_grep host_helpers2_error "$TMP/host_helpers2.err" "host_helpers2.py:[0-9]+:[0-9]+: error: .*'S' comes from 'doubled', a Python function tgrad keeps as host code"
+
 # A loaded value divided with `//` (or tl.cdiv) is an integer: Triton refuses floor division on floats.
 cat > "$TMP/floordiv.py" <<'EOF2'
 import triton

@@ -123,6 +123,9 @@ class Engine {
   // types on the two branches of an if: which name, where and which types ("'p' is fp32 where `seqpos is not
   // None` (line 14) and int32 otherwise").
   std::optional<std::string> divergent_branch_types(const Expr &value);
+  // A name the value derives from (a few steps back) whose definition calls a function the module keeps as host
+  // Python (a @triton.constexpr_function that does not read as tile language): that name and the function.
+  std::optional<std::pair<std::string, std::string>> host_function_behind(const Expr &value);
 
   // Whether a value of this type holds a tensor (tuples included).
   static bool holds_tensor(const SType &t);

@@ -40,7 +40,12 @@ void Engine::check_dependence_kept(const std::string &target, const Expr &value,
   // Often the cause is upstream: a name an if assigns a value of one type on one branch and of another on the
   // other (`p = tl.load(seqpos + i)` where `seqpos is not None`, `p = i` else). Triton compiles one branch per
   // specialization; tgrad, typing both, cannot tell what follows.
-  if (std::optional<std::string> merge = divergent_branch_types(value)) {
+  if (std::optional<std::pair<std::string, std::string>> host = host_function_behind(value)) {
+    why = "tgrad cannot tell what this expression computes: '" + host->first + "' comes from '" + host->second +
+          "', a Python function tgrad keeps as host code (it does not read as tile language)";
+    advice = "Write '" + host->second + "' with what a @triton.jit function may use, or compute the value on the host "
+             "and pass it as a tl.constexpr";
+  } else if (std::optional<std::string> merge = divergent_branch_types(value)) {
     why = "tgrad cannot tell what this expression computes: " + *merge;
     advice = "Give the parameters' types with --arg so that both branches agree, or assign the same type on both "
              "(`p = i * 1.0`)";
@@ -68,6 +73,46 @@ void Engine::check_dependence_kept(const std::string &target, const Expr &value,
     }
   }
   fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. " + advice);
+}
+
+std::optional<std::pair<std::string, std::string>> Engine::host_function_behind(const Expr &value) {
+  // The names the value reads, and theirs (a few A-normal-form steps back; a compile-time value's `NAME: tl.constexpr
+  // = ...` too), up to a call of a function the module keeps as host Python.
+  std::map<std::string, const Expr *> defs;
+  each_assignment(anf_.fn->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
+  std::function<void(const StmtList &)> annotated = [&](const StmtList &block) {
+    for (const StmtPtr &st : block) {
+      if (auto *a = dyn_cast<AnnAssign>(st.get()); a && a->value && isa<Name>(a->target.get()))
+        defs.emplace(cast<Name>(a->target.get())->id, a->value.get());
+      if (auto *f = dyn_cast<For>(st.get())) annotated(f->body);
+      if (auto *w = dyn_cast<While>(st.get())) annotated(w->body);
+      if (auto *i = dyn_cast<If>(st.get())) {
+        annotated(i->body);
+        annotated(i->orelse);
+      }
+    }
+  };
+  annotated(anf_.fn->body);
+  const std::set<std::string> host(module_.host_names.begin(), module_.host_names.end());
+  std::set<std::string> seen, frontier;
+  reads(value, frontier);
+  for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
+    std::set<std::string> next;
+    for (const std::string &n : frontier) {
+      if (!seen.insert(n).second) continue;
+      auto d = defs.find(n);
+      if (d == defs.end()) continue;
+      std::optional<std::string> callee;
+      visit_expr(*d->second, [&](const Expr &e) {
+        if (auto *c = dyn_cast<Call>(&e))
+          if (auto *f = dyn_cast<Name>(c->func.get()); f && host.count(f->id) && !callee) callee = f->id;
+      });
+      if (callee) return std::make_pair(n, *callee);
+      reads(*d->second, next);
+    }
+    frontier = std::move(next);
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> Engine::divergent_branch_types(const Expr &value) {
