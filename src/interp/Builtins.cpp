@@ -891,6 +891,39 @@ Value Evaluator::random_numbers(const std::string &name, std::vector<Value> args
 }
 
 
+namespace {
+
+// What tl.associative_scan and tl.reduce combine: the tensors (one, or a tuple's), of one shape with at least one
+// axis, and the combine function, which takes two elements of them.
+struct Combined {
+  std::vector<TensorRef> inputs;
+  bool tuple = false;
+  const ast::Function *fn = nullptr;
+};
+
+Combined combined_operands(Evaluator &ev, const Bound &b, const std::string &name, const SourceSpan &span) {
+  Combined c;
+  const Value &input = b.get("input");
+  c.tuple = input.kind == Value::Kind::Tuple;
+  if (c.tuple) {
+    for (const Value &v : *input.elems) c.inputs.push_back(ev.to_tensor(v, span));
+  } else {
+    c.inputs.push_back(b.tensor("input"));
+  }
+  if (c.inputs.empty()) ev.fail(span, name + " needs at least one tensor");
+  for (const TensorRef &t : c.inputs)
+    if (t->shape != c.inputs[0]->shape || t->shape.empty())
+      ev.fail(span, name + " needs tensors of one shape with at least one axis");
+  const Value &combine = b.get("combine_fn");
+  if (combine.kind != Value::Kind::Function) ev.fail(span, name + " needs a @triton.jit combine function");
+  c.fn = combine.fn;
+  if (c.fn->params.size() != 2 * c.inputs.size())
+    ev.fail(span, "the combine function '" + c.fn->name + "' takes the wrong number of arguments");
+  return c;
+}
+
+}  // namespace
+
 // tl.associative_scan: the combine function folds each element into the
 // running value along the axis (from the end when reverse=True, the running
 // value then covering the higher indices; measured against Triton on the
@@ -899,26 +932,15 @@ Value Evaluator::random_numbers(const std::string &name, std::vector<Value> args
 Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span) {
   const std::string name = "tl.associative_scan";
   Bound b(*this, name, {"input", "axis", "combine_fn", "reverse"}, std::move(args), std::move(kwargs), span);
-  const Value &input = b.get("input");
-  const bool tuple = input.kind == Value::Kind::Tuple;
-  std::vector<TensorRef> inputs;
-  if (tuple) {
-    for (const Value &v : *input.elems) inputs.push_back(to_tensor(v, span));
-  } else {
-    inputs.push_back(b.tensor("input"));
-  }
-  if (inputs.empty()) fail(span, name + " needs at least one tensor");
+  const Combined operands = combined_operands(*this, b, name, span);
+  const std::vector<TensorRef> &inputs = operands.inputs;
+  const bool tuple = operands.tuple;
+  const ast::Function &fn = *operands.fn;
   const Shape shape = inputs[0]->shape;
-  for (const TensorRef &t : inputs)
-    if (t->shape != shape || shape.empty()) fail(span, name + " needs tensors of one shape with at least one axis");
   std::optional<int> axis_value = b.axis("axis");
   if (!axis_value) fail(span, name + " needs an axis");
   int axis = *axis_value < 0 ? *axis_value + static_cast<int>(shape.size()) : *axis_value;
   if (axis < 0 || axis >= static_cast<int>(shape.size())) fail(span, name + ": axis out of range");
-  const Value &combine = b.get("combine_fn");
-  if (combine.kind != Value::Kind::Function) fail(span, name + " needs a @triton.jit combine function");
-  const ast::Function &fn = *combine.fn;
-  if (fn.params.size() != 2 * inputs.size()) fail(span, "the combine function '" + fn.name + "' takes the wrong number of arguments");
   const bool reverse = b.flag("reverse", false);
 
   const int64_t len = shape[axis];
@@ -964,18 +986,11 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
 Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, Value> kwargs, const SourceSpan &span) {
   const std::string name = "tl.reduce";
   Bound b(*this, name, {"input", "axis", "combine_fn", "keep_dims"}, std::move(args), std::move(kwargs), span);
-  const Value &input = b.get("input");
-  const bool tuple = input.kind == Value::Kind::Tuple;
-  std::vector<TensorRef> inputs;
-  if (tuple) {
-    for (const Value &v : *input.elems) inputs.push_back(to_tensor(v, span));
-  } else {
-    inputs.push_back(b.tensor("input"));
-  }
-  if (inputs.empty()) fail(span, name + " needs at least one tensor");
+  const Combined operands = combined_operands(*this, b, name, span);
+  std::vector<TensorRef> inputs = operands.inputs;
+  const bool tuple = operands.tuple;
+  const ast::Function &fn = *operands.fn;
   const Shape shape = inputs[0]->shape;
-  for (const TensorRef &t : inputs)
-    if (t->shape != shape || shape.empty()) fail(span, name + " needs tensors of one shape with at least one axis");
   std::optional<int> axis_value = b.axis("axis");
   const bool keep = b.flag("keep_dims", false);
   int axis = 0;
@@ -987,10 +1002,6 @@ Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, V
     for (int64_t d : shape) n *= d;
     for (TensorRef &t : inputs) t = reshape(*t, {n});
   }
-  const Value &combine = b.get("combine_fn");
-  if (combine.kind != Value::Kind::Function) fail(span, name + " needs a @triton.jit combine function");
-  const ast::Function &fn = *combine.fn;
-  if (fn.params.size() != 2 * inputs.size()) fail(span, "the combine function '" + fn.name + "' takes the wrong number of arguments");
   const Shape folded = inputs[0]->shape;
   Shape slice_shape = folded;
   slice_shape.erase(slice_shape.begin() + axis);

@@ -126,6 +126,10 @@ class Engine {
   // A name the value derives from (a few steps back) whose definition calls a function the module keeps as host
   // Python (a @triton.constexpr_function that does not read as tile language): that name and the function.
   std::optional<std::pair<std::string, std::string>> host_function_behind(const Expr &value);
+  // The first answer `look` gives for the names `value` reads and, a few A-normal-form steps back, the names their
+  // definitions read (`look` gets each name once, with its definition or null).
+  std::optional<std::string> search_upstream(
+      const Expr &value, const std::function<std::optional<std::string>(const std::string &, const Expr *)> &look);
 
   // Whether a value of this type holds a tensor (tuples included).
   static bool holds_tensor(const SType &t);

@@ -75,9 +75,9 @@ void Engine::check_dependence_kept(const std::string &target, const Expr &value,
   fail(value.span, why + "; the gradient of '" + operand + "' through it would be lost. " + advice);
 }
 
-std::optional<std::pair<std::string, std::string>> Engine::host_function_behind(const Expr &value) {
-  // The names the value reads, and theirs (a few A-normal-form steps back; a compile-time value's `NAME: tl.constexpr
-  // = ...` too), up to a call of a function the module keeps as host Python.
+std::optional<std::string> Engine::search_upstream(
+    const Expr &value, const std::function<std::optional<std::string>(const std::string &, const Expr *)> &look) {
+  // Each name's definition: its assignment, or a compile-time value's `NAME: tl.constexpr = ...`.
   std::map<std::string, const Expr *> defs;
   each_assignment(anf_.fn->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
   std::function<void(const StmtList &)> annotated = [&](const StmtList &block) {
@@ -93,7 +93,6 @@ std::optional<std::pair<std::string, std::string>> Engine::host_function_behind(
     }
   };
   annotated(anf_.fn->body);
-  const std::set<std::string> host(module_.host_names.begin(), module_.host_names.end());
   std::set<std::string> seen, frontier;
   reads(value, frontier);
   for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
@@ -101,78 +100,79 @@ std::optional<std::pair<std::string, std::string>> Engine::host_function_behind(
     for (const std::string &n : frontier) {
       if (!seen.insert(n).second) continue;
       auto d = defs.find(n);
-      if (d == defs.end()) continue;
-      std::optional<std::string> callee;
-      visit_expr(*d->second, [&](const Expr &e) {
-        if (auto *c = dyn_cast<Call>(&e))
-          if (auto *f = dyn_cast<Name>(c->func.get()); f && host.count(f->id) && !callee) callee = f->id;
-      });
-      if (callee) return std::make_pair(n, *callee);
-      reads(*d->second, next);
+      const Expr *definition = d == defs.end() ? nullptr : d->second;
+      if (std::optional<std::string> found = look(n, definition)) return found;
+      if (definition) reads(*definition, next);
     }
     frontier = std::move(next);
   }
   return std::nullopt;
 }
 
+std::optional<std::pair<std::string, std::string>> Engine::host_function_behind(const Expr &value) {
+  const std::set<std::string> host(module_.host_names.begin(), module_.host_names.end());
+  std::string defined;
+  std::optional<std::string> callee = search_upstream(value, [&](const std::string &n, const Expr *definition) {
+    std::optional<std::string> out;
+    if (definition)
+      visit_expr(*definition, [&](const Expr &e) {
+        if (auto *c = dyn_cast<Call>(&e))
+          if (auto *f = dyn_cast<Name>(c->func.get()); f && host.count(f->id) && !out) out = f->id;
+      });
+    if (out) defined = n;
+    return out;
+  });
+  if (!callee) return std::nullopt;
+  return std::make_pair(defined, *callee);
+}
+
 std::optional<std::string> Engine::divergent_branch_types(const Expr &value) {
-  // The names the value reads, and theirs (a few A-normal-form steps back), untyped ones first.
-  std::map<std::string, const Expr *> defs;
-  each_assignment(anf_.fn->body, [&](const std::string &n, const Expr &v) { defs.emplace(n, &v); });
-  std::set<std::string> seen, frontier;
-  reads(value, frontier);
-  for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
-    std::set<std::string> next;
-    for (const std::string &n : frontier) {
-      if (!seen.insert(n).second) continue;
-      // (Even a name sema typed: it may have kept one branch's type, `p` int32 though one branch loads fp32.)
-      // An if (at any depth) whose two branches both assign n, with values sema types differently.
-      std::optional<std::string> found;
-      std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
-        for (const StmtPtr &s : block) {
-          if (found) return;
-          if (auto *f = dyn_cast<For>(s.get())) walk(f->body);
-          auto *i = dyn_cast<If>(s.get());
-          if (!i) continue;
-          std::string user_name;  // the name as the user wrote it (A-normal form renames merged values)
-          auto assigned_type = [&](const StmtList &branch) -> const SType * {
-            const SType *out = nullptr;
-            for (const StmtPtr &b : branch)
-              if (auto *a = dyn_cast<Assign>(b.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
-                                                         cast<Name>(a->targets[0].get())->id == n) {
-                out = isa<Name>(a->value.get()) ? type_of_name(cast<Name>(a->value.get())->id)
-                                                : anf_types_.type_of(a->value.get());
-                std::string written = source_text(a->targets[0]->span);
-                // (A merge copy `p_3 = p` has no span of its own: the copied name, where n is it renamed.)
-                if (auto *v = dyn_cast<Name>(a->value.get()); written.empty() && v && n.rfind(v->id + "_", 0) == 0)
-                  written = v->id;
-                if (user_name.empty() && !written.empty() &&
-                    written.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
-                        std::string::npos)
-                  user_name = written;
-              }
-            return out;
-          };
-          const SType *x = assigned_type(i->body), *y = assigned_type(i->orelse);
-          if (x && y && is_known(*x) && is_known(*y) && x->str() != y->str()) {
-            std::string cond = source_text(i->cond->span);
-            if (cond.empty()) cond = emit::print_expr(*i->cond);
-            found = "'" + (user_name.empty() ? n : user_name) + "' is " + x->str() + " where `" + cond + "` (line " +
-                    std::to_string(i->span.begin.line) +
-                    ") and " + y->str() + " otherwise";
-            return;
-          }
-          walk(i->body);
-          walk(i->orelse);
+  // The names the value reads, and theirs (a few A-normal-form steps back).
+  return search_upstream(value, [&](const std::string &n, const Expr *) -> std::optional<std::string> {
+    // (Even a name sema typed: it may have kept one branch's type, `p` int32 though one branch loads fp32.)
+    // An if (at any depth) whose two branches both assign n, with values sema types differently.
+    std::optional<std::string> found;
+    std::function<void(const StmtList &)> walk = [&](const StmtList &block) {
+      for (const StmtPtr &s : block) {
+        if (found) return;
+        if (auto *f = dyn_cast<For>(s.get())) walk(f->body);
+        auto *i = dyn_cast<If>(s.get());
+        if (!i) continue;
+        std::string user_name;  // the name as the user wrote it (A-normal form renames merged values)
+        auto assigned_type = [&](const StmtList &branch) -> const SType * {
+          const SType *out = nullptr;
+          for (const StmtPtr &b : branch)
+            if (auto *a = dyn_cast<Assign>(b.get()); a && a->targets.size() == 1 && isa<Name>(a->targets[0].get()) &&
+                                                       cast<Name>(a->targets[0].get())->id == n) {
+              out = isa<Name>(a->value.get()) ? type_of_name(cast<Name>(a->value.get())->id)
+                                              : anf_types_.type_of(a->value.get());
+              std::string written = source_text(a->targets[0]->span);
+              // (A merge copy `p_3 = p` has no span of its own: the copied name, where n is it renamed.)
+              if (auto *v = dyn_cast<Name>(a->value.get()); written.empty() && v && n.rfind(v->id + "_", 0) == 0)
+                written = v->id;
+              if (user_name.empty() && !written.empty() &&
+                  written.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                      std::string::npos)
+                user_name = written;
+            }
+          return out;
+        };
+        const SType *x = assigned_type(i->body), *y = assigned_type(i->orelse);
+        if (x && y && is_known(*x) && is_known(*y) && x->str() != y->str()) {
+          std::string cond = source_text(i->cond->span);
+          if (cond.empty()) cond = emit::print_expr(*i->cond);
+          found = "'" + (user_name.empty() ? n : user_name) + "' is " + x->str() + " where `" + cond + "` (line " +
+                  std::to_string(i->span.begin.line) +
+                  ") and " + y->str() + " otherwise";
+          return;
         }
-      };
-      walk(anf_.fn->body);
-      if (found) return found;
-      if (auto d = defs.find(n); d != defs.end()) reads(*d->second, next);
-    }
-    frontier = std::move(next);
-  }
-  return std::nullopt;
+        walk(i->body);
+        walk(i->orelse);
+      }
+    };
+    walk(anf_.fn->body);
+    return found;
+  });
 }
 
 void Engine::collect_blocks(const StmtList &block, std::vector<const StmtList *> &out) {
