@@ -922,6 +922,34 @@ Combined combined_operands(Evaluator &ev, const Bound &b, const std::string &nam
   return c;
 }
 
+// combine(left, right) for the elements `left` and `right` (one slice of each input), checked to give the inputs'
+// types, broadcast to the slice's shape.
+std::vector<TensorRef> combine_elements(Evaluator &ev, const Combined &c, const std::vector<TensorRef> &left,
+                                        const std::vector<TensorRef> &right, const Shape &slice_shape,
+                                        const SourceSpan &span) {
+  const ast::Function &fn = *c.fn;
+  const size_t n = c.inputs.size();
+  std::map<std::string, Value> call_args;
+  for (size_t k = 0; k < n; ++k) {
+    call_args[fn.params[k].name] = Value::of_tensor(left[k]);
+    call_args[fn.params[n + k].name] = Value::of_tensor(right[k]);
+  }
+  Value r = ev.call(fn, call_args, span);
+  std::vector<Value> parts = r.kind == Value::Kind::Tuple ? *r.elems : std::vector<Value>{r};
+  if (parts.size() != n)
+    ev.fail(span, "the combine function '" + fn.name + "' returned " + std::to_string(parts.size()) + " values, not " +
+                      std::to_string(n));
+  std::vector<TensorRef> out;
+  for (size_t k = 0; k < n; ++k) {
+    TensorRef t = ev.to_tensor(parts[k], span);
+    if (t->type != c.inputs[k]->type)
+      ev.fail(span, "the combine function '" + fn.name + "' returned " + t->type.str() + " for " +
+                        c.inputs[k]->type.str());
+    out.push_back(broadcast_to(t, slice_shape));
+  }
+  return out;
+}
+
 }  // namespace
 
 // tl.associative_scan: the combine function folds each element into the
@@ -935,7 +963,6 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
   const Combined operands = combined_operands(*this, b, name, span);
   const std::vector<TensorRef> &inputs = operands.inputs;
   const bool tuple = operands.tuple;
-  const ast::Function &fn = *operands.fn;
   const Shape shape = inputs[0]->shape;
   std::optional<int> axis_value = b.axis("axis");
   if (!axis_value) fail(span, name + " needs an axis");
@@ -953,24 +980,7 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
     const int64_t p = reverse ? len - 1 - step : step;
     std::vector<TensorRef> current;
     for (const TensorRef &t : inputs) current.push_back(slice_along(*t, axis, p));
-    if (step > 0) {
-      std::map<std::string, Value> call_args;
-      for (size_t k = 0; k < inputs.size(); ++k) {
-        call_args[fn.params[k].name] = Value::of_tensor(running[k]);
-        call_args[fn.params[inputs.size() + k].name] = Value::of_tensor(current[k]);
-      }
-      Value r = call(fn, call_args, span);
-      std::vector<Value> parts = r.kind == Value::Kind::Tuple ? *r.elems : std::vector<Value>{r};
-      if (parts.size() != inputs.size())
-        fail(span, "the combine function '" + fn.name + "' returned " + std::to_string(parts.size()) + " values, not " +
-                       std::to_string(inputs.size()));
-      for (size_t k = 0; k < parts.size(); ++k) {
-        TensorRef c = to_tensor(parts[k], span);
-        if (c->type != inputs[k]->type)
-          fail(span, "the combine function '" + fn.name + "' returned " + c->type.str() + " for " + inputs[k]->type.str());
-        current[k] = broadcast_to(c, slice_shape);
-      }
-    }
+    if (step > 0) current = combine_elements(*this, operands, running, current, slice_shape, span);
     running = current;
     for (size_t k = 0; k < inputs.size(); ++k) put_along(*results[k], axis, p, *running[k]);
   }
@@ -989,7 +999,6 @@ Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, V
   const Combined operands = combined_operands(*this, b, name, span);
   std::vector<TensorRef> inputs = operands.inputs;
   const bool tuple = operands.tuple;
-  const ast::Function &fn = *operands.fn;
   const Shape shape = inputs[0]->shape;
   std::optional<int> axis_value = b.axis("axis");
   const bool keep = b.flag("keep_dims", false);
@@ -1008,22 +1017,9 @@ Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, V
   std::vector<TensorRef> running;
   for (const TensorRef &t : inputs) running.push_back(slice_along(*t, axis, 0));
   for (int64_t p = 1; p < folded[axis]; ++p) {
-    std::map<std::string, Value> call_args;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      call_args[fn.params[k].name] = Value::of_tensor(running[k]);
-      call_args[fn.params[inputs.size() + k].name] = Value::of_tensor(slice_along(*inputs[k], axis, p));
-    }
-    Value r = call(fn, call_args, span);
-    std::vector<Value> parts = r.kind == Value::Kind::Tuple ? *r.elems : std::vector<Value>{r};
-    if (parts.size() != inputs.size())
-      fail(span, "the combine function '" + fn.name + "' returned " + std::to_string(parts.size()) + " values, not " +
-                     std::to_string(inputs.size()));
-    for (size_t k = 0; k < parts.size(); ++k) {
-      TensorRef c = to_tensor(parts[k], span);
-      if (c->type != inputs[k]->type)
-        fail(span, "the combine function '" + fn.name + "' returned " + c->type.str() + " for " + inputs[k]->type.str());
-      running[k] = broadcast_to(c, slice_shape);
-    }
+    std::vector<TensorRef> next;
+    for (const TensorRef &t : inputs) next.push_back(slice_along(*t, axis, p));
+    running = combine_elements(*this, operands, running, next, slice_shape, span);
   }
   if (keep) {
     Shape kept = shape;
