@@ -559,12 +559,26 @@ void Engine::differentiate_stmt(const std::string &target, const Expr &value, co
     const SType *result = type_of_name(target);
     std::optional<std::string> bv = element_adjoint(target, 0);
     if (!result || result->kind != SType::Kind::Tuple || !bv) return;  // only the indices were used
-    ExprList first;
-    first.push_back(int_lit(0));
-    const std::string values = names_.fresh(target + "_values");
-    emit_stmt(assign(values, std::make_unique<Subscript>(name(target), std::move(first))));
-    name_types_[values] = result->elems[0];
-    adjoint_[values] = *bv;
+    // The values under the name the forward gave them (`m` of `m, i = ...`), else a name of their own.
+    std::string values;
+    std::map<std::string, int> assignments;
+    count_assignments(anf_.fn->body, assignments);
+    each_assignment(anf_.fn->body, [&](const std::string &n, const Expr &v) {
+      if (assignments[n] != 1) return;  // (one value under that name: the one the replay computes)
+      auto *sub = dyn_cast<Subscript>(&v);
+      auto *of = sub ? dyn_cast<Name>(sub->value.get()) : nullptr;
+      if (values.empty() && of && of->id == target && sub->indices.size() == 1 && isa<IntLit>(sub->indices[0].get()) &&
+          cast<IntLit>(sub->indices[0].get())->value == 0)
+        values = n;
+    });
+    if (values.empty()) {
+      ExprList first;
+      first.push_back(int_lit(0));
+      values = names_.fresh(target + "_values");
+      emit_stmt(assign(values, std::make_unique<Subscript>(name(target), std::move(first))));
+      name_types_[values] = result->elems[0];
+    }
+    adjoint_[values] = *bv;  // (the forward's name already has it: the tuple's element 0 is its adjoint)
     Op as_values = op;
     as_values.kws.erase(std::remove_if(as_values.kws.begin(), as_values.kws.end(),
                                        [](const Keyword *k) { return k->name.rfind("return_indices", 0) == 0; }),
