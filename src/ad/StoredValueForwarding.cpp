@@ -287,12 +287,12 @@ class Forwarder {
   }
 
   // `x_stored = value.to(P.dtype.element_ty)` into `out`: the store rounds to the buffer's type, the load reads that.
-  std::string cast_as_stored(StmtList &out, const Access &load, const std::string &value) {
+  std::string cast_as_stored(StmtList &out, const Access &load, const std::string &value, const std::string &hint) {
     ExprPtr element = std::make_unique<Attribute>(
         std::make_unique<Attribute>(std::make_unique<Name>(load.pointer), "dtype"), "element_ty");
     ExprList cast_args;
     cast_args.push_back(std::move(element));
-    std::string stored = names_.fresh(load.target + "_stored");
+    std::string stored = names_.fresh(hint);
     auto cast = std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>(value), "to"),
                                        std::move(cast_args), std::vector<Keyword>{}, load.call->span);
     ExprList target;
@@ -324,7 +324,7 @@ class Forwarder {
 
   void record(const Access &store, const Access &load, const std::string &value, StmtList prefix, bool recomputed) {
     StmtList out = std::move(prefix);
-    const std::string stored = cast_as_stored(out, load, value);
+    const std::string stored = cast_as_stored(out, load, value, load.target + "_stored");
     ExprList target;
     target.push_back(std::make_unique<Name>(load.target));
     out.push_back(std::make_unique<Assign>(std::move(target), as_loaded(load, stored), load.stmt->span));
@@ -411,19 +411,22 @@ class Forwarder {
       return std::make_unique<Call>(std::make_unique<Attribute>(std::make_unique<Name>("tl"), fn), std::move(args),
                                     std::vector<Keyword>{}, span);
     };
-    const std::string stored = cast_as_stored(out, load, value);
-    std::string hit = names_.fresh(load.target + "_lane");
+    // Named after the buffer and the index (`PROBS_row`, `idx_lane`, `PROBS_at_idx`), the load's own name
+    // being A-normal form's for an expression (`tl_load_out_plus_label`).
+    const std::string base = base_of(store);
+    const std::string stored = cast_as_stored(out, load, value, base + "_row");
+    std::string hit = names_.fresh(lane.index + "_lane");
     ExprList index;
     index.push_back(std::make_unique<Name>(lane.index));
     assign(hit, std::make_unique<Compare>(std::make_unique<Name>(lane.offsets),
                                           std::vector<CompareOpKind>{CompareOpKind::Eq}, std::move(index), span));
     if (!store.mask.empty()) {
-      const std::string kept = names_.fresh(load.target + "_lane_stored");
+      const std::string kept = names_.fresh(lane.index + "_lane_stored");
       assign(kept, std::make_unique<BinOp>(BinaryOpKind::BitAnd, std::make_unique<Name>(hit),
                                            std::make_unique<Name>(store.mask), span));
       hit = kept;
     }
-    const std::string picked = names_.fresh(load.target + "_picked");
+    const std::string picked = names_.fresh(base + "_row_at_" + lane.index);
     ExprList where;
     where.push_back(std::make_unique<Name>(hit));
     where.push_back(std::make_unique<Name>(stored));
@@ -432,7 +435,7 @@ class Forwarder {
     ExprList sum;
     sum.push_back(std::make_unique<Name>(picked));
     sum.push_back(std::make_unique<IntLit>(0, "0"));
-    const std::string gathered = names_.fresh(load.target + "_gathered");
+    const std::string gathered = names_.fresh(base + "_at_" + lane.index);
     assign(gathered, call("sum", std::move(sum)));
     assign(load.target, as_loaded(load, gathered));
     replace_load(store, load, std::move(out), false, true);

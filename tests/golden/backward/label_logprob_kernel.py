@@ -15,12 +15,12 @@ def label_logprob_kernel_bwd(X, LogP, Labels, Loss, n_cols, BLOCK: tl.constexpr,
     tl_sum_tl_exp_z_zero = tl.sum(tl_exp_z, 0)
     logp = z - tl.log(tl_sum_tl_exp_z_zero)
     label = tl.load(Labels + row)
-    tl_load_row_start_plus_label_picked = tl.where((cols == label) & (cols < n_cols), logp, 0.0)
+    LogP_row_at_label = tl.where((cols == label) & (cols < n_cols), logp, 0.0)
 
     # Grad of: tl.store(Loss + row, -tl.load(row_start + label))
     btl_load_row_start_plus_label = -tl.load(dLoss + row)
-    btl_load_row_start_plus_label_picked = tl.broadcast_to(tl.expand_dims(btl_load_row_start_plus_label, 0), tl_load_row_start_plus_label_picked.shape)
-    blogp = tl.where((cols == label) & (cols < n_cols), btl_load_row_start_plus_label_picked, 0.0)
+    bLogP_row_at_label = tl.broadcast_to(tl.expand_dims(btl_load_row_start_plus_label, 0), LogP_row_at_label.shape)
+    blogp = tl.where((cols == label) & (cols < n_cols), bLogP_row_at_label, 0.0)
 
     # Grad of: tl.store(row_start + cols, logp, mask=cols < n_cols)
     blogp += tl.load(dLogP + row * n_cols + cols, mask=cols < n_cols, other=0.0)

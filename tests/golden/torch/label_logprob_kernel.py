@@ -46,15 +46,13 @@ def label_logprob_kernel_bwd(X, LogP, Labels, Loss, n_cols, BLOCK: tl.constexpr,
     tl_sum_tl_exp_z_zero = tl.sum(tl_exp_z, 0)
     logp = z - tl.log(tl_sum_tl_exp_z_zero)
     label = tl.load(Labels + row)
-    tl_load_row_start_plus_label_stored = logp.to(LogP.dtype.element_ty)
-    tl_load_row_start_plus_label_lane_stored = (cols == label) & t
-    tl_load_row_start_plus_label_picked = tl.where(tl_load_row_start_plus_label_lane_stored, tl_load_row_start_plus_label_stored, 0.0)
+    label_lane_stored = (cols == label) & t
+    LogP_row_at_label = tl.where(label_lane_stored, logp.to(LogP.dtype.element_ty), 0.0)
 
     # Grad of: tl.store(Loss + row, -tl.load(row_start + label))
     btl_load_row_start_plus_label = -tl.load(dLoss + row).to(tl.float32)
-    btl_load_row_start_plus_label_picked = tl.broadcast_to(tl.expand_dims(btl_load_row_start_plus_label, 0), tl_load_row_start_plus_label_picked.shape)
-    btl_load_row_start_plus_label_stored = tl.where(tl_load_row_start_plus_label_lane_stored, btl_load_row_start_plus_label_picked, 0.0)
-    blogp = btl_load_row_start_plus_label_stored.to(logp.dtype)
+    bLogP_row_at_label = tl.broadcast_to(tl.expand_dims(btl_load_row_start_plus_label, 0), LogP_row_at_label.shape)
+    blogp = tl.where(label_lane_stored, bLogP_row_at_label, 0.0).to(logp.dtype)
 
     # Grad of: tl.store(row_start + cols, logp, mask=cols < n_cols)
     blogp += tl.load(dLogP + row_times_n_cols + cols, mask=t, other=0.0).to(tl.float32)
