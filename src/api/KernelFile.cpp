@@ -69,7 +69,8 @@ std::vector<const ast::Function *> uncalled_functions(const ast::Module &m) {
   }
   std::vector<const ast::Function *> roots;
   for (const auto &f : m.functions)
-    if (f->imported_from.empty() && !f->is_constexpr_function() && !read.count(f->name) && (f->jit_alias.empty() || !read.count(f->jit_alias)))
+    if (f->imported_from.empty() && !f->is_constexpr_function() && !read.count(f->name) &&
+        (f->jit_alias.empty() || !read.count(f->jit_alias)))
       roots.push_back(f.get());
   return roots;
 }

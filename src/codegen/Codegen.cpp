@@ -11,12 +11,12 @@
 #include "llvm/IR/Metadata.h"
 #include "llvm/Support/raw_ostream.h"
 #include "src/codegen/Emitter.h"
-#include "tgrad/ast/Walk.h"
 #include "src/codegen/Lower.h"
 #include "src/codegen/Pipeline.h"
 #include "src/lower/BlockPointers.h"
 #include "src/lower/InlineCalls.h"
 #include "src/lower/SourceRewrites.h"
+#include "tgrad/ast/Walk.h"
 
 namespace tgrad::codegen {
 

@@ -253,6 +253,7 @@ class Scanner {
                                      "' is not known to tgrad; it is kept as text and its effect is ignored");
       jit_defs_[name] = JitDef{k, body_end, decos};
       add_chunk(Chunk::Kind::Function, k, body_end, std::move(decos));
+      chunks_.back().host_name = name;  // (a compile-time helper that is Python, not tile language, keeps it)
       return;
     }
     if (triton_decorated) {

@@ -33,7 +33,8 @@ struct Chunk {
   std::vector<ast::Decorator> decorators;  // Function only
   std::string jit_alias;                   // Function made jit by a call
   std::string rename_to;                   // Function: a copy under this name (`name = jit_fn`)
-  std::string host_name;                   // HostName, Alias: the name bound (a HostName's text: its lines)
+  std::string host_name;                   // HostName, Alias: the name bound (a HostName's text: its lines);
+                                           // a decorated Function: the name after `def`
   std::string alias_of;                    // Alias: the dotted name it binds (`triton_tanh = libdevice.tanh`)
   std::vector<std::string> bound_names;    // HostBlock: the host names a module-level if/try statement binds
   SourceSpan span;                         // Alias: the statement

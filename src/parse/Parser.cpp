@@ -1,7 +1,6 @@
 #include "tgrad/parse/Parser.h"
 
 #include <algorithm>
-#include <cctype>
 #include <mutex>
 #include <optional>
 
@@ -166,20 +165,6 @@ void report_layout_and_syntax_errors(const IndentTokenSource &source, const Synt
   diags.report(syntax_first ? *layout : *syntax);
 }
 
-// The name after `def` in a function chunk's text (its decorators first).
-std::string def_name(const std::string &text) {
-  size_t at = 0;
-  while ((at = text.find("def ", at)) != std::string::npos) {
-    if (at == 0 || text[at - 1] == '\n' || text[at - 1] == ' ') {
-      size_t begin = at + 4, end = begin;
-      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
-      if (end > begin) return text.substr(begin, end - begin);
-    }
-    at += 4;
-  }
-  return "";
-}
-
 void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &module) {
   if (chunk.kind == Chunk::Kind::HostBlock) {  // a module-level if/try binding host values: kept as text
     for (const std::string &name : chunk.bound_names) module.host_definitions.push_back({name, chunk.text});
@@ -265,12 +250,12 @@ void parse_chunk(Chunk &chunk, int file_id, DiagEngine &diags, ast::Module &modu
     case Chunk::Kind::Function: {
       TileLangParser::Function_chunkContext *tree = parse(&TileLangParser::function_chunk);
       if (report_syntax_errors()) {
-        if (compile_time_helper) keep_as_host_python(def_name(chunk.text));
+        if (compile_time_helper) keep_as_host_python(chunk.host_name);
         return;
       }
       std::unique_ptr<ast::Function> f = build_function(tree->funcdef(), chunk, locator, sink);
       if (compile_time_helper && trial.has_errors()) {
-        keep_as_host_python(f->name);
+        keep_as_host_python(chunk.host_name);
         return;
       }
       const std::string defined_as = f->name;

@@ -1231,6 +1231,17 @@ class Checker {
     return shape;
   }
 
+  // The shape a reduction along `axis` leaves (all axes where none is given): without that axis, or with it of
+  // length 1 where keep_dims.
+  SymShape reduced_shape(const SymShape &shape, std::optional<int> axis, bool keep, const SourceSpan &span) {
+    if (!axis) return keep ? SymShape(shape.size(), Dim::known(1)) : SymShape{};
+    const int k = normalize_axis(*axis, shape.size(), span);
+    SymShape out = shape;
+    if (keep) out[k] = Dim::known(1);
+    else out.erase(out.begin() + k);
+    return out;
+  }
+
   std::optional<int> axis_arg(const Args &a, const std::string &p, const std::string &fn, const SourceSpan &span) {
     if (!a.has(p)) return std::nullopt;
     const SType &t = a.get(p);
@@ -1709,17 +1720,8 @@ class Checker {
       bool keep = flag(a, "keep_dims", false);
       DType in = x.elem.dtype;
       DType out = name == "tl.sum" && a.has("dtype") ? a.get("dtype").dtype : reduction_dtype(name.substr(3), in);
-      SymShape shape;
-      if (!axis) {
-        if (keep) shape = SymShape(x.shape.size(), Dim::known(1));
-      } else {
-        int k = normalize_axis(*axis, x.shape.size(), span);
-        shape = x.shape;
-        if (keep) shape[k] = Dim::known(1);
-        else shape.erase(shape.begin() + k);
-      }
-      SType r = SType::tensor(ElemType{out, false}, shape);
-      if (!arg && name != "tl.sum" && flag(a, "return_indices", false)) return SType::tuple({r, SType::tensor(i32, shape)});
+      SType r = SType::tensor(ElemType{out, false}, reduced_shape(x.shape, axis, keep, span));
+      if (!arg && name != "tl.sum" && flag(a, "return_indices", false)) return SType::tuple({r, SType::tensor(i32, r.shape)});
       return r;
     }
     if (name == "tl.cumsum" || name == "tl.cumprod") {
@@ -1775,7 +1777,7 @@ class Checker {
       }
       std::optional<int> axis = axis_arg(a, "axis", name, span);
       if (!axis && scan) fail(span, "tl.associative_scan needs an axis");
-      const int k_axis = axis ? normalize_axis(*axis, inputs[0].shape.size(), span) : -1;
+      if (axis) normalize_axis(*axis, inputs[0].shape.size(), span);
       const SType &combine = a.get("combine_fn");
       if (combine.kind != SType::Kind::Function)
         fail(span, name + " needs a @triton.jit combine function, got " + combine.str());
@@ -1800,18 +1802,8 @@ class Checker {
             !(results[k].kind == SType::Kind::Bool && inputs[k].elem == ElemType{DType::Int1, false}))
           fail(span, "the combine function '" + fn.name + "' returns " + results[k].str() + " for an input of " +
                          inputs[k].elem.str() + ": Triton needs the input's type");
-      if (!scan) {  // the reduced shape, as tl.sum's
-        const bool keep = flag(a, "keep_dims", false);
-        for (SType &t : inputs) {
-          if (k_axis < 0) {
-            t.shape = keep ? SymShape(t.shape.size(), Dim::known(1)) : SymShape{};
-          } else if (keep) {
-            t.shape[k_axis] = Dim::known(1);
-          } else {
-            t.shape.erase(t.shape.begin() + k_axis);
-          }
-        }
-      }
+      if (!scan)  // the reduced shape, as tl.sum's
+        for (SType &t : inputs) t.shape = reduced_shape(t.shape, axis, flag(a, "keep_dims", false), span);
       if (in.kind != SType::Kind::Tuple) return inputs[0];
       return SType::tuple(inputs);
     }
