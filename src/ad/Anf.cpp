@@ -6,6 +6,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "src/ad/AnfWalk.h"
 #include "tgrad/ast/Walk.h"
 #include "tgrad/emit/PythonPrinter.h"
 
@@ -665,10 +666,18 @@ class Normalizer {
     for (size_t k = 0; k < assigned.size(); ++k) assign_to(Name(assigned[k].name, i.span), std::move(values[k]), i.span);
     return true;
   }
-  static bool reads_element_type(const Expr &e) {
+  // (Also a comparison with a dtype of tl's, which Triton decides when it compiles, and a name assigned from
+  // such an expression: FlagGems' `dtype = inp.type.element_ty` and then `acc_type = tl.float32 if dtype is
+  // tl.bfloat16 else dtype`; `is_half = elem == tl.float16`.)
+  bool reads_element_type(const Expr &e) const {
     bool found = false;
     visit_expr(e, [&](const Expr &x) {
       if (auto *a = dyn_cast<Attribute>(&x)) found |= a->attr == "dtype" || a->attr == "element_ty" || a->attr == "type";
+      if (auto *n = dyn_cast<Name>(&x)) found |= element_type_names_.count(n->id) > 0;
+      if (auto *c = dyn_cast<Compare>(&x)) {
+        found |= is_tl_dtype(c->left.get());
+        for (const ExprPtr &r : c->comparators) found |= is_tl_dtype(r.get());
+      }
     });
     return found;
   }
@@ -881,6 +890,15 @@ class Normalizer {
     return std::nullopt;
   }
 
+  // Names whose value (as the user's code assigned it last) reads element types: conditions on them are decided
+  // when Triton compiles, as ones on `X.dtype` are (keep_dtype_dispatch).
+  void note_element_type_name(const Expr &target, const Expr &value) {
+    auto *n = dyn_cast<Name>(&target);
+    if (!n) return;
+    if (reads_element_type(value)) element_type_names_.insert(n->id);
+    else element_type_names_.erase(n->id);
+  }
+
   void stmt(const Stmt &s) {
     current_origin_ = &s;
     switch (s.kind) {
@@ -896,6 +914,7 @@ class Normalizer {
           for (const ExprPtr &t : a->targets) assign_to(*t, std::make_unique<Name>(name, s.span), s.span);
           return;
         }
+        note_element_type_name(*a->targets[0], *a->value);
         assign_to(*a->targets[0], std::move(value), s.span);
         return;
       }
@@ -914,6 +933,7 @@ class Normalizer {
         // one), so the statement stays whole, annotation and all. Its value is
         // computed at compile time: nothing in it has a gradient.
         if (isa<Name>(a->target.get()) && is_constexpr_annotation(a->annotation.get())) {
+          note_element_type_name(*a->target, *a->value);
           emit(std::make_unique<AnnAssign>(clone(*a->target), clone(*a->annotation), clone(*a->value), s.span));
           return;
         }
@@ -992,6 +1012,7 @@ class Normalizer {
   NameAllocator names_;
   std::map<std::string, std::string> current_;  // user name -> current SSA name
   std::set<std::string> assigned_;
+  std::set<std::string> element_type_names_;  // (note_element_type_name)
   bool kernel_ = false;
   StmtList *body_ = nullptr;
   AnfFunction *out_ = nullptr;

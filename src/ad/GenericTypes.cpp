@@ -869,6 +869,32 @@ class GenericDifferentiation {
     into.push_back({param, {type}});
   }
 
+  // A uniform float type the forward accepts but whose backward tgrad could not write, and that no float32
+  // statistic pointer served either: the backward is written without it, and the module refuses a launch with
+  // it. Said here, with the reason, rather than first at that launch.
+  void warn_unserved(const std::vector<Trial> &uniform) {
+    for (const Trial &t : uniform) {
+      if (t.backward || !t.forward_types || float_pointers_.empty()) continue;
+      const std::string type = t.types.at(pname(float_pointers_.front())).str();
+      bool served = false;
+      for (const auto &[param, types] : checked_)
+        if (param == pname(float_pointers_.front()))
+          served = std::find(types.begin(), types.end(), type) != types.end();
+      if (served) continue;
+      std::string why;
+      for (const Diagnostic &d : t.diagnostics)
+        if (d.severity == Severity::Error) {
+          why = (d.span.valid() ? "line " + std::to_string(d.span.begin.line) + ": " : std::string()) + d.message;
+          break;
+        }
+      std::string all;
+      for (size_t k : float_pointers_) all += (all.empty() ? "" : " ") + std::string("--arg ") + pname(k) + "=" + type;
+      diags_.warning(fn_.name_span, "the backward is written for the other float types only: with every pointer " +
+                                        type + " tgrad could not write it" + (why.empty() ? "" : " (" + why + ")") +
+                                        "; the module refuses such a launch. For that type, try " + all);
+    }
+  }
+
   // What tgrad assumed, for the error when no representative differentiates.
   void explain_assumptions(const Trial &t) {
     std::string list;
@@ -1014,6 +1040,7 @@ class GenericDifferentiation {
     for (const Trial &t : attempt_all(statistic_types))
       if (t.backward && same_backward(*base_->backward, *t.backward))
         for (size_t k : float_pointers_) record(pname(k), t.types.at(pname(k)).str());
+    warn_unserved(uniform);
     bool ok = true;
     // Every accepted uniform type, then each pointer alone with each other
     // float type, then each dtype given as a tl.constexpr (the uniform one,

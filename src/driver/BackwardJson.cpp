@@ -64,7 +64,9 @@ json op(const char *name, std::vector<json> args) { return json{{name, std::move
 class ExprTranslator {
  public:
   // `known`: parameters whose values the request gives (-D): their values, and an if on them takes its branch.
-  explicit ExprTranslator(const Function &fn, const sema::ParamTypes *known = nullptr) : fn_(fn), known_(known) {}
+  // `module`: where the jit helpers a value calls are found (FlagGems' `prev_multiple_of(N, TILE_N)`).
+  explicit ExprTranslator(const Function &fn, const sema::ParamTypes *known = nullptr, const Module *module = nullptr)
+      : fn_(fn), known_(known), module_(module) {}
 
   // The expression over launch values, or nullopt with `why` set.
   std::optional<json> translate(const Expr &e, int depth = 0) {
@@ -78,6 +80,7 @@ class ExprTranslator {
         if (it->second) return *it->second;
         return fail("'" + n->id + "' is not computed in a way the protocol expresses before the loop");
       }
+      if (in_helper_) return fail("'" + n->id + "' in a helper is not one of its parameters or locals");
       for (const Param &p : fn_.params)
         if (p.name == n->id) {
           if (known_)
@@ -155,6 +158,7 @@ class ExprTranslator {
         if (!cond || !a || !b) return std::nullopt;
         return op("if", {*cond, *a, *b});
       }
+      if (const Function *helper = arithmetic_helper(*c)) return call_helper(*helper, *c, depth);
       const char *name = callee == "tl.cdiv" || callee == "triton.cdiv"                 ? "cdiv"
                          : callee == "min" || callee == "tl.minimum"                       ? "min"
                          : callee == "max" || callee == "tl.maximum"                       ? "max"
@@ -294,8 +298,55 @@ class ExprTranslator {
     }
   }
 
+  // A jit helper of the module called by name whose body assigns names and returns a value (no loop, no if, no
+  // memory access: what the statements below express), or null.
+  const Function *arithmetic_helper(const Call &c) const {
+    auto *callee = dyn_cast<Name>(c.func.get());
+    if (!module_ || !callee) return nullptr;
+    for (const auto &f : module_->functions) {
+      if (f->name != callee->id || f->body.empty() || !isa<Return>(f->body.back().get())) continue;
+      for (const StmtPtr &s : f->body)
+        if (auto *e = dyn_cast<ExprStmt>(s.get()); e && !isa<StrLit>(e->value.get())) return nullptr;  // (a docstring)
+        else if (!e && !isa<Assign>(s.get()) && !isa<Return>(s.get()) && !isa<Pass>(s.get())) return nullptr;
+      return f.get();
+    }
+    return nullptr;
+  }
+
+  // The helper's returned value with its parameters bound to the call's arguments (or their defaults).
+  std::optional<json> call_helper(const Function &helper, const Call &c, int depth) {
+    Env inner;
+    for (size_t k = 0; k < helper.params.size(); ++k) {
+      const Param &p = helper.params[k];
+      const Expr *arg = ad::call_argument(c, k, p.name);
+      if (!arg) arg = p.default_value.get();
+      if (!arg) return fail("the call of '" + helper.name + "' does not give '" + p.name + "'");
+      std::optional<json> v = translate(*arg, depth + 1);
+      if (!v) return std::nullopt;
+      inner[p.name] = *v;
+    }
+    Env outer = std::move(env_);
+    const bool was_in_helper = in_helper_;
+    env_ = std::move(inner);
+    in_helper_ = true;
+    std::optional<json> out;
+    for (const StmtPtr &s : helper.body) {
+      if (auto *a = dyn_cast<Assign>(s.get()))
+        for (const ExprPtr &t : a->targets) bind(*t, a->value.get());
+      if (auto *r = dyn_cast<Return>(s.get())) {
+        out = r->value ? translate(*r->value, depth + 1) : fail("'" + helper.name + "' returns nothing");
+        break;
+      }
+    }
+    env_ = std::move(outer);
+    in_helper_ = was_in_helper;
+    return out;
+  }
+
   const Function &fn_;
   const sema::ParamTypes *known_ = nullptr;
+  const Module *module_ = nullptr;
+  bool in_helper_ = false;
   Env env_;
   std::string why_;
 };
@@ -512,7 +563,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
     std::vector<const For *> loops;
     if (forward) find_loops(forward->body, t.loop_line, t.loop_column, loops);
     const For *loop = loops.empty() ? nullptr : loops[0];
-    ExprTranslator translate(*forward, &request.param_types);
+    ExprTranslator translate(*forward, &request.param_types, &module);
     std::optional<json> trips;
     std::vector<json> each;
     for (const For *l : loops)
@@ -683,7 +734,7 @@ json launch_protocol(const ast::Module &module, const ad::BackwardRequest &reque
         std::optional<json> trips;
         std::string why_not = "the loop was not found";
         if (loops.size() == 1) {
-          ExprTranslator translate(*forward);
+          ExprTranslator translate(*forward, nullptr, &module);
           trips = translate.trips(*loops[0]);
           why_not = translate.why();
         } else if (loops.size() > 1 && o.loop_context && !o.loop_context->body.empty()) {

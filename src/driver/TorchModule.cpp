@@ -316,6 +316,45 @@ std::set<std::string> module_scope_reads(const Module &m) {
   return out;
 }
 
+// Each `NAME = a.b` binding after the import or binding of `a` (its root) it reads: the user's file's own
+// bindings come before those copied from the modules it imports (FlagGems' `rsqrt = tl_extra_shim.rsqrt`, whose
+// `tl_extra_shim = triton.language.math` comes from flag_gems.utils), and Python runs them in order. Otherwise
+// the order stays; a cycle (not valid Python either) keeps it.
+void order_bindings(std::vector<Import> &imports) {
+  auto binds = [](const Import &i, const std::string &name) {
+    for (const auto &n : i.names) {
+      const std::string b = !n.second.empty() ? n.second : i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
+      if (b == name) return true;
+    }
+    return false;
+  };
+  std::vector<Import> ordered;
+  std::vector<bool> placed(imports.size(), false);
+  // Whether imports[k] reads a name that an import not yet placed binds, other than itself.
+  auto waits = [&](size_t k) {
+    if (!imports[k].assignment || imports[k].conditional) return false;  // (an if's or a try's alternatives stay together)
+    for (const auto &n : imports[k].names) {
+      const std::string root = n.first.substr(0, n.first.find('.'));
+      bool bound_before = false;
+      for (const Import &o : ordered) bound_before |= binds(o, root);
+      if (bound_before) continue;
+      for (size_t j = 0; j < imports.size(); ++j)
+        if (j != k && !placed[j] && binds(imports[j], root)) return true;
+    }
+    return false;
+  };
+  for (size_t left = imports.size(); left > 0;) {
+    size_t next = imports.size();
+    for (size_t k = 0; k < imports.size() && next == imports.size(); ++k)
+      if (!placed[k] && !waits(k)) next = k;
+    if (next == imports.size()) return;  // a cycle: the order as it was
+    ordered.push_back(imports[next]);
+    placed[next] = true;
+    --left;
+  }
+  imports = std::move(ordered);
+}
+
 // The module's imports less those of the user's file that nothing in it
 // reads: Liger's kernel files import their launchers' host helpers
 // (`from liger_kernel.ops.utils import ensure_contiguous`), which the
@@ -365,9 +404,12 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   std::set<std::string> bound_here;
   for (const auto &f : kernels.functions) bound_here.insert(f->name);
   for (const Constant &c : kernels.constants) bound_here.insert(c.name);
+  // A binding that rebinds the name it reads (FlagGems' `device = device.name` after `from flag_gems.runtime import
+  // device`) needs that import before it: it does not bind the name in the import's place.
   for (size_t k = 0; k < imports.size(); ++k)
     if (kept[k] && imports[k].assignment && !imports[k].conditional)
-      for (const auto &n : imports[k].names) bound_here.insert(bound(imports[k], n));
+      for (const auto &n : imports[k].names)
+        if (bound(imports[k], n) != n.first.substr(0, n.first.find('.'))) bound_here.insert(bound(imports[k], n));
   for (size_t k = 0; k < imports.size(); ++k) {
     Import &i = imports[k];
     if ((i.assignment || i.conditional) && !kept[k]) continue;
@@ -386,6 +428,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
     }
     kernels.imports.push_back(std::move(i));
   }
+  order_bindings(kernels.imports);
 }
 
 // The user's host definitions the kernels' decorators read (attorch's
@@ -946,7 +989,11 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
     return -1;
   };
   // The op's result, as setup_context receives it.
-  auto output_ref = [&](size_t k) { return outputs.size() == 1 ? std::string("output") : "output[" + std::to_string(k) + "]"; };
+  // (Its locals are `_tgrad_`-named: the kernel's parameters are unpacked beside them, and a kernel may well name one
+  // `output`, as FlagGems' weight norm does.)
+  auto output_ref = [&](size_t k) {
+    return outputs.size() == 1 ? std::string("_tgrad_result") : "_tgrad_result[" + std::to_string(k) + "]";
+  };
   std::vector<std::string> saved, scalars, layouts, stand_ins;
   for (const Parameter &p : params) {
     if (!p.pointer) {
@@ -987,22 +1034,24 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   if (tuned_launch) scalars.insert(scalars.begin(), kLaunch);
   scalars.insert(scalars.begin(), kGrid);
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
-  py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
-     << "    " << join(input_names) << " = inputs\n"
+  py << "\n\ndef _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):\n"
+     << "    " << join(input_names) << " = _tgrad_inputs\n"
      << ints_back << numbers_back
-     << "    _tgrad_save(ctx, " << join(saved) << ")\n"
-     << "    ctx.tgrad_arguments = (" << join(scalars) << ")\n";
-  if (!layouts.empty()) py << "    ctx.tgrad_layouts = (" << join(layouts) << (layouts.size() == 1 ? ",)" : ")") << "\n";
+     << "    _tgrad_save(_tgrad_ctx, " << join(saved) << ")\n"
+     << "    _tgrad_ctx.tgrad_arguments = (" << join(scalars) << ")\n";
+  if (!layouts.empty())
+    py << "    _tgrad_ctx.tgrad_layouts = (" << join(layouts) << (layouts.size() == 1 ? ",)" : ")") << "\n";
   if (!non_differentiable.empty())
-    py << "    ctx.mark_non_differentiable(" << join(non_differentiable) << ")\n";
+    py << "    _tgrad_ctx.mark_non_differentiable(" << join(non_differentiable) << ")\n";
   std::vector<std::string> grad_params;
   for (const Parameter *p : outputs) grad_params.push_back("_grad_" + p->name);
-  py << "\n\ndef _tgrad_backward_with(backward, ctx, " << join(grad_params) << "):\n"
+  py << "\n\ndef _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, " << join(grad_params) << "):\n"
      << "    " << join(pointer_names) << (pointer_names.size() == 1 ? "," : "")
-     << " = _tgrad_saved(ctx)\n"
-     << "    " << join(scalars) << " = ctx.tgrad_arguments\n";
+     << " = _tgrad_saved(_tgrad_ctx)\n"
+     << "    " << join(scalars) << " = _tgrad_ctx.tgrad_arguments\n";
   if (!stand_ins.empty())
-    py << "    " << join(stand_ins) << (stand_ins.size() == 1 ? "," : "") << " = (_tgrad_stand_in(l) for l in ctx.tgrad_layouts)\n";
+    py << "    " << join(stand_ins) << (stand_ins.size() == 1 ? "," : "")
+       << " = (_tgrad_stand_in(l) for l in _tgrad_ctx.tgrad_layouts)\n";
   std::vector<std::string> call = {kGrid};
   if (tuned_launch) call.push_back(kLaunch);
   each_op_argument([&](const Parameter &p) { call.push_back(p.number_too ? "*_tgrad_split(" + p.name + ")" : p.name); },
@@ -1010,7 +1059,7 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   for (const Parameter *p : outputs)
     if (upstream_of.count(p->name)) call.push_back("_tgrad_upstream(_grad_" + p->name + ", " + p->name + ")");
   call.insert(call.end(), own_options.begin(), own_options.end());
-  py << "    " << gradients << " = backward(" << join(call) << ")\n";
+  py << "    " << gradients << " = _tgrad_backward_op(" << join(call) << ")\n";
   std::vector<std::string> result = {"None"};
   if (tuned_launch) result.push_back("None");
   each_op_argument(

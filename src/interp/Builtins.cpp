@@ -717,7 +717,8 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     if (arg && !axis) fail(span, name + " needs an axis");
     bool keep = b.flag("keep_dims", false);
     DType in = t->type.dtype;
-    DType out = name == "tl.sum" && b.has("dtype") ? b.dtype("dtype", in) : sema::reduction_dtype(name.substr(3), in);
+    const bool with_indices = !arg && name != "tl.sum" && b.flag("return_indices", false);
+    DType out = name == "tl.sum" && b.has("dtype") ? b.dtype("dtype", in) : sema::reduction_dtype(name.substr(3), in, with_indices);
     if (!arg && out != in) t = convert(*t, et(out), f64);  // values reduce in the result dtype
     ReduceKind kind = name == "tl.sum" ? ReduceKind::Sum : name == "tl.max" ? ReduceKind::Max
                       : name == "tl.min" ? ReduceKind::Min : name == "tl.argmax" ? ReduceKind::ArgMax : ReduceKind::ArgMin;
@@ -731,7 +732,7 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
         TensorRef any = reduce(*nans, axis, keep, ReduceKind::Sum, et(out), f64);
         values = zip_float(*values, *any, values->type, f64, [](double v, double n) { return std::isnan(n) ? n : v; });
       }
-      if (name != "tl.sum" && b.flag("return_indices", false)) {
+      if (with_indices) {
         TensorRef idx = reduce(*t, axis, keep, kind == ReduceKind::Max ? ReduceKind::ArgMax : ReduceKind::ArgMin,
                                et(DType::Int32), f64, b.flag("return_indices_tie_break_left", true));
         return Value::of_tuple({Value::of_tensor(values), Value::of_tensor(idx)});

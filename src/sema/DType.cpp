@@ -146,10 +146,14 @@ DType python_float_dtype(double v) {
   return DType::FP64;
 }
 
-DType reduction_dtype(const std::string &op, DType in) {
+DType reduction_dtype(const std::string &op, DType in, bool with_indices) {
   if (op == "argmax" || op == "argmin") return DType::Int32;
   if (op == "sum") return is_integer(in) && bits(in) < 32 ? DType::Int32 : in;
-  return is_float(in) && bits(in) < 32 ? DType::FP32 : in;  // max, min
+  // max, min: values narrower than 32 bits reduce in float32 / int32; with their indices, only bf16 is widened
+  // (fp16 and int8 keep their type: `tl.max(x, 0, return_indices=True)` of fp16 is fp16).
+  if (with_indices) return in == DType::BF16 ? DType::FP32 : in;
+  if (bits(in) >= 32) return in;
+  return is_float(in) ? DType::FP32 : is_integer(in) ? DType::Int32 : in;
 }
 
 DType scan_dtype(DType in) {

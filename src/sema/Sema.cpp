@@ -1088,6 +1088,14 @@ class Checker {
       // on that), and the backward stays generic over it, unless it is known
       // to be a tensor (an optional pointer's specialization,
       // src/ad/SpecializationFlags.h).
+      // Two dtypes: Triton's are one object per dtype (a pointer's element_ty is tl.bfloat16 itself, measured on
+      // Triton 3.6), so `dtype is tl.bfloat16` is their equality (FlagGems' `acc_type = tl.float32 if dtype is
+      // tl.bfloat16 else dtype`).
+      if (a.kind == SType::Kind::DType && b.kind == SType::Kind::DType && (op == CompareOpKind::Is || op == CompareOpKind::IsNot)) {
+        if (!a.known || !b.known) return SType::of_bool(false, false);
+        const bool same = a.dtype == b.dtype && a.dtype_is_pointer == b.dtype_is_pointer;
+        return SType::of_bool(op == CompareOpKind::Is ? same : !same);
+      }
       auto tile_of_numbers = [](const SType &t) { return t.is_tensor() && (!t.elem.is_pointer || t.not_none); };
       const bool against_none = a.kind == SType::Kind::None || b.kind == SType::Kind::None;
       bool known = against_none && ((a.known && b.known) || tile_of_numbers(a) || tile_of_numbers(b));
@@ -1719,9 +1727,10 @@ class Checker {
       if (arg && !axis) fail(span, name + " needs an axis");
       bool keep = flag(a, "keep_dims", false);
       DType in = x.elem.dtype;
-      DType out = name == "tl.sum" && a.has("dtype") ? a.get("dtype").dtype : reduction_dtype(name.substr(3), in);
+      const bool with_indices = !arg && name != "tl.sum" && flag(a, "return_indices", false);
+      DType out = name == "tl.sum" && a.has("dtype") ? a.get("dtype").dtype : reduction_dtype(name.substr(3), in, with_indices);
       SType r = SType::tensor(ElemType{out, false}, reduced_shape(x.shape, axis, keep, span));
-      if (!arg && name != "tl.sum" && flag(a, "return_indices", false)) return SType::tuple({r, SType::tensor(i32, r.shape)});
+      if (with_indices) return SType::tuple({r, SType::tensor(i32, r.shape)});
       return r;
     }
     if (name == "tl.cumsum" || name == "tl.cumprod") {

@@ -1238,6 +1238,124 @@ expect_grep floordiv_error "$TMP/floordiv.err" "floordiv.py:[0-9]+:[0-9]+: error
 run floordiv_x "$TMP/floordiv.py" --wrt X
 expect_rc floordiv_x_exit_0 0 floordiv_x
 
+# A module-level binding that rebinds the name it reads, from a module tgrad follows (FlagGems' `device =
+# device.name` after `from flag_gems.runtime import device`): the torch module keeps the import before the binding.
+mkdir -p "$TMP/rebind/pkg"
+: >"$TMP/rebind/pkg/__init__.py"
+echo 'import os as device' >"$TMP/rebind/pkg/rt.py"
+cat >"$TMP/rebind/pkg/k.py" <<'EOF2'
+import triton
+import triton.language as tl
+from pkg.rt import device
+
+device = device.sep
+
+
+@triton.jit
+def rebinding_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=0.0)
+    tl.store(Y + offs, x * x, mask=offs < n)
+EOF2
+run rebinding "$TMP/rebind/pkg/k.py" -I "$TMP/rebind" --wrt X --emit torch
+expect_rc rebinding_exit_0 0 rebinding
+expect_grep rebinding_keeps_import "$TMP/rebinding.out" '^from pkg.rt import device$'
+expect_grep rebinding_keeps_binding "$TMP/rebinding.out" '^device = device.sep$'
+CHECKS=$((CHECKS + 1))
+[ "$(grep -n '^from pkg.rt import device$' "$TMP/rebinding.out" | cut -d: -f1)0" -lt \
+  "$(grep -n '^device = device.sep$' "$TMP/rebinding.out" | cut -d: -f1)0" ] || fail rebinding_import_first
+
+# A binding in the user's file that reads one copied from a module it imports (FlagGems' `rsqrt =
+# tl_extra_shim.rsqrt`, with `tl_extra_shim = triton.language.math` in flag_gems.utils): that one comes first.
+mkdir -p "$TMP/shim/pk"
+: >"$TMP/shim/pk/__init__.py"
+printf 'import triton\nimport triton.language as tl\n\nshim = tl.math\n' >"$TMP/shim/pk/utils.py"
+cat >"$TMP/shim/pk/k.py" <<'EOF2'
+import triton
+import triton.language as tl
+from pk.utils import shim
+
+rsqrt = shim.rsqrt
+
+
+@triton.jit
+def shim_rsqrt_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=1.0)
+    tl.store(Y + offs, rsqrt(x * x + 1.0), mask=offs < n)
+EOF2
+run shim_order "$TMP/shim/pk/k.py" -I "$TMP/shim" --wrt X --emit torch
+expect_rc shim_order_exit_0 0 shim_order
+CHECKS=$((CHECKS + 1))
+[ "$(grep -n '^shim = tl.math$' "$TMP/shim_order.out" | cut -d: -f1)0" -lt \
+  "$(grep -n '^rsqrt = shim.rsqrt$' "$TMP/shim_order.out" | cut -d: -f1)0" ] || fail shim_order_binding_first
+expect_grep shim_order_binding_kept "$TMP/shim_order.out" '^shim = tl.math$'
+
+# A kernel parameter named `output` (FlagGems' weight norm): the module's autograd functions keep their own locals
+# apart from the kernel's parameters.
+cat >"$TMP/output_param.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def output_param_kernel(output, inputs, ctx, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(inputs + offs, mask=offs < n, other=0.0)
+    tl.store(output + offs, x * tl.load(ctx + offs, mask=offs < n, other=0.0), mask=offs < n)
+EOF2
+run output_param "$TMP/output_param.py" --wrt inputs,ctx --emit torch
+expect_rc output_param_exit_0 0 output_param
+expect_grep output_param_setup "$TMP/output_param.out" '^def _tgrad_setup_context\(_tgrad_ctx, _tgrad_inputs, _tgrad_result\):$'
+expect_no_grep output_param_no_output_local "$TMP/output_param.out" '_tgrad_if_given\(output\[|_tgrad_layout\(_tgrad_if_given\(output,'
+
+# A taped loop whose bound a jit helper computes (FlagGems' softmax: `previous_multiple = prev_multiple_of(N,
+# TILE_N)`): the launch protocol sizes the tapes through the helper's returned expression.
+cat >"$TMP/helper_bound.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def last_block_start(n, block):
+    """The start of the last block of `block` elements that covers n."""
+    blocks = tl.cdiv(n, block)
+    return blocks * block - block
+
+
+@triton.jit
+def helper_bound_kernel(X, Y, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.full([BLOCK], 1.0, dtype=tl.float32)
+    for start in range(0, last_block_start(N, BLOCK), BLOCK):
+        acc = acc * tl.sin(tl.load(X + row * N + start + tl.arange(0, BLOCK)))
+    tl.store(Y + row * BLOCK + tl.arange(0, BLOCK), acc)
+EOF2
+run helper_bound "$TMP/helper_bound.py" --wrt X --emit torch
+expect_rc helper_bound_exit_0 0 helper_bound
+expect_grep helper_bound_trips "$TMP/helper_bound.out" "^    tape_trips = _tgrad_max_over_programs\(lambda _pid: max\(0, _tgrad_cdiv\(\(\(\(_tgrad_cdiv\(N, BLOCK\) \* BLOCK\) - BLOCK\) - 0\), BLOCK\)\)"
+
+# A compile-time choice of type on a name computed from an element type (`is_half = elem == tl.float16`, `acc =
+# tl.float32 if is_half else elem`): one backward for every float type, the choice kept.
+cat >"$TMP/half_choice.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def half_choice_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    elem = X.dtype.element_ty
+    is_half = elem == tl.float16
+    acc = tl.float32 if is_half else elem
+    x = tl.load(X + offs, mask=offs < n, other=0.0).to(acc)
+    tl.store(Y + offs, x * x, mask=offs < n)
+EOF2
+run half_choice "$TMP/half_choice.py" --wrt X
+expect_rc half_choice_exit_0 0 half_choice
+expect_grep half_choice_generic "$TMP/half_choice.out" '^# Generic: the same backward for X = \*fp32, \*fp16, \*bf16;'
+expect_grep half_choice_kept "$TMP/half_choice.out" 'acc = tl.float32 if is_half else elem'
+
 # ----------------------------------------------------------------------------------------
 
 if [ "$FAILURES" -ne 0 ]; then

@@ -84,3 +84,20 @@ def accumulated_cumsum_kernel(X, Y, n_cols, BLOCK: tl.constexpr):
     x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(acc_dtype)
     y = tl.cumsum(x * x, 0).to(output_type(Y.dtype.element_ty))
     tl.store(Y + row * n_cols + cols, y, mask=mask)
+
+
+@triton.jit
+def running_row_max_kernel(X, Out, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # Each row's maximum, kept across column blocks in a type chosen by comparing the element type with `is`
+    # (bf16 kept in float32); the block maxima come with their indices, which keeps fp16 as fp16 in Triton.
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    elem = X.type.element_ty
+    keep_type = tl.float32 if elem is tl.bfloat16 else elem
+    best = tl.full([BLOCK_R], float("-inf"), dtype=keep_type)
+    for start in range(0, n_cols, BLOCK_C):
+        cols = start + tl.arange(0, BLOCK_C)
+        inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=inside, other=float("-inf"))
+        block_best, block_arg = tl.max(x, axis=1, return_indices=True)
+        best = tl.where(block_best > best, block_best, best)
+    tl.store(Out + rows, best, mask=rows < n_rows)

@@ -133,7 +133,21 @@ TEST(Types, ReductionsWithAxisAndKeepDims) {
   EXPECT_EQ(analyse("return tl.max(x, 1)\n", p).result(), "fp32[M]");
   EXPECT_EQ(analyse("return tl.sum(x)\n", p).result(), "fp16");
   EXPECT_EQ(analyse("return tl.argmax(x, 0)\n", p).result(), "int32[N]");
-  EXPECT_EQ(analyse("return tl.max(x, 1, return_indices=True)\n", p).result(), "tuple(fp32[M], int32[M])");
+  // With their indices, tl.max / tl.min widen bf16 only (Triton's standard.py: _promote_bfloat16_to_float32).
+  EXPECT_EQ(analyse("return tl.max(x, 1, return_indices=True)\n", p).result(), "tuple(fp16[M], int32[M])");
+  sema::ParamTypes b = {{"x", tile(DType::BF16, {Dim::symbolic("M"), N()})}};
+  EXPECT_EQ(analyse("return tl.min(x, 1, return_indices=True)\n", b).result(), "tuple(fp32[M], int32[M])");
+  // Without them, integers narrower than 32 bits reduce in int32, as floats narrower do in fp32.
+  sema::ParamTypes i8 = {{"x", tile(DType::Int8, {Dim::symbolic("M"), N()})}};
+  EXPECT_EQ(analyse("return tl.max(x, 1)\n", i8).result(), "int32[M]");
+  EXPECT_EQ(analyse("return tl.max(x, 1, return_indices=True)\n", i8).result(), "tuple(int8[M], int32[M])");
+}
+
+TEST(Types, DtypeIdentityIsEquality) {
+  // Triton's dtypes are one object each: `is` compares them as == does, when both are known.
+  EXPECT_EQ(analyse("return x.dtype.element_ty is tl.bfloat16\n", {{"x", ptr(DType::BF16)}}).result(), "constexpr bool True");
+  EXPECT_EQ(analyse("return x.dtype.element_ty is tl.bfloat16\n", {{"x", ptr(DType::FP16)}}).result(), "constexpr bool False");
+  EXPECT_EQ(analyse("return x.dtype.element_ty is not tl.float16\n", {{"x", ptr(DType::FP16)}}).result(), "constexpr bool False");
 }
 
 TEST(Types, DotShapesAndAccumulator) {

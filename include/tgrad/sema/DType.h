@@ -89,9 +89,11 @@ std::optional<DType> computation_type(DType a, bool a_is_python, DType b, bool b
 // Result dtype of a reduction ("sum", "max", "min", "argmax", "argmin") of an
 // input of dtype `in`, without an explicit dtype= (measured on the H100,
 // TRITON.md): sum keeps floats and widens integers narrower than 32 bits to
-// int32; max and min compute floats narrower than 32 bits in fp32; argmax
-// and argmin give int32.
-DType reduction_dtype(const std::string &op, DType in);
+// int32; max and min compute floats narrower than 32 bits in fp32 and
+// integers narrower in int32 (with indices, bf16 alone widens: measured on an
+// H200, tests/gpu/REAL_REPOS.md, FlagGems); argmax and argmin give int32.
+// `with_indices`: tl.max / tl.min with return_indices=True, which promote only bf16 (Triton's standard.py).
+DType reduction_dtype(const std::string &op, DType in, bool with_indices = false);
 // Result dtype of tl.cumsum / tl.cumprod without dtype=: bf16 -> fp32,
 // integers narrower than 32 bits -> int32, anything else kept.
 DType scan_dtype(DType in);

@@ -1264,6 +1264,11 @@ class TgradKernel:
                 # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
                 # `@triton.autotune`); those inside it may read a config's values (a block size).
                 (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
+            elif isinstance(kernel, triton.runtime.KernelInterface) and getattr(kernel, "fn", None) is not None:
+                # A wrapper of a project's own around a kernel (FlagGems' @libentry, which caches launches): tgrad
+                # warned when it wrote this module that it ignores the wrapper's effect; the op launches the
+                # kernel inside it, as the wrapper does.
+                pass
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -1672,16 +1677,16 @@ def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.
     return _tgrad_out(_tgrad_gradient_like(Q)), _tgrad_out(_tgrad_gradient_like(K)), _tgrad_out(_tgrad_gradient_like(V))
 
 
-def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = inputs
-    _tgrad_save(ctx, Q, K, V, _tgrad_if_given(output[0], M), _tgrad_if_given(output[1], Out))
-    ctx.tgrad_arguments = (tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages)
+def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+    tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = _tgrad_inputs
+    _tgrad_save(_tgrad_ctx, Q, K, V, _tgrad_if_given(_tgrad_result[0], M), _tgrad_if_given(_tgrad_result[1], Out))
+    _tgrad_ctx.tgrad_arguments = (tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages)
 
 
-def _tgrad_backward_with(backward, ctx, _grad_M, _grad_Out):
-    Q, K, V, M, Out = _tgrad_saved(ctx)
-    tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = ctx.tgrad_arguments
-    dQ, dK, dV = backward(tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
+def _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, _grad_M, _grad_Out):
+    Q, K, V, M, Out = _tgrad_saved(_tgrad_ctx)
+    tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = _tgrad_ctx.tgrad_arguments
+    dQ, dK, dV = _tgrad_backward_op(tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_Out, Out), num_warps, num_stages)
     return None, _tgrad_if_given(dQ, Q), _tgrad_if_given(dK, K), _tgrad_if_given(dV, V), None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 

@@ -508,6 +508,11 @@ class TgradKernel:
                 # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
                 # `@triton.autotune`); those inside it may read a config's values (a block size).
                 (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
+            elif isinstance(kernel, triton.runtime.KernelInterface) and getattr(kernel, "fn", None) is not None:
+                # A wrapper of a project's own around a kernel (FlagGems' @libentry, which caches launches): tgrad
+                # warned when it wrote this module that it ignores the wrapper's effect; the op launches the
+                # kernel inside it, as the wrapper does.
+                pass
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -907,16 +912,16 @@ def _tgrad_chunk_state_reduction_kernel_backward(tgrad_grid: typing.List[int], S
 chunk_state_reduction_kernel_backward = triton_op("tgrad_torch_chunk_state_reduction_kernel::chunk_state_reduction_kernel_backward", mutates_args={})(_tgrad_chunk_state_reduction_kernel_backward)
 
 
-def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, S, D, NT, H, K, V, BK, BV, num_warps, num_stages = inputs
-    _tgrad_save(ctx, S, D)
-    ctx.tgrad_arguments = (tgrad_grid, NT, H, K, V, BK, BV, num_warps, num_stages)
+def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+    tgrad_grid, S, D, NT, H, K, V, BK, BV, num_warps, num_stages = _tgrad_inputs
+    _tgrad_save(_tgrad_ctx, S, D)
+    _tgrad_ctx.tgrad_arguments = (tgrad_grid, NT, H, K, V, BK, BV, num_warps, num_stages)
 
 
-def _tgrad_backward_with(backward, ctx, _grad_S):
-    S, D = _tgrad_saved(ctx)
-    tgrad_grid, NT, H, K, V, BK, BV, num_warps, num_stages = ctx.tgrad_arguments
-    dS, dD = backward(tgrad_grid, S, D, NT, H, K, V, BK, BV, _tgrad_upstream(_grad_S, S), num_warps, num_stages)
+def _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, _grad_S):
+    S, D = _tgrad_saved(_tgrad_ctx)
+    tgrad_grid, NT, H, K, V, BK, BV, num_warps, num_stages = _tgrad_ctx.tgrad_arguments
+    dS, dD = _tgrad_backward_op(tgrad_grid, S, D, NT, H, K, V, BK, BV, _tgrad_upstream(_grad_S, S), num_warps, num_stages)
     return None, _tgrad_if_given(dS, S), _tgrad_if_given(dD, D), None, None, None, None, None, None, None, None
 
 

@@ -609,6 +609,11 @@ class TgradKernel:
                 # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
                 # `@triton.autotune`); those inside it may read a config's values (a block size).
                 (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
+            elif isinstance(kernel, triton.runtime.KernelInterface) and getattr(kernel, "fn", None) is not None:
+                # A wrapper of a project's own around a kernel (FlagGems' @libentry, which caches launches): tgrad
+                # warned when it wrote this module that it ignores the wrapper's effect; the op launches the
+                # kernel inside it, as the wrapper does.
+                pass
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -1017,16 +1022,16 @@ def _(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M:
     return _tgrad_out(_tgrad_gradient_like(desc_q)), _tgrad_out(_tgrad_gradient_like(desc_k)), _tgrad_out(_tgrad_gradient_like(desc_v))
 
 
-def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = inputs
-    _tgrad_save(ctx, _tgrad_if_given(output[0], M), desc_q, desc_k, desc_v, _tgrad_if_given(output[1], desc_o))
-    ctx.tgrad_arguments = (tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages)
+def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+    tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = _tgrad_inputs
+    _tgrad_save(_tgrad_ctx, _tgrad_if_given(_tgrad_result[0], M), desc_q, desc_k, desc_v, _tgrad_if_given(_tgrad_result[1], desc_o))
+    _tgrad_ctx.tgrad_arguments = (tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages)
 
 
-def _tgrad_backward_with(backward, ctx, _grad_M, _grad_desc_o):
-    M, desc_q, desc_k, desc_v, desc_o = _tgrad_saved(ctx)
-    tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = ctx.tgrad_arguments
-    ddesc_q, ddesc_k, ddesc_v = backward(tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_desc_o, desc_o), num_warps, num_stages)
+def _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, _grad_M, _grad_desc_o):
+    M, desc_q, desc_k, desc_v, desc_o = _tgrad_saved(_tgrad_ctx)
+    tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = _tgrad_ctx.tgrad_arguments
+    ddesc_q, ddesc_k, ddesc_v = _tgrad_backward_op(tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, _tgrad_upstream(_grad_M, M), _tgrad_upstream(_grad_desc_o, desc_o), num_warps, num_stages)
     return None, None, None, None, None, _tgrad_if_given(ddesc_q, desc_q), _tgrad_if_given(ddesc_k, desc_k), _tgrad_if_given(ddesc_v, desc_v), None, None, None, None, None, None, None, None
 
 

@@ -663,6 +663,11 @@ class TgradKernel:
                 # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
                 # `@triton.autotune`); those inside it may read a config's values (a block size).
                 (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
+            elif isinstance(kernel, triton.runtime.KernelInterface) and getattr(kernel, "fn", None) is not None:
+                # A wrapper of a project's own around a kernel (FlagGems' @libentry, which caches launches): tgrad
+                # warned when it wrote this module that it ignores the wrapper's effect; the op launches the
+                # kernel inside it, as the wrapper does.
+                pass
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -1091,19 +1096,19 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(W)), _tgrad_out(_tgrad_gradient_like(B))
 
 
-def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = inputs
-    _tgrad_save(ctx, X, None, W, B, _tgrad_if_given(output[1], Mean), _tgrad_if_given(output[2], Rstd))
-    ctx.tgrad_arguments = (tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages)
-    ctx.tgrad_layouts = (_tgrad_layout(_tgrad_if_given(output[0], Y)),)
-    ctx.mark_non_differentiable(output[1], output[2])
+def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+    tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = _tgrad_inputs
+    _tgrad_save(_tgrad_ctx, X, None, W, B, _tgrad_if_given(_tgrad_result[1], Mean), _tgrad_if_given(_tgrad_result[2], Rstd))
+    _tgrad_ctx.tgrad_arguments = (tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages)
+    _tgrad_ctx.tgrad_layouts = (_tgrad_layout(_tgrad_if_given(_tgrad_result[0], Y)),)
+    _tgrad_ctx.mark_non_differentiable(_tgrad_result[1], _tgrad_result[2])
 
 
-def _tgrad_backward_with(backward, ctx, _grad_Y, _grad_Mean, _grad_Rstd):
-    X, Y, W, B, Mean, Rstd = _tgrad_saved(ctx)
-    tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = ctx.tgrad_arguments
-    Y, = (_tgrad_stand_in(l) for l in ctx.tgrad_layouts)
-    dX, dW, dB = backward(tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+def _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, _grad_Y, _grad_Mean, _grad_Rstd):
+    X, Y, W, B, Mean, Rstd = _tgrad_saved(_tgrad_ctx)
+    tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = _tgrad_ctx.tgrad_arguments
+    Y, = (_tgrad_stand_in(l) for l in _tgrad_ctx.tgrad_layouts)
+    dX, dW, dB = _tgrad_backward_op(tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, _tgrad_if_given(dX, X), None, _tgrad_if_given(dW, W), _tgrad_if_given(dB, B), None, None, None, None, None, None, None, None, None
 
 

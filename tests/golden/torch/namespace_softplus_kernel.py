@@ -466,6 +466,11 @@ class TgradKernel:
                 # give values its configs are benchmarked with (fla's `@triton.heuristics({...})` over
                 # `@triton.autotune`); those inside it may read a config's values (a block size).
                 (self._heuristics if self._autotuner is not None else self._outer_heuristics).append(dict(kernel.values))
+            elif isinstance(kernel, triton.runtime.KernelInterface) and getattr(kernel, "fn", None) is not None:
+                # A wrapper of a project's own around a kernel (FlagGems' @libentry, which caches launches): tgrad
+                # warned when it wrote this module that it ignores the wrapper's effect; the op launches the
+                # kernel inside it, as the wrapper does.
+                pass
             else:
                 raise TypeError(f"tgrad: cannot launch {type(kernel).__name__}: not a Triton kernel")
             kernel = kernel.fn
@@ -869,18 +874,18 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.
     return _tgrad_out(_tgrad_gradient_like(X))
 
 
-def _tgrad_setup_context(ctx, inputs, output):
-    tgrad_grid, X, Y, n_elements, BLOCK, num_warps, num_stages = inputs
-    _tgrad_save(ctx, X, None)
-    ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK, num_warps, num_stages)
-    ctx.tgrad_layouts = (_tgrad_layout(_tgrad_if_given(output, Y)),)
+def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+    tgrad_grid, X, Y, n_elements, BLOCK, num_warps, num_stages = _tgrad_inputs
+    _tgrad_save(_tgrad_ctx, X, None)
+    _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK, num_warps, num_stages)
+    _tgrad_ctx.tgrad_layouts = (_tgrad_layout(_tgrad_if_given(_tgrad_result, Y)),)
 
 
-def _tgrad_backward_with(backward, ctx, _grad_Y):
-    X, Y = _tgrad_saved(ctx)
-    tgrad_grid, n_elements, BLOCK, num_warps, num_stages = ctx.tgrad_arguments
-    Y, = (_tgrad_stand_in(l) for l in ctx.tgrad_layouts)
-    dX = backward(tgrad_grid, X, Y, n_elements, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
+def _tgrad_backward_with(_tgrad_backward_op, _tgrad_ctx, _grad_Y):
+    X, Y = _tgrad_saved(_tgrad_ctx)
+    tgrad_grid, n_elements, BLOCK, num_warps, num_stages = _tgrad_ctx.tgrad_arguments
+    Y, = (_tgrad_stand_in(l) for l in _tgrad_ctx.tgrad_layouts)
+    dX = _tgrad_backward_op(tgrad_grid, X, Y, n_elements, BLOCK, _tgrad_upstream(_grad_Y, Y), num_warps, num_stages)
     return None, _tgrad_if_given(dX, X), None, None, None, None, None
 
 
