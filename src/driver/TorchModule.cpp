@@ -1034,7 +1034,10 @@ std::optional<std::string> torch_module(const Module &module, const ad::Backward
   if (tuned_launch) scalars.insert(scalars.begin(), kLaunch);
   scalars.insert(scalars.begin(), kGrid);
   scalars.insert(scalars.end(), own_options.begin(), own_options.end());
-  py << "\n\ndef _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):\n"
+  // (torch.library calls setup_context with keyword arguments ctx=, inputs=, output=: those names stay, and are
+  // renamed before the kernel's parameters are unpacked.)
+  py << "\n\ndef _tgrad_setup_context(ctx, inputs, output):\n"
+     << "    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output\n"
      << "    " << join(input_names) << " = _tgrad_inputs\n"
      << ints_back << numbers_back
      << "    _tgrad_save(_tgrad_ctx, " << join(saved) << ")\n"

@@ -1306,7 +1306,9 @@ def output_param_kernel(output, inputs, ctx, n, BLOCK: tl.constexpr):
 EOF2
 run output_param "$TMP/output_param.py" --wrt inputs,ctx --emit torch
 expect_rc output_param_exit_0 0 output_param
-expect_grep output_param_setup "$TMP/output_param.out" '^def _tgrad_setup_context\(_tgrad_ctx, _tgrad_inputs, _tgrad_result\):$'
+# (torch.library passes setup_context's arguments by keyword: its signature keeps PyTorch's names.)
+expect_grep output_param_setup "$TMP/output_param.out" '^def _tgrad_setup_context\(ctx, inputs, output\):$'
+expect_grep output_param_renamed "$TMP/output_param.out" '^    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output$'
 expect_no_grep output_param_no_output_local "$TMP/output_param.out" '_tgrad_if_given\(output\[|_tgrad_layout\(_tgrad_if_given\(output,'
 
 # A taped loop whose bound a jit helper computes (FlagGems' softmax: `previous_multiple = prev_multiple_of(N,

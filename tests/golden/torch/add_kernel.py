@@ -852,7 +852,8 @@ def _(tgrad_grid: typing.List[int], x_ptr: typing.Optional[torch.Tensor], y_ptr:
     return _tgrad_out(_tgrad_gradient_like(x_ptr)), _tgrad_out(_tgrad_gradient_like(y_ptr))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, x_ptr, y_ptr, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK_SIZE, num_warps, num_stages)

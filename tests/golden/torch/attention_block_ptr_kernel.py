@@ -1677,7 +1677,8 @@ def _(tgrad_grid: typing.List[int], Q: typing.Optional[torch.Tensor], K: typing.
     return _tgrad_out(_tgrad_gradient_like(Q)), _tgrad_out(_tgrad_gradient_like(K)), _tgrad_out(_tgrad_gradient_like(V))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, Q, K, V, sm_scale, M, Out, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, Q, K, V, _tgrad_if_given(_tgrad_result[0], M), _tgrad_if_given(_tgrad_result[1], Out))
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, sm_scale, stride_qz, stride_qh, stride_qm, stride_qk, stride_kz, stride_kh, stride_kn, stride_kk, stride_vz, stride_vh, stride_vn, stride_vk, stride_oz, stride_oh, stride_om, stride_ok, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, STAGE, num_warps, num_stages)

@@ -884,7 +884,8 @@ def _tgrad_block_rows_max_kernel_backward(tgrad_grid: typing.List[int], X: typin
 block_rows_max_kernel_backward = triton_op("tgrad_torch_block_rows_max_kernel::block_rows_max_kernel_backward", mutates_args={})(_tgrad_block_rows_max_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, Y, n_rows, n_cols, BR, BC, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, BR, BC, num_warps, num_stages)

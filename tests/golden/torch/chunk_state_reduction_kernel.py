@@ -912,7 +912,8 @@ def _tgrad_chunk_state_reduction_kernel_backward(tgrad_grid: typing.List[int], S
 chunk_state_reduction_kernel_backward = triton_op("tgrad_torch_chunk_state_reduction_kernel::chunk_state_reduction_kernel_backward", mutates_args={})(_tgrad_chunk_state_reduction_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, S, D, NT, H, K, V, BK, BV, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, S, D)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, NT, H, K, V, BK, BV, num_warps, num_stages)

@@ -887,7 +887,8 @@ def _tgrad_combine_softmax_kernel_backward(tgrad_grid: typing.List[int], X: typi
 combine_softmax_kernel_backward = triton_op("tgrad_torch_combine_softmax_kernel::combine_softmax_kernel_backward", mutates_args={})(_tgrad_combine_softmax_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, Y, Low, n_cols, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, None, _tgrad_if_given(_tgrad_result[1], Low))
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_cols, BLOCK, num_warps, num_stages)

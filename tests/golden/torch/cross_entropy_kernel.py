@@ -872,7 +872,8 @@ def _(tgrad_grid: typing.List[int], logits_ptr: typing.Optional[torch.Tensor], t
     return _tgrad_out(_tgrad_gradient_like(logits_ptr))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, logits_ptr, targets_ptr, loss_ptr, stride, n_cols, BLOCK_SIZE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, logits_ptr, targets_ptr, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, stride, n_cols, BLOCK_SIZE, num_warps, num_stages)

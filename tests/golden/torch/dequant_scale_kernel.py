@@ -853,7 +853,8 @@ def _(tgrad_grid: typing.List[int], S: typing.Optional[torch.Tensor], Z: typing.
     return _tgrad_out(_tgrad_gradient_like(S))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, S, Z, Y, n, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, S, Z, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n, BLOCK, num_warps, num_stages)

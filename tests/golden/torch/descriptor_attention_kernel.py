@@ -1022,7 +1022,8 @@ def _(tgrad_grid: typing.List[int], sm_scale: typing.Union[int, float, bool], M:
     return _tgrad_out(_tgrad_gradient_like(desc_q)), _tgrad_out(_tgrad_gradient_like(desc_k)), _tgrad_out(_tgrad_gradient_like(desc_v))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, _tgrad_if_given(_tgrad_result[0], M), desc_q, desc_k, desc_v, _tgrad_if_given(_tgrad_result[1], desc_o))
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, sm_scale, Z, H, N_CTX, HEAD_DIM, BLOCK_M, BLOCK_N, FP8, num_warps, num_stages)

@@ -1075,7 +1075,8 @@ def _tgrad_gated_affine_kernel_backward(tgrad_grid: typing.List[int], X: typing.
 gated_affine_kernel_backward = triton_op("tgrad_torch_gated_affine_kernel::gated_affine_kernel_backward", mutates_args={})(_tgrad_gated_affine_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, B, Y, n_cols, HAS_WEIGHT, HAS_BIAS, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W, B, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_cols, HAS_WEIGHT, HAS_BIAS, BLOCK, num_warps, num_stages)

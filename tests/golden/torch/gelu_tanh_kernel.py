@@ -871,7 +871,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.
     return _tgrad_out(_tgrad_gradient_like(X))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, Y, n_elements, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_elements, BLOCK, num_warps, num_stages)

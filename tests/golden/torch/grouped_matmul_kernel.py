@@ -936,7 +936,8 @@ def _(tgrad_grid: typing.List[int], a_ptr: typing.Optional[torch.Tensor], b_ptr:
     return _tgrad_out(_tgrad_gradient_like(a_ptr)), _tgrad_out(_tgrad_gradient_like(b_ptr))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, a_ptr, b_ptr, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_M, num_warps, num_stages)

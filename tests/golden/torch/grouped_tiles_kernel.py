@@ -887,7 +887,8 @@ def _tgrad_grouped_tiles_kernel_backward(tgrad_grid: typing.List[int], X: typing
 grouped_tiles_kernel_backward = triton_op("tgrad_torch_grouped_tiles_kernel::grouped_tiles_kernel_backward", mutates_args={})(_tgrad_grouped_tiles_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, Y, sizes, n_groups, n_cols, NUM_SMS, BLOCK_M, BLOCK_N, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W, None, sizes)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_groups, n_cols, NUM_SMS, BLOCK_M, BLOCK_N, num_warps, num_stages)

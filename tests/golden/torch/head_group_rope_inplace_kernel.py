@@ -890,7 +890,8 @@ def _tgrad_head_group_rope_inplace_kernel_backward(tgrad_grid: typing.List[int],
 head_group_rope_inplace_kernel_backward = triton_op("tgrad_torch_head_group_rope_inplace_kernel::head_group_rope_inplace_kernel_backward", mutates_args={})(_tgrad_head_group_rope_inplace_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, Q, COS, SIN, row_stride, n_heads, HEAD_DIM, GROUP, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, Q, COS, SIN)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, row_stride, n_heads, HEAD_DIM, GROUP, BLOCK, num_warps, num_stages)

@@ -885,7 +885,8 @@ def _(tgrad_grid: typing.List[int], P: typing.Optional[torch.Tensor], Q: typing.
     return _tgrad_out(_tgrad_gradient_like(P)), _tgrad_out(_tgrad_gradient_like(Q))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, P, Q, Loss, stride, n_cols, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, P, Q, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, stride, n_cols, BLOCK, num_warps, num_stages)

@@ -1096,7 +1096,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(W)), _tgrad_out(_tgrad_gradient_like(B))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, Y, W, B, Mean, Rstd, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, None, W, B, _tgrad_if_given(_tgrad_result[1], Mean), _tgrad_if_given(_tgrad_result[2], Rstd))
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, stride_x_row, stride_y_row, N, eps, BLOCK_SIZE, num_warps, num_stages)

@@ -1027,7 +1027,8 @@ def _tgrad_leaky_matmul_kernel_backward(tgrad_grid: typing.List[int], tgrad_laun
 leaky_matmul_kernel_backward = triton_op("tgrad_torch_leaky_matmul_kernel::leaky_matmul_kernel_backward", mutates_args={})(_tgrad_leaky_matmul_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, tgrad_launch, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, a_ptr, b_ptr, _tgrad_if_given(_tgrad_result, c_ptr))
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, tgrad_launch, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, ACTIVATION, num_warps, num_stages)

@@ -883,7 +883,8 @@ def _tgrad_linear_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.O
 linear_scan_kernel_backward = triton_op("tgrad_torch_linear_scan_kernel::linear_scan_kernel_backward", mutates_args={})(_tgrad_linear_scan_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, A, H, n_steps, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, A, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_steps, BLOCK, num_warps, num_stages)

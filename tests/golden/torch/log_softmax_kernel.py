@@ -859,7 +859,8 @@ def _(tgrad_grid: typing.List[int], out_ptr: typing.Optional[torch.Tensor], in_p
     return _tgrad_out(_tgrad_gradient_like(in_ptr))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, None, in_ptr)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE, num_warps, num_stages)

@@ -856,7 +856,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], Y: typing.
     return _tgrad_out(_tgrad_gradient_like(X))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, Y, n, tgrad_ints, BLOCK, num_warps, num_stages = _tgrad_inputs
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, s18, s19, s20, s21, s22, s23, s24, s25, s26, s27, s28, s29, s30, s31, s32, s33, s34, s35, s36, s37, s38, s39, s40, s41, s42, s43, s44, s45, s46, s47, s48, s49, s50, s51, s52, s53, s54, s55, s56, s57, s58, s59, s60, s61, s62, s63 = tgrad_ints  # the integer arguments, one list through the op's schema (at most 64 arguments)
     _tgrad_save(_tgrad_ctx, X, None)

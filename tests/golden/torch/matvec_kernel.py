@@ -946,7 +946,8 @@ def _(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.
     return _tgrad_out(_tgrad_gradient_like(A)), _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(W))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, A, X, W, Y, Z, n_rows, K, BM, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, A, X, W, None, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, K, BM, num_warps, num_stages)

@@ -944,7 +944,8 @@ def _(tgrad_grid: typing.List[int], tgrad_launch: typing.List[int], A: typing.Op
     return _tgrad_out(_tgrad_gradient_like(A)), _tgrad_out(_tgrad_gradient_like(B))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, tgrad_launch, A, B, C, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, A, B, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, tgrad_launch, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)

@@ -964,7 +964,8 @@ def _tgrad_optional_accumulator_kernel_backward(tgrad_grid: typing.List[int], X:
 optional_accumulator_kernel_backward = triton_op("tgrad_torch_optional_accumulator_kernel::optional_accumulator_kernel_backward", mutates_args={})(_tgrad_optional_accumulator_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, Y, Z, n_chunks, HAS_Z, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W, None, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_chunks, HAS_Z, BLOCK, num_warps, num_stages)

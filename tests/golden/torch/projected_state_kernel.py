@@ -997,7 +997,8 @@ def _tgrad_projected_state_kernel_backward(tgrad_grid: typing.List[int], X: typi
 projected_state_kernel_backward = triton_op("tgrad_torch_projected_state_kernel::projected_state_kernel_backward", mutates_args={})(_tgrad_projected_state_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, P, G, Y, GS, n_steps, K, BT, BK, USE_GATE, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, P, G, None, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_steps, K, BT, BK, USE_GATE, num_warps, num_stages)

@@ -1028,7 +1028,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], R: typing.
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(R)), _tgrad_out(_tgrad_gradient_like(W))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, R, W, S, Y, n_cols, eps, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, R, W, _tgrad_if_given(_tgrad_result[0], S), None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_cols, eps, BLOCK, num_warps, num_stages)

@@ -870,7 +870,8 @@ def _tgrad_rotary_interleave_kernel_backward(tgrad_grid: typing.List[int], X: ty
 rotary_interleave_kernel_backward = triton_op("tgrad_torch_rotary_interleave_kernel::rotary_interleave_kernel_backward", mutates_args={})(_tgrad_rotary_interleave_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, COS, SIN, Y, S, HALF, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, COS, SIN, None, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, HALF, num_warps, num_stages)

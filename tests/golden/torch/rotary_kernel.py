@@ -888,7 +888,8 @@ def _tgrad_rotary_kernel_backward(tgrad_grid: typing.List[int], Q: typing.Option
 rotary_kernel_backward = triton_op("tgrad_torch_rotary_kernel::rotary_kernel_backward", mutates_args={})(_tgrad_rotary_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, Q, COS, SIN, OUT, n_heads, HEADS, HALF, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, Q, COS, SIN, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_heads, HEADS, HALF, num_warps, num_stages)

@@ -888,7 +888,8 @@ def _tgrad_rotary_pairs_inplace_kernel_backward(tgrad_grid: typing.List[int], X:
 rotary_pairs_inplace_kernel_backward = triton_op("tgrad_torch_rotary_pairs_inplace_kernel::rotary_pairs_inplace_kernel_backward", mutates_args={})(_tgrad_rotary_pairs_inplace_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, COS, SIN, row_stride, HALF, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, COS, SIN)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, row_stride, HALF, BLOCK, num_warps, num_stages)

@@ -901,7 +901,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typin
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(COS)), _tgrad_out(_tgrad_gradient_like(SIN))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, COS, SIN, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, HALF, BLOCK_ROWS, num_warps, num_stages)

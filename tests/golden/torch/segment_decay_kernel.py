@@ -904,7 +904,8 @@ def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing
 segment_decay_kernel_backward = triton_op("tgrad_torch_segment_decay_kernel::segment_decay_kernel_backward", mutates_args={})(_tgrad_segment_decay_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, DECAY, SEQ, Y, n_chunks, dim, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, DECAY, SEQ, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_chunks, dim, BLOCK, num_warps, num_stages)

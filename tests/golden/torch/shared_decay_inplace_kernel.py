@@ -934,7 +934,8 @@ def _(tgrad_grid: typing.List[int], S: typing.Optional[torch.Tensor], G: typing.
     return _tgrad_out(_tgrad_gradient_like(S)), _tgrad_out(_tgrad_gradient_like(G))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, S, G, Y, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, S, G, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_cols, stride_g_row, stride_g_col, SHARED, BLOCK, num_warps, num_stages)

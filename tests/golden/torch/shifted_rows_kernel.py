@@ -921,7 +921,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], TABLE: typ
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(TABLE))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, TABLE, Y, offsets, offsets__number, n_rows, D, BR, OFFSETS_TENSOR, num_warps, num_stages = _tgrad_inputs
     offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     _tgrad_save(_tgrad_ctx, X, TABLE, None, offsets)

@@ -891,7 +891,8 @@ def _tgrad_strided_inplace_scale_kernel_backward(tgrad_grid: typing.List[int], X
 strided_inplace_scale_kernel_backward = triton_op("tgrad_torch_strided_inplace_scale_kernel::strided_inplace_scale_kernel_backward", mutates_args={})(_tgrad_strided_inplace_scale_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, n_rows, n_cols, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, BLOCK, num_warps, num_stages)

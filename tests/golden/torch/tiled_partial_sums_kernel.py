@@ -899,7 +899,8 @@ def _tgrad_tiled_partial_sums_kernel_backward(tgrad_grid: typing.List[int], X: t
 tiled_partial_sums_kernel_backward = triton_op("tgrad_torch_tiled_partial_sums_kernel::tiled_partial_sums_kernel_backward", mutates_args={})(_tgrad_tiled_partial_sums_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, P, n_rows, n_cols, BLOCK, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W, P)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, BLOCK, num_warps, num_stages)

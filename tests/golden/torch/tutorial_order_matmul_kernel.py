@@ -966,7 +966,8 @@ def _tgrad_tutorial_order_matmul_kernel_backward(tgrad_grid: typing.List[int], t
 tutorial_order_matmul_kernel_backward = triton_op("tgrad_torch_tutorial_order_matmul_kernel::tutorial_order_matmul_kernel_backward", mutates_args={})(_tgrad_tutorial_order_matmul_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, tgrad_launch, a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, a_ptr, b_ptr, None)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, tgrad_launch, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages)

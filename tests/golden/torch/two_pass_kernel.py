@@ -948,7 +948,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], W: typing.
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(W))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, W, Y, n_rows, stride_x, N, BLOCK_R, BLOCK_N, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, W, Y)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, stride_x, N, BLOCK_R, BLOCK_N, num_warps, num_stages)

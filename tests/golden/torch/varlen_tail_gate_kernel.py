@@ -942,7 +942,8 @@ def _tgrad_varlen_tail_gate_kernel_backward(tgrad_grid: typing.List[int], X: typ
 varlen_tail_gate_kernel_backward = triton_op("tgrad_torch_varlen_tail_gate_kernel::varlen_tail_gate_kernel_backward", mutates_args={})(_tgrad_varlen_tail_gate_kernel_backward)
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, G, Y, cu_seqlens, T, D, IS_VARLEN, USE_G, BT, BD, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, G, None, cu_seqlens)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, T, D, IS_VARLEN, USE_G, BT, BD, num_warps, num_stages)

@@ -1044,7 +1044,8 @@ def _(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], DY: typing
     return _tgrad_out(_tgrad_gradient_like(X)), _tgrad_out(_tgrad_gradient_like(DY)), _tgrad_out(_tgrad_gradient_like(W)), _tgrad_out(_tgrad_gradient_like(RSTD))
 
 
-def _tgrad_setup_context(_tgrad_ctx, _tgrad_inputs, _tgrad_result):
+def _tgrad_setup_context(ctx, inputs, output):
+    _tgrad_ctx, _tgrad_inputs, _tgrad_result = ctx, inputs, output
     tgrad_grid, X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, num_warps, num_stages = _tgrad_inputs
     _tgrad_save(_tgrad_ctx, X, DY, W, RSTD, None, DW)
     _tgrad_ctx.tgrad_arguments = (tgrad_grid, n_rows, n_cols, stride, BLOCK, HAS_WEIGHT, num_warps, num_stages)
