@@ -891,7 +891,7 @@ class GenericDifferentiation {
       for (size_t k : float_pointers_) all += (all.empty() ? "" : " ") + std::string("--arg ") + pname(k) + "=" + type;
       diags_.warning(fn_.name_span, "the backward is written for the other float types only: with every pointer " +
                                         type + " tgrad could not write it" + (why.empty() ? "" : " (" + why + ")") +
-                                        "; the module refuses such a launch. For that type, try " + all);
+                                        "; the module refuses such a launch (" + all + " shows the error)");
     }
   }
 

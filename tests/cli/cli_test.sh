@@ -1337,6 +1337,29 @@ run helper_bound "$TMP/helper_bound.py" --wrt X --emit torch
 expect_rc helper_bound_exit_0 0 helper_bound
 expect_grep helper_bound_trips "$TMP/helper_bound.out" "^    tape_trips = _tgrad_max_over_programs\(lambda _pid: max\(0, _tgrad_cdiv\(\(\(\(_tgrad_cdiv\(N, BLOCK\) \* BLOCK\) - BLOCK\) - 0\), BLOCK\)\)"
 
+# A float type the forward takes and whose backward tgrad cannot write (an inline PTX approximation on fp32
+# registers, fed an fp16 value): the backward serves the others, and a warning says which type is left out and why.
+cat >"$TMP/unserved.py" <<'EOF2'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh_approx(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def unserved_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=0.0)
+    tl.store(Y + offs, tanh_approx(x), mask=offs < n)
+EOF2
+run unserved "$TMP/unserved.py" --wrt X
+expect_rc unserved_exit_0 0 unserved
+expect_grep unserved_header "$TMP/unserved.out" '^# Generic: the same backward for X = \*fp32;'
+expect_grep unserved_warning "$TMP/unserved.err" "unserved.py:11:5: warning: the backward is written for the other float types only: with every pointer \*fp16 tgrad could not write it \(line 14: .*\); the module refuses such a launch \(--arg X=\*fp16 --arg Y=\*fp16 shows the error\)"
+
 # A compile-time choice of type on a name computed from an element type (`is_half = elem == tl.float16`, `acc =
 # tl.float32 if is_half else elem`): one backward for every float type, the choice kept.
 cat >"$TMP/half_choice.py" <<'EOF2'

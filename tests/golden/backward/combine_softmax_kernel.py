@@ -24,12 +24,13 @@ def combine_softmax_kernel_bwd(X, Y, Low, n_cols, BLOCK: tl.constexpr, dX, dY, d
     x_row = x[None, :]
     m = tl.reduce(x_row, 1, larger, keep_dims=True)
     e = tl.exp(x_row - m)
-    tl_reduce_e = tl.reduce(e, axis=1, combine_fn=plus, keep_dims=True)
-    y = e / tl_reduce_e
+    e_plus_reduced = tl.reduce(e, axis=1, combine_fn=plus, keep_dims=True)
+    y = e / e_plus_reduced
+    mask_row = mask[None, :]
 
     # Grad of: tl.store(Y + row * n_cols + cols[None, :], y, mask=mask[None, :])
     # (Loaded early: nothing in the backward writes this memory.)
-    by = tl.load(dY + row * n_cols + cols[None, :], mask=mask[None, :], other=0.0)
+    by = tl.load(dY + row * n_cols + cols[None, :], mask=mask_row, other=0.0)
 
     # Grad of: tl.store(Low + row, low)
     # Saved by the forward: read, not computed again.
@@ -40,8 +41,8 @@ def combine_softmax_kernel_bwd(X, Y, Low, n_cols, BLOCK: tl.constexpr, dX, dY, d
     bx = tl.where(mask, tl.where(hit, tl.load(dLow + row) / tl.sum(hit.to(tl.float32)), 0.0), 0.0)
 
     # Grad of: y = e / tl.reduce(e, axis=1, combine_fn=plus, keep_dims=True)
-    btl_reduce_e = tl.sum(tl.where(mask[None, :], -by * y / tl_reduce_e, 0.0), 1, keep_dims=True)
-    be = tl.where(mask[None, :], by / tl_reduce_e, 0.0) + tl.broadcast_to(btl_reduce_e, e.shape)
+    be_plus_reduced = tl.sum(tl.where(mask_row, -by * y / e_plus_reduced, 0.0), 1, keep_dims=True)
+    be = tl.where(mask_row, by / e_plus_reduced, 0.0) + tl.broadcast_to(be_plus_reduced, e.shape)
 
     # Grad of: e = tl.exp(x[None, :] - m)
     bx_row_2_minus_m = be * e
