@@ -152,12 +152,7 @@ std::string name_for(const Expr &e) {
       // A reduction or scan by the user's combine function is named after the operand and the function (`w_mul_reduced`
       // for `tl.reduce(w, 0, _mul)`), not after every argument (`tl_reduce_w_zero__mul`).
       if (name == "tl_reduce" || name == "tl_associative_scan") {
-        const Expr *operand = c->args.empty() ? nullptr : c->args[0].get();
-        const Expr *fn = c->args.size() > 2 ? c->args[2].get() : nullptr;
-        for (const Keyword &k : c->keywords) {
-          if (k.name == "input") operand = k.value.get();
-          if (k.name == "combine_fn") fn = k.value.get();
-        }
+        const Expr *operand = call_argument(*c, 0, "input"), *fn = call_argument(*c, 2, "combine_fn");
         std::string what = operand ? piece(*operand) : "", how = fn ? piece(*fn) : "";
         while (!how.empty() && how.front() == '_') how.erase(0, 1);
         if (!what.empty() && !how.empty()) {

@@ -316,17 +316,23 @@ std::set<std::string> module_scope_reads(const Module &m) {
   return out;
 }
 
+// `a` of a dotted name `a.b.c`.
+std::string root_of(const std::string &dotted) { return dotted.substr(0, dotted.find('.')); }
+
+// The name one of an import's names binds: its alias, the name a `from` import takes, `a` of `import a.b`, NAME of
+// a `NAME = a.b` binding.
+std::string bound_name(const Import &i, const std::pair<std::string, std::string> &n) {
+  if (!n.second.empty()) return n.second;
+  return i.is_from ? n.first : root_of(n.first);
+}
+
 // Each `NAME = a.b` binding after the import or binding of `a` (its root) it reads: the user's file's own
 // bindings come before those copied from the modules it imports (FlagGems' `rsqrt = tl_extra_shim.rsqrt`, whose
 // `tl_extra_shim = triton.language.math` comes from flag_gems.utils), and Python runs them in order. Otherwise
 // the order stays; a cycle (not valid Python either) keeps it.
 void order_bindings(std::vector<Import> &imports) {
   auto binds = [](const Import &i, const std::string &name) {
-    for (const auto &n : i.names) {
-      const std::string b = !n.second.empty() ? n.second : i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
-      if (b == name) return true;
-    }
-    return false;
+    return std::any_of(i.names.begin(), i.names.end(), [&](const auto &n) { return bound_name(i, n) == name; });
   };
   std::vector<Import> ordered;
   std::vector<bool> placed(imports.size(), false);
@@ -334,7 +340,7 @@ void order_bindings(std::vector<Import> &imports) {
   auto waits = [&](size_t k) {
     if (!imports[k].assignment || imports[k].conditional) return false;  // (an if's or a try's alternatives stay together)
     for (const auto &n : imports[k].names) {
-      const std::string root = n.first.substr(0, n.first.find('.'));
+      const std::string root = root_of(n.first);
       bool bound_before = false;
       for (const Import &o : ordered) bound_before |= binds(o, root);
       if (bound_before) continue;
@@ -370,10 +376,6 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   for (const std::string &n : module_scope_reads(kernels)) read.insert(n);
   static const std::set<std::string> own = {"collections", "dataclasses", "itertools", "os", "typing", "torch", "triton",
                                            "torch.library", "torch.utils._python_dispatch"};
-  auto bound = [](const Import &i, const std::pair<std::string, std::string> &n) {
-    if (!n.second.empty()) return n.second;
-    return i.is_from ? n.first : n.first.substr(0, n.first.find('.'));
-  };
   // The bindings and alternatives kept: those whose names are read, and (a kept `NAME = libdevice.exp` reads
   // the import of libdevice, which may be an alternative of a try) those these read in turn. An if's or a try's
   // alternatives stay together.
@@ -383,7 +385,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
       const bool together = j == k || (imports[k].conditional && i.conditional && i.group == imports[k].group);
       if (together)
         for (const auto &n : i.names)
-          if (read.count(bound(i, n))) return true;
+          if (read.count(bound_name(i, n))) return true;
     }
     return false;
   };
@@ -394,7 +396,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
       const Import &i = imports[k];
       if (kept[k] || !(i.assignment || i.conditional) || !reads_a_binding_of(k)) continue;
       kept[k] = grew = true;
-      for (const auto &n : i.names) read.insert(n.first.substr(0, n.first.find('.')));
+      for (const auto &n : i.names) read.insert(root_of(n.first));
     }
   }
   // Names the module binds itself: its functions, its constants and the `NAME = a.b` bindings tgrad resolved an
@@ -409,7 +411,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
   for (size_t k = 0; k < imports.size(); ++k)
     if (kept[k] && imports[k].assignment && !imports[k].conditional)
       for (const auto &n : imports[k].names)
-        if (bound(imports[k], n) != n.first.substr(0, n.first.find('.'))) bound_here.insert(bound(imports[k], n));
+        if (bound_name(imports[k], n) != root_of(n.first)) bound_here.insert(bound_name(imports[k], n));
   for (size_t k = 0; k < imports.size(); ++k) {
     Import &i = imports[k];
     if ((i.assignment || i.conditional) && !kept[k]) continue;
@@ -418,7 +420,7 @@ void drop_unread_imports(Module &kernels, const std::string &host_definitions) {
       // Of a plain import, the names the module reads and does not bind itself.
       std::vector<std::pair<std::string, std::string>> needed;
       for (const auto &n : i.names)
-        if (read.count(bound(i, n)) && !bound_here.count(bound(i, n))) needed.push_back(n);
+        if (read.count(bound_name(i, n)) && !bound_here.count(bound_name(i, n))) needed.push_back(n);
       if (needed.empty()) continue;
       // (`import a.b` binds `a`: it stays whole where any of its names is read.)
       if (i.is_from) i.names = std::move(needed);

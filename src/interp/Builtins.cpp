@@ -951,6 +951,15 @@ std::vector<TensorRef> combine_elements(Evaluator &ev, const Combined &c, const 
   return out;
 }
 
+// The axis of a scan or reduction by a combine function, counted from 0.
+int combined_axis(Evaluator &ev, int axis, size_t rank, const std::string &name, const SourceSpan &span) {
+  try {
+    return normalize_axis(axis, rank);
+  } catch (const OpError &e) {
+    ev.fail(span, name + ": " + e.message);
+  }
+}
+
 }  // namespace
 
 // tl.associative_scan: the combine function folds each element into the
@@ -967,8 +976,7 @@ Value Evaluator::associative_scan(std::vector<Value> args, std::map<std::string,
   const Shape shape = inputs[0]->shape;
   std::optional<int> axis_value = b.axis("axis");
   if (!axis_value) fail(span, name + " needs an axis");
-  int axis = *axis_value < 0 ? *axis_value + static_cast<int>(shape.size()) : *axis_value;
-  if (axis < 0 || axis >= static_cast<int>(shape.size())) fail(span, name + ": axis out of range");
+  const int axis = combined_axis(*this, *axis_value, shape.size(), name, span);
   const bool reverse = b.flag("reverse", false);
 
   const int64_t len = shape[axis];
@@ -1005,8 +1013,7 @@ Value Evaluator::combine_reduce(std::vector<Value> args, std::map<std::string, V
   const bool keep = b.flag("keep_dims", false);
   int axis = 0;
   if (axis_value) {
-    axis = *axis_value < 0 ? *axis_value + static_cast<int>(shape.size()) : *axis_value;
-    if (axis < 0 || axis >= static_cast<int>(shape.size())) fail(span, name + ": axis out of range");
+    axis = combined_axis(*this, *axis_value, shape.size(), name, span);
   } else {  // the whole tensor: its elements in order, as one axis
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

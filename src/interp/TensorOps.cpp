@@ -127,14 +127,14 @@ std::shared_ptr<Tensor> like(ElemType type, const Shape &shape) {
   return t;
 }
 
+}  // namespace
+
 int normalize_axis(int axis, size_t rank) {
   int r = static_cast<int>(rank);
   if (axis < -r || axis >= r)
     throw OpError{"axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(r)};
   return axis < 0 ? axis + r : axis;
 }
-
-}  // namespace
 
 // An 8-bit float: nearest even at its mantissa's bits, subnormals below 2^(1 - bias), saturated at the largest
 // finite value (Triton's conversions to fp8 on NVIDIA GPUs are cvt.rn.satfinite); NaN stays NaN.

@@ -66,6 +66,9 @@ struct AxisLayout {
   int64_t at(int64_t o, int64_t k, int64_t i) const { return (o * len + k) * inner + i; }
 };
 
+// `axis` of a tensor of rank `rank` counted from 0 (a negative one from the end); OpError where it is out of range.
+int normalize_axis(int axis, size_t rank);
+
 // The elements at position k of `axis` (a tensor without that axis), and
 // the reverse: write such a slice into position k of `t`.
 TensorRef slice_along(const Tensor &t, int axis, int64_t k);
