@@ -115,9 +115,10 @@ class AccessAnalysis {
   // and remainders (src/ad/AccessBlocks.cpp; fla's chunk reductions).
   bool iterations_own_blocks(const std::string &a, const std::string &b, const std::string &loop_var,
                              const std::string &mask_a, const std::string &mask_b) const;
-  // Whether, within one program, two different iterations of the loop over `loop_var` (from 0 by 1) never write
+  // Whether, within one program, two different iterations of the loop over `loop_var` (from 0) never write
   // one address through `pointer` under `mask`: the offset is c * o plus terms that are multiples of c * E plus
-  // values the iterations share, where o = loop_var * B + tl.arange(0, B) (disjoint ranges per iteration) and the
+  // values the iterations share, where o = loop_var * B + tl.arange(0, B) with the loop stepping by 1, or
+  // o = loop_var + tl.arange(0, B) with the loop stepping by B (disjoint ranges per iteration), and the
   // mask bounds o by E (`o < E`; not needed where no other term varies). Then an address's remainder modulo c * E
   // is c * o, which tells the iterations apart. A row-major tile whose column blocks the loop walks:
   // `DK + rows[:, None] * (H * K) + (i_k * BK + tl.arange(0, BK))[None, :]` under `... & (o_k[None, :] < K)`.

@@ -19,6 +19,7 @@
 // Then R lies in [0, S): iteration t's addresses are U + t * S + [0, S),
 // which no other iteration's meet.
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <optional>
@@ -99,7 +100,10 @@ class OffsetPolynomials {
     if (auto loop = a_.loops_.find(n); loop != a_.loops_.end()) {  // range(lo, hi, step), lo >= 0 and step > 0
       std::optional<long long> lo = access_text::integer_text(loop->second.lo),
                                step = access_text::integer_text(loop->second.step);
-      return lo && *lo >= 0 && step && *step > 0;
+      // A step that is a parameter (a block size, `range(0, N, BLOCK_N)`): never negative as parameters are
+      // read here, and never 0, which range() refuses.
+      const bool step_positive = step ? *step > 0 : nonnegative(loop->second.step, depth + 1);
+      return lo && *lo >= 0 && step_positive;
     }
     auto it = a_.defs_.find(n);
     if (it == a_.defs_.end()) {  // a parameter: a size or a block size (a negative one addresses nothing)
@@ -354,16 +358,28 @@ bool AccessAnalysis::blocks_by_bounds(const std::string &a, const std::string &b
 bool AccessAnalysis::iterations_write_apart(const std::string &pointer, const std::string &mask,
                                             const std::string &loop_var) const {
   auto range = loops_.find(loop_var);
-  if (range == loops_.end() || range->second.lo != "0" || range->second.step != "1") return false;
-  // o's range in an iteration: loop_var * B + [0, B). Read without the masks' bounds (o itself expands).
+  if (range == loops_.end() || range->second.lo != "0") return false;
+  // The loop's step as a polynomial: a positive number, or a name (a tl.constexpr block size).
+  std::optional<Polynomial> loop_step;
+  if (std::all_of(range->second.step.begin(), range->second.step.end(), ::isdigit) && !range->second.step.empty()) {
+    const int64_t n = std::stoll(range->second.step);
+    if (n > 0) loop_step = constant(n);
+  } else if (!range->second.step.empty() && !defs_.count(range->second.step)) {
+    loop_step = atom(range->second.step);
+  }
+  if (!loop_step) return false;
+  const bool by_one = *loop_step == constant(1);
+  // o's range in an iteration: loop_var * B + [0, B) with the loop stepping by 1, or loop_var + [0, B) with the
+  // loop stepping by B (`n0 + tl.arange(0, BLOCK_N)` in `range(0, N, BLOCK_N)`). Read without the masks' bounds
+  // (o itself expands).
   OffsetPolynomials plain(*this, loop_var);
   auto walked = [&](const std::string &o) {
     std::optional<Polynomial> p = plain.expand(o, 0);
     if (!p || p->size() != 2) return false;
     std::optional<Polynomial> step, lanes;
     for (const auto &[m, c] : *p) {
-      if (m == Monomial{loop_var}) step = constant(c);
-      else if (m.size() == 2 && std::count(m.begin(), m.end(), loop_var) == 1) {
+      if (m == Monomial{loop_var}) step = by_one ? constant(c) : (c == 1 ? loop_step : std::nullopt);
+      else if (by_one && m.size() == 2 && std::count(m.begin(), m.end(), loop_var) == 1) {
         step = atom(m[0] == loop_var ? m[1] : m[0]);
         if (c != 1) return false;
       } else if (m.size() == 1 && c == 1 && plain.bounded.count(m[0])) {

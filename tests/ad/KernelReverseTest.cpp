@@ -181,6 +181,13 @@ INSTANTIATE_TEST_SUITE_P(
                    {"load through 'a_ptr' is a tl.atomic_add: the pointer is advanced by a loop",
                     "the relu epilogue's derivative is read from the output the forward stored through 'c_ptr'",
                     "is gathered by its owners: 'matmul_kernel_bwd_da_ptr'"}},
+        // Column tiles of Y stored by a loop (n0 + tl.arange, in steps of BLOCK_N, the mask bounding the columns by
+        // N): each iteration writes apart, so each tile's upstream gradient is a plain load, not an exchange.
+        KernelCase{"matmul", "low_rank_kernel", {3, 1, 1},
+                   {"X=fp32[40,50]", "A=fp32[50,16]", "B=fp32[16,36]", "Y=fp32[40,36]:zeros", "M=40", "K=50", "N=36",
+                    "scale=0.5"},
+                   {"R=16", "BLOCK_M=16", "BLOCK_K=16", "BLOCK_N=16"}, {"X", "A", "B"},
+                   {"each iteration of the loop over 'n0' stores to addresses of 'Y' no other iteration stores to"}},
         // Programs renumbered by tl.swizzle2d (5 x 2 tiles, groups of 2 rows: the last group has one).
         KernelCase{"matmul", "grouped_matmul_kernel", {5, 2, 1},
                    {"a_ptr=fp16[70,50]", "b_ptr=fp16[50,30]", "c_ptr=fp16[70,30]:zeros", "M=70", "N=30", "K=50",
@@ -1072,6 +1079,31 @@ TEST(KernelReverse, ProgramsStoringTheirOwnValuesAtOneAddressWarn) {
   auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
   ASSERT_TRUE(bwd) << p->all_messages();
   EXPECT_EQ(bwd->source.find("tl.device_assert"), std::string::npos) << bwd->source;
+}
+
+// A loop storing column tiles of a row block (`Y + rows[:, None] * N + ns[None, :]`, ns = n0 + tl.arange(0, B) in
+// range(0, N, B)): where the mask bounds ns by N, the iterations write apart and each tile's upstream gradient is a
+// plain load; without that bound a row's tile may spill into the next row's, written again by a later iteration,
+// and the backward takes the upstream gradient with an exchange.
+TEST(KernelReverse, TileColumnsWalkedByALoopWriteApartOnlyUnderTheirBound) {
+  auto backward_of = [](const std::string &mask) {
+    auto p = parse_text(std::string(kHead) +
+                        "def k(X, Y, M, N, B: tl.constexpr):\n    rows = tl.program_id(0) * 4 + tl.arange(0, 4)\n"
+                        "    for n0 in range(0, N, B):\n        ns = n0 + tl.arange(0, B)\n"
+                        "        x = tl.load(X + rows[:, None] * N + ns[None, :], mask=" + mask + ", other=0.0)\n"
+                        "        tl.store(Y + rows[:, None] * N + ns[None, :], x * x, mask=" + mask + ")\n");
+    ad::BackwardRequest request;
+    request.function = "k";
+    request.wrt = {"X"};
+    auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+    EXPECT_TRUE(bwd) << p->all_messages();
+    return bwd ? bwd->source : std::string();
+  };
+  const std::string bounded = backward_of("(rows[:, None] < M) & (ns[None, :] < N)");
+  EXPECT_EQ(bounded.find("tl.atomic_xchg"), std::string::npos) << bounded;
+  EXPECT_NE(bounded.find("tl.load(dY"), std::string::npos) << bounded;
+  const std::string unbounded = backward_of("rows[:, None] < M");
+  EXPECT_NE(unbounded.find("tl.atomic_xchg(dY"), std::string::npos) << unbounded;
 }
 
 TEST(KernelReverseErrors, ReadBacksNotForwarded) {

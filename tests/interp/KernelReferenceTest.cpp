@@ -805,6 +805,37 @@ TEST_P(KernelReference, LeakyMatmul) {
   }
 }
 
+// low_rank_kernel: Y = scale * (X @ A) @ B per block of rows, ragged in M, K and N (the last column tile masked).
+TEST_P(KernelReference, LowRank) {
+  const Parsed &file = kernel_file("matmul");
+  const int64_t M = 37, K = 45, N = 70, R = 16, block = 16;
+  Inputs in(991);
+  // Multiples of 1/64: the first dot is exact in fp32; the second dot's left operand (fp32) is rounded to tf32 in
+  // fp32 mode, as tl.dot does, and so in the reference.
+  std::vector<double> x = in.sixty_fourths(M * K), a = in.sixty_fourths(K * R), b = in.sixty_fourths(R * N);
+  Host h;
+  size_t X = h.input("X", DType::FP32, x), A = h.input("A", DType::FP32, a), B = h.input("B", DType::FP32, b);
+  size_t Y = h.output("Y", DType::FP32, M * N);
+  ASSERT_TRUE(run(file,
+                  make_launch("low_rank_kernel", {cdiv(M, block), 1, 1},
+                              {{"X", Buf(X)}, {"A", Buf(A)}, {"B", Buf(B)}, {"Y", Buf(Y)}, {"M", Int(M)}, {"K", Int(K)},
+                               {"N", Int(N)}, {"scale", Float(0.5)}, {"R", CInt(R)}, {"BLOCK_M", CInt(block)},
+                               {"BLOCK_K", CInt(block)}, {"BLOCK_N", CInt(32)}}),
+                  h, mode()));
+  std::vector<double> ref(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t r = 0; r < R; ++r) {
+        double xa = 0;
+        for (int64_t k = 0; k < K; ++k) xa += x[m * K + k] * a[k * R + r];
+        s += (mode() == Mode::FP64 ? 0.5 * xa : to_tf32(0.5 * xa)) * b[r * N + n];
+      }
+      ref[m * N + n] = s;
+    }
+  expect_close("low_rank_kernel Y", "37x45x70 R=16", h.data(Y), ref, mode());
+}
+
 // ========================================================== attention.py
 
 // Reference attention for one launch. q: [Z][H][N][D], k, v: [Z][H][N][D]
@@ -1350,7 +1381,7 @@ TEST(KernelReferenceCoverage, EveryJitFunctionIsTested) {
       {"helper_call", {"_gelu", "_tanh", "_gelu_tanh", "_gelu_and_grad", "bias_gelu_kernel"}},
       {"layer_norm", {"layer_norm_fwd_kernel"}},
       {"matmul", {"matmul_kernel", "grouped_matmul_kernel", "tutorial_order_matmul_kernel", "leaky",
-                  "leaky_matmul_kernel"}},
+                  "leaky_matmul_kernel", "low_rank_kernel"}},
       {"misc_ops", {"misc_ops_kernel", "mode_select_kernel"}},
       {"mixed_module",
        {"_plain", "_fast_exp", "_silu_scale_fwd_kernel", "_silu_scale_bwd_kernel", "_l2_normalize_kernel"}},

@@ -198,3 +198,27 @@ def leaky_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stri
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+# A low-rank update Y = scale * (X @ A) @ B per block of rows: a K loop into a small accumulator, then a loop over
+# column blocks of Y, each iteration storing its own 2-D tile (`n0 + tl.arange(0, BLOCK_N)` in steps of BLOCK_N, the
+# mask bounding the columns by N): the backward reads each tile's upstream gradient with a plain load, since the
+# iterations write apart.
+@triton.jit
+def low_rank_kernel(X, A, B, Y, M, K, N, scale, R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    r = tl.arange(0, R)
+    xa = tl.zeros([BLOCK_M, R], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(X + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        a = tl.load(A + ks[:, None] * R + r[None, :], mask=ks[:, None] < K, other=0.0)
+        xa += tl.dot(x, a)
+    xa = xa * scale
+    for n0 in range(0, N, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N)
+        b = tl.load(B + r[:, None] * N + ns[None, :], mask=ns[None, :] < N, other=0.0)
+        y = tl.dot(xa.to(b.dtype), b)
+        tl.store(Y + rows[:, None] * N + ns[None, :], y.to(Y.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (ns[None, :] < N))

@@ -750,6 +750,9 @@ class Engine {
   std::set<std::string> needs_zeros_;                      // inputs whose gradient buffers must start at zero
   std::vector<Backward::LayoutAssumption> layout_assumptions_;  // what plain gradient stores assume of strides
   std::map<std::string, std::string> consumed_;            // outputs whose upstream gradient the backward consumes -> why
+  // Stores in a loop whose iterations are proven to write apart (AccessAnalysis::iterations_write_apart), for
+  // --explain: (output, "line L: ..." text), said where the output's upstream gradient is not consumed after all.
+  std::vector<std::pair<std::string, std::string>> stores_apart_;
   std::set<const MemoryOp *> consume_atomically_;          // stores of consumed outputs that programs may share
   // Such stores whose value differs between the programs that share its addresses (a race in the forward's own
   // output) -> the program axes along which it does: the backward is right only for one program along each (that

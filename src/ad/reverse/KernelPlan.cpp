@@ -504,6 +504,16 @@ std::optional<Backward> Engine::build_kernel() {
     auto it = axes_of->find(n);
     return it == axes_of->end() ? std::set<int>{} : it->second;
   };
+  auto writes_apart_per_iteration = [&](const MemoryOp &m) {
+    auto *var = dyn_cast<Name>(m.loops.front()->target.get());
+    if (!var || !access.iterations_write_apart(m.pointer, m.mask, var->id)) return false;
+    stores_apart_.emplace_back(
+        m.base, "line " + std::to_string(m.call->span.begin.line) + ": each iteration of the loop over '" + var->id +
+                    "' stores to addresses of '" + m.base + "' no other iteration stores to (its index walks the "
+                    "loop's blocks, bounded by the mask, the other terms multiples of that bound): the store's "
+                    "upstream gradient is a plain load");
+    return true;
+  };
   for (const std::string &o : outputs) {
     if (consumed_.count(o)) continue;  // updated in place
     std::string why = overwrites.count(o) ? overwrites.at(o) : "";
@@ -567,7 +577,12 @@ std::optional<Backward> Engine::build_kernel() {
                              "; for more, store each program's value at addresses of its own");
         consume_atomically_.insert(m);
         if (why.empty()) why = "line " + std::to_string(m->call->span.begin.line) + ": " + d.reason;
-      } else if (why.empty() && (m->loop_depth() > 1 || (m->loop_depth() == 1 && !d.walks_loop))) {
+      } else if (why.empty() &&
+                 (m->loop_depth() > 1 ||
+                  (m->loop_depth() == 1 && !d.walks_loop &&
+                   // A tile whose column blocks the loop walks (`Y + rows[:, None] * N + ns[None, :]` under
+                   // `ns[None, :] < N`): each iteration writes addresses of its own, proven with the mask.
+                   !writes_apart_per_iteration(*m)))) {
         why = "line " + std::to_string(m->call->span.begin.line) + ": the store is repeated by a loop at addresses "
               "that do not move with it";
       }
@@ -627,6 +642,8 @@ std::optional<Backward> Engine::build_kernel() {
                                   "' after storing it in an earlier iteration, an accumulator kept in memory; the "
                                   "backward differentiates it as the loop-carried value '" + k.value +
                                   "', loaded once before the loop (the stores stay)");
+  for (const auto &[o, e] : stores_apart_)
+    if (!consumed_.count(o)) result.explanations.push_back(e);
   for (const auto &[o, why] : consumed_) {
     result.consumed_upstream.push_back({o, why});
     result.explanations.push_back("'" + o + "': the forward may write an address more than once (" + why +
