@@ -685,9 +685,57 @@ SType pointer_to(DType d, bool not_none = false) {
 }
 SType scalar_of(DType d) { return SType::tensor(sema::ElemType{d, false}, {}); }
 
-// A scalar's first representative: fp32 where its default is a float.
-DType first_scalar_dtype(const Param &p) {
-  return p.default_value && isa<FloatLit>(p.default_value.get()) ? DType::FP32 : DType::Int32;
+// Whether the code needs the runtime scalar `name` to be a float, where Triton refuses an int32: the operand of a
+// math function that takes floats only (`tl.log(gamma)`), or a conditional expression's branch computed from it with
+// integers where the other branch is a float literal (`2 * scale if scale >= 1.0 else 2.0`: an int32 and a float do
+// not merge). Callers pass a Python float there; its representative is fp32 first (int32 is still tried, and the
+// forward refuses it as Triton does).
+bool needs_float(const Module &module, const StmtList &body, const std::string &name) {
+  // `name` with integer literals, + - * and negation only (int32 where `name` is).
+  std::function<bool(const Expr &, bool &)> integral = [&](const Expr &e, bool &mentions) -> bool {
+    if (auto *n = dyn_cast<Name>(&e)) return n->id == name && (mentions = true);
+    if (isa<IntLit>(&e)) return true;
+    if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && integral(*u->operand, mentions);
+    if (auto *b = dyn_cast<BinOp>(&e))
+      return (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub || b->op == BinaryOpKind::Mul) &&
+             integral(*b->lhs, mentions) && integral(*b->rhs, mentions);
+    return false;
+  };
+  auto of_name = [&](const Expr &e) {
+    bool mentions = false;
+    return integral(e, mentions) && mentions;
+  };
+  auto float_literal = [](const Expr &e) {
+    if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) return isa<FloatLit>(u->operand.get());
+    return isa<FloatLit>(&e);
+  };
+  auto float_only_math = [&](const Call &c) {
+    std::string f;
+    if (auto *a = dyn_cast<Attribute>(c.func.get())) {
+      f = a->attr;
+    } else if (auto *n = dyn_cast<Name>(c.func.get())) {
+      const sema::ImportedName imported = sema::resolve_import(module, n->id);
+      if (!imported.known_module || module.find_function(n->id)) return false;
+      f = imported.member.empty() ? n->id : imported.member;
+    }
+    return sema::is_math_function(f) && f != "abs" && !sema::is_math_classification(f);
+  };
+  bool needs = false;
+  visit_exprs(body, [&](const Expr &e) {
+    if (needs) return;
+    if (auto *c = dyn_cast<Call>(&e); c && float_only_math(*c))
+      for (const ExprPtr &a : c->args) needs |= of_name(*a);
+    if (auto *i = dyn_cast<IfExp>(&e))
+      needs |= (of_name(*i->then_value) && float_literal(*i->else_value)) ||
+               (of_name(*i->else_value) && float_literal(*i->then_value));
+  });
+  return needs;
+}
+
+// A scalar's first representative: fp32 where its default is a float, or where the code needs a float.
+DType first_scalar_dtype(const Module &module, const Function &fn, const Param &p) {
+  if (p.default_value && isa<FloatLit>(p.default_value.get())) return DType::FP32;
+  return needs_float(module, fn.body, p.name) ? DType::FP32 : DType::Int32;
 }
 
 // One differentiation with representative types; its diagnostics kept aside.
@@ -718,7 +766,7 @@ std::string first_difference(const Backward &a, const Backward &b) {
 }
 
 // Representative types for the parameters `given` leaves open, by role (defined below).
-sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+sema::ParamTypes representative_of(const Module &module, const Function &fn, const std::vector<ParamRole> &roles,
                                    const sema::ParamTypes &given, DType float_type);
 
 class GenericDifferentiation {
@@ -832,7 +880,7 @@ class GenericDifferentiation {
     return trials;
   }
 
-  DType scalar_first(size_t k) const { return first_scalar_dtype(fn_.params[k]); }
+  DType scalar_first(size_t k) const { return first_scalar_dtype(module_, fn_, fn_.params[k]); }
 
   // Keeps `t` when its backward equals the representative's; a located
   // error naming `param` when it differs.
@@ -925,7 +973,7 @@ class GenericDifferentiation {
     return b.source.substr(0, at) + generic_types_line(b.generic_types) + b.source.substr(at);
   }
 
-  sema::ParamTypes with_uniform(DType d) const { return representative_of(fn_, roles_, request_.param_types, d); }
+  sema::ParamTypes with_uniform(DType d) const { return representative_of(module_, fn_, roles_, request_.param_types, d); }
 
   // A kernel's check against its representative `base`: one parameter's type changed.
   struct Check {
@@ -1214,7 +1262,7 @@ std::string generic_types_line(const std::vector<std::pair<std::string, std::vec
 namespace {
 
 // Representative types for the parameters `given` leaves open, by role.
-sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+sema::ParamTypes representative_of(const Module &module, const Function &fn, const std::vector<ParamRole> &roles,
                                    const sema::ParamTypes &given, DType float_type) {
   sema::ParamTypes types = given;
   for (size_t k = 0; k < fn.params.size(); ++k) {
@@ -1227,7 +1275,7 @@ sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRo
     switch (roles[k]) {
       case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type, tensor); break;
       case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32, tensor); break;
-      case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(p)); break;
+      case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(module, fn, p)); break;
       case ParamRole::DTypeConstexpr: types[p.name] = SType::of_dtype(float_type); break;
       case ParamRole::Constexpr:
       case ParamRole::Unused:
@@ -1281,7 +1329,7 @@ std::vector<ParamRole> param_roles(const Module &module, const Function &fn, con
   for (DType d : {DType::FP32, DType::FP16, DType::BF16}) {
     SourceManager scratch;
     DiagEngine quiet(scratch);
-    if (sema::analyze(module, fn, representative_of(fn, every_branch, known, d), quiet)) return every_branch;
+    if (sema::analyze(module, fn, representative_of(module, fn, every_branch, known, d), quiet)) return every_branch;
   }
   return taken;
 }
@@ -1297,7 +1345,7 @@ std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn)
 
 sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
                                         DType float_type, RoleMemo *memo) {
-  return representative_of(fn, param_roles(module, fn, given, memo), given, float_type);
+  return representative_of(module, fn, param_roles(module, fn, given, memo), given, float_type);
 }
 
 std::optional<Backward> differentiate_generic(const Module &user_module, const SourceManager &sources,

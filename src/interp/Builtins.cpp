@@ -742,6 +742,16 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
       fail(span, e.message);
     }
   }
+  if (name == "tl.flip") {
+    Bound b(*this, name, {"x", "dim"}, args, kwargs, span);
+    TensorRef t = b.tensor("x");
+    if (t->shape.empty()) fail(span, "tl.flip needs a tensor of at least one dimension");
+    try {
+      return Value::of_tensor(flip(*t, b.has("dim") ? static_cast<int>(b.integer("dim", -1)) : -1));
+    } catch (const OpError &e) {
+      fail(span, e.message);
+    }
+  }
   if (name == "tl.cumsum" || name == "tl.cumprod") {
     Bound b(*this, name, {"input", "axis", "reverse", "dtype"}, args, kwargs, span);
     TensorRef t = b.tensor("input");

@@ -480,6 +480,19 @@ void put_along(Tensor &t, int axis, int64_t k, const Tensor &slice) {
     }
 }
 
+TensorRef flip(const Tensor &t, int axis_in) {
+  const AxisLayout layout(t.shape, normalize_axis(axis_in, t.shape.size()));
+  auto r = std::make_shared<Tensor>(t);
+  for (int64_t o = 0; o < layout.outer; ++o)
+    for (int64_t k = 0; k < layout.len; ++k)
+      for (int64_t in = 0; in < layout.inner; ++in) {
+        const int64_t from = layout.at(o, k, in), to = layout.at(o, layout.len - 1 - k, in);
+        if (t.is_float()) r->f[to] = t.f[from];
+        else r->i[to] = t.i[from];
+      }
+  return r;
+}
+
 TensorRef scan(const Tensor &t, int axis_in, bool reverse, ScanKind kind, ElemType out, bool float64) {
   const AxisLayout layout(t.shape, normalize_axis(axis_in, t.shape.size()));
   const int64_t len = layout.len;

@@ -81,6 +81,9 @@ enum class ReduceKind { Sum, Max, Min, ArgMax, ArgMin };
 TensorRef reduce(const Tensor &t, std::optional<int> axis, bool keep_dims, ReduceKind kind, sema::ElemType out,
                  bool float64, bool tie_break_left = true);
 
+// The elements reversed along `axis` (tl.flip).
+TensorRef flip(const Tensor &t, int axis);
+
 enum class ScanKind { Sum, Prod };
 TensorRef scan(const Tensor &t, int axis, bool reverse, ScanKind kind, sema::ElemType out, bool float64);
 

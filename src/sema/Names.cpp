@@ -20,7 +20,7 @@ const std::set<std::string> kTlFunctions = {
     "ravel", "static_assert", "device_assert", "static_print", "device_print", "multiple_of", "max_contiguous",
     "max_constancy", "debug_barrier", "assume", "cast", "constexpr", "range", "static_range", "umulhi", "rand",
     "randn", "randint", "randint4x", "philox", "join", "split", "interleave", "associative_scan", "reduce", "extract_slice", "insert_slice", "gather",
-    "swizzle2d"};
+    "swizzle2d", "flip"};
 
 // tl.math and libdevice functions tgrad implements (typing, interpreter,
 // adjoint rules or zero-gradient classes). tl.math in Triton 3.6 has fewer;
@@ -37,7 +37,7 @@ const std::set<std::string> kMathFunctions = {
 // interpreter refuses them by name.
 const std::set<std::string> kTlUntyped = {
     "make_block_ptr", "advance", "make_tensor_descriptor", "load_tensor_descriptor", "store_tensor_descriptor",
-    "dot_scaled", "sort", "topk", "histogram", "map_elementwise", "reduce_or", "flip", "cat",
+    "dot_scaled", "sort", "topk", "histogram", "map_elementwise", "reduce_or", "cat",
     "xor_sum", "inline_asm_elementwise", "float8e5", "float8e4nv", "float8e4b15", "float8e5b16", "float8e4b8",
     "pointer_type", "tensor", "dtype", "block_type"};
 

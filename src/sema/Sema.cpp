@@ -1733,6 +1733,18 @@ class Checker {
       if (with_indices) return SType::tuple({r, SType::tensor(i32, r.shape)});
       return r;
     }
+    if (name == "tl.flip") {
+      // Triton 3.6 (standard.py): the elements reversed along `dim` (the last axis where None), through a bitcast to
+      // integers and xor-sums over the axis split into twos: a power-of-two length, any element type.
+      Args a = bind(name, {"x", "dim"}, args, kwargs, span);
+      const SType &x = a.get("x");
+      if (!x.is_tensor() || x.shape.empty()) fail(span, "tl.flip needs a tensor of at least one dimension");
+      if (x.elem.is_pointer) fail(span, "tl.flip cannot reverse pointers");
+      const int axis = normalize_axis(axis_arg(a, "dim", name, span).value_or(-1), x.shape.size(), span);
+      if (const std::optional<long long> len = x.shape[axis].value; len && (*len & (*len - 1)) != 0)
+        fail(span, "tl.flip needs a power-of-two length along its axis, got " + std::to_string(*len));
+      return x;
+    }
     if (name == "tl.cumsum" || name == "tl.cumprod") {
       Args a = bind(name, {"input", "axis", "reverse", "dtype"}, args, kwargs, span);
       const SType &x = a.get("input");

@@ -205,7 +205,7 @@ TEST(ConstexprGuards, ADefinitionGuardedByAFlagWithoutAValueGetsOneBackwardPerVa
   EXPECT_EQ(one->source.find("Specialized"), std::string::npos) << one->source;
 }
 
-// Builtins tgrad reads but does not type yet (tl.cat, tl.flip): the kernel
+// Builtins tgrad reads but does not type yet (tl.cat, tl.sort): the kernel
 // reads, and differentiating it is a located error saying why. A load
 // through pointers an untyped builtin made from X is invisible to the
 // zero-gradient audit: a zero gradient there would be a guess (it once was
@@ -224,7 +224,7 @@ TEST(UntypedBuiltins, ReadButRefusedWithAReason) {
   // X reaches only an untyped value: nothing tgrad sees is loaded through it.
   const std::string hidden = std::string(kHeader) +
       "\n@triton.jit\ndef k(X, G, Y, Z, B: tl.constexpr):\n"
-      "    o = tl.arange(0, B)\n    p = tl.flip(X + o, 0)\n    tl.store(Y + o, tl.load(G + o))\n";
+      "    o = tl.arange(0, B)\n    p = tl.sort(X + o, 0)\n    tl.store(Y + o, tl.load(G + o))\n";
   auto [ok_hidden, m_hidden] = differentiate_source(hidden);
   EXPECT_FALSE(ok_hidden);
   EXPECT_NE(m_hidden.find("t.py:7:5: error: 'X' reaches this expression, which tgrad does not type, so it cannot see "
@@ -236,11 +236,11 @@ TEST(UntypedBuiltins, ReadButRefusedWithAReason) {
       "    x = d.load([0])\n    o = tl.arange(0, B)\n    tl.store(Y + o, x)\n";
   auto [ok_descriptor, m_descriptor] = differentiate_source(descriptor);
   EXPECT_TRUE(ok_descriptor) << m_descriptor;
-  const std::string flip = kernel_with("", "    a = tl.flip(x, 0)\n"
+  const std::string sort = kernel_with("", "    a = tl.sort(x, 0)\n"
                                            "    tl.store(Y + tl.arange(0, B), a * x)\n");
-  auto [ok2, m2] = differentiate_source(flip);
+  auto [ok2, m2] = differentiate_source(sort);
   EXPECT_FALSE(ok2);
-  EXPECT_NE(m2.find("t.py:9:9: error: tgrad does not differentiate tl.flip yet; the gradient of 'x' through it "
+  EXPECT_NE(m2.find("t.py:9:9: error: tgrad does not differentiate tl.sort yet; the gradient of 'x' through it "
                     "would be lost. Write it with the operations tgrad differentiates"),
             std::string::npos) << m2;
 }

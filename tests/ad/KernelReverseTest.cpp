@@ -482,9 +482,13 @@ INSTANTIATE_TEST_SUITE_P(
         KernelCase{"scan", "decay_scan_kernel", {2, 1, 1},
                    {"X=fp32[5,7]", "G=fp32[5,7]", "H=fp32[5,7]:zeros", "n_rows=5", "T=7"},
                    {"BLOCK_ROWS=4", "BLOCK_T=8", "REVERSE=True"}, {"X", "G"}, {}, ""},
-        // A masked store in a loop (its upstream gradient taken by an atomic exchange), a cumsum per chunk.
+        // A masked store in a loop whose iterations write apart (its upstream gradient loaded), a cumsum per chunk.
         KernelCase{"scan", "chunked_cumsum_kernel", {2, 1, 1}, {"X=fp32[2,13]", "Y=fp32[2,13]:zeros", "T=13"},
                    {"BT=8"}, {"X"}, {}, ""},
+        // A suffix sum written with tl.flip around tl.cumsum, scaled by powers of a float scalar; a ragged row.
+        KernelCase{"scan", "discounted_returns_kernel", {3, 1, 1},
+                   {"R=fp32[3,13]", "V=fp32[3,13]", "Out=fp32[3,13]:zeros", "T=13", "gamma=0.9"}, {"BLOCK=16"},
+                   {"R", "V"}, {}, ""},
         // tl.gather along a row and on a vector.
         KernelCase{"gather", "gather_rows_kernel", {2, 1, 1},
                    {"X=fp32[7,8]", "T=fp32[8]", "IDX=int32[7,8]:uniform(0,8)", "PERM=int32[8]:uniform(0,8)",

@@ -793,13 +793,13 @@ run pid_helper_check check "$TMP/pid_helper.py" --kernel k --grid 3 --arg 'X=fp3
   -D B=16 --wrt X
 expect_grep pid_helper_check_verdict "$TMP/pid_helper_check.out" '^PASS$'
 
-# Builtins tgrad does not type yet (tl.flip) read and round-trip; the interpreter names them (block pointers it runs).
-printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.flip(x, 0))\n' >"$TMP/bp.py"
+# Builtins tgrad does not type yet (tl.sort) read and round-trip; the interpreter names them (block pointers it runs).
+printf 'import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(X, Y, B: tl.constexpr):\n    p = tl.make_block_ptr(X, shape=(16,), strides=(1,), offsets=(0,), block_shape=(B,), order=(0,))\n    x = tl.load(p, boundary_check=(0,))\n    tl.store(Y + tl.arange(0, B), tl.sort(x, 0))\n' >"$TMP/bp.py"
 run bp_reads "$TMP/bp.py" --dump-ast
 expect_rc bp_reads_exit_0 0 bp_reads
 run bp_run run "$TMP/bp.py" --kernel k --grid 1 --arg 'X=fp32[16]' --arg 'Y=fp32[16]' -D B=16
 expect_rc bp_run_exit_1 1 bp_run
-expect_grep bp_run_names_it "$TMP/bp_run.err" "bp.py:8:35: error: tl.flip\(\) is not supported by tgrad's interpreter yet"
+expect_grep bp_run_names_it "$TMP/bp_run.err" "bp.py:8:35: error: tl.sort\(\) is not supported by tgrad's interpreter yet"
 
 # A kernel parameter without a type gets one: the backward is the same for each representative.
 run untyped_stride $KERNELS/softmax.py --kernel softmax_kernel --wrt in_ptr --arg out_ptr=*fp32 --arg in_ptr=*fp32 \
@@ -810,6 +810,24 @@ expect_grep untyped_stride_named "$TMP/untyped_stride.out" '^# Generic: the same
 run untyped_softmax $KERNELS/softmax.py --wrt in_ptr
 expect_rc untyped_softmax_exit_0 0 untyped_softmax
 expect_grep untyped_softmax_generic "$TMP/untyped_softmax.out" '^# Generic: the same backward for out_ptr = \*fp32, \*fp16, \*bf16; in_ptr = \*fp32, \*fp16, \*bf16;'
+# A runtime scalar the code needs as a float (a conditional expression with a float literal on its other side, as
+# FlagGems' bicubic interpolation writes its support; an operand of tl.log): fp32 first, without --arg; int32 is
+# refused by the forward, as Triton refuses it.
+cat >"$TMP/float_scalar.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(X, Y, n, scale, gamma, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    support = 2 * scale if scale >= 1.0 else 2.0
+    x = tl.load(X + o, mask=o < n, other=0.0)
+    tl.store(Y + o, x * support * tl.log(gamma), mask=o < n)
+EOF
+run float_scalar "$TMP/float_scalar.py" --wrt 0
+expect_rc float_scalar_exit_0 0 float_scalar
+expect_grep float_scalar_generic "$TMP/float_scalar.out" '^# Generic: the same backward for X = \*fp32, \*fp16, \*bf16; Y = \*fp32, \*fp16, \*bf16; n = int32, fp32; scale = fp32; gamma = fp32\.$'
 # A flag one of whose branches does not compile in bf16 (tl.exp of a bf16 tile, as Liger's kl_div with log_target):
 # specialized on it, bf16 is served by the value whose forward compiles, and not refused for both.
 cat >"$TMP/exp_flag.py" <<'EOF'

@@ -51,12 +51,27 @@ def decay_scan_kernel(X, G, H, n_rows, T, BLOCK_ROWS: tl.constexpr, BLOCK_T: tl.
 @triton.jit
 def chunked_cumsum_kernel(X, Y, T, BT: tl.constexpr):
     # Per row, the running sum within each chunk of BT steps (a chunked scan's local pass). The store sits in a
-    # loop, so the backward takes its upstream gradient with an atomic exchange, masked on the ragged last chunk:
-    # what a masked-off lane of the exchange returns is undefined, and the reversed cumsum of the backward would
-    # carry it into the lanes that count.
+    # loop whose iterations write apart (`i_t * BT + tl.arange(0, BT)` under `o < T`): the backward loads each
+    # chunk's upstream gradient, masked on the ragged last chunk (a masked-off lane's value would be carried into the
+    # lanes that count by the backward's reversed cumsum).
     row = tl.program_id(0)
     for i_t in range(tl.cdiv(T, BT)):
         o = i_t * BT + tl.arange(0, BT)
         m = o < T
         x = tl.load(X + row * T + o, mask=m, other=0.0)
         tl.store(Y + row * T + o, tl.cumsum(x, 0), mask=m)
+
+
+# Discounted returns minus a baseline, one row per program (T <= BLOCK): out[t] = sum_{s >= t} gamma^(s - t) r[s]
+# - v[t], as a suffix sum written with tl.flip around tl.cumsum. gamma is a Python float at the call (tl.log needs
+# one), which tgrad infers without --arg.
+@triton.jit
+def discounted_returns_kernel(R, V, Out, T, gamma, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    ts = tl.arange(0, BLOCK)
+    m = ts < T
+    r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
+    v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
+    scale = tl.exp(ts.to(tl.float32) * tl.log(gamma))
+    tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
+    tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)

@@ -458,6 +458,15 @@ def cumsum(y, x, by, axis=0, reverse=False):
 
 
 @triton.jit
+def flip(y, x, by, dim=None):
+    # y_i = x_{n-1-i} along dim: the adjoint reverses by along the same dim
+    if dim is None:
+        bx = tl.flip(by)
+    else:
+        bx = tl.flip(by, dim)
+
+
+@triton.jit
 def softmax(y, x, by, dim=None, keep_dims=False, ieee_rounding=False):
     # d softmax: bx = y (by - sum(by y)) along the softmax axis
     if dim is None:

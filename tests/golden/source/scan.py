@@ -45,3 +45,15 @@ def chunked_cumsum_kernel(X, Y, T, BT: tl.constexpr):
         m = o < T
         x = tl.load(X + row * T + o, mask=m, other=0.0)
         tl.store(Y + row * T + o, tl.cumsum(x, 0), mask=m)
+
+
+@triton.jit
+def discounted_returns_kernel(R, V, Out, T, gamma, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    ts = tl.arange(0, BLOCK)
+    m = ts < T
+    r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
+    v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
+    scale = tl.exp(ts.to(tl.float32) * tl.log(gamma))
+    tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
+    tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)
