@@ -90,6 +90,8 @@ const std::map<std::string, LibdeviceName> &libdevice_names() {
       {"isnan", {"__nv_isnanf", "__nv_isnand"}},
       {"isinf", {"__nv_isinff", "__nv_isinfd"}},
       {"signbit", {"__nv_signbitf", "__nv_signbitd"}},
+      {"finitef", {"__nv_finitef", "__nv_isfinited"}},
+      {"isfinited", {"__nv_finitef", "__nv_isfinited"}},
   };
   return names;
 }

@@ -601,7 +601,10 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
       out->type = sema::ElemType{sema::DType::Int32, false};
       out->shape = x->shape;
       for (double v : x->f)
-        out->i.push_back(f == "isnan" ? std::isnan(v) : f == "isinf" ? std::isinf(v) : std::signbit(v));
+        out->i.push_back(f == "isnan"   ? std::isnan(v)
+                         : f == "isinf" ? std::isinf(v)
+                         : f == "signbit" ? std::signbit(v)
+                                          : std::isfinite(v));
       return Value::of_tensor(out);
     }
     return Value::of_tensor(map_float(*x, x->type, f64, [f](double v) { return apply_math(f, v); }));

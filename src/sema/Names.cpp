@@ -29,7 +29,8 @@ const std::set<std::string> kMathFunctions = {
     "exp",   "exp2",  "exp10", "log",   "log2",  "log10", "log1p", "expm1",  "sqrt",      "sqrt_rn",   "rsqrt",
     "cbrt",  "sin",   "cos",   "tan",   "asin",  "acos",  "atan",  "atan2",  "sinh",      "cosh",      "tanh",
     "asinh", "acosh", "atanh", "erf",   "erfc",  "abs",   "floor", "ceil",   "trunc",     "rint",      "nearbyint",
-    "round", "fma",   "div_rn", "fdiv", "pow",   "sigmoid", "fast_expf", "fast_logf", "isnan", "isinf", "signbit"};
+    "round", "fma",   "div_rn", "fdiv", "pow",   "sigmoid", "fast_expf", "fast_logf", "isnan", "isinf", "signbit",
+    "finitef", "isfinited"};
 
 // Triton 3.6 builtins tgrad reads but does not type, run or differentiate
 // yet: a kernel using them reads (Triton accepts it); their results have an
@@ -56,7 +57,8 @@ bool is_compiler_hint(const std::string &qualified_name) {
          qualified_name == "tl.max_constancy";
 }
 bool is_math_classification(const std::string &name) {
-  return name == "isnan" || name == "isinf" || name == "signbit";
+  // (libdevice's finitef takes fp32 and isfinited fp64: tgrad reads either for both.)
+  return name == "isnan" || name == "isinf" || name == "signbit" || name == "finitef" || name == "isfinited";
 }
 bool is_untyped_tl_builtin(const std::string &name) { return kTlUntyped.count(name) > 0; }
 bool is_math_function(const std::string &name) { return kMathFunctions.count(name) > 0; }

@@ -134,6 +134,20 @@ TEST(Reshapes, FlipReversesAnAxis) {
   EXPECT_EQ(r.results[3].t->i, (std::vector<int64_t>{3, 2, 1, 0}));
 }
 
+// libdevice's classifications give int32 1 or 0 (isfinited / finitef: FlagGems' isclose through its shim).
+TEST(Math, ClassificationsAreInt32) {
+  Value x = interp::make_tensor(DType::FP32, {4}, {1.0, -0.0, INFINITY, NAN}, false);
+  Ran r = call("return tl.math.isnan(x), tl.math.isinf(x), tl.math.signbit(x), tl.math.finitef(x), "
+               "tl.math.isfinited(x)\n", {{"x", x}});
+  ASSERT_TRUE(r.errors.empty()) << r.errors;
+  EXPECT_EQ(r.results[0].t->type_str(), "int32[4]");
+  EXPECT_EQ(r.results[0].t->i, (std::vector<int64_t>{0, 0, 0, 1}));
+  EXPECT_EQ(r.results[1].t->i, (std::vector<int64_t>{0, 0, 1, 0}));
+  EXPECT_EQ(r.results[2].t->i, (std::vector<int64_t>{0, 1, 0, 0}));
+  EXPECT_EQ(r.results[3].t->i, (std::vector<int64_t>{1, 1, 0, 0}));
+  EXPECT_EQ(r.results[4].t->i, (std::vector<int64_t>{1, 1, 0, 0}));
+}
+
 TEST(Math, ExpOfFp16IsAnError) {
   Ran r = call("return tl.exp(x)\n", {{"x", tile(DType::FP16, {1})}});
   EXPECT_NE(r.errors.find("expects fp32 or fp64, got fp16; cast with .to(tl.float32) first"), std::string::npos) << r.errors;

@@ -20,7 +20,8 @@
 # celoss_indices_kernel (cross entropy with class indices: an online logsumexp, the weight of each target stored);
 # apply_rotary_pos_emb_kernel (rotate-half and interleaved, with and without position ids); mm_kernel_general
 # (@libtuner, GROUP_M=8, a row-major and a column-major A) and bmm_kernel (@libtuner + @triton.heuristics: the
-# DIVISIBLE_M/N/K variants).
+# DIVISIBLE_M/N/K variants); general_interpolate_bicubic2d_aa_kernel (antialiased bicubic downsampling: runtime
+# float scales, tgrad infers them as floats).
 # Usage: python3 tests/gpu/real/flaggems_kernels.py [MODULES_DIR] [--only NAME] (default scratch/fg/mods), where
 # MODULES_DIR holds K_op.py for each kernel K, written in FlagGems' src/ folder by
 #   tgrad flag_gems/{ops,fused}/FILE.py -I . --kernel K --wrt <the float pointers it loads> --emit torch \
@@ -650,6 +651,22 @@ def case_bmm(dtype):
         check(f"bmm_kernel {batch}x{M}x{N}x{K}", dtype, [got.O], [a @ b], [a_in, b_in], [a, b])
 
 
+def case_bicubic_aa(dtype):
+    k = load("general_interpolate_bicubic2d_aa_kernel")
+    # _upsample_bicubic2d_aa's path for a downsampling along some axis (reciprocal scale >= 1): the grid of the
+    # autotuner's BLOCK_X x BLOCK_Y output tiles, `ow % OW` wrapping the last tile's lanes onto the first columns
+    # (their duplicate stores hold the same values). The reference: torch's antialiased bicubic interpolation.
+    for N, C, IH, IW, OH, OW in ((2, 3, 37, 50, 16, 20), (1, 2, 20, 64, 25, 17)):
+        x_in = torch.randn(N, C, IH, IW, device="cuda").to(dtype).requires_grad_()
+        out = torch.empty((N, C, OH, OW), device="cuda", dtype=dtype)
+        got = k[lambda meta: (cdiv(OW, meta["BLOCK_X"]), cdiv(OH, meta["BLOCK_Y"]))](
+            out, x_in, N, C, OH, OW, IH, IW, IH / OH, IW / OW)
+        x = leaf(x_in)
+        ref = torch.nn.functional.interpolate(x, size=(OH, OW), mode="bicubic", antialias=True, align_corners=False)
+        check(f"general_interpolate_bicubic2d_aa_kernel {N}x{C}x{IH}x{IW}->{OH}x{OW}", dtype, [got.ptr_o], [ref],
+              [x_in], [x])
+
+
 CASES = {
     "prod_kernel_mid": case_prod_mid,
     "prod_kernel_result": case_prod_result,
@@ -689,6 +706,7 @@ CASES = {
     "apply_rotary_pos_emb_kernel": case_rotary,
     "mm_kernel_general": case_mm,
     "bmm_kernel": case_bmm,
+    "general_interpolate_bicubic2d_aa_kernel": case_bicubic_aa,
 }
 
 for name, run in CASES.items():
