@@ -749,8 +749,9 @@ Value Evaluator::call_builtin(const Value &callee, std::vector<Value> args, std:
     Bound b(*this, name, {"x", "dim"}, args, kwargs, span);
     TensorRef t = b.tensor("x");
     if (t->shape.empty()) fail(span, "tl.flip needs a tensor of at least one dimension");
+    if (!b.has("dim")) fail(span, "tl.flip needs its axis: Triton 3.6 refuses dim=None");
     try {
-      return Value::of_tensor(flip(*t, b.has("dim") ? static_cast<int>(b.integer("dim", -1)) : -1));
+      return Value::of_tensor(flip(*t, static_cast<int>(b.integer("dim", -1))));
     } catch (const OpError &e) {
       fail(span, e.message);
     }

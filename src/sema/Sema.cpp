@@ -1734,13 +1734,17 @@ class Checker {
       return r;
     }
     if (name == "tl.flip") {
-      // Triton 3.6 (standard.py): the elements reversed along `dim` (the last axis where None), through a bitcast to
-      // integers and xor-sums over the axis split into twos: a power-of-two length, any element type.
+      // Triton 3.6 (standard.py): the elements reversed along `dim`, through a bitcast to integers and xor-sums over
+      // the axis split into twos: a power-of-two length, any element type. Its default dim=None fails the
+      // function's first assertion (`-len(x.shape) <= dim`), measured on the H100: the axis must be given.
       Args a = bind(name, {"x", "dim"}, args, kwargs, span);
       const SType &x = a.get("x");
       if (!x.is_tensor() || x.shape.empty()) fail(span, "tl.flip needs a tensor of at least one dimension");
       if (x.elem.is_pointer) fail(span, "tl.flip cannot reverse pointers");
-      const int axis = normalize_axis(axis_arg(a, "dim", name, span).value_or(-1), x.shape.size(), span);
+      if (!a.has("dim"))
+        fail(span, "tl.flip needs its axis: Triton 3.6 refuses dim=None (its assertion compares None with the rank); "
+                   "write tl.flip(x, " + std::to_string(x.shape.size() - 1) + ") for the last axis");
+      const int axis = normalize_axis(*axis_arg(a, "dim", name, span), x.shape.size(), span);
       if (const std::optional<long long> len = x.shape[axis].value; len && (*len & (*len - 1)) != 0)
         fail(span, "tl.flip needs a power-of-two length along its axis, got " + std::to_string(*len));
       return x;

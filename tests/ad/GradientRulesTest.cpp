@@ -117,8 +117,8 @@ std::vector<Case> cases() {
       {"reduce_sum_keep", "x", "return tl.reduce(x * x, 1, plus, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum", "x", "return tl.cumsum(x, 1)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum_reverse", "x", "return tl.cumsum(x, 0, reverse=True)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
-      // tl.flip along the last axis (dim None) and along axis 0, times x so that each element meets another.
-      {"flip", "x", "return tl.flip(x) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      // tl.flip along the last axis (-1) and along axis 0, times x so that each element meets another.
+      {"flip", "x", "return tl.flip(x, -1) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"flip_dim0", "x, y", "return tl.flip(x * y, 0) * y", {"x=fp32[" + N + "," + M + "]", "y=fp32[" + N + ",1]"}, {"x", "y"}},
       {"softmax", "x", "return tl.softmax(x)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"softmax_dim1", "x", "return tl.softmax(x, dim=1, keep_dims=True)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},

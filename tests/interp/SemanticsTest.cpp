@@ -123,10 +123,10 @@ TEST(Reductions, AxesAndKeepDims) {
   EXPECT_EQ(r.results[4].t->i, (std::vector<int64_t>{0, 0}));
 }
 
-// tl.flip reverses the last axis by default, or the axis given (Triton's standard.py; integers too).
+// tl.flip reverses the axis given, negative ones counted from the end (Triton's standard.py; integers too).
 TEST(Reshapes, FlipReversesAnAxis) {
   Value m = interp::make_tensor(DType::FP32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}, false);
-  Ran r = call("return tl.flip(x), tl.flip(x, 0), tl.flip(x, dim=-2), tl.flip(tl.arange(0, 4))\n", {{"x", m}});
+  Ran r = call("return tl.flip(x, 1), tl.flip(x, 0), tl.flip(x, dim=-2), tl.flip(tl.arange(0, 4), 0)\n", {{"x", m}});
   ASSERT_TRUE(r.errors.empty()) << r.errors;
   EXPECT_EQ(r.results[0].t->f, (std::vector<double>{4, 3, 2, 1, 8, 7, 6, 5}));
   EXPECT_EQ(r.results[1].t->f, (std::vector<double>{5, 6, 7, 8, 1, 2, 3, 4}));

@@ -73,5 +73,5 @@ def discounted_returns_kernel(R, V, Out, T, gamma, BLOCK: tl.constexpr):
     r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
     v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
     scale = tl.exp(ts.to(tl.float32) * tl.log(gamma))
-    tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
+    tail = tl.flip(tl.cumsum(tl.flip(r * scale, 0), 0), 0)
     tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)

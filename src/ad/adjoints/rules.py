@@ -459,11 +459,8 @@ def cumsum(y, x, by, axis=0, reverse=False):
 
 @triton.jit
 def flip(y, x, by, dim=None):
-    # y_i = x_{n-1-i} along dim: the adjoint reverses by along the same dim
-    if dim is None:
-        bx = tl.flip(by)
-    else:
-        bx = tl.flip(by, dim)
+    # y_i = x_{n-1-i} along dim: the adjoint reverses by along the same dim (Triton 3.6 needs dim given)
+    bx = tl.flip(by, dim)
 
 
 @triton.jit

@@ -17,11 +17,11 @@ def discounted_returns_kernel_bwd(R, V, Out, T, gamma, BLOCK: tl.constexpr, dR, 
     btail_div_scale_minus_v = tl.load(dOut + row * T + ts, mask=m, other=0.0)
 
     # Grad of: tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)
-    # Grad of: tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
-    btl_cumsum = tl.flip(tl.where(m, btail_div_scale_minus_v / scale, 0.0))
+    # Grad of: tail = tl.flip(tl.cumsum(tl.flip(r * scale, 0), 0), 0)
+    btl_cumsum = tl.flip(tl.where(m, btail_div_scale_minus_v / scale, 0.0), 0)
 
     # Grad of: v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
     tl.store(dV + row * T + ts, -btail_div_scale_minus_v, mask=m)
 
     # Grad of: r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
-    tl.store(dR + row * T + ts, tl.flip(tl.cumsum(btl_cumsum, 0, reverse=True)) * scale, mask=m)
+    tl.store(dR + row * T + ts, tl.flip(tl.cumsum(btl_cumsum, 0, reverse=True), 0) * scale, mask=m)

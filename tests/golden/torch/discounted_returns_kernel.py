@@ -29,7 +29,7 @@ def discounted_returns_kernel(R, V, Out, T, gamma, BLOCK: tl.constexpr):
     r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
     v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
     scale = tl.exp(ts.to(tl.float32) * tl.log(gamma))
-    tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
+    tail = tl.flip(tl.cumsum(tl.flip(r * scale, 0), 0), 0)
     tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)
 
 
@@ -42,7 +42,7 @@ def discounted_returns_kernel_bwd(R, V, Out, T, gamma, BLOCK: tl.constexpr, dR, 
     r = tl.load(R + row_times_T + ts, mask=m, other=0.0).to(tl.float32)
     v = tl.load(V + row_times_T + ts, mask=m, other=0.0).to(tl.float32)
     scale = tl.exp(ts.to(tl.float32) * tl.log(gamma))
-    tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
+    tail = tl.flip(tl.cumsum(tl.flip(r * scale, 0), 0), 0)
 
     # Grad of: tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)
     # (Loaded early: nothing in the backward writes this memory.)
@@ -51,14 +51,14 @@ def discounted_returns_kernel_bwd(R, V, Out, T, gamma, BLOCK: tl.constexpr, dR, 
     # Grad of: tl.store(Out + row * T + ts, (tail / scale - v).to(Out.dtype.element_ty), mask=m)
     btail_div_scale_minus_v = btail_div_scale_minus_v_to_raw.to((tail / scale - v).dtype)
 
-    # Grad of: tail = tl.flip(tl.cumsum(tl.flip(r * scale), 0))
-    btl_cumsum = tl.flip(tl.where(m, btail_div_scale_minus_v / scale, 0.0))
+    # Grad of: tail = tl.flip(tl.cumsum(tl.flip(r * scale, 0), 0), 0)
+    btl_cumsum = tl.flip(tl.where(m, btail_div_scale_minus_v / scale, 0.0), 0)
 
     # Grad of: v = tl.load(V + row * T + ts, mask=m, other=0.0).to(tl.float32)
     tl.store(dV + row_times_T + ts, (-btail_div_scale_minus_v).to(V.dtype.element_ty), mask=m)
 
     # Grad of: r = tl.load(R + row * T + ts, mask=m, other=0.0).to(tl.float32)
-    btl_load = (tl.flip(tl.cumsum(btl_cumsum, 0, reverse=True)) * scale).to(R.dtype.element_ty)
+    btl_load = (tl.flip(tl.cumsum(btl_cumsum, 0, reverse=True), 0) * scale).to(R.dtype.element_ty)
     tl.store(dR + row_times_T + ts, btl_load, mask=m)
 
 
