@@ -640,17 +640,37 @@ bool AccessAnalysis::iterations_touch_their_own(const std::string &a, const std:
   return kv && *kv > shift;
 }
 
-std::vector<const Compare *> AccessAnalysis::mask_conjuncts(const std::string &mask) const {
+std::vector<const Compare *> AccessAnalysis::mask_conjuncts(const std::string &mask, std::vector<size_t> *ranks) const {
   std::vector<const Compare *> conjuncts;
-  std::function<void(const std::string &, int)> gather = [&](const std::string &n, int depth) {
+  // `rank`: that of the broadcast the conjuncts reached so far lie under (0: none).
+  std::function<void(const std::string &, int, size_t)> gather = [&](const std::string &n, int depth, size_t rank) {
     auto m = defs_.find(n);
     if (depth > 16 || m == defs_.end() || redefined_.count(n)) return;
-    if (auto *c = dyn_cast<Compare>(m->second)) conjuncts.push_back(c);
+    if (auto *c = dyn_cast<Compare>(m->second)) {
+      conjuncts.push_back(c);
+      if (ranks) {
+        auto t = types_.find(n);
+        ranks->push_back(rank ? rank : t == types_.end() ? 0 : t->second.shape.size());
+      }
+    }
     if (auto *b = dyn_cast<BinOp>(m->second); b && b->op == BinaryOpKind::BitAnd)
       for (const Expr *side : {b->lhs.get(), b->rhs.get()})
-        if (auto *x = dyn_cast<Name>(side)) gather(x->id, depth + 1);
+        if (auto *x = dyn_cast<Name>(side)) gather(x->id, depth + 1, rank);
+    // `m[:, None]` of `m = ts < T`: the same conditions, broadcast, bound the same values; with new axes only after
+    // m's own (full slices, then Nones) each of m's axes keeps its position, as the users of the conjuncts assume.
+    if (auto *sub = dyn_cast<Subscript>(m->second)) {
+      auto *x = dyn_cast<Name>(sub->value.get());
+      bool trailing = x != nullptr, seen_none = false;
+      for (const ExprPtr &i : sub->indices) {
+        auto *slice = dyn_cast<Slice>(i.get());
+        const bool full = slice && !slice->lower && !slice->upper && !slice->step;
+        if (isa<NoneLit>(i.get())) seen_none = true;
+        else if (!full || seen_none) trailing = false;
+      }
+      if (trailing) gather(x->id, depth + 1, rank ? rank : sub->indices.size());
+    }
   };
-  if (!mask.empty()) gather(mask, 0);
+  if (!mask.empty()) gather(mask, 0, 0);
   return conjuncts;
 }
 

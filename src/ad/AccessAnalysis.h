@@ -226,7 +226,10 @@ class AccessAnalysis {
   bool merge_program_blocks(Affine &a, int axis) const;
   bool merge_loop_blocks(Affine &a) const;
   // The comparisons a mask is the conjunction of (`(i0 >= 0) & (i0 < n0)`, as lowered block pointers mask).
-  std::vector<const ast::Compare *> mask_conjuncts(const std::string &mask) const;
+  // The comparisons a mask is the conjunction (`&`) of. Through `m[:, None]` (trailing new axes only: each axis of
+  // m keeps its position) to m's own. `ranks`, where given: the rank at which each applies (its own, or the
+  // broadcast's).
+  std::vector<const ast::Compare *> mask_conjuncts(const std::string &mask, std::vector<size_t> *ranks = nullptr) const;
   // Where `mask` holds a conjunct `lanes < E` on the very tl.arange of `lane` (coefficient 1): E.
   std::optional<std::string> lane_bound(const std::string &mask, const Term &lane) const;
   bool masked_halves_own_iterations(const Offset &x, const Offset &y, const std::string &loop_var,

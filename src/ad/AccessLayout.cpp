@@ -183,14 +183,17 @@ std::optional<AccessDecision> AccessAnalysis::layout_box(const std::string &poin
   // walks blocks of programs along `axis`.
   auto mask_bound = [&](const Term &lane, int axis, const std::string &block, const std::string &walked = "",
                         const std::string &walked_step = "1") -> std::optional<std::string> {
-    for (const Compare *cmp : mask_conjuncts(mask)) {
+    std::vector<size_t> ranks;
+    const std::vector<const Compare *> conjuncts = mask_conjuncts(mask, &ranks);
+    for (size_t k = 0; k < conjuncts.size(); ++k) {
+      const Compare *cmp = conjuncts[k];
       if (cmp->ops.size() != 1 || cmp->ops[0] != CompareOpKind::Lt) continue;
       auto *lhs = dyn_cast<Name>(cmp->left.get());
       std::optional<std::string> bound = scalar_text(*cmp->comparators[0]);
       if (!lhs || !bound) continue;
-      // (A mask of another rank broadcasts along other axes than its lanes name.)
-      auto lhs_type = types_.find(lhs->id);
-      if (lhs_type == types_.end() || lhs_type->second.shape.size() != ptr_type->second.shape.size()) continue;
+      // (A mask of another rank broadcasts along other axes than its lanes name; one made by `m[:, None]` has
+      // that subscript's rank, its lanes where m's are.)
+      if (ranks[k] != ptr_type->second.shape.size()) continue;
       Affine x = affine(lhs->id);
       if (!walked.empty() && (x.loops.size() != 1 || x.loops[0].var != walked ||
                               product_value(x.loops[0].coefficient) != product_value(walked_step)))

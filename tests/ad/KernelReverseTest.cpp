@@ -299,6 +299,14 @@ INSTANTIATE_TEST_SUITE_P(
                     "stride_vn=16", "stride_vk=1", "stride_oz=1280", "stride_oh=640", "stride_om=16", "stride_ok=1",
                     "H=2", "N_CTX=40"},
                    {"HEAD_DIM=16", "BLOCK_M=16", "BLOCK_N=16", "STAGE=3"}, {"Q", "K", "V"}, {}},
+        // Chunked causal linear attention (a taped [D, D] state, tl.dot with a transposed operand), ragged T: each
+        // chunk's store is its own block of O, each program's rows of dQ, dK, dV its own.
+        KernelCase{"recurrence", "chunk_linear_attn_kernel", {2, 1, 1},
+                   {"Q=fp32[2,37,16]", "K=fp32[2,37,16]", "V=fp32[2,37,16]", "O=fp32[2,37,16]:zeros", "T=37",
+                    "scale=0.25"},
+                   {"D=16", "BT=16"}, {"Q", "K", "V"},
+                   {"each iteration of the loop over 'c' stores to addresses of 'O' no other iteration stores to",
+                    "the gradient of the load through 'Q' is a plain store"}},
         // A recurrence counting down (range(n - 1, -1, -1)), taped, every step stored.
         KernelCase{"recurrence", "reverse_scan_kernel", {3, 1, 1},
                    {"X=fp32[3,5,16]", "A=fp32[3,5,16]", "H=fp32[3,5,16]:zeros", "n_steps=5"}, {"BLOCK=16"}, {"X", "A"},

@@ -506,12 +506,17 @@ std::optional<Backward> Engine::build_kernel() {
   };
   auto writes_apart_per_iteration = [&](const MemoryOp &m) {
     auto *var = dyn_cast<Name>(m.loops.front()->target.get());
-    if (!var || !access.iterations_write_apart(m.pointer, m.mask, var->id)) return false;
+    // The loop's index the minor one (`rows[:, None] * N + ns[None, :]`, ns walking column blocks under `ns < N`),
+    // or the major one (`ts[:, None] * D + d[None, :]`, ts = c * BT + lanes: the iteration c owns the address block
+    // [c * BT * D, (c + 1) * BT * D)).
+    if (!var || !(access.iterations_write_apart(m.pointer, m.mask, var->id) ||
+                  access.iterations_own_blocks(m.pointer, m.pointer, var->id, m.mask, m.mask)))
+      return false;
     stores_apart_.emplace_back(
         m.base, "line " + std::to_string(m.call->span.begin.line) + ": each iteration of the loop over '" + var->id +
                     "' stores to addresses of '" + m.base + "' no other iteration stores to (its index walks the "
-                    "loop's blocks, bounded by the mask, the other terms multiples of that bound): the store's "
-                    "upstream gradient is a plain load");
+                    "loop's blocks, the other terms bounded apart by the mask or the lanes): the store's upstream "
+                    "gradient is a plain load");
     return true;
   };
   for (const std::string &o : outputs) {

@@ -44,16 +44,12 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
-        dY_plus_c_times_dim_2_plus_offs = dY + c * dim + offs
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bstate_3_2 = tl.where(mask, tl.atomic_xchg(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask, sem="relaxed"), 0.0)
-        tl.debug_barrier()
-        bstate_3 += bstate_3_2
+        bstate_3 += tl.load(dY + c * dim + offs, mask=mask, other=0.0)
 
         # Grad of: state = scale * state + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3 * tl.where(t, scale, 0.0)

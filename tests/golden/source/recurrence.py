@@ -116,3 +116,23 @@ def projected_state_kernel(X, P, G, Y, GS, n_steps, K: tl.constexpr, BT: tl.cons
     tl.store(Y + (row * BT + o_t[:, None]) * BK + o_k[None, :], state)
     if USE_GATE:
         tl.store(GS + row * BT + o_t, gate)
+
+
+@triton.jit
+def chunk_linear_attn_kernel(Q, K, V, O, T, scale, D: tl.constexpr, BT: tl.constexpr):
+    bh = tl.program_id(0)
+    d = tl.arange(0, D)
+    t_in = tl.arange(0, BT)
+    state = tl.zeros([D, D], dtype=tl.float32)
+    for c in range(0, tl.cdiv(T, BT)):
+        ts = c * BT + t_in
+        m = ts < T
+        off = bh * T * D + ts[:, None] * D + d[None, :]
+        q = tl.load(Q + off, mask=m[:, None], other=0.0)
+        k = tl.load(K + off, mask=m[:, None], other=0.0)
+        v = tl.load(V + off, mask=m[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        s = tl.where(t_in[:, None] >= t_in[None, :], s, 0.0)
+        o = tl.dot(s.to(v.dtype), v) + tl.dot(q, state.to(q.dtype)) * scale
+        tl.store(O + off, o.to(O.dtype.element_ty), mask=m[:, None])
+        state += tl.dot(tl.trans(k), v)

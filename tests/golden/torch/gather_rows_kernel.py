@@ -892,8 +892,8 @@ gather_rows_kernel_forward = torch.library.custom_op("tgrad_torch_gather_rows_ke
 def _tgrad_gather_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], T: typing.Optional[torch.Tensor], IDX: typing.Optional[torch.Tensor], PERM: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], C: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, T, IDX, PERM, Y)
-    # 1 where the strides keep the cells of 'X' (C over tl.num_programs(0) * BLOCK_ROWS, 1 over C) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), C), (C, 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (C over n_rows, 1 over C) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((n_rows, C), (C, 1)) else 0)
     dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dT = _tgrad_zeros_like(T)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # the backward's programs: each loops over every G-th program of the forward and sums its share of the weights' gradients in its own row of the scratch

@@ -906,8 +906,8 @@ matvec_kernel_forward = torch.library.custom_op("tgrad_torch_matvec_kernel::matv
 def _tgrad_matvec_kernel_backward(tgrad_grid: typing.List[int], A: typing.Optional[torch.Tensor], X: typing.Optional[torch.Tensor], W: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], Z: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], K: typing.Union[int, float, bool], BM: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], dZ: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(A, X, W, Y, Z)
-    # 1 where the strides keep the cells of 'A' (K over tl.num_programs(0) * BM, 1 over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    A_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BM), K), (K, 1)) else 0)
+    # 1 where the strides keep the cells of 'A' (K over n_rows, 1 over K) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    A_disjoint = (1 if _tgrad_disjoint((n_rows, K), (K, 1)) else 0)
     dA = _tgrad_zeros_like(A) if A_disjoint else _tgrad_float32_zeros_like(A)  # the backward stores every element the forward loads where A_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dX = _tgrad_zeros_like(X)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero

@@ -68,10 +68,7 @@ def reverse_scan_kernel_bwd(X, A, H, n_steps, BLOCK: tl.constexpr, dX, dA, dH, h
         bh_3 = bh_2
 
         # Grad of: tl.store(H + offs, h)
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bh_3_2 = tl.atomic_xchg(dH + offs, 0.0, sem="relaxed")
-        tl.debug_barrier()
-        bh_3 += bh_3_2
+        bh_3 += tl.load(dH + offs).to(tl.float32)
 
         # Grad of: h = tl.load(A + offs) * h + tl.load(X + offs)
         # atomic: the offset is not affine in the program ids and tl.arange lanes
@@ -866,8 +863,6 @@ def _tgrad_reverse_scan_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     _tgrad_device = _tgrad_device_of(X, A, H)
     dX = _tgrad_float32_zeros_like(X)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
     dA = _tgrad_float32_zeros_like(A)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    # The backward overwrites this upstream gradient: the forward may write an address of H more than once.
-    dH = _tgrad_consumed_upstream(dH, H)
     # the value of 'h' entering each iteration of the loop at line 81 (range(n_steps - 1, -1, -1)), per program: the backward runs that loop in reverse
     h_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv(((n_steps - 1) - (0 - 1)), 1)), tgrad_grid, ()), BLOCK), dtype=torch.float32, device=_tgrad_device)
     # at least the most iterations any program of the forward runs of the loop at line 81 (range(n_steps - 1, -1, -1)); smaller, the gradients come out NaN

@@ -875,14 +875,14 @@ rotary_pairs_kernel_forward = torch.library.custom_op("tgrad_torch_rotary_pairs_
 def _tgrad_rotary_pairs_kernel_backward(tgrad_grid: typing.List[int], X: typing.Optional[torch.Tensor], COS: typing.Optional[torch.Tensor], SIN: typing.Optional[torch.Tensor], Y: typing.Optional[torch.Tensor], n_rows: typing.Union[int, float, bool], HALF: typing.Union[int, float, bool], BLOCK_ROWS: typing.Union[int, float, bool], dY: typing.Optional[torch.Tensor], num_warps: typing.Optional[int] = None, num_stages: typing.Optional[int] = None) -> typing.Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, COS, SIN, Y)
-    # 1 where the strides keep the cells of 'X' (2 * HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over 2 * HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), (2 * HALF)), ((2 * HALF), 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (2 * HALF over n_rows, 1 over 2 * HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((n_rows, (2 * HALF)), ((2 * HALF), 1)) else 0)
     dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    # 1 where the strides keep the cells of 'COS' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    COS_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    # 1 where the strides keep the cells of 'COS' (HALF over n_rows, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    COS_disjoint = (1 if _tgrad_disjoint((n_rows, HALF), (HALF, 1)) else 0)
     dCOS = _tgrad_zeros_like(COS) if COS_disjoint else _tgrad_float32_zeros_like(COS)  # the backward stores every element the forward loads where COS_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
-    # 1 where the strides keep the cells of 'SIN' (HALF over tl.num_programs(0) * BLOCK_ROWS, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    SIN_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_ROWS), HALF), (HALF, 1)) else 0)
+    # 1 where the strides keep the cells of 'SIN' (HALF over n_rows, 1 over HALF) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    SIN_disjoint = (1 if _tgrad_disjoint((n_rows, HALF), (HALF, 1)) else 0)
     dSIN = _tgrad_zeros_like(SIN) if SIN_disjoint else _tgrad_float32_zeros_like(SIN)  # the backward stores every element the forward loads where SIN_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     _TgradUnpipelinedFallback(rotary_pairs_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, COS, SIN, Y, n_rows, HALF, BLOCK_ROWS, dX=dX, dCOS=dCOS, dSIN=dSIN, dY=dY, SIN_disjoint=SIN_disjoint, COS_disjoint=COS_disjoint, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dCOS, COS), COS)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dSIN, SIN), SIN))

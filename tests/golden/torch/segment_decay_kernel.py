@@ -76,16 +76,12 @@ def segment_decay_kernel_bwd(X, DECAY, SEQ, Y, n_chunks, dim, BLOCK: tl.constexp
         scale = tl.exp(tl.load(DECAY + c))
         seq_new = tl.load(SEQ + c)
         t = seq_new == seq
-        dY_plus_c_times_dim_2_plus_offs = dY + c * dim + offs
 
         # Grad of: for c in range(n_chunks):
         bstate_3 = bstate_2
 
         # Grad of: tl.store(Y + c * dim + offs, state, mask=mask)
-        # Taken (an exchange leaves 0.0 for the values this store overwrote)
-        bstate_3_2 = tl.where(mask, tl.atomic_xchg(dY_plus_c_times_dim_2_plus_offs, 0.0, mask=mask, sem="relaxed"), 0.0)
-        tl.debug_barrier()
-        bstate_3 += bstate_3_2
+        bstate_3 += tl.load(dY + c * dim + offs, mask=mask, other=0.0).to(tl.float32)
 
         # Grad of: state = scale * state + x
         bstate_2 = tl.zeros_like(bstate_2) + bstate_3 * tl.where(t, scale, 0.0)
@@ -889,8 +885,6 @@ def _tgrad_segment_decay_kernel_backward(tgrad_grid: typing.List[int], X: typing
     X_disjoint = (1 if _tgrad_disjoint((dim, n_chunks), (1, dim)) else 0)
     dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dDECAY = _tgrad_float32_zeros_like(DECAY)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
-    dY = _tgrad_consumed_upstream(dY, Y)
     # the value of 'seq' entering each iteration of the loop at line 49 (range(n_chunks)), per program: the backward runs that loop in reverse
     seq_tape = torch.empty(((tgrad_grid[0] * tgrad_grid[1] * tgrad_grid[2]), _tgrad_max_over_programs(lambda _pid: max(0, _tgrad_cdiv((n_chunks - 0), 1)), tgrad_grid, ()), 1), dtype=torch.int32, device=_tgrad_device)
     # the value of 'state' entering each iteration of the loop at line 49 (range(n_chunks)), per program: the backward runs that loop in reverse

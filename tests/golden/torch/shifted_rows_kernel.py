@@ -898,12 +898,12 @@ def _tgrad_shifted_rows_kernel_backward(tgrad_grid: typing.List[int], X: typing.
     offsets = offsets if offsets__number is None else offsets__number  # a number where a flag says so: passed apart through the op's schema
     tgrad_grid = _tgrad_grid3(tgrad_grid)
     _tgrad_device = _tgrad_device_of(X, TABLE, Y, offsets)
-    # 1 where the strides keep the cells of 'X' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (D over n_rows, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((n_rows, D), (D, 1)) else 0)
     dX = _tgrad_zeros_like(X) if X_disjoint else _tgrad_float32_zeros_like(X)  # the backward stores every element the forward loads where X_disjoint is 1, and adds atomically into zeros where it is 0; where it adds, in float32, cast to the input's dtype at the end
     dTABLE = _tgrad_float32_zeros_like(TABLE)  # the backward adds to it (atomics, or additions in place) or does not write every element; in float32, cast to the input's dtype at the end
-    # 1 where the strides keep the cells of 'TABLE' (D over tl.num_programs(0) * BR, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    TABLE_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BR), D), (D, 1)) else 0)
+    # 1 where the strides keep the cells of 'TABLE' (D over n_rows, 1 over D) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    TABLE_disjoint = (1 if _tgrad_disjoint((n_rows, D), (D, 1)) else 0)
     _TgradUnpipelinedFallback(shifted_rows_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, TABLE, Y, offsets, n_rows, D, BR, OFFSETS_TENSOR, dX=dX, dTABLE=dTABLE, dY=dY, X_disjoint=X_disjoint, TABLE_disjoint=TABLE_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dTABLE, TABLE), TABLE))
 

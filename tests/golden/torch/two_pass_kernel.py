@@ -929,8 +929,8 @@ def _tgrad_two_pass_kernel_backward(tgrad_grid: typing.List[int], X: typing.Opti
     dW = _tgrad_zeros_like(W)  # elements the forward does not load (a grid that does not cover the tensor) have gradient zero
     # The backward overwrites this upstream gradient: the forward may write an address of Y more than once.
     dY = _tgrad_consumed_upstream(dY, Y)
-    # 1 where the strides keep the cells of 'X' (stride_x over tl.num_programs(0) * BLOCK_R, 1 over N) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
-    X_disjoint = (1 if _tgrad_disjoint(((tgrad_grid[0] * BLOCK_R), N), (stride_x, 1)) else 0)
+    # 1 where the strides keep the cells of 'X' (stride_x over n_rows, 1 over N) apart: each program and lane then stores its own addresses of the gradient; 0 (an expanded view: stride 0) makes the backward add them atomically into zeros
+    X_disjoint = (1 if _tgrad_disjoint((n_rows, N), (stride_x, 1)) else 0)
     _TgradUnpipelinedFallback(two_pass_kernel_bwd)[(tgrad_grid[0], tgrad_grid[1], tgrad_grid[2])](X, W, Y, n_rows, stride_x, N, BLOCK_R, BLOCK_N, dX=dX, dW=dW, dY=dY, X_disjoint=X_disjoint, **_tgrad_options(num_warps, num_stages))
     return _tgrad_out(_tgrad_unaliased(_tgrad_cast_like(dX, X), X)), _tgrad_out(_tgrad_unaliased(dW, W))
 
