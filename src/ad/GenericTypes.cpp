@@ -858,7 +858,15 @@ class GenericDifferentiation {
       DiagEngine forward(sources_);
       t.forward_types = sema::analyze(module_, fn_, types, forward).has_value();
     }
-    if (std::getenv("TGRAD_DEBUG_TRIALS")) quiet.print_all(std::cerr);
+    if (const char *debug = std::getenv("TGRAD_DEBUG_TRIALS")) {
+      quiet.print_all(std::cerr);
+      // TGRAD_DEBUG_TRIALS=source: each trial's backward as well, after its types (which two differ, and where).
+      if (std::string(debug) == "source" && t.backward) {
+        std::string line = "# trial:";
+        for (const auto &[n, type] : types) line += " " + n + "=" + type.str();
+        std::cerr << line << "\n" << t.backward->source << "\n";
+      }
+    }
     return t;
   }
 

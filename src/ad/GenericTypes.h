@@ -23,7 +23,8 @@
 // depends on that parameter's type: a located error names it and asks for
 // --arg. Backward::generic_types lists what was compared. With the
 // environment variable TGRAD_DEBUG_TRIALS set, each trial's diagnostics are
-// printed to standard error (why a representative was rejected).
+// printed to standard error (why a representative was rejected); set to
+// "source", each trial's backward too.
 #pragma once
 
 #include <map>

@@ -828,6 +828,31 @@ EOF
 run float_scalar "$TMP/float_scalar.py" --wrt 0
 expect_rc float_scalar_exit_0 0 float_scalar
 expect_grep float_scalar_generic "$TMP/float_scalar.out" '^# Generic: the same backward for X = \*fp32, \*fp16, \*bf16; Y = \*fp32, \*fp16, \*bf16; n = int32, fp32; scale = fp32; gamma = fp32\.$'
+# Residual add + layer norm whose bias is loaded in its own dtype (`diff * rstd * w + b` widens it): the bias's
+# partial sum accumulates the same float32 value for every element type (its fp16 store's upstream gradient is
+# widened to the stored value's dtype, which that sum must not skip), so one backward serves all.
+cat >"$TMP/add_norm.py" <<'EOF'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, res_ptr, w_ptr, b_ptr, y_ptr, res_out_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    h = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32) + tl.load(res_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(res_out_ptr + row * N + cols, h.to(res_out_ptr.dtype.element_ty), mask=mask)
+    mean = tl.sum(h, axis=0) / N
+    diff = tl.where(mask, h - mean, 0.0)
+    rstd = 1 / tl.sqrt(tl.sum(diff * diff, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+    tl.store(y_ptr + row * N + cols, (diff * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+EOF
+run add_norm "$TMP/add_norm.py" --wrt 0,1,2,3
+expect_rc add_norm_exit_0 0 add_norm
+expect_grep add_norm_generic "$TMP/add_norm.out" '^# Generic: the same backward for x_ptr = \*fp32, \*fp16, \*bf16; res_ptr = \*fp32, \*fp16, \*bf16; w_ptr = \*fp32, \*fp16, \*bf16; b_ptr = \*fp32, \*fp16, \*bf16;'
 # A flag one of whose branches does not compile in bf16 (tl.exp of a bf16 tile, as Liger's kl_div with log_target):
 # specialized on it, bf16 is served by the value whose forward compiles, and not refused for both.
 cat >"$TMP/exp_flag.py" <<'EOF'

@@ -413,13 +413,17 @@ void Engine::remove_noop_casts(StmtList &body, const sema::TypeInfo &info, std::
       for (ExprPtr &a : c->args) visit(a);
       for (Keyword &k : c->keywords) visit(k.value);
       auto *attr = dyn_cast<Attribute>(c->func.get());
-      if (attr && attr->attr == "to" && c->args.size() == 1 && c->keywords.empty()) {
-        visit(attr->value);
-        const SType *from = info.type_of(attr->value.get());
-        const SType *to = info.type_of(c->args[0].get());
+      // `x.to(T)`, or `tl.cast(x, T)` (a partial sum's float32 accumulation), where x already has dtype T.
+      const bool method = attr && attr->attr == "to" && c->args.size() == 1 && c->keywords.empty();
+      const bool function = !method && c->args.size() == 2 && c->keywords.empty() && callee(*c) == "tl.cast";
+      if (method || function) {
+        ExprPtr &operand = method ? attr->value : c->args[0];
+        visit(operand);
+        const SType *from = info.type_of(operand.get());
+        const SType *to = info.type_of(c->args[method ? 0 : 1].get());
         if (from && to && from->is_tensor() && to->kind == SType::Kind::DType && !to->dtype_is_pointer &&
             from->elem.dtype == to->dtype && !from->elem.is_pointer) {
-          ExprPtr receiver = std::move(attr->value);
+          ExprPtr receiver = std::move(operand);
           removed.push_back(std::move(e));
           e = std::move(receiver);
         }

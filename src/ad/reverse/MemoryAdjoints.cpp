@@ -32,7 +32,13 @@ void Engine::register_partial(const MemoryOp &op, const std::string &bx, const s
     if (!a || assigned_name(*a) != bx) continue;
     auto *c = dyn_cast<Call>(a->value.get());
     auto *attr = c ? dyn_cast<Attribute>(c->func.get()) : nullptr;
-    if (attr && attr->attr == "to" && isa<Name>(attr->value.get())) {
+    // Only the cast back to the loaded value's dtype (`g.to(x.dtype)`, the cast rule's): bx may be an alias of
+    // another value's adjoint, cast to that value's dtype (an fp16 store's upstream gradient widened to the fp32
+    // value stored), which this sum must not skip. (And a generic backward's representatives differ in whether
+    // such a cast's operand is float32: the choice would make them differ.)
+    auto *target = c && c->args.size() == 1 ? dyn_cast<Attribute>(c->args[0].get()) : nullptr;
+    auto *target_of = target && target->attr == "dtype" ? dyn_cast<Name>(target->value.get()) : nullptr;
+    if (attr && attr->attr == "to" && isa<Name>(attr->value.get()) && target_of && target_of->id == op.value) {
       const SType *from = nullptr;  // the receiver is an adjoint: its primal's type
       for (const auto &[primal, adjoint] : adjoint_)
         if (adjoint == cast<Name>(attr->value.get())->id) from = type_of_name(primal);

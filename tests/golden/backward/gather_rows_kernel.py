@@ -63,7 +63,7 @@ def gather_rows_kernel_bwd(X, T, IDX, PERM, Y, n_rows, C: tl.constexpr, BLOCK_RO
 
         # Grad of: t = tl.load(T + cols)
         # partial sum in registers: every program loads these addresses of 'T'
-        dT_sum += tl.cast(bt_times_t * t * 2, tl.float32)
+        dT_sum += bt_times_t * t * 2
 
         # Grad of: x = tl.load(X + rows[:, None] * C + cols[None, :], mask=mask[:, None], other=0.0)
         # One program and lane per address where the strides keep the rows apart (X_disjoint, from the launcher); else (an expanded view) the rows' gradients add

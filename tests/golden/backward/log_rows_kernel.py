@@ -65,7 +65,7 @@ def log_rows_kernel_bwd(X, W, Out, n_cols, BLOCK: tl.constexpr, dX, dW, dOut, dW
 
         # Grad of: w = tl.load(W)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(tl.sum(bx_times_w * x), tl.float32)
+        dW_sum += tl.sum(bx_times_w * x)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dX + row * n_cols + cols, bx, mask=mask)

@@ -65,7 +65,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: w = tl.load(W + rk[:, None] * K + rk[None, :])
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += bw
 
         # Grad of: tl.store(Y + rm, tl.reshape(y, [BM]), mask=mask)
         by = tl.reshape(tl.load(dY + rm, mask=mask, other=0.0), y.shape)
@@ -76,7 +76,7 @@ def matvec_kernel_bwd(A, X, W, Y, Z, n_rows, K: tl.constexpr, BM: tl.constexpr, 
 
         # Grad of: x = tl.load(X + rk)
         # partial sum in registers: every program loads these addresses of 'X'
-        dX_sum += tl.cast(bx, tl.float32)
+        dX_sum += bx
 
         # Grad of: a = tl.load(A + rm[:, None] * K + rk[None, :], mask=mask[:, None], other=0.0)
         # One program and lane per address where the strides keep the rows apart (A_disjoint, from the launcher); else (an expanded view) the rows' gradients add

@@ -58,11 +58,11 @@ def optional_affine_norm_kernel_bwd(X, W, B, Y, n_cols, eps, BLOCK: tl.constexpr
 
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
-        dB_sum += tl.cast(bxc_times_rstd_times_w_plus_b, tl.float32)
+        dB_sum += bxc_times_rstd_times_w_plus_b
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bxc_times_rstd_times_w_plus_b * (xc * rstd), tl.float32)
+        dW_sum += bxc_times_rstd_times_w_plus_b * (xc * rstd)
 
         # Grad of: rstd = 1 / tl.sqrt(tl.sum(xc * xc, 0) / n_cols + eps)
         bsum = -tl.sum(bxc_times_rstd * xc) * rstd / tl_sqrt_sum * 0.5 / tl_sqrt_sum

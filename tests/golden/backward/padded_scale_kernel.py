@@ -46,7 +46,7 @@ def padded_scale_kernel_bwd(X, S, Y, n_cols, BLOCK: tl.constexpr, dX, dS, dY, dS
 
         # Grad of: s = tl.load(S)
         # partial sum in registers: every program loads these addresses of 'S'
-        dS_sum += tl.cast(tl.sum(tl.where(mask, bx_times_s * x, 0.0)), tl.float32)
+        dS_sum += tl.sum(tl.where(mask, bx_times_s * x, 0.0))
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=float('-inf'))
         tl.store(dX + row * n_cols + cols, bx, mask=mask)

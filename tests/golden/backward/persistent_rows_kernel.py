@@ -63,7 +63,7 @@ def persistent_rows_kernel_bwd(X, W, Y, n_rows, n_cols, NUM_PROGRAMS, BLOCK: tl.
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += bw
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:

@@ -54,16 +54,15 @@ def reshaped_scale_kernel_bwd(X, S, Out, n, B: tl.constexpr, dX, dS, dOut, dX_pa
 
         # Grad of: z = tl.where(mask, x.reshape(B) * s, 0.0)
         bx_reshape_B_times_s = tl.where(mask, bz, 0.0)
-        bs = tl.sum(tl.where(mask, bx_reshape_B_times_s * x_reshape_B, 0.0))
         bx = tl.reshape(bx_reshape_B_times_s * s, x.shape)
 
         # Grad of: s = tl.load(S)
         # partial sum in registers: every program loads these addresses of 'S'
-        dS_sum += tl.cast(bs, tl.float32)
+        dS_sum += tl.sum(tl.where(mask, bx_reshape_B_times_s * x_reshape_B, 0.0))
 
         # Grad of: x = tl.load(X + offs, mask=mask, other=float('-inf'))
         # partial sum in registers: every program loads these addresses of 'X'
-        dX_sum += tl.cast(bx, tl.float32)
+        dX_sum += bx
 
         # This program's last iteration: its partial sums go to its rows.
         if forward_pid + tl.num_programs(0) >= num_programs:

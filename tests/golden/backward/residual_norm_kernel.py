@@ -136,7 +136,7 @@ def residual_norm_kernel_bwd_one_pass(X, R, W, S, Y, n_cols, eps, BLOCK: tl.cons
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bs_2_times_rstd_times_w * (s_2 * rstd), tl.float32)
+        dW_sum += bs_2_times_rstd_times_w * (s_2 * rstd)
 
         # Grad of: s = tl.load(S + row * n_cols + cols, mask=mask, other=0.0)
         # Grad of: rstd = 1.0 / tl.sqrt(squares / n_cols + eps)

@@ -55,7 +55,7 @@ def rms_scale_kernel_bwd(X, W, Y, n_cols, eps, BLOCK: tl.constexpr, dX, dW, dY, 
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(by * (x * rrms), tl.float32)
+        dW_sum += by * (x * rrms)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(cdtype)
         tl.store(dX + row * n_cols + cols, bx.to(X.dtype.element_ty), mask=mask)

@@ -48,7 +48,7 @@ def running_sum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY, dW_
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bx_times_w * x, tl.float32)
+        dW_sum += bx_times_w * x
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dX + row * n_cols + cols, bx_times_w * w, mask=mask)

@@ -116,7 +116,7 @@ def weight_rows_kernel_bwd(X, DY, W, RSTD, DX, DW, n_rows, n_cols, stride, BLOCK
 
         # Grad of: w = tl.load(W + cols, mask=col_mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bw, tl.float32)
+        dW_sum += bw
 
         # This program's last iteration: its partial sums go to its rows.
         if pid + tl.num_programs(0) >= num_programs:

@@ -50,7 +50,7 @@ def weighted_colsum_kernel_bwd(X, W, Y, n_cols, BLOCK: tl.constexpr, dX, dW, dY,
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
-        dW_sum += tl.cast(bx_times_w * x, tl.float32)
+        dW_sum += bx_times_w * x
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
         tl.store(dX + row * n_cols + cols, bx_times_x * x * 2 + bx_times_w * w, mask=mask)

@@ -98,7 +98,7 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_true_HAS_BIAS_true(X, W, B, Y, n_cols, HA
         # Grad of: y = x * x
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
-        dB_sum += by_3_to_tl_float32
+        dB_sum += tl.cast(by_3, tl.float32)
 
         # Grad of: w = tl.load(W + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'W'
@@ -148,14 +148,15 @@ def gated_affine_kernel_bwd_HAS_WEIGHT_false_HAS_BIAS_true(X, W, B, Y, n_cols, H
 
         # Grad of: tl.store(Y + row * n_cols + cols, tl.sigmoid(y.to(tl.float32)), mask=mask)
         by_2_to_tl_float32 = btl_sigmoid_y_2_to_tl_float32 * tl_sigmoid_y_2_to_tl_float32 * (1.0 - tl_sigmoid_y_2_to_tl_float32)
+        by_2 = by_2_to_tl_float32.to(y_2.dtype)
 
         # Grad of: y = x * x
         # Grad of: b = tl.load(B + cols, mask=mask, other=0.0)
         # partial sum in registers: every program loads these addresses of 'B'
-        dB_sum += by_2_to_tl_float32
+        dB_sum += tl.cast(by_2, tl.float32)
 
         # Grad of: x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0)
-        tl.store(dX + row_times_n_cols + cols, by_2_to_tl_float32.to(y_2.dtype) * x * 2, mask=mask)
+        tl.store(dX + row_times_n_cols + cols, by_2 * x * 2, mask=mask)
 
         # This program's last iteration: its partial sums go to its rows.
         if row + tl.num_programs(0) >= num_programs:
