@@ -117,6 +117,8 @@ std::vector<Case> cases() {
       {"reduce_sum_keep", "x", "return tl.reduce(x * x, 1, plus, keep_dims=True) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum", "x", "return tl.cumsum(x, 1)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"cumsum_reverse", "x", "return tl.cumsum(x, 0, reverse=True)", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
+      {"cumprod", "x", "return tl.cumprod(x, 1)", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
+      {"cumprod_reverse", "x", "return tl.cumprod(x, 0, reverse=True) * x", {"x=fp32[" + N + "," + M + "]" + pos}, {"x"}},
       // tl.flip along the last axis (-1) and along axis 0, times x so that each element meets another.
       {"flip", "x", "return tl.flip(x, -1) * x", {"x=fp32[" + N + "," + M + "]"}, {"x"}},
       {"flip_dim0", "x, y", "return tl.flip(x * y, 0) * y", {"x=fp32[" + N + "," + M + "]", "y=fp32[" + N + ",1]"}, {"x", "y"}},
@@ -218,7 +220,7 @@ TEST(GradientRules, EveryRuleInTheTableHasACase) {
                                    "broadcast_to", "sum", "max", "min", "cumsum", "softmax", "dot", "sqrt_rn", "div_rn",
                                    "fdiv", "exp10", "log10", "log1p", "expm1", "cbrt", "tan", "asin", "acos", "atan",
                                    "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "join", "split", "clamp", "gather",
-                                   "interleave", "reduce_product", "extract_slice", "insert_slice", "flip"};
+                                   "interleave", "reduce_product", "extract_slice", "insert_slice", "flip", "cumprod"};
   for (const std::string &r : ad::rule_names()) EXPECT_TRUE(covered.count(r)) << "rule '" << r << "' has no gradient check";
 }
 
@@ -237,6 +239,45 @@ TEST(GradientRules, TiesOfMaxSplitTheGradientEvenly) {
                                   memory, run, *p->diags);
   ASSERT_TRUE(out) << p->all_messages();
   EXPECT_EQ((*out)[0].t->f, (std::vector<double>{0, 0.5, 0.5, 0}));
+}
+
+// tl.cumprod's gradient at zeros (none, one, two, one at either end), both directions, against the sum of products
+// with one factor left out, computed here directly: no division by the zeros.
+TEST(GradientRules, CumprodGradientAtZeros) {
+  const std::vector<std::vector<double>> rows = {
+      {1.5, -2, 0.5, 3}, {1.5, 0, 0.5, 3}, {2, 0, 0.5, 0}, {0, 2, -1, 3}, {2, -1, 3, 0}, {0, 0, 2, 1}};
+  for (const bool reverse : {false, true}) {
+    auto p = parse_text(std::string("import triton\nimport triton.language as tl\n@triton.jit\ndef f(x):\n    return "
+                                    "tl.cumprod(x, 0") + (reverse ? ", reverse=True" : "") + ")\n");
+    ASSERT_TRUE(p->ok());
+    ad::BackwardRequest request{"f", {"x"}, {{"x", sema::SType::tensor({sema::DType::FP32, false}, {sema::Dim::known(4)})}}, ""};
+    auto bwd = ad::differentiate(*p->module, p->sources, request, *p->diags);
+    ASSERT_TRUE(bwd) << p->all_messages();
+    const std::vector<double> by = {0.5, -1.25, 2, 0.75};
+    for (const std::vector<double> &x : rows) {
+      interp::Memory memory;
+      interp::RunOptions run;
+      run.float64 = true;
+      auto out = interp::run_function(*bwd->module, bwd->backward_name,
+                                      {{"x", interp::make_tensor(sema::DType::FP32, {4}, x, true)},
+                                       {bwd->output_adjoints[0], interp::make_tensor(sema::DType::FP32, {4}, by, true)}},
+                                      memory, run, *p->diags);
+      ASSERT_TRUE(out) << p->all_messages();
+      for (int j = 0; j < 4; ++j) {
+        double want = 0;  // sum over the outputs i that hold x_j of by_i times the product of their other factors
+        for (int i = 0; i < 4; ++i) {
+          const bool holds = reverse ? j >= i : j <= i;
+          if (!holds) continue;
+          double product = 1;
+          for (int k = 0; k < 4; ++k)
+            if (k != j && (reverse ? k >= i : k <= i)) product *= x[k];
+          want += by[i] * product;
+        }
+        EXPECT_DOUBLE_EQ((*out)[0].t->f[j], want) << "reverse=" << reverse << " x[0]=" << x[0] << " x[1]=" << x[1]
+                                                  << " x[2]=" << x[2] << " x[3]=" << x[3] << " j=" << j;
+      }
+    }
+  }
 }
 
 TEST(GradientRules, UnusedInputGetsAZeroAdjointAndAWarning) {

@@ -458,6 +458,29 @@ def cumsum(y, x, by, axis=0, reverse=False):
 
 
 @triton.jit
+def cumprod(y, x, by, axis=0, reverse=False):
+    # y_i = prod_{k <= i} x_k (from the other end with reverse), so bx_j = sum_{i >= j} by_i prod_{k <= i, k != j} x_k:
+    # before the first 0 of the scan, the running sum of by * y from the end divided by x_j; at the first 0, the sum
+    # from there of by_i times the running product with that 0 left out; after it, 0 (each product holds that 0).
+    # No division by 0
+    zero = x == 0
+    if reverse:
+        seen = tl.cumsum(zero.to(tl.int32), axis, reverse=True)
+    else:
+        seen = tl.cumsum(zero.to(tl.int32), axis)
+    before = seen == 0
+    first = zero & (seen == 1)
+    if reverse:
+        tail = tl.cumsum(tl.where(before, by * y, 0.0), axis)
+        skipped = tl.cumprod(tl.where(first, 1.0, x), axis, reverse=True)
+    else:
+        tail = tl.cumsum(tl.where(before, by * y, 0.0), axis, reverse=True)
+        skipped = tl.cumprod(tl.where(first, 1.0, x), axis)
+    at_zero = tl.sum(tl.where(seen >= 1, by * skipped, 0.0), axis, keep_dims=True)
+    bx = tl.where(before, tail / tl.where(before, x, 1.0), tl.where(first, at_zero, 0.0))
+
+
+@triton.jit
 def flip(y, x, by, dim=None):
     # y_i = x_{n-1-i} along dim: the adjoint reverses by along the same dim (Triton 3.6 needs dim given)
     bx = tl.flip(by, dim)
