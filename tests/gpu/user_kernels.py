@@ -5,7 +5,8 @@ Kernels written the way people write them (an embedding lookup with repeated ids
 tl.static_range taps, SwiGLU on a packed input, QK RMS norm with rotary through reshape/permute/split/join, a masked
 mean pool with an early return and atomic partial means, a KL divergence summed atomically into one scalar, residual
 add + layer norm with weights in their own dtype, a running product of gates with zeros, softcapped flash attention
-with its logsumexp): each module is written by the command a user types, with no --arg and no -D, and launched as
+with its logsumexp, rotary embeddings whose angle rows a position id picks, attention with a learned bias and an int8
+keep-mask, a softmax-weighted combination of experts over tl.static_range): each module is written by the command a user types, with no --arg and no -D, and launched as
 the kernel; every output goes into a loss with random float64 weights, compared with torch.autograd in float64.
 
     python3 tests/gpu/user_kernels.py --write DIR [--tgrad bazel-bin/tools/cli/tgrad]   # here: writes the modules
@@ -33,6 +34,9 @@ COMMANDS = {
     "add_layer_norm": "0,1,2,3",
     "decayed_sum": "0,1",
     "softcap_attention": "0,1,2 --no-grad LSE",
+    "rope_position_ids": "0,2,3",
+    "bias_mask_attention": "0,1,2,3",
+    "combine_experts": "0,1",
 }
 
 
@@ -209,6 +213,52 @@ def run(folder, device):
         (ref * g).sum().backward()
         report(f"softcapped attention (CAUSAL={causal})",
                [rel(out, ref), rel(q.grad, qd.grad), rel(k.grad, kd.grad), rel(v.grad, vd.grad)], dot_tolerance)
+    m = load("rope_position_ids").rope_pos_kernel
+    if on_gpu:  # (its two stores' upstream gradients are taken by tl.atomic_xchg, which Triton's interpreter lacks)
+        n_tok, H, HD, P = 6, 3, 16, 9
+        x = torch.randn(n_tok, H * HD, requires_grad=True)
+        pos = torch.tensor([0, 3, 3, 8, 1, 3], dtype=torch.int32)
+        ang = torch.randn(P, HD // 2)
+        cos, sin = ang.cos().requires_grad_(), ang.sin().requires_grad_()
+        out = m[(n_tok, H)](x, pos, cos, sin, torch.empty(n_tok, H * HD), H, H * HD, HD=HD).out_ptr
+        g = torch.randn(n_tok, H * HD, dtype=torch.float64)
+        (out.double() * g).sum().backward()
+        xd, cd, sd = leaves(x, cos, sin)
+        c, s = cd[pos.long()][:, None], sd[pos.long()][:, None]
+        xv = xd.view(n_tok, H, HD)
+        x1, x2 = xv[..., : HD // 2], xv[..., HD // 2:]
+        ref = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).reshape(n_tok, H * HD)
+        (ref * g).sum().backward()
+        report("rotary with position ids (repeated rows)",
+               [rel(out, ref), rel(x.grad, xd.grad), rel(cos.grad, cd.grad), rel(sin.grad, sd.grad)], 1e-5)
+
+    m = load("bias_mask_attention").masked_bias_attn_fwd
+    BH, N, D = 2, 37, 16
+    q, k, v = (torch.randn(BH, N, D, requires_grad=True) for _ in range(3))
+    bias = torch.randn(N, N, requires_grad=True)
+    keep = (torch.rand(N, N) > 0.3).to(torch.int8)
+    keep[:, 0] = 1
+    out = m[((N + 15) // 16, BH)](q, k, v, bias, keep, torch.empty(BH, N, D), N, 0.25, D=D, BM=16, BN=16).O
+    g = torch.randn(BH, N, D, dtype=torch.float64)
+    (out.double() * g).sum().backward()
+    qd, kd, vd, bd = leaves(q, k, v, bias)
+    scores = ((qd @ kd.transpose(1, 2)) * 0.25 + bd).masked_fill(keep == 0, float("-inf"))
+    ref = torch.softmax(scores, -1) @ vd
+    (ref * g).sum().backward()
+    report("attention with a bias and a keep-mask",
+           [rel(out, ref), rel(q.grad, qd.grad), rel(k.grad, kd.grad), rel(v.grad, vd.grad), rel(bias.grad, bd.grad)],
+           dot_tolerance)
+
+    m = load("combine_experts").combine_experts_kernel
+    E, n_tok, H = 4, 5, 40
+    x, w = torch.randn(E, n_tok, H, requires_grad=True), torch.randn(n_tok, E, requires_grad=True)
+    out = m[(n_tok,)](x, w, torch.empty(n_tok, H), n_tok, H, E=E, BLOCK_H=16).out_ptr
+    g = torch.randn(n_tok, H, dtype=torch.float64)
+    (out.double() * g).sum().backward()
+    xd, wd = leaves(x, w)
+    ref = torch.einsum("te,eth->th", torch.softmax(wd, -1), xd)
+    (ref * g).sum().backward()
+    report("experts combined by softmax weights", [rel(out, ref), rel(x.grad, xd.grad), rel(w.grad, wd.grad)], 1e-5)
     print(f"failures: {failures}")
     return failures
 
