@@ -19,7 +19,6 @@
 // Then R lies in [0, S): iteration t's addresses are U + t * S + [0, S),
 // which no other iteration's meet.
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <map>
 #include <optional>
@@ -361,9 +360,8 @@ bool AccessAnalysis::iterations_write_apart(const std::string &pointer, const st
   if (range == loops_.end() || range->second.lo != "0") return false;
   // The loop's step as a polynomial: a positive number, or a name (a tl.constexpr block size).
   std::optional<Polynomial> loop_step;
-  if (std::all_of(range->second.step.begin(), range->second.step.end(), ::isdigit) && !range->second.step.empty()) {
-    const int64_t n = std::stoll(range->second.step);
-    if (n > 0) loop_step = constant(n);
+  if (std::optional<long long> n = access_text::integer_text(range->second.step)) {
+    if (*n > 0) loop_step = constant(*n);
   } else if (!range->second.step.empty() && !defs_.count(range->second.step)) {
     loop_step = atom(range->second.step);
   }

@@ -685,25 +685,29 @@ SType pointer_to(DType d, bool not_none = false) {
 }
 SType scalar_of(DType d) { return SType::tensor(sema::ElemType{d, false}, {}); }
 
-// Whether the code needs the runtime scalar `name` to be a float, where Triton refuses an int32: the operand of a
-// math function that takes floats only (`tl.log(gamma)`), or a conditional expression's branch computed from it with
-// integers where the other branch is a float literal (`2 * scale if scale >= 1.0 else 2.0`: an int32 and a float do
-// not merge). Callers pass a Python float there; its representative is fp32 first (int32 is still tried, and the
-// forward refuses it as Triton does).
-bool needs_float(const Module &module, const StmtList &body, const std::string &name) {
-  // `name` with integer literals, + - * and negation only (int32 where `name` is).
-  std::function<bool(const Expr &, bool &)> integral = [&](const Expr &e, bool &mentions) -> bool {
-    if (auto *n = dyn_cast<Name>(&e)) return n->id == name && (mentions = true);
+// The names the code needs to be floats, where Triton refuses an int32: the operand of a math function that takes
+// floats only (`tl.log(gamma)`), or a conditional expression's branch computed from one name with integers where the
+// other branch is a float literal (`2 * scale if scale >= 1.0 else 2.0`: an int32 and a float do not merge). Callers
+// pass a Python float there: such a runtime scalar's representative is fp32 first (int32 is still tried, and the
+// forward refuses it as Triton does). One walk of the body, for every parameter.
+std::set<std::string> float_scalars(const Module &module, const Function &fn) {
+  // The one name `e` computes with integer literals, + - * and negation (int32 where that name is), or "".
+  std::function<bool(const Expr &, std::string &)> integral = [&](const Expr &e, std::string &name) -> bool {
+    if (auto *n = dyn_cast<Name>(&e)) {
+      if (!name.empty() && name != n->id) return false;
+      name = n->id;
+      return true;
+    }
     if (isa<IntLit>(&e)) return true;
-    if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && integral(*u->operand, mentions);
+    if (auto *u = dyn_cast<UnaryOp>(&e)) return u->op == UnaryOpKind::Neg && integral(*u->operand, name);
     if (auto *b = dyn_cast<BinOp>(&e))
       return (b->op == BinaryOpKind::Add || b->op == BinaryOpKind::Sub || b->op == BinaryOpKind::Mul) &&
-             integral(*b->lhs, mentions) && integral(*b->rhs, mentions);
+             integral(*b->lhs, name) && integral(*b->rhs, name);
     return false;
   };
   auto of_name = [&](const Expr &e) {
-    bool mentions = false;
-    return integral(e, mentions) && mentions;
+    std::string name;
+    return integral(e, name) ? name : std::string();
   };
   auto float_literal = [](const Expr &e) {
     if (auto *u = dyn_cast<UnaryOp>(&e); u && u->op == UnaryOpKind::Neg) return isa<FloatLit>(u->operand.get());
@@ -720,22 +724,24 @@ bool needs_float(const Module &module, const StmtList &body, const std::string &
     }
     return sema::is_math_function(f) && f != "abs" && !sema::is_math_classification(f);
   };
-  bool needs = false;
-  visit_exprs(body, [&](const Expr &e) {
-    if (needs) return;
+  std::set<std::string> floats;
+  visit_exprs(fn.body, [&](const Expr &e) {
     if (auto *c = dyn_cast<Call>(&e); c && float_only_math(*c))
-      for (const ExprPtr &a : c->args) needs |= of_name(*a);
-    if (auto *i = dyn_cast<IfExp>(&e))
-      needs |= (of_name(*i->then_value) && float_literal(*i->else_value)) ||
-               (of_name(*i->else_value) && float_literal(*i->then_value));
+      for (const ExprPtr &a : c->args) floats.insert(of_name(*a));
+    if (auto *i = dyn_cast<IfExp>(&e)) {
+      if (float_literal(*i->else_value)) floats.insert(of_name(*i->then_value));
+      if (float_literal(*i->then_value)) floats.insert(of_name(*i->else_value));
+    }
   });
-  return needs;
+  floats.erase("");
+  return floats;
 }
 
-// A scalar's first representative: fp32 where its default is a float, or where the code needs a float.
-DType first_scalar_dtype(const Module &module, const Function &fn, const Param &p) {
-  if (p.default_value && isa<FloatLit>(p.default_value.get())) return DType::FP32;
-  return needs_float(module, fn.body, p.name) ? DType::FP32 : DType::Int32;
+// A scalar's first representative: fp32 where its default is a float, or where the code needs a float (`floats`,
+// float_scalars of its function).
+DType first_scalar_dtype(const Param &p, const std::set<std::string> &floats) {
+  return (p.default_value && isa<FloatLit>(p.default_value.get())) || floats.count(p.name) ? DType::FP32
+                                                                                            : DType::Int32;
 }
 
 // One differentiation with representative types; its diagnostics kept aside.
@@ -766,8 +772,9 @@ std::string first_difference(const Backward &a, const Backward &b) {
 }
 
 // Representative types for the parameters `given` leaves open, by role (defined below).
-sema::ParamTypes representative_of(const Module &module, const Function &fn, const std::vector<ParamRole> &roles,
-                                   const sema::ParamTypes &given, DType float_type);
+sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+                                   const sema::ParamTypes &given, DType float_type,
+                                   const std::set<std::string> &floats);
 
 class GenericDifferentiation {
  public:
@@ -775,7 +782,8 @@ class GenericDifferentiation {
   // trial's pointer types for them are marked not None.
   GenericDifferentiation(const Module &module, const SourceManager &sources, const BackwardRequest &request,
                          DiagEngine &diags, const Function &fn, std::set<std::string> not_none = {})
-      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), not_none_(std::move(not_none)) {}
+      : module_(module), sources_(sources), request_(request), diags_(diags), fn_(fn), not_none_(std::move(not_none)),
+        float_scalars_(float_scalars(module, fn)) {}
 
   std::optional<Backward> run() {
     // Every parameter typed: no representative to choose, and the roles below would decide nothing. Nor do
@@ -888,7 +896,7 @@ class GenericDifferentiation {
     return trials;
   }
 
-  DType scalar_first(size_t k) const { return first_scalar_dtype(module_, fn_, fn_.params[k]); }
+  DType scalar_first(size_t k) const { return first_scalar_dtype(fn_.params[k], float_scalars_); }
 
   // Keeps `t` when its backward equals the representative's; a located
   // error naming `param` when it differs.
@@ -981,7 +989,9 @@ class GenericDifferentiation {
     return b.source.substr(0, at) + generic_types_line(b.generic_types) + b.source.substr(at);
   }
 
-  sema::ParamTypes with_uniform(DType d) const { return representative_of(module_, fn_, roles_, request_.param_types, d); }
+  sema::ParamTypes with_uniform(DType d) const {
+    return representative_of(fn_, roles_, request_.param_types, d, float_scalars_);
+  }
 
   // A kernel's check against its representative `base`: one parameter's type changed.
   struct Check {
@@ -1222,6 +1232,7 @@ class GenericDifferentiation {
   std::vector<std::pair<std::string, std::vector<std::string>>> checked_;
   std::vector<std::pair<std::string, std::vector<std::string>>> rejected_;  // types the forward itself refuses
   std::set<std::string> not_none_;
+  const std::set<std::string> float_scalars_;  // (float_scalars: the scalars whose representative is fp32 first)
 };
 
 }  // namespace
@@ -1270,8 +1281,9 @@ std::string generic_types_line(const std::vector<std::pair<std::string, std::vec
 namespace {
 
 // Representative types for the parameters `given` leaves open, by role.
-sema::ParamTypes representative_of(const Module &module, const Function &fn, const std::vector<ParamRole> &roles,
-                                   const sema::ParamTypes &given, DType float_type) {
+sema::ParamTypes representative_of(const Function &fn, const std::vector<ParamRole> &roles,
+                                   const sema::ParamTypes &given, DType float_type,
+                                   const std::set<std::string> &floats) {
   sema::ParamTypes types = given;
   for (size_t k = 0; k < fn.params.size(); ++k) {
     const Param &p = fn.params[k];
@@ -1283,7 +1295,7 @@ sema::ParamTypes representative_of(const Module &module, const Function &fn, con
     switch (roles[k]) {
       case ParamRole::FloatPointer: types[p.name] = pointer_to(float_type, tensor); break;
       case ParamRole::IntegerPointer: types[p.name] = pointer_to(DType::Int32, tensor); break;
-      case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(module, fn, p)); break;
+      case ParamRole::Scalar: types[p.name] = scalar_of(first_scalar_dtype(p, floats)); break;
       case ParamRole::DTypeConstexpr: types[p.name] = SType::of_dtype(float_type); break;
       case ParamRole::Constexpr:
       case ParamRole::Unused:
@@ -1334,10 +1346,11 @@ std::vector<ParamRole> param_roles(const Module &module, const Function &fn, con
   // pointer only advanced or tested against None here, `q += off`); the
   // taken branches' only where it does not (fla's seq_offsets: a pointer
   // with one flag value, added to offsets as a number with the other).
+  const std::set<std::string> floats = memo ? memo->float_scalars() : float_scalars(module, fn);
   for (DType d : {DType::FP32, DType::FP16, DType::BF16}) {
     SourceManager scratch;
     DiagEngine quiet(scratch);
-    if (sema::analyze(module, fn, representative_of(module, fn, every_branch, known, d), quiet)) return every_branch;
+    if (sema::analyze(module, fn, representative_of(fn, every_branch, known, d, floats), quiet)) return every_branch;
   }
   return taken;
 }
@@ -1353,7 +1366,14 @@ std::vector<unsigned> pointer_accesses(const Module &module, const Function &fn)
 
 sema::ParamTypes uniform_representative(const Module &module, const Function &fn, const sema::ParamTypes &given,
                                         DType float_type, RoleMemo *memo) {
-  return representative_of(module, fn, param_roles(module, fn, given, memo), given, float_type);
+  if (memo && !memo->serves(module, fn)) memo = nullptr;
+  return representative_of(fn, param_roles(module, fn, given, memo), given, float_type,
+                           memo ? memo->float_scalars() : float_scalars(module, fn));
+}
+
+const std::set<std::string> &RoleMemo::float_scalars() const {
+  if (!float_scalars_) float_scalars_ = ad::float_scalars(*module_, *fn_);
+  return *float_scalars_;
 }
 
 std::optional<Backward> differentiate_generic(const Module &user_module, const SourceManager &sources,

@@ -29,6 +29,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,8 @@ class RoleMemo {
  public:
   RoleMemo(const ast::Module &module, const ast::Function &fn) : module_(&module), fn_(&fn) {}
   bool serves(const ast::Module &module, const ast::Function &fn) const { return &module == module_ && &fn == fn_; }
+  // The runtime scalars the function's code needs as floats (their representative is fp32 first), from one walk.
+  const std::set<std::string> &float_scalars() const;
 
  private:
   friend std::vector<ParamRole> param_roles(const ast::Module &, const ast::Function &, const sema::ParamTypes &,
@@ -79,6 +82,7 @@ class RoleMemo {
   const ast::Function *fn_;
   std::optional<std::vector<ParamRole>> every_branch_;
   std::map<std::string, std::vector<ParamRole>> taken_;  // by the branch each if takes, a letter per if
+  mutable std::optional<std::set<std::string>> float_scalars_;
 };
 
 // The header line "# Generic: the same backward for x = *fp32, *fp16; ...".

@@ -1736,7 +1736,7 @@ class Checker {
     if (name == "tl.flip") {
       // Triton 3.6 (standard.py): the elements reversed along `dim`, through a bitcast to integers and xor-sums over
       // the axis split into twos: a power-of-two length, any element type. Its default dim=None fails the
-      // function's first assertion (`-len(x.shape) <= dim`), measured on the H100: the axis must be given.
+      // function's first assertion (`-len(x.shape) <= dim`), measured on the H200: the axis must be given.
       Args a = bind(name, {"x", "dim"}, args, kwargs, span);
       const SType &x = a.get("x");
       if (!x.is_tensor() || x.shape.empty()) fail(span, "tl.flip needs a tensor of at least one dimension");
